@@ -1,0 +1,285 @@
+"""The ingest HTTP application: routes, error shape, and the group committer's lifecycle.
+
+Routes:
+    POST /v1/events      202 {"event_id", "message_id", "jobs"} once committed;
+                         200 {..., "jobs": 0, "duplicate": true} for a repeated (source, id).
+    GET  /healthz        200 {"status": "ok"}
+    GET  /v1/admin/stats 200 store.stats() as JSON (Bearer `admin_token` when one is set).
+
+Every error is JSON `{"error": code, "detail": text}`, aiohttp's own 404/405 included.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import hmac
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from typing import Any
+
+from aiohttp import hdrs, web
+
+from ingest.group_commit import CommitterStopped, GroupCommitter
+from ingest.validation import BodyTooLarge, parse_event
+from shared.config import Config
+from shared.errors import InvalidEvent, StoreBusy
+from shared.logs import get_logger
+from shared.models import Accepted
+from shared.store import Store
+
+STORE_KEY = web.AppKey("store", Store)
+CONFIG_KEY = web.AppKey("config", Config)
+COMMITTER_KEY = web.AppKey("committer", GroupCommitter)
+
+RETRY_AFTER_S = 1
+_JSON = "application/json"
+
+# Codes for the HTTP errors aiohttp raises itself (routing) or we raise; others derive from
+# the reason phrase ("Request Timeout" -> "request_timeout").
+_HTTP_CODES = {404: "not_found", 405: "method_not_allowed", 413: "body_too_large",
+               415: "unsupported_media_type", 401: "unauthorized"}
+# Headers of an aiohttp HTTPException worth keeping on the JSON answer (e.g. Allow on 405).
+_DROP_HEADERS = frozenset({"content-type", "content-length"})
+
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+
+class InFlight:
+    """Counts requests being handled, so that a stop can let them finish first.
+
+    aiohttp's own graceful shutdown (AppRunner.cleanup) stops reading from every connection
+    before it waits for handlers, so a request still receiving its body then can never
+    finish (aio-libs/aiohttp#2298). :func:`ingest.main.serve` therefore stops listening,
+    calls :meth:`drain`, and only then runs the cleanup.
+
+    Attributes:
+        count: requests whose handler has started and not yet returned.
+        draining: set by :meth:`drain`; answers then carry `Connection: close`, so clients
+            on keep-alive connections reconnect (to the next instance) for their next request.
+    """
+
+    def __init__(self) -> None:
+        self.count = 0
+        self.draining = False
+        self._idle = asyncio.Event()
+        self._idle.set()
+
+    def enter(self) -> None:
+        """A request's handling starts."""
+        self.count += 1
+        self._idle.clear()
+
+    def leave(self) -> None:
+        """A request's handling ended (answered or failed)."""
+        self.count -= 1
+        if self.count == 0:
+            self._idle.set()
+
+    async def drain(self, timeout_s: float) -> bool:
+        """Wait until no request is in flight, at most `timeout_s` seconds; True if none is."""
+        self.draining = True
+        try:
+            await asyncio.wait_for(self._idle.wait(), timeout_s)
+        except TimeoutError:
+            return False
+        return True
+
+
+IN_FLIGHT_KEY = web.AppKey("in_flight", InFlight)
+
+
+def build_app(store: Store, config: Config, *,
+              committer: GroupCommitter | None = None) -> web.Application:
+    """Build the ingest application around an open store.
+
+    The app starts the committer when it starts up and stops it (committing what is queued)
+    at cleanup, which aiohttp runs after in-flight requests have finished.
+
+    Args:
+        store: an open store; the caller opens and closes it.
+        config: settings (`max_body_bytes`, `admin_token` are read here).
+        committer: the group committer to use; a new one on `store` when None. Tests pass
+            their own to read its counters; it is also at `app[COMMITTER_KEY]`.
+
+    Returns:
+        The application, ready for an AppRunner or aiohttp's TestServer.
+    """
+    # client_max_size bounds request.read()/post(); our handler reads with its own bound,
+    # so this is a second fence should any code path use aiohttp's readers.
+    app = web.Application(middlewares=[_track_in_flight, _json_errors],
+                          client_max_size=config.max_body_bytes)
+    app[IN_FLIGHT_KEY] = InFlight()
+    app[STORE_KEY] = store
+    app[CONFIG_KEY] = config
+    app[COMMITTER_KEY] = committer if committer is not None else GroupCommitter(store)
+    app.cleanup_ctx.append(_run_committer)
+    app.router.add_post("/v1/events", post_event)
+    app.router.add_get("/healthz", healthz)
+    app.router.add_get("/v1/admin/stats", admin_stats)
+    return app
+
+
+async def _run_committer(app: web.Application) -> AsyncIterator[None]:
+    committer = app[COMMITTER_KEY]
+    committer.start()
+    yield
+    await committer.stop()
+
+
+# -- handlers ------------------------------------------------------------------------------
+
+
+async def post_event(request: web.Request) -> web.Response:
+    """`POST /v1/events`: validate, commit with its jobs, then answer (see module docstring)."""
+    config = request.app[CONFIG_KEY]
+    log = get_logger()
+    try:
+        _check_content_type(request)
+        body = await read_bounded(request, config.max_body_bytes)
+        event = parse_event(body, config.max_body_bytes)
+    except BodyTooLarge as exc:
+        log.info("event_rejected", error="body_too_large", detail=str(exc))
+        return error_response(413, "body_too_large", str(exc))
+    except _UnsupportedMediaType as exc:
+        log.info("event_rejected", error="unsupported_media_type", detail=str(exc))
+        return error_response(415, "unsupported_media_type", str(exc))
+    except InvalidEvent as exc:
+        log.info("event_rejected", error="invalid_event", detail=str(exc))
+        return error_response(400, "invalid_event", str(exc), field=exc.field)
+
+    result = await request.app[COMMITTER_KEY].submit(event)
+    ids = {"event_id": result.event_id, "message_id": result.message_id,
+           "source": event.source, "source_event_id": event.source_event_id,
+           "type": event.type}
+    if isinstance(result, Accepted):
+        log.info("event_accepted", **ids, jobs=len(result.job_ids))
+        return web.json_response({"event_id": result.event_id, "message_id": result.message_id,
+                                  "jobs": len(result.job_ids)}, status=202)
+    log.info("event_duplicate", **ids)
+    return web.json_response({"event_id": result.event_id, "message_id": result.message_id,
+                              "jobs": 0, "duplicate": True}, status=200)
+
+
+async def healthz(request: web.Request) -> web.Response:
+    """`GET /healthz`: the process is up and serving (does not touch the store)."""
+    return web.json_response({"status": "ok"})
+
+
+async def admin_stats(request: web.Request) -> web.Response:
+    """`GET /v1/admin/stats`: job counts by status, events, attempts, oldest pending age."""
+    _check_admin(request)
+    stats = await request.app[STORE_KEY].stats()
+    return web.json_response(dataclasses.asdict(stats))
+
+
+# -- request checks ------------------------------------------------------------------------
+
+
+class _UnsupportedMediaType(Exception):
+    """The request's Content-Type is present and is not JSON in UTF-8."""
+
+
+def _check_content_type(request: web.Request) -> None:
+    """Accept `application/json` (charset utf-8 or none) or no Content-Type at all."""
+    if hdrs.CONTENT_TYPE not in request.headers:
+        return  # some HTTP libraries send none for raw bytes; the body must be JSON anyway
+    if request.content_type != _JSON:
+        raise _UnsupportedMediaType(f"Content-Type must be {_JSON}, not "
+                                    f"{request.content_type or 'empty'}")
+    charset = request.charset
+    if charset is not None and charset.lower().replace("_", "-") not in ("utf-8", "utf8"):
+        raise _UnsupportedMediaType(f"charset must be utf-8, not {charset}")
+
+
+async def read_bounded(request: web.Request, limit_bytes: int) -> bytes:
+    """Read the whole body, but never buffer more than `limit_bytes` + 1 bytes.
+
+    A declared Content-Length over the limit is refused before reading anything; a chunked
+    body (or one whose length lies) is read piecewise and refused as soon as it passes the
+    limit, so memory use stays bounded whatever the client claims.
+
+    Args:
+        request: the incoming request.
+        limit_bytes: largest accepted body, in bytes.
+
+    Returns:
+        The body bytes, at most `limit_bytes` long.
+
+    Raises:
+        BodyTooLarge: the body is longer than `limit_bytes`.
+    """
+    if request.content_length is not None and request.content_length > limit_bytes:
+        raise BodyTooLarge(limit_bytes)
+    chunks: list[bytes] = []
+    size = 0
+    while True:
+        # read(n) returns at most n bytes, possibly fewer (one buffered chunk), b"" at EOF.
+        chunk = await request.content.read(limit_bytes + 1 - size)
+        if not chunk:
+            return b"".join(chunks)
+        size += len(chunk)
+        if size > limit_bytes:
+            raise BodyTooLarge(limit_bytes)
+        chunks.append(chunk)
+
+
+def _check_admin(request: web.Request) -> None:
+    """Require `Authorization: Bearer <admin_token>` when the config sets a token."""
+    token = request.app[CONFIG_KEY].admin_token
+    if token is None:
+        return
+    given = request.headers.get(hdrs.AUTHORIZATION, "")
+    scheme, _, credentials = given.partition(" ")
+    if scheme.lower() != "bearer" or not hmac.compare_digest(credentials.strip().encode(),
+                                                             token.encode()):
+        raise web.HTTPUnauthorized(reason="a valid Bearer admin token is required",
+                                   headers={hdrs.WWW_AUTHENTICATE: "Bearer"})
+
+
+# -- errors --------------------------------------------------------------------------------
+
+
+def error_response(status: int, code: str, detail: str, *,
+                   headers: Mapping[str, str] | None = None, **extra: Any) -> web.Response:
+    """The JSON error answer: `{"error": code, "detail": detail, **extra}`."""
+    return web.json_response({"error": code, "detail": detail, **extra}, status=status,
+                             headers=headers)
+
+
+@web.middleware
+async def _track_in_flight(request: web.Request, handler: Handler) -> web.StreamResponse:
+    """Count the request while it is handled; ask for the connection to close when draining."""
+    in_flight = request.app[IN_FLIGHT_KEY]
+    in_flight.enter()
+    try:
+        response = await handler(request)
+        if in_flight.draining:
+            response.force_close()
+        return response
+    finally:
+        in_flight.leave()
+
+
+@web.middleware
+async def _json_errors(request: web.Request, handler: Handler) -> web.StreamResponse:
+    """Turn every error into the JSON shape; never leak a stack trace or path to the client."""
+    try:
+        return await handler(request)
+    except web.HTTPException as exc:
+        if exc.status < 400:
+            raise  # redirects and other non-errors keep aiohttp's handling
+        code = _HTTP_CODES.get(exc.status) or exc.reason.lower().replace(" ", "_")
+        detail = exc.reason if exc.status != 404 else f"no route for {request.path}"
+        if exc.status == 405:
+            detail = f"{request.method} is not allowed here"
+        headers = {k: v for k, v in exc.headers.items() if k.lower() not in _DROP_HEADERS}
+        return error_response(exc.status, code, detail, headers=headers)
+    except StoreBusy as exc:
+        get_logger().warning("store_busy", path=request.path, detail=str(exc))
+        detail = ("ingest is shutting down; retry shortly" if isinstance(exc, CommitterStopped)
+                  else "the database is busy; retry shortly")
+        return error_response(503, "store_busy", detail,
+                              headers={hdrs.RETRY_AFTER: str(RETRY_AFTER_S)})
+    except Exception:  # noqa: BLE001  (the boundary: log it all, tell the client nothing)
+        get_logger().exception("request_failed", method=request.method, path=request.path)
+        return error_response(500, "internal_error", "an unexpected error occurred")

@@ -1,0 +1,182 @@
+"""Validation of `POST /v1/events` bodies: pure functions, no I/O.
+
+The accepted body is a JSON object (UTF-8) of the form
+`{"id": str, "type": str, "data": any JSON, "source"?: str}`. What is stored and delivered
+is exactly the received bytes: the parsed value is used only to check the envelope and to
+pull out the idempotency key and the type, and is never re-serialised.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterator
+from typing import Any, NoReturn
+
+from shared.errors import InvalidEvent
+from shared.models import NewEvent
+
+MAX_DEPTH = 64
+"""Deepest JSON nesting accepted; the top-level object is level 1."""
+
+DEFAULT_SOURCE = "api"
+
+ID_RE = re.compile(r"[A-Za-z0-9_:-]{1,128}")
+"""An event id. No `.`: Standard Webhooks ids must not contain one, and ids are built from it."""
+
+TYPE_RE = re.compile(r"[A-Za-z0-9_.:-]{1,128}")
+"""An event type: a strict token (no spaces or control characters), dots allowed."""
+
+SOURCE_RE = re.compile(r"[A-Za-z0-9_-]{1,64}")
+
+_MAX_NAMED = 5  # unknown keys named in one error; the client's key names are echoed capped
+_MAX_ECHO_CHARS = 40
+_REQUIRED = ("id", "type", "data")
+_ALLOWED = frozenset({*_REQUIRED, "source"})
+
+
+class BodyTooLarge(InvalidEvent):
+    """The body is longer than the configured limit (ingest answers 413, not 400)."""
+
+    def __init__(self, max_body_bytes: int) -> None:
+        super().__init__("body", f"larger than {max_body_bytes} bytes")
+        self.max_body_bytes = max_body_bytes
+
+
+def parse_event(body: bytes, max_body_bytes: int) -> NewEvent:
+    """Check one `POST /v1/events` body and build the event to store.
+
+    Args:
+        body: the request body exactly as received.
+        max_body_bytes: largest accepted body, in bytes.
+
+    Returns:
+        The event, whose `body` is `body` itself (never re-serialised).
+
+    Raises:
+        BodyTooLarge: `body` is longer than `max_body_bytes`.
+        InvalidEvent: any other rule is broken; `field` names the offending part (`body` for
+            the document as a whole, else the top-level key).
+    """
+    if len(body) > max_body_bytes:
+        raise BodyTooLarge(max_body_bytes)
+    document = _decode(body)
+    if not isinstance(document, dict):
+        _fail("body", f"must be a JSON object, not {_json_kind(document)}")
+    unknown = sorted(set(document) - _ALLOWED)
+    if unknown:
+        shown = ", ".join(repr(_clip(key)) for key in unknown[:_MAX_NAMED])
+        more = f" and {len(unknown) - _MAX_NAMED} more" if len(unknown) > _MAX_NAMED else ""
+        _fail(_clip(unknown[0]), f"unknown key(s) {shown}{more}; "
+                                  f"allowed: {', '.join(sorted(_ALLOWED))}")
+    for name in _REQUIRED:
+        if name not in document:
+            _fail(name, "is required")
+    return NewEvent(
+        source=_token(document, "source", SOURCE_RE, default=DEFAULT_SOURCE),
+        source_event_id=_token(document, "id", ID_RE),
+        type=_token(document, "type", TYPE_RE),
+        body=bytes(body),
+    )
+
+
+def _decode(body: bytes) -> Any:
+    """Parse strict JSON (UTF-8, no NaN/Infinity, no repeated top-level key, bounded depth)."""
+    if not body.strip():
+        _fail("body", "is empty; expected a JSON object")
+    try:
+        text = body.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        _fail("body", f"is not valid UTF-8 (byte {exc.start})")
+    objects: list[list[tuple[str, Any]]] = []
+
+    def keep_pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+        objects.append(pairs)
+        return dict(pairs)
+
+    try:
+        document = json.loads(text, object_pairs_hook=keep_pairs,
+                              parse_constant=_reject_constant)
+    except RecursionError:
+        # The C decoder recurses per level and stops at the interpreter's recursion limit,
+        # far below a stack overflow; anything that deep is far past MAX_DEPTH anyway.
+        _fail("body", f"is nested deeper than {MAX_DEPTH} levels")
+    except json.JSONDecodeError as exc:
+        _fail("body", f"is not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}")
+    except ValueError as exc:  # from _reject_constant
+        _fail("body", str(exc))
+    if _depth_exceeds(document, MAX_DEPTH):
+        _fail("body", f"is nested deeper than {MAX_DEPTH} levels")
+    if isinstance(document, dict):
+        # The outermost object closes last, so its pairs are the last ones the hook saw.
+        # A repeated key there would let us and a receiver read different ids or types.
+        seen: set[str] = set()
+        for key, _ in objects[-1]:
+            if key in seen:
+                _fail(_clip(key), "appears more than once")
+            seen.add(key)
+    return document
+
+
+def _reject_constant(name: str) -> NoReturn:
+    raise ValueError(f"is not valid JSON: {name} is not a JSON number")
+
+
+def _depth_exceeds(value: Any, limit: int) -> bool:
+    """True when `value` nests containers more than `limit` levels deep (iterative walk)."""
+    stack: list[tuple[Iterator[Any], int]] = []
+    if isinstance(value, (dict, list)):
+        stack.append((_children(value), 1))
+    while stack:
+        children, depth = stack[-1]
+        for child in children:
+            if isinstance(child, (dict, list)):
+                if depth + 1 > limit:
+                    return True
+                stack.append((_children(child), depth + 1))
+                break
+        else:
+            stack.pop()
+    return False
+
+
+def _children(container: dict[str, Any] | list[Any]) -> Iterator[Any]:
+    return iter(container.values() if isinstance(container, dict) else container)
+
+
+def _token(document: dict[str, Any], name: str, pattern: re.Pattern[str],
+           default: str | None = None) -> str:
+    """The string at `document[name]`, checked against `pattern` (whole string)."""
+    if name not in document and default is not None:
+        return default
+    value = document[name]
+    if not isinstance(value, str):
+        _fail(name, f"must be a string, not {_json_kind(value)}")
+    if pattern.fullmatch(value) is None:
+        # Never echo the value: it may be huge or hold control characters.
+        _fail(name, f"must match {pattern.pattern} (got {len(value)} characters)")
+    return value
+
+
+def _clip(key: str) -> str:
+    """A client-chosen key name as it may appear in an error: capped in length."""
+    return key if len(key) <= _MAX_ECHO_CHARS else key[:_MAX_ECHO_CHARS - 1] + "…"
+
+
+def _json_kind(value: Any) -> str:
+    """JSON's name for the kind of a parsed value, for error messages."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, (int, float)):
+        return "a number"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, list):
+        return "an array"
+    return "an object"
+
+
+def _fail(field: str, detail: str) -> NoReturn:
+    raise InvalidEvent(field, detail)

@@ -1,0 +1,1 @@
+"""Rehearsal fixtures: a local webhook receiver, sample payloads and chaos scenarios."""

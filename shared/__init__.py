@@ -1,0 +1,1 @@
+"""Shared by every hookline process: configuration, the job store, signing, retry policy, logs."""

@@ -1,0 +1,151 @@
+"""hookline's configuration: one frozen dataclass, loaded once per process.
+
+Precedence, highest first: command-line flag > `HOOKLINE_<NAME>` environment variable >
+config file (TOML, top-level keys named like the fields) > the defaults below. Only the CLI
+reads the environment; every other module receives a :class:`Config`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from shared.errors import ConfigError
+
+ENV_PREFIX = "HOOKLINE_"
+_SECRET_FIELDS = frozenset({"admin_token"})
+
+
+def _opt(default: Any, doc: str) -> Any:
+    return field(default=default, metadata={"doc": doc})
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Config:
+    """Every setting of a hookline process. Units are in the names (`_s` = seconds)."""
+
+    db: str = _opt("hookline.db", "Database: a SQLite file path or sqlite:///PATH.")
+    listen: str = _opt("127.0.0.1:8080", "Ingest listen address, HOST:PORT.")
+    workers: int = _opt(2, "Number of worker processes `hookline serve` starts.")
+    synchronous: str = _opt(
+        "FULL", "SQLite synchronous mode: FULL (an answered event survives power loss) or "
+        "NORMAL (faster; the last commits may be lost on power loss, never on a crash).")
+    busy_timeout_s: float = _opt(5.0, "How long a SQLite statement waits for the write lock.")
+    lease_s: float = _opt(30.0, "Lease length of a claim; extended while a request is in flight.")
+    attempt_timeout_s: float = _opt(
+        10.0, "Total time one attempt may take (connect, send, read); must be below lease_s.")
+    max_attempts: int = _opt(18, "Attempts per job before it is dead (the attempt cap).")
+    retry_base_s: float = _opt(10.0, "Backoff: wait before the 2nd attempt (doubles each time).")
+    retry_cap_s: float = _opt(8 * 3600.0, "Backoff: longest single wait between attempts.")
+    poll_interval_s: float = _opt(
+        1.0, "Idle workers look for due jobs this often when no wake-up arrives.")
+    worker_concurrency: int = _opt(64, "Most requests one worker process has in flight.")
+    claim_batch: int = _opt(16, "Most jobs one claim takes.")
+    graceful_timeout_s: float = _opt(
+        10.0, "On stop, how long in-flight sends may finish before they are handed back.")
+    max_body_bytes: int = _opt(1024 * 1024, "Largest event body ingest accepts.")
+    log_level: str = _opt("info", "Minimum log level: debug, info, warning, error.")
+    admin_token: str | None = _opt(None, "Bearer token for the admin API (secret).")
+
+    def __post_init__(self) -> None:
+        if self.synchronous.upper() not in ("FULL", "NORMAL"):
+            raise ConfigError(f"synchronous must be FULL or NORMAL, not {self.synchronous!r}")
+        if self.attempt_timeout_s >= self.lease_s:
+            raise ConfigError(
+                f"attempt_timeout_s ({self.attempt_timeout_s}) must be below lease_s "
+                f"({self.lease_s}), or a slow request could outlive its lease")
+        for name in ("workers", "max_attempts", "worker_concurrency", "claim_batch"):
+            if getattr(self, name) < (0 if name == "workers" else 1):
+                raise ConfigError(f"{name} must be positive, not {getattr(self, name)}")
+        for name in ("lease_s", "attempt_timeout_s", "retry_base_s", "retry_cap_s",
+                     "poll_interval_s", "busy_timeout_s"):
+            if getattr(self, name) <= 0:
+                raise ConfigError(f"{name} must be above zero, not {getattr(self, name)}")
+        listen_host_port(self.listen)
+
+    @classmethod
+    def load(cls, *, flags: Mapping[str, Any] | None = None,
+             env: Mapping[str, str] | None = None, file: str | Path | None = None) -> Config:
+        """Merge the sources in precedence order and validate.
+
+        Args:
+            flags: values given on the command line; None values are ignored.
+            env: the environment (only `HOOKLINE_*` keys are read).
+            file: a TOML file; its top-level keys are field names.
+
+        Raises:
+            ConfigError: unknown key, unreadable file, wrong type or invalid value.
+        """
+        values: dict[str, Any] = {}
+        if file is not None:
+            values.update(_read_toml(Path(file)))
+        for f in dataclasses.fields(cls):
+            raw = (env or {}).get(ENV_PREFIX + f.name.upper())
+            if raw is not None:
+                values[f.name] = raw
+        values.update({k: v for k, v in (flags or {}).items() if v is not None})
+        return cls(**{k: _coerce(k, v) for k, v in values.items()})
+
+    def to_json(self) -> str:
+        """Serialise every field (secrets included: for passing to child processes only)."""
+        return json.dumps(dataclasses.asdict(self))
+
+    @classmethod
+    def from_json(cls, text: str) -> Config:
+        """Inverse of :meth:`to_json`. Raises ConfigError on unknown or invalid fields."""
+        return cls(**{k: _coerce(k, v) for k, v in json.loads(text).items()})
+
+    def redacted(self) -> dict[str, Any]:
+        """Every field, with secrets replaced by `***` (for `hookline config show`)."""
+        out = dataclasses.asdict(self)
+        for name in _SECRET_FIELDS:
+            if out[name] is not None:
+                out[name] = "***"
+        return out
+
+    @staticmethod
+    def docs() -> dict[str, str]:
+        """Field name -> one-line description, for --help texts."""
+        return {f.name: f.metadata["doc"] for f in dataclasses.fields(Config)}
+
+
+def listen_host_port(listen: str) -> tuple[str, int]:
+    """Split `HOST:PORT` (IPv6 as `[::1]:8080`). Raises ConfigError when malformed."""
+    host, sep, port = listen.rpartition(":")
+    if not sep or not port.isdigit() or not host or int(port) > 65535:
+        raise ConfigError(f"listen must be HOST:PORT, not {listen!r}")
+    return host.strip("[]"), int(port)
+
+
+def _read_toml(path: Path) -> dict[str, Any]:
+    try:
+        with path.open("rb") as fh:
+            return tomllib.load(fh)
+    except OSError as exc:
+        raise ConfigError(f"cannot read config file {path}: {exc.strerror}") from exc
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"config file {path} is not valid TOML: {exc}") from exc
+
+
+_FIELD_TYPES = {f.name: f.type for f in dataclasses.fields(Config)}
+
+
+def _coerce(name: str, value: Any) -> Any:
+    if name not in _FIELD_TYPES:
+        raise ConfigError(f"unknown setting {name!r}")
+    kind = str(_FIELD_TYPES[name])
+    try:
+        if value is None:
+            return None
+        if kind.startswith("int"):
+            return int(value)
+        if kind.startswith("float"):
+            return float(value)
+        return str(value)
+    except (TypeError, ValueError) as exc:
+        raise ConfigError(f"{name} must be {kind.split(' ')[0]}, not {value!r}") from exc

@@ -1,0 +1,42 @@
+"""One exception root for hookline; driver and library errors are translated at the boundary."""
+
+
+class HooklineError(Exception):
+    """Root of every error hookline raises on purpose."""
+
+
+class ConfigError(HooklineError):
+    """A setting is missing, malformed or contradicts another (raised before anything starts)."""
+
+
+class StoreError(HooklineError):
+    """The store could not do what was asked (schema too new, bad database URL, ...)."""
+
+
+class StoreBusy(StoreError):
+    """The database stayed locked past the busy timeout (SQLite `database is locked`)."""
+
+
+class LeaseLost(HooklineError):
+    """A worker's lease on a job is no longer valid: its token was superseded or expired."""
+
+
+class InvalidEvent(HooklineError):
+    """An inbound event failed validation; `field` names the offending part of the input."""
+
+    def __init__(self, field: str, detail: str) -> None:
+        super().__init__(f"{field}: {detail}")
+        self.field = field
+        self.detail = detail
+
+
+class SignatureInvalid(HooklineError):
+    """An inbound request's signature did not verify (wrong secret, stale timestamp, bad header)."""
+
+
+class DestinationBlocked(HooklineError):
+    """A destination URL resolves to an address the outbound guard refuses to connect to."""
+
+
+class NotFound(HooklineError):
+    """A named destination, source or job does not exist."""

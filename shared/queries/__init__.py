@@ -1,0 +1,33 @@
+"""Named SQL queries and ordered migrations, one set per backend, loaded once.
+
+`<backend>.sql` holds blocks introduced by `-- name: one-line description`; the same names
+exist for every backend. `<backend>_migrations/NNN_*.sql` are applied in order at start.
+"""
+
+from __future__ import annotations
+
+import re
+from functools import cache
+from importlib import resources
+
+_BLOCK = re.compile(r"^-- ([a-z_]+): .*$", re.MULTILINE)
+
+
+@cache
+def load_queries(backend: str) -> dict[str, str]:
+    """Return {query name: SQL text} for `backend` (e.g. `sqlite`)."""
+    text = resources.files(__package__).joinpath(f"{backend}.sql").read_text()
+    parts = _BLOCK.split(text)
+    # parts = [preamble, name1, sql1, name2, sql2, ...]
+    return {name: sql.strip() for name, sql in zip(parts[1::2], parts[2::2], strict=True)}
+
+
+@cache
+def load_migrations(backend: str) -> tuple[tuple[int, str], ...]:
+    """Return ((version, SQL script), ...) in ascending version order."""
+    folder = resources.files(__package__).joinpath(f"{backend}_migrations")
+    steps = []
+    for entry in folder.iterdir():
+        if entry.name.endswith(".sql"):
+            steps.append((int(entry.name.split("_", 1)[0]), entry.read_text()))
+    return tuple(sorted(steps))

@@ -1,0 +1,91 @@
+"""Standard Webhooks signing (https://www.standardwebhooks.com, "Signature scheme").
+
+Every delivery carries three headers:
+  webhook-id         the event's stable message id (same on every attempt and replay; no `.`)
+  webhook-timestamp  unix seconds, integer, at send time
+  webhook-signature  `v1,<base64(HMAC-SHA256(key, f"{id}.{timestamp}.".encode() + body))>`,
+                     space-separated when several secrets are active (rotation)
+where key is the base64-decoded part of the `whsec_` secret after its prefix.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hashlib
+import hmac
+import os
+import secrets
+import time
+from collections.abc import Sequence
+
+from shared.errors import ConfigError
+
+SECRET_PREFIX = "whsec_"
+_ID_ALPHABET = "0123456789abcdefghjkmnpqrstvwxyz"  # Crockford base32, lower case
+
+
+def generate_secret(n_bytes: int = 24) -> str:
+    """A fresh `whsec_` secret: `n_bytes` random bytes, base64 encoded (spec: 24 to 64 bytes)."""
+    return SECRET_PREFIX + base64.b64encode(secrets.token_bytes(n_bytes)).decode()
+
+
+def secret_key(secret: str) -> bytes:
+    """Decode a `whsec_` secret into its HMAC key.
+
+    Raises:
+        ConfigError: the secret lacks the prefix or is not valid base64.
+    """
+    if not secret.startswith(SECRET_PREFIX):
+        raise ConfigError("a destination secret must start with whsec_")
+    try:
+        key = base64.b64decode(secret[len(SECRET_PREFIX):], validate=True)
+    except binascii.Error as exc:
+        raise ConfigError("a destination secret must be whsec_ followed by base64") from exc
+    if len(key) < 16:
+        raise ConfigError("a destination secret must hold at least 16 bytes")
+    return key
+
+
+def new_message_id(now_s: float | None = None) -> str:
+    """A sortable, unique message id: `msg_` + 26 Crockford base32 chars (ULID layout).
+
+    48 bits of milliseconds then 80 random bits; contains no `.`, as `webhook-id` requires.
+    """
+    millis = int((time.time() if now_s is None else now_s) * 1000)
+    value = (millis << 80) | int.from_bytes(os.urandom(10), "big")
+    chars = []
+    for _ in range(26):
+        value, digit = divmod(value, 32)
+        chars.append(_ID_ALPHABET[digit])
+    return "msg_" + "".join(reversed(chars))
+
+
+def sign(message_id: str, timestamp_s: int, body: bytes, secrets_: Sequence[str]) -> str:
+    """The `webhook-signature` header value for one request.
+
+    Args:
+        message_id: the `webhook-id` value.
+        timestamp_s: the `webhook-timestamp` value, integer unix seconds.
+        body: the exact body bytes sent.
+        secrets_: one or more `whsec_` secrets (new first during rotation).
+
+    Returns:
+        Space-separated `v1,<base64>` entries, one per secret.
+    """
+    signed = f"{message_id}.{timestamp_s}.".encode() + body
+    return " ".join(
+        "v1," + base64.b64encode(hmac.new(secret_key(s), signed, hashlib.sha256).digest()).decode()
+        for s in secrets_
+    )
+
+
+def signed_headers(message_id: str, body: bytes, secrets_: Sequence[str],
+                   now_s: float | None = None) -> dict[str, str]:
+    """The three Standard Webhooks headers for one attempt, timestamped `now_s` (unix s)."""
+    timestamp_s = int(time.time() if now_s is None else now_s)
+    return {
+        "webhook-id": message_id,
+        "webhook-timestamp": str(timestamp_s),
+        "webhook-signature": sign(message_id, timestamp_s, body, secrets_),
+    }

@@ -1,0 +1,504 @@
+"""The arbiter: one synchronous loop that keeps a set of child processes running.
+
+Generic over what the children run: each child is a :class:`ChildSpec` holding a slot name and
+a full argv. The loop follows gunicorn's arbiter (benoitc/gunicorn `gunicorn/arbiter.py`):
+
+* signal handlers only queue the signal number; a self-pipe registered with
+  :func:`signal.set_wakeup_fd` wakes the loop, which dispatches to ``handle_<name>``;
+* children are reaped with ``waitpid(-1, WNOHANG)`` and respawned after a capped exponential
+  backoff per slot (gunicorn respawns at once; a crash loop then burns a CPU);
+* a child exiting with :data:`shared.lifecycle.BOOT_ERROR_EXIT` cannot boot, so the whole
+  service stops with that code rather than respawning it forever;
+* graceful stop: SIGTERM to every child, reap every 0.1 s until ``graceful_timeout_s``, then
+  SIGKILL what is left.
+
+Worker slots are named ``worker-<n>`` (n >= 1); SIGTTIN adds the lowest free number through
+``make_worker_spec(n)`` and SIGTTOU retires the highest one.
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+import os
+import re
+import select
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Mapping, Sequence
+from types import FrameType
+from typing import Any
+
+from shared.lifecycle import BOOT_ERROR_EXIT
+from shared.logs import get_logger
+from supervisor import sdnotify
+
+_HANDLED_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGCHLD, signal.SIGTTIN, signal.SIGTTOU)
+_WORKER_SLOT = re.compile(r"worker-([1-9][0-9]*)")
+_REAP_INTERVAL_S = 0.1
+# After SIGKILL a process normally dies at once; bound the wait for one stuck in the kernel
+# (uninterruptible I/O) so `run()` still returns.
+_KILL_REAP_TIMEOUT_S = 5.0
+# Longest sleep of the main loop with no timer due: signals wake it earlier anyway.
+_IDLE_WAKE_S = 1.0
+
+
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+class ChildSpec:
+    """What to run in one slot.
+
+    Attributes:
+        slot: stable name of the slot, e.g. ``ingest`` or ``worker-1``; logged on every line.
+        argv: full command, e.g. ``(sys.executable, "-m", "workers", "--slot", "worker-1")``.
+        env: variables set on top of the supervisor's environment; None adds nothing.
+            systemd's `NOTIFY_SOCKET`/`WATCHDOG_*` are never passed on.
+    """
+
+    slot: str
+    argv: tuple[str, ...]
+    env: Mapping[str, str] | None = None
+
+
+def respawn_delay_s(consecutive_failures: int, base_s: float, cap_s: float) -> float:
+    """Return how long to wait before respawning a slot.
+
+    Args:
+        consecutive_failures: deaths of the slot in a row without a stable run; 0 means none.
+        base_s: delay after the first failure, in seconds.
+        cap_s: upper bound of the delay, in seconds.
+
+    Returns:
+        ``min(cap_s, base_s * 2 ** (consecutive_failures - 1))`` seconds; 0.0 for no failure.
+
+    Raises:
+        ValueError: `consecutive_failures` is negative.
+    """
+    if consecutive_failures < 0:
+        raise ValueError(f"consecutive_failures must be >= 0, got {consecutive_failures}")
+    if consecutive_failures == 0:
+        return 0.0
+    # Cap the exponent too: 2 ** 10_000 as a float overflows long before the cap matters.
+    exponent = min(consecutive_failures - 1, 64)
+    return float(min(cap_s, base_s * 2**exponent))
+
+
+def describe_exit(status: int, *, killed_by_supervisor: bool = False) -> dict[str, Any]:
+    """Decode a `waitpid` status into log fields.
+
+    Args:
+        status: the raw status returned by :func:`os.waitpid`.
+        killed_by_supervisor: the supervisor itself sent SIGKILL, so no hint is added.
+
+    Returns:
+        ``{"exit_code": n}`` for a normal exit; ``{"signal": "SIGSEGV"}`` for a death by
+        signal, plus ``core_dumped=True`` when a core was written and, for an unexplained
+        SIGKILL, ``hint="killed: out of memory?"`` (the kernel's OOM killer sends SIGKILL);
+        ``{"status": status}`` for anything else.
+    """
+    if os.WIFEXITED(status):
+        return {"exit_code": os.WEXITSTATUS(status)}
+    if not os.WIFSIGNALED(status):
+        return {"status": status}
+    signum = os.WTERMSIG(status)
+    fields: dict[str, Any] = {"signal": _signal_name(signum)}
+    if os.WCOREDUMP(status):
+        fields["core_dumped"] = True
+    if signum == signal.SIGKILL and not killed_by_supervisor:
+        fields["hint"] = "killed: out of memory?"
+    return fields
+
+
+def _signal_name(signum: int) -> str:
+    try:
+        return signal.Signals(signum).name
+    except ValueError:
+        return f"SIG{signum}"
+
+
+def _returncode(status: int) -> int:
+    """Return the `Popen.returncode` convention for a status: exit code, or -signal."""
+    try:
+        return os.waitstatus_to_exitcode(status)
+    except ValueError:
+        return status  # stopped or continued: not reported without WUNTRACED anyway
+
+
+@dataclasses.dataclass(slots=True)
+class _Child:
+    """A running child process (mutable bookkeeping, private to the arbiter)."""
+
+    slot: str
+    popen: subprocess.Popen[bytes]
+    started_at: float  # time.monotonic()
+    retire_by: float | None = None  # monotonic deadline for SIGKILL once retired by SIGTTOU
+    killed_by_supervisor: bool = False
+
+
+class Arbiter:
+    """Keep one OS process running per slot until told to stop.
+
+    Use from the main thread only (signal handlers and `set_wakeup_fd` require it); `run()`
+    blocks until the service stops.
+    """
+
+    def __init__(
+        self,
+        specs: Sequence[ChildSpec],
+        *,
+        graceful_timeout_s: float = 10.0,
+        respawn_base_s: float = 0.5,
+        respawn_cap_s: float = 30.0,
+        stable_after_s: float = 10.0,
+        make_worker_spec: Callable[[int], ChildSpec] | None = None,
+        on_ready: Callable[[], None] | None = None,
+    ) -> None:
+        """Prepare the arbiter; nothing starts before :meth:`run`.
+
+        Args:
+            specs: one spec per slot, started in this order; slot names must be unique.
+            graceful_timeout_s: time a child gets between SIGTERM and SIGKILL, in seconds.
+            respawn_base_s: respawn delay after a first failure, in seconds.
+            respawn_cap_s: longest respawn delay, in seconds.
+            stable_after_s: a child that lived at least this long, in seconds, resets the
+                failure count of its slot.
+            make_worker_spec: builds the spec of worker number n (slot ``worker-<n>``) for
+                SIGTTIN; None disables scaling up.
+            on_ready: called once, after every initial child has been started (systemd gets
+                ``READY=1`` at the same moment).
+
+        Raises:
+            ValueError: two specs share a slot name.
+        """
+        slots = [spec.slot for spec in specs]
+        if len(set(slots)) != len(slots):
+            raise ValueError(f"slot names must be unique, got {slots}")
+        self._specs: dict[str, ChildSpec] = {spec.slot: spec for spec in specs}
+        self._graceful_timeout_s = graceful_timeout_s
+        self._respawn_base_s = respawn_base_s
+        self._respawn_cap_s = respawn_cap_s
+        self._stable_after_s = stable_after_s
+        self._make_worker_spec = make_worker_spec
+        self._on_ready = on_ready
+
+        self._children: dict[int, _Child] = {}
+        self._failures: dict[str, int] = collections.defaultdict(int)
+        self._respawn_at: dict[str, float] = {}
+        self._signals: collections.deque[int] = collections.deque()
+        self._stopping = False
+        self._exit_code = 0
+        self._log = get_logger()
+        self._wake_r = -1
+        self._wake_w = -1
+        self._watchdog_s: float | None = None
+        self._watchdog_due = 0.0
+
+    # ----------------------------------------------------------------- public API
+
+    def run(self) -> int:
+        """Start every child, supervise until stopped, then stop every child.
+
+        Returns:
+            0 after a graceful stop (SIGTERM or SIGINT); :data:`BOOT_ERROR_EXIT` when a child
+            could not boot.
+        """
+        old_handlers = self._install_signals()
+        try:
+            self._watchdog_s = sdnotify.watchdog_interval_s()
+            self._start_all()
+            while not self._stopping:
+                self._loop_once()
+            self._stop_children()
+        finally:
+            # Never leave children behind, even when the loop itself failed.
+            if self._children:
+                self._stop_children()
+            self._restore_signals(old_handlers)
+        return self._exit_code
+
+    def alive_slots(self) -> list[str]:
+        """Return the slots that have a live process, in the order they were started."""
+        return [child.slot for child in self._children.values()]
+
+    # ------------------------------------------------------------ signal handlers
+    # Called from the main loop by name, never from the signal handler itself.
+
+    def handle_term(self) -> None:
+        """SIGTERM: stop gracefully."""
+        self._request_stop(reason="SIGTERM")
+
+    def handle_int(self) -> None:
+        """SIGINT: stop gracefully (Ctrl-C also reaches the children directly)."""
+        self._request_stop(reason="SIGINT")
+
+    def handle_chld(self) -> None:
+        """SIGCHLD: reap every child that exited."""
+        self._reap()
+
+    def handle_ttin(self) -> None:
+        """SIGTTIN: add one worker, numbered with the lowest free number."""
+        if self._stopping:
+            return
+        if self._make_worker_spec is None:
+            self._log.warning("supervisor_scaled", direction="up", refused="scaling disabled")
+            return
+        spec = self._make_worker_spec(self._next_worker_number())
+        if spec.slot in self._specs or spec.slot in self.alive_slots():
+            self._log.error("supervisor_scaled", direction="up", slot=spec.slot,
+                            refused="slot already in use")
+            return
+        self._specs[spec.slot] = spec
+        self._log.info("supervisor_scaled", direction="up", slot=spec.slot,
+                       workers=len(self._worker_slots()))
+        self._spawn(spec)
+
+    def handle_ttou(self) -> None:
+        """SIGTTOU: retire the highest-numbered worker gracefully; the last one stays."""
+        if self._stopping:
+            return
+        workers = self._worker_slots()
+        if len(workers) <= 1:
+            self._log.warning("supervisor_scaled", direction="down", workers=len(workers),
+                              refused="at least one worker must remain")
+            return
+        slot = workers[-1]
+        del self._specs[slot]
+        self._respawn_at.pop(slot, None)
+        self._failures.pop(slot, None)
+        for pid, child in self._children.items():
+            if child.slot == slot:
+                child.retire_by = time.monotonic() + self._graceful_timeout_s
+                self._send(pid, signal.SIGTERM)
+        self._log.info("supervisor_scaled", direction="down", slot=slot, workers=len(workers) - 1)
+        self._report_status()
+
+    # ------------------------------------------------------------------ the loop
+
+    def _loop_once(self) -> None:
+        self._sleep(self._next_timeout_s())
+        self._dispatch_signals()
+        if self._stopping:
+            return
+        now = time.monotonic()
+        for slot, due in list(self._respawn_at.items()):
+            if due <= now:
+                del self._respawn_at[slot]
+                self._spawn(self._specs[slot])
+        self._kill_overdue_retirees(now)
+        self._tick(now)
+
+    def _next_timeout_s(self) -> float:
+        deadlines = list(self._respawn_at.values())
+        deadlines += [c.retire_by for c in self._children.values()
+                      if c.retire_by is not None and not c.killed_by_supervisor]
+        if self._watchdog_s is not None:
+            deadlines.append(self._watchdog_due)
+        if not deadlines:
+            return _IDLE_WAKE_S
+        return max(0.0, min(min(deadlines) - time.monotonic(), _IDLE_WAKE_S))
+
+    def _tick(self, now: float) -> None:
+        """Periodic duties of both loops; today, feeding systemd's watchdog."""
+        if self._watchdog_s is not None and now >= self._watchdog_due:
+            sdnotify.notify("WATCHDOG=1")
+            # Half the timeout, as sd_watchdog_enabled(3) recommends.
+            self._watchdog_due = now + self._watchdog_s / 2
+
+    def _dispatch_signals(self) -> None:
+        while self._signals:
+            signum = self._signals.popleft()
+            name = signal.Signals(signum).name.removeprefix("SIG").lower()
+            getattr(self, f"handle_{name}")()
+
+    def _request_stop(self, *, reason: str) -> None:
+        if not self._stopping:
+            self._log.info("supervisor_stop_requested", reason=reason)
+        self._stopping = True
+
+    # ---------------------------------------------------------- children: start
+
+    def _start_all(self) -> None:
+        for spec in list(self._specs.values()):
+            try:
+                self._popen(spec)
+            except OSError as exc:
+                # The command itself cannot be run: respawning would fail the same way.
+                self._boot_failed(spec.slot, error=repr(exc))
+                return
+        self._report_status()
+        sdnotify.notify("READY=1")
+        if self._on_ready is not None:
+            self._on_ready()
+
+    def _spawn(self, spec: ChildSpec) -> None:
+        """Start a child later in life; a failed fork or exec is retried with backoff."""
+        try:
+            self._popen(spec)
+        except OSError as exc:
+            # Typically EAGAIN or ENOMEM under memory pressure: transient, so back off.
+            self._log.error("child_spawn_failed", slot=spec.slot, error=repr(exc))
+            self._schedule_respawn(spec.slot, lived_s=0.0)
+            return
+        self._report_status()
+
+    def _popen(self, spec: ChildSpec) -> None:
+        popen = subprocess.Popen(spec.argv, env=self._child_env(spec), close_fds=True)
+        self._children[popen.pid] = _Child(slot=spec.slot, popen=popen,
+                                           started_at=time.monotonic())
+        self._log.info("child_started", slot=spec.slot, child_pid=popen.pid)
+
+    @staticmethod
+    def _child_env(spec: ChildSpec) -> dict[str, str]:
+        env = dict(os.environ)
+        for name in sdnotify.SUPERVISOR_ONLY_ENV:
+            env.pop(name, None)
+        env.update(spec.env or {})
+        return env
+
+    # ------------------------------------------------------------ children: exit
+
+    def _reap(self) -> None:
+        while True:
+            try:
+                pid, status = os.waitpid(-1, os.WNOHANG)
+            except ChildProcessError:
+                return  # no children at all
+            if pid == 0:
+                return  # children remain, none has exited
+            child = self._children.pop(pid, None)
+            if child is None:
+                self._log.debug("unknown_child_reaped", child_pid=pid, **describe_exit(status))
+                continue
+            # Popen would otherwise warn "still running" and try to wait for it again.
+            child.popen.returncode = _returncode(status)
+            self._child_exited(pid, child, status)
+
+    def _child_exited(self, pid: int, child: _Child, status: int) -> None:
+        lived_s = time.monotonic() - child.started_at
+        fields = describe_exit(status, killed_by_supervisor=child.killed_by_supervisor)
+        expected = self._stopping or child.retire_by is not None
+        log = self._log.info if expected else self._log.warning
+        log("child_exited", slot=child.slot, child_pid=pid, lived_s=round(lived_s, 3), **fields)
+        if expected or child.slot not in self._specs:
+            self._report_status()
+            return
+        if fields.get("exit_code") == BOOT_ERROR_EXIT:
+            self._boot_failed(child.slot, child_pid=pid)
+            return
+        self._schedule_respawn(child.slot, lived_s=lived_s)
+        self._report_status()
+
+    def _schedule_respawn(self, slot: str, *, lived_s: float) -> None:
+        if lived_s >= self._stable_after_s:
+            self._failures[slot] = 0
+        self._failures[slot] += 1
+        delay_s = respawn_delay_s(self._failures[slot], self._respawn_base_s, self._respawn_cap_s)
+        self._respawn_at[slot] = time.monotonic() + delay_s
+        self._log.info("child_respawn_scheduled", slot=slot, delay_s=delay_s,
+                       consecutive_failures=self._failures[slot])
+
+    def _boot_failed(self, slot: str, **fields: Any) -> None:
+        self._log.error("child_boot_failed", slot=slot, exit_code=BOOT_ERROR_EXIT, **fields)
+        print(f"hookline: {slot} could not boot (exit {BOOT_ERROR_EXIT}); "
+              "see its log above; stopping", file=sys.stderr, flush=True)
+        self._exit_code = BOOT_ERROR_EXIT
+        self._request_stop(reason="child_boot_failed")
+
+    def _kill_overdue_retirees(self, now: float) -> None:
+        for pid, child in self._children.items():
+            if child.retire_by is not None and now >= child.retire_by \
+                    and not child.killed_by_supervisor:
+                child.killed_by_supervisor = True
+                self._send(pid, signal.SIGKILL)
+
+    # -------------------------------------------------------------------- stop
+
+    def _stop_children(self) -> None:
+        self._stopping = True
+        self._respawn_at.clear()
+        self._log.info("supervisor_stopping", children=len(self._children),
+                       graceful_timeout_s=self._graceful_timeout_s)
+        sdnotify.notify(f"STOPPING=1\nSTATUS=stopping {len(self._children)} children")
+        for pid in list(self._children):
+            self._send(pid, signal.SIGTERM)
+        self._reap_until(time.monotonic() + self._graceful_timeout_s)
+        if self._children:
+            for pid, child in self._children.items():
+                child.killed_by_supervisor = True
+                self._send(pid, signal.SIGKILL)
+            self._reap_until(time.monotonic() + _KILL_REAP_TIMEOUT_S)
+        self._log.info("supervisor_stopped", exit_code=self._exit_code,
+                       left_running=[c.slot for c in self._children.values()])
+
+    def _reap_until(self, deadline: float) -> None:
+        """Reap every 0.1 s (or on SIGCHLD) until no child is left or `deadline` passes."""
+        self._reap()
+        while self._children:
+            now = time.monotonic()
+            if now >= deadline:
+                return
+            self._sleep(min(_REAP_INTERVAL_S, deadline - now))
+            # Already stopping: further signals change nothing, SIGCHLD included (we reap).
+            self._signals.clear()
+            self._reap()
+            self._tick(time.monotonic())
+
+    def _send(self, pid: int, signum: signal.Signals) -> None:
+        try:
+            os.kill(pid, signum)
+        except ProcessLookupError:
+            pass  # it already exited; the next reap collects it
+
+    # ---------------------------------------------------------------- plumbing
+
+    def _install_signals(self) -> dict[int, Any]:
+        self._wake_r, self._wake_w = os.pipe()
+        os.set_blocking(self._wake_r, False)
+        os.set_blocking(self._wake_w, False)
+        old: dict[int, Any] = {}
+        for signum in _HANDLED_SIGNALS:
+            old[signum] = signal.signal(signum, self._record_signal)
+        # The C-level handler writes a byte to the pipe, so a signal arriving just before
+        # select() still wakes it (the classic self-pipe race).
+        old[-1] = signal.set_wakeup_fd(self._wake_w, warn_on_full_buffer=False)
+        return old
+
+    def _restore_signals(self, old: dict[int, Any]) -> None:
+        signal.set_wakeup_fd(old.pop(-1))
+        for signum, handler in old.items():
+            signal.signal(signum, handler)
+        os.close(self._wake_r)
+        os.close(self._wake_w)
+
+    def _record_signal(self, signum: int, frame: FrameType | None) -> None:
+        """The only code run by the signal handler: queue the signal for the main loop."""
+        # One pending SIGCHLD is enough: a single reap collects every exited child.
+        if signum != signal.SIGCHLD or signum not in self._signals:
+            self._signals.append(signum)
+
+    def _sleep(self, timeout_s: float) -> None:
+        """Sleep up to `timeout_s` seconds, waking early on any handled signal."""
+        ready, _, _ = select.select([self._wake_r], [], [], timeout_s)
+        if ready:
+            try:
+                while os.read(self._wake_r, 4096):
+                    pass
+            except BlockingIOError:
+                pass  # drained
+
+    def _next_worker_number(self) -> int:
+        taken = set(self._specs) | set(self.alive_slots())
+        number = 1
+        while f"worker-{number}" in taken:
+            number += 1
+        return number
+
+    def _worker_slots(self) -> list[str]:
+        """Return the wanted worker slots, lowest number first."""
+        numbered = [(int(m.group(1)), slot) for slot in self._specs
+                    if (m := _WORKER_SLOT.fullmatch(slot))]
+        return [slot for _, slot in sorted(numbered)]
+
+    def _report_status(self) -> None:
+        sdnotify.notify(f"STATUS={len(self._children)} of {len(self._specs)} children running")

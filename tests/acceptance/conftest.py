@@ -1,0 +1,6 @@
+"""Acceptance tests run hookline's real processes; `procs` holds the shared helpers."""
+
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))

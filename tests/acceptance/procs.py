@@ -1,0 +1,69 @@
+"""Helpers for tests that run hookline's real processes."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from shared.config import Config
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def child_env() -> dict[str, str]:
+    """The environment for a child: this checkout importable, no HOOKLINE_* leaking in."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("HOOKLINE_")}
+    env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
+    return env
+
+
+def start_worker(config: Config, slot: str, log_path: Path) -> subprocess.Popen[bytes]:
+    """Start `python -m workers` as a real OS process, logging to `log_path`."""
+    with log_path.open("ab") as log:
+        return subprocess.Popen(
+            [sys.executable, "-m", "workers", "--config-json", config.to_json(), "--slot", slot],
+            stdout=log, stderr=subprocess.STDOUT, env=child_env(), cwd=ROOT)
+
+
+def start_cli(args: list[str], log_path: Path, env: dict[str, str] | None = None
+              ) -> subprocess.Popen[bytes]:
+    """Start `hookline ARGS` (the real CLI) as a process."""
+    with log_path.open("ab") as log:
+        return subprocess.Popen([sys.executable, "-m", "supervisor.cli", *args], stdout=log,
+                                stderr=subprocess.STDOUT, env={**child_env(), **(env or {})},
+                                cwd=ROOT)
+
+
+def stop(proc: subprocess.Popen[bytes], timeout_s: float = 15.0) -> int:
+    """SIGTERM, wait, SIGKILL if needed; returns the exit code."""
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+    try:
+        return proc.wait(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+        raise
+
+
+def wait_until(predicate: Callable[[], bool], timeout_s: float, what: str) -> None:
+    """Poll `predicate` every 20 ms until true. Raises AssertionError after `timeout_s`."""
+    deadline = time.monotonic() + timeout_s
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout_s} s waiting for {what}")
+        time.sleep(0.02)
+
+
+def pid_alive(pid: int) -> bool:
+    """True while a process with this pid exists (and is not a zombie we reaped)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True

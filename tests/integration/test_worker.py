@@ -1,0 +1,155 @@
+"""The worker loop in-process against a real SQLite file and the receiver fixture on 127.0.0.1."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import AsyncIterator
+from dataclasses import replace
+
+import pytest
+
+from rehearsal.receiver import Endpoint, Receiver, parse_behaviour
+from shared.config import Config
+from shared.signing import generate_secret
+from shared.sqlite_store import SqliteStore
+from tests.conftest import new_event
+from workers.loop import Worker
+from workers.sender import Sender
+
+FAST = Config(retry_base_s=0.05, retry_cap_s=0.1, max_attempts=3, lease_s=3.0,
+              attempt_timeout_s=1.0, poll_interval_s=0.2, graceful_timeout_s=0.5)
+
+
+@pytest.fixture
+async def real_store(tmp_path) -> AsyncIterator[SqliteStore]:
+    async with SqliteStore(str(tmp_path / "w.db")) as s:
+        yield s
+
+
+@contextlib.asynccontextmanager
+async def running_worker(store: SqliteStore, config: Config = FAST, name: str = "w1"):
+    stop = asyncio.Event()
+    async with Sender(timeout_s=config.attempt_timeout_s) as sender:
+        task = asyncio.create_task(Worker(store, config, name, sender).run(stop))
+        try:
+            yield
+        finally:
+            stop.set()
+            await task
+
+
+async def settle(store: SqliteStore, timeout_s: float = 10.0) -> dict[str, int]:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        counts = (await store.stats()).jobs_by_status
+        if counts["pending"] == counts["running"] == 0:
+            return counts
+        await asyncio.sleep(0.05)
+    raise AssertionError(f"jobs did not settle: {counts}")
+
+
+async def add(store: SqliteStore, receiver: Receiver, name: str, secret: str,
+              max_in_flight: int = 10) -> None:
+    await store.add_destination(name=name, url=receiver.url(name), secret=secret,
+                                event_types=["*"], max_in_flight=max_in_flight)
+
+
+async def test_delivers_signed_exact_bytes_once(real_store):
+    """Each event reaches the receiver once, verified by standardwebhooks, with the stored
+    bytes; the job ends done with one attempt recorded."""
+    secret = generate_secret()
+    async with Receiver([Endpoint("ok", secret)]) as receiver:
+        await add(real_store, receiver, "ok", secret)
+        async with running_worker(real_store):
+            await real_store.add_events([new_event(f"e{i}") for i in range(20)])
+            counts = await settle(real_store)
+        assert counts["done"] == 20
+        assert len(receiver.effects) == 20
+        assert all(r.verified for r in receiver.requests)
+        assert len(receiver.requests) == len(await real_store.list_attempts()) == 20
+
+
+async def test_new_event_is_picked_up_by_wakeup_not_poll(real_store):
+    """With a 5 s poll interval, an idle worker still delivers a new event within ~50 ms."""
+    secret = generate_secret()
+    config = replace(FAST, poll_interval_s=5.0)
+    async with Receiver([Endpoint("ok", secret)]) as receiver:
+        await add(real_store, receiver, "ok", secret)
+        async with running_worker(real_store, config):
+            await asyncio.sleep(0.3)  # the worker is idle, waiting
+            t0 = time.monotonic()
+            await real_store.add_events([new_event("e1")])
+            while not receiver.effects:
+                await asyncio.sleep(0.005)
+                assert time.monotonic() - t0 < 2.0, "not delivered before the poll"
+            assert time.monotonic() - t0 < 0.5
+
+
+async def test_transient_failures_retry_then_succeed(real_store):
+    """An endpoint answering 500 twice then 200 gets 3 attempts and one effect."""
+    secret = generate_secret()
+    async with Receiver([Endpoint("flaky", secret, parse_behaviour("fail:2"))]) as receiver:
+        await add(real_store, receiver, "flaky", secret)
+        async with running_worker(real_store):
+            await real_store.add_events([new_event("e1")])
+            counts = await settle(real_store)
+        assert counts["done"] == 1
+        assert [a.status_code for a in await real_store.list_attempts()] == [500, 500, 200]
+        assert len(receiver.effects) == 1
+
+
+async def test_attempt_cap_makes_job_dead(real_store):
+    """An endpoint that always fails is tried max_attempts times, then the job is dead."""
+    secret = generate_secret()
+    async with Receiver([Endpoint("down", secret, parse_behaviour("status:503"))]) as receiver:
+        await add(real_store, receiver, "down", secret)
+        async with running_worker(real_store):
+            await real_store.add_events([new_event("e1")])
+            counts = await settle(real_store)
+        assert counts["dead"] == 1
+        job = (await real_store.list_jobs())[0]
+        assert job.attempts == FAST.max_attempts == len(receiver.requests)
+        assert "attempt cap" in job.last_error
+
+
+async def test_response_loss_gives_one_effect_and_a_retry(real_store):
+    """A receiver that closes without answering gets a second attempt (same webhook-id)
+    and records one effect: at-least-once plus receiver dedupe."""
+    secret = generate_secret()
+    async with Receiver([Endpoint("lossy", secret, parse_behaviour("drop_first"))]) as receiver:
+        await add(real_store, receiver, "lossy", secret)
+        async with running_worker(real_store):
+            await real_store.add_events([new_event(f"e{i}") for i in range(5)])
+            counts = await settle(real_store)
+        assert counts["done"] == 5
+        assert len(receiver.effects) == 5 and len(receiver.requests) == 10
+        errors = [a.error for a in await real_store.list_attempts() if a.status_code is None]
+        assert errors == ["ServerDisconnectedError"] * 5
+
+
+async def test_max_in_flight_one_holds_with_two_workers(real_store):
+    """Two workers never send two requests at once to a destination limited to 1."""
+    secret = generate_secret()
+    async with Receiver([Endpoint("slow", secret, parse_behaviour("slow:0.02"))]) as receiver:
+        await add(real_store, receiver, "slow", secret, max_in_flight=1)
+        async with running_worker(real_store, name="w1"), running_worker(real_store, name="w2"):
+            await real_store.add_events([new_event(f"e{i}") for i in range(15)])
+            await settle(real_store)
+        assert receiver.max_concurrent("slow") == 1
+        assert len(receiver.effects) == 15
+
+
+async def test_graceful_stop_hands_back_uncharged(real_store):
+    """Stopping during a send that outlasts the grace period hands the job back with its
+    attempt count restored, pending and due."""
+    secret = generate_secret()
+    async with Receiver([Endpoint("hang", secret, parse_behaviour("hang"))]) as receiver:
+        await add(real_store, receiver, "hang", secret)
+        async with running_worker(real_store):
+            await real_store.add_events([new_event("e1")])
+            while receiver.in_flight("hang") == 0:
+                await asyncio.sleep(0.01)
+        job = (await real_store.list_jobs())[0]
+        assert job.status == "pending" and job.attempts == 0

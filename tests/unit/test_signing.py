@@ -1,0 +1,57 @@
+"""Outbound signatures, verified by the independent `standardwebhooks` and `svix` packages."""
+
+from __future__ import annotations
+
+import pytest
+from standardwebhooks.webhooks import Webhook, WebhookVerificationError
+from svix.webhooks import Webhook as SvixWebhook
+from svix.webhooks import WebhookVerificationError as SvixVerificationError
+
+from shared.errors import ConfigError
+from shared.signing import generate_secret, new_message_id, secret_key, signed_headers
+
+BODY = '{"id":"e1","type":"push","data":{"name":"é ✓","n":[1, 2]}}'.encode()
+
+
+def test_standardwebhooks_and_svix_verify_our_signature():
+    """Both reference verifiers accept our headers over the exact body bytes."""
+    secret = generate_secret()
+    headers = signed_headers(new_message_id(), BODY, [secret])
+    assert Webhook(secret).verify(BODY, headers)["data"]["name"] == "é ✓"
+    SvixWebhook(secret).verify(BODY, headers)  # raises WebhookVerificationError on mismatch
+
+
+def test_rotation_sends_both_signatures():
+    """During rotation the header carries one entry per secret; each verifies alone."""
+    new, old = generate_secret(), generate_secret()
+    headers = signed_headers(new_message_id(), BODY, [new, old])
+    assert len(headers["webhook-signature"].split(" ")) == 2
+    for secret in (new, old):
+        Webhook(secret).verify(BODY, headers)
+        SvixWebhook(secret).verify(BODY, headers)
+
+
+def test_tampered_body_or_wrong_secret_fails_verification():
+    """A changed byte or another secret does not verify."""
+    secret = generate_secret()
+    headers = signed_headers(new_message_id(), BODY, [secret])
+    with pytest.raises(WebhookVerificationError):
+        Webhook(secret).verify(BODY.replace(b"1", b"3"), headers)
+    with pytest.raises(WebhookVerificationError):
+        Webhook(generate_secret()).verify(BODY, headers)
+    with pytest.raises(SvixVerificationError):
+        SvixWebhook(generate_secret()).verify(BODY, headers)
+
+
+def test_message_ids_are_unique_sortable_and_dotless():
+    """Message ids never contain '.', sort by creation time and do not repeat."""
+    ids = [new_message_id(1_800_000_000 + i) for i in range(1000)]
+    assert len(set(ids)) == 1000 and ids == sorted(ids)
+    assert all("." not in i and i.startswith("msg_") for i in ids)
+
+
+@pytest.mark.parametrize("bad", ["abc", "whsec_not base64!", "whsec_QUJD"])
+def test_malformed_secrets_are_rejected(bad):
+    """A secret without the prefix, not base64, or too short is a ConfigError."""
+    with pytest.raises(ConfigError):
+        secret_key(bad)

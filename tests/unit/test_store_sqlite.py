@@ -1,0 +1,202 @@
+"""The SQLite store against a real file: fan-out, dedupe, claims, leases, fencing, cap."""
+
+from __future__ import annotations
+
+import sqlite3
+
+import pytest
+
+from shared.errors import ConfigError, NotFound
+from shared.models import Accepted, AttemptResult, Dead, Done, Duplicate, Retry
+from tests.conftest import new_event
+
+OK = AttemptResult(started_at=0.0, duration_s=0.01, status_code=200)
+FAILED = AttemptResult(started_at=0.0, duration_s=0.01, status_code=503)
+
+
+async def test_fan_out_creates_one_job_per_subscribed_destination(store, destination_factory):
+    """An event gets a job for `*`, exact and `prefix.*` subscribers, none for others."""
+    await destination_factory("all", event_types=("*",))
+    await destination_factory("exact", event_types=("pull_request.opened",))
+    await destination_factory("prefix", event_types=("pull_request.*",))
+    await destination_factory("other", event_types=("issues.*", "push"))
+    [result] = await store.add_events([new_event("e1", "pull_request.opened")])
+    assert isinstance(result, Accepted) and len(result.job_ids) == 3
+    jobs = await store.list_jobs()
+    assert sorted(j.destination for j in jobs) == ["all", "exact", "prefix"]
+    assert {j.status for j in jobs} == {"pending"}
+
+
+async def test_duplicate_event_creates_nothing(store, destination_factory):
+    """The same (source, id) again is a Duplicate with the first message id and no new job;
+    the same id from another source is a different event."""
+    await destination_factory()
+    [first] = await store.add_events([new_event("e1")])
+    [again, same_batch] = await store.add_events([new_event("e1"), new_event("e1")])
+    [other_source] = await store.add_events([new_event("e1", source="github")])
+    assert isinstance(again, Duplicate) and again.message_id == first.message_id
+    assert isinstance(same_batch, Duplicate)
+    assert isinstance(other_source, Accepted)
+    assert (await store.stats()).events == 2
+    assert len(await store.list_jobs()) == 2
+
+
+async def test_fan_out_is_one_transaction(store, destination_factory, tmp_path):
+    """When the transaction fails mid-batch, neither the events nor any of their jobs remain."""
+    await destination_factory()
+    await destination_factory()
+    # A trigger makes the 3rd job insert fail after the first event and its jobs were written.
+    raw = sqlite3.connect(tmp_path / "hookline.db")
+    raw.execute("CREATE TRIGGER boom BEFORE INSERT ON jobs WHEN NEW.event_id >= 2 "
+                "BEGIN SELECT RAISE(ABORT, 'boom'); END")
+    raw.commit()
+    with pytest.raises(sqlite3.IntegrityError):
+        await store.add_events([new_event("a"), new_event("b")])
+    raw.execute("DROP TRIGGER boom")
+    raw.commit()
+    raw.close()
+    stats = await store.stats()
+    assert stats.events == 0 and sum(stats.jobs_by_status.values()) == 0
+
+
+async def test_claim_counts_attempt_and_gives_unique_tokens(store, destination_factory):
+    """Each claim counts one attempt at claim time and gets its own lease token."""
+    await destination_factory()
+    await store.add_events([new_event(f"e{i}") for i in range(5)])
+    claims = await store.claim("w1", 10, lease_s=30, max_attempts=5)
+    assert len(claims) == 5
+    assert len({c.lease_token for c in claims}) == 5
+    assert all(c.attempt == 1 and c.lease_owner == "w1" for c in claims)
+    assert await store.claim("w2", 10, lease_s=30, max_attempts=5) == []
+    assert {j.status for j in await store.list_jobs()} == {"running"}
+
+
+async def test_claim_respects_max_in_flight(store, destination_factory):
+    """No more than max_in_flight unexpired leases per destination; finishing frees a slot."""
+    await destination_factory("one", max_in_flight=1)
+    await destination_factory("two", max_in_flight=2)
+    await store.add_events([new_event(f"e{i}") for i in range(4)])
+    claims = await store.claim("w1", 100, lease_s=30, max_attempts=5)
+    assert sorted(c.destination_name for c in claims) == ["one", "two", "two"]
+    assert await store.claim("w2", 100, lease_s=30, max_attempts=5) == []
+    one = next(c for c in claims if c.destination_name == "one")
+    assert await store.finish([(one, Done(), OK)]) == [True]
+    [next_one] = await store.claim("w2", 100, lease_s=30, max_attempts=5)
+    assert next_one.destination_name == "one"
+
+
+async def test_expired_lease_is_taken_over_and_stale_finish_is_fenced(store, destination_factory,
+                                                                     clock):
+    """After the lease expires another worker claims the job with a new token; the first
+    worker's late finish changes nothing (returns False) and the taker's finish wins."""
+    await destination_factory()
+    await store.add_events([new_event("e1")])
+    [stale] = await store.claim("w1", 1, lease_s=30, max_attempts=5)
+    clock.advance(31)
+    [taker] = await store.claim("w2", 1, lease_s=30, max_attempts=5)
+    assert taker.job_id == stale.job_id and taker.lease_token != stale.lease_token
+    assert taker.taken_over and taker.attempt == 2
+    assert await store.finish([(stale, Dead(error="late"), FAILED)]) == [False]
+    assert (await store.list_jobs())[0].status == "running"
+    assert await store.finish([(taker, Done(), OK)]) == [True]
+    job = (await store.list_jobs())[0]
+    assert job.status == "done" and job.attempts == 2
+    attempts = await store.list_attempts(job.id)
+    assert [a.worker for a in attempts] == ["w1", "w2"]
+
+
+async def test_extend_keeps_lease_and_reports_lost(store, destination_factory, clock):
+    """Extending pushes lease_until so no takeover happens; a superseded claim is reported."""
+    await destination_factory()
+    await store.add_events([new_event("e1")])
+    [claim] = await store.claim("w1", 1, lease_s=30, max_attempts=5)
+    clock.advance(20)
+    assert await store.extend([claim], lease_s=30) == []
+    clock.advance(20)  # 40 s after the claim, 20 s after the extension
+    assert await store.claim("w2", 1, lease_s=30, max_attempts=5) == []
+    clock.advance(31)
+    [taker] = await store.claim("w2", 1, lease_s=30, max_attempts=5)
+    assert await store.extend([claim, taker], lease_s=30) == [claim]
+
+
+async def test_retry_schedules_run_at(store, destination_factory, clock):
+    """A Retry outcome makes the job pending again, claimable only once run_at has come."""
+    await destination_factory()
+    await store.add_events([new_event("e1")])
+    [claim] = await store.claim("w1", 1, lease_s=30, max_attempts=5)
+    await store.finish([(claim, Retry(run_at=clock() + 60, error="HTTP 503"), FAILED)])
+    job = (await store.list_jobs())[0]
+    assert job.status == "pending" and job.last_error == "HTTP 503"
+    assert await store.claim("w1", 1, lease_s=30, max_attempts=5) == []
+    clock.advance(61)
+    [again] = await store.claim("w1", 1, lease_s=30, max_attempts=5)
+    assert again.attempt == 2
+
+
+async def test_worker_lost_on_last_attempt_makes_job_dead(store, destination_factory, clock):
+    """A job whose worker dies on its final attempt is dead ("worker lost") at the next
+    claim instead of being sent again: attempts are counted at claim (invariant 3)."""
+    await destination_factory()
+    await store.add_events([new_event("e1")])
+    for _ in range(2):
+        await store.claim("w1", 1, lease_s=30, max_attempts=2)
+        clock.advance(31)
+    assert await store.claim("w2", 1, lease_s=30, max_attempts=2) == []
+    job = (await store.list_jobs())[0]
+    assert job.status == "dead" and "worker lost" in job.last_error and job.attempts == 2
+
+
+async def test_hand_back_does_not_charge_an_attempt(store, destination_factory):
+    """A handed-back job is pending and due again with its attempt count restored."""
+    await destination_factory()
+    await store.add_events([new_event("e1")])
+    [claim] = await store.claim("w1", 1, lease_s=30, max_attempts=5)
+    assert await store.hand_back([claim]) == 1
+    assert await store.hand_back([claim]) == 0  # fenced: the token is gone
+    job = (await store.list_jobs())[0]
+    assert job.status == "pending" and job.attempts == 0
+    [again] = await store.claim("w2", 1, lease_s=30, max_attempts=5)
+    assert again.attempt == 1
+
+
+async def test_paused_destination_is_not_claimed(store, destination_factory):
+    """Jobs of a paused destination are not claimed (nor charged) until it is resumed."""
+    await destination_factory("p")
+    await store.add_events([new_event("e1")])
+    await store.set_paused("p", True, reason="operator")
+    assert await store.claim("w1", 1, lease_s=30, max_attempts=5) == []
+    assert (await store.list_jobs())[0].attempts == 0
+    await store.set_paused("p", False)
+    assert len(await store.claim("w1", 1, lease_s=30, max_attempts=5)) == 1
+    with pytest.raises(NotFound):
+        await store.set_paused("missing", True)
+
+
+async def test_destination_names_are_unique(store, destination_factory):
+    """Adding a second destination with a taken name is a ConfigError, nothing changes."""
+    await destination_factory("a")
+    with pytest.raises(ConfigError):
+        await destination_factory("a")
+    assert [d.name for d in await store.list_destinations()] == ["a"]
+
+
+async def test_body_bytes_are_stored_exactly(store, destination_factory):
+    """The claimed body is byte-for-byte the accepted one (non-ASCII, odd spacing)."""
+    await destination_factory()
+    body = '{ "b":1,  "a": "é\\u00e9 ✓" }'.encode()
+    await store.add_events([new_event("e1", body=body)])
+    [claim] = await store.claim("w1", 1, lease_s=30, max_attempts=5)
+    assert claim.body == body
+
+
+async def test_reopen_keeps_schema_and_data(tmp_path, clock):
+    """Opening an existing file applies no migration twice and keeps its rows; file is 0600."""
+    from shared.sqlite_store import SqliteStore
+
+    path = tmp_path / "x.db"
+    async with SqliteStore(str(path), clock=clock) as s:
+        await s.add_destination(name="a", url="http://h/", secret="whsec_" + "A" * 32,
+                                event_types=["*"], max_in_flight=1)
+    async with SqliteStore(str(path), clock=clock) as s:
+        assert [d.name for d in await s.list_destinations()] == ["a"]
+    assert path.stat().st_mode & 0o777 == 0o600

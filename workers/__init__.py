@@ -1,0 +1,1 @@
+"""Worker processes: claim due jobs under a lease, send them signed, finish fenced by token."""

@@ -1,0 +1,181 @@
+"""The worker loop: claim -> send (outside any transaction) -> finish, fenced by lease token.
+
+One :class:`Worker` per process. It keeps up to `worker_concurrency` attempts in flight,
+claims only as many jobs as it has free slots, extends all of its leases with one store call
+per interval while requests are in flight, and finishes attempts in batches. When idle it
+sleeps on the store's wake-up (ingest pokes it after each commit) with a poll as fallback.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import Callable
+
+from shared.config import Config
+from shared.errors import StoreBusy
+from shared.logs import get_logger
+from shared.models import AttemptResult, Claim, Dead, Done, Outcome, Retry
+from shared.retry import Backoff, next_attempt
+from shared.store import Store
+from workers.sender import Sender
+
+log = get_logger()
+
+
+class Worker:
+    """Delivers jobs until `stop` is set, then hands back what it could not finish.
+
+    Args:
+        store: an open store.
+        config: settings (lease_s, attempt_timeout_s, worker_concurrency, claim_batch, ...).
+        worker_id: this process's lease identity, e.g. `worker-2@host:4242`.
+        sender: an entered :class:`Sender`.
+        clock: unix-seconds clock used for retry scheduling.
+    """
+
+    def __init__(self, store: Store, config: Config, worker_id: str, sender: Sender,
+                 clock: Callable[[], float] = time.time) -> None:
+        self.store = store
+        self.config = config
+        self.worker_id = worker_id
+        self.sender = sender
+        self.clock = clock
+        self.backoff = Backoff(base_s=config.retry_base_s, cap_s=config.retry_cap_s,
+                               max_attempts=config.max_attempts)
+        self._in_flight: dict[str, tuple[Claim, asyncio.Task[None]]] = {}
+        self._slot_freed = asyncio.Event()
+
+    async def run(self, stop: asyncio.Event) -> None:
+        """Claim and deliver until `stop` is set; then drain within graceful_timeout_s."""
+        extender = asyncio.create_task(self._extend_leases(stop))
+        try:
+            await self._claim_loop(stop)
+        finally:
+            await self._drain()
+            extender.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await extender
+
+    async def _claim_loop(self, stop: asyncio.Event) -> None:
+        cfg = self.config
+        while not stop.is_set():
+            free = cfg.worker_concurrency - len(self._in_flight)
+            if free > 0:
+                want = min(free, cfg.claim_batch)
+                # Cleared before (not after) the claim: a finish landing meanwhile re-wakes us.
+                self._slot_freed.clear()
+                try:
+                    claims = await self.store.claim(self.worker_id, want, cfg.lease_s,
+                                                    cfg.max_attempts)
+                except StoreBusy as exc:
+                    log.warning("claim_busy", error=str(exc))
+                    claims = []
+                for claim in claims:
+                    self._start(claim)
+                if len(claims) == want:
+                    continue  # more may be due right now
+            await self._idle(stop, full=free <= 0)
+
+    async def _idle(self, stop: asyncio.Event, full: bool) -> None:
+        """Sleep until stop, a finished attempt (its destination may have a free slot now),
+        a wake-up from the store (unless every slot is busy), or the poll interval."""
+        waits = [asyncio.ensure_future(stop.wait()),
+                 asyncio.ensure_future(self._slot_freed.wait())]
+        if not full:
+            waits.append(asyncio.ensure_future(
+                self.store.wait_for_jobs(self.config.poll_interval_s)))
+        try:
+            await asyncio.wait(waits, timeout=self.config.poll_interval_s,
+                               return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for w in waits:
+                w.cancel()
+            await asyncio.gather(*waits, return_exceptions=True)
+
+    def _start(self, claim: Claim) -> None:
+        log.info("job_claimed", job_id=claim.job_id, event_id=claim.event_id,
+                 destination=claim.destination_name, attempt=claim.attempt,
+                 lease_token=claim.lease_token, lease_until=claim.lease_until)
+        if claim.taken_over:
+            log.info("job_taken_over", job_id=claim.job_id, lease_token=claim.lease_token,
+                     attempt=claim.attempt)
+        task = asyncio.create_task(self._deliver(claim))
+        self._in_flight[claim.lease_token] = (claim, task)
+
+    async def _deliver(self, claim: Claim) -> None:
+        log.debug("attempt_started", job_id=claim.job_id, attempt=claim.attempt,
+                  destination=claim.destination_name, lease_token=claim.lease_token)
+        result = await self.sender.send(claim)
+        outcome = next_attempt(claim.attempt, result, self.clock(), self.backoff)
+        # The bookkeeping write must survive a cancel of this task (graceful stop).
+        await asyncio.shield(self._finish(claim, outcome, result))
+
+    async def _finish(self, claim: Claim, outcome: Outcome, result: AttemptResult) -> None:
+        try:
+            for delay_s in (0.05, 0.2, 1.0, None):
+                try:
+                    (kept,) = await self.store.finish([(claim, outcome, result)])
+                    break
+                except StoreBusy:
+                    if delay_s is None:
+                        raise
+                    await asyncio.sleep(delay_s)
+            _log_outcome(claim, outcome, result, kept)
+        finally:
+            self._in_flight.pop(claim.lease_token, None)
+            self._slot_freed.set()
+
+    async def _extend_leases(self, stop: asyncio.Event) -> None:
+        """Every lease_s / 3, extend every in-flight lease in one store call."""
+        interval_s = self.config.lease_s / 3
+        while True:
+            await asyncio.sleep(interval_s)
+            claims = [claim for claim, _ in self._in_flight.values()]
+            if not claims:
+                continue
+            try:
+                lost = await self.store.extend(claims, self.config.lease_s)
+            except StoreBusy as exc:
+                log.warning("lease_extend_busy", error=str(exc), leases=len(claims))
+                continue
+            log.debug("lease_extended", leases=len(claims) - len(lost))
+            for claim in lost:
+                log.warning("lease_lost", job_id=claim.job_id, lease_token=claim.lease_token,
+                            during="extend")
+
+    async def _drain(self) -> None:
+        """Let in-flight attempts finish within graceful_timeout_s, then hand the rest back."""
+        tasks = [task for _, task in self._in_flight.values()]
+        if tasks:
+            await asyncio.wait(tasks, timeout=self.config.graceful_timeout_s)
+        leftover = list(self._in_flight.values())
+        for _, task in leftover:
+            task.cancel()
+        await asyncio.gather(*(task for _, task in leftover), return_exceptions=True)
+        claims = [claim for claim, _ in leftover]
+        if claims:
+            handed = await self.store.hand_back(claims)
+            for claim in claims:
+                log.info("job_handed_back", job_id=claim.job_id, lease_token=claim.lease_token)
+            log.info("worker_drained", handed_back=handed)
+        self._in_flight.clear()
+
+
+def _log_outcome(claim: Claim, outcome: Outcome, result: AttemptResult, kept: bool) -> None:
+    ids = {"job_id": claim.job_id, "event_id": claim.event_id,
+           "destination": claim.destination_name, "attempt": claim.attempt,
+           "lease_token": claim.lease_token, "duration_s": round(result.duration_s, 4),
+           "status": result.status_code}
+    if not isinstance(outcome, Done):
+        log.info("attempt_failed", error=result.error, **ids)
+    if not kept:
+        log.warning("lease_lost", during="finish", **ids)
+    elif isinstance(outcome, Done):
+        log.info("job_done", **ids)
+    elif isinstance(outcome, Retry):
+        log.info("job_retry_scheduled", run_at=outcome.run_at, reason=outcome.error,
+                 retry_in_s=round(outcome.run_at - time.time(), 3), **ids)
+    elif isinstance(outcome, Dead):
+        log.warning("job_dead", reason=outcome.error, **ids)

@@ -1,0 +1,80 @@
+"""One HTTP attempt: a signed POST of the stored bytes, bounded in total time.
+
+The request goes out with `allow_redirects=False` (a redirect is recorded, never followed)
+and aiohttp never re-sends a POST on its own, so the receiver sees exactly one request per
+recorded attempt (DESIGN.md invariant 7).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import aiohttp
+
+from shared.models import AttemptResult, Claim
+from shared.signing import signed_headers
+
+EXCERPT_BYTES = 1024
+USER_AGENT = "hookline/0.1 (+webhook delivery)"
+
+
+class Sender:
+    """Sends attempts over one keep-alive connection pool.
+
+    Args:
+        timeout_s: total time for one attempt (connect, send, read the excerpt), seconds.
+        max_connections: size of the connection pool.
+    """
+
+    def __init__(self, *, timeout_s: float, max_connections: int = 64) -> None:
+        self._timeout = aiohttp.ClientTimeout(total=timeout_s)
+        self._max_connections = max_connections
+        self._session: aiohttp.ClientSession | None = None
+
+    async def __aenter__(self) -> Sender:
+        connector = aiohttp.TCPConnector(limit=self._max_connections, keepalive_timeout=30)
+        self._session = aiohttp.ClientSession(
+            connector=connector, timeout=self._timeout, auto_decompress=False,
+            headers={"User-Agent": USER_AGENT})
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        if self._session is not None:
+            await self._session.close()
+            self._session = None
+
+    async def send(self, claim: Claim) -> AttemptResult:
+        """POST `claim.body` to `claim.url` with fresh Standard Webhooks headers.
+
+        Never raises for network trouble: transport errors and timeouts come back as an
+        AttemptResult with `error` set to the exception's class name and no status.
+        """
+        assert self._session is not None, "use `async with Sender(...)`"
+        started_at = time.time()
+        t0 = time.monotonic()
+        headers = signed_headers(claim.message_id, claim.body, [claim.secret], started_at)
+        headers["content-type"] = "application/json"
+        try:
+            async with self._session.post(claim.url, data=claim.body, headers=headers,
+                                          allow_redirects=False) as response:
+                excerpt = await response.content.read(EXCERPT_BYTES)
+                return AttemptResult(
+                    started_at=started_at, duration_s=time.monotonic() - t0,
+                    status_code=response.status,
+                    response_excerpt=excerpt.decode("utf-8", "replace") or None,
+                    location=response.headers.get("Location"),
+                    retry_after=response.headers.get("Retry-After"))
+        except (aiohttp.ClientError, asyncio.TimeoutError, OSError) as exc:
+            return AttemptResult(started_at=started_at, duration_s=time.monotonic() - t0,
+                                 error=_error_class(exc))
+
+
+def _error_class(exc: BaseException) -> str:
+    """`ServerDisconnectedError`, `ClientConnectorError: Connection refused`, `TimeoutError`."""
+    if isinstance(exc, asyncio.TimeoutError):
+        return "TimeoutError"
+    name = type(exc).__name__
+    if isinstance(exc, aiohttp.ClientConnectorError):
+        return f"{name}: {exc.os_error.strerror or exc.os_error}"
+    return name
