@@ -1,34 +1,43 @@
-"""Admin commands that talk to the store directly, so they work with the service stopped.
-
-Each returns an exit code: 0 success, 1 the operation failed (not found, conflict, store
-error), 2 bad usage. Output is a human table, or JSON with `--json`.
-"""
+"""`hookline destinations add|list`, `hookline jobs`, `hookline stats`: read and change the
+store directly, so they work whether or not the service runs."""
 
 from __future__ import annotations
 
 import argparse
 import json
-import sys
-from collections.abc import Awaitable, Callable, Sequence
-from typing import Any, TypeVar
+from typing import Any
 
 from shared.config import Config
-from shared.errors import HooklineError
 from shared.signing import generate_secret, secret_key
-from shared.store import Store, open_store
-
-T = TypeVar("T")
+from supervisor.cmd_common import as_dict, fail, print_table, run_command, with_store
 
 
-async def with_store(config: Config, fn: Callable[[Store], Awaitable[T]]) -> T:
-    """Open the configured store, run `fn(store)`, close it."""
-    store = open_store(config.db, synchronous=config.synchronous,
-                       busy_timeout_s=config.busy_timeout_s)
-    await store.open()
-    try:
-        return await fn(store)
-    finally:
-        await store.close()
+def register(sub: Any) -> None:
+    """Add the destination, job and stats commands to the CLI."""
+    dest = sub.group("destinations", help="manage destinations (endpoints)")
+    add = dest.add_parser("add", help="register a destination")
+    add.add_argument("name")
+    add.add_argument("url")
+    add.add_argument("--secret", help="whsec_ secret; generated and printed once if omitted")
+    add.add_argument("--event-type", action="append",
+                     help="subscribe to a type, `prefix.*` or `*` (repeatable; default `*`)")
+    add.add_argument("--max-in-flight", type=int, default=10,
+                     help="most concurrent requests to it across all workers (default 10)")
+    add.add_argument("--json", action="store_true")
+    add.set_defaults(handler=lambda c, a: run_command(lambda: destinations_add(c, a)))
+    lst = dest.add_parser("list", help="list destinations (secrets hidden)")
+    lst.add_argument("--json", action="store_true")
+    lst.set_defaults(handler=lambda c, a: run_command(lambda: destinations_list(c, a)))
+
+    jobs_p = sub.add_parser("jobs", help="list jobs, newest first")
+    jobs_p.add_argument("--status", choices=["pending", "running", "done", "dead"])
+    jobs_p.add_argument("--limit", type=int, default=50)
+    jobs_p.add_argument("--json", action="store_true")
+    jobs_p.set_defaults(handler=lambda c, a: run_command(lambda: jobs(c, a)))
+
+    stats_p = sub.add_parser("stats", help="counts by status, events, attempts")
+    stats_p.add_argument("--json", action="store_true")
+    stats_p.set_defaults(handler=lambda c, a: run_command(lambda: stats(c, a)))
 
 
 async def destinations_add(config: Config, args: argparse.Namespace) -> int:
@@ -37,6 +46,8 @@ async def destinations_add(config: Config, args: argparse.Namespace) -> int:
     secret_key(secret)  # raises ConfigError for a malformed secret before anything is stored
     if not args.url.startswith(("http://", "https://")):
         return fail(f"URL must start with http:// or https://, not {args.url!r}")
+    if args.max_in_flight < 1:
+        return fail("--max-in-flight must be at least 1", 2)
     dest = await with_store(config, lambda s: s.add_destination(
         name=args.name, url=args.url, secret=secret,
         event_types=args.event_type or ["*"], max_in_flight=args.max_in_flight))
@@ -61,7 +72,7 @@ async def destinations_list(config: Config, args: argparse.Namespace) -> int:
 
 async def jobs(config: Config, args: argparse.Namespace) -> int:
     """`hookline jobs [--status S]`: newest first."""
-    rows = [_job_dict(j) for j in await with_store(
+    rows = [as_dict(j) for j in await with_store(
         config, lambda s: s.list_jobs(status=args.status, limit=args.limit))]
     if args.json:
         print(json.dumps(rows))
@@ -78,43 +89,3 @@ async def stats(config: Config, args: argparse.Namespace) -> int:
            "oldest_pending_age_s": st.oldest_pending_age_s}
     print(json.dumps(out) if args.json else "\n".join(f"{k}: {v}" for k, v in out.items()))
     return 0
-
-
-def _job_dict(job: Any) -> dict[str, Any]:
-    return {name: getattr(job, name) for name in job.__slots__}
-
-
-def print_table(rows: Sequence[dict[str, Any]], columns: Sequence[str]) -> None:
-    """Print `rows` as an aligned text table of `columns`."""
-    cells = [[_cell(r.get(c)) for c in columns] for r in rows]
-    widths = [max([len(c)] + [len(row[i]) for row in cells]) for i, c in enumerate(columns)]
-    print("  ".join(c.upper().ljust(w) for c, w in zip(columns, widths, strict=True)).rstrip())
-    for row in cells:
-        print("  ".join(v.ljust(w) for v, w in zip(row, widths, strict=True)).rstrip())
-    if not rows:
-        print("(none)")
-
-
-def _cell(value: Any) -> str:
-    if value is None:
-        return "-"
-    if isinstance(value, list | tuple):
-        return ",".join(map(str, value))
-    text = str(value)
-    return text if len(text) <= 60 else text[:57] + "..."
-
-
-def fail(message: str, code: int = 1) -> int:
-    """Print `hookline: message` to stderr and return `code`."""
-    print(f"hookline: {message}", file=sys.stderr)
-    return code
-
-
-def run_command(fn: Callable[[], Awaitable[int]]) -> int:
-    """Run an async command; a HooklineError becomes a one-line message and exit code 1."""
-    import asyncio  # noqa: PLC0415
-
-    try:
-        return asyncio.run(fn())
-    except HooklineError as exc:
-        return fail(str(exc))
