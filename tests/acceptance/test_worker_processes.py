@@ -35,12 +35,16 @@ async def test_two_worker_processes_never_run_a_job_twice(tmp_path):
     secret = generate_secret()
     config = Config(db=db, lease_s=10, attempt_timeout_s=5, poll_interval_s=0.2,
                     claim_batch=4, worker_concurrency=8)
-    async with SqliteStore(db) as store, Receiver([Endpoint("ok", secret)]) as receiver:
+    slow = parse_behaviour("slow:0.01")  # so one worker's 8 slots cannot take everything
+    async with SqliteStore(db) as store, Receiver([Endpoint("ok", secret, slow)]) as receiver:
         for name in ("a", "b", "c"):
             await store.add_destination(name=name, url=receiver.url("ok"), secret=secret,
                                         event_types=["*"], max_in_flight=50)
         workers = [start_worker(config, f"worker-{n}", tmp_path / f"w{n}.log") for n in (1, 2)]
         try:
+            for n in (1, 2):
+                while "worker_started" not in (tmp_path / f"w{n}.log").read_text():
+                    await asyncio.sleep(0.02)
             await store.add_events([new_event(f"e{i}") for i in range(100)])
             counts = await settle(store, 60)
         finally:
