@@ -22,6 +22,7 @@ from supervisor.cmd_common import fail
 COMMAND_MODULES = (
     "supervisor.cmd_service",
     "supervisor.cmd_destinations",
+    "supervisor.cmd_bench",
 )
 _CONFIG_FLAGS = ("db", "log_level", "workers", "listen")
 

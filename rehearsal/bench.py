@@ -1,0 +1,239 @@
+"""`hookline bench`: throughput, latency and cost of the real service on this machine.
+
+Starts a fresh SQLite database, the receiver fixture (its own process, 3 endpoints = 3
+destinations per event), `hookline serve` with W workers, and drives load from a separate
+load-generator process. Reports ingest events/s, deliveries/s, accept->delivered latency,
+CPU seconds per 1,000 deliveries and peak RSS per process, idle CPU, database and WAL size,
+and this disk's fsync latency (so figures can be read on slower disks). Writes bench.json.
+All traffic stays on 127.0.0.1.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from rehearsal.demo import free_port, wait_healthy
+from shared.signing import generate_secret
+from shared.store import open_store
+
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class BenchOptions:
+    """What to run: `events` posted at `rate_per_s` (None = flat out) by `concurrency`
+    connections, delivered by `workers` worker processes to 3 destinations."""
+
+    events: int = 20_000
+    rate_per_s: float | None = None
+    workers: int = 2
+    concurrency: int = 64
+    body_bytes: int = 1500
+    synchronous: str = "FULL"
+    out_dir: Path = Path("results/bench")
+
+
+def fsync_latency_ms(folder: Path, samples: int = 200) -> dict[str, float]:
+    """p50/p99 of write(4 KiB)+fsync on a file in `folder`, in milliseconds."""
+    path = folder / "fsync.probe"
+    times = []
+    fd = os.open(path, os.O_CREAT | os.O_WRONLY, 0o600)
+    try:
+        for _ in range(samples):
+            os.write(fd, b"x" * 4096)
+            t0 = time.perf_counter()
+            os.fsync(fd)
+            times.append((time.perf_counter() - t0) * 1000)
+    finally:
+        os.close(fd)
+        path.unlink()
+    times.sort()
+    return {"p50": round(times[len(times) // 2], 3), "p99": round(times[int(len(times) * .99)], 3)}
+
+
+def proc_cpu_s(pid: int) -> float:
+    """User+system CPU seconds of a live process (0.0 once it is gone)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
+
+
+def proc_peak_rss_mb(pid: int) -> float:
+    """Peak resident set size (VmHWM) of a live process, in MiB."""
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return 0.0
+
+
+def service_processes(supervisor_pid: int) -> dict[str, int]:
+    """slot -> pid of the service's processes: the supervisor and its children by --slot."""
+    found = {"supervisor": supervisor_pid}
+    try:
+        children = Path(f"/proc/{supervisor_pid}/task/{supervisor_pid}/children").read_text()
+    except OSError:
+        return found
+    for pid in map(int, children.split()):
+        try:
+            argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if b"--slot" in argv:
+            found[argv[argv.index(b"--slot") + 1].decode()] = pid
+    return found
+
+
+def db_figures(db: Path) -> dict[str, Any]:
+    """Deliveries and accept->delivered latency from the jobs table (read-only)."""
+    conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+    try:
+        rows = conn.execute(
+            "SELECT j.finished_at - e.received_at, j.finished_at, e.received_at FROM jobs j "
+            "JOIN events e ON e.id = j.event_id WHERE j.status = 'done'").fetchall()
+        by_status = dict(conn.execute("SELECT status, COUNT(*) FROM jobs GROUP BY status"))
+    finally:
+        conn.close()
+    latencies = sorted(r[0] * 1000 for r in rows)
+    span_s = (max(r[1] for r in rows) - min(r[2] for r in rows)) if rows else 0.0
+    pick = (lambda f: round(latencies[min(len(latencies) - 1, int(f * len(latencies)))], 2)
+            if latencies else None)
+    return {"jobs_by_status": by_status, "delivered": len(rows),
+            "deliveries_per_s": round(len(rows) / span_s, 1) if span_s else None,
+            "latency_ms": {"p50": pick(0.5), "p90": pick(0.9), "p99": pick(0.99),
+                           "max": round(latencies[-1], 2) if latencies else None}}
+
+
+async def _setup(db: Path, receiver_port: int, secrets: list[str]) -> None:
+    store = open_store(str(db))
+    await store.open()
+    try:
+        for n, secret in enumerate(secrets, 1):
+            await store.add_destination(name=f"d{n}", url=f"http://127.0.0.1:{receiver_port}/d{n}",
+                                        secret=secret, event_types=["*"], max_in_flight=64)
+    finally:
+        await store.close()
+
+
+def _wait_settled(db: Path, expected_jobs: int, timeout_s: float) -> float:
+    deadline = time.monotonic() + timeout_s
+    conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+    try:
+        while time.monotonic() < deadline:
+            done = conn.execute("SELECT COUNT(*) FROM jobs WHERE status IN ('done', 'dead')"
+                                ).fetchone()[0]
+            if done >= expected_jobs:
+                return time.monotonic()
+            time.sleep(0.1)
+    finally:
+        conn.close()
+    raise TimeoutError(f"deliveries not finished within {timeout_s} s")
+
+
+def run_bench(opts: BenchOptions) -> dict[str, Any]:
+    """Run one benchmark; returns the figures also written to `out_dir/bench.json`."""
+    opts.out_dir.mkdir(parents=True, exist_ok=True)
+    work = Path(tempfile.mkdtemp(prefix="hookline-bench-", dir=opts.out_dir))
+    db = work / "bench.db"
+    secrets = [generate_secret() for _ in range(3)]
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    receiver = subprocess.Popen(
+        [sys.executable, "-m", "rehearsal.receiver", "--listen", "127.0.0.1:0",
+         *[arg for n, s in enumerate(secrets, 1) for arg in ("--endpoint", f"d{n}={s}:ok")]],
+        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env)
+    service: subprocess.Popen[bytes] | None = None
+    try:
+        assert receiver.stdout is not None
+        receiver_port = json.loads(receiver.stdout.readline())["port"]
+        asyncio.run(_setup(db, receiver_port, secrets))
+        port = free_port()
+        log_path = work / "service.log"
+        with log_path.open("wb") as log:
+            service = subprocess.Popen(
+                [sys.executable, "-m", "supervisor.cli", "--db", str(db), "--log-level",
+                 "warning", "serve", "--workers", str(opts.workers), "--listen",
+                 f"127.0.0.1:{port}"], stdout=log, stderr=subprocess.STDOUT,
+                env={**env, "HOOKLINE_SYNCHRONOUS": opts.synchronous})
+        asyncio.run(wait_healthy(f"http://127.0.0.1:{port}"))
+        time.sleep(0.5)
+        procs = service_processes(service.pid)
+        procs["receiver"] = receiver.pid
+        cpu_before = {slot: proc_cpu_s(pid) for slot, pid in procs.items()}
+        t0 = time.monotonic()
+        load = subprocess.run(
+            [sys.executable, "-m", "rehearsal.loadgen", "--url",
+             f"http://127.0.0.1:{port}/v1/events", "--events", str(opts.events),
+             "--concurrency", str(opts.concurrency), "--body-bytes", str(opts.body_bytes),
+             *(["--rate", str(opts.rate_per_s)] if opts.rate_per_s else [])],
+            capture_output=True, text=True, env=env, check=True)
+        ingest = json.loads(load.stdout)
+        _wait_settled(db, opts.events * 3, timeout_s=300)
+        busy_s = time.monotonic() - t0
+        cpu_busy = {slot: proc_cpu_s(pid) - cpu_before[slot] for slot, pid in procs.items()}
+        rss = {slot: round(proc_peak_rss_mb(pid), 1) for slot, pid in procs.items()}
+        figures = db_figures(db)
+        idle = _idle_cost(procs, db, seconds=5.0)
+        result = {
+            "machine": {"cores": os.cpu_count(), "python": sys.version.split()[0],
+                        "fsync_ms": fsync_latency_ms(work)},
+            "options": {f: str(getattr(opts, f)) for f in opts.__slots__},
+            "ingest": ingest, "delivery": figures, "busy_s": round(busy_s, 2),
+            "cpu_s_per_1000_deliveries": {
+                slot: round(cpu * 1000 / max(1, figures["delivered"]), 3)
+                for slot, cpu in cpu_busy.items()},
+            "peak_rss_mb": rss, "idle": idle,
+            "db_bytes": db.stat().st_size,
+            "wal_bytes": Path(f"{db}-wal").stat().st_size if Path(f"{db}-wal").exists() else 0,
+        }
+    finally:
+        for proc in (service, receiver):
+            if proc is not None and proc.poll() is None:
+                proc.send_signal(signal.SIGTERM)
+                try:
+                    proc.wait(timeout=30)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+                    proc.wait()
+    (opts.out_dir / "bench.json").write_text(json.dumps(result, indent=2))
+    return result
+
+
+def _idle_cost(procs: dict[str, int], db: Path, seconds: float) -> dict[str, Any]:
+    """CPU share of the whole service and database writes while nothing is to be done."""
+    service = {slot: pid for slot, pid in procs.items() if slot != "receiver"}
+    before = sum(proc_cpu_s(pid) for pid in service.values())
+    wal = Path(f"{db}-wal")
+    stamps = (db.stat().st_mtime_ns, wal.stat().st_mtime_ns if wal.exists() else 0)
+    time.sleep(seconds)
+    used = sum(proc_cpu_s(pid) for pid in service.values()) - before
+    after = (db.stat().st_mtime_ns, wal.stat().st_mtime_ns if wal.exists() else 0)
+    return {"cpu_percent_of_one_core": round(100 * used / seconds, 2),
+            "database_written": after != stamps}
+
+
+def print_report(result: dict[str, Any]) -> None:
+    """A short human summary of `result`."""
+    ing, dlv = result["ingest"], result["delivery"]
+    print(f"ingest: {ing['events_per_s']} events/s accepted, latency ms {ing['latency_ms']}, "
+          f"statuses {ing['statuses']}")
+    print(f"delivery: {dlv['deliveries_per_s']} deliveries/s, {dlv['delivered']} delivered, "
+          f"accept->delivered ms {dlv['latency_ms']}")
+    print(f"cpu s per 1000 deliveries: {result['cpu_s_per_1000_deliveries']}")
+    print(f"peak rss MiB: {result['peak_rss_mb']}")
+    print(f"idle: {result['idle']}; db {result['db_bytes']} B, wal {result['wal_bytes']} B; "
+          f"fsync ms {result['machine']['fsync_ms']}")

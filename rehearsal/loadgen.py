@@ -1,0 +1,99 @@
+"""A bounded HTTP load generator for `hookline bench`: posts N events at up to R per second.
+
+Run as its own process (`python -m rehearsal.loadgen ...`) so it does not share a core's
+event loop with what it measures. Prints one JSON line: counts, elapsed, and latency
+percentiles in milliseconds. Only ever targets the URL it is given (127.0.0.1 in the bench).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import sys
+import time
+
+import aiohttp
+
+
+def event_body(index: int, run_id: str, body_bytes: int) -> bytes:
+    """A `POST /v1/events` body of about `body_bytes` bytes with a unique id."""
+    head = f'{{"id": "bench-{run_id}-{index}", "type": "bench.event", "data": {{"pad": "'
+    tail = '"}}'
+    pad = "x" * max(0, body_bytes - len(head) - len(tail))
+    return (head + pad + tail).encode()
+
+
+def percentile(sorted_values: list[float], fraction: float) -> float:
+    """Nearest-rank percentile of an ascending list (0.0 for an empty one)."""
+    if not sorted_values:
+        return 0.0
+    index = min(len(sorted_values) - 1, max(0, round(fraction * len(sorted_values)) - 1))
+    return sorted_values[index]
+
+
+async def run(url: str, events: int, concurrency: int, rate_per_s: float | None,
+              body_bytes: int) -> dict[str, object]:
+    """Post `events` bodies from `concurrency` connections; returns the figures."""
+    run_id = os.urandom(4).hex()
+    latencies_ms: list[float] = []
+    statuses: dict[str, int] = {}
+    next_index = 0
+    started = time.monotonic()
+
+    async def client(session: aiohttp.ClientSession) -> None:
+        nonlocal next_index
+        while next_index < events:
+            index = next_index
+            next_index += 1
+            if rate_per_s:
+                due = started + index / rate_per_s
+                delay = due - time.monotonic()
+                if delay > 0:
+                    await asyncio.sleep(delay)
+            t0 = time.monotonic()
+            try:
+                async with session.post(url, data=event_body(index, run_id, body_bytes),
+                                        headers={"content-type": "application/json"}) as resp:
+                    await resp.read()
+                    key = str(resp.status)
+            except aiohttp.ClientError as exc:
+                key = type(exc).__name__
+            latencies_ms.append((time.monotonic() - t0) * 1000)
+            statuses[key] = statuses.get(key, 0) + 1
+
+    connector = aiohttp.TCPConnector(limit=concurrency)
+    async with aiohttp.ClientSession(connector=connector) as session:
+        await asyncio.gather(*(client(session) for _ in range(concurrency)))
+    elapsed_s = time.monotonic() - started
+    latencies_ms.sort()
+    return {"events": events, "elapsed_s": round(elapsed_s, 3),
+            "events_per_s": round(events / elapsed_s, 1), "statuses": statuses,
+            "latency_ms": {p: round(percentile(latencies_ms, f), 2) for p, f in
+                           (("p50", 0.5), ("p90", 0.9), ("p99", 0.99), ("max", 1.0))}}
+
+
+def main(argv: list[str] | None = None) -> int:
+    """CLI: --url URL --events N [--concurrency C] [--rate R] [--body-bytes B]."""
+    parser = argparse.ArgumentParser(prog="python -m rehearsal.loadgen")
+    parser.add_argument("--url", required=True)
+    parser.add_argument("--events", type=int, required=True)
+    parser.add_argument("--concurrency", type=int, default=64)
+    parser.add_argument("--rate", type=float, help="events per second (default: as fast as possible)")
+    parser.add_argument("--body-bytes", type=int, default=1500)
+    args = parser.parse_args(argv)
+    try:
+        import uvloop  # noqa: PLC0415
+
+        result = uvloop.run(run(args.url, args.events, args.concurrency, args.rate,
+                                args.body_bytes))
+    except ImportError:
+        result = asyncio.run(run(args.url, args.events, args.concurrency, args.rate,
+                                 args.body_bytes))
+    print(json.dumps(result))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
