@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from rehearsal.demo import free_port, wait_healthy
+from rehearsal.harness import free_port, service_processes, wait_healthy
 from shared.signing import generate_secret
 from shared.store import open_store
 
@@ -80,23 +80,6 @@ def proc_peak_rss_mb(pid: int) -> float:
     except OSError:
         pass
     return 0.0
-
-
-def service_processes(supervisor_pid: int) -> dict[str, int]:
-    """slot -> pid of the service's processes: the supervisor and its children by --slot."""
-    found = {"supervisor": supervisor_pid}
-    try:
-        children = Path(f"/proc/{supervisor_pid}/task/{supervisor_pid}/children").read_text()
-    except OSError:
-        return found
-    for pid in map(int, children.split()):
-        try:
-            argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
-        except OSError:
-            continue
-        if b"--slot" in argv:
-            found[argv[argv.index(b"--slot") + 1].decode()] = pid
-    return found
 
 
 def db_figures(db: Path) -> dict[str, Any]:

@@ -13,12 +13,7 @@ for each event, before answering: delivery is at least once, and the receiver's 
 from __future__ import annotations
 
 import asyncio
-import csv
 import json
-import os
-import signal
-import socket
-import subprocess
 import sys
 import time
 from collections import Counter
@@ -26,13 +21,12 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-import aiohttp
-
 from rehearsal.github_samples import as_event_body, load_samples
+from rehearsal.harness import Service, post_events, wait_settled, write_csv
 from rehearsal.receiver import Endpoint, Receiver, parse_behaviour
 from shared.logs import configure_logging
 from shared.signing import generate_secret
-from shared.store import Store, open_store
+from shared.store import open_store
 
 DEADLINE_S = 50.0
 
@@ -58,74 +52,8 @@ ENDPOINTS = (
 # Fast retries for a demo that ends in seconds: a config choice, not a code path.
 DEMO_SETTINGS = {"HOOKLINE_RETRY_BASE_S": "0.2", "HOOKLINE_RETRY_CAP_S": "1.0",
                  "HOOKLINE_MAX_ATTEMPTS": "8", "HOOKLINE_LEASE_S": "10",
-                 "HOOKLINE_ATTEMPT_TIMEOUT_S": "5", "HOOKLINE_GRACEFUL_TIMEOUT_S": "5"}
-
-
-def free_port() -> int:
-    """A TCP port on 127.0.0.1 that was free a moment ago."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-def service_command(db: Path, port: int, workers: int) -> list[str]:
-    """argv of `hookline serve` run with this interpreter."""
-    return [sys.executable, "-m", "supervisor.cli", "--db", str(db), "serve",
-            "--workers", str(workers), "--listen", f"127.0.0.1:{port}"]
-
-
-async def wait_healthy(base_url: str, timeout_s: float = 15.0) -> None:
-    """Poll GET /healthz until 200. Raises TimeoutError."""
-    deadline = time.monotonic() + timeout_s
-    async with aiohttp.ClientSession() as session:
-        while time.monotonic() < deadline:
-            try:
-                async with session.get(f"{base_url}/healthz") as resp:
-                    if resp.status == 200:
-                        return
-            except aiohttp.ClientError:
-                pass
-            await asyncio.sleep(0.1)
-    raise TimeoutError(f"ingest at {base_url} did not become healthy in {timeout_s} s")
-
-
-async def post_events(base_url: str, bodies: list[bytes], concurrency: int = 16) -> Counter[int]:
-    """POST each body to /v1/events; returns a count of response statuses."""
-    statuses: Counter[int] = Counter()
-    queue = list(bodies)
-
-    async def client(session: aiohttp.ClientSession) -> None:
-        while queue:
-            body = queue.pop()
-            async with session.post(f"{base_url}/v1/events", data=body,
-                                    headers={"content-type": "application/json"}) as resp:
-                await resp.read()
-                statuses[resp.status] += 1
-
-    async with aiohttp.ClientSession() as session:
-        await asyncio.gather(*(client(session) for _ in range(concurrency)))
-    return statuses
-
-
-async def wait_settled(store: Store, deadline_s: float) -> dict[str, int]:
-    """Wait until no job is pending or running; returns the final counts by status."""
-    deadline = time.monotonic() + deadline_s
-    while True:
-        counts = (await store.stats()).jobs_by_status
-        if counts["pending"] == 0 and counts["running"] == 0:
-            return counts
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"jobs not settled after {deadline_s} s: {counts}")
-        await asyncio.sleep(0.2)
-
-
-def write_csv(path: Path, rows: list[dict[str, Any]]) -> None:
-    """Write dict rows with a header (empty file when there are no rows)."""
-    with path.open("w", newline="") as fh:
-        if rows:
-            writer = csv.DictWriter(fh, fieldnames=list(rows[0]))
-            writer.writeheader()
-            writer.writerows(rows)
+                 "HOOKLINE_ATTEMPT_TIMEOUT_S": "5", "HOOKLINE_GRACEFUL_TIMEOUT_S": "5",
+                 "HOOKLINE_ALLOW_NETWORKS": "127.0.0.0/8"}
 
 
 async def demo(out_dir: Path, workers: int) -> dict[str, Any]:
@@ -140,20 +68,17 @@ async def demo(out_dir: Path, workers: int) -> dict[str, Any]:
     await receiver.start()
     store = open_store(str(db))
     await store.open()
-    service: subprocess.Popen[bytes] | None = None
+    (out_dir / "service.log").unlink(missing_ok=True)
+    service = Service(db, out_dir / "service.log", workers=workers, settings=DEMO_SETTINGS)
+    exit_code: int | None = None
     started = time.monotonic()
     try:
         for e in ENDPOINTS:
             await store.add_destination(name=e.name, url=receiver.url(e.name),
                                         secret=secrets[e.name], event_types=e.event_types,
                                         max_in_flight=1)
-        port = free_port()
-        with (out_dir / "service.log").open("wb") as log_file:
-            service = subprocess.Popen(service_command(db, port, workers), stdout=log_file,
-                                       stderr=subprocess.STDOUT,
-                                       env={**os.environ, **DEMO_SETTINGS})
-        base_url = f"http://127.0.0.1:{port}"
-        await wait_healthy(base_url)
+        await service.start()
+        base_url = service.base_url
         samples = load_samples()
         bodies = [as_event_body(s) for s in samples]
         statuses = await post_events(base_url, bodies + bodies[:25])  # 25 repeats
@@ -161,7 +86,7 @@ async def demo(out_dir: Path, workers: int) -> dict[str, Any]:
         jobs = [_row(j) for j in await store.list_jobs(limit=1_000_000)]
         attempts = [_row(a) for a in await store.list_attempts(limit=1_000_000)]
     finally:
-        exit_code = _stop(service)
+        exit_code = service.stop()
         await store.close()
         await receiver.stop()
     elapsed_s = time.monotonic() - started
@@ -176,17 +101,6 @@ async def demo(out_dir: Path, workers: int) -> dict[str, Any]:
 
 def _row(record: Any) -> dict[str, Any]:
     return asdict(record) if hasattr(record, "__dataclass_fields__") else dict(record)
-
-
-def _stop(service: subprocess.Popen[bytes] | None) -> int | None:
-    if service is None:
-        return None
-    service.send_signal(signal.SIGTERM)
-    try:
-        return service.wait(timeout=20)
-    except subprocess.TimeoutExpired:
-        service.kill()
-        return service.wait()
 
 
 def _summarise(events: int, statuses: Counter[int], counts: dict[str, int],

@@ -33,8 +33,8 @@ from shared.signing import secret_key
 
 log = structlog.get_logger()
 
-Kind = Literal["ok", "fail", "status", "retry_after", "gone", "redirect", "slow", "trickle",
-               "hang", "drop_first"]
+Kind = Literal["ok", "fail", "status", "retry_after", "gone", "redirect", "slow", "slow_first",
+               "trickle", "hang", "drop_first"]
 TRICKLE_BODY = b'{"ok":true}'
 _NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")  # so `/_summary` cannot be shadowed
 _SIGNALS = (signal.SIGTERM, signal.SIGINT)
@@ -60,7 +60,8 @@ class Behaviour:
     def spec(self) -> str:
         """The string spec that :func:`parse_behaviour` turns back into this behaviour."""
         arg = {"fail": self.count, "status": self.status, "retry_after": self.retry_after_s,
-               "slow": self.delay_s, "trickle": self.delay_s, "redirect": self.url}.get(self.kind)
+               "slow": self.delay_s, "slow_first": self.delay_s, "trickle": self.delay_s,
+               "redirect": self.url}.get(self.kind)
         return self.kind if arg is None else f"{self.kind}:{arg}"
 
 
@@ -132,7 +133,7 @@ def parse_behaviour(spec: str) -> Behaviour:
             return Behaviour(kind="status", status=int(_bounded(int(arg), 100, 599)))
         if name == "retry_after":
             return Behaviour(kind="retry_after", retry_after_s=int(_bounded(int(arg), 0, 10**6)))
-        if name in ("slow", "trickle"):
+        if name in ("slow", "slow_first", "trickle"):
             return Behaviour(kind=cast(Kind, name), delay_s=_bounded(float(arg), 0, 3600))
         if name == "redirect" and arg:
             return Behaviour(kind="redirect", url=arg)
@@ -177,6 +178,8 @@ def decide(behaviour: Behaviour, attempt: int) -> Decision:
         case "redirect":
             return Decision(status=302, headers=(("Location", behaviour.url),))
         case "slow":
+            return Decision(effect=True, delay_s=behaviour.delay_s)
+        case "slow_first" if attempt == 1:  # hold the first request only (stale-finish drills)
             return Decision(effect=True, delay_s=behaviour.delay_s)
         case "trickle":
             return Decision(action="trickle", effect=True, delay_s=behaviour.delay_s)
@@ -476,7 +479,7 @@ def _parse_args(argv: list[str] | None) -> ReceiverConfig:
     parser.add_argument("--endpoint", action="append", required=True,
                         metavar="NAME=SECRET[:BEHAVIOUR]",
                         help="serve POST /NAME (repeatable); behaviours: ok, fail:N, "
-                             "status:CODE, retry_after:S, gone, redirect:URL, slow:S, "
+                             "status:CODE, retry_after:S, gone, redirect:URL, slow:S, slow_first:S, "
                              "trickle:S, hang, drop_first")
     parser.add_argument("--log", type=Path, metavar="FILE",
                         help="append every request and effect to FILE as JSON lines")

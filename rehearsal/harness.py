@@ -1,0 +1,190 @@
+"""Running hookline for drills: a `hookline serve` process tree, posting, waiting, reading.
+
+Shared by the demo, the rehearsal and the benchmark. Everything listens on 127.0.0.1.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import csv
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections import Counter
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+
+from shared.store import Store
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that was free a moment ago."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def child_env(settings: dict[str, str] | None = None) -> dict[str, str]:
+    """This environment with this checkout importable and `settings` (HOOKLINE_*) applied."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("HOOKLINE_")}
+    env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
+    return {**env, **(settings or {})}
+
+
+class Service:
+    """`hookline serve` on `db` as a real process tree, logging JSON lines to `log_path`.
+
+    Args:
+        db: database file.
+        log_path: where the supervisor's and children's stdout go (appended).
+        workers: worker processes.
+        settings: extra HOOKLINE_* environment variables.
+    """
+
+    def __init__(self, db: Path, log_path: Path, *, workers: int = 2,
+                 settings: dict[str, str] | None = None) -> None:
+        self.db = db
+        self.log_path = log_path
+        self.workers = workers
+        self.settings = settings or {}
+        self.port = free_port()
+        self.base_url = f"http://127.0.0.1:{self.port}"
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    async def start(self, healthy_timeout_s: float = 20.0) -> None:
+        """Start the supervisor and wait until ingest answers /healthz."""
+        with self.log_path.open("ab") as log:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "supervisor.cli", "--db", str(self.db), "serve",
+                 "--workers", str(self.workers), "--listen", f"127.0.0.1:{self.port}"],
+                stdout=log, stderr=subprocess.STDOUT, env=child_env(self.settings), cwd=ROOT)
+        await wait_healthy(self.base_url, healthy_timeout_s)
+
+    def children(self) -> dict[str, int]:
+        """slot -> pid of the supervisor's live children (read from /proc)."""
+        return service_processes(self.proc.pid) if self.proc else {}
+
+    def signal(self, signum: int) -> None:
+        """Send `signum` to the supervisor."""
+        assert self.proc is not None
+        self.proc.send_signal(signum)
+
+    def stop(self, timeout_s: float = 30.0) -> int:
+        """SIGTERM the supervisor and wait; SIGKILL after `timeout_s`. Returns the exit code."""
+        if self.proc is None:
+            return 0
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+        try:
+            return self.proc.wait(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            return self.proc.wait()
+
+    def log_events(self) -> list[dict[str, Any]]:
+        """Every JSON log line written so far, with `t` (unix seconds) added from `ts`."""
+        out = []
+        for line in self.log_path.read_text(errors="replace").splitlines():
+            if line.startswith("{"):
+                try:
+                    entry = json.loads(line)
+                except ValueError:
+                    continue
+                if "ts" in entry:
+                    entry["t"] = datetime.fromisoformat(entry["ts"]).timestamp()
+                out.append(entry)
+        return out
+
+
+def service_processes(supervisor_pid: int) -> dict[str, int]:
+    """slot -> pid of a supervisor's children, by their `--slot` argument, plus itself."""
+    found = {"supervisor": supervisor_pid}
+    try:
+        children = Path(f"/proc/{supervisor_pid}/task/{supervisor_pid}/children").read_text()
+    except OSError:
+        return found
+    for pid in map(int, children.split()):
+        try:
+            argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if b"--slot" in argv:
+            found[argv[argv.index(b"--slot") + 1].decode()] = pid
+    return found
+
+
+def pid_alive(pid: int) -> bool:
+    """True while `pid` exists and is not a zombie."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+async def wait_healthy(base_url: str, timeout_s: float = 15.0) -> None:
+    """Poll GET /healthz until 200. Raises TimeoutError."""
+    deadline = time.monotonic() + timeout_s
+    async with aiohttp.ClientSession() as session:
+        while time.monotonic() < deadline:
+            try:
+                async with session.get(f"{base_url}/healthz") as resp:
+                    if resp.status == 200:
+                        return
+            except aiohttp.ClientError:
+                pass
+            await asyncio.sleep(0.1)
+    raise TimeoutError(f"ingest at {base_url} did not become healthy in {timeout_s} s")
+
+
+async def post_events(base_url: str, bodies: list[bytes], concurrency: int = 16
+                      ) -> Counter[int]:
+    """POST each body to /v1/events; returns a count of response statuses."""
+    statuses: Counter[int] = Counter()
+    queue = list(bodies)
+
+    async def client(session: aiohttp.ClientSession) -> None:
+        while queue:
+            body = queue.pop()
+            async with session.post(f"{base_url}/v1/events", data=body,
+                                    headers={"content-type": "application/json"}) as resp:
+                await resp.read()
+                statuses[resp.status] += 1
+
+    async with aiohttp.ClientSession() as session:
+        await asyncio.gather(*(client(session) for _ in range(concurrency)))
+    return statuses
+
+
+async def wait_settled(store: Store, deadline_s: float) -> dict[str, int]:
+    """Wait until no job is pending or running; returns the final counts by status.
+
+    Raises:
+        TimeoutError: jobs are still pending or running after `deadline_s` seconds.
+    """
+    deadline = time.monotonic() + deadline_s
+    while True:
+        counts = (await store.stats()).jobs_by_status
+        if counts["pending"] == 0 and counts["running"] == 0:
+            return counts
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"jobs not settled after {deadline_s} s: {counts}")
+        await asyncio.sleep(0.1)
+
+
+def write_csv(path: Path, rows: list[dict[str, Any]]) -> None:
+    """Write dict rows with a header (an empty file when there are no rows)."""
+    with path.open("w", newline="") as fh:
+        if rows:
+            writer = csv.DictWriter(fh, fieldnames=list(rows[0]))
+            writer.writeheader()
+            writer.writerows(rows)
