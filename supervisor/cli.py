@@ -23,6 +23,7 @@ COMMAND_MODULES = (
     "supervisor.cmd_service",
     "supervisor.cmd_destinations",
     "supervisor.cmd_bench",
+    "supervisor.cmd_rehearse",
 )
 _CONFIG_FLAGS = ("db", "log_level", "workers", "listen")
 

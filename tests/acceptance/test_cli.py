@@ -12,7 +12,7 @@ from pathlib import Path
 
 from procs import ROOT, child_env, start_cli, stop, wait_until
 
-from rehearsal.demo import free_port
+from rehearsal.harness import free_port
 
 
 def hookline(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
