@@ -27,6 +27,7 @@ from shared.models import (
 from shared.queries import load_migrations, load_queries
 from shared.signing import new_message_id
 from shared.wakeup import WakeListener, WakeNotifier, wake_dir_for
+from shared.write_lock import WriteLock
 
 T = TypeVar("T")
 Q = load_queries("sqlite")
@@ -66,7 +67,8 @@ class SqliteStore:
             os.close(fd)
         try:
             self._conn = await aiosqlite.connect(self.path, isolation_level=None,
-                                                 check_same_thread=False)
+                                                 check_same_thread=False,
+                                                 factory=_LockingConnection)
             await self._run(self._setup)
         except sqlite3.DatabaseError as exc:
             await self.close()
@@ -74,6 +76,8 @@ class SqliteStore:
         self._notifier = WakeNotifier(wake_dir_for(self.path))
 
     def _setup(self, db: sqlite3.Connection) -> None:
+        assert isinstance(db, _LockingConnection)
+        db.write_lock = WriteLock(self.path + "-lock", self._busy_timeout_ms / 1000)
         db.row_factory = sqlite3.Row
         db.execute(f"PRAGMA busy_timeout = {self._busy_timeout_ms}")
         db.execute("PRAGMA journal_mode = WAL")
@@ -301,21 +305,46 @@ class SqliteStore:
         return await self._run(read)
 
 
+class _LockingConnection(sqlite3.Connection):
+    """A sqlite3 connection carrying the cross-process :class:`WriteLock` of its database."""
+
+    write_lock: WriteLock | None = None
+
+    def close(self) -> None:
+        """Close the connection and its lock file."""
+        super().close()
+        if self.write_lock is not None:
+            self.write_lock.close()
+            self.write_lock = None
+
+
 class _write:
-    """Context manager: BEGIN IMMEDIATE ... COMMIT, or ROLLBACK when the block raises."""
+    """Context manager: write lock, BEGIN IMMEDIATE ... COMMIT (or ROLLBACK), unlock."""
 
     def __init__(self, db: sqlite3.Connection) -> None:
         self.db = db
+        self.lock = getattr(db, "write_lock", None)
 
     def __enter__(self) -> sqlite3.Connection:
-        self.db.execute("BEGIN IMMEDIATE")
+        if self.lock is not None:
+            self.lock.acquire()
+        try:
+            self.db.execute("BEGIN IMMEDIATE")
+        except BaseException:
+            if self.lock is not None:
+                self.lock.release()
+            raise
         return self.db
 
     def __exit__(self, exc_type: object, *_: object) -> None:
-        if exc_type is None:
-            self.db.execute("COMMIT")
-        else:
-            self.db.execute("ROLLBACK")
+        try:
+            if exc_type is None:
+                self.db.execute("COMMIT")
+            else:
+                self.db.execute("ROLLBACK")
+        finally:
+            if self.lock is not None:
+                self.lock.release()
 
 
 def _add_one(db: sqlite3.Connection, event: NewEvent, destinations: list[Destination],
