@@ -11,11 +11,16 @@ from typing import Any
 
 from aiohttp import web
 
+from ingest import admin_api
 from ingest.app import IN_FLIGHT_KEY, build_app
 from ingest.group_commit import GroupCommitter
+from ingest.maintenance import run_maintenance
 from shared.config import Config, listen_host_port
 from shared.errors import ConfigError, StoreBusy, StoreError
-from shared.lifecycle import BOOT_ERROR_EXIT, install_stop_signals, watch_parent
+from shared.lifecycle import (
+    BOOT_ERROR_EXIT, heartbeat, heartbeat_interval_s, heartbeat_path, install_stop_signals,
+    watch_parent,
+)
 from shared.logs import configure_logging, get_logger
 from shared.store import open_store
 
@@ -28,7 +33,7 @@ class ListenError(ConfigError):
 
 
 async def serve(config: Config, *, ready: Callable[[int], None] | None = None,
-                stop: asyncio.Event | None = None) -> None:
+                stop: asyncio.Event | None = None, slot: str = "ingest") -> None:
     """Serve ingest on `config.listen` until `stop` is set.
 
     SIGTERM and SIGINT set `stop` (their handlers are removed again on return), and so does
@@ -43,6 +48,8 @@ async def serve(config: Config, *, ready: Callable[[int], None] | None = None,
             `graceful_timeout_s`, `max_body_bytes` are read.
         ready: called with the bound port (useful with port 0) once serving.
         stop: set it to stop; a new event when None.
+        slot: the supervisor's name for this process; its heartbeat file is named after it
+            (the event loop touches it until the process is about to exit).
 
     Raises:
         StoreError: the store cannot be opened.
@@ -55,10 +62,16 @@ async def serve(config: Config, *, ready: Callable[[int], None] | None = None,
     host, port = listen_host_port(config.listen)
     install_stop_signals(loop, stop)
     parent_watch = asyncio.create_task(watch_parent(stop), name="watch-parent")
+    exiting = asyncio.Event()
+    beat = asyncio.create_task(heartbeat(heartbeat_path(config, slot),
+                                         heartbeat_interval_s(config.heartbeat_timeout_s),
+                                         exiting), name="heartbeat")
     try:
         store = open_store(config.db, synchronous=config.synchronous,
                            busy_timeout_s=config.busy_timeout_s)
         await store.open()
+        housekeeping = asyncio.create_task(  # WAL hygiene (ingest/maintenance.py)
+            run_maintenance(store, config.maintenance_interval_s, stop), name="maintenance")
         try:
             committer = GroupCommitter(store)
             app = build_app(store, config, committer=committer)
@@ -76,10 +89,12 @@ async def serve(config: Config, *, ready: Callable[[int], None] | None = None,
                                       f"{exc.strerror or exc}") from exc
                 bound_port = _bound_port(runner, port)
                 log.info("ingest_listening", host=host, port=bound_port)
+                admin_api.warn_if_loopback_only(config)
                 if ready is not None:
                     ready(bound_port)
                 await stop.wait()
                 in_flight = app[IN_FLIGHT_KEY]
+                in_flight.draining = True  # /readyz answers 503 from here on
                 log.info("ingest_stopping", in_flight=in_flight.count,
                          committed=committer.committed, batches=committer.batches)
                 for running_site in list(runner.sites):
@@ -89,11 +104,14 @@ async def serve(config: Config, *, ready: Callable[[int], None] | None = None,
             finally:
                 await runner.cleanup()  # stops the committer too (the app's cleanup_ctx)
         finally:
+            housekeeping.cancel()
             await store.close()
     finally:
         parent_watch.cancel()
+        exiting.set()
         with contextlib.suppress(asyncio.CancelledError):
             await parent_watch
+        await beat
         for signum in (signal.SIGTERM, signal.SIGINT):
             loop.remove_signal_handler(signum)
     log.info("ingest_stopped")
@@ -121,7 +139,7 @@ def run(config: Config, slot: str = "ingest") -> int:
         boot, which is transient), so the supervisor respawns it.
     """
     try:
-        configure_logging(slot, config.log_level)
+        configure_logging(slot, config.log_level, log_file=config.log_file)
     except ValueError as exc:  # Config does not check log_level; a bad one cannot boot
         configure_logging(slot)
         get_logger().error("boot_failed", reason=str(exc))
@@ -134,7 +152,7 @@ def run(config: Config, slot: str = "ingest") -> int:
         booted = True
 
     try:
-        _event_loop_runner()(serve(config, ready=on_ready))
+        _event_loop_runner()(serve(config, ready=on_ready, slot=slot))
     except StoreBusy as exc:
         # Transient (another process held the write lock through migrations): exit 1 so the
         # supervisor respawns us with backoff instead of giving up on the whole service.

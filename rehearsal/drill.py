@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from rehearsal.harness import Service
 from rehearsal.receiver import Endpoint, Receiver, parse_behaviour
@@ -21,6 +23,29 @@ DRILL_SETTINGS = {
     "HOOKLINE_POLL_INTERVAL_S": "0.2", "HOOKLINE_GRACEFUL_TIMEOUT_S": "2",
     "HOOKLINE_ALLOW_NETWORKS": "127.0.0.0/8", "HOOKLINE_HEARTBEAT_TIMEOUT_S": "30",
 }
+
+
+#: A PostgreSQL server URL (`hookline --db postgresql://… rehearse`): each drill then gets a
+#: fresh database on it (`hookline_drill_<scenario>`, recreated) instead of a SQLite file.
+POSTGRES_URL: str | None = None
+
+
+async def fresh_postgres_database(server_url: str, name: str) -> str:
+    """(Re)create database `hookline_drill_<name>` on the server; returns its URL.
+
+    Raises:
+        asyncpg.PostgresError: the server refused (e.g. the user may not create databases).
+    """
+    import asyncpg  # noqa: PLC0415  (only for PostgreSQL drills)
+
+    db_name = "hookline_drill_" + re.sub(r"[^a-z0-9_]", "_", name.lower())
+    conn = await asyncpg.connect(server_url)
+    try:
+        await conn.execute(f'DROP DATABASE IF EXISTS "{db_name}" WITH (FORCE)')
+        await conn.execute(f'CREATE DATABASE "{db_name}"')
+    finally:
+        await conn.close()
+    return urlsplit(server_url)._replace(path="/" + db_name).geturl()
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,7 +102,9 @@ async def drill(directory: Path, targets: Sequence[Target], *, workers: int = 2,
     receiver = Receiver([Endpoint(t.name, secrets[t.name], parse_behaviour(t.behaviour))
                          for t in targets])
     await receiver.start()
-    db = directory / "drill.db"
+    db: Path | str = directory / "drill.db"
+    if POSTGRES_URL is not None:
+        db = await fresh_postgres_database(POSTGRES_URL, directory.name)
     store = open_store(str(db))
     await store.open()
     service = Service(db, directory / "service.log", workers=workers,

@@ -15,6 +15,7 @@ import traceback
 from pathlib import Path
 from typing import Any
 
+from rehearsal import drill
 from rehearsal.harness import write_csv
 from rehearsal.report import render
 from rehearsal.scenarios import SCENARIOS, Result, Scenario
@@ -75,9 +76,11 @@ async def rehearse(out_dir: Path, quick: bool, only: list[str] | None = None
 
 
 def run(out_dir: str = "results/rehearsal", quick: bool = False,
-        only: list[str] | None = None) -> int:
-    """Run and print one line per scenario; exit 0 when every scenario passed, else 1."""
+        only: list[str] | None = None, postgres_url: str | None = None) -> int:
+    """Run and print one line per scenario; exit 0 when every scenario passed, else 1.
+    With `postgres_url`, every drill runs on a fresh database on that PostgreSQL server."""
     configure_logging("rehearse", "warning", stream=sys.stderr)
+    drill.POSTGRES_URL = postgres_url
     print(f"hookline rehearse{' --quick' if quick else ''}: results in {out_dir}/")
     entries = asyncio.run(rehearse(Path(out_dir), quick, only))
     passed = sum(e["passed"] for e in entries)

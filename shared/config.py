@@ -29,7 +29,8 @@ def _opt(default: Any, doc: str) -> Any:
 class Config:
     """Every setting of a hookline process. Units are in the names (`_s` = seconds)."""
 
-    db: str = _opt("hookline.db", "Database: a SQLite file path or sqlite:///PATH.")
+    db: str = _opt("hookline.db", "Database: a SQLite file path or sqlite:///PATH, or a "
+                                  "postgresql:// URL (many hosts).")
     listen: str = _opt("127.0.0.1:8080", "Ingest listen address, HOST:PORT.")
     workers: int = _opt(2, "Number of worker processes `hookline serve` starts.")
     synchronous: str = _opt(
@@ -51,6 +52,40 @@ class Config:
     max_body_bytes: int = _opt(1024 * 1024, "Largest event body ingest accepts.")
     log_level: str = _opt("info", "Minimum log level: debug, info, warning, error.")
     admin_token: str | None = _opt(None, "Bearer token for the admin API (secret).")
+    # Delivery policy (issue 4; see OPERATIONS.md).
+    permanent_statuses: str = _opt(
+        "400,401,403,404,405,410,413,415,422",
+        "Comma-separated 4xx statuses that make a job dead at once (others are retried).")
+    breaker_failures: int = _opt(
+        100, "Circuit breaker: auto-pause a destination after this many consecutive failed "
+        "attempts (0 = off).")
+    breaker_min_span_s: float = _opt(
+        300.0, "Circuit breaker: breaker_failures trips only once the failure run has lasted "
+        "this long, seconds (a burst of failures does not).")
+    breaker_window_s: float = _opt(
+        86400.0, "Circuit breaker: auto-pause a destination failing without a success for "
+        "this long, seconds (0 = off).")
+    late_retry_after_attempts: int = _opt(
+        3, "A job that already made this many attempts is a late retry (reserved capacity).")
+    late_retry_share: float = _opt(
+        0.5, "Most of a worker's slots (fraction of worker_concurrency, at least 1) that late "
+        "retries may hold; the rest is kept for first attempts and early retries.")
+    maintenance_interval_s: float = _opt(
+        30.0, "How often ingest checkpoints the SQLite WAL so the -wal file stays bounded.")
+    # Supervisor for production (issue 5; see OPERATIONS.md "Running under systemd").
+    heartbeat_timeout_s: float = _opt(
+        30.0, "A child whose event loop has not heartbeated for this long, seconds, is hung: "
+        "it gets SIGABRT, then SIGKILL, and is replaced.")
+    runtime_dir: str | None = _opt(
+        None, "Folder for heartbeat files and the supervisor's status.json "
+        "(default: DB.run beside a SQLite database).")
+    pid_file: str | None = _opt(
+        None, "File holding the supervisor's pid, for `hookline scale` (default: DB.pid).")
+    log_file: str | None = _opt(
+        None, "Also append the JSON log lines to this file (rotated by the supervisor).")
+    log_file_max_bytes: int = _opt(
+        10 * 1024 * 1024, "The supervisor rotates log_file once it grows past this, bytes.")
+    log_file_backups: int = _opt(5, "Rotated log files kept (LOG.1 ... LOG.N).")
 
     def __post_init__(self) -> None:
         if self.synchronous.upper() not in ("FULL", "NORMAL"):
@@ -63,10 +98,32 @@ class Config:
             if getattr(self, name) < (0 if name == "workers" else 1):
                 raise ConfigError(f"{name} must be positive, not {getattr(self, name)}")
         for name in ("lease_s", "attempt_timeout_s", "retry_base_s", "retry_cap_s",
-                     "poll_interval_s", "busy_timeout_s"):
+                     "poll_interval_s", "busy_timeout_s", "maintenance_interval_s",
+                     "heartbeat_timeout_s", "log_file_max_bytes"):
             if getattr(self, name) <= 0:
                 raise ConfigError(f"{name} must be above zero, not {getattr(self, name)}")
         listen_host_port(self.listen)
+        _ = self.permanent_status_set
+        if min(self.breaker_failures, self.breaker_window_s, self.breaker_min_span_s) < 0:
+            raise ConfigError("breaker_failures, breaker_min_span_s and breaker_window_s must "
+                              "not be negative")
+        if self.late_retry_after_attempts < 1:
+            raise ConfigError("late_retry_after_attempts must be at least 1, not "
+                              f"{self.late_retry_after_attempts}")
+        if not 0 < self.late_retry_share <= 1:
+            raise ConfigError(f"late_retry_share must be in (0, 1], not {self.late_retry_share}")
+
+    @property
+    def permanent_status_set(self) -> frozenset[int]:
+        """:attr:`permanent_statuses` parsed. Raises ConfigError unless each is a 4xx code."""
+        codes = set()
+        for part in self.permanent_statuses.split(","):
+            if not part.strip():
+                continue
+            if not part.strip().isdigit() or not 400 <= int(part) <= 499:
+                raise ConfigError(f"permanent_statuses must list 4xx codes, not {part.strip()!r}")
+            codes.add(int(part))
+        return frozenset(codes)
 
     @classmethod
     def load(cls, *, flags: Mapping[str, Any] | None = None,

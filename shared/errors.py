@@ -40,3 +40,8 @@ class DestinationBlocked(HooklineError):
 
 class NotFound(HooklineError):
     """A named destination, source or job does not exist."""
+
+
+class Conflict(HooklineError):
+    """The operation does not apply to the object's current state (e.g. replaying a job that
+    is not dead, or one whose event body was purged)."""

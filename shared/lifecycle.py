@@ -8,9 +8,14 @@ the supervisor, so a child can be run on its own (for tests, or under another su
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import signal
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
 
+from shared.config import Config
 from shared.logs import get_logger
 
 BOOT_ERROR_EXIT = 3
@@ -55,3 +60,110 @@ def install_stop_signals(loop: asyncio.AbstractEventLoop, stop: asyncio.Event) -
     """
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, stop.set)
+
+
+# -- runtime files shared by the supervisor and its children (issue 5) ----------------------
+
+STATUS_FILE = "status.json"
+"""Name, inside the runtime folder, of the supervisor's view of its children."""
+
+
+def _db_path(db: str) -> Path | None:
+    """The SQLite file of a `db` setting, or None for a server URL (e.g. PostgreSQL)."""
+    if db.startswith("sqlite:///"):
+        return Path(db.removeprefix("sqlite:///"))
+    if "://" in db:
+        return None
+    return Path(db)
+
+
+def runtime_dir(config: Config) -> Path:
+    """The folder for heartbeat files and `status.json`.
+
+    Returns:
+        `config.runtime_dir` when set; else `<db>.run` beside a SQLite database; else
+        `./hookline.run` (a server database has no folder of its own).
+    """
+    if config.runtime_dir:
+        return Path(config.runtime_dir)
+    db = _db_path(config.db)
+    return db.with_name(db.name + ".run") if db is not None else Path("hookline.run")
+
+
+def pid_file(config: Config) -> Path:
+    """The supervisor's pid file: `config.pid_file`, else `<db>.pid`, else `./hookline.pid`."""
+    if config.pid_file:
+        return Path(config.pid_file)
+    db = _db_path(config.db)
+    return db.with_name(db.name + ".pid") if db is not None else Path("hookline.pid")
+
+
+def heartbeat_path(config: Config, slot: str) -> Path:
+    """The heartbeat file of `slot`: `<runtime_dir>/<slot>.heartbeat`."""
+    return runtime_dir(config) / f"{slot}.heartbeat"
+
+
+def heartbeat_interval_s(timeout_s: float) -> float:
+    """How often a child touches its heartbeat file: a quarter of the timeout, at most 1 s."""
+    return max(0.05, min(1.0, timeout_s / 4))
+
+
+async def heartbeat(path: Path, interval_s: float, stop: asyncio.Event) -> None:
+    """Touch `path` (its mtime is the heartbeat) every `interval_s` seconds until `stop`.
+
+    Runs as a task on the child's event loop, so a loop blocked by a stuck callback (or a
+    process stopped with SIGSTOP) stops heartbeating and the supervisor replaces it
+    (compare gunicorn's `WorkerTmp.notify`). A missing folder or file is (re)created; an
+    unwritable one is logged once and retried, never fatal.
+
+    Args:
+        path: the heartbeat file the supervisor watches.
+        interval_s: seconds between touches.
+        stop: the child's stop event; the task returns once it is set.
+    """
+    warned = False
+    while not stop.is_set():
+        try:
+            touch(path)
+            warned = False
+        except OSError as exc:
+            if not warned:
+                get_logger().warning("heartbeat_failed", path=str(path), error=str(exc))
+                warned = True
+        try:
+            await asyncio.wait_for(stop.wait(), timeout=interval_s)
+        except TimeoutError:
+            pass
+
+
+def touch(path: Path) -> None:
+    """Set `path`'s mtime to now, creating it (and its folder) when missing.
+
+    Raises:
+        OSError: the file cannot be created or updated.
+    """
+    try:
+        os.utime(path)
+    except FileNotFoundError:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.touch()
+
+
+def write_status(path: Path, status: Mapping[str, Any]) -> None:
+    """Atomically replace the JSON status file at `path` (write a temp file, rename).
+
+    Raises:
+        OSError: the folder is not writable.
+    """
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(dict(status)))
+    os.replace(tmp, path)
+
+
+def read_status(path: Path) -> dict[str, Any] | None:
+    """Read the supervisor's status file; None when absent or not valid JSON (mid-write)."""
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None

@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 import os
 import sys
+import time
 from typing import Any
 
 import structlog
@@ -18,13 +19,16 @@ _LEVELS = {"debug": logging.DEBUG, "info": logging.INFO, "warning": logging.WARN
            "error": logging.ERROR}
 
 
-def configure_logging(process: str, level: str = "info", stream: Any = None) -> None:
+def configure_logging(process: str, level: str = "info", stream: Any = None,
+                      log_file: str | None = None) -> None:
     """Route structlog to JSON lines on `stream` (default stdout).
 
     Args:
         process: slot name of this process, e.g. `ingest`, `worker-1`, `supervisor`, `cli`.
         level: minimum level, one of debug, info, warning, error.
         stream: a text file object; stdout when None (journald collects it under systemd).
+        log_file: also append each line to this file, reopened when it is rotated away
+            (see :class:`ReopeningFile`); None for none.
 
     Raises:
         ValueError: `level` is not a known level name.
@@ -41,7 +45,11 @@ def configure_logging(process: str, level: str = "info", stream: Any = None) -> 
             structlog.processors.JSONRenderer(sort_keys=False),
         ],
         wrapper_class=structlog.make_filtering_bound_logger(_LEVELS[level]),
-        logger_factory=structlog.PrintLoggerFactory(file=stream or sys.stdout),
+        # WriteLogger writes "line\n" in one call then flushes: processes sharing one output
+        # file (children inherit the supervisor's stdout) never interleave within a line.
+        logger_factory=structlog.WriteLoggerFactory(
+            file=_Tee(stream or sys.stdout, ReopeningFile(log_file)) if log_file
+            else stream or sys.stdout),
         cache_logger_on_first_use=False,
     )
     structlog.contextvars.clear_contextvars()
@@ -51,3 +59,119 @@ def configure_logging(process: str, level: str = "info", stream: Any = None) -> 
 def get_logger(**bound: Any) -> Any:
     """Return a structlog logger with `bound` key/values on every line."""
     return structlog.get_logger(**bound)
+
+
+class ReopeningFile:
+    """An append-only log file that follows rotation, like logging's WatchedFileHandler.
+
+    Every process of the service appends whole lines with one `O_APPEND` write each, so lines
+    from several processes never interleave. Before each write the path is checked (at most
+    every `check_interval_s`): once it names another file (rotated by
+    :func:`rotate_log_file` or logrotate) or none, the file is reopened. A write that fails
+    is dropped silently: stdout still carries the line, and logging must not kill a process.
+
+    Args:
+        path: the log file; created (mode 0640) when missing.
+        check_interval_s: how often, at most, to look for a rotation, in seconds.
+    """
+
+    def __init__(self, path: str, check_interval_s: float = 0.5) -> None:
+        self.path = path
+        self._check_interval_s = check_interval_s
+        self._fd = -1
+        self._ino: tuple[int, int] | None = None
+        self._checked_at = 0.0
+        self._buffer = ""
+
+    def write(self, text: str) -> int:
+        """Buffer `text`; write out every complete line."""
+        self._buffer += text
+        if "\n" in self._buffer:
+            lines, _, self._buffer = self._buffer.rpartition("\n")
+            self._write_out((lines + "\n").encode())
+        return len(text)
+
+    def flush(self) -> None:
+        """Lines are written as soon as complete; nothing else is buffered."""
+
+    def _write_out(self, data: bytes) -> None:
+        try:
+            self._reopen_if_rotated()
+            os.write(self._fd, data)
+        except OSError:
+            self.close()
+
+    def _reopen_if_rotated(self) -> None:
+        now = time.monotonic()
+        if self._fd >= 0 and now - self._checked_at < self._check_interval_s:
+            return
+        self._checked_at = now
+        try:
+            st = os.stat(self.path)
+            current: tuple[int, int] | None = (st.st_dev, st.st_ino)
+        except FileNotFoundError:
+            current = None
+        if self._fd >= 0 and current == self._ino:
+            return
+        self.close()
+        self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC,
+                           0o640)
+        st = os.fstat(self._fd)
+        self._ino = (st.st_dev, st.st_ino)
+
+    def close(self) -> None:
+        """Close the file descriptor (the next write reopens it)."""
+        if self._fd >= 0:
+            os.close(self._fd)
+        self._fd = -1
+        self._ino = None
+
+
+class _Tee:
+    """A text stream writing to two others (stdout and the log file)."""
+
+    def __init__(self, first: Any, second: Any) -> None:
+        self._streams = (first, second)
+
+    def write(self, text: str) -> int:
+        for stream in self._streams:
+            stream.write(text)
+        return len(text)
+
+    def flush(self) -> None:
+        for stream in self._streams:
+            stream.flush()
+
+
+def rotate_log_file(path: str, max_bytes: int, backups: int) -> bool:
+    """Rotate `path` once it is larger than `max_bytes`: LOG -> LOG.1 -> ... -> LOG.<backups>.
+
+    Only the supervisor calls this, so one process rotates; every writer notices the new
+    file through :class:`ReopeningFile`. With `backups` 0 the file is truncated instead.
+
+    Args:
+        path: the log file.
+        max_bytes: size above which to rotate, in bytes.
+        backups: rotated files to keep.
+
+    Returns:
+        True when the file was rotated.
+
+    Raises:
+        OSError: the folder is not writable.
+    """
+    try:
+        size = os.stat(path).st_size
+    except FileNotFoundError:
+        return False
+    if size <= max_bytes:
+        return False
+    if backups <= 0:
+        os.truncate(path, 0)
+        return True
+    for n in range(backups - 1, 0, -1):
+        older = f"{path}.{n}"
+        if os.path.exists(older):
+            os.replace(older, f"{path}.{n + 1}")
+    os.replace(path, f"{path}.1")
+    return True

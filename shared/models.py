@@ -58,6 +58,14 @@ class Destination:
         event_types: subscriptions: exact types, `prefix.*` patterns, or `*` for all.
         max_in_flight: most jobs of this destination running at once, across all workers.
         secret: `whsec_` signing secret; never log it.
+        previous_secret: the secret before the last rotation, still signed with (after the
+            current one) until `previous_secret_until` (unix s).
+        timeout_s: attempt timeout override, seconds (None = Config.attempt_timeout_s);
+            workers keep it below the lease.
+        rate_limit_per_s: most requests per second across all workers (None = no limit).
+        ordered: FIFO mode: one request at a time, oldest unfinished job first.
+        failure_streak: consecutive failed attempts (circuit breaker); 0 after a success.
+        failing_since: unix seconds of the first failure of the current run, or None.
     """
 
     id: int
@@ -69,16 +77,41 @@ class Destination:
     paused: bool
     paused_reason: str | None
     created_at: float
+    # Delivery policy (migration 003); defaults mean "no override".
+    previous_secret: str | None = None
+    previous_secret_until: float | None = None
+    timeout_s: float | None = None
+    rate_limit_per_s: float | None = None
+    ordered: bool = False
+    failure_streak: int = 0
+    failing_since: float | None = None
 
     @classmethod
     def from_row(cls, row: Any) -> Destination:
         """Build from a row with the destinations table's column names."""
+        keys = set(row.keys())
+
+        def opt(name: str, default: Any = None) -> Any:
+            return row[name] if name in keys and row[name] is not None else default
+
         return cls(
             id=row["id"], name=row["name"], url=row["url"], secret=row["secret"],
             event_types=tuple(json.loads(row["event_types"])),
             max_in_flight=row["max_in_flight"], paused=bool(row["paused"]),
             paused_reason=row["paused_reason"], created_at=row["created_at"],
+            previous_secret=opt("previous_secret"),
+            previous_secret_until=opt("previous_secret_until"),
+            timeout_s=opt("timeout_s"), rate_limit_per_s=opt("rate_limit_per_s"),
+            ordered=bool(opt("ordered", 0)), failure_streak=int(opt("failure_streak", 0)),
+            failing_since=opt("failing_since"),
         )
+
+    def active_secrets(self, now_s: float) -> tuple[str, ...]:
+        """Secrets to sign with at `now_s` (unix s): the current one first, then the previous
+        one while its rotation overlap lasts."""
+        if self.previous_secret and (self.previous_secret_until or 0) > now_s:
+            return (self.secret, self.previous_secret)
+        return (self.secret,)
 
     def subscribes_to(self, event_type: str) -> bool:
         """True when one subscription matches `event_type` exactly, by `prefix.*`, or is `*`."""
@@ -96,6 +129,11 @@ class Destination:
             "secret": self.secret[:10] + "…", "event_types": list(self.event_types),
             "max_in_flight": self.max_in_flight, "paused": self.paused,
             "paused_reason": self.paused_reason, "created_at": self.created_at,
+            "previous_secret": None if self.previous_secret is None
+            else self.previous_secret[:10] + "…",
+            "previous_secret_until": self.previous_secret_until, "timeout_s": self.timeout_s,
+            "rate_limit_per_s": self.rate_limit_per_s, "ordered": self.ordered,
+            "failure_streak": self.failure_streak, "failing_since": self.failing_since,
         }
 
 
@@ -125,6 +163,8 @@ class Claim:
     lease_owner: str
     lease_until: float
     taken_over: bool = False
+    secrets: tuple[str, ...] = ()  # every active secret, new first (rotation); () = (secret,)
+    timeout_s: float | None = None  # the destination's attempt timeout override, seconds
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -147,6 +187,7 @@ class AttemptResult:
     response_excerpt: str | None = None
     location: str | None = None
     retry_after: str | None = None
+    response_headers: str | None = None  # capped `Name: value` lines of the response
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -210,11 +251,16 @@ class Attempt:
     status_code: int | None
     error: str | None
     response_excerpt: str | None
+    response_headers: str | None = None
+    location: str | None = None
 
     @classmethod
     def from_row(cls, row: Any) -> Attempt:
-        """Build from a row of the attempts table."""
-        return cls(**{name: row[name] for name in cls.__slots__})  # type: ignore[attr-defined]
+        """Build from a row of the attempts table (columns added by later migrations may be
+        missing from the row; they default to None)."""
+        keys = set(row.keys())
+        return cls(**{name: row[name] for name in cls.__slots__  # type: ignore[attr-defined]
+                      if name in keys})
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -225,3 +271,105 @@ class Stats:
     events: int = 0
     attempts: int = 0
     oldest_pending_age_s: float | None = None
+    wal_bytes: int | None = None  # size of the SQLite -wal file, bytes (None: no such file)
+    # Operator views and /metrics (issue 4): per-destination job counts (removed
+    # destinations appear as `name~removed-ID`), paused destinations with their reason,
+    # attempts by outcome class, and accept -> delivered latency of done jobs still stored.
+    jobs_by_destination: dict[str, dict[str, int]] = field(default_factory=dict)
+    paused_destinations: dict[str, str | None] = field(default_factory=dict)
+    attempts_by_outcome: dict[str, int] = field(default_factory=dict)
+    delivery_latency: LatencyHistogram | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LatencyHistogram:
+    """Accept -> delivered latency (job finished_at - event received_at, seconds) of the done
+    jobs still stored, as a cumulative histogram.
+
+    Attributes:
+        buckets: (upper bound in seconds, jobs at or below it), ascending; +Inf not included.
+        count: number of done jobs.
+        sum_s: total latency, seconds.
+    """
+
+    buckets: tuple[tuple[float, int], ...]
+    count: int
+    sum_s: float
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class JobStory:
+    """One job with its event and every attempt, for `hookline job ID` and the admin API.
+
+    Attributes:
+        job: the job row.
+        replays: how many times an operator replayed it.
+        source, source_event_id: the event's idempotency key.
+        received_at: unix seconds when ingest accepted the event.
+        body_bytes: size of the stored body (0 once purged).
+        body_purged_at: unix seconds when retention emptied the body, or None.
+        attempts: every attempt, oldest first (attempt numbers restart at 1 after a replay).
+    """
+
+    job: Job
+    replays: int
+    source: str
+    source_event_id: str
+    received_at: float
+    body_bytes: int
+    body_purged_at: float | None
+    attempts: tuple[Attempt, ...]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PurgeResult:
+    """What one `purge` removed.
+
+    Attributes:
+        bodies: event bodies emptied.
+        attempts: attempt rows deleted.
+        jobs: job rows deleted.
+        events: event rows (and so their dedupe keys) deleted.
+    """
+
+    bodies: int
+    attempts: int
+    jobs: int
+    events: int
+
+
+SourceScheme = Literal["github", "stripe", "standard", "token"]
+SOURCE_SCHEMES: tuple[SourceScheme, ...] = ("github", "stripe", "standard", "token")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Source:
+    """An inbound source: a provider posting to `POST /v1/sources/{name}` (issue 3).
+
+    Attributes:
+        name: the URL path segment and the `source` of its events (the dedupe namespace).
+        scheme: how requests are verified: `github` (X-Hub-Signature-256), `stripe`
+            (Stripe-Signature), `standard` (Standard Webhooks), `token` (Authorization: Bearer).
+        secret: the signing secret (a `whsec_` secret for `standard`) or the bearer token;
+            never log it.
+        created_at: unix seconds.
+    """
+
+    id: int
+    name: str
+    scheme: SourceScheme
+    secret: str
+    created_at: float
+
+    @classmethod
+    def from_row(cls, row: Any) -> Source:
+        """Build from a row with the sources table's column names."""
+        return cls(id=row["id"], name=row["name"], scheme=row["scheme"], secret=row["secret"],
+                   created_at=row["created_at"])
+
+    def redacted(self) -> dict[str, Any]:
+        """A dict for display: the secret shows only a short prefix (`whsec_` + 4 characters,
+        or 4 characters of any other secret)."""
+        shown = 10 if self.secret.startswith("whsec_") else 4
+        return {"id": self.id, "name": self.name, "scheme": self.scheme,
+                "secret": self.secret[:shown] + "…", "created_at": self.created_at}

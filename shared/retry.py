@@ -8,21 +8,34 @@ Backoff formula ("equal jitter"): the n-th wait (after attempt n) is
 so waits never shrink to zero (unlike full jitter) yet spread retries of many jobs apart.
 With the defaults (base 10 s, cap 8 h, 18 attempts) the schedule spans 26 to 51 hours,
 outlasting a day-long outage of the destination, like the leading senders' schedules.
+
+`Retry-After` (429 and 503 only) can lengthen a wait, never shorten it: the wait is
+min(cap_s, max(server delay, backoff)); see :func:`parse_retry_after` for the accepted forms.
 """
 
 from __future__ import annotations
 
+import math
 import random
 from dataclasses import dataclass
+from datetime import UTC
+from email.utils import parsedate_to_datetime
 from enum import Enum
 
+from shared.logs import get_logger
 from shared.models import AttemptResult, Dead, Done, Outcome, Retry
+
+log = get_logger()
 
 # Statuses that mean "try later": request timeout, too early, rate limited (RFC 9110, 8470,
 # 6585). Every 5xx is transient too.
 TRANSIENT_STATUSES = frozenset({408, 425, 429})
 # 4xx that mean the request will never succeed as is: dead at once instead of retrying.
 DEFAULT_PERMANENT_STATUSES = frozenset({400, 401, 403, 404, 405, 410, 413, 415, 422})
+# Statuses whose Retry-After header is honoured (RFC 9110 section 10.2.3, RFC 6585).
+RETRY_AFTER_STATUSES = frozenset({429, 503})
+# A Retry-After value longer than this is junk (an IMF-fixdate is 29 characters).
+_RETRY_AFTER_MAX_LEN = 64
 
 
 class Verdict(Enum):
@@ -82,6 +95,45 @@ def describe_failure(result: AttemptResult) -> str:
     return text
 
 
+def parse_retry_after(value: str | None, now_s: float,
+                      cap_s: float | None = None) -> float | None:
+    """Parse a `Retry-After` header into a delay in seconds; never raises.
+
+    Accepts delta-seconds (`120`: ASCII digits only) and HTTP-dates (IMF-fixdate, RFC 850 and
+    asctime forms; a date without a zone is UTC). A date in the past gives 0.
+
+    Args:
+        value: the header value, or None when absent.
+        now_s: current unix time, seconds (for dates).
+        cap_s: when given, the result is clamped to at most this many seconds.
+
+    Returns:
+        The delay in seconds, within [0, cap_s]; None when the header is absent or junk
+        (non-numeric, negative, fractional, longer than 64 characters, a date past year
+        9999); junk is logged as `retry_after_ignored`.
+    """
+    if value is None:
+        return None
+    text = value.strip()
+    delay: float | None = None
+    if not text or len(text) > _RETRY_AFTER_MAX_LEN:
+        delay = None
+    elif text.isascii() and text.isdigit():
+        delay = float(int(text))
+    elif any(c.isalpha() for c in text):
+        try:
+            when = parsedate_to_datetime(text)
+            if when.tzinfo is None:
+                when = when.replace(tzinfo=UTC)
+            delay = max(0.0, when.timestamp() - now_s)
+        except (ValueError, TypeError, OverflowError, IndexError):
+            delay = None
+    if delay is None or not math.isfinite(delay):
+        log.warning("retry_after_ignored", value=value[:_RETRY_AFTER_MAX_LEN])
+        return None
+    return delay if cap_s is None else min(delay, cap_s)
+
+
 def next_attempt(attempt: int, result: AttemptResult, now_s: float, backoff: Backoff,
                  rng: random.Random | None = None,
                  permanent_statuses: frozenset[int] = DEFAULT_PERMANENT_STATUSES) -> Outcome:
@@ -95,7 +147,9 @@ def next_attempt(attempt: int, result: AttemptResult, now_s: float, backoff: Bac
 
     Returns:
         Done on 2xx; Dead for a permanent failure or when `attempt` reached the cap;
-        otherwise Retry at now_s + a jittered wait.
+        otherwise Retry at now_s + a jittered wait. On 429 and 503 with a valid
+        `Retry-After`, the wait is max(server's delay, our backoff), clamped to
+        `backoff.cap_s`; a junk Retry-After is ignored (see :func:`parse_retry_after`).
     """
     verdict = classify(result, permanent_statuses)
     if verdict is Verdict.DELIVERED:
@@ -105,4 +159,9 @@ def next_attempt(attempt: int, result: AttemptResult, now_s: float, backoff: Bac
         return Dead(error=f"{error} (permanent)")
     if attempt >= backoff.max_attempts:
         return Dead(error=f"{error} (attempt cap {backoff.max_attempts} reached)")
-    return Retry(run_at=now_s + backoff.wait_s(attempt, rng), error=error)
+    wait_s = backoff.wait_s(attempt, rng)
+    if result.status_code in RETRY_AFTER_STATUSES:
+        server_s = parse_retry_after(result.retry_after, now_s, cap_s=backoff.cap_s)
+        if server_s is not None:
+            wait_s = min(backoff.cap_s, max(server_s, wait_s))
+    return Retry(run_at=now_s + wait_s, error=error)

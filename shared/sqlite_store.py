@@ -9,6 +9,7 @@ mid-way, and they hold the lock only for their statements, never across network 
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import sqlite3
@@ -19,18 +20,29 @@ from typing import Any, TypeVar
 
 import aiosqlite
 
-from shared.errors import ConfigError, NotFound, StoreBusy, StoreError
+from shared.delivery_policy import (
+    BreakerPolicy, auto_pause_reason, is_failure, next_send_after, rate_limit_allows,
+)
+from shared.errors import Conflict, ConfigError, NotFound, StoreBusy, StoreError
 from shared.models import (
-    Accepted, Attempt, AttemptResult, Claim, Dead, Destination, Done, Duplicate, Job, NewEvent,
-    Outcome, Retry, Stats,
+    Accepted, Attempt, AttemptResult, Claim, Dead, Destination, Done, Duplicate, Job, JobStory,
+    LatencyHistogram, NewEvent, Outcome, PurgeResult, Retry, Source, Stats,
 )
 from shared.queries import load_migrations, load_queries
-from shared.signing import new_message_id
+from shared.logs import get_logger
+from shared.signing import new_message_id, secret_key
+from shared.sources import check_source
+from shared.store import validate_destination_changes
 from shared.wakeup import WakeListener, WakeNotifier, wake_dir_for
 from shared.write_lock import WriteLock
 
 T = TypeVar("T")
+log = get_logger()
 Q = load_queries("sqlite")
+WAL_SIZE_LIMIT_BYTES = 64 * 1024 * 1024
+"""journal_size_limit: a -wal file left above this after a checkpoint reset is truncated."""
+MAINTENANCE_BUSY_TIMEOUT_MS = 100
+"""How long Store.maintenance's checkpoint waits for the lock or for readers, milliseconds."""
 SCHEMA_VERSION = max(version for version, _ in load_migrations("sqlite"))
 
 
@@ -81,6 +93,7 @@ class SqliteStore:
         db.row_factory = sqlite3.Row
         db.execute(f"PRAGMA busy_timeout = {self._busy_timeout_ms}")
         db.execute("PRAGMA journal_mode = WAL")
+        db.execute(f"PRAGMA journal_size_limit = {WAL_SIZE_LIMIT_BYTES}")
         db.execute(f"PRAGMA synchronous = {self._synchronous}")
         db.execute("PRAGMA foreign_keys = ON")
         self._migrate(db)
@@ -88,13 +101,15 @@ class SqliteStore:
     def _migrate(self, db: sqlite3.Connection) -> None:
         with _write(db):
             db.execute("CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL)")
-            row = db.execute("SELECT MAX(version) FROM schema_version").fetchone()
-            current = row[0] or 0
+            applied = {r[0] for r in db.execute("SELECT version FROM schema_version")}
+            current = max(applied, default=0)
             if current > SCHEMA_VERSION:
                 raise StoreError(f"database schema version {current} is newer than this "
                                  f"hookline ({SCHEMA_VERSION}); upgrade hookline")
+            # Apply every missing step, not only those above the highest: a step numbered
+            # below an applied one (branches merged late) still runs, in number order.
             for version, script in load_migrations("sqlite"):
-                if version > current:
+                if version not in applied:
                     for statement in _split_statements(script):
                         db.execute(statement)
                     db.execute("INSERT INTO schema_version (version) VALUES (?)", (version,))
@@ -156,26 +171,47 @@ class SqliteStore:
     # -- workers ---------------------------------------------------------------------------
 
     async def claim(self, worker: str, limit: int, lease_s: float,
-                    max_attempts: int) -> list[Claim]:
+                    max_attempts: int, *, late_after: int | None = None,
+                    max_late: int | None = None) -> list[Claim]:
         """See :meth:`shared.store.Store.claim`."""
         now = self.clock()
 
         def tx(db: sqlite3.Connection) -> list[Claim]:
             with _write(db):
                 db.execute(Q["kill_lost_at_cap"], {"now": now, "max_attempts": max_attempts})
-                candidates: list[tuple[float, int]] = []
+                # (late retry?, due since, job id, destination id): fresh work sorts first.
+                candidates: list[tuple[bool, float, int, int]] = []
+                rates: dict[int, tuple[float, float]] = {}  # id -> (per second, next_send_at)
                 for slot in db.execute(Q["destination_slots"], {"now": now}).fetchall():
-                    if slot["free"] > 0:
-                        candidates += [(r[1], r[0]) for r in db.execute(
-                            Q["due_jobs"], {"destination_id": slot["id"], "now": now,
-                                            "limit": min(slot["free"], limit)})]
+                    if slot["free"] <= 0:
+                        continue
+                    if slot["rate_limit_per_s"] is not None:
+                        rates[slot["id"]] = (slot["rate_limit_per_s"], slot["next_send_at"])
+                    for job_id, due_at, attempts in _due_of(db, slot, now, limit):
+                        late = late_after is not None and attempts >= late_after
+                        candidates.append((late, due_at, job_id, slot["id"]))
                 candidates.sort()
-                claims = []
-                for _, job_id in candidates[:limit]:
+                claims: list[Claim] = []
+                late_taken = 0
+                for late, _, job_id, destination_id in candidates:
+                    if len(claims) >= limit:
+                        break
+                    if late and max_late is not None and late_taken >= max_late:
+                        continue
+                    rate = rates.get(destination_id)
+                    if rate is not None and not rate_limit_allows(rate[1], now, rate[0]):
+                        continue
                     row = db.execute(Q["claim_job"], {"id": job_id, "worker": worker,
                                                       "now": now, "lease_s": lease_s}).fetchone()
-                    if row is not None:
-                        claims.append(_claim_from(db, row, worker, now))
+                    if row is None:
+                        continue
+                    claims.append(_claim_from(db, row, worker, now))
+                    late_taken += late
+                    if rate is not None:
+                        rates[destination_id] = (rate[0], next_send_after(rate[1], now, rate[0]))
+                        db.execute(Q["advance_next_send"], {
+                            "destination_id": destination_id,
+                            "next_send_at": rates[destination_id][1]})
                 return claims
 
         return await self._run(tx)
@@ -194,16 +230,51 @@ class SqliteStore:
 
         return await self._run(tx)
 
-    async def finish(self, items: Sequence[tuple[Claim, Outcome, AttemptResult]]) -> list[bool]:
+    async def finish(self, items: Sequence[tuple[Claim, Outcome, AttemptResult]],
+                     breaker: BreakerPolicy | None = None) -> list[bool]:
         """See :meth:`shared.store.Store.finish`."""
         now = self.clock()
+        paused: list[tuple[str, str, int]] = []  # (destination, reason, failure streak)
 
         def tx(db: sqlite3.Connection) -> list[bool]:
+            paused.clear()
             with _write(db):
-                return [_finish_one(db, claim, outcome, result, now)
-                        for claim, outcome, result in items]
+                kept = []
+                for claim, outcome, result in items:
+                    kept.append(_finish_one(db, claim, outcome, result, now))
+                    pause = _track_failure_run(db, claim, result, now, breaker)
+                    if pause is not None:
+                        paused.append(pause)
+                return kept
 
-        return await self._run(tx)
+        kept = await self._run(tx)
+        for name, reason, streak in paused:
+            log.warning("destination_auto_paused", destination=name, reason=reason,
+                        failure_streak=streak)
+        return kept
+
+    async def rotate_secret(self, name: str, new_secret: str, overlap_s: float) -> Destination:
+        """See :meth:`shared.store.Store.rotate_secret`."""
+        secret_key(new_secret)  # raises ConfigError when malformed
+        if not overlap_s >= 0:
+            raise ConfigError(f"overlap_s must be zero or more seconds, not {overlap_s!r}")
+        until = self.clock() + overlap_s
+
+        def tx(db: sqlite3.Connection) -> sqlite3.Row | None:
+            with _write(db):
+                current = db.execute(Q["get_destination"], {"name": name}).fetchone()
+                if current is None:
+                    return None
+                if current["secret"] == new_secret:
+                    raise ConfigError("the new secret equals the current one")
+                return db.execute(Q["rotate_secret"], {"name": name, "secret": new_secret,
+                                                       "until": until}).fetchone()
+
+        row = await self._run(tx)
+        if row is None:
+            raise NotFound(f"no destination named {name!r}")
+        log.info("destination_secret_rotated", destination=name, previous_until=until)
+        return Destination.from_row(row)
 
     async def hand_back(self, claims: Sequence[Claim]) -> int:
         """See :meth:`shared.store.Store.hand_back`."""
@@ -295,14 +366,215 @@ class SqliteStore:
             by_status = {s: 0 for s in ("pending", "running", "done", "dead")}
             by_status.update({r["status"]: r["n"] for r in db.execute(Q["jobs_by_status"])})
             oldest = db.execute(Q["oldest_pending"], {"now": now}).fetchone()["oldest"]
+            per_destination: dict[str, dict[str, int]] = {}
+            for r in db.execute(Q["jobs_by_destination_status"]):
+                per_destination.setdefault(r["destination"], {})[r["status"]] = r["n"]
             return Stats(
                 jobs_by_status=by_status,
                 events=db.execute(Q["count_events"]).fetchone()["n"],
                 attempts=db.execute(Q["count_attempts"]).fetchone()["n"],
                 oldest_pending_age_s=None if oldest is None else now - oldest,
+                jobs_by_destination=per_destination,
+                paused_destinations={r["name"]: r["paused_reason"]
+                                     for r in db.execute(Q["paused_destinations"])},
+                attempts_by_outcome={r["outcome"]: r["n"]
+                                     for r in db.execute(Q["attempts_by_outcome"])},
+                delivery_latency=_latency(db.execute(Q["delivery_latency"]).fetchone()),
+                wal_bytes=_wal_bytes(self.path),
             )
 
         return await self._run(read)
+
+    async def maintenance(self) -> dict[str, int]:
+        """See :meth:`shared.store.Store.maintenance`.
+
+        The checkpoint runs on its own short-lived connection in a worker thread, not on
+        the store's thread: a TRUNCATE checkpoint waits (here at most
+        MAINTENANCE_BUSY_TIMEOUT_MS) for readers, and must not stall ingest's transactions.
+        """
+        def checkpoint() -> dict[str, int]:
+            try:
+                conn = sqlite3.connect(self.path, isolation_level=None,
+                                       timeout=MAINTENANCE_BUSY_TIMEOUT_MS / 1000)
+            except sqlite3.Error as exc:
+                raise StoreError(f"cannot open database {self.path}: {exc}") from exc
+            try:
+                busy, log_frames, done = conn.execute(
+                    "PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+            except sqlite3.OperationalError as exc:  # locked past the short timeout
+                busy, log_frames, done = 1, -1, -1
+                if "locked" not in str(exc) and "busy" not in str(exc):
+                    raise StoreError(f"checkpoint of {self.path} failed: {exc}") from exc
+            finally:
+                conn.close()
+            return {"busy": int(busy), "log_frames": int(log_frames),
+                    "checkpointed_frames": int(done), "wal_bytes": _wal_bytes(self.path) or 0}
+
+        return await asyncio.to_thread(checkpoint)
+
+    # -- operator controls -----------------------------------------------------------------
+
+    async def update_destination(self, name: str, **changes: Any) -> Destination:
+        """See :meth:`shared.store.Store.update_destination`."""
+        values = validate_destination_changes(changes)
+        # Column names come only from the validated DESTINATION_UPDATERS keys, never input.
+        assignments = ", ".join(f"{column} = :{column}" for column in values)
+        sql = (f"UPDATE destinations SET {assignments} "  # noqa: S608
+               "WHERE name = :name AND deleted_at IS NULL RETURNING *")
+        params = {k: json.dumps(list(v)) if isinstance(v, list | tuple) else v
+                  for k, v in values.items()}
+
+        def tx(db: sqlite3.Connection) -> sqlite3.Row | None:
+            with _write(db):
+                return db.execute(sql, {**params, "name": name}).fetchone()
+
+        row = await self._run(tx)
+        if row is None:
+            raise NotFound(f"no destination named {name!r}")
+        return Destination.from_row(row)
+
+    async def remove_destination(self, name: str) -> int:
+        """See :meth:`shared.store.Store.remove_destination`."""
+        now = self.clock()
+
+        def tx(db: sqlite3.Connection) -> int | None:
+            with _write(db):
+                row = db.execute(Q["remove_destination"], {"name": name, "now": now}).fetchone()
+                if row is None:
+                    return None
+                return db.execute(Q["kill_jobs_of_destination"],
+                                  {"destination_id": row["id"], "now": now}).rowcount
+
+        ended = await self._run(tx)
+        if ended is None:
+            raise NotFound(f"no destination named {name!r}")
+        return ended
+
+    async def list_dead(self, destination: str | None = None, since_s: float | None = None,
+                        limit: int = 100) -> list[Job]:
+        """See :meth:`shared.store.Store.list_dead`."""
+        rows = await self._run(lambda db: db.execute(Q["list_dead"], {
+            "destination": destination, "since": since_s, "limit": limit}).fetchall())
+        return [Job.from_row(r) for r in rows]
+
+    async def replay(self, *, job_id: int | None = None, all_dead: bool = False,
+                     destination: str | None = None, since_s: float | None = None,
+                     dry_run: bool = False) -> int:
+        """See :meth:`shared.store.Store.replay`."""
+        if (job_id is None) == (not all_dead):
+            raise ConfigError("replay needs exactly one of a job id or all_dead")
+        now = self.clock()
+        params = {"job_id": job_id, "destination": destination, "since": since_s}
+
+        def tx(db: sqlite3.Connection) -> int:
+            with _write(db):
+                if job_id is not None:
+                    _check_replayable(db, job_id)
+                ids = [r["id"] for r in db.execute(Q["replay_candidates"], params)]
+                if dry_run:
+                    return len(ids)
+                return sum(db.execute(Q["replay_job"], {"job_id": i, "now": now}).rowcount
+                           for i in ids)
+
+        count = await self._run(tx)
+        if count and not dry_run and self._notifier is not None:
+            self._notifier.notify()
+        return count
+
+    async def purge(self, *, bodies_before_s: float, metadata_before_s: float,
+                    dedupe_before_s: float) -> PurgeResult:
+        """See :meth:`shared.store.Store.purge`."""
+        if not dedupe_before_s <= metadata_before_s <= bodies_before_s:
+            raise ConfigError("purge cutoffs must keep dedupe keys at least as long as job "
+                              "metadata, and metadata at least as long as bodies")
+        now = self.clock()
+
+        def tx(db: sqlite3.Connection) -> PurgeResult:
+            with _write(db):
+                bodies = db.execute(Q["purge_bodies"],
+                                    {"before": bodies_before_s, "now": now}).rowcount
+                meta = {"before": metadata_before_s}
+                attempts = db.execute(Q["purge_attempts"], meta).rowcount
+                jobs = db.execute(Q["purge_jobs"], meta).rowcount
+                events = db.execute(Q["purge_events"], {"before": dedupe_before_s}).rowcount
+                return PurgeResult(bodies=bodies, attempts=attempts, jobs=jobs, events=events)
+
+        return await self._run(tx)
+
+    async def check_writable(self) -> None:
+        """See :meth:`shared.store.Store.check_writable`."""
+        def probe(db: sqlite3.Connection) -> None:
+            lock = getattr(db, "write_lock", None)
+            if lock is not None:
+                lock.acquire()
+            try:
+                db.execute("BEGIN IMMEDIATE")
+                db.execute("ROLLBACK")
+            finally:
+                if lock is not None:
+                    lock.release()
+
+        try:
+            await self._run(probe)
+        except sqlite3.Error as exc:
+            raise StoreError(f"database {self.path} is not writable: {exc}") from exc
+
+    async def get_job(self, job_id: int) -> JobStory:
+        """See :meth:`shared.store.Store.get_job`."""
+        def read(db: sqlite3.Connection) -> tuple[sqlite3.Row | None, list[sqlite3.Row]]:
+            row = db.execute(Q["get_job"], {"job_id": job_id}).fetchone()
+            attempts = db.execute(Q["list_attempts"], {"job_id": job_id,
+                                                       "limit": 10_000}).fetchall()
+            return row, attempts
+
+        row, attempts = await self._run(read)
+        if row is None:
+            raise NotFound(f"no job with id {job_id}")
+        return JobStory(
+            job=Job.from_row(row), replays=row["replays"], source=row["source"],
+            source_event_id=row["source_event_id"], received_at=row["received_at"],
+            body_bytes=row["body_bytes"], body_purged_at=row["body_purged_at"],
+            attempts=tuple(Attempt.from_row(a) for a in attempts))
+
+    # -- inbound sources (issue 3) ---------------------------------------------------------
+
+    async def add_source(self, *, name: str, scheme: str, secret: str) -> Source:
+        """See :meth:`shared.store.Store.add_source`."""
+        check_source(name, scheme, secret)
+        params = {"name": name, "scheme": scheme, "secret": secret, "now": self.clock()}
+
+        def tx(db: sqlite3.Connection) -> Source:
+            with _write(db):
+                try:
+                    return Source.from_row(db.execute(Q["insert_source"], params).fetchone())
+                except sqlite3.IntegrityError as exc:
+                    raise ConfigError(f"a source named {name!r} already exists") from exc
+
+        return await self._run(tx)
+
+    async def get_source(self, name: str) -> Source:
+        """See :meth:`shared.store.Store.get_source`."""
+        row = await self._run(lambda db: db.execute(Q["get_source"], {"name": name})
+                              .fetchone())
+        if row is None:
+            raise NotFound(f"no source named {name!r}")
+        return Source.from_row(row)
+
+    async def list_sources(self) -> list[Source]:
+        """See :meth:`shared.store.Store.list_sources`."""
+        return await self._run(lambda db: [
+            Source.from_row(r) for r in db.execute(Q["live_sources"])])
+
+    async def remove_source(self, name: str) -> None:
+        """See :meth:`shared.store.Store.remove_source`."""
+        now = self.clock()
+
+        def tx(db: sqlite3.Connection) -> sqlite3.Row | None:
+            with _write(db):
+                return db.execute(Q["remove_source"], {"name": name, "now": now}).fetchone()
+
+        if await self._run(tx) is None:
+            raise NotFound(f"no source named {name!r}")
 
 
 class _LockingConnection(sqlite3.Connection):
@@ -358,10 +630,11 @@ def _add_one(db: sqlite3.Connection, event: NewEvent, destinations: list[Destina
             "source": event.source, "source_event_id": event.source_event_id}).fetchone()
         return Duplicate(event_id=existing["id"], message_id=existing["message_id"])
     event_id = row["id"]
-    job_ids = tuple(
-        db.execute(Q["insert_job"], {"event_id": event_id, "destination_id": d.id,
-                                     "now": now}).fetchone()["id"]
-        for d in destinations if d.subscribes_to(event.type))
+    subscribed = [d.id for d in destinations if d.subscribes_to(event.type)]
+    job_ids: tuple[int, ...] = ()
+    if subscribed:  # one statement per event, not one per job: this is ingest's hot path
+        job_ids = tuple(r[0] for r in db.execute(Q["insert_jobs"], {
+            "event_id": event_id, "destination_ids": json.dumps(subscribed), "now": now}))
     return Accepted(event_id=event_id, message_id=row["message_id"], job_ids=job_ids)
 
 
@@ -373,12 +646,57 @@ def _claim_from(db: sqlite3.Connection, row: sqlite3.Row, worker: str, now: floa
     db.execute(Q["insert_attempt"], params)
     details = db.execute(Q["claim_details"], {"event_id": row["event_id"],
                                               "destination_id": row["destination_id"]}).fetchone()
+    secrets = (details["secret"],)
+    if details["previous_secret"] and (details["previous_secret_until"] or 0) > now:
+        secrets += (details["previous_secret"],)
     return Claim(
         job_id=row["id"], event_id=row["event_id"], message_id=details["message_id"],
         event_type=details["type"], destination_id=row["destination_id"],
         destination_name=details["name"], url=details["url"], secret=details["secret"],
         body=bytes(details["body"]), attempt=row["attempts"], lease_token=row["lease_token"],
-        lease_owner=worker, lease_until=row["lease_until"], taken_over=taken_over)
+        lease_owner=worker, lease_until=row["lease_until"], taken_over=taken_over,
+        secrets=secrets, timeout_s=details["timeout_s"])
+
+
+def _due_of(db: sqlite3.Connection, slot: sqlite3.Row, now: float,
+            limit: int) -> list[tuple[int, float, int]]:
+    """(job id, due since, attempts made) of one destination's claimable jobs.
+
+    An ordered destination offers only its oldest unfinished job, and only when that job is
+    due (pending with run_at passed, or running with an expired lease).
+    """
+    if not slot["ordered"]:
+        return [(r["id"], r["run_at"], r["attempts"]) for r in db.execute(
+            Q["due_jobs"], {"destination_id": slot["id"], "now": now,
+                            "limit": min(slot["free"], limit)})]
+    head = db.execute(Q["ordered_head"], {"destination_id": slot["id"]}).fetchone()
+    if head is None:
+        return []
+    if head["status"] == "pending" and head["run_at"] <= now:
+        return [(head["id"], head["run_at"], head["attempts"])]
+    if head["status"] == "running" and head["lease_until"] <= now:
+        return [(head["id"], head["lease_until"], head["attempts"])]
+    return []
+
+
+def _track_failure_run(db: sqlite3.Connection, claim: Claim, result: AttemptResult,
+                       now: float, breaker: BreakerPolicy | None) -> tuple[str, str, int] | None:
+    """Update the destination's failure run; pause it when the breaker says so.
+
+    Returns (destination name, reason, failure streak) when this call paused it.
+    """
+    params = {"destination_id": claim.destination_id, "now": now}
+    if not is_failure(result):
+        db.execute(Q["destination_succeeded"], params)
+        return None
+    run = db.execute(Q["destination_failed"], params).fetchone()
+    if run is None or breaker is None or run["paused"]:
+        return None
+    reason = auto_pause_reason(result, run["url"], run["failure_streak"], run["failing_since"],
+                               now, breaker)
+    if reason is None or db.execute(Q["auto_pause"], {**params, "reason": reason}).rowcount == 0:
+        return None
+    return run["name"], reason, run["failure_streak"]
 
 
 def _finish_one(db: sqlite3.Connection, claim: Claim, outcome: Outcome, result: AttemptResult,
@@ -387,7 +705,8 @@ def _finish_one(db: sqlite3.Connection, claim: Claim, outcome: Outcome, result: 
     db.execute(Q["record_attempt"], {
         "lease_token": claim.lease_token, "started_at": result.started_at,
         "duration_s": result.duration_s, "status_code": result.status_code,
-        "error": result.error, "response_excerpt": result.response_excerpt})
+        "error": result.error, "response_excerpt": result.response_excerpt,
+        "response_headers": result.response_headers, "location": result.location})
     if isinstance(outcome, Done):
         cursor = db.execute(Q["finish_done"], fence)
     elif isinstance(outcome, Retry):
@@ -398,6 +717,41 @@ def _finish_one(db: sqlite3.Connection, claim: Claim, outcome: Outcome, result: 
     else:
         raise TypeError(f"unknown outcome {outcome!r}")
     return cursor.rowcount == 1
+
+
+def _check_replayable(db: sqlite3.Connection, job_id: int) -> None:
+    """Raise NotFound or Conflict when one job cannot be replayed (see Store.replay)."""
+    row = db.execute(Q["replay_job_state"], {"job_id": job_id}).fetchone()
+    if row is None:
+        raise NotFound(f"no job with id {job_id}")
+    if row["status"] != "dead":
+        raise Conflict(f"job {job_id} is {row['status']}, not dead; only dead jobs are replayed")
+    if row["body_purged_at"] is not None:
+        raise Conflict(f"job {job_id} cannot be replayed: its event body was purged by "
+                       "retention")
+    if row["deleted_at"] is not None:
+        raise Conflict(f"job {job_id} cannot be replayed: its destination was removed")
+
+
+_LATENCY_BUCKETS_S = (0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 900, 3600, 21600, 86400)
+
+
+def _latency(row: sqlite3.Row) -> LatencyHistogram:
+    """The `delivery_latency` row as a histogram (columns le_<bound with _ for .>)."""
+    def column(bound: float) -> str:
+        return "le_" + (f"{bound:g}").replace(".", "_")
+
+    return LatencyHistogram(
+        buckets=tuple((float(b), row[column(b)] or 0) for b in _LATENCY_BUCKETS_S),
+        count=row["n"], sum_s=float(row["total"]))
+
+
+def _wal_bytes(path: str) -> int | None:
+    """Size of the database's -wal file in bytes; 0 when it does not exist."""
+    try:
+        return os.path.getsize(path + "-wal")
+    except FileNotFoundError:
+        return 0
 
 
 def _split_statements(script: str) -> list[str]:

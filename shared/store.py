@@ -8,13 +8,14 @@ Driver errors are translated at this boundary into :mod:`shared.errors` types.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Protocol
+from collections.abc import Callable, Sequence
+from typing import Any, Protocol
 
+from shared.delivery_policy import BreakerPolicy
 from shared.errors import ConfigError
 from shared.models import (
-    Accepted, Attempt, AttemptResult, Claim, Destination, Duplicate, Job, NewEvent, Outcome,
-    Stats,
+    Accepted, Attempt, AttemptResult, Claim, Destination, Duplicate, Job, JobStory, NewEvent,
+    Outcome, PurgeResult, Source, Stats,
 )
 
 
@@ -40,8 +41,18 @@ class Store(Protocol):
         """
 
     async def claim(self, worker: str, limit: int, lease_s: float,
-                    max_attempts: int) -> list[Claim]:
+                    max_attempts: int, *, late_after: int | None = None,
+                    max_late: int | None = None) -> list[Claim]:
         """Atomically take up to `limit` due jobs under fresh leases of `lease_s` seconds.
+
+        Delivery policy (migration 003): jobs that already made `late_after` or more attempts
+        are late retries; they are claimed after every other due job and at most `max_late`
+        of them (None = no reservation). An `ordered` destination yields only its oldest
+        unfinished job (by id), and only when that job is due (pending and run_at passed,
+        or running with an expired lease), so it never has two in flight. A destination with
+        `rate_limit_per_s` yields a job only while its GCRA allows one (see
+        :mod:`shared.delivery_policy`); `next_send_at` is advanced in this transaction. The
+        claim carries the destination's active secrets (new first) and timeout override.
 
         Due means pending with run_at <= now, or running with an expired lease (takeover).
         Each claim gets a lease token unique to it and counts an attempt. No destination gets
@@ -54,8 +65,14 @@ class Store(Protocol):
         """Push the leases of `claims` to now + `lease_s`; returns the claims whose lease was
         lost (token superseded or job no longer running)."""
 
-    async def finish(self, items: Sequence[tuple[Claim, Outcome, AttemptResult]]) -> list[bool]:
+    async def finish(self, items: Sequence[tuple[Claim, Outcome, AttemptResult]],
+                     breaker: BreakerPolicy | None = None) -> list[bool]:
         """Record each attempt and apply each outcome, fenced by the claim's lease token.
+
+        Each attempt also updates its destination's failure run (`failure_streak`,
+        `failing_since`; a 2xx resets both). With a `breaker`, a result for which
+        :func:`shared.delivery_policy.auto_pause_reason` gives a reason pauses the destination
+        in the same transaction and logs `destination_auto_paused`.
 
         Returns one bool per item: False when the lease was lost (a stale completion: the job
         row was not changed; the attempt row is still completed, since the request happened).
@@ -79,7 +96,18 @@ class Store(Protocol):
         """One destination by name. Raises NotFound."""
 
     async def set_paused(self, name: str, paused: bool, reason: str | None = None) -> None:
-        """Pause (no claims, no charges) or resume a destination. Raises NotFound."""
+        """Pause (no claims, no charges) or resume a destination; resuming also resets its
+        failure run (circuit breaker). Raises NotFound."""
+
+    async def rotate_secret(self, name: str, new_secret: str, overlap_s: float) -> Destination:
+        """Make `new_secret` the destination's secret; the old one stays active (both
+        signatures are sent, new first) for `overlap_s` seconds from now.
+
+        Raises:
+            NotFound: no live destination has that name.
+            ConfigError: `new_secret` is not a valid `whsec_` secret, equals the current one,
+                or `overlap_s` is negative.
+        """
 
     async def list_jobs(self, status: str | None = None, limit: int = 100) -> list[Job]:
         """Jobs, newest first, optionally of one status."""
@@ -88,7 +116,187 @@ class Store(Protocol):
         """Attempt rows, oldest first, of one job or of all."""
 
     async def stats(self) -> Stats:
-        """Counts by status, events, attempts, and the oldest due pending job's age."""
+        """Counts by status, events, attempts, and the oldest due pending job's age; plus
+        counts per destination and status, paused destinations, attempts by outcome and the
+        accept -> delivered latency histogram (for `hookline stats` and /metrics)."""
+
+    async def maintenance(self) -> dict[str, int]:
+        """Housekeeping that ingest runs periodically; cheap, never blocks writers for long.
+
+        SQLite: `PRAGMA wal_checkpoint(TRUNCATE)` on a short-lived connection with a short
+        busy timeout, so the `-wal` file shrinks back to zero once no reader holds an old
+        snapshot (while one does, the checkpoint copies what it can and reports busy).
+        PostgreSQL: a no-op returning {}.
+
+        Returns:
+            SQLite: `{"busy": 0|1, "log_frames": n, "checkpointed_frames": n,
+            "wal_bytes": size of the -wal file after the checkpoint, bytes}`.
+
+        Raises:
+            StoreError: the database cannot be opened.
+        """
+
+    # -- operator controls (issue 4) --------------------------------------------------------
+
+    async def update_destination(self, name: str, **changes: Any) -> Destination:
+        """Change settings of a live destination; returns it as stored afterwards.
+
+        Args:
+            name: the destination.
+            **changes: field=value for fields in :data:`DESTINATION_UPDATERS` (validated and
+                normalised by :func:`validate_destination_changes`); lists are stored as JSON.
+
+        Raises:
+            ConfigError: no change given, an unknown field, or an invalid value.
+            NotFound: no live destination has that name.
+        """
+
+    async def remove_destination(self, name: str) -> int:
+        """Soft-delete a destination: it stops receiving new events, its row stays for history
+        under the name `NAME~removed-ID` (so NAME can be reused), and its pending and running
+        jobs become dead with the error "destination removed" (a running attempt's finish is
+        then fenced out). Returns how many jobs were ended. Raises NotFound."""
+
+    async def list_dead(self, destination: str | None = None, since_s: float | None = None,
+                        limit: int = 100) -> list[Job]:
+        """Dead jobs, most recently dead first, with their last error; optionally only those
+        of one destination and/or dead at or after `since_s` (unix seconds)."""
+
+    async def replay(self, *, job_id: int | None = None, all_dead: bool = False,
+                     destination: str | None = None, since_s: float | None = None,
+                     dry_run: bool = False) -> int:
+        """Return dead jobs to pending (attempts = 0, due now) and wake workers.
+
+        Select one job (`job_id`) or every dead job (`all_dead`), narrowed by `destination`
+        and `since_s` (dead at or after, unix seconds). The event row is untouched, so the
+        redelivery carries the same webhook-id and body bytes. Dead jobs of removed
+        destinations and of purged events are skipped in bulk. Returns how many jobs were (or,
+        with `dry_run`, would be) replayed.
+
+        Raises:
+            ConfigError: neither or both of `job_id` and `all_dead` given.
+            NotFound: `job_id` does not exist (or its metadata was purged).
+            Conflict: `job_id` is not dead, its event body was purged, or its destination was
+                removed.
+        """
+
+    async def purge(self, *, bodies_before_s: float, metadata_before_s: float,
+                    dedupe_before_s: float) -> PurgeResult:
+        """Retention, in one transaction. Instants are unix seconds (callers pass now - age).
+
+        - Bodies: empty the body of events received before `bodies_before_s` whose jobs are
+          all terminal and finished before it (their jobs can no longer be replayed).
+        - Metadata: delete done/dead jobs that finished before `metadata_before_s`, and their
+          attempts.
+        - Dedupe keys: delete events received before `dedupe_before_s` that have no job left.
+
+        Raises:
+            ConfigError: the cutoffs are not ordered dedupe <= metadata <= bodies.
+        """
+
+    async def get_job(self, job_id: int) -> JobStory:
+        """One job with its event facts and attempts. Raises NotFound."""
+
+    # -- health (issue 5) -------------------------------------------------------------------
+
+    async def check_writable(self) -> None:
+        """Prove the database takes writes now, cheaply and without changing anything.
+
+        SQLite: take the write lock with `BEGIN IMMEDIATE`, then `ROLLBACK`. PostgreSQL: a
+        read-write transaction that is rolled back (fails on a read-only standby).
+
+        Raises:
+            StoreBusy: the write lock was not free within the busy timeout.
+            StoreError: the database cannot be written (read-only, gone, ...).
+        """
+
+    # -- inbound sources (issue 3) ----------------------------------------------------------
+
+    async def add_source(self, *, name: str, scheme: str, secret: str) -> Source:
+        """Register an inbound source (`POST /v1/sources/{name}`).
+
+        Fields are checked with :func:`shared.sources.check_source` before anything is stored.
+
+        Raises:
+            ConfigError: a field is invalid, or a live source already has that name.
+        """
+
+    async def get_source(self, name: str) -> Source:
+        """One live source by name. Raises NotFound."""
+
+    async def list_sources(self) -> list[Source]:
+        """Live sources in creation order."""
+
+    async def remove_source(self, name: str) -> None:
+        """Soft-delete a source: its requests are refused from then on (404), its row stays
+        under the name `NAME~removed-ID` (so NAME can be reused), and its stored events and
+        their jobs are untouched. Raises NotFound."""
+
+
+def _check_url(value: Any) -> str:
+    if not isinstance(value, str) or not value.startswith(("http://", "https://")):
+        raise ConfigError(f"url must start with http:// or https://, not {value!r}")
+    return value
+
+
+def _check_event_types(value: Any) -> list[str]:
+    if isinstance(value, str):
+        value = [value]
+    if (not isinstance(value, list | tuple) or not value
+            or not all(isinstance(v, str) and v.strip() for v in value)):
+        raise ConfigError(f"event_types must be a non-empty list of strings, not {value!r}")
+    return [v.strip() for v in value]
+
+
+def _check_max_in_flight(value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ConfigError(f"max_in_flight must be an integer of at least 1, not {value!r}")
+    return value
+
+
+def _check_optional_positive(name: str, value: Any) -> float | None:
+    """None (clears the override) or a number above zero (seconds, or requests per second)."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float) or not value > 0:
+        raise ConfigError(f"{name} must be a number above zero or null, not {value!r}")
+    return float(value)
+
+
+def _check_bool(name: str, value: Any) -> int:
+    if not isinstance(value, bool):
+        raise ConfigError(f"{name} must be true or false, not {value!r}")
+    return int(value)
+
+
+#: Destination fields `update_destination` may change: field (= column) name -> validator that
+#: returns the normalised value or raises ConfigError. Other features add their fields here
+#: (one line each); the CLI `destinations update` and `PATCH /v1/admin/destinations/{name}`
+#: accept exactly these keys.
+DESTINATION_UPDATERS: dict[str, Callable[[Any], Any]] = {
+    "url": _check_url,
+    "event_types": _check_event_types,
+    "max_in_flight": _check_max_in_flight,
+    "timeout_s": lambda v: _check_optional_positive("timeout_s", v),
+    "rate_limit_per_s": lambda v: _check_optional_positive("rate_limit_per_s", v),
+    "ordered": lambda v: _check_bool("ordered", v),
+}
+
+
+def validate_destination_changes(changes: dict[str, Any]) -> dict[str, Any]:
+    """Check and normalise an `update_destination` change set.
+
+    Raises:
+        ConfigError: empty, an unknown field, or an invalid value.
+    """
+    if not changes:
+        raise ConfigError("nothing to change: give at least one of "
+                          + ", ".join(sorted(DESTINATION_UPDATERS)))
+    unknown = sorted(set(changes) - set(DESTINATION_UPDATERS))
+    if unknown:
+        raise ConfigError(f"cannot change {', '.join(unknown)}; changeable: "
+                          + ", ".join(sorted(DESTINATION_UPDATERS)))
+    return {k: DESTINATION_UPDATERS[k](v) for k, v in changes.items()}
 
 
 def open_store(url: str, *, synchronous: str = "FULL", busy_timeout_s: float = 5.0) -> Store:
@@ -97,6 +305,7 @@ def open_store(url: str, *, synchronous: str = "FULL", busy_timeout_s: float = 5
     Args:
         url: a SQLite file path, or `sqlite:///PATH` (relative) / `sqlite:////PATH` (absolute),
             as SQLAlchemy spells them.
+            `postgresql://` / `postgres://` URLs select the PostgreSQL store (many hosts).
         synchronous: SQLite `FULL` or `NORMAL` (see Config.synchronous).
         busy_timeout_s: how long a statement waits for the SQLite write lock, seconds.
 
@@ -104,7 +313,9 @@ def open_store(url: str, *, synchronous: str = "FULL", busy_timeout_s: float = 5
         ConfigError: the URL names an unsupported backend.
     """
     if url.startswith(("postgres://", "postgresql://")):
-        raise ConfigError("the PostgreSQL backend is not available yet; use a SQLite path")
+        from shared.postgres_store import PostgresStore  # noqa: PLC0415
+
+        return PostgresStore(url)
     if "://" in url and not url.startswith("sqlite:///"):
         raise ConfigError(f"unsupported database URL {url!r}; use a path or sqlite:///PATH")
     from shared.sqlite_store import SqliteStore  # noqa: PLC0415  (backends load on demand)

@@ -75,12 +75,18 @@ class WakeNotifier:
         self._sock.setblocking(False)
         self._targets: list[str] = []
         self._listed_at = -_LISTING_TTL_S
+        self._dir_mtime_ns = -1
 
     def notify(self) -> None:
         """Poke every listener; stale sockets (their process is gone) are removed."""
         now = time.monotonic()
-        if now - self._listed_at >= _LISTING_TTL_S:
+        try:  # a new listener changes the directory's mtime: list again at once
+            mtime_ns = self._dir.stat().st_mtime_ns
+        except OSError:
+            mtime_ns = -1
+        if now - self._listed_at >= _LISTING_TTL_S or mtime_ns != self._dir_mtime_ns:
             self._listed_at = now
+            self._dir_mtime_ns = mtime_ns
             try:
                 self._targets = [str(p) for p in self._dir.glob("*.sock")]
             except OSError:

@@ -14,6 +14,13 @@ a full argv. The loop follows gunicorn's arbiter (benoitc/gunicorn `gunicorn/arb
 
 Worker slots are named ``worker-<n>`` (n >= 1); SIGTTIN adds the lowest free number through
 ``make_worker_spec(n)`` and SIGTTOU retires the highest one.
+
+Liveness: a child whose spec names a ``heartbeat_file`` must touch it from its event loop
+(:func:`shared.lifecycle.heartbeat`); once its mtime is older than ``heartbeat_timeout_s`` the
+child is hung: it gets SIGABRT, then SIGKILL after ``abort_grace_s``, and is respawned.
+systemd's ``WATCHDOG=1`` is sent only while every such child is fresh. The supervisor's view
+(alive and healthy slots, stopping or not) is kept in ``status_file`` for ``GET /readyz`` and
+``hookline scale``.
 """
 
 from __future__ import annotations
@@ -28,10 +35,11 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
 from types import FrameType
 from typing import Any
 
-from shared.lifecycle import BOOT_ERROR_EXIT
+from shared.lifecycle import BOOT_ERROR_EXIT, touch, write_status
 from shared.logs import get_logger
 from supervisor import sdnotify
 
@@ -54,11 +62,15 @@ class ChildSpec:
         argv: full command, e.g. ``(sys.executable, "-m", "workers", "--slot", "worker-1")``.
         env: variables set on top of the supervisor's environment; None adds nothing.
             systemd's `NOTIFY_SOCKET`/`WATCHDOG_*` are never passed on.
+        heartbeat_file: a file the child touches from its event loop; the arbiter touches it
+            at spawn and treats the child as hung once its mtime is older than
+            ``heartbeat_timeout_s``. None: liveness is not checked for this slot.
     """
 
     slot: str
     argv: tuple[str, ...]
     env: Mapping[str, str] | None = None
+    heartbeat_file: str | None = None
 
 
 def respawn_delay_s(consecutive_failures: int, base_s: float, cap_s: float) -> float:
@@ -134,6 +146,8 @@ class _Child:
     started_at: float  # time.monotonic()
     retire_by: float | None = None  # monotonic deadline for SIGKILL once retired by SIGTTOU
     killed_by_supervisor: bool = False
+    heartbeat_file: str | None = None
+    aborted_at: float | None = None  # monotonic time SIGABRT was sent for a stale heartbeat
 
 
 class Arbiter:
@@ -153,6 +167,10 @@ class Arbiter:
         stable_after_s: float = 10.0,
         make_worker_spec: Callable[[int], ChildSpec] | None = None,
         on_ready: Callable[[], None] | None = None,
+        heartbeat_timeout_s: float | None = None,
+        abort_grace_s: float = 1.0,
+        status_file: str | Path | None = None,
+        on_tick: Callable[[], None] | None = None,
     ) -> None:
         """Prepare the arbiter; nothing starts before :meth:`run`.
 
@@ -167,6 +185,13 @@ class Arbiter:
                 SIGTTIN; None disables scaling up.
             on_ready: called once, after every initial child has been started (systemd gets
                 ``READY=1`` at the same moment).
+            heartbeat_timeout_s: a child with a heartbeat file untouched for this long, in
+                seconds, is hung and replaced; None disables the check.
+            abort_grace_s: time between SIGABRT and SIGKILL for a hung child, in seconds.
+            status_file: where to keep the JSON status (pid, stopping, slots with pid and
+                health); None keeps none.
+            on_tick: called from the main loop at least once a second (e.g. log rotation);
+                an OSError it raises is logged, not fatal.
 
         Raises:
             ValueError: two specs share a slot name.
@@ -181,6 +206,11 @@ class Arbiter:
         self._stable_after_s = stable_after_s
         self._make_worker_spec = make_worker_spec
         self._on_ready = on_ready
+        self._heartbeat_timeout_s = heartbeat_timeout_s
+        self._abort_grace_s = abort_grace_s
+        self._status_file = Path(status_file) if status_file is not None else None
+        self._on_tick = on_tick
+        self._unhealthy: frozenset[str] = frozenset()
 
         self._children: dict[int, _Child] = {}
         self._failures: dict[str, int] = collections.defaultdict(int)
@@ -299,11 +329,54 @@ class Arbiter:
         return max(0.0, min(min(deadlines) - time.monotonic(), _IDLE_WAKE_S))
 
     def _tick(self, now: float) -> None:
-        """Periodic duties of both loops; today, feeding systemd's watchdog."""
+        """Periodic duties of both loops: liveness, systemd's watchdog, the `on_tick` hook."""
+        if not self._stopping:
+            self._check_heartbeats(now)
         if self._watchdog_s is not None and now >= self._watchdog_due:
-            sdnotify.notify("WATCHDOG=1")
+            # Fed only while every child is live: a hung child that we fail to replace
+            # lets systemd's watchdog restart the whole service.
+            if self._stopping or not self._unhealthy:
+                sdnotify.notify("WATCHDOG=1")
             # Half the timeout, as sd_watchdog_enabled(3) recommends.
             self._watchdog_due = now + self._watchdog_s / 2
+        if self._on_tick is not None:
+            try:
+                self._on_tick()
+            except OSError as exc:
+                self._log.warning("supervisor_tick_failed", error=str(exc))
+
+    def _check_heartbeats(self, now: float) -> None:
+        """SIGABRT a child whose heartbeat is stale, SIGKILL it `abort_grace_s` later."""
+        if self._heartbeat_timeout_s is None:
+            return
+        wall = time.time()
+        unhealthy = set()
+        for pid, child in self._children.items():
+            if child.heartbeat_file is None or child.retire_by is not None:
+                continue
+            if child.aborted_at is not None:
+                unhealthy.add(child.slot)
+                if now - child.aborted_at >= self._abort_grace_s \
+                        and not child.killed_by_supervisor:
+                    child.killed_by_supervisor = True
+                    self._log.warning("child_hung_killed", slot=child.slot, child_pid=pid)
+                    self._send(pid, signal.SIGKILL)
+                continue
+            try:
+                age_s = wall - os.stat(child.heartbeat_file).st_mtime
+            except OSError:
+                age_s = now - child.started_at
+            if age_s > self._heartbeat_timeout_s:
+                unhealthy.add(child.slot)
+                child.aborted_at = now
+                self._log.error("child_hung", slot=child.slot, child_pid=pid,
+                                heartbeat_age_s=round(age_s, 3),
+                                heartbeat_timeout_s=self._heartbeat_timeout_s)
+                # SIGABRT first: a live Python child dumps its stack (faulthandler) and dies.
+                self._send(pid, signal.SIGABRT)
+        if frozenset(unhealthy) != self._unhealthy:
+            self._unhealthy = frozenset(unhealthy)
+            self._write_status()
 
     def _dispatch_signals(self) -> None:
         while self._signals:
@@ -343,9 +416,13 @@ class Arbiter:
         self._report_status()
 
     def _popen(self, spec: ChildSpec) -> None:
+        if spec.heartbeat_file is not None:
+            # A fresh mtime gives the new child heartbeat_timeout_s to boot.
+            touch(Path(spec.heartbeat_file))
         popen = subprocess.Popen(spec.argv, env=self._child_env(spec), close_fds=True)
         self._children[popen.pid] = _Child(slot=spec.slot, popen=popen,
-                                           started_at=time.monotonic())
+                                           started_at=time.monotonic(),
+                                           heartbeat_file=spec.heartbeat_file)
         self._log.info("child_started", slot=spec.slot, child_pid=popen.pid)
 
     @staticmethod
@@ -420,6 +497,7 @@ class Arbiter:
         self._log.info("supervisor_stopping", children=len(self._children),
                        graceful_timeout_s=self._graceful_timeout_s)
         sdnotify.notify(f"STOPPING=1\nSTATUS=stopping {len(self._children)} children")
+        self._write_status()
         for pid in list(self._children):
             self._send(pid, signal.SIGTERM)
         self._reap_until(time.monotonic() + self._graceful_timeout_s)
@@ -501,4 +579,32 @@ class Arbiter:
         return [slot for _, slot in sorted(numbered)]
 
     def _report_status(self) -> None:
-        sdnotify.notify(f"STATUS={len(self._children)} of {len(self._specs)} children running")
+        sdnotify.notify(f"STATUS={len(self._children)} of {len(self._specs)} children running, "
+                        f"{len(self._worker_slots())} workers wanted")
+        self._write_status()
+
+    def status(self) -> dict[str, Any]:
+        """Return the supervisor's view: what `status_file` holds.
+
+        Returns:
+            ``{"pid", "stopping", "workers_wanted", "workers_alive", "workers_healthy",
+            "slots": {slot: {"pid", "healthy"}}, "updated_at"}`` (unix seconds).
+        """
+        slots = {child.slot: {"pid": pid, "healthy": child.slot not in self._unhealthy
+                              and child.retire_by is None}
+                 for pid, child in self._children.items()}
+        workers = [s for s in slots if _WORKER_SLOT.fullmatch(s)]
+        return {"pid": os.getpid(), "stopping": self._stopping,
+                "workers_wanted": len(self._worker_slots()),
+                "workers_alive": len(workers),
+                "workers_healthy": sum(1 for s in workers if slots[s]["healthy"]),
+                "slots": slots, "updated_at": time.time()}
+
+    def _write_status(self) -> None:
+        if self._status_file is None:
+            return
+        try:
+            write_status(self._status_file, self.status())
+        except OSError as exc:
+            self._log.warning("status_write_failed", path=str(self._status_file),
+                              error=str(exc))

@@ -20,10 +20,15 @@ from shared.errors import ConfigError
 from supervisor.cmd_common import fail
 
 COMMAND_MODULES = (
+    "supervisor.cmd_migrate_store",
     "supervisor.cmd_service",
     "supervisor.cmd_destinations",
     "supervisor.cmd_bench",
     "supervisor.cmd_rehearse",
+    "supervisor.cmd_backup",
+    "supervisor.cmd_operator",
+    "supervisor.cmd_logs",
+    "supervisor.cmd_sources",
 )
 _CONFIG_FLAGS = ("db", "log_level", "workers", "listen")
 

@@ -28,6 +28,9 @@ def register(sub: Any) -> None:
     lst = dest.add_parser("list", help="list destinations (secrets hidden)")
     lst.add_argument("--json", action="store_true")
     lst.set_defaults(handler=lambda c, a: run_command(lambda: destinations_list(c, a)))
+    from supervisor.cmd_operator import add_destination_actions  # noqa: PLC0415
+
+    add_destination_actions(dest)  # show, update, remove
 
     jobs_p = sub.add_parser("jobs", help="list jobs, newest first")
     jobs_p.add_argument("--status", choices=["pending", "running", "done", "dead"])
@@ -86,6 +89,11 @@ async def stats(config: Config, args: argparse.Namespace) -> int:
     """`hookline stats`: counts by status, events, attempts, oldest pending age."""
     st = await with_store(config, lambda s: s.stats())
     out = {"jobs": st.jobs_by_status, "events": st.events, "attempts": st.attempts,
-           "oldest_pending_age_s": st.oldest_pending_age_s}
+           "oldest_pending_age_s": st.oldest_pending_age_s,
+           "jobs_by_destination": st.jobs_by_destination,
+           "paused_destinations": st.paused_destinations,
+           "attempts_by_outcome": st.attempts_by_outcome}
+    if st.wal_bytes is not None:
+        out["wal_bytes"] = st.wal_bytes
     print(json.dumps(out) if args.json else "\n".join(f"{k}: {v}" for k, v in out.items()))
     return 0

@@ -18,7 +18,9 @@ def register(sub: Any) -> None:
 
 
 def rehearse_command(config: Config, args: argparse.Namespace) -> int:
-    """Run the rehearsal; exit 0 when every scenario passed."""
+    """Run the rehearsal; exit 0 when every scenario passed. `--db postgresql://…` runs
+    every drill on a fresh database on that server (SQLite files otherwise)."""
     from rehearsal.rehearse import run  # noqa: PLC0415
 
-    return run(out_dir=args.out, quick=args.quick, only=args.only)
+    postgres = config.db if config.db.startswith(("postgres://", "postgresql://")) else None
+    return run(out_dir=args.out, quick=args.quick, only=args.only, postgres_url=postgres)

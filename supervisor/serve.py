@@ -1,13 +1,23 @@
-"""`hookline serve`: build the child process specs (ingest + N workers) and run the arbiter."""
+"""`hookline serve`: build the child process specs (ingest + N workers) and run the arbiter.
+
+Runtime files (see :mod:`shared.lifecycle`): the pid file (for `hookline scale`), and in the
+runtime folder one heartbeat file per slot plus `status.json` (read by ingest's `/readyz`).
+"""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import os
 import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
 
 from shared.config import Config
 from shared.errors import HooklineError
-from shared.logs import configure_logging
+from shared.lifecycle import STATUS_FILE, heartbeat_path, pid_file, runtime_dir
+from shared.logs import configure_logging, get_logger, rotate_log_file
 from shared.store import open_store
 from supervisor.arbiter import Arbiter, ChildSpec
 
@@ -15,14 +25,16 @@ from supervisor.arbiter import Arbiter, ChildSpec
 def ingest_spec(config: Config) -> ChildSpec:
     """The ingest child: `python -m ingest --config-json ... --slot ingest`."""
     return ChildSpec(slot="ingest", argv=(sys.executable, "-m", "ingest", "--config-json",
-                                          config.to_json(), "--slot", "ingest"))
+                                          config.to_json(), "--slot", "ingest"),
+                     heartbeat_file=str(heartbeat_path(config, "ingest")))
 
 
 def worker_spec(config: Config, number: int) -> ChildSpec:
     """Worker child number `number` (1-based): slot `worker-N`."""
     slot = f"worker-{number}"
     return ChildSpec(slot=slot, argv=(sys.executable, "-m", "workers", "--config-json",
-                                      config.to_json(), "--slot", slot))
+                                      config.to_json(), "--slot", slot),
+                     heartbeat_file=str(heartbeat_path(config, slot)))
 
 
 async def check(config: Config) -> None:
@@ -46,13 +58,54 @@ def run(config: Config) -> int:
     Returns:
         The process exit code: 0 after a clean stop, 3 when a child could not boot.
     """
-    configure_logging("supervisor", config.log_level)
+    configure_logging("supervisor", config.log_level, log_file=config.log_file)
     try:
         asyncio.run(check(config))
     except HooklineError as exc:
         print(f"hookline: cannot start: {exc}", file=sys.stderr)
         return 3
+    folder = runtime_dir(config)
+    pid_path = pid_file(config)
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        pid_path.write_text(f"{os.getpid()}\n")
+    except OSError as exc:
+        print(f"hookline: cannot start: cannot write runtime files ({folder}, {pid_path}): "
+              f"{exc.strerror or exc}", file=sys.stderr)
+        return 3
     specs = [ingest_spec(config)] + [worker_spec(config, n) for n in range(1, config.workers + 1)]
     arbiter = Arbiter(specs, graceful_timeout_s=config.graceful_timeout_s + 2.0,
-                      make_worker_spec=lambda n: worker_spec(config, n))
-    return arbiter.run()
+                      make_worker_spec=lambda n: worker_spec(config, n),
+                      heartbeat_timeout_s=config.heartbeat_timeout_s,
+                      status_file=folder / STATUS_FILE,
+                      on_tick=_log_rotator(config))
+    try:
+        return arbiter.run()
+    finally:
+        _remove_own_pid_file(pid_path)
+
+
+def _log_rotator(config: Config) -> Callable[[], None] | None:
+    """The arbiter's tick hook rotating `config.log_file` (checked at most once a second)."""
+    if not config.log_file:
+        return None
+    path = config.log_file
+    checked_at = 0.0
+
+    def rotate() -> None:
+        nonlocal checked_at
+        now = time.monotonic()
+        if now - checked_at < 1.0:
+            return
+        checked_at = now
+        if rotate_log_file(path, config.log_file_max_bytes, config.log_file_backups):
+            get_logger().info("log_file_rotated", path=path, backups=config.log_file_backups)
+
+    return rotate
+
+
+def _remove_own_pid_file(path: Path) -> None:
+    """Remove the pid file unless another supervisor has since replaced it."""
+    with contextlib.suppress(OSError, ValueError):
+        if int(path.read_text().strip()) == os.getpid():
+            path.unlink()

@@ -16,6 +16,8 @@ if str(ROOT) not in sys.path:
 from shared.models import Destination, NewEvent  # noqa: E402
 from shared.signing import generate_secret  # noqa: E402
 from shared.sqlite_store import SqliteStore  # noqa: E402
+from shared.store import Store  # noqa: E402
+from tests.pg import pg_server, pg_url  # noqa: E402,F401  (fixtures)
 
 
 class FakeClock:
@@ -36,10 +38,36 @@ def clock() -> FakeClock:
     return FakeClock()
 
 
+BACKENDS = ("sqlite", "postgres")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "sqlite_only: runs on the SQLite backend only")
+
+
+@pytest.fixture(params=BACKENDS)
+def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """A fresh database for one test: a SQLite file, or a new PostgreSQL database on the
+    session's server (tests/pg.py, dropped after the test). Tests marked `sqlite_only` skip
+    the PostgreSQL run."""
+    if request.param == "sqlite":
+        return str(tmp_path / "hookline.db")
+    if request.node.get_closest_marker("sqlite_only"):
+        pytest.skip("uses SQLite internals")
+    return str(request.getfixturevalue("pg_url"))
+
+
 @pytest.fixture
-async def store(tmp_path: Path, clock: FakeClock) -> AsyncIterator[SqliteStore]:
-    """An open SQLite store on a fresh file, reading the fake clock."""
-    s = SqliteStore(str(tmp_path / "hookline.db"), clock=clock)
+async def store(store_url: str, clock: FakeClock) -> AsyncIterator[Store]:
+    """An open store (each backend in turn) on a fresh database, reading the fake clock
+    (on PostgreSQL the fake clock replaces the database's clock: a test-only option)."""
+    s: Store
+    if store_url.startswith("postgresql://"):
+        from shared.postgres_store import PostgresStore  # noqa: PLC0415
+
+        s = PostgresStore(store_url, clock=clock)
+    else:
+        s = SqliteStore(store_url, clock=clock)
     await s.open()
     yield s
     await s.close()

@@ -4,6 +4,11 @@ One :class:`Worker` per process. It keeps up to `worker_concurrency` attempts in
 claims only as many jobs as it has free slots, extends all of its leases with one store call
 per interval while requests are in flight, and finishes attempts in batches. When idle it
 sleeps on the store's wake-up (ingest pokes it after each commit) with a poll as fallback.
+
+Reserved capacity: late retries (jobs that already made `late_retry_after_attempts`
+attempts) may hold at most `late_retry_share` of the slots, and each claim prefers fresh
+work, so a failing destination's backlog cannot starve healthy destinations. Each finish
+passes the circuit-breaker policy to the store (auto-pause on a failure run or a 410).
 """
 
 from __future__ import annotations
@@ -14,6 +19,7 @@ import time
 from collections.abc import Callable
 
 from shared.config import Config
+from shared.delivery_policy import BreakerPolicy, effective_timeout_s, late_slots
 from shared.errors import StoreBusy
 from shared.logs import get_logger
 from shared.models import AttemptResult, Claim, Dead, Done, Outcome, Retry
@@ -44,6 +50,12 @@ class Worker:
         self.clock = clock
         self.backoff = Backoff(base_s=config.retry_base_s, cap_s=config.retry_cap_s,
                                max_attempts=config.max_attempts)
+        self.permanent_statuses = config.permanent_status_set
+        self.breaker = BreakerPolicy(failures=config.breaker_failures,
+                                     window_s=config.breaker_window_s,
+                                     min_span_s=config.breaker_min_span_s)
+        # Reserved capacity: late retries may hold at most this many of our slots.
+        self.late_slots = late_slots(config.worker_concurrency, config.late_retry_share)
         self._in_flight: dict[str, tuple[Claim, asyncio.Task[None]]] = {}
         self._slot_freed = asyncio.Event()
 
@@ -67,8 +79,10 @@ class Worker:
                 # Cleared before (not after) the claim: a finish landing meanwhile re-wakes us.
                 self._slot_freed.clear()
                 try:
-                    claims = await self.store.claim(self.worker_id, want, cfg.lease_s,
-                                                    cfg.max_attempts)
+                    claims = await self.store.claim(
+                        self.worker_id, want, cfg.lease_s, cfg.max_attempts,
+                        late_after=cfg.late_retry_after_attempts,
+                        max_late=max(0, self.late_slots - self._late_in_flight()))
                 except StoreBusy as exc:
                     log.warning("claim_busy", error=str(exc))
                     claims = []
@@ -96,10 +110,12 @@ class Worker:
 
     def _start(self, claim: Claim) -> None:
         log.info("job_claimed", job_id=claim.job_id, event_id=claim.event_id,
+                 worker=self.worker_id,
                  destination=claim.destination_name, attempt=claim.attempt,
                  lease_token=claim.lease_token, lease_until=claim.lease_until)
         if claim.taken_over:
-            log.info("job_taken_over", job_id=claim.job_id, lease_token=claim.lease_token,
+            log.info("job_taken_over", job_id=claim.job_id, event_id=claim.event_id,
+                     worker=self.worker_id, lease_token=claim.lease_token,
                      attempt=claim.attempt)
         task = asyncio.create_task(self._deliver(claim))
         self._in_flight[claim.lease_token] = (claim, task)
@@ -107,8 +123,11 @@ class Worker:
     async def _deliver(self, claim: Claim) -> None:
         log.debug("attempt_started", job_id=claim.job_id, attempt=claim.attempt,
                   destination=claim.destination_name, lease_token=claim.lease_token)
-        result = await self.sender.send(claim)
-        outcome = next_attempt(claim.attempt, result, self.clock(), self.backoff)
+        timeout_s = effective_timeout_s(claim.timeout_s, self.config.attempt_timeout_s,
+                                        self.config.lease_s)
+        result = await self.sender.send(claim, timeout_s=timeout_s)
+        outcome = next_attempt(claim.attempt, result, self.clock(), self.backoff,
+                               permanent_statuses=self.permanent_statuses)
         # The bookkeeping write must survive a cancel of this task (graceful stop).
         await asyncio.shield(self._finish(claim, outcome, result))
 
@@ -116,7 +135,8 @@ class Worker:
         try:
             for delay_s in (0.05, 0.2, 1.0, None):
                 try:
-                    (kept,) = await self.store.finish([(claim, outcome, result)])
+                    (kept,) = await self.store.finish([(claim, outcome, result)],
+                                                      breaker=self.breaker)
                     break
                 except StoreBusy:
                     if delay_s is None:
@@ -126,6 +146,12 @@ class Worker:
         finally:
             self._in_flight.pop(claim.lease_token, None)
             self._slot_freed.set()
+
+    def _late_in_flight(self) -> int:
+        """In-flight claims that are late retries (their job had made late_retry_after_attempts
+        attempts before this claim)."""
+        threshold = self.config.late_retry_after_attempts
+        return sum(1 for claim, _ in self._in_flight.values() if claim.attempt > threshold)
 
     async def _extend_leases(self, stop: asyncio.Event) -> None:
         """Every lease_s / 3, extend every in-flight lease in one store call."""
@@ -142,8 +168,8 @@ class Worker:
                 continue
             log.debug("lease_extended", leases=len(claims) - len(lost))
             for claim in lost:
-                log.warning("lease_lost", job_id=claim.job_id, lease_token=claim.lease_token,
-                            during="extend")
+                log.warning("lease_lost", job_id=claim.job_id, event_id=claim.event_id,
+                            lease_token=claim.lease_token, during="extend")
 
     async def _drain(self) -> None:
         """Let in-flight attempts finish within graceful_timeout_s, then hand the rest back."""
@@ -158,7 +184,8 @@ class Worker:
         if claims:
             handed = await self.store.hand_back(claims)
             for claim in claims:
-                log.info("job_handed_back", job_id=claim.job_id, lease_token=claim.lease_token)
+                log.info("job_handed_back", job_id=claim.job_id, event_id=claim.event_id,
+                         lease_token=claim.lease_token)
             log.info("worker_drained", handed_back=handed)
         self._in_flight.clear()
 

@@ -9,7 +9,10 @@ import socket
 
 from shared.config import Config
 from shared.errors import ConfigError, StoreError
-from shared.lifecycle import BOOT_ERROR_EXIT, install_stop_signals, watch_parent
+from shared.lifecycle import (
+    BOOT_ERROR_EXIT, heartbeat, heartbeat_interval_s, heartbeat_path, install_stop_signals,
+    watch_parent,
+)
 from shared.logs import configure_logging, get_logger
 from shared.store import open_store
 from workers.loop import Worker
@@ -24,15 +27,27 @@ def worker_identity(slot: str) -> str:
 async def serve(config: Config, slot: str, stop: asyncio.Event | None = None) -> None:
     """Deliver jobs until `stop` is set (created and wired to signals when None).
 
+    The event loop heartbeats to the supervisor (:func:`shared.lifecycle.heartbeat`) until
+    the process has drained and is about to exit, so a blocked loop gets replaced.
+
     Raises:
         StoreError, ConfigError: the database cannot be opened.
     """
     stop = stop or asyncio.Event()
     install_stop_signals(asyncio.get_running_loop(), stop)
     parent_watch = asyncio.create_task(watch_parent(stop))
+    exiting = asyncio.Event()
+    beat = asyncio.create_task(heartbeat(heartbeat_path(config, slot),
+                                         heartbeat_interval_s(config.heartbeat_timeout_s),
+                                         exiting))
     store = open_store(config.db, synchronous=config.synchronous,
                        busy_timeout_s=config.busy_timeout_s)
-    await store.open()
+    try:
+        await store.open()
+    except BaseException:
+        exiting.set()
+        parent_watch.cancel()
+        raise
     log = get_logger()
     worker_id = worker_identity(slot)
     log.info("worker_started", worker=worker_id)
@@ -43,12 +58,14 @@ async def serve(config: Config, slot: str, stop: asyncio.Event | None = None) ->
     finally:
         parent_watch.cancel()
         await store.close()
+        exiting.set()
+        await beat
         log.info("worker_stopped", worker=worker_id)
 
 
 def run(config: Config, slot: str) -> int:
     """Run one worker process to completion; returns its exit code (3 = cannot boot)."""
-    configure_logging(slot, config.log_level)
+    configure_logging(slot, config.log_level, log_file=config.log_file)
     try:
         import uvloop  # noqa: PLC0415
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Iterable
 
 import aiohttp
 
@@ -16,6 +17,7 @@ from shared.models import AttemptResult, Claim
 from shared.signing import signed_headers
 
 EXCERPT_BYTES = 1024
+HEADERS_EXCERPT_CHARS = 1024
 USER_AGENT = "hookline/0.1 (+webhook delivery)"
 
 
@@ -44,8 +46,13 @@ class Sender:
             await self._session.close()
             self._session = None
 
-    async def send(self, claim: Claim) -> AttemptResult:
+    async def send(self, claim: Claim, timeout_s: float | None = None) -> AttemptResult:
         """POST `claim.body` to `claim.url` with fresh Standard Webhooks headers.
+
+        Signs with every secret in `claim.secrets` (new first; space-separated signatures
+        during a rotation), else with `claim.secret`. The whole attempt (connect, send, read
+        up to EXCERPT_BYTES of the body) is bounded by `timeout_s` seconds (default: the
+        sender's), so a receiver trickling its answer is cut off.
 
         Never raises for network trouble: transport errors and timeouts come back as an
         AttemptResult with `error` set to the exception's class name and no status.
@@ -53,21 +60,45 @@ class Sender:
         assert self._session is not None, "use `async with Sender(...)`"
         started_at = time.time()
         t0 = time.monotonic()
-        headers = signed_headers(claim.message_id, claim.body, [claim.secret], started_at)
+        headers = signed_headers(claim.message_id, claim.body,
+                                 list(claim.secrets or (claim.secret,)), started_at)
         headers["content-type"] = "application/json"
+        total_s = timeout_s if timeout_s is not None else self._timeout.total
         try:
-            async with self._session.post(claim.url, data=claim.body, headers=headers,
-                                          allow_redirects=False) as response:
-                excerpt = await response.content.read(EXCERPT_BYTES)
+            async with asyncio.timeout(total_s), self._session.post(
+                    claim.url, data=claim.body, headers=headers, allow_redirects=False,
+                    timeout=aiohttp.ClientTimeout(total=total_s)) as response:
+                excerpt = await _read_excerpt(response.content, EXCERPT_BYTES)
                 return AttemptResult(
                     started_at=started_at, duration_s=time.monotonic() - t0,
                     status_code=response.status,
                     response_excerpt=excerpt.decode("utf-8", "replace") or None,
                     location=response.headers.get("Location"),
-                    retry_after=response.headers.get("Retry-After"))
+                    retry_after=response.headers.get("Retry-After"),
+                    response_headers=headers_excerpt(response.headers.items()))
         except (aiohttp.ClientError, asyncio.TimeoutError, OSError) as exc:
             return AttemptResult(started_at=started_at, duration_s=time.monotonic() - t0,
                                  error=_error_class(exc))
+
+
+async def _read_excerpt(content: aiohttp.StreamReader, limit: int) -> bytes:
+    """Read the body until EOF or `limit` bytes (a single read may return just one byte)."""
+    chunks: list[bytes] = []
+    size = 0
+    while size < limit:
+        chunk = await content.read(limit - size)
+        if not chunk:
+            break
+        chunks.append(chunk)
+        size += len(chunk)
+    return b"".join(chunks)
+
+
+def headers_excerpt(items: Iterable[tuple[str, str]],
+                    limit: int = HEADERS_EXCERPT_CHARS) -> str | None:
+    """Response headers as `Name: value` lines, capped at `limit` characters (None if none)."""
+    text = "\n".join(f"{name}: {value}" for name, value in items)
+    return text[:limit] or None
 
 
 def _error_class(exc: BaseException) -> str:

@@ -9,16 +9,16 @@ RETURNING id, message_id
 -- find_event: the stored event for an idempotency key
 SELECT id, message_id FROM events WHERE source = :source AND source_event_id = :source_event_id
 
--- insert_job: one delivery job for an event and a destination, due now
+-- insert_jobs: the delivery jobs of one event, one per destination id in a JSON list, due now
 INSERT INTO jobs (event_id, destination_id, run_at, created_at, updated_at)
-VALUES (:event_id, :destination_id, :now, :now, :now)
+SELECT :event_id, value, :now, :now, :now FROM json_each(:destination_ids)
 RETURNING id
 
 -- live_destinations: destinations that receive new events (paused ones too: their jobs wait)
 SELECT * FROM destinations WHERE deleted_at IS NULL ORDER BY id
 
 -- destination_slots: free in-flight slots per active destination (expired leases do not count)
-SELECT d.id, d.max_in_flight - (
+SELECT d.id, d.ordered, d.rate_limit_per_s, d.next_send_at, d.max_in_flight - (
     SELECT COUNT(*) FROM jobs j
     WHERE j.destination_id = d.id AND j.status = 'running' AND j.lease_until > :now
 ) AS free
@@ -26,14 +26,14 @@ FROM destinations d
 WHERE d.paused = 0 AND d.deleted_at IS NULL
 
 -- due_jobs: claimable jobs of one destination, oldest due first (pending due, or lease expired)
-SELECT id, run_at FROM (
-    SELECT id, run_at FROM jobs
+SELECT id, run_at, attempts FROM (
+    SELECT id, run_at, attempts FROM jobs
     WHERE destination_id = :destination_id AND status = 'pending' AND run_at <= :now
     ORDER BY run_at LIMIT :limit
 )
 UNION ALL
-SELECT id, lease_until FROM (
-    SELECT id, lease_until FROM jobs
+SELECT id, lease_until, attempts FROM (
+    SELECT id, lease_until, attempts FROM jobs
     WHERE destination_id = :destination_id AND status = 'running' AND lease_until <= :now
     ORDER BY lease_until LIMIT :limit
 )
@@ -63,7 +63,8 @@ INSERT INTO attempts (job_id, attempt, worker, lease_token, started_at)
 VALUES (:job_id, :attempt, :worker, :lease_token, :now)
 
 -- claim_details: what a worker needs to send a claimed job
-SELECT e.message_id, e.type, e.body, d.name, d.url, d.secret
+SELECT e.message_id, e.type, e.body, d.name, d.url, d.secret, d.previous_secret,
+    d.previous_secret_until, d.timeout_s
 FROM events e, destinations d WHERE e.id = :event_id AND d.id = :destination_id
 
 -- extend_lease: push a lease's expiry out; fenced by the lease token
@@ -87,7 +88,8 @@ WHERE id = :job_id AND lease_token = :lease_token AND status = 'running'
 
 -- record_attempt: complete the attempt row of a claim (a stale claim's result is history too)
 UPDATE attempts SET duration_s = :duration_s, status_code = :status_code, error = :error,
-    response_excerpt = :response_excerpt, started_at = :started_at
+    response_excerpt = :response_excerpt, started_at = :started_at,
+    response_headers = :response_headers, location = :location
 WHERE lease_token = :lease_token
 
 -- hand_back: return a claimed job to pending without charging the attempt; fenced
@@ -107,8 +109,10 @@ RETURNING *
 -- get_destination: one live destination by name
 SELECT * FROM destinations WHERE name = :name AND deleted_at IS NULL
 
--- set_paused: pause or resume a destination
-UPDATE destinations SET paused = :paused, paused_reason = :reason
+-- set_paused: pause or resume a destination; resuming resets the failure run (breaker)
+UPDATE destinations SET paused = :paused, paused_reason = :reason,
+    failure_streak = CASE WHEN :paused = 0 THEN 0 ELSE failure_streak END,
+    failing_since = CASE WHEN :paused = 0 THEN NULL ELSE failing_since END
 WHERE name = :name AND deleted_at IS NULL
 
 -- list_jobs: jobs with their event and destination, newest first
@@ -120,7 +124,7 @@ WHERE (:status IS NULL OR j.status = :status) ORDER BY j.id DESC LIMIT :limit
 
 -- list_attempts: attempts of one job, or of all jobs when job_id is NULL, oldest first
 SELECT job_id, attempt, worker, lease_token, started_at, duration_s, status_code, error,
-    response_excerpt
+    response_excerpt, response_headers, location
 FROM attempts WHERE (:job_id IS NULL OR job_id = :job_id) ORDER BY id LIMIT :limit
 
 -- jobs_by_status: job counts per status
@@ -134,3 +138,148 @@ SELECT COUNT(*) AS n FROM attempts
 
 -- oldest_pending: run_at of the longest-waiting due pending job
 SELECT MIN(run_at) AS oldest FROM jobs WHERE status = 'pending' AND run_at <= :now
+
+-- remove_destination: soft delete; the name is freed (renamed name~removed-ID) for reuse
+UPDATE destinations SET deleted_at = :now, name = name || '~removed-' || id
+WHERE name = :name AND deleted_at IS NULL
+RETURNING id
+
+-- kill_jobs_of_destination: a removed destination's unfinished jobs end dead
+UPDATE jobs SET status = 'dead', lease_token = NULL, lease_owner = NULL, lease_until = NULL,
+    last_error = 'destination removed', finished_at = :now, updated_at = :now
+WHERE destination_id = :destination_id AND status IN ('pending', 'running')
+
+-- list_dead: dead jobs, most recently dead first, optionally of one destination / since a time
+SELECT j.id, j.event_id, e.message_id, e.type AS event_type, d.name AS destination, j.status,
+    j.attempts, j.run_at, j.lease_owner, j.lease_until, j.last_error, j.created_at,
+    j.updated_at, j.finished_at
+FROM jobs j JOIN events e ON e.id = j.event_id JOIN destinations d ON d.id = j.destination_id
+WHERE j.status = 'dead' AND (:destination IS NULL OR d.name = :destination)
+    AND (:since IS NULL OR j.finished_at >= :since)
+ORDER BY j.finished_at DESC, j.id DESC LIMIT :limit
+
+-- replay_candidates: dead jobs a replay would take (live destination, body not purged)
+SELECT j.id FROM jobs j JOIN events e ON e.id = j.event_id JOIN destinations d ON d.id = j.destination_id
+WHERE j.status = 'dead' AND d.deleted_at IS NULL AND e.body_purged_at IS NULL
+    AND (:job_id IS NULL OR j.id = :job_id)
+    AND (:destination IS NULL OR d.name = :destination)
+    AND (:since IS NULL OR j.finished_at >= :since)
+ORDER BY j.id
+
+-- replay_job_state: why one job can or cannot be replayed
+SELECT j.id, j.status, d.deleted_at, e.body_purged_at
+FROM jobs j JOIN events e ON e.id = j.event_id JOIN destinations d ON d.id = j.destination_id
+WHERE j.id = :job_id
+
+-- replay_job: dead -> pending, fresh attempt budget, due now (history stays in attempts)
+UPDATE jobs SET status = 'pending', attempts = 0, run_at = :now, last_error = NULL,
+    finished_at = NULL, replays = replays + 1, updated_at = :now
+WHERE id = :job_id AND status = 'dead'
+
+-- purge_bodies: empty the body of events whose jobs all ended before the cutoff
+UPDATE events SET body = X'', body_purged_at = :now
+WHERE body_purged_at IS NULL AND received_at < :before
+    AND NOT EXISTS (SELECT 1 FROM jobs j WHERE j.event_id = events.id
+                    AND (j.status IN ('pending', 'running') OR j.finished_at >= :before))
+
+-- purge_attempts: attempt rows of terminal jobs that ended before the cutoff
+DELETE FROM attempts WHERE job_id IN (
+    SELECT id FROM jobs WHERE status IN ('done', 'dead') AND finished_at < :before)
+
+-- purge_jobs: terminal jobs that ended before the cutoff
+DELETE FROM jobs WHERE status IN ('done', 'dead') AND finished_at < :before
+
+-- purge_events: events (dedupe keys) older than the cutoff that have no job left
+DELETE FROM events WHERE received_at < :before
+    AND NOT EXISTS (SELECT 1 FROM jobs j WHERE j.event_id = events.id)
+
+-- get_job: one job with its event and destination
+SELECT j.id, j.event_id, e.message_id, e.type AS event_type, d.name AS destination, j.status,
+    j.attempts, j.run_at, j.lease_owner, j.lease_until, j.last_error, j.created_at,
+    j.updated_at, j.finished_at, j.replays, e.source, e.source_event_id, e.received_at,
+    length(e.body) AS body_bytes, e.body_purged_at
+FROM jobs j JOIN events e ON e.id = j.event_id JOIN destinations d ON d.id = j.destination_id
+WHERE j.id = :job_id
+
+-- jobs_by_destination_status: job counts per destination and status (removed ones included)
+SELECT d.name AS destination, j.status, COUNT(*) AS n
+FROM jobs j JOIN destinations d ON d.id = j.destination_id
+GROUP BY d.name, j.status
+
+-- paused_destinations: live destinations that are paused, with the reason
+SELECT name, paused_reason FROM destinations WHERE paused = 1 AND deleted_at IS NULL ORDER BY id
+
+-- attempts_by_outcome: attempt counts by outcome class
+SELECT CASE
+        WHEN status_code BETWEEN 200 AND 299 THEN 'delivered'
+        WHEN status_code IS NOT NULL THEN 'http_' || CAST(status_code / 100 AS TEXT) || 'xx'
+        WHEN error LIKE 'lease expired%' THEN 'worker_lost'
+        WHEN error LIKE 'handed back%' THEN 'handed_back'
+        WHEN error IS NOT NULL THEN 'transport_error'
+        ELSE 'in_flight'
+    END AS outcome, COUNT(*) AS n
+FROM attempts GROUP BY 1
+
+-- delivery_latency: accept -> delivered seconds of done jobs still stored, cumulative buckets
+SELECT COUNT(*) AS n, COALESCE(SUM(lat), 0) AS total,
+    SUM(CASE WHEN lat <= 0.05 THEN 1 ELSE 0 END) AS le_0_05,
+    SUM(CASE WHEN lat <= 0.1 THEN 1 ELSE 0 END) AS le_0_1,
+    SUM(CASE WHEN lat <= 0.25 THEN 1 ELSE 0 END) AS le_0_25,
+    SUM(CASE WHEN lat <= 0.5 THEN 1 ELSE 0 END) AS le_0_5,
+    SUM(CASE WHEN lat <= 1 THEN 1 ELSE 0 END) AS le_1,
+    SUM(CASE WHEN lat <= 2.5 THEN 1 ELSE 0 END) AS le_2_5,
+    SUM(CASE WHEN lat <= 5 THEN 1 ELSE 0 END) AS le_5,
+    SUM(CASE WHEN lat <= 10 THEN 1 ELSE 0 END) AS le_10,
+    SUM(CASE WHEN lat <= 30 THEN 1 ELSE 0 END) AS le_30,
+    SUM(CASE WHEN lat <= 60 THEN 1 ELSE 0 END) AS le_60,
+    SUM(CASE WHEN lat <= 300 THEN 1 ELSE 0 END) AS le_300,
+    SUM(CASE WHEN lat <= 900 THEN 1 ELSE 0 END) AS le_900,
+    SUM(CASE WHEN lat <= 3600 THEN 1 ELSE 0 END) AS le_3600,
+    SUM(CASE WHEN lat <= 21600 THEN 1 ELSE 0 END) AS le_21600,
+    SUM(CASE WHEN lat <= 86400 THEN 1 ELSE 0 END) AS le_86400
+FROM (SELECT j.finished_at - e.received_at AS lat
+      FROM jobs j JOIN events e ON e.id = j.event_id WHERE j.status = 'done') AS done_jobs
+
+-- ordered_head: an ordered destination's oldest unfinished job (FIFO: only it may be sent)
+SELECT id, status, run_at, lease_until, attempts FROM jobs
+WHERE destination_id = :destination_id AND status IN ('pending', 'running')
+ORDER BY id LIMIT 1
+
+-- advance_next_send: rate limit bookkeeping inside the claim transaction (GCRA arrival time)
+UPDATE destinations SET next_send_at = :next_send_at WHERE id = :destination_id
+
+-- destination_failed: extend a destination's failure run by one attempt
+UPDATE destinations SET failure_streak = failure_streak + 1,
+    failing_since = COALESCE(failing_since, :now)
+WHERE id = :destination_id
+RETURNING name, url, paused, failure_streak, failing_since
+
+-- destination_succeeded: a 2xx ends the failure run
+UPDATE destinations SET failure_streak = 0, failing_since = NULL
+WHERE id = :destination_id AND (failure_streak != 0 OR failing_since IS NOT NULL)
+
+-- auto_pause: the circuit breaker (or a 410 Gone) pauses a destination with a reason
+UPDATE destinations SET paused = 1, paused_reason = :reason
+WHERE id = :destination_id AND paused = 0
+
+-- rotate_secret: new secret now, previous one still signed with until :until
+UPDATE destinations SET previous_secret = secret, previous_secret_until = :until,
+    secret = :secret
+WHERE name = :name AND deleted_at IS NULL
+RETURNING *
+
+-- insert_source: register an inbound source (issue 3)
+INSERT INTO sources (name, scheme, secret, created_at)
+VALUES (:name, :scheme, :secret, :now)
+RETURNING *
+
+-- get_source: one live source by name
+SELECT * FROM sources WHERE name = :name AND deleted_at IS NULL
+
+-- live_sources: live sources in creation order
+SELECT * FROM sources WHERE deleted_at IS NULL ORDER BY id
+
+-- remove_source: soft delete; the name is freed (renamed name~removed-ID) for reuse
+UPDATE sources SET deleted_at = :now, name = name || '~removed-' || id
+WHERE name = :name AND deleted_at IS NULL
+RETURNING id

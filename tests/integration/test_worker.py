@@ -14,6 +14,7 @@ from rehearsal.receiver import Endpoint, Receiver, parse_behaviour
 from shared.config import Config
 from shared.signing import generate_secret
 from shared.sqlite_store import SqliteStore
+from shared.store import open_store
 from tests.conftest import new_event
 from workers.loop import Worker
 from workers.sender import Sender
@@ -23,9 +24,12 @@ FAST = Config(retry_base_s=0.05, retry_cap_s=0.1, max_attempts=3, lease_s=3.0,
 
 
 @pytest.fixture
-async def real_store(tmp_path) -> AsyncIterator[SqliteStore]:
-    async with SqliteStore(str(tmp_path / "w.db")) as s:
-        yield s
+async def real_store(store_url) -> AsyncIterator[SqliteStore]:
+    """A store on each backend in turn (store_url is parametrised in tests/conftest.py)."""
+    s = open_store(store_url)
+    await s.open()
+    yield s
+    await s.close()
 
 
 @contextlib.asynccontextmanager

@@ -1,4 +1,5 @@
-"""The SQLite store against a real file: fan-out, dedupe, claims, leases, fencing, cap."""
+"""The store contract on both backends (the `store` fixture runs each test on a SQLite file
+and on a PostgreSQL database): fan-out, dedupe, claims, leases, fencing, cap."""
 
 from __future__ import annotations
 
@@ -45,6 +46,21 @@ async def test_fan_out_is_one_transaction(store, destination_factory, tmp_path):
     """When the transaction fails mid-batch, neither the events nor any of their jobs remain."""
     await destination_factory()
     await destination_factory()
+    if not hasattr(store, "path"):  # PostgreSQL: the same failure, as a PL/pgSQL trigger
+        import asyncpg
+
+        raw = await asyncpg.connect(store.dsn)
+        await raw.execute(
+            "CREATE FUNCTION boom() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN "
+            "IF NEW.event_id >= 2 THEN RAISE EXCEPTION 'boom'; END IF; RETURN NEW; END $$; "
+            "CREATE TRIGGER boom BEFORE INSERT ON jobs FOR EACH ROW EXECUTE FUNCTION boom()")
+        with pytest.raises(asyncpg.RaiseError):
+            await store.add_events([new_event("a"), new_event("b")])
+        await raw.execute("DROP TRIGGER boom ON jobs")
+        await raw.close()
+        stats = await store.stats()
+        assert stats.events == 0 and sum(stats.jobs_by_status.values()) == 0
+        return
     # A trigger makes the 3rd job insert fail after the first event and its jobs were written.
     raw = sqlite3.connect(tmp_path / "hookline.db")
     raw.execute("CREATE TRIGGER boom BEFORE INSERT ON jobs WHEN NEW.event_id >= 2 "

@@ -1,0 +1,367 @@
+"""The admin HTTP API under `/v1/admin/`, and `GET /metrics`.
+
+Routes (all JSON; errors are `{"error": code, "detail": text}`):
+    GET    /v1/admin/stats                      store.stats()
+    GET    /v1/admin/destinations               list (secrets redacted)
+    POST   /v1/admin/destinations               add {name, url, secret?, event_types?,
+                                                max_in_flight?}; a generated secret is
+                                                returned once
+    GET    /v1/admin/destinations/{name}        one (secret redacted)
+    PATCH  /v1/admin/destinations/{name}        change fields of DESTINATION_UPDATERS
+    DELETE /v1/admin/destinations/{name}        soft delete; unfinished jobs end dead
+    POST   /v1/admin/destinations/{name}/pause  {reason?}
+    POST   /v1/admin/destinations/{name}/resume
+    GET    /v1/admin/jobs?status=&limit=        newest first
+    GET    /v1/admin/jobs/{id}                  the job, its event facts, its attempts
+    GET    /v1/admin/dead?destination=&since=&limit=
+    POST   /v1/admin/replay                     {job_id | all_dead, destination?, since?,
+                                                dry_run?}
+    POST   /v1/admin/purge                      {bodies_older_than?, metadata_older_than?,
+                                                dedupe_keep?} (durations like "7d")
+    GET    /metrics                             Prometheus text (ingest/metrics.py)
+
+Access: with `admin_token` configured, every route requires `Authorization: Bearer TOKEN`
+(compared with hmac.compare_digest). Without one, only loopback peers are answered (others get
+403) and ingest logs `admin_api_loopback_only` once it listens (:func:`warn_if_loopback_only`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hmac
+import ipaddress
+import json
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from aiohttp import hdrs, web
+
+from ingest import metrics
+from shared.config import Config
+from shared.errors import Conflict, ConfigError, NotFound
+from shared.logs import get_logger
+from shared.models import JOB_STATUSES
+from shared.signing import generate_secret, secret_key
+from shared.store import Store, validate_destination_changes
+from shared.timeparse import parse_duration, parse_instant
+
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+DEFAULT_BODIES_AGE = "7d"
+DEFAULT_METADATA_AGE = "30d"
+DEFAULT_DEDUPE_AGE = "90d"
+_MAX_ADMIN_BODY = 64 * 1024
+
+
+def register(app: web.Application) -> None:
+    """Add the admin routes and /metrics to the ingest app (see the module docstring)."""
+    routes = [
+        ("GET", "/v1/admin/stats", stats),
+        ("GET", "/v1/admin/destinations", list_destinations),
+        ("POST", "/v1/admin/destinations", add_destination),
+        ("GET", "/v1/admin/destinations/{name}", get_destination),
+        ("PATCH", "/v1/admin/destinations/{name}", update_destination),
+        ("DELETE", "/v1/admin/destinations/{name}", remove_destination),
+        ("POST", "/v1/admin/destinations/{name}/pause", pause),
+        ("POST", "/v1/admin/destinations/{name}/resume", resume),
+        ("GET", "/v1/admin/jobs", list_jobs),
+        ("GET", "/v1/admin/jobs/{id}", get_job),
+        ("GET", "/v1/admin/dead", list_dead),
+        ("POST", "/v1/admin/replay", replay),
+        ("POST", "/v1/admin/purge", purge),
+        ("GET", "/metrics", metrics_handler),
+    ]
+    for method, path, handler in routes:
+        app.router.add_route(method, path, _guarded(handler))
+
+
+def warn_if_loopback_only(config: Config) -> None:
+    """Log `admin_api_loopback_only` (warning) when no admin token is configured; ingest
+    calls this once it listens."""
+    if config.admin_token is None:
+        get_logger().warning(
+            "admin_api_loopback_only",
+            detail="no admin_token (HOOKLINE_ADMIN_TOKEN) is set: the admin API and /metrics "
+                   "answer only requests from loopback addresses")
+
+
+# -- access and errors ---------------------------------------------------------------------
+
+
+def _config(app: web.Application) -> Any:
+    from ingest.app import CONFIG_KEY  # noqa: PLC0415  (ingest.app imports this module)
+
+    return app[CONFIG_KEY]
+
+
+def _store(request: web.Request) -> Store:
+    from ingest.app import STORE_KEY  # noqa: PLC0415
+
+    return request.app[STORE_KEY]
+
+
+def _error(status: int, code: str, detail: str, **headers: str) -> web.Response:
+    return web.json_response({"error": code, "detail": detail}, status=status,
+                             headers=headers or None)
+
+
+def _is_loopback(remote: str | None) -> bool:
+    if not remote:
+        return False
+    try:
+        return ipaddress.ip_address(remote.split("%", 1)[0]).is_loopback
+    except ValueError:
+        return False  # a unix socket peer or something unparsable: not trusted
+
+
+def _authorize(request: web.Request) -> web.Response | None:
+    """None when the request may proceed, else the 401/403 answer."""
+    token = _config(request.app).admin_token
+    if token is None:
+        if _is_loopback(request.remote):
+            return None
+        return _error(403, "forbidden", "the admin API answers only loopback peers until an "
+                      "admin token (HOOKLINE_ADMIN_TOKEN) is configured")
+    scheme, _, given = request.headers.get(hdrs.AUTHORIZATION, "").partition(" ")
+    if scheme.lower() == "bearer" and hmac.compare_digest(given.strip().encode(),
+                                                          token.encode()):
+        return None
+    return _error(401, "unauthorized", "a valid Bearer admin token is required",
+                  **{hdrs.WWW_AUTHENTICATE: "Bearer"})
+
+
+class _BadRequest(Exception):
+    """Malformed admin input (becomes 400 invalid_request)."""
+
+
+def _guarded(handler: Handler) -> Handler:
+    """Authorize, then map hookline errors to JSON: 400 bad input, 404, 409."""
+    async def wrapped(request: web.Request) -> web.StreamResponse:
+        denied = _authorize(request)
+        if denied is not None:
+            return denied
+        try:
+            return await handler(request)
+        except (_BadRequest, ConfigError) as exc:
+            return _error(400, "invalid_request", str(exc))
+        except NotFound as exc:
+            return _error(404, "not_found", str(exc))
+        except Conflict as exc:
+            return _error(409, "conflict", str(exc))
+
+    wrapped.__doc__ = handler.__doc__
+    return wrapped
+
+
+async def _json_body(request: web.Request) -> dict[str, Any]:
+    """The request's JSON object body ({} when empty). Raises _BadRequest."""
+    if request.content_length is not None and request.content_length > _MAX_ADMIN_BODY:
+        raise _BadRequest(f"body larger than {_MAX_ADMIN_BODY} bytes")
+    raw = await request.content.read(_MAX_ADMIN_BODY + 1)
+    if len(raw) > _MAX_ADMIN_BODY:
+        raise _BadRequest(f"body larger than {_MAX_ADMIN_BODY} bytes")
+    if not raw.strip():
+        return {}
+    try:
+        value = json.loads(raw)
+    except ValueError as exc:
+        raise _BadRequest(f"body is not valid JSON: {exc}") from None
+    if not isinstance(value, dict):
+        raise _BadRequest("body must be a JSON object")
+    return value
+
+
+def _int_param(value: Any, name: str, default: int | None = None, low: int = 1) -> int:
+    if value is None:
+        if default is None:
+            raise _BadRequest(f"{name} is required")
+        return default
+    if isinstance(value, bool):
+        raise _BadRequest(f"{name} must be an integer")
+    try:
+        number = int(value)
+    except (TypeError, ValueError):
+        raise _BadRequest(f"{name} must be an integer, not {value!r}") from None
+    if number < low:
+        raise _BadRequest(f"{name} must be at least {low}")
+    return number
+
+
+def _as_dict(record: Any) -> dict[str, Any]:
+    return {name: getattr(record, name) for name in record.__slots__}
+
+
+# -- handlers ------------------------------------------------------------------------------
+
+
+async def stats(request: web.Request) -> web.Response:
+    """`GET /v1/admin/stats`: the store's counts (see Store.stats)."""
+    return web.json_response(dataclasses.asdict(await _store(request).stats()))
+
+
+async def list_destinations(request: web.Request) -> web.Response:
+    """`GET /v1/admin/destinations`: live destinations, secrets redacted."""
+    return web.json_response([d.redacted() for d in await _store(request).list_destinations()])
+
+
+async def add_destination(request: web.Request) -> web.Response:
+    """`POST /v1/admin/destinations`: 201 with the destination; a generated secret once."""
+    body = await _json_body(request)
+    name = body.get("name")
+    if not isinstance(name, str) or not name.strip() or "~" in name:
+        raise _BadRequest("name must be a non-empty string without '~'")
+    given_secret = body.get("secret")
+    secret = given_secret if given_secret is not None else generate_secret()
+    if not isinstance(secret, str):
+        raise _BadRequest("secret must be a string")
+    secret_key(secret)  # ConfigError on a malformed secret
+    fields = validate_destination_changes({
+        "url": body.get("url"), "event_types": body.get("event_types", ["*"]),
+        "max_in_flight": body.get("max_in_flight", 10)})
+    store = _store(request)
+    try:
+        dest = await store.add_destination(name=name, url=fields["url"], secret=secret,
+                                           event_types=fields["event_types"],
+                                           max_in_flight=fields["max_in_flight"])
+    except ConfigError as exc:
+        raise Conflict(str(exc)) from exc  # the name is taken
+    get_logger().info("destination_added", destination=name, by="admin_api")
+    out = dest.redacted()
+    if given_secret is None:
+        out["secret"] = secret  # shown once, like the CLI
+    return web.json_response(out, status=201)
+
+
+async def get_destination(request: web.Request) -> web.Response:
+    """`GET /v1/admin/destinations/{name}`: one destination, secret redacted."""
+    dest = await _store(request).get_destination(request.match_info["name"])
+    return web.json_response(dest.redacted())
+
+
+async def update_destination(request: web.Request) -> web.Response:
+    """`PATCH /v1/admin/destinations/{name}`: JSON object of changeable fields."""
+    changes = await _json_body(request)
+    name = request.match_info["name"]
+    dest = await _store(request).update_destination(name, **changes)
+    get_logger().info("destination_updated", destination=name, fields=sorted(changes),
+                      by="admin_api")
+    return web.json_response(dest.redacted())
+
+
+async def remove_destination(request: web.Request) -> web.Response:
+    """`DELETE /v1/admin/destinations/{name}`: soft delete; unfinished jobs end dead."""
+    name = request.match_info["name"]
+    ended = await _store(request).remove_destination(name)
+    get_logger().info("destination_removed", destination=name, jobs_ended=ended,
+                      by="admin_api")
+    return web.json_response({"removed": name, "jobs_ended": ended})
+
+
+async def pause(request: web.Request) -> web.Response:
+    """`POST /v1/admin/destinations/{name}/pause` with optional {"reason": text}."""
+    body = await _json_body(request)
+    reason = body.get("reason", "paused by operator")
+    if not isinstance(reason, str):
+        raise _BadRequest("reason must be a string")
+    name = request.match_info["name"]
+    await _store(request).set_paused(name, True, reason)
+    get_logger().info("destination_paused", destination=name, reason=reason, by="admin_api")
+    return web.json_response({"paused": name, "reason": reason})
+
+
+async def resume(request: web.Request) -> web.Response:
+    """`POST /v1/admin/destinations/{name}/resume`."""
+    name = request.match_info["name"]
+    await _store(request).set_paused(name, False)
+    get_logger().info("destination_resumed", destination=name, by="admin_api")
+    return web.json_response({"resumed": name})
+
+
+async def list_jobs(request: web.Request) -> web.Response:
+    """`GET /v1/admin/jobs?status=S&limit=N`: newest first."""
+    status = request.query.get("status")
+    if status is not None and status not in JOB_STATUSES:
+        raise _BadRequest(f"status must be one of {', '.join(JOB_STATUSES)}")
+    limit = _int_param(request.query.get("limit"), "limit", default=100)
+    jobs = await _store(request).list_jobs(status=status, limit=limit)
+    return web.json_response([_as_dict(j) for j in jobs])
+
+
+async def get_job(request: web.Request) -> web.Response:
+    """`GET /v1/admin/jobs/{id}`: the job's story."""
+    job_id = _int_param(request.match_info["id"], "job id")
+    story = await _store(request).get_job(job_id)
+    return web.json_response({
+        **_as_dict(story.job), "replays": story.replays, "source": story.source,
+        "source_event_id": story.source_event_id, "received_at": story.received_at,
+        "body_bytes": story.body_bytes, "body_purged_at": story.body_purged_at,
+        "attempts": [_as_dict(a) for a in story.attempts]})
+
+
+async def list_dead(request: web.Request) -> web.Response:
+    """`GET /v1/admin/dead?destination=&since=&limit=`: most recently dead first."""
+    since = request.query.get("since")
+    jobs = await _store(request).list_dead(
+        destination=request.query.get("destination"),
+        since_s=None if since is None else parse_instant(since, time.time()),
+        limit=_int_param(request.query.get("limit"), "limit", default=100))
+    return web.json_response([_as_dict(j) for j in jobs])
+
+
+async def replay(request: web.Request) -> web.Response:
+    """`POST /v1/admin/replay`: {"job_id": N} or {"all_dead": true, "destination"?,
+    "since"?}, with "dry_run"? -> {"count", "dry_run"}."""
+    body = await _json_body(request)
+    unknown = sorted(set(body) - {"job_id", "all_dead", "destination", "since", "dry_run"})
+    if unknown:
+        raise _BadRequest(f"unknown field(s): {', '.join(unknown)}")
+    job_id = None if body.get("job_id") is None else _int_param(body["job_id"], "job_id")
+    all_dead = body.get("all_dead", False)
+    dry_run = body.get("dry_run", False)
+    destination = body.get("destination")
+    if not isinstance(all_dead, bool) or not isinstance(dry_run, bool):
+        raise _BadRequest("all_dead and dry_run must be booleans")
+    if destination is not None and not isinstance(destination, str):
+        raise _BadRequest("destination must be a string")
+    since = body.get("since")
+    since_s = None if since is None else parse_instant(since, time.time())
+    if job_id is not None and (destination is not None or since_s is not None):
+        raise _BadRequest("destination and since filter all_dead, not job_id")
+    count = await _store(request).replay(job_id=job_id, all_dead=all_dead,
+                                         destination=destination, since_s=since_s,
+                                         dry_run=dry_run)
+    if not dry_run:
+        get_logger().info("jobs_replayed", count=count, job_id=job_id,
+                          destination=destination, since_s=since_s, by="admin_api")
+    return web.json_response({"count": count, "dry_run": dry_run})
+
+
+async def purge(request: web.Request) -> web.Response:
+    """`POST /v1/admin/purge`: {"bodies_older_than": "7d", "metadata_older_than": "30d",
+    "dedupe_keep": "90d"} (all optional) -> what was removed."""
+    body = await _json_body(request)
+    ages = {}
+    for key, default in (("bodies_older_than", DEFAULT_BODIES_AGE),
+                         ("metadata_older_than", DEFAULT_METADATA_AGE),
+                         ("dedupe_keep", DEFAULT_DEDUPE_AGE)):
+        value = body.get(key, default)
+        if not isinstance(value, str | int | float) or isinstance(value, bool):
+            raise _BadRequest(f"{key} must be a duration like 7d")
+        ages[key] = parse_duration(str(value))
+    if not ages["bodies_older_than"] <= ages["metadata_older_than"] <= ages["dedupe_keep"]:
+        raise _BadRequest("need bodies_older_than <= metadata_older_than <= dedupe_keep")
+    now = time.time()
+    result = await _store(request).purge(
+        bodies_before_s=now - ages["bodies_older_than"],
+        metadata_before_s=now - ages["metadata_older_than"],
+        dedupe_before_s=now - ages["dedupe_keep"])
+    out = _as_dict(result)
+    get_logger().info("purged", **out, by="admin_api")
+    return web.json_response(out)
+
+
+async def metrics_handler(request: web.Request) -> web.Response:
+    """`GET /metrics`: Prometheus text, read from the database at scrape time."""
+    text = metrics.render(await _store(request).stats())
+    return web.Response(body=text, headers={hdrs.CONTENT_TYPE: metrics.CONTENT_TYPE})

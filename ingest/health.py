@@ -1,0 +1,59 @@
+"""`GET /readyz`: may a load balancer send events here now?
+
+Ready means all three of:
+
+* the database takes writes (:meth:`shared.store.Store.check_writable`, bounded by
+  `_PROBE_TIMEOUT_S`);
+* at least one worker is alive and heartbeating, per the supervisor's `status.json` in the
+  runtime folder (:mod:`shared.lifecycle`), and the supervisor is not stopping;
+* this ingest process is not draining for shutdown.
+
+The answer is 200 `{"ready": true, "checks": {...}}` or 503 `{"error": "not_ready",
+"detail": "...", "checks": {...}}`. Ingest run on its own (no supervisor, so no status file)
+is not ready: nothing would deliver what it accepts.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from aiohttp import web
+
+from shared.errors import StoreError
+from shared.lifecycle import STATUS_FILE, read_status, runtime_dir
+
+_PROBE_TIMEOUT_S = 2.0
+
+
+async def readyz(request: web.Request) -> web.Response:
+    """`GET /readyz`: 200 when ready, else 503 with the failing checks (module docstring)."""
+    from ingest.app import CONFIG_KEY, IN_FLIGHT_KEY, STORE_KEY  # noqa: PLC0415  (cycle)
+
+    checks: dict[str, Any] = {}
+    problems: list[str] = []
+    if request.app[IN_FLIGHT_KEY].draining:
+        problems.append("ingest is shutting down")
+    checks["shutting_down"] = request.app[IN_FLIGHT_KEY].draining
+    try:
+        await asyncio.wait_for(request.app[STORE_KEY].check_writable(), _PROBE_TIMEOUT_S)
+        checks["database"] = "writable"
+    except (StoreError, TimeoutError) as exc:
+        checks["database"] = f"not writable: {exc or 'timed out'}"
+        problems.append("database is not writable")
+    status = read_status(runtime_dir(request.app[CONFIG_KEY]) / STATUS_FILE)
+    if status is None:
+        checks["workers"] = "unknown: no supervisor status"
+        problems.append("no supervisor status")
+    else:
+        checks["workers"] = {key: status.get(key) for key in
+                             ("workers_wanted", "workers_alive", "workers_healthy")}
+        if status.get("stopping"):
+            checks["shutting_down"] = True
+            problems.append("the supervisor is stopping")
+        if not status.get("workers_healthy"):
+            problems.append("no live worker")
+    if problems:
+        return web.json_response({"error": "not_ready", "detail": "; ".join(problems),
+                                  "checks": checks}, status=503)
+    return web.json_response({"ready": True, "checks": checks})

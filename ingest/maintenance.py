@@ -1,0 +1,44 @@
+"""Periodic store housekeeping in the ingest process: keeps the SQLite `-wal` file bounded.
+
+WAL hygiene: SQLite's automatic checkpoints copy pages back into the database but never
+shrink the `-wal` file, and cannot reset it while any reader holds an old snapshot. Every
+`maintenance_interval_s` this task calls :meth:`shared.store.Store.maintenance` (a TRUNCATE
+checkpoint on SQLite, a no-op on PostgreSQL), so once long readers are gone the file goes
+back to zero bytes. Only ingest runs it: one process is enough for the whole database.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+
+from shared.errors import StoreError
+from shared.logs import get_logger
+from shared.store import Store
+
+
+async def run_maintenance(store: Store, interval_s: float, stop: asyncio.Event) -> None:
+    """Call `store.maintenance()` every `interval_s` seconds until `stop` is set.
+
+    A failed round is logged (`store_maintenance_failed`) and retried next interval; it never
+    ends the task. Each round logs `wal_checkpoint` (debug, or warning when readers kept the
+    checkpoint from finishing) with the result.
+
+    Args:
+        store: an open store.
+        interval_s: seconds between two rounds (> 0).
+        stop: ends the task when set.
+    """
+    log = get_logger()
+    while not stop.is_set():
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(stop.wait(), timeout=interval_s)
+            return
+        try:
+            result = await store.maintenance()
+        except StoreError as exc:
+            log.warning("store_maintenance_failed", reason=str(exc))
+            continue
+        if result:
+            (log.warning if result.get("busy") else log.debug)("wal_checkpoint", **result)
+

@@ -1,0 +1,196 @@
+"""Inbound provider webhooks (issue 3): `POST /v1/sources/{name}` and the sources admin API.
+
+Routes:
+    POST   /v1/sources/{name}         the provider's request exactly as sent. Verified by the
+                                      source's scheme (ingest/source_verify.py) on the raw
+                                      bytes, then stored and fanned out through the same group
+                                      committer as POST /v1/events:
+                                      202 {"event_id", "message_id", "jobs"} once committed,
+                                      200 {..., "jobs": 0, "duplicate": true} for a repeated id,
+                                      401 {"error": "signature_invalid", "detail": reason},
+                                      400 {"error": "invalid_event", ...} (signed, unusable),
+                                      404 {"error": "source_not_found", ...}, 413 too large.
+    GET    /v1/admin/sources          live sources, secrets redacted.
+    POST   /v1/admin/sources          {"name", "scheme", "secret"?}: 201; a generated secret is
+                                      returned once.
+    DELETE /v1/admin/sources/{name}   soft delete.
+The admin routes share the admin API's authorization (admin token, or loopback peers only).
+
+Nothing is stored before the signature passes: the (source, id) dedupe key is claimed only
+inside the fan-out transaction of an already verified event, so a forged request cannot
+burn a real event's id. The stored body is the received bytes; what we deliver onward is
+signed with the destination's secret (our signature), never the provider's.
+
+Sources are cached per process for :data:`SOURCE_CACHE_TTL_S` (unknown names too), so a
+flood of provider requests costs no store read each; an added, removed or re-keyed source
+takes effect within that time.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+from aiohttp import hdrs, web
+
+from ingest import admin_api
+from ingest.source_verify import DEFAULT_TOLERANCE_S, verify
+from ingest.validation import BodyTooLarge
+from shared.errors import ConfigError, Conflict, InvalidEvent, NotFound, SignatureInvalid
+from shared.logs import get_logger
+from shared.models import Accepted, NewEvent, Source
+from shared.sources import check_source, generate_source_secret
+from shared.store import Store
+
+SOURCE_CACHE_TTL_S = 1.0
+"""How long a looked-up source (or its absence) is reused before reading the store again, s."""
+
+_CACHE_MAX_ENTRIES = 1024  # names cached at once; the cache is emptied when it is full
+
+
+class SourceCache:
+    """Sources by name, each re-read from the store after `ttl_s` seconds.
+
+    Args:
+        ttl_s: how long an entry (a source, or "no such source") is reused, seconds.
+        clock: monotonic seconds; tests may pass their own.
+    """
+
+    def __init__(self, ttl_s: float = SOURCE_CACHE_TTL_S,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.ttl_s = ttl_s
+        self._clock = clock
+        self._entries: dict[str, tuple[float, Source | None]] = {}
+
+    async def get(self, store: Store, name: str) -> Source:
+        """The live source named `name`.
+
+        Raises:
+            NotFound: no live source has that name (as of at most `ttl_s` seconds ago).
+            StoreBusy, StoreError: the store could not be read.
+        """
+        now = self._clock()
+        entry = self._entries.get(name)
+        if entry is None or now - entry[0] >= self.ttl_s:
+            try:
+                source: Source | None = await store.get_source(name)
+            except NotFound:
+                source = None
+            if len(self._entries) >= _CACHE_MAX_ENTRIES:
+                self._entries.clear()  # unknown names cannot grow memory without bound
+            entry = (now, source)
+            self._entries[name] = entry
+        if entry[1] is None:
+            raise NotFound(f"no source named {name!r}")
+        return entry[1]
+
+    def forget(self, name: str) -> None:
+        """Drop `name`'s entry (after this process added or removed it)."""
+        self._entries.pop(name, None)
+
+
+SOURCE_CACHE_KEY = web.AppKey("source_cache", SourceCache)
+
+
+def register(app: web.Application) -> None:
+    """Add the source routes to the ingest app (see the module docstring)."""
+    app[SOURCE_CACHE_KEY] = SourceCache()
+    app.router.add_post("/v1/sources/{name}", post_source_event)
+    for method, path, handler in (("GET", "/v1/admin/sources", list_sources),
+                                  ("POST", "/v1/admin/sources", add_source),
+                                  ("DELETE", "/v1/admin/sources/{name}", remove_source)):
+        app.router.add_route(method, path, admin_api._guarded(handler))  # noqa: SLF001
+
+
+# -- the provider-facing route -------------------------------------------------------------
+
+
+async def post_source_event(request: web.Request) -> web.Response:
+    """`POST /v1/sources/{name}`: verify on the raw bytes, commit with jobs, then answer."""
+    from ingest.app import (  # noqa: PLC0415  (ingest.app imports this module)
+        COMMITTER_KEY, CONFIG_KEY, STORE_KEY, error_response, read_bounded,
+    )
+
+    name = request.match_info["name"]
+    log = get_logger()
+    try:
+        source = await request.app[SOURCE_CACHE_KEY].get(request.app[STORE_KEY], name)
+    except NotFound as exc:
+        log.info("event_rejected", source=name, error="source_not_found")
+        return error_response(404, "source_not_found", str(exc))
+    max_body_bytes = request.app[CONFIG_KEY].max_body_bytes
+    try:
+        body = await read_bounded(request, max_body_bytes)
+        event_id, event_type = verify(source, body, request.headers, time.time(),
+                                      DEFAULT_TOLERANCE_S)
+    except BodyTooLarge as exc:
+        log.info("event_rejected", source=name, error="body_too_large", detail=str(exc))
+        return error_response(413, "body_too_large", str(exc))
+    except SignatureInvalid as exc:
+        log.info("event_rejected", source=name, scheme=source.scheme,
+                 error="signature_invalid", detail=str(exc))
+        headers = {hdrs.WWW_AUTHENTICATE: "Bearer"} if source.scheme == "token" else None
+        return error_response(401, "signature_invalid", str(exc), headers=headers)
+    except InvalidEvent as exc:
+        log.info("event_rejected", source=name, error="invalid_event", detail=str(exc))
+        return error_response(400, "invalid_event", str(exc), field=exc.field)
+
+    event = NewEvent(source=name, source_event_id=event_id, type=event_type, body=body)
+    result = await request.app[COMMITTER_KEY].submit(event)
+    ids = {"event_id": result.event_id, "message_id": result.message_id, "source": name,
+           "source_event_id": event_id, "type": event_type}
+    if isinstance(result, Accepted):
+        log.info("event_accepted", **ids, jobs=len(result.job_ids),
+                 job_ids=list(result.job_ids))
+        return web.json_response({"event_id": result.event_id, "message_id": result.message_id,
+                                  "jobs": len(result.job_ids)}, status=202)
+    log.info("event_duplicate", **ids)
+    return web.json_response({"event_id": result.event_id, "message_id": result.message_id,
+                              "jobs": 0, "duplicate": True}, status=200)
+
+
+# -- admin ---------------------------------------------------------------------------------
+
+
+def _store(request: web.Request) -> Store:
+    from ingest.app import STORE_KEY  # noqa: PLC0415
+
+    return request.app[STORE_KEY]
+
+
+async def list_sources(request: web.Request) -> web.Response:
+    """`GET /v1/admin/sources`: live sources, secrets redacted."""
+    return web.json_response([s.redacted() for s in await _store(request).list_sources()])
+
+
+async def add_source(request: web.Request) -> web.Response:
+    """`POST /v1/admin/sources` {"name", "scheme", "secret"?}: 201 with the source (400 bad
+    field, 409 name taken); a generated secret is in the answer, once."""
+    body: dict[str, Any] = await admin_api._json_body(request)  # noqa: SLF001
+    name, scheme, given = body.get("name"), body.get("scheme"), body.get("secret")
+    if not isinstance(name, str) or not isinstance(scheme, str):
+        raise ConfigError("name and scheme are required strings")
+    if given is not None and not isinstance(given, str):
+        raise ConfigError("secret must be a string")
+    secret = given if given is not None else generate_source_secret(scheme)
+    check_source(name, scheme, secret)  # ConfigError -> 400
+    try:
+        source = await _store(request).add_source(name=name, scheme=scheme, secret=secret)
+    except ConfigError as exc:
+        raise Conflict(str(exc)) from exc  # the name is taken
+    request.app[SOURCE_CACHE_KEY].forget(name)
+    get_logger().info("source_added", source=name, scheme=scheme, by="admin_api")
+    out = source.redacted()
+    if given is None:
+        out["secret"] = secret  # shown once, like the CLI
+    return web.json_response(out, status=201)
+
+
+async def remove_source(request: web.Request) -> web.Response:
+    """`DELETE /v1/admin/sources/{name}`: soft delete (404 when there is none)."""
+    name = request.match_info["name"]
+    await _store(request).remove_source(name)
+    request.app[SOURCE_CACHE_KEY].forget(name)
+    get_logger().info("source_removed", source=name, by="admin_api")
+    return web.json_response({"removed": name})

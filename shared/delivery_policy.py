@@ -1,0 +1,105 @@
+"""Delivery policy decisions that are not retries: pure functions, no I/O.
+
+- :func:`auto_pause_reason`: the circuit breaker and 410 Gone (a destination is paused with a
+  recorded reason; the store applies it inside `finish`).
+- :func:`rate_limit_allows` / :func:`next_send_after`: the per-destination rate limit as a
+  GCRA ("virtual scheduling") with a burst of one second's worth of requests; the store keeps
+  `next_send_at` (the theoretical arrival time) per destination and advances it in the claim
+  transaction, so the limit holds across every worker process.
+- :func:`late_slots`: how many of a worker's slots late retries may hold (reserved capacity).
+- :func:`effective_timeout_s`: a destination's attempt timeout, kept below the lease.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from shared.models import AttemptResult
+
+GONE = 410
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class BreakerPolicy:
+    """When a failing destination is auto-paused.
+
+    Attributes:
+        failures: consecutive failed attempts that trip the breaker, once the run has also
+            lasted `min_span_s`; 0 disables this trigger.
+        min_span_s: shortest failure run, seconds, that `failures` may trip (so a burst, such
+            as a backlog's first attempts all failing within a minute, does not).
+        window_s: seconds of failing without a single success that trip it; 0 disables.
+        pause_on_gone: a 410 Gone pauses the destination at once.
+    """
+
+    failures: int = 100
+    window_s: float = 86400.0
+    min_span_s: float = 300.0
+    pause_on_gone: bool = True
+
+
+def is_failure(result: AttemptResult) -> bool:
+    """True unless the attempt got a 2xx (every other result counts toward the breaker)."""
+    return result.status_code is None or not 200 <= result.status_code < 300
+
+
+def auto_pause_reason(result: AttemptResult, url: str, streak: int,
+                      failing_since: float | None, now_s: float,
+                      policy: BreakerPolicy) -> str | None:
+    """Decide whether this attempt's result pauses its destination.
+
+    Args:
+        result: the attempt just made.
+        url: the destination URL (for the reason text).
+        streak: consecutive failed attempts INCLUDING this one (0 after a success).
+        failing_since: unix seconds of the first failure of the current run, or None.
+        now_s: current unix time, seconds.
+        policy: the thresholds.
+
+    Returns:
+        The paused_reason to record, or None to leave the destination running.
+    """
+    if not is_failure(result):
+        return None
+    if policy.pause_on_gone and result.status_code == GONE:
+        return f"410 Gone from {url}"
+    span_s = 0.0 if failing_since is None else now_s - failing_since
+    if policy.failures and streak >= policy.failures and span_s >= policy.min_span_s:
+        return f"circuit breaker: {streak} consecutive failed attempts"
+    if policy.window_s and failing_since is not None and now_s - failing_since >= policy.window_s:
+        return (f"circuit breaker: failing for {now_s - failing_since:.0f} s "
+                f"(>= {policy.window_s:.0f} s) without a success")
+    return None
+
+
+def rate_limit_allows(next_send_at: float, now_s: float, rate_per_s: float | None) -> bool:
+    """True when one more request may be claimed now (GCRA, burst = one second's worth).
+
+    Args:
+        next_send_at: the destination's theoretical arrival time, unix seconds (0 = never sent).
+        now_s: current unix time, seconds.
+        rate_per_s: requests per second, or None for no limit.
+    """
+    if rate_per_s is None:
+        return True
+    burst_s = max(0.0, 1.0 - 1.0 / rate_per_s)
+    return next_send_at <= now_s + burst_s
+
+
+def next_send_after(next_send_at: float, now_s: float, rate_per_s: float | None) -> float:
+    """The theoretical arrival time after claiming one request (unchanged without a limit)."""
+    if rate_per_s is None:
+        return next_send_at
+    return max(next_send_at, now_s) + 1.0 / rate_per_s
+
+
+def late_slots(concurrency: int, share: float) -> int:
+    """Slots of a worker with `concurrency` slots that late retries may hold: at least 1."""
+    return max(1, int(concurrency * share))
+
+
+def effective_timeout_s(override_s: float | None, default_s: float, lease_s: float) -> float:
+    """The total time one attempt may take: the destination's override or the default,
+    kept below the lease (at most 90 % of `lease_s`), in seconds."""
+    chosen = default_s if override_s is None else override_s
+    return min(chosen, lease_s * 0.9)

@@ -1,0 +1,732 @@
+"""The PostgreSQL store: many hookline hosts sharing one server.
+
+Same contract as :class:`shared.sqlite_store.SqliteStore` (shared/store.py), with what a
+shared server needs:
+
+* **Time is the database's.** Every lease and run_at decision reads `hookline_now()`
+  (`now()` in unix seconds, a function from migration 001), never a host clock, so clock skew
+  between hosts cannot steal leases. A worker's `Retry(run_at)` is host time: it is turned
+  into a delay (`run_at - host now`) and applied to the database's clock.
+* **Claims** lock the destinations they serve (row locks, in id order), read the in-flight
+  count only once those locks are held (so `max_in_flight` holds across hosts), pick due jobs
+  with `FOR UPDATE SKIP LOCKED`, and lease the chosen batch in one `UPDATE` that gives each
+  job a fresh token. The locks last the few milliseconds of the claim transaction.
+* **Wake-ups** are LISTEN/NOTIFY on channel `hookline_jobs`; `pg_notify` runs inside the
+  transaction that creates due work (delivered at commit). Waiters listen on a dedicated
+  connection and fall back to polling when it is gone.
+
+Test-only: `clock` replaces the database's clock by `clock()` in every query (and is the
+host clock too), so tests can move time on both backends. Production code never passes it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import re
+import time
+from collections.abc import AsyncIterator, Callable, Sequence
+from functools import cache
+from typing import Any
+
+import asyncpg
+
+from shared.delivery_policy import (
+    BreakerPolicy, auto_pause_reason, is_failure, next_send_after, rate_limit_allows,
+)
+from shared.errors import Conflict, ConfigError, NotFound, StoreBusy, StoreError
+from shared.logs import get_logger
+from shared.models import (
+    Accepted, Attempt, AttemptResult, Claim, Dead, Destination, Done, Duplicate, Job, JobStory,
+    NewEvent, Outcome, PurgeResult, Retry, Source, Stats,
+)
+from shared.queries import load_migrations, load_queries
+from shared.signing import new_message_id, secret_key
+from shared.sources import check_source
+from shared.sqlite_store import _latency  # noqa: PLC2701  (one histogram shape for both)
+from shared.store import validate_destination_changes
+
+log = get_logger()
+CHANNEL = "hookline_jobs"
+SCHEMA_VERSION = max(version for version, _ in load_migrations("postgres"))
+# Any constant: serialises migrations of concurrently starting processes.
+_MIGRATION_LOCK = 0x686F6F6B
+_PARAM = re.compile(r"(?<![:\w]):([a-z_][a-z0-9_]*)")
+
+
+@cache
+def _query(name: str) -> tuple[str, tuple[str, ...]]:
+    """The named query with :params turned into $n, and the parameter names in $n order."""
+    names: list[str] = []
+
+    def number(match: re.Match[str]) -> str:
+        if match.group(1) not in names:
+            names.append(match.group(1))
+        return f"${names.index(match.group(1)) + 1}"
+
+    text = "\n".join(line for line in load_queries("postgres")[name].splitlines()
+                     if not line.lstrip().startswith("--"))
+    sql = _PARAM.sub(number, text)
+    return sql, tuple(names)
+
+
+class PostgresStore:
+    """:class:`shared.store.Store` on a PostgreSQL server (see the module docstring).
+
+    Args:
+        dsn: a `postgresql://` or `postgres://` URL (libpq syntax, as asyncpg reads it).
+        pool_size: most connections this process keeps (each transaction holds one).
+        connect_timeout_s: how long opening a connection may take, seconds.
+        clock: TEST ONLY: a unix-seconds clock that replaces the database's clock.
+    """
+
+    def __init__(self, dsn: str, *, pool_size: int = 4, connect_timeout_s: float = 10.0,
+                 clock: Callable[[], float] | None = None) -> None:
+        self.dsn = dsn
+        self._pool_size = pool_size
+        self._connect_timeout_s = connect_timeout_s
+        self._clock = clock
+        self._pool: asyncpg.Pool | None = None
+        self._listen_conn: asyncpg.Connection | None = None
+        self._woken = asyncio.Event()
+        self._listen_lock = asyncio.Lock()
+
+    # -- lifecycle -------------------------------------------------------------------------
+
+    async def open(self) -> None:
+        """Connect and apply pending migrations. Raises StoreError when the server is
+        unreachable, refuses us, or holds a newer schema."""
+        try:
+            self._pool = await asyncpg.create_pool(
+                self.dsn, min_size=1, max_size=self._pool_size,
+                timeout=self._connect_timeout_s, command_timeout=60)
+        except (OSError, asyncpg.PostgresError, asyncio.TimeoutError) as exc:
+            raise StoreError(f"cannot connect to {_redact(self.dsn)}: {exc}") from exc
+        try:
+            await self._migrate()
+        except asyncpg.PostgresError as exc:
+            await self.close()
+            raise StoreError(f"cannot migrate {_redact(self.dsn)}: {exc}") from exc
+        except BaseException:
+            await self.close()
+            raise
+
+    async def _migrate(self) -> None:
+        if self._pool is None:
+            raise StoreError("store is not open")
+        async with self._pool.acquire() as conn, conn.transaction():
+            await conn.execute("SELECT pg_advisory_xact_lock($1)", _MIGRATION_LOCK)
+            await conn.execute(
+                "CREATE TABLE IF NOT EXISTS schema_version (version integer NOT NULL)")
+            applied = {r[0] for r in await conn.fetch("SELECT version FROM schema_version")}
+            if applied and max(applied) > SCHEMA_VERSION:
+                raise StoreError(f"database schema version {max(applied)} is newer than this "
+                                 f"hookline ({SCHEMA_VERSION}); upgrade hookline")
+            # Every missing step, in order (numbers are shared with the SQLite migrations and
+            # may land out of order while both backends are developed).
+            for version, script in load_migrations("postgres"):
+                if version not in applied:
+                    await conn.execute(script)
+                    await conn.execute("INSERT INTO schema_version (version) VALUES ($1)", version)
+
+    async def close(self) -> None:
+        """Close the listener connection and the pool (idempotent)."""
+        if self._listen_conn is not None:
+            conn, self._listen_conn = self._listen_conn, None
+            try:
+                await conn.close(timeout=2)
+            except (OSError, asyncio.TimeoutError, asyncpg.PostgresError,
+                    asyncpg.InterfaceError):
+                conn.terminate()
+        if self._pool is not None:
+            pool, self._pool = self._pool, None
+            try:
+                await asyncio.wait_for(pool.close(), timeout=5)
+            except (asyncio.TimeoutError, OSError, asyncpg.PostgresError):
+                pool.terminate()
+
+    async def __aenter__(self) -> PostgresStore:
+        await self.open()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    # -- plumbing --------------------------------------------------------------------------
+
+    def _test_now(self) -> float | None:
+        """The pinned time of a test clock, else None (the database's clock decides)."""
+        return None if self._clock is None else self._clock()
+
+    def _host_now(self) -> float:
+        return time.time() if self._clock is None else self._clock()
+
+    @contextlib.asynccontextmanager
+    async def _tx(self) -> AsyncIterator[_Tx]:
+        """One transaction on a pooled connection; driver errors become StoreError types."""
+        if self._pool is None:
+            raise StoreError("store is not open")
+        try:
+            async with self._pool.acquire() as conn, conn.transaction():
+                yield _Tx(conn, self._test_now())
+        except asyncpg.DeadlockDetectedError as exc:
+            raise StoreBusy(f"deadlock, transaction rolled back: {exc}") from exc
+        except (asyncpg.LockNotAvailableError, asyncpg.QueryCanceledError) as exc:
+            raise StoreBusy(f"database busy: {exc}") from exc
+        except (OSError, asyncpg.InterfaceError,
+                asyncpg.PostgresConnectionError) as exc:
+            raise StoreError(f"database connection failed: {exc}") from exc
+
+    # -- ingest ----------------------------------------------------------------------------
+
+    async def add_events(self, events: Sequence[NewEvent]) -> list[Accepted | Duplicate]:
+        """See :meth:`shared.store.Store.add_events`."""
+        async with self._tx() as tx:
+            destinations = [Destination.from_row(r)
+                            for r in await tx.fetch("live_destinations")]
+            now = await tx.now()
+            results = await _add_batch(tx, events, destinations, now)
+            if any(isinstance(r, Accepted) and r.job_ids for r in results):
+                await tx.notify()
+        return results
+
+    async def add_event(self, event: NewEvent) -> Accepted | Duplicate:
+        """One event in its own transaction; see :meth:`add_events`."""
+        return (await self.add_events([event]))[0]
+
+    # -- workers ---------------------------------------------------------------------------
+
+    async def claim(self, worker: str, limit: int, lease_s: float,
+                    max_attempts: int, *, late_after: int | None = None,
+                    max_late: int | None = None) -> list[Claim]:
+        """See :meth:`shared.store.Store.claim`.
+
+        Locks the active destinations with due work (row locks, id order), reads their free
+        slots after that, picks due jobs with FOR UPDATE SKIP LOCKED, applies the delivery
+        policy (late retries last, ordered heads, rate limits) as SQLite does, and leases the
+        chosen batch in one UPDATE with fresh tokens.
+        """
+        if limit <= 0:
+            return []
+        async with self._tx() as tx:
+            now = await tx.now()
+            await tx.execute("kill_lost_at_cap", max_attempts=max_attempts)
+            slots = await tx.fetch("destination_slots")
+            if not slots:
+                return []
+            free = {r["id"]: r["free"] for r in await tx.fetch(
+                "destination_free", destination_ids=[r["id"] for r in slots])}
+            candidates: list[tuple[bool, float, int, int]] = []
+            rates: dict[int, tuple[float, float]] = {}
+            for slot in slots:
+                if free[slot["id"]] <= 0:
+                    continue
+                if slot["rate_limit_per_s"] is not None:
+                    rates[slot["id"]] = (slot["rate_limit_per_s"], slot["next_send_at"])
+                for job_id, due_at, attempts in await _due_of(
+                        tx, slot, min(free[slot["id"]], limit), now):
+                    late = late_after is not None and attempts >= late_after
+                    candidates.append((late, due_at, job_id, slot["id"]))
+            candidates.sort()
+            chosen: list[int] = []
+            late_taken = 0
+            for late, _, job_id, destination_id in candidates:
+                if len(chosen) >= limit:
+                    break
+                if late and max_late is not None and late_taken >= max_late:
+                    continue
+                rate = rates.get(destination_id)
+                if rate is not None:
+                    if not rate_limit_allows(rate[1], now, rate[0]):
+                        continue
+                    rates[destination_id] = (rate[0], next_send_after(rate[1], now, rate[0]))
+                    await tx.execute("advance_next_send", destination_id=destination_id,
+                                     next_send_at=rates[destination_id][1])
+                chosen.append(job_id)
+                late_taken += late
+            if not chosen:
+                return []
+            rows = await tx.fetch("claim_job", job_ids=chosen, worker=worker,
+                                  lease_s=float(lease_s))
+            order = {job_id: i for i, job_id in enumerate(chosen)}
+            rows.sort(key=lambda r: order[r["id"]])
+            job_ids = [r["id"] for r in rows]
+            tokens = [r["lease_token"] for r in rows]
+            lost = {r["job_id"] for r in await tx.fetch(
+                "mark_attempt_lost", job_ids=job_ids, lease_tokens=tokens)}
+            await tx.execute("insert_attempt", job_ids=job_ids, worker=worker,
+                             attempts=[r["attempts"] for r in rows], lease_tokens=tokens)
+            details = {d["job_id"]: d for d in await tx.fetch("claim_details", job_ids=job_ids)}
+        return [_claim(r, details[r["id"]], worker, r["id"] in lost, now) for r in rows]
+
+    async def extend(self, claims: Sequence[Claim], lease_s: float) -> list[Claim]:
+        """See :meth:`shared.store.Store.extend`."""
+        if not claims:
+            return []
+        async with self._tx() as tx:
+            return [c for c in claims if await tx.execute(
+                "extend_lease", lease_s=float(lease_s), job_id=c.job_id,
+                lease_token=c.lease_token) == 0]
+
+    async def finish(self, items: Sequence[tuple[Claim, Outcome, AttemptResult]],
+                     breaker: BreakerPolicy | None = None) -> list[bool]:
+        """See :meth:`shared.store.Store.finish`. A Retry's host-clock run_at becomes a delay
+        applied to the database's clock."""
+        host_now = self._host_now()
+        paused: list[tuple[str, str, int]] = []
+        async with self._tx() as tx:
+            now = await tx.now()
+            kept = [await _finish_one(tx, claim, outcome, result, host_now)
+                    for claim, outcome, result in items]
+            # Destination rows last and in id order (as claims lock them): no deadlock
+            # between two hosts finishing batches that span the same destinations.
+            for claim, _, result in sorted(items, key=lambda item: item[0].destination_id):
+                pause = await _track_failure_run(tx, claim, result, now, breaker)
+                if pause is not None:
+                    paused.append(pause)
+        for name, reason, streak in paused:
+            log.warning("destination_auto_paused", destination=name, reason=reason,
+                        failure_streak=streak)
+        return kept
+
+    async def rotate_secret(self, name: str, new_secret: str, overlap_s: float) -> Destination:
+        """See :meth:`shared.store.Store.rotate_secret`."""
+        secret_key(new_secret)  # raises ConfigError when malformed
+        if not overlap_s >= 0:
+            raise ConfigError(f"overlap_s must be zero or more seconds, not {overlap_s!r}")
+        async with self._tx() as tx:
+            current = await tx.fetchrow("get_destination", name=name)
+            if current is None:
+                raise NotFound(f"no destination named {name!r}")
+            if current["secret"] == new_secret:
+                raise ConfigError("the new secret equals the current one")
+            row = await tx.fetchrow("rotate_secret", name=name, secret=new_secret,
+                                    overlap_s=float(overlap_s))
+        log.info("destination_secret_rotated", destination=name,
+                 previous_until=row["previous_secret_until"])
+        return Destination.from_row(row)
+
+    async def hand_back(self, claims: Sequence[Claim]) -> int:
+        """See :meth:`shared.store.Store.hand_back`."""
+        if not claims:
+            return 0
+        async with self._tx() as tx:
+            count = 0
+            for c in claims:
+                if await tx.execute("hand_back", job_id=c.job_id, lease_token=c.lease_token):
+                    await tx.execute("mark_attempt_handed_back", lease_token=c.lease_token)
+                    count += 1
+            if count:
+                await tx.notify()
+        return count
+
+    async def wait_for_jobs(self, timeout_s: float) -> bool:
+        """See :meth:`shared.store.Store.wait_for_jobs`: LISTEN on a dedicated connection;
+        when it cannot be had, this is a plain sleep (polling)."""
+        if not await self._listening(timeout_s):
+            await asyncio.sleep(timeout_s)
+            return False
+        try:
+            await asyncio.wait_for(self._woken.wait(), timeout_s)
+        except asyncio.TimeoutError:
+            return False
+        self._woken.clear()
+        return True
+
+    async def _listening(self, timeout_s: float) -> bool:
+        """Make sure the LISTEN connection is up (one per store); False when it cannot be."""
+        async with self._listen_lock:
+            if self._listen_conn is not None and not self._listen_conn.is_closed():
+                return True
+            self._listen_conn = None
+            if self._pool is None:
+                return False
+            try:
+                conn = await asyncpg.connect(self.dsn, timeout=max(1.0, min(timeout_s, 5.0)))
+            except (OSError, asyncpg.PostgresError, asyncio.TimeoutError):
+                return False
+            try:
+                await conn.add_listener(CHANNEL, lambda *_: self._woken.set())
+            except BaseException:
+                conn.terminate()
+                raise
+            self._listen_conn = conn
+            return True
+
+    # -- destinations ----------------------------------------------------------------------
+
+    async def add_destination(self, *, name: str, url: str, secret: str,
+                              event_types: Sequence[str], max_in_flight: int) -> Destination:
+        """See :meth:`shared.store.Store.add_destination`."""
+        try:
+            async with self._tx() as tx:
+                row = await tx.fetchrow(
+                    "insert_destination", name=name, url=url, secret=secret,
+                    event_types=json.dumps(list(event_types)), max_in_flight=max_in_flight)
+        except asyncpg.UniqueViolationError as exc:
+            raise ConfigError(f"a destination named {name!r} already exists") from exc
+        except asyncpg.CheckViolationError as exc:
+            raise ConfigError(f"invalid destination {name!r}: {exc}") from exc
+        return Destination.from_row(row)
+
+    async def list_destinations(self) -> list[Destination]:
+        """See :meth:`shared.store.Store.list_destinations`."""
+        async with self._tx() as tx:
+            return [Destination.from_row(r) for r in await tx.fetch("live_destinations")]
+
+    async def get_destination(self, name: str) -> Destination:
+        """See :meth:`shared.store.Store.get_destination`."""
+        async with self._tx() as tx:
+            row = await tx.fetchrow("get_destination", name=name)
+        if row is None:
+            raise NotFound(f"no destination named {name!r}")
+        return Destination.from_row(row)
+
+    async def set_paused(self, name: str, paused: bool, reason: str | None = None) -> None:
+        """See :meth:`shared.store.Store.set_paused` (a resume notifies waiting workers)."""
+        async with self._tx() as tx:
+            changed = await tx.execute("set_paused", name=name, paused=bool(paused),
+                                       reason=reason if paused else None)
+            if changed and not paused:
+                await tx.notify()
+        if changed == 0:
+            raise NotFound(f"no destination named {name!r}")
+
+    # -- views -----------------------------------------------------------------------------
+
+    async def list_jobs(self, status: str | None = None, limit: int = 100) -> list[Job]:
+        """See :meth:`shared.store.Store.list_jobs`."""
+        async with self._tx() as tx:
+            rows = await tx.fetch("list_jobs", status=status, limit=limit)
+        return [Job.from_row(r) for r in rows]
+
+    async def list_attempts(self, job_id: int | None = None, limit: int = 10_000) -> list[Attempt]:
+        """See :meth:`shared.store.Store.list_attempts`."""
+        async with self._tx() as tx:
+            rows = await tx.fetch("list_attempts", job_id=job_id, limit=limit)
+        return [Attempt.from_row(r) for r in rows]
+
+    async def stats(self) -> Stats:
+        """See :meth:`shared.store.Store.stats` (ages by the database's clock)."""
+        async with self._tx() as tx:
+            now = await tx.now()
+            by_status = {s: 0 for s in ("pending", "running", "done", "dead")}
+            by_status.update({r["status"]: r["n"] for r in await tx.fetch("jobs_by_status")})
+            oldest = (await tx.fetchrow("oldest_pending"))["oldest"]
+            per_destination: dict[str, dict[str, int]] = {}
+            for r in await tx.fetch("jobs_by_destination_status"):
+                per_destination.setdefault(r["destination"], {})[r["status"]] = r["n"]
+            return Stats(
+                jobs_by_status=by_status,
+                events=(await tx.fetchrow("count_events"))["n"],
+                attempts=(await tx.fetchrow("count_attempts"))["n"],
+                oldest_pending_age_s=None if oldest is None else now - oldest,
+                jobs_by_destination=per_destination,
+                paused_destinations={r["name"]: r["paused_reason"]
+                                     for r in await tx.fetch("paused_destinations")},
+                attempts_by_outcome={r["outcome"]: r["n"]
+                                     for r in await tx.fetch("attempts_by_outcome")},
+                delivery_latency=_latency(await tx.fetchrow("delivery_latency")),
+                wal_bytes=None,
+            )
+
+    async def maintenance(self) -> dict[str, int]:
+        """See :meth:`shared.store.Store.maintenance`: nothing to do (autovacuum's job)."""
+        return {}
+
+    # -- operator controls -----------------------------------------------------------------
+
+    async def update_destination(self, name: str, **changes: Any) -> Destination:
+        """See :meth:`shared.store.Store.update_destination`."""
+        values = validate_destination_changes(changes)
+        # Column names come only from the validated DESTINATION_UPDATERS keys, never input.
+        columns = list(values)
+        assignments = ", ".join(f"{column} = ${i}" for i, column in enumerate(columns, 2))
+        sql = (f"UPDATE destinations SET {assignments} "  # noqa: S608
+               "WHERE name = $1 AND deleted_at IS NULL RETURNING *")
+        args = [json.dumps(list(v)) if isinstance(v, list | tuple) else v
+                for v in values.values()]
+        async with self._tx() as tx:
+            row = await tx.conn.fetchrow(sql, name, *args)
+        if row is None:
+            raise NotFound(f"no destination named {name!r}")
+        return Destination.from_row(row)
+
+    async def remove_destination(self, name: str) -> int:
+        """See :meth:`shared.store.Store.remove_destination`."""
+        async with self._tx() as tx:
+            row = await tx.fetchrow("remove_destination", name=name)
+            if row is None:
+                raise NotFound(f"no destination named {name!r}")
+            return await tx.execute("kill_jobs_of_destination", destination_id=row["id"])
+
+    async def list_dead(self, destination: str | None = None, since_s: float | None = None,
+                        limit: int = 100) -> list[Job]:
+        """See :meth:`shared.store.Store.list_dead`."""
+        async with self._tx() as tx:
+            rows = await tx.fetch("list_dead", destination=destination,
+                                  since=None if since_s is None else float(since_s), limit=limit)
+        return [Job.from_row(r) for r in rows]
+
+    async def replay(self, *, job_id: int | None = None, all_dead: bool = False,
+                     destination: str | None = None, since_s: float | None = None,
+                     dry_run: bool = False) -> int:
+        """See :meth:`shared.store.Store.replay` (notifies waiting workers on commit)."""
+        if (job_id is None) == (not all_dead):
+            raise ConfigError("replay needs exactly one of a job id or all_dead")
+        async with self._tx() as tx:
+            if job_id is not None:
+                state = await tx.fetchrow("replay_job_state", job_id=job_id)
+                _check_replayable(job_id, state)
+            ids = [r["id"] for r in await tx.fetch(
+                "replay_candidates", job_id=job_id, destination=destination,
+                since=None if since_s is None else float(since_s))]
+            if dry_run or not ids:
+                return len(ids)
+            count = await tx.execute("replay_job", job_ids=ids)
+            if count:
+                await tx.notify()
+            return count
+
+    async def purge(self, *, bodies_before_s: float, metadata_before_s: float,
+                    dedupe_before_s: float) -> PurgeResult:
+        """See :meth:`shared.store.Store.purge`."""
+        if not dedupe_before_s <= metadata_before_s <= bodies_before_s:
+            raise ConfigError("purge cutoffs must keep dedupe keys at least as long as job "
+                              "metadata, and metadata at least as long as bodies")
+        async with self._tx() as tx:
+            bodies = await tx.execute("purge_bodies", before=float(bodies_before_s))
+            attempts = await tx.execute("purge_attempts", before=float(metadata_before_s))
+            jobs = await tx.execute("purge_jobs", before=float(metadata_before_s))
+            events = await tx.execute("purge_events", before=float(dedupe_before_s))
+        return PurgeResult(bodies=bodies, attempts=attempts, jobs=jobs, events=events)
+
+    async def check_writable(self) -> None:
+        """See :meth:`shared.store.Store.check_writable`: an UPDATE that matches no row
+        (refused on a read-only standby or in a read-only database), rolled back."""
+        if self._pool is None:
+            raise StoreError("store is not open")
+        try:
+            async with self._pool.acquire() as conn:
+                tx = conn.transaction()
+                await tx.start()
+                try:
+                    await conn.execute("UPDATE schema_version SET version = version WHERE false")
+                finally:
+                    await tx.rollback()
+        except asyncpg.PostgresError as exc:
+            raise StoreError(f"database {_redact(self.dsn)} is not writable: {exc}") from exc
+        except (OSError, asyncpg.InterfaceError) as exc:
+            raise StoreError(f"database connection failed: {exc}") from exc
+
+    # -- inbound sources -------------------------------------------------------------------
+
+    async def add_source(self, *, name: str, scheme: str, secret: str) -> Source:
+        """See :meth:`shared.store.Store.add_source`."""
+        check_source(name, scheme, secret)
+        try:
+            async with self._tx() as tx:
+                row = await tx.fetchrow("insert_source", name=name, scheme=scheme,
+                                        secret=secret)
+        except asyncpg.UniqueViolationError as exc:
+            raise ConfigError(f"a source named {name!r} already exists") from exc
+        return Source.from_row(row)
+
+    async def get_source(self, name: str) -> Source:
+        """See :meth:`shared.store.Store.get_source`."""
+        async with self._tx() as tx:
+            row = await tx.fetchrow("get_source", name=name)
+        if row is None:
+            raise NotFound(f"no source named {name!r}")
+        return Source.from_row(row)
+
+    async def list_sources(self) -> list[Source]:
+        """See :meth:`shared.store.Store.list_sources`."""
+        async with self._tx() as tx:
+            return [Source.from_row(r) for r in await tx.fetch("live_sources")]
+
+    async def remove_source(self, name: str) -> None:
+        """See :meth:`shared.store.Store.remove_source`."""
+        async with self._tx() as tx:
+            row = await tx.fetchrow("remove_source", name=name)
+        if row is None:
+            raise NotFound(f"no source named {name!r}")
+
+    async def get_job(self, job_id: int) -> JobStory:
+        """See :meth:`shared.store.Store.get_job`."""
+        async with self._tx() as tx:
+            row = await tx.fetchrow("get_job", job_id=job_id)
+            attempts = await tx.fetch("list_attempts", job_id=job_id, limit=10_000)
+        if row is None:
+            raise NotFound(f"no job with id {job_id}")
+        return JobStory(
+            job=Job.from_row(row), replays=row["replays"], source=row["source"],
+            source_event_id=row["source_event_id"], received_at=row["received_at"],
+            body_bytes=row["body_bytes"], body_purged_at=row["body_purged_at"],
+            attempts=tuple(Attempt.from_row(a) for a in attempts))
+
+
+class _Tx:
+    """One open transaction: runs named queries with `test_now_s` filled in, and reads the
+    database's clock once (`now()` is constant within a PostgreSQL transaction)."""
+
+    def __init__(self, conn: asyncpg.Connection, test_now_s: float | None) -> None:
+        self.conn = conn
+        self._test_now_s = test_now_s
+        self._now: float | None = None
+
+    async def now(self) -> float:
+        """The transaction's instant, unix seconds, from the database (or the test clock)."""
+        if self._now is None:
+            self._now = float(await self.conn.fetchval("SELECT hookline_now($1)",
+                                                       self._test_now_s))
+        return self._now
+
+    def _args(self, query: str, params: dict[str, Any]) -> tuple[str, list[Any]]:
+        sql, names = _query(query)
+        values = {"test_now_s": self._test_now_s, **params}
+        return sql, [values[n] for n in names]
+
+    async def fetch(self, query: str, /, **params: Any) -> list[Any]:
+        sql, args = self._args(query, params)
+        return list(await self.conn.fetch(sql, *args))
+
+    async def fetchrow(self, query: str, /, **params: Any) -> Any:
+        sql, args = self._args(query, params)
+        return await self.conn.fetchrow(sql, *args)
+
+    async def execute(self, query: str, /, **params: Any) -> int:
+        """Run a write; returns the number of rows it changed."""
+        sql, args = self._args(query, params)
+        status = await self.conn.execute(sql, *args)
+        return int(status.rsplit(" ", 1)[-1]) if status[-1:].isdigit() else 0
+
+    async def notify(self) -> None:
+        """Wake waiting workers (every host) when this transaction commits."""
+        await self.conn.execute("SELECT pg_notify($1, '')", CHANNEL)
+
+
+async def _add_batch(tx: _Tx, events: Sequence[NewEvent], destinations: list[Destination],
+                     now: float) -> list[Accepted | Duplicate]:
+    """Insert a batch of events and their jobs in three statements (not three per event)."""
+    if not events:
+        return []
+    inserted = {(r["source"], r["source_event_id"]): r for r in await tx.fetch(
+        "insert_event", message_ids=[new_message_id(now) for _ in events],
+        sources=[e.source for e in events], source_event_ids=[e.source_event_id for e in events],
+        types=[e.type for e in events], bodies=[e.body for e in events])}
+    keys = [(e.source, e.source_event_id) for e in events]
+    missing = [k for k in dict.fromkeys(keys) if k not in inserted]
+    existing = {(r["source"], r["source_event_id"]): r for r in await tx.fetch(
+        "find_event", sources=[k[0] for k in missing],
+        source_event_ids=[k[1] for k in missing])} if missing else {}
+    pairs: list[tuple[int, int]] = []
+    first: set[tuple[str, str]] = set()
+    for event, key in zip(events, keys, strict=True):
+        if key in inserted and key not in first:
+            first.add(key)
+            pairs += [(inserted[key]["id"], d.id) for d in destinations
+                      if d.subscribes_to(event.type)]
+    job_ids: dict[int, list[int]] = {}
+    if pairs:
+        for r in await tx.fetch("insert_jobs", event_ids=[p[0] for p in pairs],
+                                destination_ids=[p[1] for p in pairs]):
+            job_ids.setdefault(r["event_id"], []).append(r["id"])
+    results: list[Accepted | Duplicate] = []
+    seen: set[tuple[str, str]] = set()
+    for key in keys:
+        if key in inserted and key not in seen:
+            row = inserted[key]
+            results.append(Accepted(event_id=row["id"], message_id=row["message_id"],
+                                    job_ids=tuple(sorted(job_ids.get(row["id"], ())))))
+        else:
+            row = inserted.get(key) or existing[key]
+            results.append(Duplicate(event_id=row["id"], message_id=row["message_id"]))
+        seen.add(key)
+    return results
+
+
+async def _due_of(tx: _Tx, slot: Any, limit: int, now: float) -> list[tuple[int, float, int]]:
+    """(job id, due since, attempts made) of one locked destination's claimable jobs; an
+    ordered destination offers only its oldest unfinished job, when that one is due."""
+    if not slot["ordered"]:
+        return [(r["id"], r["due_at"], r["attempts"]) for r in await tx.fetch(
+            "due_jobs", destination_id=slot["id"], limit=limit)]
+    head = await tx.fetchrow("ordered_head", destination_id=slot["id"])
+    if head is None:
+        return []
+    if head["status"] == "pending" and head["run_at"] <= now:
+        return [(head["id"], head["run_at"], head["attempts"])]
+    if head["status"] == "running" and head["lease_until"] <= now:
+        return [(head["id"], head["lease_until"], head["attempts"])]
+    return []
+
+
+def _claim(row: Any, details: Any, worker: str, taken_over: bool, now: float) -> Claim:
+    secrets = (details["secret"],)
+    if details["previous_secret"] and (details["previous_secret_until"] or 0) > now:
+        secrets += (details["previous_secret"],)
+    return Claim(
+        job_id=row["id"], event_id=row["event_id"], message_id=details["message_id"],
+        event_type=details["type"], destination_id=row["destination_id"],
+        destination_name=details["name"], url=details["url"], secret=details["secret"],
+        body=bytes(details["body"]), attempt=row["attempts"], lease_token=row["lease_token"],
+        lease_owner=worker, lease_until=row["lease_until"], taken_over=taken_over,
+        secrets=secrets, timeout_s=details["timeout_s"])
+
+
+async def _finish_one(tx: _Tx, claim: Claim, outcome: Outcome, result: AttemptResult,
+                      host_now: float) -> bool:
+    fence = {"job_id": claim.job_id, "lease_token": claim.lease_token}
+    await tx.execute("record_attempt", lease_token=claim.lease_token,
+                     started_at=result.started_at, duration_s=result.duration_s,
+                     status_code=result.status_code, error=result.error,
+                     response_excerpt=result.response_excerpt,
+                     response_headers=result.response_headers, location=result.location)
+    if isinstance(outcome, Done):
+        changed = await tx.execute("finish_done", **fence)
+    elif isinstance(outcome, Retry):
+        changed = await tx.execute("finish_retry", **fence, error=outcome.error,
+                                   delay_s=max(0.0, outcome.run_at - host_now))
+    elif isinstance(outcome, Dead):
+        changed = await tx.execute("finish_dead", **fence, error=outcome.error)
+    else:
+        raise TypeError(f"unknown outcome {outcome!r}")
+    return changed == 1
+
+
+async def _track_failure_run(tx: _Tx, claim: Claim, result: AttemptResult, now: float,
+                             breaker: BreakerPolicy | None) -> tuple[str, str, int] | None:
+    """Update the destination's failure run; pause it when the breaker says so. Returns
+    (destination name, reason, failure streak) when this call paused it."""
+    if not is_failure(result):
+        await tx.execute("destination_succeeded", destination_id=claim.destination_id)
+        return None
+    run = await tx.fetchrow("destination_failed", destination_id=claim.destination_id)
+    if run is None or breaker is None or run["paused"]:
+        return None
+    reason = auto_pause_reason(result, run["url"], run["failure_streak"], run["failing_since"],
+                               now, breaker)
+    if reason is None or not await tx.execute("auto_pause", destination_id=claim.destination_id,
+                                              reason=reason):
+        return None
+    return run["name"], reason, run["failure_streak"]
+
+
+def _check_replayable(job_id: int, row: Any) -> None:
+    """Raise NotFound or Conflict when one job cannot be replayed (see Store.replay)."""
+    if row is None:
+        raise NotFound(f"no job with id {job_id}")
+    if row["status"] != "dead":
+        raise Conflict(f"job {job_id} is {row['status']}, not dead; only dead jobs are replayed")
+    if row["body_purged_at"] is not None:
+        raise Conflict(f"job {job_id} cannot be replayed: its event body was purged by "
+                       "retention")
+    if row["deleted_at"] is not None:
+        raise Conflict(f"job {job_id} cannot be replayed: its destination was removed")
+
+
+def _redact(dsn: str) -> str:
+    """The URL without its password, for messages."""
+    return re.sub(r"(://[^:/@]+):[^@]*@", r"\1:***@", dsn)

@@ -1,0 +1,326 @@
+-- Named queries for the PostgreSQL store (shared/postgres_store.py); the names match
+-- sqlite.sql. Parameters are :named (the store turns them into $1, $2, ...). Time is the
+-- database's: hookline_now(:test_now_s), unix seconds (test_now_s is NULL except in tests).
+-- Some queries work on batches (arrays) where SQLite's take one row: insert_event,
+-- find_event, insert_jobs, claim_job (leases the chosen jobs in one statement),
+-- mark_attempt_lost, insert_attempt, claim_details, replay_job.
+
+-- insert_event: store a batch of events (arrays, one element per event, in batch order); an
+-- event whose (source, source_event_id) exists, or repeats earlier in the batch, is skipped
+INSERT INTO events (message_id, source, source_event_id, type, body, received_at)
+SELECT u.message_id, u.source, u.source_event_id, u.type, u.body, hookline_now(:test_now_s)
+FROM unnest(:message_ids::text[], :sources::text[], :source_event_ids::text[], :types::text[],
+            :bodies::bytea[]) WITH ORDINALITY AS u (message_id, source, source_event_id, type,
+                                                   body, ord)
+ORDER BY u.ord
+ON CONFLICT (source, source_event_id) DO NOTHING
+RETURNING id, message_id, source, source_event_id
+
+-- find_event: the stored events for a batch of idempotency keys
+SELECT e.id, e.message_id, e.source, e.source_event_id
+FROM events e JOIN unnest(:sources::text[], :source_event_ids::text[]) AS k (source, sid)
+    ON e.source = k.source AND e.source_event_id = k.sid
+
+-- insert_jobs: the delivery jobs of a batch of events, one per (event id, destination id)
+-- pair, due now
+INSERT INTO jobs (event_id, destination_id, run_at, created_at, updated_at)
+SELECT u.event_id, u.destination_id, t.now, t.now, t.now
+FROM unnest(:event_ids::bigint[], :destination_ids::bigint[]) WITH ORDINALITY
+        AS u (event_id, destination_id, ord),
+    (SELECT hookline_now(:test_now_s) AS now) t
+ORDER BY u.ord
+RETURNING id, event_id
+
+-- live_destinations: destinations that receive new events (paused ones too: their jobs wait)
+SELECT * FROM destinations WHERE deleted_at IS NULL ORDER BY id
+
+-- destination_slots: lock (in id order, so claimers never deadlock) every active destination
+-- that has claimable jobs; the claimer holds these row locks until it commits, so the in-flight
+-- count it reads next (destination_free) cannot be passed by two hosts at once. FOR NO KEY
+-- UPDATE does not block ingest (a new job takes only KEY SHARE on its destination).
+SELECT d.id, d.ordered, d.rate_limit_per_s, d.next_send_at FROM destinations d
+WHERE NOT d.paused AND d.deleted_at IS NULL AND EXISTS (
+    SELECT 1 FROM jobs j WHERE j.destination_id = d.id
+    AND ((j.status = 'pending' AND j.run_at <= hookline_now(:test_now_s))
+         OR (j.status = 'running' AND j.lease_until <= hookline_now(:test_now_s))))
+ORDER BY d.id
+FOR NO KEY UPDATE OF d
+
+-- destination_free: free in-flight slots of the locked destinations (read after the locks)
+SELECT d.id, d.max_in_flight - (
+    SELECT count(*) FROM jobs j
+    WHERE j.destination_id = d.id AND j.status = 'running'
+        AND j.lease_until > hookline_now(:test_now_s)
+) AS free
+FROM destinations d WHERE d.id = ANY(:destination_ids::bigint[])
+
+-- due_jobs: claimable jobs of one destination, oldest due first; rows another transaction
+-- holds are skipped (FOR UPDATE SKIP LOCKED)
+SELECT id, CASE WHEN status = 'pending' THEN run_at ELSE lease_until END AS due_at, attempts
+FROM jobs
+WHERE destination_id = :destination_id
+    AND ((status = 'pending' AND run_at <= hookline_now(:test_now_s))
+         OR (status = 'running' AND lease_until <= hookline_now(:test_now_s)))
+ORDER BY 2 LIMIT :limit
+FOR UPDATE SKIP LOCKED
+
+-- ordered_head: an ordered destination's oldest unfinished job (FIFO: only it may be sent)
+SELECT id, status, run_at, lease_until, attempts FROM jobs
+WHERE destination_id = :destination_id AND status IN ('pending', 'running')
+ORDER BY id LIMIT 1
+
+-- kill_lost_at_cap: an expired lease on a job that used its last attempt means the worker died on it
+UPDATE jobs SET status = 'dead', lease_token = NULL, lease_owner = NULL, lease_until = NULL,
+    last_error = 'worker lost (lease expired on the final attempt)',
+    finished_at = hookline_now(:test_now_s), updated_at = hookline_now(:test_now_s)
+WHERE status = 'running' AND lease_until <= hookline_now(:test_now_s)
+    AND attempts >= :max_attempts
+RETURNING id
+
+-- claim_job: lease a batch of chosen jobs in ONE statement, each under a fresh token, still
+-- only if due; attempts are counted here, at claim
+UPDATE jobs SET status = 'running', attempts = attempts + 1,
+    lease_token = md5(random()::text || clock_timestamp()::text || id::text),
+    lease_owner = :worker, lease_until = hookline_now(:test_now_s) + :lease_s,
+    updated_at = hookline_now(:test_now_s)
+WHERE id = ANY(:job_ids::bigint[]) AND (
+    (status = 'pending' AND run_at <= hookline_now(:test_now_s))
+    OR (status = 'running' AND lease_until <= hookline_now(:test_now_s)))
+RETURNING id, event_id, destination_id, attempts, lease_token, lease_until
+
+-- advance_next_send: rate limit bookkeeping inside the claim transaction (GCRA arrival time)
+UPDATE destinations SET next_send_at = :next_send_at WHERE id = :destination_id
+
+-- mark_attempt_lost: the previous claims of taken-over jobs never finished (batch)
+UPDATE attempts SET error = 'lease expired (worker lost)'
+WHERE job_id = ANY(:job_ids::bigint[]) AND duration_s IS NULL AND error IS NULL
+    AND lease_token <> ALL(:lease_tokens::text[])
+RETURNING job_id
+
+-- insert_attempt: one attempt row per claim (batch, one element per claim)
+INSERT INTO attempts (job_id, attempt, worker, lease_token, started_at)
+SELECT u.job_id, u.attempt, :worker, u.lease_token, hookline_now(:test_now_s)
+FROM unnest(:job_ids::bigint[], :attempts::integer[], :lease_tokens::text[])
+    AS u (job_id, attempt, lease_token)
+
+-- claim_details: what a worker needs to send claimed jobs (batch, by job id)
+SELECT j.id AS job_id, e.message_id, e.type, e.body, d.name, d.url, d.secret,
+    d.previous_secret, d.previous_secret_until, d.timeout_s
+FROM jobs j JOIN events e ON e.id = j.event_id JOIN destinations d ON d.id = j.destination_id
+WHERE j.id = ANY(:job_ids::bigint[])
+
+-- extend_lease: push a lease's expiry out; fenced by the lease token
+UPDATE jobs SET lease_until = hookline_now(:test_now_s) + :lease_s
+WHERE id = :job_id AND lease_token = :lease_token AND status = 'running'
+
+-- finish_done: the destination acknowledged; fenced by the lease token
+UPDATE jobs SET status = 'done', lease_token = NULL, lease_owner = NULL, lease_until = NULL,
+    last_error = NULL, finished_at = hookline_now(:test_now_s),
+    updated_at = hookline_now(:test_now_s)
+WHERE id = :job_id AND lease_token = :lease_token AND status = 'running'
+
+-- finish_retry: schedule the next attempt after :delay_s seconds of the database's clock; fenced
+UPDATE jobs SET status = 'pending', lease_token = NULL, lease_owner = NULL, lease_until = NULL,
+    run_at = hookline_now(:test_now_s) + :delay_s, last_error = :error,
+    updated_at = hookline_now(:test_now_s)
+WHERE id = :job_id AND lease_token = :lease_token AND status = 'running'
+
+-- finish_dead: no more attempts; fenced by the lease token
+UPDATE jobs SET status = 'dead', lease_token = NULL, lease_owner = NULL, lease_until = NULL,
+    last_error = :error, finished_at = hookline_now(:test_now_s),
+    updated_at = hookline_now(:test_now_s)
+WHERE id = :job_id AND lease_token = :lease_token AND status = 'running'
+
+-- record_attempt: complete the attempt row of a claim (a stale claim's result is history too)
+UPDATE attempts SET duration_s = :duration_s, status_code = :status_code, error = :error,
+    response_excerpt = :response_excerpt, started_at = :started_at,
+    response_headers = :response_headers, location = :location
+WHERE lease_token = :lease_token
+
+-- hand_back: return a claimed job to pending without charging the attempt; fenced
+UPDATE jobs SET status = 'pending', attempts = attempts - 1, lease_token = NULL,
+    lease_owner = NULL, lease_until = NULL, run_at = hookline_now(:test_now_s),
+    updated_at = hookline_now(:test_now_s)
+WHERE id = :job_id AND lease_token = :lease_token AND status = 'running'
+
+-- mark_attempt_handed_back: the attempt row of a handed-back claim
+UPDATE attempts SET error = 'handed back (graceful stop)' WHERE lease_token = :lease_token
+    AND duration_s IS NULL
+
+-- insert_destination: register a destination
+INSERT INTO destinations (name, url, secret, event_types, max_in_flight, created_at)
+VALUES (:name, :url, :secret, :event_types, :max_in_flight, hookline_now(:test_now_s))
+RETURNING *
+
+-- get_destination: one live destination by name
+SELECT * FROM destinations WHERE name = :name AND deleted_at IS NULL
+
+-- set_paused: pause or resume a destination; resuming resets the failure run (breaker)
+UPDATE destinations SET paused = :paused, paused_reason = :reason,
+    failure_streak = CASE WHEN :paused THEN failure_streak ELSE 0 END,
+    failing_since = CASE WHEN :paused THEN failing_since ELSE NULL END
+WHERE name = :name AND deleted_at IS NULL
+
+-- list_jobs: jobs with their event and destination, newest first
+SELECT j.id, j.event_id, e.message_id, e.type AS event_type, d.name AS destination, j.status,
+    j.attempts, j.run_at, j.lease_owner, j.lease_until, j.last_error, j.created_at,
+    j.updated_at, j.finished_at
+FROM jobs j JOIN events e ON e.id = j.event_id JOIN destinations d ON d.id = j.destination_id
+WHERE (:status::text IS NULL OR j.status = :status) ORDER BY j.id DESC LIMIT :limit
+
+-- list_attempts: attempts of one job, or of all jobs when job_id is NULL, oldest first
+SELECT job_id, attempt, worker, lease_token, started_at, duration_s, status_code, error,
+    response_excerpt, response_headers, location
+FROM attempts WHERE (:job_id::bigint IS NULL OR job_id = :job_id) ORDER BY id LIMIT :limit
+
+-- jobs_by_status: job counts per status
+SELECT status, count(*) AS n FROM jobs GROUP BY status
+
+-- count_events: number of stored events
+SELECT count(*) AS n FROM events
+
+-- count_attempts: number of recorded attempts
+SELECT count(*) AS n FROM attempts
+
+-- oldest_pending: run_at of the longest-waiting due pending job, and the database's now
+SELECT min(run_at) AS oldest, hookline_now(:test_now_s) AS now
+FROM jobs WHERE status = 'pending' AND run_at <= hookline_now(:test_now_s)
+
+-- remove_destination: soft delete; the name is freed (renamed name~removed-ID) for reuse
+UPDATE destinations SET deleted_at = hookline_now(:test_now_s), name = name || '~removed-' || id
+WHERE name = :name AND deleted_at IS NULL
+RETURNING id
+
+-- kill_jobs_of_destination: a removed destination's unfinished jobs end dead
+UPDATE jobs SET status = 'dead', lease_token = NULL, lease_owner = NULL, lease_until = NULL,
+    last_error = 'destination removed', finished_at = hookline_now(:test_now_s),
+    updated_at = hookline_now(:test_now_s)
+WHERE destination_id = :destination_id AND status IN ('pending', 'running')
+
+-- list_dead: dead jobs, most recently dead first, optionally of one destination / since a time
+SELECT j.id, j.event_id, e.message_id, e.type AS event_type, d.name AS destination, j.status,
+    j.attempts, j.run_at, j.lease_owner, j.lease_until, j.last_error, j.created_at,
+    j.updated_at, j.finished_at
+FROM jobs j JOIN events e ON e.id = j.event_id JOIN destinations d ON d.id = j.destination_id
+WHERE j.status = 'dead' AND (:destination::text IS NULL OR d.name = :destination)
+    AND (:since::double precision IS NULL OR j.finished_at >= :since)
+ORDER BY j.finished_at DESC, j.id DESC LIMIT :limit
+
+-- replay_candidates: dead jobs a replay would take (live destination, body not purged)
+SELECT j.id FROM jobs j JOIN events e ON e.id = j.event_id JOIN destinations d ON d.id = j.destination_id
+WHERE j.status = 'dead' AND d.deleted_at IS NULL AND e.body_purged_at IS NULL
+    AND (:job_id::bigint IS NULL OR j.id = :job_id)
+    AND (:destination::text IS NULL OR d.name = :destination)
+    AND (:since::double precision IS NULL OR j.finished_at >= :since)
+ORDER BY j.id
+
+-- replay_job_state: why one job can or cannot be replayed
+SELECT j.id, j.status, d.deleted_at, e.body_purged_at
+FROM jobs j JOIN events e ON e.id = j.event_id JOIN destinations d ON d.id = j.destination_id
+WHERE j.id = :job_id
+
+-- replay_job: dead -> pending, fresh attempt budget, due now (batch of ids; history stays)
+UPDATE jobs SET status = 'pending', attempts = 0, run_at = hookline_now(:test_now_s),
+    last_error = NULL, finished_at = NULL, replays = replays + 1,
+    updated_at = hookline_now(:test_now_s)
+WHERE id = ANY(:job_ids::bigint[]) AND status = 'dead'
+
+-- purge_bodies: empty the body of events whose jobs all ended before the cutoff
+UPDATE events SET body = '\x'::bytea, body_purged_at = hookline_now(:test_now_s)
+WHERE body_purged_at IS NULL AND received_at < :before
+    AND NOT EXISTS (SELECT 1 FROM jobs j WHERE j.event_id = events.id
+                    AND (j.status IN ('pending', 'running') OR j.finished_at >= :before))
+
+-- purge_attempts: attempt rows of terminal jobs that ended before the cutoff
+DELETE FROM attempts WHERE job_id IN (
+    SELECT id FROM jobs WHERE status IN ('done', 'dead') AND finished_at < :before)
+
+-- purge_jobs: terminal jobs that ended before the cutoff
+DELETE FROM jobs WHERE status IN ('done', 'dead') AND finished_at < :before
+
+-- purge_events: events (dedupe keys) older than the cutoff that have no job left
+DELETE FROM events WHERE received_at < :before
+    AND NOT EXISTS (SELECT 1 FROM jobs j WHERE j.event_id = events.id)
+
+-- get_job: one job with its event and destination
+SELECT j.id, j.event_id, e.message_id, e.type AS event_type, d.name AS destination, j.status,
+    j.attempts, j.run_at, j.lease_owner, j.lease_until, j.last_error, j.created_at,
+    j.updated_at, j.finished_at, j.replays, e.source, e.source_event_id, e.received_at,
+    length(e.body) AS body_bytes, e.body_purged_at
+FROM jobs j JOIN events e ON e.id = j.event_id JOIN destinations d ON d.id = j.destination_id
+WHERE j.id = :job_id
+
+-- jobs_by_destination_status: job counts per destination and status (removed ones included)
+SELECT d.name AS destination, j.status, count(*) AS n
+FROM jobs j JOIN destinations d ON d.id = j.destination_id
+GROUP BY d.name, j.status
+
+-- paused_destinations: live destinations that are paused, with the reason
+SELECT name, paused_reason FROM destinations WHERE paused AND deleted_at IS NULL ORDER BY id
+
+-- attempts_by_outcome: attempt counts by outcome class
+SELECT CASE
+        WHEN status_code BETWEEN 200 AND 299 THEN 'delivered'
+        WHEN status_code IS NOT NULL THEN 'http_' || CAST(status_code / 100 AS text) || 'xx'
+        WHEN error LIKE 'lease expired%' THEN 'worker_lost'
+        WHEN error LIKE 'handed back%' THEN 'handed_back'
+        WHEN error IS NOT NULL THEN 'transport_error'
+        ELSE 'in_flight'
+    END AS outcome, count(*) AS n
+FROM attempts GROUP BY 1
+
+-- delivery_latency: accept -> delivered seconds of done jobs still stored, cumulative buckets
+SELECT count(*) AS n, COALESCE(SUM(lat), 0) AS total,
+    count(*) FILTER (WHERE lat <= 0.05) AS le_0_05,
+    count(*) FILTER (WHERE lat <= 0.1) AS le_0_1,
+    count(*) FILTER (WHERE lat <= 0.25) AS le_0_25,
+    count(*) FILTER (WHERE lat <= 0.5) AS le_0_5,
+    count(*) FILTER (WHERE lat <= 1) AS le_1,
+    count(*) FILTER (WHERE lat <= 2.5) AS le_2_5,
+    count(*) FILTER (WHERE lat <= 5) AS le_5,
+    count(*) FILTER (WHERE lat <= 10) AS le_10,
+    count(*) FILTER (WHERE lat <= 30) AS le_30,
+    count(*) FILTER (WHERE lat <= 60) AS le_60,
+    count(*) FILTER (WHERE lat <= 300) AS le_300,
+    count(*) FILTER (WHERE lat <= 900) AS le_900,
+    count(*) FILTER (WHERE lat <= 3600) AS le_3600,
+    count(*) FILTER (WHERE lat <= 21600) AS le_21600,
+    count(*) FILTER (WHERE lat <= 86400) AS le_86400
+FROM (SELECT j.finished_at - e.received_at AS lat
+      FROM jobs j JOIN events e ON e.id = j.event_id WHERE j.status = 'done') AS done_jobs
+
+-- destination_failed: extend a destination's failure run by one attempt
+UPDATE destinations SET failure_streak = failure_streak + 1,
+    failing_since = COALESCE(failing_since, hookline_now(:test_now_s))
+WHERE id = :destination_id
+RETURNING name, url, paused, failure_streak, failing_since
+
+-- destination_succeeded: a 2xx ends the failure run
+UPDATE destinations SET failure_streak = 0, failing_since = NULL
+WHERE id = :destination_id AND (failure_streak <> 0 OR failing_since IS NOT NULL)
+
+-- auto_pause: the circuit breaker (or a 410 Gone) pauses a destination with a reason
+UPDATE destinations SET paused = true, paused_reason = :reason
+WHERE id = :destination_id AND NOT paused
+
+-- rotate_secret: new secret now, previous one still signed with for :overlap_s seconds
+UPDATE destinations SET previous_secret = secret,
+    previous_secret_until = hookline_now(:test_now_s) + :overlap_s, secret = :secret
+WHERE name = :name AND deleted_at IS NULL
+RETURNING *
+
+-- insert_source: register an inbound source (issue 3)
+INSERT INTO sources (name, scheme, secret, created_at)
+VALUES (:name, :scheme, :secret, hookline_now(:test_now_s))
+RETURNING *
+
+-- get_source: one live source by name
+SELECT * FROM sources WHERE name = :name AND deleted_at IS NULL
+
+-- live_sources: live sources in creation order
+SELECT * FROM sources WHERE deleted_at IS NULL ORDER BY id
+
+-- remove_source: soft delete; the name is freed (renamed name~removed-ID) for reuse
+UPDATE sources SET deleted_at = hookline_now(:test_now_s), name = name || '~removed-' || id
+WHERE name = :name AND deleted_at IS NULL
+RETURNING id

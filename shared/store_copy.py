@@ -1,0 +1,115 @@
+"""Copy a SQLite hookline database into an empty PostgreSQL one (`hookline migrate-store`).
+
+Everything moves with its ids: destinations, sources (when the table exists), events with
+their exact body bytes, jobs in every state (pending, running with their leases, done, dead)
+and attempts; the PostgreSQL id sequences are then moved past the copied ids. Both schemas are
+migrated to the newest version first, so their columns line up; a column only one side has is
+left to its default. The copy reads one SQLite snapshot and writes in ONE PostgreSQL
+transaction: it lands whole or not at all. Stop the service first: jobs claimed in SQLite
+after the snapshot would not be copied.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from dataclasses import dataclass
+from typing import Any
+
+import asyncpg
+
+from shared.errors import StoreError
+from shared.postgres_store import PostgresStore
+from shared.sqlite_store import SqliteStore
+
+# Parents before children (foreign keys); tables missing on either side are skipped.
+TABLES = ("destinations", "sources", "events", "jobs", "attempts")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CopyResult:
+    """Rows copied per table, in copy order."""
+
+    rows: dict[str, int]
+
+
+async def copy_sqlite_to_postgres(sqlite_path: str, postgres_url: str) -> CopyResult:
+    """Copy every hookline row from the SQLite file into the PostgreSQL database.
+
+    Args:
+        sqlite_path: the source database file (must exist).
+        postgres_url: the target; its hookline tables must be empty.
+
+    Returns:
+        The number of rows copied per table.
+
+    Raises:
+        StoreError: the source is missing or unreadable, the target is unreachable or not
+            empty, or a row is refused by the target (nothing is written then).
+    """
+    async with SqliteStore(sqlite_path):  # migrate the source to the newest schema
+        pass
+    async with PostgresStore(postgres_url):  # create / migrate the target schema
+        pass
+    source = sqlite3.connect(f"file:{sqlite_path}?mode=ro", uri=True)
+    source.row_factory = sqlite3.Row
+    try:
+        source.execute("BEGIN")  # one snapshot for every table
+        conn = await asyncpg.connect(postgres_url)
+        try:
+            async with conn.transaction():
+                return CopyResult(rows=await _copy_all(source, conn))
+        except asyncpg.PostgresError as exc:
+            raise StoreError(f"the copy was refused by PostgreSQL, nothing was written: "
+                             f"{exc}") from exc
+        finally:
+            await conn.close()
+    except sqlite3.Error as exc:
+        raise StoreError(f"cannot read {sqlite_path}: {exc}") from exc
+    finally:
+        source.close()
+
+
+async def _copy_all(source: sqlite3.Connection, conn: asyncpg.Connection) -> dict[str, int]:
+    src_tables = {r[0] for r in source.execute(
+        "SELECT name FROM sqlite_master WHERE type = 'table'")}
+    dst_columns: dict[str, dict[str, str]] = {}
+    for r in await conn.fetch(
+            "SELECT table_name, column_name, data_type FROM information_schema.columns "
+            "WHERE table_schema = current_schema()"):
+        dst_columns.setdefault(r["table_name"], {})[r["column_name"]] = r["data_type"]
+    tables = [t for t in TABLES if t in src_tables and t in dst_columns]
+    for table in tables:
+        if await conn.fetchval(f"SELECT EXISTS (SELECT 1 FROM {table})"):  # noqa: S608
+            raise StoreError(f"the target already holds {table}; migrate-store copies into "
+                             "an empty database only")
+    copied: dict[str, int] = {}
+    for table in tables:
+        src_cols = [r[1] for r in source.execute(f"PRAGMA table_info({table})")]
+        columns = [c for c in src_cols if c in dst_columns[table]]
+        types = [dst_columns[table][c] for c in columns]
+        records = [tuple(_convert(row[c], t) for c, t in zip(columns, types, strict=True))
+                   for row in source.execute(
+                       f"SELECT {', '.join(columns)} FROM {table} ORDER BY id")]  # noqa: S608
+        if records:
+            await conn.copy_records_to_table(table, records=records, columns=columns)
+        if "id" in columns:
+            await conn.execute(
+                f"SELECT setval(pg_get_serial_sequence('{table}', 'id'), "  # noqa: S608
+                f"coalesce((SELECT max(id) FROM {table}), 0) + 1, false)")
+        copied[table] = len(records)
+    return copied
+
+
+def _convert(value: Any, pg_type: str) -> Any:
+    """A SQLite value as the target column wants it (0/1 -> boolean, blobs -> bytes)."""
+    if value is None:
+        return None
+    if pg_type == "boolean":
+        return bool(value)
+    if pg_type == "bytea":
+        return bytes(value) if not isinstance(value, str) else value.encode()
+    if pg_type in ("integer", "bigint", "smallint"):
+        return int(value)
+    if pg_type == "double precision":
+        return float(value)
+    return value

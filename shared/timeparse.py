@@ -1,0 +1,62 @@
+"""Operator time inputs: durations like `7d` and instants like `2h` ago, ISO 8601 or unix.
+
+Used by `hookline replay --since`, `hookline purge --bodies-older-than` and the admin API.
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import UTC, datetime
+
+from shared.errors import ConfigError
+
+_UNITS_S = {"s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, "w": 604800.0}
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhdw])\s*$")
+
+
+def parse_duration(text: str) -> float:
+    """Parse `30s`, `15m`, `2h`, `7d`, `1w` (or plain seconds) into seconds.
+
+    Raises:
+        ConfigError: not a non-negative number with an optional unit s, m, h, d or w.
+    """
+    match = _DURATION.match(text)
+    if match:
+        return float(match.group(1)) * _UNITS_S[match.group(2)]
+    try:
+        seconds = float(text)
+    except ValueError:
+        raise ConfigError(f"not a duration: {text!r} (use e.g. 90s, 15m, 2h, 7d)") from None
+    if seconds < 0 or seconds != seconds or seconds == float("inf"):
+        raise ConfigError(f"not a duration: {text!r} (must be a finite number >= 0)")
+    return seconds
+
+
+def parse_instant(text: str | float | int, now_s: float) -> float:
+    """Parse a point in time into unix seconds.
+
+    Accepts unix seconds (`1760000000`), ISO 8601 (`2025-10-09T12:00:00Z`; no zone means UTC),
+    or a relative duration meaning that long before `now_s` (`2h`, `30m`, `7d`).
+
+    Raises:
+        ConfigError: none of those forms.
+    """
+    if isinstance(text, bool):
+        raise ConfigError(f"not a time: {text!r}")
+    if isinstance(text, int | float):
+        return float(text)
+    value = text.strip()
+    if _DURATION.match(value):
+        return now_s - parse_duration(value)
+    try:
+        return float(value)
+    except ValueError:
+        pass
+    try:
+        parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        raise ConfigError(f"not a time: {text!r} (use ISO 8601, unix seconds, or a "
+                          "relative age like 2h)") from None
+    if parsed.tzinfo is None:
+        parsed = parsed.replace(tzinfo=UTC)
+    return parsed.timestamp()

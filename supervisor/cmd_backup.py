@@ -1,0 +1,161 @@
+"""`hookline backup`, `hookline backup verify`, `hookline restore`: checked online snapshots.
+
+SQLite only (shared/backup.py); for a PostgreSQL URL these commands refuse and point at
+pg_dump / pg_basebackup. Exit codes: 0 ok, 1 a snapshot or restore failed, 2 usage. One
+human line per result on stdout; JSON log lines (`backup_taken`, `backup_failed`,
+`backup_rotated`, `restore_done`) on stderr.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import sys
+import threading
+from typing import Any
+
+from shared.backup import (
+    BackupError, Snapshot, list_snapshots, restore, rotate, run_schedule, sqlite_path,
+    take_snapshot, verify_snapshot,
+)
+from shared.config import Config
+from shared.logs import configure_logging
+from supervisor.cmd_common import fail
+
+PAUSE_ENV = "HOOKLINE_TEST_BACKUP_PAUSE_S"
+"""Test hook: seconds to sleep after the checks, before the final rename."""
+
+
+def register(sub: Any) -> None:
+    """Add `backup` (with its `verify` action) and `restore` to the CLI."""
+    backup = sub.add_parser(
+        "backup", help="take a checked online snapshot of the SQLite database",
+        description="Take a checked online snapshot of the live SQLite database into --out "
+                    "(the service may keep running). With --every, repeat and keep the "
+                    "newest --keep snapshots.")
+    backup.add_argument("--out", help="snapshot folder (created 0700 when missing)")
+    backup.add_argument("--every", type=float, metavar="SECONDS",
+                        help="take a snapshot every SECONDS until stopped (needs --keep)")
+    backup.add_argument("--keep", type=int, metavar="K",
+                        help="keep the newest K snapshots in --out (older ones are deleted "
+                             "only after a new one passed its checks); also without --every")
+    backup.add_argument("--count", type=int, metavar="N",
+                        help="with --every: stop after N snapshots (for rehearsals)")
+    backup.set_defaults(handler=backup_command)
+    actions = backup.add_subparsers(dest="action", metavar="ACTION")
+    verify = actions.add_parser("verify", parents=[sub.common],
+                                help="re-check a snapshot against its manifest")
+    verify.add_argument("snapshot", help="the snapshot .db file")
+    verify.set_defaults(handler=verify_command)
+
+    rest = sub.add_parser(
+        "restore", help="write a verified snapshot into a new, empty directory",
+        description="Verify SNAPSHOT and write it as NEWDIR/hookline.db, ready for "
+                    "`hookline --db NEWDIR/hookline.db serve`. Never touches the live "
+                    "database. Jobs running at snapshot time are claimed again once their "
+                    "leases expire.")
+    rest.add_argument("snapshot", help="the snapshot .db file")
+    rest.add_argument("--into", required=True, metavar="NEWDIR",
+                      help="a directory that does not exist yet, or is empty")
+    rest.add_argument("--no-manifest", action="store_true",
+                      help="restore a lone snapshot file without its .json manifest "
+                           "(integrity and schema are still checked)")
+    rest.set_defaults(handler=restore_command)
+
+
+def _describe(snap: Snapshot) -> str:
+    m = snap.manifest
+    return (f"snapshot {snap.path} ok: {m.size_bytes} bytes, schema {m.schema_version}, "
+            f"{m.tables.get('events', 0)} events, jobs {m.jobs_by_status}, "
+            f"max event id {m.max_event_id}, sha256 {m.sha256[:16]}...")
+
+
+def backup_command(config: Config, args: argparse.Namespace) -> int:
+    """`hookline backup --out DIR [--every S --keep K [--count N]]`."""
+    _quiet_logs(config)
+    if args.out is None:
+        return fail("backup: --out DIR is required (or use `hookline backup verify SNAPSHOT`)",
+                    2)
+    if args.every is None and args.count is not None:
+        return fail("backup: --count goes with --every", 2)
+    if args.keep is not None and args.keep < 1:
+        return fail(f"backup: --keep must be at least 1, not {args.keep}", 2)
+    if args.every is not None and args.keep is None:
+        return fail("backup: --every needs --keep K (how many snapshots to keep)", 2)
+    try:
+        db_path = sqlite_path(config.db)
+    except BackupError as exc:
+        return fail(f"backup: {exc}", 2)
+    try:
+        pause_s = float(os.environ.get(PAUSE_ENV, "0"))
+    except ValueError:
+        return fail(f"backup: {PAUSE_ENV} must be a number of seconds", 2)
+    if args.every is None:
+        try:
+            snap = take_snapshot(db_path, args.out, busy_timeout_s=config.busy_timeout_s,
+                                 pause_before_rename_s=pause_s)
+        except BackupError as exc:
+            return fail(f"backup failed: {exc}")
+        print(_describe(snap), flush=True)
+        if args.keep is not None:  # one shot with rotation (the systemd timer's way)
+            removed = rotate(args.out, args.keep)
+            print(f"{len(removed)} rotated away, {len(list_snapshots(args.out))} kept in "
+                  f"{args.out}", flush=True)
+        return 0
+
+    def report(result: Snapshot | BackupError) -> None:
+        if isinstance(result, Snapshot):
+            print(_describe(result), flush=True)
+        else:
+            print(f"hookline: backup failed: {result}", file=sys.stderr, flush=True)
+
+    stop = threading.Event()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(signum, lambda *_: stop.set())
+    try:
+        result = run_schedule(db_path, args.out, every_s=args.every, keep=args.keep,
+                              count=args.count, stop=stop, on_snapshot=report,
+                              busy_timeout_s=config.busy_timeout_s,
+                              pause_before_rename_s=pause_s)
+    except BackupError as exc:
+        return fail(f"backup: {exc}", 2)
+    kept = list_snapshots(args.out)
+    print(f"{len(result.taken)} snapshots taken, {len(result.failures)} failed, "
+          f"{len(result.removed)} rotated away, {len(kept)} kept in {args.out}", flush=True)
+    return 1 if result.failures else 0
+
+
+def verify_command(config: Config, args: argparse.Namespace) -> int:
+    """`hookline backup verify SNAPSHOT`: 0 when every check passes, else 1."""
+    _quiet_logs(config)
+    report = verify_snapshot(args.snapshot)
+    if not report.ok:
+        return fail(f"snapshot {args.snapshot} FAILED: " + "; ".join(report.problems))
+    assert report.manifest is not None  # required by verify_snapshot's default
+    m = report.manifest
+    print(f"snapshot {args.snapshot} ok: sha256 and size match the manifest, integrity_check "
+          f"ok, schema {m.schema_version}, {m.tables.get('events', 0)} events, "
+          f"taken {m.created_at}")
+    return 0
+
+
+def restore_command(config: Config, args: argparse.Namespace) -> int:
+    """`hookline restore SNAPSHOT --into NEWDIR`: 0 restored, 1 refused or failed."""
+    _quiet_logs(config)
+    try:
+        path = restore(args.snapshot, args.into, require_manifest=not args.no_manifest)
+    except BackupError as exc:
+        return fail(f"restore: {exc}")
+    print(f"restored {args.snapshot} into {path}; start it with: "
+          f"hookline --db {path} serve  (jobs that were running are claimed again when their "
+          "leases expire)")
+    return 0
+
+
+def _quiet_logs(config: Config) -> None:
+    """JSON log lines to stderr, so stdout carries only the human summary."""
+    try:
+        configure_logging("backup", config.log_level, stream=sys.stderr)
+    except ValueError:
+        configure_logging("backup", stream=sys.stderr)

@@ -1,0 +1,171 @@
+"""`hookline logs`: read, filter and pretty-print the service's JSON log lines;
+`hookline scale N`: change the running service's worker count.
+
+`hookline logs [FILE|-] [--follow] [--job ID] [--event ID] [--destination NAME] [--level L]
+[--since T] [--json]` reads FILE (default: the `log_file` setting), or standard input for
+`-` (e.g. `journalctl -u hookline -o cat | hookline logs - --job 42`). With --follow it keeps
+reading as lines are appended and across rotation (like `tail -F`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import IO, Any
+
+from shared.config import Config
+from shared.errors import ConfigError
+from shared.lifecycle import STATUS_FILE, pid_file, read_status, runtime_dir
+from shared.timeparse import parse_instant
+from supervisor.cmd_common import fail
+from supervisor.logview import LEVELS, LogFilter, format_record, parse_line
+
+_FOLLOW_POLL_S = 0.2
+_SCALE_STEP_TIMEOUT_S = 10.0
+
+
+def register(sub: Any) -> None:
+    """Add `logs` and `scale` to the CLI."""
+    logs = sub.add_parser("logs", help="filter and pretty-print the JSON log lines")
+    logs.add_argument("file", nargs="?", metavar="FILE|-",
+                      help="log file, or - for standard input (default: the log_file setting)")
+    logs.add_argument("--follow", "-f", action="store_true",
+                      help="keep reading new lines, across rotation (like tail -F)")
+    logs.add_argument("--job", type=int, metavar="ID", help="a job's whole story")
+    logs.add_argument("--event", metavar="ID", help="lines about this event id")
+    logs.add_argument("--destination", metavar="NAME", help="lines about this destination")
+    logs.add_argument("--level", choices=LEVELS, default="debug", help="lowest level shown")
+    logs.add_argument("--since", metavar="T",
+                      help="hide older lines: 2h, 30m (ago), ISO 8601 or unix seconds")
+    logs.add_argument("--json", action="store_true", help="print matching lines as JSON")
+    logs.set_defaults(handler=logs_command)
+
+    scale = sub.add_parser("scale", help="set the running service's worker count (signals it)")
+    scale.add_argument("count", type=int, metavar="N", help="wanted number of workers (>= 1)")
+    scale.set_defaults(handler=scale_command)
+
+
+# -- logs ----------------------------------------------------------------------------------
+
+
+def logs_command(config: Config, args: argparse.Namespace) -> int:
+    """Print the matching lines of FILE or stdin; 0, or 1 on a bad argument or file."""
+    try:
+        since_s = parse_instant(args.since, time.time()) if args.since else None
+    except ConfigError as exc:
+        return fail(f"--since: {exc}")
+    flt = LogFilter(job_id=args.job, event_id=args.event, destination=args.destination,
+                    min_level=args.level, since_s=since_s)
+    source = args.file or config.log_file
+    if not source:
+        return fail("no log file: give FILE, `-` for standard input, or set log_file")
+    colour = not args.json and sys.stdout.isatty() and "NO_COLOR" not in os.environ
+    try:
+        if source == "-":
+            lines: Iterator[str] = _follow_stream(sys.stdin) if args.follow else iter(sys.stdin)
+        else:
+            lines = _follow_file(Path(source)) if args.follow else _read_file(Path(source))
+        for line in lines:
+            record = parse_line(line)
+            if record is None or not flt.matches(record):
+                continue
+            out = json.dumps(record) if args.json else format_record(record, colour=colour)
+            print(out, flush=args.follow)
+    except OSError as exc:
+        return fail(f"cannot read {source}: {exc.strerror or exc}")
+    except KeyboardInterrupt:
+        return 0
+    except BrokenPipeError:  # `hookline logs | head`
+        return 0
+    return 0
+
+
+def _read_file(path: Path) -> Iterator[str]:
+    with path.open(encoding="utf-8", errors="replace") as fh:
+        yield from fh
+
+
+def _follow_stream(stream: IO[str]) -> Iterator[str]:
+    while True:
+        line = stream.readline()
+        if not line:
+            return
+        yield line
+
+
+def _follow_file(path: Path) -> Iterator[str]:
+    """Yield the file's lines, then new ones as they come; reopen on rotation.
+
+    Rotation is seen as the path naming another inode (renamed away, recreated) or the file
+    shrinking (truncated); what was appended to the old file before the switch is read first.
+    """
+    fh = path.open(encoding="utf-8", errors="replace")
+    try:
+        partial = ""
+        while True:
+            chunk = fh.readline()
+            if chunk:
+                partial += chunk
+                if partial.endswith("\n"):
+                    yield partial
+                    partial = ""
+                continue
+            time.sleep(_FOLLOW_POLL_S)
+            try:
+                st = os.stat(path)
+            except FileNotFoundError:
+                continue  # between the rename and the new file's creation
+            opened = os.fstat(fh.fileno())
+            if (st.st_dev, st.st_ino) != (opened.st_dev, opened.st_ino):
+                rest = fh.read()  # the old file's last lines
+                for line in (partial + rest).splitlines(keepends=True):
+                    yield line
+                partial = ""
+                fh.close()
+                fh = path.open(encoding="utf-8", errors="replace")
+            elif st.st_size < fh.tell():
+                fh.seek(0)
+                partial = ""
+    finally:
+        fh.close()
+
+
+# -- scale ---------------------------------------------------------------------------------
+
+
+def scale_command(config: Config, args: argparse.Namespace) -> int:
+    """Signal the running supervisor (SIGTTIN/SIGTTOU, one at a time) until N workers run."""
+    if args.count < 1:
+        return fail(f"N must be at least 1, not {args.count}")
+    path = pid_file(config)
+    try:
+        pid = int(path.read_text().strip())
+        os.kill(pid, 0)
+    except (OSError, ValueError) as exc:
+        return fail(f"no running supervisor: cannot use pid file {path} ({exc})")
+    status_path = runtime_dir(config) / STATUS_FILE
+    while True:
+        status = read_status(status_path)
+        if status is None or status.get("pid") != pid:
+            return fail(f"no status from supervisor {pid} in {status_path}")
+        wanted = int(status.get("workers_wanted", 0))
+        if wanted == args.count:
+            print(f"{wanted} workers")
+            return 0
+        # One signal at a time: signals of one kind sent together may arrive as one.
+        os.kill(pid, signal.SIGTTIN if wanted < args.count else signal.SIGTTOU)
+        deadline = time.monotonic() + _SCALE_STEP_TIMEOUT_S
+        while True:
+            time.sleep(0.05)
+            status = read_status(status_path) or {}
+            if int(status.get("workers_wanted", wanted)) != wanted:
+                break
+            if time.monotonic() > deadline:
+                return fail(f"supervisor {pid} did not change its worker count "
+                            f"(still {wanted})")

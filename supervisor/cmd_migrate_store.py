@@ -1,0 +1,53 @@
+"""`hookline migrate-store --from sqlite:///… --to postgresql://…`: move up to PostgreSQL
+without losing queued work (see shared/store_copy.py and OPERATIONS.md)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from typing import Any
+
+from shared.config import Config
+from shared.store_copy import copy_sqlite_to_postgres
+from supervisor.cmd_common import fail, run_command
+
+
+def register(sub: Any) -> None:
+    """Add `migrate-store` to the CLI."""
+    p = sub.add_parser("migrate-store",
+                       help="copy a SQLite database into an empty PostgreSQL one (stop the "
+                            "service first)")
+    p.add_argument("--from", dest="source", required=True,
+                   help="the SQLite database: a path or sqlite:///PATH")
+    p.add_argument("--to", dest="target", required=True,
+                   help="the PostgreSQL database URL (postgresql://…); its tables must be empty")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(handler=migrate_store_command)
+
+
+def migrate_store_command(config: Config, args: argparse.Namespace) -> int:
+    """Validate the two URLs, copy, print the row counts. Exit 1 on failure, 2 on usage."""
+    source: str = args.source
+    if source.startswith(("postgres://", "postgresql://")) or (
+            "://" in source and not source.startswith("sqlite:///")):
+        return fail(f"--from must be a SQLite database (a path or sqlite:///PATH), not "
+                    f"{source!r}", 2)
+    if not args.target.startswith(("postgres://", "postgresql://")):
+        return fail(f"--to must be a postgresql:// URL, not {args.target!r}", 2)
+    path = source.removeprefix("sqlite:///")
+    import os  # noqa: PLC0415
+
+    if not os.path.isfile(path):
+        return fail(f"no SQLite database at {path}")
+
+    async def run() -> int:
+        result = await copy_sqlite_to_postgres(path, args.target)
+        if args.json:
+            print(json.dumps(result.rows))
+        else:
+            for table, n in result.rows.items():
+                print(f"{table:<14} {n} rows copied")
+            print("done: point every host at the PostgreSQL URL (--db / HOOKLINE_DB)")
+        return 0
+
+    return run_command(run)

@@ -1,0 +1,302 @@
+"""Operator commands: `hookline destinations show|update|remove`, `pause`, `resume`, `dead`,
+`replay`, `purge`, `job`. They talk to the store directly, so they work with the service
+stopped; a running worker picks replayed or resumed jobs up through the store's wake-up.
+
+Every command prints a human table by default and JSON with `--json`; exit codes are 0 ok,
+1 failed (not found, conflict, store error), 2 usage (bad flags or values).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from datetime import UTC, datetime
+from typing import Any
+
+from shared.config import Config
+from shared.errors import ConfigError
+from shared.logs import configure_logging, get_logger
+from shared.store import DESTINATION_UPDATERS
+from shared.timeparse import parse_duration, parse_instant
+from supervisor.cmd_common import as_dict, fail, print_table, run_command, with_store
+
+DEFAULT_BODIES_AGE = "7d"
+DEFAULT_METADATA_AGE = "30d"
+DEFAULT_DEDUPE_AGE = "90d"
+
+
+def _handler(fn: Any) -> Any:
+    """Wrap `async fn(config, args) -> int`: ConfigError (a bad value) exits 2, any other
+    HooklineError (not found, conflict, store error) exits 1, with a one-line message."""
+    def run(config: Config, args: argparse.Namespace) -> int:
+        # Audit log lines (destination_paused, jobs_replayed, ...) go to stderr as JSON, so
+        # stdout carries only the command's answer (`--json` output stays parseable).
+        configure_logging("cli", config.log_level, stream=sys.stderr)
+
+        async def guarded() -> int:
+            try:
+                return int(await fn(config, args))
+            except ConfigError as exc:
+                return fail(str(exc), 2)
+        return run_command(guarded)
+    return run
+
+
+def add_destination_actions(dest: Any) -> None:
+    """Add `show`, `update`, `remove` to the `hookline destinations` group."""
+    show = dest.add_parser("show", help="one destination's settings (secret redacted)")
+    show.add_argument("name")
+    show.add_argument("--json", action="store_true")
+    show.set_defaults(handler=_handler(destinations_show))
+
+    upd = dest.add_parser("update", help="change a destination's settings")
+    upd.add_argument("name")
+    upd.add_argument("--url")
+    upd.add_argument("--event-type", action="append",
+                     help="replace the subscriptions (repeatable: type, `prefix.*` or `*`)")
+    upd.add_argument("--max-in-flight", type=int)
+    upd.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE",
+                     help="any changeable field (" + ", ".join(sorted(DESTINATION_UPDATERS))
+                          + "); VALUE is parsed as JSON when it is valid JSON")
+    upd.add_argument("--json", action="store_true")
+    upd.set_defaults(handler=_handler(destinations_update))
+
+    rm = dest.add_parser("remove", help="remove a destination (its unfinished jobs end dead)")
+    rm.add_argument("name")
+    rm.add_argument("--json", action="store_true")
+    rm.set_defaults(handler=_handler(destinations_remove))
+
+
+def register(sub: Any) -> None:
+    """Add pause, resume, dead, replay, purge and job to the CLI."""
+    pause = sub.add_parser("pause", help="stop all requests to a destination; jobs wait")
+    pause.add_argument("name")
+    pause.add_argument("--reason", default="paused by operator")
+    pause.add_argument("--json", action="store_true")
+    pause.set_defaults(handler=_handler(pause_cmd))
+
+    resume = sub.add_parser("resume", help="let a paused destination's jobs flow again")
+    resume.add_argument("name")
+    resume.add_argument("--json", action="store_true")
+    resume.set_defaults(handler=_handler(resume_cmd))
+
+    dead = sub.add_parser("dead", help="list dead jobs with their last error")
+    dead.add_argument("--destination")
+    dead.add_argument("--since", help="died at or after TIME (ISO 8601, unix s, or 2h)")
+    dead.add_argument("--limit", type=int, default=100)
+    dead.add_argument("--json", action="store_true")
+    dead.set_defaults(handler=_handler(dead_cmd))
+
+    replay = sub.add_parser("replay", help="give dead jobs a fresh attempt budget")
+    which = replay.add_mutually_exclusive_group(required=True)
+    which.add_argument("--job", type=int, help="one job by id")
+    which.add_argument("--all-dead", action="store_true", help="every dead job (filtered)")
+    replay.add_argument("--destination")
+    replay.add_argument("--since", help="died at or after TIME (ISO 8601, unix s, or 2h)")
+    replay.add_argument("--dry-run", action="store_true", help="only count")
+    replay.add_argument("--json", action="store_true")
+    replay.set_defaults(handler=_handler(replay_cmd))
+
+    purge = sub.add_parser("purge", help="retention: drop old bodies, then old metadata")
+    purge.add_argument("--bodies-older-than", default=DEFAULT_BODIES_AGE,
+                       help=f"empty terminal events' bodies after AGE (default "
+                            f"{DEFAULT_BODIES_AGE})")
+    purge.add_argument("--metadata-older-than", default=DEFAULT_METADATA_AGE,
+                       help=f"delete terminal jobs and attempts after AGE (default "
+                            f"{DEFAULT_METADATA_AGE})")
+    purge.add_argument("--dedupe-keep", default=DEFAULT_DEDUPE_AGE,
+                       help=f"keep events' idempotency keys this long (default "
+                            f"{DEFAULT_DEDUPE_AGE})")
+    purge.add_argument("--json", action="store_true")
+    purge.set_defaults(handler=_handler(purge_cmd))
+
+    job = sub.add_parser("job", help="the story of one job: event, attempts, errors")
+    job.add_argument("id", type=int)
+    job.add_argument("--json", action="store_true")
+    job.set_defaults(handler=_handler(job_cmd))
+
+
+# -- destinations --------------------------------------------------------------------------
+
+
+async def destinations_show(config: Config, args: argparse.Namespace) -> int:
+    """`hookline destinations show NAME`: settings with the secret redacted."""
+    dest = await with_store(config, lambda s: s.get_destination(args.name))
+    out = dest.redacted()
+    if args.json:
+        print(json.dumps(out))
+    else:
+        for key, value in out.items():
+            print(f"{key}: {value}")
+    return 0
+
+
+def parse_set_options(pairs: list[str]) -> dict[str, Any]:
+    """`FIELD=VALUE` pairs -> dict; VALUE is JSON when it parses, else the raw string.
+
+    Raises:
+        ConfigError: a pair without `=`.
+    """
+    changes: dict[str, Any] = {}
+    for pair in pairs:
+        key, sep, raw = pair.partition("=")
+        if not sep or not key:
+            raise ConfigError(f"--set needs FIELD=VALUE, not {pair!r}")
+        try:
+            changes[key.strip()] = json.loads(raw)
+        except ValueError:
+            changes[key.strip()] = raw
+    return changes
+
+
+async def destinations_update(config: Config, args: argparse.Namespace) -> int:
+    """`hookline destinations update NAME --url ... --event-type ... --max-in-flight ...`."""
+    changes = parse_set_options(args.set)
+    for key, value in (("url", args.url), ("event_types", args.event_type),
+                       ("max_in_flight", args.max_in_flight)):
+        if value is not None:
+            changes[key] = value
+    from shared.store import validate_destination_changes  # noqa: PLC0415
+
+    validate_destination_changes(changes)  # usage errors exit 2 before the store opens
+    dest = await with_store(config, lambda s: s.update_destination(args.name, **changes))
+    get_logger().info("destination_updated", destination=dest.name, fields=sorted(changes))
+    print(json.dumps(dest.redacted()) if args.json
+          else f"updated {dest.name}: " + ", ".join(sorted(changes)))
+    return 0
+
+
+async def destinations_remove(config: Config, args: argparse.Namespace) -> int:
+    """`hookline destinations remove NAME`: soft delete; unfinished jobs end dead."""
+    ended = await with_store(config, lambda s: s.remove_destination(args.name))
+    get_logger().info("destination_removed", destination=args.name, jobs_ended=ended)
+    print(json.dumps({"removed": args.name, "jobs_ended": ended}) if args.json
+          else f"removed {args.name}; {ended} unfinished job(s) marked dead")
+    return 0
+
+
+# -- pause / resume ------------------------------------------------------------------------
+
+
+async def pause_cmd(config: Config, args: argparse.Namespace) -> int:
+    """`hookline pause NAME [--reason TEXT]`."""
+    await with_store(config, lambda s: s.set_paused(args.name, True, args.reason))
+    get_logger().info("destination_paused", destination=args.name, reason=args.reason,
+                      by="operator")
+    print(json.dumps({"paused": args.name, "reason": args.reason}) if args.json
+          else f"paused {args.name} ({args.reason})")
+    return 0
+
+
+async def resume_cmd(config: Config, args: argparse.Namespace) -> int:
+    """`hookline resume NAME`: its waiting jobs become claimable; workers are woken."""
+    await with_store(config, lambda s: s.set_paused(args.name, False))
+    get_logger().info("destination_resumed", destination=args.name, by="operator")
+    print(json.dumps({"resumed": args.name}) if args.json else f"resumed {args.name}")
+    return 0
+
+
+# -- dead letters and replay ---------------------------------------------------------------
+
+
+async def dead_cmd(config: Config, args: argparse.Namespace) -> int:
+    """`hookline dead [--destination NAME] [--since TIME]`: most recently dead first."""
+    since = None if args.since is None else parse_instant(args.since, time.time())
+    rows = [as_dict(j) for j in await with_store(config, lambda s: s.list_dead(
+        destination=args.destination, since_s=since, limit=args.limit))]
+    if args.json:
+        print(json.dumps(rows))
+        return 0
+    for row in rows:
+        row["died"] = _iso(row["finished_at"])
+    print_table(rows, ["id", "message_id", "event_type", "destination", "attempts", "died",
+                       "last_error"])
+    return 0
+
+
+async def replay_cmd(config: Config, args: argparse.Namespace) -> int:
+    """`hookline replay --job ID | --all-dead [--destination] [--since] [--dry-run]`."""
+    since = None if args.since is None else parse_instant(args.since, time.time())
+    if args.job is not None and (args.destination or since is not None):
+        return fail("--destination and --since filter --all-dead, not --job", 2)
+    count = await with_store(config, lambda s: s.replay(
+        job_id=args.job, all_dead=args.all_dead, destination=args.destination,
+        since_s=since, dry_run=args.dry_run))
+    if not args.dry_run:
+        get_logger().info("jobs_replayed", count=count, job_id=args.job,
+                          destination=args.destination, since_s=since)
+    if args.json:
+        print(json.dumps({"replayed": 0 if args.dry_run else count,
+                          "would_replay": count if args.dry_run else None,
+                          "dry_run": args.dry_run}))
+    else:
+        print(f"would replay {count} job(s)" if args.dry_run else f"replayed {count} job(s)")
+    return 0
+
+
+# -- retention -----------------------------------------------------------------------------
+
+
+async def purge_cmd(config: Config, args: argparse.Namespace) -> int:
+    """`hookline purge`: see OPERATIONS.md, "Purge and retention"."""
+    bodies = parse_duration(args.bodies_older_than)
+    metadata = parse_duration(args.metadata_older_than)
+    dedupe = parse_duration(args.dedupe_keep)
+    if not bodies <= metadata <= dedupe:
+        return fail("need --bodies-older-than <= --metadata-older-than <= --dedupe-keep", 2)
+    now = time.time()
+    result = await with_store(config, lambda s: s.purge(
+        bodies_before_s=now - bodies, metadata_before_s=now - metadata,
+        dedupe_before_s=now - dedupe))
+    out = as_dict(result)
+    get_logger().info("purged", **out)
+    print(json.dumps(out) if args.json else
+          f"purged {result.bodies} bodies, {result.jobs} jobs, {result.attempts} attempts, "
+          f"{result.events} events")
+    return 0
+
+
+# -- one job -------------------------------------------------------------------------------
+
+
+def story_dict(story: Any) -> dict[str, Any]:
+    """A JobStory as JSON-ready data (shared with the admin API)."""
+    return {**as_dict(story.job), "replays": story.replays, "source": story.source,
+            "source_event_id": story.source_event_id, "received_at": story.received_at,
+            "body_bytes": story.body_bytes, "body_purged_at": story.body_purged_at,
+            "attempts": [as_dict(a) for a in story.attempts]}
+
+
+async def job_cmd(config: Config, args: argparse.Namespace) -> int:
+    """`hookline job ID`: the job, its event, and each attempt."""
+    story = await with_store(config, lambda s: s.get_job(args.id))
+    if args.json:
+        print(json.dumps(story_dict(story)))
+        return 0
+    job = story.job
+    print(f"job {job.id}: {job.status}, {job.attempts} attempt(s) in the current budget, "
+          f"replayed {story.replays} time(s)")
+    print(f"  destination  {job.destination}")
+    print(f"  event        {job.event_type} {job.message_id} "
+          f"(source {story.source}, id {story.source_event_id})")
+    print(f"  received     {_iso(story.received_at)}")
+    body = (f"purged {_iso(story.body_purged_at)}" if story.body_purged_at is not None
+            else f"{story.body_bytes} bytes")
+    print(f"  body         {body}")
+    print(f"  next run     {_iso(job.run_at) if job.status == 'pending' else '-'}")
+    print(f"  finished     {_iso(job.finished_at)}")
+    print(f"  last error   {job.last_error or '-'}")
+    rows = [{**as_dict(a), "started": _iso(a.started_at),
+             "result": a.status_code if a.status_code is not None else (a.error or "in flight"),
+             "ms": None if a.duration_s is None else round(a.duration_s * 1000)}
+            for a in story.attempts]
+    print_table(rows, ["attempt", "started", "ms", "worker", "result", "response_excerpt"])
+    return 0
+
+
+def _iso(ts: float | None) -> str:
+    if ts is None:
+        return "-"
+    return datetime.fromtimestamp(ts, UTC).isoformat(timespec="seconds").replace("+00:00", "Z")

@@ -1,0 +1,239 @@
+"""`hookline serve` in production shape (issue 5): the real CLI in a subprocess, with a real
+receiver process, signalled, killed, stopped and scaled from outside.
+
+Settings go in through `HOOKLINE_*` variables; the service logs to stdout (a file here) and
+to `log_file`, which `hookline logs` then reads.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+from procs import ROOT, child_env, pid_alive, start_cli, stop, wait_until
+
+from rehearsal.harness import free_port
+
+SECRET = "whsec_" + "c2VjcmV0LXNlY3JldC1zZWNyZXQtc2VjcmV0"
+
+
+def hookline(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "supervisor.cli", *args], capture_output=True,
+                          text=True, env={**child_env(), **(env or {})}, cwd=ROOT, timeout=60)
+
+
+class Service:
+    """A receiver process plus `hookline serve`, on a fresh database under `tmp`."""
+
+    def __init__(self, tmp: Path, behaviour: str, *, workers: int = 2,
+                 settings: dict[str, Any] | None = None, env: dict[str, str] | None = None):
+        self.tmp = tmp
+        self.db = str(tmp / "svc.db")
+        self.port = free_port()
+        self.base = f"http://127.0.0.1:{self.port}"
+        self.out = tmp / "serve.out"
+        self.env = {f"HOOKLINE_{k.upper()}": str(v) for k, v in {
+            "db": self.db, "log_file": tmp / "hookline.log", "retry_base_s": 0.2,
+            **(settings or {})}.items()}
+        rport = free_port()
+        self.receiver = subprocess.Popen(
+            [sys.executable, "-m", "rehearsal.receiver", "--listen", f"127.0.0.1:{rport}",
+             "--endpoint", f"r={SECRET}:{behaviour}"], stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL, env=child_env(), cwd=ROOT)
+        added = hookline("destinations", "add", "r", f"http://127.0.0.1:{rport}/r",
+                         "--secret", SECRET, env=self.env)
+        assert added.returncode == 0, added.stderr
+        self.proc = start_cli(["serve", "--workers", str(workers), "--listen",
+                               f"127.0.0.1:{self.port}"], self.out, env={**self.env, **(env or {})})
+
+    def close(self) -> None:
+        if self.proc.poll() is None:
+            stop(self.proc)
+        self.receiver.terminate()
+        self.receiver.wait(10)
+
+    def log(self, event: str | None = None, **match: Any) -> list[dict[str, Any]]:
+        records = []
+        for line in self.out.read_text(errors="replace").splitlines():
+            if line.startswith("{"):
+                try:
+                    records.append(json.loads(line))
+                except ValueError:
+                    continue  # a line still being written
+        return [r for r in records if (event is None or r.get("event") == event)
+                and all(r.get(k) == v for k, v in match.items())]
+
+    def get(self, path: str) -> tuple[int, dict[str, Any]]:
+        try:
+            with urllib.request.urlopen(self.base + path, timeout=5) as resp:
+                return resp.status, json.loads(resp.read())
+        except urllib.error.HTTPError as exc:
+            return exc.code, json.loads(exc.read())
+        except OSError:
+            return 0, {}
+
+    def post_event(self, event_id: str) -> dict[str, Any]:
+        body = json.dumps({"id": event_id, "type": "push", "data": {}}).encode()
+        request = urllib.request.Request(self.base + "/v1/events", data=body,
+                                         headers={"content-type": "application/json"})
+        with urllib.request.urlopen(request, timeout=5) as resp:
+            return json.loads(resp.read())
+
+    def jobs(self) -> list[dict[str, Any]]:
+        listed = hookline("jobs", "--json", env=self.env)
+        assert listed.returncode == 0, listed.stderr
+        return json.loads(listed.stdout)
+
+    def ready(self) -> bool:
+        return self.get("/readyz")[0] == 200
+
+    def workers(self) -> dict[str, int]:
+        """Slot -> pid of the live worker children, per the supervisor's status file."""
+        try:
+            status = json.loads((self.tmp / "svc.db.run" / "status.json").read_text())
+        except (OSError, ValueError):
+            return {}
+        return {slot: v["pid"] for slot, v in status["slots"].items()
+                if slot.startswith("worker-")}
+
+
+def test_sigkilled_worker_is_respawned_and_logs_tell_the_job_story(tmp_path: Path):
+    """A worker SIGKILLed mid-attempt is respawned (logged with the OOM hint) and its job is
+    taken over by a worker once the lease expires; `hookline logs --job ID` then shows the
+    whole story: accepted, claimed, failed and retried, taken over, dead."""
+    svc = Service(tmp_path, "slow:3", settings={
+        "lease_s": 2.5, "attempt_timeout_s": 2.0, "max_attempts": 3})
+    try:
+        wait_until(svc.ready, 15, "/readyz to answer 200")
+        accepted = svc.post_event("story-1")
+        [job] = svc.jobs()
+        job_id = job["id"]
+        wait_until(lambda: svc.log("job_claimed", job_id=job_id, attempt=2), 15,
+                   "the second attempt")
+        [second] = svc.log("job_claimed", job_id=job_id, attempt=2)
+        victim = int(second["worker"].rsplit(":", 1)[1])
+        os.kill(victim, signal.SIGKILL)
+        wait_until(lambda: svc.log("child_exited", child_pid=victim), 10, "the kill reaped")
+        [exited] = svc.log("child_exited", child_pid=victim)
+        assert exited["signal"] == "SIGKILL" and exited["hint"] == "killed: out of memory?"
+        wait_until(lambda: len(svc.log("child_started", slot=exited["slot"])) == 2, 10,
+                   "the killed worker's slot to be respawned")
+        wait_until(lambda: svc.log("job_dead", job_id=job_id), 20, "the job to end dead")
+        [taken] = svc.log("job_taken_over", job_id=job_id)
+        assert taken["attempt"] == 3 and taken["worker"] != second["worker"]
+    finally:
+        svc.close()
+    story = hookline("logs", "--job", str(job_id), "--json", env=svc.env)
+    assert story.returncode == 0, story.stderr
+    events = [json.loads(line)["event"] for line in story.stdout.splitlines()]
+    assert events[0] == "event_accepted"
+    for name in ("job_claimed", "attempt_failed", "job_retry_scheduled", "job_taken_over",
+                 "job_dead"):
+        assert name in events, (name, events)
+    assert events.count("job_claimed") == 3
+    lines = [json.loads(line) for line in story.stdout.splitlines()]
+    assert all(r.get("event_id") == accepted["event_id"] for r in lines)
+    human = hookline("logs", str(tmp_path / "hookline.log"), "--job", str(job_id),
+                     "--level", "warning", env=svc.env)
+    assert "job_dead" in human.stdout and "job_claimed" not in human.stdout
+    assert "\x1b[" not in human.stdout  # no colours when not on a terminal
+
+
+def test_sigterm_during_slow_sends_hands_jobs_back_and_talks_to_systemd(tmp_path: Path):
+    """SIGTERM while sends hang: exit 0 within the grace period plus a margin, no job left
+    running, the interrupted jobs' attempt counts unchanged; a fake NOTIFY_SOCKET receives
+    READY=1, WATCHDOG=1 pings and STOPPING=1 from the real `hookline serve`."""
+    path = str(tmp_path / "notify.sock")
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+    sock.bind(path)
+    sock.settimeout(0.1)
+    svc = Service(tmp_path, "slow:30", settings={"graceful_timeout_s": 1.0},
+                  env={"NOTIFY_SOCKET": path, "WATCHDOG_USEC": "600000"})
+    messages: list[str] = []
+
+    def drain() -> None:
+        try:
+            while True:
+                messages.append(sock.recv(4096).decode())
+        except TimeoutError:
+            pass
+
+    try:
+        wait_until(svc.ready, 15, "/readyz to answer 200")
+        for n in range(3):
+            svc.post_event(f"slow-{n}")
+        wait_until(lambda: len(svc.log("job_claimed")) == 3, 10, "three sends in flight")
+        # A claim counts the attempt it starts; handing back must take that charge off.
+        assert {(j["status"], j["attempts"]) for j in svc.jobs()} == {("running", 1)}
+        drain()
+        assert "READY=1" in messages and "WATCHDOG=1" in messages
+        t0 = time.monotonic()
+        svc.proc.send_signal(signal.SIGTERM)
+        code = svc.proc.wait(15)
+        took_s = time.monotonic() - t0
+        drain()
+    finally:
+        svc.close()
+        sock.close()
+    assert code == 0 and took_s < 1.0 + 6.0, took_s
+    assert any(m.startswith("STOPPING=1") for m in messages)
+    jobs = svc.jobs()
+    assert {j["status"] for j in jobs} == {"pending"}
+    assert {j["attempts"] for j in jobs} == {0}
+    assert len(svc.log("job_handed_back")) == 3
+
+
+def test_hung_worker_is_replaced_and_scale_changes_the_worker_count(tmp_path: Path):
+    """A worker stopped with SIGSTOP stops heartbeating: it gets SIGABRT then SIGKILL and a new
+    one takes its slot; `hookline scale N` (SIGTTIN/SIGTTOU via the pid file) changes the live
+    worker count both ways; /readyz reports the workers."""
+    svc = Service(tmp_path, "ok", settings={"heartbeat_timeout_s": 2.0})
+    try:
+        wait_until(svc.ready, 15, "/readyz to answer 200")
+        old = svc.workers()["worker-1"]
+        os.kill(old, signal.SIGSTOP)
+        wait_until(lambda: svc.log("child_hung", child_pid=old), 10, "the hang detected")
+        wait_until(lambda: svc.workers().get("worker-1") not in (None, old), 10,
+                   "worker-1 replaced")
+        wait_until(lambda: not pid_alive(old), 5, "the hung worker gone")
+        scaled = hookline("scale", "4", env=svc.env)
+        assert scaled.returncode == 0, scaled.stderr
+        wait_until(lambda: len(svc.workers()) == 4, 10, "four workers")
+        status, body = svc.get("/readyz")
+        assert status == 200 and body["checks"]["database"] == "writable"
+        scaled = hookline("scale", "1", env=svc.env)
+        assert scaled.returncode == 0, scaled.stderr
+        wait_until(lambda: list(svc.workers()) == ["worker-1"], 10, "one worker")
+        assert hookline("scale", "0", env=svc.env).returncode == 1
+    finally:
+        svc.close()
+    assert svc.proc.returncode == 0
+    assert hookline("scale", "2", env=svc.env).returncode == 1  # no supervisor any more
+
+
+def test_child_that_cannot_boot_stops_the_service(tmp_path: Path):
+    """Ingest cannot bind its port (already in use): the service stops with a non-zero exit
+    and a clear message instead of respawning it forever."""
+    busy = socket.socket()
+    busy.bind(("127.0.0.1", 0))
+    busy.listen()
+    port = busy.getsockname()[1]
+    db = str(tmp_path / "boot.db")
+    try:
+        proc = start_cli(["--db", db, "serve", "--listen", f"127.0.0.1:{port}"],
+                         tmp_path / "out.log")
+        code = proc.wait(20)
+    finally:
+        busy.close()
+    out = (tmp_path / "out.log").read_text()
+    assert code == 3
+    assert "ingest could not boot" in out and f"cannot listen on 127.0.0.1:{port}" in out

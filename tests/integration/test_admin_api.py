@@ -1,0 +1,204 @@
+"""The admin API and /metrics through the real ingest app on 127.0.0.1 (real SQLite file)."""
+
+from __future__ import annotations
+
+import socket
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from aiohttp.test_utils import TestClient, TestServer
+from prometheus_client.parser import text_string_to_metric_families
+from structlog.testing import capture_logs
+
+from ingest.admin_api import _is_loopback, warn_if_loopback_only
+from ingest.app import build_app
+from shared.config import Config
+from shared.models import AttemptResult, Dead, Done
+from shared.sqlite_store import SqliteStore
+from tests.conftest import new_event
+
+TOKEN = "t0ken-for-tests"
+AUTH = {"Authorization": f"Bearer {TOKEN}"}
+
+
+@pytest.fixture
+async def real_store(tmp_path: Path) -> AsyncIterator[SqliteStore]:
+    async with SqliteStore(str(tmp_path / "admin.db")) as s:
+        yield s
+
+
+@pytest.fixture
+async def client(real_store: SqliteStore) -> AsyncIterator[TestClient[Any, Any]]:
+    app = build_app(real_store, Config(admin_token=TOKEN))
+    async with TestClient(TestServer(app, host="127.0.0.1")) as c:
+        yield c
+
+
+async def _call(client: TestClient[Any, Any], method: str, path: str,
+                **kwargs: Any) -> tuple[int, Any]:
+    async with client.request(method, path, headers=AUTH, **kwargs) as resp:
+        return resp.status, await resp.json()
+
+
+async def test_token_required_and_json_errors(client):
+    """With a token configured, every admin route and /metrics answer 401 JSON without it or
+    with a wrong one, and 200 with it."""
+    for path in ("/v1/admin/destinations", "/v1/admin/dead", "/v1/admin/jobs", "/metrics"):
+        for headers in ({}, {"Authorization": "Bearer wrong"}, {"Authorization": TOKEN}):
+            async with client.get(path, headers=headers) as resp:
+                assert resp.status == 401, (path, headers)
+                assert (await resp.json())["error"] == "unauthorized"
+                assert resp.headers["WWW-Authenticate"] == "Bearer"
+        async with client.get(path, headers=AUTH) as resp:
+            assert resp.status == 200, path
+
+
+async def test_destination_lifecycle(client, real_store):
+    """POST creates (secret shown once), GET redacts it, PATCH changes allowed fields and
+    refuses others with 400, pause/resume flip the state, DELETE removes (then 404)."""
+    status, created = await _call(client, "POST", "/v1/admin/destinations", json={
+        "name": "billing", "url": "http://127.0.0.1:9/h", "event_types": ["invoice.*"],
+        "max_in_flight": 2})
+    assert status == 201 and created["secret"].startswith("whsec_")
+    status, again = await _call(client, "POST", "/v1/admin/destinations",
+                                json={"name": "billing", "url": "http://127.0.0.1:9/h"})
+    assert (status, again["error"]) == (409, "conflict")
+    status, shown = await _call(client, "GET", "/v1/admin/destinations/billing")
+    assert status == 200 and shown["secret"] != created["secret"]
+    assert created["secret"] not in str(shown)
+
+    status, patched = await _call(client, "PATCH", "/v1/admin/destinations/billing",
+                                  json={"max_in_flight": 1, "url": "https://example.com/x"})
+    assert status == 200 and patched["max_in_flight"] == 1
+    status, bad = await _call(client, "PATCH", "/v1/admin/destinations/billing",
+                              json={"max_in_flight": "lots"})
+    assert (status, bad["error"]) == (400, "invalid_request")
+    status, bad = await _call(client, "PATCH", "/v1/admin/destinations/billing",
+                              json={"id": 7})
+    assert (status, bad["error"]) == (400, "invalid_request")
+    status, bad = await _call(client, "PATCH", "/v1/admin/destinations/billing",
+                              data=b"{not json")
+    assert (status, bad["error"]) == (400, "invalid_request")
+    assert (await real_store.get_destination("billing")).url == "https://example.com/x"
+
+    status, _ = await _call(client, "POST", "/v1/admin/destinations/billing/pause",
+                            json={"reason": "maintenance"})
+    assert status == 200
+    assert (await real_store.get_destination("billing")).paused_reason == "maintenance"
+    status, _ = await _call(client, "POST", "/v1/admin/destinations/billing/resume")
+    assert status == 200 and not (await real_store.get_destination("billing")).paused
+
+    status, removed = await _call(client, "DELETE", "/v1/admin/destinations/billing")
+    assert status == 200 and removed["jobs_ended"] == 0
+    status, missing = await _call(client, "GET", "/v1/admin/destinations/billing")
+    assert (status, missing["error"]) == (404, "not_found")
+
+
+async def test_dead_jobs_replay_and_purge(client, real_store):
+    """GET /dead lists a dead job, /jobs/{id} tells its story, /replay dry-runs then replays
+    it (409 when not dead), and /purge answers what it removed."""
+    await real_store.add_destination(name="d", url="http://127.0.0.1:9/h", secret=_secret(),
+                                     event_types=["*"], max_in_flight=1)
+    await real_store.add_events([new_event("e1")])
+    (claim,) = await real_store.claim("w", 1, 30.0, 3)
+    await real_store.finish([(claim, Dead(error="HTTP 410"),
+                              AttemptResult(started_at=0.0, duration_s=0.1, status_code=410))])
+    status, dead = await _call(client, "GET", "/v1/admin/dead?destination=d")
+    assert status == 200 and [j["id"] for j in dead] == [claim.job_id]
+    assert dead[0]["last_error"] == "HTTP 410"
+    status, story = await _call(client, "GET", f"/v1/admin/jobs/{claim.job_id}")
+    assert status == 200 and story["attempts"][0]["status_code"] == 410
+    status, err = await _call(client, "GET", "/v1/admin/jobs/abc")
+    assert status == 400 and err["error"] == "invalid_request"
+
+    status, out = await _call(client, "POST", "/v1/admin/replay",
+                              json={"all_dead": True, "since": "1h", "dry_run": True})
+    assert (status, out) == (200, {"count": 1, "dry_run": True})
+    status, out = await _call(client, "POST", "/v1/admin/replay", json={"job_id": claim.job_id})
+    assert (status, out) == (200, {"count": 1, "dry_run": False})
+    status, out = await _call(client, "POST", "/v1/admin/replay", json={"job_id": claim.job_id})
+    assert (status, out["error"]) == (409, "conflict")
+    status, out = await _call(client, "POST", "/v1/admin/replay", json={})
+    assert (status, out["error"]) == (400, "invalid_request")
+    status, jobs = await _call(client, "GET", "/v1/admin/jobs?status=pending")
+    assert status == 200 and jobs[0]["attempts"] == 0
+
+    status, out = await _call(client, "POST", "/v1/admin/purge", json={})
+    assert status == 200 and out == {"bodies": 0, "attempts": 0, "jobs": 0, "events": 0}
+    status, out = await _call(client, "POST", "/v1/admin/purge",
+                              json={"bodies_older_than": "30d", "metadata_older_than": "1d"})
+    assert (status, out["error"]) == (400, "invalid_request")
+
+
+async def test_metrics_parse_and_count_from_the_database(client, real_store):
+    """/metrics is Prometheus text that prometheus_client parses, with jobs by destination and
+    status, paused destinations, attempts by outcome and a latency histogram, all read from
+    the database (rows written by another store connection, as another process would)."""
+    await real_store.add_destination(name="a", url="http://127.0.0.1:9/h", secret=_secret(),
+                                     event_types=["*"], max_in_flight=5)
+    await real_store.add_destination(name="b", url="http://127.0.0.1:9/h", secret=_secret(),
+                                     event_types=["*"], max_in_flight=5)
+    await real_store.set_paused("b", True, "test")
+    async with SqliteStore(real_store.path) as other:  # a second "process"
+        await other.add_events([new_event("e1"), new_event("e2")])
+        claims = await other.claim("w", 10, 30.0, 3)
+        await other.finish([(c, Done(), AttemptResult(started_at=0.0, duration_s=0.1,
+                                                      status_code=200)) for c in claims])
+    async with client.get("/metrics", headers=AUTH) as resp:
+        assert resp.status == 200 and resp.content_type == "text/plain"
+        text = await resp.text()
+    samples = {(s.name, tuple(sorted(s.labels.items()))): s.value
+               for family in text_string_to_metric_families(text) for s in family.samples}
+    assert samples[("hookline_jobs", (("destination", "a"), ("status", "done")))] == 2
+    assert samples[("hookline_jobs", (("destination", "b"), ("status", "pending")))] == 2
+    assert samples[("hookline_destinations_paused", ())] == 1
+    assert samples[("hookline_attempts_total", (("outcome", "delivered"),))] == 2
+    assert samples[("hookline_delivery_latency_seconds_count", ())] == 2
+    assert samples[("hookline_delivery_latency_seconds_bucket", (("le", "+Inf"),))] == 2
+    assert ("hookline_oldest_pending_age_seconds", ()) in samples
+
+
+async def test_without_token_loopback_only_and_warned(real_store):
+    """With no token, a loopback peer is served, the start-up warning admin_api_loopback_only
+    is logged (and not with a token), and a non-loopback peer (when this host has such an
+    address) gets 403 JSON."""
+    app = build_app(real_store, Config())
+    async with TestClient(TestServer(app, host="127.0.0.1")) as c:
+        async with c.get("/v1/admin/destinations") as resp:
+            assert resp.status == 200
+    with capture_logs() as logs:
+        warn_if_loopback_only(Config())
+        warn_if_loopback_only(Config(admin_token=TOKEN))
+    assert [(e["event"], e["log_level"]) for e in logs] == [
+        ("admin_api_loopback_only", "warning")]
+    assert _is_loopback("127.0.0.1") and _is_loopback("::1") and _is_loopback("127.8.0.3")
+    assert not _is_loopback("10.0.0.5") and not _is_loopback(None) and not _is_loopback("x")
+
+    address = _non_loopback_address()
+    if address is None:
+        pytest.skip("this host has no non-loopback address to connect from")
+    app = build_app(real_store, Config())
+    async with TestClient(TestServer(app, host=address)) as c:
+        async with c.get("/v1/admin/destinations") as resp:
+            assert resp.status == 403 and (await resp.json())["error"] == "forbidden"
+        async with c.get("/metrics") as resp:
+            assert resp.status == 403
+
+
+def _non_loopback_address() -> str | None:
+    """This host's outward IPv4 address (no packet is sent), or None."""
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        try:
+            s.connect(("192.0.2.1", 9))
+        except OSError:
+            return None
+        address = s.getsockname()[0]
+    return None if address.startswith("127.") or address == "0.0.0.0" else address
+
+
+def _secret() -> str:
+    from shared.signing import generate_secret  # noqa: PLC0415
+
+    return generate_secret()

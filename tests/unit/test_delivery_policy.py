@@ -1,0 +1,233 @@
+"""Delivery policy: pure decisions (breaker, rate limit, reserved slots, timeouts) and their
+application by the store (claim order, ordered mode, rate limit, rotation, auto-pause)."""
+
+from __future__ import annotations
+
+import pytest
+from structlog.testing import capture_logs
+
+from shared.delivery_policy import (
+    BreakerPolicy, auto_pause_reason, effective_timeout_s, late_slots, next_send_after,
+    rate_limit_allows,
+)
+from shared.errors import ConfigError, NotFound
+from shared.models import AttemptResult, Dead, Destination, Done, Retry
+from shared.signing import generate_secret
+from tests.conftest import new_event
+
+NOW = 1_800_000_000.0
+POLICY = BreakerPolicy(failures=3, window_s=600.0, min_span_s=0.0)
+OK = AttemptResult(started_at=NOW, duration_s=0.01, status_code=200)
+FAIL = AttemptResult(started_at=NOW, duration_s=0.01, status_code=503)
+GONE = AttemptResult(started_at=NOW, duration_s=0.01, status_code=410)
+REFUSED = AttemptResult(started_at=NOW, duration_s=0.01, error="ClientConnectorError")
+
+
+# -- pure decisions ----------------------------------------------------------------------------
+
+def test_breaker_trips_on_streak_window_or_gone():
+    """A run of `failures` failed attempts, or `window_s` of failing, or a 410, pauses;
+    a success or a short run does not; 0 disables a trigger."""
+    url = "https://x.test/h"
+    assert auto_pause_reason(FAIL, url, 2, NOW - 10, NOW, POLICY) is None
+    assert "3 consecutive" in auto_pause_reason(FAIL, url, 3, NOW - 10, NOW, POLICY)
+    assert "failing for 600 s" in auto_pause_reason(REFUSED, url, 1, NOW - 600, NOW, POLICY)
+    assert auto_pause_reason(GONE, url, 1, NOW, NOW, POLICY) == f"410 Gone from {url}"
+    assert auto_pause_reason(OK, url, 99, NOW - 10**6, NOW, POLICY) is None
+    off = BreakerPolicy(failures=0, window_s=0, pause_on_gone=False)
+    assert auto_pause_reason(GONE, url, 10**6, NOW - 10**6, NOW, off) is None
+
+
+def test_breaker_streak_needs_min_span():
+    """A burst of failures (a long streak within min_span_s) does not trip the count
+    trigger; the same streak after min_span_s of failing does."""
+    policy = BreakerPolicy(failures=3, window_s=0, min_span_s=300.0)
+    assert auto_pause_reason(FAIL, "u", 500, NOW - 299, NOW, policy) is None
+    assert "500 consecutive" in auto_pause_reason(FAIL, "u", 500, NOW - 300, NOW, policy)
+
+
+def test_rate_limit_gcra_allows_one_second_burst_then_spaces_requests():
+    """At 4/s, four claims pass at once, the fifth waits 0.25 s; over 10 s at most ~44 pass."""
+    tat = 0.0
+    passed = 0
+    for _ in range(10):
+        if rate_limit_allows(tat, NOW, 4.0):
+            tat = next_send_after(tat, NOW, 4.0)
+            passed += 1
+    assert passed == 4
+    assert not rate_limit_allows(tat, NOW + 0.2, 4.0) and rate_limit_allows(tat, NOW + 0.25, 4.0)
+    t, sent, tat = NOW, 0, 0.0
+    while t < NOW + 10:
+        while rate_limit_allows(tat, t, 4.0):
+            tat, sent = next_send_after(tat, t, 4.0), sent + 1
+        t += 0.01
+    assert 40 <= sent <= 44
+    assert rate_limit_allows(123.0, NOW, None) and next_send_after(5.0, NOW, None) == 5.0
+
+
+def test_late_slots_and_effective_timeout():
+    """Late retries get a share of slots but at least one; a destination timeout override
+    wins over the default but stays below 90 % of the lease."""
+    assert late_slots(64, 0.5) == 32 and late_slots(1, 0.5) == 1 and late_slots(8, 1.0) == 8
+    assert effective_timeout_s(None, 10.0, 30.0) == 10.0
+    assert effective_timeout_s(2.5, 10.0, 30.0) == 2.5
+    assert effective_timeout_s(60.0, 10.0, 30.0) == 27.0
+
+
+# -- the store applying them -------------------------------------------------------------------
+
+async def _age(store, clock, destination: Destination, rounds: int) -> None:
+    """Make every job of `destination` fail `rounds` times (it becomes a late retry)."""
+    for _ in range(rounds):
+        claims = [c for c in await store.claim("ager", 1000, 30.0, 100)
+                  if c.destination_id == destination.id]
+        await store.finish([(c, Retry(run_at=clock() - 1, error="HTTP 503"), FAIL)
+                            for c in claims])
+
+
+async def test_claim_puts_first_attempts_before_late_retries_and_caps_late(
+        store, clock, destination_factory):
+    """With late_after=2 and max_late=1, a claim takes the fresh job of a healthy destination
+    first and at most one late retry, although the late retries were due earlier."""
+    failing = await destination_factory("failing", max_in_flight=100)
+    await store.add_events([new_event(f"old{i}", type_="old") for i in range(5)])
+    await store.update_destination("failing", event_types=["old"])
+    await _age(store, clock, failing, 2)
+    healthy = await destination_factory("healthy", event_types=("new",))
+    clock.advance(1)
+    await store.add_event(new_event("fresh", type_="new"))
+    claims = await store.claim("w", 3, 30.0, 100, late_after=2, max_late=1)
+    assert [c.destination_id for c in claims] == [healthy.id, failing.id]
+    assert claims[1].attempt == 3
+    # Without the reservation the late retries, due earlier, would come first.
+    await store.hand_back(claims)
+    claims = await store.claim("w", 3, 30.0, 100)
+    assert [c.destination_id for c in claims] == [failing.id] * 3
+
+
+async def test_ordered_destination_sends_oldest_unfinished_job_only(
+        store, clock, destination_factory):
+    """FIFO: one in flight; a failing job holds later jobs until it is done or dead."""
+    await destination_factory("fifo", max_in_flight=10)
+    await store.update_destination("fifo", ordered=True)
+    await store.add_events([new_event(f"e{i}") for i in range(3)])
+    [first] = await store.claim("w", 10, 30.0, 5)
+    assert await store.claim("w", 10, 30.0, 5) == []  # one in flight
+    await store.finish([(first, Retry(run_at=clock() + 60, error="HTTP 503"), FAIL)])
+    assert await store.claim("w", 10, 30.0, 5) == []  # the failing head holds the others
+    clock.advance(61)
+    [again] = await store.claim("w", 10, 30.0, 5)
+    assert again.job_id == first.job_id and again.attempt == 2
+    await store.finish([(again, Dead(error="HTTP 400 (permanent)"), FAIL)])
+    [second] = await store.claim("w", 10, 30.0, 5)
+    assert second.job_id > first.job_id
+    await store.finish([(second, Done(), OK)])
+    [third] = await store.claim("w", 10, 30.0, 5)
+    assert third.job_id > second.job_id
+
+
+async def test_rate_limit_is_kept_in_the_database_across_claimers(
+        store, clock, destination_factory):
+    """At 2/s two workers together claim 2 jobs now, one more 0.5 s later."""
+    await destination_factory("slow", max_in_flight=100)
+    await store.update_destination("slow", rate_limit_per_s=2.0)
+    await store.add_events([new_event(f"e{i}") for i in range(10)])
+    first = await store.claim("w1", 10, 30.0, 5)
+    second = await store.claim("w2", 10, 30.0, 5)
+    assert len(first) + len(second) == 2
+    clock.advance(0.5)
+    assert len(await store.claim("w2", 10, 30.0, 5)) == 1
+    assert await store.claim("w1", 10, 30.0, 5) == []
+
+
+async def test_rotate_secret_claims_carry_both_secrets_until_overlap_ends(
+        store, clock, destination_factory):
+    """After rotation the claim lists the new secret then the old one; after the overlap
+    only the new one. Bad input is refused and changes nothing."""
+    old = generate_secret()
+    await destination_factory("rot", secret=old)
+    new = generate_secret()
+    rotated = await store.rotate_secret("rot", new, overlap_s=3600)
+    assert rotated.secret == new and rotated.previous_secret == old
+    assert rotated.previous_secret_until == clock() + 3600
+    assert rotated.active_secrets(clock()) == (new, old)
+    assert rotated.redacted()["previous_secret"] == old[:10] + "…"
+    await store.add_event(new_event("e1"))
+    [claim] = await store.claim("w", 1, 30.0, 5)
+    assert claim.secrets == (new, old)
+    await store.hand_back([claim])
+    clock.advance(3601)
+    [claim] = await store.claim("w", 1, 30.0, 5)
+    assert claim.secrets == (new,)
+    with pytest.raises(ConfigError):
+        await store.rotate_secret("rot", "not-a-secret", 60)
+    with pytest.raises(ConfigError):
+        await store.rotate_secret("rot", new, 60)
+    with pytest.raises(ConfigError):
+        await store.rotate_secret("rot", generate_secret(), -1)
+    with pytest.raises(NotFound):
+        await store.rotate_secret("nope", generate_secret(), 60)
+    assert (await store.get_destination("rot")).secret == new
+
+
+async def test_breaker_auto_pauses_after_consecutive_failures_and_resume_resets(
+        store, clock, destination_factory):
+    """Three failed attempts in a row pause the destination with a reason and a log event;
+    a success in between resets the run; manual resume resets the streak."""
+    await destination_factory("flaky", max_in_flight=100)
+    await store.add_events([new_event(f"e{i}") for i in range(6)])
+    claims = await store.claim("w", 6, 30.0, 10)
+    retry = Retry(run_at=clock() + 60, error="HTTP 503")
+    await store.finish([(claims[0], retry, FAIL), (claims[1], retry, FAIL)], breaker=POLICY)
+    await store.finish([(claims[2], Done(), OK)], breaker=POLICY)
+    assert (await store.get_destination("flaky")).failure_streak == 0
+    await store.finish([(claims[3], retry, FAIL), (claims[4], retry, FAIL)], breaker=POLICY)
+    assert not (await store.get_destination("flaky")).paused
+    with capture_logs() as logs:
+        await store.finish([(claims[5], retry, REFUSED)], breaker=POLICY)
+    paused = await store.get_destination("flaky")
+    assert paused.paused and paused.failure_streak == 3
+    assert paused.paused_reason == "circuit breaker: 3 consecutive failed attempts"
+    assert [e for e in logs if e["event"] == "destination_auto_paused"][0]["destination"] == \
+        "flaky"
+    clock.advance(61)
+    assert await store.claim("w", 6, 30.0, 10) == []  # paused: nothing claimable
+    await store.set_paused("flaky", False)
+    resumed = await store.get_destination("flaky")
+    assert resumed.failure_streak == 0 and resumed.failing_since is None
+    assert len(await store.claim("w", 6, 30.0, 10)) == 5
+
+
+async def test_gone_pauses_at_once_and_without_breaker_nothing_pauses(
+        store, clock, destination_factory):
+    """A 410 pauses its destination on the first attempt (reason names the URL); finish
+    without a breaker policy only counts the streak."""
+    d = await destination_factory("gone", url="http://127.0.0.1:9/gone")
+    await destination_factory("counted")
+    await store.add_events([new_event("e1")])
+    by_dest = {c.destination_id: c for c in await store.claim("w", 10, 30.0, 5)}
+    await store.finish([(by_dest[d.id], Dead(error="HTTP 410 (permanent)"), GONE)],
+                       breaker=POLICY)
+    gone = await store.get_destination("gone")
+    assert gone.paused and gone.paused_reason == "410 Gone from http://127.0.0.1:9/gone"
+    other = next(c for k, c in by_dest.items() if k != d.id)
+    await store.finish([(other, Dead(error="HTTP 410 (permanent)"), GONE)])
+    counted = await store.get_destination("counted")
+    assert not counted.paused and counted.failure_streak == 1
+    assert counted.failing_since == clock()
+
+
+async def test_destination_policy_fields_are_updatable_and_shown(store, destination_factory):
+    """timeout_s, rate_limit_per_s and ordered change through update_destination, appear in
+    redacted(), and bad values are refused."""
+    await destination_factory("d")
+    updated = await store.update_destination("d", timeout_s=2.5, rate_limit_per_s=10,
+                                             ordered=True)
+    shown = updated.redacted()
+    assert (shown["timeout_s"], shown["rate_limit_per_s"], shown["ordered"]) == (2.5, 10.0, True)
+    assert shown["failure_streak"] == 0 and shown["previous_secret"] is None
+    cleared = await store.update_destination("d", timeout_s=None, ordered=False)
+    assert cleared.timeout_s is None and not cleared.ordered
+    for bad in ({"timeout_s": 0}, {"rate_limit_per_s": -1}, {"ordered": "yes"}):
+        with pytest.raises(ConfigError):
+            await store.update_destination("d", **bad)

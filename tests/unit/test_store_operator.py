@@ -1,0 +1,183 @@
+"""Operator store methods on a real SQLite file: update, remove, dead listing, replay, purge,
+job story and extended stats."""
+
+from __future__ import annotations
+
+import pytest
+
+from shared.errors import Conflict, ConfigError, NotFound
+from shared.models import AttemptResult, Dead, Done
+from tests.conftest import new_event
+
+LEASE_S = 30.0
+
+
+async def _kill(store, clock, count: int = 1, error: str = "HTTP 410") -> list[int]:
+    """Claim and finish `count` due jobs as dead; returns their ids."""
+    claims = await store.claim("w1", count, LEASE_S, 5)
+    result = AttemptResult(started_at=clock(), duration_s=0.01, status_code=410)
+    await store.finish([(c, Dead(error=error), result) for c in claims])
+    return [c.job_id for c in claims]
+
+
+async def test_update_destination_changes_allowed_fields_only(store, destination_factory):
+    """update_destination stores url, event_types and max_in_flight; unknown fields, bad
+    values and unknown names are refused without changing the row."""
+    await destination_factory("a")
+    dest = await store.update_destination("a", url="https://example.com/h",
+                                          event_types=["invoice.*"], max_in_flight=1)
+    assert (dest.url, dest.event_types, dest.max_in_flight) == (
+        "https://example.com/h", ("invoice.*",), 1)
+    with pytest.raises(ConfigError, match="cannot change secretz"):
+        await store.update_destination("a", secretz="x")
+    with pytest.raises(ConfigError, match="max_in_flight"):
+        await store.update_destination("a", max_in_flight=0)
+    with pytest.raises(ConfigError, match="url"):
+        await store.update_destination("a", url="ftp://x")
+    with pytest.raises(NotFound):
+        await store.update_destination("nope", max_in_flight=2)
+    assert (await store.get_destination("a")).max_in_flight == 1
+
+
+async def test_remove_destination_kills_pending_and_frees_name(store, destination_factory):
+    """Removing a destination ends its pending jobs dead ("destination removed"), stops new
+    fan-out to it, and lets the name be registered again."""
+    await destination_factory("gone")
+    await store.add_events([new_event("e1"), new_event("e2")])
+    assert await store.remove_destination("gone") == 2
+    jobs = await store.list_jobs()
+    assert {j.status for j in jobs} == {"dead"}
+    assert {j.last_error for j in jobs} == {"destination removed"}
+    assert jobs[0].destination.startswith("gone~removed-")
+    with pytest.raises(NotFound):
+        await store.get_destination("gone")
+    accepted = (await store.add_events([new_event("e3")]))[0]
+    assert accepted.job_ids == ()
+    await destination_factory("gone")  # the name is free again
+    with pytest.raises(NotFound):
+        await store.remove_destination("never")
+    # dead jobs of a removed destination are not replayable
+    assert await store.replay(all_dead=True) == 0
+    with pytest.raises(Conflict, match="removed"):
+        await store.replay(job_id=jobs[0].id)
+
+
+async def test_replay_dry_run_then_fresh_budget_same_event(store, clock, destination_factory):
+    """Dry-run counts without changing anything; replay makes dead jobs pending and due with
+    attempts 0; the claim then carries the same message_id and body bytes as the first one."""
+    await destination_factory("a")
+    await destination_factory("b")
+    body = b'{"exact": "bytes \\u00e9", "n": 1}'
+    await store.add_events([new_event("e1", body=body)])
+    first = {c.destination_name: c for c in await store.claim("w1", 10, LEASE_S, 5)}
+    result = AttemptResult(started_at=clock(), duration_s=0.01, status_code=500)
+    await store.finish([(c, Dead(error="attempt cap"), result) for c in first.values()])
+    clock.advance(3600)
+
+    assert await store.replay(all_dead=True, dry_run=True) == 2
+    assert await store.replay(all_dead=True, destination="a", dry_run=True) == 1
+    assert await store.replay(all_dead=True, since_s=clock() - 60, dry_run=True) == 0
+    assert {j.status for j in await store.list_jobs()} == {"dead"}
+    assert len(await store.list_dead(destination="a")) == 1
+
+    assert await store.replay(all_dead=True, destination="a") == 1
+    job_a = next(j for j in await store.list_jobs() if j.destination == "a")
+    assert (job_a.status, job_a.attempts, job_a.run_at, job_a.last_error) == (
+        "pending", 0, clock(), None)
+    again = await store.claim("w1", 10, LEASE_S, 5)
+    assert len(again) == 1 and again[0].attempt == 1
+    assert again[0].message_id == first["a"].message_id
+    assert again[0].body == first["a"].body == body
+    story = await store.get_job(job_a.id)
+    assert story.replays == 1 and len(story.attempts) == 2
+    assert story.attempts[0].status_code == 500  # the old error stays in the history
+
+
+async def test_replay_single_job_errors(store, clock, destination_factory):
+    """Replaying an unknown job is NotFound, a pending one is a Conflict, and exactly one of
+    job_id / all_dead is required."""
+    await destination_factory("a")
+    await store.add_events([new_event("e1")])
+    job_id = (await store.list_jobs())[0].id
+    with pytest.raises(NotFound):
+        await store.replay(job_id=9999)
+    with pytest.raises(Conflict, match="pending"):
+        await store.replay(job_id=job_id)
+    with pytest.raises(ConfigError):
+        await store.replay()
+    with pytest.raises(ConfigError):
+        await store.replay(job_id=job_id, all_dead=True)
+    await _kill(store, clock)
+    assert await store.replay(job_id=job_id, dry_run=True) == 1
+    assert await store.replay(job_id=job_id) == 1
+
+
+async def test_purge_keeps_what_it_must(store, clock, destination_factory):
+    """Purge empties old terminal bodies, deletes old job/attempt metadata, and deletes an
+    event row only past the dedupe window; pending work and recent events are untouched;
+    replay of a purged event is refused."""
+    await destination_factory("a")
+    day = 86400.0
+    await store.add_events([new_event("old_dead"), new_event("old_done")])
+    claims = await store.claim("w1", 10, LEASE_S, 5)
+    ok = AttemptResult(started_at=clock(), duration_s=0.01, status_code=200)
+    bad = AttemptResult(started_at=clock(), duration_s=0.01, status_code=410)
+    dead_claim = next(c for c in claims if c.body == new_event("old_dead").body)
+    done_claim = next(c for c in claims if c is not dead_claim)
+    await store.finish([(dead_claim, Dead(error="410"), bad), (done_claim, Done(), ok)])
+    clock.advance(10 * day)
+    await store.add_events([new_event("fresh")])  # pending, recent
+    now = clock()
+
+    result = await store.purge(bodies_before_s=now - 7 * day, metadata_before_s=now - 30 * day,
+                               dedupe_before_s=now - 90 * day)
+    assert (result.bodies, result.jobs, result.attempts, result.events) == (2, 0, 0, 0)
+    story = await store.get_job(dead_claim.job_id)
+    assert story.body_bytes == 0 and story.body_purged_at == now
+    assert (await store.get_job(done_claim.job_id)).body_bytes == 0
+    with pytest.raises(Conflict, match="purged"):
+        await store.replay(job_id=dead_claim.job_id)
+    assert await store.replay(all_dead=True, dry_run=True) == 0
+    fresh = [c for c in await store.claim("w1", 10, LEASE_S, 5)]
+    assert len(fresh) == 1 and fresh[0].body == new_event("fresh").body
+
+    clock.advance(25 * day)  # old jobs finished 35 days ago
+    now = clock()
+    result = await store.purge(bodies_before_s=now - 7 * day, metadata_before_s=now - 30 * day,
+                               dedupe_before_s=now - 90 * day)
+    assert (result.jobs, result.attempts, result.events) == (2, 2, 0)
+    with pytest.raises(NotFound):
+        await store.get_job(dead_claim.job_id)
+    # the dedupe key survives: the same (source, id) is still a duplicate
+    assert (await store.add_events([new_event("old_dead")]))[0].duplicate
+
+    clock.advance(60 * day)
+    now = clock()
+    result = await store.purge(bodies_before_s=now - 7 * day, metadata_before_s=now - 30 * day,
+                               dedupe_before_s=now - 90 * day)
+    assert result.events == 2
+    assert not (await store.add_events([new_event("old_dead")]))[0].duplicate
+    with pytest.raises(ConfigError):
+        await store.purge(bodies_before_s=now - 30 * day, metadata_before_s=now - 7 * day,
+                          dedupe_before_s=now - 90 * day)
+
+
+async def test_stats_per_destination_paused_and_outcomes(store, clock, destination_factory):
+    """stats() reports jobs per destination and status, paused destinations with reasons,
+    attempts by outcome and the delivery latency of done jobs."""
+    await destination_factory("a")
+    await destination_factory("b")
+    await store.add_events([new_event("e1")])
+    await store.set_paused("b", True, "maintenance")
+    clock.advance(2.0)
+    (claim,) = await store.claim("w1", 10, LEASE_S, 5)
+    await store.finish([(claim, Done(), AttemptResult(started_at=clock(), duration_s=0.1,
+                                                      status_code=204))])
+    st = await store.stats()
+    assert st.jobs_by_destination == {"a": {"done": 1}, "b": {"pending": 1}}
+    assert st.paused_destinations == {"b": "maintenance"}
+    assert st.attempts_by_outcome == {"delivered": 1}
+    assert st.delivery_latency is not None and st.delivery_latency.count == 1
+    assert st.delivery_latency.sum_s == pytest.approx(2.0)
+    assert dict(st.delivery_latency.buckets)[1.0] == 0
+    assert dict(st.delivery_latency.buckets)[2.5] == 1

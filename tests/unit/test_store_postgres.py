@@ -1,0 +1,148 @@
+"""PostgreSQL-only store behaviour: many "hosts" (store instances) against one server."""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+from collections import Counter
+
+import pytest
+
+from shared.errors import StoreError
+from shared.models import AttemptResult, Done
+from shared.postgres_store import PostgresStore
+from shared.queries import load_migrations, load_queries
+from shared.sqlite_store import SqliteStore
+from shared.store import open_store
+from tests.conftest import new_event
+
+OK = AttemptResult(started_at=0.0, duration_s=0.01, status_code=200)
+
+
+def test_named_queries_have_the_same_names_on_both_backends():
+    """Every SQLite named query exists for PostgreSQL too (the contract of shared/queries);
+    PostgreSQL may only add `destination_free` (its lock-then-count claim step)."""
+    sqlite, postgres = set(load_queries("sqlite")), set(load_queries("postgres"))
+    assert sqlite - postgres == set()
+    assert postgres - sqlite <= {"destination_free"}
+
+
+def test_both_backends_have_the_same_migration_steps():
+    """Every SQLite migration number has its PostgreSQL counterpart (and no more)."""
+    assert ([v for v, _ in load_migrations("postgres")]
+            == [v for v, _ in load_migrations("sqlite")])
+
+
+def test_postgres_store_has_every_store_method_with_the_same_parameters():
+    """Each public method of SqliteStore exists on PostgresStore with the same parameters."""
+    for name, method in inspect.getmembers(SqliteStore, inspect.isfunction):
+        if not name.startswith("_"):
+            assert hasattr(PostgresStore, name), name
+            assert (list(inspect.signature(method).parameters)
+                    == list(inspect.signature(getattr(PostgresStore, name)).parameters)), name
+
+
+def test_open_store_selects_postgres_for_its_urls():
+    """postgresql:// and postgres:// URLs build a PostgresStore; a path stays SQLite."""
+    assert isinstance(open_store("postgresql://u@127.0.0.1:1/db"), PostgresStore)
+    assert isinstance(open_store("postgres://u@127.0.0.1:1/db"), PostgresStore)
+    assert not isinstance(open_store("x.db"), PostgresStore)
+
+
+async def test_unreachable_server_is_a_clear_store_error():
+    """A server that is not there gives StoreError naming the URL without its password."""
+    store = PostgresStore("postgresql://u:sekrit@127.0.0.1:1/db", connect_timeout_s=2)
+    with pytest.raises(StoreError, match="cannot connect") as info:
+        await store.open()
+    assert "sekrit" not in str(info.value)
+
+
+async def test_max_in_flight_holds_across_hosts_under_concurrent_claims(pg_url):
+    """Six store instances (as six hosts) claiming at once never lease more than a
+    destination's max_in_flight, and no job is leased twice."""
+    hosts = [PostgresStore(pg_url, pool_size=2) for _ in range(6)]
+    for h in hosts:
+        await h.open()
+    try:
+        await hosts[0].add_destination(name="two", url="http://127.0.0.1:9/", event_types=["*"],
+                                       secret="whsec_" + "A" * 32, max_in_flight=2)
+        await hosts[0].add_destination(name="five", url="http://127.0.0.1:9/",
+                                       event_types=["*"], secret="whsec_" + "B" * 32,
+                                       max_in_flight=5)
+        await hosts[0].add_events([new_event(f"e{i}") for i in range(40)])
+        for _ in range(3):  # several rounds: claim all at once, check, finish everything
+            rounds = await asyncio.gather(*(h.claim(f"w{i}", 10, 30, 5)
+                                            for i, h in enumerate(hosts)))
+            claims = [c for r in rounds for c in r]
+            per_destination = Counter(c.destination_name for c in claims)
+            assert per_destination == {"two": 2, "five": 5}
+            assert len({c.job_id for c in claims}) == len(claims)
+            await hosts[1].finish([(c, Done(), OK) for c in claims])
+    finally:
+        for h in hosts:
+            await h.close()
+
+
+async def test_notify_wakes_a_waiter_on_another_host(pg_url):
+    """wait_for_jobs on one store returns True soon after another store commits new jobs
+    (LISTEN/NOTIFY), long before its timeout."""
+    async with PostgresStore(pg_url) as ingest, PostgresStore(pg_url) as worker:
+        await ingest.add_destination(name="d", url="http://127.0.0.1:9/", event_types=["*"],
+                                     secret="whsec_" + "A" * 32, max_in_flight=1)
+        assert await worker.wait_for_jobs(0.05) is False  # nothing yet; the listener is up
+        waiter = asyncio.create_task(worker.wait_for_jobs(10.0))
+        await asyncio.sleep(0.05)
+        loop = asyncio.get_running_loop()
+        t0 = loop.time()
+        await ingest.add_events([new_event("e1")])
+        assert await waiter is True
+        assert loop.time() - t0 < 5.0
+
+
+async def test_lease_times_come_from_the_database_clock(pg_url):
+    """A claim's lease_until is the server's now + lease_s, whatever the host believes."""
+    async with PostgresStore(pg_url) as store:
+        await store.add_destination(name="d", url="http://127.0.0.1:9/", event_types=["*"],
+                                    secret="whsec_" + "A" * 32, max_in_flight=1)
+        await store.add_events([new_event("e1")])
+        [claim] = await store.claim("w", 1, lease_s=30, max_attempts=5)
+        async with store._tx() as tx:  # noqa: SLF001  (read the server's clock)
+            server_now = await tx.now()
+        assert server_now + 25 < claim.lease_until <= server_now + 30
+
+
+async def test_check_writable_passes_and_refuses_a_read_only_database(pg_url, pg_server):
+    """check_writable succeeds on a writable database, changes nothing, and raises
+    StoreError once the database is read-only (as on a standby)."""
+    import asyncpg
+
+    async with PostgresStore(pg_url) as store:
+        await store.check_writable()
+        assert (await store.stats()).events == 0
+        name = pg_url.rsplit("/", 1)[1]
+        admin = await asyncpg.connect(pg_server.url())
+        await admin.execute(f"ALTER DATABASE {name} SET default_transaction_read_only = on")
+        await admin.close()
+        await store._pool.expire_connections()  # noqa: SLF001  (new sessions: read-only)
+        with pytest.raises(StoreError, match="not writable"):
+            await store.check_writable()
+
+
+async def test_sources_crud_on_both_backends(store):
+    """Sources: add, refuse a taken name (ConfigError), get, list, soft-remove (the name is
+    free again), NotFound for missing names: the same on SQLite and PostgreSQL."""
+    from shared.errors import ConfigError, NotFound
+
+    added = await store.add_source(name="gh", scheme="github", secret="s" * 32)
+    with pytest.raises(ConfigError):
+        await store.add_source(name="gh", scheme="token", secret="t" * 32)
+    assert (await store.get_source("gh")).id == added.id
+    assert [s.name for s in await store.list_sources()] == ["gh"]
+    await store.remove_source("gh")
+    assert await store.list_sources() == []
+    with pytest.raises(NotFound):
+        await store.get_source("gh")
+    with pytest.raises(NotFound):
+        await store.remove_source("gh")
+    again = await store.add_source(name="gh", scheme="token", secret="t" * 32)
+    assert again.id != added.id and again.scheme == "token"
