@@ -11,6 +11,8 @@ import asyncio
 import json
 import os
 import signal
+import subprocess
+import sys
 import time
 from collections import Counter
 from collections.abc import Awaitable, Callable
@@ -21,7 +23,8 @@ from typing import Any
 import aiohttp
 
 from rehearsal.drill import Drill, Target, drill
-from rehearsal.harness import Service, pid_alive, post_events, wait_settled
+from rehearsal.harness import ROOT, Service, child_env, pid_alive, post_events, wait_settled
+from shared.store import open_store
 
 
 @dataclass(slots=True)
@@ -262,6 +265,105 @@ async def sigterm_during_slow_sends(directory: Path) -> Result:
                      "after_stop": [(j.status, j.attempts) for j in after_stop]}))
 
 
+async def poison_job(directory: Path) -> Result:
+    """An event whose send kills its worker every time (a test hook), among 20 good ones."""
+    settings = {"HOOKLINE_TEST_CRASH_EVENT_TYPE": "drill.poison"}
+    async with drill(directory, [Target("ok")], settings=settings) as d:
+        await post_events(d.service.base_url, [event_body("poison", "drill.poison")]
+                          + [event_body(f"e{i}") for i in range(20)])
+        counts = await wait_settled(d.store, 60)
+        jobs = await d.store.list_jobs()
+        poison = next(j for j in jobs if j.event_type == "drill.poison")
+        crashes = sum(1 for e in d.service.log_events() if e.get("event") == "child_exited"
+                      and e.get("signal") == "SIGKILL")
+        return await _collect(d, Result(checks={
+            "poison_dead_worker_lost": poison.status == "dead"
+            and "worker lost" in (poison.last_error or ""),
+            "charged_an_attempt_per_crash": poison.attempts == 5 and crashes == 5,
+            "other_jobs_kept_flowing": counts["done"] == 20,
+        }, observed={"poison": (poison.status, poison.attempts, poison.last_error),
+                     "worker_crashes": crashes}))
+
+
+def _hookline(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "supervisor.cli", *args], capture_output=True,
+                          text=True, env=child_env(), cwd=ROOT, timeout=120)
+
+
+async def backup_under_load(directory: Path) -> Result:
+    """Back up while clients keep posting; restore into a new folder; serve from it."""
+    async with drill(directory, [Target("ok")]) as d:
+        stop = asyncio.Event()
+
+        async def load() -> None:
+            n = 0
+            while not stop.is_set():
+                await post_events(d.service.base_url,
+                                  [event_body(f"load{n + i}") for i in range(20)], 4)
+                n += 20
+
+        loader = asyncio.create_task(load())
+        await wait_for(lambda: _events_at_least(d, 100), 20, "100 events")
+        before = (await d.store.stats()).events
+        d.mark(f"backup starts ({before} events stored)")
+        taken = await asyncio.to_thread(_hookline, "--db", str(d.service.db), "backup",
+                                        "--out", str(directory / "snapshots"))
+        d.mark("backup done")
+        stop.set()
+        await loader
+        [snapshot] = sorted((directory / "snapshots").glob("hookline-*.db"))
+        verified = await asyncio.to_thread(_hookline, "backup", "verify", str(snapshot))
+        restored = await asyncio.to_thread(_hookline, "restore", str(snapshot), "--into",
+                                           str(directory / "restored"))
+        d.mark("restored")
+        manifest = json.loads(snapshot.with_suffix(".json").read_text())
+        restored_db = directory / "restored" / "hookline.db"
+        service = Service(restored_db, directory / "restored-service.log", workers=1,
+                          settings=d.service.settings)
+        await service.start()
+        d.mark("serving from the restored copy")
+        try:
+            statuses = await post_events(service.base_url, [event_body("after-restore")])
+            store = open_store(str(restored_db))
+            await store.open()
+            try:
+                restored_events = (await store.stats()).events
+            finally:
+                await store.close()
+        finally:
+            service.stop()
+        return await _collect(d, Result(checks={
+            "backup_ok": taken.returncode == 0, "verify_ok": verified.returncode == 0,
+            "restore_ok": restored.returncode == 0,
+            "holds_everything_committed_before": manifest["tables"]["events"] >= before,
+            "restored_copy_serves": statuses == Counter({202: 1})
+            and restored_events == manifest["tables"]["events"] + 1,
+        }, observed={"events_before_backup": before,
+                     "events_in_snapshot": manifest["tables"]["events"],
+                     "backup_stdout": taken.stdout.strip()[-300:]}))
+
+
+async def _events_at_least(d: Drill, n: int) -> bool:
+    return (await d.store.stats()).events >= n
+
+
+async def backup_schedule(directory: Path) -> Result:
+    """A finite schedule: 4 snapshots 0.2 s apart, the newest 2 kept, each verifiable."""
+    async with drill(directory, [Target("ok")]) as d:
+        await post_events(d.service.base_url, [event_body(f"e{i}") for i in range(10)])
+        out = directory / "snapshots"
+        run = await asyncio.to_thread(_hookline, "--db", str(d.service.db), "backup", "--out",
+                                      str(out), "--every", "0.2", "--keep", "2", "--count", "4")
+        kept = sorted(out.glob("hookline-*.db"))
+        verified = [await asyncio.to_thread(_hookline, "backup", "verify", str(p))
+                    for p in kept]
+        return await _collect(d, Result(checks={
+            "schedule_ok": run.returncode == 0,
+            "two_kept": len(kept) == 2,
+            "all_kept_verify": all(v.returncode == 0 for v in verified),
+        }, observed={"kept": [p.name for p in kept], "stdout": run.stdout.strip()[-300:]}))
+
+
 REJECTED_INPUTS: list[tuple[str, bytes, str, int]] = [
     ("empty", b"", "application/json", 400),
     ("not json", b"{nope", "application/json", 400),
@@ -311,6 +413,12 @@ SCENARIOS = [
              response_loss, quick=True),
     Scenario("sigterm_during_slow_sends", "exit 0 within the grace period; interrupted jobs "
              "handed back uncharged and delivered after restart", sigterm_during_slow_sends),
+    Scenario("poison_job", "a job that crashes its worker on every send is charged an attempt "
+             "per crash and ends dead with 'worker lost'; other jobs keep flowing", poison_job),
+    Scenario("backup_under_load", "a snapshot taken during writes holds everything committed "
+             "before it, verifies, restores into a new folder and serves", backup_under_load),
+    Scenario("backup_schedule", "--every/--keep/--count takes 4 snapshots, keeps 2, all verify",
+             backup_schedule),
     Scenario("rejected_inputs", "each bad input gets its 4xx, nothing is stored, the service "
              "keeps serving", rejected_inputs, quick=True),
 ]

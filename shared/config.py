@@ -52,6 +52,9 @@ class Config:
     max_body_bytes: int = _opt(1024 * 1024, "Largest event body ingest accepts.")
     log_level: str = _opt("info", "Minimum log level: debug, info, warning, error.")
     admin_token: str | None = _opt(None, "Bearer token for the admin API (secret).")
+    test_crash_event_type: str | None = _opt(
+        None, "TEST HOOK for rehearsals: a worker SIGKILLs itself when it is about to send an "
+        "event of this type (a poison job). Never set it in production.")
     # Delivery policy (issue 4; see OPERATIONS.md).
     permanent_statuses: str = _opt(
         "400,401,403,404,405,410,413,415,422",

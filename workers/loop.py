@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
+import signal
 import time
 from collections.abc import Callable
 
@@ -125,6 +127,9 @@ class Worker:
                   destination=claim.destination_name, lease_token=claim.lease_token)
         timeout_s = effective_timeout_s(claim.timeout_s, self.config.attempt_timeout_s,
                                         self.config.lease_s)
+        if claim.event_type == self.config.test_crash_event_type:
+            log.warning("test_crash", job_id=claim.job_id, event_type=claim.event_type)
+            os.kill(os.getpid(), signal.SIGKILL)  # the rehearsal's poison job
         result = await self.sender.send(claim, timeout_s=timeout_s)
         outcome = next_attempt(claim.attempt, result, self.clock(), self.backoff,
                                permanent_statuses=self.permanent_statuses)
