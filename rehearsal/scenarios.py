@@ -88,6 +88,19 @@ def _as_dict(record: Any) -> dict[str, Any]:
     return {name: getattr(record, name) for name in record.__slots__}
 
 
+async def _restart_and_settle(d: Drill, workers: int) -> dict[str, int]:
+    """Start a new service on the drill's database, wait until no job is pending or
+    running, stop it; returns the job counts by status."""
+    restarted = Service(d.service.db, d.service.log_path, workers=workers,
+                        settings=d.service.settings)
+    await restarted.start()
+    d.mark("service restarted")
+    try:
+        return await wait_settled(d.store, 30)
+    finally:
+        restarted.stop()
+
+
 async def worker_killed_mid_send(directory: Path) -> Result:
     """SIGKILL the worker whose request the receiver is holding."""
     async with drill(directory, [Target("held", "slow_first:1.0", max_in_flight=1)]) as d:
@@ -157,14 +170,7 @@ async def supervisor_killed(directory: Path) -> Result:
                        "children to exit")
         orphans_gone_s = time.monotonic() - t0
         d.mark("all children gone")
-        restarted = Service(d.service.db, d.service.log_path, workers=2,
-                            settings=d.service.settings)
-        await restarted.start()
-        d.mark("service restarted")
-        try:
-            counts = await wait_settled(d.store, 30)
-        finally:
-            restarted.stop()
+        counts = await _restart_and_settle(d, workers=2)
         return await _collect(d, Result(checks={
             "children_exited": True,
             "every_event_delivered": counts["done"] == 20
@@ -247,14 +253,7 @@ async def sigterm_during_slow_sends(directory: Path) -> Result:
         stop_s = time.monotonic() - t0
         d.mark(f"supervisor exited {code}")
         after_stop = await d.store.list_jobs()
-        restarted = Service(d.service.db, d.service.log_path, workers=1,
-                            settings=d.service.settings)
-        await restarted.start()
-        d.mark("service restarted")
-        try:
-            counts = await wait_settled(d.store, 30)
-        finally:
-            restarted.stop()
+        counts = await _restart_and_settle(d, workers=1)
         return await _collect(d, Result(checks={
             "exit_0": code == 0,
             "within_grace_plus_margin": stop_s < 2 + 2 + 3,
