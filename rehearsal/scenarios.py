@@ -47,6 +47,7 @@ class Scenario:
     expected: str
     run: Callable[[Path], Awaitable[Result]]
     quick: bool = False
+    sqlite_only: bool = False  # skipped on PostgreSQL (`hookline backup` is SQLite's)
 
 
 def event_body(event_id: str, event_type: str = "drill.event") -> bytes:
@@ -413,11 +414,13 @@ SCENARIOS = [
     Scenario("sigterm_during_slow_sends", "exit 0 within the grace period; interrupted jobs "
              "handed back uncharged and delivered after restart", sigterm_during_slow_sends),
     Scenario("poison_job", "a job that crashes its worker on every send is charged an attempt "
-             "per crash and ends dead with 'worker lost'; other jobs keep flowing", poison_job),
+             "per crash and ends dead with 'worker lost'; other jobs keep flowing", poison_job,
+             quick=True),
     Scenario("backup_under_load", "a snapshot taken during writes holds everything committed "
-             "before it, verifies, restores into a new folder and serves", backup_under_load),
+             "before it, verifies, restores into a new folder and serves", backup_under_load,
+             sqlite_only=True),
     Scenario("backup_schedule", "--every/--keep/--count takes 4 snapshots, keeps 2, all verify",
-             backup_schedule),
+             backup_schedule, sqlite_only=True),
     Scenario("rejected_inputs", "each bad input gets its 4xx, nothing is stored, the service "
              "keeps serving", rejected_inputs, quick=True),
 ]

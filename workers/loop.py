@@ -60,6 +60,10 @@ class Worker:
         self.late_slots = late_slots(config.worker_concurrency, config.late_retry_share)
         self._in_flight: dict[str, tuple[Claim, asyncio.Task[None]]] = {}
         self._slot_freed = asyncio.Event()
+        # Quarantine: a job whose previous worker died with it may be what killed that
+        # worker (a poison job). It is sent alone, so a crash takes no other job with it.
+        self._suspects: set[str] = set()
+        self._suspect_lock = asyncio.Lock()
 
     async def run(self, stop: asyncio.Event) -> None:
         """Claim and deliver until `stop` is set; then drain within graceful_timeout_s."""
@@ -76,6 +80,8 @@ class Worker:
         cfg = self.config
         while not stop.is_set():
             free = cfg.worker_concurrency - len(self._in_flight)
+            if free > 0 and self._suspects:
+                free = 0  # claim nothing while a quarantined job waits or is in flight
             if free > 0:
                 want = min(free, cfg.claim_batch)
                 # Cleared before (not after) the claim: a finish landing meanwhile re-wakes us.
@@ -119,8 +125,26 @@ class Worker:
             log.info("job_taken_over", job_id=claim.job_id, event_id=claim.event_id,
                      worker=self.worker_id, lease_token=claim.lease_token,
                      attempt=claim.attempt)
-        task = asyncio.create_task(self._deliver(claim))
+        if claim.taken_over:
+            self._suspects.add(claim.lease_token)
+            task = asyncio.create_task(self._deliver_alone(claim))
+        else:
+            task = asyncio.create_task(self._deliver(claim))
         self._in_flight[claim.lease_token] = (claim, task)
+
+    async def _deliver_alone(self, claim: Claim) -> None:
+        """Send a quarantined claim once no other attempt is in flight in this process
+        (its lease is extended meanwhile like any other in-flight claim)."""
+        try:
+            async with self._suspect_lock:
+                others = [task for token, (_, task) in self._in_flight.items()
+                          if token not in self._suspects]
+                if others:
+                    await asyncio.wait(others)
+                await self._deliver(claim)
+        finally:
+            self._suspects.discard(claim.lease_token)
+            self._slot_freed.set()
 
     async def _deliver(self, claim: Claim) -> None:
         log.debug("attempt_started", job_id=claim.job_id, attempt=claim.attempt,
