@@ -24,7 +24,6 @@ from shared.logs import configure_logging
 
 async def run_one(scenario: Scenario, out_dir: Path) -> tuple[dict[str, Any], Result | None]:
     """Run one scenario in its own folder; an exception is a failed scenario, not a crash."""
-    started = time.time()
     t0 = time.monotonic()
     try:
         result = await scenario.run(out_dir / "scenarios" / scenario.name)
@@ -42,7 +41,8 @@ async def run_one(scenario: Scenario, out_dir: Path) -> tuple[dict[str, Any], Re
     if result is not None:
         entry["timeline"] = result.timeline
         entry["marks_t"] = [(t["t"], t["what"]) for t in result.timeline if t["source"] == "drill"]
-        entry["attempts_t"] = [(a["started_at"] - started, str(a["status_code"] or a["error"]))
+        entry["attempts_t"] = [(a["started_at"] - result.started,
+                                str(a["status_code"] or a["error"]))
                                for a in result.attempts]
     return entry, result
 

@@ -37,6 +37,7 @@ class Result:
     jobs: list[dict[str, Any]] = field(default_factory=list)
     attempts: list[dict[str, Any]] = field(default_factory=list)
     receipts: dict[str, Any] = field(default_factory=dict)
+    started: float = 0.0  # unix seconds: the origin of the timeline's `t` values
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,6 +80,7 @@ async def _lease_owner_pid(d: Drill) -> int:
 async def _collect(d: Drill, result: Result) -> Result:
     """Attach the drill's timeline, rows and receipts while its store is still open."""
     result.timeline = d.timeline()
+    result.started = d.started
     result.jobs = [_as_dict(j) for j in await d.store.list_jobs(limit=100_000)]
     result.attempts = [_as_dict(a) for a in await d.store.list_attempts(limit=100_000)]
     result.receipts = d.receiver.receipts()
