@@ -14,7 +14,7 @@ from aiohttp import web
 from ingest import admin_api
 from ingest.app import IN_FLIGHT_KEY, build_app
 from ingest.group_commit import GroupCommitter
-from ingest.maintenance import run_maintenance
+from ingest.maintenance import run_maintenance, run_retention
 from shared.config import Config, listen_host_port
 from shared.errors import ConfigError, StoreBusy, StoreError
 from shared.lifecycle import (
@@ -72,6 +72,7 @@ async def serve(config: Config, *, ready: Callable[[int], None] | None = None,
         await store.open()
         housekeeping = asyncio.create_task(  # WAL hygiene (ingest/maintenance.py)
             run_maintenance(store, config.maintenance_interval_s, stop), name="maintenance")
+        retention = asyncio.create_task(run_retention(store, config, stop), name="retention")
         try:
             committer = GroupCommitter(store)
             app = build_app(store, config, committer=committer)
@@ -105,6 +106,8 @@ async def serve(config: Config, *, ready: Callable[[int], None] | None = None,
                 await runner.cleanup()  # stops the committer too (the app's cleanup_ctx)
         finally:
             housekeeping.cancel()
+            retention.cancel()
+            await asyncio.gather(housekeeping, retention, return_exceptions=True)
             await store.close()
     finally:
         parent_watch.cancel()

@@ -1,4 +1,4 @@
-"""Periodic store housekeeping in the ingest process: keeps the SQLite `-wal` file bounded.
+"""Periodic store housekeeping in the ingest process: WAL hygiene and the retention purge.
 
 WAL hygiene: SQLite's automatic checkpoints copy pages back into the database but never
 shrink the `-wal` file, and cannot reset it while any reader holds an old snapshot. Every
@@ -12,6 +12,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 
+import time
+
+from shared.config import Config
 from shared.errors import StoreError
 from shared.logs import get_logger
 from shared.store import Store
@@ -42,3 +45,29 @@ async def run_maintenance(store: Store, interval_s: float, stop: asyncio.Event) 
         if result:
             (log.warning if result.get("busy") else log.debug)("wal_checkpoint", **result)
 
+
+
+async def run_retention(store: Store, config: Config, stop: asyncio.Event) -> None:
+    """Every `retention_interval_s`, purge by age (see :meth:`shared.store.Store.purge`):
+    bodies of finished events older than `retention_bodies_s`, finished jobs and attempts
+    older than `retention_metadata_s`, dedupe keys older than `retention_dedupe_s`.
+
+    Logs `retention_purged` with the counts; a failed round is logged and retried next
+    interval. Returns at once when `retention_interval_s` is 0 (off).
+    """
+    if config.retention_interval_s <= 0:
+        return
+    log = get_logger()
+    while not stop.is_set():
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(stop.wait(), timeout=config.retention_interval_s)
+            return
+        now = time.time()
+        try:
+            result = await store.purge(bodies_before_s=now - config.retention_bodies_s,
+                                       metadata_before_s=now - config.retention_metadata_s,
+                                       dedupe_before_s=now - config.retention_dedupe_s)
+        except StoreError as exc:
+            log.warning("retention_failed", reason=str(exc))
+            continue
+        log.info("retention_purged", **{k: getattr(result, k) for k in result.__slots__})

@@ -52,6 +52,14 @@ class Config:
     max_body_bytes: int = _opt(1024 * 1024, "Largest event body ingest accepts.")
     log_level: str = _opt("info", "Minimum log level: debug, info, warning, error.")
     admin_token: str | None = _opt(None, "Bearer token for the admin API (secret).")
+    retention_interval_s: float = _opt(
+        3600.0, "How often ingest runs the retention purge; 0 turns it off (seconds).")
+    retention_bodies_s: float = _opt(
+        7 * 86400.0, "Retention: empty the bodies of finished events older than this (s).")
+    retention_metadata_s: float = _opt(
+        30 * 86400.0, "Retention: delete finished jobs and attempts older than this (s).")
+    retention_dedupe_s: float = _opt(
+        90 * 86400.0, "Retention: keep (source, id) dedupe keys at least this long (s).")
     test_crash_event_type: str | None = _opt(
         None, "TEST HOOK for rehearsals: a worker SIGKILLs itself when it is about to send an "
         "event of this type (a poison job). Never set it in production.")
@@ -93,6 +101,9 @@ class Config:
     def __post_init__(self) -> None:
         if self.synchronous.upper() not in ("FULL", "NORMAL"):
             raise ConfigError(f"synchronous must be FULL or NORMAL, not {self.synchronous!r}")
+        if not self.retention_bodies_s <= self.retention_metadata_s <= self.retention_dedupe_s:
+            raise ConfigError("retention ages must be ordered: retention_bodies_s <= "
+                              "retention_metadata_s <= retention_dedupe_s")
         if self.attempt_timeout_s >= self.lease_s:
             raise ConfigError(
                 f"attempt_timeout_s ({self.attempt_timeout_s}) must be below lease_s "
