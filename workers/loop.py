@@ -27,6 +27,7 @@ from shared.logs import get_logger
 from shared.models import AttemptResult, Claim, Dead, Done, Outcome, Retry
 from shared.retry import Backoff, next_attempt
 from shared.store import Store
+from workers.finisher import Finisher
 from workers.sender import Sender
 
 log = get_logger()
@@ -64,14 +65,17 @@ class Worker:
         # worker (a poison job). It is sent alone, so a crash takes no other job with it.
         self._suspects: set[str] = set()
         self._suspect_lock = asyncio.Lock()
+        self.finisher = Finisher(store, breaker=self.breaker)
 
     async def run(self, stop: asyncio.Event) -> None:
         """Claim and deliver until `stop` is set; then drain within graceful_timeout_s."""
         extender = asyncio.create_task(self._extend_leases(stop))
+        self.finisher.start()
         try:
             await self._claim_loop(stop)
         finally:
             await self._drain()
+            await self.finisher.stop()
             extender.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await extender
@@ -162,15 +166,7 @@ class Worker:
 
     async def _finish(self, claim: Claim, outcome: Outcome, result: AttemptResult) -> None:
         try:
-            for delay_s in (0.05, 0.2, 1.0, None):
-                try:
-                    (kept,) = await self.store.finish([(claim, outcome, result)],
-                                                      breaker=self.breaker)
-                    break
-                except StoreBusy:
-                    if delay_s is None:
-                        raise
-                    await asyncio.sleep(delay_s)
+            kept = await self.finisher.finish(claim, outcome, result)
             _log_outcome(claim, outcome, result, kept)
         finally:
             self._in_flight.pop(claim.lease_token, None)
@@ -209,7 +205,11 @@ class Worker:
         for _, task in leftover:
             task.cancel()
         await asyncio.gather(*(task for _, task in leftover), return_exceptions=True)
-        claims = [claim for claim, _ in leftover]
+        # A cancelled delivery whose response had arrived is still being finished (the
+        # finish is shielded): record it first, then hand back only what never finished.
+        await asyncio.sleep(0)
+        await self.finisher.settle()
+        claims = [claim for claim, _ in leftover if claim.lease_token in self._in_flight]
         if claims:
             handed = await self.store.hand_back(claims)
             for claim in claims:
