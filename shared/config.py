@@ -99,6 +99,9 @@ class Config:
     log_file_backups: int = _opt(5, "Rotated log files kept (LOG.1 ... LOG.N).")
 
     def __post_init__(self) -> None:
+        if self.log_level not in ("debug", "info", "warning", "error"):
+            raise ConfigError(f"log_level must be debug, info, warning or error, "
+                              f"not {self.log_level!r}")
         if self.synchronous.upper() not in ("FULL", "NORMAL"):
             raise ConfigError(f"synchronous must be FULL or NORMAL, not {self.synchronous!r}")
         if not self.retention_bodies_s <= self.retention_metadata_s <= self.retention_dedupe_s:

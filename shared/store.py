@@ -317,7 +317,7 @@ def open_store(url: str, *, synchronous: str = "FULL", busy_timeout_s: float = 5
 
         return PostgresStore(url)
     if "://" in url and not url.startswith("sqlite:///"):
-        raise ConfigError(f"unsupported database URL {url!r}; use a path or sqlite:///PATH")
+        raise ConfigError(f"unsupported database URL {url!r}; use a path, sqlite:///PATH or postgresql://...")
     from shared.sqlite_store import SqliteStore  # noqa: PLC0415  (backends load on demand)
 
     path = url.removeprefix("sqlite:///") if url.startswith("sqlite:///") else url

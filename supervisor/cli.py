@@ -91,16 +91,29 @@ def load_config(args: argparse.Namespace, env: dict[str, str]) -> Config:
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the `hookline` console script; returns the exit code."""
     argv = list(sys.argv[1:] if argv is None else argv)
-    if argv[:1] == ["receiver"]:  # its own parser: `hookline receiver -h`
+    receiver_at = _receiver_position(argv)
+    if receiver_at is not None:  # its own parser: `hookline receiver -h`
         from rehearsal.receiver import main as receiver_main  # noqa: PLC0415
 
-        return receiver_main(argv[1:])
+        return receiver_main(argv[receiver_at + 1:])
     args = build_parser().parse_args(argv)
     try:
         config = load_config(args, dict(os.environ))
     except ConfigError as exc:
         return fail(f"configuration: {exc}", 2)
-    return int(args.handler(config, args))
+    try:
+        return int(args.handler(config, args))
+    except BrokenPipeError:  # `hookline ... | head`: the reader left; not an error of ours
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
+
+
+def _receiver_position(argv: list[str]) -> int | None:
+    """Index of a `receiver` command preceded only by global flags and their values."""
+    i = 0
+    while i < len(argv) and argv[i] in ("--db", "--config", "--log-level"):
+        i += 2
+    return i if i < len(argv) and argv[i] == "receiver" else None
 
 
 if __name__ == "__main__":

@@ -5,11 +5,16 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 from typing import Any
+from urllib.parse import urlsplit
 
 from shared.config import Config
 from shared.signing import generate_secret, secret_key
 from supervisor.cmd_common import as_dict, fail, print_table, run_command, with_store
+
+# An event type (ingest's token rule), `prefix.*`, or `*`.
+EVENT_PATTERN = re.compile(r"\*|[A-Za-z0-9_.:-]{1,128}(\.\*)?")
 
 
 def register(sub: Any) -> None:
@@ -47,8 +52,11 @@ async def destinations_add(config: Config, args: argparse.Namespace) -> int:
     """`hookline destinations add NAME URL`: prints the secret once when it was generated."""
     secret = args.secret or generate_secret()
     secret_key(secret)  # raises ConfigError for a malformed secret before anything is stored
-    if not args.url.startswith(("http://", "https://")):
-        return fail(f"URL must start with http:// or https://, not {args.url!r}")
+    if not args.url.startswith(("http://", "https://")) or not urlsplit(args.url).hostname:
+        return fail(f"URL must be http:// or https:// with a host, not {args.url!r}", 2)
+    bad_types = [t for t in args.event_type or [] if not EVENT_PATTERN.fullmatch(t)]
+    if bad_types:
+        return fail(f"--event-type must be a type, `prefix.*` or `*`, not {bad_types[0]!r}", 2)
     if args.max_in_flight < 1:
         return fail("--max-in-flight must be at least 1", 2)
     dest = await with_store(config, lambda s: s.add_destination(

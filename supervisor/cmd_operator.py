@@ -18,7 +18,7 @@ from typing import Any
 from shared.config import Config
 from shared.errors import ConfigError
 from shared.logs import configure_logging, get_logger
-from shared.store import DESTINATION_UPDATERS
+from shared.store import DESTINATION_UPDATERS, Store
 from shared.timeparse import parse_duration, parse_instant
 from supervisor.cmd_common import as_dict, fail, print_table, run_command, with_store
 
@@ -221,9 +221,14 @@ async def replay_cmd(config: Config, args: argparse.Namespace) -> int:
     since = None if args.since is None else parse_instant(args.since, time.time())
     if args.job is not None and (args.destination or since is not None):
         return fail("--destination and --since filter --all-dead, not --job", 2)
-    count = await with_store(config, lambda s: s.replay(
-        job_id=args.job, all_dead=args.all_dead, destination=args.destination,
-        since_s=since, dry_run=args.dry_run))
+    async def replay(store: Store) -> int:
+        if args.destination is not None:
+            await store.get_destination(args.destination)  # NotFound: a one-line error, exit 1
+        return await store.replay(job_id=args.job, all_dead=args.all_dead,
+                                  destination=args.destination, since_s=since,
+                                  dry_run=args.dry_run)
+
+    count = await with_store(config, replay)
     if not args.dry_run:
         get_logger().info("jobs_replayed", count=count, job_id=args.job,
                           destination=args.destination, since_s=since)

@@ -39,7 +39,8 @@ def healthy(base: str) -> bool:
 
 def test_destinations_add_and_list(tmp_path: Path):
     """`destinations add` prints a generated secret once; `list` never shows it; a taken
-    name or a bad URL is a one-line error with exit 1; the db also comes from HOOKLINE_DB."""
+    name is a one-line error with exit 1, a bad URL or event type one with exit 2 (usage);
+    the db also comes from HOOKLINE_DB; `receiver` works after global flags."""
     db = str(tmp_path / "cli.db")
     added = hookline("destinations", "add", "billing", "https://example.com/h",
                      "--event-type", "invoice.*", "--max-in-flight", "2", "--db", db)
@@ -53,7 +54,15 @@ def test_destinations_add_and_list(tmp_path: Path):
     again = hookline("--db", db, "destinations", "add", "billing", "https://example.com/h")
     assert again.returncode == 1 and "already exists" in again.stderr
     bad = hookline("--db", db, "destinations", "add", "x", "ftp://example.com/")
-    assert bad.returncode == 1 and "http" in bad.stderr
+    assert bad.returncode == 2 and "http" in bad.stderr
+    no_host = hookline("--db", db, "destinations", "add", "x", "http://")
+    assert no_host.returncode == 2 and "host" in no_host.stderr
+    empty_type = hookline("--db", db, "destinations", "add", "x", "http://h/", "--event-type", "")
+    assert empty_type.returncode == 2 and "--event-type" in empty_type.stderr
+    loud = hookline("--db", db, "stats", env={"HOOKLINE_LOG_LEVEL": "loud"})
+    assert loud.returncode == 2 and "log_level" in loud.stderr and "Traceback" not in loud.stderr
+    receiver_help = hookline("--db", db, "receiver", "--help")
+    assert receiver_help.returncode == 0 and "--endpoint" in receiver_help.stdout
 
 
 def test_serve_accepts_rejects_and_stops_cleanly(tmp_path: Path):
