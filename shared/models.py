@@ -373,3 +373,107 @@ class Source:
         shown = 10 if self.secret.startswith("whsec_") else 4
         return {"id": self.id, "name": self.name, "scheme": self.scheme,
                 "secret": self.secret[:shown] + "…", "created_at": self.created_at}
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DestinationSummary:
+    """One live destination as the dashboard's table shows it (issue 11).
+
+    Attributes:
+        name, paused, paused_reason, failure_streak, failing_since, max_in_flight: as on
+            :class:`Destination` (`paused_reason` also tells an auto-pause by the breaker).
+        in_flight: jobs running under an unexpired lease now.
+        pending: jobs waiting (due or scheduled for a retry).
+        dead: dead jobs still stored (replayable unless their body was purged).
+        oldest_pending_at: `run_at` (unix seconds) of its longest-waiting due pending job,
+            or None when none is due.
+        latency_samples: completed attempts the percentiles were taken over.
+        p50_s, p99_s: nearest-rank percentiles of those attempts' durations (request sent to
+            response read, or to the transport error), seconds; None without samples.
+    """
+
+    name: str
+    paused: bool
+    paused_reason: str | None
+    failure_streak: int
+    failing_since: float | None
+    max_in_flight: int
+    in_flight: int
+    pending: int
+    dead: int
+    oldest_pending_at: float | None
+    latency_samples: int = 0
+    p50_s: float | None = None
+    p99_s: float | None = None
+
+    @classmethod
+    def from_rows(cls, row: Any, latency: Any | None) -> DestinationSummary:
+        """Build from a `destination_summaries` row and its `destination_latency` row (None
+        when the destination has no recent completed attempt)."""
+        return cls(
+            name=row["name"], paused=bool(row["paused"]), paused_reason=row["paused_reason"],
+            failure_streak=int(row["failure_streak"] or 0), failing_since=row["failing_since"],
+            max_in_flight=row["max_in_flight"], in_flight=int(row["in_flight"]),
+            pending=int(row["pending"]), dead=int(row["dead"]),
+            oldest_pending_at=row["oldest_pending_at"],
+            latency_samples=0 if latency is None else int(latency["samples"]),
+            p50_s=None if latency is None else latency["p50_s"],
+            p99_s=None if latency is None else latency["p99_s"])
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ThroughputBucket:
+    """Counts of one time bucket `[start_s, start_s + bucket_s)` (unix seconds).
+
+    Attributes:
+        start_s: the bucket's first instant, a multiple of the bucket length.
+        events: events accepted (by `received_at`).
+        delivered: jobs that ended done (by `finished_at`).
+        dead: jobs that ended dead (by `finished_at`).
+    """
+
+    start_s: float
+    events: int = 0
+    delivered: int = 0
+    dead: int = 0
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class EventBody:
+    """The start of one stored event body, for display (size-limited).
+
+    Attributes:
+        event_id: the event's id.
+        type: its event type.
+        size_bytes: the whole stored body's length (0 once purged).
+        head: at most the requested number of bytes from its start.
+        body_purged_at: unix seconds when retention emptied the body, or None.
+    """
+
+    event_id: int
+    type: str
+    size_bytes: int
+    head: bytes
+    body_purged_at: float | None
+
+    @property
+    def truncated(self) -> bool:
+        """True when `head` is shorter than the stored body."""
+        return len(self.head) < self.size_bytes
+
+
+def fill_buckets(counts: dict[int, dict[str, int]], *, first: int, last: int,
+                 bucket_s: int) -> list[ThroughputBucket]:
+    """Zero-filled buckets from bucket number `first` to `last` inclusive.
+
+    Args:
+        counts: bucket number (`floor(t / bucket_s)`) -> {"events"|"delivered"|"dead": n};
+            numbers outside [first, last] are ignored.
+        first, last: bucket numbers of the oldest and the newest bucket.
+        bucket_s: bucket length, seconds.
+
+    Returns:
+        One :class:`ThroughputBucket` per number, oldest first.
+    """
+    return [ThroughputBucket(start_s=float(n * bucket_s), **counts.get(n, {}))
+            for n in range(first, last + 1)]

@@ -38,14 +38,15 @@ from shared.delivery_policy import (
 from shared.errors import Conflict, ConfigError, NotFound, StoreBusy, StoreError
 from shared.logs import get_logger
 from shared.models import (
-    Accepted, Attempt, AttemptResult, Claim, Dead, Destination, Done, Duplicate, Job, JobStory,
-    NewEvent, Outcome, PurgeResult, Retry, Source, Stats,
+    Accepted, Attempt, AttemptResult, Claim, Dead, Destination, DestinationSummary, Done,
+    Duplicate, EventBody, Job, JobStory, NewEvent, Outcome, PurgeResult, Retry, Source, Stats,
+    ThroughputBucket, fill_buckets,
 )
 from shared.queries import load_migrations, load_queries
 from shared.signing import new_message_id, secret_key
 from shared.sources import check_source
 from shared.sqlite_store import _latency  # noqa: PLC2701  (one histogram shape for both)
-from shared.store import validate_destination_changes
+from shared.store import check_throughput_args, validate_destination_changes
 
 log = get_logger()
 CHANNEL = "hookline_jobs"
@@ -519,6 +520,46 @@ class PostgresStore:
             raise StoreError(f"database {_redact(self.dsn)} is not writable: {exc}") from exc
         except (OSError, asyncpg.InterfaceError) as exc:
             raise StoreError(f"database connection failed: {exc}") from exc
+
+    # -- dashboard views (issue 11) --------------------------------------------------------
+
+    async def destination_summaries(self, *, latency_window_s: float = 900.0,
+                                    latency_scan_limit: int = 20_000
+                                    ) -> list[DestinationSummary]:
+        """See :meth:`shared.store.Store.destination_summaries` (the database's clock)."""
+        async with self._tx() as tx:
+            now = await tx.now()
+            rows = await tx.fetch("destination_summaries")
+            latency = {r["destination_id"]: r for r in await tx.fetch(
+                "destination_latency", since=float(now - latency_window_s),
+                scan_limit=int(latency_scan_limit))}
+        return [DestinationSummary.from_rows(r, latency.get(r["id"])) for r in rows]
+
+    async def throughput(self, *, window_s: float, bucket_s: int = 60) -> list[ThroughputBucket]:
+        """See :meth:`shared.store.Store.throughput` (the database's clock)."""
+        check_throughput_args(window_s, bucket_s)
+        async with self._tx() as tx:
+            now = await tx.now()
+            first = int((now - window_s) // bucket_s)
+            params = {"since": float(first * bucket_s), "bucket_s": float(bucket_s)}
+            counts: dict[int, dict[str, int]] = {}
+            for r in await tx.fetch("events_per_bucket", **params):
+                counts.setdefault(r["bucket"], {})["events"] = r["n"]
+            for r in await tx.fetch("finished_per_bucket", **params):
+                key = "delivered" if r["status"] == "done" else "dead"
+                counts.setdefault(r["bucket"], {})[key] = r["n"]
+        return fill_buckets(counts, first=first, last=int(now // bucket_s), bucket_s=bucket_s)
+
+    async def event_body(self, job_id: int, max_bytes: int) -> EventBody:
+        """See :meth:`shared.store.Store.event_body`."""
+        async with self._tx() as tx:
+            row = await tx.fetchrow("event_body_of_job", job_id=job_id,
+                                    max_bytes=max(1, int(max_bytes)))
+        if row is None:
+            raise NotFound(f"no job with id {job_id}")
+        return EventBody(event_id=row["event_id"], type=row["type"],
+                         size_bytes=row["size_bytes"] or 0, head=bytes(row["head"] or b""),
+                         body_purged_at=row["body_purged_at"])
 
     # -- inbound sources -------------------------------------------------------------------
 

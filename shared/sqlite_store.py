@@ -25,14 +25,15 @@ from shared.delivery_policy import (
 )
 from shared.errors import Conflict, ConfigError, NotFound, StoreBusy, StoreError
 from shared.models import (
-    Accepted, Attempt, AttemptResult, Claim, Dead, Destination, Done, Duplicate, Job, JobStory,
-    LatencyHistogram, NewEvent, Outcome, PurgeResult, Retry, Source, Stats,
+    Accepted, Attempt, AttemptResult, Claim, Dead, Destination, DestinationSummary, Done,
+    Duplicate, EventBody, Job, JobStory, LatencyHistogram, NewEvent, Outcome, PurgeResult, Retry,
+    Source, Stats, ThroughputBucket, fill_buckets,
 )
 from shared.queries import load_migrations, load_queries
 from shared.logs import get_logger
 from shared.signing import new_message_id, secret_key
 from shared.sources import check_source
-from shared.store import validate_destination_changes
+from shared.store import check_throughput_args, validate_destination_changes
 from shared.wakeup import WakeListener, WakeNotifier, wake_dir_for
 from shared.write_lock import WriteLock
 
@@ -535,6 +536,51 @@ class SqliteStore:
             source_event_id=row["source_event_id"], received_at=row["received_at"],
             body_bytes=row["body_bytes"], body_purged_at=row["body_purged_at"],
             attempts=tuple(Attempt.from_row(a) for a in attempts))
+
+    # -- dashboard views (issue 11) --------------------------------------------------------
+
+    async def destination_summaries(self, *, latency_window_s: float = 900.0,
+                                    latency_scan_limit: int = 20_000
+                                    ) -> list[DestinationSummary]:
+        """See :meth:`shared.store.Store.destination_summaries`."""
+        now = self.clock()
+
+        def read(db: sqlite3.Connection) -> list[DestinationSummary]:
+            rows = db.execute(Q["destination_summaries"], {"now": now}).fetchall()
+            latency = {r["destination_id"]: r for r in db.execute(Q["destination_latency"], {
+                "since": now - latency_window_s, "scan_limit": latency_scan_limit})}
+            return [DestinationSummary.from_rows(r, latency.get(r["id"])) for r in rows]
+
+        return await self._run(read)
+
+    async def throughput(self, *, window_s: float, bucket_s: int = 60) -> list[ThroughputBucket]:
+        """See :meth:`shared.store.Store.throughput`."""
+        check_throughput_args(window_s, bucket_s)
+        now = self.clock()
+        first = int((now - window_s) // bucket_s)
+        params = {"since": float(first * bucket_s), "bucket_s": bucket_s}
+
+        def read(db: sqlite3.Connection) -> list[ThroughputBucket]:
+            counts: dict[int, dict[str, int]] = {}
+            for r in db.execute(Q["events_per_bucket"], params):
+                counts.setdefault(r["bucket"], {})["events"] = r["n"]
+            for r in db.execute(Q["finished_per_bucket"], params):
+                key = "delivered" if r["status"] == "done" else "dead"
+                counts.setdefault(r["bucket"], {})[key] = r["n"]
+            return fill_buckets(counts, first=first, last=int(now // bucket_s),
+                                bucket_s=bucket_s)
+
+        return await self._run(read)
+
+    async def event_body(self, job_id: int, max_bytes: int) -> EventBody:
+        """See :meth:`shared.store.Store.event_body`."""
+        row = await self._run(lambda db: db.execute(Q["event_body_of_job"], {
+            "job_id": job_id, "max_bytes": max(1, max_bytes)}).fetchone())
+        if row is None:
+            raise NotFound(f"no job with id {job_id}")
+        return EventBody(event_id=row["event_id"], type=row["type"],
+                         size_bytes=row["size_bytes"] or 0, head=bytes(row["head"] or b""),
+                         body_purged_at=row["body_purged_at"])
 
     # -- inbound sources (issue 3) ---------------------------------------------------------
 

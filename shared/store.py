@@ -14,8 +14,8 @@ from typing import Any, Protocol
 from shared.delivery_policy import BreakerPolicy
 from shared.errors import ConfigError
 from shared.models import (
-    Accepted, Attempt, AttemptResult, Claim, Destination, Duplicate, Job, JobStory, NewEvent,
-    Outcome, PurgeResult, Source, Stats,
+    Accepted, Attempt, AttemptResult, Claim, Destination, DestinationSummary, Duplicate,
+    EventBody, Job, JobStory, NewEvent, Outcome, PurgeResult, Source, Stats, ThroughputBucket,
 )
 
 
@@ -210,6 +210,52 @@ class Store(Protocol):
             StoreError: the database cannot be written (read-only, gone, ...).
         """
 
+    # -- dashboard views (issue 11) ---------------------------------------------------------
+
+    async def destination_summaries(self, *, latency_window_s: float = 900.0,
+                                    latency_scan_limit: int = 20_000
+                                    ) -> list[DestinationSummary]:
+        """Every live destination with its state, job counts and attempt latency.
+
+        Args:
+            latency_window_s: percentiles are taken over attempts started in the last this
+                many seconds (the store's clock), default 15 minutes.
+            latency_scan_limit: and only among the newest this many attempt rows of all
+                destinations (a primary-key range), so a poll costs the same however large
+                the attempts table grows; a destination with little traffic next to a busy
+                one may then have fewer samples than its window holds.
+
+        Returns:
+            One :class:`DestinationSummary` per live destination, in creation order.
+        """
+
+    async def throughput(self, *, window_s: float, bucket_s: int = 60) -> list[ThroughputBucket]:
+        """Events accepted and jobs finished (done, dead) per time bucket.
+
+        Args:
+            window_s: how far back from now (the store's clock), seconds.
+            bucket_s: bucket length, whole seconds (at least 1); buckets are aligned to
+                multiples of it in unix time.
+
+        Returns:
+            Every bucket from the one holding `now - window_s` to the one holding now, oldest
+            first, zero-filled; the last one is still filling.
+
+        Raises:
+            ConfigError: `bucket_s` is below 1 or `window_s` is negative.
+        """
+
+    async def event_body(self, job_id: int, max_bytes: int) -> EventBody:
+        """The start of the stored body of a job's event (for display).
+
+        Args:
+            job_id: the job.
+            max_bytes: most bytes to return from the body's start (at least 1).
+
+        Raises:
+            NotFound: no job has that id (or its metadata was purged).
+        """
+
     # -- inbound sources (issue 3) ----------------------------------------------------------
 
     async def add_source(self, *, name: str, scheme: str, secret: str) -> Source:
@@ -297,6 +343,14 @@ def validate_destination_changes(changes: dict[str, Any]) -> dict[str, Any]:
         raise ConfigError(f"cannot change {', '.join(unknown)}; changeable: "
                           + ", ".join(sorted(DESTINATION_UPDATERS)))
     return {k: DESTINATION_UPDATERS[k](v) for k, v in changes.items()}
+
+
+def check_throughput_args(window_s: float, bucket_s: int) -> None:
+    """Validate :meth:`Store.throughput` arguments. Raises ConfigError."""
+    if isinstance(bucket_s, bool) or not isinstance(bucket_s, int) or bucket_s < 1:
+        raise ConfigError(f"bucket_s must be a whole number of seconds >= 1, not {bucket_s!r}")
+    if not window_s >= 0:
+        raise ConfigError(f"window_s must be zero or more seconds, not {window_s!r}")
 
 
 def open_store(url: str, *, synchronous: str = "FULL", busy_timeout_s: float = 5.0) -> Store:

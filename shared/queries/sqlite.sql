@@ -283,3 +283,44 @@ SELECT * FROM sources WHERE deleted_at IS NULL ORDER BY id
 UPDATE sources SET deleted_at = :now, name = name || '~removed-' || id
 WHERE name = :name AND deleted_at IS NULL
 RETURNING id
+
+-- destination_summaries: per live destination, its state and jobs in flight, pending and dead (issue 11)
+SELECT d.id, d.name, d.paused, d.paused_reason, d.failure_streak, d.failing_since,
+    d.max_in_flight,
+    (SELECT COUNT(*) FROM jobs j WHERE j.destination_id = d.id AND j.status = 'running'
+        AND j.lease_until > :now) AS in_flight,
+    (SELECT COUNT(*) FROM jobs j WHERE j.destination_id = d.id AND j.status = 'pending')
+        AS pending,
+    (SELECT COUNT(*) FROM jobs j WHERE j.destination_id = d.id AND j.status = 'dead') AS dead,
+    (SELECT MIN(j.run_at) FROM jobs j WHERE j.destination_id = d.id AND j.status = 'pending'
+        AND j.run_at <= :now) AS oldest_pending_at
+FROM destinations d WHERE d.deleted_at IS NULL ORDER BY d.id
+
+-- destination_latency: nearest-rank p50/p99 of completed attempt durations per destination, over the newest :scan_limit attempts started since :since
+WITH recent AS (
+    SELECT j.destination_id, a.duration_s FROM attempts a JOIN jobs j ON j.id = a.job_id
+    WHERE a.id > (SELECT COALESCE(MAX(id), 0) FROM attempts) - :scan_limit
+        AND a.started_at >= :since AND a.duration_s IS NOT NULL
+), ranked AS (
+    SELECT destination_id, duration_s,
+        ROW_NUMBER() OVER (PARTITION BY destination_id ORDER BY duration_s) AS rn,
+        COUNT(*) OVER (PARTITION BY destination_id) AS n
+    FROM recent
+)
+SELECT destination_id, n AS samples,
+    MAX(CASE WHEN rn = (n * 50 + 99) / 100 THEN duration_s END) AS p50_s,
+    MAX(CASE WHEN rn = (n * 99 + 99) / 100 THEN duration_s END) AS p99_s
+FROM ranked GROUP BY destination_id, n
+
+-- events_per_bucket: events received per time bucket (number = floor(received_at / :bucket_s)) since :since
+SELECT CAST(received_at / :bucket_s AS INTEGER) AS bucket, COUNT(*) AS n
+FROM events WHERE received_at >= :since GROUP BY 1
+
+-- finished_per_bucket: done and dead jobs per time bucket (number = floor(finished_at / :bucket_s)) since :since
+SELECT CAST(finished_at / :bucket_s AS INTEGER) AS bucket, status, COUNT(*) AS n
+FROM jobs WHERE status IN ('done', 'dead') AND finished_at >= :since GROUP BY 1, 2
+
+-- event_body_of_job: the first :max_bytes bytes of a job's event body, its size and purge time
+SELECT e.id AS event_id, e.type, substr(e.body, 1, :max_bytes) AS head,
+    length(e.body) AS size_bytes, e.body_purged_at
+FROM jobs j JOIN events e ON e.id = j.event_id WHERE j.id = :job_id
