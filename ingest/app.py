@@ -9,6 +9,8 @@ Routes:
     /v1/admin/*, /metrics  the admin API and Prometheus metrics (ingest/admin_api.py).
     POST /v1/sources/{name}  provider webhooks, verified on the raw bytes
                          (ingest/sources_api.py, ingest/source_verify.py).
+    GET  /, /static/*    the operator dashboard (ingest/dashboard.py), whose data comes from
+                         the admin API, including its views (ingest/admin_views.py).
 
 Every error is JSON `{"error": code, "detail": text}`, aiohttp's own 404/405 included.
 """
@@ -21,7 +23,7 @@ from typing import Any
 
 from aiohttp import hdrs, web
 
-from ingest import admin_api, health, sources_api
+from ingest import admin_api, admin_views, dashboard, health, sources_api
 from ingest.group_commit import CommitterStopped, GroupCommitter
 from ingest.validation import BodyTooLarge, parse_event
 from shared.config import Config
@@ -121,6 +123,8 @@ def build_app(store: Store, config: Config, *,
     app.router.add_get("/readyz", health.readyz)  # ingest/health.py
     admin_api.register(app)  # /v1/admin/* and /metrics (ingest/admin_api.py)
     sources_api.register(app)  # /v1/sources/{name}, /v1/admin/sources (issue 3)
+    admin_views.register(app)  # the dashboard's views under /v1/admin/ (issue 11)
+    dashboard.register(app)  # GET / and /static/* (issue 11)
     return app
 
 

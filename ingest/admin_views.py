@@ -1,0 +1,156 @@
+"""Read-only admin views the dashboard needs (issue 11), beside the admin API's routes.
+
+Routes (JSON, same Bearer access and error shape as ingest/admin_api.py):
+    GET /v1/admin/destination-stats?window=15m
+        [{"name", "paused", "paused_reason", "failure_streak", "failing_since",
+          "max_in_flight", "in_flight", "pending", "dead", "oldest_pending_at",
+          "latency_samples", "p50_s", "p99_s"}, ...] per live destination, creation order;
+        percentiles of attempt durations started within `window` (Store.destination_summaries).
+    GET /v1/admin/throughput?window=30m&bucket=60
+        {"bucket_s", "buckets": [{"start_s", "events", "delivered", "dead"}, ...]}, oldest
+        first, zero-filled; the last bucket is still filling (Store.throughput).
+    GET /v1/admin/jobs/{id}/event?max_bytes=65536
+        {"job_id", "event_id", "type", "size_bytes", "truncated", "body_purged_at",
+         "valid_utf8", "body"}: the start of the event's stored body as text (invalid UTF-8
+        replaced by U+FFFD), at most `max_bytes` (<= 1 MiB) bytes of it.
+    GET /v1/admin/supervisor
+        {"known": true, "pid", "stopping", "workers_wanted", "workers_alive",
+         "workers_healthy", "slots", "updated_at", "age_s"} from the supervisor's
+        `status.json` in the runtime folder, or {"known": false, "detail"} when there is
+        none, it is unreadable, or the supervisor that wrote it is gone.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+from aiohttp import web
+
+from ingest.admin_api import _BadRequest, _config, _guarded, _int_param, _store  # noqa: PLC2701
+from shared.lifecycle import STATUS_FILE, read_status, runtime_dir
+from shared.timeparse import parse_duration
+
+DEFAULT_LATENCY_WINDOW = "15m"
+DEFAULT_THROUGHPUT_WINDOW = "30m"
+DEFAULT_BUCKET_S = 60
+MAX_THROUGHPUT_BUCKETS = 1440
+DEFAULT_BODY_BYTES = 64 * 1024
+MAX_BODY_BYTES = 1024 * 1024
+_SUPERVISOR_KEYS = ("pid", "stopping", "workers_wanted", "workers_alive", "workers_healthy",
+                    "slots", "updated_at")
+
+
+def register(app: web.Application) -> None:
+    """Add the dashboard's read-only admin routes (see the module docstring) to `app`."""
+    routes = [
+        ("GET", "/v1/admin/destination-stats", destination_stats),
+        ("GET", "/v1/admin/throughput", throughput),
+        ("GET", "/v1/admin/jobs/{id}/event", job_event),
+        ("GET", "/v1/admin/supervisor", supervisor),
+    ]
+    for method, path, handler in routes:
+        app.router.add_route(method, path, _guarded(handler))
+
+
+def _duration(request: web.Request, name: str, default: str) -> float:
+    """A duration query parameter (`90s`, `15m`, `2h`), seconds. Raises ConfigError (400)."""
+    return parse_duration(request.query.get(name, default))
+
+
+async def destination_stats(request: web.Request) -> web.Response:
+    """`GET /v1/admin/destination-stats?window=15m`: state, job counts and latency per live
+    destination (see the module docstring)."""
+    window_s = _duration(request, "window", DEFAULT_LATENCY_WINDOW)
+    summaries = await _store(request).destination_summaries(latency_window_s=window_s)
+    return web.json_response([dataclasses.asdict(s) for s in summaries])
+
+
+async def throughput(request: web.Request) -> web.Response:
+    """`GET /v1/admin/throughput?window=30m&bucket=60`: events accepted and jobs done/dead per
+    bucket of `bucket` seconds (at most 1440 buckets)."""
+    window_s = _duration(request, "window", DEFAULT_THROUGHPUT_WINDOW)
+    bucket_s = _int_param(request.query.get("bucket"), "bucket", default=DEFAULT_BUCKET_S)
+    if window_s / bucket_s > MAX_THROUGHPUT_BUCKETS:
+        raise _BadRequest(f"window / bucket must be at most {MAX_THROUGHPUT_BUCKETS} buckets")
+    buckets = await _store(request).throughput(window_s=window_s, bucket_s=bucket_s)
+    return web.json_response({"bucket_s": bucket_s,
+                              "buckets": [dataclasses.asdict(b) for b in buckets]})
+
+
+async def job_event(request: web.Request) -> web.Response:
+    """`GET /v1/admin/jobs/{id}/event?max_bytes=N`: the start of a job's event body as text."""
+    job_id = _int_param(request.match_info["id"], "job id")
+    max_bytes = _int_param(request.query.get("max_bytes"), "max_bytes",
+                           default=DEFAULT_BODY_BYTES)
+    body = await _store(request).event_body(job_id, min(max_bytes, MAX_BODY_BYTES))
+    text, valid = decode_head(body.head, truncated=body.truncated)
+    return web.json_response({
+        "job_id": job_id, "event_id": body.event_id, "type": body.type,
+        "size_bytes": body.size_bytes, "truncated": body.truncated,
+        "body_purged_at": body.body_purged_at, "valid_utf8": valid, "body": text})
+
+
+def decode_head(head: bytes, *, truncated: bool) -> tuple[str, bool]:
+    """Decode the start of a body as UTF-8 for display.
+
+    Args:
+        head: the bytes to show.
+        truncated: True when `head` was cut from a longer body; a multi-byte character cut in
+            two at its end is then dropped rather than reported as invalid.
+
+    Returns:
+        (text, valid): `valid` is False when bytes had to be replaced by U+FFFD.
+    """
+    try:
+        return head.decode("utf-8"), True
+    except UnicodeDecodeError as exc:
+        if truncated and exc.start >= len(head) - 3 and exc.reason == "unexpected end of data":
+            return head[:exc.start].decode("utf-8", errors="replace"), True
+        return head.decode("utf-8", errors="replace"), False
+
+
+async def supervisor(request: web.Request) -> web.Response:
+    """`GET /v1/admin/supervisor`: the supervisor's view of its workers, or known: false."""
+    return web.json_response(supervisor_view(runtime_dir(_config(request.app)) / STATUS_FILE,
+                                             time.time()))
+
+
+def supervisor_view(path: Path, now_s: float) -> dict[str, Any]:
+    """What `GET /v1/admin/supervisor` answers for the status file at `path`.
+
+    Args:
+        path: the supervisor's `status.json` (see :mod:`shared.lifecycle`).
+        now_s: current unix time, seconds (for `age_s`).
+
+    Returns:
+        `{"known": True, ...status fields, "age_s"}`, or `{"known": False, "detail": why}` when
+        the file is missing or unreadable, or names a supervisor pid that no longer runs on
+        this host (it was killed without cleaning up).
+    """
+    status = read_status(path)
+    if status is None:
+        return {"known": False, "detail": f"no readable supervisor {STATUS_FILE} in the "
+                                          "runtime folder (ingest runs without `hookline serve`?)"}
+    pid = status.get("pid")
+    if isinstance(pid, int) and not _pid_alive(pid):
+        return {"known": False,
+                "detail": f"the supervisor (pid {pid}) that wrote {STATUS_FILE} is not running"}
+    view: dict[str, Any] = {"known": True, **{k: status.get(k) for k in _SUPERVISOR_KEYS}}
+    updated = status.get("updated_at")
+    view["age_s"] = now_s - updated if isinstance(updated, int | float) else None
+    return view
+
+
+def _pid_alive(pid: int) -> bool:
+    """True when a process with `pid` exists (ours or another user's)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True

@@ -1,0 +1,59 @@
+// The admin API client. The token lives in sessionStorage (this tab only) and goes out as a
+// Bearer header on every request; a 401 forgets it and sends the user back to the prompt.
+
+const TOKEN_KEY = "hookline.adminToken";
+
+export class AuthError extends Error {}
+
+export class ApiError extends Error {
+  constructor(status, code, detail) {
+    super(`${code}: ${detail}`);
+    this.status = status;
+    this.code = code;
+    this.detail = detail;
+  }
+}
+
+export const getToken = () => sessionStorage.getItem(TOKEN_KEY);
+export const setToken = (token) => sessionStorage.setItem(TOKEN_KEY, token);
+export const clearToken = () => sessionStorage.removeItem(TOKEN_KEY);
+
+let onUnauthorized = () => {};
+
+/** Register what to do when the API answers 401 (show the token prompt). */
+export function setUnauthorizedHandler(handler) {
+  onUnauthorized = handler;
+}
+
+/** Call the admin API; resolves to the JSON answer, rejects with AuthError or ApiError. */
+export async function api(method, path, body) {
+  const headers = { Authorization: `Bearer ${getToken() ?? ""}` };
+  const init = { method, headers, cache: "no-store", credentials: "omit" };
+  if (body !== undefined) {
+    headers["Content-Type"] = "application/json";
+    init.body = JSON.stringify(body);
+  }
+  const resp = await fetch(path, init);
+  if (resp.status === 401) {
+    clearToken();
+    onUnauthorized("The admin token was refused; enter it again.");
+    throw new AuthError("unauthorized");
+  }
+  let data = null;
+  try {
+    data = await resp.json();
+  } catch {
+    data = null;
+  }
+  if (!resp.ok) {
+    throw new ApiError(resp.status, data?.error ?? `http_${resp.status}`,
+                       data?.detail ?? resp.statusText);
+  }
+  return data;
+}
+
+export const get = (path) => api("GET", path);
+export const post = (path, body = {}) => api("POST", path, body);
+
+/** A path segment (destination name) made safe for a URL. */
+export const seg = (value) => encodeURIComponent(String(value));

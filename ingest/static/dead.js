@@ -1,0 +1,157 @@
+// Dead letters: the newest dead jobs with their last error and attempts; replay one, the
+// selected ones, or all of a destination, each after a dry run counts what would happen.
+
+import { get, post } from "./api.js";
+import { fmtCount, h, jobLink, setChildren, table, toast, when } from "./dom.js";
+
+const LIMIT = 200;
+
+/** The dead letters page; `params.destination` filters it (from `#/dead?destination=X`). */
+export function deadView({ params, refreshNow }) {
+  let destination = params.get("destination") ?? "";
+  let known = [];
+  const selected = new Set();
+
+  const select = h("select", { id: "dead-destination", onchange: () => {
+    destination = select.value;
+    selected.clear();
+    history.replaceState(null, "", destination
+      ? `#/dead?destination=${encodeURIComponent(destination)}` : "#/dead");
+    hideConfirm();
+    refreshNow();
+  } });
+  const replaySelected = h("button", { type: "button", id: "replay-selected",
+                                       onclick: () => askSelected() }, "Replay selected");
+  const replayAll = h("button", { type: "button", id: "replay-all",
+                                  onclick: () => askAll() }, "Replay all of destination");
+  const confirmBox = h("div", { class: "confirm", id: "confirm", hidden: true });
+  const list = h("div", { id: "dead-list" });
+  const root = h("section", {},
+    h("h1", {}, "Dead letters"),
+    h("div", { class: "toolbar" },
+      h("label", { for: "dead-destination" }, "Destination"), select, replaySelected, replayAll),
+    confirmBox,
+    list);
+
+  function hideConfirm() {
+    confirmBox.hidden = true;
+    confirmBox.replaceChildren();
+  }
+
+  /** Show a dry run's result and a button that does the real thing. */
+  function showConfirm(text, count, run) {
+    const go = h("button", { type: "button", class: "primary", id: "confirm-replay",
+                             disabled: count === 0, onclick: async () => {
+      go.disabled = true;
+      try {
+        await run();
+      } catch (err) {
+        toast(err.message, "error");
+      }
+      hideConfirm();
+      await refreshNow();
+    } }, count === 0 ? "Nothing to replay" : `Replay ${count}`);
+    setChildren(confirmBox,
+      h("p", { id: "confirm-text" }, text),
+      go,
+      h("button", { type: "button", onclick: hideConfirm }, "Cancel"));
+    confirmBox.hidden = false;
+  }
+
+  async function dryRun(body) {
+    return (await post("/v1/admin/replay", { ...body, dry_run: true })).count;
+  }
+
+  async function askOne(id) {
+    try {
+      const count = await dryRun({ job_id: id });
+      showConfirm(`Dry run: job #${id} would be replayed (${count} job).`, count, async () => {
+        const out = await post("/v1/admin/replay", { job_id: id });
+        toast(`Replayed ${out.count} job`);
+      });
+    } catch (err) {
+      toast(`Job #${id}: ${err.message}`, "error");
+    }
+  }
+
+  async function askSelected() {
+    const ids = [...selected];
+    if (ids.length === 0) {
+      toast("Select dead jobs first.");
+      return;
+    }
+    const checks = await Promise.allSettled(ids.map((id) => dryRun({ job_id: id })));
+    const ok = ids.filter((id, i) => checks[i].status === "fulfilled" && checks[i].value === 1);
+    showConfirm(`Dry run: ${ok.length} of ${ids.length} selected jobs would be replayed.`,
+      ok.length, async () => {
+        let count = 0;
+        for (const id of ok) {
+          count += (await post("/v1/admin/replay", { job_id: id })).count;
+          selected.delete(id);
+        }
+        toast(`Replayed ${count} jobs`);
+      });
+  }
+
+  async function askAll() {
+    if (!destination) {
+      toast("Choose a destination first.");
+      return;
+    }
+    const body = { all_dead: true, destination };
+    const count = await dryRun(body);
+    showConfirm(`Dry run: ${count} dead jobs of ${destination} would be replayed.`, count,
+      async () => {
+        const out = await post("/v1/admin/replay", body);
+        toast(`Replayed ${out.count} jobs of ${destination}`);
+      });
+  }
+
+  function syncSelect(destinations) {
+    const names = destinations.map((d) => d.name);
+    if (names.join("\n") === known.join("\n")) return;
+    known = names;
+    setChildren(select, h("option", { value: "" }, "all destinations"),
+      names.map((name) => h("option", { value: name }, name)));
+    select.value = destination;
+  }
+
+  function row(job) {
+    const box = h("input", { type: "checkbox", checked: selected.has(job.id),
+                             "aria-label": `select job ${job.id}`, onchange: () => {
+      if (box.checked) selected.add(job.id); else selected.delete(job.id);
+      replaySelected.textContent = `Replay selected (${selected.size})`;
+    } });
+    return h("tr", { "data-job": job.id },
+      h("td", {}, box),
+      h("td", {}, jobLink(job.id)),
+      h("td", {}, job.destination),
+      h("td", {}, job.event_type),
+      h("td", { class: "num" }, fmtCount(job.attempts)),
+      h("td", { class: "error-text", "data-col": "last_error" }, job.last_error ?? ""),
+      h("td", {}, when(job.finished_at)),
+      h("td", {}, h("button", { type: "button", "data-action": "replay",
+                                onclick: () => askOne(job.id) }, "Replay")));
+  }
+
+  async function refresh() {
+    const query = destination ? `&destination=${encodeURIComponent(destination)}` : "";
+    const [destinations, dead] = await Promise.all([
+      get("/v1/admin/destinations"), get(`/v1/admin/dead?limit=${LIMIT}${query}`)]);
+    syncSelect(destinations);
+    const ids = new Set(dead.map((j) => j.id));
+    for (const id of [...selected]) if (!ids.has(id)) selected.delete(id);
+    replaySelected.textContent = `Replay selected (${selected.size})`;
+    replayAll.disabled = !destination;
+    if (dead.length === 0) {
+      setChildren(list, h("p", { class: "empty" }, "No dead jobs."));
+      return;
+    }
+    setChildren(list,
+      table(["", "Job", "Destination", "Event type", "Attempts", "Last error", "Dead since", ""],
+            dead.map(row), { class: "grid-table" }),
+      dead.length === LIMIT ? h("p", { class: "hint" }, `Showing the newest ${LIMIT}.`) : null);
+  }
+
+  return { title: "Dead letters", root, refresh };
+}

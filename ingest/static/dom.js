@@ -1,0 +1,97 @@
+// Building the page safely: every piece of data becomes a text node (textContent), never
+// markup: no HTML string is ever parsed anywhere in the dashboard.
+
+/**
+ * Create an element. props: `class`, `text` (textContent), `on<event>` (listener),
+ * `checked`/`disabled`/`value` (properties), anything else an attribute. Children may be
+ * nodes, strings or numbers (as text) or nested arrays; null/false/undefined are skipped.
+ */
+export function h(tag, props = {}, ...children) {
+  const el = document.createElement(tag);
+  for (const [key, value] of Object.entries(props)) {
+    if (value === undefined || value === null || value === false) continue;
+    if (key === "class") el.className = value;
+    else if (key === "text") el.textContent = String(value);
+    else if (key.startsWith("on")) el.addEventListener(key.slice(2), value);
+    else if (key === "checked" || key === "disabled" || key === "value") el[key] = value;
+    else if (key === "href") el.setAttribute("href", internalHref(value));
+    else el.setAttribute(key, value === true ? "" : String(value));
+  }
+  appendAll(el, children);
+  return el;
+}
+
+/** Append nodes and strings (as text) to `el`. */
+export function appendAll(el, children) {
+  for (const child of children.flat(Infinity)) {
+    if (child === null || child === undefined || child === false) continue;
+    el.append(child instanceof Node ? child : document.createTextNode(String(child)));
+  }
+}
+
+/** Replace every child of `el`. */
+export function setChildren(el, ...children) {
+  el.replaceChildren();
+  appendAll(el, children);
+}
+
+/** Only in-page links are ever built from data. */
+function internalHref(value) {
+  const text = String(value);
+  if (!text.startsWith("#/")) throw new Error(`refusing link ${text}`);
+  return text;
+}
+
+/** A link to a job's page. */
+export const jobLink = (id) => h("a", { href: `#/jobs/${Number(id)}` }, `#${Number(id)}`);
+
+export function fmtDuration(seconds) {
+  if (seconds === null || seconds === undefined) return "–";
+  const s = Math.max(0, seconds);
+  if (s < 1) return `${Math.round(s * 1000)} ms`;
+  if (s < 60) return `${s.toFixed(s < 10 ? 1 : 0)} s`;
+  if (s < 3600) return `${(s / 60).toFixed(s < 600 ? 1 : 0)} min`;
+  if (s < 86400) return `${(s / 3600).toFixed(1)} h`;
+  return `${(s / 86400).toFixed(1)} d`;
+}
+
+export const nowS = () => Date.now() / 1000;
+
+/** "4.2 min ago" for a unix time in seconds, "–" for none. */
+export const fmtAgo = (unixS) =>
+  unixS === null || unixS === undefined ? "–" : `${fmtDuration(nowS() - unixS)} ago`;
+
+export const fmtTime = (unixS) =>
+  unixS === null || unixS === undefined ? "–" : new Date(unixS * 1000).toLocaleString();
+
+/** A relative time with the absolute one as its tooltip. */
+export const when = (unixS) => h("span", { title: fmtTime(unixS) }, fmtAgo(unixS));
+
+export function fmtBytes(bytes) {
+  if (bytes === null || bytes === undefined) return "n/a";
+  const units = ["B", "KiB", "MiB", "GiB"];
+  let value = bytes;
+  let unit = 0;
+  while (value >= 1024 && unit < units.length - 1) {
+    value /= 1024;
+    unit += 1;
+  }
+  return unit === 0 ? `${value} B` : `${value.toFixed(1)} ${units[unit]}`;
+}
+
+export const fmtCount = (n) => (n === null || n === undefined ? "–" : Number(n).toLocaleString());
+
+/** A table with a header row; `rows` are arrays of cells (nodes or text). */
+export function table(headers, rows, props = {}) {
+  return h("table", props,
+    h("thead", {}, h("tr", {}, headers.map((text) => h("th", { scope: "col" }, text)))),
+    h("tbody", {}, rows));
+}
+
+/** A short-lived message at the bottom of the page. */
+export function toast(message, kind = "info") {
+  const box = document.getElementById("toast");
+  const item = h("div", { class: `toast-item ${kind}` }, message);
+  box.append(item);
+  setTimeout(() => item.remove(), 6000);
+}
