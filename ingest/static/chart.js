@@ -44,7 +44,8 @@ export function drawThroughput(container, data) {
   const labelEvery = Math.max(1, Math.round(buckets.length / 6));
   buckets.forEach((b, i) => {
     if (i % labelEvery === 0 || i === buckets.length - 1) {
-      svg.append(s("text", { x: x(i), y: H - 8, class: "axis", "text-anchor": "middle" },
+      const anchor = i === 0 ? "start" : i === buckets.length - 1 ? "end" : "middle";
+      svg.append(s("text", { x: x(i), y: H - 8, class: "axis", "text-anchor": anchor },
                    hhmm(b.start_s)));
     }
     if (b.dead > 0) {

@@ -82,7 +82,8 @@ export function deadView({ params, refreshNow }) {
     }
     const checks = await Promise.allSettled(ids.map((id) => dryRun({ job_id: id })));
     const ok = ids.filter((id, i) => checks[i].status === "fulfilled" && checks[i].value === 1);
-    showConfirm(`Dry run: ${ok.length} of ${ids.length} selected jobs would be replayed.`,
+    showConfirm(`Dry run: ${ok.length} of ${ids.length} selected ` +
+                `job${ids.length === 1 ? "" : "s"} would be replayed.`,
       ok.length, async () => {
         let count = 0;
         for (const id of ok) {
@@ -100,7 +101,8 @@ export function deadView({ params, refreshNow }) {
     }
     const body = { all_dead: true, destination };
     const count = await dryRun(body);
-    showConfirm(`Dry run: ${count} dead jobs of ${destination} would be replayed.`, count,
+    showConfirm(`Dry run: ${count} dead job${count === 1 ? "" : "s"} of ${destination} ` +
+                "would be replayed.", count,
       async () => {
         const out = await post("/v1/admin/replay", body);
         toast(`Replayed ${out.count} jobs of ${destination}`);
@@ -143,6 +145,7 @@ export function deadView({ params, refreshNow }) {
     for (const id of [...selected]) if (!ids.has(id)) selected.delete(id);
     replaySelected.textContent = `Replay selected (${selected.size})`;
     replayAll.disabled = !destination;
+    replayAll.textContent = destination ? `Replay all of ${destination}` : "Replay all of destination";
     if (dead.length === 0) {
       setChildren(list, h("p", { class: "empty" }, "No dead jobs."));
       return;

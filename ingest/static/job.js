@@ -115,7 +115,8 @@ export function jobView({ arg, refreshNow }) {
         ["webhook-id", story.message_id],
         ["Source / id", `${story.source} / ${story.source_event_id}`],
         ["Received", when(story.received_at)],
-        ["Attempts", `${fmtCount(story.attempts)} (this run), ${fmtCount(story.replays)} replays`],
+        ["Attempts", `${fmtCount(story.attempts.length)} recorded, ` +
+                     `${fmtCount(story.replays)} replays`],
         ["Next run", story.status === "pending" ? when(story.run_at) : "–"],
         ["Finished", story.finished_at === null ? "–" : when(story.finished_at)],
         ["Last error", story.last_error],

@@ -1,0 +1,120 @@
+"""Fixtures for driving the dashboard in the system Chromium (issue 11).
+
+The browser is `/usr/bin/chromium`, launched by Playwright's Python package; Playwright's own
+browser downloads are never used (`playwright install` needs the internet). Without that
+binary the browser tests skip locally with :data:`CHROMIUM_MISSING` and FAIL when `CI` is set,
+so CI cannot pass by silently skipping them (`make test` apt-installs Chromium as root).
+
+The service is real: `hookline serve` (supervisor, ingest on 127.0.0.1, one worker process)
+on a SQLite file, and receiver fixture processes (`python -m rehearsal.receiver`) playing the
+destinations.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import re
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from rehearsal.harness import Service
+from tests.browser.support import TOKEN, Hookline, ReceiverProcess
+
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_MISSING = (f"Chromium not found at {CHROMIUM}: install it with `apt-get install -y "
+                    "chromium` (`make test` does, as root); with CI set this is a failure")
+PLAYWRIGHT_MISSING = ("the playwright package is not installed: `pip install -e '.[test]'`; "
+                      "with CI set this is a failure")
+# Chromium logs every non-2xx fetch; a refused token is part of the sign-in flow under test.
+EXPECTED_CONSOLE = re.compile(r"Failed to load resource: .* status of 401")
+SCREENSHOTS_ENV = "DASHBOARD_SCREENSHOTS"
+"""Environment variable: a folder to write the page screenshots to (e.g. docs/screenshots)."""
+
+
+def _in_ci() -> bool:
+    return os.environ.get("CI", "").strip().lower() not in ("", "0", "false", "no")
+
+
+def _unavailable(reason: str) -> None:
+    if _in_ci():
+        pytest.fail(reason, pytrace=False)
+    pytest.skip(reason)
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    """A headless system Chromium (module-wide); skips or fails as the module docstring says."""
+    if not os.access(CHROMIUM, os.X_OK):
+        _unavailable(CHROMIUM_MISSING)
+    try:
+        from playwright.sync_api import sync_playwright  # noqa: PLC0415
+    except ImportError:
+        _unavailable(PLAYWRIGHT_MISSING)
+    with sync_playwright() as playwright:
+        chromium = playwright.chromium.launch(executable_path=CHROMIUM, headless=True)
+        try:
+            yield chromium
+        finally:
+            chromium.close()
+
+
+@pytest.fixture(scope="module")
+def screenshots(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Where screenshots go: $DASHBOARD_SCREENSHOTS when set, else a temporary folder."""
+    wanted = os.environ.get(SCREENSHOTS_ENV)
+    folder = Path(wanted) if wanted else tmp_path_factory.mktemp("screenshots")
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder
+
+
+@pytest.fixture(scope="module")
+def hookline(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Hookline]:
+    """`hookline serve` with one worker on a fresh SQLite file, admin token set, destinations
+    on 127.0.0.1 allowed (HOOKLINE_ALLOW_NETWORKS, for the SSRF guard)."""
+    folder = tmp_path_factory.mktemp("hookline")
+    service = Service(folder / "hookline.db", folder / "service.log", workers=1, settings={
+        "HOOKLINE_ADMIN_TOKEN": TOKEN, "HOOKLINE_ALLOW_NETWORKS": "127.0.0.0/8"})
+    try:
+        # In a thread of its own: Playwright's sync API keeps an event loop running in this one.
+        with ThreadPoolExecutor(1) as pool:
+            pool.submit(lambda: asyncio.run(service.start())).result()
+        yield Hookline(service)
+    finally:
+        code = service.stop()
+        assert code == 0, f"hookline serve exited {code}; see {service.log_path}"
+
+
+@pytest.fixture(scope="module")
+def receivers() -> Iterator[list[ReceiverProcess]]:
+    """Receiver processes a test starts; each is stopped at the end of the module."""
+    started: list[ReceiverProcess] = []
+    yield started
+    for receiver in started:
+        receiver.stop()
+
+
+@pytest.fixture
+def page(browser: Any, hookline: Hookline, screenshots: Path) -> Iterator[Any]:
+    """A fresh tab (1280x800) signed in to the dashboard. At the end, the test fails if the
+    page threw or logged a console error (a CSP violation by our own files is one)."""
+    from playwright.sync_api import expect  # noqa: PLC0415
+
+    context = browser.new_context(viewport={"width": 1280, "height": 800})
+    tab = context.new_page()
+    problems: list[str] = []
+    tab.on("pageerror", lambda exc: problems.append(f"page error: {exc}"))
+    tab.on("console", lambda msg: problems.append(f"console {msg.type}: {msg.text}")
+           if msg.type == "error" and not EXPECTED_CONSOLE.search(msg.text) else None)
+    expect.set_options(timeout=10_000)
+    tab.goto(hookline.base_url + "/")
+    tab.fill("#token", TOKEN)
+    tab.click("#login-form button[type=submit]")
+    expect(tab.locator("#view h1")).to_have_text("Overview")
+    yield tab
+    context.close()
+    assert problems == []

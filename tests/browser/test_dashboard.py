@@ -1,0 +1,184 @@
+"""The dashboard in headless Chromium against a real service (issue 11): dead letters and
+replay, pause and resume, a hostile payload shown as text, the overview and the token prompt.
+
+Each test uses its own destination (and receiver endpoint), so they do not depend on each
+other's order; they share one `hookline serve` and one browser (tests/browser/conftest.py).
+Every action goes through the page's buttons, i.e. through the admin API.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from pathlib import Path
+from typing import Any
+
+from shared.signing import generate_secret
+from tests.browser.support import TOKEN, Hookline, ReceiverProcess
+
+XSS_SCRIPT = "<script>window.__xss=1</script>"
+XSS_IMG = "<img src=x onerror=\"window.__xss=2\">"
+
+
+def _expect() -> Any:
+    from playwright.sync_api import expect  # noqa: PLC0415  (only once Chromium is there)
+
+    return expect
+
+
+def _wait_for(predicate: Any, timeout_s: float, what: str) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout_s} s waiting for {what}")
+        time.sleep(0.1)
+
+
+def _effects(receiver: ReceiverProcess, endpoint: str) -> int:
+    return int(receiver.summary()["endpoints"][endpoint]["effects"])
+
+
+def _requests(receiver: ReceiverProcess, endpoint: str) -> int:
+    return int(receiver.summary()["endpoints"][endpoint]["requests"])
+
+
+def test_dead_jobs_appear_and_are_replayed_once_the_receiver_succeeds(
+        page: Any, hookline: Hookline, receivers: list[ReceiverProcess], tmp_path: Path,
+        screenshots: Path) -> None:
+    """A 400 (permanent) makes jobs dead; they show in Dead letters with their error. After
+    the receiver is fixed, each way of replaying (one job, the selected ones, all of the
+    destination) shows a dry-run count first, then sends; the job page shows it done."""
+    expect = _expect()
+    secret = generate_secret()
+    receiver = ReceiverProcess(tmp_path / "receiver-billing.log")
+    receivers.append(receiver)
+    receiver.start(f"billing={secret}:status:400")
+    hookline.add_destination("billing", receiver.url("billing"), secret, "invoice.*")
+    first, second, third = (hookline.job_of_event(hookline.post_event(
+        f"inv-{n}", "invoice.paid", {"n": n})) for n in range(3))
+
+    page.click("#nav a[data-view=dead]")
+    rows = {job: page.locator(f"#dead-list tr[data-job='{job}']")
+            for job in (first, second, third)}
+    for row in rows.values():
+        expect(row).to_be_visible()
+        expect(row.locator("[data-col=last_error]")).to_contain_text("HTTP 400")
+        expect(row).to_contain_text("billing")
+    page.screenshot(path=str(screenshots / "dead-letters.png"), full_page=True)
+
+    receiver.stop()  # the receiver gets fixed: same port, now answering 200
+    receiver.start(f"billing={secret}:ok")
+
+    rows[first].locator("button[data-action=replay]").click()  # one job
+    expect(page.locator("#confirm-text")).to_contain_text(f"job #{first} would be replayed")
+    page.click("#confirm-replay")
+    expect(rows[first]).to_have_count(0)
+
+    rows[second].locator("input[type=checkbox]").check()  # the selected ones
+    expect(page.locator("#replay-selected")).to_have_text("Replay selected (1)")
+    page.click("#replay-selected")
+    expect(page.locator("#confirm-text")).to_contain_text("1 of 1 selected job would be replayed")
+    page.click("#confirm-replay")
+    expect(rows[second]).to_have_count(0)
+
+    page.select_option("#dead-destination", "billing")  # all of a destination
+    page.click("#replay-all")
+    expect(page.locator("#confirm-text")).to_contain_text("1 dead job of billing would be replayed")
+    page.click("#confirm-replay")
+    expect(page.locator("#dead-list")).to_have_text("No dead jobs.")
+    _wait_for(lambda: _effects(receiver, "billing") == 3, 15, "the replayed deliveries")
+
+    page.goto(f"{hookline.base_url}/#/jobs/{first}")  # a deep link, same tab (token kept)
+    expect(page.locator("#job-status")).to_have_text("done")
+    expect(page.locator("#attempts tbody tr")).to_have_count(2)  # the 400, then the 200
+
+
+def test_paused_destination_holds_its_jobs_until_resumed(
+        page: Any, hookline: Hookline, receivers: list[ReceiverProcess], tmp_path: Path,
+        screenshots: Path) -> None:
+    """Pause (a button) stops deliveries: new jobs stay pending and the receiver sees no
+    request; Resume delivers them all."""
+    expect = _expect()
+    secret = generate_secret()
+    receiver = ReceiverProcess(tmp_path / "receiver-crm.log")
+    receivers.append(receiver)
+    receiver.start(f"crm={secret}:ok")
+    hookline.add_destination("crm", receiver.url("crm"), secret, "contact.*")
+
+    page.click("#nav a[data-view=destinations]")
+    row = page.locator("tr[data-destination=crm]")
+    expect(row.locator("[data-col=state]")).to_contain_text("active")
+    row.locator("button[data-action=pause]").click()
+    expect(row.locator("[data-col=state]")).to_contain_text("paused from the dashboard")
+    expect(row.locator("button[data-action=resume]")).to_be_visible()
+
+    for n in range(3):
+        hookline.post_event(f"contact-{n}", "contact.created", {"n": n})
+    expect(row.locator("[data-col=pending]")).to_have_text("3")
+    time.sleep(0.5)  # a worker woken by ingest would have claimed by now
+    assert _requests(receiver, "crm") == 0
+    expect(row.locator("[data-col=pending]")).to_have_text("3")
+    page.screenshot(path=str(screenshots / "destinations.png"), full_page=True)
+
+    row.locator("button[data-action=resume]").click()
+    expect(row.locator("[data-col=state]")).to_have_text("active")
+    expect(row.locator("[data-col=pending]")).to_have_text("0")
+    _wait_for(lambda: _effects(receiver, "crm") == 3, 15, "three deliveries after resume")
+
+
+def test_hostile_payload_is_shown_as_text_and_never_runs(
+        page: Any, hookline: Hookline, receivers: list[ReceiverProcess], tmp_path: Path,
+        screenshots: Path) -> None:
+    """A payload holding a <script> and an <img onerror> is shown literally on its job page:
+    no script runs, no element is created from it."""
+    expect = _expect()
+    secret = generate_secret()
+    receiver = ReceiverProcess(tmp_path / "receiver-audit.log")
+    receivers.append(receiver)
+    receiver.start(f"audit={secret}:ok")
+    hookline.add_destination("audit", receiver.url("audit"), secret, "audit.*")
+    event_id = hookline.post_event("audit-1", "audit.logged", {
+        "comment": XSS_SCRIPT, "avatar": XSS_IMG, "user": {"name": "Mallory", "id": 7}})
+    job_id = hookline.job_of_event(event_id)
+
+    page.fill("#jump-id", str(job_id))
+    page.click("#jump button")
+    payload = page.locator("#payload")
+    expect(payload).to_contain_text(XSS_SCRIPT)
+    expect(payload).to_contain_text(XSS_IMG.replace('"', '\\"'))  # JSON-escaped quotes
+    expect(page.locator("#job-status")).to_have_text("done")
+    expect(page.locator("#attempts tbody tr")).to_have_count(1)
+    expect(page.locator("#leases tbody tr")).to_contain_text("released with a result (HTTP 200)")
+    assert page.evaluate("() => window.__xss") is None
+    assert page.locator("#payload *").count() == 0  # text only, no element parsed from it
+    assert page.locator("#view img, #view script").count() == 0
+    page.screenshot(path=str(screenshots / "job.png"), full_page=True)
+
+    page.click("#payload-toggle")  # as stored: still text
+    expect(payload).to_contain_text('"comment": "<script>window.__xss=1</script>"')
+    assert page.evaluate("() => window.__xss") is None
+
+
+def test_overview_shows_health_and_a_refused_token_returns_to_the_prompt(
+        page: Any, hookline: Hookline, screenshots: Path) -> None:
+    """The overview shows the supervisor's live worker and the chart; signing out and
+    entering a wrong token shows the prompt again with an error, the right one gets in."""
+    expect = _expect()
+    page.click("#nav a[data-view=overview]")
+    expect(page.locator("[data-card=workers] .value")).to_have_text("1")
+    expect(page.locator("[data-card=workers] .detail")).to_contain_text("1 healthy, 1 wanted")
+    expect(page.locator("#throughput-chart svg polyline")).to_have_count(2)
+    expect(page.locator("[data-card=wal] .value")).to_have_text(re.compile(r"\d"))
+    expect(page.locator("#live")).to_contain_text("live")
+    page.screenshot(path=str(screenshots / "overview.png"), full_page=True)
+
+    page.click("#sign-out")
+    expect(page.locator("#login")).to_be_visible()
+    assert page.evaluate("() => sessionStorage.length") == 0
+    page.fill("#token", "not-the-token")
+    page.click("#login-form button[type=submit]")
+    expect(page.locator("#login-error")).to_contain_text("refused")
+    expect(page.locator("#view")).to_be_hidden()
+    page.fill("#token", TOKEN)
+    page.click("#login-form button[type=submit]")
+    expect(page.locator("[data-card=workers] .value")).to_have_text("1")
