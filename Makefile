@@ -17,7 +17,20 @@ venv: $(STAMP)
 demo: $(STAMP)
 	$(BIN)/hookline demo --out results
 
+# tests/browser drive the dashboard in the system Chromium (never `playwright install`):
+# install it with apt-get when missing (CI runs as root on Debian); without it the browser
+# tests skip locally and fail when CI is set.
+CHROMIUM := /usr/bin/chromium
+
 test: $(STAMP)
+	@if [ ! -x $(CHROMIUM) ]; then \
+	    if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	        apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y chromium; \
+	    else \
+	        echo "make test: $(CHROMIUM) is missing and this is not root on Debian;" \
+	             "install chromium for the browser tests" >&2; \
+	    fi; \
+	fi
 	$(BIN)/python -m pytest -q
 
 clean:
