@@ -3,8 +3,8 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
-import subprocess
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -147,8 +147,8 @@ async def test_supervisor_view_reads_status_json(client, runtime):
     status, out = await _get(client, "/v1/admin/supervisor")
     assert status == 200 and out["known"] is False and STATUS_FILE in out["detail"]
 
-    gone = subprocess.Popen(["true"])
-    gone.wait()
+    gone = await asyncio.create_subprocess_exec("true")
+    await gone.wait()
     write_status(runtime / STATUS_FILE, {"pid": gone.pid, "workers_alive": 2,
                                          "updated_at": time.time()})
     status, out = await _get(client, "/v1/admin/supervisor")
