@@ -19,7 +19,7 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-from procs import ROOT, child_env, pid_alive, start_cli, stop, wait_until
+from procs import AUTH, JSON_AUTH, ROOT, child_env, pid_alive, start_cli, stop, wait_until
 
 from rehearsal.harness import free_port
 
@@ -74,7 +74,8 @@ class Service:
 
     def get(self, path: str) -> tuple[int, dict[str, Any]]:
         try:
-            with urllib.request.urlopen(self.base + path, timeout=5) as resp:
+            request = urllib.request.Request(self.base + path, headers=AUTH)
+            with urllib.request.urlopen(request, timeout=5) as resp:
                 return resp.status, json.loads(resp.read())
         except urllib.error.HTTPError as exc:
             return exc.code, json.loads(exc.read())
@@ -84,7 +85,7 @@ class Service:
     def post_event(self, event_id: str) -> dict[str, Any]:
         body = json.dumps({"id": event_id, "type": "push", "data": {}}).encode()
         request = urllib.request.Request(self.base + "/v1/events", data=body,
-                                         headers={"content-type": "application/json"})
+                                         headers=JSON_AUTH)
         with urllib.request.urlopen(request, timeout=5) as resp:
             return json.loads(resp.read())
 
