@@ -25,7 +25,7 @@ from aiohttp import hdrs, web
 from ingest import admin_api, health, sources_api
 from ingest.auth import INGEST_SETTING, check_bearer
 from ingest.group_commit import CommitterStopped, GroupCommitter
-from ingest.validation import BodyTooLarge, parse_event
+from ingest.validation import DEFAULT_SOURCE, BodyTooLarge, parse_event
 from shared.config import Config
 from shared.errors import InvalidEvent, StoreBusy
 from shared.logs import get_logger
@@ -159,6 +159,13 @@ async def post_event(request: web.Request) -> web.Response:
         log.info("event_rejected", error="invalid_event", detail=str(exc))
         return error_response(400, "invalid_event", str(exc), field=exc.field)
 
+    if event.source != DEFAULT_SOURCE and await sources_api.is_provider_source(request,
+                                                                               event.source):
+        # Its ids belong to the provider: a caller here could otherwise claim them first.
+        detail = (f"source {event.source!r} is a configured provider source; its events "
+                  f"arrive at /v1/sources/{event.source}")
+        log.info("event_rejected", error="invalid_event", detail=detail)
+        return error_response(400, "invalid_event", detail, field="source")
     result = await request.app[COMMITTER_KEY].submit(event)
     ids = {"event_id": result.event_id, "message_id": result.message_id,
            "source": event.source, "source_event_id": event.source_event_id,

@@ -32,7 +32,7 @@ STRIPE_SECRET = "whsec_test_3f9a8b7c6d5e4f3a2b1c0d9e8f7a6b5c"
 STD_SECRET = generate_secret()
 ADMIN_TOKEN = "admin-token-for-tests"
 ADMIN = {"Authorization": f"Bearer {ADMIN_TOKEN}"}
-CONFIG = Config(max_body_bytes=256 * 1024, admin_token=ADMIN_TOKEN)  # the largest GitHub example is ~32 KiB
+CONFIG = Config(max_body_bytes=256 * 1024, admin_token=ADMIN_TOKEN, ingest_token=ADMIN_TOKEN)  # the largest GitHub example is ~32 KiB
 
 
 @pytest.fixture
@@ -254,6 +254,28 @@ async def test_admin_api_adds_lists_and_removes_sources(client, real_store):
     status, answer = await post(client, "/v1/sources/tk", body,
                                 {"Authorization": f"Bearer {token}"})
     assert (status, answer["error"]) == (404, "source_not_found")
+
+
+async def test_events_route_cannot_claim_a_provider_sources_ids(client, real_store):
+    """POST /v1/events with `source` naming a configured source is 400 (field `source`) and
+    stores nothing, so the provider's real delivery of that id is not suppressed; the same id
+    then arrives from the provider as new."""
+    body = json.dumps({"id": "order-9", "type": "order.created", "data": {},
+                       "source": "tk2"}).encode()
+    async with client.post("/v1/admin/sources", headers=ADMIN,
+                           json={"name": "tk2", "scheme": "token"}) as r:
+        token = (await r.json())["secret"]
+    status, answer = await post(client, "/v1/events", body,
+                                {**ADMIN, "Content-Type": "application/json"})
+    assert (status, answer["error"], answer["field"]) == (400, "invalid_event", "source")
+    assert (await real_store.stats()).events == 0
+    status, answer = await post(client, "/v1/sources/tk2", b'{"id": "order-9", "type": "x"}',
+                                {"Authorization": f"Bearer {token}"})
+    assert (status, answer["jobs"]) == (202, 1)
+    other = body.replace(b'"tk2"', b'"crm"')  # not a provider source: accepted
+    status, _ = await post(client, "/v1/events", other,
+                           {**ADMIN, "Content-Type": "application/json"})
+    assert status == 202
 
 
 def test_cli_sources_add_list_remove(tmp_path, capsys):
