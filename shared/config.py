@@ -19,6 +19,10 @@ from shared.errors import ConfigError
 from shared.netguard import AddressPolicy
 
 ENV_PREFIX = "HOOKLINE_"
+CONFIG_ENV = "HOOKLINE_CONFIG_JSON"
+"""How the supervisor hands a child its whole Config (secrets included): in the environment,
+which only the same user can read (/proc/PID/environ), never on the command line, which
+every local user can (ps)."""
 _SECRET_FIELDS = frozenset({"admin_token", "ingest_token"})
 # Secrets that may also come from a file: `<name>_file`, or systemd's credentials folder
 # ($CREDENTIALS_DIRECTORY/<name>, set by LoadCredential= in the unit).
@@ -206,6 +210,22 @@ class Config:
     def to_json(self) -> str:
         """Serialise every field (secrets included: for passing to child processes only)."""
         return json.dumps(dataclasses.asdict(self))
+
+    @classmethod
+    def for_child(cls, config_json: str | None, env: Mapping[str, str]) -> Config:
+        """A child process's Config: `config_json` (a --config-json argument, for tests and
+        manual runs) or else the CONFIG_ENV variable the supervisor set.
+
+        Raises:
+            ConfigError: neither is given, or the JSON is not a valid Config.
+        """
+        text = config_json if config_json is not None else env.get(CONFIG_ENV)
+        if text is None:
+            raise ConfigError(f"no configuration: pass --config-json or set {CONFIG_ENV}")
+        try:
+            return cls.from_json(text)
+        except (ValueError, TypeError, AttributeError) as exc:  # not JSON / not an object
+            raise ConfigError(f"invalid configuration JSON: {exc}") from exc
 
     @classmethod
     def from_json(cls, text: str) -> Config:
