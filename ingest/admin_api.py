@@ -20,16 +20,13 @@ Routes (all JSON; errors are `{"error": code, "detail": text}`):
                                                 dedupe_keep?} (durations like "7d")
     GET    /metrics                             Prometheus text (ingest/metrics.py)
 
-Access: with `admin_token` configured, every route requires `Authorization: Bearer TOKEN`
-(compared with hmac.compare_digest). Without one, only loopback peers are answered (others get
-403) and ingest logs `admin_api_loopback_only` once it listens (:func:`warn_if_loopback_only`).
+Access: every route requires `Authorization: Bearer <admin_token>` (ingest/auth.py); with no
+admin_token configured every request gets 403 `auth_not_configured`.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import hmac
-import ipaddress
 import json
 import time
 from collections.abc import Awaitable, Callable
@@ -38,10 +35,12 @@ from typing import Any
 from aiohttp import hdrs, web
 
 from ingest import metrics
+from ingest.auth import ADMIN_SETTING, check_bearer
 from shared.config import Config
-from shared.errors import Conflict, ConfigError, NotFound
+from shared.errors import Conflict, ConfigError, DestinationBlocked, NotFound
 from shared.logs import get_logger
 from shared.models import JOB_STATUSES
+from shared.netguard import vet_destination
 from shared.signing import generate_secret, secret_key
 from shared.store import Store, validate_destination_changes
 from shared.timeparse import parse_duration, parse_instant
@@ -76,16 +75,6 @@ def register(app: web.Application) -> None:
         app.router.add_route(method, path, _guarded(handler))
 
 
-def warn_if_loopback_only(config: Config) -> None:
-    """Log `admin_api_loopback_only` (warning) when no admin token is configured; ingest
-    calls this once it listens."""
-    if config.admin_token is None:
-        get_logger().warning(
-            "admin_api_loopback_only",
-            detail="no admin_token (HOOKLINE_ADMIN_TOKEN) is set: the admin API and /metrics "
-                   "answer only requests from loopback addresses")
-
-
 # -- access and errors ---------------------------------------------------------------------
 
 
@@ -106,29 +95,10 @@ def _error(status: int, code: str, detail: str, **headers: str) -> web.Response:
                              headers=headers or None)
 
 
-def _is_loopback(remote: str | None) -> bool:
-    if not remote:
-        return False
-    try:
-        return ipaddress.ip_address(remote.split("%", 1)[0]).is_loopback
-    except ValueError:
-        return False  # a unix socket peer or something unparsable: not trusted
-
-
 def _authorize(request: web.Request) -> web.Response | None:
-    """None when the request may proceed, else the 401/403 answer."""
-    token = _config(request.app).admin_token
-    if token is None:
-        if _is_loopback(request.remote):
-            return None
-        return _error(403, "forbidden", "the admin API answers only loopback peers until an "
-                      "admin token (HOOKLINE_ADMIN_TOKEN) is configured")
-    scheme, _, given = request.headers.get(hdrs.AUTHORIZATION, "").partition(" ")
-    if scheme.lower() == "bearer" and hmac.compare_digest(given.strip().encode(),
-                                                          token.encode()):
-        return None
-    return _error(401, "unauthorized", "a valid Bearer admin token is required",
-                  **{hdrs.WWW_AUTHENTICATE: "Bearer"})
+    """None when the request may proceed, else the 401/403 answer (ingest/auth.py)."""
+    return check_bearer(request, _config(request.app).admin_token, what="the admin API",
+                        setting=ADMIN_SETTING)
 
 
 class _BadRequest(Exception):
@@ -145,6 +115,8 @@ def _guarded(handler: Handler) -> Handler:
             return await handler(request)
         except (_BadRequest, ConfigError) as exc:
             return _error(400, "invalid_request", str(exc))
+        except DestinationBlocked as exc:
+            return _error(400, "destination_blocked", str(exc))
         except NotFound as exc:
             return _error(404, "not_found", str(exc))
         except Conflict as exc:
@@ -219,6 +191,7 @@ async def add_destination(request: web.Request) -> web.Response:
     fields = validate_destination_changes({
         "url": body.get("url"), "event_types": body.get("event_types", ["*"]),
         "max_in_flight": body.get("max_in_flight", 10)})
+    await vet_destination(fields["url"], _config(request.app).address_policy)
     store = _store(request)
     try:
         dest = await store.add_destination(name=name, url=fields["url"], secret=secret,
@@ -243,6 +216,9 @@ async def update_destination(request: web.Request) -> web.Response:
     """`PATCH /v1/admin/destinations/{name}`: JSON object of changeable fields."""
     changes = await _json_body(request)
     name = request.match_info["name"]
+    if "url" in changes:
+        validate_destination_changes({"url": changes["url"]})
+        await vet_destination(changes["url"], _config(request.app).address_policy)
     dest = await _store(request).update_destination(name, **changes)
     get_logger().info("destination_updated", destination=name, fields=sorted(changes),
                       by="admin_api")

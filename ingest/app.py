@@ -1,7 +1,8 @@
 """The ingest HTTP application: routes, error shape, and the group committer's lifecycle.
 
 Routes:
-    POST /v1/events      202 {"event_id", "message_id", "jobs"} once committed;
+    POST /v1/events      requires `Authorization: Bearer <ingest_token>` (ingest/auth.py);
+                         202 {"event_id", "message_id", "jobs"} once committed;
                          200 {..., "jobs": 0, "duplicate": true} for a repeated (source, id).
     GET  /healthz        200 {"status": "ok"}
     GET  /readyz         200 {"ready": true, ...} or 503 {"error": "not_ready", ...}
@@ -24,8 +25,9 @@ from typing import Any
 from aiohttp import hdrs, web
 
 from ingest import admin_api, admin_views, dashboard, health, sources_api
+from ingest.auth import INGEST_SETTING, check_bearer
 from ingest.group_commit import CommitterStopped, GroupCommitter
-from ingest.validation import BodyTooLarge, parse_event
+from ingest.validation import DEFAULT_SOURCE, BodyTooLarge, parse_event
 from shared.config import Config
 from shared.errors import InvalidEvent, StoreBusy
 from shared.logs import get_logger
@@ -102,7 +104,7 @@ def build_app(store: Store, config: Config, *,
 
     Args:
         store: an open store; the caller opens and closes it.
-        config: settings (`max_body_bytes`, `admin_token` are read here).
+        config: settings (`max_body_bytes`, `admin_token`, `ingest_token` are read here).
         committer: the group committer to use; a new one on `store` when None. Tests pass
             their own to read its counters; it is also at `app[COMMITTER_KEY]`.
 
@@ -139,8 +141,13 @@ async def _run_committer(app: web.Application) -> AsyncIterator[None]:
 
 
 async def post_event(request: web.Request) -> web.Response:
-    """`POST /v1/events`: validate, commit with its jobs, then answer (see module docstring)."""
+    """`POST /v1/events`: authenticate, validate, commit with its jobs, then answer (see
+    module docstring)."""
     config = request.app[CONFIG_KEY]
+    denied = check_bearer(request, config.ingest_token, what="POST /v1/events",
+                          setting=INGEST_SETTING)
+    if denied is not None:
+        return denied
     log = get_logger()
     try:
         _check_content_type(request)
@@ -156,6 +163,13 @@ async def post_event(request: web.Request) -> web.Response:
         log.info("event_rejected", error="invalid_event", detail=str(exc))
         return error_response(400, "invalid_event", str(exc), field=exc.field)
 
+    if event.source != DEFAULT_SOURCE and await sources_api.is_provider_source(request,
+                                                                               event.source):
+        # Its ids belong to the provider: a caller here could otherwise claim them first.
+        detail = (f"source {event.source!r} is a configured provider source; its events "
+                  f"arrive at /v1/sources/{event.source}")
+        log.info("event_rejected", error="invalid_event", detail=detail)
+        return error_response(400, "invalid_event", detail, field="source")
     result = await request.app[COMMITTER_KEY].submit(event)
     ids = {"event_id": result.event_id, "message_id": result.message_id,
            "source": event.source, "source_event_id": event.source_event_id,

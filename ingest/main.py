@@ -11,7 +11,7 @@ from typing import Any
 
 from aiohttp import web
 
-from ingest import admin_api
+from ingest import auth
 from ingest.app import IN_FLIGHT_KEY, build_app
 from ingest.group_commit import GroupCommitter
 from ingest.maintenance import run_maintenance, run_retention
@@ -90,7 +90,7 @@ async def serve(config: Config, *, ready: Callable[[int], None] | None = None,
                                       f"{exc.strerror or exc}") from exc
                 bound_port = _bound_port(runner, port)
                 log.info("ingest_listening", host=host, port=bound_port)
-                admin_api.warn_if_loopback_only(config)
+                auth.warn_if_unconfigured(config)
                 if ready is not None:
                     ready(bound_port)
                 await stop.wait()

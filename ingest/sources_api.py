@@ -14,7 +14,7 @@ Routes:
     POST   /v1/admin/sources          {"name", "scheme", "secret"?}: 201; a generated secret is
                                       returned once.
     DELETE /v1/admin/sources/{name}   soft delete.
-The admin routes share the admin API's authorization (admin token, or loopback peers only).
+The admin routes share the admin API's authorization (the admin token).
 
 Nothing is stored before the signature passes: the (source, id) dedupe key is claimed only
 inside the fan-out transaction of an already verified event, so a forged request cannot
@@ -101,6 +101,16 @@ def register(app: web.Application) -> None:
                                   ("POST", "/v1/admin/sources", add_source),
                                   ("DELETE", "/v1/admin/sources/{name}", remove_source)):
         app.router.add_route(method, path, admin_api._guarded(handler))  # noqa: SLF001
+
+
+async def is_provider_source(request: web.Request, name: str) -> bool:
+    """True when `name` is a live configured source (as of at most SOURCE_CACHE_TTL_S ago);
+    `POST /v1/events` refuses such a `source` so its callers cannot claim a provider's ids."""
+    try:
+        await request.app[SOURCE_CACHE_KEY].get(_store(request), name)
+    except NotFound:
+        return False
+    return True
 
 
 # -- the provider-facing route -------------------------------------------------------------

@@ -24,7 +24,13 @@ from pathlib import Path
 from typing import Any
 
 from rehearsal import wrk
-from rehearsal.harness import free_port, service_processes, wait_healthy
+from rehearsal.harness import (
+    INGEST_TOKEN,
+    LOCAL_SETTINGS,
+    free_port,
+    service_processes,
+    wait_healthy,
+)
 from shared.signing import generate_secret
 from shared.store import open_store
 
@@ -158,7 +164,8 @@ def run_bench(opts: BenchOptions) -> dict[str, Any]:
     work = Path(tempfile.mkdtemp(prefix="hookline-bench-", dir=opts.out_dir))
     db = work / "bench.db"
     secrets = [generate_secret() for _ in range(3)]
-    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1]),
+           **LOCAL_SETTINGS}
     receiver = subprocess.Popen(
         [sys.executable, "-m", "rehearsal.receiver", "--listen", "127.0.0.1:0",
          *[arg for n, s in enumerate(secrets, 1) for arg in ("--endpoint", f"d{n}={s}:ok")]],
@@ -187,7 +194,8 @@ def run_bench(opts: BenchOptions) -> dict[str, Any]:
         if opts.rate_per_s is None and wrk.available():
             # wrk runs for a duration; size it to offer about `events` at ~15,000/s.
             ingest = wrk.run_wrk(f"http://127.0.0.1:{port}", max(3, opts.events // 15_000),
-                                 opts.concurrency, opts.body_bytes, os.urandom(4).hex())
+                                 opts.concurrency, opts.body_bytes, os.urandom(4).hex(),
+                                 INGEST_TOKEN)
         else:
             load = subprocess.run(
                 [sys.executable, "-m", "rehearsal.loadgen", "--url",

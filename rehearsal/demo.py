@@ -52,8 +52,7 @@ ENDPOINTS = (
 # Fast retries for a demo that ends in seconds: a config choice, not a code path.
 DEMO_SETTINGS = {"HOOKLINE_RETRY_BASE_S": "0.2", "HOOKLINE_RETRY_CAP_S": "1.0",
                  "HOOKLINE_MAX_ATTEMPTS": "8", "HOOKLINE_LEASE_S": "10",
-                 "HOOKLINE_ATTEMPT_TIMEOUT_S": "5", "HOOKLINE_GRACEFUL_TIMEOUT_S": "5",
-                 "HOOKLINE_ALLOW_NETWORKS": "127.0.0.0/8"}
+                 "HOOKLINE_ATTEMPT_TIMEOUT_S": "5", "HOOKLINE_GRACEFUL_TIMEOUT_S": "5"}
 
 
 async def demo(out_dir: Path, workers: int) -> dict[str, Any]:

@@ -9,6 +9,7 @@ import asyncio
 import csv
 import json
 import os
+import secrets
 import signal
 import socket
 import subprocess
@@ -24,6 +25,15 @@ import aiohttp
 from shared.store import Store
 
 ROOT = Path(__file__).resolve().parents[1]
+
+# Drills run on 127.0.0.1 with tokens made up per run, and let destinations reach loopback
+# (the SSRF guard refuses it by default).
+INGEST_TOKEN = secrets.token_urlsafe(18)
+ADMIN_TOKEN = secrets.token_urlsafe(18)
+LOCAL_SETTINGS = {"HOOKLINE_INGEST_TOKEN": INGEST_TOKEN, "HOOKLINE_ADMIN_TOKEN": ADMIN_TOKEN,
+                  "HOOKLINE_ALLOW_NETWORKS": "127.0.0.0/8"}
+INGEST_HEADERS = {"content-type": "application/json", "authorization": f"Bearer {INGEST_TOKEN}"}
+ADMIN_HEADERS = {"authorization": f"Bearer {ADMIN_TOKEN}"}
 
 
 def free_port() -> int:
@@ -47,7 +57,7 @@ class Service:
         db: database file.
         log_path: where the supervisor's and children's stdout go (appended).
         workers: worker processes.
-        settings: extra HOOKLINE_* environment variables.
+        settings: HOOKLINE_* environment variables, over LOCAL_SETTINGS.
     """
 
     def __init__(self, db: Path, log_path: Path, *, workers: int = 2,
@@ -55,7 +65,7 @@ class Service:
         self.db = db
         self.log_path = log_path
         self.workers = workers
-        self.settings = settings or {}
+        self.settings = {**LOCAL_SETTINGS, **(settings or {})}
         self.port = free_port()
         self.base_url = f"http://127.0.0.1:{self.port}"
         self.proc: subprocess.Popen[bytes] | None = None
@@ -156,7 +166,7 @@ async def post_events(base_url: str, bodies: list[bytes], concurrency: int = 16
         while queue:
             body = queue.pop()
             async with session.post(f"{base_url}/v1/events", data=body,
-                                    headers={"content-type": "application/json"}) as resp:
+                                    headers=INGEST_HEADERS) as resp:
                 await resp.read()
                 statuses[resp.status] += 1
 

@@ -41,6 +41,9 @@ async def run(url: str, events: int, concurrency: int, rate_per_s: float | None,
     statuses: dict[str, int] = {}
     next_index = 0
     started = time.monotonic()
+    # The service under test reads the same variable (see rehearsal/bench.py).
+    headers = {"content-type": "application/json",
+               "authorization": f"Bearer {os.environ.get('HOOKLINE_INGEST_TOKEN', '')}"}
 
     async def client(session: aiohttp.ClientSession) -> None:
         nonlocal next_index
@@ -55,7 +58,7 @@ async def run(url: str, events: int, concurrency: int, rate_per_s: float | None,
             t0 = time.monotonic()
             try:
                 async with session.post(url, data=event_body(index, run_id, body_bytes),
-                                        headers={"content-type": "application/json"}) as resp:
+                                        headers=headers) as resp:
                     await resp.read()
                     key = str(resp.status)
             except aiohttp.ClientError as exc:

@@ -23,7 +23,15 @@ from typing import Any
 import aiohttp
 
 from rehearsal.drill import Drill, Target, drill
-from rehearsal.harness import ROOT, Service, child_env, pid_alive, post_events, wait_settled
+from rehearsal.harness import (
+    INGEST_HEADERS,
+    ROOT,
+    Service,
+    child_env,
+    pid_alive,
+    post_events,
+    wait_settled,
+)
 from shared.store import open_store
 
 
@@ -197,8 +205,7 @@ async def ingest_killed_under_load(directory: Path) -> Result:
                     try:
                         async with session.post(f"{d.service.base_url}/v1/events",
                                                 data=event_body(event_id),
-                                                headers={"content-type": "application/json"}
-                                                ) as resp:
+                                                headers=INGEST_HEADERS) as resp:
                             await resp.read()
                             if resp.status in (200, 202):
                                 answered[event_id] = resp.status
@@ -388,7 +395,8 @@ async def rejected_inputs(directory: Path) -> Result:
         async with aiohttp.ClientSession() as session:
             for name, body, content_type, _ in REJECTED_INPUTS:
                 async with session.post(f"{d.service.base_url}/v1/events", data=body,
-                                        headers={"content-type": content_type}) as resp:
+                                        headers={**INGEST_HEADERS,
+                                                 "content-type": content_type}) as resp:
                     await resp.read()
                     observed[name] = resp.status
             stored_after_bad = (await d.store.stats()).events

@@ -24,7 +24,8 @@ function request()
   counter = counter + 1
   local body = '{"id":"' .. run .. "-" .. tid .. "-" .. counter ..
     '","type":"bench.event","data":{"pad":"' .. pad .. '"}}'
-  return wrk.format("POST", "/v1/events", {["Content-Type"] = "application/json"}, body)
+  return wrk.format("POST", "/v1/events", {["Content-Type"] = "application/json",
+                     ["Authorization"] = "Bearer %(token)s"}, body)
 end
 """
 _UNITS_MS = {"us": 0.001, "ms": 1.0, "s": 1000.0, "m": 60_000.0}
@@ -36,11 +37,11 @@ def available() -> bool:
 
 
 def run_wrk(base_url: str, duration_s: int, connections: int, body_bytes: int,
-            run_id: str) -> dict[str, Any]:
-    """Run wrk for `duration_s` seconds against POST /v1/events; returns requests/s,
-    non-2xx count and latency percentiles (ms)."""
+            run_id: str, token: str) -> dict[str, Any]:
+    """Run wrk for `duration_s` seconds against POST /v1/events (Bearer `token`); returns
+    requests/s, non-2xx count and latency percentiles (ms)."""
     with tempfile.NamedTemporaryFile("w", suffix=".lua", delete=False) as fh:
-        fh.write(_SCRIPT % {"pad": max(0, body_bytes - 80), "run": run_id})
+        fh.write(_SCRIPT % {"pad": max(0, body_bytes - 80), "run": run_id, "token": token})
         script = fh.name
     try:
         out = subprocess.run(

@@ -16,9 +16,19 @@ from pathlib import Path
 from typing import Any
 
 from shared.errors import ConfigError
+from shared.netguard import AddressPolicy
 
 ENV_PREFIX = "HOOKLINE_"
-_SECRET_FIELDS = frozenset({"admin_token"})
+CONFIG_ENV = "HOOKLINE_CONFIG_JSON"
+"""How the supervisor hands a child its whole Config (secrets included): in the environment,
+which only the same user can read (/proc/PID/environ), never on the command line, which
+every local user can (ps)."""
+_SECRET_FIELDS = frozenset({"admin_token", "ingest_token"})
+# Secrets that may also come from a file: `<name>_file`, or systemd's credentials folder
+# ($CREDENTIALS_DIRECTORY/<name>, set by LoadCredential= in the unit).
+_SECRET_FILE_FIELDS = {"admin_token": "admin_token_file", "ingest_token": "ingest_token_file"}
+_TRUE = frozenset({"1", "true", "yes", "on"})
+_FALSE = frozenset({"0", "false", "no", "off"})
 
 
 def _opt(default: Any, doc: str) -> Any:
@@ -51,7 +61,20 @@ class Config:
         10.0, "On stop, how long in-flight sends may finish before they are handed back.")
     max_body_bytes: int = _opt(1024 * 1024, "Largest event body ingest accepts.")
     log_level: str = _opt("info", "Minimum log level: debug, info, warning, error.")
-    admin_token: str | None = _opt(None, "Bearer token for the admin API (secret).")
+    admin_token: str | None = _opt(
+        None, "Bearer token the admin API, /metrics and the dashboard's data require (secret). "
+        "Unset: the admin API refuses every request.")
+    admin_token_file: str | None = _opt(
+        None, "Read admin_token from this file (e.g. a systemd credential).")
+    ingest_token: str | None = _opt(
+        None, "Bearer token POST /v1/events requires (secret). Unset: /v1/events refuses every "
+        "request; provider sources (/v1/sources/NAME) use their own signatures.")
+    ingest_token_file: str | None = _opt(
+        None, "Read ingest_token from this file (e.g. a systemd credential).")
+    allow_networks: str = _opt(
+        "", "SSRF guard: comma-separated CIDRs and host names destinations may reach although "
+        "they are not global (e.g. 127.0.0.0/8 for a local receiver, 10.0.0.0/8).")
+    https_only: bool = _opt(False, "Refuse destinations whose URL is not https://.")
     retention_interval_s: float = _opt(
         3600.0, "How often ingest runs the retention purge; 0 turns it off (seconds).")
     retention_bodies_s: float = _opt(
@@ -120,6 +143,10 @@ class Config:
             if getattr(self, name) <= 0:
                 raise ConfigError(f"{name} must be above zero, not {getattr(self, name)}")
         listen_host_port(self.listen)
+        _ = self.address_policy
+        for name in _SECRET_FIELDS:
+            if getattr(self, name) is not None and not getattr(self, name).strip():
+                raise ConfigError(f"{name} must not be empty")
         _ = self.permanent_status_set
         if min(self.breaker_failures, self.breaker_window_s, self.breaker_min_span_s) < 0:
             raise ConfigError("breaker_failures, breaker_min_span_s and breaker_window_s must "
@@ -142,6 +169,12 @@ class Config:
             codes.add(int(part))
         return frozenset(codes)
 
+    @property
+    def address_policy(self) -> AddressPolicy:
+        """The SSRF guard's policy (:mod:`shared.netguard`) from `allow_networks` and
+        `https_only`. Raises ConfigError for a malformed allow-list entry."""
+        return AddressPolicy.parse(self.allow_networks, https_only=self.https_only)
+
     @classmethod
     def load(cls, *, flags: Mapping[str, Any] | None = None,
              env: Mapping[str, str] | None = None, file: str | Path | None = None) -> Config:
@@ -149,8 +182,13 @@ class Config:
 
         Args:
             flags: values given on the command line; None values are ignored.
-            env: the environment (only `HOOKLINE_*` keys are read).
+            env: the environment (only `HOOKLINE_*` keys and `CREDENTIALS_DIRECTORY` are
+                read).
             file: a TOML file; its top-level keys are field names.
+
+        A secret (`admin_token`, `ingest_token`) not given directly is read from its
+        `<name>_file` setting, else from `$CREDENTIALS_DIRECTORY/<name>` when that file
+        exists (systemd `LoadCredential=`); surrounding whitespace is stripped.
 
         Raises:
             ConfigError: unknown key, unreadable file, wrong type or invalid value.
@@ -163,11 +201,31 @@ class Config:
             if raw is not None:
                 values[f.name] = raw
         values.update({k: v for k, v in (flags or {}).items() if v is not None})
+        for name, file_field in _SECRET_FILE_FIELDS.items():
+            if values.get(name) is None:
+                values[name] = _read_secret(name, values.get(file_field),
+                                            (env or {}).get("CREDENTIALS_DIRECTORY"))
         return cls(**{k: _coerce(k, v) for k, v in values.items()})
 
     def to_json(self) -> str:
         """Serialise every field (secrets included: for passing to child processes only)."""
         return json.dumps(dataclasses.asdict(self))
+
+    @classmethod
+    def for_child(cls, config_json: str | None, env: Mapping[str, str]) -> Config:
+        """A child process's Config: `config_json` (a --config-json argument, for tests and
+        manual runs) or else the CONFIG_ENV variable the supervisor set.
+
+        Raises:
+            ConfigError: neither is given, or the JSON is not a valid Config.
+        """
+        text = config_json if config_json is not None else env.get(CONFIG_ENV)
+        if text is None:
+            raise ConfigError(f"no configuration: pass --config-json or set {CONFIG_ENV}")
+        try:
+            return cls.from_json(text)
+        except (ValueError, TypeError, AttributeError) as exc:  # not JSON / not an object
+            raise ConfigError(f"invalid configuration JSON: {exc}") from exc
 
     @classmethod
     def from_json(cls, text: str) -> Config:
@@ -196,6 +254,22 @@ def listen_host_port(listen: str) -> tuple[str, int]:
     return host.strip("[]"), int(port)
 
 
+def _read_secret(name: str, path: str | None, credentials_dir: str | None) -> str | None:
+    """The secret `name` from `path`, else from systemd's credentials folder, else None."""
+    if path is None and credentials_dir:
+        candidate = Path(credentials_dir) / name
+        path = str(candidate) if candidate.is_file() else None
+    if path is None:
+        return None
+    try:
+        text = Path(path).read_text(encoding="utf-8").strip()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"cannot read {name} from {path}: {exc}") from exc
+    if not text:
+        raise ConfigError(f"{name} file {path} is empty")
+    return text
+
+
 def _read_toml(path: Path) -> dict[str, Any]:
     try:
         with path.open("rb") as fh:
@@ -216,6 +290,8 @@ def _coerce(name: str, value: Any) -> Any:
     try:
         if value is None:
             return None
+        if kind.startswith("bool"):
+            return _coerce_bool(name, value)
         if kind.startswith("int"):
             return int(value)
         if kind.startswith("float"):
@@ -223,3 +299,14 @@ def _coerce(name: str, value: Any) -> Any:
         return str(value)
     except (TypeError, ValueError) as exc:
         raise ConfigError(f"{name} must be {kind.split(' ')[0]}, not {value!r}") from exc
+
+
+def _coerce_bool(name: str, value: Any) -> bool:
+    if isinstance(value, bool):
+        return value
+    text = str(value).strip().lower()
+    if text in _TRUE:
+        return True
+    if text in _FALSE:
+        return False
+    raise ConfigError(f"{name} must be true or false, not {value!r}")

@@ -115,7 +115,7 @@ class ReopeningFile:
             return
         self.close()
         self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC,
-                           0o640)
+                           0o600)
         st = os.fstat(self._fd)
         self._ino = (st.st_dev, st.st_ino)
 

@@ -204,3 +204,36 @@ class GuardedResolver(AbstractResolver):
         await self._inner.close()
 
 
+
+
+async def vet_destination(url: str, policy: AddressPolicy,
+                          resolver: AbstractResolver | None = None) -> None:
+    """The creation-time check of a destination URL: :func:`vet_url`, then, for a host name,
+    every address it resolves to now.
+
+    A name that does not resolve at all is let through: DNS may be down or the name not yet
+    published, and the send-time check (:class:`GuardedResolver`) vets whatever it later
+    resolves to.
+
+    Args:
+        url: the destination URL as typed by the user.
+        policy: the allow-list and https-only setting.
+        resolver: an aiohttp resolver (default: aiohttp's DefaultResolver).
+
+    Raises:
+        DestinationBlocked: with a reason naming the setting that would allow it.
+    """
+    vet_url(url, policy)
+    host = (urlsplit(url).hostname or "").lower()
+    if host in policy.allow_hosts or parse_numeric_host(host) is not None:
+        return
+    own = resolver is None
+    active = resolver or DefaultResolver()
+    try:
+        answers = await active.resolve(host, 0, socket.AF_UNSPEC)
+    except OSError:
+        return
+    finally:
+        if own:
+            await active.close()
+    vet_addresses(host, [a["host"] for a in answers], policy)

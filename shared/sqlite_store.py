@@ -13,6 +13,7 @@ import asyncio
 import json
 import os
 import sqlite3
+import stat
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -47,6 +48,18 @@ MAINTENANCE_BUSY_TIMEOUT_MS = 100
 SCHEMA_VERSION = max(version for version, _ in load_migrations("sqlite"))
 
 
+def _refuse_world_writable(directory: Path) -> None:
+    """Raise StoreError if `directory` is writable by every user: anyone could then swap the
+    database, its -wal file or the write lock under the service."""
+    try:
+        mode = directory.stat().st_mode
+    except OSError:
+        return  # a missing folder is reported when the file is created
+    if mode & stat.S_IWOTH:
+        raise StoreError(f"refusing to use a database in {directory}: the folder is "
+                         f"world-writable (chmod o-w {directory}, or pick another folder)")
+
+
 class SqliteStore:
     """:class:`shared.store.Store` on a SQLite file (see the module docstring).
 
@@ -71,6 +84,7 @@ class SqliteStore:
 
     async def open(self) -> None:
         """Open the file, set pragmas, apply migrations. Raises StoreError if unusable."""
+        _refuse_world_writable(Path(self.path).parent)
         if not os.path.exists(self.path):
             parent = Path(self.path).parent
             if not parent.is_dir():

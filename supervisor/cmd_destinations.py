@@ -10,6 +10,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from shared.config import Config
+from shared.netguard import vet_destination
 from shared.signing import generate_secret, secret_key
 from supervisor.cmd_common import as_dict, fail, print_table, run_command, with_store
 
@@ -59,6 +60,7 @@ async def destinations_add(config: Config, args: argparse.Namespace) -> int:
         return fail(f"--event-type must be a type, `prefix.*` or `*`, not {bad_types[0]!r}", 2)
     if args.max_in_flight < 1:
         return fail("--max-in-flight must be at least 1", 2)
+    await vet_destination(args.url, config.address_policy)  # DestinationBlocked: exit 1
     dest = await with_store(config, lambda s: s.add_destination(
         name=args.name, url=args.url, secret=secret,
         event_types=args.event_type or ["*"], max_in_flight=args.max_in_flight))

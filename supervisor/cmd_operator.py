@@ -18,6 +18,7 @@ from typing import Any
 from shared.config import Config
 from shared.errors import ConfigError
 from shared.logs import configure_logging, get_logger
+from shared.netguard import vet_destination
 from shared.store import DESTINATION_UPDATERS, Store
 from shared.timeparse import parse_duration, parse_instant
 from supervisor.cmd_common import as_dict, fail, print_table, run_command, with_store
@@ -161,6 +162,8 @@ async def destinations_update(config: Config, args: argparse.Namespace) -> int:
     from shared.store import validate_destination_changes  # noqa: PLC0415
 
     validate_destination_changes(changes)  # usage errors exit 2 before the store opens
+    if "url" in changes:
+        await vet_destination(changes["url"], config.address_policy)
     dest = await with_store(config, lambda s: s.update_destination(args.name, **changes))
     get_logger().info("destination_updated", destination=dest.name, fields=sorted(changes))
     print(json.dumps(dest.redacted()) if args.json

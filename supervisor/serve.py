@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from shared.config import Config
+from shared.config import CONFIG_ENV, Config
 from shared.errors import HooklineError
 from shared.lifecycle import STATUS_FILE, heartbeat_path, pid_file, runtime_dir
 from shared.logs import configure_logging, get_logger, rotate_log_file
@@ -23,17 +23,17 @@ from supervisor.arbiter import Arbiter, ChildSpec
 
 
 def ingest_spec(config: Config) -> ChildSpec:
-    """The ingest child: `python -m ingest --config-json ... --slot ingest`."""
-    return ChildSpec(slot="ingest", argv=(sys.executable, "-m", "ingest", "--config-json",
-                                          config.to_json(), "--slot", "ingest"),
+    """The ingest child: `python -m ingest --slot ingest`, its Config in CONFIG_ENV."""
+    return ChildSpec(slot="ingest", argv=(sys.executable, "-m", "ingest", "--slot", "ingest"),
+                     env={CONFIG_ENV: config.to_json()},
                      heartbeat_file=str(heartbeat_path(config, "ingest")))
 
 
 def worker_spec(config: Config, number: int) -> ChildSpec:
-    """Worker child number `number` (1-based): slot `worker-N`."""
+    """Worker child number `number` (1-based): slot `worker-N`, its Config in CONFIG_ENV."""
     slot = f"worker-{number}"
-    return ChildSpec(slot=slot, argv=(sys.executable, "-m", "workers", "--config-json",
-                                      config.to_json(), "--slot", slot),
+    return ChildSpec(slot=slot, argv=(sys.executable, "-m", "workers", "--slot", slot),
+                     env={CONFIG_ENV: config.to_json()},
                      heartbeat_file=str(heartbeat_path(config, slot)))
 
 

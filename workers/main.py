@@ -52,7 +52,7 @@ async def serve(config: Config, slot: str, stop: asyncio.Event | None = None) ->
     worker_id = worker_identity(slot)
     log.info("worker_started", worker=worker_id)
     try:
-        async with Sender(timeout_s=config.attempt_timeout_s,
+        async with Sender(timeout_s=config.attempt_timeout_s, policy=config.address_policy,
                           max_connections=config.worker_concurrency) as sender:
             await Worker(store, config, worker_id, sender).run(stop)
     finally:

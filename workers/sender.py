@@ -3,6 +3,13 @@
 The request goes out with `allow_redirects=False` (a redirect is recorded, never followed)
 and aiohttp never re-sends a POST on its own, so the receiver sees exactly one request per
 recorded attempt (DESIGN.md invariant 7).
+
+Every connection passes the SSRF guard (shared/netguard.py) on the exact address used: a URL
+with a numeric host is vetted before the request, and host names are resolved once per
+connection by a GuardedResolver that vets each answer before aiohttp connects to it. A refused
+address makes no TCP connection; the attempt fails with `DestinationBlocked: <reason>`. The
+session ignores HTTP(S)_PROXY variables (aiohttp's trust_env=False), so no proxy can resolve
+a name past the guard.
 """
 
 from __future__ import annotations
@@ -13,7 +20,9 @@ from collections.abc import Iterable
 
 import aiohttp
 
+from shared.errors import DestinationBlocked
 from shared.models import AttemptResult, Claim
+from shared.netguard import AddressPolicy, BlockedAddress, GuardedResolver, vet_url
 from shared.signing import signed_headers
 
 EXCERPT_BYTES = 1024
@@ -26,19 +35,27 @@ class Sender:
 
     Args:
         timeout_s: total time for one attempt (connect, send, read the excerpt), seconds.
+        policy: the SSRF guard's policy; the default allows global addresses only.
         max_connections: size of the connection pool.
+        resolver: the name resolver the guard wraps (default aiohttp's; tests pass a stub).
     """
 
-    def __init__(self, *, timeout_s: float, max_connections: int = 64) -> None:
+    def __init__(self, *, timeout_s: float, policy: AddressPolicy | None = None,
+                 max_connections: int = 64,
+                 resolver: aiohttp.abc.AbstractResolver | None = None) -> None:
         self._timeout = aiohttp.ClientTimeout(total=timeout_s)
+        self._policy = policy or AddressPolicy()
         self._max_connections = max_connections
+        self._inner_resolver = resolver
         self._session: aiohttp.ClientSession | None = None
 
     async def __aenter__(self) -> Sender:
-        connector = aiohttp.TCPConnector(limit=self._max_connections, keepalive_timeout=30)
+        connector = aiohttp.TCPConnector(
+            limit=self._max_connections, keepalive_timeout=30,
+            resolver=GuardedResolver(self._policy, self._inner_resolver))
         self._session = aiohttp.ClientSession(
             connector=connector, timeout=self._timeout, auto_decompress=False,
-            headers={"User-Agent": USER_AGENT})
+            headers={"User-Agent": USER_AGENT}, trust_env=False)
         return self
 
     async def __aexit__(self, *exc: object) -> None:
@@ -65,6 +82,7 @@ class Sender:
         headers["content-type"] = "application/json"
         total_s = timeout_s if timeout_s is not None else self._timeout.total
         try:
+            vet_url(claim.url, self._policy)  # numeric hosts never reach the resolver
             async with asyncio.timeout(total_s), self._session.post(
                     claim.url, data=claim.body, headers=headers, allow_redirects=False,
                     timeout=aiohttp.ClientTimeout(total=total_s)) as response:
@@ -76,7 +94,7 @@ class Sender:
                     location=response.headers.get("Location"),
                     retry_after=response.headers.get("Retry-After"),
                     response_headers=headers_excerpt(response.headers.items()))
-        except (aiohttp.ClientError, asyncio.TimeoutError, OSError) as exc:
+        except (aiohttp.ClientError, asyncio.TimeoutError, OSError, DestinationBlocked) as exc:
             return AttemptResult(started_at=started_at, duration_s=time.monotonic() - t0,
                                  error=_error_class(exc))
 
@@ -105,6 +123,11 @@ def _error_class(exc: BaseException) -> str:
     """`ServerDisconnectedError`, `ClientConnectorError: Connection refused`, `TimeoutError`."""
     if isinstance(exc, asyncio.TimeoutError):
         return "TimeoutError"
+    if isinstance(exc, DestinationBlocked):
+        return f"DestinationBlocked: {exc}"
+    if isinstance(exc, aiohttp.ClientConnectorError) and isinstance(exc.os_error,
+                                                                    BlockedAddress):
+        return f"DestinationBlocked: {exc.os_error}"
     name = type(exc).__name__
     if isinstance(exc, aiohttp.ClientConnectorError):
         return f"{name}: {exc.os_error.strerror or exc.os_error}"

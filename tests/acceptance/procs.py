@@ -15,11 +15,21 @@ from shared.config import Config
 ROOT = Path(__file__).resolve().parents[2]
 
 
+# Services under test take this one token for both ingest and the admin API, and may deliver
+# to loopback (the SSRF guard refuses it by default).
+TEST_TOKEN = "acceptance-test-token"
+AUTH = {"authorization": f"Bearer {TEST_TOKEN}"}
+JSON_AUTH = {"content-type": "application/json", **AUTH}
+TEST_SETTINGS = {"HOOKLINE_INGEST_TOKEN": TEST_TOKEN, "HOOKLINE_ADMIN_TOKEN": TEST_TOKEN,
+                 "HOOKLINE_ALLOW_NETWORKS": "127.0.0.0/8"}
+
+
 def child_env() -> dict[str, str]:
-    """The environment for a child: this checkout importable, no HOOKLINE_* leaking in."""
+    """The environment for a child: this checkout importable, TEST_SETTINGS, and no other
+    HOOKLINE_* leaking in."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("HOOKLINE_")}
     env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
-    return env
+    return {**env, **TEST_SETTINGS}
 
 
 def start_worker(config: Config, slot: str, log_path: Path) -> subprocess.Popen[bytes]:

@@ -13,7 +13,7 @@ import time
 import urllib.request
 from pathlib import Path
 
-from procs import ROOT, child_env, start_cli, stop, wait_until
+from procs import JSON_AUTH, ROOT, child_env, start_cli, stop, wait_until
 
 from rehearsal.harness import free_port
 from shared.backup import TEMP_PREFIX, list_snapshots, verify_snapshot
@@ -138,7 +138,7 @@ def test_backup_under_concurrent_writers_restores_everything(tmp_path: Path):
     try:
         wait_until(lambda: _healthy(port), 20, "the service on the restored database")
         request = urllib.request.Request(
-            f"http://127.0.0.1:{port}/v1/events", headers={"content-type": "application/json"},
+            f"http://127.0.0.1:{port}/v1/events", headers=JSON_AUTH,
             data=json.dumps({"id": "after-restore", "type": "push", "data": {}}).encode())
         with urllib.request.urlopen(request, timeout=10) as resp:
             assert resp.status == 202

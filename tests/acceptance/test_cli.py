@@ -10,7 +10,7 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
-from procs import ROOT, child_env, start_cli, stop, wait_until
+from procs import JSON_AUTH, ROOT, child_env, start_cli, stop, wait_until
 
 from rehearsal.harness import free_port
 
@@ -21,7 +21,8 @@ def hookline(*args: str, env: dict[str, str] | None = None) -> subprocess.Comple
 
 
 def post(url: str, body: bytes, content_type: str = "application/json") -> tuple[int, dict]:
-    request = urllib.request.Request(url, data=body, headers={"content-type": content_type})
+    request = urllib.request.Request(url, data=body,
+                                     headers={**JSON_AUTH, "content-type": content_type})
     try:
         with urllib.request.urlopen(request, timeout=5) as resp:
             return resp.status, json.loads(resp.read())

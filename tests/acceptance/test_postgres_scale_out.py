@@ -11,7 +11,7 @@ from collections import defaultdict
 from pathlib import Path
 
 import aiohttp
-from procs import pid_alive, start_cli, stop
+from procs import AUTH, pid_alive, start_cli, stop
 
 from rehearsal.receiver import Endpoint, Receiver, parse_behaviour
 from shared.postgres_store import PostgresStore
@@ -86,7 +86,8 @@ async def test_two_supervisors_share_one_postgres(pg_url, tmp_path):
                     await _wait(ingest_up, 30, f"ingest on port {port}")
                     for i in range(HTTP_EVENTS):
                         async with http.post(f"http://127.0.0.1:{port}/v1/events", json={
-                                "id": f"h{port}-{i}", "type": "all", "data": {"i": i}}) as r:
+                                "id": f"h{port}-{i}", "type": "all", "data": {"i": i}},
+                                headers=AUTH) as r:
                             assert r.status == 202, await r.text()
             # Work arrives while both hosts run; the drill job is held by its receiver.
             await store.add_events([new_event("drill", "drill")])

@@ -11,6 +11,7 @@ import json
 import os
 import signal
 import socket
+import stat
 import subprocess
 import sys
 import time
@@ -19,7 +20,17 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-from procs import ROOT, child_env, pid_alive, start_cli, stop, wait_until
+from procs import (
+    AUTH,
+    JSON_AUTH,
+    ROOT,
+    TEST_TOKEN,
+    child_env,
+    pid_alive,
+    start_cli,
+    stop,
+    wait_until,
+)
 
 from rehearsal.harness import free_port
 
@@ -74,7 +85,8 @@ class Service:
 
     def get(self, path: str) -> tuple[int, dict[str, Any]]:
         try:
-            with urllib.request.urlopen(self.base + path, timeout=5) as resp:
+            request = urllib.request.Request(self.base + path, headers=AUTH)
+            with urllib.request.urlopen(request, timeout=5) as resp:
                 return resp.status, json.loads(resp.read())
         except urllib.error.HTTPError as exc:
             return exc.code, json.loads(exc.read())
@@ -84,7 +96,7 @@ class Service:
     def post_event(self, event_id: str) -> dict[str, Any]:
         body = json.dumps({"id": event_id, "type": "push", "data": {}}).encode()
         request = urllib.request.Request(self.base + "/v1/events", data=body,
-                                         headers={"content-type": "application/json"})
+                                         headers=JSON_AUTH)
         with urllib.request.urlopen(request, timeout=5) as resp:
             return json.loads(resp.read())
 
@@ -114,6 +126,14 @@ def test_sigkilled_worker_is_respawned_and_logs_tell_the_job_story(tmp_path: Pat
         "lease_s": 2.5, "attempt_timeout_s": 2.0, "max_attempts": 3})
     try:
         wait_until(svc.ready, 15, "/readyz to answer 200")
+        # Secrets stay out of command lines (every local user can read those) and the log
+        # file is private.
+        pid = svc.proc.pid
+        children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+        assert len(children) == 3
+        for child in [pid, *map(int, children)]:
+            assert TEST_TOKEN.encode() not in Path(f"/proc/{child}/cmdline").read_bytes()
+        assert stat.S_IMODE((tmp_path / "hookline.log").stat().st_mode) == 0o600
         accepted = svc.post_event("story-1")
         [job] = svc.jobs()
         job_id = job["id"]

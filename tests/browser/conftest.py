@@ -23,7 +23,7 @@ from typing import Any
 import pytest
 
 from rehearsal.harness import Service
-from tests.browser.support import TOKEN, Hookline, ReceiverProcess
+from tests.browser.support import INGEST_TOKEN, TOKEN, Hookline, ReceiverProcess
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_MISSING = (f"Chromium not found at {CHROMIUM}: install it with `apt-get install -y "
@@ -74,11 +74,12 @@ def screenshots(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="module")
 def hookline(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Hookline]:
-    """`hookline serve` with one worker on a fresh SQLite file, admin token set, destinations
-    on 127.0.0.1 allowed (HOOKLINE_ALLOW_NETWORKS, for the SSRF guard)."""
+    """`hookline serve` with one worker on a fresh SQLite file, admin and ingest tokens set,
+    destinations on 127.0.0.1 allowed (HOOKLINE_ALLOW_NETWORKS, for the SSRF guard)."""
     folder = tmp_path_factory.mktemp("hookline")
     service = Service(folder / "hookline.db", folder / "service.log", workers=1, settings={
-        "HOOKLINE_ADMIN_TOKEN": TOKEN, "HOOKLINE_ALLOW_NETWORKS": "127.0.0.0/8"})
+        "HOOKLINE_ADMIN_TOKEN": TOKEN, "HOOKLINE_INGEST_TOKEN": INGEST_TOKEN,
+        "HOOKLINE_ALLOW_NETWORKS": "127.0.0.0/8"})
     try:
         # In a thread of its own: Playwright's sync API keeps an event loop running in this one.
         with ThreadPoolExecutor(1) as pool:

@@ -15,6 +15,7 @@ from typing import Any
 from rehearsal.harness import ROOT, Service, child_env
 
 TOKEN = "browser-test-admin-token"
+INGEST_TOKEN = "browser-test-ingest-token"
 
 
 class ReceiverProcess:
@@ -88,12 +89,11 @@ class Hookline:
         self.base_url = service.base_url
 
     def call(self, method: str, path: str, body: Any = None, *,
-             admin: bool = True) -> tuple[int, Any]:
-        """One HTTP request; returns (status, decoded JSON body)."""
+             token: str = TOKEN) -> tuple[int, Any]:
+        """One HTTP request with `Authorization: Bearer token` (the admin token unless told);
+        returns (status, decoded JSON body)."""
         data = None if body is None else json.dumps(body).encode()
-        headers = {"Content-Type": "application/json"}
-        if admin:
-            headers["Authorization"] = f"Bearer {TOKEN}"
+        headers = {"Content-Type": "application/json", "Authorization": f"Bearer {token}"}
         request = urllib.request.Request(self.base_url + path, data=data, method=method,
                                          headers=headers)
         try:
@@ -112,7 +112,7 @@ class Hookline:
     def post_event(self, event_id: str, type_: str, data: Any) -> int:
         """POST /v1/events; returns the event id."""
         status, out = self.call("POST", "/v1/events", {"id": event_id, "type": type_,
-                                                        "data": data}, admin=False)
+                                                        "data": data}, token=INGEST_TOKEN)
         assert status == 202, out
         return int(out["event_id"])
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import socket
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -12,8 +11,8 @@ from aiohttp.test_utils import TestClient, TestServer
 from prometheus_client.parser import text_string_to_metric_families
 from structlog.testing import capture_logs
 
-from ingest.admin_api import _is_loopback, warn_if_loopback_only
 from ingest.app import build_app
+from ingest.auth import warn_if_unconfigured
 from shared.config import Config
 from shared.models import AttemptResult, Dead, Done
 from shared.sqlite_store import SqliteStore
@@ -31,7 +30,7 @@ async def real_store(tmp_path: Path) -> AsyncIterator[SqliteStore]:
 
 @pytest.fixture
 async def client(real_store: SqliteStore) -> AsyncIterator[TestClient[Any, Any]]:
-    app = build_app(real_store, Config(admin_token=TOKEN))
+    app = build_app(real_store, Config(admin_token=TOKEN, allow_networks="127.0.0.0/8"))
     async with TestClient(TestServer(app, host="127.0.0.1")) as c:
         yield c
 
@@ -160,42 +159,26 @@ async def test_metrics_parse_and_count_from_the_database(client, real_store):
     assert ("hookline_oldest_pending_age_seconds", ()) in samples
 
 
-async def test_without_token_loopback_only_and_warned(real_store):
-    """With no token, a loopback peer is served, the start-up warning admin_api_loopback_only
-    is logged (and not with a token), and a non-loopback peer (when this host has such an
-    address) gets 403 JSON."""
+async def test_without_token_every_request_refused_and_warned(real_store):
+    """With no admin token configured, even a loopback peer gets 403 auth_not_configured
+    naming the setting (a reverse proxy on this host would make every client loopback), on
+    every admin route and /metrics; ingest logs auth_not_configured once at start, and not
+    for a family whose token is set."""
     app = build_app(real_store, Config())
     async with TestClient(TestServer(app, host="127.0.0.1")) as c:
-        async with c.get("/v1/admin/destinations") as resp:
-            assert resp.status == 200
+        for path in ("/v1/admin/destinations", "/v1/admin/stats", "/metrics"):
+            async with c.get(path, headers=AUTH) as resp:
+                body = await resp.json()
+                assert resp.status == 403, path
+                assert body["error"] == "auth_not_configured"
+                assert "HOOKLINE_ADMIN_TOKEN" in body["detail"]
     with capture_logs() as logs:
-        warn_if_loopback_only(Config())
-        warn_if_loopback_only(Config(admin_token=TOKEN))
-    assert [(e["event"], e["log_level"]) for e in logs] == [
-        ("admin_api_loopback_only", "warning")]
-    assert _is_loopback("127.0.0.1") and _is_loopback("::1") and _is_loopback("127.8.0.3")
-    assert not _is_loopback("10.0.0.5") and not _is_loopback(None) and not _is_loopback("x")
-
-    address = _non_loopback_address()
-    if address is None:
-        pytest.skip("this host has no non-loopback address to connect from")
-    app = build_app(real_store, Config())
-    async with TestClient(TestServer(app, host=address)) as c:
-        async with c.get("/v1/admin/destinations") as resp:
-            assert resp.status == 403 and (await resp.json())["error"] == "forbidden"
-        async with c.get("/metrics") as resp:
-            assert resp.status == 403
-
-
-def _non_loopback_address() -> str | None:
-    """This host's outward IPv4 address (no packet is sent), or None."""
-    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
-        try:
-            s.connect(("192.0.2.1", 9))
-        except OSError:
-            return None
-        address = s.getsockname()[0]
-    return None if address.startswith("127.") or address == "0.0.0.0" else address
+        warn_if_unconfigured(Config())
+        warn_if_unconfigured(Config(admin_token=TOKEN, ingest_token="i"))
+        warn_if_unconfigured(Config(admin_token=TOKEN))
+    assert [(e["event"], e["route"]) for e in logs] == [
+        ("auth_not_configured", "admin API"), ("auth_not_configured", "POST /v1/events"),
+        ("auth_not_configured", "POST /v1/events")]
 
 
 def _secret() -> str:

@@ -161,3 +161,14 @@ async def test_supervisor_view_reads_status_json(client, runtime):
     assert out["known"] is True
     assert (out["workers_wanted"], out["workers_alive"], out["workers_healthy"]) == (3, 2, 1)
     assert 4 < out["age_s"] < 60
+
+
+async def test_without_an_admin_token_the_page_loads_but_no_data_does(real_store):
+    """With no admin_token configured the page is still served (it holds no data) and its
+    data routes refuse every request (403 auth_not_configured)."""
+    async with TestClient(TestServer(build_app(real_store, Config()), host="127.0.0.1")) as c:
+        async with c.get("/") as resp:
+            assert resp.status == 200
+        async with c.get("/v1/admin/destination-stats", headers=AUTH) as resp:
+            assert resp.status == 403
+            assert (await resp.json())["error"] == "auth_not_configured"

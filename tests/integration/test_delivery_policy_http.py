@@ -24,7 +24,7 @@ from tests.conftest import new_event
 from workers.loop import Worker
 from workers.sender import Sender
 
-FAST = Config(retry_base_s=0.05, retry_cap_s=0.1, max_attempts=3, lease_s=3.0,
+FAST = Config(allow_networks="127.0.0.0/8", retry_base_s=0.05, retry_cap_s=0.1, max_attempts=3, lease_s=3.0,
               attempt_timeout_s=1.0, poll_interval_s=0.2, graceful_timeout_s=0.5)
 
 
@@ -41,7 +41,7 @@ async def real_store(store_url: str) -> AsyncIterator[Store]:
 async def running_worker(store: Store, config: Config = FAST,
                          name: str = "w1") -> AsyncIterator[None]:
     stop = asyncio.Event()
-    async with Sender(timeout_s=config.attempt_timeout_s) as sender:
+    async with Sender(timeout_s=config.attempt_timeout_s, policy=config.address_policy) as sender:
         task = asyncio.create_task(Worker(store, config, name, sender).run(stop))
         try:
             yield

@@ -31,8 +31,10 @@ from shared.sqlite_store import SqliteStore
 from tests.conftest import new_event
 
 ROOT = Path(__file__).resolve().parents[2]
-SMALL = Config(max_body_bytes=4096)
-JSON_TYPE = {"Content-Type": "application/json"}  # aiohttp would send octet-stream for bytes
+TOKEN = "token-for-tests"  # both ingest_token and admin_token, so one header serves both
+SMALL = Config(max_body_bytes=4096, ingest_token=TOKEN, admin_token=TOKEN)
+AUTH = {"Authorization": f"Bearer {TOKEN}"}
+JSON_TYPE = {"Content-Type": "application/json", **AUTH}  # else aiohttp sends octet-stream
 
 
 @pytest.fixture
@@ -62,7 +64,7 @@ def event_body(event_id: str, type_: str = "invoice.paid", **extra: Any) -> byte
 async def post(client: TestClient[Any, Any], body: Any, **headers: str
                ) -> tuple[int, dict[str, Any]]:
     """POST to /v1/events (JSON content type unless overridden); returns (status, json)."""
-    headers = {"Content-Type": "application/json", **headers}
+    headers = {**JSON_TYPE, **headers}
     async with client.post("/v1/events", data=body, headers=headers) as resp:
         assert resp.content_type == "application/json"
         return resp.status, await resp.json()
@@ -217,7 +219,7 @@ async def test_wrong_content_type_is_415(client, real_store, content_type):
 
 async def test_missing_content_type_is_tolerated(client):
     """A request without Content-Type is accepted if the body is JSON."""
-    async with client.post("/v1/events", data=event_body("a"),
+    async with client.post("/v1/events", data=event_body("a"), headers=AUTH,
                            skip_auto_headers=["Content-Type"]) as resp:
         assert "Content-Type" not in resp.request_info.headers
         assert resp.status == 202
@@ -243,7 +245,7 @@ async def test_healthz_and_stats(client, real_store):
     await post(client, event_body("a"))
     async with client.get("/healthz") as resp:
         assert (resp.status, await resp.json()) == (200, {"status": "ok"})
-    async with client.get("/v1/admin/stats") as resp:
+    async with client.get("/v1/admin/stats", headers=AUTH) as resp:
         stats = await resp.json()
     assert resp.status == 200
     assert stats["events"] == 1 and stats["attempts"] == 0
@@ -369,7 +371,7 @@ async def start_serve(config: Config) -> tuple[asyncio.Task[None], asyncio.Event
 
 async def test_serve_reports_its_port_and_stops_on_the_event(tmp_path):
     """serve() on port 0 calls ready(port), answers on it, and returns once stop is set."""
-    config = Config(db=str(tmp_path / "s.db"), listen="127.0.0.1:0")
+    config = Config(db=str(tmp_path / "s.db"), listen="127.0.0.1:0", ingest_token=TOKEN)
     task, stop, port = await start_serve(config)
     assert port > 0
     async with (aiohttp.ClientSession() as session,
@@ -385,7 +387,7 @@ async def test_serve_reports_its_port_and_stops_on_the_event(tmp_path):
 async def test_stop_lets_a_request_still_sending_its_body_finish(tmp_path):
     """A stop while a request is still sending its body stops listening at once, yet lets
     that request finish: it is committed and answered 202 (with Connection: close)."""
-    config = Config(db=str(tmp_path / "g.db"), listen="127.0.0.1:0", graceful_timeout_s=4.0)
+    config = Config(db=str(tmp_path / "g.db"), listen="127.0.0.1:0", ingest_token=TOKEN, graceful_timeout_s=4.0)
     task, stop, port = await start_serve(config)
     release = asyncio.Event()
 
@@ -449,7 +451,7 @@ def listening_port(proc: subprocess.Popen[bytes], log_path: Path) -> int:
 async def test_process_serves_and_exits_0_on_sigterm(tmp_path):
     """The real `python -m ingest` accepts an event over a socket, then SIGTERM ends it
     cleanly with exit code 0 and the event committed."""
-    config = Config(db=str(tmp_path / "p.db"), listen="127.0.0.1:0")
+    config = Config(db=str(tmp_path / "p.db"), listen="127.0.0.1:0", ingest_token=TOKEN)
     log_path = tmp_path / "ingest.log"
     proc = start_ingest(config, log_path)
     try:

@@ -20,10 +20,10 @@ from workers.loop import Worker
 from workers.sender import Sender
 
 # Polls often, so a paused destination's due retry would be claimed if pause leaked.
-POLLING = Config(retry_base_s=0.5, retry_cap_s=0.5, max_attempts=5, lease_s=3.0,
+POLLING = Config(allow_networks="127.0.0.0/8", retry_base_s=0.5, retry_cap_s=0.5, max_attempts=5, lease_s=3.0,
                  attempt_timeout_s=1.0, poll_interval_s=0.05, graceful_timeout_s=0.5)
 # One attempt then dead; a 5 s poll, so prompt redelivery proves the replay woke the worker.
-ONE_SHOT = Config(max_attempts=1, lease_s=3.0, attempt_timeout_s=1.0, poll_interval_s=5.0,
+ONE_SHOT = Config(allow_networks="127.0.0.0/8", max_attempts=1, lease_s=3.0, attempt_timeout_s=1.0, poll_interval_s=5.0,
                   graceful_timeout_s=0.5)
 
 
@@ -36,7 +36,7 @@ async def real_store(tmp_path) -> AsyncIterator[SqliteStore]:
 @contextlib.asynccontextmanager
 async def running_worker(store: SqliteStore, config: Config) -> AsyncIterator[None]:
     stop = asyncio.Event()
-    async with Sender(timeout_s=config.attempt_timeout_s) as sender:
+    async with Sender(timeout_s=config.attempt_timeout_s, policy=config.address_policy) as sender:
         task = asyncio.create_task(Worker(store, config, "w1", sender).run(stop))
         try:
             yield

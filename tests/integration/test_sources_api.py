@@ -30,7 +30,9 @@ from supervisor.cli import main as cli_main
 GH_SECRET = "It's a Secret to Everybody"
 STRIPE_SECRET = "whsec_test_3f9a8b7c6d5e4f3a2b1c0d9e8f7a6b5c"
 STD_SECRET = generate_secret()
-CONFIG = Config(max_body_bytes=256 * 1024)  # the largest GitHub example is ~32 KiB
+ADMIN_TOKEN = "admin-token-for-tests"
+ADMIN = {"Authorization": f"Bearer {ADMIN_TOKEN}"}
+CONFIG = Config(max_body_bytes=256 * 1024, admin_token=ADMIN_TOKEN, ingest_token=ADMIN_TOKEN)  # the largest GitHub example is ~32 KiB
 
 
 @pytest.fixture
@@ -48,7 +50,7 @@ async def real_store(tmp_path: Path) -> AsyncIterator[SqliteStore]:
 
 @pytest.fixture
 async def client(real_store: SqliteStore) -> AsyncIterator[TestClient[Any, Any]]:
-    """A client of the ingest app served on 127.0.0.1 (admin API open to loopback)."""
+    """A client of the ingest app served on 127.0.0.1 (admin routes need ADMIN headers)."""
     async with TestClient(TestServer(build_app(real_store, CONFIG), host="127.0.0.1")) as c:
         yield c
 
@@ -228,14 +230,14 @@ async def test_admin_api_adds_lists_and_removes_sources(client, real_store):
     """POST /v1/admin/sources returns a generated secret once (201) that then verifies
     requests; GET lists sources redacted; bad fields are 400, a taken name 409; after DELETE
     the route answers 404."""
-    async with client.post("/v1/admin/sources", json={"name": "tk", "scheme": "token"}) as r:
+    async with client.post("/v1/admin/sources", headers=ADMIN, json={"name": "tk", "scheme": "token"}) as r:
         assert r.status == 201
         token = (await r.json())["secret"]
-    async with client.post("/v1/admin/sources", json={"name": "tk", "scheme": "token"}) as r:
+    async with client.post("/v1/admin/sources", headers=ADMIN, json={"name": "tk", "scheme": "token"}) as r:
         assert r.status == 409
-    async with client.post("/v1/admin/sources", json={"name": "x", "scheme": "svn"}) as r:
+    async with client.post("/v1/admin/sources", headers=ADMIN, json={"name": "x", "scheme": "svn"}) as r:
         assert (r.status, (await r.json())["error"]) == (400, "invalid_request")
-    async with client.get("/v1/admin/sources") as r:
+    async with client.get("/v1/admin/sources", headers=ADMIN) as r:
         listed = await r.json()
     assert [s["name"] for s in listed] == ["gh", "stripe", "std", "tk"]
     assert all(token not in json.dumps(s) and GH_SECRET not in json.dumps(s) for s in listed)
@@ -247,11 +249,33 @@ async def test_admin_api_adds_lists_and_removes_sources(client, real_store):
     status, _ = await post(client, "/v1/sources/tk", body, {"Authorization": "Bearer wrong"})
     assert status == 401
 
-    async with client.delete("/v1/admin/sources/tk") as r:
+    async with client.delete("/v1/admin/sources/tk", headers=ADMIN) as r:
         assert r.status == 200
     status, answer = await post(client, "/v1/sources/tk", body,
                                 {"Authorization": f"Bearer {token}"})
     assert (status, answer["error"]) == (404, "source_not_found")
+
+
+async def test_events_route_cannot_claim_a_provider_sources_ids(client, real_store):
+    """POST /v1/events with `source` naming a configured source is 400 (field `source`) and
+    stores nothing, so the provider's real delivery of that id is not suppressed; the same id
+    then arrives from the provider as new."""
+    body = json.dumps({"id": "order-9", "type": "order.created", "data": {},
+                       "source": "tk2"}).encode()
+    async with client.post("/v1/admin/sources", headers=ADMIN,
+                           json={"name": "tk2", "scheme": "token"}) as r:
+        token = (await r.json())["secret"]
+    status, answer = await post(client, "/v1/events", body,
+                                {**ADMIN, "Content-Type": "application/json"})
+    assert (status, answer["error"], answer["field"]) == (400, "invalid_event", "source")
+    assert (await real_store.stats()).events == 0
+    status, answer = await post(client, "/v1/sources/tk2", b'{"id": "order-9", "type": "x"}',
+                                {"Authorization": f"Bearer {token}"})
+    assert (status, answer["jobs"]) == (202, 1)
+    other = body.replace(b'"tk2"', b'"crm"')  # not a provider source: accepted
+    status, _ = await post(client, "/v1/events", other,
+                           {**ADMIN, "Content-Type": "application/json"})
+    assert status == 202
 
 
 def test_cli_sources_add_list_remove(tmp_path, capsys):
