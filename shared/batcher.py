@@ -1,0 +1,153 @@
+"""Write batching: many concurrent callers share one store call.
+
+Each caller hands its item to :meth:`Batcher.submit` and waits. One background task takes
+everything queued (up to `max_batch`), passes it to ONE `write` call, and then answers every
+waiter of that batch with its own result. While a batch is being written, new items queue for
+the next one, so under load batches grow by themselves and no timer delay is ever added; a
+lone item on an idle process is written at once.
+
+Used by ingest's group commit (events + jobs, one transaction per batch) and by the workers'
+finisher (fenced completions, one transaction per batch).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Generic, TypeVar
+
+from shared.errors import StoreBusy
+from shared.logs import get_logger
+
+Item = TypeVar("Item")
+Result = TypeVar("Result")
+
+
+class BatcherStopped(StoreBusy):
+    """`submit` was called after `stop()` (or before `start()`): the process is shutting
+    down; the caller should retry elsewhere or later."""
+
+
+class Batcher(Generic[Item, Result]):
+    """Queues items and writes them in batches.
+
+    Args:
+        write: called with a batch (a non-empty list, in submission order); must return one
+            result per item, in the same order. An exception it raises is raised to every
+            waiter of that batch.
+        max_batch: most items in one call.
+        name: the background task's name and the `batch_failed` log field `batcher`.
+
+    Attributes:
+        batches: `write` calls made so far (successful or not).
+        written: items in `write` calls that returned.
+    """
+
+    def __init__(self, write: Callable[[list[Item]], Awaitable[Sequence[Result]]], *,
+                 max_batch: int, name: str) -> None:
+        if max_batch < 1:
+            raise ValueError(f"max_batch must be at least 1, not {max_batch}")
+        self._write = write
+        self.max_batch = max_batch
+        self.name = name
+        self.batches = 0
+        self.written = 0
+        self._queue: collections.deque[tuple[Item, asyncio.Future[Result]]] = (
+            collections.deque())
+        self._wakeup = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+        self._stopping = False
+        self._writing = False
+
+    @property
+    def running(self) -> bool:
+        """True between :meth:`start` and the end of :meth:`stop`."""
+        return self._task is not None and not self._task.done()
+
+    def start(self) -> None:
+        """Start the background task (idempotent; needs a running event loop)."""
+        if self.running:
+            return
+        self._stopping = False
+        self._task = asyncio.create_task(self._run(), name=self.name)
+
+    async def stop(self) -> None:
+        """Write what is already queued, then end the background task (idempotent)."""
+        self._stopping = True
+        self._wakeup.set()
+        if self._task is not None:
+            await self._task
+            self._task = None
+
+    async def settle(self) -> None:
+        """Wait until everything queued so far has been written."""
+        while self._queue or self._writing:
+            await asyncio.sleep(0.005)
+
+    async def submit(self, item: Item) -> Result:
+        """Queue `item` for the next batch and wait until that batch is written.
+
+        Returns:
+            `write`'s result for this item.
+
+        Raises:
+            BatcherStopped: stopping, or never started.
+            Exception: whatever `write` raised for the batch.
+        """
+        if self._stopping or not self.running:
+            raise BatcherStopped(f"{self.name} is not accepting work (shutting down)")
+        future: asyncio.Future[Result] = asyncio.get_running_loop().create_future()
+        self._queue.append((item, future))
+        self._wakeup.set()
+        # If this waiter is cancelled, its future is cancelled too and the batch skips it:
+        # nobody was answered, so it need not be written.
+        return await future
+
+    async def _run(self) -> None:
+        while True:
+            if not self._queue:
+                if self._stopping:
+                    return
+                await self._wakeup.wait()
+                self._wakeup.clear()
+                continue
+            batch = self._take_batch()
+            if batch:
+                self._writing = True
+                try:
+                    await self._write_batch(batch)
+                finally:
+                    self._writing = False
+
+    def _take_batch(self) -> list[tuple[Item, asyncio.Future[Result]]]:
+        batch: list[tuple[Item, asyncio.Future[Result]]] = []
+        while self._queue and len(batch) < self.max_batch:
+            item, future = self._queue.popleft()
+            if not future.done():  # done here means cancelled: nobody waits for it
+                batch.append((item, future))
+        return batch
+
+    async def _write_batch(self, batch: list[tuple[Item, asyncio.Future[Result]]]) -> None:
+        self.batches += 1
+        try:
+            results = await self._write([item for item, _ in batch])
+            if len(results) != len(batch):
+                raise RuntimeError(f"{self.name} wrote {len(batch)} items but got "
+                                   f"{len(results)} results")
+        except asyncio.CancelledError:
+            # Our task is being cancelled (loop teardown): nobody will answer these waiters.
+            for _, future in batch:
+                future.cancel()
+            raise
+        except Exception as exc:  # noqa: BLE001  (every waiter must learn of any failure)
+            get_logger().warning("batch_failed", batcher=self.name, items=len(batch),
+                                 error=type(exc).__name__)
+            for _, future in batch:
+                if not future.done():
+                    future.set_exception(exc)
+            return
+        self.written += len(batch)
+        for (_, future), result in zip(batch, results, strict=True):
+            if not future.done():
+                future.set_result(result)
