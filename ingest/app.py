@@ -4,6 +4,8 @@ Routes:
     POST /v1/events      202 {"event_id", "message_id", "jobs"} once committed;
                          200 {..., "jobs": 0, "duplicate": true} for a repeated (source, id).
     GET  /healthz        200 {"status": "ok"}
+    GET  /openapi.json   the OpenAPI 3.1 document of every route (ingest/openapi.json); no
+                         auth, it holds no data.
     GET  /readyz         200 {"ready": true, ...} or 503 {"error": "not_ready", ...}
                          (ingest/health.py)
     /v1/admin/*, /metrics  the admin API and Prometheus metrics (ingest/admin_api.py).
@@ -16,6 +18,8 @@ Every error is JSON `{"error": code, "detail": text}`, aiohttp's own 404/405 inc
 from __future__ import annotations
 
 import asyncio
+import functools
+import importlib.resources
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from typing import Any
 
@@ -118,6 +122,7 @@ def build_app(store: Store, config: Config, *,
     app.cleanup_ctx.append(_run_committer)
     app.router.add_post("/v1/events", post_event)
     app.router.add_get("/healthz", healthz)
+    app.router.add_get("/openapi.json", openapi_document)
     app.router.add_get("/readyz", health.readyz)  # ingest/health.py
     admin_api.register(app)  # /v1/admin/* and /metrics (ingest/admin_api.py)
     sources_api.register(app)  # /v1/sources/{name}, /v1/admin/sources (issue 3)
@@ -169,6 +174,26 @@ async def post_event(request: web.Request) -> web.Response:
 async def healthz(request: web.Request) -> web.Response:
     """`GET /healthz`: the process is up and serving (does not touch the store)."""
     return web.json_response({"status": "ok"})
+
+
+OPENAPI_RESOURCE = "openapi.json"
+"""The API's OpenAPI document, package data of `ingest` (kept in step with the routes by
+tests/integration/test_api_contract.py)."""
+
+
+@functools.cache
+def openapi_bytes() -> bytes:
+    """The OpenAPI document's bytes (read from the installed package once).
+
+    Raises:
+        OSError: the package data is missing (a broken install).
+    """
+    return importlib.resources.files("ingest").joinpath(OPENAPI_RESOURCE).read_bytes()
+
+
+async def openapi_document(request: web.Request) -> web.Response:
+    """`GET /openapi.json`: the OpenAPI document (no auth: it describes, it holds no data)."""
+    return web.Response(body=openapi_bytes(), content_type=_JSON)
 
 
 # -- request checks ------------------------------------------------------------------------

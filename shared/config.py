@@ -18,7 +18,7 @@ from typing import Any
 from shared.errors import ConfigError
 
 ENV_PREFIX = "HOOKLINE_"
-_SECRET_FIELDS = frozenset({"admin_token"})
+_SECRET_FIELDS = frozenset({"admin_token", "ingest_token"})
 
 
 def _opt(default: Any, doc: str) -> Any:
@@ -52,6 +52,20 @@ class Config:
     max_body_bytes: int = _opt(1024 * 1024, "Largest event body ingest accepts.")
     log_level: str = _opt("info", "Minimum log level: debug, info, warning, error.")
     admin_token: str | None = _opt(None, "Bearer token for the admin API (secret).")
+    ingest_token: str | None = _opt(
+        None, "Bearer token for POST /v1/events (secret); enforcement is wired in by issue 6.")
+    max_header_bytes: int = _opt(
+        8190, "Ingest: longest accepted request header field (name + value), bytes; a longer "
+        "one is answered 431 before any handler runs.")
+    max_headers: int = _opt(
+        100, "Ingest: most request header fields accepted on one request; more is answered "
+        "431 before any handler runs.")
+    ingest_rate_per_s: float = _opt(
+        0.0, "Ingest: events per second accepted per source (token bucket, refilled "
+        "continuously); over it, 429 with Retry-After. 0 = no limit (the default).")
+    ingest_burst: int = _opt(
+        100, "Ingest: events a source may send at once above ingest_rate_per_s (the bucket "
+        "size); used only when ingest_rate_per_s > 0.")
     retention_interval_s: float = _opt(
         3600.0, "How often ingest runs the retention purge; 0 turns it off (seconds).")
     retention_bodies_s: float = _opt(
@@ -111,7 +125,8 @@ class Config:
             raise ConfigError(
                 f"attempt_timeout_s ({self.attempt_timeout_s}) must be below lease_s "
                 f"({self.lease_s}), or a slow request could outlive its lease")
-        for name in ("workers", "max_attempts", "worker_concurrency", "claim_batch"):
+        for name in ("workers", "max_attempts", "worker_concurrency", "claim_batch",
+                     "max_header_bytes", "max_headers", "ingest_burst"):
             if getattr(self, name) < (0 if name == "workers" else 1):
                 raise ConfigError(f"{name} must be positive, not {getattr(self, name)}")
         for name in ("lease_s", "attempt_timeout_s", "retry_base_s", "retry_cap_s",
@@ -120,6 +135,9 @@ class Config:
             if getattr(self, name) <= 0:
                 raise ConfigError(f"{name} must be above zero, not {getattr(self, name)}")
         listen_host_port(self.listen)
+        if not 0 <= self.ingest_rate_per_s < float("inf"):
+            raise ConfigError("ingest_rate_per_s must be a finite number >= 0 (0 = off), not "
+                              f"{self.ingest_rate_per_s}")
         _ = self.permanent_status_set
         if min(self.breaker_failures, self.breaker_window_s, self.breaker_min_span_s) < 0:
             raise ConfigError("breaker_failures, breaker_min_span_s and breaker_window_s must "
