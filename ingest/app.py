@@ -2,7 +2,8 @@
 
 Routes:
     POST /v1/events      202 {"event_id", "message_id", "jobs"} once committed;
-                         200 {..., "jobs": 0, "duplicate": true} for a repeated (source, id).
+                         200 {..., "jobs": 0, "duplicate": true} for a repeated (source, id);
+                         429 rate_limited (per source, when ingest_rate_per_s > 0).
     GET  /healthz        200 {"status": "ok"}
     GET  /openapi.json   the OpenAPI 3.1 document of every route (ingest/openapi.json); no
                          auth, it holds no data.
@@ -27,6 +28,7 @@ from aiohttp import hdrs, web
 
 from ingest import admin_api, health, sources_api
 from ingest.group_commit import CommitterStopped, GroupCommitter
+from ingest.rate_limit import SourceRateLimiter, retry_after_s
 from ingest.validation import BodyTooLarge, parse_event
 from shared.config import Config
 from shared.errors import InvalidEvent, StoreBusy
@@ -37,6 +39,7 @@ from shared.store import Store
 STORE_KEY = web.AppKey("store", Store)
 CONFIG_KEY = web.AppKey("config", Config)
 COMMITTER_KEY = web.AppKey("committer", GroupCommitter)
+RATE_LIMITER_KEY = web.AppKey("rate_limiter", SourceRateLimiter)
 
 RETRY_AFTER_S = 1
 _JSON = "application/json"
@@ -104,7 +107,8 @@ def build_app(store: Store, config: Config, *,
 
     Args:
         store: an open store; the caller opens and closes it.
-        config: settings (`max_body_bytes`, `admin_token` are read here).
+        config: settings (`max_body_bytes`, `admin_token`, `ingest_rate_per_s`,
+            `ingest_burst` are read here).
         committer: the group committer to use; a new one on `store` when None. Tests pass
             their own to read its counters; it is also at `app[COMMITTER_KEY]`.
 
@@ -119,6 +123,7 @@ def build_app(store: Store, config: Config, *,
     app[STORE_KEY] = store
     app[CONFIG_KEY] = config
     app[COMMITTER_KEY] = committer if committer is not None else GroupCommitter(store)
+    app[RATE_LIMITER_KEY] = SourceRateLimiter.from_config(config)
     app.cleanup_ctx.append(_run_committer)
     app.router.add_post("/v1/events", post_event)
     app.router.add_get("/healthz", healthz)
@@ -156,6 +161,9 @@ async def post_event(request: web.Request) -> web.Response:
     except InvalidEvent as exc:
         log.info("event_rejected", error="invalid_event", detail=str(exc))
         return error_response(400, "invalid_event", str(exc), field=exc.field)
+    limited = check_rate(request.app, event.source)
+    if limited is not None:
+        return limited
 
     result = await request.app[COMMITTER_KEY].submit(event)
     ids = {"event_id": result.event_id, "message_id": result.message_id,
@@ -194,6 +202,26 @@ def openapi_bytes() -> bytes:
 async def openapi_document(request: web.Request) -> web.Response:
     """`GET /openapi.json`: the OpenAPI document (no auth: it describes, it holds no data)."""
     return web.Response(body=openapi_bytes(), content_type=_JSON)
+
+
+def check_rate(app: web.Application, source: str) -> web.Response | None:
+    """Spend one of `source`'s rate-limit tokens (ingest/rate_limit.py).
+
+    Returns:
+        None when the event may be stored; else the 429 `rate_limited` answer, with
+        `Retry-After` in whole seconds (at least 1).
+    """
+    limiter = app[RATE_LIMITER_KEY]
+    wait_s = limiter.take(source)
+    if wait_s is None:
+        return None
+    retry_s = retry_after_s(wait_s)
+    get_logger().info("event_rejected", source=source, error="rate_limited",
+                      retry_after_s=retry_s)
+    return error_response(
+        429, "rate_limited", f"source {source!r} sent more than {limiter.rate_per_s:g} "
+        f"events/s (burst {limiter.burst}); retry in {retry_s} s",
+        headers={hdrs.RETRY_AFTER: str(retry_s)})
 
 
 # -- request checks ------------------------------------------------------------------------
