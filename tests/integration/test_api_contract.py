@@ -56,14 +56,18 @@ SCHEMA = schemathesis.openapi.from_path(
 
 
 def _seed(db: str) -> None:
-    """Fill the database the examples in the document name: destination `billing`, source
-    `github`, and job 1 (dead, so replay and the job story have something to show)."""
+    """Fill the database the examples in the document name: destination `billing`, a source
+    of each scheme named after it, and job 1 (dead, so replay and the job story have
+    something to show)."""
     async def seed() -> None:
         async with SqliteStore(db) as store:
             await store.add_destination(name="billing", url="http://127.0.0.1:9/b",
                                         secret=generate_secret(), event_types=("*",),
                                         max_in_flight=2)
-            await store.add_source(name="github", scheme="github", secret="s" * 32)
+            for scheme in ("github", "stripe", "token"):
+                await store.add_source(name=scheme, scheme=scheme, secret="s" * 32)
+            await store.add_source(name="standard", scheme="standard",
+                                   secret=generate_secret())
             await store.add_event(new_event("seeded", "invoice.paid"))
             [claim] = await store.claim("contract", 1, 30.0, 18)
             await store.finish([(claim, Dead(error="seeded dead"),
