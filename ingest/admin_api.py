@@ -51,6 +51,10 @@ DEFAULT_BODIES_AGE = "7d"
 DEFAULT_METADATA_AGE = "30d"
 DEFAULT_DEDUPE_AGE = "90d"
 _MAX_ADMIN_BODY = 64 * 1024
+MAX_ID = 2**63 - 1
+"""Largest job id (a signed 64-bit integer in both backends); larger ids are 400, not 500."""
+MAX_LIMIT = 10_000
+"""Most rows one list call (`limit=`) returns."""
 
 
 def register(app: web.Application) -> None:
@@ -144,19 +148,21 @@ async def _json_body(request: web.Request) -> dict[str, Any]:
     return value
 
 
-def _int_param(value: Any, name: str, default: int | None = None, low: int = 1) -> int:
+def _int_param(value: Any, name: str, default: int | None = None, low: int = 1,
+               high: int = MAX_ID) -> int:
+    """`value` (a JSON number or query text) as an int in [low, high]. Raises _BadRequest."""
     if value is None:
         if default is None:
             raise _BadRequest(f"{name} is required")
         return default
-    if isinstance(value, bool):
+    if isinstance(value, bool) or (isinstance(value, float) and not value.is_integer()):
         raise _BadRequest(f"{name} must be an integer")
     try:
         number = int(value)
-    except (TypeError, ValueError):
-        raise _BadRequest(f"{name} must be an integer, not {value!r}") from None
-    if number < low:
-        raise _BadRequest(f"{name} must be at least {low}")
+    except (TypeError, ValueError, OverflowError):  # OverflowError: an infinite float
+        raise _BadRequest(f"{name} must be an integer, not {str(value)[:40]!r}") from None
+    if not low <= number <= high:
+        raise _BadRequest(f"{name} must be from {low} to {high}")
     return number
 
 
@@ -259,7 +265,7 @@ async def list_jobs(request: web.Request) -> web.Response:
     status = request.query.get("status")
     if status is not None and status not in JOB_STATUSES:
         raise _BadRequest(f"status must be one of {', '.join(JOB_STATUSES)}")
-    limit = _int_param(request.query.get("limit"), "limit", default=100)
+    limit = _int_param(request.query.get("limit"), "limit", default=100, high=MAX_LIMIT)
     jobs = await _store(request).list_jobs(status=status, limit=limit)
     return web.json_response([_as_dict(j) for j in jobs])
 
@@ -281,7 +287,7 @@ async def list_dead(request: web.Request) -> web.Response:
     jobs = await _store(request).list_dead(
         destination=request.query.get("destination"),
         since_s=None if since is None else parse_instant(since, time.time()),
-        limit=_int_param(request.query.get("limit"), "limit", default=100))
+        limit=_int_param(request.query.get("limit"), "limit", default=100, high=MAX_LIMIT))
     return web.json_response([_as_dict(j) for j in jobs])
 
 

@@ -3,8 +3,11 @@
 Routes:
     POST /v1/events      requires `Authorization: Bearer <ingest_token>` (ingest/auth.py);
                          202 {"event_id", "message_id", "jobs"} once committed;
-                         200 {..., "jobs": 0, "duplicate": true} for a repeated (source, id).
+                         200 {..., "jobs": 0, "duplicate": true} for a repeated (source, id);
+                         429 rate_limited (per source, when ingest_rate_per_s > 0).
     GET  /healthz        200 {"status": "ok"}
+    GET  /openapi.json   the OpenAPI 3.1 document of every route (ingest/openapi.json); no
+                         auth, it holds no data.
     GET  /readyz         200 {"ready": true, ...} or 503 {"error": "not_ready", ...}
                          (ingest/health.py)
     /v1/admin/*, /metrics  the admin API and Prometheus metrics (ingest/admin_api.py).
@@ -19,6 +22,8 @@ Every error is JSON `{"error": code, "detail": text}`, aiohttp's own 404/405 inc
 from __future__ import annotations
 
 import asyncio
+import functools
+import importlib.resources
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from typing import Any
 
@@ -27,6 +32,7 @@ from aiohttp import hdrs, web
 from ingest import admin_api, admin_views, dashboard, health, sources_api
 from ingest.auth import INGEST_SETTING, check_bearer
 from ingest.group_commit import CommitterStopped, GroupCommitter
+from ingest.rate_limit import SourceRateLimiter, retry_after_s
 from ingest.validation import DEFAULT_SOURCE, BodyTooLarge, parse_event
 from shared.config import Config
 from shared.errors import InvalidEvent, StoreBusy
@@ -37,6 +43,7 @@ from shared.store import Store
 STORE_KEY = web.AppKey("store", Store)
 CONFIG_KEY = web.AppKey("config", Config)
 COMMITTER_KEY = web.AppKey("committer", GroupCommitter)
+RATE_LIMITER_KEY = web.AppKey("rate_limiter", SourceRateLimiter)
 
 RETRY_AFTER_S = 1
 _JSON = "application/json"
@@ -104,7 +111,8 @@ def build_app(store: Store, config: Config, *,
 
     Args:
         store: an open store; the caller opens and closes it.
-        config: settings (`max_body_bytes`, `admin_token`, `ingest_token` are read here).
+        config: settings (`max_body_bytes`, `admin_token`, `ingest_token`,
+            `ingest_rate_per_s`, `ingest_burst` are read here).
         committer: the group committer to use; a new one on `store` when None. Tests pass
             their own to read its counters; it is also at `app[COMMITTER_KEY]`.
 
@@ -119,9 +127,11 @@ def build_app(store: Store, config: Config, *,
     app[STORE_KEY] = store
     app[CONFIG_KEY] = config
     app[COMMITTER_KEY] = committer if committer is not None else GroupCommitter(store)
+    app[RATE_LIMITER_KEY] = SourceRateLimiter.from_config(config)
     app.cleanup_ctx.append(_run_committer)
     app.router.add_post("/v1/events", post_event)
     app.router.add_get("/healthz", healthz)
+    app.router.add_get("/openapi.json", openapi_document)
     app.router.add_get("/readyz", health.readyz)  # ingest/health.py
     admin_api.register(app)  # /v1/admin/* and /metrics (ingest/admin_api.py)
     sources_api.register(app)  # /v1/sources/{name}, /v1/admin/sources (issue 3)
@@ -162,7 +172,6 @@ async def post_event(request: web.Request) -> web.Response:
     except InvalidEvent as exc:
         log.info("event_rejected", error="invalid_event", detail=str(exc))
         return error_response(400, "invalid_event", str(exc), field=exc.field)
-
     if event.source != DEFAULT_SOURCE and await sources_api.is_provider_source(request,
                                                                                event.source):
         # Its ids belong to the provider: a caller here could otherwise claim them first.
@@ -170,6 +179,9 @@ async def post_event(request: web.Request) -> web.Response:
                   f"arrive at /v1/sources/{event.source}")
         log.info("event_rejected", error="invalid_event", detail=detail)
         return error_response(400, "invalid_event", detail, field="source")
+    limited = check_rate(request.app, event.source)
+    if limited is not None:
+        return limited
     result = await request.app[COMMITTER_KEY].submit(event)
     ids = {"event_id": result.event_id, "message_id": result.message_id,
            "source": event.source, "source_event_id": event.source_event_id,
@@ -187,6 +199,46 @@ async def post_event(request: web.Request) -> web.Response:
 async def healthz(request: web.Request) -> web.Response:
     """`GET /healthz`: the process is up and serving (does not touch the store)."""
     return web.json_response({"status": "ok"})
+
+
+OPENAPI_RESOURCE = "openapi.json"
+"""The API's OpenAPI document, package data of `ingest` (kept in step with the routes by
+tests/integration/test_api_contract.py)."""
+
+
+@functools.cache
+def openapi_bytes() -> bytes:
+    """The OpenAPI document's bytes (read from the installed package once).
+
+    Raises:
+        OSError: the package data is missing (a broken install).
+    """
+    return importlib.resources.files("ingest").joinpath(OPENAPI_RESOURCE).read_bytes()
+
+
+async def openapi_document(request: web.Request) -> web.Response:
+    """`GET /openapi.json`: the OpenAPI document (no auth: it describes, it holds no data)."""
+    return web.Response(body=openapi_bytes(), content_type=_JSON)
+
+
+def check_rate(app: web.Application, source: str) -> web.Response | None:
+    """Spend one of `source`'s rate-limit tokens (ingest/rate_limit.py).
+
+    Returns:
+        None when the event may be stored; else the 429 `rate_limited` answer, with
+        `Retry-After` in whole seconds (at least 1).
+    """
+    limiter = app[RATE_LIMITER_KEY]
+    wait_s = limiter.take(source)
+    if wait_s is None:
+        return None
+    retry_s = retry_after_s(wait_s)
+    get_logger().info("event_rejected", source=source, error="rate_limited",
+                      retry_after_s=retry_s)
+    return error_response(
+        429, "rate_limited", f"source {source!r} sent more than {limiter.rate_per_s:g} "
+        f"events/s (burst {limiter.burst}); retry in {retry_s} s",
+        headers={hdrs.RETRY_AFTER: str(retry_s)})
 
 
 # -- request checks ------------------------------------------------------------------------

@@ -14,6 +14,7 @@ from aiohttp import web
 from ingest import auth
 from ingest.app import IN_FLIGHT_KEY, build_app
 from ingest.group_commit import GroupCommitter
+from ingest.http_limits import IngestRunner, parser_limits
 from ingest.maintenance import run_maintenance, run_retention
 from shared.config import Config, listen_host_port
 from shared.errors import ConfigError, StoreBusy, StoreError
@@ -45,7 +46,8 @@ async def serve(config: Config, *, ready: Callable[[int], None] | None = None,
 
     Args:
         config: settings; `db`, `synchronous`, `busy_timeout_s`, `listen`,
-            `graceful_timeout_s`, `max_body_bytes` are read.
+            `graceful_timeout_s`, `max_body_bytes`, `max_header_bytes`, `max_headers` are
+            read.
         ready: called with the bound port (useful with port 0) once serving.
         stop: set it to stop; a new event when None.
         slot: the supervisor's name for this process; its heartbeat file is named after it
@@ -78,8 +80,11 @@ async def serve(config: Config, *, ready: Callable[[int], None] | None = None,
             app = build_app(store, config, committer=committer)
             # Stopping happens in two steps within graceful_timeout_s: most of it to drain
             # (below), the rest for aiohttp's own shutdown of whatever is left.
-            runner = web.AppRunner(app, shutdown_timeout=config.graceful_timeout_s * _LAST_STEP,
-                                   access_log=None)  # our own event logs say what happened
+            # Header limits are enforced by aiohttp's parser; IngestRunner answers a
+            # violation with JSON 431 (ingest/http_limits.py).
+            runner = IngestRunner(app, shutdown_timeout=config.graceful_timeout_s * _LAST_STEP,
+                                  access_log=None,  # our own event logs say what happened
+                                  **parser_limits(config))
             await runner.setup()
             try:
                 site = web.TCPSite(runner, host, port)

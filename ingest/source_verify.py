@@ -52,6 +52,9 @@ DEFAULT_TOLERANCE_S = 300
 Webhooks both document five minutes)."""
 
 _HEX64 = re.compile(r"[0-9a-fA-F]{64}")
+_UNIX_SECONDS = re.compile(r"[0-9]{1,15}")
+"""A signed timestamp: ASCII digits only (str.isdigit also passes '²', which int() refuses),
+and short enough to be a time (a 5,000-digit number cannot become a float)."""
 _MAX_HEADER_ECHO = 40  # characters of a malformed header value echoed in a reason
 
 Headers = Mapping[str, str]
@@ -144,7 +147,7 @@ def verify_stripe(body: bytes, headers: Headers, secret: str, now_s: float,
             timestamps.append(value)
         elif key == "v1":
             signatures.append(value)
-    if len(timestamps) != 1 or not timestamps[0].isdigit():
+    if len(timestamps) != 1 or not _UNIX_SECONDS.fullmatch(timestamps[0]):
         raise SignatureInvalid("malformed Stripe-Signature: expected exactly one t=<unix s>")
     if not signatures:
         raise SignatureInvalid("Stripe-Signature has no v1 signature")
@@ -179,7 +182,7 @@ def verify_standard(body: bytes, headers: Headers, secret: str, now_s: float,
     message_id = _one_header(headers, "webhook-id")
     timestamp = _one_header(headers, "webhook-timestamp")
     given = _one_header(headers, "webhook-signature")
-    if not timestamp.isdigit():
+    if not _UNIX_SECONDS.fullmatch(timestamp):
         raise SignatureInvalid(f"malformed webhook-timestamp {_echo(timestamp)}: expected "
                                "integer unix seconds")
     _check_timestamp(int(timestamp), now_s, tolerance_s, "webhook-timestamp")

@@ -9,7 +9,9 @@ Routes:
                                       200 {..., "jobs": 0, "duplicate": true} for a repeated id,
                                       401 {"error": "signature_invalid", "detail": reason},
                                       400 {"error": "invalid_event", ...} (signed, unusable),
-                                      404 {"error": "source_not_found", ...}, 413 too large.
+                                      404 {"error": "source_not_found", ...}, 413 too large,
+                                      429 {"error": "rate_limited", ...} with Retry-After
+                                      (ingest/rate_limit.py; off by default).
     GET    /v1/admin/sources          live sources, secrets redacted.
     POST   /v1/admin/sources          {"name", "scheme", "secret"?}: 201; a generated secret is
                                       returned once.
@@ -119,7 +121,7 @@ async def is_provider_source(request: web.Request, name: str) -> bool:
 async def post_source_event(request: web.Request) -> web.Response:
     """`POST /v1/sources/{name}`: verify on the raw bytes, commit with jobs, then answer."""
     from ingest.app import (  # noqa: PLC0415  (ingest.app imports this module)
-        COMMITTER_KEY, CONFIG_KEY, STORE_KEY, error_response, read_bounded,
+        COMMITTER_KEY, CONFIG_KEY, STORE_KEY, check_rate, error_response, read_bounded,
     )
 
     name = request.match_info["name"]
@@ -145,6 +147,9 @@ async def post_source_event(request: web.Request) -> web.Response:
     except InvalidEvent as exc:
         log.info("event_rejected", source=name, error="invalid_event", detail=str(exc))
         return error_response(400, "invalid_event", str(exc), field=exc.field)
+    limited = check_rate(request.app, name)  # after verification: forgeries spend nothing
+    if limited is not None:
+        return limited
 
     event = NewEvent(source=name, source_event_id=event_id, type=event_type, body=body)
     result = await request.app[COMMITTER_KEY].submit(event)

@@ -75,6 +75,17 @@ class Config:
         "", "SSRF guard: comma-separated CIDRs and host names destinations may reach although "
         "they are not global (e.g. 127.0.0.0/8 for a local receiver, 10.0.0.0/8).")
     https_only: bool = _opt(False, "Refuse destinations whose URL is not https://.")
+        8190, "Ingest: longest accepted request header field (name + value), bytes; a longer "
+        "one is answered 431 before any handler runs.")
+    max_headers: int = _opt(
+        100, "Ingest: most request header fields accepted on one request; more is answered "
+        "431 before any handler runs.")
+    ingest_rate_per_s: float = _opt(
+        0.0, "Ingest: events per second accepted per source (token bucket, refilled "
+        "continuously); over it, 429 with Retry-After. 0 = no limit (the default).")
+    ingest_burst: int = _opt(
+        100, "Ingest: events a source may send at once above ingest_rate_per_s (the bucket "
+        "size); used only when ingest_rate_per_s > 0.")
     retention_interval_s: float = _opt(
         3600.0, "How often ingest runs the retention purge; 0 turns it off (seconds).")
     retention_bodies_s: float = _opt(
@@ -134,7 +145,8 @@ class Config:
             raise ConfigError(
                 f"attempt_timeout_s ({self.attempt_timeout_s}) must be below lease_s "
                 f"({self.lease_s}), or a slow request could outlive its lease")
-        for name in ("workers", "max_attempts", "worker_concurrency", "claim_batch"):
+        for name in ("workers", "max_attempts", "worker_concurrency", "claim_batch",
+                     "max_header_bytes", "max_headers", "ingest_burst"):
             if getattr(self, name) < (0 if name == "workers" else 1):
                 raise ConfigError(f"{name} must be positive, not {getattr(self, name)}")
         for name in ("lease_s", "attempt_timeout_s", "retry_base_s", "retry_cap_s",
@@ -147,6 +159,9 @@ class Config:
         for name in _SECRET_FIELDS:
             if getattr(self, name) is not None and not getattr(self, name).strip():
                 raise ConfigError(f"{name} must not be empty")
+        if not 0 <= self.ingest_rate_per_s < float("inf"):
+            raise ConfigError("ingest_rate_per_s must be a finite number >= 0 (0 = off), not "
+                              f"{self.ingest_rate_per_s}")
         _ = self.permanent_status_set
         if min(self.breaker_failures, self.breaker_window_s, self.breaker_min_span_s) < 0:
             raise ConfigError("breaker_failures, breaker_min_span_s and breaker_window_s must "

@@ -141,14 +141,21 @@ def vet_url(url: str, policy: AddressPolicy) -> None:
     Host names are checked when they resolve (see :class:`GuardedResolver`).
 
     Raises:
-        DestinationBlocked: scheme refused, or the numeric host is not allowed.
+        DestinationBlocked: not a parsable URL (e.g. an unclosed `[` of an IPv6 host), scheme
+            refused, no host, or the numeric host is not allowed. Nothing else, whatever
+            `url` holds.
     """
-    parts = urlsplit(url)
+    try:
+        parts = urlsplit(url)
+        hostname = parts.hostname  # validates a bracketed IPv6 host (ValueError)
+    except ValueError as exc:
+        raise DestinationBlocked(f"destination URL {url[:80]!r} is not a valid URL: "
+                                 f"{exc}") from None
     if parts.scheme not in ("http", "https"):
         raise DestinationBlocked(f"destination URL must be http:// or https://, not {url!r}")
     if policy.https_only and parts.scheme != "https":
         raise DestinationBlocked("https_only is set: destination URLs must use https://")
-    host = (parts.hostname or "").lower()
+    host = (hostname or "").lower()
     if not host:
         raise DestinationBlocked(f"destination URL {url!r} has no host")
     if host in policy.allow_hosts:

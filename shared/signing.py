@@ -34,13 +34,14 @@ def secret_key(secret: str) -> bytes:
     """Decode a `whsec_` secret into its HMAC key.
 
     Raises:
-        ConfigError: the secret lacks the prefix or is not valid base64.
+        ConfigError: the secret lacks the prefix or is not valid base64 (non-ASCII
+            characters included).
     """
     if not secret.startswith(SECRET_PREFIX):
         raise ConfigError("a destination secret must start with whsec_")
     try:
         key = base64.b64decode(secret[len(SECRET_PREFIX):], validate=True)
-    except binascii.Error as exc:
+    except ValueError as exc:  # binascii.Error, or ValueError for non-ASCII characters
         raise ConfigError("a destination secret must be whsec_ followed by base64") from exc
     if len(key) < 16:
         raise ConfigError("a destination secret must hold at least 16 bytes")

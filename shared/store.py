@@ -294,9 +294,15 @@ def _check_event_types(value: Any) -> list[str]:
     return [v.strip() for v in value]
 
 
+MAX_IN_FLIGHT_LIMIT = 1_000_000
+"""Largest accepted `max_in_flight` (the column is a 32-bit integer on PostgreSQL)."""
+
+
 def _check_max_in_flight(value: Any) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ConfigError(f"max_in_flight must be an integer of at least 1, not {value!r}")
+    if (isinstance(value, bool) or not isinstance(value, int)
+            or not 1 <= value <= MAX_IN_FLIGHT_LIMIT):
+        raise ConfigError(f"max_in_flight must be an integer from 1 to {MAX_IN_FLIGHT_LIMIT}, "
+                          f"not {value!r}")
     return value
 
 

@@ -5,6 +5,7 @@ Used by `hookline replay --since`, `hookline purge --bodies-older-than` and the 
 
 from __future__ import annotations
 
+import math
 import re
 from datetime import UTC, datetime
 
@@ -39,10 +40,18 @@ def parse_instant(text: str | float | int, now_s: float) -> float:
     or a relative duration meaning that long before `now_s` (`2h`, `30m`, `7d`).
 
     Raises:
-        ConfigError: none of those forms.
+        ConfigError: none of those forms (a value of another type included), or not a finite
+            number of seconds.
     """
-    if isinstance(text, bool):
+    if isinstance(text, bool) or not isinstance(text, str | int | float):
         raise ConfigError(f"not a time: {text!r}")
+    instant = _parse_instant(text, now_s)
+    if not math.isfinite(instant):
+        raise ConfigError(f"not a time: {text!r} (must be a finite number of seconds)")
+    return instant
+
+
+def _parse_instant(text: str | float | int, now_s: float) -> float:
     if isinstance(text, int | float):
         return float(text)
     value = text.strip()

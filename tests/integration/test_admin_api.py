@@ -15,6 +15,7 @@ from ingest.app import build_app
 from ingest.auth import warn_if_unconfigured
 from shared.config import Config
 from shared.models import AttemptResult, Dead, Done
+from shared.signing import generate_secret
 from shared.sqlite_store import SqliteStore
 from tests.conftest import new_event
 
@@ -185,3 +186,41 @@ def _secret() -> str:
     from shared.signing import generate_secret  # noqa: PLC0415
 
     return generate_secret()
+
+
+# -- inputs schemathesis found answering 500 (tests/integration/test_api_contract.py) -------
+
+
+@pytest.mark.parametrize(("method", "path", "kwargs"), [
+    # a whsec_ secret with non-ASCII characters (base64 raised ValueError, not ConfigError)
+    ("POST", "/v1/admin/destinations",
+     {"json": {"name": "d", "url": "http://127.0.0.1:9/h", "secret": "whsec_\u00e9\u00e9\u00e9"}}),
+    # max_in_flight past a 64-bit integer (SQLite OverflowError); past the documented maximum
+    ("POST", "/v1/admin/destinations",
+     {"json": {"name": "d", "url": "http://127.0.0.1:9/h", "max_in_flight": 2**63}}),
+    ("PATCH", "/v1/admin/destinations/billing", {"json": {"max_in_flight": 2**63}}),
+    ("PATCH", "/v1/admin/destinations/billing", {"json": {"max_in_flight": 1_000_001}}),
+    # job ids and limits past a 64-bit integer, infinite or fractional
+    ("GET", "/v1/admin/jobs/9223372036854775808", {}),
+    ("GET", "/v1/admin/jobs?limit=9223372036854775808", {}),
+    ("GET", "/v1/admin/dead?limit=10001", {}),
+    ("POST", "/v1/admin/replay", {"data": b'{"job_id": 1e999}'}),
+    ("POST", "/v1/admin/replay", {"json": {"job_id": 1.5}}),
+    ("POST", "/v1/admin/replay", {"json": {"job_id": 2**63}}),
+    # `since` of a JSON type parse_instant did not expect (AttributeError), or not finite
+    ("POST", "/v1/admin/replay", {"json": {"all_dead": True, "since": {}}}),
+    ("POST", "/v1/admin/replay", {"json": {"all_dead": True, "since": [1]}}),
+    ("POST", "/v1/admin/replay", {"json": {"all_dead": True, "since": "nan"}}),
+    ("GET", "/v1/admin/dead?since=1e999", {}),
+])
+async def test_out_of_range_or_mistyped_input_is_400_not_500(client, real_store, method, path,
+                                                              kwargs):
+    """Inputs that used to escape as 500 internal_error are 400 invalid_request, and change
+    nothing (regressions found by the schemathesis contract test)."""
+    await real_store.add_destination(name="billing", url="http://127.0.0.1:9/b",
+                                     secret=generate_secret(), event_types=("*",),
+                                     max_in_flight=3)
+    status, answer = await _call(client, method, path, **kwargs)
+    assert (status, answer["error"]) == (400, "invalid_request"), answer
+    [billing] = await real_store.list_destinations()
+    assert billing.max_in_flight == 3 and billing.name == "billing"

@@ -300,3 +300,33 @@ def test_cli_sources_add_list_remove(tmp_path, capsys):
             return [s.secret for s in await store.list_sources()]
 
     assert asyncio.run(stored_secret()) == []
+
+
+@pytest.mark.parametrize(("source", "headers"), [
+    ("stripe", {"Stripe-Signature": "t=\u00b2,v1=" + "0" * 64}),              # '²'.isdigit()
+    ("stripe", {"Stripe-Signature": "t=" + "9" * 400 + ",v1=" + "0" * 64}),   # not a float
+    ("std", {"webhook-id": "msg_1", "webhook-timestamp": "\u0663",             # Arabic-Indic 3
+             "webhook-signature": "v1,AAAA"}),
+    ("std", {"webhook-id": "msg_1", "webhook-timestamp": "9" * 5000,           # int() refuses
+             "webhook-signature": "v1,AAAA"}),
+])
+async def test_non_ascii_or_huge_signed_timestamps_are_401_not_500(client, real_store, source,
+                                                                    headers):
+    """Timestamps of Unicode digits (sent as UTF-8 bytes) or thousands of digits are a
+    malformed signature: 401 signature_invalid, nothing stored (they raised ValueError or
+    OverflowError, answered 500, before; found by the hypothesis properties)."""
+    body = b'{"id": "evt_1", "type": "invoice.paid"}'
+    head = (f"POST /v1/sources/{source} HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+            "Content-Type: application/json\r\nConnection: close\r\n"
+            f"Content-Length: {len(body)}\r\n"
+            + "".join(f"{name}: {value}\r\n" for name, value in headers.items()) + "\r\n")
+    reader, writer = await asyncio.open_connection("127.0.0.1", client.port)
+    writer.write(head.encode("utf-8") + body)
+    await writer.drain()
+    answer = await asyncio.wait_for(reader.read(), 10)
+    writer.close()
+    status_line, _, rest = answer.partition(b"\r\n")
+    assert status_line.split()[1] == b"401", answer
+    payload = json.loads(rest.partition(b"\r\n\r\n")[2])
+    assert payload["error"] == "signature_invalid" and "malformed" in payload["detail"]
+    assert stored_events(real_store) == []

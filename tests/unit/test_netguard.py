@@ -105,3 +105,12 @@ async def test_rebinding_answer_is_vetted_and_no_connection_is_made():
         assert isinstance(info.value.os_error, BlockedAddress)
         assert "loopback" in str(info.value.os_error)
         assert receiver.requests == []
+
+
+@pytest.mark.parametrize("url", ["http://[::1/hook", "http://[]/x", "http://[fe80::1%zz/x",
+                                 "http://[127.0.0.1]/x"])
+def test_unparsable_urls_are_destination_blocked_not_value_error(url):
+    """URLs urlsplit refuses (unclosed or invalid bracketed hosts) are DestinationBlocked
+    naming the URL, not a bare ValueError (found by the hypothesis properties)."""
+    with pytest.raises(DestinationBlocked, match="not a valid URL"):
+        vet_url(url, DEFAULT)

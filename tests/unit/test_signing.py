@@ -55,3 +55,10 @@ def test_malformed_secrets_are_rejected(bad):
     """A secret without the prefix, not base64, or too short is a ConfigError."""
     with pytest.raises(ConfigError):
         secret_key(bad)
+
+
+def test_secret_key_refuses_non_ascii_with_config_error():
+    """A `whsec_` secret holding non-ASCII characters is a ConfigError (base64 raised a bare
+    ValueError before, which the admin API answered 500)."""
+    with pytest.raises(ConfigError, match="base64"):
+        secret_key("whsec_\u00e9" + "A" * 30)
