@@ -75,6 +75,7 @@ class Config:
         "", "SSRF guard: comma-separated CIDRs and host names destinations may reach although "
         "they are not global (e.g. 127.0.0.0/8 for a local receiver, 10.0.0.0/8).")
     https_only: bool = _opt(False, "Refuse destinations whose URL is not https://.")
+    max_header_bytes: int = _opt(
         8190, "Ingest: longest accepted request header field (name + value), bytes; a longer "
         "one is answered 431 before any handler runs.")
     max_headers: int = _opt(

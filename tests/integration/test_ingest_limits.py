@@ -17,12 +17,14 @@ from shared.sqlite_store import SqliteStore
 from tests.integration.test_ingest import event_body, start_serve
 
 LIMITS = {"max_header_bytes": 1024, "max_headers": 20}
+TOKEN = "limits-test-token"
 
 
 @pytest.fixture
 async def ingest(tmp_path: Path) -> AsyncIterator[tuple[int, Config]]:
     """serve() on a free port with small header limits; (port, config)."""
-    config = Config(db=str(tmp_path / "limits.db"), listen="127.0.0.1:0", **LIMITS)
+    config = Config(db=str(tmp_path / "limits.db"), listen="127.0.0.1:0", ingest_token=TOKEN,
+                    **LIMITS)
     task, stop, port = await start_serve(config)
     yield port, config
     stop.set()
@@ -31,10 +33,11 @@ async def ingest(tmp_path: Path) -> AsyncIterator[tuple[int, Config]]:
 
 async def raw_request(port: int, headers: list[tuple[str, str]], body: bytes = b"",
                       target: str = "/v1/events") -> tuple[int, dict[str, str], bytes]:
-    """POST `body` with exactly `headers` (plus Host, Content-Length, Connection: close) as
-    raw bytes; (status, response headers, response body)."""
+    """POST `body` with exactly `headers` (plus Host, Content-Length, Connection: close and
+    the ingest token's Authorization) as raw bytes; (status, response headers, body)."""
     head = [f"POST {target} HTTP/1.1", "Host: 127.0.0.1", f"Content-Length: {len(body)}",
-            "Connection: close", *(f"{name}: {value}" for name, value in headers)]
+            "Connection: close", f"Authorization: Bearer {TOKEN}",
+            *(f"{name}: {value}" for name, value in headers)]
     reader, writer = await asyncio.open_connection("127.0.0.1", port)
     try:
         writer.write(("\r\n".join(head) + "\r\n\r\n").encode() + body)
@@ -86,12 +89,12 @@ async def test_header_limits_answer_431_json_store_nothing_and_keep_serving(inge
 
 async def test_headers_at_the_limits_are_accepted(ingest):
     """A field of exactly max_header_bytes (name + value) and exactly max_headers fields
-    (Host, Content-Length, Connection and Content-Type included) pass."""
+    (Host, Content-Length, Connection, Authorization and Content-Type included) pass."""
     port, config = ingest
     name = "X-Fill"
     headers = [("Content-Type", "application/json"),
                (name, "v" * (LIMITS["max_header_bytes"] - len(name)))]
-    headers += [(f"X-Extra-{i}", "1") for i in range(LIMITS["max_headers"] - 3 - len(headers))]
+    headers += [(f"X-Extra-{i}", "1") for i in range(LIMITS["max_headers"] - 4 - len(headers))]
     status, _, payload = await raw_request(port, headers, event_body("edge"))
     assert status == 202, payload
     assert await stored_events(config) == 1
