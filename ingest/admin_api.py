@@ -4,8 +4,8 @@ Routes (all JSON; errors are `{"error": code, "detail": text}`):
     GET    /v1/admin/stats                      store.stats()
     GET    /v1/admin/destinations               list (secrets redacted)
     POST   /v1/admin/destinations               add {name, url, secret?, event_types?,
-                                                max_in_flight?}; a generated secret is
-                                                returned once
+                                                max_in_flight?, headers?}; a generated
+                                                secret is returned once
     GET    /v1/admin/destinations/{name}        one (secret redacted)
     PATCH  /v1/admin/destinations/{name}        change fields of DESTINATION_UPDATERS
     DELETE /v1/admin/destinations/{name}        soft delete; unfinished jobs end dead
@@ -196,13 +196,14 @@ async def add_destination(request: web.Request) -> web.Response:
     secret_key(secret)  # ConfigError on a malformed secret
     fields = validate_destination_changes({
         "url": body.get("url"), "event_types": body.get("event_types", ["*"]),
-        "max_in_flight": body.get("max_in_flight", 10)})
+        "max_in_flight": body.get("max_in_flight", 10), "headers": body.get("headers", {})})
     await vet_destination(fields["url"], _config(request.app).address_policy)
     store = _store(request)
     try:
         dest = await store.add_destination(name=name, url=fields["url"], secret=secret,
                                            event_types=fields["event_types"],
-                                           max_in_flight=fields["max_in_flight"])
+                                           max_in_flight=fields["max_in_flight"],
+                                           headers=fields["headers"])
     except ConfigError as exc:
         raise Conflict(str(exc)) from exc  # the name is taken
     get_logger().info("destination_added", destination=name, by="admin_api")

@@ -66,6 +66,8 @@ class Destination:
         ordered: FIFO mode: one request at a time, oldest unfinished job first.
         failure_streak: consecutive failed attempts (circuit breaker); 0 after a success.
         failing_since: unix seconds of the first failure of the current run, or None.
+        headers: custom request headers, (name, value) pairs sent with every attempt (names
+            are tokens, values printable ASCII: see shared/store.py `check_headers`).
     """
 
     id: int
@@ -85,6 +87,7 @@ class Destination:
     ordered: bool = False
     failure_streak: int = 0
     failing_since: float | None = None
+    headers: tuple[tuple[str, str], ...] = ()  # migration 005
 
     @classmethod
     def from_row(cls, row: Any) -> Destination:
@@ -103,7 +106,7 @@ class Destination:
             previous_secret_until=opt("previous_secret_until"),
             timeout_s=opt("timeout_s"), rate_limit_per_s=opt("rate_limit_per_s"),
             ordered=bool(opt("ordered", 0)), failure_streak=int(opt("failure_streak", 0)),
-            failing_since=opt("failing_since"),
+            failing_since=opt("failing_since"), headers=parse_headers(opt("headers")),
         )
 
     def active_secrets(self, now_s: float) -> tuple[str, ...]:
@@ -134,6 +137,8 @@ class Destination:
             "previous_secret_until": self.previous_secret_until, "timeout_s": self.timeout_s,
             "rate_limit_per_s": self.rate_limit_per_s, "ordered": self.ordered,
             "failure_streak": self.failure_streak, "failing_since": self.failing_since,
+            # Values may be credentials (an API key the receiver wants): names only.
+            "headers": {name: "***" for name, _ in self.headers},
         }
 
 
@@ -165,6 +170,7 @@ class Claim:
     taken_over: bool = False
     secrets: tuple[str, ...] = ()  # every active secret, new first (rotation); () = (secret,)
     timeout_s: float | None = None  # the destination's attempt timeout override, seconds
+    headers: tuple[tuple[str, str], ...] = ()  # the destination's custom request headers
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -477,3 +483,11 @@ def fill_buckets(counts: dict[int, dict[str, int]], *, first: int, last: int,
     """
     return [ThroughputBucket(start_s=float(n * bucket_s), **counts.get(n, {}))
             for n in range(first, last + 1)]
+
+
+def parse_headers(stored: str | None) -> tuple[tuple[str, str], ...]:
+    """A destination's stored `headers` column (a JSON object; None or '' = none) as
+    (name, value) pairs in stored order."""
+    if not stored:
+        return ()
+    return tuple((str(name), str(value)) for name, value in json.loads(stored).items())

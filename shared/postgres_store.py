@@ -26,7 +26,7 @@ import contextlib
 import json
 import re
 import time
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from functools import cache
 from typing import Any
 
@@ -40,13 +40,13 @@ from shared.logs import get_logger
 from shared.models import (
     Accepted, Attempt, AttemptResult, Claim, Dead, Destination, DestinationSummary, Done,
     Duplicate, EventBody, Job, JobStory, NewEvent, Outcome, PurgeResult, Retry, Source, Stats,
-    ThroughputBucket, fill_buckets,
+    ThroughputBucket, fill_buckets, parse_headers,
 )
 from shared.queries import load_migrations, load_queries
 from shared.signing import new_message_id, secret_key
 from shared.sources import check_source
 from shared.sqlite_store import _latency  # noqa: PLC2701  (one histogram shape for both)
-from shared.store import check_throughput_args, validate_destination_changes
+from shared.store import check_headers, check_throughput_args, validate_destination_changes
 
 log = get_logger()
 CHANNEL = "hookline_jobs"
@@ -358,13 +358,15 @@ class PostgresStore:
     # -- destinations ----------------------------------------------------------------------
 
     async def add_destination(self, *, name: str, url: str, secret: str,
-                              event_types: Sequence[str], max_in_flight: int) -> Destination:
+                              event_types: Sequence[str], max_in_flight: int,
+                              headers: Mapping[str, str] | None = None) -> Destination:
         """See :meth:`shared.store.Store.add_destination`."""
         try:
             async with self._tx() as tx:
                 row = await tx.fetchrow(
                     "insert_destination", name=name, url=url, secret=secret,
-                    event_types=json.dumps(list(event_types)), max_in_flight=max_in_flight)
+                    event_types=json.dumps(list(event_types)), max_in_flight=max_in_flight,
+                    headers=json.dumps(check_headers(dict(headers or {}))))
         except asyncpg.UniqueViolationError as exc:
             raise ConfigError(f"a destination named {name!r} already exists") from exc
         except asyncpg.CheckViolationError as exc:
@@ -446,8 +448,8 @@ class PostgresStore:
         assignments = ", ".join(f"{column} = ${i}" for i, column in enumerate(columns, 2))
         sql = (f"UPDATE destinations SET {assignments} "  # noqa: S608
                "WHERE name = $1 AND deleted_at IS NULL RETURNING *")
-        args = [json.dumps(list(v)) if isinstance(v, list | tuple) else v
-                for v in values.values()]
+        args = [json.dumps(v if isinstance(v, dict) else list(v))
+                if isinstance(v, list | tuple | dict) else v for v in values.values()]
         async with self._tx() as tx:
             row = await tx.conn.fetchrow(sql, name, *args)
         if row is None:
@@ -714,7 +716,8 @@ def _claim(row: Any, details: Any, worker: str, taken_over: bool, now: float) ->
         destination_name=details["name"], url=details["url"], secret=details["secret"],
         body=bytes(details["body"]), attempt=row["attempts"], lease_token=row["lease_token"],
         lease_owner=worker, lease_until=row["lease_until"], taken_over=taken_over,
-        secrets=secrets, timeout_s=details["timeout_s"])
+        secrets=secrets, timeout_s=details["timeout_s"],
+        headers=parse_headers(details["headers"]))
 
 
 async def _finish_one(tx: _Tx, claim: Claim, outcome: Outcome, result: AttemptResult,

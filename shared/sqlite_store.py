@@ -15,7 +15,7 @@ import os
 import sqlite3
 import stat
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -28,13 +28,13 @@ from shared.errors import Conflict, ConfigError, NotFound, StoreBusy, StoreError
 from shared.models import (
     Accepted, Attempt, AttemptResult, Claim, Dead, Destination, DestinationSummary, Done,
     Duplicate, EventBody, Job, JobStory, LatencyHistogram, NewEvent, Outcome, PurgeResult, Retry,
-    Source, Stats, ThroughputBucket, fill_buckets,
+    Source, Stats, ThroughputBucket, fill_buckets, parse_headers,
 )
 from shared.queries import load_migrations, load_queries
 from shared.logs import get_logger
 from shared.signing import new_message_id, secret_key
 from shared.sources import check_source
-from shared.store import check_throughput_args, validate_destination_changes
+from shared.store import check_headers, check_throughput_args, validate_destination_changes
 from shared.wakeup import WakeListener, WakeNotifier, wake_dir_for
 from shared.write_lock import WriteLock
 
@@ -319,10 +319,12 @@ class SqliteStore:
     # -- destinations ----------------------------------------------------------------------
 
     async def add_destination(self, *, name: str, url: str, secret: str,
-                              event_types: Sequence[str], max_in_flight: int) -> Destination:
+                              event_types: Sequence[str], max_in_flight: int,
+                              headers: Mapping[str, str] | None = None) -> Destination:
         """See :meth:`shared.store.Store.add_destination`."""
         params = {"name": name, "url": url, "secret": secret, "max_in_flight": max_in_flight,
-                  "event_types": json.dumps(list(event_types)), "now": self.clock()}
+                  "event_types": json.dumps(list(event_types)), "now": self.clock(),
+                  "headers": json.dumps(check_headers(dict(headers or {})))}
 
         def tx(db: sqlite3.Connection) -> Destination:
             with _write(db):
@@ -436,8 +438,8 @@ class SqliteStore:
         assignments = ", ".join(f"{column} = :{column}" for column in values)
         sql = (f"UPDATE destinations SET {assignments} "  # noqa: S608
                "WHERE name = :name AND deleted_at IS NULL RETURNING *")
-        params = {k: json.dumps(list(v)) if isinstance(v, list | tuple) else v
-                  for k, v in values.items()}
+        params = {k: json.dumps(v if isinstance(v, dict) else list(v))
+                  if isinstance(v, list | tuple | dict) else v for k, v in values.items()}
 
         def tx(db: sqlite3.Connection) -> sqlite3.Row | None:
             with _write(db):
@@ -715,7 +717,8 @@ def _claim_from(db: sqlite3.Connection, row: sqlite3.Row, worker: str, now: floa
         destination_name=details["name"], url=details["url"], secret=details["secret"],
         body=bytes(details["body"]), attempt=row["attempts"], lease_token=row["lease_token"],
         lease_owner=worker, lease_until=row["lease_until"], taken_over=taken_over,
-        secrets=secrets, timeout_s=details["timeout_s"])
+        secrets=secrets, timeout_s=details["timeout_s"],
+        headers=parse_headers(details["headers"]))
 
 
 def _due_of(db: sqlite3.Connection, slot: sqlite3.Row, now: float,

@@ -8,7 +8,8 @@ Driver errors are translated at this boundary into :mod:`shared.errors` types.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import re
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol
 
 from shared.delivery_policy import BreakerPolicy
@@ -86,8 +87,11 @@ class Store(Protocol):
         """Sleep until new or replayed jobs may be due, or `timeout_s` passes; True if woken."""
 
     async def add_destination(self, *, name: str, url: str, secret: str,
-                              event_types: Sequence[str], max_in_flight: int) -> Destination:
-        """Register a destination. Raises ConfigError when the name is taken."""
+                              event_types: Sequence[str], max_in_flight: int,
+                              headers: Mapping[str, str] | None = None) -> Destination:
+        """Register a destination; `headers` are its custom request headers (see
+        :func:`check_headers`). Raises ConfigError when the name is taken or a header is
+        invalid."""
 
     async def list_destinations(self) -> list[Destination]:
         """Live destinations in creation order."""
@@ -279,6 +283,55 @@ class Store(Protocol):
         their jobs are untouched. Raises NotFound."""
 
 
+HEADER_NAME_RE = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]{1,64}")
+"""A custom header name: an RFC 9110 token (section 5.1), so it cannot carry `:`, spaces or
+line breaks."""
+HEADER_VALUE_RE = re.compile(r"[\x20-\x7e]{0,1024}")
+"""A custom header value: printable ASCII only (no CR, LF or other control characters, which
+could end the header and inject another)."""
+MAX_CUSTOM_HEADERS = 20
+RESERVED_HEADERS = frozenset({
+    "webhook-id", "webhook-timestamp", "webhook-signature", "content-type", "content-length",
+    "content-encoding", "transfer-encoding", "host", "connection", "keep-alive", "te",
+    "trailer", "upgrade", "expect", "proxy-authorization", "user-agent"})
+"""Names hookline or HTTP itself sets: a destination cannot override the signature or
+framing."""
+
+
+def check_headers(value: Any) -> dict[str, str]:
+    """Validate a destination's custom headers: a JSON object of name -> value.
+
+    Rules: at most MAX_CUSTOM_HEADERS; names are RFC 9110 tokens (HEADER_NAME_RE), unique
+    regardless of case, and not in RESERVED_HEADERS; values are printable ASCII
+    (HEADER_VALUE_RE), so no header can be injected through them.
+
+    Returns:
+        The headers, in the given order.
+
+    Raises:
+        ConfigError: naming the offending header.
+    """
+    if not isinstance(value, dict):
+        raise ConfigError(f"headers must be an object of name -> value, not {value!r}")
+    if len(value) > MAX_CUSTOM_HEADERS:
+        raise ConfigError(f"at most {MAX_CUSTOM_HEADERS} custom headers, not {len(value)}")
+    seen: set[str] = set()
+    for name, text in value.items():
+        if not isinstance(name, str) or not HEADER_NAME_RE.fullmatch(name):
+            raise ConfigError(f"header name {name!r} must be a token of 1-64 characters "
+                              "(letters, digits, !#$%&'*+-.^_`|~)")
+        if name.lower() in RESERVED_HEADERS:
+            raise ConfigError(f"header {name!r} is set by hookline or HTTP and cannot be "
+                              "overridden")
+        if name.lower() in seen:
+            raise ConfigError(f"header {name!r} is given twice")
+        seen.add(name.lower())
+        if not isinstance(text, str) or not HEADER_VALUE_RE.fullmatch(text):
+            raise ConfigError(f"header {name!r}: the value must be printable ASCII of at most "
+                              "1024 characters (no control characters)")
+    return dict(value)
+
+
 def _check_url(value: Any) -> str:
     if not isinstance(value, str) or not value.startswith(("http://", "https://")):
         raise ConfigError(f"url must start with http:// or https://, not {value!r}")
@@ -332,6 +385,7 @@ DESTINATION_UPDATERS: dict[str, Callable[[Any], Any]] = {
     "timeout_s": lambda v: _check_optional_positive("timeout_s", v),
     "rate_limit_per_s": lambda v: _check_optional_positive("rate_limit_per_s", v),
     "ordered": lambda v: _check_bool("ordered", v),
+    "headers": check_headers,
 }
 
 

@@ -10,8 +10,10 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from shared.config import Config
+from shared.errors import ConfigError
 from shared.netguard import vet_destination
 from shared.signing import generate_secret, secret_key
+from shared.store import check_headers
 from supervisor.cmd_common import as_dict, fail, print_table, run_command, with_store
 
 # An event type (ingest's token rule), `prefix.*`, or `*`.
@@ -29,6 +31,8 @@ def register(sub: Any) -> None:
                      help="subscribe to a type, `prefix.*` or `*` (repeatable; default `*`)")
     add.add_argument("--max-in-flight", type=int, default=10,
                      help="most concurrent requests to it across all workers (default 10)")
+    add.add_argument("--header", action="append", metavar="'NAME: VALUE'",
+                     help="a custom request header sent with every attempt (repeatable)")
     add.add_argument("--json", action="store_true")
     add.set_defaults(handler=lambda c, a: run_command(lambda: destinations_add(c, a)))
     lst = dest.add_parser("list", help="list destinations (secrets hidden)")
@@ -49,6 +53,21 @@ def register(sub: Any) -> None:
     stats_p.set_defaults(handler=lambda c, a: run_command(lambda: stats(c, a)))
 
 
+def parse_header_options(values: list[str]) -> dict[str, str]:
+    """`--header 'Name: value'` options -> {name: value} (whitespace around both stripped).
+
+    Raises:
+        ConfigError: an option without `:`.
+    """
+    headers: dict[str, str] = {}
+    for value in values:
+        name, sep, text = value.partition(":")
+        if not sep:
+            raise ConfigError(f"--header needs 'NAME: VALUE', not {value!r}")
+        headers[name.strip()] = text.strip()
+    return headers
+
+
 async def destinations_add(config: Config, args: argparse.Namespace) -> int:
     """`hookline destinations add NAME URL`: prints the secret once when it was generated."""
     secret = args.secret or generate_secret()
@@ -60,10 +79,15 @@ async def destinations_add(config: Config, args: argparse.Namespace) -> int:
         return fail(f"--event-type must be a type, `prefix.*` or `*`, not {bad_types[0]!r}", 2)
     if args.max_in_flight < 1:
         return fail("--max-in-flight must be at least 1", 2)
+    try:
+        headers = check_headers(parse_header_options(args.header or []))
+    except ConfigError as exc:
+        return fail(str(exc), 2)
     await vet_destination(args.url, config.address_policy)  # DestinationBlocked: exit 1
     dest = await with_store(config, lambda s: s.add_destination(
         name=args.name, url=args.url, secret=secret,
-        event_types=args.event_type or ["*"], max_in_flight=args.max_in_flight))
+        event_types=args.event_type or ["*"], max_in_flight=args.max_in_flight,
+        headers=headers))
     if args.json:
         print(json.dumps({**dest.redacted(), "secret": secret if not args.secret else None}))
     else:

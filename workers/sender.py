@@ -64,7 +64,8 @@ class Sender:
             self._session = None
 
     async def send(self, claim: Claim, timeout_s: float | None = None) -> AttemptResult:
-        """POST `claim.body` to `claim.url` with fresh Standard Webhooks headers.
+        """POST `claim.body` to `claim.url` with fresh Standard Webhooks headers and the
+        destination's custom headers (`claim.headers`).
 
         Signs with every secret in `claim.secrets` (new first; space-separated signatures
         during a rotation), else with `claim.secret`. The whole attempt (connect, send, read
@@ -77,8 +78,11 @@ class Sender:
         assert self._session is not None, "use `async with Sender(...)`"
         started_at = time.time()
         t0 = time.monotonic()
-        headers = signed_headers(claim.message_id, claim.body,
-                                 list(claim.secrets or (claim.secret,)), started_at)
+        # The destination's custom headers first; ours (signature, content type) cannot be
+        # overridden (shared/store.py refuses those names anyway).
+        headers = dict(claim.headers)
+        headers.update(signed_headers(claim.message_id, claim.body,
+                                      list(claim.secrets or (claim.secret,)), started_at))
         headers["content-type"] = "application/json"
         total_s = timeout_s if timeout_s is not None else self._timeout.total
         try:

@@ -105,7 +105,7 @@ FROM unnest(:job_ids::bigint[], :attempts::integer[], :lease_tokens::text[])
 
 -- claim_details: what a worker needs to send claimed jobs (batch, by job id)
 SELECT j.id AS job_id, e.message_id, e.type, e.body, d.name, d.url, d.secret,
-    d.previous_secret, d.previous_secret_until, d.timeout_s
+    d.previous_secret, d.previous_secret_until, d.timeout_s, d.headers
 FROM jobs j JOIN events e ON e.id = j.event_id JOIN destinations d ON d.id = j.destination_id
 WHERE j.id = ANY(:job_ids::bigint[])
 
@@ -148,8 +148,9 @@ UPDATE attempts SET error = 'handed back (graceful stop)' WHERE lease_token = :l
     AND duration_s IS NULL
 
 -- insert_destination: register a destination
-INSERT INTO destinations (name, url, secret, event_types, max_in_flight, created_at)
-VALUES (:name, :url, :secret, :event_types, :max_in_flight, hookline_now(:test_now_s))
+INSERT INTO destinations (name, url, secret, event_types, max_in_flight, headers, created_at)
+VALUES (:name, :url, :secret, :event_types, :max_in_flight, :headers,
+    hookline_now(:test_now_s))
 RETURNING *
 
 -- get_destination: one live destination by name

@@ -64,7 +64,7 @@ VALUES (:job_id, :attempt, :worker, :lease_token, :now)
 
 -- claim_details: what a worker needs to send a claimed job
 SELECT e.message_id, e.type, e.body, d.name, d.url, d.secret, d.previous_secret,
-    d.previous_secret_until, d.timeout_s
+    d.previous_secret_until, d.timeout_s, d.headers
 FROM events e, destinations d WHERE e.id = :event_id AND d.id = :destination_id
 
 -- extend_lease: push a lease's expiry out; fenced by the lease token
@@ -102,8 +102,8 @@ UPDATE attempts SET error = 'handed back (graceful stop)' WHERE lease_token = :l
     AND duration_s IS NULL
 
 -- insert_destination: register a destination
-INSERT INTO destinations (name, url, secret, event_types, max_in_flight, created_at)
-VALUES (:name, :url, :secret, :event_types, :max_in_flight, :now)
+INSERT INTO destinations (name, url, secret, event_types, max_in_flight, headers, created_at)
+VALUES (:name, :url, :secret, :event_types, :max_in_flight, :headers, :now)
 RETURNING *
 
 -- get_destination: one live destination by name

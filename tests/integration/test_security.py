@@ -282,6 +282,53 @@ async def test_event_type_cannot_inject_a_header(real_store):
     assert {"webhook-id", "webhook-timestamp", "webhook-signature"} <= names
 
 
+async def test_custom_headers_are_checked_and_cannot_inject(real_store):
+    """The admin API refuses custom headers that could inject (CR LF in a value, a name that
+    is not a token, a reserved name) with 400 and stores nothing; a valid one reaches the
+    receiver exactly once, redacted in the API, and no injected header ever arrives."""
+    seen: list[list[tuple[str, str]]] = []
+
+    async def receive(request: web.Request) -> web.Response:
+        seen.append(list(request.headers.items()))
+        return web.Response(status=204)
+
+    receiver_app = web.Application()
+    receiver_app.router.add_post("/hook", receive)
+    async with TestServer(receiver_app, host="127.0.0.1") as receiver:
+        url = str(receiver.make_url("/hook"))
+        client = await client_for(real_store, Config(admin_token=TOKEN, ingest_token=TOKEN,
+                                                     allow_networks="127.0.0.0/8"))
+        try:
+            for bad in ({"X-A": "1\r\nX-Injected: 1"}, {"X-A\r\nX-Injected": "1"},
+                        {"X A": "1"}, {"webhook-id": "msg_forged"}):
+                async with client.post("/v1/admin/destinations", headers=AUTH, json={
+                        "name": "d", "url": url, "headers": bad}) as resp:
+                    assert (resp.status, (await resp.json())["error"]) == (
+                        400, "invalid_request"), bad
+            assert await real_store.list_destinations() == []
+            async with client.post("/v1/admin/destinations", headers=AUTH, json={
+                    "name": "d", "url": url, "headers": {"X-Api-Key": "k-123"}}) as resp:
+                created = await resp.json()
+            assert resp.status == 201 and created["headers"] == {"X-Api-Key": "***"}
+            async with client.patch("/v1/admin/destinations/d", headers=AUTH, json={
+                    "headers": {"X-Api-Key": "k\nX-Injected: 1"}}) as resp:
+                assert resp.status == 400
+            async with client.post("/v1/events", headers={**AUTH, "Content-Type":
+                                                           "application/json"},
+                                   data=b'{"id": "e1", "type": "t", "data": {}}') as resp:
+                assert resp.status == 202
+        finally:
+            await client.close()
+        [claim] = await real_store.claim("w", 1, lease_s=30, max_attempts=3)
+        async with Sender(timeout_s=2.0, policy=AddressPolicy.parse("127.0.0.0/8")) as sender:
+            result = await sender.send(claim)
+    assert result.status_code == 204
+    [request_headers] = seen
+    names = [name.lower() for name, _ in request_headers]
+    assert ("X-Api-Key", "k-123") in request_headers and names.count("x-api-key") == 1
+    assert "x-injected" not in names and names.count("webhook-id") == 1
+
+
 # -- secrets and files ---------------------------------------------------------------------
 
 
