@@ -25,6 +25,8 @@ class GroupCommitter(Batcher[NewEvent, Accepted | Duplicate]):
     Args:
         store: an open store.
         max_batch: most events in one transaction.
+        min_interval_s: least time between two commits while events keep arriving, seconds
+            (Config.batch_interval_s; see shared/batcher.py).
 
     Attributes:
         batches: `add_events` calls made so far (successful or not).
@@ -34,8 +36,10 @@ class GroupCommitter(Batcher[NewEvent, Accepted | Duplicate]):
     whatever `add_events` raised for its batch (StoreBusy, StoreError, ...).
     """
 
-    def __init__(self, store: Store, *, max_batch: int = DEFAULT_MAX_BATCH) -> None:
-        super().__init__(store.add_events, max_batch=max_batch, name="group-commit")
+    def __init__(self, store: Store, *, max_batch: int = DEFAULT_MAX_BATCH,
+                 min_interval_s: float = 0.0) -> None:
+        super().__init__(store.add_events, max_batch=max_batch, name="group-commit",
+                         min_interval_s=min_interval_s)
         self.store = store
 
     @property

@@ -76,7 +76,7 @@ async def serve(config: Config, *, ready: Callable[[int], None] | None = None,
             run_maintenance(store, config.maintenance_interval_s, stop), name="maintenance")
         retention = asyncio.create_task(run_retention(store, config, stop), name="retention")
         try:
-            committer = GroupCommitter(store)
+            committer = GroupCommitter(store, min_interval_s=config.batch_interval_s)
             app = build_app(store, config, committer=committer)
             # Stopping happens in two steps within graceful_timeout_s: most of it to drain
             # (below), the rest for aiohttp's own shutdown of whatever is left.

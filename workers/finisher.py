@@ -29,10 +29,14 @@ class Finisher(Batcher[Item, bool]):
         store: an open store.
         breaker: passed through to `store.finish` (the circuit-breaker settings).
         max_batch: most attempts in one transaction.
+        min_interval_s: least time between two finishing transactions while attempts keep
+            ending, seconds (Config.batch_interval_s; see shared/batcher.py).
     """
 
-    def __init__(self, store: Store, *, breaker: Any = None, max_batch: int = 256) -> None:
-        super().__init__(self._finish_batch, max_batch=max_batch, name="finisher")
+    def __init__(self, store: Store, *, breaker: Any = None, max_batch: int = 256,
+                 min_interval_s: float = 0.0) -> None:
+        super().__init__(self._finish_batch, max_batch=max_batch, name="finisher",
+                         min_interval_s=min_interval_s)
         self.store = store
         self.breaker = breaker
 

@@ -65,7 +65,12 @@ class Worker:
         # worker (a poison job). It is sent alone, so a crash takes no other job with it.
         self._suspects: set[str] = set()
         self._suspect_lock = asyncio.Lock()
-        self.finisher = Finisher(store, breaker=self.breaker)
+        self.finisher = Finisher(store, breaker=self.breaker,
+                                 min_interval_s=config.batch_interval_s)
+        # When the last claim came back short (the queue was drained), the next one waits
+        # until batch_interval_s after it: under a steady trickle of wake-ups each claim
+        # then takes several jobs in one transaction instead of one each.
+        self._last_short_claim_at = float("-inf")
 
     async def run(self, stop: asyncio.Event) -> None:
         """Claim and deliver until `stop` is set; then drain within graceful_timeout_s."""
@@ -87,6 +92,10 @@ class Worker:
             if free > 0 and self._suspects:
                 free = 0  # claim nothing while a quarantined job waits or is in flight
             if free > 0:
+                pace_s = self._last_short_claim_at + cfg.batch_interval_s - time.monotonic()
+                if pace_s > 0:
+                    await asyncio.sleep(pace_s)
+                    continue  # slots may have changed meanwhile
                 want = min(free, cfg.claim_batch)
                 # Cleared before (not after) the claim: a finish landing meanwhile re-wakes us.
                 self._slot_freed.clear()
@@ -102,6 +111,7 @@ class Worker:
                     self._start(claim)
                 if len(claims) == want:
                     continue  # more may be due right now
+                self._last_short_claim_at = time.monotonic()
             await self._idle(stop, full=free <= 0)
 
     async def _idle(self, stop: asyncio.Event, full: bool) -> None:

@@ -1,0 +1,85 @@
+"""The shared batcher (shared/batcher.py): batching, failure fan-out, stop, and the
+min_interval_s spacing of writes under a steady trickle."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import pytest
+
+from shared.batcher import Batcher, BatcherStopped
+
+
+class Recorder:
+    """A write function that records each batch and when it started (monotonic seconds)."""
+
+    def __init__(self, fail_with: Exception | None = None) -> None:
+        self.batches: list[list[int]] = []
+        self.started: list[float] = []
+        self.fail_with = fail_with
+
+    async def __call__(self, items: list[int]) -> list[int]:
+        self.started.append(time.monotonic())
+        self.batches.append(list(items))
+        await asyncio.sleep(0.001)  # a commit takes a moment
+        if self.fail_with is not None:
+            raise self.fail_with
+        return [item * 10 for item in items]
+
+
+async def test_concurrent_submits_share_batches_and_get_their_own_results():
+    write = Recorder()
+    batcher = Batcher(write, max_batch=4, name="t")
+    batcher.start()
+    results = await asyncio.gather(*(batcher.submit(i) for i in range(10)))
+    await batcher.stop()
+    assert results == [i * 10 for i in range(10)]
+    assert all(len(b) <= 4 for b in write.batches) and len(write.batches) < 10
+    assert batcher.written == 10 and batcher.batches == len(write.batches)
+
+
+async def test_a_failed_write_reaches_every_waiter_of_its_batch_only():
+    write = Recorder(fail_with=RuntimeError("disk full"))
+    batcher = Batcher(write, max_batch=8, name="t")
+    batcher.start()
+    outcomes = await asyncio.gather(*(batcher.submit(i) for i in range(3)),
+                                    return_exceptions=True)
+    assert all(isinstance(o, RuntimeError) for o in outcomes)
+    write.fail_with = None
+    assert await batcher.submit(7) == 70  # the next batch is unaffected
+    await batcher.stop()
+    with pytest.raises(BatcherStopped):
+        await batcher.submit(1)
+
+
+async def test_min_interval_spaces_writes_under_a_trickle_but_not_when_idle():
+    """Items arriving every 1 ms with min_interval_s=50 ms are written in batches at least
+    50 ms apart (several items each); a lone item after a quiet spell is written at once."""
+    write = Recorder()
+    batcher = Batcher(write, max_batch=100, name="t", min_interval_s=0.05)
+    batcher.start()
+    waiters = []
+    for i in range(60):
+        waiters.append(asyncio.ensure_future(batcher.submit(i)))
+        await asyncio.sleep(0.001)
+    await asyncio.gather(*waiters)
+    gaps = [b - a for a, b in zip(write.started, write.started[1:], strict=False)]
+    assert min(gaps) >= 0.0495, gaps
+    assert len(write.batches) <= 5 and max(len(b) for b in write.batches) >= 5
+    await asyncio.sleep(0.1)
+    submitted = time.monotonic()
+    assert await batcher.submit(99) == 990
+    assert write.started[-1] - submitted < 0.04  # idle: not held for the interval
+    await batcher.stop()
+
+    unpaced = Recorder()
+    plain = Batcher(unpaced, max_batch=100, name="t")
+    plain.start()
+    waiters = []
+    for i in range(60):
+        waiters.append(asyncio.ensure_future(plain.submit(i)))
+        await asyncio.sleep(0.001)
+    await asyncio.gather(*waiters)
+    await plain.stop()
+    assert len(unpaced.batches) > 2 * len(write.batches)  # the spacing is what batched them
