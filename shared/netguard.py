@@ -238,6 +238,9 @@ async def vet_destination(url: str, policy: AddressPolicy,
     active = resolver or DefaultResolver()
     try:
         answers = await active.resolve(host, 0, socket.AF_UNSPEC)
+    except UnicodeError as exc:  # IDNA refuses it: empty or over-long labels, odd bytes
+        raise DestinationBlocked(f"destination host {host!r} is not a valid host name: "
+                                 f"{exc}") from None
     except OSError:
         return
     finally:

@@ -98,7 +98,9 @@ class Sender:
                     location=response.headers.get("Location"),
                     retry_after=response.headers.get("Retry-After"),
                     response_headers=headers_excerpt(response.headers.items()))
-        except (aiohttp.ClientError, asyncio.TimeoutError, OSError, DestinationBlocked) as exc:
+        # ValueError: a host name IDNA cannot encode (UnicodeError) never reaches the socket.
+        except (aiohttp.ClientError, asyncio.TimeoutError, OSError, DestinationBlocked,
+                ValueError) as exc:
             return AttemptResult(started_at=started_at, duration_s=time.monotonic() - t0,
                                  error=_error_class(exc))
 

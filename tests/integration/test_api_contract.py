@@ -3,7 +3,10 @@
 A real `python -m ingest` serves a real SQLite file on a free 127.0.0.1 port; schemathesis
 generates requests for every operation of the document (its examples, its coverage cases,
 then fuzzing, a bounded and derandomized number of each) and checks each answer: no 5xx, a
-documented status, the documented content type, and a body matching the documented schema.
+documented status, the documented content type and headers, and a body matching the
+documented schema. Every operation that names a bearer scheme is also called without a valid
+token (401) and against a second ingest that has no tokens configured (403); the document
+must list exactly the routes the app registers.
 
 Run it alone with `.venv/bin/python -m pytest -q tests/integration/test_api_contract.py`.
 """
@@ -18,6 +21,7 @@ import sys
 import time
 import urllib.request
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +32,7 @@ from schemathesis import checks as st_checks
 
 from ingest.app import openapi_bytes
 from shared.config import Config
+from shared.lifecycle import STATUS_FILE, runtime_dir, write_status
 from shared.models import AttemptResult, Dead
 from shared.signing import generate_secret
 from shared.sqlite_store import SqliteStore
@@ -55,12 +60,14 @@ SCHEMA = schemathesis.openapi.from_path(
 )
 
 
-def _seed(db: str) -> None:
+def _seed(config: Config) -> None:
     """Fill the database the examples in the document name: destination `billing`, a source
     of each scheme named after it, and job 1 (dead, so replay and the job story have
-    something to show)."""
+    something to show); and write a supervisor status file naming a live pid (this test's),
+    so `/v1/admin/supervisor` answers `known: true` with every field. Its worker is not
+    healthy, so `/readyz` still answers 503."""
     async def seed() -> None:
-        async with SqliteStore(db) as store:
+        async with SqliteStore(config.db) as store:
             await store.add_destination(name="billing", url="http://127.0.0.1:9/b",
                                         secret=generate_secret(), event_types=("*",),
                                         max_in_flight=2)
@@ -75,16 +82,40 @@ def _seed(db: str) -> None:
                                                status_code=410))])
 
     asyncio.run(seed())
+    runtime = runtime_dir(config)
+    runtime.mkdir(exist_ok=True)
+    write_status(runtime / STATUS_FILE, {
+        "pid": os.getpid(), "stopping": False, "workers_wanted": 1, "workers_alive": 1,
+        "workers_healthy": 0, "slots": {"worker-0": {"pid": os.getpid(), "healthy": False}},
+        "updated_at": time.time()})
 
 
 @pytest.fixture(scope="module")
 def base_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """`python -m ingest` on a fresh SQLite file and a free port; its base URL."""
+    """`python -m ingest` on a fresh, seeded SQLite file and a free port; its base URL."""
     folder = tmp_path_factory.mktemp("contract")
     config = Config(db=str(folder / "contract.db"), listen="127.0.0.1:0",
                     admin_token=ADMIN_TOKEN, ingest_token=INGEST_TOKEN,
                     retention_interval_s=0)
-    _seed(config.db)
+    _seed(config)
+    with _ingest(config, folder) as url:
+        yield url
+
+
+@pytest.fixture(scope="module")
+def tokenless_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """`python -m ingest` with neither admin_token nor ingest_token configured."""
+    folder = tmp_path_factory.mktemp("tokenless")
+    config = Config(db=str(folder / "tokenless.db"), listen="127.0.0.1:0",
+                    retention_interval_s=0)
+    with _ingest(config, folder) as url:
+        yield url
+
+
+@contextmanager
+def _ingest(config: Config, folder: Path) -> Iterator[str]:
+    """Run `python -m ingest` with `config`, logging to `folder`; yield its base URL. On
+    exit stop it, and fail if it logged an unexpected error (`request_failed`)."""
     log_path = folder / "ingest.log"
     env = {k: v for k, v in os.environ.items() if not k.startswith("HOOKLINE_")}
     env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
@@ -136,14 +167,43 @@ def _auth_for(case: schemathesis.Case) -> dict[str, str]:
     return {}
 
 
+def _protected_operations() -> list[Any]:
+    """Every documented operation that names a bearer scheme (adminToken or ingestToken)."""
+    operations = [result.ok() for result in SCHEMA.get_all_operations()]
+    return [op for op in operations
+            if {name for requirement in op.definition.raw.get("security", [])
+                for name in requirement} & {"adminToken", "ingestToken"}]
+
+
+@pytest.mark.parametrize("operation", _protected_operations(), ids=lambda op: op.label)
+def test_protected_operations_refuse_without_a_valid_token(operation, base_url, tokenless_url,
+                                                            session):
+    """A missing, wrong or non-Bearer token gets the documented 401 `unauthorized` (with
+    `WWW-Authenticate: Bearer`); a server with no token configured gets the documented 403
+    `auth_not_configured`, even for the right token. Both come before any input is read, so
+    the request carries none."""
+    case = operation.Case(path_parameters={p.name: "1" for p in operation.path_parameters})
+    right = _auth_for(case)
+    for url, headers, status, code in (
+            (base_url, {}, 401, "unauthorized"),
+            (base_url, {"Authorization": "Bearer not-the-token"}, 401, "unauthorized"),
+            (base_url, {"Authorization": right["Authorization"].replace("Bearer", "Basic")},
+             401, "unauthorized"),
+            (tokenless_url, right, 403, "auth_not_configured")):
+        response = case.call_and_validate(base_url=url, session=session, headers=headers,
+                                          checks=CHECKS, timeout=10)
+        assert (response.status_code, response.json()["error"]) == (status, code), headers
+
+
 @SCHEMA.parametrize()
 def test_running_server_matches_its_openapi_document(case, base_url, session):
     """Every generated request gets a documented status, content type, headers and body
     (and never a 5xx) from the running server."""
     checks = CHECKS
     if case.path == "/readyz":
-        # Ingest runs here without a supervisor, so it is rightly not ready: its documented
-        # 503 is the answer under test (its body is still checked against NotReady).
+        # The seeded supervisor status has no healthy worker, so ingest is rightly not ready:
+        # its documented 503 is the answer under test (its body is still checked against
+        # NotReady).
         checks = [c for c in CHECKS if c is not st_checks.not_a_server_error]
     case.call_and_validate(base_url=base_url, session=session, headers=_auth_for(case),
                            checks=checks, timeout=10)
@@ -172,7 +232,11 @@ def registered_routes() -> set[tuple[str, str]]:
 
 
 class _NoStore:
-    """Stands in for a store when only the route table is read (never called)."""
+    """Stands in for a store when only the route table is read: building the app may take
+    its bound methods (the group committer keeps `add_events`), calling one fails."""
 
     def __getattr__(self, name: str) -> Any:
-        raise AssertionError(f"the store was used: {name}")
+        def never_called(*args: Any, **kwargs: Any) -> Any:
+            raise AssertionError(f"the store was used: {name}")
+
+        return never_called

@@ -368,3 +368,20 @@ async def test_database_is_private_and_world_writable_folder_refused(tmp_path):
     with pytest.raises(StoreError, match="world-writable"):
         await SqliteStore(str(shared_dir / "x.db")).open()
     assert list(shared_dir.iterdir()) == []
+
+
+async def test_unencodable_host_names_are_400_and_never_crash_a_send(real_store):
+    """Hosts IDNA cannot encode (`a..b`, a 64-character label) are refused at creation with
+    400 destination_blocked, not 500; a stored one fails its attempt instead of raising."""
+    client = await client_for(real_store, Config(admin_token=TOKEN))
+    try:
+        for url in ("http://a..b/", f"http://{'x' * 64}.example/"):
+            async with client.post("/v1/admin/destinations", headers=AUTH,
+                                   json={"name": "d", "url": url}) as resp:
+                assert (resp.status, (await resp.json())["error"]) == (
+                    400, "destination_blocked"), url
+    finally:
+        await client.close()
+    async with Sender(timeout_s=2.0) as sender:
+        result = await sender.send(claim_for("http://a..b/hook"))
+    assert result.status_code is None and result.error
