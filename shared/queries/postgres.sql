@@ -69,6 +69,16 @@ SELECT id, status, run_at, lease_until, attempts FROM jobs
 WHERE destination_id = :destination_id AND status IN ('pending', 'running')
 ORDER BY id LIMIT 1
 
+-- due_work_exists: whether any job is claimable now (pending and due, or its lease expired)
+-- on a destination that takes deliveries; asked when a waiter starts listening, since work
+-- committed before its LISTEN took effect notified nobody
+SELECT EXISTS (
+    SELECT 1 FROM jobs j JOIN destinations d ON d.id = j.destination_id
+    WHERE NOT d.paused AND d.deleted_at IS NULL
+        AND ((j.status = 'pending' AND j.run_at <= hookline_now(:test_now_s))
+             OR (j.status = 'running' AND j.lease_until <= hookline_now(:test_now_s)))
+) AS due
+
 -- kill_lost_at_cap: an expired lease on a job that used its last attempt means the worker died on it
 UPDATE jobs SET status = 'dead', lease_token = NULL, lease_owner = NULL, lease_until = NULL,
     last_error = 'worker lost (lease expired on the final attempt)',
