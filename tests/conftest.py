@@ -118,7 +118,7 @@ async def query_db(url: str, sql: str) -> list[dict[str, Any]]:
             await conn.close()
     with contextlib.closing(sqlite3.connect(f"file:{url}?mode=ro", uri=True)) as db:
         db.row_factory = sqlite3.Row
-        return [{k: (bytes(r[k]) if isinstance(r[k], memoryview) else r[k]) for k in r.keys()}
+        return [{k: (bytes(r[k]) if isinstance(r[k], memoryview) else r[k]) for k in r.keys()}  # noqa: SIM118  (sqlite3.Row)
                 for r in db.execute(sql)]
 
 

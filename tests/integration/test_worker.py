@@ -6,10 +6,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import AsyncIterator
 from dataclasses import replace
-
-import pytest
 
 from rehearsal.receiver import Endpoint, Receiver, parse_behaviour
 from shared.config import Config
