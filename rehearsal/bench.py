@@ -363,13 +363,18 @@ def _sizes(db: str) -> dict[str, int | None]:
             "wal_bytes": wal.stat().st_size if wal.exists() else 0}
 
 
-def _write_stamp(db: str) -> tuple[int, ...]:
-    """Something that changes whenever the database is written: the file and -wal mtimes on
-    SQLite; on PostgreSQL the rows inserted, updated and deleted in its tables so far (the
-    server's statistics, which backends report at most once a second)."""
+_PG_TABLES = ("destinations", "sources", "events", "jobs", "attempts")
+
+
+def _write_stamp(db: str) -> tuple[Any, ...]:
+    """Something that changes whenever hookline writes to the database: the file and -wal
+    mtimes on SQLite; on PostgreSQL, per table, the row count (deletes) and the newest row
+    version's transaction id (inserts and updates). Not the server's statistics, which a
+    backend may report up to 10 s late, nor its WAL, which autovacuum writes too."""
     if is_postgres(db):
-        return (int(query(db, "SELECT COALESCE(SUM(n_tup_ins + n_tup_upd + n_tup_del), 0) "
-                              "FROM pg_stat_user_tables")[0][0]),)
+        return tuple(query(db, " UNION ALL ".join(
+            f"SELECT '{t}', count(*), max(xmin::text::bigint) FROM {t}"  # noqa: S608
+            for t in _PG_TABLES)))
     wal = Path(f"{db}-wal")
     return Path(db).stat().st_mtime_ns, wal.stat().st_mtime_ns if wal.exists() else 0
 
@@ -387,8 +392,6 @@ def _idle_cost(procs: dict[str, int], db: str, seconds: float,
     """
     cpu_s = cpu_s or (lambda slot, pid: proc_cpu_s(pid))
     service = {slot: pid for slot, pid in procs.items() if slot != "receiver"}
-    if is_postgres(db):
-        time.sleep(1.5)  # let the last busy writes reach the server's statistics first
     before = sum(cpu_s(slot, pid) for slot, pid in service.items())
     stamp = _write_stamp(db)
     time.sleep(seconds)
