@@ -38,14 +38,15 @@ SELECT * FROM destinations WHERE deleted_at IS NULL ORDER BY id
 -- that has claimable jobs; the claimer holds these row locks until it commits, so the in-flight
 -- count it reads next (destination_free) cannot be passed by two hosts at once. FOR NO KEY
 -- UPDATE does not block ingest (a new job takes only KEY SHARE on its destination).
--- (Two EXISTS, one per partial index, each stopping at its first row: one EXISTS over an
--- OR would read every pending job of the destination into a bitmap first.)
+-- (One probe per partial index, each a LIMIT 1 scalar subquery that stops at its first row:
+-- an EXISTS, or one over an OR, may be planned as a hashed subplan that reads every due job.)
 SELECT d.id, d.ordered, d.rate_limit_per_s, d.next_send_at FROM destinations d
-WHERE NOT d.paused AND d.deleted_at IS NULL AND (
-    EXISTS (SELECT 1 FROM jobs j WHERE j.destination_id = d.id AND j.status = 'pending'
-            AND j.run_at <= hookline_now(:test_now_s))
-    OR EXISTS (SELECT 1 FROM jobs j WHERE j.destination_id = d.id AND j.status = 'running'
-               AND j.lease_until <= hookline_now(:test_now_s)))
+WHERE NOT d.paused AND d.deleted_at IS NULL AND COALESCE(
+    (SELECT true FROM jobs j WHERE j.destination_id = d.id AND j.status = 'pending'
+        AND j.run_at <= hookline_now(:test_now_s) LIMIT 1),
+    (SELECT true FROM jobs j WHERE j.destination_id = d.id AND j.status = 'running'
+        AND j.lease_until <= hookline_now(:test_now_s) LIMIT 1),
+    false)
 ORDER BY d.id
 FOR NO KEY UPDATE OF d
 
