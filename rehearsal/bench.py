@@ -1,29 +1,36 @@
 """`hookline bench`: throughput, latency and cost of the real service on this machine.
 
-Starts a fresh SQLite database, the receiver fixture (its own process, 3 endpoints = 3
+Starts a fresh database (a SQLite file; or, with `backend="postgres"`, a database on a
+throwaway PostgreSQL server started here with its durability defaults, or on the server a
+`postgresql://` URL names), the receiver fixture (its own process, 3 endpoints = 3
 destinations per event), `hookline serve` with W workers, and drives load from a separate
 load-generator process. Reports ingest events/s, deliveries/s, accept->delivered latency,
-CPU seconds per 1,000 deliveries and peak RSS per process, idle CPU, database and WAL size,
-and this disk's fsync latency (so figures can be read on slower disks). Writes bench.json.
-All traffic stays on 127.0.0.1.
+CPU seconds per 1,000 deliveries and peak RSS per process (plus the CPU of a throwaway
+PostgreSQL server), idle CPU, database and WAL size, and this disk's fsync latency (so
+figures can be read on slower disks). Writes bench.json. All traffic stays on 127.0.0.1.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
+import re
 import signal
 import sqlite3
+import stat
 import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from rehearsal import wrk
+from rehearsal import pgserver, wrk
+from rehearsal.drill import fresh_postgres_database
 from rehearsal.harness import (
     INGEST_TOKEN,
     LOCAL_SETTINGS,
@@ -40,7 +47,15 @@ CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 @dataclass(frozen=True, slots=True, kw_only=True)
 class BenchOptions:
     """What to run: `events` posted at `rate_per_s` (None = flat out) by `concurrency`
-    connections, delivered by `workers` worker processes to 3 destinations."""
+    connections, delivered by `workers` worker processes to 3 destinations.
+
+    `backend` is `sqlite` (a fresh file) or `postgres`: a fresh database `hookline_bench` on
+    the server `postgres_url` names (dropped and recreated: the user needs CREATEDB), or,
+    when that is None, on a throwaway server started for the run (rehearsal/pgserver.py,
+    PostgreSQL's durability defaults, data under `out_dir`). `idle_s`: seconds of the idle
+    measurement. `use_wrk`: flat-out load from wrk when installed (it runs for a duration,
+    about `events` at 15,000/s, at least 3 s); False: the Python generator, exactly `events`.
+    """
 
     events: int = 20_000
     rate_per_s: float | None = None
@@ -49,6 +64,10 @@ class BenchOptions:
     body_bytes: int = 1500
     synchronous: str = "FULL"
     out_dir: Path = Path("results/bench")
+    backend: str = "sqlite"
+    postgres_url: str | None = None
+    idle_s: float = 5.0
+    use_wrk: bool = True
 
 
 def fsync_latency_ms(folder: Path, samples: int = 200) -> dict[str, float]:
@@ -89,17 +108,43 @@ def proc_peak_rss_mb(pid: int) -> float:
     return 0.0
 
 
-def db_figures(db: Path, delivery_t0: float) -> dict[str, Any]:
-    """Deliveries per second since `delivery_t0` (unix s, when destinations were resumed),
-    and accept->delivered latency, from the jobs table (read-only)."""
+def is_postgres(db: str) -> bool:
+    """Whether `db` is a PostgreSQL URL (else a SQLite file path)."""
+    return db.startswith(("postgresql://", "postgres://"))
+
+
+def query(db: str, sql: str) -> list[tuple[Any, ...]]:
+    """Rows of one read-only SQL statement on its own connection: sqlite3 (read-only) on a
+    file, asyncpg on a PostgreSQL URL. Never writes, so the measurement changes nothing."""
+    if is_postgres(db):
+        import asyncpg  # noqa: PLC0415  (PostgreSQL runs only)
+
+        async def fetch() -> list[tuple[Any, ...]]:
+            conn = await asyncpg.connect(db)
+            try:
+                return [tuple(r) for r in await conn.fetch(sql)]
+            finally:
+                await conn.close()
+
+        return list(pgserver.run_coroutine(fetch))
     conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
     try:
-        rows = conn.execute(
-            "SELECT j.finished_at - e.received_at, j.finished_at, e.received_at FROM jobs j "
-            "JOIN events e ON e.id = j.event_id WHERE j.status = 'done'").fetchall()
-        by_status = dict(conn.execute("SELECT status, COUNT(*) FROM jobs GROUP BY status"))
+        return conn.execute(sql).fetchall()
     finally:
         conn.close()
+
+
+def db_figures(db: str, delivery_t0: float) -> dict[str, Any]:
+    """Deliveries per second since `delivery_t0` (unix s, when destinations were resumed),
+    and accept->delivered latency, from the jobs table (read-only).
+
+    Args:
+        db: the SQLite file or the PostgreSQL URL.
+        delivery_t0: unix seconds; the delivery phase's start.
+    """
+    rows = query(db, "SELECT j.finished_at - e.received_at, j.finished_at, e.received_at "
+                     "FROM jobs j JOIN events e ON e.id = j.event_id WHERE j.status = 'done'")
+    by_status = dict(query(db, "SELECT status, COUNT(*) FROM jobs GROUP BY status"))
     latencies = sorted(r[0] * 1000 for r in rows)
     span_s = (max(r[1] for r in rows) - delivery_t0) if rows else 0.0
     pick = (lambda f: round(latencies[min(len(latencies) - 1, int(f * len(latencies)))], 2)
@@ -110,9 +155,9 @@ def db_figures(db: Path, delivery_t0: float) -> dict[str, Any]:
                            "max": round(latencies[-1], 2) if latencies else None}}
 
 
-async def _setup(db: Path, receiver_port: int, secrets: list[str], paused: bool) -> None:
+async def _setup(db: str, receiver_port: int, secrets: list[str], paused: bool) -> None:
     """Three destinations on the receiver; paused ones let the ingest phase run alone."""
-    store = open_store(str(db))
+    store = open_store(db)
     await store.open()
     try:
         for n, secret in enumerate(secrets, 1):
@@ -124,9 +169,9 @@ async def _setup(db: Path, receiver_port: int, secrets: list[str], paused: bool)
         await store.close()
 
 
-async def _resume_all(db: Path) -> None:
+async def _resume_all(db: str) -> None:
     """Resume every destination: the delivery phase starts (workers are woken)."""
-    store = open_store(str(db))
+    store = open_store(db)
     await store.open()
     try:
         for dest in await store.list_destinations():
@@ -135,37 +180,90 @@ async def _resume_all(db: Path) -> None:
         await store.close()
 
 
-def _count_events(db: Path) -> int:
-    conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
-    try:
-        return int(conn.execute("SELECT COUNT(*) FROM events").fetchone()[0])
-    finally:
-        conn.close()
+def _count_events(db: str) -> int:
+    return int(query(db, "SELECT COUNT(*) FROM events")[0][0])
 
 
-def _wait_settled(db: Path, expected_jobs: int, timeout_s: float) -> float:
+def _wait_settled(db: str, expected_jobs: int, timeout_s: float) -> float:
     deadline = time.monotonic() + timeout_s
-    conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
-    try:
-        while time.monotonic() < deadline:
-            done = conn.execute("SELECT COUNT(*) FROM jobs WHERE status IN ('done', 'dead')"
-                                ).fetchone()[0]
-            if done >= expected_jobs:
-                return time.monotonic()
-            time.sleep(0.1)
-    finally:
-        conn.close()
+    while time.monotonic() < deadline:
+        done = query(db, "SELECT COUNT(*) FROM jobs WHERE status IN ('done', 'dead')")[0][0]
+        if done >= expected_jobs:
+            return time.monotonic()
+        time.sleep(0.1)
     raise TimeoutError(f"deliveries not finished within {timeout_s} s")
+
+
+def server_cpu_s(postmaster_pid: int) -> float:
+    """User+system CPU seconds of a PostgreSQL server: the postmaster, its reaped children
+    (cutime/cstime: backends that already exited) and its live children."""
+    try:
+        fields = Path(f"/proc/{postmaster_pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    own = sum(int(f) for f in fields[11:15]) / CLOCK_TICKS
+    return own + sum(proc_cpu_s(pid) for pid in _children(postmaster_pid))
+
+
+def _children(pid: int) -> list[int]:
+    """Live direct children of `pid`, from /proc."""
+    kids = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                stat = (entry / "stat").read_text()
+            except OSError:
+                continue
+            if int(stat.rsplit(")", 1)[1].split()[1]) == pid:
+                kids.append(int(entry.name))
+    return kids
+
+
+@contextlib.contextmanager
+def _database(opts: BenchOptions, work: Path) -> Iterator[tuple[str, str, int | None]]:
+    """Yields (database: SQLite path or PostgreSQL URL, description, postmaster pid or None)
+    for one run; a throwaway server is stopped and deleted afterwards."""
+    if opts.backend == "sqlite":
+        yield str(work / "bench.db"), "SQLite file", None
+        return
+    if opts.backend != "postgres":
+        raise ValueError(f"backend must be sqlite or postgres, not {opts.backend!r}")
+    if opts.postgres_url is not None:
+        url = asyncio.run(fresh_postgres_database(opts.postgres_url, "bench", "hookline_"))
+        yield url, "PostgreSQL server (given URL)", None
+        return
+    parent: Path | None = work  # beside the SQLite file of a SQLite run: the same disk
+    if os.geteuid() == 0:
+        # The server runs as `postgres`: it must be able to reach its folder. When a folder
+        # above --out is private, the server goes to the temp folder instead.
+        work.chmod(0o711)
+        if not all(folder.stat().st_mode & stat.S_IXOTH for folder in work.parents):
+            parent = None
+    with pgserver.throwaway_server(parent, durable=True) as server:
+        url = server.create_database("hookline_bench")
+        pid = int((server.root / "data" / "postmaster.pid").read_text().split()[0])
+        yield url, f"PostgreSQL (throwaway server, fsync on, data in {server.root})", pid
 
 
 def run_bench(opts: BenchOptions) -> dict[str, Any]:
     """Run one benchmark; returns the figures also written to `out_dir/bench.json`."""
     opts.out_dir.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix="hookline-bench-", dir=opts.out_dir))
-    db = work / "bench.db"
+    with _database(opts, work) as (db, description, postmaster):
+        result = _run(opts, work, db, postmaster)
+    result["backend"] = {"name": opts.backend, "database": description}
+    (opts.out_dir / "bench.json").write_text(json.dumps(result, indent=2))
+    return result
+
+
+def _run(opts: BenchOptions, work: Path, db: str, postmaster: int | None) -> dict[str, Any]:
+    """One run against the database `db` (SQLite path or PostgreSQL URL); `postmaster`: the
+    pid of a server started for it, whose CPU is then counted too."""
     secrets = [generate_secret() for _ in range(3)]
+    # A server database has no folder: runtime files go in the work folder, as on SQLite.
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1]),
-           **LOCAL_SETTINGS}
+           **LOCAL_SETTINGS, "HOOKLINE_RUNTIME_DIR": str(work / "run"),
+           "HOOKLINE_PID_FILE": str(work / "hookline.pid")}
     receiver = subprocess.Popen(
         [sys.executable, "-m", "rehearsal.receiver", "--listen", "127.0.0.1:0",
          *[arg for n, s in enumerate(secrets, 1) for arg in ("--endpoint", f"d{n}={s}:ok")]],
@@ -181,7 +279,7 @@ def run_bench(opts: BenchOptions) -> dict[str, Any]:
         log_path = work / "service.log"
         with log_path.open("wb") as log:
             service = subprocess.Popen(
-                [sys.executable, "-m", "supervisor.cli", "--db", str(db), "--log-level",
+                [sys.executable, "-m", "supervisor.cli", "--db", db, "--log-level",
                  "warning", "serve", "--workers", str(opts.workers), "--listen",
                  f"127.0.0.1:{port}"], stdout=log, stderr=subprocess.STDOUT,
                 env={**env, "HOOKLINE_SYNCHRONOUS": opts.synchronous})
@@ -189,9 +287,15 @@ def run_bench(opts: BenchOptions) -> dict[str, Any]:
         time.sleep(0.5)
         procs = service_processes(service.pid)
         procs["receiver"] = receiver.pid
-        cpu_before = {slot: proc_cpu_s(pid) for slot, pid in procs.items()}
+        if postmaster is not None:
+            procs["postgres"] = postmaster
+
+        def cpu_s(slot: str, pid: int) -> float:
+            return server_cpu_s(pid) if slot == "postgres" else proc_cpu_s(pid)
+
+        cpu_before = {slot: cpu_s(slot, pid) for slot, pid in procs.items()}
         t0 = time.monotonic()
-        if opts.rate_per_s is None and wrk.available():
+        if opts.rate_per_s is None and opts.use_wrk and wrk.available():
             # wrk runs for a duration; size it to offer about `events` at ~15,000/s.
             ingest = wrk.run_wrk(f"http://127.0.0.1:{port}", max(3, opts.events // 15_000),
                                  opts.concurrency, opts.body_bytes, os.urandom(4).hex(),
@@ -204,7 +308,7 @@ def run_bench(opts: BenchOptions) -> dict[str, Any]:
                  *(["--rate", str(opts.rate_per_s)] if opts.rate_per_s else [])],
                 capture_output=True, text=True, env=env, check=True)
             ingest = json.loads(load.stdout)
-        ingest["cpu_s"] = {slot: round(proc_cpu_s(pid) - cpu_before[slot], 2)
+        ingest["cpu_s"] = {slot: round(cpu_s(slot, pid) - cpu_before[slot], 2)
                            for slot, pid in procs.items()}
         accepted = _count_events(db)
         ingest["accepted"] = accepted
@@ -215,21 +319,21 @@ def run_bench(opts: BenchOptions) -> dict[str, Any]:
             delivery_t0 -= float(ingest["elapsed_s"])
         _wait_settled(db, accepted * 3, timeout_s=600)
         busy_s = time.monotonic() - t0
-        cpu_busy = {slot: proc_cpu_s(pid) - cpu_before[slot] for slot, pid in procs.items()}
-        rss = {slot: round(proc_peak_rss_mb(pid), 1) for slot, pid in procs.items()}
+        cpu_busy = {slot: cpu_s(slot, pid) - cpu_before[slot] for slot, pid in procs.items()}
+        # A server's peak RSS is mostly shared buffers, counted once per backend: left out.
+        rss = {slot: round(proc_peak_rss_mb(pid), 1) for slot, pid in procs.items()
+               if slot != "postgres"}
         figures = db_figures(db, delivery_t0)
-        idle = _idle_cost(procs, db, seconds=5.0)
+        idle = _idle_cost(procs, db, seconds=opts.idle_s, cpu_s=cpu_s)
         result = {
             "machine": {"cores": os.cpu_count(), "python": sys.version.split()[0],
                         "fsync_ms": fsync_latency_ms(work)},
-            "options": {f: str(getattr(opts, f)) for f in opts.__slots__},
+            "options": {f: _redact(str(getattr(opts, f))) for f in opts.__slots__},
             "ingest": ingest, "delivery": figures, "busy_s": round(busy_s, 2),
             "cpu_s_per_1000_deliveries": {
                 slot: round(cpu * 1000 / max(1, figures["delivered"]), 3)
                 for slot, cpu in cpu_busy.items()},
-            "peak_rss_mb": rss, "idle": idle,
-            "db_bytes": db.stat().st_size,
-            "wal_bytes": Path(f"{db}-wal").stat().st_size if Path(f"{db}-wal").exists() else 0,
+            "peak_rss_mb": rss, "idle": idle, **_sizes(db),
         }
     finally:
         for proc in (service, receiver):
@@ -240,21 +344,60 @@ def run_bench(opts: BenchOptions) -> dict[str, Any]:
                 except subprocess.TimeoutExpired:
                     proc.kill()
                     proc.wait()
-    (opts.out_dir / "bench.json").write_text(json.dumps(result, indent=2))
     return result
 
 
-def _idle_cost(procs: dict[str, int], db: Path, seconds: float) -> dict[str, Any]:
-    """CPU share of the whole service and database writes while nothing is to be done."""
-    service = {slot: pid for slot, pid in procs.items() if slot != "receiver"}
-    before = sum(proc_cpu_s(pid) for pid in service.values())
+def _redact(text: str) -> str:
+    """`text` with the password of any URL in it replaced by ***."""
+    return re.sub(r"(://[^:/@\s]+):[^@\s]*@", r"\1:***@", text)
+
+
+def _sizes(db: str) -> dict[str, int | None]:
+    """`db_bytes` (the file, or the PostgreSQL database) and `wal_bytes` (SQLite's -wal
+    file; None on PostgreSQL, whose WAL belongs to the whole server)."""
+    if is_postgres(db):
+        return {"db_bytes": int(query(db, "SELECT pg_database_size(current_database())")[0][0]),
+                "wal_bytes": None}
     wal = Path(f"{db}-wal")
-    stamps = (db.stat().st_mtime_ns, wal.stat().st_mtime_ns if wal.exists() else 0)
+    return {"db_bytes": Path(db).stat().st_size,
+            "wal_bytes": wal.stat().st_size if wal.exists() else 0}
+
+
+_PG_TABLES = ("destinations", "sources", "events", "jobs", "attempts")
+
+
+def _write_stamp(db: str) -> tuple[Any, ...]:
+    """Something that changes whenever hookline writes to the database: the file and -wal
+    mtimes on SQLite; on PostgreSQL, per table, the row count (deletes) and the newest row
+    version's transaction id (inserts and updates). Not the server's statistics, which a
+    backend may report up to 10 s late, nor its WAL, which autovacuum writes too."""
+    if is_postgres(db):
+        return tuple(query(db, " UNION ALL ".join(
+            f"SELECT '{t}', count(*), max(xmin::text::bigint) FROM {t}"  # noqa: S608
+            for t in _PG_TABLES)))
+    wal = Path(f"{db}-wal")
+    return Path(db).stat().st_mtime_ns, wal.stat().st_mtime_ns if wal.exists() else 0
+
+
+def _idle_cost(procs: dict[str, int], db: str, seconds: float,
+               cpu_s: Callable[[str, int], float] | None = None) -> dict[str, Any]:
+    """CPU share of the whole service (and of a throwaway database server) and database
+    writes while nothing is to be done, over `seconds`.
+
+    Args:
+        procs: slot name -> pid; the `receiver` slot is left out.
+        db: the SQLite file or the PostgreSQL URL.
+        seconds: how long to watch.
+        cpu_s: (slot, pid) -> CPU seconds so far (default: the one process's own).
+    """
+    cpu_s = cpu_s or (lambda slot, pid: proc_cpu_s(pid))
+    service = {slot: pid for slot, pid in procs.items() if slot != "receiver"}
+    before = sum(cpu_s(slot, pid) for slot, pid in service.items())
+    stamp = _write_stamp(db)
     time.sleep(seconds)
-    used = sum(proc_cpu_s(pid) for pid in service.values()) - before
-    after = (db.stat().st_mtime_ns, wal.stat().st_mtime_ns if wal.exists() else 0)
+    used = sum(cpu_s(slot, pid) for slot, pid in service.items()) - before
     return {"cpu_percent_of_one_core": round(100 * used / seconds, 2),
-            "database_written": after != stamps}
+            "database_written": _write_stamp(db) != stamp}
 
 
 def print_report(result: dict[str, Any]) -> None:
@@ -262,6 +405,7 @@ def print_report(result: dict[str, Any]) -> None:
     ing, dlv = result["ingest"], result["delivery"]
     mode = "steady rate, delivering" if result["options"]["rate_per_s"] != "None" else \
         "destinations paused"
+    print(f"backend: {result['backend']['name']} ({result['backend']['database']})")
     print(f"ingest ({mode}, load by {ing.get('tool', 'python')}): "
           f"{ing['events_per_s']} events/s accepted, latency ms "
           f"{ing['latency_ms']}, accepted {ing['accepted']}, cpu s {ing['cpu_s']}")
@@ -269,5 +413,6 @@ def print_report(result: dict[str, Any]) -> None:
           f"accept->delivered ms {dlv['latency_ms']}")
     print(f"cpu s per 1000 deliveries: {result['cpu_s_per_1000_deliveries']}")
     print(f"peak rss MiB: {result['peak_rss_mb']}")
-    print(f"idle: {result['idle']}; db {result['db_bytes']} B, wal {result['wal_bytes']} B; "
+    wal = "n/a" if result["wal_bytes"] is None else f"{result['wal_bytes']} B"
+    print(f"idle: {result['idle']}; db {result['db_bytes']} B, wal {wal}; "
           f"fsync ms {result['machine']['fsync_ms']}")

@@ -30,15 +30,21 @@ DRILL_SETTINGS = {
 POSTGRES_URL: str | None = None
 
 
-async def fresh_postgres_database(server_url: str, name: str) -> str:
-    """(Re)create database `hookline_drill_<name>` on the server; returns its URL.
+async def fresh_postgres_database(server_url: str, name: str,
+                                  prefix: str = "hookline_drill_") -> str:
+    """(Re)create database `<prefix><name>` on the server; returns its URL.
+
+    Args:
+        server_url: a `postgresql://` URL of any database on the server (connected to).
+        name: the database's name after `prefix` (characters outside [a-z0-9_] become _).
+        prefix: drills use `hookline_drill_`; the benchmark `hookline_`.
 
     Raises:
         asyncpg.PostgresError: the server refused (e.g. the user may not create databases).
     """
     import asyncpg  # noqa: PLC0415  (only for PostgreSQL drills)
 
-    db_name = "hookline_drill_" + re.sub(r"[^a-z0-9_]", "_", name.lower())
+    db_name = prefix + re.sub(r"[^a-z0-9_]", "_", name.lower())
     conn = await asyncpg.connect(server_url)
     try:
         await conn.execute(f'DROP DATABASE IF EXISTS "{db_name}" WITH (FORCE)')

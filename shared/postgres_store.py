@@ -324,7 +324,9 @@ class PostgresStore:
 
     async def wait_for_jobs(self, timeout_s: float) -> bool:
         """See :meth:`shared.store.Store.wait_for_jobs`: LISTEN on a dedicated connection;
-        when it cannot be had, this is a plain sleep (polling)."""
+        when it cannot be had, this is a plain sleep (polling). Right after the LISTEN
+        connection is (re)opened it returns True at once if due work is already waiting:
+        a commit that happened before LISTEN took effect notified nobody."""
         if not await self._listening(timeout_s):
             await asyncio.sleep(timeout_s)
             return False
@@ -336,7 +338,10 @@ class PostgresStore:
         return True
 
     async def _listening(self, timeout_s: float) -> bool:
-        """Make sure the LISTEN connection is up (one per store); False when it cannot be."""
+        """Make sure the LISTEN connection is up (one per store); False when it cannot be.
+
+        Each time it is up, due work already waiting sets the wake-up (see wait_for_jobs).
+        """
         async with self._listen_lock:
             if self._listen_conn is not None and not self._listen_conn.is_closed():
                 return True
@@ -353,7 +358,12 @@ class PostgresStore:
                 conn.terminate()
                 raise
             self._listen_conn = conn
-            return True
+        # Listening from here on; work committed before that sent its NOTIFY to nobody.
+        with contextlib.suppress(StoreError):
+            async with self._tx() as tx:
+                if (await tx.fetchrow("due_work_exists"))["due"]:
+                    self._woken.set()
+        return True
 
     # -- destinations ----------------------------------------------------------------------
 

@@ -311,9 +311,19 @@ class SqliteStore:
         return handed
 
     async def wait_for_jobs(self, timeout_s: float) -> bool:
-        """See :meth:`shared.store.Store.wait_for_jobs` (a local datagram wake-up)."""
+        """See :meth:`shared.store.Store.wait_for_jobs` (a local datagram wake-up). The first
+        call binds the wake-up socket, then returns True at once if due work is already
+        waiting: a commit that happened before the socket existed poked nobody."""
         if self._listener is None:
             self._listener = WakeListener(wake_dir_for(self.path))
+            now = self.clock()
+            try:
+                due = await self._run(lambda db: db.execute(Q["due_work_exists"],
+                                                            {"now": now}).fetchone()["due"])
+            except StoreBusy:
+                due = False  # the poll finds it instead
+            if due:
+                return True
         return await self._listener.wait(timeout_s)
 
     # -- destinations ----------------------------------------------------------------------

@@ -84,7 +84,11 @@ class Store(Protocol):
         stop). Fenced by token; returns how many were handed back."""
 
     async def wait_for_jobs(self, timeout_s: float) -> bool:
-        """Sleep until new or replayed jobs may be due, or `timeout_s` passes; True if woken."""
+        """Sleep until new or replayed jobs may be due, or `timeout_s` passes; True if woken.
+
+        A waiter hears only commits made after it started listening (first call; on
+        PostgreSQL also after the LISTEN connection is reopened), so at that moment it
+        returns True at once when due work is already waiting."""
 
     async def add_destination(self, *, name: str, url: str, secret: str,
                               event_types: Sequence[str], max_in_flight: int,

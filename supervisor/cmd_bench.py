@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +18,19 @@ def register(sub: Any) -> None:
     bench.add_argument("--workers", type=int, default=2)
     bench.add_argument("--concurrency", type=int, default=64)
     bench.add_argument("--synchronous", choices=["FULL", "NORMAL"], default="FULL")
+    bench.add_argument("--backend", choices=["sqlite", "postgres"],
+                       help="sqlite (a fresh file) or postgres: a fresh database "
+                            "`hookline_bench` on the server of `hookline --db "
+                            "postgresql://...` (recreated; needs CREATEDB), else on a "
+                            "throwaway server started for the run (PostgreSQL server "
+                            "binaries needed). Default: postgres when --db is a "
+                            "postgresql:// URL, else sqlite")
+    bench.add_argument("--load", choices=["auto", "python"], default="auto",
+                       help="flat-out load from wrk when installed (auto: it runs for a "
+                            "duration, about --events at 15,000/s, at least 3 s) or from the "
+                            "Python generator (exactly --events)")
+    bench.add_argument("--idle-s", type=float, default=5.0,
+                       help="seconds of the idle measurement (CPU, database writes)")
     bench.add_argument("--out", default="results/bench")
     bench.set_defaults(handler=bench_command)
 
@@ -24,12 +38,22 @@ def register(sub: Any) -> None:
 def bench_command(config: Config, args: argparse.Namespace) -> int:
     """Run the benchmark and print the figures; bench.json goes to --out."""
     from rehearsal.bench import BenchOptions, print_report, run_bench  # noqa: PLC0415
+    from rehearsal.pgserver import PgStartError, PgUnavailable  # noqa: PLC0415
 
-    if args.events < 1 or args.workers < 1:
-        print("hookline: --events and --workers must be at least 1")
+    if args.events < 1 or args.workers < 1 or not args.idle_s > 0:
+        print("hookline: --events and --workers must be at least 1, --idle-s above 0")
         return 2
-    result = run_bench(BenchOptions(events=args.events, rate_per_s=args.rate,
-                                    workers=args.workers, concurrency=args.concurrency,
-                                    synchronous=args.synchronous, out_dir=Path(args.out)))
+    server_url = config.db if config.db.startswith(("postgres://", "postgresql://")) else None
+    backend = args.backend or ("postgres" if server_url else "sqlite")
+    try:
+        result = run_bench(BenchOptions(
+            events=args.events, rate_per_s=args.rate, workers=args.workers,
+            concurrency=args.concurrency, synchronous=args.synchronous, out_dir=Path(args.out),
+            backend=backend, postgres_url=server_url if backend == "postgres" else None,
+            idle_s=args.idle_s, use_wrk=args.load == "auto"))
+    except (PgUnavailable, PgStartError) as exc:
+        print(f"hookline: cannot start a PostgreSQL server for the benchmark: {exc}",
+              file=sys.stderr)
+        return 1
     print_report(result)
     return 0

@@ -1,11 +1,15 @@
-"""Shared fixtures: real SQLite files under tmp_path, factories for destinations and events."""
+"""Shared fixtures: a real database per test (a SQLite file under tmp_path, or a fresh
+database on the session's PostgreSQL server), factories for destinations and events."""
 
 from __future__ import annotations
 
+import contextlib
 import itertools
+import sqlite3
 import sys
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -16,7 +20,7 @@ if str(ROOT) not in sys.path:
 from shared.models import Destination, NewEvent  # noqa: E402
 from shared.signing import generate_secret  # noqa: E402
 from shared.sqlite_store import SqliteStore  # noqa: E402
-from shared.store import Store  # noqa: E402
+from shared.store import Store, open_store  # noqa: E402
 from tests.pg import pg_server, pg_url  # noqa: E402,F401  (fixtures)
 
 
@@ -71,6 +75,51 @@ async def store(store_url: str, clock: FakeClock) -> AsyncIterator[Store]:
     await s.open()
     yield s
     await s.close()
+
+
+@pytest.fixture
+async def real_store(store_url: str) -> AsyncIterator[Store]:
+    """An open store (each backend in turn) on a fresh database, on the real clock: the
+    host's on SQLite, the server's now() on PostgreSQL (for tests that run real HTTP
+    servers, workers or processes beside it)."""
+    async with opened_store(store_url) as s:
+        yield s
+
+
+@contextlib.asynccontextmanager
+async def opened_store(url: str) -> AsyncIterator[Store]:
+    """`open_store(url)`, opened for the block and closed after it: another connection to
+    the same database, as another process would have."""
+    s = open_store(url)
+    await s.open()
+    try:
+        yield s
+    finally:
+        await s.close()
+
+
+def is_postgres(url: str) -> bool:
+    """Whether a database URL names a PostgreSQL server (else it is a SQLite file)."""
+    return url.startswith(("postgresql://", "postgres://"))
+
+
+async def query_db(url: str, sql: str) -> list[dict[str, Any]]:
+    """Rows of one read-only SQL statement (portable SQL, no parameters), run on its own
+    connection outside the store: sqlite3 on a file, asyncpg on a PostgreSQL URL. Lets a
+    test check what is really stored, on either backend, without trusting the store's own
+    queries. bytea/BLOB columns come back as bytes."""
+    if is_postgres(url):
+        import asyncpg  # noqa: PLC0415
+
+        conn = await asyncpg.connect(url)
+        try:
+            return [dict(r) for r in await conn.fetch(sql)]
+        finally:
+            await conn.close()
+    with contextlib.closing(sqlite3.connect(f"file:{url}?mode=ro", uri=True)) as db:
+        db.row_factory = sqlite3.Row
+        return [{k: (bytes(r[k]) if isinstance(r[k], memoryview) else r[k]) for k in r.keys()}  # noqa: SIM118  (sqlite3.Row)
+                for r in db.execute(sql)]
 
 
 @pytest.fixture

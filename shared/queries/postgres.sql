@@ -38,11 +38,15 @@ SELECT * FROM destinations WHERE deleted_at IS NULL ORDER BY id
 -- that has claimable jobs; the claimer holds these row locks until it commits, so the in-flight
 -- count it reads next (destination_free) cannot be passed by two hosts at once. FOR NO KEY
 -- UPDATE does not block ingest (a new job takes only KEY SHARE on its destination).
+-- (One probe per partial index, each a LIMIT 1 scalar subquery that stops at its first row:
+-- an EXISTS, or one over an OR, may be planned as a hashed subplan that reads every due job.)
 SELECT d.id, d.ordered, d.rate_limit_per_s, d.next_send_at FROM destinations d
-WHERE NOT d.paused AND d.deleted_at IS NULL AND EXISTS (
-    SELECT 1 FROM jobs j WHERE j.destination_id = d.id
-    AND ((j.status = 'pending' AND j.run_at <= hookline_now(:test_now_s))
-         OR (j.status = 'running' AND j.lease_until <= hookline_now(:test_now_s))))
+WHERE NOT d.paused AND d.deleted_at IS NULL AND COALESCE(
+    (SELECT true FROM jobs j WHERE j.destination_id = d.id AND j.status = 'pending'
+        AND j.run_at <= hookline_now(:test_now_s) LIMIT 1),
+    (SELECT true FROM jobs j WHERE j.destination_id = d.id AND j.status = 'running'
+        AND j.lease_until <= hookline_now(:test_now_s) LIMIT 1),
+    false)
 ORDER BY d.id
 FOR NO KEY UPDATE OF d
 
@@ -55,19 +59,41 @@ SELECT d.id, d.max_in_flight - (
 FROM destinations d WHERE d.id = ANY(:destination_ids::bigint[])
 
 -- due_jobs: claimable jobs of one destination, oldest due first; rows another transaction
--- holds are skipped (FOR UPDATE SKIP LOCKED)
-SELECT id, CASE WHEN status = 'pending' THEN run_at ELSE lease_until END AS due_at, attempts
-FROM jobs
-WHERE destination_id = :destination_id
-    AND ((status = 'pending' AND run_at <= hookline_now(:test_now_s))
-         OR (status = 'running' AND lease_until <= hookline_now(:test_now_s)))
-ORDER BY 2 LIMIT :limit
-FOR UPDATE SKIP LOCKED
+-- holds are skipped (FOR UPDATE SKIP LOCKED). Pending and expired-lease jobs are read apart,
+-- each in index order (jobs_due, jobs_leased) up to :limit, as on SQLite: one query ordered
+-- by a CASE would sort the destination's whole backlog on every claim.
+WITH due_pending AS (
+    SELECT id, run_at AS due_at, attempts FROM jobs
+    WHERE destination_id = :destination_id AND status = 'pending'
+        AND run_at <= hookline_now(:test_now_s)
+    ORDER BY run_at LIMIT :limit
+    FOR UPDATE SKIP LOCKED
+), lease_expired AS (
+    SELECT id, lease_until AS due_at, attempts FROM jobs
+    WHERE destination_id = :destination_id AND status = 'running'
+        AND lease_until <= hookline_now(:test_now_s)
+    ORDER BY lease_until LIMIT :limit
+    FOR UPDATE SKIP LOCKED
+)
+SELECT id, due_at, attempts FROM due_pending
+UNION ALL
+SELECT id, due_at, attempts FROM lease_expired
+ORDER BY due_at LIMIT :limit
 
 -- ordered_head: an ordered destination's oldest unfinished job (FIFO: only it may be sent)
 SELECT id, status, run_at, lease_until, attempts FROM jobs
 WHERE destination_id = :destination_id AND status IN ('pending', 'running')
 ORDER BY id LIMIT 1
+
+-- due_work_exists: whether any job is claimable now (pending and due, or its lease expired)
+-- on a destination that takes deliveries; asked when a waiter starts listening, since work
+-- committed before its LISTEN took effect notified nobody
+SELECT EXISTS (
+    SELECT 1 FROM jobs j JOIN destinations d ON d.id = j.destination_id
+    WHERE NOT d.paused AND d.deleted_at IS NULL
+        AND ((j.status = 'pending' AND j.run_at <= hookline_now(:test_now_s))
+             OR (j.status = 'running' AND j.lease_until <= hookline_now(:test_now_s)))
+) AS due
 
 -- kill_lost_at_cap: an expired lease on a job that used its last attempt means the worker died on it
 UPDATE jobs SET status = 'dead', lease_token = NULL, lease_owner = NULL, lease_until = NULL,

@@ -39,6 +39,16 @@ SELECT id, lease_until, attempts FROM (
 )
 ORDER BY 2 LIMIT :limit
 
+-- due_work_exists: whether any job is claimable now (pending and due, or its lease expired)
+-- on a destination that takes deliveries; asked when a waiter starts listening, since work
+-- committed before its wake-up socket existed poked nobody
+SELECT EXISTS (
+    SELECT 1 FROM jobs j JOIN destinations d ON d.id = j.destination_id
+    WHERE d.paused = 0 AND d.deleted_at IS NULL
+        AND ((j.status = 'pending' AND j.run_at <= :now)
+             OR (j.status = 'running' AND j.lease_until <= :now))
+) AS due
+
 -- kill_lost_at_cap: an expired lease on a job that used its last attempt means the worker died on it
 UPDATE jobs SET status = 'dead', lease_token = NULL, lease_owner = NULL, lease_until = NULL,
     last_error = 'worker lost (lease expired on the final attempt)', finished_at = :now,

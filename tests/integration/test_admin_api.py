@@ -1,9 +1,9 @@
-"""The admin API and /metrics through the real ingest app on 127.0.0.1 (real SQLite file)."""
+"""The admin API and /metrics through the real ingest app on 127.0.0.1, on a real database
+(each backend in turn: a SQLite file, then PostgreSQL)."""
 
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -16,21 +16,15 @@ from ingest.auth import warn_if_unconfigured
 from shared.config import Config
 from shared.models import AttemptResult, Dead, Done
 from shared.signing import generate_secret
-from shared.sqlite_store import SqliteStore
-from tests.conftest import new_event
+from shared.store import Store
+from tests.conftest import new_event, opened_store
 
 TOKEN = "t0ken-for-tests"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
 
 
 @pytest.fixture
-async def real_store(tmp_path: Path) -> AsyncIterator[SqliteStore]:
-    async with SqliteStore(str(tmp_path / "admin.db")) as s:
-        yield s
-
-
-@pytest.fixture
-async def client(real_store: SqliteStore) -> AsyncIterator[TestClient[Any, Any]]:
+async def client(real_store: Store) -> AsyncIterator[TestClient[Any, Any]]:
     app = build_app(real_store, Config(admin_token=TOKEN, allow_networks="127.0.0.0/8"))
     async with TestClient(TestServer(app, host="127.0.0.1")) as c:
         yield c
@@ -132,7 +126,7 @@ async def test_dead_jobs_replay_and_purge(client, real_store):
     assert (status, out["error"]) == (400, "invalid_request")
 
 
-async def test_metrics_parse_and_count_from_the_database(client, real_store):
+async def test_metrics_parse_and_count_from_the_database(client, real_store, store_url):
     """/metrics is Prometheus text that prometheus_client parses, with jobs by destination and
     status, paused destinations, attempts by outcome and a latency histogram, all read from
     the database (rows written by another store connection, as another process would)."""
@@ -141,7 +135,7 @@ async def test_metrics_parse_and_count_from_the_database(client, real_store):
     await real_store.add_destination(name="b", url="http://127.0.0.1:9/h", secret=_secret(),
                                      event_types=["*"], max_in_flight=5)
     await real_store.set_paused("b", True, "test")
-    async with SqliteStore(real_store.path) as other:  # a second "process"
+    async with opened_store(store_url) as other:  # a second "process"
         await other.add_events([new_event("e1"), new_event("e2")])
         claims = await other.claim("w", 10, 30.0, 3)
         await other.finish([(c, Done(), AttemptResult(started_at=0.0, duration_s=0.1,

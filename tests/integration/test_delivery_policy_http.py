@@ -19,22 +19,13 @@ from rehearsal.receiver import Endpoint, Receiver, parse_behaviour
 from shared.config import Config
 from shared.models import Attempt
 from shared.signing import generate_secret
-from shared.store import Store, open_store
+from shared.store import Store
 from tests.conftest import new_event
 from workers.loop import Worker
 from workers.sender import Sender
 
 FAST = Config(allow_networks="127.0.0.0/8", retry_base_s=0.05, retry_cap_s=0.1, max_attempts=3, lease_s=3.0,
               attempt_timeout_s=1.0, poll_interval_s=0.2, graceful_timeout_s=0.5)
-
-
-@pytest.fixture
-async def real_store(store_url: str) -> AsyncIterator[Store]:
-    """A store on each backend in turn, on the real clock."""
-    s = open_store(store_url)
-    await s.open()
-    yield s
-    await s.close()
 
 
 @contextlib.asynccontextmanager

@@ -1,4 +1,5 @@
-"""The ingest app on 127.0.0.1 against a real SQLite file, and `python -m ingest` as a process."""
+"""The ingest app on 127.0.0.1 against a real database (each backend in turn: a SQLite file,
+then PostgreSQL), and `python -m ingest` as a process."""
 
 from __future__ import annotations
 
@@ -27,8 +28,8 @@ from shared.errors import StoreBusy
 from shared.lifecycle import BOOT_ERROR_EXIT
 from shared.models import Stats
 from shared.signing import generate_secret
-from shared.sqlite_store import SqliteStore
-from tests.conftest import new_event
+from shared.store import Store
+from tests.conftest import is_postgres, new_event, opened_store
 
 ROOT = Path(__file__).resolve().parents[2]
 TOKEN = "token-for-tests"  # both ingest_token and admin_token, so one header serves both
@@ -38,20 +39,13 @@ JSON_TYPE = {"Content-Type": "application/json", **AUTH}  # else aiohttp sends o
 
 
 @pytest.fixture
-async def real_store(tmp_path: Path) -> AsyncIterator[SqliteStore]:
-    """An open SQLite store on a fresh file, on the real clock."""
-    async with SqliteStore(str(tmp_path / "ingest.db")) as store:
-        yield store
-
-
-@pytest.fixture
-async def client(real_store: SqliteStore) -> AsyncIterator[TestClient[Any, Any]]:
+async def client(real_store: Store) -> AsyncIterator[TestClient[Any, Any]]:
     """A client of the ingest app served on 127.0.0.1 (max_body_bytes = 4096)."""
     async with TestClient(TestServer(build_app(real_store, SMALL), host="127.0.0.1")) as c:
         yield c
 
 
-async def add_destination(store: SqliteStore, name: str, *event_types: str) -> None:
+async def add_destination(store: Store, name: str, *event_types: str) -> None:
     await store.add_destination(name=name, url=f"http://127.0.0.1:9/{name}",
                                 secret=generate_secret(), event_types=event_types,
                                 max_in_flight=4)
@@ -70,7 +64,7 @@ async def post(client: TestClient[Any, Any], body: Any, **headers: str
         return resp.status, await resp.json()
 
 
-async def assert_nothing_stored(store: SqliteStore) -> None:
+async def assert_nothing_stored(store: Store) -> None:
     stats = await store.stats()
     assert stats.events == 0 and sum(stats.jobs_by_status.values()) == 0
 
@@ -263,17 +257,23 @@ async def test_stats_need_the_admin_token_when_one_is_set(real_store):
             assert resp.status == 200
 
 
+def location(store: Store) -> str:
+    """Where a store's data lives (a SQLite file path or a PostgreSQL URL): internals that
+    must never reach a client."""
+    return str(getattr(store, "path", None) or getattr(store, "dsn"))  # noqa: B009
+
+
 class FailingStore:
     """Delegates to a real store, but add_events raises `error` (and stats is broken)."""
 
-    def __init__(self, inner: SqliteStore, error: Exception) -> None:
+    def __init__(self, inner: Store, error: Exception) -> None:
         self.inner, self.error = inner, error
 
     async def add_events(self, events: Any) -> Any:
         raise self.error
 
     async def stats(self) -> Stats:
-        raise RuntimeError(f"secret path {self.inner.path}")
+        raise RuntimeError(f"secret path {location(self.inner)}")
 
 
 async def test_store_busy_is_503_with_retry_after(real_store):
@@ -302,7 +302,7 @@ async def test_unexpected_error_is_500_without_internals(real_store):
                 assert resp.status == 500
                 assert json.loads(text) == {"error": "internal_error",
                                             "detail": "an unexpected error occurred"}
-                assert "Traceback" not in text and real_store.path not in text
+                assert "Traceback" not in text and location(real_store) not in text
     failures = [e for e in logs if e["event"] == "request_failed"]
     assert len(failures) == 2 and all(e.get("exc_info") for e in failures)
 
@@ -369,9 +369,10 @@ async def start_serve(config: Config) -> tuple[asyncio.Task[None], asyncio.Event
     return task, stop, ports[0]
 
 
-async def test_serve_reports_its_port_and_stops_on_the_event(tmp_path):
+async def test_serve_reports_its_port_and_stops_on_the_event(store_url, tmp_path):
     """serve() on port 0 calls ready(port), answers on it, and returns once stop is set."""
-    config = Config(db=str(tmp_path / "s.db"), listen="127.0.0.1:0", ingest_token=TOKEN)
+    config = Config(db=store_url, listen="127.0.0.1:0", ingest_token=TOKEN,
+                    runtime_dir=str(tmp_path / "run"))
     task, stop, port = await start_serve(config)
     assert port > 0
     async with (aiohttp.ClientSession() as session,
@@ -380,14 +381,15 @@ async def test_serve_reports_its_port_and_stops_on_the_event(tmp_path):
         assert resp.status == 202
     stop.set()
     await asyncio.wait_for(task, 10)
-    async with SqliteStore(config.db) as store:
+    async with opened_store(config.db) as store:
         assert (await store.stats()).events == 1
 
 
-async def test_stop_lets_a_request_still_sending_its_body_finish(tmp_path):
+async def test_stop_lets_a_request_still_sending_its_body_finish(store_url, tmp_path):
     """A stop while a request is still sending its body stops listening at once, yet lets
     that request finish: it is committed and answered 202 (with Connection: close)."""
-    config = Config(db=str(tmp_path / "g.db"), listen="127.0.0.1:0", ingest_token=TOKEN, graceful_timeout_s=4.0)
+    config = Config(db=store_url, listen="127.0.0.1:0", ingest_token=TOKEN,
+                    graceful_timeout_s=4.0, runtime_dir=str(tmp_path / "run"))
     task, stop, port = await start_serve(config)
     release = asyncio.Event()
 
@@ -410,7 +412,7 @@ async def test_stop_lets_a_request_still_sending_its_body_finish(tmp_path):
             assert resp.status == 202
             assert resp.headers["Connection"] == "close"
     await asyncio.wait_for(task, 10)
-    async with SqliteStore(config.db) as store:
+    async with opened_store(config.db) as store:
         assert (await store.stats()).events == 1
 
 
@@ -448,10 +450,11 @@ def listening_port(proc: subprocess.Popen[bytes], log_path: Path) -> int:
     return int(wait_for(port, 15, "ingest_listening"))
 
 
-async def test_process_serves_and_exits_0_on_sigterm(tmp_path):
+async def test_process_serves_and_exits_0_on_sigterm(store_url, tmp_path):
     """The real `python -m ingest` accepts an event over a socket, then SIGTERM ends it
     cleanly with exit code 0 and the event committed."""
-    config = Config(db=str(tmp_path / "p.db"), listen="127.0.0.1:0", ingest_token=TOKEN)
+    config = Config(db=store_url, listen="127.0.0.1:0", ingest_token=TOKEN,
+                    runtime_dir=str(tmp_path / "run"))
     log_path = tmp_path / "ingest.log"
     proc = start_ingest(config, log_path)
     try:
@@ -469,23 +472,33 @@ async def test_process_serves_and_exits_0_on_sigterm(tmp_path):
     assert code == 0, log_path.read_text()
     events = [e["event"] for e in log_events(log_path)]
     assert events[-2:] == ["ingest_stopping", "ingest_stopped"] and "event_accepted" in events
-    async with SqliteStore(config.db) as store:
+    async with opened_store(config.db) as store:
         assert (await store.stats()).events == 1
 
 
-@pytest.mark.parametrize("problem", ["missing_dir", "port_in_use"])
-async def test_process_cannot_boot_exits_3(tmp_path, problem):
-    """A database in a directory that does not exist, or a port already taken, ends the
-    process with BOOT_ERROR_EXIT (3) and a boot_failed log line."""
+def unopenable(store_url: str, tmp_path: Path) -> str:
+    """A database URL of the same backend that cannot be opened: a file in a directory that
+    does not exist, or a database the PostgreSQL server does not have."""
+    if is_postgres(store_url):
+        return store_url.rsplit("/", 1)[0] + "/no_such_database"
+    return str(tmp_path / "no" / "such" / "dir" / "x.db")
+
+
+@pytest.mark.parametrize("problem", ["unopenable_db", "port_in_use"])
+async def test_process_cannot_boot_exits_3(store_url, tmp_path, problem):
+    """A database that cannot be opened (SQLite: its directory does not exist; PostgreSQL:
+    the server has no such database), or a port already taken, ends the process with
+    BOOT_ERROR_EXIT (3) and a boot_failed log line."""
+    run = str(tmp_path / "run")
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))
         taken.listen()
-        if problem == "missing_dir":
-            config = Config(db=str(tmp_path / "no" / "such" / "dir" / "x.db"),
-                            listen="127.0.0.1:0")
+        if problem == "unopenable_db":
+            config = Config(db=unopenable(store_url, tmp_path), listen="127.0.0.1:0",
+                            runtime_dir=run)
         else:
-            config = Config(db=str(tmp_path / "ok.db"),
-                            listen=f"127.0.0.1:{taken.getsockname()[1]}")
+            config = Config(db=store_url, listen=f"127.0.0.1:{taken.getsockname()[1]}",
+                            runtime_dir=run)
         log_path = tmp_path / "ingest.log"
         proc = start_ingest(config, log_path)
         try:

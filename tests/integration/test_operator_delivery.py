@@ -1,5 +1,5 @@
-"""Pause/resume and replay with a running in-process Worker, a real SQLite file and the
-receiver fixture on 127.0.0.1."""
+"""Pause/resume and replay with a running in-process Worker, a real database (each backend in
+turn: a SQLite file, then PostgreSQL) and the receiver fixture on 127.0.0.1."""
 
 from __future__ import annotations
 
@@ -9,12 +9,10 @@ import hashlib
 import time
 from collections.abc import AsyncIterator, Callable
 
-import pytest
-
 from rehearsal.receiver import Endpoint, Receiver, parse_behaviour
 from shared.config import Config
 from shared.signing import generate_secret
-from shared.sqlite_store import SqliteStore
+from shared.store import Store
 from tests.conftest import new_event
 from workers.loop import Worker
 from workers.sender import Sender
@@ -27,14 +25,8 @@ ONE_SHOT = Config(allow_networks="127.0.0.0/8", max_attempts=1, lease_s=3.0, att
                   graceful_timeout_s=0.5)
 
 
-@pytest.fixture
-async def real_store(tmp_path) -> AsyncIterator[SqliteStore]:
-    async with SqliteStore(str(tmp_path / "op.db")) as s:
-        yield s
-
-
 @contextlib.asynccontextmanager
-async def running_worker(store: SqliteStore, config: Config) -> AsyncIterator[None]:
+async def running_worker(store: Store, config: Config) -> AsyncIterator[None]:
     stop = asyncio.Event()
     async with Sender(timeout_s=config.attempt_timeout_s, policy=config.address_policy) as sender:
         task = asyncio.create_task(Worker(store, config, "w1", sender).run(stop))

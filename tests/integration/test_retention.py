@@ -1,4 +1,5 @@
-"""The periodic retention purge that ingest runs (ingest/maintenance.py), on a real file."""
+"""The periodic retention purge that ingest runs (ingest/maintenance.py), on a real database
+(each backend in turn: a SQLite file, then PostgreSQL)."""
 
 from __future__ import annotations
 
@@ -12,33 +13,31 @@ from shared.config import Config
 from shared.errors import ConfigError
 from shared.models import AttemptResult, Done
 from shared.signing import generate_secret
-from shared.sqlite_store import SqliteStore
 from tests.conftest import new_event
 
 
-async def test_retention_purges_finished_history_and_keeps_pending(tmp_path):
+async def test_retention_purges_finished_history_and_keeps_pending(real_store):
     """With every age at 0, one round deletes the done job, its attempt and its event
     (dedupe key), and leaves the pending job and its event alone."""
-    async with SqliteStore(str(tmp_path / "r.db")) as store:
-        await store.add_destination(name="a", url="http://127.0.0.1:9/a",
-                                    secret=generate_secret(), event_types=["*"],
-                                    max_in_flight=1)
-        await store.add_events([new_event("done"), new_event("waiting")])
-        [claim] = await store.claim("w", 1, lease_s=30, max_attempts=3)
-        ok = AttemptResult(started_at=time.time(), duration_s=0.01, status_code=200)
-        await store.finish([(claim, Done(), ok)])
-        await asyncio.sleep(0.05)  # finished strictly before the purge's cutoff
-        config = Config(retention_interval_s=0.05, retention_bodies_s=0,
-                        retention_metadata_s=0, retention_dedupe_s=0)
-        stop = asyncio.Event()
-        task = asyncio.create_task(run_retention(store, config, stop))
-        await asyncio.sleep(0.3)
-        stop.set()
-        await task
-        stats = await store.stats()
-        assert stats.events == 1
-        assert stats.jobs_by_status["done"] == 0 and stats.jobs_by_status["pending"] == 1
-        assert await store.list_attempts() == []
+    await real_store.add_destination(name="a", url="http://127.0.0.1:9/a",
+                                     secret=generate_secret(), event_types=["*"],
+                                     max_in_flight=1)
+    await real_store.add_events([new_event("done"), new_event("waiting")])
+    [claim] = await real_store.claim("w", 1, lease_s=30, max_attempts=3)
+    ok = AttemptResult(started_at=time.time(), duration_s=0.01, status_code=200)
+    await real_store.finish([(claim, Done(), ok)])
+    await asyncio.sleep(0.05)  # finished strictly before the purge's cutoff
+    config = Config(retention_interval_s=0.05, retention_bodies_s=0,
+                    retention_metadata_s=0, retention_dedupe_s=0)
+    stop = asyncio.Event()
+    task = asyncio.create_task(run_retention(real_store, config, stop))
+    await asyncio.sleep(0.3)
+    stop.set()
+    await task
+    stats = await real_store.stats()
+    assert stats.events == 1
+    assert stats.jobs_by_status["done"] == 0 and stats.jobs_by_status["pending"] == 1
+    assert await real_store.list_attempts() == []
 
 
 def test_retention_ages_must_be_ordered():

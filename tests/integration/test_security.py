@@ -10,7 +10,6 @@ import socket
 import stat
 import subprocess
 import sys
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +25,7 @@ from shared.models import Claim
 from shared.netguard import AddressPolicy, vet_destination
 from shared.signing import generate_secret
 from shared.sqlite_store import SqliteStore
+from shared.store import Store
 from workers.sender import Sender
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -97,13 +97,7 @@ class RebindingResolver(AbstractResolver):
         return None
 
 
-@pytest.fixture
-async def real_store(tmp_path: Path) -> AsyncIterator[SqliteStore]:
-    async with SqliteStore(str(tmp_path / "security.db")) as s:
-        yield s
-
-
-async def client_for(store: SqliteStore, config: Config) -> TestClient[Any, Any]:
+async def client_for(store: Store, config: Config) -> TestClient[Any, Any]:
     client = TestClient(TestServer(build_app(store, config), host="127.0.0.1"))
     await client.start_server()
     return client

@@ -1,4 +1,5 @@
-"""POST /v1/sources/{name} through the real ingest app on 127.0.0.1 against a real SQLite file:
+"""POST /v1/sources/{name} through the real ingest app on 127.0.0.1 against a real database
+(each backend in turn: a SQLite file, then PostgreSQL):
 GitHub payload examples signed as GitHub signs, Stripe- and Standard-Webhooks-signed bodies,
 rejections that store nothing, dedupe by the provider's id; plus the sources admin API and
 `hookline sources`."""
@@ -9,11 +10,9 @@ import asyncio
 import hashlib
 import hmac
 import json
-import sqlite3
 import time
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -24,8 +23,9 @@ from ingest.app import build_app
 from rehearsal.github_samples import load_samples
 from shared.config import Config
 from shared.signing import generate_secret
-from shared.sqlite_store import SqliteStore
+from shared.store import Store
 from supervisor.cli import main as cli_main
+from tests.conftest import opened_store, query_db
 
 GH_SECRET = "It's a Secret to Everybody"
 STRIPE_SECRET = "whsec_test_3f9a8b7c6d5e4f3a2b1c0d9e8f7a6b5c"
@@ -36,36 +36,34 @@ CONFIG = Config(max_body_bytes=256 * 1024, admin_token=ADMIN_TOKEN, ingest_token
 
 
 @pytest.fixture
-async def real_store(tmp_path: Path) -> AsyncIterator[SqliteStore]:
-    """An open SQLite store on a fresh file with a catch-all destination and three sources."""
-    async with SqliteStore(str(tmp_path / "sources.db")) as store:
-        await store.add_destination(name="app", url="http://127.0.0.1:9/app",
-                                    secret=generate_secret(), event_types=["*"],
-                                    max_in_flight=4)
-        await store.add_source(name="gh", scheme="github", secret=GH_SECRET)
-        await store.add_source(name="stripe", scheme="stripe", secret=STRIPE_SECRET)
-        await store.add_source(name="std", scheme="standard", secret=STD_SECRET)
-        yield store
+async def real_store(real_store: Store) -> Store:
+    """The shared fixture's open store (each backend in turn), with a catch-all destination
+    and three sources."""
+    await real_store.add_destination(name="app", url="http://127.0.0.1:9/app",
+                                     secret=generate_secret(), event_types=["*"],
+                                     max_in_flight=4)
+    await real_store.add_source(name="gh", scheme="github", secret=GH_SECRET)
+    await real_store.add_source(name="stripe", scheme="stripe", secret=STRIPE_SECRET)
+    await real_store.add_source(name="std", scheme="standard", secret=STD_SECRET)
+    return real_store
 
 
 @pytest.fixture
-async def client(real_store: SqliteStore) -> AsyncIterator[TestClient[Any, Any]]:
+async def client(real_store: Store) -> AsyncIterator[TestClient[Any, Any]]:
     """A client of the ingest app served on 127.0.0.1 (admin routes need ADMIN headers)."""
     async with TestClient(TestServer(build_app(real_store, CONFIG), host="127.0.0.1")) as c:
         yield c
 
 
-def stored_events(store: SqliteStore) -> list[sqlite3.Row]:
-    """Every stored event, read from the file with a separate connection."""
-    with sqlite3.connect(store.path) as db:
-        db.row_factory = sqlite3.Row
-        return db.execute("SELECT source, source_event_id, type, body FROM events "
-                          "ORDER BY id").fetchall()
+async def stored_events(store_url: str) -> list[dict[str, Any]]:
+    """Every stored event, read from the database with a separate connection."""
+    return await query_db(store_url, "SELECT source, source_event_id, type, body FROM events "
+                                     "ORDER BY id")
 
 
-def job_count(store: SqliteStore) -> int:
-    with sqlite3.connect(store.path) as db:
-        return int(db.execute("SELECT count(*) FROM jobs").fetchone()[0])
+async def job_count(store_url: str) -> int:
+    """How many jobs the database holds, read with a separate connection."""
+    return int((await query_db(store_url, "SELECT count(*) AS n FROM jobs"))[0]["n"])
 
 
 def github_headers(body: bytes, event: str, delivery: str,
@@ -104,7 +102,7 @@ async def post(client: TestClient[Any, Any], path: str, body: bytes,
 
 
 async def test_github_payload_examples_are_accepted_stored_byte_exact_and_deduped(
-        client, real_store):
+        client, real_store, store_url):
     """Every shipped GitHub example, signed as GitHub signs, is answered 202 with one job;
     the stored body equals the sent bytes (non-ASCII examples included), the id is the
     delivery id and the type `event.action`; re-sending every delivery is 200 duplicate
@@ -122,7 +120,7 @@ async def test_github_payload_examples_are_accepted_stored_byte_exact_and_dedupe
     assert [status for status, _ in first] == [202] * len(samples), first[:3]
     assert all(answer["jobs"] == 1 for _, answer in first)
 
-    stored = {row["source_event_id"]: row for row in stored_events(real_store)}
+    stored = {row["source_event_id"]: row for row in await stored_events(store_url)}
     assert len(stored) == len(samples)
     for sample in samples:
         row = stored[sample.delivery_id]
@@ -133,11 +131,12 @@ async def test_github_payload_examples_are_accepted_stored_byte_exact_and_dedupe
     assert {status for status, _ in again} == {200}
     assert all(a["duplicate"] is True and a["jobs"] == 0 for _, a in again)
     assert [a["event_id"] for _, a in again] == [a["event_id"] for _, a in first[:20]]
-    assert len(stored_events(real_store)) == len(samples)
-    assert job_count(real_store) == len(samples)
+    assert len(await stored_events(store_url)) == len(samples)
+    assert await job_count(store_url) == len(samples)
 
 
-async def test_stripe_and_standard_webhooks_signed_bodies_are_accepted(client, real_store):
+async def test_stripe_and_standard_webhooks_signed_bodies_are_accepted(client, real_store,
+                                                                      store_url):
     """A Stripe-signed event and a Standard-Webhooks-signed one (standardwebhooks package)
     are 202 with a job; ids and types come from where each provider puts them."""
     stripe_body = ('{\n  "id": "evt_1NG8Du2eZvKYlo2CUI79vXWy",\n  "object": "event",\n'
@@ -149,7 +148,7 @@ async def test_stripe_and_standard_webhooks_signed_bodies_are_accepted(client, r
     status, answer = await post(client, "/v1/sources/std", std_body.encode(),
                                 standard_headers(std_body.encode(), "msg_abc123"))
     assert (status, answer["jobs"]) == (202, 1), answer
-    rows = stored_events(real_store)
+    rows = await stored_events(store_url)
     assert [(r["source"], r["source_event_id"], r["type"], bytes(r["body"])) for r in rows] == [
         ("stripe", "evt_1NG8Du2eZvKYlo2CUI79vXWy", "invoice.paid", stripe_body),
         ("std", "msg_abc123", "contact.created", std_body.encode())]
@@ -158,7 +157,8 @@ async def test_stripe_and_standard_webhooks_signed_bodies_are_accepted(client, r
 # -- rejected, nothing stored --------------------------------------------------------------
 
 
-async def test_bad_signatures_are_401_and_store_nothing_nor_burn_the_id(client, real_store):
+async def test_bad_signatures_are_401_and_store_nothing_nor_burn_the_id(client, real_store,
+                                                                       store_url):
     """Re-serialised body, ASCII-mangled signing, wrong secret, missing header, stale
     timestamp: each is 401 signature_invalid with a reason and stores no event and no job.
     The genuine request with the same ids is then accepted (a forgery claims no dedupe key)."""
@@ -193,7 +193,7 @@ async def test_bad_signatures_are_401_and_store_nothing_nor_burn_the_id(client, 
         status, answer = await post(client, path, body, headers)
         assert status == 401, (path, reason, answer)
         assert answer["error"] == "signature_invalid" and reason in answer["detail"], answer
-    assert stored_events(real_store) == [] and job_count(real_store) == 0
+    assert await stored_events(store_url) == [] and await job_count(store_url) == 0
 
     genuine = [("/v1/sources/gh", sample.body,
                 github_headers(sample.body, sample.github_event, sample.delivery_id)),
@@ -202,10 +202,10 @@ async def test_bad_signatures_are_401_and_store_nothing_nor_burn_the_id(client, 
     for path, body, headers in genuine:
         status, answer = await post(client, path, body, headers)
         assert (status, answer.get("duplicate")) == (202, None), answer
-    assert len(stored_events(real_store)) == 3
+    assert len(await stored_events(store_url)) == 3
 
 
-async def test_unknown_source_unusable_event_and_oversized_body(client, real_store, tmp_path):
+async def test_unknown_source_unusable_event_and_oversized_body(client, real_store, store_url):
     """Unknown source: 404 source_not_found. Signed but without a delivery id: 400
     invalid_event naming the field. Over max_body_bytes: 413. Nothing stored by any."""
     body = b'{"action": "opened"}'
@@ -220,7 +220,7 @@ async def test_unknown_source_unusable_event_and_oversized_body(client, real_sto
     status, answer = await post(client, "/v1/sources/gh", big,
                                 github_headers(big, "issues", "d-2"))
     assert (status, answer["error"]) == (413, "body_too_large")
-    assert stored_events(real_store) == []
+    assert await stored_events(store_url) == []
 
 
 # -- admin API and CLI ---------------------------------------------------------------------
@@ -278,10 +278,10 @@ async def test_events_route_cannot_claim_a_provider_sources_ids(client, real_sto
     assert status == 202
 
 
-def test_cli_sources_add_list_remove(tmp_path, capsys):
+def test_cli_sources_add_list_remove(store_url, capsys):
     """`hookline sources add` prints a generated secret once and stores it; `list --json`
     shows it redacted; `remove` removes; errors are one line with exit code 1."""
-    db = str(tmp_path / "cli.db")
+    db = store_url
     assert cli_main(["--db", db, "sources", "add", "gh", "--scheme", "github"]) == 0
     secret = capsys.readouterr().out.split("secret (shown once): ")[1].strip()
     assert len(secret) >= 32
@@ -296,7 +296,7 @@ def test_cli_sources_add_list_remove(tmp_path, capsys):
     assert "no source named 'gh'" in capsys.readouterr().err
 
     async def stored_secret() -> list[str]:
-        async with SqliteStore(db) as store:
+        async with opened_store(db) as store:
             return [s.secret for s in await store.list_sources()]
 
     assert asyncio.run(stored_secret()) == []

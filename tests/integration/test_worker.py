@@ -1,20 +1,17 @@
-"""The worker loop in-process against a real SQLite file and the receiver fixture on 127.0.0.1."""
+"""The worker loop in-process against a real database (each backend in turn: a SQLite file,
+then PostgreSQL) and the receiver fixture on 127.0.0.1."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
 import time
-from collections.abc import AsyncIterator
 from dataclasses import replace
-
-import pytest
 
 from rehearsal.receiver import Endpoint, Receiver, parse_behaviour
 from shared.config import Config
 from shared.signing import generate_secret
-from shared.sqlite_store import SqliteStore
-from shared.store import open_store
+from shared.store import Store
 from tests.conftest import new_event
 from workers.loop import Worker
 from workers.sender import Sender
@@ -23,17 +20,8 @@ FAST = Config(allow_networks="127.0.0.0/8", retry_base_s=0.05, retry_cap_s=0.1, 
               attempt_timeout_s=1.0, poll_interval_s=0.2, graceful_timeout_s=0.5)
 
 
-@pytest.fixture
-async def real_store(store_url) -> AsyncIterator[SqliteStore]:
-    """A store on each backend in turn (store_url is parametrised in tests/conftest.py)."""
-    s = open_store(store_url)
-    await s.open()
-    yield s
-    await s.close()
-
-
 @contextlib.asynccontextmanager
-async def running_worker(store: SqliteStore, config: Config = FAST, name: str = "w1"):
+async def running_worker(store: Store, config: Config = FAST, name: str = "w1"):
     stop = asyncio.Event()
     async with Sender(timeout_s=config.attempt_timeout_s, policy=config.address_policy) as sender:
         task = asyncio.create_task(Worker(store, config, name, sender).run(stop))
@@ -44,7 +32,7 @@ async def running_worker(store: SqliteStore, config: Config = FAST, name: str = 
             await task
 
 
-async def settle(store: SqliteStore, timeout_s: float = 10.0) -> dict[str, int]:
+async def settle(store: Store, timeout_s: float = 10.0) -> dict[str, int]:
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         counts = (await store.stats()).jobs_by_status
@@ -54,7 +42,7 @@ async def settle(store: SqliteStore, timeout_s: float = 10.0) -> dict[str, int]:
     raise AssertionError(f"jobs did not settle: {counts}")
 
 
-async def add(store: SqliteStore, receiver: Receiver, name: str, secret: str,
+async def add(store: Store, receiver: Receiver, name: str, secret: str,
               max_in_flight: int = 10) -> None:
     await store.add_destination(name=name, url=receiver.url(name), secret=secret,
                                 event_types=["*"], max_in_flight=max_in_flight)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import json
 from collections import Counter
 
 import pytest
@@ -146,3 +147,44 @@ async def test_sources_crud_on_both_backends(store):
         await store.remove_source("gh")
     again = await store.add_source(name="gh", scheme="token", secret="t" * 32)
     assert again.id != added.id and again.scheme == "token"
+
+
+def _scan_rows(plan: dict) -> list[tuple[str, float]]:
+    """(node type, actual rows per loop) of every scan node in an EXPLAIN (ANALYZE, FORMAT
+    JSON) plan tree."""
+    found = [(plan["Node Type"], plan["Actual Rows"])] if "Scan" in plan["Node Type"] else []
+    for child in plan.get("Plans", []):
+        found += _scan_rows(child)
+    return found
+
+
+@pytest.mark.parametrize("analyzed", [False, True], ids=["no_statistics", "analyzed"])
+async def test_claim_reads_only_what_it_takes_however_long_the_backlog(pg_url, analyzed):
+    """With a 4,000-job backlog, the claim's queries read about as many rows as they return:
+    due_jobs no more than its limit (it walks the due index in order instead of sorting the
+    destination's whole backlog), destination_slots one row per destination (its EXISTS
+    stops at the first due job). A claim's cost must not grow with the backlog, neither with
+    table statistics nor before autovacuum has gathered any (a burst into a new table)."""
+    import asyncpg
+
+    from shared.postgres_store import _query  # noqa: PLC2701  (the named SQL itself)
+
+    async with PostgresStore(pg_url) as store:
+        await store.add_destination(name="d", url="http://127.0.0.1:9/", event_types=["*"],
+                                    secret="whsec_" + "A" * 32, max_in_flight=50)
+        for batch in range(8):
+            await store.add_events([new_event(f"e{batch}-{i}") for i in range(500)])
+    conn = await asyncpg.connect(pg_url)
+    try:
+        if analyzed:
+            await conn.execute("ANALYZE")
+        values = {"destination_id": 1, "limit": 10, "test_now_s": None}
+        for name, most in (("due_jobs", 10), ("destination_slots", 1)):
+            sql, names = _query(name)
+            async with conn.transaction():  # FOR UPDATE: locks end with the transaction
+                [[plan]] = await conn.fetch("EXPLAIN (ANALYZE, FORMAT JSON) " + sql,
+                                            *[values[n] for n in names])
+            scans = _scan_rows(json.loads(plan)[0]["Plan"])
+            assert scans and max(rows for _, rows in scans) <= most, (name, scans)
+    finally:
+        await conn.close()

@@ -3,6 +3,7 @@ and on a PostgreSQL database): fan-out, dedupe, claims, leases, fencing, cap."""
 
 from __future__ import annotations
 
+import asyncio
 import sqlite3
 
 import pytest
@@ -186,6 +187,28 @@ async def test_paused_destination_is_not_claimed(store, destination_factory):
     assert len(await store.claim("w1", 1, lease_s=30, max_attempts=5)) == 1
     with pytest.raises(NotFound):
         await store.set_paused("missing", True)
+
+
+async def test_new_waiter_wakes_at_once_for_work_committed_before_it_listened(
+        store, destination_factory):
+    """Wake-ups reach only waiters already listening: a job committed before the first
+    wait_for_jobs woke nobody, so that first wait returns True at once instead of sleeping
+    its whole timeout (a worker starting, or reconnecting its LISTEN, beside ingest)."""
+    await destination_factory()
+    await store.add_events([new_event("e1")])  # no one is listening yet
+    loop = asyncio.get_running_loop()
+    t0 = loop.time()
+    assert await store.wait_for_jobs(5.0) is True
+    assert loop.time() - t0 < 1.0
+
+
+async def test_new_waiter_sleeps_when_only_paused_work_waits(store, destination_factory):
+    """The first wait_for_jobs wakes early only for claimable work: a paused destination's
+    job does not count, so it sleeps its timeout and returns False."""
+    await destination_factory("p")
+    await store.add_events([new_event("e1")])
+    await store.set_paused("p", True, reason="operator")
+    assert await store.wait_for_jobs(0.2) is False
 
 
 async def test_destination_names_are_unique(store, destination_factory):

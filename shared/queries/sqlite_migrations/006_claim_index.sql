@@ -1,0 +1,3 @@
+-- hookline schema, version 6: nothing to change on SQLite. (postgres_migrations/006 makes
+-- PostgreSQL's jobs_status partial so claims always walk jobs_due; SQLite's planner already
+-- does, since jobs_due alone gives the claim's order.)
