@@ -310,7 +310,7 @@ def test_cli_sources_add_list_remove(store_url, capsys):
     ("std", {"webhook-id": "msg_1", "webhook-timestamp": "9" * 5000,           # int() refuses
              "webhook-signature": "v1,AAAA"}),
 ])
-async def test_non_ascii_or_huge_signed_timestamps_are_401_not_500(client, real_store, source,
+async def test_non_ascii_or_huge_signed_timestamps_are_401_not_500(client, store_url, source,
                                                                     headers):
     """Timestamps of Unicode digits (sent as UTF-8 bytes) or thousands of digits are a
     malformed signature: 401 signature_invalid, nothing stored (they raised ValueError or
@@ -329,4 +329,4 @@ async def test_non_ascii_or_huge_signed_timestamps_are_401_not_500(client, real_
     assert status_line.split()[1] == b"401", answer
     payload = json.loads(rest.partition(b"\r\n\r\n")[2])
     assert payload["error"] == "signature_invalid" and "malformed" in payload["detail"]
-    assert stored_events(real_store) == []
+    assert await stored_events(store_url) == []
