@@ -5,25 +5,14 @@ a command line is readable by every local user); --config-json is for tests and 
 """
 
 import argparse
-import os
 import sys
 
 from ingest.main import run
-from shared.config import Config
-from shared.errors import ConfigError
-from shared.lifecycle import BOOT_ERROR_EXIT
-from shared.logs import configure_logging, get_logger
+from shared.lifecycle import child_config_or_exit
 
 parser = argparse.ArgumentParser(prog="python -m ingest")
 parser.add_argument("--config-json", help="the Config as Config.to_json() wrote it "
                     "(default: the HOOKLINE_CONFIG_JSON variable)")
 parser.add_argument("--slot", default="ingest", help="process name logged on every line")
 args = parser.parse_args()
-try:
-    config = Config.for_child(args.config_json, os.environ)
-except ConfigError as exc:
-    # A bad config never gets better by respawning: report it as a boot failure.
-    configure_logging(args.slot)
-    get_logger().error("boot_failed", reason=str(exc))
-    sys.exit(BOOT_ERROR_EXIT)
-sys.exit(run(config, args.slot))
+sys.exit(run(child_config_or_exit(args.config_json, args.slot), args.slot))

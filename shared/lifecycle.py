@@ -16,7 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from shared.config import Config
-from shared.logs import get_logger
+from shared.errors import ConfigError
+from shared.logs import configure_logging, get_logger
 
 BOOT_ERROR_EXIT = 3
 """Exit code of a child that cannot boot (bad config, unopenable database, port in use).
@@ -167,3 +168,16 @@ def read_status(path: Path) -> dict[str, Any] | None:
     except (OSError, ValueError):
         return None
     return data if isinstance(data, dict) else None
+
+
+def child_config_or_exit(config_json: str | None, slot: str) -> Config:
+    """A child process's Config (Config.for_child: --config-json, else the supervisor's
+    HOOKLINE_CONFIG_JSON variable). A bad or missing config never gets better by respawning,
+    so it is logged as `boot_failed` and the process exits with BOOT_ERROR_EXIT (SystemExit).
+    """
+    try:
+        return Config.for_child(config_json, os.environ)
+    except ConfigError as exc:
+        configure_logging(slot)
+        get_logger().error("boot_failed", reason=str(exc))
+        raise SystemExit(BOOT_ERROR_EXIT) from None
