@@ -23,7 +23,6 @@ Routes (JSON, same Bearer access and error shape as ingest/admin_api.py):
 from __future__ import annotations
 
 import dataclasses
-import os
 import time
 from pathlib import Path
 from typing import Any
@@ -31,7 +30,7 @@ from typing import Any
 from aiohttp import web
 
 from ingest.admin_api import _BadRequest, _config, _guarded, _int_param, _store  # noqa: PLC2701
-from shared.lifecycle import STATUS_FILE, read_status, runtime_dir
+from shared.lifecycle import STATUS_FILE, pid_alive, read_status, runtime_dir
 from shared.timeparse import parse_duration
 
 DEFAULT_LATENCY_WINDOW = "15m"
@@ -136,7 +135,7 @@ def supervisor_view(path: Path, now_s: float) -> dict[str, Any]:
         return {"known": False, "detail": f"no readable supervisor {STATUS_FILE} in the "
                                           "runtime folder (ingest runs without `hookline serve`?)"}
     pid = status.get("pid")
-    if isinstance(pid, int) and not _pid_alive(pid):
+    if isinstance(pid, int) and not pid_alive(pid):
         return {"known": False,
                 "detail": f"the supervisor (pid {pid}) that wrote {STATUS_FILE} is not running"}
     view: dict[str, Any] = {"known": True, **{k: status.get(k) for k in _SUPERVISOR_KEYS}}
@@ -145,12 +144,3 @@ def supervisor_view(path: Path, now_s: float) -> dict[str, Any]:
     return view
 
 
-def _pid_alive(pid: int) -> bool:
-    """True when a process with `pid` exists (ours or another user's)."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True

@@ -40,6 +40,7 @@ from pathlib import Path
 from typing import Any
 
 from shared.errors import HooklineError
+from shared.lifecycle import pid_alive
 from shared.logs import get_logger
 
 MANIFEST_FORMAT = 1
@@ -329,23 +330,11 @@ def remove_stale_temporaries(out_dir: Path) -> list[Path]:
     removed = []
     for entry in out_dir.iterdir():
         match = _TEMP_NAME.match(entry.name)
-        if match and not _pid_alive(int(match.group(1))):
+        if match and not pid_alive(int(match.group(1))):
             with contextlib.suppress(FileNotFoundError):
                 entry.unlink()
                 removed.append(entry)
     return removed
-
-
-def _pid_alive(pid: int) -> bool:
-    if pid == os.getpid():
-        return True
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 # -- verify ----------------------------------------------------------------------------------

@@ -181,3 +181,14 @@ def child_config_or_exit(config_json: str | None, slot: str) -> Config:
         configure_logging(slot)
         get_logger().error("boot_failed", reason=str(exc))
         raise SystemExit(BOOT_ERROR_EXIT) from None
+
+
+def pid_alive(pid: int) -> bool:
+    """True when a process with `pid` exists (ours or another user's: EPERM means it does)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True

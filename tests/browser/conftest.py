@@ -24,6 +24,7 @@ import pytest
 
 from rehearsal.harness import Service
 from tests.browser.support import INGEST_TOKEN, TOKEN, Hookline, ReceiverProcess
+from tests.pg import skip_or_fail_in_ci
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_MISSING = (f"Chromium not found at {CHROMIUM}: install it with `apt-get install -y "
@@ -36,25 +37,15 @@ SCREENSHOTS_ENV = "DASHBOARD_SCREENSHOTS"
 """Environment variable: a folder to write the page screenshots to (e.g. docs/screenshots)."""
 
 
-def _in_ci() -> bool:
-    return os.environ.get("CI", "").strip().lower() not in ("", "0", "false", "no")
-
-
-def _unavailable(reason: str) -> None:
-    if _in_ci():
-        pytest.fail(reason, pytrace=False)
-    pytest.skip(reason)
-
-
 @pytest.fixture(scope="module")
 def browser() -> Iterator[Any]:
     """A headless system Chromium (module-wide); skips or fails as the module docstring says."""
     if not os.access(CHROMIUM, os.X_OK):
-        _unavailable(CHROMIUM_MISSING)
+        skip_or_fail_in_ci(CHROMIUM_MISSING)
     try:
         from playwright.sync_api import sync_playwright  # noqa: PLC0415
     except ImportError:
-        _unavailable(PLAYWRIGHT_MISSING)
+        skip_or_fail_in_ci(PLAYWRIGHT_MISSING)
     with sync_playwright() as playwright:
         chromium = playwright.chromium.launch(executable_path=CHROMIUM, headless=True)
         try:
