@@ -76,19 +76,21 @@ def register(app: web.Application) -> None:
         ("GET", "/metrics", metrics_handler),
     ]
     for method, path, handler in routes:
-        app.router.add_route(method, path, _guarded(handler))
+        app.router.add_route(method, path, guarded(handler))
 
 
 # -- access and errors ---------------------------------------------------------------------
 
 
-def _config(app: web.Application) -> Any:
+def app_config(app: web.Application) -> Any:
+    """The app's Config (ingest.app.CONFIG_KEY)."""
     from ingest.app import CONFIG_KEY  # noqa: PLC0415  (ingest.app imports this module)
 
     return app[CONFIG_KEY]
 
 
-def _store(request: web.Request) -> Store:
+def request_store(request: web.Request) -> Store:
+    """The store the ingest app serves (ingest.app.STORE_KEY)."""
     from ingest.app import STORE_KEY  # noqa: PLC0415
 
     return request.app[STORE_KEY]
@@ -101,15 +103,15 @@ def _error(status: int, code: str, detail: str, **headers: str) -> web.Response:
 
 def _authorize(request: web.Request) -> web.Response | None:
     """None when the request may proceed, else the 401/403 answer (ingest/auth.py)."""
-    return check_bearer(request, _config(request.app).admin_token, what="the admin API",
+    return check_bearer(request, app_config(request.app).admin_token, what="the admin API",
                         setting=ADMIN_SETTING)
 
 
-class _BadRequest(Exception):
+class BadRequest(Exception):
     """Malformed admin input (becomes 400 invalid_request)."""
 
 
-def _guarded(handler: Handler) -> Handler:
+def guarded(handler: Handler) -> Handler:
     """Authorize, then map hookline errors to JSON: 400 bad input, 404, 409."""
     async def wrapped(request: web.Request) -> web.StreamResponse:
         denied = _authorize(request)
@@ -117,7 +119,7 @@ def _guarded(handler: Handler) -> Handler:
             return denied
         try:
             return await handler(request)
-        except (_BadRequest, ConfigError) as exc:
+        except (BadRequest, ConfigError) as exc:
             return _error(400, "invalid_request", str(exc))
         except DestinationBlocked as exc:
             return _error(400, "destination_blocked", str(exc))
@@ -130,39 +132,39 @@ def _guarded(handler: Handler) -> Handler:
     return wrapped
 
 
-async def _json_body(request: web.Request) -> dict[str, Any]:
-    """The request's JSON object body ({} when empty). Raises _BadRequest."""
+async def json_body(request: web.Request) -> dict[str, Any]:
+    """The request's JSON object body ({} when empty). Raises BadRequest."""
     if request.content_length is not None and request.content_length > _MAX_ADMIN_BODY:
-        raise _BadRequest(f"body larger than {_MAX_ADMIN_BODY} bytes")
+        raise BadRequest(f"body larger than {_MAX_ADMIN_BODY} bytes")
     raw = await request.content.read(_MAX_ADMIN_BODY + 1)
     if len(raw) > _MAX_ADMIN_BODY:
-        raise _BadRequest(f"body larger than {_MAX_ADMIN_BODY} bytes")
+        raise BadRequest(f"body larger than {_MAX_ADMIN_BODY} bytes")
     if not raw.strip():
         return {}
     try:
         value = json.loads(raw)
     except ValueError as exc:
-        raise _BadRequest(f"body is not valid JSON: {exc}") from None
+        raise BadRequest(f"body is not valid JSON: {exc}") from None
     if not isinstance(value, dict):
-        raise _BadRequest("body must be a JSON object")
+        raise BadRequest("body must be a JSON object")
     return value
 
 
-def _int_param(value: Any, name: str, default: int | None = None, low: int = 1,
+def int_param(value: Any, name: str, default: int | None = None, low: int = 1,
                high: int = MAX_ID) -> int:
-    """`value` (a JSON number or query text) as an int in [low, high]. Raises _BadRequest."""
+    """`value` (a JSON number or query text) as an int in [low, high]. Raises BadRequest."""
     if value is None:
         if default is None:
-            raise _BadRequest(f"{name} is required")
+            raise BadRequest(f"{name} is required")
         return default
     if isinstance(value, bool) or (isinstance(value, float) and not value.is_integer()):
-        raise _BadRequest(f"{name} must be an integer")
+        raise BadRequest(f"{name} must be an integer")
     try:
         number = int(value)
     except (TypeError, ValueError, OverflowError):  # OverflowError: an infinite float
-        raise _BadRequest(f"{name} must be an integer, not {str(value)[:40]!r}") from None
+        raise BadRequest(f"{name} must be an integer, not {str(value)[:40]!r}") from None
     if not low <= number <= high:
-        raise _BadRequest(f"{name} must be from {low} to {high}")
+        raise BadRequest(f"{name} must be from {low} to {high}")
     return number
 
 
@@ -175,30 +177,30 @@ def _as_dict(record: Any) -> dict[str, Any]:
 
 async def stats(request: web.Request) -> web.Response:
     """`GET /v1/admin/stats`: the store's counts (see Store.stats)."""
-    return web.json_response(dataclasses.asdict(await _store(request).stats()))
+    return web.json_response(dataclasses.asdict(await request_store(request).stats()))
 
 
 async def list_destinations(request: web.Request) -> web.Response:
     """`GET /v1/admin/destinations`: live destinations, secrets redacted."""
-    return web.json_response([d.redacted() for d in await _store(request).list_destinations()])
+    return web.json_response([d.redacted() for d in await request_store(request).list_destinations()])
 
 
 async def add_destination(request: web.Request) -> web.Response:
     """`POST /v1/admin/destinations`: 201 with the destination; a generated secret once."""
-    body = await _json_body(request)
+    body = await json_body(request)
     name = body.get("name")
     if not isinstance(name, str) or not name.strip() or "~" in name:
-        raise _BadRequest("name must be a non-empty string without '~'")
+        raise BadRequest("name must be a non-empty string without '~'")
     given_secret = body.get("secret")
     secret = given_secret if given_secret is not None else generate_secret()
     if not isinstance(secret, str):
-        raise _BadRequest("secret must be a string")
+        raise BadRequest("secret must be a string")
     secret_key(secret)  # ConfigError on a malformed secret
     fields = validate_destination_changes({
         "url": body.get("url"), "event_types": body.get("event_types", ["*"]),
         "max_in_flight": body.get("max_in_flight", 10), "headers": body.get("headers", {})})
-    await vet_destination(fields["url"], _config(request.app).address_policy)
-    store = _store(request)
+    await vet_destination(fields["url"], app_config(request.app).address_policy)
+    store = request_store(request)
     try:
         dest = await store.add_destination(name=name, url=fields["url"], secret=secret,
                                            event_types=fields["event_types"],
@@ -215,18 +217,18 @@ async def add_destination(request: web.Request) -> web.Response:
 
 async def get_destination(request: web.Request) -> web.Response:
     """`GET /v1/admin/destinations/{name}`: one destination, secret redacted."""
-    dest = await _store(request).get_destination(request.match_info["name"])
+    dest = await request_store(request).get_destination(request.match_info["name"])
     return web.json_response(dest.redacted())
 
 
 async def update_destination(request: web.Request) -> web.Response:
     """`PATCH /v1/admin/destinations/{name}`: JSON object of changeable fields."""
-    changes = await _json_body(request)
+    changes = await json_body(request)
     name = request.match_info["name"]
     if "url" in changes:
         validate_destination_changes({"url": changes["url"]})
-        await vet_destination(changes["url"], _config(request.app).address_policy)
-    dest = await _store(request).update_destination(name, **changes)
+        await vet_destination(changes["url"], app_config(request.app).address_policy)
+    dest = await request_store(request).update_destination(name, **changes)
     get_logger().info("destination_updated", destination=name, fields=sorted(changes),
                       by="admin_api")
     return web.json_response(dest.redacted())
@@ -235,7 +237,7 @@ async def update_destination(request: web.Request) -> web.Response:
 async def remove_destination(request: web.Request) -> web.Response:
     """`DELETE /v1/admin/destinations/{name}`: soft delete; unfinished jobs end dead."""
     name = request.match_info["name"]
-    ended = await _store(request).remove_destination(name)
+    ended = await request_store(request).remove_destination(name)
     get_logger().info("destination_removed", destination=name, jobs_ended=ended,
                       by="admin_api")
     return web.json_response({"removed": name, "jobs_ended": ended})
@@ -243,12 +245,12 @@ async def remove_destination(request: web.Request) -> web.Response:
 
 async def pause(request: web.Request) -> web.Response:
     """`POST /v1/admin/destinations/{name}/pause` with optional {"reason": text}."""
-    body = await _json_body(request)
+    body = await json_body(request)
     reason = body.get("reason", "paused by operator")
     if not isinstance(reason, str):
-        raise _BadRequest("reason must be a string")
+        raise BadRequest("reason must be a string")
     name = request.match_info["name"]
-    await _store(request).set_paused(name, True, reason)
+    await request_store(request).set_paused(name, True, reason)
     get_logger().info("destination_paused", destination=name, reason=reason, by="admin_api")
     return web.json_response({"paused": name, "reason": reason})
 
@@ -256,7 +258,7 @@ async def pause(request: web.Request) -> web.Response:
 async def resume(request: web.Request) -> web.Response:
     """`POST /v1/admin/destinations/{name}/resume`."""
     name = request.match_info["name"]
-    await _store(request).set_paused(name, False)
+    await request_store(request).set_paused(name, False)
     get_logger().info("destination_resumed", destination=name, by="admin_api")
     return web.json_response({"resumed": name})
 
@@ -265,16 +267,16 @@ async def list_jobs(request: web.Request) -> web.Response:
     """`GET /v1/admin/jobs?status=S&limit=N`: newest first."""
     status = request.query.get("status")
     if status is not None and status not in JOB_STATUSES:
-        raise _BadRequest(f"status must be one of {', '.join(JOB_STATUSES)}")
-    limit = _int_param(request.query.get("limit"), "limit", default=100, high=MAX_LIMIT)
-    jobs = await _store(request).list_jobs(status=status, limit=limit)
+        raise BadRequest(f"status must be one of {', '.join(JOB_STATUSES)}")
+    limit = int_param(request.query.get("limit"), "limit", default=100, high=MAX_LIMIT)
+    jobs = await request_store(request).list_jobs(status=status, limit=limit)
     return web.json_response([_as_dict(j) for j in jobs])
 
 
 async def get_job(request: web.Request) -> web.Response:
     """`GET /v1/admin/jobs/{id}`: the job's story."""
-    job_id = _int_param(request.match_info["id"], "job id")
-    story = await _store(request).get_job(job_id)
+    job_id = int_param(request.match_info["id"], "job id")
+    story = await request_store(request).get_job(job_id)
     return web.json_response({
         **_as_dict(story.job), "replays": story.replays, "source": story.source,
         "source_event_id": story.source_event_id, "received_at": story.received_at,
@@ -285,33 +287,33 @@ async def get_job(request: web.Request) -> web.Response:
 async def list_dead(request: web.Request) -> web.Response:
     """`GET /v1/admin/dead?destination=&since=&limit=`: most recently dead first."""
     since = request.query.get("since")
-    jobs = await _store(request).list_dead(
+    jobs = await request_store(request).list_dead(
         destination=request.query.get("destination"),
         since_s=None if since is None else parse_instant(since, time.time()),
-        limit=_int_param(request.query.get("limit"), "limit", default=100, high=MAX_LIMIT))
+        limit=int_param(request.query.get("limit"), "limit", default=100, high=MAX_LIMIT))
     return web.json_response([_as_dict(j) for j in jobs])
 
 
 async def replay(request: web.Request) -> web.Response:
     """`POST /v1/admin/replay`: {"job_id": N} or {"all_dead": true, "destination"?,
     "since"?}, with "dry_run"? -> {"count", "dry_run"}."""
-    body = await _json_body(request)
+    body = await json_body(request)
     unknown = sorted(set(body) - {"job_id", "all_dead", "destination", "since", "dry_run"})
     if unknown:
-        raise _BadRequest(f"unknown field(s): {', '.join(unknown)}")
-    job_id = None if body.get("job_id") is None else _int_param(body["job_id"], "job_id")
+        raise BadRequest(f"unknown field(s): {', '.join(unknown)}")
+    job_id = None if body.get("job_id") is None else int_param(body["job_id"], "job_id")
     all_dead = body.get("all_dead", False)
     dry_run = body.get("dry_run", False)
     destination = body.get("destination")
     if not isinstance(all_dead, bool) or not isinstance(dry_run, bool):
-        raise _BadRequest("all_dead and dry_run must be booleans")
+        raise BadRequest("all_dead and dry_run must be booleans")
     if destination is not None and not isinstance(destination, str):
-        raise _BadRequest("destination must be a string")
+        raise BadRequest("destination must be a string")
     since = body.get("since")
     since_s = None if since is None else parse_instant(since, time.time())
     if job_id is not None and (destination is not None or since_s is not None):
-        raise _BadRequest("destination and since filter all_dead, not job_id")
-    count = await _store(request).replay(job_id=job_id, all_dead=all_dead,
+        raise BadRequest("destination and since filter all_dead, not job_id")
+    count = await request_store(request).replay(job_id=job_id, all_dead=all_dead,
                                          destination=destination, since_s=since_s,
                                          dry_run=dry_run)
     if not dry_run:
@@ -323,19 +325,19 @@ async def replay(request: web.Request) -> web.Response:
 async def purge(request: web.Request) -> web.Response:
     """`POST /v1/admin/purge`: {"bodies_older_than": "7d", "metadata_older_than": "30d",
     "dedupe_keep": "90d"} (all optional) -> what was removed."""
-    body = await _json_body(request)
+    body = await json_body(request)
     ages = {}
     for key, default in (("bodies_older_than", DEFAULT_BODIES_AGE),
                          ("metadata_older_than", DEFAULT_METADATA_AGE),
                          ("dedupe_keep", DEFAULT_DEDUPE_AGE)):
         value = body.get(key, default)
         if not isinstance(value, str | int | float) or isinstance(value, bool):
-            raise _BadRequest(f"{key} must be a duration like 7d")
+            raise BadRequest(f"{key} must be a duration like 7d")
         ages[key] = parse_duration(str(value))
     if not ages["bodies_older_than"] <= ages["metadata_older_than"] <= ages["dedupe_keep"]:
-        raise _BadRequest("need bodies_older_than <= metadata_older_than <= dedupe_keep")
+        raise BadRequest("need bodies_older_than <= metadata_older_than <= dedupe_keep")
     now = time.time()
-    result = await _store(request).purge(
+    result = await request_store(request).purge(
         bodies_before_s=now - ages["bodies_older_than"],
         metadata_before_s=now - ages["metadata_older_than"],
         dedupe_before_s=now - ages["dedupe_keep"])
@@ -346,5 +348,5 @@ async def purge(request: web.Request) -> web.Response:
 
 async def metrics_handler(request: web.Request) -> web.Response:
     """`GET /metrics`: Prometheus text, read from the database at scrape time."""
-    text = metrics.render(await _store(request).stats())
+    text = metrics.render(await request_store(request).stats())
     return web.Response(body=text, headers={hdrs.CONTENT_TYPE: metrics.CONTENT_TYPE})

@@ -29,7 +29,7 @@ from typing import Any
 
 from aiohttp import web
 
-from ingest.admin_api import _BadRequest, _config, _guarded, _int_param, _store  # noqa: PLC2701
+from ingest.admin_api import BadRequest, app_config, guarded, int_param, request_store
 from shared.lifecycle import STATUS_FILE, pid_alive, read_status, runtime_dir
 from shared.timeparse import parse_duration
 
@@ -52,7 +52,7 @@ def register(app: web.Application) -> None:
         ("GET", "/v1/admin/supervisor", supervisor),
     ]
     for method, path, handler in routes:
-        app.router.add_route(method, path, _guarded(handler))
+        app.router.add_route(method, path, guarded(handler))
 
 
 def _duration(request: web.Request, name: str, default: str) -> float:
@@ -64,7 +64,7 @@ async def destination_stats(request: web.Request) -> web.Response:
     """`GET /v1/admin/destination-stats?window=15m`: state, job counts and latency per live
     destination (see the module docstring)."""
     window_s = _duration(request, "window", DEFAULT_LATENCY_WINDOW)
-    summaries = await _store(request).destination_summaries(latency_window_s=window_s)
+    summaries = await request_store(request).destination_summaries(latency_window_s=window_s)
     return web.json_response([dataclasses.asdict(s) for s in summaries])
 
 
@@ -72,20 +72,20 @@ async def throughput(request: web.Request) -> web.Response:
     """`GET /v1/admin/throughput?window=30m&bucket=60`: events accepted and jobs done/dead per
     bucket of `bucket` seconds (at most 1440 buckets)."""
     window_s = _duration(request, "window", DEFAULT_THROUGHPUT_WINDOW)
-    bucket_s = _int_param(request.query.get("bucket"), "bucket", default=DEFAULT_BUCKET_S)
+    bucket_s = int_param(request.query.get("bucket"), "bucket", default=DEFAULT_BUCKET_S)
     if window_s / bucket_s > MAX_THROUGHPUT_BUCKETS:
-        raise _BadRequest(f"window / bucket must be at most {MAX_THROUGHPUT_BUCKETS} buckets")
-    buckets = await _store(request).throughput(window_s=window_s, bucket_s=bucket_s)
+        raise BadRequest(f"window / bucket must be at most {MAX_THROUGHPUT_BUCKETS} buckets")
+    buckets = await request_store(request).throughput(window_s=window_s, bucket_s=bucket_s)
     return web.json_response({"bucket_s": bucket_s,
                               "buckets": [dataclasses.asdict(b) for b in buckets]})
 
 
 async def job_event(request: web.Request) -> web.Response:
     """`GET /v1/admin/jobs/{id}/event?max_bytes=N`: the start of a job's event body as text."""
-    job_id = _int_param(request.match_info["id"], "job id")
-    max_bytes = _int_param(request.query.get("max_bytes"), "max_bytes",
+    job_id = int_param(request.match_info["id"], "job id")
+    max_bytes = int_param(request.query.get("max_bytes"), "max_bytes",
                            default=DEFAULT_BODY_BYTES)
-    body = await _store(request).event_body(job_id, min(max_bytes, MAX_BODY_BYTES))
+    body = await request_store(request).event_body(job_id, min(max_bytes, MAX_BODY_BYTES))
     text, valid = decode_head(body.head, truncated=body.truncated)
     return web.json_response({
         "job_id": job_id, "event_id": body.event_id, "type": body.type,
@@ -114,7 +114,7 @@ def decode_head(head: bytes, *, truncated: bool) -> tuple[str, bool]:
 
 async def supervisor(request: web.Request) -> web.Response:
     """`GET /v1/admin/supervisor`: the supervisor's view of its workers, or known: false."""
-    return web.json_response(supervisor_view(runtime_dir(_config(request.app)) / STATUS_FILE,
+    return web.json_response(supervisor_view(runtime_dir(app_config(request.app)) / STATUS_FILE,
                                              time.time()))
 
 

@@ -102,14 +102,14 @@ def register(app: web.Application) -> None:
     for method, path, handler in (("GET", "/v1/admin/sources", list_sources),
                                   ("POST", "/v1/admin/sources", add_source),
                                   ("DELETE", "/v1/admin/sources/{name}", remove_source)):
-        app.router.add_route(method, path, admin_api._guarded(handler))  # noqa: SLF001
+        app.router.add_route(method, path, admin_api.guarded(handler))
 
 
 async def is_provider_source(request: web.Request, name: str) -> bool:
     """True when `name` is a live configured source (as of at most SOURCE_CACHE_TTL_S ago);
     `POST /v1/events` refuses such a `source` so its callers cannot claim a provider's ids."""
     try:
-        await request.app[SOURCE_CACHE_KEY].get(_store(request), name)
+        await request.app[SOURCE_CACHE_KEY].get(admin_api.request_store(request), name)
     except NotFound:
         return False
     return True
@@ -168,21 +168,15 @@ async def post_source_event(request: web.Request) -> web.Response:
 # -- admin ---------------------------------------------------------------------------------
 
 
-def _store(request: web.Request) -> Store:
-    from ingest.app import STORE_KEY  # noqa: PLC0415
-
-    return request.app[STORE_KEY]
-
-
 async def list_sources(request: web.Request) -> web.Response:
     """`GET /v1/admin/sources`: live sources, secrets redacted."""
-    return web.json_response([s.redacted() for s in await _store(request).list_sources()])
+    return web.json_response([s.redacted() for s in await admin_api.request_store(request).list_sources()])
 
 
 async def add_source(request: web.Request) -> web.Response:
     """`POST /v1/admin/sources` {"name", "scheme", "secret"?}: 201 with the source (400 bad
     field, 409 name taken); a generated secret is in the answer, once."""
-    body: dict[str, Any] = await admin_api._json_body(request)  # noqa: SLF001
+    body: dict[str, Any] = await admin_api.json_body(request)
     name, scheme, given = body.get("name"), body.get("scheme"), body.get("secret")
     if not isinstance(name, str) or not isinstance(scheme, str):
         raise ConfigError("name and scheme are required strings")
@@ -191,7 +185,7 @@ async def add_source(request: web.Request) -> web.Response:
     secret = given if given is not None else generate_source_secret(scheme)
     check_source(name, scheme, secret)  # ConfigError -> 400
     try:
-        source = await _store(request).add_source(name=name, scheme=scheme, secret=secret)
+        source = await admin_api.request_store(request).add_source(name=name, scheme=scheme, secret=secret)
     except ConfigError as exc:
         raise Conflict(str(exc)) from exc  # the name is taken
     request.app[SOURCE_CACHE_KEY].forget(name)
@@ -205,7 +199,7 @@ async def add_source(request: web.Request) -> web.Response:
 async def remove_source(request: web.Request) -> web.Response:
     """`DELETE /v1/admin/sources/{name}`: soft delete (404 when there is none)."""
     name = request.match_info["name"]
-    await _store(request).remove_source(name)
+    await admin_api.request_store(request).remove_source(name)
     request.app[SOURCE_CACHE_KEY].forget(name)
     get_logger().info("source_removed", source=name, by="admin_api")
     return web.json_response({"removed": name})
