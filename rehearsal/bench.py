@@ -34,6 +34,7 @@ from rehearsal.drill import fresh_postgres_database
 from rehearsal.harness import (
     INGEST_TOKEN,
     LOCAL_SETTINGS,
+    children_of,
     free_port,
     service_processes,
     wait_healthy,
@@ -202,21 +203,7 @@ def server_cpu_s(postmaster_pid: int) -> float:
     except OSError:
         return 0.0
     own = sum(int(f) for f in fields[11:15]) / CLOCK_TICKS
-    return own + sum(proc_cpu_s(pid) for pid in _children(postmaster_pid))
-
-
-def _children(pid: int) -> list[int]:
-    """Live direct children of `pid`, from /proc."""
-    kids = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                stat = (entry / "stat").read_text()
-            except OSError:
-                continue
-            if int(stat.rsplit(")", 1)[1].split()[1]) == pid:
-                kids.append(int(entry.name))
-    return kids
+    return own + sum(proc_cpu_s(pid) for pid in children_of(postmaster_pid))
 
 
 @contextlib.contextmanager

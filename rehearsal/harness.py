@@ -132,6 +132,20 @@ def service_processes(supervisor_pid: int) -> dict[str, int]:
     return found
 
 
+def children_of(pid: int) -> list[int]:
+    """Live direct children of `pid` (any process, not only a supervisor's), from /proc."""
+    kids = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                stat = (entry / "stat").read_text()
+            except OSError:
+                continue
+            if int(stat.rsplit(")", 1)[1].split()[1]) == pid:
+                kids.append(int(entry.name))
+    return kids
+
+
 def pid_alive(pid: int) -> bool:
     """True while `pid` exists and is not a zombie."""
     try:

@@ -5,14 +5,13 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
-import socket
 import time
 from collections import defaultdict
-from pathlib import Path
 
 import aiohttp
 from procs import AUTH, pid_alive, start_cli, stop
 
+from rehearsal.harness import children_of, free_port
 from rehearsal.receiver import Endpoint, Receiver, parse_behaviour
 from shared.postgres_store import PostgresStore
 from shared.signing import generate_secret
@@ -20,26 +19,6 @@ from tests.conftest import new_event
 
 EVENTS = 1500  # x 2 destinations = 3000 jobs, plus the kill drill's one
 HTTP_EVENTS = 20  # per host, through its ingest: 80 more jobs
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def _children(pid: int) -> list[int]:
-    """Direct children of `pid` (from /proc)."""
-    kids = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                stat = (entry / "stat").read_text()
-            except OSError:
-                continue
-            if int(stat.rsplit(")", 1)[1].split()[1]) == pid:
-                kids.append(int(entry.name))
-    return kids
 
 
 async def _wait(predicate, timeout_s: float, what: str) -> None:
@@ -69,7 +48,7 @@ async def test_two_supervisors_share_one_postgres(pg_url, tmp_path):
         for name, types, limit in (("a", "all", 3), ("b", "all", 5), ("k", "drill", 1)):
             await store.add_destination(name=name, url=receiver.url(name), secret=secret,
                                         event_types=[types], max_in_flight=limit)
-        ports = [_free_port(), _free_port()]
+        ports = [free_port(), free_port()]
         hosts = [start_cli(["serve", "--db", url, "--workers", "2", "--listen",
                             f"127.0.0.1:{port}"], tmp_path / f"host{n}.log", env)
                  for n, port in enumerate(ports, 1)]
@@ -101,10 +80,10 @@ async def test_two_supervisors_share_one_postgres(pg_url, tmp_path):
             [drill] = [j for j in await store.list_jobs(limit=10_000)
                        if j.destination == "k"]
             victim_pid = int(drill.lease_owner.rsplit(":", 1)[1])
-            victim_host = next(h for h in hosts if victim_pid in _children(h.pid))
+            victim_host = next(h for h in hosts if victim_pid in children_of(h.pid))
             survivor = next(h for h in hosts if h is not victim_host)
             # Kill the whole host: supervisor first (no respawn), then its children.
-            doomed = _children(victim_host.pid)
+            doomed = children_of(victim_host.pid)
             victim_host.send_signal(signal.SIGKILL)
             victim_host.wait()
             for pid in doomed:
@@ -116,7 +95,7 @@ async def test_two_supervisors_share_one_postgres(pg_url, tmp_path):
                 return counts["pending"] == counts["running"] == 0
             await _wait(settled, 120, "every job to finish")
             counts = (await store.stats()).jobs_by_status
-            survivor_workers = set(_children(survivor.pid))
+            survivor_workers = set(children_of(survivor.pid))
             attempts = await store.list_attempts(limit=100_000)
             jobs = await store.list_jobs(limit=100_000)
         finally:
