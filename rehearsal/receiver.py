@@ -3,7 +3,10 @@
 Each endpoint is served at `POST /{name}` with its own `whsec_` secret and a :class:`Behaviour`.
 Requests are verified with `standardwebhooks` and recorded; the first verified request for a
 `webhook-id` processed for business records an *effect*, later ones count as duplicates.
-`GET /_summary` and `GET /_receipts` serve counts and records. CLI: see :func:`main`.
+`GET /_summary` and `GET /_receipts` serve counts and records; `PUT /_behaviour/{name}` with a
+behaviour spec as its body (e.g. `status:503`, `hang`, `ok`) changes how an endpoint answers
+from then on (outage drills: a destination goes down and comes back on the same port).
+CLI: see :func:`main`.
 """
 
 from __future__ import annotations
@@ -255,6 +258,7 @@ class Receiver:
         app = web.Application()
         app.router.add_get("/_summary", self._handle_summary)
         app.router.add_get("/_receipts", self._handle_receipts)
+        app.router.add_put("/_behaviour/{name}", self._handle_set_behaviour)
         app.router.add_post("/{name}", self._handle_post)
         self._runner = web.AppRunner(app, access_log=None,
                                      shutdown_timeout=self._shutdown_timeout_s)
@@ -293,6 +297,17 @@ class Receiver:
         """The number of requests endpoint `name` is handling now."""
         return self._states[name].in_flight
 
+    def set_behaviour(self, name: str, behaviour: Behaviour) -> None:
+        """Make endpoint `name` answer with `behaviour` from its next request on. Requests
+        already hanging keep hanging until the client gives up or the receiver stops.
+
+        Raises:
+            KeyError: no endpoint `name`.
+        """
+        state = self._states[name]
+        state.endpoint = replace(state.endpoint, behaviour=behaviour)
+        log.info("receiver_behaviour_set", endpoint=name, behaviour=behaviour.spec)
+
     def summary(self) -> dict[str, Any]:
         """Counts per endpoint and in total, as served by `GET /_summary`."""
         per = {name: self._endpoint_summary(state) for name, state in self._states.items()}
@@ -320,6 +335,17 @@ class Receiver:
 
     async def _handle_receipts(self, request: web.Request) -> web.Response:
         return web.json_response(self.receipts())
+
+    async def _handle_set_behaviour(self, request: web.Request) -> web.Response:
+        name = request.match_info["name"]
+        if name not in self._states:
+            return _json_error(404, "unknown_endpoint", name)
+        try:
+            behaviour = parse_behaviour(await request.text())
+        except ConfigError as exc:
+            return _json_error(400, "bad_behaviour", str(exc))
+        self.set_behaviour(name, behaviour)
+        return web.json_response({"endpoint": name, "behaviour": behaviour.spec})
 
     async def _handle_post(self, request: web.Request) -> web.StreamResponse:
         state = self._states.get(request.match_info["name"])

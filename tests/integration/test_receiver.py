@@ -257,6 +257,28 @@ async def test_summary_receipts_and_requests_log(
     assert [line["record"] for line in lines] == ["effect", "request", "request", "request"]
 
 
+async def test_put_behaviour_switches_an_endpoint_down_and_back(
+        session: aiohttp.ClientSession, endpoint_factory: EndpointFactory) -> None:
+    """PUT /_behaviour/NAME with a spec changes how that endpoint answers from its next
+    request on (an outage and a recovery on the same port); bad specs and names are refused."""
+    ep = endpoint_factory("a")
+    async with Receiver([ep]) as receiver:
+        base = f"http://127.0.0.1:{receiver.port}/_behaviour"
+        assert (await post(session, receiver, ep, "msg_1")).status == 200
+        async with session.put(f"{base}/a", data="status:503") as response:
+            assert response.status == 200
+            assert await response.json() == {"endpoint": "a", "behaviour": "status:503"}
+        assert (await post(session, receiver, ep, "msg_2")).status == 503
+        async with session.put(f"{base}/a", data="nonsense") as response:
+            assert response.status == 400
+        async with session.put(f"{base}/nobody", data="ok") as response:
+            assert response.status == 404
+        async with session.put(f"{base}/a", data="ok") as response:
+            assert response.status == 200
+        assert (await post(session, receiver, ep, "msg_2")).status == 200
+        assert receiver.summary()["endpoints"]["a"]["behaviour"] == "ok"
+
+
 def test_parse_behaviour_and_endpoint_specs() -> None:
     """String specs parse into behaviours, round-trip through `.spec`, and bad ones raise."""
     assert parse_behaviour("fail:2") == Behaviour(kind="fail", count=2)
