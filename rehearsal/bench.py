@@ -243,95 +243,146 @@ def run_bench(opts: BenchOptions) -> dict[str, Any]:
     return result
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Receiver:
+    """The receiver fixture's process: `pid`, `port`, and the `secrets` of d1, d2, d3."""
+
+    pid: int
+    port: int
+    secrets: tuple[str, ...]
+
+
+def bench_env(work: Path) -> dict[str, str]:
+    """The environment of the bench's children: this checkout importable, LOCAL_SETTINGS, and
+    runtime files in `work` (a server database has no folder, so they go there on SQLite too)."""
+    return {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1]),
+            **LOCAL_SETTINGS, "HOOKLINE_RUNTIME_DIR": str(work / "run"),
+            "HOOKLINE_PID_FILE": str(work / "hookline.pid")}
+
+
+@contextlib.contextmanager
+def receiver_process(env: dict[str, str], behaviours: tuple[str, ...] = ("ok", "ok", "ok")
+                     ) -> Iterator[Receiver]:
+    """The receiver fixture in its own process on a free port, one endpoint `dN` per
+    behaviour spec (rehearsal.receiver.parse_behaviour), each with a fresh secret; stopped
+    (SIGTERM, then SIGKILL after 30 s) on exit."""
+    secrets = tuple(generate_secret() for _ in behaviours)
+    receiver = subprocess.Popen(
+        [sys.executable, "-m", "rehearsal.receiver", "--listen", "127.0.0.1:0",
+         *[arg for n, (s, b) in enumerate(zip(secrets, behaviours, strict=True), 1)
+           for arg in ("--endpoint", f"d{n}={s}:{b}")]],
+        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env)
+    try:
+        assert receiver.stdout is not None
+        port = json.loads(receiver.stdout.readline())["port"]
+        yield Receiver(pid=receiver.pid, port=port, secrets=secrets)
+    finally:
+        _stop(receiver)
+
+
+@contextlib.contextmanager
+def service_process(db: str, work: Path, env: dict[str, str], *, workers: int,
+                    synchronous: str) -> Iterator[tuple[int, dict[str, int]]]:
+    """`hookline serve` on `db` with `workers` workers, logging (warnings and up) to
+    `work/service.log`; yields (ingest port, slot -> pid of the supervisor and its children)
+    once ingest is healthy; stopped (SIGTERM, then SIGKILL after 30 s) on exit.
+
+    Raises:
+        TimeoutError: ingest did not answer /healthz within 15 s.
+    """
+    port = free_port()
+    with (work / "service.log").open("ab") as log:
+        service = subprocess.Popen(
+            [sys.executable, "-m", "supervisor.cli", "--db", db, "--log-level",
+             "warning", "serve", "--workers", str(workers), "--listen",
+             f"127.0.0.1:{port}"], stdout=log, stderr=subprocess.STDOUT,
+            env={**env, "HOOKLINE_SYNCHRONOUS": synchronous})
+    try:
+        asyncio.run(wait_healthy(f"http://127.0.0.1:{port}"))
+        time.sleep(0.5)
+        yield port, service_processes(service.pid)
+    finally:
+        _stop(service)
+
+
+def _stop(proc: subprocess.Popen[bytes]) -> None:
+    """SIGTERM `proc` and wait; SIGKILL it after 30 s."""
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
 def _run(opts: BenchOptions, work: Path, db: str, postmaster: int | None) -> dict[str, Any]:
     """One run against the database `db` (SQLite path or PostgreSQL URL); `postmaster`: the
     pid of a server started for it, whose CPU is then counted too."""
-    secrets = [generate_secret() for _ in range(3)]
-    # A server database has no folder: runtime files go in the work folder, as on SQLite.
-    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1]),
-           **LOCAL_SETTINGS, "HOOKLINE_RUNTIME_DIR": str(work / "run"),
-           "HOOKLINE_PID_FILE": str(work / "hookline.pid")}
-    receiver = subprocess.Popen(
-        [sys.executable, "-m", "rehearsal.receiver", "--listen", "127.0.0.1:0",
-         *[arg for n, s in enumerate(secrets, 1) for arg in ("--endpoint", f"d{n}={s}:ok")]],
-        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env)
-    service: subprocess.Popen[bytes] | None = None
-    try:
-        assert receiver.stdout is not None
-        receiver_port = json.loads(receiver.stdout.readline())["port"]
+    env = bench_env(work)
+    with receiver_process(env) as receiver:
         # Flat out: ingest alone, then delivery. At a steady --rate: both at once, so the
         # accept-to-delivered latency is the one a user sees.
-        asyncio.run(_setup(db, receiver_port, secrets, paused=opts.rate_per_s is None))
-        port = free_port()
-        log_path = work / "service.log"
-        with log_path.open("wb") as log:
-            service = subprocess.Popen(
-                [sys.executable, "-m", "supervisor.cli", "--db", db, "--log-level",
-                 "warning", "serve", "--workers", str(opts.workers), "--listen",
-                 f"127.0.0.1:{port}"], stdout=log, stderr=subprocess.STDOUT,
-                env={**env, "HOOKLINE_SYNCHRONOUS": opts.synchronous})
-        asyncio.run(wait_healthy(f"http://127.0.0.1:{port}"))
-        time.sleep(0.5)
-        procs = service_processes(service.pid)
-        procs["receiver"] = receiver.pid
-        if postmaster is not None:
-            procs["postgres"] = postmaster
+        asyncio.run(_setup(db, receiver.port, list(receiver.secrets),
+                           paused=opts.rate_per_s is None))
+        with service_process(db, work, env, workers=opts.workers,
+                             synchronous=opts.synchronous) as (port, procs):
+            return _measure(opts, work, db, postmaster, env, port,
+                            {**procs, "receiver": receiver.pid})
 
-        def cpu_s(slot: str, pid: int) -> float:
-            return server_cpu_s(pid) if slot == "postgres" else proc_cpu_s(pid)
 
-        cpu_before = {slot: cpu_s(slot, pid) for slot, pid in procs.items()}
-        t0 = time.monotonic()
-        if opts.rate_per_s is None and opts.use_wrk and wrk.available():
-            # wrk runs for a duration; size it to offer about `events` at ~15,000/s.
-            ingest = wrk.run_wrk(f"http://127.0.0.1:{port}", max(3, opts.events // 15_000),
-                                 opts.concurrency, opts.body_bytes, os.urandom(4).hex(),
-                                 INGEST_TOKEN)
-        else:
-            load = subprocess.run(
-                [sys.executable, "-m", "rehearsal.loadgen", "--url",
-                 f"http://127.0.0.1:{port}/v1/events", "--events", str(opts.events),
-                 "--concurrency", str(opts.concurrency), "--body-bytes", str(opts.body_bytes),
-                 *(["--rate", str(opts.rate_per_s)] if opts.rate_per_s else [])],
-                capture_output=True, text=True, env=env, check=True)
-            ingest = json.loads(load.stdout)
-        ingest["cpu_s"] = {slot: round(cpu_s(slot, pid) - cpu_before[slot], 2)
-                           for slot, pid in procs.items()}
-        accepted = _count_events(db)
-        ingest["accepted"] = accepted
-        delivery_t0 = time.time()
-        if opts.rate_per_s is None:
-            asyncio.run(_resume_all(db))
-        else:
-            delivery_t0 -= float(ingest["elapsed_s"])
-        _wait_settled(db, accepted * 3, timeout_s=600)
-        busy_s = time.monotonic() - t0
-        cpu_busy = {slot: cpu_s(slot, pid) - cpu_before[slot] for slot, pid in procs.items()}
-        # A server's peak RSS is mostly shared buffers, counted once per backend: left out.
-        rss = {slot: round(proc_peak_rss_mb(pid), 1) for slot, pid in procs.items()
-               if slot != "postgres"}
-        figures = db_figures(db, delivery_t0)
-        idle = _idle_cost(procs, db, seconds=opts.idle_s, cpu_s=cpu_s)
-        result = {
-            "machine": {"cores": os.cpu_count(), "python": sys.version.split()[0],
-                        "fsync_ms": fsync_latency_ms(work)},
-            "options": {f: _redact(str(getattr(opts, f))) for f in opts.__slots__},
-            "ingest": ingest, "delivery": figures, "busy_s": round(busy_s, 2),
-            "cpu_s_per_1000_deliveries": {
-                slot: round(cpu * 1000 / max(1, figures["delivered"]), 3)
-                for slot, cpu in cpu_busy.items()},
-            "peak_rss_mb": rss, "idle": idle, **_sizes(db),
-        }
-    finally:
-        for proc in (service, receiver):
-            if proc is not None and proc.poll() is None:
-                proc.send_signal(signal.SIGTERM)
-                try:
-                    proc.wait(timeout=30)
-                except subprocess.TimeoutExpired:
-                    proc.kill()
-                    proc.wait()
-    return result
+def _measure(opts: BenchOptions, work: Path, db: str, postmaster: int | None,
+             env: dict[str, str], port: int, procs: dict[str, int]) -> dict[str, Any]:
+    """The measurement of :func:`_run` once the receiver and the service run; `procs`:
+    slot -> pid of every process whose CPU and RSS count."""
+    if postmaster is not None:
+        procs["postgres"] = postmaster
+
+    def cpu_s(slot: str, pid: int) -> float:
+        return server_cpu_s(pid) if slot == "postgres" else proc_cpu_s(pid)
+
+    cpu_before = {slot: cpu_s(slot, pid) for slot, pid in procs.items()}
+    t0 = time.monotonic()
+    if opts.rate_per_s is None and opts.use_wrk and wrk.available():
+        # wrk runs for a duration; size it to offer about `events` at ~15,000/s.
+        ingest = wrk.run_wrk(f"http://127.0.0.1:{port}", max(3, opts.events // 15_000),
+                             opts.concurrency, opts.body_bytes, os.urandom(4).hex(),
+                             INGEST_TOKEN)
+    else:
+        load = subprocess.run(
+            [sys.executable, "-m", "rehearsal.loadgen", "--url",
+             f"http://127.0.0.1:{port}/v1/events", "--events", str(opts.events),
+             "--concurrency", str(opts.concurrency), "--body-bytes", str(opts.body_bytes),
+             *(["--rate", str(opts.rate_per_s)] if opts.rate_per_s else [])],
+            capture_output=True, text=True, env=env, check=True)
+        ingest = json.loads(load.stdout)
+    ingest["cpu_s"] = {slot: round(cpu_s(slot, pid) - cpu_before[slot], 2)
+                       for slot, pid in procs.items()}
+    accepted = _count_events(db)
+    ingest["accepted"] = accepted
+    delivery_t0 = time.time()
+    if opts.rate_per_s is None:
+        asyncio.run(_resume_all(db))
+    else:
+        delivery_t0 -= float(ingest["elapsed_s"])
+    _wait_settled(db, accepted * 3, timeout_s=600)
+    busy_s = time.monotonic() - t0
+    cpu_busy = {slot: cpu_s(slot, pid) - cpu_before[slot] for slot, pid in procs.items()}
+    # A server's peak RSS is mostly shared buffers, counted once per backend: left out.
+    rss = {slot: round(proc_peak_rss_mb(pid), 1) for slot, pid in procs.items()
+           if slot != "postgres"}
+    figures = db_figures(db, delivery_t0)
+    idle = _idle_cost(procs, db, seconds=opts.idle_s, cpu_s=cpu_s)
+    return {
+        "machine": {"cores": os.cpu_count(), "python": sys.version.split()[0],
+                    "fsync_ms": fsync_latency_ms(work)},
+        "options": {f: _redact(str(getattr(opts, f))) for f in opts.__slots__},
+        "ingest": ingest, "delivery": figures, "busy_s": round(busy_s, 2),
+        "cpu_s_per_1000_deliveries": {
+            slot: round(cpu * 1000 / max(1, figures["delivered"]), 3)
+            for slot, cpu in cpu_busy.items()},
+        "peak_rss_mb": rss, "idle": idle, **_sizes(db),
+    }
 
 
 def _redact(text: str) -> str:
