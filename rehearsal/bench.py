@@ -156,8 +156,10 @@ def db_figures(db: str, delivery_t0: float) -> dict[str, Any]:
                            "max": round(latencies[-1], 2) if latencies else None}}
 
 
-async def _setup(db: str, receiver_port: int, secrets: list[str], paused: bool) -> None:
-    """Three destinations on the receiver; paused ones let the ingest phase run alone."""
+async def setup_destinations(db: str, receiver_port: int, secrets: list[str],
+                             paused: bool) -> None:
+    """Destinations d1, d2, ... (one per secret, every event type, max_in_flight 64) on the
+    receiver at `receiver_port`; paused ones let the ingest phase run alone."""
     store = open_store(db)
     await store.open()
     try:
@@ -181,11 +183,17 @@ async def _resume_all(db: str) -> None:
         await store.close()
 
 
-def _count_events(db: str) -> int:
+def count_events(db: str) -> int:
+    """Events stored in `db` (SQLite path or PostgreSQL URL)."""
     return int(query(db, "SELECT COUNT(*) FROM events")[0][0])
 
 
-def _wait_settled(db: str, expected_jobs: int, timeout_s: float) -> float:
+def wait_settled(db: str, expected_jobs: int, timeout_s: float) -> float:
+    """Wait until `expected_jobs` jobs are done or dead; returns time.monotonic() then.
+
+    Raises:
+        TimeoutError: not so after `timeout_s` seconds.
+    """
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         done = query(db, "SELECT COUNT(*) FROM jobs WHERE status IN ('done', 'dead')")[0][0]
@@ -207,7 +215,7 @@ def server_cpu_s(postmaster_pid: int) -> float:
 
 
 @contextlib.contextmanager
-def _database(opts: BenchOptions, work: Path) -> Iterator[tuple[str, str, int | None]]:
+def bench_database(opts: BenchOptions, work: Path) -> Iterator[tuple[str, str, int | None]]:
     """Yields (database: SQLite path or PostgreSQL URL, description, postmaster pid or None)
     for one run; a throwaway server is stopped and deleted afterwards."""
     if opts.backend == "sqlite":
@@ -236,7 +244,7 @@ def run_bench(opts: BenchOptions) -> dict[str, Any]:
     """Run one benchmark; returns the figures also written to `out_dir/bench.json`."""
     opts.out_dir.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix="hookline-bench-", dir=opts.out_dir))
-    with _database(opts, work) as (db, description, postmaster):
+    with bench_database(opts, work) as (db, description, postmaster):
         result = _run(opts, work, db, postmaster)
     result["backend"] = {"name": opts.backend, "database": description}
     (opts.out_dir / "bench.json").write_text(json.dumps(result, indent=2))
@@ -323,7 +331,7 @@ def _run(opts: BenchOptions, work: Path, db: str, postmaster: int | None) -> dic
     with receiver_process(env) as receiver:
         # Flat out: ingest alone, then delivery. At a steady --rate: both at once, so the
         # accept-to-delivered latency is the one a user sees.
-        asyncio.run(_setup(db, receiver.port, list(receiver.secrets),
+        asyncio.run(setup_destinations(db, receiver.port, list(receiver.secrets),
                            paused=opts.rate_per_s is None))
         with service_process(db, work, env, workers=opts.workers,
                              synchronous=opts.synchronous) as (port, procs):
@@ -358,14 +366,14 @@ def _measure(opts: BenchOptions, work: Path, db: str, postmaster: int | None,
         ingest = json.loads(load.stdout)
     ingest["cpu_s"] = {slot: round(cpu_s(slot, pid) - cpu_before[slot], 2)
                        for slot, pid in procs.items()}
-    accepted = _count_events(db)
+    accepted = count_events(db)
     ingest["accepted"] = accepted
     delivery_t0 = time.time()
     if opts.rate_per_s is None:
         asyncio.run(_resume_all(db))
     else:
         delivery_t0 -= float(ingest["elapsed_s"])
-    _wait_settled(db, accepted * 3, timeout_s=600)
+    wait_settled(db, accepted * 3, timeout_s=600)
     busy_s = time.monotonic() - t0
     cpu_busy = {slot: cpu_s(slot, pid) - cpu_before[slot] for slot, pid in procs.items()}
     # A server's peak RSS is mostly shared buffers, counted once per backend: left out.
@@ -376,7 +384,7 @@ def _measure(opts: BenchOptions, work: Path, db: str, postmaster: int | None,
     return {
         "machine": {"cores": os.cpu_count(), "python": sys.version.split()[0],
                     "fsync_ms": fsync_latency_ms(work)},
-        "options": {f: _redact(str(getattr(opts, f))) for f in opts.__slots__},
+        "options": {f: redact(str(getattr(opts, f))) for f in opts.__slots__},
         "ingest": ingest, "delivery": figures, "busy_s": round(busy_s, 2),
         "cpu_s_per_1000_deliveries": {
             slot: round(cpu * 1000 / max(1, figures["delivered"]), 3)
@@ -385,7 +393,7 @@ def _measure(opts: BenchOptions, work: Path, db: str, postmaster: int | None,
     }
 
 
-def _redact(text: str) -> str:
+def redact(text: str) -> str:
     """`text` with the password of any URL in it replaced by ***."""
     return re.sub(r"(://[^:/@\s]+):[^@\s]*@", r"\1:***@", text)
 

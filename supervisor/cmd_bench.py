@@ -32,6 +32,24 @@ def register(sub: Any) -> None:
     bench.add_argument("--idle-s", type=float, default=5.0,
                        help="seconds of the idle measurement (CPU, database writes)")
     bench.add_argument("--out", default="results/bench")
+    scenario = bench.add_argument_group(
+        "scenarios (issue #10; rehearsal/bench_scenarios.py): --scenario writes "
+        "scenario-NAME.json to --out")
+    scenario.add_argument("--scenario", choices=["backlog", "outage"],
+                          help="backlog: claims and worker memory with a big backlog of "
+                               "pending jobs; outage: one destination down under steady load, "
+                               "the others' latency")
+    scenario.add_argument("--backlog-jobs", type=int, default=1_000_000,
+                          help="backlog: pending jobs written before the service starts")
+    scenario.add_argument("--deliver-s", type=float, default=30.0,
+                          help="backlog: seconds of delivery while worker RSS is sampled")
+    scenario.add_argument("--baseline-s", type=float, default=60.0,
+                          help="outage: seconds of load before the outage")
+    scenario.add_argument("--outage-s", type=float, default=600.0,
+                          help="outage: seconds destination d3 is down")
+    scenario.add_argument("--outage-kind", choices=["503", "hang"], default="503",
+                          help="outage: d3 answers 503 at once, or never answers (each "
+                               "attempt ends at attempt_timeout_s)")
     bench.set_defaults(handler=bench_command)
 
 
@@ -43,6 +61,8 @@ def bench_command(config: Config, args: argparse.Namespace) -> int:
     if args.events < 1 or args.workers < 1 or not args.idle_s > 0:
         print("hookline: --events and --workers must be at least 1, --idle-s above 0")
         return 2
+    if args.scenario:
+        return _scenario_command(config, args)
     server_url = config.db if config.db.startswith(("postgres://", "postgresql://")) else None
     backend = args.backend or ("postgres" if server_url else "sqlite")
     try:
@@ -56,4 +76,36 @@ def bench_command(config: Config, args: argparse.Namespace) -> int:
               file=sys.stderr)
         return 1
     print_report(result)
+    return 0
+
+
+def _scenario_command(config: Config, args: argparse.Namespace) -> int:
+    """`hookline bench --scenario NAME`: run it, print the summary (PASS or FAIL last)."""
+    from rehearsal.bench_scenarios import ScenarioOptions, print_scenario, run_scenario
+    from rehearsal.pgserver import PgStartError, PgUnavailable
+
+    if args.backlog_jobs < 1 or not (args.deliver_s > 0 and args.outage_s > 0
+                                     and args.baseline_s > 0):
+        print("hookline: --backlog-jobs must be at least 1; --deliver-s, --baseline-s and "
+              "--outage-s above 0", file=sys.stderr)
+        return 2
+    server_url = config.db if config.db.startswith(("postgres://", "postgresql://")) else None
+    backend = args.backend or ("postgres" if server_url else "sqlite")
+    try:
+        result = run_scenario(ScenarioOptions(
+            scenario=args.scenario, out_dir=Path(args.out), workers=args.workers,
+            synchronous=args.synchronous, backend=backend,
+            postgres_url=server_url if backend == "postgres" else None,
+            backlog_jobs=args.backlog_jobs, deliver_s=args.deliver_s,
+            rate_per_s=args.rate or 300.0, concurrency=args.concurrency,
+            baseline_s=args.baseline_s, outage_s=args.outage_s,
+            outage_kind=args.outage_kind), config)
+    except ValueError as exc:
+        print(f"hookline: {exc}", file=sys.stderr)
+        return 2
+    except (PgUnavailable, PgStartError) as exc:
+        print(f"hookline: cannot start a PostgreSQL server for the benchmark: {exc}",
+              file=sys.stderr)
+        return 1
+    print_scenario(result)
     return 0
