@@ -81,8 +81,12 @@ def bench_command(config: Config, args: argparse.Namespace) -> int:
 
 def _scenario_command(config: Config, args: argparse.Namespace) -> int:
     """`hookline bench --scenario NAME`: run it, print the summary (PASS or FAIL last)."""
-    from rehearsal.bench_scenarios import ScenarioOptions, print_scenario, run_scenario
-    from rehearsal.pgserver import PgStartError, PgUnavailable
+    from rehearsal.bench_scenarios import (  # noqa: PLC0415
+        ScenarioOptions,
+        print_scenario,
+        run_scenario,
+    )
+    from rehearsal.pgserver import PgStartError, PgUnavailable  # noqa: PLC0415
 
     if args.backlog_jobs < 1 or not (args.deliver_s > 0 and args.outage_s > 0
                                      and args.baseline_s > 0):
