@@ -11,7 +11,7 @@ query the claim path runs (and the worker's wake-up check and finish path), each
 full scan or a sort of jobs; (b) `store.claim` timed against that backlog and against a small
 one (default 1,000 jobs), alternately so machine noise hits both alike; (c) the service
 delivering from the backlog for a fixed time while each worker's RSS is read from /proc every
-second. Passes when claim p50 with the backlog is within 2x of the small one, every worker's
+second. The databases (about 1 GB per million jobs) are deleted afterwards. Passes when claim p50 with the backlog is within 2x of the small one, every worker's
 RSS stays under 80 MiB and does not keep growing.
 
 **outage**: load at a steady rate (default 300 events/s = 900 deliveries/s) for a baseline
@@ -159,6 +159,7 @@ def run_scenario(opts: ScenarioOptions, config: Config | None = None) -> dict[st
     opts.out_dir.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix=f"hookline-{opts.scenario}-", dir=opts.out_dir))
     config = config or Config()
+    load_at_start = list(os.getloadavg())
     bench_opts = BenchOptions(backend=opts.backend, postgres_url=opts.postgres_url,
                               out_dir=opts.out_dir)
     with bench_database(bench_opts, work) as (db, description, _postmaster):
@@ -171,7 +172,8 @@ def run_scenario(opts: ScenarioOptions, config: Config | None = None) -> dict[st
         "backend": {"name": opts.backend, "database": description},
         "machine": {"cores": os.cpu_count(), "python": sys.version.split()[0],
                     "fsync_ms": fsync_latency_ms(work),
-                    "load_average": list(os.getloadavg())},
+                    "load_average_at_start": load_at_start,
+                    "load_average_at_end": list(os.getloadavg())},
         "options": {f: redact(str(getattr(opts, f))) for f in opts.__slots__},
         "policy": {name: getattr(config, name) for name in (
             "worker_concurrency", "claim_batch", "lease_s", "attempt_timeout_s",
@@ -211,6 +213,10 @@ def _run_backlog(opts: ScenarioOptions, work: Path, db: str, config: Config) -> 
         with service_process(db, work, env, workers=opts.workers,
                              synchronous=opts.synchronous) as (_port, procs):
             delivery = watch_delivery(db, procs, opts.deliver_s, opts.backlog_jobs)
+    db_bytes = Path(db).stat().st_size
+    for path in (db, small_db):  # about 1 GB per million jobs: not kept (service.log is)
+        for suffix in ("", "-wal", "-shm", "-lock"):
+            Path(path + suffix).unlink(missing_ok=True)
     slowdown = claims["backlog"]["p50_ms"] / max(claims["small"]["p50_ms"], 1e-9)
     workers = {slot: fig for slot, fig in delivery["rss_mib"].items()
                if slot.startswith("worker-")}
@@ -224,7 +230,7 @@ def _run_backlog(opts: ScenarioOptions, work: Path, db: str, config: Config) -> 
                                       for w in workers.values()),
     }
     return {"backlog": {"jobs": opts.backlog_jobs, "small_jobs": opts.small_backlog_jobs,
-                        "fill_s": round(fill_s, 1), "db_bytes": Path(db).stat().st_size},
+                        "fill_s": round(fill_s, 1), "db_bytes": db_bytes},
             "query_plans": plans,
             "claim_ms": {**claims, "backlog_over_small_p50": round(slowdown, 2)},
             "claim_ms_d1_ordered": {**ordered,
@@ -706,7 +712,9 @@ def _timeline(rows: list[tuple[Any, ...]], start: float, end: float,
 def print_scenario(result: dict[str, Any]) -> None:
     """A short human summary of a scenario's `result`."""
     print(f"scenario {result['scenario']} on {result['backend']['name']} "
-          f"({result['backend']['database']}); load average {result['machine']['load_average']}")
+          f"({result['backend']['database']}); load average at start "
+          f"{result['machine']['load_average_at_start']}, at end "
+          f"{result['machine']['load_average_at_end']}")
     if result["scenario"] == "backlog":
         _print_backlog(result)
     else:
