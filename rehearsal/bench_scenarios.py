@@ -117,6 +117,8 @@ class ScenarioOptions:
             ends at the worker's attempt timeout).
         drain_timeout_s: seconds to wait for d3's backlog after recovery (None: the larger
             of 120 s and 1.5 x outage_s).
+        drain_rate_per_s: when set, the operator paces d3's drain: its rate_limit_per_s is
+            set to this at recovery (before a resume) and cleared once it has drained.
     """
 
     scenario: str
@@ -136,6 +138,7 @@ class ScenarioOptions:
     outage_s: float = 600.0
     outage_kind: str = "503"
     drain_timeout_s: float | None = None
+    drain_rate_per_s: float | None = None
 
 
 def run_scenario(opts: ScenarioOptions, config: Config | None = None) -> dict[str, Any]:
@@ -573,9 +576,11 @@ def _drive_outage(opts: ScenarioOptions, db: str, receiver_port: int,
     _set_behaviour(receiver_port, "d3", "ok")
     last_job = int(query(db, "SELECT COALESCE(MAX(id), 0) FROM jobs")[0][0])
     at_recovery = _d3_state(db, up_to_job_id=last_job)
+    if opts.drain_rate_per_s:  # `hookline destinations update d3 --set rate_limit_per_s=R`
+        asyncio.run(_update_d3(db, rate_limit_per_s=opts.drain_rate_per_s))
     resumed = None
     if at_recovery["paused"]:
-        asyncio.run(_resume("d3", db))  # the operator's `hookline resume d3`
+        asyncio.run(_update_d3(db, paused=False))  # the operator's `hookline resume d3`
         resumed = time.time()
     backlog = max(1, at_recovery["unfinished"])
     drained_99 = drained = None
@@ -589,6 +594,8 @@ def _drive_outage(opts: ScenarioOptions, db: str, receiver_port: int,
             drained_99 = time.time()
         if state["unfinished"] == 0:
             drained = time.time()
+            if opts.drain_rate_per_s:
+                asyncio.run(_update_d3(db, rate_limit_per_s=None))
         else:
             time.sleep(1.0)
     return {"start_unix": start, "outage_unix": down, "recovery_unix": up,
@@ -596,12 +603,17 @@ def _drive_outage(opts: ScenarioOptions, db: str, receiver_port: int,
             "d3_at_recovery": at_recovery, "track": track}
 
 
-async def _resume(name: str, db: str) -> None:
-    """Resume destination `name`, as `hookline resume NAME` does."""
+async def _update_d3(db: str, *, paused: bool | None = None,
+                     **changes: float | None) -> None:
+    """What an operator does to d3: `paused=False` resumes it (`hookline resume d3`);
+    `changes` go to store.update_destination (`hookline destinations update d3 --set`)."""
     store = open_store(db)
     await store.open()
     try:
-        await store.set_paused(name, False)
+        if changes:
+            await store.update_destination("d3", **changes)
+        if paused is not None:
+            await store.set_paused("d3", paused)
     finally:
         await store.close()
 
@@ -755,6 +767,8 @@ def _print_outage(result: dict[str, Any]) -> None:
     print(f"ratio to baseline: {result['ratio_to_baseline']}")
     paused = (f"auto-paused ({d3['at_recovery']['paused_reason']}), resumed as an operator "
               "would" if d3["auto_paused"] else "not auto-paused")
+    if opts["drain_rate_per_s"] != "None":
+        paused += f", drain paced at {opts['drain_rate_per_s']} jobs/s"
     print(f"d3: {d3['at_recovery']['unfinished']:,} jobs waiting at recovery, {paused}; "
           f"drained in {d3['drain_s']} s (99 % in {d3['drain_99_percent_s']} s); "
           f"jobs {result['jobs_by_status']}")

@@ -50,6 +50,9 @@ def register(sub: Any) -> None:
     scenario.add_argument("--outage-kind", choices=["503", "hang"], default="503",
                           help="outage: d3 answers 503 at once, or never answers (each "
                                "attempt ends at attempt_timeout_s)")
+    scenario.add_argument("--drain-rate", type=float,
+                          help="outage: the operator paces d3's drain at this many jobs/s "
+                               "(its rate_limit_per_s, set at recovery, cleared once drained)")
     bench.set_defaults(handler=bench_command)
 
 
@@ -103,7 +106,7 @@ def _scenario_command(config: Config, args: argparse.Namespace) -> int:
             backlog_jobs=args.backlog_jobs, deliver_s=args.deliver_s,
             rate_per_s=args.rate or 300.0, concurrency=args.concurrency,
             baseline_s=args.baseline_s, outage_s=args.outage_s,
-            outage_kind=args.outage_kind), config)
+            outage_kind=args.outage_kind, drain_rate_per_s=args.drain_rate), config)
     except ValueError as exc:
         print(f"hookline: {exc}", file=sys.stderr)
         return 2
