@@ -11,14 +11,16 @@ query the claim path runs (and the worker's wake-up check and finish path), each
 full scan or a sort of jobs; (b) `store.claim` timed against that backlog and against a small
 one (default 1,000 jobs), alternately so machine noise hits both alike; (c) the service
 delivering from the backlog for a fixed time while each worker's RSS is read from /proc every
-second. The databases (about 1 GB per million jobs) are deleted afterwards. Passes when claim p50 with the backlog is within 2x of the small one, every worker's
-RSS stays under 80 MiB and does not keep growing.
+second. Passes when claim p50 with the backlog is within 2x of the small one, every worker's
+RSS stays under 80 MiB and does not keep growing. The databases (about 1 GB per million
+jobs) are deleted afterwards.
 
 **outage**: load at a steady rate (default 300 events/s = 900 deliveries/s) for a baseline
 period; then d3 fails (answers 503, or hangs until the worker's attempt timeout) for the
 outage period while load continues, so d3 builds a backlog of retries; then d3 recovers (the
 receiver switches back on the same port; when the circuit breaker auto-paused d3, it is
-resumed, as an operator would) and load continues until d3's backlog is delivered. Reports
+resumed, as an operator would; `drain_rate_per_s` also paces the drain with d3's rate limit)
+and load continues until d3's backlog is delivered. Reports
 d1/d2 accept->delivered latency (jobs.finished_at - events.received_at) in the three windows
 and its ratio to the baseline (passes at <= 2x), d3's drain time, and whether d3 was paused.
 Runs with the delivery policy a user gets (HOOKLINE_* in the environment still apply).
@@ -169,7 +171,7 @@ def run_scenario(opts: ScenarioOptions, config: Config | None = None) -> dict[st
         if opts.scenario == "backlog":
             figures = _run_backlog(opts, work, db, config)
         else:
-            figures = _run_outage(opts, work, db)
+            figures = _run_outage(opts, work, db, config)
     result = {
         "scenario": opts.scenario,
         "backend": {"name": opts.backend, "database": description},
@@ -488,7 +490,7 @@ def _pick(sorted_values: list[float], fraction: float) -> float:
 # -- outage ---------------------------------------------------------------------------------
 
 
-def _run_outage(opts: ScenarioOptions, work: Path, db: str) -> dict[str, Any]:
+def _run_outage(opts: ScenarioOptions, work: Path, db: str, config: Config) -> dict[str, Any]:
     """Baseline, outage of d3, recovery and drain under steady load (see the module doc)."""
     env = bench_env(work)
     drain_timeout_s = opts.drain_timeout_s or max(120.0, 1.5 * opts.outage_s)
@@ -506,7 +508,8 @@ def _run_outage(opts: ScenarioOptions, work: Path, db: str) -> dict[str, Any]:
                  "--rate", str(opts.rate_per_s)],
                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
             try:
-                marks = _drive_outage(opts, db, receiver.port, load, drain_timeout_s)
+                marks = _drive_outage(opts, db, receiver.port, load, drain_timeout_s,
+                                      config.late_retry_after_attempts)
             finally:
                 if load.poll() is None:
                     load.send_signal(signal.SIGTERM)
@@ -548,9 +551,11 @@ def _d3_state(db: str, up_to_job_id: int | None = None) -> dict[str, Any]:
 
 
 def _drive_outage(opts: ScenarioOptions, db: str, receiver_port: int,
-                  load: subprocess.Popen[bytes], drain_timeout_s: float) -> dict[str, Any]:
+                  load: subprocess.Popen[bytes], drain_timeout_s: float,
+                  late_after: int) -> dict[str, Any]:
     """Baseline, outage and recovery of d3 while `load` runs; returns the marks (unix
-    seconds), d3's state at recovery, and d3's backlog sampled once a second.
+    seconds), d3's state at recovery (with how many of its waiting jobs are late retries:
+    `late_after` attempts or more), and d3's backlog sampled once a second.
 
     Raises:
         RuntimeError: the load generator exited early.
@@ -576,6 +581,10 @@ def _drive_outage(opts: ScenarioOptions, db: str, receiver_port: int,
     _set_behaviour(receiver_port, "d3", "ok")
     last_job = int(query(db, "SELECT COALESCE(MAX(id), 0) FROM jobs")[0][0])
     at_recovery = _d3_state(db, up_to_job_id=last_job)
+    at_recovery["late_retries"] = int(query(
+        db, "SELECT COUNT(*) FROM jobs j JOIN destinations d ON d.id = j.destination_id "
+            "WHERE d.name = 'd3' AND j.status IN ('pending', 'running') "
+            f"AND j.attempts >= {int(late_after)}")[0][0])
     if opts.drain_rate_per_s:  # `hookline destinations update d3 --set rate_limit_per_s=R`
         asyncio.run(_update_d3(db, rate_limit_per_s=opts.drain_rate_per_s))
     resumed = None
@@ -769,6 +778,7 @@ def _print_outage(result: dict[str, Any]) -> None:
               "would" if d3["auto_paused"] else "not auto-paused")
     if opts["drain_rate_per_s"] != "None":
         paused += f", drain paced at {opts['drain_rate_per_s']} jobs/s"
-    print(f"d3: {d3['at_recovery']['unfinished']:,} jobs waiting at recovery, {paused}; "
+    print(f"d3: {d3['at_recovery']['unfinished']:,} jobs waiting at recovery "
+          f"({d3['at_recovery']['late_retries']:,} late retries), {paused}; "
           f"drained in {d3['drain_s']} s (99 % in {d3['drain_99_percent_s']} s); "
           f"jobs {result['jobs_by_status']}")

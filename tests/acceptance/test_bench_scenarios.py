@@ -71,6 +71,7 @@ def test_outage_scenario_latency_windows_and_drain(tmp_path):
         assert result["ratio_to_baseline"][window]["d1+d2"]["p99"] > 0
     d3 = result["d3"]
     assert d3["at_recovery"]["unfinished"] > 0 and d3["at_recovery"]["failure_streak"] > 0
+    assert 0 <= d3["at_recovery"]["late_retries"] <= d3["at_recovery"]["unfinished"]
     assert d3["auto_paused"] is False  # the breaker needs a 300 s failure run by default
     assert d3["max_attempts_of_a_job"] >= 2
     assert result["policy"]["retry_base_s"] == 1.0 and result["timeline"]
