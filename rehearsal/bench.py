@@ -331,7 +331,19 @@ def _run(opts: BenchOptions, work: Path, db: str, postmaster: int | None) -> dic
                 except subprocess.TimeoutExpired:
                     proc.kill()
                     proc.wait()
+    result["write_lock"] = write_lock_figures(work / "run")
     return result
+
+
+def write_lock_figures(run_dir: Path) -> dict[str, Any]:
+    """Per process, its waits for SQLite's write lock and its holds of it (milliseconds), from
+    the reports each process leaves in `run_dir` at exit (shared/lifecycle.report_write_lock);
+    empty on PostgreSQL."""
+    figures = {}
+    for path in sorted(run_dir.glob("*.write-lock.json")):
+        report = json.loads(path.read_text())
+        figures[report.pop("slot")] = report
+    return figures
 
 
 def _redact(text: str) -> str:
@@ -403,3 +415,7 @@ def print_report(result: dict[str, Any]) -> None:
     wal = "n/a" if result["wal_bytes"] is None else f"{result['wal_bytes']} B"
     print(f"idle: {result['idle']}; db {result['db_bytes']} B, wal {wal}; "
           f"fsync ms {result['machine']['fsync_ms']}")
+    for slot, lock in result.get("write_lock", {}).items():
+        wait, hold = lock["wait"], lock["hold"]
+        print(f"write lock {slot}: {wait['count']} transactions, wait ms p99 {wait['p99_ms']} "
+              f"max {wait['max_ms']}, hold ms p50 {hold['p50_ms']} p99 {hold['p99_ms']}")

@@ -161,6 +161,27 @@ def write_status(path: Path, status: Mapping[str, Any]) -> None:
     os.replace(tmp, path)
 
 
+def write_lock_report_path(config: Config, slot: str) -> Path:
+    """Where `slot` leaves its write-lock figures at exit: `<runtime_dir>/<slot>.write-lock.json`."""
+    return runtime_dir(config) / f"{slot}.write-lock.json"
+
+
+def report_write_lock(config: Config, slot: str, stats: Mapping[str, Any] | None) -> None:
+    """Log a process's write-lock figures (Store.write_lock_stats) as `write_lock_stats` and
+    leave them in :func:`write_lock_report_path` for `hookline bench` and operators: SQLite's
+    single writer is shared by every process, so how long each one waited is what shows a
+    starved process. Nothing happens for None (PostgreSQL). An unwritable folder is logged,
+    never fatal: the process is exiting anyway.
+    """
+    if stats is None:
+        return
+    get_logger().info("write_lock_stats", **stats)
+    try:
+        write_status(write_lock_report_path(config, slot), {"slot": slot, **stats})
+    except OSError as exc:
+        get_logger().warning("write_lock_report_failed", error=str(exc))
+
+
 def read_status(path: Path) -> dict[str, Any] | None:
     """Read the supervisor's status file; None when absent or not valid JSON (mid-write)."""
     try:

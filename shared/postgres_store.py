@@ -38,9 +38,9 @@ from shared.delivery_policy import (
 from shared.errors import Conflict, ConfigError, NotFound, StoreBusy, StoreError
 from shared.logs import get_logger
 from shared.models import (
-    Accepted, Attempt, AttemptResult, Claim, Dead, Destination, DestinationSummary, Done,
-    Duplicate, EventBody, Job, JobStory, NewEvent, Outcome, PurgeResult, Retry, Source, Stats,
-    ThroughputBucket, fill_buckets, parse_headers,
+    Accepted, Attempt, AttemptResult, Claim, ClaimRequest, Dead, Destination,
+    DestinationSummary, Done, Duplicate, EventBody, Job, JobStory, NewEvent, Outcome,
+    PurgeResult, Retry, Source, Stats, ThroughputBucket, fill_buckets, parse_headers,
 )
 from shared.queries import load_migrations, load_queries
 from shared.signing import new_message_id, secret_key
@@ -131,6 +131,10 @@ class PostgresStore:
                     await conn.execute(script)
                     await conn.execute("INSERT INTO schema_version (version) VALUES ($1)", version)
 
+    def write_lock_stats(self) -> None:
+        """See :meth:`shared.store.Store.write_lock_stats`: None (no single write lock)."""
+        return None
+
     async def close(self) -> None:
         """Close the listener connection and the pool (idempotent)."""
         if self._listen_conn is not None:
@@ -211,6 +215,10 @@ class PostgresStore:
         if limit <= 0:
             return []
         async with self._tx() as tx:
+            # A worker woken for work already taken reads, and locks and writes nothing.
+            probe = await tx.fetchrow("claim_probe", max_attempts=max_attempts)
+            if not probe["claimable"]:
+                return []
             now = await tx.now()
             await tx.execute("kill_lost_at_cap", max_attempts=max_attempts)
             slots = await tx.fetch("destination_slots")
@@ -290,6 +298,16 @@ class PostgresStore:
             log.warning("destination_auto_paused", destination=name, reason=reason,
                         failure_streak=streak)
         return kept
+
+    async def finish_and_claim(self, items: Sequence[tuple[Claim, Outcome, AttemptResult]],
+                               breaker: BreakerPolicy | None,
+                               request: ClaimRequest) -> tuple[list[bool], list[Claim]]:
+        """See :meth:`shared.store.Store.finish_and_claim`: two transactions here."""
+        kept = await self.finish(items, breaker)
+        claims = await self.claim(request.worker, request.limit, request.lease_s,
+                                  request.max_attempts, late_after=request.late_after,
+                                  max_late=request.max_late)
+        return kept, claims
 
     async def rotate_secret(self, name: str, new_secret: str, overlap_s: float) -> Destination:
         """See :meth:`shared.store.Store.rotate_secret`."""

@@ -26,7 +26,7 @@ from shared.delivery_policy import (
 )
 from shared.errors import Conflict, ConfigError, NotFound, StoreBusy, StoreError
 from shared.models import (
-    Accepted, Attempt, AttemptResult, Claim, Dead, Destination, DestinationSummary, Done,
+    Accepted, Attempt, AttemptResult, Claim, ClaimRequest, Dead, Destination, DestinationSummary, Done,
     Duplicate, EventBody, Job, JobStory, LatencyHistogram, NewEvent, Outcome, PurgeResult, Retry,
     Source, Stats, ThroughputBucket, fill_buckets, parse_headers,
 )
@@ -79,6 +79,7 @@ class SqliteStore:
         self._conn: aiosqlite.Connection | None = None
         self._notifier: WakeNotifier | None = None
         self._listener: WakeListener | None = None
+        self._write_lock: WriteLock | None = None
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -104,7 +105,8 @@ class SqliteStore:
 
     def _setup(self, db: sqlite3.Connection) -> None:
         assert isinstance(db, _LockingConnection)
-        db.write_lock = WriteLock(self.path + "-lock", self._busy_timeout_ms / 1000)
+        db.write_lock = self._write_lock = WriteLock(self.path + "-lock",
+                                                     self._busy_timeout_ms / 1000)
         db.row_factory = sqlite3.Row
         db.execute(f"PRAGMA busy_timeout = {self._busy_timeout_ms}")
         db.execute("PRAGMA journal_mode = WAL")
@@ -140,6 +142,11 @@ class SqliteStore:
         if self._conn is not None:
             await self._conn.close()
             self._conn = None
+
+    def write_lock_stats(self) -> dict[str, dict[str, float | int]] | None:
+        """See :meth:`shared.store.Store.write_lock_stats`: this connection's waits for the
+        cross-process write lock and how long it held it (shared/write_lock.py)."""
+        return None if self._write_lock is None else self._write_lock.stats()
 
     async def __aenter__(self) -> SqliteStore:
         await self.open()
@@ -190,44 +197,18 @@ class SqliteStore:
                     max_late: int | None = None) -> list[Claim]:
         """See :meth:`shared.store.Store.claim`."""
         now = self.clock()
+        request = ClaimRequest(worker=worker, limit=limit, lease_s=lease_s,
+                               max_attempts=max_attempts, late_after=late_after,
+                               max_late=max_late)
 
         def tx(db: sqlite3.Connection) -> list[Claim]:
+            # Most wake-ups under load find the work already taken by the other workers:
+            # a read costs no write lock, so only a claim that can take something writes.
+            if not db.execute(Q["claim_probe"], {"now": now, "max_attempts": max_attempts}
+                              ).fetchone()["claimable"]:
+                return []
             with _write(db):
-                db.execute(Q["kill_lost_at_cap"], {"now": now, "max_attempts": max_attempts})
-                # (late retry?, due since, job id, destination id): fresh work sorts first.
-                candidates: list[tuple[bool, float, int, int]] = []
-                rates: dict[int, tuple[float, float]] = {}  # id -> (per second, next_send_at)
-                for slot in db.execute(Q["destination_slots"], {"now": now}).fetchall():
-                    if slot["free"] <= 0:
-                        continue
-                    if slot["rate_limit_per_s"] is not None:
-                        rates[slot["id"]] = (slot["rate_limit_per_s"], slot["next_send_at"])
-                    for job_id, due_at, attempts in _due_of(db, slot, now, limit):
-                        late = late_after is not None and attempts >= late_after
-                        candidates.append((late, due_at, job_id, slot["id"]))
-                candidates.sort()
-                claims: list[Claim] = []
-                late_taken = 0
-                for late, _, job_id, destination_id in candidates:
-                    if len(claims) >= limit:
-                        break
-                    if late and max_late is not None and late_taken >= max_late:
-                        continue
-                    rate = rates.get(destination_id)
-                    if rate is not None and not rate_limit_allows(rate[1], now, rate[0]):
-                        continue
-                    row = db.execute(Q["claim_job"], {"id": job_id, "worker": worker,
-                                                      "now": now, "lease_s": lease_s}).fetchone()
-                    if row is None:
-                        continue
-                    claims.append(_claim_from(db, row, worker, now))
-                    late_taken += late
-                    if rate is not None:
-                        rates[destination_id] = (rate[0], next_send_after(rate[1], now, rate[0]))
-                        db.execute(Q["advance_next_send"], {
-                            "destination_id": destination_id,
-                            "next_send_at": rates[destination_id][1]})
-                return claims
+                return _claim_in(db, request, now)
 
         return await self._run(tx)
 
@@ -254,19 +235,30 @@ class SqliteStore:
         def tx(db: sqlite3.Connection) -> list[bool]:
             paused.clear()
             with _write(db):
-                kept = []
-                for claim, outcome, result in items:
-                    kept.append(_finish_one(db, claim, outcome, result, now))
-                    pause = _track_failure_run(db, claim, result, now, breaker)
-                    if pause is not None:
-                        paused.append(pause)
-                return kept
+                return _finish_all(db, items, now, breaker, paused)
 
         kept = await self._run(tx)
-        for name, reason, streak in paused:
-            log.warning("destination_auto_paused", destination=name, reason=reason,
-                        failure_streak=streak)
+        _log_auto_paused(paused)
         return kept
+
+    async def finish_and_claim(self, items: Sequence[tuple[Claim, Outcome, AttemptResult]],
+                               breaker: BreakerPolicy | None,
+                               request: ClaimRequest) -> tuple[list[bool], list[Claim]]:
+        """See :meth:`shared.store.Store.finish_and_claim`: one transaction, so one turn of
+        the write lock and one commit (fsync) instead of two."""
+        now = self.clock()
+        paused: list[tuple[str, str, int]] = []
+
+        def tx(db: sqlite3.Connection) -> tuple[list[bool], list[Claim]]:
+            paused.clear()
+            with _write(db):
+                kept = _finish_all(db, items, now, breaker, paused)
+                claims = _claim_in(db, request, now) if request.limit > 0 else []
+                return kept, claims
+
+        kept, claims = await self._run(tx)
+        _log_auto_paused(paused)
+        return kept, claims
 
     async def rotate_secret(self, name: str, new_secret: str, overlap_s: float) -> Destination:
         """See :meth:`shared.store.Store.rotate_secret`."""
@@ -708,6 +700,64 @@ def _add_one(db: sqlite3.Connection, event: NewEvent, destinations: list[Destina
         job_ids = tuple(r[0] for r in db.execute(Q["insert_jobs"], {
             "event_id": event_id, "destination_ids": json.dumps(subscribed), "now": now}))
     return Accepted(event_id=event_id, message_id=row["message_id"], job_ids=job_ids)
+
+
+def _claim_in(db: sqlite3.Connection, request: ClaimRequest, now: float) -> list[Claim]:
+    """The claim itself (see Store.claim), inside the caller's write transaction."""
+    db.execute(Q["kill_lost_at_cap"], {"now": now, "max_attempts": request.max_attempts})
+    # (late retry?, due since, job id, destination id): fresh work sorts first.
+    candidates: list[tuple[bool, float, int, int]] = []
+    rates: dict[int, tuple[float, float]] = {}  # id -> (per second, next_send_at)
+    for slot in db.execute(Q["destination_slots"], {"now": now}).fetchall():
+        if slot["free"] <= 0:
+            continue
+        if slot["rate_limit_per_s"] is not None:
+            rates[slot["id"]] = (slot["rate_limit_per_s"], slot["next_send_at"])
+        for job_id, due_at, attempts in _due_of(db, slot, now, request.limit):
+            late = request.late_after is not None and attempts >= request.late_after
+            candidates.append((late, due_at, job_id, slot["id"]))
+    candidates.sort()
+    claims: list[Claim] = []
+    late_taken = 0
+    for late, _, job_id, destination_id in candidates:
+        if len(claims) >= request.limit:
+            break
+        if late and request.max_late is not None and late_taken >= request.max_late:
+            continue
+        rate = rates.get(destination_id)
+        if rate is not None and not rate_limit_allows(rate[1], now, rate[0]):
+            continue
+        row = db.execute(Q["claim_job"], {"id": job_id, "worker": request.worker,
+                                          "now": now, "lease_s": request.lease_s}).fetchone()
+        if row is None:
+            continue
+        claims.append(_claim_from(db, row, request.worker, now))
+        late_taken += late
+        if rate is not None:
+            rates[destination_id] = (rate[0], next_send_after(rate[1], now, rate[0]))
+            db.execute(Q["advance_next_send"], {
+                "destination_id": destination_id, "next_send_at": rates[destination_id][1]})
+    return claims
+
+
+def _finish_all(db: sqlite3.Connection, items: Sequence[tuple[Claim, Outcome, AttemptResult]],
+                now: float, breaker: BreakerPolicy | None,
+                paused: list[tuple[str, str, int]]) -> list[bool]:
+    """Every item's fenced finish and failure-run update (see Store.finish), inside the
+    caller's write transaction; destinations this pauses are appended to `paused`."""
+    kept = []
+    for claim, outcome, result in items:
+        kept.append(_finish_one(db, claim, outcome, result, now))
+        pause = _track_failure_run(db, claim, result, now, breaker)
+        if pause is not None:
+            paused.append(pause)
+    return kept
+
+
+def _log_auto_paused(paused: Sequence[tuple[str, str, int]]) -> None:
+    for name, reason, streak in paused:
+        log.warning("destination_auto_paused", destination=name, reason=reason,
+                    failure_streak=streak)
 
 
 def _claim_from(db: sqlite3.Connection, row: sqlite3.Row, worker: str, now: float) -> Claim:

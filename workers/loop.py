@@ -2,7 +2,9 @@
 
 One :class:`Worker` per process. It keeps up to `worker_concurrency` attempts in flight,
 claims only as many jobs as it has free slots, extends all of its leases with one store call
-per interval while requests are in flight, and finishes attempts in batches. When idle it
+per interval while requests are in flight, and finishes attempts in batches; each batch of
+finishes claims the next jobs for the slots it frees in the same transaction
+(workers/finisher.py), so a busy worker writes once per batch. When idle it
 sleeps on the store's wake-up (ingest pokes it after each commit) with a poll as fallback.
 
 Reserved capacity: late retries (jobs that already made `late_retry_after_attempts`
@@ -18,16 +20,16 @@ import contextlib
 import os
 import signal
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 
 from shared.config import Config
 from shared.delivery_policy import BreakerPolicy, effective_timeout_s, late_slots
 from shared.errors import StoreBusy
 from shared.logs import get_logger
-from shared.models import AttemptResult, Claim, Dead, Done, Outcome, Retry
+from shared.models import AttemptResult, Claim, ClaimRequest, Dead, Done, Outcome, Retry
 from shared.retry import Backoff, next_attempt
 from shared.store import Store
-from workers.finisher import Finisher
+from workers.finisher import Finisher, Item
 from workers.sender import Sender
 
 log = get_logger()
@@ -66,19 +68,22 @@ class Worker:
         self._suspects: set[str] = set()
         self._suspect_lock = asyncio.Lock()
         self.finisher = Finisher(store, breaker=self.breaker,
-                                 min_interval_s=config.batch_interval_s)
+                                 min_interval_s=config.batch_interval_s, refill=self)
         # When the last claim came back short (the queue was drained), the next one waits
         # until batch_interval_s after it: under a steady trickle of wake-ups each claim
         # then takes several jobs in one transaction instead of one each.
         self._last_short_claim_at = float("-inf")
+        self._stopping = False
 
     async def run(self, stop: asyncio.Event) -> None:
         """Claim and deliver until `stop` is set; then drain within graceful_timeout_s."""
+        self._stopping = False
         extender = asyncio.create_task(self._extend_leases(stop))
         self.finisher.start()
         try:
             await self._claim_loop(stop)
         finally:
+            self._stopping = True
             await self._drain()
             await self.finisher.stop()
             extender.cancel()
@@ -96,23 +101,49 @@ class Worker:
                 if pace_s > 0:
                     await asyncio.sleep(pace_s)
                     continue  # slots may have changed meanwhile
-                want = min(free, cfg.claim_batch)
+                request = self._request(free, finishing=())
                 # Cleared before (not after) the claim: a finish landing meanwhile re-wakes us.
                 self._slot_freed.clear()
                 try:
                     claims = await self.store.claim(
-                        self.worker_id, want, cfg.lease_s, cfg.max_attempts,
-                        late_after=cfg.late_retry_after_attempts,
-                        max_late=max(0, self.late_slots - self._late_in_flight()))
+                        request.worker, request.limit, request.lease_s, request.max_attempts,
+                        late_after=request.late_after, max_late=request.max_late)
                 except StoreBusy as exc:
                     log.warning("claim_busy", error=str(exc))
                     claims = []
-                for claim in claims:
-                    self._start(claim)
-                if len(claims) == want:
+                self.claimed(claims, request)
+                if len(claims) == request.limit:
                     continue  # more may be due right now
-                self._last_short_claim_at = time.monotonic()
             await self._idle(stop, full=free <= 0)
+
+    def _request(self, free: int, finishing: Iterable[Claim]) -> ClaimRequest:
+        """A claim for `free` slots (at most claim_batch), with the late-retry reservation;
+        `finishing`: in-flight claims about to end, whose late retries no longer count."""
+        cfg = self.config
+        late_held = self._late_in_flight() - sum(
+            1 for claim in finishing if claim.attempt > cfg.late_retry_after_attempts)
+        return ClaimRequest(worker=self.worker_id, limit=min(free, cfg.claim_batch),
+                            lease_s=cfg.lease_s, max_attempts=cfg.max_attempts,
+                            late_after=cfg.late_retry_after_attempts,
+                            max_late=max(0, self.late_slots - late_held))
+
+    def claim_request(self, finishing: list[Item]) -> ClaimRequest | None:
+        """:class:`workers.finisher.Refill`: what a batch of finishes claims for the slots it
+        frees (their claims are still counted in flight until the batch is answered)."""
+        if self._stopping or self._suspects:
+            return None
+        free = self.config.worker_concurrency - len(self._in_flight) + len(finishing)
+        if free <= 0:
+            return None
+        return self._request(free, finishing=[claim for claim, _, _ in finishing])
+
+    def claimed(self, claims: list[Claim], request: ClaimRequest) -> None:
+        """:class:`workers.finisher.Refill`: start `claims`; a short claim (the queue was
+        drained) paces the next one by batch_interval_s (see __init__)."""
+        for claim in claims:
+            self._start(claim)
+        if len(claims) < request.limit:
+            self._last_short_claim_at = time.monotonic()
 
     async def _idle(self, stop: asyncio.Event, full: bool) -> None:
         """Sleep until stop, a finished attempt (its destination may have a free slot now),

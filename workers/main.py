@@ -11,7 +11,7 @@ from shared.config import Config
 from shared.errors import ConfigError, StoreError
 from shared.lifecycle import (
     BOOT_ERROR_EXIT, heartbeat, heartbeat_interval_s, heartbeat_path, install_stop_signals,
-    watch_parent,
+    report_write_lock, watch_parent,
 )
 from shared.logs import configure_logging, get_logger
 from shared.store import open_store
@@ -57,6 +57,7 @@ async def serve(config: Config, slot: str, stop: asyncio.Event | None = None) ->
             await Worker(store, config, worker_id, sender).run(stop)
     finally:
         parent_watch.cancel()
+        report_write_lock(config, slot, store.write_lock_stats())
         await store.close()
         exiting.set()
         await beat

@@ -49,6 +49,20 @@ SELECT EXISTS (
              OR (j.status = 'running' AND j.lease_until <= :now))
 ) AS due
 
+-- claim_probe: whether a claim could take or end anything now (read-only, so that a worker
+-- woken for nothing does not take the write lock): a due job on a destination that takes
+-- deliveries, or an expired lease on a job that used its last attempt (kill_lost_at_cap)
+SELECT EXISTS (
+    SELECT 1 FROM destinations d WHERE d.paused = 0 AND d.deleted_at IS NULL AND (
+        EXISTS (SELECT 1 FROM jobs j WHERE j.destination_id = d.id AND j.status = 'pending'
+                AND j.run_at <= :now)
+        OR EXISTS (SELECT 1 FROM jobs j WHERE j.destination_id = d.id AND j.status = 'running'
+                   AND j.lease_until <= :now))
+) OR EXISTS (
+    SELECT 1 FROM jobs WHERE status = 'running' AND lease_until <= :now
+        AND attempts >= :max_attempts
+) AS claimable
+
 -- kill_lost_at_cap: an expired lease on a job that used its last attempt means the worker died on it
 UPDATE jobs SET status = 'dead', lease_token = NULL, lease_owner = NULL, lease_until = NULL,
     last_error = 'worker lost (lease expired on the final attempt)', finished_at = :now,

@@ -42,6 +42,10 @@ def test_bench_on_sqlite(tmp_path):
     result, report = run_bench(["bench"], tmp_path)
     check_figures(result, report, "sqlite")
     assert isinstance(result["wal_bytes"], int)
+    # Each process's waits for SQLite's write lock, from its report at exit.
+    assert set(result["write_lock"]) == {"ingest", "worker-1", "worker-2"}
+    assert result["write_lock"]["ingest"]["hold"]["count"] > 0
+    assert "write lock worker-1:" in report
 
 
 def test_bench_on_a_throwaway_postgres_server(pg_server, tmp_path):
