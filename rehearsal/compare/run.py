@@ -145,7 +145,7 @@ def run_system(name: str, opts: CompareOptions, work: Path, run_id: str,
         **figures, "unverified_requests": unverified, "busy_s": round(busy_s, 2),
         "cpu_s": cpu,
         "cpu_s_per_1000_deliveries": round(sum(cpu.values()) * 1000 / max(1, delivered), 3),
-        "peak_rss_mb": rss,
+        "peak_rss_mb": rss, "pids": running.pids,
     }
 
 
