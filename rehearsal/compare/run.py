@@ -200,6 +200,7 @@ def run_compare(opts: CompareOptions,
         CompareError: a system did not start.
     """
     systems.check_available()
+    load_before = os.getloadavg()[0]
     opts.out_dir.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix="hookline-compare-", dir=opts.out_dir))
     run_id = os.urandom(4).hex()
@@ -210,7 +211,8 @@ def run_compare(opts: CompareOptions,
         results[name] = run_system(name, opts, work, run_id, index_by_sha)
     result: dict[str, Any] = {
         "machine": {"cores": os.cpu_count(), "python": sys.version.split()[0],
-                    "load_average_1m": round(os.getloadavg()[0], 2)},
+                    "load_average_1m": {"before": round(load_before, 2),
+                                        "after": round(os.getloadavg()[0], 2)}},
         "options": {f: str(getattr(opts, f)) for f in opts.__slots__},
         "versions": versions(), "work_dir": str(work), "systems": results,
         "ratios": {}}
@@ -237,7 +239,8 @@ def print_compare(result: dict[str, Any]) -> None:
     for name, rat in result["ratios"].items():
         shown = ", ".join(f"{k} {'-' if v is None else f'{v}x'}" for k, v in rat.items())
         print(f"hookline vs {name} (above 1 favours hookline): {shown}")
-    v = result["versions"]
+    v, load = result["versions"], result["machine"]["load_average_1m"]
     print(f"versions: celery {v['celery']} (kombu {v['kombu']}), redis-server "
-          f"{v['redis-server']}, huey {v['huey']}; compare.json in "
-          f"{Path(result['work_dir']).parent}")
+          f"{v['redis-server']}, huey {v['huey']}; load average (1 min) before "
+          f"{load['before']}, after {load['after']} on {result['machine']['cores']} cores; "
+          f"compare.json in {Path(result['work_dir']).parent}")

@@ -251,7 +251,6 @@ def huey(work: Path, destinations: list[Destination], *, workers: int,
     processes (`-k thread -w concurrency`) on it; ready once every consumer runs its
     threads."""
     env = _peer_env(destinations, COMPARE_HUEY_DB=str(work / "huey.db"))
-    consumer = Path(sys.executable).with_name("huey_consumer")
     port = free_port()
     procs: list[subprocess.Popen[bytes]] = []
     try:
@@ -260,8 +259,9 @@ def huey(work: Path, destinations: list[Destination], *, workers: int,
                             work / "huey-front.log", env))
         _healthy(f"http://127.0.0.1:{port}", procs, "the Huey front door")
         for n in range(1, workers + 1):
-            procs.append(_spawn([str(consumer), "rehearsal.compare.huey_app.huey", "-k",
-                                 "thread", "-w", str(concurrency), "-q"],
+            procs.append(_spawn([sys.executable, "-m", "huey.bin.huey_consumer",
+                                 "rehearsal.compare.huey_app.huey", "-k", "thread", "-w",
+                                 str(concurrency), "-q"],
                                 work / f"huey-{n}.log", env, cwd=work))
         _wait_until(lambda: all(_threads(p.pid) > concurrency for p in procs[1:]),
                     "Huey consumers", procs)
