@@ -15,7 +15,7 @@ import os
 import time
 from typing import Any
 
-from celery import Celery
+from celery import Celery  # type: ignore[import-untyped]
 
 from rehearsal.compare.peer_tasks import attempt_delivery
 from shared.models import Dead, Retry
@@ -33,7 +33,7 @@ app.conf.update(
 )
 
 
-@app.task(bind=True, max_retries=None, name="deliver")
+@app.task(bind=True, max_retries=None, name="deliver")  # type: ignore[untyped-decorator]
 def deliver(self: Any, destination: str, message_id: str, body: str) -> str:
     """Deliver one event to one destination; on a transient failure, retry with hookline's
     backoff (`self.retry(countdown=...)`), until its attempt cap makes it dead.

@@ -16,7 +16,7 @@ from __future__ import annotations
 import os
 import time
 
-from huey import SqliteHuey
+from huey import SqliteHuey  # type: ignore[import-untyped]
 
 from rehearsal.compare.peer_tasks import attempt_delivery
 from shared.models import Dead, Retry
@@ -25,7 +25,7 @@ huey = SqliteHuey("hookline_compare", filename=os.environ.get("COMPARE_HUEY_DB",
                   results=False)
 
 
-@huey.task()
+@huey.task()  # type: ignore[untyped-decorator]
 def deliver(destination: str, message_id: str, body: str, attempt: int = 1) -> str:
     """Deliver one event to one destination; on a transient failure, schedule attempt
     `attempt + 1` after hookline's backoff, until its attempt cap makes it dead.

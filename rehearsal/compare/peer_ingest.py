@@ -16,6 +16,7 @@ COMPARE_HUEY_DB).
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 import sys
 from collections.abc import Callable
@@ -88,11 +89,10 @@ def main(argv: list[str] | None = None) -> int:
     try:
         import uvloop  # noqa: PLC0415  (as hookline's ingest, when installed)
 
-        loop_factory = uvloop.new_event_loop
+        loop: asyncio.AbstractEventLoop = uvloop.new_event_loop()
     except ImportError:
-        loop_factory = None
-    web.run_app(app, host=host, port=int(port), access_log=None, print=None,
-                **({"loop": loop_factory()} if loop_factory else {}))
+        loop = asyncio.new_event_loop()
+    web.run_app(app, host=host, port=int(port), access_log=None, print=None, loop=loop)
     return 0
 
 

@@ -26,8 +26,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from rehearsal.harness import LOCAL_SETTINGS, child_env, free_port, service_processes, \
-    wait_healthy
+from rehearsal.harness import LOCAL_SETTINGS, child_env, free_port, service_processes, wait_healthy
 from shared.store import open_store
 
 STOP_GRACE_S = 15.0

@@ -1,6 +1,6 @@
-"""The peers' delivery step in `hookline bench --compare` against the receiver fixture on
-127.0.0.1: signed like hookline (the receiver verifies), one keep-alive session per thread,
-and hookline's retry rule deciding retry vs done; and the Celery task retrying by it."""
+"""The peers' code in `hookline bench --compare` on 127.0.0.1: the delivery step against the
+receiver fixture (signed like hookline, the receiver verifies; hookline's retry rule decides
+retry vs done), the Celery task retrying by it, and the peers' front door."""
 
 from __future__ import annotations
 
@@ -8,8 +8,10 @@ import asyncio
 import time
 
 import pytest
+from aiohttp.test_utils import TestClient, TestServer
 
 from rehearsal.compare import peer_tasks
+from rehearsal.compare.peer_ingest import make_app
 from rehearsal.receiver import Endpoint, Receiver, parse_behaviour
 from shared.models import Done, Retry
 from shared.signing import generate_secret, new_message_id
@@ -71,3 +73,17 @@ async def test_the_celery_task_retries_with_the_backoff_countdown(receiver, monk
         app.conf.task_always_eager = False
     assert result.get() == "done"
     assert [r.status for r in rec.requests] == [500, 200]
+
+
+async def test_the_peer_front_door_enqueues_one_task_per_destination():
+    """POST /v1/events answers 202 after one enqueue per destination, all with the same new
+    webhook-id and the exact body; a body without id and type gets 400 and no task."""
+    calls: list[tuple[str, str, str]] = []
+    app = make_app(lambda *args: calls.append(args), ["d1", "d2", "d3"])
+    async with TestClient(TestServer(app, host="127.0.0.1")) as client:
+        resp = await client.post("/v1/events", data=BODY)
+        assert resp.status == 202
+        message_id = (await resp.json())["message_id"]
+        bad = await client.post("/v1/events", data='{"type": "x"}')
+        assert bad.status == 400
+    assert calls == [(name, message_id, BODY) for name in ("d1", "d2", "d3")]
