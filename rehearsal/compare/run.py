@@ -83,8 +83,16 @@ def receiver(work: Path, name: str) -> Iterator[tuple[str, list[Destination]]]:
 
 
 def _get_json(url: str) -> Any:
-    with urllib.request.urlopen(url, timeout=60) as resp:  # noqa: S310 (127.0.0.1 only)
-        return json.loads(resp.read())
+    """GET `url` (the receiver, on 127.0.0.1) and parse its JSON.
+
+    Raises:
+        CompareError: no answer, or not JSON.
+    """
+    try:
+        with urllib.request.urlopen(url, timeout=60) as resp:  # noqa: S310 (127.0.0.1)
+            return json.loads(resp.read())
+    except (OSError, ValueError) as exc:  # URLError is an OSError
+        raise CompareError(f"the receiver did not answer {url}: {exc}") from exc
 
 
 def _start(name: str, work: Path, dests: list[Destination],
@@ -101,10 +109,11 @@ def _start(name: str, work: Path, dests: list[Destination],
 
 def run_system(name: str, opts: CompareOptions, work: Path, run_id: str,
                index_by_sha: dict[str, int]) -> dict[str, Any]:
-    """Run the workload through one system; returns its figures.
+    """Run the workload through one system; returns its figures (`complete`: every event
+    accepted and delivered to every destination within the timeout).
 
     Raises:
-        CompareError: the system, the receiver or the load generator did not start.
+        CompareError: the system, the receiver or the load generator failed.
     """
     folder = work / name
     folder.mkdir()
@@ -139,7 +148,8 @@ def run_system(name: str, opts: CompareOptions, work: Path, run_id: str,
     unverified = sum(not r["verified"] for r in receipts["requests"])
     delivered = figures["delivered"]
     return {
-        "accepted": accepted, "complete": complete and delivered == figures["expected"],
+        "accepted": accepted,
+        "complete": complete and accepted == opts.events and delivered == figures["expected"],
         "events_per_s": round(accepted / ingest["elapsed_s"], 1),
         "ingest_latency_ms": ingest["latency_ms"], "ingest_statuses": ingest["statuses"],
         **figures, "unverified_requests": unverified, "busy_s": round(busy_s, 2),
