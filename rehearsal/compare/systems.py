@@ -113,13 +113,16 @@ def _healthy(url: str, procs: list[subprocess.Popen[bytes]], what: str) -> None:
         raise CompareError(f"{what} did not become healthy ({dead or exc})") from exc
 
 
-async def _add_destinations(db: str, destinations: list[Destination]) -> None:
+async def _add_destinations(db: str, destinations: list[Destination], max_in_flight: int
+                            ) -> None:
+    """Subscribe each destination to every event type, with a `max_in_flight` that never
+    binds (the peers have no such limit)."""
     store = open_store(db)
     await store.open()
     try:
         for d in destinations:
             await store.add_destination(name=d.name, url=d.url, secret=d.secret,
-                                        event_types=["*"], max_in_flight=64)
+                                        event_types=["*"], max_in_flight=max_in_flight)
     finally:
         await store.close()
 
@@ -130,7 +133,7 @@ def hookline(work: Path, destinations: list[Destination], *, workers: int, concu
     """`hookline serve` with `workers` workers of `concurrency` in-flight requests each, on
     a fresh SQLite file (`synchronous` FULL or NORMAL) in `work`."""
     db = str(work / "hookline.db")
-    asyncio.run(_add_destinations(db, destinations))
+    asyncio.run(_add_destinations(db, destinations, workers * concurrency))
     port = free_port()
     env = child_env({**LOCAL_SETTINGS, "HOOKLINE_RUNTIME_DIR": str(work / "run"),
                      "HOOKLINE_PID_FILE": str(work / "hookline.pid"),
