@@ -42,7 +42,8 @@ def delivery_figures(*, effects: Iterable[Mapping[str, Any]], requests: int,
         pairs with a verified arrival), `extra_effects` (verified arrivals under another
         webhook-id for a pair already delivered, or of unknown bodies), `requests`,
         `deliveries_per_s` (delivered / (last arrival - load start)), `latency_ms`
-        p50/p90/p99/max of first arrival - accept time, and `last_delivery_at`.
+        p50/p90/p99/max of first arrival - accept time (0 when the arrival came first), and
+        `last_delivery_at`.
     """
     first: dict[tuple[str, int], float] = {}
     extra = 0
@@ -55,8 +56,9 @@ def delivery_figures(*, effects: Iterable[Mapping[str, Any]], requests: int,
         if key in first:
             extra += 1
         first[key] = min(first.get(key, effect["received_at"]), effect["received_at"])
+    # A delivery can reach the receiver before the 2xx reaches the client: that counts as 0.
     latencies = sorted(
-        (at - accepted) * 1000 for (_, index), at in first.items()
+        max(0.0, (at - accepted) * 1000) for (_, index), at in first.items()
         if (accepted := accepted_at[index]) is not None)
     last = max(first.values(), default=None)
     span_s = (last - load_started_at) if last is not None else 0.0

@@ -47,6 +47,14 @@ def test_delivery_figures_count_first_arrivals_and_measure_from_accept():
     assert figures["latency_ms"]["max"] == pytest.approx(500.0)
 
 
+def test_a_delivery_that_beats_the_2xx_counts_as_zero_latency():
+    """Arriving before the load generator read the 2xx is 0 ms, never negative."""
+    figures = delivery_figures(effects=[effect("d1", 0, 9.99)], requests=1, accepted_at=[10.0],
+                               index_by_sha=body_index("run1", 1, 200), destinations=1,
+                               load_started_at=9.0)
+    assert figures["latency_ms"]["max"] == 0.0
+
+
 def test_delivery_figures_with_nothing_delivered():
     """No arrivals: nothing delivered, no rate, zero latencies (never a division by zero)."""
     figures = delivery_figures(effects=[], requests=0, accepted_at=[1.0],
