@@ -9,7 +9,7 @@ STAMP := $(VENV)/.installed
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[test]'
+	$(BIN)/python -m pip install --quiet -e '.[test,bench]'
 	touch $(STAMP)
 
 venv: $(STAMP)
@@ -19,7 +19,8 @@ demo: $(STAMP)
 
 # tests/browser drive the dashboard in the system Chromium (never `playwright install`):
 # install it with apt-get when missing (CI runs as root on Debian); without it the browser
-# tests skip locally and fail when CI is set.
+# tests skip locally and fail when CI is set. `hookline bench --compare` (and its test)
+# starts a throwaway redis-server for Celery: the same goes for it.
 CHROMIUM := /usr/bin/chromium
 
 test: $(STAMP)
@@ -29,6 +30,14 @@ test: $(STAMP)
 	    else \
 	        echo "make test: $(CHROMIUM) is missing and this is not root on Debian;" \
 	             "install chromium for the browser tests" >&2; \
+	    fi; \
+	fi
+	@if ! command -v redis-server >/dev/null; then \
+	    if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	        apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y redis-server; \
+	    else \
+	        echo "make test: redis-server is missing and this is not root on Debian;" \
+	             "install redis-server for the bench --compare test" >&2; \
 	    fi; \
 	fi
 	$(BIN)/python -m pytest -q
