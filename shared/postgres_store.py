@@ -303,7 +303,7 @@ class PostgresStore:
                                breaker: BreakerPolicy | None,
                                request: ClaimRequest) -> tuple[list[bool], list[Claim]]:
         """See :meth:`shared.store.Store.finish_and_claim`: two transactions here."""
-        kept = await self.finish(items, breaker)
+        kept = await self.finish(items, breaker) if items else []
         claims = await self.claim(request.worker, request.limit, request.lease_s,
                                   request.max_attempts, late_after=request.late_after,
                                   max_late=request.max_late)

@@ -251,6 +251,9 @@ class SqliteStore:
 
         def tx(db: sqlite3.Connection) -> tuple[list[bool], list[Claim]]:
             paused.clear()
+            if not items and not db.execute(Q["claim_probe"], {
+                    "now": now, "max_attempts": request.max_attempts}).fetchone()["claimable"]:
+                return [], []  # a claim alone, with nothing to take: no write (see claim)
             with _write(db):
                 kept = _finish_all(db, items, now, breaker, paused)
                 claims = _claim_in(db, request, now) if request.limit > 0 else []
@@ -703,7 +706,9 @@ def _add_one(db: sqlite3.Connection, event: NewEvent, destinations: list[Destina
 
 
 def _claim_in(db: sqlite3.Connection, request: ClaimRequest, now: float) -> list[Claim]:
-    """The claim itself (see Store.claim), inside the caller's write transaction."""
+    """The claim itself (see Store.claim), inside the caller's write transaction: choose the
+    jobs, then lease them, record their attempts and read what sending needs, each in one
+    statement for the whole batch (a claim of 64 jobs is 4 statements, not 256)."""
     db.execute(Q["kill_lost_at_cap"], {"now": now, "max_attempts": request.max_attempts})
     # (late retry?, due since, job id, destination id): fresh work sorts first.
     candidates: list[tuple[bool, float, int, int]] = []
@@ -717,27 +722,42 @@ def _claim_in(db: sqlite3.Connection, request: ClaimRequest, now: float) -> list
             late = request.late_after is not None and attempts >= request.late_after
             candidates.append((late, due_at, job_id, slot["id"]))
     candidates.sort()
-    claims: list[Claim] = []
+    chosen: list[int] = []
     late_taken = 0
     for late, _, job_id, destination_id in candidates:
-        if len(claims) >= request.limit:
+        if len(chosen) >= request.limit:
             break
         if late and request.max_late is not None and late_taken >= request.max_late:
             continue
         rate = rates.get(destination_id)
-        if rate is not None and not rate_limit_allows(rate[1], now, rate[0]):
-            continue
-        row = db.execute(Q["claim_job"], {"id": job_id, "worker": request.worker,
-                                          "now": now, "lease_s": request.lease_s}).fetchone()
-        if row is None:
-            continue
-        claims.append(_claim_from(db, row, request.worker, now))
-        late_taken += late
         if rate is not None:
+            if not rate_limit_allows(rate[1], now, rate[0]):
+                continue
             rates[destination_id] = (rate[0], next_send_after(rate[1], now, rate[0]))
             db.execute(Q["advance_next_send"], {
                 "destination_id": destination_id, "next_send_at": rates[destination_id][1]})
-    return claims
+        chosen.append(job_id)
+        late_taken += late
+    if not chosen:
+        return []
+    # The write lock has been held since the candidates were read: every chosen job is
+    # still due, so the one UPDATE leases them all.
+    rows = {r["id"]: r for r in db.execute(Q["claim_job"], {
+        "job_ids": json.dumps(chosen), "worker": request.worker, "now": now,
+        "lease_s": request.lease_s})}
+    leased = [rows[job_id] for job_id in chosen if job_id in rows]
+    # A job whose previous claim's attempt never finished (its worker was lost: an expired
+    # lease, or a replay of a job that died so) is taken over, and is sent in quarantine.
+    taken_over = {r["job_id"] for r in db.execute(Q["mark_attempt_lost"], {
+        "job_ids": json.dumps(chosen),
+        "lease_tokens": json.dumps([r["lease_token"] for r in leased])})}
+    db.execute(Q["insert_attempt"], {
+        "claims": json.dumps([[r["id"], r["attempts"], r["lease_token"]] for r in leased]),
+        "worker": request.worker, "now": now})
+    details = {d["job_id"]: d for d in db.execute(Q["claim_details"], {
+        "job_ids": json.dumps([r["id"] for r in leased])})}
+    return [_claim_from(r, details[r["id"]], request.worker, r["id"] in taken_over, now)
+            for r in leased]
 
 
 def _finish_all(db: sqlite3.Connection, items: Sequence[tuple[Claim, Outcome, AttemptResult]],
@@ -760,14 +780,9 @@ def _log_auto_paused(paused: Sequence[tuple[str, str, int]]) -> None:
                     failure_streak=streak)
 
 
-def _claim_from(db: sqlite3.Connection, row: sqlite3.Row, worker: str, now: float) -> Claim:
-    """Finish one claim inside the claim transaction: attempt row, lost-attempt mark, details."""
-    params = {"job_id": row["id"], "attempt": row["attempts"], "worker": worker,
-              "lease_token": row["lease_token"], "now": now}
-    taken_over = db.execute(Q["mark_attempt_lost"], params).rowcount > 0
-    db.execute(Q["insert_attempt"], params)
-    details = db.execute(Q["claim_details"], {"event_id": row["event_id"],
-                                              "destination_id": row["destination_id"]}).fetchone()
+def _claim_from(row: sqlite3.Row, details: sqlite3.Row, worker: str, taken_over: bool,
+                now: float) -> Claim:
+    """A Claim from its leased job row and its claim_details row."""
     secrets = (details["secret"],)
     if details["previous_secret"] and (details["previous_secret_until"] or 0) > now:
         secrets += (details["previous_secret"],)

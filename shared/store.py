@@ -96,7 +96,8 @@ class Store(Protocol):
         SQLite runs both in ONE transaction: a busy worker then takes the single write lock
         and pays the commit's fsync once per batch instead of twice, which is what lets two
         workers sustain thousands of deliveries per second. PostgreSQL, whose writers do not
-        queue on one lock, runs them as two transactions, the finish first.
+        queue on one lock, runs them as two transactions, the finish first. With no `items`
+        it is a claim, which (like :meth:`claim`) writes nothing when nothing is claimable.
 
         Returns:
             (one kept-bool per item as :meth:`finish` returns, the new claims).

@@ -69,11 +69,10 @@ class Worker:
         self._suspect_lock = asyncio.Lock()
         self.finisher = Finisher(store, breaker=self.breaker,
                                  min_interval_s=config.batch_interval_s, refill=self)
-        # When the last claim came back short (the queue was drained), the next one waits
-        # until batch_interval_s after it: under a steady trickle of wake-ups each claim
-        # then takes several jobs in one transaction instead of one each.
-        self._last_short_claim_at = float("-inf")
         self._stopping = False
+        # Slots promised to claims under way (the claim loop's, a finish batch's): two claims
+        # in flight at once must not both count the same free slots.
+        self._claiming = 0
 
     async def run(self, stop: asyncio.Event) -> None:
         """Claim and deliver until `stop` is set; then drain within graceful_timeout_s."""
@@ -91,59 +90,62 @@ class Worker:
                 await extender
 
     async def _claim_loop(self, stop: asyncio.Event) -> None:
-        cfg = self.config
         while not stop.is_set():
-            free = cfg.worker_concurrency - len(self._in_flight)
+            free = self._free_slots()
             if free > 0 and self._suspects:
                 free = 0  # claim nothing while a quarantined job waits or is in flight
             if free > 0:
-                pace_s = self._last_short_claim_at + cfg.batch_interval_s - time.monotonic()
-                if pace_s > 0:
-                    await asyncio.sleep(pace_s)
-                    continue  # slots may have changed meanwhile
-                request = self._request(free, finishing=())
                 # Cleared before (not after) the claim: a finish landing meanwhile re-wakes us.
                 self._slot_freed.clear()
                 try:
-                    claims = await self.store.claim(
-                        request.worker, request.limit, request.lease_s, request.max_attempts,
-                        late_after=request.late_after, max_late=request.max_late)
+                    # Rides the next batch of completions: one transaction for both.
+                    took_all = await self.finisher.claim()
                 except StoreBusy as exc:
                     log.warning("claim_busy", error=str(exc))
-                    claims = []
-                self.claimed(claims, request)
-                if len(claims) == request.limit:
+                    took_all = False
+                if took_all:
                     continue  # more may be due right now
             await self._idle(stop, full=free <= 0)
 
+    def _free_slots(self) -> int:
+        """Slots neither in flight nor promised to a claim under way."""
+        return self.config.worker_concurrency - len(self._in_flight) - self._claiming
+
     def _request(self, free: int, finishing: Iterable[Claim]) -> ClaimRequest:
         """A claim for `free` slots (at most claim_batch), with the late-retry reservation;
-        `finishing`: in-flight claims about to end, whose late retries no longer count."""
+        `finishing`: in-flight claims about to end, whose late retries no longer count. Its
+        slots stay promised until :meth:`claimed` is called with it."""
         cfg = self.config
         late_held = self._late_in_flight() - sum(
             1 for claim in finishing if claim.attempt > cfg.late_retry_after_attempts)
-        return ClaimRequest(worker=self.worker_id, limit=min(free, cfg.claim_batch),
-                            lease_s=cfg.lease_s, max_attempts=cfg.max_attempts,
-                            late_after=cfg.late_retry_after_attempts,
-                            max_late=max(0, self.late_slots - late_held))
+        request = ClaimRequest(worker=self.worker_id, limit=min(free, cfg.claim_batch),
+                               lease_s=cfg.lease_s, max_attempts=cfg.max_attempts,
+                               late_after=cfg.late_retry_after_attempts,
+                               max_late=max(0, self.late_slots - late_held))
+        self._claiming += request.limit
+        return request
 
     def claim_request(self, finishing: list[Item]) -> ClaimRequest | None:
-        """:class:`workers.finisher.Refill`: what a batch of finishes claims for the slots it
-        frees (their claims are still counted in flight until the batch is answered)."""
+        """:class:`workers.finisher.Refill`: what a batch claims for the slots free once its
+        completions are recorded (their claims are still counted in flight until then)."""
         if self._stopping or self._suspects:
             return None
-        free = self.config.worker_concurrency - len(self._in_flight) + len(finishing)
+        free = self._free_slots() + len(finishing)
         if free <= 0:
             return None
         return self._request(free, finishing=[claim for claim, _, _ in finishing])
 
-    def claimed(self, claims: list[Claim], request: ClaimRequest) -> None:
-        """:class:`workers.finisher.Refill`: start `claims`; a short claim (the queue was
-        drained) paces the next one by batch_interval_s (see __init__)."""
+    def claimed(self, claims: list[Claim], request: ClaimRequest, *,
+                after_completions: bool) -> None:
+        """:class:`workers.finisher.Refill`: start `claims` (none when the write failed) and
+        release the request's promised slots. When completions freed slots that this claim
+        left empty, wake the claim loop so it listens for new work for them (a claim the loop
+        asked for alone does not: that would spin)."""
+        self._claiming -= request.limit
         for claim in claims:
             self._start(claim)
-        if len(claims) < request.limit:
-            self._last_short_claim_at = time.monotonic()
+        if after_completions and len(claims) < request.limit:
+            self._slot_freed.set()
 
     async def _idle(self, stop: asyncio.Event, full: bool) -> None:
         """Sleep until stop, a finished attempt (its destination may have a free slot now),
@@ -211,7 +213,10 @@ class Worker:
             _log_outcome(claim, outcome, result, kept)
         finally:
             self._in_flight.pop(claim.lease_token, None)
-            self._slot_freed.set()
+            # Under load the finish batch already claimed into this slot; wake the claim
+            # loop only for a slot left free (it would otherwise spin once per delivery).
+            if self._free_slots() > 0 or self._stopping:
+                self._slot_freed.set()
 
     def _late_in_flight(self) -> int:
         """In-flight claims that are late retries (their job had made late_retry_after_attempts

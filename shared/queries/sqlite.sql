@@ -70,26 +70,31 @@ UPDATE jobs SET status = 'dead', lease_token = NULL, lease_owner = NULL, lease_u
 WHERE status = 'running' AND lease_until <= :now AND attempts >= :max_attempts
 RETURNING id
 
--- claim_job: take one job under a fresh lease; attempts are counted here, at claim
+-- claim_job: lease a batch of chosen jobs (:job_ids, a JSON array) in ONE statement, each
+-- under a fresh token, still only if due; attempts are counted here, at claim
 UPDATE jobs SET status = 'running', attempts = attempts + 1,
     lease_token = lower(hex(randomblob(16))), lease_owner = :worker,
     lease_until = :now + :lease_s, updated_at = :now
-WHERE id = :id AND (
+WHERE id IN (SELECT value FROM json_each(:job_ids)) AND (
     (status = 'pending' AND run_at <= :now) OR (status = 'running' AND lease_until <= :now))
 RETURNING id, event_id, destination_id, attempts, lease_token, lease_until
 
--- mark_attempt_lost: the previous claim of a taken-over job never finished
+-- mark_attempt_lost: the previous claims of just-claimed jobs (:job_ids) that never finished
 UPDATE attempts SET error = 'lease expired (worker lost)'
-WHERE job_id = :job_id AND duration_s IS NULL AND error IS NULL AND lease_token != :lease_token
+WHERE job_id IN (SELECT value FROM json_each(:job_ids)) AND duration_s IS NULL
+    AND error IS NULL AND lease_token NOT IN (SELECT value FROM json_each(:lease_tokens))
+RETURNING job_id
 
--- insert_attempt: one attempt row per claim
+-- insert_attempt: one attempt row per claim (:claims, a JSON array of [job id, attempt, token])
 INSERT INTO attempts (job_id, attempt, worker, lease_token, started_at)
-VALUES (:job_id, :attempt, :worker, :lease_token, :now)
+SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]'), :worker,
+    json_extract(value, '$[2]'), :now FROM json_each(:claims)
 
--- claim_details: what a worker needs to send a claimed job
-SELECT e.message_id, e.type, e.body, d.name, d.url, d.secret, d.previous_secret,
-    d.previous_secret_until, d.timeout_s, d.headers
-FROM events e, destinations d WHERE e.id = :event_id AND d.id = :destination_id
+-- claim_details: what a worker needs to send claimed jobs (:job_ids, a JSON array)
+SELECT j.id AS job_id, e.message_id, e.type, e.body, d.name, d.url, d.secret,
+    d.previous_secret, d.previous_secret_until, d.timeout_s, d.headers
+FROM jobs j JOIN events e ON e.id = j.event_id JOIN destinations d ON d.id = j.destination_id
+WHERE j.id IN (SELECT value FROM json_each(:job_ids))
 
 -- extend_lease: push a lease's expiry out; fenced by the lease token
 UPDATE jobs SET lease_until = :until
