@@ -286,6 +286,8 @@ class PostgresStore:
         paused: list[tuple[str, str, int]] = []
         async with self._tx() as tx:
             now = await tx.now()
+            if _all_delivered(items):
+                return await _finish_delivered(tx, items)
             kept = [await _finish_one(tx, claim, outcome, result, host_now)
                     for claim, outcome, result in items]
             # Destination rows last and in id order (as claims lock them): no deadlock
@@ -746,6 +748,33 @@ def _claim(row: Any, details: Any, worker: str, taken_over: bool, now: float) ->
         lease_owner=worker, lease_until=row["lease_until"], taken_over=taken_over,
         secrets=secrets, timeout_s=details["timeout_s"],
         headers=parse_headers(details["headers"]))
+
+
+def _all_delivered(items: Sequence[tuple[Claim, Outcome, AttemptResult]]) -> bool:
+    """Every attempt acknowledged with a 2xx (Done), and no job twice: the batch fast path."""
+    return (all(isinstance(outcome, Done) and not is_failure(result)
+                for _, outcome, result in items)
+            and len({claim.job_id for claim, _, _ in items}) == len(items))
+
+
+async def _finish_delivered(tx: _Tx,
+                            items: Sequence[tuple[Claim, Outcome, AttemptResult]]) -> list[bool]:
+    """See sqlite_store._finish_delivered: one statement per step for the whole batch, then
+    one failure-run reset per destination, in id order (as claims lock destinations)."""
+    results = [result for _, _, result in items]
+    await tx.execute(
+        "record_attempts", lease_tokens=[claim.lease_token for claim, _, _ in items],
+        started_ats=[r.started_at for r in results], durations_s=[r.duration_s for r in results],
+        status_codes=[r.status_code for r in results], errors=[r.error for r in results],
+        response_excerpts=[r.response_excerpt for r in results],
+        response_headers=[r.response_headers for r in results],
+        locations=[r.location for r in results])
+    done = {r["id"] for r in await tx.fetch(
+        "finish_delivered", job_ids=[claim.job_id for claim, _, _ in items],
+        lease_tokens=[claim.lease_token for claim, _, _ in items])}
+    for destination_id in sorted({claim.destination_id for claim, _, _ in items}):
+        await tx.execute("destination_succeeded", destination_id=destination_id)
+    return [claim.job_id in done for claim, _, _ in items]
 
 
 async def _finish_one(tx: _Tx, claim: Claim, outcome: Outcome, result: AttemptResult,

@@ -177,6 +177,27 @@ UPDATE attempts SET duration_s = :duration_s, status_code = :status_code, error 
     response_headers = :response_headers, location = :location
 WHERE lease_token = :lease_token
 
+-- record_attempts: complete the attempt rows of many claims in one statement (arrays, one
+-- element per claim)
+UPDATE attempts a SET started_at = u.started_at, duration_s = u.duration_s,
+    status_code = u.status_code, error = u.error, response_excerpt = u.response_excerpt,
+    response_headers = u.response_headers, location = u.location
+FROM unnest(:lease_tokens::text[], :started_ats::float8[], :durations_s::float8[],
+            :status_codes::integer[], :errors::text[], :response_excerpts::text[],
+            :response_headers::text[], :locations::text[])
+    AS u (lease_token, started_at, duration_s, status_code, error, response_excerpt,
+          response_headers, location)
+WHERE a.lease_token = u.lease_token
+
+-- finish_delivered: many acknowledged claims to done in one statement (arrays of job ids and
+-- their lease tokens); fenced by each claim's token; returns the jobs it changed
+UPDATE jobs j SET status = 'done', lease_token = NULL, lease_owner = NULL, lease_until = NULL,
+    last_error = NULL, finished_at = hookline_now(:test_now_s),
+    updated_at = hookline_now(:test_now_s)
+FROM unnest(:job_ids::bigint[], :lease_tokens::text[]) AS u (job_id, lease_token)
+WHERE j.id = u.job_id AND j.lease_token = u.lease_token AND j.status = 'running'
+RETURNING j.id
+
 -- hand_back: return a claimed job to pending without charging the attempt; fenced
 UPDATE jobs SET status = 'pending', attempts = attempts - 1, lease_token = NULL,
     lease_owner = NULL, lease_until = NULL, run_at = hookline_now(:test_now_s),

@@ -121,6 +121,24 @@ UPDATE attempts SET duration_s = :duration_s, status_code = :status_code, error 
     response_headers = :response_headers, location = :location
 WHERE lease_token = :lease_token
 
+-- record_attempts: complete the attempt rows of many claims in one statement (:attempts, a
+-- JSON array of [lease token, started_at, duration_s, status_code, error, response_excerpt,
+-- response_headers, location])
+UPDATE attempts SET started_at = json_extract(u.value, '$[1]'),
+    duration_s = json_extract(u.value, '$[2]'), status_code = json_extract(u.value, '$[3]'),
+    error = json_extract(u.value, '$[4]'), response_excerpt = json_extract(u.value, '$[5]'),
+    response_headers = json_extract(u.value, '$[6]'), location = json_extract(u.value, '$[7]')
+FROM json_each(:attempts) AS u WHERE attempts.lease_token = json_extract(u.value, '$[0]')
+
+-- finish_delivered: many acknowledged claims to done in one statement (:claims, a JSON array
+-- of [job id, lease token]); fenced by each claim's token; returns the jobs it changed
+UPDATE jobs SET status = 'done', lease_token = NULL, lease_owner = NULL, lease_until = NULL,
+    last_error = NULL, finished_at = :now, updated_at = :now
+FROM json_each(:claims) AS u
+WHERE jobs.id = json_extract(u.value, '$[0]') AND jobs.lease_token = json_extract(u.value, '$[1]')
+    AND +jobs.status = 'running'  -- unary +: look jobs up by id, not through jobs_status
+RETURNING jobs.id
+
 -- hand_back: return a claimed job to pending without charging the attempt; fenced
 UPDATE jobs SET status = 'pending', attempts = attempts - 1, lease_token = NULL,
     lease_owner = NULL, lease_until = NULL, run_at = :now, updated_at = :now

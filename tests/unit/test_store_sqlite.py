@@ -122,6 +122,30 @@ async def test_finish_and_claim_frees_slots_and_claims_into_them(store, destinat
     assert statuses == ["done", "done", "pending", "running", "running"]
 
 
+async def test_a_batch_of_deliveries_is_fenced_item_by_item(store, destination_factory,
+                                                            clock):
+    """A batch of 2xx completions (the one-statement path) keeps each claim's fence: the
+    stale claim of a taken-over job changes nothing while the other finishes, and both
+    attempt rows are completed (the stale request happened too)."""
+    await destination_factory(max_in_flight=5)
+    await store.add_events([new_event("e1"), new_event("e2")])
+    [stale] = await store.claim("w1", 1, lease_s=30, max_attempts=5)
+    clock.advance(31)
+    claims = await store.claim("w2", 5, lease_s=30, max_attempts=5)
+    assert sorted(c.job_id for c in claims) == [1, 2] and stale.job_id in {1, 2}
+    fresh = next(c for c in claims if c.job_id != stale.job_id)
+    delivered = AttemptResult(started_at=5.0, duration_s=0.25, status_code=204,
+                              response_excerpt="ok")
+    assert await store.finish([(stale, Done(), delivered), (fresh, Done(), delivered)]) == [
+        False, True]
+    jobs = {j.id: j.status for j in await store.list_jobs()}
+    assert jobs == {stale.job_id: "running", fresh.job_id: "done"}
+    recorded = {a.lease_token: a for a in await store.list_attempts()}
+    for claim in (stale, fresh):
+        attempt = recorded[claim.lease_token]
+        assert (attempt.status_code, attempt.duration_s, attempt.started_at) == (204, 0.25, 5.0)
+
+
 async def test_finish_and_claim_with_no_limit_only_finishes(store, destination_factory):
     """limit 0: the finishes are recorded and nothing is claimed."""
     await destination_factory()
