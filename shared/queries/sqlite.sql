@@ -71,12 +71,13 @@ WHERE status = 'running' AND lease_until <= :now AND attempts >= :max_attempts
 RETURNING id
 
 -- claim_job: lease a batch of chosen jobs (:job_ids, a JSON array) in ONE statement, each
--- under a fresh token, still only if due; attempts are counted here, at claim
+-- under a fresh token, still only if due; attempts are counted here, at claim. (Unary + keeps
+-- the planner on the id lookup: without it, it walks every pending job through jobs_status.)
 UPDATE jobs SET status = 'running', attempts = attempts + 1,
     lease_token = lower(hex(randomblob(16))), lease_owner = :worker,
     lease_until = :now + :lease_s, updated_at = :now
 WHERE id IN (SELECT value FROM json_each(:job_ids)) AND (
-    (status = 'pending' AND run_at <= :now) OR (status = 'running' AND lease_until <= :now))
+    (+status = 'pending' AND +run_at <= :now) OR (+status = 'running' AND +lease_until <= :now))
 RETURNING id, event_id, destination_id, attempts, lease_token, lease_until
 
 -- mark_attempt_lost: the previous claims of just-claimed jobs (:job_ids) that never finished
