@@ -16,7 +16,6 @@ passes the circuit-breaker policy to the store (auto-pause on a failure run or a
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import os
 import signal
 import time
@@ -62,7 +61,9 @@ class Worker:
         # Reserved capacity: late retries may hold at most this many of our slots.
         self.late_slots = late_slots(config.worker_concurrency, config.late_retry_share)
         self._in_flight: dict[str, tuple[Claim, asyncio.Task[None]]] = {}
-        self._slot_freed = asyncio.Event()
+        # Set when the claim loop should look again: a slot freed, the store's wake-up, the poll
+        # interval, stop.
+        self._wake = asyncio.Event()
         # Quarantine: a job whose previous worker died with it may be what killed that
         # worker (a poison job). It is sent alone, so a crash takes no other job with it.
         self._suspects: set[str] = set()
@@ -77,7 +78,9 @@ class Worker:
     async def run(self, stop: asyncio.Event) -> None:
         """Claim and deliver until `stop` is set; then drain within graceful_timeout_s."""
         self._stopping = False
-        extender = asyncio.create_task(self._extend_leases(stop))
+        helpers = [asyncio.create_task(self._extend_leases(stop)),
+                   asyncio.create_task(self._listen_for_jobs()),
+                   asyncio.create_task(self._wake_on(stop))]
         self.finisher.start()
         try:
             await self._claim_loop(stop)
@@ -85,9 +88,9 @@ class Worker:
             self._stopping = True
             await self._drain()
             await self.finisher.stop()
-            extender.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await extender
+            for helper in helpers:
+                helper.cancel()
+            await asyncio.gather(*helpers, return_exceptions=True)
 
     async def _claim_loop(self, stop: asyncio.Event) -> None:
         while not stop.is_set():
@@ -95,8 +98,8 @@ class Worker:
             if free > 0 and self._suspects:
                 free = 0  # claim nothing while a quarantined job waits or is in flight
             if free > 0:
-                # Cleared before (not after) the claim: a finish landing meanwhile re-wakes us.
-                self._slot_freed.clear()
+                # Cleared before (not after) the claim: a wake-up meanwhile re-wakes us.
+                self._wake.clear()
                 try:
                     # Rides the next batch of completions: one transaction for both.
                     took_all = await self.finisher.claim()
@@ -105,7 +108,10 @@ class Worker:
                     took_all = False
                 if took_all:
                     continue  # more may be due right now
-            await self._idle(stop, full=free <= 0)
+            # Until a slot frees up, the store says new work may be due, the poll interval
+            # passes (_listen_for_jobs), or stop: then look again.
+            await self._wake.wait()
+            self._wake.clear()
 
     def _free_slots(self) -> int:
         """Slots neither in flight nor promised to a claim under way."""
@@ -145,23 +151,24 @@ class Worker:
         for claim in claims:
             self._start(claim)
         if after_completions and len(claims) < request.limit:
-            self._slot_freed.set()
+            self._wake.set()
 
-    async def _idle(self, stop: asyncio.Event, full: bool) -> None:
-        """Sleep until stop, a finished attempt (its destination may have a free slot now),
-        a wake-up from the store (unless every slot is busy), or the poll interval."""
-        waits = [asyncio.ensure_future(stop.wait()),
-                 asyncio.ensure_future(self._slot_freed.wait())]
-        if not full:
-            waits.append(asyncio.ensure_future(
-                self.store.wait_for_jobs(self.config.poll_interval_s)))
-        try:
-            await asyncio.wait(waits, timeout=self.config.poll_interval_s,
-                               return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            for w in waits:
-                w.cancel()
-            await asyncio.gather(*waits, return_exceptions=True)
+    async def _listen_for_jobs(self) -> None:
+        """Wake the claim loop on every wake-up from the store (a commit with new or replayed
+        jobs) and at least every poll_interval_s (work that comes due by time: retries,
+        expired leases). Ends at stop: cancelling alone is not enough, since Python 3.11's
+        asyncio.wait_for may swallow a cancel that races a wake-up."""
+        while not self._stopping:
+            try:
+                await self.store.wait_for_jobs(self.config.poll_interval_s)
+            except Exception as exc:  # noqa: BLE001  (this task must outlive a bad wake-up)
+                log.warning("wake_up_failed", error=f"{type(exc).__name__}: {exc}")
+                await asyncio.sleep(self.config.poll_interval_s)
+            self._wake.set()
+
+    async def _wake_on(self, stop: asyncio.Event) -> None:
+        await stop.wait()
+        self._wake.set()
 
     def _start(self, claim: Claim) -> None:
         log.info("job_claimed", job_id=claim.job_id, event_id=claim.event_id,
@@ -191,7 +198,7 @@ class Worker:
                 await self._deliver(claim)
         finally:
             self._suspects.discard(claim.lease_token)
-            self._slot_freed.set()
+            self._wake.set()
 
     async def _deliver(self, claim: Claim) -> None:
         log.debug("attempt_started", job_id=claim.job_id, attempt=claim.attempt,
@@ -216,7 +223,7 @@ class Worker:
             # Under load the finish batch already claimed into this slot; wake the claim
             # loop only for a slot left free (it would otherwise spin once per delivery).
             if self._free_slots() > 0 or self._stopping:
-                self._slot_freed.set()
+                self._wake.set()
 
     def _late_in_flight(self) -> int:
         """In-flight claims that are late retries (their job had made late_retry_after_attempts
