@@ -274,9 +274,10 @@ class PostgresStore:
         if not claims:
             return []
         async with self._tx() as tx:
-            return [c for c in claims if await tx.execute(
-                "extend_lease", lease_s=float(lease_s), job_id=c.job_id,
-                lease_token=c.lease_token) == 0]
+            kept = {r["lease_token"] for r in await tx.fetch(
+                "extend_lease", lease_s=float(lease_s), job_ids=[c.job_id for c in claims],
+                lease_tokens=[c.lease_token for c in claims])}
+        return [c for c in claims if c.lease_token not in kept]
 
     async def finish(self, items: Sequence[tuple[Claim, Outcome, AttemptResult]],
                      breaker: BreakerPolicy | None = None) -> list[bool]:

@@ -218,13 +218,14 @@ class SqliteStore:
             return []
         until = self.clock() + lease_s
 
-        def tx(db: sqlite3.Connection) -> list[Claim]:
-            with _write(db):
-                return [c for c in claims if db.execute(Q["extend_lease"], {
-                    "until": until, "job_id": c.job_id, "lease_token": c.lease_token,
-                }).rowcount == 0]
+        def tx(db: sqlite3.Connection) -> set[str]:
+            with _write(db):  # one statement for every lease: the worker's heartbeat
+                return {r["lease_token"] for r in db.execute(Q["extend_lease"], {
+                    "until": until,
+                    "claims": json.dumps([[c.job_id, c.lease_token] for c in claims])})}
 
-        return await self._run(tx)
+        kept = await self._run(tx)
+        return [c for c in claims if c.lease_token not in kept]
 
     async def finish(self, items: Sequence[tuple[Claim, Outcome, AttemptResult]],
                      breaker: BreakerPolicy | None = None) -> list[bool]:

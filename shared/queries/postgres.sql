@@ -149,9 +149,12 @@ SELECT j.id AS job_id, e.message_id, e.type, e.body, d.name, d.url, d.secret,
 FROM jobs j JOIN events e ON e.id = j.event_id JOIN destinations d ON d.id = j.destination_id
 WHERE j.id = ANY(:job_ids::bigint[])
 
--- extend_lease: push a lease's expiry out; fenced by the lease token
-UPDATE jobs SET lease_until = hookline_now(:test_now_s) + :lease_s
-WHERE id = :job_id AND lease_token = :lease_token AND status = 'running'
+-- extend_lease: push the expiry of many leases out in one statement (arrays of job ids and
+-- their lease tokens): a worker's heartbeat; fenced by each token; returns the leases kept
+UPDATE jobs j SET lease_until = hookline_now(:test_now_s) + :lease_s
+FROM unnest(:job_ids::bigint[], :lease_tokens::text[]) AS u (job_id, lease_token)
+WHERE j.id = u.job_id AND j.lease_token = u.lease_token AND j.status = 'running'
+RETURNING j.id, j.lease_token
 
 -- finish_done: the destination acknowledged; fenced by the lease token
 UPDATE jobs SET status = 'done', lease_token = NULL, lease_owner = NULL, lease_until = NULL,

@@ -97,9 +97,13 @@ SELECT j.id AS job_id, e.message_id, e.type, e.body, d.name, d.url, d.secret,
 FROM jobs j JOIN events e ON e.id = j.event_id JOIN destinations d ON d.id = j.destination_id
 WHERE j.id IN (SELECT value FROM json_each(:job_ids))
 
--- extend_lease: push a lease's expiry out; fenced by the lease token
+-- extend_lease: push the expiry of many leases out in one statement (:claims, a JSON array of
+-- [job id, lease token]): a worker's heartbeat; fenced by each token; returns the leases kept
 UPDATE jobs SET lease_until = :until
-WHERE id = :job_id AND lease_token = :lease_token AND status = 'running'
+FROM json_each(:claims) AS u
+WHERE jobs.id = json_extract(u.value, '$[0]') AND jobs.lease_token = json_extract(u.value, '$[1]')
+    AND +jobs.status = 'running'  -- unary +: look jobs up by id, not through jobs_status
+RETURNING jobs.id, jobs.lease_token
 
 -- finish_done: the destination acknowledged; fenced by the lease token
 UPDATE jobs SET status = 'done', lease_token = NULL, lease_owner = NULL, lease_until = NULL,
