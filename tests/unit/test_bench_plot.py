@@ -3,14 +3,18 @@ timestamps, and the PNG drawn from it or skipped without matplotlib."""
 
 from __future__ import annotations
 
+import json
 import sys
+from pathlib import Path
 
 import pytest
 
 from rehearsal import bench_plot
+from rehearsal.bench import print_report
 
 START_S = 1_800_000_000.0
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+FLAT = Path(__file__).parent / "data" / "bench" / "flat.json"  # a real small run
 
 
 def bench_result(timeline: list[dict]) -> dict:
@@ -71,3 +75,12 @@ def test_write_plot_without_matplotlib_writes_nothing(tmp_path, monkeypatch):
     path = tmp_path / "bench.png"
     assert bench_plot.write_plot(bench_result([]), path) is False
     assert not path.exists()
+
+
+def test_report_says_when_the_plot_was_skipped_and_how_to_get_it(capsys):
+    """A result without a plot (matplotlib missing) prints one line with the install hint."""
+    result = json.loads(FLAT.read_text())
+    result["plot"] = None
+    print_report(result)
+    assert ("plot skipped: matplotlib is not installed (pip install 'hookline[bench]')"
+            in capsys.readouterr().out)
