@@ -115,11 +115,12 @@ def _bench_run(result: dict[str, Any], *, steady: bool) -> dict[str, Any]:
     return result
 
 
-def measures(flat: dict[str, Any], steady: dict[str, Any]) -> dict[str, float]:
+def measures(flat: dict[str, Any], steady: dict[str, Any]) -> dict[str, float | None]:
     """Each TARGETS key's result, in the target's unit: ingest, deliveries/s, idle cost and
     memory from the flat-out run, accept->delivered latency from the steady run (worker RSS:
     the larger of the two runs'; measured in MiB, shown in MB). `idle_db_writes` is 1 when
-    the idle service wrote to the database, else 0."""
+    the idle service wrote to the database, else 0. None: the run has no such figure
+    (e.g. nothing was delivered)."""
     rss_mib = max(mib for run in (flat, steady) for slot, mib in run["peak_rss_mb"].items()
                   if slot.startswith("worker"))
     return {
@@ -135,8 +136,8 @@ def measures(flat: dict[str, Any], steady: dict[str, Any]) -> dict[str, float]:
 
 
 def _conditions(flat: dict[str, Any], steady: dict[str, Any]) -> dict[str, str]:
-    """How each measure was taken, for its row (the targets' own conditions are
-    TARGET_INGEST_CONNECTIONS, TARGET_WORKERS and TARGET_RATE_PER_S)."""
+    """How each measure was taken, for its row (the targets' own conditions are in
+    TARGETS: compare the two)."""
     f_opts, s_opts = flat["options"], steady["options"]
     ingest = (f"flat out, {f_opts['concurrency']} connections, "
               f"load by {flat['ingest'].get('tool', 'python')}")
@@ -151,7 +152,11 @@ def _conditions(flat: dict[str, Any], steady: dict[str, Any]) -> dict[str, str]:
             "worker_rss_mb": "VmHWM, largest worker, both runs"}
 
 
-def _result_cell(key: str, value: float, target: Target) -> str:
+def _result_cell(key: str, value: float | None, target: Target) -> str:
+    """A result as the table shows it: number and unit, `none`/`written` for database
+    writes, `n/a` when the run has no such figure."""
+    if value is None:
+        return "n/a"
     if key == "idle_db_writes":
         return "written" if value else "none"
     return f"{_number(value)} {target.unit}"
@@ -165,12 +170,12 @@ def results_table(flat: dict[str, Any], steady: dict[str, Any]) -> list[str]:
              "| --- | --- | --- | --- | --- |"]
     for key, target in TARGETS.items():
         value = found[key]
-        if key == "idle_db_writes":
-            target_text, ratio = "none", "n/a"
-        else:
-            target_text, ratio = target.text(), f"{value / target.limit:.2f}"
+        target_text = "none" if key == "idle_db_writes" else target.text()
+        ratio = "n/a" if value is None or key == "idle_db_writes" else \
+            f"{value / target.limit:.2f}"
+        met = value is not None and target.met(value)
         lines.append(f"| {target.measure} ({how[key]}) | {_result_cell(key, value, target)} "
-                     f"| {target_text} | {ratio} | {'yes' if target.met(value) else 'no'} |")
+                     f"| {target_text} | {ratio} | {'yes' if met else 'no'} |")
     return lines
 
 

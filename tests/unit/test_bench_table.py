@@ -138,3 +138,14 @@ def test_without_compare_results_there_is_no_compare_table_and_without_systems_a
     with pytest.raises(BenchTableError, match="no `systems`"):
         bench_table.render_block(FLAT, STEADY, compare)
 
+
+
+def test_a_figure_the_run_lacks_is_n_a_and_not_met(tmp_path):
+    """A run that delivered nothing (deliveries/s and latency None) gives `n/a` rows that
+    are not met, rather than failing."""
+    steady = json.loads(STEADY.read_text())
+    steady["delivery"]["latency_ms"] = {"p50": None, "p90": None, "p99": None, "max": None}
+    path = tmp_path / "steady.json"
+    path.write_text(json.dumps(steady))
+    block = bench_table.render_block(FLAT, path)
+    assert "| n/a | < 10 ms at 1,000 events/s | n/a | no |" in block
