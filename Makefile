@@ -35,7 +35,8 @@ test: $(STAMP)
 
 # README.md's results table, regenerated from fresh runs on this machine (never edited by
 # hand): a flat-out run, a steady run at 1,000 events/s, then `hookline bench-table`; a
-# compare.json at COMPARE_JSON (from `hookline bench --compare`) is included when present.
+# compare.json at COMPARE_JSON is included when present (make it first with
+# `hookline bench --compare --out results/readme/compare`).
 # Quick trial: make bench-readme BENCH_EVENTS=3000 BENCH_ARGS='--load python --idle-s 2'
 BENCH_EVENTS ?= 20000
 BENCH_ARGS ?=

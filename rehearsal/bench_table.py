@@ -216,43 +216,48 @@ def bench_command(run: dict[str, Any]) -> str:
     return shlex.join(args)
 
 
+# compare.json figures the compare table shows: (path in a system's figures, heading).
+COMPARE_FIGURES = (("events_per_s", "events/s accepted"),
+                   ("deliveries_per_s", "deliveries/s"),
+                   ("latency_ms.p50", "accept->delivered p50 ms"),
+                   ("latency_ms.p99", "accept->delivered p99 ms"),
+                   ("cpu_s_per_1000_deliveries", "CPU s per 1,000 deliveries"))
+
+
 def compare_table(compare: dict[str, Any]) -> list[str]:
     """The markdown rows of `hookline bench --compare`'s compare.json: one row per system of
-    `systems` (a dict name -> figures, or a list of figures with `name` or `system`), one
-    column per numeric figure (nested dicts one level deep, as `key.sub`), each value with
-    its ratio to hookline's when hookline is among the systems.
+    `systems` (name -> figures), one column per COMPARE_FIGURES entry any system has, each
+    value with its ratio to hookline's (system / hookline) when hookline is among them; a
+    system whose `complete` is false is marked incomplete.
 
     Raises:
         BenchTableError: no `systems` in it.
     """
     systems = compare.get("systems")
-    if isinstance(systems, list):
-        systems = {str(s.get("name", s.get("system", i))): s for i, s in enumerate(systems)}
     if not isinstance(systems, dict) or not systems:
         raise BenchTableError(f"{compare['_path']} has no `systems` to compare")
 
-    def numbers(figures: dict[str, Any]) -> dict[str, float]:
-        flat: dict[str, float] = {}
-        for key, value in figures.items():
-            inner = value if isinstance(value, dict) else {"": value}
-            for sub, v in inner.items():
-                if isinstance(v, int | float) and not isinstance(v, bool):
-                    flat[f"{key}.{sub}" if sub else key] = float(v)
-        return flat
+    def figure(figures: dict[str, Any], path: str) -> float | None:
+        value: Any = figures
+        for part in path.split("."):
+            value = value.get(part) if isinstance(value, dict) else None
+        return float(value) if isinstance(value, int | float) else None
 
-    rows = {name: numbers(figures) for name, figures in systems.items()}
-    columns = list(dict.fromkeys(col for row in rows.values() for col in row))
-    base = rows.get("hookline", {})
+    columns = [(path, head) for path, head in COMPARE_FIGURES
+               if any(figure(f, path) is not None for f in systems.values())]
+    base = systems.get("hookline", {})
 
-    def cell(row: dict[str, float], col: str) -> str:
-        if col not in row:
+    def cell(figures: dict[str, Any], path: str) -> str:
+        value, ours = figure(figures, path), figure(base, path)
+        if value is None:
             return "-"
-        ratio = f" ({row[col] / base[col]:.2f}x)" if base.get(col) else ""
-        return _number(row[col]) + ratio
+        return _number(value) + (f" ({value / ours:.2f}x)" if ours else "")
 
-    lines = ["| system | " + " | ".join(columns) + " |", "| --- |" + " --- |" * len(columns)]
-    lines += [f"| {name} | " + " | ".join(cell(row, col) for col in columns) + " |"
-              for name, row in rows.items()]
+    lines = ["| system | " + " | ".join(head for _, head in columns) + " |",
+             "| --- |" + " --- |" * len(columns)]
+    for name, figures in systems.items():
+        label = name if figures.get("complete", True) else f"{name} (incomplete)"
+        lines.append(f"| {label} | " + " | ".join(cell(figures, p) for p, _ in columns) + " |")
     return lines
 
 
@@ -280,7 +285,14 @@ def render_block(flat_path: Path, steady_path: Path, compare_path: Path | None =
                   "a latency, CPU or memory one.", ""]
     if compare_path is not None:
         compare = load_result(compare_path)
-        lines += [f"Against other queues (`{compare['_path']}`, {compare['_date']}):", ""]
+        opts = compare.get("options", {})
+        rate = opts.get("rate_per_s", "None")
+        how = (f"{opts['events']} events, "
+               f"{'flat out' if rate == 'None' else f'{float(rate):g} events/s'}, "
+               f"{opts['workers']} workers") if {"events", "workers"} <= opts.keys() else ""
+        lines += [f"The same workload through other queues (`{compare['_path']}` of "
+                  f"{compare['_date']}, {how or 'options not recorded'}; in brackets, the "
+                  "ratio to hookline's figure):", ""]
         lines += compare_table(compare) + [""]
         table_args += ["--compare", str(compare_path)]
     lines += machine_lines(flat, steady)

@@ -112,20 +112,24 @@ def test_result_files_of_the_wrong_kind_or_missing_are_errors(tmp_path):
         bench_table.render_block(tmp_path / "absent.json", STEADY)
 
 
-@pytest.mark.parametrize("systems", [
-    {"hookline": {"deliveries_per_s": 4000, "latency_ms": {"p99": 20}},
-     "celery": {"deliveries_per_s": 1000, "latency_ms": {"p99": 80}}},
-    [{"name": "hookline", "deliveries_per_s": 4000, "latency_ms": {"p99": 20}},
-     {"name": "celery", "deliveries_per_s": 1000, "latency_ms": {"p99": 80}}],
-])
-def test_compare_results_are_a_table_of_systems_with_ratios_to_hookline(tmp_path, systems):
-    """compare.json's `systems` (a dict or a list of named figures) become one row each,
-    every figure with its ratio to hookline's."""
+def test_compare_results_are_a_table_of_systems_with_ratios_to_hookline(tmp_path):
+    """compare.json's `systems` become one row each with the figures both have (other
+    figures left out), every figure with its ratio to hookline's; an incomplete run says so."""
     compare = tmp_path / "compare.json"
-    compare.write_text(json.dumps({"systems": systems}))
+    compare.write_text(json.dumps({"options": {"events": "2000", "rate_per_s": "None",
+                                               "workers": "2"}, "systems": {
+        "hookline": {"events_per_s": 2000, "deliveries_per_s": 4000, "complete": True,
+                     "latency_ms": {"p50": 5, "p99": 20}, "pids": {"ingest": 123}},
+        "celery": {"events_per_s": 1000, "deliveries_per_s": 1000, "complete": False,
+                   "latency_ms": {"p50": 10, "p99": 80}, "pids": {"worker": 456}}}}))
     block = bench_table.render_block(FLAT, STEADY, compare)
-    assert "| system | deliveries_per_s | latency_ms.p99 |" in block
-    assert "| celery | 1,000 (0.25x) | 80 (4.00x) |" in block
+    assert ("| system | events/s accepted | deliveries/s | accept->delivered p50 ms "
+            "| accept->delivered p99 ms |") in block
+    assert "| hookline | 2,000 (1.00x) | 4,000 (1.00x) | 5 (1.00x) | 20 (1.00x) |" in block
+    assert ("| celery (incomplete) | 1,000 (0.50x) | 1,000 (0.25x) | 10 (2.00x) "
+            "| 80 (4.00x) |") in block
+    assert "456" not in block
+    assert "2000 events, flat out, 2 workers; in brackets, the ratio to hookline's" in block
     assert f"--compare {compare}" in block
 
 
