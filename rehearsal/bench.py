@@ -7,7 +7,8 @@ destinations per event), `hookline serve` with W workers, and drives load from a
 load-generator process. Reports ingest events/s, deliveries/s, accept->delivered latency,
 CPU seconds per 1,000 deliveries and peak RSS per process (plus the CPU of a throwaway
 PostgreSQL server), idle CPU, database and WAL size, and this disk's fsync latency (so
-figures can be read on slower disks). Writes bench.json. All traffic stays on 127.0.0.1.
+figures can be read on slower disks). Writes bench.json, with a per-second timeline, and
+bench.png, its plot (rehearsal/bench_plot.py). All traffic stays on 127.0.0.1.
 """
 
 from __future__ import annotations
@@ -243,7 +244,8 @@ def _database(opts: BenchOptions, work: Path) -> Iterator[tuple[str, str, int | 
 
 
 def run_bench(opts: BenchOptions) -> dict[str, Any]:
-    """Run one benchmark; returns the figures also written to `out_dir/bench.json`."""
+    """Run one benchmark; returns the figures also written to `out_dir/bench.json`, and
+    draws `out_dir/bench.png` when matplotlib is installed (`plot`: its name, else None)."""
     opts.out_dir.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix="hookline-bench-", dir=opts.out_dir))
     with _database(opts, work) as (db, description, postmaster):
