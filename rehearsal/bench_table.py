@@ -224,11 +224,12 @@ COMPARE_FIGURES = (("events_per_s", "events/s accepted"),
                    ("cpu_s_per_1000_deliveries", "CPU s per 1,000 deliveries"))
 
 
-def compare_table(compare: dict[str, Any]) -> list[str]:
-    """The markdown rows of `hookline bench --compare`'s compare.json: one row per system of
-    `systems` (name -> figures), one column per COMPARE_FIGURES entry any system has, each
-    value with its ratio to hookline's (system / hookline) when hookline is among them; a
-    system whose `complete` is false is marked incomplete.
+def compare_section(compare: dict[str, Any]) -> list[str]:
+    """The markdown lines of `hookline bench --compare`'s compare.json: a sentence naming
+    the file, its date and its options, then a table with one row per system of `systems`
+    (name -> figures), one column per COMPARE_FIGURES entry any system has, each value with
+    its ratio to hookline's (system / hookline) when hookline is among them; a system whose
+    `complete` is false is marked incomplete.
 
     Raises:
         BenchTableError: no `systems` in it.
@@ -253,7 +254,15 @@ def compare_table(compare: dict[str, Any]) -> list[str]:
             return "-"
         return _number(value) + (f" ({value / ours:.2f}x)" if ours else "")
 
-    lines = ["| system | " + " | ".join(head for _, head in columns) + " |",
+    opts = compare.get("options", {})
+    rate = opts.get("rate_per_s", "None")
+    how = (f"{opts['events']} events, "
+           f"{'flat out' if rate == 'None' else f'{float(rate):g} events/s'}, "
+           f"{opts['workers']} workers") if {"events", "workers"} <= opts.keys() else \
+        "options not recorded"
+    lines = [f"The same workload through other queues (`{compare['_path']}` of "
+             f"{compare['_date']}, {how}; in brackets, the ratio to hookline's figure):", "",
+             "| system | " + " | ".join(head for _, head in columns) + " |",
              "| --- |" + " --- |" * len(columns)]
     for name, figures in systems.items():
         label = name if figures.get("complete", True) else f"{name} (incomplete)"
@@ -284,16 +293,7 @@ def render_block(flat_path: Path, steady_path: Path, compare_path: Path | None =
     lines += ["", "Ratios are result / target: at least 1 meets a throughput target, below 1 "
                   "a latency, CPU or memory one.", ""]
     if compare_path is not None:
-        compare = load_result(compare_path)
-        opts = compare.get("options", {})
-        rate = opts.get("rate_per_s", "None")
-        how = (f"{opts['events']} events, "
-               f"{'flat out' if rate == 'None' else f'{float(rate):g} events/s'}, "
-               f"{opts['workers']} workers") if {"events", "workers"} <= opts.keys() else ""
-        lines += [f"The same workload through other queues (`{compare['_path']}` of "
-                  f"{compare['_date']}, {how or 'options not recorded'}; in brackets, the "
-                  "ratio to hookline's figure):", ""]
-        lines += compare_table(compare) + [""]
+        lines += compare_section(load_result(compare_path)) + [""]
         table_args += ["--compare", str(compare_path)]
     lines += machine_lines(flat, steady)
     lines += ["", "Produced by these commands (flat-out run of "
