@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test venv clean
+.PHONY: demo test venv clean bench-readme
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -41,6 +41,24 @@ test: $(STAMP)
 	    fi; \
 	fi
 	$(BIN)/python -m pytest -q
+
+# README.md's results table, regenerated from fresh runs on this machine (never edited by
+# hand): a flat-out run, a steady run at 1,000 events/s, then `hookline bench-table`; a
+# compare.json at COMPARE_JSON is included when present (make it first with
+# `hookline bench --compare --out results/readme/compare`).
+# Quick trial: make bench-readme BENCH_EVENTS=3000 BENCH_ARGS='--load python --idle-s 2'
+BENCH_EVENTS ?= 20000
+BENCH_ARGS ?=
+BENCH_OUT := results/readme
+COMPARE_JSON ?= $(BENCH_OUT)/compare/compare.json
+
+bench-readme: $(STAMP)
+	$(BIN)/hookline bench --events $(BENCH_EVENTS) $(BENCH_ARGS) --out $(BENCH_OUT)/flat
+	$(BIN)/hookline bench --events $(BENCH_EVENTS) --rate 1000 $(BENCH_ARGS) \
+	    --out $(BENCH_OUT)/rate-1000
+	$(BIN)/hookline bench-table --flat $(BENCH_OUT)/flat/bench.json \
+	    --steady $(BENCH_OUT)/rate-1000/bench.json \
+	    $$(test -f $(COMPARE_JSON) && echo --compare $(COMPARE_JSON)) --readme README.md
 
 clean:
 	rm -rf $(VENV) results .pytest_cache

@@ -7,7 +7,8 @@ destinations per event), `hookline serve` with W workers, and drives load from a
 load-generator process. Reports ingest events/s, deliveries/s, accept->delivered latency,
 CPU seconds per 1,000 deliveries and peak RSS per process (plus the CPU of a throwaway
 PostgreSQL server), idle CPU, database and WAL size, and this disk's fsync latency (so
-figures can be read on slower disks). Writes bench.json. All traffic stays on 127.0.0.1.
+figures can be read on slower disks). Writes bench.json, with a per-second timeline, and
+bench.png, its plot (rehearsal/bench_plot.py). All traffic stays on 127.0.0.1.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from rehearsal import pgserver, wrk
+from rehearsal import bench_plot, pgserver, wrk
 from rehearsal.drill import fresh_postgres_database
 from rehearsal.harness import (
     INGEST_TOKEN,
@@ -181,6 +182,16 @@ async def _resume_all(db: str) -> None:
         await store.close()
 
 
+def read_timeline(db: str, start_s: float) -> list[dict[str, Any]]:
+    """The run's per-second timeline (rehearsal/bench_plot.timeline), read-only from `db`
+    (SQLite path or PostgreSQL URL); `start_s`: the run's start, unix seconds."""
+    return bench_plot.timeline(
+        (row[0] for row in query(db, "SELECT received_at FROM events")),
+        query(db, "SELECT j.finished_at, e.received_at FROM jobs j "
+                  "JOIN events e ON e.id = j.event_id WHERE j.status = 'done'"),
+        start_s)
+
+
 def _count_events(db: str) -> int:
     return int(query(db, "SELECT COUNT(*) FROM events")[0][0])
 
@@ -233,12 +244,15 @@ def _database(opts: BenchOptions, work: Path) -> Iterator[tuple[str, str, int | 
 
 
 def run_bench(opts: BenchOptions) -> dict[str, Any]:
-    """Run one benchmark; returns the figures also written to `out_dir/bench.json`."""
+    """Run one benchmark; returns the figures also written to `out_dir/bench.json`, and
+    draws `out_dir/bench.png` when matplotlib is installed (`plot`: its name, else None)."""
     opts.out_dir.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix="hookline-bench-", dir=opts.out_dir))
     with _database(opts, work) as (db, description, postmaster):
         result = _run(opts, work, db, postmaster)
     result["backend"] = {"name": opts.backend, "database": description}
+    plotted = bench_plot.write_plot(result, opts.out_dir / "bench.png")
+    result["plot"] = "bench.png" if plotted else None
     (opts.out_dir / "bench.json").write_text(json.dumps(result, indent=2))
     return result
 
@@ -281,7 +295,7 @@ def _run(opts: BenchOptions, work: Path, db: str, postmaster: int | None) -> dic
             return server_cpu_s(pid) if slot == "postgres" else proc_cpu_s(pid)
 
         cpu_before = {slot: cpu_s(slot, pid) for slot, pid in procs.items()}
-        t0 = time.monotonic()
+        t0, start_s = time.monotonic(), time.time()
         if opts.rate_per_s is None and opts.use_wrk and wrk.available():
             # wrk runs for a duration; size it to offer about `events` at ~15,000/s.
             ingest = wrk.run_wrk(f"http://127.0.0.1:{port}", max(3, opts.events // 15_000),
@@ -321,6 +335,7 @@ def _run(opts: BenchOptions, work: Path, db: str, postmaster: int | None) -> dic
                 slot: round(cpu * 1000 / max(1, figures["delivered"]), 3)
                 for slot, cpu in cpu_busy.items()},
             "peak_rss_mb": rss, "idle": idle, **_sizes(db),
+            "started_at": round(start_s, 3), "timeline": read_timeline(db, start_s),
         }
     finally:
         for proc in (service, receiver):
@@ -415,6 +430,8 @@ def print_report(result: dict[str, Any]) -> None:
     wal = "n/a" if result["wal_bytes"] is None else f"{result['wal_bytes']} B"
     print(f"idle: {result['idle']}; db {result['db_bytes']} B, wal {wal}; "
           f"fsync ms {result['machine']['fsync_ms']}")
+    print("plot: bench.png beside bench.json" if result.get("plot") else
+          f"plot skipped: matplotlib is not installed ({bench_plot.INSTALL_HINT})")
     for slot, lock in result.get("write_lock", {}).items():
         wait, hold = lock["wait"], lock["hold"]
         print(f"write lock {slot}: {wait['count']} transactions, wait ms p99 {wait['p99_ms']} "
