@@ -248,9 +248,13 @@ def run_bench(opts: BenchOptions) -> dict[str, Any]:
     draws `out_dir/bench.png` when matplotlib is installed (`plot`: its name, else None)."""
     opts.out_dir.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix="hookline-bench-", dir=opts.out_dir))
+    load_before = os.getloadavg()[0]
     with _database(opts, work) as (db, description, postmaster):
         result = _run(opts, work, db, postmaster)
     result["backend"] = {"name": opts.backend, "database": description}
+    # Other work on the machine skews every figure: say how busy it was.
+    result["machine"]["load_average_1m"] = {"before": round(load_before, 2),
+                                            "after": round(os.getloadavg()[0], 2)}
     plotted = bench_plot.write_plot(result, opts.out_dir / "bench.png")
     result["plot"] = "bench.png" if plotted else None
     (opts.out_dir / "bench.json").write_text(json.dumps(result, indent=2))

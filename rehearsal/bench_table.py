@@ -190,7 +190,11 @@ def machine_lines(flat: dict[str, Any], steady: dict[str, Any]) -> list[str]:
     """The machine and setup of both runs (one line when they match, else one each), with
     this disk's fsync p50 / p99 as each run measured it."""
     def fsync(run: dict[str, Any]) -> str:
-        return f"{run['machine']['fsync_ms']['p50']} / {run['machine']['fsync_ms']['p99']} ms"
+        text = f"{run['machine']['fsync_ms']['p50']} / {run['machine']['fsync_ms']['p99']} ms"
+        load = run["machine"].get("load_average_1m")
+        if load:  # how busy the machine was (1-minute load average before / after the run)
+            text += f", load average {load['before']} / {load['after']}"
+        return text
 
     if _setup(flat) == _setup(steady):
         return [f"Machine: {_setup(flat)}; this disk's fsync p50 / p99 {fsync(flat)} "
