@@ -20,7 +20,7 @@ from shared.config import Config, listen_host_port
 from shared.errors import ConfigError, StoreBusy, StoreError
 from shared.lifecycle import (
     BOOT_ERROR_EXIT, heartbeat, heartbeat_interval_s, heartbeat_path, install_stop_signals,
-    watch_parent,
+    report_write_lock, shorten_gil_switch_interval, watch_parent,
 )
 from shared.logs import configure_logging, get_logger
 from shared.store import open_store
@@ -113,6 +113,7 @@ async def serve(config: Config, *, ready: Callable[[int], None] | None = None,
             housekeeping.cancel()
             retention.cancel()
             await asyncio.gather(housekeeping, retention, return_exceptions=True)
+            report_write_lock(config, slot, store.write_lock_stats())
             await store.close()
     finally:
         parent_watch.cancel()
@@ -153,6 +154,7 @@ def run(config: Config, slot: str = "ingest") -> int:
         get_logger().error("boot_failed", reason=str(exc))
         return BOOT_ERROR_EXIT
     log = get_logger()
+    shorten_gil_switch_interval()
     booted = False
 
     def on_ready(port: int) -> None:

@@ -7,7 +7,8 @@ destinations per event), `hookline serve` with W workers, and drives load from a
 load-generator process. Reports ingest events/s, deliveries/s, accept->delivered latency,
 CPU seconds per 1,000 deliveries and peak RSS per process (plus the CPU of a throwaway
 PostgreSQL server), idle CPU, database and WAL size, and this disk's fsync latency (so
-figures can be read on slower disks). Writes bench.json. All traffic stays on 127.0.0.1.
+figures can be read on slower disks). Writes bench.json, with a per-second timeline, and
+bench.png, its plot (rehearsal/bench_plot.py). All traffic stays on 127.0.0.1.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from rehearsal import pgserver, wrk
+from rehearsal import bench_plot, pgserver, wrk
 from rehearsal.drill import fresh_postgres_database
 from rehearsal.harness import (
     INGEST_TOKEN,
@@ -183,6 +184,16 @@ async def _resume_all(db: str) -> None:
         await store.close()
 
 
+def read_timeline(db: str, start_s: float) -> list[dict[str, Any]]:
+    """The run's per-second timeline (rehearsal/bench_plot.timeline), read-only from `db`
+    (SQLite path or PostgreSQL URL); `start_s`: the run's start, unix seconds."""
+    return bench_plot.timeline(
+        (row[0] for row in query(db, "SELECT received_at FROM events")),
+        query(db, "SELECT j.finished_at, e.received_at FROM jobs j "
+                  "JOIN events e ON e.id = j.event_id WHERE j.status = 'done'"),
+        start_s)
+
+
 def count_events(db: str) -> int:
     """Events stored in `db` (SQLite path or PostgreSQL URL)."""
     return int(query(db, "SELECT COUNT(*) FROM events")[0][0])
@@ -241,12 +252,19 @@ def bench_database(opts: BenchOptions, work: Path) -> Iterator[tuple[str, str, i
 
 
 def run_bench(opts: BenchOptions) -> dict[str, Any]:
-    """Run one benchmark; returns the figures also written to `out_dir/bench.json`."""
+    """Run one benchmark; returns the figures also written to `out_dir/bench.json`, and
+    draws `out_dir/bench.png` when matplotlib is installed (`plot`: its name, else None)."""
     opts.out_dir.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix="hookline-bench-", dir=opts.out_dir))
+    load_before = os.getloadavg()[0]
     with bench_database(opts, work) as (db, description, postmaster):
         result = _run(opts, work, db, postmaster)
     result["backend"] = {"name": opts.backend, "database": description}
+    # Other work on the machine skews every figure: say how busy it was.
+    result["machine"]["load_average_1m"] = {"before": round(load_before, 2),
+                                            "after": round(os.getloadavg()[0], 2)}
+    plotted = bench_plot.write_plot(result, opts.out_dir / "bench.png")
+    result["plot"] = "bench.png" if plotted else None
     (opts.out_dir / "bench.json").write_text(json.dumps(result, indent=2))
     return result
 
@@ -335,8 +353,11 @@ def _run(opts: BenchOptions, work: Path, db: str, postmaster: int | None) -> dic
                            paused=opts.rate_per_s is None))
         with service_process(db, work, env, workers=opts.workers,
                              synchronous=opts.synchronous) as (port, procs):
-            return _measure(opts, work, db, postmaster, env, port,
-                            {**procs, "receiver": receiver.pid})
+            result = _measure(opts, work, db, postmaster, env, port,
+                              {**procs, "receiver": receiver.pid})
+    # Each process leaves its write-lock report at exit: read once the service has stopped.
+    result["write_lock"] = write_lock_figures(work / "run")
+    return result
 
 
 def _measure(opts: BenchOptions, work: Path, db: str, postmaster: int | None,
@@ -350,7 +371,7 @@ def _measure(opts: BenchOptions, work: Path, db: str, postmaster: int | None,
         return server_cpu_s(pid) if slot == "postgres" else proc_cpu_s(pid)
 
     cpu_before = {slot: cpu_s(slot, pid) for slot, pid in procs.items()}
-    t0 = time.monotonic()
+    t0, start_s = time.monotonic(), time.time()
     if opts.rate_per_s is None and opts.use_wrk and wrk.available():
         # wrk runs for a duration; size it to offer about `events` at ~15,000/s.
         ingest = wrk.run_wrk(f"http://127.0.0.1:{port}", max(3, opts.events // 15_000),
@@ -390,7 +411,19 @@ def _measure(opts: BenchOptions, work: Path, db: str, postmaster: int | None,
             slot: round(cpu * 1000 / max(1, figures["delivered"]), 3)
             for slot, cpu in cpu_busy.items()},
         "peak_rss_mb": rss, "idle": idle, **_sizes(db),
+        "started_at": round(start_s, 3), "timeline": read_timeline(db, start_s),
     }
+
+
+def write_lock_figures(run_dir: Path) -> dict[str, Any]:
+    """Per process, its waits for SQLite's write lock and its holds of it (milliseconds), from
+    the reports each process leaves in `run_dir` at exit (shared/lifecycle.report_write_lock);
+    empty on PostgreSQL."""
+    figures = {}
+    for path in sorted(run_dir.glob("*.write-lock.json")):
+        report = json.loads(path.read_text())
+        figures[report.pop("slot")] = report
+    return figures
 
 
 def redact(text: str) -> str:
@@ -462,3 +495,9 @@ def print_report(result: dict[str, Any]) -> None:
     wal = "n/a" if result["wal_bytes"] is None else f"{result['wal_bytes']} B"
     print(f"idle: {result['idle']}; db {result['db_bytes']} B, wal {wal}; "
           f"fsync ms {result['machine']['fsync_ms']}")
+    print("plot: bench.png beside bench.json" if result.get("plot") else
+          f"plot skipped: matplotlib is not installed ({bench_plot.INSTALL_HINT})")
+    for slot, lock in result.get("write_lock", {}).items():
+        wait, hold = lock["wait"], lock["hold"]
+        print(f"write lock {slot}: {wait['count']} transactions, wait ms p99 {wait['p99_ms']} "
+              f"max {wait['max_ms']}, hold ms p50 {hold['p50_ms']} p99 {hold['p99_ms']}")

@@ -81,18 +81,18 @@ LATENCY_RATIO_LIMIT = 2.0
 # Queries of the delivery path whose plans the backlog scenario checks: everything
 # SqliteStore.claim runs (ordered_head and advance_next_send only for ordered or rate-limited
 # destinations), the idle worker's wake-up check, and the lease and finish writes.
-CLAIM_QUERIES = ("kill_lost_at_cap", "destination_slots", "due_jobs", "ordered_head",
-                 "claim_job", "advance_next_send", "mark_attempt_lost", "insert_attempt",
-                 "claim_details")
+CLAIM_QUERIES = ("claim_probe", "kill_lost_at_cap", "destination_slots", "due_jobs",
+                 "ordered_head", "claim_job", "advance_next_send", "mark_attempt_lost",
+                 "insert_attempt", "claim_details")
 # Run only for ordered (FIFO) destinations; its plan is reported but left out of the plans
 # check, since it shows a temporary b-tree although SQLite sorts at most one row per status
 # there: the index yields each (status, destination) range in id order and ORDER BY id
 # LIMIT 1 stops each range after its first row. The backlog scenario times claims with an
 # ordered destination to show it (claim_ms_d1_ordered).
 ORDERED_ONLY = ("ordered_head",)
-OTHER_WORKER_QUERIES = ("due_work_exists", "extend_lease", "finish_done", "finish_retry",
-                        "finish_dead", "record_attempt", "destination_failed",
-                        "destination_succeeded")
+OTHER_WORKER_QUERIES = ("due_work_exists", "extend_lease", "finish_delivered",
+                        "finish_done", "finish_retry", "finish_dead", "record_attempts",
+                        "record_attempt", "destination_failed", "destination_succeeded")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -308,7 +308,8 @@ def query_plans(db: str) -> dict[str, dict[str, Any]]:
               "lease_token": "t", "attempt": 1, "next_send_at": 0.0, "until": 0.0,
               "run_at": 0.0, "error": None, "duration_s": 0.1, "status_code": 200,
               "response_excerpt": None, "started_at": 0.0, "response_headers": None,
-              "location": None}
+              "location": None, "job_ids": "[1, 2]", "lease_tokens": '["t"]',
+              "claims": '[[1, "t"]]', "attempts": '[["t", 0.0, 0.1, 200]]'}
     conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
     out: dict[str, dict[str, Any]] = {}
     try:

@@ -34,9 +34,18 @@ def percentile(sorted_values: list[float], fraction: float) -> float:
 
 
 async def run(url: str, events: int, concurrency: int, rate_per_s: float | None,
-              body_bytes: int) -> dict[str, object]:
-    """Post `events` bodies from `concurrency` connections; returns the figures."""
-    run_id = os.urandom(4).hex()
+              body_bytes: int, run_id: str | None = None,
+              accepted_at: list[float | None] | None = None) -> dict[str, object]:
+    """Post `events` bodies from `concurrency` connections; returns the figures.
+
+    Args:
+        run_id: the ids' run part (`bench-RUN-INDEX`); random when None.
+        accepted_at: when given, filled with one entry per event index: unix seconds when
+            its 2xx answer was read, None when it got no 2xx.
+    """
+    run_id = run_id or os.urandom(4).hex()
+    if accepted_at is not None:
+        accepted_at[:] = [None] * events
     latencies_ms: list[float] = []
     statuses: dict[str, int] = {}
     next_index = 0
@@ -61,6 +70,8 @@ async def run(url: str, events: int, concurrency: int, rate_per_s: float | None,
                                         headers=headers) as resp:
                     await resp.read()
                     key = str(resp.status)
+                    if accepted_at is not None and 200 <= resp.status < 300:
+                        accepted_at[index] = time.time()
             except aiohttp.ClientError as exc:
                 key = type(exc).__name__
             latencies_ms.append((time.monotonic() - t0) * 1000)
@@ -78,22 +89,30 @@ async def run(url: str, events: int, concurrency: int, rate_per_s: float | None,
 
 
 def main(argv: list[str] | None = None) -> int:
-    """CLI: --url URL --events N [--concurrency C] [--rate R] [--body-bytes B]."""
+    """CLI: --url URL --events N [--concurrency C] [--rate R] [--body-bytes B] [--run-id ID]
+    [--accepts FILE] (FILE gets a JSON list: per event index, the unix time its 2xx was read,
+    or null)."""
     parser = argparse.ArgumentParser(prog="python -m rehearsal.loadgen")
     parser.add_argument("--url", required=True)
     parser.add_argument("--events", type=int, required=True)
     parser.add_argument("--concurrency", type=int, default=64)
     parser.add_argument("--rate", type=float, help="events per second (default: as fast as possible)")
     parser.add_argument("--body-bytes", type=int, default=1500)
+    parser.add_argument("--run-id", help="the ids' run part (default: random)")
+    parser.add_argument("--accepts", help="write each event's accept time (unix s) here")
     args = parser.parse_args(argv)
+    accepted_at: list[float | None] | None = [] if args.accepts else None
+    work = run(args.url, args.events, args.concurrency, args.rate, args.body_bytes,
+               args.run_id, accepted_at)
     try:
         import uvloop  # noqa: PLC0415
 
-        result = uvloop.run(run(args.url, args.events, args.concurrency, args.rate,
-                                args.body_bytes))
+        result = uvloop.run(work)
     except ImportError:
-        result = asyncio.run(run(args.url, args.events, args.concurrency, args.rate,
-                                 args.body_bytes))
+        result = asyncio.run(work)
+    if args.accepts:
+        with open(args.accepts, "w", encoding="utf-8") as handle:
+            json.dump(accepted_at, handle)
     print(json.dumps(result))
     return 0
 

@@ -3,10 +3,11 @@
 Each endpoint is served at `POST /{name}` with its own `whsec_` secret and a :class:`Behaviour`.
 Requests are verified with `standardwebhooks` and recorded; the first verified request for a
 `webhook-id` processed for business records an *effect*, later ones count as duplicates.
-`GET /_summary` and `GET /_receipts` serve counts and records; `PUT /_behaviour/{name}` with a
-behaviour spec as its body (e.g. `status:503`, `hang`, `ok`) changes how an endpoint answers
-from then on (outage drills: a destination goes down and comes back on the same port).
-CLI: see :func:`main`.
+`GET /_summary` and `GET /_receipts` serve counts and records; `GET /_count` just the
+numbers of requests and effects (cheap enough to poll during a benchmark); `PUT
+/_behaviour/{name}` with a behaviour spec as its body (e.g. `status:503`, `hang`, `ok`) changes
+how an endpoint answers from then on (outage drills: a destination goes down and comes back on
+the same port). CLI: see :func:`main`.
 """
 
 from __future__ import annotations
@@ -258,6 +259,7 @@ class Receiver:
         app = web.Application()
         app.router.add_get("/_summary", self._handle_summary)
         app.router.add_get("/_receipts", self._handle_receipts)
+        app.router.add_get("/_count", self._handle_count)
         app.router.add_put("/_behaviour/{name}", self._handle_set_behaviour)
         app.router.add_post("/{name}", self._handle_post)
         self._runner = web.AppRunner(app, access_log=None,
@@ -332,6 +334,10 @@ class Receiver:
 
     async def _handle_summary(self, request: web.Request) -> web.Response:
         return web.json_response(self.summary())
+
+    async def _handle_count(self, request: web.Request) -> web.Response:
+        return web.json_response({"requests": len(self._requests),
+                                  "effects": len(self._effects)})
 
     async def _handle_receipts(self, request: web.Request) -> web.Response:
         return web.json_response(self.receipts())

@@ -56,7 +56,7 @@ class Config:
     poll_interval_s: float = _opt(
         1.0, "Idle workers look for due jobs this often when no wake-up arrives.")
     worker_concurrency: int = _opt(64, "Most requests one worker process has in flight.")
-    claim_batch: int = _opt(16, "Most jobs one claim takes.")
+    claim_batch: int = _opt(64, "Most jobs one claim takes (claims are also sized to free slots).")
     batch_interval_s: float = _opt(
         0.002, "Under steady load, least time between two write transactions of one kind "
         "in one process (ingest commits, worker claims, worker finishes), seconds: each "

@@ -11,6 +11,7 @@ import asyncio
 import json
 import os
 import signal
+import sys
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -159,6 +160,41 @@ def write_status(path: Path, status: Mapping[str, Any]) -> None:
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     tmp.write_text(json.dumps(dict(status)))
     os.replace(tmp, path)
+
+
+def write_lock_report_path(config: Config, slot: str) -> Path:
+    """Where `slot` leaves its write-lock figures at exit: `<runtime_dir>/<slot>.write-lock.json`."""
+    return runtime_dir(config) / f"{slot}.write-lock.json"
+
+
+def report_write_lock(config: Config, slot: str, stats: Mapping[str, Any] | None) -> None:
+    """Log a process's write-lock figures (Store.write_lock_stats) as `write_lock_stats` and
+    leave them in :func:`write_lock_report_path` for `hookline bench` and operators: SQLite's
+    single writer is shared by every process, so how long each one waited is what shows a
+    starved process. Nothing happens for None (PostgreSQL). An unwritable folder is logged,
+    never fatal: the process is exiting anyway.
+    """
+    if stats is None:
+        return
+    get_logger().info("write_lock_stats", **stats)
+    try:
+        write_status(write_lock_report_path(config, slot), {"slot": slot, **stats})
+    except OSError as exc:
+        get_logger().warning("write_lock_report_failed", error=str(exc))
+
+
+GIL_SWITCH_INTERVAL_S = 0.0005
+
+
+def shorten_gil_switch_interval() -> None:
+    """Let a thread waiting for the GIL get it within 0.5 ms instead of Python's default 5 ms.
+
+    The SQLite store runs each transaction on its own thread while holding the database's
+    single write lock (shared/write_lock.py). Between two statements that thread needs the
+    GIL back from the event loop; at the default interval a busy loop can keep it for 5 ms,
+    and every other process then waits that long for the lock too.
+    """
+    sys.setswitchinterval(GIL_SWITCH_INTERVAL_S)
 
 
 def read_status(path: Path) -> dict[str, Any] | None:

@@ -174,6 +174,28 @@ class Claim:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class ClaimRequest:
+    """The arguments of one claim (see :meth:`shared.store.Store.claim`), for a claim made in
+    the same transaction as a batch of finishes (:meth:`shared.store.Store.finish_and_claim`).
+
+    Attributes:
+        worker: the lease identity, e.g. `worker-2@host:4242`.
+        limit: most jobs to take (0 = none).
+        lease_s: lease length, seconds.
+        max_attempts: the attempt cap (an expired lease at the cap makes its job dead).
+        late_after: attempts after which a job counts as a late retry (None = never).
+        max_late: most late retries to take (None = no reservation).
+    """
+
+    worker: str
+    limit: int
+    lease_s: float
+    max_attempts: int
+    late_after: int | None = None
+    max_late: int | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class AttemptResult:
     """What happened on the wire for one attempt (filled by the sender, stored by finish).
 

@@ -38,9 +38,9 @@ from shared.delivery_policy import (
 from shared.errors import Conflict, ConfigError, NotFound, StoreBusy, StoreError
 from shared.logs import get_logger
 from shared.models import (
-    Accepted, Attempt, AttemptResult, Claim, Dead, Destination, DestinationSummary, Done,
-    Duplicate, EventBody, Job, JobStory, NewEvent, Outcome, PurgeResult, Retry, Source, Stats,
-    ThroughputBucket, fill_buckets, parse_headers,
+    Accepted, Attempt, AttemptResult, Claim, ClaimRequest, Dead, Destination,
+    DestinationSummary, Done, Duplicate, EventBody, Job, JobStory, NewEvent, Outcome,
+    PurgeResult, Retry, Source, Stats, ThroughputBucket, fill_buckets, parse_headers,
 )
 from shared.queries import load_migrations, load_queries
 from shared.signing import new_message_id, secret_key
@@ -131,6 +131,10 @@ class PostgresStore:
                     await conn.execute(script)
                     await conn.execute("INSERT INTO schema_version (version) VALUES ($1)", version)
 
+    def write_lock_stats(self) -> None:
+        """See :meth:`shared.store.Store.write_lock_stats`: None (no single write lock)."""
+        return None
+
     async def close(self) -> None:
         """Close the listener connection and the pool (idempotent)."""
         if self._listen_conn is not None:
@@ -211,6 +215,10 @@ class PostgresStore:
         if limit <= 0:
             return []
         async with self._tx() as tx:
+            # A worker woken for work already taken reads, and locks and writes nothing.
+            probe = await tx.fetchrow("claim_probe", max_attempts=max_attempts)
+            if not probe["claimable"]:
+                return []
             now = await tx.now()
             await tx.execute("kill_lost_at_cap", max_attempts=max_attempts)
             slots = await tx.fetch("destination_slots")
@@ -266,9 +274,10 @@ class PostgresStore:
         if not claims:
             return []
         async with self._tx() as tx:
-            return [c for c in claims if await tx.execute(
-                "extend_lease", lease_s=float(lease_s), job_id=c.job_id,
-                lease_token=c.lease_token) == 0]
+            kept = {r["lease_token"] for r in await tx.fetch(
+                "extend_lease", lease_s=float(lease_s), job_ids=[c.job_id for c in claims],
+                lease_tokens=[c.lease_token for c in claims])}
+        return [c for c in claims if c.lease_token not in kept]
 
     async def finish(self, items: Sequence[tuple[Claim, Outcome, AttemptResult]],
                      breaker: BreakerPolicy | None = None) -> list[bool]:
@@ -278,6 +287,8 @@ class PostgresStore:
         paused: list[tuple[str, str, int]] = []
         async with self._tx() as tx:
             now = await tx.now()
+            if _all_delivered(items):
+                return await _finish_delivered(tx, items)
             kept = [await _finish_one(tx, claim, outcome, result, host_now)
                     for claim, outcome, result in items]
             # Destination rows last and in id order (as claims lock them): no deadlock
@@ -290,6 +301,16 @@ class PostgresStore:
             log.warning("destination_auto_paused", destination=name, reason=reason,
                         failure_streak=streak)
         return kept
+
+    async def finish_and_claim(self, items: Sequence[tuple[Claim, Outcome, AttemptResult]],
+                               breaker: BreakerPolicy | None,
+                               request: ClaimRequest) -> tuple[list[bool], list[Claim]]:
+        """See :meth:`shared.store.Store.finish_and_claim`: two transactions here."""
+        kept = await self.finish(items, breaker) if items else []
+        claims = await self.claim(request.worker, request.limit, request.lease_s,
+                                  request.max_attempts, late_after=request.late_after,
+                                  max_late=request.max_late)
+        return kept, claims
 
     async def rotate_secret(self, name: str, new_secret: str, overlap_s: float) -> Destination:
         """See :meth:`shared.store.Store.rotate_secret`."""
@@ -728,6 +749,33 @@ def _claim(row: Any, details: Any, worker: str, taken_over: bool, now: float) ->
         lease_owner=worker, lease_until=row["lease_until"], taken_over=taken_over,
         secrets=secrets, timeout_s=details["timeout_s"],
         headers=parse_headers(details["headers"]))
+
+
+def _all_delivered(items: Sequence[tuple[Claim, Outcome, AttemptResult]]) -> bool:
+    """Every attempt acknowledged with a 2xx (Done), and no job twice: the batch fast path."""
+    return (all(isinstance(outcome, Done) and not is_failure(result)
+                for _, outcome, result in items)
+            and len({claim.job_id for claim, _, _ in items}) == len(items))
+
+
+async def _finish_delivered(tx: _Tx,
+                            items: Sequence[tuple[Claim, Outcome, AttemptResult]]) -> list[bool]:
+    """See sqlite_store._finish_delivered: one statement per step for the whole batch, then
+    one failure-run reset per destination, in id order (as claims lock destinations)."""
+    results = [result for _, _, result in items]
+    await tx.execute(
+        "record_attempts", lease_tokens=[claim.lease_token for claim, _, _ in items],
+        started_ats=[r.started_at for r in results], durations_s=[r.duration_s for r in results],
+        status_codes=[r.status_code for r in results], errors=[r.error for r in results],
+        response_excerpts=[r.response_excerpt for r in results],
+        response_headers=[r.response_headers for r in results],
+        locations=[r.location for r in results])
+    done = {r["id"] for r in await tx.fetch(
+        "finish_delivered", job_ids=[claim.job_id for claim, _, _ in items],
+        lease_tokens=[claim.lease_token for claim, _, _ in items])}
+    for destination_id in sorted({claim.destination_id for claim, _, _ in items}):
+        await tx.execute("destination_succeeded", destination_id=destination_id)
+    return [claim.job_id in done for claim, _, _ in items]
 
 
 async def _finish_one(tx: _Tx, claim: Claim, outcome: Outcome, result: AttemptResult,

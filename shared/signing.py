@@ -11,7 +11,6 @@ where key is the base64-decoded part of the `whsec_` secret after its prefix.
 from __future__ import annotations
 
 import base64
-import binascii
 import hashlib
 import hmac
 import os

@@ -11,7 +11,9 @@ SQLite's busy_timeout.
 
 from __future__ import annotations
 
+import bisect
 import fcntl
+import math
 import os
 import time
 
@@ -19,6 +21,51 @@ from shared.errors import StoreBusy
 
 _FIRST_WAIT_S = 0.0001
 _LONGEST_WAIT_S = 0.002
+# Histogram bucket upper bounds, seconds: 10 us to about 20 s, each 25% above the last, so a
+# percentile read from it overstates by at most a quarter.
+_BOUNDS_S = tuple(1e-5 * 1.25 ** n for n in range(66))
+
+
+class DurationHistogram:
+    """Counts of durations (seconds) in fixed geometric buckets, plus their count, sum and max.
+
+    Cheap enough to record every write transaction of a busy process, bounded in memory.
+    """
+
+    def __init__(self) -> None:
+        self.counts = [0] * (len(_BOUNDS_S) + 1)
+        self.count = 0
+        self.total_s = 0.0
+        self.max_s = 0.0
+
+    def record(self, duration_s: float) -> None:
+        """Add one duration, in seconds."""
+        self.counts[bisect.bisect_left(_BOUNDS_S, duration_s)] += 1
+        self.count += 1
+        self.total_s += duration_s
+        self.max_s = max(self.max_s, duration_s)
+
+    def percentile_s(self, fraction: float) -> float:
+        """The upper bound of the bucket holding the nearest-rank `fraction` (0-1) percentile,
+        in seconds, capped at the largest duration seen; 0.0 when nothing was recorded."""
+        if not self.count:
+            return 0.0
+        rank = max(1, math.ceil(fraction * self.count))
+        seen = 0
+        for index, n in enumerate(self.counts):
+            seen += n
+            if seen >= rank:
+                bound = _BOUNDS_S[index] if index < len(_BOUNDS_S) else self.max_s
+                return min(bound, self.max_s)
+        return self.max_s
+
+    def summary_ms(self) -> dict[str, float | int]:
+        """{"count", "p50_ms", "p99_ms", "max_ms", "total_ms"} (milliseconds, rounded)."""
+        return {"count": self.count,
+                "p50_ms": round(self.percentile_s(0.5) * 1000, 3),
+                "p99_ms": round(self.percentile_s(0.99) * 1000, 3),
+                "max_ms": round(self.max_s * 1000, 3),
+                "total_ms": round(self.total_s * 1000, 1)}
 
 
 class WriteLock:
@@ -33,16 +80,26 @@ class WriteLock:
         self.path = path
         self.timeout_s = timeout_s
         self._fd = os.open(path, os.O_CREAT | os.O_RDWR, 0o600)
-        self.waited_s_max = 0.0
+        self.waits = DurationHistogram()
+        self.holds = DurationHistogram()
+        self._held_since = 0.0
+
+    def stats(self) -> dict[str, dict[str, float | int]]:
+        """{"wait": ..., "hold": ...}: how long this process waited for the lock and held it,
+        per write transaction (see :meth:`DurationHistogram.summary_ms`)."""
+        return {"wait": self.waits.summary_ms(), "hold": self.holds.summary_ms()}
 
     def acquire(self) -> None:
         """Take the lock, polling with short sleeps. Raises StoreBusy after `timeout_s`."""
+        started = time.monotonic()
         try:
             fcntl.flock(self._fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            return
         except BlockingIOError:
-            pass
-        started = time.monotonic()
+            self._wait(started)
+        self._held_since = time.monotonic()
+        self.waits.record(self._held_since - started)
+
+    def _wait(self, started: float) -> None:
         wait_s = _FIRST_WAIT_S
         while True:
             time.sleep(wait_s)
@@ -54,12 +111,14 @@ class WriteLock:
                     raise StoreBusy(f"write lock {self.path} busy for {waited:.1f} s") from None
                 wait_s = min(_LONGEST_WAIT_S, wait_s * 2)
                 continue
-            self.waited_s_max = max(self.waited_s_max, time.monotonic() - started)
             return
 
     def release(self) -> None:
         """Release the lock (no-op when not held)."""
         fcntl.flock(self._fd, fcntl.LOCK_UN)
+        if self._held_since:
+            self.holds.record(time.monotonic() - self._held_since)
+            self._held_since = 0.0
 
     def close(self) -> None:
         """Close the lock file."""

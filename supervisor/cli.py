@@ -24,6 +24,7 @@ COMMAND_MODULES = (
     "supervisor.cmd_service",
     "supervisor.cmd_destinations",
     "supervisor.cmd_bench",
+    "supervisor.cmd_bench_table",
     "supervisor.cmd_rehearse",
     "supervisor.cmd_backup",
     "supervisor.cmd_operator",

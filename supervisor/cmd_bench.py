@@ -32,6 +32,10 @@ def register(sub: Any) -> None:
     bench.add_argument("--idle-s", type=float, default=5.0,
                        help="seconds of the idle measurement (CPU, database writes)")
     bench.add_argument("--out", default="results/bench")
+    bench.add_argument("--compare", action="store_true",
+                       help="the same workload through hookline, Celery (Redis broker) and "
+                            "Huey (SQLite) in one run, and the ratios; writes compare.json "
+                            "(needs the `bench` extra and redis-server; see OPERATIONS.md)")
     scenario = bench.add_argument_group(
         "scenarios (issue #10; rehearsal/bench_scenarios.py): --scenario writes "
         "scenario-NAME.json to --out")
@@ -64,6 +68,10 @@ def bench_command(config: Config, args: argparse.Namespace) -> int:
     if args.events < 1 or args.workers < 1 or not args.idle_s > 0:
         print("hookline: --events and --workers must be at least 1, --idle-s above 0")
         return 2
+    if args.compare:
+        from supervisor.cmd_bench_compare import compare_command  # noqa: PLC0415
+
+        return compare_command(config, args)
     if args.scenario:
         return _scenario_command(config, args)
     server_url = config.db if config.db.startswith(("postgres://", "postgresql://")) else None

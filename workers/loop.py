@@ -2,7 +2,9 @@
 
 One :class:`Worker` per process. It keeps up to `worker_concurrency` attempts in flight,
 claims only as many jobs as it has free slots, extends all of its leases with one store call
-per interval while requests are in flight, and finishes attempts in batches. When idle it
+per interval while requests are in flight, and finishes attempts in batches; each batch of
+finishes claims the next jobs for the slots it frees in the same transaction
+(workers/finisher.py), so a busy worker writes once per batch. When idle it
 sleeps on the store's wake-up (ingest pokes it after each commit) with a poll as fallback.
 
 Reserved capacity: late retries (jobs that already made `late_retry_after_attempts`
@@ -14,20 +16,19 @@ passes the circuit-breaker policy to the store (auto-pause on a failure run or a
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import os
 import signal
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 
 from shared.config import Config
 from shared.delivery_policy import BreakerPolicy, effective_timeout_s, late_slots
 from shared.errors import StoreBusy
 from shared.logs import get_logger
-from shared.models import AttemptResult, Claim, Dead, Done, Outcome, Retry
+from shared.models import AttemptResult, Claim, ClaimRequest, Dead, Done, Outcome, Retry
 from shared.retry import Backoff, next_attempt
 from shared.store import Store
-from workers.finisher import Finisher
+from workers.finisher import Finisher, Item
 from workers.sender import Sender
 
 log = get_logger()
@@ -60,75 +61,114 @@ class Worker:
         # Reserved capacity: late retries may hold at most this many of our slots.
         self.late_slots = late_slots(config.worker_concurrency, config.late_retry_share)
         self._in_flight: dict[str, tuple[Claim, asyncio.Task[None]]] = {}
-        self._slot_freed = asyncio.Event()
+        # Set when the claim loop should look again: a slot freed, the store's wake-up, the poll
+        # interval, stop.
+        self._wake = asyncio.Event()
         # Quarantine: a job whose previous worker died with it may be what killed that
         # worker (a poison job). It is sent alone, so a crash takes no other job with it.
         self._suspects: set[str] = set()
         self._suspect_lock = asyncio.Lock()
         self.finisher = Finisher(store, breaker=self.breaker,
-                                 min_interval_s=config.batch_interval_s)
-        # When the last claim came back short (the queue was drained), the next one waits
-        # until batch_interval_s after it: under a steady trickle of wake-ups each claim
-        # then takes several jobs in one transaction instead of one each.
-        self._last_short_claim_at = float("-inf")
+                                 min_interval_s=config.batch_interval_s, refill=self)
+        self._stopping = False
+        # Slots promised to claims under way (the claim loop's, a finish batch's): two claims
+        # in flight at once must not both count the same free slots.
+        self._claiming = 0
 
     async def run(self, stop: asyncio.Event) -> None:
         """Claim and deliver until `stop` is set; then drain within graceful_timeout_s."""
-        extender = asyncio.create_task(self._extend_leases(stop))
+        self._stopping = False
+        helpers = [asyncio.create_task(self._extend_leases(stop)),
+                   asyncio.create_task(self._listen_for_jobs()),
+                   asyncio.create_task(self._wake_on(stop))]
         self.finisher.start()
         try:
             await self._claim_loop(stop)
         finally:
+            self._stopping = True
             await self._drain()
             await self.finisher.stop()
-            extender.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await extender
+            for helper in helpers:
+                helper.cancel()
+            await asyncio.gather(*helpers, return_exceptions=True)
 
     async def _claim_loop(self, stop: asyncio.Event) -> None:
-        cfg = self.config
         while not stop.is_set():
-            free = cfg.worker_concurrency - len(self._in_flight)
+            free = self._free_slots()
             if free > 0 and self._suspects:
                 free = 0  # claim nothing while a quarantined job waits or is in flight
             if free > 0:
-                pace_s = self._last_short_claim_at + cfg.batch_interval_s - time.monotonic()
-                if pace_s > 0:
-                    await asyncio.sleep(pace_s)
-                    continue  # slots may have changed meanwhile
-                want = min(free, cfg.claim_batch)
-                # Cleared before (not after) the claim: a finish landing meanwhile re-wakes us.
-                self._slot_freed.clear()
+                # Cleared before (not after) the claim: a wake-up meanwhile re-wakes us.
+                self._wake.clear()
                 try:
-                    claims = await self.store.claim(
-                        self.worker_id, want, cfg.lease_s, cfg.max_attempts,
-                        late_after=cfg.late_retry_after_attempts,
-                        max_late=max(0, self.late_slots - self._late_in_flight()))
+                    # Rides the next batch of completions: one transaction for both.
+                    took_all = await self.finisher.claim()
                 except StoreBusy as exc:
                     log.warning("claim_busy", error=str(exc))
-                    claims = []
-                for claim in claims:
-                    self._start(claim)
-                if len(claims) == want:
+                    took_all = False
+                if took_all:
                     continue  # more may be due right now
-                self._last_short_claim_at = time.monotonic()
-            await self._idle(stop, full=free <= 0)
+            # Until a slot frees up, the store says new work may be due, the poll interval
+            # passes (_listen_for_jobs), or stop: then look again.
+            await self._wake.wait()
+            self._wake.clear()
 
-    async def _idle(self, stop: asyncio.Event, full: bool) -> None:
-        """Sleep until stop, a finished attempt (its destination may have a free slot now),
-        a wake-up from the store (unless every slot is busy), or the poll interval."""
-        waits = [asyncio.ensure_future(stop.wait()),
-                 asyncio.ensure_future(self._slot_freed.wait())]
-        if not full:
-            waits.append(asyncio.ensure_future(
-                self.store.wait_for_jobs(self.config.poll_interval_s)))
-        try:
-            await asyncio.wait(waits, timeout=self.config.poll_interval_s,
-                               return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            for w in waits:
-                w.cancel()
-            await asyncio.gather(*waits, return_exceptions=True)
+    def _free_slots(self) -> int:
+        """Slots neither in flight nor promised to a claim under way."""
+        return self.config.worker_concurrency - len(self._in_flight) - self._claiming
+
+    def _request(self, free: int, finishing: Iterable[Claim]) -> ClaimRequest:
+        """A claim for `free` slots (at most claim_batch), with the late-retry reservation;
+        `finishing`: in-flight claims about to end, whose late retries no longer count. Its
+        slots stay promised until :meth:`claimed` is called with it."""
+        cfg = self.config
+        late_held = self._late_in_flight() - sum(
+            1 for claim in finishing if claim.attempt > cfg.late_retry_after_attempts)
+        request = ClaimRequest(worker=self.worker_id, limit=min(free, cfg.claim_batch),
+                               lease_s=cfg.lease_s, max_attempts=cfg.max_attempts,
+                               late_after=cfg.late_retry_after_attempts,
+                               max_late=max(0, self.late_slots - late_held))
+        self._claiming += request.limit
+        return request
+
+    def claim_request(self, finishing: list[Item]) -> ClaimRequest | None:
+        """:class:`workers.finisher.Refill`: what a batch claims for the slots free once its
+        completions are recorded (their claims are still counted in flight until then)."""
+        if self._stopping or self._suspects:
+            return None
+        free = self._free_slots() + len(finishing)
+        if free <= 0:
+            return None
+        return self._request(free, finishing=[claim for claim, _, _ in finishing])
+
+    def claimed(self, claims: list[Claim], request: ClaimRequest, *,
+                after_completions: bool) -> None:
+        """:class:`workers.finisher.Refill`: start `claims` (none when the write failed) and
+        release the request's promised slots. When completions freed slots that this claim
+        left empty, wake the claim loop so it listens for new work for them (a claim the loop
+        asked for alone does not: that would spin)."""
+        self._claiming -= request.limit
+        for claim in claims:
+            self._start(claim)
+        if after_completions and len(claims) < request.limit:
+            self._wake.set()
+
+    async def _listen_for_jobs(self) -> None:
+        """Wake the claim loop on every wake-up from the store (a commit with new or replayed
+        jobs) and at least every poll_interval_s (work that comes due by time: retries,
+        expired leases). Ends at stop: cancelling alone is not enough, since Python 3.11's
+        asyncio.wait_for may swallow a cancel that races a wake-up."""
+        while not self._stopping:
+            try:
+                await self.store.wait_for_jobs(self.config.poll_interval_s)
+            except Exception as exc:  # noqa: BLE001  (this task must outlive a bad wake-up)
+                log.warning("wake_up_failed", error=f"{type(exc).__name__}: {exc}")
+                await asyncio.sleep(self.config.poll_interval_s)
+            self._wake.set()
+
+    async def _wake_on(self, stop: asyncio.Event) -> None:
+        await stop.wait()
+        self._wake.set()
 
     def _start(self, claim: Claim) -> None:
         log.info("job_claimed", job_id=claim.job_id, event_id=claim.event_id,
@@ -158,7 +198,7 @@ class Worker:
                 await self._deliver(claim)
         finally:
             self._suspects.discard(claim.lease_token)
-            self._slot_freed.set()
+            self._wake.set()
 
     async def _deliver(self, claim: Claim) -> None:
         log.debug("attempt_started", job_id=claim.job_id, attempt=claim.attempt,
@@ -180,7 +220,10 @@ class Worker:
             _log_outcome(claim, outcome, result, kept)
         finally:
             self._in_flight.pop(claim.lease_token, None)
-            self._slot_freed.set()
+            # Under load the finish batch already claimed into this slot; wake the claim
+            # loop only for a slot left free (it would otherwise spin once per delivery).
+            if self._free_slots() > 0 or self._stopping:
+                self._wake.set()
 
     def _late_in_flight(self) -> int:
         """In-flight claims that are late retries (their job had made late_retry_after_attempts

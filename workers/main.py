@@ -11,7 +11,7 @@ from shared.config import Config
 from shared.errors import ConfigError, StoreError
 from shared.lifecycle import (
     BOOT_ERROR_EXIT, heartbeat, heartbeat_interval_s, heartbeat_path, install_stop_signals,
-    watch_parent,
+    report_write_lock, shorten_gil_switch_interval, watch_parent,
 )
 from shared.logs import configure_logging, get_logger
 from shared.store import open_store
@@ -57,6 +57,7 @@ async def serve(config: Config, slot: str, stop: asyncio.Event | None = None) ->
             await Worker(store, config, worker_id, sender).run(stop)
     finally:
         parent_watch.cancel()
+        report_write_lock(config, slot, store.write_lock_stats())
         await store.close()
         exiting.set()
         await beat
@@ -66,6 +67,7 @@ async def serve(config: Config, slot: str, stop: asyncio.Event | None = None) ->
 def run(config: Config, slot: str) -> int:
     """Run one worker process to completion; returns its exit code (3 = cannot boot)."""
     configure_logging(slot, config.log_level, log_file=config.log_file)
+    shorten_gil_switch_interval()
     try:
         import uvloop  # noqa: PLC0415
 

@@ -95,6 +95,20 @@ SELECT EXISTS (
              OR (j.status = 'running' AND j.lease_until <= hookline_now(:test_now_s)))
 ) AS due
 
+-- claim_probe: whether a claim could take or end anything now (read-only, so that a worker
+-- woken for nothing takes no row locks and writes nothing): a due job on a destination that
+-- takes deliveries, or an expired lease on a job that used its last attempt (kill_lost_at_cap)
+SELECT EXISTS (
+    SELECT 1 FROM destinations d WHERE NOT d.paused AND d.deleted_at IS NULL AND (
+        EXISTS (SELECT 1 FROM jobs j WHERE j.destination_id = d.id AND j.status = 'pending'
+                AND j.run_at <= hookline_now(:test_now_s))
+        OR EXISTS (SELECT 1 FROM jobs j WHERE j.destination_id = d.id
+                   AND j.status = 'running' AND j.lease_until <= hookline_now(:test_now_s)))
+) OR EXISTS (
+    SELECT 1 FROM jobs WHERE status = 'running' AND lease_until <= hookline_now(:test_now_s)
+        AND attempts >= :max_attempts
+) AS claimable
+
 -- kill_lost_at_cap: an expired lease on a job that used its last attempt means the worker died on it
 UPDATE jobs SET status = 'dead', lease_token = NULL, lease_owner = NULL, lease_until = NULL,
     last_error = 'worker lost (lease expired on the final attempt)',
@@ -135,9 +149,12 @@ SELECT j.id AS job_id, e.message_id, e.type, e.body, d.name, d.url, d.secret,
 FROM jobs j JOIN events e ON e.id = j.event_id JOIN destinations d ON d.id = j.destination_id
 WHERE j.id = ANY(:job_ids::bigint[])
 
--- extend_lease: push a lease's expiry out; fenced by the lease token
-UPDATE jobs SET lease_until = hookline_now(:test_now_s) + :lease_s
-WHERE id = :job_id AND lease_token = :lease_token AND status = 'running'
+-- extend_lease: push the expiry of many leases out in one statement (arrays of job ids and
+-- their lease tokens): a worker's heartbeat; fenced by each token; returns the leases kept
+UPDATE jobs j SET lease_until = hookline_now(:test_now_s) + :lease_s
+FROM unnest(:job_ids::bigint[], :lease_tokens::text[]) AS u (job_id, lease_token)
+WHERE j.id = u.job_id AND j.lease_token = u.lease_token AND j.status = 'running'
+RETURNING j.id, j.lease_token
 
 -- finish_done: the destination acknowledged; fenced by the lease token
 UPDATE jobs SET status = 'done', lease_token = NULL, lease_owner = NULL, lease_until = NULL,
@@ -162,6 +179,27 @@ UPDATE attempts SET duration_s = :duration_s, status_code = :status_code, error 
     response_excerpt = :response_excerpt, started_at = :started_at,
     response_headers = :response_headers, location = :location
 WHERE lease_token = :lease_token
+
+-- record_attempts: complete the attempt rows of many claims in one statement (arrays, one
+-- element per claim)
+UPDATE attempts a SET started_at = u.started_at, duration_s = u.duration_s,
+    status_code = u.status_code, error = u.error, response_excerpt = u.response_excerpt,
+    response_headers = u.response_headers, location = u.location
+FROM unnest(:lease_tokens::text[], :started_ats::float8[], :durations_s::float8[],
+            :status_codes::integer[], :errors::text[], :response_excerpts::text[],
+            :response_headers::text[], :locations::text[])
+    AS u (lease_token, started_at, duration_s, status_code, error, response_excerpt,
+          response_headers, location)
+WHERE a.lease_token = u.lease_token
+
+-- finish_delivered: many acknowledged claims to done in one statement (arrays of job ids and
+-- their lease tokens); fenced by each claim's token; returns the jobs it changed
+UPDATE jobs j SET status = 'done', lease_token = NULL, lease_owner = NULL, lease_until = NULL,
+    last_error = NULL, finished_at = hookline_now(:test_now_s),
+    updated_at = hookline_now(:test_now_s)
+FROM unnest(:job_ids::bigint[], :lease_tokens::text[]) AS u (job_id, lease_token)
+WHERE j.id = u.job_id AND j.lease_token = u.lease_token AND j.status = 'running'
+RETURNING j.id
 
 -- hand_back: return a claimed job to pending without charging the attempt; fenced
 UPDATE jobs SET status = 'pending', attempts = attempts - 1, lease_token = NULL,

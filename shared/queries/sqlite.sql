@@ -49,6 +49,20 @@ SELECT EXISTS (
              OR (j.status = 'running' AND j.lease_until <= :now))
 ) AS due
 
+-- claim_probe: whether a claim could take or end anything now (read-only, so that a worker
+-- woken for nothing does not take the write lock): a due job on a destination that takes
+-- deliveries, or an expired lease on a job that used its last attempt (kill_lost_at_cap)
+SELECT EXISTS (
+    SELECT 1 FROM destinations d WHERE d.paused = 0 AND d.deleted_at IS NULL AND (
+        EXISTS (SELECT 1 FROM jobs j WHERE j.destination_id = d.id AND j.status = 'pending'
+                AND j.run_at <= :now)
+        OR EXISTS (SELECT 1 FROM jobs j WHERE j.destination_id = d.id AND j.status = 'running'
+                   AND j.lease_until <= :now))
+) OR EXISTS (
+    SELECT 1 FROM jobs WHERE status = 'running' AND lease_until <= :now
+        AND attempts >= :max_attempts
+) AS claimable
+
 -- kill_lost_at_cap: an expired lease on a job that used its last attempt means the worker died on it
 UPDATE jobs SET status = 'dead', lease_token = NULL, lease_owner = NULL, lease_until = NULL,
     last_error = 'worker lost (lease expired on the final attempt)', finished_at = :now,
@@ -56,30 +70,40 @@ UPDATE jobs SET status = 'dead', lease_token = NULL, lease_owner = NULL, lease_u
 WHERE status = 'running' AND lease_until <= :now AND attempts >= :max_attempts
 RETURNING id
 
--- claim_job: take one job under a fresh lease; attempts are counted here, at claim
+-- claim_job: lease a batch of chosen jobs (:job_ids, a JSON array) in ONE statement, each
+-- under a fresh token, still only if due; attempts are counted here, at claim. (Unary + keeps
+-- the planner on the id lookup: without it, it walks every pending job through jobs_status.)
 UPDATE jobs SET status = 'running', attempts = attempts + 1,
     lease_token = lower(hex(randomblob(16))), lease_owner = :worker,
     lease_until = :now + :lease_s, updated_at = :now
-WHERE id = :id AND (
-    (status = 'pending' AND run_at <= :now) OR (status = 'running' AND lease_until <= :now))
+WHERE id IN (SELECT value FROM json_each(:job_ids)) AND (
+    (+status = 'pending' AND +run_at <= :now) OR (+status = 'running' AND +lease_until <= :now))
 RETURNING id, event_id, destination_id, attempts, lease_token, lease_until
 
--- mark_attempt_lost: the previous claim of a taken-over job never finished
+-- mark_attempt_lost: the previous claims of just-claimed jobs (:job_ids) that never finished
 UPDATE attempts SET error = 'lease expired (worker lost)'
-WHERE job_id = :job_id AND duration_s IS NULL AND error IS NULL AND lease_token != :lease_token
+WHERE job_id IN (SELECT value FROM json_each(:job_ids)) AND duration_s IS NULL
+    AND error IS NULL AND lease_token NOT IN (SELECT value FROM json_each(:lease_tokens))
+RETURNING job_id
 
--- insert_attempt: one attempt row per claim
+-- insert_attempt: one attempt row per claim (:claims, a JSON array of [job id, attempt, token])
 INSERT INTO attempts (job_id, attempt, worker, lease_token, started_at)
-VALUES (:job_id, :attempt, :worker, :lease_token, :now)
+SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]'), :worker,
+    json_extract(value, '$[2]'), :now FROM json_each(:claims)
 
--- claim_details: what a worker needs to send a claimed job
-SELECT e.message_id, e.type, e.body, d.name, d.url, d.secret, d.previous_secret,
-    d.previous_secret_until, d.timeout_s, d.headers
-FROM events e, destinations d WHERE e.id = :event_id AND d.id = :destination_id
+-- claim_details: what a worker needs to send claimed jobs (:job_ids, a JSON array)
+SELECT j.id AS job_id, e.message_id, e.type, e.body, d.name, d.url, d.secret,
+    d.previous_secret, d.previous_secret_until, d.timeout_s, d.headers
+FROM jobs j JOIN events e ON e.id = j.event_id JOIN destinations d ON d.id = j.destination_id
+WHERE j.id IN (SELECT value FROM json_each(:job_ids))
 
--- extend_lease: push a lease's expiry out; fenced by the lease token
+-- extend_lease: push the expiry of many leases out in one statement (:claims, a JSON array of
+-- [job id, lease token]): a worker's heartbeat; fenced by each token; returns the leases kept
 UPDATE jobs SET lease_until = :until
-WHERE id = :job_id AND lease_token = :lease_token AND status = 'running'
+FROM json_each(:claims) AS u
+WHERE jobs.id = json_extract(u.value, '$[0]') AND jobs.lease_token = json_extract(u.value, '$[1]')
+    AND +jobs.status = 'running'  -- unary +: look jobs up by id, not through jobs_status
+RETURNING jobs.id, jobs.lease_token
 
 -- finish_done: the destination acknowledged; fenced by the lease token
 UPDATE jobs SET status = 'done', lease_token = NULL, lease_owner = NULL, lease_until = NULL,
@@ -101,6 +125,24 @@ UPDATE attempts SET duration_s = :duration_s, status_code = :status_code, error 
     response_excerpt = :response_excerpt, started_at = :started_at,
     response_headers = :response_headers, location = :location
 WHERE lease_token = :lease_token
+
+-- record_attempts: complete the attempt rows of many claims in one statement (:attempts, a
+-- JSON array of [lease token, started_at, duration_s, status_code, error, response_excerpt,
+-- response_headers, location])
+UPDATE attempts SET started_at = json_extract(u.value, '$[1]'),
+    duration_s = json_extract(u.value, '$[2]'), status_code = json_extract(u.value, '$[3]'),
+    error = json_extract(u.value, '$[4]'), response_excerpt = json_extract(u.value, '$[5]'),
+    response_headers = json_extract(u.value, '$[6]'), location = json_extract(u.value, '$[7]')
+FROM json_each(:attempts) AS u WHERE attempts.lease_token = json_extract(u.value, '$[0]')
+
+-- finish_delivered: many acknowledged claims to done in one statement (:claims, a JSON array
+-- of [job id, lease token]); fenced by each claim's token; returns the jobs it changed
+UPDATE jobs SET status = 'done', lease_token = NULL, lease_owner = NULL, lease_until = NULL,
+    last_error = NULL, finished_at = :now, updated_at = :now
+FROM json_each(:claims) AS u
+WHERE jobs.id = json_extract(u.value, '$[0]') AND jobs.lease_token = json_extract(u.value, '$[1]')
+    AND +jobs.status = 'running'  -- unary +: look jobs up by id, not through jobs_status
+RETURNING jobs.id
 
 -- hand_back: return a claimed job to pending without charging the attempt; fenced
 UPDATE jobs SET status = 'pending', attempts = attempts - 1, lease_token = NULL,

@@ -38,10 +38,21 @@ def check_figures(result: dict[str, Any], report: str, backend: str) -> None:
 
 
 def test_bench_on_sqlite(tmp_path):
-    """`hookline bench` on a fresh SQLite file reports every figure for 300 events."""
+    """`hookline bench` on a fresh SQLite file reports every figure for 300 events, a
+    per-second timeline that adds up to them, and bench.png beside bench.json."""
     result, report = run_bench(["bench"], tmp_path)
     check_figures(result, report, "sqlite")
     assert isinstance(result["wal_bytes"], int)
+    # Each process's waits for SQLite's write lock, from its report at exit.
+    assert set(result["write_lock"]) == {"ingest", "worker-1", "worker-2"}
+    assert result["write_lock"]["ingest"]["hold"]["count"] > 0
+    assert "write lock worker-1:" in report
+    timeline = result["timeline"]
+    assert [row["t"] for row in timeline] == list(range(len(timeline)))
+    assert sum(row["accepted"] for row in timeline) == result["ingest"]["accepted"]
+    assert sum(row["delivered"] for row in timeline) == result["delivery"]["delivered"]
+    assert result["plot"] == "bench.png" and "plot: bench.png" in report
+    assert (tmp_path / "bench" / "bench.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
 def test_bench_on_a_throwaway_postgres_server(pg_server, tmp_path):

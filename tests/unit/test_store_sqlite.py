@@ -9,7 +9,7 @@ import sqlite3
 import pytest
 
 from shared.errors import ConfigError, NotFound
-from shared.models import Accepted, AttemptResult, Dead, Done, Duplicate, Retry
+from shared.models import Accepted, AttemptResult, ClaimRequest, Dead, Done, Duplicate, Retry
 from tests.conftest import new_event
 
 OK = AttemptResult(started_at=0.0, duration_s=0.01, status_code=200)
@@ -100,6 +100,60 @@ async def test_claim_respects_max_in_flight(store, destination_factory):
     assert await store.finish([(one, Done(), OK)]) == [True]
     [next_one] = await store.claim("w2", 100, lease_s=30, max_attempts=5)
     assert next_one.destination_name == "one"
+
+
+async def test_finish_and_claim_frees_slots_and_claims_into_them(store, destination_factory):
+    """A batch of finishes claims for the slots it frees, in one call: the finished jobs are
+    done, stale items stay fenced, and the destination's max_in_flight still holds."""
+    await destination_factory("one", max_in_flight=2)
+    await store.add_events([new_event(f"e{i}") for i in range(5)])
+    first = await store.claim("w1", 10, lease_s=30, max_attempts=5)
+    assert len(first) == 2  # max_in_flight
+    request = ClaimRequest(worker="w1", limit=10, lease_s=30, max_attempts=5)
+    kept, claims = await store.finish_and_claim([(c, Done(), OK) for c in first], None, request)
+    assert kept == [True, True]
+    assert len(claims) == 2 and {c.job_id for c in claims}.isdisjoint(c.job_id for c in first)
+    assert all(c.attempt == 1 and c.lease_owner == "w1" for c in claims)
+    # The stale finish of an already finished claim changes nothing and claims no more than
+    # the free slots (none: both are held).
+    kept, more = await store.finish_and_claim([(first[0], Done(), OK)], None, request)
+    assert kept == [False] and more == []
+    statuses = sorted(j.status for j in await store.list_jobs())
+    assert statuses == ["done", "done", "pending", "running", "running"]
+
+
+async def test_a_batch_of_deliveries_is_fenced_item_by_item(store, destination_factory,
+                                                            clock):
+    """A batch of 2xx completions (the one-statement path) keeps each claim's fence: the
+    stale claim of a taken-over job changes nothing while the other finishes, and both
+    attempt rows are completed (the stale request happened too)."""
+    await destination_factory(max_in_flight=5)
+    await store.add_events([new_event("e1"), new_event("e2")])
+    [stale] = await store.claim("w1", 1, lease_s=30, max_attempts=5)
+    clock.advance(31)
+    claims = await store.claim("w2", 5, lease_s=30, max_attempts=5)
+    assert sorted(c.job_id for c in claims) == [1, 2] and stale.job_id in {1, 2}
+    fresh = next(c for c in claims if c.job_id != stale.job_id)
+    delivered = AttemptResult(started_at=5.0, duration_s=0.25, status_code=204,
+                              response_excerpt="ok")
+    assert await store.finish([(stale, Done(), delivered), (fresh, Done(), delivered)]) == [
+        False, True]
+    jobs = {j.id: j.status for j in await store.list_jobs()}
+    assert jobs == {stale.job_id: "running", fresh.job_id: "done"}
+    recorded = {a.lease_token: a for a in await store.list_attempts()}
+    for claim in (stale, fresh):
+        attempt = recorded[claim.lease_token]
+        assert (attempt.status_code, attempt.duration_s, attempt.started_at) == (204, 0.25, 5.0)
+
+
+async def test_finish_and_claim_with_no_limit_only_finishes(store, destination_factory):
+    """limit 0: the finishes are recorded and nothing is claimed."""
+    await destination_factory()
+    await store.add_events([new_event(f"e{i}") for i in range(2)])
+    [claim] = await store.claim("w1", 1, lease_s=30, max_attempts=5)
+    request = ClaimRequest(worker="w1", limit=0, lease_s=30, max_attempts=5)
+    assert await store.finish_and_claim([(claim, Done(), OK)], None, request) == ([True], [])
+    assert sorted(j.status for j in await store.list_jobs()) == ["done", "pending"]
 
 
 async def test_expired_lease_is_taken_over_and_stale_finish_is_fenced(store, destination_factory,

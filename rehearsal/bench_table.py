@@ -1,0 +1,341 @@
+"""The benchmark results table in README.md, generated from result files, never hand-edited.
+
+`hookline bench-table` reads the bench.json of a flat-out run (ingest, deliveries/s, idle
+cost, memory), the bench.json of a steady `--rate 1000` run (accept->delivered latency) and,
+when given, the compare.json of `hookline bench --compare`, and rewrites the block between
+BEGIN and END in README.md: each measure, its result, the issue's target and the ratio, the
+machine, the date of each result file and the commands that produced them. `make
+bench-readme` runs the whole thing. The targets are TARGETS, here and nowhere else.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from shared.errors import HooklineError
+
+BEGIN = "<!-- bench-results:begin -->"
+END = "<!-- bench-results:end -->"
+MIB_TO_MB = 1.048576
+
+
+class BenchTableError(HooklineError):
+    """A result file or the README cannot make a table (unreadable, wrong kind of run, block
+    markers missing, duplicated or out of order)."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Target:
+    """One of the issue's targets: `limit` in `unit`, under `condition` (words); met when
+    the result is at least `limit` (`higher_is_better`) or below it (otherwise)."""
+
+    measure: str
+    limit: float
+    unit: str
+    higher_is_better: bool
+    condition: str = ""
+
+    def text(self) -> str:
+        """The target as the table shows it, e.g. `>= 15,000 events/s at 64 connections`."""
+        bound = f"{'>=' if self.higher_is_better else '<'} {_number(self.limit)} {self.unit}"
+        return f"{bound} {self.condition}".strip()
+
+    def met(self, value: float) -> bool:
+        """Whether `value` (in `unit`) meets the target."""
+        return value >= self.limit if self.higher_is_better else value < self.limit
+
+
+# The issue's targets (#10), in the order the table lists them. `idle_db_writes` counts
+# 1 when the idle service wrote to the database: its target is none (< 1).
+TARGET_ISSUE = "#10"
+TARGETS = {
+    "ingest_events_per_s": Target(measure="ingest, events/s accepted", limit=15_000,
+                                  unit="events/s", higher_is_better=True,
+                                  condition="at 64 connections"),
+    "ingest_p99_ms": Target(measure="ingest latency p99", limit=20, unit="ms",
+                            higher_is_better=False, condition="at 64 connections"),
+    "deliveries_per_s": Target(measure="deliveries/s from a backlog", limit=5_000,
+                               unit="deliveries/s", higher_is_better=True,
+                               condition="with 2 workers"),
+    "delivered_p50_ms": Target(measure="accept->delivered p50", limit=10, unit="ms",
+                               higher_is_better=False, condition="at 1,000 events/s"),
+    "delivered_p99_ms": Target(measure="accept->delivered p99", limit=50, unit="ms",
+                               higher_is_better=False, condition="at 1,000 events/s"),
+    "idle_cpu_percent": Target(measure="idle CPU, whole service", limit=1,
+                               unit="% of one core", higher_is_better=False),
+    "idle_db_writes": Target(measure="idle database writes", limit=1, unit="writes",
+                             higher_is_better=False),
+    "worker_rss_mb": Target(measure="worker peak RSS", limit=80, unit="MB",
+                            higher_is_better=False),
+}
+
+
+def _number(value: float) -> str:
+    """`value` with thousands separators, to 3 significant digits below 100."""
+    if abs(value) >= 100:
+        return f"{value:,.0f}"
+    return f"{value:.3g}"
+
+
+def load_result(path: Path) -> dict[str, Any]:
+    """A result file's figures, with `_path` (the path as given) and `_date` (the run's
+    start from `started_at`, else the file's modification time, as `YYYY-MM-DD HH:MM UTC`).
+
+    Raises:
+        BenchTableError: the file is missing or not JSON.
+    """
+    try:
+        result: dict[str, Any] = json.loads(path.read_text())
+    except (OSError, ValueError) as exc:
+        raise BenchTableError(f"cannot read result file {path}: {exc}") from exc
+    started = result.get("started_at")
+    when = float(started) if started is not None else path.stat().st_mtime
+    result["_path"] = str(path)
+    result["_date"] = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(when))
+    return result
+
+
+def _bench_run(result: dict[str, Any], *, steady: bool) -> dict[str, Any]:
+    """`result`, checked to be a bench.json of the kind asked (steady: run with --rate).
+
+    Raises:
+        BenchTableError: it is not a bench.json, or of the other kind.
+    """
+    if not {"options", "ingest", "delivery", "machine"} <= result.keys():
+        raise BenchTableError(f"{result['_path']} is not a bench.json of `hookline bench`")
+    is_steady = result["options"]["rate_per_s"] != "None"
+    if is_steady != steady:
+        kind = "a steady `--rate` run" if steady else "a flat-out run (no --rate)"
+        raise BenchTableError(f"{result['_path']} should be {kind}")
+    return result
+
+
+def measures(flat: dict[str, Any], steady: dict[str, Any]) -> dict[str, float | None]:
+    """Each TARGETS key's result, in the target's unit: ingest, deliveries/s, idle cost and
+    memory from the flat-out run, accept->delivered latency from the steady run (worker RSS:
+    the larger of the two runs'; measured in MiB, shown in MB). `idle_db_writes` is 1 when
+    the idle service wrote to the database, else 0. None: the run has no such figure
+    (e.g. nothing was delivered)."""
+    rss_mib = max(mib for run in (flat, steady) for slot, mib in run["peak_rss_mb"].items()
+                  if slot.startswith("worker"))
+    return {
+        "ingest_events_per_s": flat["ingest"]["events_per_s"],
+        "ingest_p99_ms": flat["ingest"]["latency_ms"]["p99"],
+        "deliveries_per_s": flat["delivery"]["deliveries_per_s"],
+        "delivered_p50_ms": steady["delivery"]["latency_ms"]["p50"],
+        "delivered_p99_ms": steady["delivery"]["latency_ms"]["p99"],
+        "idle_cpu_percent": flat["idle"]["cpu_percent_of_one_core"],
+        "idle_db_writes": 1.0 if flat["idle"]["database_written"] else 0.0,
+        "worker_rss_mb": rss_mib * MIB_TO_MB,
+    }
+
+
+def _conditions(flat: dict[str, Any], steady: dict[str, Any]) -> dict[str, str]:
+    """How each measure was taken, for its row (the targets' own conditions are in
+    TARGETS: compare the two)."""
+    f_opts, s_opts = flat["options"], steady["options"]
+    ingest = (f"flat out, {f_opts['concurrency']} connections, "
+              f"load by {flat['ingest'].get('tool', 'python')}")
+    latency = (f"{_number(float(s_opts['rate_per_s']))} events/s offered, "
+               f"{_number(steady['ingest']['events_per_s'])} accepted, "
+               f"{s_opts['workers']} workers")
+    return {"ingest_events_per_s": ingest, "ingest_p99_ms": ingest,
+            "deliveries_per_s": f"{f_opts['workers']} workers",
+            "delivered_p50_ms": latency, "delivered_p99_ms": latency,
+            "idle_cpu_percent": f"over {float(f_opts['idle_s']):g} s",
+            "idle_db_writes": f"over {float(f_opts['idle_s']):g} s",
+            "worker_rss_mb": "VmHWM, largest worker, both runs"}
+
+
+def _result_cell(key: str, value: float | None, target: Target) -> str:
+    """A result as the table shows it: number and unit, `none`/`written` for database
+    writes, `n/a` when the run has no such figure."""
+    if value is None:
+        return "n/a"
+    if key == "idle_db_writes":
+        return "written" if value else "none"
+    return f"{_number(value)} {target.unit}"
+
+
+def results_table(flat: dict[str, Any], steady: dict[str, Any]) -> list[str]:
+    """The markdown rows: measure (and how it was taken), result, target, result/target,
+    whether it is met."""
+    found, how = measures(flat, steady), _conditions(flat, steady)
+    lines = [f"| measure | result | target ({TARGET_ISSUE}) | result / target | met |",
+             "| --- | --- | --- | --- | --- |"]
+    for key, target in TARGETS.items():
+        value = found[key]
+        target_text = "none" if key == "idle_db_writes" else target.text()
+        ratio = "n/a" if value is None or key == "idle_db_writes" else \
+            f"{value / target.limit:.2f}"
+        met = value is not None and target.met(value)
+        lines.append(f"| {target.measure} ({how[key]}) | {_result_cell(key, value, target)} "
+                     f"| {target_text} | {ratio} | {'yes' if met else 'no'} |")
+    return lines
+
+
+def _setup(run: dict[str, Any]) -> str:
+    """Cores, Python, backend and synchronous of one run."""
+    return (f"{run['machine']['cores']} cores, Python {run['machine']['python']}, backend "
+            f"{run['backend']['name']} ({run['backend']['database']}), "
+            f"synchronous={run['options']['synchronous']}")
+
+
+def machine_lines(flat: dict[str, Any], steady: dict[str, Any]) -> list[str]:
+    """The machine and setup of both runs (one line when they match, else one each), with
+    this disk's fsync p50 / p99 as each run measured it."""
+    def fsync(run: dict[str, Any]) -> str:
+        text = f"{run['machine']['fsync_ms']['p50']} / {run['machine']['fsync_ms']['p99']} ms"
+        load = run["machine"].get("load_average_1m")
+        if load:  # how busy the machine was (1-minute load average before / after the run)
+            text += f", load average {load['before']} / {load['after']}"
+        return text
+
+    if _setup(flat) == _setup(steady):
+        return [f"Machine: {_setup(flat)}; this disk's fsync p50 / p99 {fsync(flat)} "
+                f"(flat-out run), {fsync(steady)} (steady run)."]
+    return [f"Flat-out run's machine: {_setup(flat)}; fsync p50 / p99 {fsync(flat)}.",
+            f"Steady run's machine: {_setup(steady)}; fsync p50 / p99 {fsync(steady)}."]
+
+
+def bench_command(run: dict[str, Any]) -> str:
+    """The `hookline bench` command line that produced `run`, from its recorded options
+    (a PostgreSQL URL's password shows as ***, as bench.json keeps it)."""
+    opts = run["options"]
+    args = ["hookline"]
+    if opts.get("postgres_url", "None") != "None":
+        args += ["--db", opts["postgres_url"]]
+    args += ["bench", "--events", opts["events"]]
+    if opts["rate_per_s"] != "None":
+        args += ["--rate", f"{float(opts['rate_per_s']):g}"]
+    args += ["--workers", opts["workers"], "--concurrency", opts["concurrency"],
+             "--synchronous", opts["synchronous"], "--backend", opts["backend"],
+             "--load", "auto" if opts["use_wrk"] == "True" else "python",
+             "--idle-s", f"{float(opts['idle_s']):g}", "--out", opts["out_dir"]]
+    return shlex.join(args)
+
+
+# compare.json figures the compare table shows: (path in a system's figures, heading).
+COMPARE_FIGURES = (("events_per_s", "events/s accepted"),
+                   ("deliveries_per_s", "deliveries/s"),
+                   ("latency_ms.p50", "accept->delivered p50 ms"),
+                   ("latency_ms.p99", "accept->delivered p99 ms"),
+                   ("cpu_s_per_1000_deliveries", "CPU s per 1,000 deliveries"))
+
+
+def compare_section(compare: dict[str, Any]) -> list[str]:
+    """The markdown lines of `hookline bench --compare`'s compare.json: a sentence naming
+    the file, its date and its options, then a table with one row per system of `systems`
+    (name -> figures), one column per COMPARE_FIGURES entry any system has, each value with
+    its ratio to hookline's (system / hookline) when hookline is among them; a system whose
+    `complete` is false is marked incomplete.
+
+    Raises:
+        BenchTableError: no `systems` in it.
+    """
+    systems = compare.get("systems")
+    if not isinstance(systems, dict) or not systems:
+        raise BenchTableError(f"{compare['_path']} has no `systems` to compare")
+
+    def figure(figures: dict[str, Any], path: str) -> float | None:
+        value: Any = figures
+        for part in path.split("."):
+            value = value.get(part) if isinstance(value, dict) else None
+        return float(value) if isinstance(value, int | float) else None
+
+    columns = [(path, head) for path, head in COMPARE_FIGURES
+               if any(figure(f, path) is not None for f in systems.values())]
+    base = systems.get("hookline", {})
+
+    def cell(figures: dict[str, Any], path: str) -> str:
+        value, ours = figure(figures, path), figure(base, path)
+        if value is None:
+            return "-"
+        return _number(value) + (f" ({value / ours:.2f}x)" if ours else "")
+
+    opts = compare.get("options", {})
+    rate = opts.get("rate_per_s", "None")
+    how = (f"{opts['events']} events, "
+           f"{'flat out' if rate == 'None' else f'{float(rate):g} events/s'}, "
+           f"{opts['workers']} workers") if {"events", "workers"} <= opts.keys() else \
+        "options not recorded"
+    lines = [f"The same workload through other queues (`{compare['_path']}` of "
+             f"{compare['_date']}, {how}; in brackets, the ratio to hookline's figure):", "",
+             "| system | " + " | ".join(head for _, head in columns) + " |",
+             "| --- |" + " --- |" * len(columns)]
+    for name, figures in systems.items():
+        label = name if figures.get("complete", True) else f"{name} (incomplete)"
+        lines.append(f"| {label} | " + " | ".join(cell(figures, p) for p, _ in columns) + " |")
+    return lines
+
+
+def render_block(flat_path: Path, steady_path: Path, compare_path: Path | None = None,
+                 readme: Path = Path("README.md")) -> str:
+    """The whole generated block, BEGIN and END markers included, from the result files.
+
+    Args:
+        flat_path: bench.json of a flat-out run (`hookline bench`).
+        steady_path: bench.json of a steady run (`hookline bench --rate 1000`).
+        compare_path: compare.json of `hookline bench --compare`, or None to leave it out.
+        readme: the README the block is for (named in the regenerate command).
+
+    Raises:
+        BenchTableError: a result file is unreadable or of the wrong kind.
+    """
+    flat = _bench_run(load_result(flat_path), steady=False)
+    steady = _bench_run(load_result(steady_path), steady=True)
+    table_args = ["hookline", "bench-table", "--flat", str(flat_path), "--steady",
+                  str(steady_path)]
+    lines = [BEGIN, "<!-- generated by `hookline bench-table` (`make bench-readme`) from the "
+                    "result files named below: regenerate it, do not edit it -->", ""]
+    lines += results_table(flat, steady)
+    lines += ["", "Ratios are result / target: at least 1 meets a throughput target, below 1 "
+                  "a latency, CPU or memory one.", ""]
+    if compare_path is not None:
+        lines += compare_section(load_result(compare_path)) + [""]
+        table_args += ["--compare", str(compare_path)]
+    lines += machine_lines(flat, steady)
+    lines += ["", "Produced by these commands (flat-out run of "
+                  f"{flat['_date']}, steady run of {steady['_date']}):", "", "```sh",
+              bench_command(flat), bench_command(steady),
+              shlex.join([*table_args, "--readme", str(readme)]), "```", END]
+    return "\n".join(lines)
+
+
+def replace_block(text: str, block: str) -> str:
+    """`text` with everything from BEGIN to END (markers included) replaced by `block`;
+    the text outside is kept byte for byte.
+
+    Raises:
+        BenchTableError: BEGIN or END is missing, appears more than once, or END comes
+            before BEGIN.
+    """
+    counts = {marker: text.count(marker) for marker in (BEGIN, END)}
+    if counts != {BEGIN: 1, END: 1}:
+        raise BenchTableError(f"the README needs {BEGIN} and {END} once each, in that order "
+                              f"(found {counts[BEGIN]} and {counts[END]})")
+    start, end = text.index(BEGIN), text.index(END)
+    if end < start:
+        raise BenchTableError(f"{END} comes before {BEGIN} in the README")
+    return text[:start] + block + text[end + len(END):]
+
+
+def update_readme(readme: Path, flat_path: Path, steady_path: Path,
+                  compare_path: Path | None = None) -> None:
+    """Rewrite the results block of `readme` from the result files (see render_block).
+
+    Raises:
+        BenchTableError: the README cannot be read or lacks the block, or a result file
+            cannot make a table.
+    """
+    try:
+        text = readme.read_text()
+    except OSError as exc:
+        raise BenchTableError(f"cannot read {readme}: {exc}") from exc
+    new = replace_block(text, render_block(flat_path, steady_path, compare_path, readme))
+    readme.write_text(new)

@@ -1,0 +1,40 @@
+"""`hookline bench-table`: rewrite README.md's benchmark results block from result files
+(see rehearsal/bench_table.py; `make bench-readme` runs the benchmarks and then this)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+from shared.config import Config
+
+
+def register(sub: Any) -> None:
+    """Add `hookline bench-table` to the CLI."""
+    table = sub.add_parser(
+        "bench-table", help="rewrite README.md's benchmark results table from result files")
+    table.add_argument("--flat", required=True, type=Path,
+                       help="bench.json of a flat-out run (`hookline bench`)")
+    table.add_argument("--steady", required=True, type=Path,
+                       help="bench.json of a steady run (`hookline bench --rate 1000`)")
+    table.add_argument("--compare", type=Path,
+                       help="compare.json of `hookline bench --compare` (optional)")
+    table.add_argument("--readme", type=Path, default=Path("README.md"),
+                       help="the file whose block between <!-- bench-results:begin --> and "
+                            "<!-- bench-results:end --> is rewritten (default README.md)")
+    table.set_defaults(handler=bench_table_command)
+
+
+def bench_table_command(config: Config, args: argparse.Namespace) -> int:
+    """Rewrite the block; 1 with a message when a file or the block is missing or wrong."""
+    from rehearsal.bench_table import BenchTableError, update_readme  # noqa: PLC0415
+
+    try:
+        update_readme(args.readme, args.flat, args.steady, args.compare)
+    except BenchTableError as exc:
+        print(f"hookline bench-table: {exc}", file=sys.stderr)
+        return 1
+    print(f"{args.readme}: benchmark results table rewritten")
+    return 0

@@ -1,0 +1,155 @@
+"""README.md's benchmark results block (rehearsal/bench_table.py, `hookline bench-table`),
+rendered from real bench.json files of a small run (tests/unit/data/bench/: `hookline bench
+--events 3000 --load python` and the same with `--rate 1000`)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from rehearsal import bench_table
+from rehearsal.bench_table import BEGIN, END, BenchTableError
+from supervisor.cli import main
+
+DATA = Path(__file__).parent / "data" / "bench"
+FLAT, STEADY = DATA / "flat.json", DATA / "steady.json"
+BEFORE = "# project\n\nSome text, with a *trailing space* \n\n"
+AFTER = "\n\n## Next section\nkept as it is\n"
+
+
+@pytest.fixture
+def readme(tmp_path: Path) -> Path:
+    """A README with an old results block between other text."""
+    path = tmp_path / "README.md"
+    path.write_text(f"{BEFORE}{BEGIN}\n| old | table |\n{END}{AFTER}")
+    return path
+
+
+def test_block_is_replaced_and_the_text_outside_kept_byte_for_byte(readme):
+    """Only the block changes: it starts with BEGIN, ends with END, and rewriting it again
+    from the same files changes nothing."""
+    bench_table.update_readme(readme, FLAT, STEADY)
+    text = readme.read_text()
+    assert text.startswith(BEFORE + BEGIN) and text.endswith(END + AFTER)
+    assert "| old | table |" not in text
+    assert text[len(BEFORE):-len(AFTER)] == bench_table.render_block(FLAT, STEADY, None, readme)
+    bench_table.update_readme(readme, FLAT, STEADY)
+    assert readme.read_text() == text
+
+
+def test_table_gives_result_target_and_ratio_for_every_target():
+    """Every target has a row; figures come from the right run, ratios are result/target."""
+    block = bench_table.render_block(FLAT, STEADY)
+    flat, steady = json.loads(FLAT.read_text()), json.loads(STEADY.read_text())
+    for target in bench_table.TARGETS.values():
+        assert f"| {target.measure} (" in block
+    events_per_s = flat["ingest"]["events_per_s"]
+    assert (f"| {events_per_s:,.0f} events/s | >= 15,000 events/s at 64 connections "
+            f"| {events_per_s / 15_000:.2f} | no |") in block
+    p99 = steady["delivery"]["latency_ms"]["p99"]
+    assert f"| < 50 ms at 1,000 events/s | {p99 / 50:.2f} |" in block
+    assert "| idle database writes (over 2 s) | none | none | n/a | yes |" in block
+
+
+def test_block_describes_the_machine_dates_and_commands():
+    """Cores, Python, fsync, backend and synchronous; each run's date; the commands that
+    reproduce the runs and the table."""
+    block = bench_table.render_block(FLAT, STEADY)
+    assert "Machine: 2 cores, Python 3.11.7, backend sqlite (SQLite file), synchronous=FULL;" \
+        in block
+    assert "fsync p50 / p99 0.139 / 0.207 ms (flat-out run)" in block
+    assert "flat-out run of 2026-12-01" in block and "steady run of 2026-12-01" in block
+    assert ("hookline bench --events 3000 --rate 1000 --workers 2 --concurrency 64 "
+            "--synchronous FULL --backend sqlite --load auto --idle-s 2 "
+            "--out results/readme/rate-1000") in block
+    assert f"hookline bench-table --flat {FLAT} --steady {STEADY} --readme README.md" in block
+
+
+@pytest.mark.parametrize("text", [
+    f"{BEFORE}{AFTER}",  # no block
+    f"{BEFORE}{BEGIN}\n{AFTER}",  # no end
+    f"{BEFORE}{END}\n{BEGIN}{AFTER}",  # out of order
+    f"{BEGIN}{END}\n{BEGIN}{END}",  # twice
+])
+def test_missing_or_broken_block_is_an_error_and_the_file_is_untouched(tmp_path, text):
+    """Without exactly one BEGIN then END, nothing is written and the error names them."""
+    path = tmp_path / "README.md"
+    path.write_text(text)
+    with pytest.raises(BenchTableError, match="bench-results"):
+        bench_table.update_readme(path, FLAT, STEADY)
+    assert path.read_text() == text
+
+
+def test_cli_exits_1_with_a_message_when_the_block_is_missing(tmp_path, capsys):
+    """`hookline bench-table` on a README without the block: exit 1, one clear line."""
+    path = tmp_path / "README.md"
+    path.write_text(BEFORE)
+    code = main(["bench-table", "--flat", str(FLAT), "--steady", str(STEADY),
+                 "--readme", str(path)])
+    assert code == 1
+    assert f"hookline bench-table: the README needs {BEGIN}" in capsys.readouterr().err
+    assert path.read_text() == BEFORE
+
+
+def test_cli_rewrites_the_block(readme, capsys):
+    """`hookline bench-table` exits 0 and rewrites the block."""
+    code = main(["bench-table", "--flat", str(FLAT), "--steady", str(STEADY),
+                 "--readme", str(readme)])
+    assert code == 0 and "rewritten" in capsys.readouterr().out
+    assert "| deliveries/s from a backlog (2 workers) |" in readme.read_text()
+
+
+def test_result_files_of_the_wrong_kind_or_missing_are_errors(tmp_path):
+    """A flat-out run given as the steady one (and the reverse), or a missing file, is
+    refused with the file named."""
+    with pytest.raises(BenchTableError, match="steady `--rate` run"):
+        bench_table.render_block(FLAT, FLAT)
+    with pytest.raises(BenchTableError, match="flat-out run"):
+        bench_table.render_block(STEADY, STEADY)
+    with pytest.raises(BenchTableError, match="cannot read result file"):
+        bench_table.render_block(tmp_path / "absent.json", STEADY)
+
+
+def test_compare_results_are_a_table_of_systems_with_ratios_to_hookline(tmp_path):
+    """compare.json's `systems` become one row each with the figures both have (other
+    figures left out), every figure with its ratio to hookline's; an incomplete run says so."""
+    compare = tmp_path / "compare.json"
+    compare.write_text(json.dumps({"options": {"events": "2000", "rate_per_s": "None",
+                                               "workers": "2"}, "systems": {
+        "hookline": {"events_per_s": 2000, "deliveries_per_s": 4000, "complete": True,
+                     "latency_ms": {"p50": 5, "p99": 20}, "pids": {"ingest": 123}},
+        "celery": {"events_per_s": 1000, "deliveries_per_s": 1000, "complete": False,
+                   "latency_ms": {"p50": 10, "p99": 80}, "pids": {"worker": 456}}}}))
+    block = bench_table.render_block(FLAT, STEADY, compare)
+    assert ("| system | events/s accepted | deliveries/s | accept->delivered p50 ms "
+            "| accept->delivered p99 ms |") in block
+    assert "| hookline | 2,000 (1.00x) | 4,000 (1.00x) | 5 (1.00x) | 20 (1.00x) |" in block
+    assert ("| celery (incomplete) | 1,000 (0.50x) | 1,000 (0.25x) | 10 (2.00x) "
+            "| 80 (4.00x) |") in block
+    assert "456" not in block
+    assert "2000 events, flat out, 2 workers; in brackets, the ratio to hookline's" in block
+    assert f"--compare {compare}" in block
+
+
+def test_without_compare_results_there_is_no_compare_table_and_without_systems_an_error(
+        tmp_path):
+    """No compare.json: no compare section. One without `systems`: an error naming it."""
+    assert "| system |" not in bench_table.render_block(FLAT, STEADY)
+    compare = tmp_path / "compare.json"
+    compare.write_text(json.dumps({"other": 1}))
+    with pytest.raises(BenchTableError, match="no `systems`"):
+        bench_table.render_block(FLAT, STEADY, compare)
+
+
+
+def test_a_figure_the_run_lacks_is_n_a_and_not_met(tmp_path):
+    """A run that delivered nothing (deliveries/s and latency None) gives `n/a` rows that
+    are not met, rather than failing."""
+    steady = json.loads(STEADY.read_text())
+    steady["delivery"]["latency_ms"] = {"p50": None, "p90": None, "p99": None, "max": None}
+    path = tmp_path / "steady.json"
+    path.write_text(json.dumps(steady))
+    block = bench_table.render_block(FLAT, path)
+    assert "| n/a | < 10 ms at 1,000 events/s | n/a | no |" in block

@@ -1,0 +1,45 @@
+"""The claim and finish path's SQLite queries reach jobs through an index or the id, never by
+walking every pending job: with no table statistics SQLite's planner once led the batch
+claim (`id IN (...) AND (status = 'pending' ... OR status = 'running' ...)`) through
+jobs_status, a scan of the whole backlog per claim."""
+
+from __future__ import annotations
+
+import re
+import sqlite3
+
+import pytest
+
+from shared.queries import load_queries
+from tests.conftest import new_event
+
+HOT_PATH = ("claim_probe", "destination_slots", "due_jobs", "kill_lost_at_cap", "claim_job",
+            "mark_attempt_lost", "insert_attempt", "claim_details", "record_attempts",
+            "finish_delivered", "finish_done", "finish_retry", "record_attempt",
+            "extend_lease", "insert_event", "insert_jobs")
+JSON_ARRAYS = {"job_ids": "[1, 2]", "lease_tokens": '["a", "b"]', "claims": '[[1, "a"]]',
+               "attempts": '[["a", 1, 0.1, 200, null, null, null, null]]',
+               "destination_ids": "[1, 2]"}
+
+
+def plan(db: sqlite3.Connection, sql: str) -> str:
+    params = {name: JSON_ARRAYS.get(name, 1) for name in re.findall(r":(\w+)", sql)}
+    return "\n".join(row[3] for row in db.execute("EXPLAIN QUERY PLAN " + sql, params))
+
+
+@pytest.mark.sqlite_only
+async def test_hot_path_queries_never_walk_the_backlog(store, destination_factory):
+    """With 300 pending jobs and no ANALYZE, no hot-path query scans jobs (or attempts)
+    outside an index, nor ORs two index scans over them."""
+    for name in ("d1", "d2", "d3"):
+        await destination_factory(name)
+    await store.add_events([new_event(f"e{n}") for n in range(100)])
+    queries = load_queries("sqlite")
+    db = sqlite3.connect(store.path)
+    try:
+        for name in HOT_PATH:
+            text = plan(db, queries[name])
+            assert "MULTI-INDEX OR" not in text, (name, text)
+            assert not re.search(r"SCAN (jobs|attempts|j|a)\b(?! USING)", text), (name, text)
+    finally:
+        db.close()
