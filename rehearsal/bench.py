@@ -25,6 +25,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.request
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -270,7 +271,9 @@ def _run(opts: BenchOptions, work: Path, db: str, postmaster: int | None) -> dic
            **LOCAL_SETTINGS, "HOOKLINE_RUNTIME_DIR": str(work / "run"),
            "HOOKLINE_PID_FILE": str(work / "hookline.pid")}
     receiver = subprocess.Popen(
-        [sys.executable, "-m", "rehearsal.receiver", "--listen", "127.0.0.1:0",
+        # The lean receiver (rehearsal/fast_receiver.py): the fixture's CPU would be taken
+        # from the service under test on a small machine.
+        [sys.executable, "-m", "rehearsal.fast_receiver", "--listen", "127.0.0.1:0",
          *[arg for n, s in enumerate(secrets, 1) for arg in ("--endpoint", f"d{n}={s}:ok")]],
         stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env)
     service: subprocess.Popen[bytes] | None = None
@@ -330,6 +333,9 @@ def _run(opts: BenchOptions, work: Path, db: str, postmaster: int | None) -> dic
                if slot != "postgres"}
         figures = db_figures(db, delivery_t0)
         idle = _idle_cost(procs, db, seconds=opts.idle_s, cpu_s=cpu_s)
+        with urllib.request.urlopen(f"http://127.0.0.1:{receiver_port}/_summary",
+                                    timeout=10) as answer:
+            received = json.loads(answer.read())["endpoints"]
         result = {
             "machine": {"cores": os.cpu_count(), "python": sys.version.split()[0],
                         "fsync_ms": fsync_latency_ms(work)},
@@ -339,6 +345,8 @@ def _run(opts: BenchOptions, work: Path, db: str, postmaster: int | None) -> dic
                 slot: round(cpu * 1000 / max(1, figures["delivered"]), 3)
                 for slot, cpu in cpu_busy.items()},
             "peak_rss_mb": rss, "idle": idle, **_sizes(db),
+            # What the receiver verified: effects (first delivery per webhook-id) and repeats.
+            "receiver": received,
             "started_at": round(start_s, 3), "timeline": read_timeline(db, start_s),
         }
     finally:
