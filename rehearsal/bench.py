@@ -25,6 +25,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.request
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -287,14 +288,23 @@ def bench_env(work: Path) -> dict[str, str]:
 
 
 @contextlib.contextmanager
-def receiver_process(env: dict[str, str], behaviours: tuple[str, ...] = ("ok", "ok", "ok")
+def receiver_process(env: dict[str, str], behaviours: tuple[str, ...] | None = None
                      ) -> Iterator[Receiver]:
-    """The receiver fixture in its own process on a free port, one endpoint `dN` per
-    behaviour spec (rehearsal.receiver.parse_behaviour), each with a fresh secret; stopped
-    (SIGTERM, then SIGKILL after 30 s) on exit."""
+    """A receiver in its own process on a free port, endpoints d1, d2, ... each with a fresh
+    secret; stopped (SIGTERM, then SIGKILL after 30 s) on exit.
+
+    Args:
+        env: the children's environment (bench_env).
+        behaviours: None: the lean receiver (rehearsal/fast_receiver.py; its CPU would
+            otherwise be taken from the service under test) with 3 endpoints that answer
+            2xx. A tuple of behaviour specs (rehearsal.receiver.parse_behaviour): the receiver
+            fixture with one endpoint per spec, whose behaviour `PUT /_behaviour/NAME` changes.
+    """
+    module = "rehearsal.fast_receiver" if behaviours is None else "rehearsal.receiver"
+    behaviours = behaviours or ("ok", "ok", "ok")
     secrets = tuple(generate_secret() for _ in behaviours)
     receiver = subprocess.Popen(
-        [sys.executable, "-m", "rehearsal.receiver", "--listen", "127.0.0.1:0",
+        [sys.executable, "-m", module, "--listen", "127.0.0.1:0",
          *[arg for n, (s, b) in enumerate(zip(secrets, behaviours, strict=True), 1)
            for arg in ("--endpoint", f"d{n}={s}:{b}")]],
         stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env)
@@ -350,10 +360,10 @@ def _run(opts: BenchOptions, work: Path, db: str, postmaster: int | None) -> dic
         # Flat out: ingest alone, then delivery. At a steady --rate: both at once, so the
         # accept-to-delivered latency is the one a user sees.
         asyncio.run(setup_destinations(db, receiver.port, list(receiver.secrets),
-                           paused=opts.rate_per_s is None))
+                                       paused=opts.rate_per_s is None))
         with service_process(db, work, env, workers=opts.workers,
                              synchronous=opts.synchronous) as (port, procs):
-            result = _measure(opts, work, db, postmaster, env, port,
+            result = _measure(opts, work, db, postmaster, env, port, receiver.port,
                               {**procs, "receiver": receiver.pid})
     # Each process leaves its write-lock report at exit: read once the service has stopped.
     result["write_lock"] = write_lock_figures(work / "run")
@@ -361,9 +371,10 @@ def _run(opts: BenchOptions, work: Path, db: str, postmaster: int | None) -> dic
 
 
 def _measure(opts: BenchOptions, work: Path, db: str, postmaster: int | None,
-             env: dict[str, str], port: int, procs: dict[str, int]) -> dict[str, Any]:
-    """The measurement of :func:`_run` once the receiver and the service run; `procs`:
-    slot -> pid of every process whose CPU and RSS count."""
+             env: dict[str, str], port: int, receiver_port: int,
+             procs: dict[str, int]) -> dict[str, Any]:
+    """The measurement of :func:`_run` once the receiver (on `receiver_port`) and the service
+    (ingest on `port`) run; `procs`: slot -> pid of every process whose CPU and RSS count."""
     if postmaster is not None:
         procs["postgres"] = postmaster
 
@@ -402,6 +413,9 @@ def _measure(opts: BenchOptions, work: Path, db: str, postmaster: int | None,
            if slot != "postgres"}
     figures = db_figures(db, delivery_t0)
     idle = _idle_cost(procs, db, seconds=opts.idle_s, cpu_s=cpu_s)
+    with urllib.request.urlopen(f"http://127.0.0.1:{receiver_port}/_summary",
+                                timeout=10) as answer:
+        received = json.loads(answer.read())["endpoints"]
     return {
         "machine": {"cores": os.cpu_count(), "python": sys.version.split()[0],
                     "fsync_ms": fsync_latency_ms(work)},
@@ -411,6 +425,8 @@ def _measure(opts: BenchOptions, work: Path, db: str, postmaster: int | None,
             slot: round(cpu * 1000 / max(1, figures["delivered"]), 3)
             for slot, cpu in cpu_busy.items()},
         "peak_rss_mb": rss, "idle": idle, **_sizes(db),
+        # What the receiver verified: effects (first delivery per webhook-id) and repeats.
+        "receiver": received,
         "started_at": round(start_s, 3), "timeline": read_timeline(db, start_s),
     }
 

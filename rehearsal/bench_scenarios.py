@@ -495,7 +495,8 @@ def _run_outage(opts: ScenarioOptions, work: Path, db: str, config: Config) -> d
     """Baseline, outage of d3, recovery and drain under steady load (see the module doc)."""
     env = bench_env(work)
     drain_timeout_s = opts.drain_timeout_s or max(120.0, 1.5 * opts.outage_s)
-    with receiver_process(env) as receiver:
+    # The receiver fixture: d3's behaviour is switched over PUT /_behaviour/d3.
+    with receiver_process(env, ("ok", "ok", "ok")) as receiver:
         asyncio.run(setup_destinations(db, receiver.port, list(receiver.secrets),
                                        paused=False))
         with service_process(db, work, env, workers=opts.workers,

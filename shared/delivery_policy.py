@@ -6,12 +6,15 @@
   GCRA ("virtual scheduling") with a burst of one second's worth of requests; the store keeps
   `next_send_at` (the theoretical arrival time) per destination and advances it in the claim
   transaction, so the limit holds across every worker process.
+- :func:`choose_claims`: which due jobs one claim takes (fresh work first, the late-retry
+  reservation, rate limits), the same on both backends.
 - :func:`late_slots`: how many of a worker's slots late retries may hold (reserved capacity).
 - :func:`effective_timeout_s`: a destination's attempt timeout, kept below the lease.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from shared.models import AttemptResult
@@ -84,6 +87,44 @@ def rate_limit_allows(next_send_at: float, now_s: float, rate_per_s: float | Non
         return True
     burst_s = max(0.0, 1.0 - 1.0 / rate_per_s)
     return next_send_at <= now_s + burst_s
+
+
+def choose_claims(candidates: Sequence[tuple[bool, float, int, int]], *, limit: int,
+                  max_late: int | None, rates: Mapping[int, tuple[float, float]],
+                  now_s: float) -> tuple[list[int], dict[int, float]]:
+    """Which of the due jobs one claim takes.
+
+    Args:
+        candidates: (late retry?, due since in unix seconds, job id, destination id) of every
+            due job offered (each destination offers at most its free slots); taken in sorted
+            order, so fresh work comes before late retries and older before newer.
+        limit: most jobs to take.
+        max_late: most late retries to take (None = no reservation).
+        rates: destination id -> (rate_limit_per_s, next_send_at in unix seconds) for the
+            rate-limited destinations among them.
+        now_s: unix seconds.
+
+    Returns:
+        (the chosen job ids in claim order, destination id -> its new next_send_at for each
+        rate-limited destination that got a job).
+    """
+    chosen: list[int] = []
+    next_send: dict[int, float] = {}
+    late_taken = 0
+    for late, _, job_id, destination_id in sorted(candidates):
+        if len(chosen) >= limit:
+            break
+        if late and max_late is not None and late_taken >= max_late:
+            continue
+        if destination_id in rates:
+            rate_per_s, next_send_at = rates[destination_id]
+            next_send_at = next_send.get(destination_id, next_send_at)
+            if not rate_limit_allows(next_send_at, now_s, rate_per_s):
+                continue
+            next_send[destination_id] = next_send_after(next_send_at, now_s, rate_per_s)
+        chosen.append(job_id)
+        late_taken += late
+    return chosen, next_send
 
 
 def next_send_after(next_send_at: float, now_s: float, rate_per_s: float | None) -> float:

@@ -32,9 +32,7 @@ from typing import Any
 
 import asyncpg
 
-from shared.delivery_policy import (
-    BreakerPolicy, auto_pause_reason, is_failure, next_send_after, rate_limit_allows,
-)
+from shared.delivery_policy import BreakerPolicy, auto_pause_reason, choose_claims, is_failure
 from shared.errors import Conflict, ConfigError, NotFound, StoreBusy, StoreError
 from shared.logs import get_logger
 from shared.models import (
@@ -237,23 +235,11 @@ class PostgresStore:
                         tx, slot, min(free[slot["id"]], limit), now):
                     late = late_after is not None and attempts >= late_after
                     candidates.append((late, due_at, job_id, slot["id"]))
-            candidates.sort()
-            chosen: list[int] = []
-            late_taken = 0
-            for late, _, job_id, destination_id in candidates:
-                if len(chosen) >= limit:
-                    break
-                if late and max_late is not None and late_taken >= max_late:
-                    continue
-                rate = rates.get(destination_id)
-                if rate is not None:
-                    if not rate_limit_allows(rate[1], now, rate[0]):
-                        continue
-                    rates[destination_id] = (rate[0], next_send_after(rate[1], now, rate[0]))
-                    await tx.execute("advance_next_send", destination_id=destination_id,
-                                     next_send_at=rates[destination_id][1])
-                chosen.append(job_id)
-                late_taken += late
+            chosen, next_send = choose_claims(candidates, limit=limit, max_late=max_late,
+                                              rates=rates, now_s=now)
+            for destination_id, next_send_at in next_send.items():
+                await tx.execute("advance_next_send", destination_id=destination_id,
+                                 next_send_at=next_send_at)
             if not chosen:
                 return []
             rows = await tx.fetch("claim_job", job_ids=chosen, worker=worker,

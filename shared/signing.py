@@ -22,6 +22,7 @@ from shared.errors import ConfigError
 
 SECRET_PREFIX = "whsec_"
 _ID_ALPHABET = "0123456789abcdefghjkmnpqrstvwxyz"  # Crockford base32, lower case
+_RFC4648_TO_ID = bytes.maketrans(b"ABCDEFGHIJKLMNOPQRSTUVWXYZ234567", _ID_ALPHABET.encode())
 
 
 def generate_secret(n_bytes: int = 24) -> str:
@@ -54,11 +55,10 @@ def new_message_id(now_s: float | None = None) -> str:
     """
     millis = int((time.time() if now_s is None else now_s) * 1000)
     value = (millis << 80) | int.from_bytes(os.urandom(10), "big")
-    chars = []
-    for _ in range(26):
-        value, digit = divmod(value, 32)
-        chars.append(_ID_ALPHABET[digit])
-    return "msg_" + "".join(reversed(chars))
+    # 20 bytes are 32 base32 digits; the 128-bit value fills the last 26 (ingest's hot path:
+    # one C call instead of 26 divisions).
+    digits = base64.b32encode(value.to_bytes(20, "big"))[6:]
+    return "msg_" + digits.translate(_RFC4648_TO_ID).decode()
 
 
 def sign(message_id: str, timestamp_s: int, body: bytes, secrets_: Sequence[str]) -> str:

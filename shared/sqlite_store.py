@@ -21,9 +21,7 @@ from typing import Any, TypeVar
 
 import aiosqlite
 
-from shared.delivery_policy import (
-    BreakerPolicy, auto_pause_reason, is_failure, next_send_after, rate_limit_allows,
-)
+from shared.delivery_policy import BreakerPolicy, auto_pause_reason, choose_claims, is_failure
 from shared.errors import Conflict, ConfigError, NotFound, StoreBusy, StoreError
 from shared.models import (
     Accepted, Attempt, AttemptResult, Claim, ClaimRequest, Dead, Destination, DestinationSummary, Done,
@@ -722,23 +720,11 @@ def _claim_in(db: sqlite3.Connection, request: ClaimRequest, now: float) -> list
         for job_id, due_at, attempts in _due_of(db, slot, now, request.limit):
             late = request.late_after is not None and attempts >= request.late_after
             candidates.append((late, due_at, job_id, slot["id"]))
-    candidates.sort()
-    chosen: list[int] = []
-    late_taken = 0
-    for late, _, job_id, destination_id in candidates:
-        if len(chosen) >= request.limit:
-            break
-        if late and request.max_late is not None and late_taken >= request.max_late:
-            continue
-        rate = rates.get(destination_id)
-        if rate is not None:
-            if not rate_limit_allows(rate[1], now, rate[0]):
-                continue
-            rates[destination_id] = (rate[0], next_send_after(rate[1], now, rate[0]))
-            db.execute(Q["advance_next_send"], {
-                "destination_id": destination_id, "next_send_at": rates[destination_id][1]})
-        chosen.append(job_id)
-        late_taken += late
+    chosen, next_send = choose_claims(candidates, limit=request.limit,
+                                      max_late=request.max_late, rates=rates, now_s=now)
+    for destination_id, next_send_at in next_send.items():
+        db.execute(Q["advance_next_send"], {"destination_id": destination_id,
+                                            "next_send_at": next_send_at})
     if not chosen:
         return []
     # The write lock has been held since the candidates were read: every chosen job is

@@ -7,8 +7,8 @@ import pytest
 from structlog.testing import capture_logs
 
 from shared.delivery_policy import (
-    BreakerPolicy, auto_pause_reason, effective_timeout_s, late_slots, next_send_after,
-    rate_limit_allows,
+    BreakerPolicy, auto_pause_reason, choose_claims, effective_timeout_s, late_slots,
+    next_send_after, rate_limit_allows,
 )
 from shared.errors import ConfigError, NotFound
 from shared.models import AttemptResult, Dead, Destination, Done, Retry
@@ -231,3 +231,24 @@ async def test_destination_policy_fields_are_updatable_and_shown(store, destinat
     for bad in ({"timeout_s": 0}, {"rate_limit_per_s": -1}, {"ordered": "yes"}):
         with pytest.raises(ConfigError):
             await store.update_destination("d", **bad)
+
+
+def test_choose_claims_takes_fresh_work_first_and_caps_late_retries():
+    """Late retries sort after fresh work and are capped by max_late; older before newer."""
+    candidates = [(True, 1.0, 10, 1), (False, 3.0, 11, 1), (False, 2.0, 12, 2),
+                  (True, 0.5, 13, 2)]
+    chosen, next_send = choose_claims(candidates, limit=3, max_late=1, rates={}, now_s=10.0)
+    assert chosen == [12, 11, 13] and next_send == {}
+    assert choose_claims(candidates, limit=10, max_late=None, rates={}, now_s=10.0)[0] == [
+        12, 11, 13, 10]
+    assert choose_claims(candidates, limit=1, max_late=0, rates={}, now_s=10.0)[0] == [12]
+
+
+def test_choose_claims_spends_a_rate_limited_destinations_budget():
+    """A destination at 1/s with no credit left gives one job now and reports its new
+    theoretical arrival time; an unlimited one gives all it offers."""
+    candidates = [(False, 1.0, 1, 7), (False, 1.1, 2, 7), (False, 1.2, 3, 8)]
+    chosen, next_send = choose_claims(candidates, limit=10, max_late=None,
+                                      rates={7: (1.0, 100.0)}, now_s=100.0)
+    assert chosen == [1, 3]
+    assert next_send == {7: next_send_after(100.0, 100.0, 1.0)}

@@ -62,3 +62,15 @@ def test_secret_key_refuses_non_ascii_with_config_error():
     ValueError before, which the admin API answered 500)."""
     with pytest.raises(ConfigError, match="base64"):
         secret_key("whsec_\u00e9" + "A" * 30)
+
+
+def test_message_id_is_the_ulid_layout_in_crockford_base32(monkeypatch):
+    """msg_ + 26 digits: 48 bits of milliseconds then the 80 random bits, most significant
+    first, in lower-case Crockford base32 (checked against a digit-by-digit encoding)."""
+    random_bits = bytes(range(1, 11))
+    monkeypatch.setattr("shared.signing.os.urandom", lambda n: random_bits)
+    now_s = 1_796_000_000.123
+    value = (int(now_s * 1000) << 80) | int.from_bytes(random_bits, "big")
+    alphabet = "0123456789abcdefghjkmnpqrstvwxyz"
+    digits = "".join(alphabet[(value >> (5 * (25 - n))) & 31] for n in range(26))
+    assert new_message_id(now_s) == "msg_" + digits
