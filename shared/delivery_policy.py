@@ -96,8 +96,11 @@ def choose_claims(candidates: Sequence[tuple[bool, float, int, int]], *, limit: 
 
     Args:
         candidates: (late retry?, due since in unix seconds, job id, destination id) of every
-            due job offered (each destination offers at most its free slots); taken in sorted
-            order, so fresh work comes before late retries and older before newer.
+            due job offered (each destination offers at most its free slots, oldest first).
+            Fresh work comes before late retries; within each, destinations take turns
+            (each one's oldest, then each one's second oldest, ...; older first within a
+            turn), so a destination recovering from an outage with a deep backlog of
+            never-tried jobs cannot delay everybody else's fresh events.
         limit: most jobs to take.
         max_late: most late retries to take (None = no reservation).
         rates: destination id -> (rate_limit_per_s, next_send_at in unix seconds) for the
@@ -111,7 +114,13 @@ def choose_claims(candidates: Sequence[tuple[bool, float, int, int]], *, limit: 
     chosen: list[int] = []
     next_send: dict[int, float] = {}
     late_taken = 0
-    for late, _, job_id, destination_id in sorted(candidates):
+    turn: dict[tuple[bool, int], int] = {}  # (late?, destination) -> jobs it offered so far
+    ranked = []
+    for late, due_at, job_id, destination_id in sorted(candidates):
+        rank = turn.get((late, destination_id), 0)
+        turn[(late, destination_id)] = rank + 1
+        ranked.append((late, rank, due_at, job_id, destination_id))
+    for late, _, _, job_id, destination_id in sorted(ranked):
         if len(chosen) >= limit:
             break
         if late and max_late is not None and late_taken >= max_late:

@@ -74,6 +74,8 @@ class Worker:
         # Slots promised to claims under way (the claim loop's, a finish batch's): two claims
         # in flight at once must not both count the same free slots.
         self._claiming = 0
+        # Lease tokens of claims whose completion is queued or being written.
+        self._finishing: set[str] = set()
 
     async def run(self, stop: asyncio.Event) -> None:
         """Claim and deliver until `stop` is set; then drain within graceful_timeout_s."""
@@ -215,10 +217,12 @@ class Worker:
         await asyncio.shield(self._finish(claim, outcome, result))
 
     async def _finish(self, claim: Claim, outcome: Outcome, result: AttemptResult) -> None:
+        self._finishing.add(claim.lease_token)
         try:
             kept = await self.finisher.finish(claim, outcome, result)
             _log_outcome(claim, outcome, result, kept)
         finally:
+            self._finishing.discard(claim.lease_token)
             self._in_flight.pop(claim.lease_token, None)
             # Under load the finish batch already claimed into this slot; wake the claim
             # loop only for a slot left free (it would otherwise spin once per delivery).
@@ -245,7 +249,12 @@ class Worker:
                 log.warning("lease_extend_busy", error=str(exc), leases=len(claims))
                 continue
             log.debug("lease_extended", leases=len(claims) - len(lost))
+            # A claim whose completion was written meanwhile (or queued: the finisher's write
+            # may land before this one) no longer holds a lease to lose.
             for claim in lost:
+                token = claim.lease_token
+                if token not in self._in_flight or token in self._finishing:
+                    continue
                 log.warning("lease_lost", job_id=claim.job_id, event_id=claim.event_id,
                             lease_token=claim.lease_token, during="extend")
 

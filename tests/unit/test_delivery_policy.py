@@ -99,10 +99,11 @@ async def test_claim_puts_first_attempts_before_late_retries_and_caps_late(
     claims = await store.claim("w", 3, 30.0, 100, late_after=2, max_late=1)
     assert [c.destination_id for c in claims] == [healthy.id, failing.id]
     assert claims[1].attempt == 3
-    # Without the reservation the late retries, due earlier, would come first.
+    # Without the reservation nothing is late: the destinations take turns, each oldest first
+    # (the failing one's retries were due earlier, so it goes first).
     await store.hand_back(claims)
     claims = await store.claim("w", 3, 30.0, 100)
-    assert [c.destination_id for c in claims] == [failing.id] * 3
+    assert [c.destination_id for c in claims] == [failing.id, healthy.id, failing.id]
 
 
 async def test_ordered_destination_sends_oldest_unfinished_job_only(
@@ -252,3 +253,12 @@ def test_choose_claims_spends_a_rate_limited_destinations_budget():
                                       rates={7: (1.0, 100.0)}, now_s=100.0)
     assert chosen == [1, 3]
     assert next_send == {7: next_send_after(100.0, 100.0, 1.0)}
+
+
+def test_choose_claims_lets_destinations_take_turns():
+    """A destination draining a deep old backlog (1-5, due long ago) does not hold back
+    another's fresh jobs (6, 7): they alternate, oldest first within each turn."""
+    backlog = [(False, float(n), n, 1) for n in range(1, 6)]
+    fresh = [(False, 100.0 + n, 5 + n, 2) for n in (1, 2)]
+    chosen, _ = choose_claims(backlog + fresh, limit=4, max_late=None, rates={}, now_s=200.0)
+    assert chosen == [1, 6, 2, 7]
