@@ -109,11 +109,11 @@ async def serve(config: Config, *, ready: Callable[[int], None] | None = None,
                     log.warning("ingest_drain_timeout", in_flight=in_flight.count)
             finally:
                 await runner.cleanup()  # stops the committer too (the app's cleanup_ctx)
+            report_write_lock(config, slot, store.write_lock_stats())  # after serving only
         finally:
             housekeeping.cancel()
             retention.cancel()
             await asyncio.gather(housekeeping, retention, return_exceptions=True)
-            report_write_lock(config, slot, store.write_lock_stats())
             await store.close()
     finally:
         parent_watch.cancel()
