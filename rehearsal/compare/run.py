@@ -212,7 +212,8 @@ def run_compare(opts: CompareOptions,
     systems.check_available()
     load_before = os.getloadavg()[0]
     opts.out_dir.mkdir(parents=True, exist_ok=True)
-    work = Path(tempfile.mkdtemp(prefix="hookline-compare-", dir=opts.out_dir))
+    # Absolute: the peers' processes run with the work folder as their current directory.
+    work = Path(tempfile.mkdtemp(prefix="hookline-compare-", dir=opts.out_dir.resolve()))
     run_id = os.urandom(4).hex()
     index_by_sha = body_index(run_id, opts.events, opts.body_bytes)
     results: dict[str, Any] = {}
