@@ -42,11 +42,14 @@ ORDER BY 2 LIMIT :limit
 -- due_work_exists: whether any job is claimable now (pending and due, or its lease expired)
 -- on a destination that takes deliveries; asked when a waiter starts listening, since work
 -- committed before its wake-up socket existed poked nobody
+-- (per destination, so each probe is one index search: a join let the planner OR two walks
+-- of jobs_status over the whole backlog, 176 ms with 666,000 jobs not yet due)
 SELECT EXISTS (
-    SELECT 1 FROM jobs j JOIN destinations d ON d.id = j.destination_id
-    WHERE d.paused = 0 AND d.deleted_at IS NULL
-        AND ((j.status = 'pending' AND j.run_at <= :now)
-             OR (j.status = 'running' AND j.lease_until <= :now))
+    SELECT 1 FROM destinations d WHERE d.paused = 0 AND d.deleted_at IS NULL AND (
+        EXISTS (SELECT 1 FROM jobs j WHERE j.destination_id = d.id AND j.status = 'pending'
+                AND j.run_at <= :now)
+        OR EXISTS (SELECT 1 FROM jobs j WHERE j.destination_id = d.id
+                   AND j.status = 'running' AND j.lease_until <= :now))
 ) AS due
 
 -- claim_probe: whether a claim could take or end anything now (read-only, so that a worker
