@@ -779,7 +779,7 @@ def _finish_delivered(db: sqlite3.Connection,
         "claims": json.dumps([[claim.job_id, claim.lease_token] for claim, _, _ in items]),
         "now": now})}
     for destination_id in sorted({claim.destination_id for claim, _, _ in items}):
-        db.execute(Q["destination_succeeded"], {"destination_id": destination_id, "now": now})
+        db.execute(Q["destination_succeeded"], {"destination_id": destination_id})
     return [claim.job_id in done for claim, _, _ in items]
 
 
