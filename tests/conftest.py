@@ -49,15 +49,23 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "sqlite_only: runs on the SQLite backend only")
 
 
-@pytest.fixture(params=BACKENDS)
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """Every test that uses `store_url` (directly or through `store`, `real_store`, ...) runs
+    once per backend; one marked `sqlite_only` (it reads SQLite internals) gets only the SQLite
+    run: no PostgreSQL variant is collected, so none is ever skipped."""
+    if "store_url" in metafunc.fixturenames:
+        sqlite_only = metafunc.definition.get_closest_marker("sqlite_only") is not None
+        metafunc.parametrize("store_url", ["sqlite"] if sqlite_only else list(BACKENDS),
+                             indirect=True)
+
+
+@pytest.fixture
 def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     """A fresh database for one test: a SQLite file, or a new PostgreSQL database on the
-    session's server (tests/pg.py, dropped after the test). Tests marked `sqlite_only` skip
-    the PostgreSQL run."""
+    session's server (tests/pg.py, dropped after the test). Tests marked `sqlite_only` run
+    on SQLite only (see pytest_generate_tests)."""
     if request.param == "sqlite":
         return str(tmp_path / "hookline.db")
-    if request.node.get_closest_marker("sqlite_only"):
-        pytest.skip("uses SQLite internals")
     return str(request.getfixturevalue("pg_url"))
 
 
