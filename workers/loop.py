@@ -19,7 +19,7 @@ import asyncio
 import os
 import signal
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 
 from shared.config import Config
 from shared.delivery_policy import BreakerPolicy, effective_timeout_s, late_slots
@@ -71,8 +71,8 @@ class Worker:
         self.finisher = Finisher(store, breaker=self.breaker,
                                  min_interval_s=config.batch_interval_s, refill=self)
         self._stopping = False
-        # Slots promised to claims under way (the claim loop's, a finish batch's): two claims
-        # in flight at once must not both count the same free slots.
+        # Slots promised to the claim of the batch being written (claim_request .. claimed):
+        # a completion landing meanwhile must not count them as free.
         self._claiming = 0
         # Lease tokens of claims whose completion is queued or being written.
         self._finishing: set[str] = set()
@@ -119,29 +119,25 @@ class Worker:
         """Slots neither in flight nor promised to a claim under way."""
         return self.config.worker_concurrency - len(self._in_flight) - self._claiming
 
-    def _request(self, free: int, finishing: Iterable[Claim]) -> ClaimRequest:
-        """A claim for `free` slots (at most claim_batch), with the late-retry reservation;
-        `finishing`: in-flight claims about to end, whose late retries no longer count. Its
-        slots stay promised until :meth:`claimed` is called with it."""
+    def claim_request(self, finishing: list[Item]) -> ClaimRequest | None:
+        """:class:`workers.finisher.Refill`: what a batch claims for the slots free once its
+        completions are recorded (their claims are still counted in flight until then): at
+        most claim_batch, with the late-retry reservation (the finishing claims' late
+        retries no longer count). Its slots stay promised until :meth:`claimed`."""
+        if self._stopping or self._suspects:
+            return None
+        free = self._free_slots() + len(finishing)
+        if free <= 0:
+            return None
         cfg = self.config
         late_held = self._late_in_flight() - sum(
-            1 for claim in finishing if claim.attempt > cfg.late_retry_after_attempts)
+            1 for claim, _, _ in finishing if claim.attempt > cfg.late_retry_after_attempts)
         request = ClaimRequest(worker=self.worker_id, limit=min(free, cfg.claim_batch),
                                lease_s=cfg.lease_s, max_attempts=cfg.max_attempts,
                                late_after=cfg.late_retry_after_attempts,
                                max_late=max(0, self.late_slots - late_held))
         self._claiming += request.limit
         return request
-
-    def claim_request(self, finishing: list[Item]) -> ClaimRequest | None:
-        """:class:`workers.finisher.Refill`: what a batch claims for the slots free once its
-        completions are recorded (their claims are still counted in flight until then)."""
-        if self._stopping or self._suspects:
-            return None
-        free = self._free_slots() + len(finishing)
-        if free <= 0:
-            return None
-        return self._request(free, finishing=[claim for claim, _, _ in finishing])
 
     def claimed(self, claims: list[Claim], request: ClaimRequest, *,
                 after_completions: bool) -> None:
