@@ -517,8 +517,12 @@ def _run_outage(opts: ScenarioOptions, work: Path, db: str, config: Config) -> d
                     load.send_signal(signal.SIGTERM)
                 load.wait()
             marks["load_end_unix"] = time.time()
-            accepted = count_events(db)
-            wait_settled(db, accepted * 3, timeout_s=max(120.0, drain_timeout_s))
+            # A request the stopped load generator gave up on may still commit after it
+            # exits: count again once settled, until the count holds still.
+            accepted, settled_for = count_events(db), -1
+            while settled_for != accepted:
+                wait_settled(db, accepted * 3, timeout_s=max(120.0, drain_timeout_s))
+                settled_for, accepted = accepted, count_events(db)
             rss = {slot: round(proc_peak_rss_mb(pid), 1) for slot, pid in procs.items()}
     figures = outage_figures(db, marks, opts.baseline_s)
     figures["events_accepted"] = accepted
