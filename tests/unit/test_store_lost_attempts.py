@@ -25,7 +25,7 @@ async def test_final_attempt_lost_is_closed_with_the_jobs_error(store, store_url
     to the reclaim. Nothing is left in flight."""
     await destination_factory()
     await store.add_events([new_event("e1")])
-    [first] = await store.claim("w1", 1, lease_s=30, max_attempts=2)
+    await store.claim("w1", 1, lease_s=30, max_attempts=2)
     clock.advance(31)
     [second] = await store.claim("w2", 1, lease_s=30, max_attempts=2)
     assert second.taken_over and second.attempt == 2
