@@ -5,8 +5,11 @@ job over or makes it dead; a closed attempt's outcome never changes afterwards, 
 
 from __future__ import annotations
 
+import contextlib
+import sqlite3
+
 from shared.models import AttemptResult, Done, Retry
-from tests.conftest import new_event, query_db
+from tests.conftest import is_postgres, new_event, opened_store, query_db
 
 LOST_AT_CAP = "worker lost (lease expired on the final attempt)"
 TAKEN_OVER = "lease expired (worker lost)"
@@ -85,3 +88,39 @@ async def test_a_late_result_keeps_the_lost_outcome(store, store_url, destinatio
     rows = await stored_attempts(store_url)
     assert (rows[0]["error"], rows[0]["status_code"], rows[0]["duration_s"]) == (
         TAKEN_OVER, 204, 40.0)
+
+
+async def execute_db(url: str, sql: str) -> None:
+    """Run one write statement on a connection of its own, outside the store."""
+    if is_postgres(url):
+        import asyncpg
+
+        conn = await asyncpg.connect(url)
+        try:
+            await conn.execute(sql)
+        finally:
+            await conn.close()
+        return
+    with contextlib.closing(sqlite3.connect(url)) as db, db:
+        db.execute(sql)
+
+
+async def test_opening_closes_attempts_an_older_version_left_in_flight(store, store_url,
+                                                                       destination_factory):
+    """A database where an older hookline made a job dead "worker lost" and left its attempt
+    open: opening it with this version closes that attempt (error, duration up to the job's
+    end) and leaves the attempt of a job still running under its lease alone."""
+    await destination_factory()
+    await store.add_events([new_event("e1"), new_event("e2")])
+    lost, running = await store.claim("w1", 2, lease_s=30, max_attempts=1)
+    # What an older kill_lost_at_cap did: the job is dead, its attempt row untouched.
+    await execute_db(store_url, "UPDATE jobs SET status = 'dead', lease_token = NULL, "
+                                "lease_owner = NULL, lease_until = NULL, "
+                                "last_error = 'worker lost (lease expired on the final attempt)', "
+                                f"finished_at = updated_at + 45 WHERE id = {lost.job_id}")
+    await execute_db(store_url, "DELETE FROM schema_version WHERE version = 7")
+    async with opened_store(store_url):
+        pass
+    rows = {r["job_id"]: r for r in await stored_attempts(store_url)}
+    assert (rows[lost.job_id]["error"], rows[lost.job_id]["duration_s"]) == (LOST_AT_CAP, 45.0)
+    assert (rows[running.job_id]["error"], rows[running.job_id]["duration_s"]) == (None, None)
