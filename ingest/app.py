@@ -5,7 +5,8 @@ Routes:
                          202 {"event_id", "message_id", "jobs"} once committed;
                          200 {..., "jobs": 0, "duplicate": true} for a repeated (source, id);
                          429 rate_limited (per source, when ingest_rate_per_s > 0).
-    GET  /healthz        200 {"status": "ok"}
+    GET  /healthz        200 {"status": "ok"}, or 200 {"status": "degraded", ...} while the
+                         SQLite WAL is past wal_degraded_bytes (ingest/wal_health.py)
     GET  /openapi.json   the OpenAPI 3.1 document of every route (ingest/openapi.json); no
                          auth, it holds no data.
     GET  /readyz         200 {"ready": true, ...} or 503 {"error": "not_ready", ...}
@@ -34,6 +35,7 @@ from ingest.auth import INGEST_SETTING, check_bearer
 from ingest.group_commit import CommitterStopped, GroupCommitter
 from ingest.rate_limit import SourceRateLimiter, retry_after_s
 from ingest.validation import DEFAULT_SOURCE, BodyTooLarge, parse_event
+from ingest.wal_health import WalHealth
 from shared.config import Config
 from shared.errors import InvalidEvent, StoreBusy
 from shared.logs import get_logger
@@ -100,10 +102,12 @@ class InFlight:
 
 
 IN_FLIGHT_KEY = web.AppKey("in_flight", InFlight)
+WAL_HEALTH_KEY: web.AppKey[WalHealth | None] = web.AppKey("wal_health")
 
 
 def build_app(store: Store, config: Config, *,
-              committer: GroupCommitter | None = None) -> web.Application:
+              committer: GroupCommitter | None = None,
+              wal_health: WalHealth | None = None) -> web.Application:
     """Build the ingest application around an open store.
 
     The app starts the committer when it starts up and stops it (committing what is queued)
@@ -115,6 +119,8 @@ def build_app(store: Store, config: Config, *,
             `ingest_rate_per_s`, `ingest_burst` are read here).
         committer: the group committer to use; a new one on `store` when None. Tests pass
             their own to read its counters; it is also at `app[COMMITTER_KEY]`.
+        wal_health: the WAL state the maintenance task keeps (SQLite), read by /healthz;
+            None: /healthz reports no WAL check (PostgreSQL, or no maintenance task).
 
     Returns:
         The application, ready for an AppRunner or aiohttp's TestServer.
@@ -128,6 +134,7 @@ def build_app(store: Store, config: Config, *,
     app[CONFIG_KEY] = config
     app[COMMITTER_KEY] = committer if committer is not None else GroupCommitter(store)
     app[RATE_LIMITER_KEY] = SourceRateLimiter.from_config(config)
+    app[WAL_HEALTH_KEY] = wal_health
     app.cleanup_ctx.append(_run_committer)
     app.router.add_post("/v1/events", post_event)
     app.router.add_get("/healthz", healthz)
@@ -197,8 +204,19 @@ async def post_event(request: web.Request) -> web.Response:
 
 
 async def healthz(request: web.Request) -> web.Response:
-    """`GET /healthz`: the process is up and serving (does not touch the store)."""
-    return web.json_response({"status": "ok"})
+    """`GET /healthz`: the process is up and serving (does not touch the store): always 200,
+    since restarting ingest would not help. The body is `{"status": "ok"}`, or `{"status":
+    "degraded", "detail": ..., "checks": {"wal": ...}}` while the SQLite WAL is past
+    `wal_degraded_bytes` (ingest/wal_health.py: size, limit, checkpoint result, holders)."""
+    wal = request.app[WAL_HEALTH_KEY]
+    if wal is None:
+        return web.json_response({"status": "ok"})
+    check = wal.report()
+    if not wal.degraded:
+        return web.json_response({"status": "ok", "checks": {"wal": check}})
+    detail = (f"the SQLite WAL is {check['wal_bytes_at_check']} bytes after a checkpoint, past "
+              f"wal_degraded_bytes ({wal.limit_bytes}): {check['reason']}")
+    return web.json_response({"status": "degraded", "detail": detail, "checks": {"wal": check}})
 
 
 OPENAPI_RESOURCE = "openapi.json"

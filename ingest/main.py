@@ -16,6 +16,7 @@ from ingest.app import IN_FLIGHT_KEY, build_app
 from ingest.group_commit import GroupCommitter
 from ingest.http_limits import IngestRunner, parser_limits
 from ingest.maintenance import run_maintenance, run_retention
+from ingest.wal_health import wal_health_for
 from shared.config import Config, listen_host_port
 from shared.errors import ConfigError, StoreBusy, StoreError
 from shared.lifecycle import (
@@ -72,12 +73,14 @@ async def serve(config: Config, *, ready: Callable[[int], None] | None = None,
         store = open_store(config.db, synchronous=config.synchronous,
                            busy_timeout_s=config.busy_timeout_s)
         await store.open()
+        wal = wal_health_for(store, config)  # SQLite: the WAL size check of /healthz
         housekeeping = asyncio.create_task(  # WAL hygiene (ingest/maintenance.py)
-            run_maintenance(store, config.maintenance_interval_s, stop), name="maintenance")
+            run_maintenance(store, config.maintenance_interval_s, stop, wal),
+            name="maintenance")
         retention = asyncio.create_task(run_retention(store, config, stop), name="retention")
         try:
             committer = GroupCommitter(store, min_interval_s=config.batch_interval_s)
-            app = build_app(store, config, committer=committer)
+            app = build_app(store, config, committer=committer, wal_health=wal)
             # Stopping happens in two steps within graceful_timeout_s: most of it to drain
             # (below), the rest for aiohttp's own shutdown of whatever is left.
             # Header limits are enforced by aiohttp's parser; IngestRunner answers a

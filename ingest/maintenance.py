@@ -5,22 +5,31 @@ shrink the `-wal` file, and cannot reset it while any reader holds an old snapsh
 `maintenance_interval_s` this task calls :meth:`shared.store.Store.maintenance` (a TRUNCATE
 checkpoint on SQLite, a no-op on PostgreSQL), so once long readers are gone the file goes
 back to zero bytes. Only ingest runs it: one process is enough for the whole database.
+
+WAL size: given a :class:`ingest.wal_health.WalHealth`, each round's result is judged against
+`wal_degraded_bytes` (degraded, and why, for `/healthz`), and between rounds the file's size is
+looked at every second (a stat): once it passes the limit a round runs at once instead of at
+the next interval, so a fast-growing WAL is checkpointed, or reported, within about a second.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-
 import time
 
+from ingest.wal_health import WalHealth
 from shared.config import Config
 from shared.errors import StoreError
 from shared.logs import get_logger
 from shared.store import Store
 
+WAL_WATCH_INTERVAL_S = 1.0
+"""How often the `-wal` file's size is looked at between rounds, seconds (one stat)."""
 
-async def run_maintenance(store: Store, interval_s: float, stop: asyncio.Event) -> None:
+
+async def run_maintenance(store: Store, interval_s: float, stop: asyncio.Event,
+                          wal: WalHealth | None = None) -> None:
     """Call `store.maintenance()` every `interval_s` seconds until `stop` is set.
 
     A failed round is logged (`store_maintenance_failed`) and retried next interval; it never
@@ -31,11 +40,12 @@ async def run_maintenance(store: Store, interval_s: float, stop: asyncio.Event) 
         store: an open store.
         interval_s: seconds between two rounds (> 0).
         stop: ends the task when set.
+        wal: SQLite only: judges each round's result (`WalHealth.assess`), and a round runs
+            early once the file passes its limit while it is not already degraded.
     """
     log = get_logger()
     while not stop.is_set():
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(stop.wait(), timeout=interval_s)
+        if await _wait_for_round(interval_s, stop, wal):
             return
         try:
             result = await store.maintenance()
@@ -44,6 +54,21 @@ async def run_maintenance(store: Store, interval_s: float, stop: asyncio.Event) 
             continue
         if result:
             (log.warning if result.get("busy") else log.debug)("wal_checkpoint", **result)
+            if wal is not None:
+                await asyncio.to_thread(wal.assess, result)  # /proc scan: off the loop
+
+
+async def _wait_for_round(interval_s: float, stop: asyncio.Event, wal: WalHealth | None) -> bool:
+    """Wait `interval_s`, or less when the WAL passes its limit; True once `stop` is set."""
+    deadline = time.monotonic() + interval_s
+    while (left := deadline - time.monotonic()) > 0:
+        step = left if wal is None else min(left, WAL_WATCH_INTERVAL_S)
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(stop.wait(), timeout=step)
+            return True
+        if wal is not None and not wal.degraded and wal.over_limit_now():
+            break
+    return stop.is_set()
 
 
 

@@ -5,6 +5,10 @@ collector turns that snapshot into metric families, so the numbers are the same 
 ingest process answers and they add up across every worker process (they are the store's
 rows, not per-process counters).
 
+Attempts: `hookline_attempts_total{outcome}` counts finished attempts (an outcome never
+changes once recorded); `hookline_attempts_in_flight` is a gauge of those still being sent.
+`hookline_sqlite_wal_bytes` is the -wal file's size at scrape time (SQLite only).
+
 Latency: `hookline_delivery_latency_seconds` is a histogram of `finished_at - received_at`
 (accept -> delivered) over the done jobs still stored. It only grows as jobs finish; a purge
 of job metadata lowers it, which Prometheus treats as a counter reset (rate() stays right).
@@ -23,6 +27,8 @@ from prometheus_client.registry import Collector
 from shared.models import JOB_STATUSES, Stats
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+IN_FLIGHT = "in_flight"
+"""The outcome class of attempts not finished yet (see the stores' attempts_by_outcome)."""
 
 
 class StatsCollector(Collector):
@@ -52,11 +58,18 @@ class StatsCollector(Collector):
             "Age of the longest-waiting due pending job (0 when none is due).",
             value=st.oldest_pending_age_s or 0.0)
 
-        attempts = CounterMetricFamily("hookline_attempts", "Attempts recorded, by outcome.",
+        # Finished attempts only: an attempt's outcome is fixed once it is closed, so these
+        # only grow (a purge is a counter reset). Attempts still being sent go down as they
+        # finish, so they are a gauge.
+        attempts = CounterMetricFamily("hookline_attempts", "Finished attempts, by outcome.",
                                        labels=["outcome"])
         for outcome, n in sorted(st.attempts_by_outcome.items()):
-            attempts.add_metric([outcome], n)
+            if outcome != IN_FLIGHT:
+                attempts.add_metric([outcome], n)
         yield attempts
+        yield GaugeMetricFamily("hookline_attempts_in_flight",
+                                "Attempts started and not yet finished.",
+                                value=st.attempts_by_outcome.get(IN_FLIGHT, 0))
 
         yield GaugeMetricFamily("hookline_destinations_paused",
                                 "Live destinations currently paused.",
@@ -69,6 +82,10 @@ class StatsCollector(Collector):
         yield paused
 
         yield GaugeMetricFamily("hookline_events_stored", "Events stored.", value=st.events)
+        if st.wal_bytes is not None:  # SQLite only: PostgreSQL's WAL is the server's
+            yield GaugeMetricFamily("hookline_sqlite_wal_bytes",
+                                    "Size of the SQLite -wal file now, bytes.",
+                                    value=st.wal_bytes)
 
         latency = st.delivery_latency
         if latency is not None:

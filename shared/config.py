@@ -123,6 +123,9 @@ class Config:
         "retries may hold; the rest is kept for first attempts and early retries.")
     maintenance_interval_s: float = _opt(
         30.0, "How often ingest checkpoints the SQLite WAL so the -wal file stays bounded.")
+    wal_degraded_bytes: int = _opt(
+        256 * 1024 * 1024, "GET /healthz reports degraded while the SQLite -wal file stays "
+        "larger than this after a checkpoint, bytes (a reader holds it open; 0 = off).")
     # Supervisor for production (issue 5; see OPERATIONS.md "Running under systemd").
     heartbeat_timeout_s: float = _opt(
         30.0, "A child whose event loop has not heartbeated for this long, seconds, is hung: "
@@ -169,6 +172,9 @@ class Config:
             raise ConfigError("ingest_rate_per_s must be a finite number >= 0 (0 = off), not "
                               f"{self.ingest_rate_per_s}")
         _ = self.permanent_status_set
+        if self.wal_degraded_bytes < 0:
+            raise ConfigError(f"wal_degraded_bytes must not be negative (0 = off), not "
+                              f"{self.wal_degraded_bytes}")
         if min(self.breaker_failures, self.breaker_window_s, self.breaker_min_span_s) < 0:
             raise ConfigError("breaker_failures, breaker_min_span_s and breaker_window_s must "
                               "not be negative")

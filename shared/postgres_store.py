@@ -218,7 +218,10 @@ class PostgresStore:
             if not probe["claimable"]:
                 return []
             now = await tx.now()
-            await tx.execute("kill_lost_at_cap", max_attempts=max_attempts)
+            killed = [r["id"] for r in await tx.fetch("kill_lost_at_cap",
+                                                       max_attempts=max_attempts)]
+            if killed:  # their in-flight attempts end with them, in this transaction
+                await tx.execute("close_attempts_lost_at_cap", job_ids=killed)
             slots = await tx.fetch("destination_slots")
             if not slots:
                 return []

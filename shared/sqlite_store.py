@@ -708,7 +708,10 @@ def _claim_in(db: sqlite3.Connection, request: ClaimRequest, now: float) -> list
     """The claim itself (see Store.claim), inside the caller's write transaction: choose the
     jobs, then lease them, record their attempts and read what sending needs, each in one
     statement for the whole batch (a claim of 64 jobs is 4 statements, not 256)."""
-    db.execute(Q["kill_lost_at_cap"], {"now": now, "max_attempts": request.max_attempts})
+    killed = [r[0] for r in db.execute(Q["kill_lost_at_cap"], {
+        "now": now, "max_attempts": request.max_attempts})]
+    if killed:  # their in-flight attempts end with them, in this transaction
+        db.execute(Q["close_attempts_lost_at_cap"], {"job_ids": json.dumps(killed), "now": now})
     # (late retry?, due since, job id, destination id): fresh work sorts first.
     candidates: list[tuple[bool, float, int, int]] = []
     rates: dict[int, tuple[float, float]] = {}  # id -> (per second, next_send_at)
@@ -736,7 +739,7 @@ def _claim_in(db: sqlite3.Connection, request: ClaimRequest, now: float) -> list
     # A job whose previous claim's attempt never finished (its worker was lost: an expired
     # lease, or a replay of a job that died so) is taken over, and is sent in quarantine.
     taken_over = {r["job_id"] for r in db.execute(Q["mark_attempt_lost"], {
-        "job_ids": json.dumps(chosen),
+        "job_ids": json.dumps(chosen), "now": now,
         "lease_tokens": json.dumps([r["lease_token"] for r in leased])})}
     db.execute(Q["insert_attempt"], {
         "claims": json.dumps([[r["id"], r["attempts"], r["lease_token"]] for r in leased]),

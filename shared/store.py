@@ -68,7 +68,9 @@ class Store(Protocol):
         Each claim gets a lease token unique to it and counts an attempt. No destination gets
         more than its max_in_flight unexpired leases, across all processes. Paused
         destinations are skipped. An expired lease on a job that already used `max_attempts`
-        makes it dead ("worker lost") instead of being claimed.
+        makes it dead ("worker lost") instead of being claimed. The attempt a lost worker was
+        sending (taken over, or dead at the cap) is closed in the same transaction: its
+        error, and its duration up to now.
         """
 
     async def extend(self, claims: Sequence[Claim], lease_s: float) -> list[Claim]:

@@ -117,6 +117,12 @@ WHERE status = 'running' AND lease_until <= hookline_now(:test_now_s)
     AND attempts >= :max_attempts
 RETURNING id
 
+-- close_attempts_lost_at_cap: the attempt each job kill_lost_at_cap just made dead was in
+-- flight on is closed with the job's error and the time it ran
+UPDATE attempts SET error = 'worker lost (lease expired on the final attempt)',
+    duration_s = GREATEST(hookline_now(:test_now_s) - started_at, 0)
+WHERE job_id = ANY(:job_ids::bigint[]) AND duration_s IS NULL AND error IS NULL
+
 -- claim_job: lease a batch of chosen jobs in ONE statement, each under a fresh token, still
 -- only if due; attempts are counted here, at claim
 UPDATE jobs SET status = 'running', attempts = attempts + 1,
@@ -131,10 +137,16 @@ RETURNING id, event_id, destination_id, attempts, lease_token, lease_until
 -- advance_next_send: rate limit bookkeeping inside the claim transaction (GCRA arrival time)
 UPDATE destinations SET next_send_at = :next_send_at WHERE id = :destination_id
 
--- mark_attempt_lost: the previous claims of taken-over jobs never finished (batch)
-UPDATE attempts SET error = 'lease expired (worker lost)'
-WHERE job_id = ANY(:job_ids::bigint[]) AND duration_s IS NULL AND error IS NULL
-    AND lease_token <> ALL(:lease_tokens::text[])
+-- mark_attempt_lost: the previous claims of just-claimed jobs that never finished are closed
+-- (error, and the time they ran until this takeover); returns those jobs, and the jobs whose
+-- latest attempt was closed as "worker lost" at the cap (a replay of a job that died so):
+-- both are taken over. The new claims' rows do not exist yet.
+UPDATE attempts SET error = coalesce(error, 'lease expired (worker lost)'),
+    duration_s = coalesce(duration_s, GREATEST(hookline_now(:test_now_s) - started_at, 0))
+WHERE job_id = ANY(:job_ids::bigint[]) AND lease_token <> ALL(:lease_tokens::text[])
+    AND ((duration_s IS NULL AND error IS NULL)
+         OR (error LIKE 'worker lost%'
+             AND id = (SELECT max(a.id) FROM attempts a WHERE a.job_id = attempts.job_id)))
 RETURNING job_id
 
 -- insert_attempt: one attempt row per claim (batch, one element per claim)
@@ -174,8 +186,11 @@ UPDATE jobs SET status = 'dead', lease_token = NULL, lease_owner = NULL, lease_u
     updated_at = hookline_now(:test_now_s)
 WHERE id = :job_id AND lease_token = :lease_token AND status = 'running'
 
--- record_attempt: complete the attempt row of a claim (a stale claim's result is history too)
-UPDATE attempts SET duration_s = :duration_s, status_code = :status_code, error = :error,
+-- record_attempt: complete the attempt row of a claim (a stale claim's result is history too,
+-- but a row already closed as lost keeps that error, so its outcome class never changes)
+UPDATE attempts SET duration_s = :duration_s, status_code = :status_code,
+    error = CASE WHEN error LIKE 'lease expired%' OR error LIKE 'worker lost%' THEN error
+                 ELSE :error::text END,
     response_excerpt = :response_excerpt, started_at = :started_at,
     response_headers = :response_headers, location = :location
 WHERE lease_token = :lease_token
@@ -183,7 +198,10 @@ WHERE lease_token = :lease_token
 -- record_attempts: complete the attempt rows of many claims in one statement (arrays, one
 -- element per claim)
 UPDATE attempts a SET started_at = u.started_at, duration_s = u.duration_s,
-    status_code = u.status_code, error = u.error, response_excerpt = u.response_excerpt,
+    status_code = u.status_code,
+    error = CASE WHEN a.error LIKE 'lease expired%' OR a.error LIKE 'worker lost%' THEN a.error
+                 ELSE u.error END,
+    response_excerpt = u.response_excerpt,
     response_headers = u.response_headers, location = u.location
 FROM unnest(:lease_tokens::text[], :started_ats::float8[], :durations_s::float8[],
             :status_codes::integer[], :errors::text[], :response_excerpts::text[],
@@ -325,9 +343,9 @@ SELECT name, paused_reason FROM destinations WHERE paused AND deleted_at IS NULL
 
 -- attempts_by_outcome: attempt counts by outcome class
 SELECT CASE
+        WHEN error LIKE 'lease expired%' OR error LIKE 'worker lost%' THEN 'worker_lost'
         WHEN status_code BETWEEN 200 AND 299 THEN 'delivered'
         WHEN status_code IS NOT NULL THEN 'http_' || CAST(status_code / 100 AS text) || 'xx'
-        WHEN error LIKE 'lease expired%' THEN 'worker_lost'
         WHEN error LIKE 'handed back%' THEN 'handed_back'
         WHEN error IS NOT NULL THEN 'transport_error'
         ELSE 'in_flight'
@@ -407,6 +425,7 @@ WITH recent AS (
     SELECT j.destination_id, a.duration_s FROM attempts a JOIN jobs j ON j.id = a.job_id
     WHERE a.id > (SELECT COALESCE(max(id), 0) FROM attempts) - :scan_limit::bigint
         AND a.started_at >= :since::double precision AND a.duration_s IS NOT NULL
+        AND NOT (a.error IS NOT NULL AND (a.error LIKE 'lease expired%' OR a.error LIKE 'worker lost%'))
 ), ranked AS (
     SELECT destination_id, duration_s,
         row_number() OVER (PARTITION BY destination_id ORDER BY duration_s) AS rn,

@@ -73,6 +73,12 @@ UPDATE jobs SET status = 'dead', lease_token = NULL, lease_owner = NULL, lease_u
 WHERE status = 'running' AND lease_until <= :now AND attempts >= :max_attempts
 RETURNING id
 
+-- close_attempts_lost_at_cap: the attempt each job kill_lost_at_cap just made dead was in
+-- flight on (:job_ids, a JSON array) is closed with the job's error and the time it ran
+UPDATE attempts SET error = 'worker lost (lease expired on the final attempt)',
+    duration_s = max(:now - started_at, 0)
+WHERE job_id IN (SELECT value FROM json_each(:job_ids)) AND duration_s IS NULL AND error IS NULL
+
 -- claim_job: lease a batch of chosen jobs (:job_ids, a JSON array) in ONE statement, each
 -- under a fresh token, still only if due; attempts are counted here, at claim. (Unary + keeps
 -- the planner on the id lookup: without it, it walks every pending job through jobs_status.)
@@ -84,9 +90,16 @@ WHERE id IN (SELECT value FROM json_each(:job_ids)) AND (
 RETURNING id, event_id, destination_id, attempts, lease_token, lease_until
 
 -- mark_attempt_lost: the previous claims of just-claimed jobs (:job_ids) that never finished
-UPDATE attempts SET error = 'lease expired (worker lost)'
-WHERE job_id IN (SELECT value FROM json_each(:job_ids)) AND duration_s IS NULL
-    AND error IS NULL AND lease_token NOT IN (SELECT value FROM json_each(:lease_tokens))
+-- are closed (error, and the time they ran until this takeover); returns those jobs, and the
+-- jobs whose latest attempt was closed as "worker lost" at the cap (a replay of a job that
+-- died so): both are taken over. The new claims' rows do not exist yet.
+UPDATE attempts SET error = coalesce(error, 'lease expired (worker lost)'),
+    duration_s = coalesce(duration_s, max(:now - started_at, 0))
+WHERE job_id IN (SELECT value FROM json_each(:job_ids))
+    AND lease_token NOT IN (SELECT value FROM json_each(:lease_tokens))
+    AND ((duration_s IS NULL AND error IS NULL)
+         OR (error LIKE 'worker lost%'
+             AND id = (SELECT max(a.id) FROM attempts a WHERE a.job_id = attempts.job_id)))
 RETURNING job_id
 
 -- insert_attempt: one attempt row per claim (:claims, a JSON array of [job id, attempt, token])
@@ -123,8 +136,11 @@ UPDATE jobs SET status = 'dead', lease_token = NULL, lease_owner = NULL, lease_u
     last_error = :error, finished_at = :now, updated_at = :now
 WHERE id = :job_id AND lease_token = :lease_token AND status = 'running'
 
--- record_attempt: complete the attempt row of a claim (a stale claim's result is history too)
-UPDATE attempts SET duration_s = :duration_s, status_code = :status_code, error = :error,
+-- record_attempt: complete the attempt row of a claim (a stale claim's result is history too,
+-- but a row already closed as lost keeps that error, so its outcome class never changes)
+UPDATE attempts SET duration_s = :duration_s, status_code = :status_code,
+    error = CASE WHEN error LIKE 'lease expired%' OR error LIKE 'worker lost%' THEN error
+                 ELSE :error END,
     response_excerpt = :response_excerpt, started_at = :started_at,
     response_headers = :response_headers, location = :location
 WHERE lease_token = :lease_token
@@ -134,7 +150,9 @@ WHERE lease_token = :lease_token
 -- response_headers, location])
 UPDATE attempts SET started_at = json_extract(u.value, '$[1]'),
     duration_s = json_extract(u.value, '$[2]'), status_code = json_extract(u.value, '$[3]'),
-    error = json_extract(u.value, '$[4]'), response_excerpt = json_extract(u.value, '$[5]'),
+    error = CASE WHEN attempts.error LIKE 'lease expired%' OR attempts.error LIKE 'worker lost%'
+                 THEN attempts.error ELSE json_extract(u.value, '$[4]') END,
+    response_excerpt = json_extract(u.value, '$[5]'),
     response_headers = json_extract(u.value, '$[6]'), location = json_extract(u.value, '$[7]')
 FROM json_each(:attempts) AS u WHERE attempts.lease_token = json_extract(u.value, '$[0]')
 
@@ -266,9 +284,9 @@ SELECT name, paused_reason FROM destinations WHERE paused = 1 AND deleted_at IS 
 
 -- attempts_by_outcome: attempt counts by outcome class
 SELECT CASE
+        WHEN error LIKE 'lease expired%' OR error LIKE 'worker lost%' THEN 'worker_lost'
         WHEN status_code BETWEEN 200 AND 299 THEN 'delivered'
         WHEN status_code IS NOT NULL THEN 'http_' || CAST(status_code / 100 AS TEXT) || 'xx'
-        WHEN error LIKE 'lease expired%' THEN 'worker_lost'
         WHEN error LIKE 'handed back%' THEN 'handed_back'
         WHEN error IS NOT NULL THEN 'transport_error'
         ELSE 'in_flight'
@@ -356,6 +374,7 @@ WITH recent AS (
     SELECT j.destination_id, a.duration_s FROM attempts a JOIN jobs j ON j.id = a.job_id
     WHERE a.id > (SELECT COALESCE(MAX(id), 0) FROM attempts) - :scan_limit
         AND a.started_at >= :since AND a.duration_s IS NOT NULL
+        AND NOT (a.error IS NOT NULL AND (a.error LIKE 'lease expired%' OR a.error LIKE 'worker lost%'))
 ), ranked AS (
     SELECT destination_id, duration_s,
         ROW_NUMBER() OVER (PARTITION BY destination_id ORDER BY duration_s) AS rn,

@@ -13,7 +13,8 @@ import pytest
 from shared.queries import load_queries
 from tests.conftest import new_event
 
-HOT_PATH = ("claim_probe", "due_work_exists", "destination_slots", "due_jobs", "kill_lost_at_cap", "claim_job",
+HOT_PATH = ("claim_probe", "due_work_exists", "destination_slots", "due_jobs", "kill_lost_at_cap",
+            "close_attempts_lost_at_cap", "claim_job",
             "mark_attempt_lost", "insert_attempt", "claim_details", "record_attempts",
             "finish_delivered", "finish_done", "finish_retry", "record_attempt",
             "extend_lease", "insert_event", "insert_jobs")
