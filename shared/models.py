@@ -206,6 +206,8 @@ class AttemptResult:
         error: error class for transport failures (e.g. `ClientConnectorError`,
             `TimeoutError`, `ServerDisconnectedError`), or a short reason; None on 2xx.
         response_excerpt: first bytes of the response body (decoded, capped).
+        unsendable: the request could not be sent as stored (e.g. a header value holding
+            CR/LF) and never will be: the job fails permanently; `error` says why.
     """
 
     started_at: float
@@ -216,6 +218,7 @@ class AttemptResult:
     location: str | None = None
     retry_after: str | None = None
     response_headers: str | None = None  # capped `Name: value` lines of the response
+    unsendable: bool = False
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

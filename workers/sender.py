@@ -25,6 +25,7 @@ from collections.abc import Iterable
 
 import aiohttp
 
+from shared.delivery_policy import unsendable_header
 from shared.errors import DestinationBlocked
 from shared.models import AttemptResult, Claim
 from shared.netguard import AddressPolicy, BlockedAddress, GuardedResolver, vet_url
@@ -84,13 +85,19 @@ class Sender:
         sender's), so a receiver trickling its answer is cut off.
 
         Never raises for network trouble: transport errors and timeouts come back as an
-        AttemptResult with `error` set to the exception's class name and no status.
+        AttemptResult with `error` set to the exception's class name and no status. A custom
+        header that cannot be sent (CR/LF in its value) is not sent at all: the result is
+        `unsendable`, with an `UnsendableHeader: ...` error naming it.
         """
         assert self._session is not None, "use `async with Sender(...)`"
         started_at = time.time()
         t0 = time.monotonic()
         # The destination's custom headers first; ours (signature, content type) cannot be
         # overridden (shared/store.py refuses those names anyway).
+        if (reason := unsendable_header(claim.headers)) is not None:
+            # Never on the wire: the job fails for good, the reason naming the header.
+            return AttemptResult(started_at=started_at, duration_s=time.monotonic() - t0,
+                                 error=f"UnsendableHeader: {reason}", unsendable=True)
         headers = dict(claim.headers)
         headers.update(signed_headers(claim.message_id, claim.body,
                                       list(claim.secrets or (claim.secret,)), started_at))
