@@ -9,6 +9,8 @@
 - :func:`choose_claims`: which due jobs one claim takes (fresh work first, the late-retry
   reservation, rate limits), the same on both backends.
 - :func:`late_slots`: how many of a worker's slots late retries may hold (reserved capacity).
+- :func:`destination_slots`: how many of a worker's slots one destination may hold (fair
+  share), whatever its max_in_flight.
 - :func:`effective_timeout_s`: a destination's attempt timeout, kept below the lease.
 - :func:`unsendable_header`: a request header that cannot go on the wire (the job fails
   permanently instead of retrying what can never be sent).
@@ -16,11 +18,12 @@
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from shared.models import AttemptResult
+from shared.models import AttemptResult, ClaimRequest
 
 GONE = 410
 # RFC 9110 section 5.6.2: a header name is a token.
@@ -99,7 +102,8 @@ def rate_limit_allows(next_send_at: float, now_s: float, rate_per_s: float | Non
 
 def choose_claims(candidates: Sequence[tuple[bool, float, int, int]], *, limit: int,
                   max_late: int | None, rates: Mapping[int, tuple[float, float]],
-                  now_s: float) -> tuple[list[int], dict[int, float]]:
+                  now_s: float, per_destination: int | None = None,
+                  held: Mapping[int, int] | None = None) -> tuple[list[int], dict[int, float]]:
     """Which of the due jobs one claim takes.
 
     Args:
@@ -114,6 +118,9 @@ def choose_claims(candidates: Sequence[tuple[bool, float, int, int]], *, limit: 
         rates: destination id -> (rate_limit_per_s, next_send_at in unix seconds) for the
             rate-limited destinations among them.
         now_s: unix seconds.
+        per_destination: most slots of the claiming worker one destination may hold (the
+            fair share, :func:`destination_slots`); None = no cap.
+        held: destination id -> slots of the claiming worker it holds already.
 
     Returns:
         (the chosen job ids in claim order, destination id -> its new next_send_at for each
@@ -122,6 +129,7 @@ def choose_claims(candidates: Sequence[tuple[bool, float, int, int]], *, limit: 
     chosen: list[int] = []
     next_send: dict[int, float] = {}
     late_taken = 0
+    holding = dict(held or {})  # destination -> the worker's slots it holds, with this claim
     turn: dict[tuple[bool, int], int] = {}  # (late?, destination) -> jobs it offered so far
     ranked = []
     for late, due_at, job_id, destination_id in sorted(candidates):
@@ -133,6 +141,8 @@ def choose_claims(candidates: Sequence[tuple[bool, float, int, int]], *, limit: 
             break
         if late and max_late is not None and late_taken >= max_late:
             continue
+        if per_destination is not None and holding.get(destination_id, 0) >= per_destination:
+            continue
         if destination_id in rates:
             rate_per_s, next_send_at = rates[destination_id]
             next_send_at = next_send.get(destination_id, next_send_at)
@@ -141,6 +151,7 @@ def choose_claims(candidates: Sequence[tuple[bool, float, int, int]], *, limit: 
             next_send[destination_id] = next_send_after(next_send_at, now_s, rate_per_s)
         chosen.append(job_id)
         late_taken += late
+        holding[destination_id] = holding.get(destination_id, 0) + 1
     return chosen, next_send
 
 
@@ -154,6 +165,24 @@ def next_send_after(next_send_at: float, now_s: float, rate_per_s: float | None)
 def late_slots(concurrency: int, share: float) -> int:
     """Slots of a worker with `concurrency` slots that late retries may hold: at least 1."""
     return max(1, int(concurrency * share))
+
+
+def destination_slots(concurrency: int, share: float) -> int:
+    """Slots of a worker with `concurrency` slots that one destination may hold:
+    ceil(concurrency * share), at least 1.
+
+    Strict, even when the other slots are idle: a destination that starts hanging holds at
+    most this many slots until its attempts time out, so the rest always serve the others
+    at once. A destination alone still gets this share of every worker process."""
+    return max(1, math.ceil(concurrency * share - 1e-9))
+
+
+def fair_room(request: ClaimRequest, destination_id: int) -> int:
+    """How many more of the claiming worker's slots `destination_id` may take under the
+    request's fair share (its `limit` when there is no cap); may be 0 or less."""
+    if request.per_destination is None:
+        return request.limit
+    return min(request.limit, request.per_destination - request.held.get(destination_id, 0))
 
 
 def effective_timeout_s(override_s: float | None, default_s: float, lease_s: float) -> float:

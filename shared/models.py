@@ -6,6 +6,7 @@ Times named `*_s` or `*_at` are unix seconds (float) unless a docstring says oth
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -185,6 +186,8 @@ class ClaimRequest:
         max_attempts: the attempt cap (an expired lease at the cap makes its job dead).
         late_after: attempts after which a job counts as a late retry (None = never).
         max_late: most late retries to take (None = no reservation).
+        per_destination: most of the worker's slots one destination may hold (None = no cap).
+        held: destination id -> the worker's slots it holds already (for per_destination).
     """
 
     worker: str
@@ -193,6 +196,8 @@ class ClaimRequest:
     max_attempts: int
     late_after: int | None = None
     max_late: int | None = None
+    per_destination: int | None = None
+    held: Mapping[int, int] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
