@@ -56,6 +56,14 @@ class Config:
     poll_interval_s: float = _opt(
         1.0, "Idle workers look for due jobs this often when no wake-up arrives.")
     worker_concurrency: int = _opt(64, "Most requests one worker process has in flight.")
+    max_connection_age_s: float = _opt(
+        30.0, "A keep-alive connection to a destination older than this, seconds, is closed "
+        "instead of reused, so a destination whose DNS name moved is followed within "
+        "max_connection_age_s + min(10, max_connection_age_s) (the DNS cache).")
+    destination_slot_share: float = _opt(
+        0.5, "Most of a worker's slots (fraction of worker_concurrency, rounded up, at least "
+        "1) that one destination may hold, whatever its max_in_flight, so a hanging "
+        "destination cannot take every slot.")
     claim_batch: int = _opt(64, "Most jobs one claim takes (claims are also sized to free slots).")
     batch_interval_s: float = _opt(
         0.002, "Under steady load, least time between two write transactions of one kind "
@@ -160,7 +168,7 @@ class Config:
                 raise ConfigError(f"{name} must be positive, not {getattr(self, name)}")
         for name in ("lease_s", "attempt_timeout_s", "retry_base_s", "retry_cap_s",
                      "poll_interval_s", "busy_timeout_s", "maintenance_interval_s",
-                     "heartbeat_timeout_s", "log_file_max_bytes"):
+                     "heartbeat_timeout_s", "log_file_max_bytes", "max_connection_age_s"):
             if getattr(self, name) <= 0:
                 raise ConfigError(f"{name} must be above zero, not {getattr(self, name)}")
         listen_host_port(self.listen)
@@ -186,6 +194,9 @@ class Config:
                               f"{self.batch_interval_s}")
         if not 0 < self.late_retry_share <= 1:
             raise ConfigError(f"late_retry_share must be in (0, 1], not {self.late_retry_share}")
+        if not 0 < self.destination_slot_share <= 1:
+            raise ConfigError("destination_slot_share must be in (0, 1], not "
+                              f"{self.destination_slot_share}")
 
     @property
     def permanent_status_set(self) -> frozenset[int]:

@@ -9,17 +9,28 @@
 - :func:`choose_claims`: which due jobs one claim takes (fresh work first, the late-retry
   reservation, rate limits), the same on both backends.
 - :func:`late_slots`: how many of a worker's slots late retries may hold (reserved capacity).
+- :func:`destination_slots`: how many of a worker's slots one destination may hold (fair
+  share), whatever its max_in_flight.
 - :func:`effective_timeout_s`: a destination's attempt timeout, kept below the lease.
+- :func:`unsendable_header`: a request header that cannot go on the wire (the job fails
+  permanently instead of retrying what can never be sent).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import math
+import re
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from shared.models import AttemptResult
+from shared.models import AttemptResult, ClaimRequest
 
 GONE = 410
+# RFC 9110 section 5.6.2: a header name is a token.
+_TOKEN_RE = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")
+# RFC 9110 section 5.5: control characters other than HTAB (CR and LF above all: they would
+# end the header and start another) cannot be in a field value.
+_FORBIDDEN_VALUE_RE = re.compile(r"[\x00-\x08\x0a-\x1f\x7f]")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -91,7 +102,8 @@ def rate_limit_allows(next_send_at: float, now_s: float, rate_per_s: float | Non
 
 def choose_claims(candidates: Sequence[tuple[bool, float, int, int]], *, limit: int,
                   max_late: int | None, rates: Mapping[int, tuple[float, float]],
-                  now_s: float) -> tuple[list[int], dict[int, float]]:
+                  now_s: float, per_destination: int | None = None,
+                  held: Mapping[int, int] | None = None) -> tuple[list[int], dict[int, float]]:
     """Which of the due jobs one claim takes.
 
     Args:
@@ -106,6 +118,9 @@ def choose_claims(candidates: Sequence[tuple[bool, float, int, int]], *, limit: 
         rates: destination id -> (rate_limit_per_s, next_send_at in unix seconds) for the
             rate-limited destinations among them.
         now_s: unix seconds.
+        per_destination: most slots of the claiming worker one destination may hold (the
+            fair share, :func:`destination_slots`); None = no cap.
+        held: destination id -> slots of the claiming worker it holds already.
 
     Returns:
         (the chosen job ids in claim order, destination id -> its new next_send_at for each
@@ -114,6 +129,7 @@ def choose_claims(candidates: Sequence[tuple[bool, float, int, int]], *, limit: 
     chosen: list[int] = []
     next_send: dict[int, float] = {}
     late_taken = 0
+    holding = dict(held or {})  # destination -> the worker's slots it holds, with this claim
     turn: dict[tuple[bool, int], int] = {}  # (late?, destination) -> jobs it offered so far
     ranked = []
     for late, due_at, job_id, destination_id in sorted(candidates):
@@ -125,6 +141,8 @@ def choose_claims(candidates: Sequence[tuple[bool, float, int, int]], *, limit: 
             break
         if late and max_late is not None and late_taken >= max_late:
             continue
+        if per_destination is not None and holding.get(destination_id, 0) >= per_destination:
+            continue
         if destination_id in rates:
             rate_per_s, next_send_at = rates[destination_id]
             next_send_at = next_send.get(destination_id, next_send_at)
@@ -133,6 +151,7 @@ def choose_claims(candidates: Sequence[tuple[bool, float, int, int]], *, limit: 
             next_send[destination_id] = next_send_after(next_send_at, now_s, rate_per_s)
         chosen.append(job_id)
         late_taken += late
+        holding[destination_id] = holding.get(destination_id, 0) + 1
     return chosen, next_send
 
 
@@ -148,8 +167,44 @@ def late_slots(concurrency: int, share: float) -> int:
     return max(1, int(concurrency * share))
 
 
+def destination_slots(concurrency: int, share: float) -> int:
+    """Slots of a worker with `concurrency` slots that one destination may hold:
+    ceil(concurrency * share), at least 1.
+
+    Strict, even when the other slots are idle: a destination that starts hanging holds at
+    most this many slots until its attempts time out, so the rest always serve the others
+    at once. A destination alone still gets this share of every worker process."""
+    return max(1, math.ceil(concurrency * share - 1e-9))
+
+
+def fair_room(request: ClaimRequest, destination_id: int) -> int:
+    """How many more of the claiming worker's slots `destination_id` may take under the
+    request's fair share (its `limit` when there is no cap); may be 0 or less."""
+    if request.per_destination is None:
+        return request.limit
+    return min(request.limit, request.per_destination - request.held.get(destination_id, 0))
+
+
 def effective_timeout_s(override_s: float | None, default_s: float, lease_s: float) -> float:
     """The total time one attempt may take: the destination's override or the default,
     kept below the lease (at most 90 % of `lease_s`), in seconds."""
     chosen = default_s if override_s is None else override_s
     return min(chosen, lease_s * 0.9)
+
+
+def unsendable_header(headers: Iterable[tuple[str, str]]) -> str | None:
+    """Why one of these request headers cannot be sent, naming it, or None when all can.
+
+    A name must be an RFC 9110 token; a value may not hold control characters other than tab
+    (CR or LF would inject a header). The destination settings refuse such headers when they
+    are saved, but a value written before that check, or directly into the database, can
+    still reach a worker; retrying it would fail the same way until the attempt cap.
+    """
+    for name, value in headers:
+        if not _TOKEN_RE.fullmatch(name):
+            return f"header name {name[:64]!r} is not a valid HTTP header name"
+        if (bad := _FORBIDDEN_VALUE_RE.search(value)) is not None:
+            char = {"\r": "CR", "\n": "LF"}.get(bad.group(), f"control character {bad.group()!r}")
+            return (f"header {name!r} has a value holding {char}, which cannot be sent; fix the "
+                    "destination's headers")
+    return None

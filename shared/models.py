@@ -6,6 +6,7 @@ Times named `*_s` or `*_at` are unix seconds (float) unless a docstring says oth
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -185,6 +186,8 @@ class ClaimRequest:
         max_attempts: the attempt cap (an expired lease at the cap makes its job dead).
         late_after: attempts after which a job counts as a late retry (None = never).
         max_late: most late retries to take (None = no reservation).
+        per_destination: most of the worker's slots one destination may hold (None = no cap).
+        held: destination id -> the worker's slots it holds already (for per_destination).
     """
 
     worker: str
@@ -193,6 +196,8 @@ class ClaimRequest:
     max_attempts: int
     late_after: int | None = None
     max_late: int | None = None
+    per_destination: int | None = None
+    held: Mapping[int, int] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -206,6 +211,8 @@ class AttemptResult:
         error: error class for transport failures (e.g. `ClientConnectorError`,
             `TimeoutError`, `ServerDisconnectedError`), or a short reason; None on 2xx.
         response_excerpt: first bytes of the response body (decoded, capped).
+        unsendable: the request could not be sent as stored (e.g. a header value holding
+            CR/LF) and never will be: the job fails permanently; `error` says why.
     """
 
     started_at: float
@@ -216,6 +223,7 @@ class AttemptResult:
     location: str | None = None
     retry_after: str | None = None
     response_headers: str | None = None  # capped `Name: value` lines of the response
+    unsendable: bool = False
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
 from aiohttp.abc import AbstractResolver, ResolveResult
-from aiohttp.resolver import DefaultResolver
+from aiohttp.resolver import ThreadedResolver
 
 from shared.errors import ConfigError, DestinationBlocked
 
@@ -185,12 +185,14 @@ class GuardedResolver(AbstractResolver):
 
     aiohttp connects to exactly the addresses a resolver returns, so vetting here means the
     address checked is the address used: no second lookup for a rebinding DNS server to
-    answer differently. `inner` defaults to aiohttp's DefaultResolver.
+    answer differently. `inner` defaults to aiohttp's ThreadedResolver (the system's
+    getaddrinfo), named rather than aiohttp's DefaultResolver, which silently becomes the
+    aiodns resolver (other answers, no /etc/hosts) when that package is installed.
     """
 
     def __init__(self, policy: AddressPolicy, inner: AbstractResolver | None = None) -> None:
         self.policy = policy
-        self._inner = inner or DefaultResolver()
+        self._inner = inner or ThreadedResolver()
 
     async def resolve(self, host: str, port: int = 0,
                       family: socket.AddressFamily = socket.AF_INET) -> list[ResolveResult]:
@@ -225,7 +227,7 @@ async def vet_destination(url: str, policy: AddressPolicy,
     Args:
         url: the destination URL as typed by the user.
         policy: the allow-list and https-only setting.
-        resolver: an aiohttp resolver (default: aiohttp's DefaultResolver).
+        resolver: an aiohttp resolver (default: aiohttp's ThreadedResolver).
 
     Raises:
         DestinationBlocked: with a reason naming the setting that would allow it.
@@ -235,7 +237,7 @@ async def vet_destination(url: str, policy: AddressPolicy,
     if host in policy.allow_hosts or parse_numeric_host(host) is not None:
         return
     own = resolver is None
-    active = resolver or DefaultResolver()
+    active = resolver or ThreadedResolver()
     try:
         answers = await active.resolve(host, 0, socket.AF_UNSPEC)
     except UnicodeError as exc:  # IDNA refuses it: empty or over-long labels, odd bytes

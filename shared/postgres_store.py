@@ -32,7 +32,9 @@ from typing import Any
 
 import asyncpg
 
-from shared.delivery_policy import BreakerPolicy, auto_pause_reason, choose_claims, is_failure
+from shared.delivery_policy import (
+    BreakerPolicy, auto_pause_reason, choose_claims, fair_room, is_failure,
+)
 from shared.errors import Conflict, ConfigError, NotFound, StoreBusy, StoreError
 from shared.logs import get_logger
 from shared.models import (
@@ -202,7 +204,8 @@ class PostgresStore:
 
     async def claim(self, worker: str, limit: int, lease_s: float,
                     max_attempts: int, *, late_after: int | None = None,
-                    max_late: int | None = None) -> list[Claim]:
+                    max_late: int | None = None, per_destination: int | None = None,
+                    held: Mapping[int, int] | None = None) -> list[Claim]:
         """See :meth:`shared.store.Store.claim`.
 
         Locks the active destinations with due work (row locks, id order), reads their free
@@ -212,6 +215,9 @@ class PostgresStore:
         """
         if limit <= 0:
             return []
+        request = ClaimRequest(worker=worker, limit=limit, lease_s=lease_s,
+                               max_attempts=max_attempts, per_destination=per_destination,
+                               held=held or {})
         async with self._tx() as tx:
             # A worker woken for work already taken reads, and locks and writes nothing.
             probe = await tx.fetchrow("claim_probe", max_attempts=max_attempts)
@@ -230,16 +236,18 @@ class PostgresStore:
             candidates: list[tuple[bool, float, int, int]] = []
             rates: dict[int, tuple[float, float]] = {}
             for slot in slots:
-                if free[slot["id"]] <= 0:
+                room = fair_room(request, slot["id"])
+                if free[slot["id"]] <= 0 or room <= 0:
                     continue
                 if slot["rate_limit_per_s"] is not None:
                     rates[slot["id"]] = (slot["rate_limit_per_s"], slot["next_send_at"])
                 for job_id, due_at, attempts in await _due_of(
-                        tx, slot, min(free[slot["id"]], limit), now):
+                        tx, slot, min(free[slot["id"]], room), now):
                     late = late_after is not None and attempts >= late_after
                     candidates.append((late, due_at, job_id, slot["id"]))
             chosen, next_send = choose_claims(candidates, limit=limit, max_late=max_late,
-                                              rates=rates, now_s=now)
+                                              rates=rates, now_s=now,
+                                              per_destination=per_destination, held=held)
             for destination_id, next_send_at in next_send.items():
                 await tx.execute("advance_next_send", destination_id=destination_id,
                                  next_send_at=next_send_at)
@@ -298,7 +306,9 @@ class PostgresStore:
         kept = await self.finish(items, breaker) if items else []
         claims = await self.claim(request.worker, request.limit, request.lease_s,
                                   request.max_attempts, late_after=request.late_after,
-                                  max_late=request.max_late)
+                                  max_late=request.max_late,
+                                  per_destination=request.per_destination,
+                                  held=request.held)
         return kept, claims
 
     async def rotate_secret(self, name: str, new_secret: str, overlap_s: float) -> Destination:

@@ -73,11 +73,13 @@ def classify(result: AttemptResult,
     connection closed before a response) is transient, as are 408, 425, 429 and 5xx. 3xx is
     transient: redirects are never followed (a followed 302 turns a POST into a GET and would
     carry our signature to another host), the status and Location are recorded. Statuses in
-    `permanent_statuses` are permanent; any other 4xx is transient.
+    `permanent_statuses` are permanent; any other 4xx is transient. A request that could not
+    be sent as stored (`result.unsendable`, e.g. a header value holding CR/LF) is permanent.
     """
     code = result.status_code
     if code is None:
-        return Verdict.TRANSIENT
+        # Nothing answered: transient, unless the request itself could never be sent.
+        return Verdict.PERMANENT if result.unsendable else Verdict.TRANSIENT
     if 200 <= code < 300:
         return Verdict.DELIVERED
     if code in permanent_statuses:

@@ -21,7 +21,9 @@ from typing import Any, TypeVar
 
 import aiosqlite
 
-from shared.delivery_policy import BreakerPolicy, auto_pause_reason, choose_claims, is_failure
+from shared.delivery_policy import (
+    BreakerPolicy, auto_pause_reason, choose_claims, fair_room, is_failure,
+)
 from shared.errors import Conflict, ConfigError, NotFound, StoreBusy, StoreError
 from shared.models import (
     Accepted, Attempt, AttemptResult, Claim, ClaimRequest, Dead, Destination, DestinationSummary, Done,
@@ -192,12 +194,14 @@ class SqliteStore:
 
     async def claim(self, worker: str, limit: int, lease_s: float,
                     max_attempts: int, *, late_after: int | None = None,
-                    max_late: int | None = None) -> list[Claim]:
+                    max_late: int | None = None, per_destination: int | None = None,
+                    held: Mapping[int, int] | None = None) -> list[Claim]:
         """See :meth:`shared.store.Store.claim`."""
         now = self.clock()
         request = ClaimRequest(worker=worker, limit=limit, lease_s=lease_s,
                                max_attempts=max_attempts, late_after=late_after,
-                               max_late=max_late)
+                               max_late=max_late, per_destination=per_destination,
+                               held=held or {})
 
         def tx(db: sqlite3.Connection) -> list[Claim]:
             # Most wake-ups under load find the work already taken by the other workers:
@@ -716,15 +720,18 @@ def _claim_in(db: sqlite3.Connection, request: ClaimRequest, now: float) -> list
     candidates: list[tuple[bool, float, int, int]] = []
     rates: dict[int, tuple[float, float]] = {}  # id -> (per second, next_send_at)
     for slot in db.execute(Q["destination_slots"], {"now": now}).fetchall():
-        if slot["free"] <= 0:
+        room = fair_room(request, slot["id"])
+        if slot["free"] <= 0 or room <= 0:
             continue
         if slot["rate_limit_per_s"] is not None:
             rates[slot["id"]] = (slot["rate_limit_per_s"], slot["next_send_at"])
-        for job_id, due_at, attempts in _due_of(db, slot, now, request.limit):
+        for job_id, due_at, attempts in _due_of(db, slot, now, room):
             late = request.late_after is not None and attempts >= request.late_after
             candidates.append((late, due_at, job_id, slot["id"]))
     chosen, next_send = choose_claims(candidates, limit=request.limit,
-                                      max_late=request.max_late, rates=rates, now_s=now)
+                                      max_late=request.max_late, rates=rates, now_s=now,
+                                      per_destination=request.per_destination,
+                                      held=request.held)
     for destination_id, next_send_at in next_send.items():
         db.execute(Q["advance_next_send"], {"destination_id": destination_id,
                                             "next_send_at": next_send_at})

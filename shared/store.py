@@ -52,12 +52,15 @@ class Store(Protocol):
 
     async def claim(self, worker: str, limit: int, lease_s: float,
                     max_attempts: int, *, late_after: int | None = None,
-                    max_late: int | None = None) -> list[Claim]:
+                    max_late: int | None = None, per_destination: int | None = None,
+                    held: Mapping[int, int] | None = None) -> list[Claim]:
         """Atomically take up to `limit` due jobs under fresh leases of `lease_s` seconds.
 
         Delivery policy (migration 003): jobs that already made `late_after` or more attempts
         are late retries; they are claimed after every other due job and at most `max_late`
-        of them (None = no reservation). An `ordered` destination yields only its oldest
+        of them (None = no reservation). Fair share: no destination ends up holding more
+        than `per_destination` of this worker's slots, counting the `held` ones (destination
+        id -> slots it holds already; None = no cap). An `ordered` destination yields only its oldest
         unfinished job (by id), and only when that job is due (pending and run_at passed,
         or running with an expired lease), so it never has two in flight. A destination with
         `rate_limit_per_s` yields a job only while its GCRA allows one (see

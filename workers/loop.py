@@ -9,7 +9,9 @@ sleeps on the store's wake-up (ingest pokes it after each commit) with a poll as
 
 Reserved capacity: late retries (jobs that already made `late_retry_after_attempts`
 attempts) may hold at most `late_retry_share` of the slots, and each claim prefers fresh
-work, so a failing destination's backlog cannot starve healthy destinations. Each finish
+work, so a failing destination's backlog cannot starve healthy destinations. Fair share:
+one destination holds at most `destination_slot_share` of the slots (rounded up, at least
+1), whatever its max_in_flight, so a hanging destination cannot take every slot. Each finish
 passes the circuit-breaker policy to the store (auto-pause on a failure run or a 410).
 """
 
@@ -19,10 +21,11 @@ import asyncio
 import os
 import signal
 import time
+from collections import Counter
 from collections.abc import Callable
 
 from shared.config import Config
-from shared.delivery_policy import BreakerPolicy, effective_timeout_s, late_slots
+from shared.delivery_policy import BreakerPolicy, destination_slots, effective_timeout_s, late_slots
 from shared.errors import StoreBusy
 from shared.logs import get_logger
 from shared.models import AttemptResult, Claim, ClaimRequest, Dead, Done, Outcome, Retry
@@ -60,6 +63,9 @@ class Worker:
                                      min_span_s=config.breaker_min_span_s)
         # Reserved capacity: late retries may hold at most this many of our slots.
         self.late_slots = late_slots(config.worker_concurrency, config.late_retry_share)
+        # Fair share: most of our slots one destination may hold.
+        self.destination_slots = destination_slots(config.worker_concurrency,
+                                                   config.destination_slot_share)
         self._in_flight: dict[str, tuple[Claim, asyncio.Task[None]]] = {}
         # Set when the claim loop should look again: a slot freed, the store's wake-up, the poll
         # interval, stop.
@@ -122,8 +128,9 @@ class Worker:
     def claim_request(self, finishing: list[Item]) -> ClaimRequest | None:
         """:class:`workers.finisher.Refill`: what a batch claims for the slots free once its
         completions are recorded (their claims are still counted in flight until then): at
-        most claim_batch, with the late-retry reservation (the finishing claims' late
-        retries no longer count). Its slots stay promised until :meth:`claimed`."""
+        most claim_batch, with the late-retry reservation and the per-destination fair share
+        (the finishing claims no longer count toward either). Its slots stay promised until
+        :meth:`claimed`."""
         if self._stopping or self._suspects:
             return None
         free = self._free_slots() + len(finishing)
@@ -132,10 +139,13 @@ class Worker:
         cfg = self.config
         late_held = self._late_in_flight() - sum(
             1 for claim, _, _ in finishing if claim.attempt > cfg.late_retry_after_attempts)
+        held = Counter(claim.destination_id for claim, _ in self._in_flight.values())
+        held.subtract(claim.destination_id for claim, _, _ in finishing)
         request = ClaimRequest(worker=self.worker_id, limit=min(free, cfg.claim_batch),
                                lease_s=cfg.lease_s, max_attempts=cfg.max_attempts,
                                late_after=cfg.late_retry_after_attempts,
-                               max_late=max(0, self.late_slots - late_held))
+                               max_late=max(0, self.late_slots - late_held),
+                               per_destination=self.destination_slots, held=held)
         self._claiming += request.limit
         return request
 

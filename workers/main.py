@@ -53,7 +53,8 @@ async def serve(config: Config, slot: str, stop: asyncio.Event | None = None) ->
     log.info("worker_started", worker=worker_id)
     try:
         async with Sender(timeout_s=config.attempt_timeout_s, policy=config.address_policy,
-                          max_connections=config.worker_concurrency) as sender:
+                          max_connections=config.worker_concurrency,
+                          max_connection_age_s=config.max_connection_age_s) as sender:
             await Worker(store, config, worker_id, sender).run(stop)
     finally:
         parent_watch.cancel()

@@ -10,6 +10,11 @@ connection by a GuardedResolver that vets each answer before aiohttp connects to
 address makes no TCP connection; the attempt fails with `DestinationBlocked: <reason>`. The
 session ignores HTTP(S)_PROXY variables (aiohttp's trust_env=False), so no proxy can resolve
 a name past the guard.
+
+Names resolve through the system resolver (getaddrinfo in a thread, aiohttp's
+ThreadedResolver), named explicitly so that installing aiodns cannot switch it. Pooled
+connections live at most `max_connection_age_s` (workers/connections.py), so a destination
+whose name moves is followed within a bound.
 """
 
 from __future__ import annotations
@@ -20,10 +25,12 @@ from collections.abc import Iterable
 
 import aiohttp
 
+from shared.delivery_policy import unsendable_header
 from shared.errors import DestinationBlocked
 from shared.models import AttemptResult, Claim
 from shared.netguard import AddressPolicy, BlockedAddress, GuardedResolver, vet_url
 from shared.signing import signed_headers
+from workers.connections import AgedConnector
 
 EXCERPT_BYTES = 1024
 HEADERS_EXCERPT_CHARS = 1024
@@ -37,21 +44,26 @@ class Sender:
         timeout_s: total time for one attempt (connect, send, read the excerpt), seconds.
         policy: the SSRF guard's policy; the default allows global addresses only.
         max_connections: size of the connection pool.
-        resolver: the name resolver the guard wraps (default aiohttp's; tests pass a stub).
+        resolver: the name resolver the guard wraps (default aiohttp's ThreadedResolver, the
+            system's getaddrinfo; tests pass their own).
+        max_connection_age_s: a pooled connection older than this is closed, not reused.
     """
 
     def __init__(self, *, timeout_s: float, policy: AddressPolicy | None = None,
                  max_connections: int = 64,
-                 resolver: aiohttp.abc.AbstractResolver | None = None) -> None:
+                 resolver: aiohttp.abc.AbstractResolver | None = None,
+                 max_connection_age_s: float = 30.0) -> None:
         self._timeout = aiohttp.ClientTimeout(total=timeout_s)
         self._policy = policy or AddressPolicy()
         self._max_connections = max_connections
         self._inner_resolver = resolver
+        self._max_connection_age_s = max_connection_age_s
         self._session: aiohttp.ClientSession | None = None
 
     async def __aenter__(self) -> Sender:
-        connector = aiohttp.TCPConnector(
-            limit=self._max_connections, keepalive_timeout=30,
+        connector = AgedConnector(
+            max_age_s=self._max_connection_age_s, limit=self._max_connections,
+            keepalive_timeout=min(30.0, self._max_connection_age_s),
             resolver=GuardedResolver(self._policy, self._inner_resolver))
         self._session = aiohttp.ClientSession(
             connector=connector, timeout=self._timeout, auto_decompress=False,
@@ -73,13 +85,19 @@ class Sender:
         sender's), so a receiver trickling its answer is cut off.
 
         Never raises for network trouble: transport errors and timeouts come back as an
-        AttemptResult with `error` set to the exception's class name and no status.
+        AttemptResult with `error` set to the exception's class name and no status. A custom
+        header that cannot be sent (CR/LF in its value) is not sent at all: the result is
+        `unsendable`, with an `UnsendableHeader: ...` error naming it.
         """
         assert self._session is not None, "use `async with Sender(...)`"
         started_at = time.time()
         t0 = time.monotonic()
         # The destination's custom headers first; ours (signature, content type) cannot be
         # overridden (shared/store.py refuses those names anyway).
+        if (reason := unsendable_header(claim.headers)) is not None:
+            # Never on the wire: the job fails for good, the reason naming the header.
+            return AttemptResult(started_at=started_at, duration_s=time.monotonic() - t0,
+                                 error=f"UnsendableHeader: {reason}", unsendable=True)
         headers = dict(claim.headers)
         headers.update(signed_headers(claim.message_id, claim.body,
                                       list(claim.secrets or (claim.secret,)), started_at))

@@ -264,9 +264,11 @@ async def test_reserved_capacity_keeps_fresh_events_fast_behind_a_dead_backlog(r
 
 async def test_without_reservation_the_backlog_does_delay_fresh_events(real_store):
     """Control for the test above: with late retries allowed every slot
-    (late_retry_share=1), the fresh event waits for a hung attempt's 3 s timeout."""
-    latency = await _healthy_latency(real_store, replace(RESERVE, late_retry_share=1.0),
-                                     wait_s=8.0)
+    (late_retry_share=1) and one destination too (destination_slot_share=1), the fresh event
+    waits for a hung attempt's 3 s timeout."""
+    latency = await _healthy_latency(
+        real_store, replace(RESERVE, late_retry_share=1.0, destination_slot_share=1.0),
+        wait_s=8.0)
     assert latency is not None and latency >= 2.5
 
 

@@ -3,15 +3,18 @@ application by the store (claim order, ordered mode, rate limit, rotation, auto-
 
 from __future__ import annotations
 
+from collections import Counter
+from dataclasses import replace
+
 import pytest
 from structlog.testing import capture_logs
 
 from shared.delivery_policy import (
-    BreakerPolicy, auto_pause_reason, choose_claims, effective_timeout_s, late_slots,
-    next_send_after, rate_limit_allows,
+    BreakerPolicy, auto_pause_reason, choose_claims, destination_slots, effective_timeout_s,
+    fair_room, late_slots, next_send_after, rate_limit_allows,
 )
 from shared.errors import ConfigError, NotFound
-from shared.models import AttemptResult, Dead, Destination, Done, Retry
+from shared.models import AttemptResult, ClaimRequest, Dead, Destination, Done, Retry
 from shared.signing import generate_secret
 from tests.conftest import new_event
 
@@ -262,3 +265,53 @@ def test_choose_claims_lets_destinations_take_turns():
     fresh = [(False, 100.0 + n, 5 + n, 2) for n in (1, 2)]
     chosen, _ = choose_claims(backlog + fresh, limit=4, max_late=None, rates={}, now_s=200.0)
     assert chosen == [1, 6, 2, 7]
+
+
+def test_destination_slots_is_a_rounded_up_share_of_at_least_one():
+    """ceil(concurrency * share), never 0: 64 * 0.5 = 32, 5 * 0.5 -> 3, 1 * 0.1 -> 1."""
+    assert destination_slots(64, 0.5) == 32 and destination_slots(5, 0.5) == 3
+    assert destination_slots(1, 0.1) == 1 and destination_slots(8, 1.0) == 8
+    assert destination_slots(10, 0.3) == 3  # float noise (10 * 0.3 = 3.0000000000000004)
+
+
+def test_choose_claims_caps_each_destination_at_its_share_of_the_worker():
+    """A destination with a deep backlog (and a huge max_in_flight) gets at most
+    per_destination slots counting those it holds; the rest go to the others, and the
+    limit stays unfilled rather than exceeding the share."""
+    hung = [(False, 10.0 + i, 100 + i, 1) for i in range(50)]
+    healthy = [(False, 30.0 + i, 200 + i, 2) for i in range(3)]
+    chosen, _ = choose_claims(hung + healthy, limit=10, max_late=None, rates={}, now_s=99.0,
+                              per_destination=4, held={1: 1})
+    assert chosen.count(200) + chosen.count(201) + chosen.count(202) == 3
+    assert sum(1 for job in chosen if job < 200) == 3  # 1 held + 3 = the share of 4
+    assert len(chosen) == 6
+    full, _ = choose_claims(hung, limit=10, max_late=None, rates={}, now_s=99.0,
+                            per_destination=4, held={1: 4})
+    assert full == []
+    uncapped, _ = choose_claims(hung, limit=10, max_late=None, rates={}, now_s=99.0)
+    assert len(uncapped) == 10
+
+
+def test_fair_room_is_what_the_share_leaves():
+    """The candidates a destination may offer: limit without a cap, else share - held."""
+    request = ClaimRequest(worker="w", limit=8, lease_s=30.0, max_attempts=3,
+                           per_destination=5, held={7: 2})
+    assert fair_room(request, 7) == 3 and fair_room(request, 8) == 5
+    assert fair_room(replace(request, per_destination=None), 7) == 8
+    assert fair_room(replace(request, held={7: 6}), 7) == -1
+
+
+async def test_claim_keeps_a_destination_within_its_share(store, clock, destination_factory):
+    """Through the store: with per_destination=2, a destination with max_in_flight 1000 and a
+    backlog gets 2 slots of a 6-job claim, another destination the rest it has."""
+    big = await destination_factory("big", max_in_flight=1000, event_types=("big",))
+    small = await destination_factory("small", event_types=("small",))
+    await store.add_events([new_event(f"b{i}", type_="big") for i in range(20)])
+    await store.add_events([new_event(f"s{i}", type_="small") for i in range(2)])
+    claims = await store.claim("w", 6, 30.0, 5, per_destination=2, held={big.id: 0})
+    per = Counter(c.destination_id for c in claims)
+    assert per == {big.id: 2, small.id: 2}
+    again = await store.claim("w", 6, 30.0, 5, per_destination=2, held=dict(per))
+    assert again == []
+    other_worker = await store.claim("w2", 6, 30.0, 5, per_destination=2, held={})
+    assert [c.destination_id for c in other_worker] == [big.id, big.id]

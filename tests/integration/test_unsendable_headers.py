@@ -1,0 +1,66 @@
+"""A stored header value that cannot be sent (CR/LF) fails its job permanently on the first
+attempt, with an error naming the header, through the real worker loop and a real database
+(each backend in turn). The admin API refuses such values, so the test writes one directly
+into the database, as an older database could hold it."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+
+from rehearsal.receiver import Endpoint, Receiver
+from shared.delivery_policy import unsendable_header
+from shared.signing import generate_secret
+from tests.conftest import is_postgres, new_event, query_db
+from tests.integration.test_worker import running_worker, settle
+
+BAD_HEADERS = {"X-Tenant": "acme\r\nX-Injected: yes"}
+
+
+async def _write_headers(url: str, name: str, headers: dict[str, str]) -> None:
+    """Set a destination's stored headers behind the store's back (no validation)."""
+    if is_postgres(url):
+        import asyncpg
+
+        conn = await asyncpg.connect(url)
+        try:
+            await conn.execute("UPDATE destinations SET headers = $1 WHERE name = $2",
+                               json.dumps(headers), name)
+        finally:
+            await conn.close()
+        return
+    with sqlite3.connect(url) as db:
+        db.execute("UPDATE destinations SET headers = ? WHERE name = ?",
+                   (json.dumps(headers), name))
+
+
+async def test_header_with_cr_lf_fails_the_job_permanently(real_store, store_url):
+    """The job is dead after ONE attempt (not retried to the cap), its error names the
+    header, and nothing reached the receiver. Before, the send raised a bare ValueError that
+    was retried max_attempts times."""
+    secret = generate_secret()
+    async with Receiver([Endpoint("ep", secret)]) as receiver:
+        await real_store.add_destination(name="ep", url=receiver.url("ep"), secret=secret,
+                                         event_types=["*"], max_in_flight=10,
+                                         headers={"X-Tenant": "acme"})
+        await _write_headers(store_url, "ep", BAD_HEADERS)
+        async with running_worker(real_store):
+            await real_store.add_events([new_event("e1")])
+            counts = await settle(real_store)
+        assert counts["dead"] == 1
+        [job] = await real_store.list_jobs()
+        assert job.attempts == 1
+        assert "X-Tenant" in job.last_error and "CR" in job.last_error
+        assert "(permanent)" in job.last_error
+        assert receiver.requests == []
+        [attempt] = await query_db(store_url, "SELECT error FROM attempts")
+        assert attempt["error"].startswith("UnsendableHeader: header 'X-Tenant'")
+
+
+def test_unsendable_header_names_the_header():
+    """Pure check: CR, LF, other controls and bad names are named; tab and printable pass."""
+    assert unsendable_header([("X-A", "ok\tvalue"), ("X-B", "printable !~")]) is None
+    assert "'X-A'" in (unsendable_header([("X-A", "a\rb")]) or "")
+    assert "LF" in (unsendable_header([("X-A", "a\nb")]) or "")
+    assert "control character" in (unsendable_header([("X-A", "a\x00b")]) or "")
+    assert "not a valid HTTP header name" in (unsendable_header([("X A", "v")]) or "")
