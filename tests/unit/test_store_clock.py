@@ -3,6 +3,7 @@ clamp when it is re-taken after the wall clock went back (shared/store_clock.py)
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import sqlite3
 import time
@@ -96,7 +97,7 @@ async def test_reanchor_back_clamps_what_lies_too_far_ahead(tmp_path: Path, how:
         assert pending["run_at"] <= now + DELAY_BOUND_S
         assert dest["failing_since"] <= now
         assert dest["next_send_at"] <= now + 1.0
-        time.sleep(DELAY_BOUND_S + 0.1)
+        await asyncio.sleep(DELAY_BOUND_S + 0.1)
         again = await store.claim("w-new", limit=2, lease_s=30.0, max_attempts=5)
         assert sorted(c.event_id for c in again) == [1, 2]
     [row] = raw(path, "SELECT boot_id FROM store_clock")
