@@ -22,6 +22,8 @@ demo: $(STAMP)
 # tests skip locally and fail when CI is set. `hookline bench --compare` (and its test)
 # starts a throwaway redis-server for Celery: the same goes for it.
 CHROMIUM := /usr/bin/chromium
+# The clock-step test steps the wall clock of a real `hookline serve` with libfaketime.
+LIBFAKETIME = $(wildcard /usr/lib/*/faketime/libfaketime.so.1)
 
 test: $(STAMP)
 	@if [ ! -x $(CHROMIUM) ]; then \
@@ -38,6 +40,14 @@ test: $(STAMP)
 	    else \
 	        echo "make test: redis-server is missing and this is not root on Debian;" \
 	             "install redis-server for the bench --compare test" >&2; \
+	    fi; \
+	fi
+	@if [ -z "$(LIBFAKETIME)" ]; then \
+	    if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	        apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y faketime; \
+	    else \
+	        echo "make test: libfaketime is missing and this is not root on Debian;" \
+	             "install faketime for the clock-step test" >&2; \
 	    fi; \
 	fi
 	$(BIN)/python -m pytest -q

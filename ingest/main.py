@@ -17,6 +17,7 @@ from ingest.group_commit import GroupCommitter
 from ingest.http_limits import IngestRunner, parser_limits
 from ingest.maintenance import run_maintenance, run_retention
 from ingest.wal_health import wal_health_for
+from shared.clock import watch_clock
 from shared.config import Config, listen_host_port
 from shared.errors import ConfigError, StoreBusy, StoreError
 from shared.lifecycle import (
@@ -64,7 +65,7 @@ async def serve(config: Config, *, ready: Callable[[int], None] | None = None,
     log = get_logger()
     host, port = listen_host_port(config.listen)
     install_stop_signals(loop, stop)
-    parent_watch = asyncio.create_task(watch_parent(stop), name="watch-parent")
+    parent_watch = asyncio.gather(watch_parent(stop), watch_clock(stop))  # + clock_step log
     exiting = asyncio.Event()
     beat = asyncio.create_task(heartbeat(heartbeat_path(config, slot),
                                          heartbeat_interval_s(config.heartbeat_timeout_s),

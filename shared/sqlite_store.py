@@ -35,6 +35,7 @@ from shared.logs import get_logger
 from shared.signing import new_message_id, secret_key
 from shared.sources import check_source
 from shared.store import check_headers, check_throughput_args, validate_destination_changes
+from shared.store_clock import StoreClock, anchor_at_open
 from shared.wakeup import WakeListener, WakeNotifier, wake_dir_for
 from shared.write_lock import WriteLock
 
@@ -67,13 +68,18 @@ class SqliteStore:
         path: the database file; created (mode 0600) with its schema when missing.
         synchronous: `FULL` (default: a commit survives power loss) or `NORMAL`.
         busy_timeout_s: how long a statement waits for the write lock before StoreBusy.
-        clock: unix-seconds clock; tests may pass a fake one.
+        clock: unix-seconds clock; tests may pass a fake one. None (production): the
+            host's monotonic clock anchored in the database (:mod:`shared.store_clock`), the
+            same in every process and never moved by a wall-clock step; it is read through
+            `self.clock`, the store's one source of "now".
     """
 
     def __init__(self, path: str, *, synchronous: str = "FULL", busy_timeout_s: float = 5.0,
-                 clock: Callable[[], float] = time.time) -> None:
+                 clock: Callable[[], float] | None = None) -> None:
         self.path = path
-        self.clock = clock
+        self._injected_clock = clock
+        # Until open() reads the database's anchor.
+        self.clock: Callable[[], float] = clock or time.time
         self._synchronous = synchronous.upper()
         self._busy_timeout_ms = int(busy_timeout_s * 1000)
         self._conn: aiosqlite.Connection | None = None
@@ -114,6 +120,8 @@ class SqliteStore:
         db.execute(f"PRAGMA synchronous = {self._synchronous}")
         db.execute("PRAGMA foreign_keys = ON")
         self._migrate(db)
+        if self._injected_clock is None:
+            self.clock = StoreClock(anchor_at_open(db, _write))
 
     def _migrate(self, db: sqlite3.Connection) -> None:
         with _write(db):

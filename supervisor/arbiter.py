@@ -16,8 +16,11 @@ Worker slots are named ``worker-<n>`` (n >= 1); SIGTTIN adds the lowest free num
 ``make_worker_spec(n)`` and SIGTTOU retires the highest one.
 
 Liveness: a child whose spec names a ``heartbeat_file`` must touch it from its event loop
-(:func:`shared.lifecycle.heartbeat`); once its mtime is older than ``heartbeat_timeout_s`` the
-child is hung: it gets SIGABRT, then SIGKILL after ``abort_grace_s``, and is respawned.
+(:func:`shared.lifecycle.heartbeat`). The arbiter never compares that mtime with the wall clock
+(which can be stepped): it notes, on its monotonic clock, when it last saw the mtime change
+(starting at spawn); once that is more than ``heartbeat_timeout_s`` ago the child is hung: it
+gets SIGABRT, then SIGKILL after ``abort_grace_s``, and is respawned. Wall-clock steps are
+logged as ``clock_step`` (:mod:`shared.clock`).
 systemd's ``WATCHDOG=1`` is sent only while every such child is fresh. The supervisor's view
 (alive and healthy slots, stopping or not) is kept in ``status_file`` for ``GET /readyz`` and
 ``hookline scale``.
@@ -39,6 +42,7 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
+from shared.clock import ClockStepDetector
 from shared.lifecycle import BOOT_ERROR_EXIT, touch, write_status
 from shared.logs import get_logger
 from supervisor import sdnotify
@@ -63,8 +67,8 @@ class ChildSpec:
         env: variables set on top of the supervisor's environment; None adds nothing.
             systemd's `NOTIFY_SOCKET`/`WATCHDOG_*` are never passed on.
         heartbeat_file: a file the child touches from its event loop; the arbiter touches it
-            at spawn and treats the child as hung once its mtime is older than
-            ``heartbeat_timeout_s``. None: liveness is not checked for this slot.
+            at spawn and treats the child as hung once its mtime has not changed for
+            ``heartbeat_timeout_s`` of monotonic time. None: liveness is not checked.
     """
 
     slot: str
@@ -148,6 +152,10 @@ class _Child:
     killed_by_supervisor: bool = False
     heartbeat_file: str | None = None
     aborted_at: float | None = None  # monotonic time SIGABRT was sent for a stale heartbeat
+    # The heartbeat file's mtime as last seen, and the monotonic time it was seen to change:
+    # liveness compares monotonic times only, so a wall-clock step cannot age a heartbeat.
+    heartbeat_mtime_ns: int | None = None
+    heartbeat_seen_at: float = 0.0
 
 
 class Arbiter:
@@ -211,6 +219,7 @@ class Arbiter:
         self._status_file = Path(status_file) if status_file is not None else None
         self._on_tick = on_tick
         self._unhealthy: frozenset[str] = frozenset()
+        self._clock_steps = ClockStepDetector()
 
         self._children: dict[int, _Child] = {}
         self._failures: dict[str, int] = collections.defaultdict(int)
@@ -330,6 +339,7 @@ class Arbiter:
 
     def _tick(self, now: float) -> None:
         """Periodic duties of both loops: liveness, systemd's watchdog, the `on_tick` hook."""
+        self._clock_steps.check()
         if not self._stopping:
             self._check_heartbeats(now)
         if self._watchdog_s is not None and now >= self._watchdog_due:
@@ -349,7 +359,6 @@ class Arbiter:
         """SIGABRT a child whose heartbeat is stale, SIGKILL it `abort_grace_s` later."""
         if self._heartbeat_timeout_s is None:
             return
-        wall = time.time()
         unhealthy = set()
         for pid, child in self._children.items():
             if child.heartbeat_file is None or child.retire_by is not None:
@@ -362,10 +371,7 @@ class Arbiter:
                     self._log.warning("child_hung_killed", slot=child.slot, child_pid=pid)
                     self._send(pid, signal.SIGKILL)
                 continue
-            try:
-                age_s = wall - os.stat(child.heartbeat_file).st_mtime
-            except OSError:
-                age_s = now - child.started_at
+            age_s = self._heartbeat_age_s(child, now)
             if age_s > self._heartbeat_timeout_s:
                 unhealthy.add(child.slot)
                 child.aborted_at = now
@@ -377,6 +383,24 @@ class Arbiter:
         if frozenset(unhealthy) != self._unhealthy:
             self._unhealthy = frozenset(unhealthy)
             self._write_status()
+
+    @staticmethod
+    def _heartbeat_age_s(child: _Child, now: float) -> float:
+        """Monotonic seconds since `child`'s heartbeat mtime was last seen to change.
+
+        Any change counts, forward or backward: a child touching its file after a wall-clock
+        step back sets an older mtime, which is still a heartbeat. A missing or unreadable
+        file is no heartbeat.
+        """
+        assert child.heartbeat_file is not None
+        try:
+            mtime_ns = os.stat(child.heartbeat_file).st_mtime_ns
+        except OSError:
+            mtime_ns = None
+        if mtime_ns is not None and mtime_ns != child.heartbeat_mtime_ns:
+            child.heartbeat_mtime_ns = mtime_ns
+            child.heartbeat_seen_at = now
+        return now - child.heartbeat_seen_at
 
     def _dispatch_signals(self) -> None:
         while self._signals:
@@ -420,9 +444,13 @@ class Arbiter:
             # A fresh mtime gives the new child heartbeat_timeout_s to boot.
             touch(Path(spec.heartbeat_file))
         popen = subprocess.Popen(spec.argv, env=self._child_env(spec), close_fds=True)
-        self._children[popen.pid] = _Child(slot=spec.slot, popen=popen,
-                                           started_at=time.monotonic(),
-                                           heartbeat_file=spec.heartbeat_file)
+        started_at = time.monotonic()
+        child = _Child(slot=spec.slot, popen=popen, started_at=started_at,
+                       heartbeat_file=spec.heartbeat_file, heartbeat_seen_at=started_at)
+        if spec.heartbeat_file is not None:
+            # The mtime at spawn is the baseline: the child is live once it changes.
+            self._heartbeat_age_s(child, started_at)
+        self._children[popen.pid] = child
         self._log.info("child_started", slot=spec.slot, child_pid=popen.pid)
 
     @staticmethod

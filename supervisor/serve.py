@@ -19,6 +19,7 @@ from shared.errors import HooklineError
 from shared.lifecycle import STATUS_FILE, heartbeat_path, pid_file, runtime_dir
 from shared.logs import configure_logging, get_logger, rotate_log_file
 from shared.store import open_store
+from shared.store_clock import reanchor_at_serve_start
 from supervisor.arbiter import Arbiter, ChildSpec
 
 
@@ -61,6 +62,8 @@ def run(config: Config) -> int:
     configure_logging("supervisor", config.log_level, log_file=config.log_file)
     try:
         asyncio.run(check(config))
+        reanchor_at_serve_start(config.db, lease_s=config.lease_s, retry_cap_s=config.retry_cap_s,
+                                busy_timeout_s=config.busy_timeout_s)  # shared/store_clock.py
     except HooklineError as exc:
         print(f"hookline: cannot start: {exc}", file=sys.stderr)
         return 3

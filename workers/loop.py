@@ -45,16 +45,18 @@ class Worker:
         config: settings (lease_s, attempt_timeout_s, worker_concurrency, claim_batch, ...).
         worker_id: this process's lease identity, e.g. `worker-2@host:4242`.
         sender: an entered :class:`Sender`.
-        clock: unix-seconds clock used for retry scheduling.
+        clock: unix-seconds clock used for retry scheduling; None: the store's own clock
+            (SQLite's `store.clock`, which never moves with a wall-clock step), else the
+            host's wall clock (PostgreSQL turns it into a delay on the server's clock).
     """
 
     def __init__(self, store: Store, config: Config, worker_id: str, sender: Sender,
-                 clock: Callable[[], float] = time.time) -> None:
+                 clock: Callable[[], float] | None = None) -> None:
         self.store = store
         self.config = config
         self.worker_id = worker_id
         self.sender = sender
-        self.clock = clock
+        self.clock: Callable[[], float] = clock or (lambda: getattr(store, "clock", time.time)())
         self.backoff = Backoff(base_s=config.retry_base_s, cap_s=config.retry_cap_s,
                                max_attempts=config.max_attempts)
         self.permanent_statuses = config.permanent_status_set
@@ -226,7 +228,7 @@ class Worker:
         self._finishing.add(claim.lease_token)
         try:
             kept = await self.finisher.finish(claim, outcome, result)
-            _log_outcome(claim, outcome, result, kept)
+            _log_outcome(claim, outcome, result, kept, self.clock())
         finally:
             self._finishing.discard(claim.lease_token)
             self._in_flight.pop(claim.lease_token, None)
@@ -287,7 +289,8 @@ class Worker:
         self._in_flight.clear()
 
 
-def _log_outcome(claim: Claim, outcome: Outcome, result: AttemptResult, kept: bool) -> None:
+def _log_outcome(claim: Claim, outcome: Outcome, result: AttemptResult, kept: bool,
+                 now_s: float) -> None:
     ids = {"job_id": claim.job_id, "event_id": claim.event_id,
            "destination": claim.destination_name, "attempt": claim.attempt,
            "lease_token": claim.lease_token, "duration_s": round(result.duration_s, 4),
@@ -300,6 +303,6 @@ def _log_outcome(claim: Claim, outcome: Outcome, result: AttemptResult, kept: bo
         log.info("job_done", **ids)
     elif isinstance(outcome, Retry):
         log.info("job_retry_scheduled", run_at=outcome.run_at, reason=outcome.error,
-                 retry_in_s=round(outcome.run_at - time.time(), 3), **ids)
+                 retry_in_s=round(outcome.run_at - now_s, 3), **ids)
     elif isinstance(outcome, Dead):
         log.warning("job_dead", reason=outcome.error, **ids)

@@ -7,6 +7,7 @@ import asyncio
 import os
 import socket
 
+from shared.clock import watch_clock
 from shared.config import Config
 from shared.errors import ConfigError, StoreError
 from shared.lifecycle import (
@@ -35,7 +36,7 @@ async def serve(config: Config, slot: str, stop: asyncio.Event | None = None) ->
     """
     stop = stop or asyncio.Event()
     install_stop_signals(asyncio.get_running_loop(), stop)
-    parent_watch = asyncio.create_task(watch_parent(stop))
+    parent_watch = asyncio.gather(watch_parent(stop), watch_clock(stop))  # + clock_step log
     exiting = asyncio.Event()
     beat = asyncio.create_task(heartbeat(heartbeat_path(config, slot),
                                          heartbeat_interval_s(config.heartbeat_timeout_s),
