@@ -72,11 +72,12 @@ def _query(name: str) -> tuple[str, tuple[str, ...]]:
     return sql, tuple(names)
 
 
-_DRIVER_ERRORS = (OSError, asyncio.TimeoutError, asyncpg.PostgresError, asyncpg.InterfaceError,
-                  ValueError)
-"""What asyncpg raises for a failed connection or statement (ValueError: a malformed URL)."""
-_RUNNING_ERRORS = (OSError, asyncio.TimeoutError, asyncpg.PostgresError, asyncpg.InterfaceError)
-"""What a statement on an open pool may raise (a ValueError there is ours, not the URL's)."""
+_RUNNING_ERRORS = (OSError, TimeoutError, asyncpg.PostgresError, asyncpg.InterfaceError,
+                   asyncpg.InternalClientError)
+"""What a statement on an open pool may raise. InternalClientError: a connection the server
+dropped mid-operation can leave asyncpg's protocol in a state it then refuses to leave."""
+_DRIVER_ERRORS = (*_RUNNING_ERRORS, ValueError)
+"""What opening a pool may raise as well (ValueError: a malformed URL)."""
 
 # SQLSTATE classes and codes after which the same request may succeed later (the server
 # restarts, fails over, sheds load, or a standby is promoted). Everything about who we are
@@ -113,13 +114,14 @@ def driver_fault(exc: BaseException, what: str) -> HooklineError | None:
     sqlstate = getattr(exc, "sqlstate", None) if isinstance(exc, asyncpg.PostgresError) else None
     if sqlstate in _BUSY_SQLSTATES:
         return StoreBusy(f"database busy: {exc}")
-    if isinstance(exc, (OSError, asyncio.TimeoutError)) or (
+    if isinstance(exc, (OSError, TimeoutError)) or (
             sqlstate is not None and (sqlstate in _TRANSIENT_SQLSTATES
                                       or sqlstate[:2] in _TRANSIENT_SQLSTATE_CLASSES)):
         return StoreUnavailable(f"{what}: {type(exc).__name__}: {exc}")
     if isinstance(exc, ValueError):  # asyncpg's ClientConfigurationError is one too
         return ConfigError(f"{what}: the database URL is not valid: {exc}")
-    if isinstance(exc, asyncpg.InterfaceError):  # connection closed under us, pool reset...
+    if isinstance(exc, (asyncpg.InterfaceError, asyncpg.InternalClientError)):
+        # The connection was closed under us, the pool reset, the protocol confused by it.
         return StoreUnavailable(f"{what}: {type(exc).__name__}: {exc}")
     if sqlstate is not None and (sqlstate[:2] == "28" or sqlstate in ("3D000", "57P04")):
         return StoreError(f"{what}: {exc} (check the user, password and database name in "

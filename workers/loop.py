@@ -114,9 +114,12 @@ class Worker:
                     backoff.reset()
                 except StoreUnavailable as exc:
                     # Busy or away: never a reason to exit. Wait (stop cuts it short), then
-                    # claim again; the outage is logged once (shared/faults.py).
+                    # claim again; the outage is logged once (shared/faults.py). Never
+                    # slower than an idle worker's poll, so work resumes within about
+                    # poll_interval_s of the database's return.
                     self.outage.failed(exc, during="claim")
-                    await _wait_or_stop(stop, backoff.next_delay_s())
+                    await _wait_or_stop(stop, min(backoff.next_delay_s(),
+                                                  self.config.poll_interval_s))
                     continue
                 if took_all:
                     continue  # more may be due right now
