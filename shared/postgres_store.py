@@ -76,8 +76,8 @@ _RUNNING_ERRORS = (OSError, TimeoutError, asyncpg.PostgresError, asyncpg.Interfa
                    asyncpg.InternalClientError)
 """What a statement on an open pool may raise. InternalClientError: a connection the server
 dropped mid-operation can leave asyncpg's protocol in a state it then refuses to leave."""
-_DRIVER_ERRORS = (*_RUNNING_ERRORS, ValueError)
-"""What opening a pool may raise as well (ValueError: a malformed URL)."""
+_DRIVER_ERRORS = (*_RUNNING_ERRORS, ValueError, OverflowError)
+"""What opening a pool may raise as well (ValueError, OverflowError: a malformed URL)."""
 
 # SQLSTATE classes and codes after which the same request may succeed later (the server
 # restarts, fails over, sheds load, or a standby is promoted). Everything about who we are
@@ -118,7 +118,7 @@ def driver_fault(exc: BaseException, what: str) -> HooklineError | None:
             sqlstate is not None and (sqlstate in _TRANSIENT_SQLSTATES
                                       or sqlstate[:2] in _TRANSIENT_SQLSTATE_CLASSES)):
         return StoreUnavailable(f"{what}: {type(exc).__name__}: {exc}")
-    if isinstance(exc, ValueError):  # asyncpg's ClientConfigurationError is one too
+    if isinstance(exc, (ValueError, OverflowError)):  # ClientConfigurationError is a ValueError
         return ConfigError(f"{what}: the database URL is not valid: {exc}")
     if isinstance(exc, (asyncpg.InterfaceError, asyncpg.InternalClientError)):
         # The connection was closed under us, the pool reset, the protocol confused by it.
@@ -595,10 +595,8 @@ class PostgresStore:
                 finally:
                     await tx.rollback()
         except _RUNNING_ERRORS as exc:
-            fault = driver_fault(exc, "database connection failed")
-            if fault is None:
-                fault = StoreUnavailable(f"database {_redact(self.dsn)} is not writable: {exc}")
-            raise fault from exc
+            what = f"database {_redact(self.dsn)} is not writable"
+            raise (driver_fault(exc, what) or StoreUnavailable(f"{what}: {exc}")) from exc
 
     # -- dashboard views (issue 11) --------------------------------------------------------
 
