@@ -24,6 +24,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import logging
 import re
 import time
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
@@ -49,6 +50,10 @@ from shared.sqlite_store import _latency  # noqa: PLC2701  (one histogram shape 
 from shared.store import check_headers, check_throughput_args, validate_destination_changes
 
 log = get_logger()
+# asyncpg's pool logs a warning with a traceback each time it fails to reconnect its idle
+# connections (every 1 s doubling to 60 s while the server is away); each hookline process
+# already logs one store_unavailable / store_recovered pair per outage (shared/faults.py).
+logging.getLogger("asyncpg.pool").setLevel(logging.ERROR)
 CHANNEL = "hookline_jobs"
 SCHEMA_VERSION = max(version for version, _ in load_migrations("postgres"))
 # Any constant: serialises migrations of concurrently starting processes.
