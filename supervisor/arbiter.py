@@ -425,8 +425,8 @@ class Arbiter:
             live[child.slot].add(pid)
         if self._readiness.check(live, self._specs):
             self._log.info("supervisor_ready", slots=sorted(self._specs))
-            sdnotify.notify(f"READY=1\nSTATUS={len(self._children)} children running, "
-                            "all ready")
+            sdnotify.notify("READY=1")
+            self._report_status()  # STATUS= without "waiting for" from now on
             if self._on_ready is not None:
                 self._on_ready()
 
