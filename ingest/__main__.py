@@ -5,9 +5,9 @@ a command line is readable by every local user); --config-json is for tests and 
 """
 
 import argparse
-import sys
 
 from ingest.main import run
+from shared.child import exit_process
 from shared.lifecycle import child_config_or_exit
 
 parser = argparse.ArgumentParser(prog="python -m ingest")
@@ -15,4 +15,4 @@ parser.add_argument("--config-json", help="the Config as Config.to_json() wrote 
                     "(default: the HOOKLINE_CONFIG_JSON variable)")
 parser.add_argument("--slot", default="ingest", help="process name logged on every line")
 args = parser.parse_args()
-sys.exit(run(child_config_or_exit(args.config_json, args.slot), args.slot))
+exit_process(run(child_config_or_exit(args.config_json, args.slot), args.slot))

@@ -17,7 +17,9 @@ Routes:
     GET  /, /static/*    the operator dashboard (ingest/dashboard.py), whose data comes from
                          the admin API, including its views (ingest/admin_views.py).
 
-Every error is JSON `{"error": code, "detail": text}`, aiohttp's own 404/405 included.
+Every error is JSON `{"error": code, "detail": text}`, aiohttp's own 404/405 included. A
+database that is busy answers 503 `store_busy`, one that is unreachable, restarting or
+read-only 503 `store_unavailable`, both with `Retry-After` (never 500: nothing was committed).
 """
 
 from __future__ import annotations
@@ -37,7 +39,8 @@ from ingest.rate_limit import SourceRateLimiter, retry_after_s
 from ingest.validation import DEFAULT_SOURCE, BodyTooLarge, parse_event
 from ingest.wal_health import WalHealth
 from shared.config import Config
-from shared.errors import InvalidEvent, StoreBusy
+from shared.errors import InvalidEvent, StoreBusy, StoreUnavailable
+from shared.faults import StoreOutage
 from shared.logs import get_logger
 from shared.models import Accepted
 from shared.store import Store
@@ -103,6 +106,8 @@ class InFlight:
 
 IN_FLIGHT_KEY = web.AppKey("in_flight", InFlight)
 WAL_HEALTH_KEY: web.AppKey[WalHealth | None] = web.AppKey("wal_health")
+OUTAGE_KEY = web.AppKey("store_outage", StoreOutage)
+"""Logs one `store_unavailable` / `store_recovered` pair per database outage."""
 
 
 def build_app(store: Store, config: Config, *,
@@ -130,6 +135,7 @@ def build_app(store: Store, config: Config, *,
     app = web.Application(middlewares=[_track_in_flight, _json_errors],
                           client_max_size=config.max_body_bytes)
     app[IN_FLIGHT_KEY] = InFlight()
+    app[OUTAGE_KEY] = StoreOutage()
     app[STORE_KEY] = store
     app[CONFIG_KEY] = config
     app[COMMITTER_KEY] = committer if committer is not None else GroupCommitter(store)
@@ -190,6 +196,7 @@ async def post_event(request: web.Request) -> web.Response:
     if limited is not None:
         return limited
     result = await request.app[COMMITTER_KEY].submit(event)
+    request.app[OUTAGE_KEY].succeeded()
     ids = {"event_id": result.event_id, "message_id": result.message_id,
            "source": event.source, "source_event_id": event.source_event_id,
            "type": event.type}
@@ -353,6 +360,13 @@ async def _json_errors(request: web.Request, handler: Handler) -> web.StreamResp
         detail = ("ingest is shutting down; retry shortly" if isinstance(exc, CommitterStopped)
                   else "the database is busy; retry shortly")
         return error_response(503, "store_busy", detail,
+                              headers={hdrs.RETRY_AFTER: str(RETRY_AFTER_S)})
+    except StoreUnavailable as exc:
+        # Unreachable, restarting or read-only for a while: nothing was committed, so the
+        # client may send the same event again (duplicates are recognised by id).
+        request.app[OUTAGE_KEY].failed(exc, during=request.path)
+        return error_response(503, "store_unavailable",
+                              "the database is unavailable; retry shortly",
                               headers={hdrs.RETRY_AFTER: str(RETRY_AFTER_S)})
     except Exception:  # noqa: BLE001  (the boundary: log it all, tell the client nothing)
         get_logger().exception("request_failed", method=request.method, path=request.path)

@@ -1,13 +1,11 @@
 """Entry of the ingest process: open the store, serve the app until told to stop, exit with a
-code the supervisor reads (0 after a clean stop, 3 when it cannot boot)."""
+code the supervisor reads (shared/child.py: 0 clean stop, 3 misconfigured, 75 database away,
+1 crashed)."""
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import signal
-from collections.abc import Callable, Coroutine
-from typing import Any
+from collections.abc import Callable
 
 from aiohttp import web
 
@@ -17,15 +15,11 @@ from ingest.group_commit import GroupCommitter
 from ingest.http_limits import IngestRunner, parser_limits
 from ingest.maintenance import run_maintenance, run_retention
 from ingest.wal_health import wal_health_for
-from shared.clock import watch_clock
+from shared.child import BootState, child_context, run_child
 from shared.config import Config, listen_host_port
-from shared.errors import ConfigError, StoreBusy, StoreError
-from shared.lifecycle import (
-    BOOT_ERROR_EXIT, heartbeat, heartbeat_interval_s, heartbeat_path, install_stop_signals,
-    report_write_lock, shorten_gil_switch_interval, watch_parent,
-)
-from shared.logs import configure_logging, get_logger
-from shared.store import open_store
+from shared.errors import ConfigError
+from shared.lifecycle import report_write_lock
+from shared.logs import get_logger
 
 _LAST_STEP = 0.25
 """Share of graceful_timeout_s left to aiohttp's shutdown after our own drain step."""
@@ -36,7 +30,8 @@ class ListenError(ConfigError):
 
 
 async def serve(config: Config, *, ready: Callable[[int], None] | None = None,
-                stop: asyncio.Event | None = None, slot: str = "ingest") -> None:
+                stop: asyncio.Event | None = None, slot: str = "ingest",
+                boot: BootState | None = None) -> None:
     """Serve ingest on `config.listen` until `stop` is set.
 
     SIGTERM and SIGINT set `stop` (their handlers are removed again on return), and so does
@@ -53,27 +48,19 @@ async def serve(config: Config, *, ready: Callable[[int], None] | None = None,
         ready: called with the bound port (useful with port 0) once serving.
         stop: set it to stop; a new event when None.
         slot: the supervisor's name for this process; its heartbeat file is named after it
-            (the event loop touches it until the process is about to exit).
+            (the event loop touches it until the process is about to exit), and so is the
+            readiness marker left once listening (shared/child.py).
+        boot: marked booted once listening (for :func:`run`'s exit code).
 
     Raises:
-        StoreError: the store cannot be opened.
+        StoreError: the store cannot be opened (StoreUnavailable: for now).
         ConfigError: the database URL is unsupported; ListenError when the address cannot
             be bound.
     """
-    stop = stop if stop is not None else asyncio.Event()
-    loop = asyncio.get_running_loop()
     log = get_logger()
     host, port = listen_host_port(config.listen)
-    install_stop_signals(loop, stop)
-    parent_watch = asyncio.gather(watch_parent(stop), watch_clock(stop))  # + clock_step log
-    exiting = asyncio.Event()
-    beat = asyncio.create_task(heartbeat(heartbeat_path(config, slot),
-                                         heartbeat_interval_s(config.heartbeat_timeout_s),
-                                         exiting), name="heartbeat")
-    try:
-        store = open_store(config.db, synchronous=config.synchronous,
-                           busy_timeout_s=config.busy_timeout_s)
-        await store.open()
+    async with child_context(config, slot, stop=stop, boot=boot) as child:
+        store, stop = child.store, child.stop
         wal = wal_health_for(store, config)  # SQLite: the WAL size check of /healthz
         housekeeping = asyncio.create_task(  # WAL hygiene (ingest/maintenance.py)
             run_maintenance(store, config.maintenance_interval_s, stop, wal),
@@ -100,6 +87,7 @@ async def serve(config: Config, *, ready: Callable[[int], None] | None = None,
                 bound_port = _bound_port(runner, port)
                 log.info("ingest_listening", host=host, port=bound_port)
                 auth.warn_if_unconfigured(config)
+                child.mark_ready()  # the supervisor's READY=1 waits for this
                 if ready is not None:
                     ready(bound_port)
                 await stop.wait()
@@ -118,15 +106,6 @@ async def serve(config: Config, *, ready: Callable[[int], None] | None = None,
             housekeeping.cancel()
             retention.cancel()
             await asyncio.gather(housekeeping, retention, return_exceptions=True)
-            await store.close()
-    finally:
-        parent_watch.cancel()
-        exiting.set()
-        with contextlib.suppress(asyncio.CancelledError):
-            await parent_watch
-        await beat
-        for signum in (signal.SIGTERM, signal.SIGINT):
-            loop.remove_signal_handler(signum)
     log.info("ingest_stopped")
 
 
@@ -139,55 +118,17 @@ def _bound_port(runner: web.AppRunner, requested: int) -> int:
 
 
 def run(config: Config, slot: str = "ingest") -> int:
-    """Run the ingest process to completion.
+    """Run the ingest process to completion (:func:`shared.child.run_child`).
 
     Args:
         config: settings for this process.
         slot: the supervisor's name for this process, logged on every line.
 
     Returns:
-        0 after a clean stop; BOOT_ERROR_EXIT (3) when the store cannot be opened or the
-        address cannot be bound, so the supervisor stops instead of respawning; 1 for
-        anything else that ends the process early (an unexpected error, or StoreBusy at
-        boot, which is transient), so the supervisor respawns it.
+        0 after a clean stop; BOOT_ERROR_EXIT (3) for a permanent misconfiguration at boot
+        (unopenable database, address that cannot be bound), so the supervisor stops;
+        TRANSIENT_EXIT (75) when the database is away, CRASH_EXIT (1) for anything else, so
+        the supervisor respawns it.
     """
-    try:
-        configure_logging(slot, config.log_level, log_file=config.log_file)
-    except ValueError as exc:  # Config does not check log_level; a bad one cannot boot
-        configure_logging(slot)
-        get_logger().error("boot_failed", reason=str(exc))
-        return BOOT_ERROR_EXIT
-    log = get_logger()
-    shorten_gil_switch_interval()
-    booted = False
-
-    def on_ready(port: int) -> None:
-        nonlocal booted
-        booted = True
-
-    try:
-        _event_loop_runner()(serve(config, ready=on_ready, slot=slot))
-    except StoreBusy as exc:
-        # Transient (another process held the write lock through migrations): exit 1 so the
-        # supervisor respawns us with backoff instead of giving up on the whole service.
-        log.error("boot_failed" if not booted else "ingest_failed", reason=str(exc))
-        return 1
-    except (StoreError, ConfigError, OSError) as exc:
-        if booted:
-            log.exception("ingest_failed")
-            return 1
-        log.error("boot_failed", reason=str(exc))
-        return BOOT_ERROR_EXIT
-    except Exception:  # the process boundary: log it as one JSON line
-        log.exception("ingest_failed")
-        return 1
-    return 0
-
-
-def _event_loop_runner() -> Callable[[Coroutine[Any, Any, None]], None]:
-    """`uvloop.run` when uvloop is installed, else `asyncio.run`."""
-    try:
-        import uvloop  # noqa: PLC0415  (optional: absent on some platforms)
-    except ImportError:
-        return asyncio.run
-    return uvloop.run
+    return run_child(config, slot, lambda boot: serve(config, slot=slot, boot=boot),
+                     failed_event="ingest_failed")

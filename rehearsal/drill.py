@@ -42,7 +42,7 @@ async def fresh_postgres_database(server_url: str, name: str,
     Raises:
         asyncpg.PostgresError: the server refused (e.g. the user may not create databases).
     """
-    import asyncpg  # noqa: PLC0415  (only for PostgreSQL drills)
+    import asyncpg
 
     db_name = prefix + re.sub(r"[^a-z0-9_]", "_", name.lower())
     conn = await asyncpg.connect(server_url)
@@ -97,10 +97,11 @@ class Drill:
 
 @asynccontextmanager
 async def drill(directory: Path, targets: Sequence[Target], *, workers: int = 2,
-                settings: dict[str, str] | None = None, start: bool = True
-                ) -> AsyncIterator[Drill]:
+                settings: dict[str, str] | None = None, start: bool = True,
+                db_url: str | None = None) -> AsyncIterator[Drill]:
     """A fresh database with `targets` as destinations, the receiver, and the service.
 
+    `db_url`: an empty database to use instead (e.g. on a server the scenario runs itself).
     The service is stopped (SIGTERM) and the receiver closed on exit.
     """
     directory.mkdir(parents=True, exist_ok=True)
@@ -109,7 +110,9 @@ async def drill(directory: Path, targets: Sequence[Target], *, workers: int = 2,
                          for t in targets])
     await receiver.start()
     db: Path | str = directory / "drill.db"
-    if POSTGRES_URL is not None:
+    if db_url is not None:
+        db = db_url
+    elif POSTGRES_URL is not None:
         db = await fresh_postgres_database(POSTGRES_URL, directory.name)
     store = open_store(str(db))
     await store.open()

@@ -89,11 +89,14 @@ class PgServer:
         port: its TCP port on 127.0.0.1.
         root: its folder (data directory, socket, `server.log`); deleted by :meth:`stop`.
         bindir: where its binaries are.
+        options: the server options it was started with (`pg_ctl -o`), reused by
+            :meth:`resume`.
     """
 
     port: int
     root: Path
     bindir: Path
+    options: str = ""
 
     def url(self, database: str = "postgres") -> str:
         """A `postgresql://` URL of `database` on this server, as the superuser."""
@@ -124,6 +127,33 @@ class PgServer:
     def drop_database(self, url: str) -> None:
         """Drop the database a URL of this server names, closing any session still on it."""
         self.execute(f"DROP DATABASE IF EXISTS {url.rsplit('/', 1)[1]} WITH (FORCE)")
+
+    def halt(self, mode: str = "fast") -> None:
+        """Stop the server but keep its data (`pg_ctl stop -m MODE -w`), as an operator
+        restarting it would; :meth:`resume` starts it again on the same port.
+
+        Raises:
+            PgStartError: pg_ctl failed.
+        """
+        self._pg_ctl("-m", mode, "-w", "stop")
+
+    def resume(self) -> None:
+        """Start the server halted by :meth:`halt` again (same data, port and options);
+        returns once it takes connections.
+
+        Raises:
+            PgStartError: pg_ctl failed.
+        """
+        self._pg_ctl("-l", str(self.root / "server.log"), "-o", self.options, "-w", "-t",
+                     "30", "start")
+
+    def _pg_ctl(self, *args: str) -> None:
+        done = subprocess.run(_as_server_user([str(self.bindir / "pg_ctl"), "-D",
+                                               str(self.root / "data"), *args]),
+                              capture_output=True, text=True, check=False)
+        if done.returncode != 0:
+            raise PgStartError(f"pg_ctl {' '.join(args)} exited {done.returncode}: "
+                               f"{done.stderr.strip()[-2000:]}")
 
     def stop(self) -> None:
         """Stop the server at once (`-m immediate`) and delete its folder (idempotent)."""
@@ -174,7 +204,7 @@ def start_server(parent: Path | None = None, *, durable: bool = False,
               "-E", "UTF8"] + ([] if durable else ["--no-sync"])
     start = [str(bindir / "pg_ctl"), "-D", str(data), "-l", str(log), "-o", opts, "-w",
              "-t", "30", "start"]
-    server = PgServer(port=port, root=root, bindir=bindir)
+    server = PgServer(port=port, root=root, bindir=bindir, options=opts)
     for step in (initdb, start):
         done = subprocess.run(_as_server_user(step), capture_output=True, text=True,
                               check=False)

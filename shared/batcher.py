@@ -22,7 +22,7 @@ import time
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Generic, TypeVar
 
-from shared.errors import StoreBusy
+from shared.errors import StoreBusy, StoreUnavailable
 from shared.logs import get_logger
 
 Item = TypeVar("Item")
@@ -154,8 +154,9 @@ class Batcher(Generic[Item, Result]):
                 future.cancel()
             raise
         except Exception as exc:  # noqa: BLE001  (every waiter must learn of any failure)
-            get_logger().warning("batch_failed", batcher=self.name, items=len(batch),
-                                 error=type(exc).__name__)
+            if not isinstance(exc, StoreUnavailable):  # its callers log an outage once
+                get_logger().warning("batch_failed", batcher=self.name, items=len(batch),
+                                     error=type(exc).__name__)
             for _, future in batch:
                 if not future.done():
                     future.set_exception(exc)

@@ -13,8 +13,18 @@ class StoreError(HooklineError):
     """The store could not do what was asked (schema too new, bad database URL, ...)."""
 
 
-class StoreBusy(StoreError):
-    """The database stayed locked past the busy timeout (SQLite `database is locked`)."""
+class StoreUnavailable(StoreError):
+    """The database is unreachable, restarting, busy or read-only for a while; retry.
+
+    Transient by definition: whoever meets it retries with backoff (or exits with
+    :data:`shared.lifecycle.TRANSIENT_EXIT` so the supervisor respawns it), never stops the
+    service for it.
+    """
+
+
+class StoreBusy(StoreUnavailable):
+    """The database stayed locked past the busy timeout (SQLite `database is locked`), or a
+    transaction lost a deadlock or lock wait (PostgreSQL)."""
 
 
 class LeaseLost(HooklineError):

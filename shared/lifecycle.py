@@ -1,7 +1,8 @@
 """Process lifecycle helpers shared by every child of the supervisor (ingest and workers).
 
-The supervisor and its children agree on two things only: the reserved exit code
-:data:`BOOT_ERROR_EXIT`, and that a child exits when its parent is gone. Nothing here imports
+The supervisor and its children agree on a few things only: the exit codes
+:data:`BOOT_ERROR_EXIT` (permanent: stop the service) and :data:`TRANSIENT_EXIT` (respawn),
+the heartbeat and readiness files, and that a child exits when its parent is gone. Nothing here imports
 the supervisor, so a child can be run on its own (for tests, or under another supervisor).
 """
 
@@ -21,11 +22,22 @@ from shared.errors import ConfigError
 from shared.logs import configure_logging, get_logger
 
 BOOT_ERROR_EXIT = 3
-"""Exit code of a child that cannot boot (bad config, unopenable database, port in use).
+"""Exit code of a child that cannot boot because of a permanent misconfiguration (bad
+config, a path that cannot be a database, schema newer than the code, a refused login, a
+port that cannot be bound).
 
 The supervisor stops the whole service instead of respawning such a child forever
-(compare gunicorn's `WORKER_BOOT_ERROR`).
+(compare gunicorn's `WORKER_BOOT_ERROR`). Transient faults never use it.
 """
+
+TRANSIENT_EXIT = 75
+"""Exit code of a child (or of `hookline serve` at start) that met a transient fault: the
+database is unreachable, restarting, busy or read-only for a while (sysexits' EX_TEMPFAIL).
+The supervisor respawns the child with its backoff; systemd restarts the service.
+"""
+
+CRASH_EXIT = 1
+"""Exit code of a child that ended on an unexpected error; respawned like TRANSIENT_EXIT."""
 
 
 async def watch_parent(stop: asyncio.Event, interval_s: float = 1.0) -> None:
@@ -103,6 +115,12 @@ def pid_file(config: Config) -> Path:
 def heartbeat_path(config: Config, slot: str) -> Path:
     """The heartbeat file of `slot`: `<runtime_dir>/<slot>.heartbeat`."""
     return runtime_dir(config) / f"{slot}.heartbeat"
+
+
+def ready_path(config: Config, slot: str) -> Path:
+    """The readiness marker of `slot`: `<runtime_dir>/<slot>.ready`, holding the child's pid
+    once it serves (ingest listens, a worker has opened the store)."""
+    return runtime_dir(config) / f"{slot}.ready"
 
 
 def heartbeat_interval_s(timeout_s: float) -> float:

@@ -24,6 +24,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import logging
 import re
 import time
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
@@ -35,7 +36,9 @@ import asyncpg
 from shared.delivery_policy import (
     BreakerPolicy, auto_pause_reason, choose_claims, fair_room, is_failure,
 )
-from shared.errors import Conflict, ConfigError, NotFound, StoreBusy, StoreError
+from shared.errors import (
+    ConfigError, Conflict, HooklineError, NotFound, StoreBusy, StoreError, StoreUnavailable,
+)
 from shared.logs import get_logger
 from shared.models import (
     Accepted, Attempt, AttemptResult, Claim, ClaimRequest, Dead, Destination,
@@ -49,6 +52,10 @@ from shared.sqlite_store import _latency  # noqa: PLC2701  (one histogram shape 
 from shared.store import check_headers, check_throughput_args, validate_destination_changes
 
 log = get_logger()
+# asyncpg's pool logs a warning with a traceback each time it fails to reconnect its idle
+# connections (every 1 s doubling to 60 s while the server is away); each hookline process
+# already logs one store_unavailable / store_recovered pair per outage (shared/faults.py).
+logging.getLogger("asyncpg.pool").setLevel(logging.ERROR)
 CHANNEL = "hookline_jobs"
 SCHEMA_VERSION = max(version for version, _ in load_migrations("postgres"))
 # Any constant: serialises migrations of concurrently starting processes.
@@ -70,6 +77,63 @@ def _query(name: str) -> tuple[str, tuple[str, ...]]:
                      if not line.lstrip().startswith("--"))
     sql = _PARAM.sub(number, text)
     return sql, tuple(names)
+
+
+_RUNNING_ERRORS = (OSError, TimeoutError, asyncpg.PostgresError, asyncpg.InterfaceError,
+                   asyncpg.InternalClientError)
+"""What a statement on an open pool may raise. InternalClientError: a connection the server
+dropped mid-operation can leave asyncpg's protocol in a state it then refuses to leave."""
+_DRIVER_ERRORS = (*_RUNNING_ERRORS, ValueError, OverflowError)
+"""What opening a pool may raise as well (ValueError, OverflowError: a malformed URL)."""
+
+# SQLSTATE classes and codes after which the same request may succeed later (the server
+# restarts, fails over, sheds load, or a standby is promoted). Everything about who we are
+# or which database we want (28xxx, 3D000, 57P04) is permanent: an operator must fix it.
+_TRANSIENT_SQLSTATE_CLASSES = ("08", "53")  # connection exception; insufficient resources
+_TRANSIENT_SQLSTATES = frozenset({
+    "57P01",  # admin_shutdown (pg_ctl stop -m fast)
+    "57P02",  # crash_shutdown
+    "57P03",  # cannot_connect_now (starting up, shutting down, in recovery)
+    "57P05",  # idle_session_timeout
+    "25006",  # read_only_sql_transaction (hot standby, read-only database)
+    "40001",  # serialization_failure
+})
+_BUSY_SQLSTATES = frozenset({
+    "40P01",  # deadlock_detected
+    "55P03",  # lock_not_available
+    "57014",  # query_canceled (statement_timeout, lock_timeout)
+})
+
+
+def driver_fault(exc: BaseException, what: str) -> HooklineError | None:
+    """Classify a driver error once for the whole backend (see shared/faults.py).
+
+    Args:
+        exc: what asyncpg (or the socket below it) raised.
+        what: the start of the message, e.g. "cannot connect to postgresql://host/db".
+
+    Returns:
+        StoreBusy for lock waits and deadlocks; StoreUnavailable for a server that is
+        unreachable, restarting, overloaded or read-only; ConfigError for a malformed URL;
+        StoreError (permanent) for authentication failures and a missing or dropped
+        database; None for anything else (e.g. a failed statement: the caller decides).
+    """
+    sqlstate = getattr(exc, "sqlstate", None) if isinstance(exc, asyncpg.PostgresError) else None
+    if sqlstate in _BUSY_SQLSTATES:
+        return StoreBusy(f"database busy: {exc}")
+    if isinstance(exc, (OSError, TimeoutError)) or (
+            sqlstate is not None and (sqlstate in _TRANSIENT_SQLSTATES
+                                      or sqlstate[:2] in _TRANSIENT_SQLSTATE_CLASSES)):
+        return StoreUnavailable(f"{what}: {type(exc).__name__}: {exc}")
+    if isinstance(exc, (ValueError, OverflowError)):  # ClientConfigurationError is a ValueError
+        return ConfigError(f"{what}: the database URL is not valid: {exc}")
+    if isinstance(exc, (asyncpg.InterfaceError, asyncpg.InternalClientError)):
+        # The connection was closed under us, the pool reset, the protocol confused by it.
+        return StoreUnavailable(f"{what}: {type(exc).__name__}: {exc}")
+    if sqlstate is not None and (sqlstate[:2] == "28" or sqlstate in ("3D000", "57P04")):
+        return StoreError(f"{what}: {exc} (check the user, password and database name in "
+                          "the db setting)")
+    return None
 
 
 class PostgresStore:
@@ -102,13 +166,15 @@ class PostgresStore:
             self._pool = await asyncpg.create_pool(
                 self.dsn, min_size=1, max_size=self._pool_size,
                 timeout=self._connect_timeout_s, command_timeout=60)
-        except (OSError, asyncpg.PostgresError, asyncio.TimeoutError) as exc:
-            raise StoreError(f"cannot connect to {_redact(self.dsn)}: {exc}") from exc
+        except _DRIVER_ERRORS as exc:
+            what = f"cannot connect to {_redact(self.dsn)}"
+            raise (driver_fault(exc, what) or StoreError(f"{what}: {exc}")) from exc
         try:
             await self._migrate()
-        except asyncpg.PostgresError as exc:
+        except _DRIVER_ERRORS as exc:
             await self.close()
-            raise StoreError(f"cannot migrate {_redact(self.dsn)}: {exc}") from exc
+            what = f"cannot migrate {_redact(self.dsn)}"
+            raise (driver_fault(exc, what) or StoreError(f"{what}: {exc}")) from exc
         except BaseException:
             await self.close()
             raise
@@ -175,13 +241,11 @@ class PostgresStore:
         try:
             async with self._pool.acquire() as conn, conn.transaction():
                 yield _Tx(conn, self._test_now())
-        except asyncpg.DeadlockDetectedError as exc:
-            raise StoreBusy(f"deadlock, transaction rolled back: {exc}") from exc
-        except (asyncpg.LockNotAvailableError, asyncpg.QueryCanceledError) as exc:
-            raise StoreBusy(f"database busy: {exc}") from exc
-        except (OSError, asyncpg.InterfaceError,
-                asyncpg.PostgresConnectionError) as exc:
-            raise StoreError(f"database connection failed: {exc}") from exc
+        except _RUNNING_ERRORS as exc:
+            fault = driver_fault(exc, "database connection failed")
+            if fault is None:
+                raise  # a statement's own error (constraint, bug): not ours to classify
+            raise fault from exc
 
     # -- ingest ----------------------------------------------------------------------------
 
@@ -548,10 +612,9 @@ class PostgresStore:
                     await conn.execute("UPDATE schema_version SET version = version WHERE false")
                 finally:
                     await tx.rollback()
-        except asyncpg.PostgresError as exc:
-            raise StoreError(f"database {_redact(self.dsn)} is not writable: {exc}") from exc
-        except (OSError, asyncpg.InterfaceError) as exc:
-            raise StoreError(f"database connection failed: {exc}") from exc
+        except _RUNNING_ERRORS as exc:
+            what = f"database {_redact(self.dsn)} is not writable"
+            raise (driver_fault(exc, what) or StoreUnavailable(f"{what}: {exc}")) from exc
 
     # -- dashboard views (issue 11) --------------------------------------------------------
 

@@ -7,8 +7,11 @@ a full argv. The loop follows gunicorn's arbiter (benoitc/gunicorn `gunicorn/arb
   :func:`signal.set_wakeup_fd` wakes the loop, which dispatches to ``handle_<name>``;
 * children are reaped with ``waitpid(-1, WNOHANG)`` and respawned after a capped exponential
   backoff per slot (gunicorn respawns at once; a crash loop then burns a CPU);
-* a child exiting with :data:`shared.lifecycle.BOOT_ERROR_EXIT` cannot boot, so the whole
-  service stops with that code rather than respawning it forever;
+* a child exiting with :data:`shared.lifecycle.BOOT_ERROR_EXIT` is misconfigured for good, so
+  the whole service stops with that code rather than respawning it forever; every other exit
+  (:data:`shared.lifecycle.TRANSIENT_EXIT`: the database was away; 1: a crash) is respawned;
+* ``READY=1`` goes to systemd once every initial slot has reported ready
+  (supervisor/readiness.py), not merely been spawned;
 * graceful stop: SIGTERM to every child, reap every 0.1 s until ``graceful_timeout_s``, then
   SIGKILL what is left.
 
@@ -46,6 +49,7 @@ from shared.clock import ClockStepDetector
 from shared.lifecycle import BOOT_ERROR_EXIT, touch, write_status
 from shared.logs import get_logger
 from supervisor import sdnotify
+from supervisor.readiness import Readiness
 
 _HANDLED_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGCHLD, signal.SIGTTIN, signal.SIGTTOU)
 _WORKER_SLOT = re.compile(r"worker-([1-9][0-9]*)")
@@ -55,6 +59,8 @@ _REAP_INTERVAL_S = 0.1
 _KILL_REAP_TIMEOUT_S = 5.0
 # Longest sleep of the main loop with no timer due: signals wake it earlier anyway.
 _IDLE_WAKE_S = 1.0
+# How often readiness markers are looked at until every initial slot has reported.
+_READY_POLL_S = 0.05
 
 
 @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
@@ -69,12 +75,15 @@ class ChildSpec:
         heartbeat_file: a file the child touches from its event loop; the arbiter touches it
             at spawn and treats the child as hung once its mtime has not changed for
             ``heartbeat_timeout_s`` of monotonic time. None: liveness is not checked.
+        ready_file: where the child writes its pid once it serves (supervisor/readiness.py);
+            ``READY=1`` waits for it. None: the slot counts as ready once started.
     """
 
     slot: str
     argv: tuple[str, ...]
     env: Mapping[str, str] | None = None
     heartbeat_file: str | None = None
+    ready_file: str | None = None  # the child writes its pid here once it serves
 
 
 def respawn_delay_s(consecutive_failures: int, base_s: float, cap_s: float) -> float:
@@ -191,8 +200,9 @@ class Arbiter:
                 failure count of its slot.
             make_worker_spec: builds the spec of worker number n (slot ``worker-<n>``) for
                 SIGTTIN; None disables scaling up.
-            on_ready: called once, after every initial child has been started (systemd gets
-                ``READY=1`` at the same moment).
+            on_ready: called once, when every initial slot has reported ready (its spec's
+                ``ready_file``) or, without one, been started; systemd gets ``READY=1`` at
+                the same moment.
             heartbeat_timeout_s: a child with a heartbeat file untouched for this long, in
                 seconds, is hung and replaced; None disables the check.
             abort_grace_s: time between SIGABRT and SIGKILL for a hung child, in seconds.
@@ -232,6 +242,7 @@ class Arbiter:
         self._wake_w = -1
         self._watchdog_s: float | None = None
         self._watchdog_due = 0.0
+        self._readiness = Readiness({}, done=True)  # replaced when the children start
 
     # ----------------------------------------------------------------- public API
 
@@ -333,6 +344,8 @@ class Arbiter:
                       if c.retire_by is not None and not c.killed_by_supervisor]
         if self._watchdog_s is not None:
             deadlines.append(self._watchdog_due)
+        if not self._readiness.done:
+            deadlines.append(time.monotonic() + _READY_POLL_S)
         if not deadlines:
             return _IDLE_WAKE_S
         return max(0.0, min(min(deadlines) - time.monotonic(), _IDLE_WAKE_S))
@@ -342,6 +355,7 @@ class Arbiter:
         self._clock_steps.check()
         if not self._stopping:
             self._check_heartbeats(now)
+            self._check_ready()
         if self._watchdog_s is not None and now >= self._watchdog_due:
             # Fed only while every child is live: a hung child that we fail to replace
             # lets systemd's watchdog restart the whole service.
@@ -423,10 +437,22 @@ class Arbiter:
                 # The command itself cannot be run: respawning would fail the same way.
                 self._boot_failed(spec.slot, error=repr(exc))
                 return
+        self._readiness = Readiness({spec.slot: spec.ready_file for spec in self._specs.values()
+                                     if spec.ready_file is not None})
         self._report_status()
-        sdnotify.notify("READY=1")
-        if self._on_ready is not None:
-            self._on_ready()
+        self._check_ready()
+
+    def _check_ready(self) -> None:
+        """Send READY=1 (and call on_ready) once every initial slot has reported ready."""
+        live: dict[str, set[int]] = collections.defaultdict(set)
+        for pid, child in self._children.items():
+            live[child.slot].add(pid)
+        if self._readiness.check(live, self._specs):
+            self._log.info("supervisor_ready", slots=sorted(self._specs))
+            sdnotify.notify("READY=1")
+            self._report_status()  # STATUS= without "waiting for" from now on
+            if self._on_ready is not None:
+                self._on_ready()
 
     def _spawn(self, spec: ChildSpec) -> None:
         """Start a child later in life; a failed fork or exec is retried with backoff."""
@@ -443,6 +469,8 @@ class Arbiter:
         if spec.heartbeat_file is not None:
             # A fresh mtime gives the new child heartbeat_timeout_s to boot.
             touch(Path(spec.heartbeat_file))
+        if spec.ready_file is not None:
+            Readiness.clear(spec.ready_file)
         popen = subprocess.Popen(spec.argv, env=self._child_env(spec), close_fds=True)
         started_at = time.monotonic()
         child = _Child(slot=spec.slot, popen=popen, started_at=started_at,
@@ -607,8 +635,10 @@ class Arbiter:
         return [slot for _, slot in sorted(numbered)]
 
     def _report_status(self) -> None:
+        waiting = ("" if self._readiness.done
+                   else f"; starting, waiting for {', '.join(self._readiness.pending)}")
         sdnotify.notify(f"STATUS={len(self._children)} of {len(self._specs)} children running, "
-                        f"{len(self._worker_slots())} workers wanted")
+                        f"{len(self._worker_slots())} workers wanted{waiting}")
         self._write_status()
 
     def status(self) -> dict[str, Any]:

@@ -15,8 +15,16 @@ from collections.abc import Callable
 from pathlib import Path
 
 from shared.config import CONFIG_ENV, Config
-from shared.errors import HooklineError
-from shared.lifecycle import STATUS_FILE, heartbeat_path, pid_file, runtime_dir
+from shared.errors import HooklineError, StoreUnavailable
+from shared.lifecycle import (
+    BOOT_ERROR_EXIT,
+    STATUS_FILE,
+    TRANSIENT_EXIT,
+    heartbeat_path,
+    pid_file,
+    ready_path,
+    runtime_dir,
+)
 from shared.logs import configure_logging, get_logger, rotate_log_file
 from shared.store import open_store
 from shared.store_clock import reanchor_at_serve_start
@@ -27,7 +35,8 @@ def ingest_spec(config: Config) -> ChildSpec:
     """The ingest child: `python -m ingest --slot ingest`, its Config in CONFIG_ENV."""
     return ChildSpec(slot="ingest", argv=(sys.executable, "-m", "ingest", "--slot", "ingest"),
                      env={CONFIG_ENV: config.to_json()},
-                     heartbeat_file=str(heartbeat_path(config, "ingest")))
+                     heartbeat_file=str(heartbeat_path(config, "ingest")),
+                     ready_file=str(ready_path(config, "ingest")))
 
 
 def worker_spec(config: Config, number: int) -> ChildSpec:
@@ -35,7 +44,8 @@ def worker_spec(config: Config, number: int) -> ChildSpec:
     slot = f"worker-{number}"
     return ChildSpec(slot=slot, argv=(sys.executable, "-m", "workers", "--slot", slot),
                      env={CONFIG_ENV: config.to_json()},
-                     heartbeat_file=str(heartbeat_path(config, slot)))
+                     heartbeat_file=str(heartbeat_path(config, slot)),
+                     ready_file=str(ready_path(config, slot)))
 
 
 async def check(config: Config) -> None:
@@ -46,8 +56,10 @@ async def check(config: Config) -> None:
     """
     store = open_store(config.db, synchronous=config.synchronous,
                        busy_timeout_s=config.busy_timeout_s)
-    await store.open()
-    await store.close()
+    try:
+        await store.open()
+    finally:
+        await store.close()  # also after a half-done open: no thread may keep us alive
 
 
 def run(config: Config) -> int:
@@ -57,16 +69,21 @@ def run(config: Config) -> int:
     migrate and a bad path stops the service before anything is spawned.
 
     Returns:
-        The process exit code: 0 after a clean stop, 3 when a child could not boot.
+        The process exit code: 0 after a clean stop, 3 when the database or a child is
+        misconfigured (permanent), 75 when the database is away at start (transient:
+        systemd's Restart=on-failure tries again).
     """
     configure_logging("supervisor", config.log_level, log_file=config.log_file)
     try:
         asyncio.run(check(config))
         reanchor_at_serve_start(config.db, lease_s=config.lease_s, retry_cap_s=config.retry_cap_s,
                                 busy_timeout_s=config.busy_timeout_s)  # shared/store_clock.py
+    except StoreUnavailable as exc:
+        print(f"hookline: cannot start yet: {exc}", file=sys.stderr)
+        return TRANSIENT_EXIT
     except HooklineError as exc:
         print(f"hookline: cannot start: {exc}", file=sys.stderr)
-        return 3
+        return BOOT_ERROR_EXIT
     folder = runtime_dir(config)
     pid_path = pid_file(config)
     try:

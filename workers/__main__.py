@@ -2,8 +2,8 @@
 worker (the Config comes in HOOKLINE_CONFIG_JSON unless --config-json is given)."""
 
 import argparse
-import sys
 
+from shared.child import exit_process
 from shared.lifecycle import child_config_or_exit
 from workers.main import run
 
@@ -11,4 +11,4 @@ parser = argparse.ArgumentParser(prog="python -m workers")
 parser.add_argument("--config-json", help="default: the HOOKLINE_CONFIG_JSON variable")
 parser.add_argument("--slot", default="worker-1")
 args = parser.parse_args()
-sys.exit(run(child_config_or_exit(args.config_json, args.slot), args.slot))
+exit_process(run(child_config_or_exit(args.config_json, args.slot), args.slot))

@@ -6,8 +6,14 @@ makes ONE `store.finish_and_claim` call for everything queued: every completion,
 claim sized by the :class:`Refill` (the worker loop) to the slots free once those
 completions are recorded. A busy worker thus takes SQLite's single write lock, and pays for
 the commit's fsync, once per batch (at most once per `min_interval_s` under steady load)
-instead of once per attempt and once more per claim, so the other processes wait less. A
-busy store is retried a few times before the waiters learn of it.
+instead of once per attempt and once more per claim, so the other processes wait less.
+
+A database that is busy or away (StoreUnavailable) never drops a completion: a batch that
+records completions is retried with capped backoff (0.1 s doubling to 5 s) until it is
+written; the lease token fences it, so a late write of a lease that expired meanwhile
+changes nothing. A batch that only claims is retried a few times for StoreBusy, then its
+waiter (the claim loop) learns of the fault and backs off itself, so a stop is never held
+up by a claim.
 """
 
 from __future__ import annotations
@@ -16,7 +22,8 @@ import asyncio
 from typing import Any, Final, Protocol
 
 from shared.batcher import Batcher
-from shared.errors import StoreBusy
+from shared.errors import StoreBusy, StoreUnavailable
+from shared.faults import CappedBackoff, StoreOutage
 from shared.logs import get_logger
 from shared.models import AttemptResult, Claim, ClaimRequest, Outcome
 from shared.store import Store
@@ -59,34 +66,54 @@ class Finisher(Batcher[Item | _ClaimTick, bool]):
     """
 
     def __init__(self, store: Store, *, breaker: Any = None, max_batch: int = 256,
-                 min_interval_s: float = 0.0, refill: Refill | None = None) -> None:
+                 min_interval_s: float = 0.0, refill: Refill | None = None,
+                 outage: StoreOutage | None = None) -> None:
         super().__init__(self._write_batch_with_retries, max_batch=max_batch, name="finisher",
                          min_interval_s=min_interval_s)
         self.store = store
         self.breaker = breaker
         self.refill = refill
+        self.outage = outage if outage is not None else StoreOutage()
 
     async def finish(self, claim: Claim, outcome: Outcome, result: AttemptResult) -> bool:
         """Queue one completion and wait for its batch. Returns False when the lease was lost
-        (the fenced update changed nothing). Raises StoreBusy after the busy retries, and
-        BatcherStopped once the finisher is stopped."""
+        (the fenced update changed nothing). A busy or unavailable store is retried until
+        the write succeeds (module docstring). Raises BatcherStopped once the finisher is
+        stopped."""
         return await self.submit((claim, outcome, result))
 
     async def claim(self) -> bool:
         """Have the next batch claim for the free slots, and wait for it. Returns True when
         the claim took all it asked for (more may be due now), False when it came back short
-        or asked for nothing. Raises StoreBusy after the busy retries, BatcherStopped once
-        stopped."""
+        or asked for nothing. Raises StoreUnavailable (StoreBusy after the busy retries) when
+        the batch held no completion, BatcherStopped once stopped."""
         return await self.submit(CLAIM)
 
     async def _write_batch_with_retries(self, items: list[Item | _ClaimTick]) -> list[bool]:
-        for delay_s in _BUSY_RETRY_DELAYS_S:
+        busy_delays = iter(_BUSY_RETRY_DELAYS_S)
+        backoff = CappedBackoff()
+        completions = any(not isinstance(item, _ClaimTick) for item in items)
+        while True:
             try:
-                return await self._write_once(items)
-            except StoreBusy:
+                results = await self._write_once(items)
+            except StoreBusy as exc:
+                delay_s = next(busy_delays, None)
+                if delay_s is None:
+                    if not completions:
+                        raise
+                    self.outage.failed(exc, during="finish")
+                    delay_s = backoff.next_delay_s()
                 get_logger().warning("finish_busy", attempts=len(items), retry_in_s=delay_s)
                 await asyncio.sleep(delay_s)
-        return await self._write_once(items)
+                continue
+            except StoreUnavailable as exc:
+                self.outage.failed(exc, during="finish" if completions else "claim")
+                if not completions:
+                    raise
+                await asyncio.sleep(backoff.next_delay_s())
+                continue
+            self.outage.succeeded()
+            return results
 
     async def _write_once(self, items: list[Item | _ClaimTick]) -> list[bool]:
         finishing = [item for item in items if not isinstance(item, _ClaimTick)]

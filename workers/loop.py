@@ -26,7 +26,8 @@ from collections.abc import Callable
 
 from shared.config import Config
 from shared.delivery_policy import BreakerPolicy, destination_slots, effective_timeout_s, late_slots
-from shared.errors import StoreBusy
+from shared.errors import StoreUnavailable
+from shared.faults import CappedBackoff, StoreOutage
 from shared.logs import get_logger
 from shared.models import AttemptResult, Claim, ClaimRequest, Dead, Done, Outcome, Retry
 from shared.retry import Backoff, next_attempt
@@ -76,8 +77,12 @@ class Worker:
         # worker (a poison job). It is sent alone, so a crash takes no other job with it.
         self._suspects: set[str] = set()
         self._suspect_lock = asyncio.Lock()
+        # One record of "the database is away" for the whole process: one store_unavailable
+        # / store_recovered pair per outage, whoever meets it (claims, finishes, extends).
+        self.outage = StoreOutage()
         self.finisher = Finisher(store, breaker=self.breaker,
-                                 min_interval_s=config.batch_interval_s, refill=self)
+                                 min_interval_s=config.batch_interval_s, refill=self,
+                                 outage=self.outage)
         self._stopping = False
         # Slots promised to the claim of the batch being written (claim_request .. claimed):
         # a completion landing meanwhile must not count them as free.
@@ -103,6 +108,7 @@ class Worker:
             await asyncio.gather(*helpers, return_exceptions=True)
 
     async def _claim_loop(self, stop: asyncio.Event) -> None:
+        backoff = CappedBackoff()
         while not stop.is_set():
             free = self._free_slots()
             if free > 0 and self._suspects:
@@ -113,9 +119,16 @@ class Worker:
                 try:
                     # Rides the next batch of completions: one transaction for both.
                     took_all = await self.finisher.claim()
-                except StoreBusy as exc:
-                    log.warning("claim_busy", error=str(exc))
-                    took_all = False
+                    backoff.reset()
+                except StoreUnavailable as exc:
+                    # Busy or away: never a reason to exit. Wait (stop cuts it short), then
+                    # claim again; the outage is logged once (shared/faults.py). Never
+                    # slower than an idle worker's poll, so work resumes within about
+                    # poll_interval_s of the database's return.
+                    self.outage.failed(exc, during="claim")
+                    await _wait_or_stop(stop, min(backoff.next_delay_s(),
+                                                  self.config.poll_interval_s))
+                    continue
                 if took_all:
                     continue  # more may be due right now
             # Until a slot frees up, the store says new work may be due, the poll interval
@@ -253,9 +266,12 @@ class Worker:
                 continue
             try:
                 lost = await self.store.extend(claims, self.config.lease_s)
-            except StoreBusy as exc:
-                log.warning("lease_extend_busy", error=str(exc), leases=len(claims))
+            except StoreUnavailable as exc:
+                # Tried again next interval; a lease that expires meanwhile is fenced.
+                self.outage.failed(exc, during="extend")
+                log.debug("lease_extend_failed", error=str(exc), leases=len(claims))
                 continue
+            self.outage.succeeded()
             log.debug("lease_extended", leases=len(claims) - len(lost))
             # A claim whose completion was written meanwhile (or queued: the finisher's write
             # may land before this one) no longer holds a lease to lose.
@@ -287,6 +303,14 @@ class Worker:
                          lease_token=claim.lease_token)
             log.info("worker_drained", handed_back=handed)
         self._in_flight.clear()
+
+
+async def _wait_or_stop(stop: asyncio.Event, delay_s: float) -> None:
+    """Sleep `delay_s` seconds, or less if `stop` is set meanwhile."""
+    try:
+        await asyncio.wait_for(stop.wait(), timeout=delay_s)
+    except TimeoutError:
+        pass
 
 
 def _log_outcome(claim: Claim, outcome: Outcome, result: AttemptResult, kept: bool,

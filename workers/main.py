@@ -1,5 +1,6 @@
 """Entry of a worker process: open the store, run a :class:`~workers.loop.Worker` until told to
-stop (SIGTERM/SIGINT, or the supervisor vanished), exit with a code the supervisor reads."""
+stop (SIGTERM/SIGINT, or the supervisor vanished), exit with a code the supervisor reads
+(shared/child.py: 0 clean stop, 3 misconfigured, 75 database away, 1 crashed)."""
 
 from __future__ import annotations
 
@@ -7,15 +8,10 @@ import asyncio
 import os
 import socket
 
-from shared.clock import watch_clock
+from shared.child import BootState, child_context, run_child
 from shared.config import Config
-from shared.errors import ConfigError, StoreError
-from shared.lifecycle import (
-    BOOT_ERROR_EXIT, heartbeat, heartbeat_interval_s, heartbeat_path, install_stop_signals,
-    report_write_lock, shorten_gil_switch_interval, watch_parent,
-)
-from shared.logs import configure_logging, get_logger
-from shared.store import open_store
+from shared.lifecycle import report_write_lock
+from shared.logs import get_logger
 from workers.loop import Worker
 from workers.sender import Sender
 
@@ -25,60 +21,35 @@ def worker_identity(slot: str) -> str:
     return f"{slot}@{socket.gethostname()}:{os.getpid()}"
 
 
-async def serve(config: Config, slot: str, stop: asyncio.Event | None = None) -> None:
+async def serve(config: Config, slot: str, stop: asyncio.Event | None = None,
+                boot: BootState | None = None) -> None:
     """Deliver jobs until `stop` is set (created and wired to signals when None).
 
-    The event loop heartbeats to the supervisor (:func:`shared.lifecycle.heartbeat`) until
-    the process has drained and is about to exit, so a blocked loop gets replaced.
+    The lifecycle (signals, parent watch, heartbeat, store open and close) is
+    :func:`shared.child.child_context`; the worker reports ready once the store is open.
+    A database that goes away while running is retried inside the worker (workers/loop.py),
+    never a reason to exit.
 
     Raises:
-        StoreError, ConfigError: the database cannot be opened.
+        StoreError, ConfigError: the database cannot be opened (StoreUnavailable: for now).
     """
-    stop = stop or asyncio.Event()
-    install_stop_signals(asyncio.get_running_loop(), stop)
-    parent_watch = asyncio.gather(watch_parent(stop), watch_clock(stop))  # + clock_step log
-    exiting = asyncio.Event()
-    beat = asyncio.create_task(heartbeat(heartbeat_path(config, slot),
-                                         heartbeat_interval_s(config.heartbeat_timeout_s),
-                                         exiting))
-    store = open_store(config.db, synchronous=config.synchronous,
-                       busy_timeout_s=config.busy_timeout_s)
-    try:
-        await store.open()
-    except BaseException:
-        exiting.set()
-        parent_watch.cancel()
-        raise
     log = get_logger()
-    worker_id = worker_identity(slot)
-    log.info("worker_started", worker=worker_id)
-    try:
-        async with Sender(timeout_s=config.attempt_timeout_s, policy=config.address_policy,
-                          max_connections=config.worker_concurrency,
-                          max_connection_age_s=config.max_connection_age_s) as sender:
-            await Worker(store, config, worker_id, sender).run(stop)
-    finally:
-        parent_watch.cancel()
-        report_write_lock(config, slot, store.write_lock_stats())
-        await store.close()
-        exiting.set()
-        await beat
-        log.info("worker_stopped", worker=worker_id)
+    async with child_context(config, slot, stop=stop, boot=boot) as child:
+        worker_id = worker_identity(slot)
+        log.info("worker_started", worker=worker_id)
+        child.mark_ready()  # the supervisor's READY=1 waits for the first of each slot
+        try:
+            async with Sender(timeout_s=config.attempt_timeout_s, policy=config.address_policy,
+                              max_connections=config.worker_concurrency,
+                              max_connection_age_s=config.max_connection_age_s) as sender:
+                await Worker(child.store, config, worker_id, sender).run(child.stop)
+        finally:
+            report_write_lock(config, slot, child.store.write_lock_stats())
+    log.info("worker_stopped", worker=worker_id)
 
 
 def run(config: Config, slot: str) -> int:
-    """Run one worker process to completion; returns its exit code (3 = cannot boot)."""
-    configure_logging(slot, config.log_level, log_file=config.log_file)
-    shorten_gil_switch_interval()
-    try:
-        import uvloop  # noqa: PLC0415
-
-        runner = uvloop.run
-    except ImportError:  # uvloop is optional on platforms without it
-        runner = asyncio.run
-    try:
-        runner(serve(config, slot))
-    except (StoreError, ConfigError) as exc:
-        get_logger().error("boot_failed", reason=str(exc))
-        return BOOT_ERROR_EXIT
-    return 0
+    """Run one worker process to completion; returns its exit code (shared/child.py:
+    3 = permanent misconfiguration, 75 = database away, 1 = crashed)."""
+    return run_child(config, slot, lambda boot: serve(config, slot, boot=boot),
+                     failed_event="worker_failed")

@@ -13,8 +13,8 @@ from procs import ROOT, child_env
 
 def test_quick_rehearsal_passes_and_writes_its_report(tmp_path: Path):
     """The quick subset (worker killed mid-send, stale completion fenced, response loss,
-    poison job quarantined, rejected inputs) passes; completion.json, CSVs and the HTML
-    report exist."""
+    poison job quarantined, rejected inputs, PostgreSQL outage, busy boot) passes;
+    completion.json, CSVs and the HTML report exist."""
     out = tmp_path / "rehearsal"
     result = subprocess.run([sys.executable, "-m", "supervisor.cli", "rehearse", "--quick",
                              "--out", str(out)], capture_output=True, text=True,
@@ -22,7 +22,8 @@ def test_quick_rehearsal_passes_and_writes_its_report(tmp_path: Path):
     assert result.returncode == 0, result.stdout + result.stderr[-3000:]
     completion = json.loads((out / "completion.json").read_text())
     assert {c["name"] for c in completion} >= {"worker_killed_mid_send",
-                                                "stale_completion_fenced", "poison_job"}
+                                                "stale_completion_fenced", "poison_job",
+                                                "postgres_outage", "busy_boot"}
     assert all(c["passed"] for c in completion)
     report = (out / "operations-report.html").read_text()
     assert "stale_completion_fenced" in report and "<svg" in report
