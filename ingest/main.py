@@ -23,7 +23,7 @@ from shared.lifecycle import (
     report_write_lock, shorten_gil_switch_interval, watch_parent,
 )
 from shared.logs import configure_logging, get_logger
-from shared.store import open_store
+from shared.store import store_for
 
 _LAST_STEP = 0.25
 """Share of graceful_timeout_s left to aiohttp's shutdown after our own drain step."""
@@ -69,8 +69,7 @@ async def serve(config: Config, *, ready: Callable[[int], None] | None = None,
                                          heartbeat_interval_s(config.heartbeat_timeout_s),
                                          exiting), name="heartbeat")
     try:
-        store = open_store(config.db, synchronous=config.synchronous,
-                           busy_timeout_s=config.busy_timeout_s)
+        store = store_for(config)
         await store.open()
         housekeeping = asyncio.create_task(  # WAL hygiene (ingest/maintenance.py)
             run_maintenance(store, config.maintenance_interval_s, stop), name="maintenance")

@@ -14,7 +14,7 @@ from shared.lifecycle import (
     report_write_lock, shorten_gil_switch_interval, watch_parent,
 )
 from shared.logs import configure_logging, get_logger
-from shared.store import open_store
+from shared.store import store_for
 from workers.loop import Worker
 from workers.sender import Sender
 
@@ -40,8 +40,7 @@ async def serve(config: Config, slot: str, stop: asyncio.Event | None = None) ->
     beat = asyncio.create_task(heartbeat(heartbeat_path(config, slot),
                                          heartbeat_interval_s(config.heartbeat_timeout_s),
                                          exiting))
-    store = open_store(config.db, synchronous=config.synchronous,
-                       busy_timeout_s=config.busy_timeout_s)
+    store = store_for(config)
     try:
         await store.open()
     except BaseException:
