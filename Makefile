@@ -20,7 +20,8 @@ demo: $(STAMP)
 # tests/browser drive the dashboard in the system Chromium (never `playwright install`):
 # install it with apt-get when missing (CI runs as root on Debian); without it the browser
 # tests skip locally and fail when CI is set. `hookline bench --compare` (and its test)
-# starts a throwaway redis-server for Celery: the same goes for it.
+# starts a throwaway redis-server for Celery: the same goes for it, and for bindfs (the test
+# that a database on a FUSE mount is refused mounts one).
 CHROMIUM := /usr/bin/chromium
 
 test: $(STAMP)
@@ -38,6 +39,14 @@ test: $(STAMP)
 	    else \
 	        echo "make test: redis-server is missing and this is not root on Debian;" \
 	             "install redis-server for the bench --compare test" >&2; \
+	    fi; \
+	fi
+	@if ! command -v bindfs >/dev/null; then \
+	    if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	        apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y bindfs; \
+	    else \
+	        echo "make test: bindfs is missing and this is not root on Debian;" \
+	             "install bindfs for the FUSE storage test" >&2; \
 	    fi; \
 	fi
 	$(BIN)/python -m pytest -q

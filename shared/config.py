@@ -53,7 +53,7 @@ class Config:
         "(nfs, cifs, 9p, virtiofs, sshfs, ...), where WAL's shared memory is unsafe; refused "
         "by default.")
     quick_check_timeout_s: float = _opt(
-        20.0, "`hookline serve` runs PRAGMA quick_check on the SQLite file before starting "
+        30.0, "`hookline serve` runs PRAGMA quick_check on the SQLite file before starting "
         "and refuses a damaged one; past this many seconds it stops checking, logs "
         "quick_check_incomplete and starts. 0 = skip the check.")
     lease_s: float = _opt(30.0, "Lease length of a claim; extended while a request is in flight.")

@@ -23,7 +23,8 @@ from tests.unit.test_storage_checks import damage_middle_pages
 
 
 def hookline(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "supervisor.cli", *args], capture_output=True,
+    return subprocess.run([sys.executable, "-m", "supervisor.cli", *args], check=False,
+                          capture_output=True,
                           text=True, env={**child_env(), **(env or {})}, cwd=ROOT, timeout=60)
 
 
@@ -116,7 +117,8 @@ def fuse_folder(tmp_path: Path) -> Iterator[Path]:
     source, mounted = tmp_path / "source", tmp_path / "mounted"
     source.mkdir(mode=0o700)
     mounted.mkdir(mode=0o700)
-    result = subprocess.run(["bindfs", str(source), str(mounted)], capture_output=True,
+    result = subprocess.run(["bindfs", str(source), str(mounted)], check=False,
+                            capture_output=True,
                             text=True, timeout=30)
     if result.returncode != 0:
         pytest.skip(f"FUSE is unavailable here: bindfs could not mount ({result.stderr.strip()})")

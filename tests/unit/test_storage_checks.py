@@ -14,8 +14,15 @@ from shared.config import Config
 from shared.errors import ConfigError
 from shared.sqlite_store import SqliteStore
 from shared.storage_checks import (
-    StorageRefused, check_journal_mode, enable_wal, mount_of, parse_mountinfo, quick_check,
-    refuse_network_filesystem, sqlite_path, unsafe_filesystem,
+    StorageRefused,
+    check_journal_mode,
+    enable_wal,
+    mount_of,
+    parse_mountinfo,
+    quick_check,
+    refuse_network_filesystem,
+    sqlite_path,
+    unsafe_filesystem,
 )
 from shared.store import open_store
 
