@@ -93,11 +93,12 @@ def parse_mountinfo(text: str) -> list[Mount]:
     """Parse /proc/self/mountinfo text (proc(5)); malformed lines are skipped."""
     mounts = []
     for line in text.splitlines():
+        # ID PARENT MAJ:MIN ROOT MOUNT_POINT OPTIONS [OPTIONAL...] - FSTYPE SOURCE SUPER_OPTIONS
         fields = line.split()
         if "-" not in fields[6:]:
             continue
         dash = fields.index("-", 6)
-        if len(fields) < dash + 3 or len(fields) < 5:
+        if len(fields) < dash + 3:
             continue
         mounts.append(Mount(mount_point=_unescape(fields[4]), fstype=fields[dash + 1],
                             source=_unescape(fields[dash + 2])))
