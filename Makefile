@@ -17,37 +17,29 @@ venv: $(STAMP)
 demo: $(STAMP)
 	$(BIN)/hookline demo --out results
 
-# tests/browser drive the dashboard in the system Chromium (never `playwright install`):
-# install it with apt-get when missing (CI runs as root on Debian); without it the browser
-# tests skip locally and fail when CI is set. `hookline bench --compare` (and its test)
-# starts a throwaway redis-server for Celery: the same goes for it.
-CHROMIUM := /usr/bin/chromium
-# The clock-step test steps the wall clock of a real `hookline serve` with libfaketime.
+# What the tests need from the system, each from Debian's packages: Chromium (tests/browser
+# drive the dashboard; never `playwright install`), redis-server (`hookline bench --compare`
+# starts a throwaway one for Celery), PostgreSQL's server binaries (tests start a throwaway
+# server), libfaketime (the clock-step test steps a real `hookline serve`'s wall clock) and
+# bindfs (the test that a database on a FUSE mount is refused mounts one). Missing ones are
+# installed with apt-get when root on Debian (CI); elsewhere the tests that need them skip
+# locally and fail when CI is set.
 LIBFAKETIME = $(wildcard /usr/lib/*/faketime/libfaketime.so.1)
+PG_BINARIES = $(wildcard /usr/lib/postgresql/*/bin/initdb)
 
 test: $(STAMP)
-	@if [ ! -x $(CHROMIUM) ]; then \
+	@missing=""; \
+	test -x /usr/bin/chromium || missing="$$missing chromium"; \
+	command -v redis-server >/dev/null || missing="$$missing redis-server"; \
+	test -n "$(PG_BINARIES)" || command -v initdb >/dev/null || missing="$$missing postgresql"; \
+	test -n "$(LIBFAKETIME)" || missing="$$missing faketime"; \
+	command -v bindfs >/dev/null || missing="$$missing bindfs"; \
+	if [ -n "$$missing" ]; then \
 	    if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
-	        apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y chromium; \
+	        apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y $$missing; \
 	    else \
-	        echo "make test: $(CHROMIUM) is missing and this is not root on Debian;" \
-	             "install chromium for the browser tests" >&2; \
-	    fi; \
-	fi
-	@if ! command -v redis-server >/dev/null; then \
-	    if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
-	        apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y redis-server; \
-	    else \
-	        echo "make test: redis-server is missing and this is not root on Debian;" \
-	             "install redis-server for the bench --compare test" >&2; \
-	    fi; \
-	fi
-	@if [ -z "$(LIBFAKETIME)" ]; then \
-	    if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
-	        apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y faketime; \
-	    else \
-	        echo "make test: libfaketime is missing and this is not root on Debian;" \
-	             "install faketime for the clock-step test" >&2; \
+	        echo "make test: missing system packages:$$missing (not root on Debian:" \
+	             "install them for the tests that need them)" >&2; \
 	    fi; \
 	fi
 	$(BIN)/python -m pytest -q

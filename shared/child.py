@@ -49,7 +49,7 @@ from shared.lifecycle import (
     watch_parent,
 )
 from shared.logs import configure_logging, get_logger
-from shared.store import Store, open_store
+from shared.store import Store, store_for
 
 
 class BootState:
@@ -121,8 +121,7 @@ async def child_context(config: Config, slot: str, *, stop: asyncio.Event | None
                                          heartbeat_interval_s(config.heartbeat_timeout_s),
                                          exiting), name="heartbeat")
     try:
-        store = open_store(config.db, synchronous=config.synchronous,
-                           busy_timeout_s=config.busy_timeout_s)
+        store = store_for(config)
         try:
             await store.open()
         except BaseException:

@@ -17,6 +17,7 @@ from typing import Any
 
 from shared.errors import ConfigError
 from shared.netguard import AddressPolicy
+from shared.storage_checks import sqlite_path
 
 ENV_PREFIX = "HOOKLINE_"
 CONFIG_ENV = "HOOKLINE_CONFIG_JSON"
@@ -47,6 +48,14 @@ class Config:
         "FULL", "SQLite synchronous mode: FULL (an answered event survives power loss) or "
         "NORMAL (faster; the last commits may be lost on power loss, never on a crash).")
     busy_timeout_s: float = _opt(5.0, "How long a SQLite statement waits for the write lock.")
+    allow_network_filesystem: bool = _opt(
+        False, "Accept a SQLite database whose folder is on a network or FUSE filesystem "
+        "(nfs, cifs, 9p, virtiofs, sshfs, ...), where WAL's shared memory is unsafe; refused "
+        "by default.")
+    quick_check_timeout_s: float = _opt(
+        30.0, "`hookline serve` runs PRAGMA quick_check on the SQLite file before starting "
+        "and refuses a damaged one; past this many seconds it stops checking, logs "
+        "quick_check_incomplete and starts. 0 = skip the check.")
     lease_s: float = _opt(30.0, "Lease length of a claim; extended while a request is in flight.")
     attempt_timeout_s: float = _opt(
         10.0, "Total time one attempt may take (connect, send, read); must be below lease_s.")
@@ -172,6 +181,10 @@ class Config:
             if getattr(self, name) <= 0:
                 raise ConfigError(f"{name} must be above zero, not {getattr(self, name)}")
         listen_host_port(self.listen)
+        sqlite_path(self.db)  # refuses :memory: and other databases private to one process
+        if not 0 <= self.quick_check_timeout_s < float("inf"):
+            raise ConfigError("quick_check_timeout_s must be a finite number >= 0 (0 = skip), "
+                              f"not {self.quick_check_timeout_s}")
         _ = self.address_policy
         for name in _SECRET_FIELDS:
             if getattr(self, name) is not None and not getattr(self, name).strip():

@@ -34,6 +34,7 @@ from shared.queries import load_migrations, load_queries
 from shared.logs import get_logger
 from shared.signing import new_message_id, secret_key
 from shared.sources import check_source
+from shared.storage_checks import enable_wal, refuse_network_filesystem, sqlite_path
 from shared.store import check_headers, check_throughput_args, validate_destination_changes
 from shared.store_clock import StoreClock, anchor_at_open
 from shared.wakeup import WakeListener, WakeNotifier, wake_dir_for
@@ -72,11 +73,15 @@ class SqliteStore:
             host's monotonic clock anchored in the database (:mod:`shared.store_clock`), the
             same in every process and never moved by a wall-clock step; it is read through
             `self.clock`, the store's one source of "now".
+        allow_network_filesystem: accept a folder on a network or FUSE filesystem (see
+            :func:`shared.storage_checks.refuse_network_filesystem`).
     """
 
     def __init__(self, path: str, *, synchronous: str = "FULL", busy_timeout_s: float = 5.0,
-                 clock: Callable[[], float] | None = None) -> None:
+                 clock: Callable[[], float] | None = None,
+                 allow_network_filesystem: bool = False) -> None:
         self.path = path
+        self._allow_network_filesystem = allow_network_filesystem
         self._injected_clock = clock
         # Until open() reads the database's anchor.
         self.clock: Callable[[], float] = clock or time.time
@@ -90,7 +95,15 @@ class SqliteStore:
     # -- lifecycle -------------------------------------------------------------------------
 
     async def open(self) -> None:
-        """Open the file, set pragmas, apply migrations. Raises StoreError if unusable."""
+        """Open the file, set pragmas, apply migrations.
+
+        Raises:
+            StoreError: the file is unusable. StorageRefused: it cannot keep the delivery
+                promise (an in-memory path, a network or FUSE folder without the opt-in, a
+                journal mode that stays out of WAL); see :mod:`shared.storage_checks`.
+        """
+        sqlite_path(self.path)  # SqliteStore built directly, not through open_store
+        refuse_network_filesystem(self.path, allowed=self._allow_network_filesystem)
         _refuse_world_writable(Path(self.path).parent)
         if not os.path.exists(self.path):
             parent = Path(self.path).parent
@@ -107,6 +120,9 @@ class SqliteStore:
         except sqlite3.DatabaseError as exc:
             await self.close()
             raise StoreError(f"cannot open database {self.path}: {exc}") from exc
+        except BaseException:  # a refusal (StorageRefused), busy lock...: no thread left over
+            await self.close()
+            raise
         self._notifier = WakeNotifier(wake_dir_for(self.path))
 
     def _setup(self, db: sqlite3.Connection) -> None:
@@ -115,7 +131,7 @@ class SqliteStore:
                                                      self._busy_timeout_ms / 1000)
         db.row_factory = sqlite3.Row
         db.execute(f"PRAGMA busy_timeout = {self._busy_timeout_ms}")
-        db.execute("PRAGMA journal_mode = WAL")
+        enable_wal(db, self.path)
         db.execute(f"PRAGMA journal_size_limit = {WAL_SIZE_LIMIT_BYTES}")
         db.execute(f"PRAGMA synchronous = {self._synchronous}")
         db.execute("PRAGMA foreign_keys = ON")

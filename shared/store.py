@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from shared.delivery_policy import BreakerPolicy
 from shared.errors import ConfigError
@@ -19,6 +19,10 @@ from shared.models import (
     Duplicate, EventBody, Job, JobStory, NewEvent, Outcome, PurgeResult, Source, Stats,
     ThroughputBucket,
 )
+from shared.storage_checks import sqlite_path
+
+if TYPE_CHECKING:
+    from shared.config import Config
 
 
 class Store(Protocol):
@@ -446,7 +450,8 @@ def check_throughput_args(window_s: float, bucket_s: int) -> None:
         raise ConfigError(f"window_s must be zero or more seconds, not {window_s!r}")
 
 
-def open_store(url: str, *, synchronous: str = "FULL", busy_timeout_s: float = 5.0) -> Store:
+def open_store(url: str, *, synchronous: str = "FULL", busy_timeout_s: float = 5.0,
+               allow_network_filesystem: bool = False) -> Store:
     """Build (not yet open) the store for a database URL.
 
     Args:
@@ -455,17 +460,27 @@ def open_store(url: str, *, synchronous: str = "FULL", busy_timeout_s: float = 5
             `postgresql://` / `postgres://` URLs select the PostgreSQL store (many hosts).
         synchronous: SQLite `FULL` or `NORMAL` (see Config.synchronous).
         busy_timeout_s: how long a statement waits for the SQLite write lock, seconds.
+        allow_network_filesystem: accept a SQLite folder on a network or FUSE filesystem.
 
     Raises:
-        ConfigError: the URL names an unsupported backend.
+        ConfigError: the URL names an unsupported backend; StorageRefused (a ConfigError)
+            when it names a database private to one process (`:memory:`, a `file:` URI, an
+            empty path): see :func:`shared.storage_checks.sqlite_path`.
     """
-    if url.startswith(("postgres://", "postgresql://")):
+    path = sqlite_path(url)
+    if path is None:
         from shared.postgres_store import PostgresStore  # noqa: PLC0415
 
         return PostgresStore(url)
-    if "://" in url and not url.startswith("sqlite:///"):
-        raise ConfigError(f"unsupported database URL {url!r}; use a path, sqlite:///PATH or postgresql://...")
     from shared.sqlite_store import SqliteStore  # noqa: PLC0415  (backends load on demand)
 
-    path = url.removeprefix("sqlite:///") if url.startswith("sqlite:///") else url
-    return SqliteStore(path, synchronous=synchronous, busy_timeout_s=busy_timeout_s)
+    return SqliteStore(path, synchronous=synchronous, busy_timeout_s=busy_timeout_s,
+                       allow_network_filesystem=allow_network_filesystem)
+
+
+def store_for(config: Config) -> Store:
+    """Build (not yet open) the store `config` names, with every storage setting applied.
+    Raises ConfigError as :func:`open_store`."""
+    return open_store(config.db, synchronous=config.synchronous,
+                      busy_timeout_s=config.busy_timeout_s,
+                      allow_network_filesystem=config.allow_network_filesystem)

@@ -1,6 +1,7 @@
 """Helpers shared by the CLI command modules: store access, tables, errors, exit codes.
 
-Exit codes: 0 success, 1 the operation failed (not found, conflict, store error), 2 usage.
+Exit codes: 0 success, 1 the operation failed (not found, conflict, store error), 2 usage
+(including a database refused as unable to keep the delivery promise).
 """
 
 from __future__ import annotations
@@ -12,15 +13,15 @@ from typing import Any, TypeVar
 
 from shared.config import Config
 from shared.errors import HooklineError
-from shared.store import Store, open_store
+from shared.storage_checks import StorageRefused
+from shared.store import Store, store_for
 
 T = TypeVar("T")
 
 
 async def with_store(config: Config, fn: Callable[[Store], Awaitable[T]]) -> T:
     """Open the configured store, run `fn(store)`, close it."""
-    store = open_store(config.db, synchronous=config.synchronous,
-                       busy_timeout_s=config.busy_timeout_s)
+    store = store_for(config)
     await store.open()
     try:
         return await fn(store)
@@ -29,9 +30,12 @@ async def with_store(config: Config, fn: Callable[[Store], Awaitable[T]]) -> T:
 
 
 def run_command(fn: Callable[[], Awaitable[int]]) -> int:
-    """Run an async command; a HooklineError becomes a one-line message and exit code 1."""
+    """Run an async command; a HooklineError becomes a one-line message and exit code 1,
+    or 2 when the database was refused (:class:`StorageRefused`: fix the configuration)."""
     try:
         return asyncio.run(fn())
+    except StorageRefused as exc:
+        return fail(str(exc), 2)
     except HooklineError as exc:
         return fail(str(exc))
 

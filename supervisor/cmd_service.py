@@ -18,7 +18,8 @@ def register(sub: Any) -> None:
     serve.add_argument("--workers", type=int, help=docs["workers"])
     serve.add_argument("--listen", help=docs["listen"])
     serve.add_argument("--check", action="store_true",
-                       help="validate configuration and database access, exit 0 or 1")
+                       help="validate configuration and database access (including PRAGMA "
+                            "quick_check), exit 0 ok, 1 failed, 2 refused")
     serve.set_defaults(handler=serve_command)
 
     cfg = sub.group("config", help="the effective configuration")

@@ -26,7 +26,8 @@ from shared.lifecycle import (
     runtime_dir,
 )
 from shared.logs import configure_logging, get_logger, rotate_log_file
-from shared.store import open_store
+from shared.storage_checks import quick_check, refuse_network_filesystem, sqlite_path
+from shared.store import store_for
 from shared.store_clock import reanchor_at_serve_start
 from supervisor.arbiter import Arbiter, ChildSpec
 
@@ -49,13 +50,34 @@ def worker_spec(config: Config, number: int) -> ChildSpec:
 
 
 async def check(config: Config) -> None:
-    """Open the database (applying migrations) and close it: the `--check` probe.
+    """Check the database once for the whole service, then open it (applying migrations) and
+    close it: run by `hookline serve` before any child starts, and by `serve --check`.
+
+    On SQLite the file is first refused when its folder is on a network or FUSE filesystem
+    (without the opt-in) and then `PRAGMA quick_check`ed for at most
+    `config.quick_check_timeout_s` seconds (0 = skip). That check reads the whole file, so it
+    runs here, once per service start, not in each child (children are respawned) nor in
+    each CLI command.
 
     Raises:
-        HooklineError: the database cannot be opened or migrated.
+        HooklineError: the database cannot be opened or migrated; StorageRefused when it
+            cannot keep the delivery promise (damaged, in memory, network filesystem, ...).
     """
-    store = open_store(config.db, synchronous=config.synchronous,
-                       busy_timeout_s=config.busy_timeout_s)
+    path = sqlite_path(config.db)
+    if path is not None and config.quick_check_timeout_s > 0:
+        refuse_network_filesystem(path, allowed=config.allow_network_filesystem)
+        started = time.monotonic()
+        finished = await asyncio.to_thread(quick_check, path,
+                                           timeout_s=config.quick_check_timeout_s,
+                                           busy_timeout_s=config.busy_timeout_s)
+        seconds = round(time.monotonic() - started, 3)
+        if finished:
+            get_logger().info("quick_check_ok", db=path, seconds=seconds)
+        else:
+            get_logger().warning("quick_check_incomplete", db=path, seconds=seconds,
+                                 reason="stopped at quick_check_timeout_s; starting with "
+                                        "the rest of the file unchecked")
+    store = store_for(config)
     try:
         await store.open()
     finally:
