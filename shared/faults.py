@@ -16,9 +16,10 @@ many calls retry meanwhile; :class:`CappedBackoff` spaces those retries.
 
 from __future__ import annotations
 
+import sqlite3
 import time
 
-from shared.errors import HooklineError, StoreUnavailable
+from shared.errors import HooklineError, StoreBusy, StoreError, StoreUnavailable
 from shared.logs import get_logger
 
 RETRY_FIRST_S = 0.1
@@ -39,6 +40,27 @@ def is_transient(exc: BaseException) -> bool:
     if isinstance(exc, StoreUnavailable):
         return True
     return not isinstance(exc, HooklineError)  # ConfigError is a HooklineError too
+
+
+# SQLite result codes (sqlite3.Error.sqlite_errorname, extended codes included) of a database
+# that is there but cannot be written for a while: the disk is full, a file or folder was
+# made read-only, an I/O error. Retried like an outage; an operator fixes the cause.
+_SQLITE_UNAVAILABLE = ("SQLITE_FULL", "SQLITE_READONLY", "SQLITE_IOERR")
+
+
+def sqlite_fault(exc: sqlite3.Error, what: str) -> StoreError:
+    """The hookline error for a SQLite driver error met while doing `what` (e.g. "cannot open
+    database x.db"): StoreBusy for a lock held past the busy timeout; StoreUnavailable for a
+    full disk, a read-only file or an I/O error; StoreError (permanent) for anything else,
+    such as a file that is not a database."""
+    name = getattr(exc, "sqlite_errorname", None) or ""
+    message = str(exc)
+    if name.startswith(("SQLITE_BUSY", "SQLITE_LOCKED")) or (
+            not name and ("locked" in message or "busy" in message)):
+        return StoreBusy(f"{what}: database is locked: {message}")
+    if name.startswith(_SQLITE_UNAVAILABLE):
+        return StoreUnavailable(f"{what}: {message} ({name})")
+    return StoreError(f"{what}: {message}")
 
 
 class CappedBackoff:

@@ -24,7 +24,10 @@ import aiosqlite
 from shared.delivery_policy import (
     BreakerPolicy, auto_pause_reason, choose_claims, fair_room, is_failure,
 )
-from shared.errors import Conflict, ConfigError, NotFound, StoreBusy, StoreError
+from shared.errors import (
+    Conflict, ConfigError, NotFound, StoreBusy, StoreError, StoreUnavailable,
+)
+from shared.faults import sqlite_fault
 from shared.models import (
     Accepted, Attempt, AttemptResult, Claim, ClaimRequest, Dead, Destination, DestinationSummary, Done,
     Duplicate, EventBody, Job, JobStory, LatencyHistogram, NewEvent, Outcome, PurgeResult, Retry,
@@ -117,9 +120,9 @@ class SqliteStore:
                                                  check_same_thread=False,
                                                  factory=_LockingConnection)
             await self._run(self._setup)
-        except sqlite3.DatabaseError as exc:
+        except sqlite3.Error as exc:
             await self.close()
-            raise StoreError(f"cannot open database {self.path}: {exc}") from exc
+            raise sqlite_fault(exc, f"cannot open database {self.path}") from exc
         except BaseException:  # a refusal (StorageRefused), busy lock...: no thread left over
             await self.close()
             raise
@@ -188,8 +191,9 @@ class SqliteStore:
             # aiosqlite has no public "run this function on your thread" call; _execute is it.
             return await conn._execute(lambda: fn(conn._conn))  # noqa: SLF001
         except sqlite3.OperationalError as exc:
-            if "locked" in str(exc) or "busy" in str(exc):
-                raise StoreBusy(f"database is locked: {exc}") from exc
+            fault = sqlite_fault(exc, self.path)
+            if isinstance(fault, StoreUnavailable):  # busy, disk full, read-only: retried
+                raise fault from exc
             raise
 
     # -- ingest ----------------------------------------------------------------------------
@@ -566,7 +570,7 @@ class SqliteStore:
         try:
             await self._run(probe)
         except sqlite3.Error as exc:
-            raise StoreError(f"database {self.path} is not writable: {exc}") from exc
+            raise sqlite_fault(exc, f"database {self.path} is not writable") from exc
 
     async def get_job(self, job_id: int) -> JobStory:
         """See :meth:`shared.store.Store.get_job`."""

@@ -24,7 +24,8 @@ import threading
 from dataclasses import dataclass
 from pathlib import Path
 
-from shared.errors import ConfigError, StoreBusy
+from shared.errors import ConfigError, StoreUnavailable
+from shared.faults import sqlite_fault
 
 MOUNTINFO = "/proc/self/mountinfo"
 NETWORK_FILESYSTEMS = frozenset({
@@ -226,8 +227,9 @@ def quick_check(db_path: str, *, timeout_s: float, busy_timeout_s: float = 5.0) 
     except sqlite3.OperationalError as exc:
         if stopped.is_set():
             return False
-        if "locked" in str(exc) or "busy" in str(exc):
-            raise StoreBusy(f"database is locked: {exc}") from exc
+        fault = sqlite_fault(exc, f"cannot check {db_path}")
+        if isinstance(fault, StoreUnavailable):  # busy, read-only, disk trouble: may pass
+            raise fault from exc
         raise _damaged(db_path, str(exc)) from exc
     except sqlite3.DatabaseError as exc:
         raise _damaged(db_path, str(exc)) from exc

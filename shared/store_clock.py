@@ -39,7 +39,9 @@ from collections.abc import Callable
 from contextlib import AbstractContextManager
 
 from shared.errors import StoreError
+from shared.faults import sqlite_fault
 from shared.logs import get_logger
+from shared.storage_checks import sqlite_path
 
 BOOT_ID_PATH = "/proc/sys/kernel/random/boot_id"
 DEFAULT_LEASE_BOUND_S = 30.0
@@ -213,11 +215,11 @@ def reanchor_at_serve_start(db_url: str, *, lease_s: float, retry_cap_s: float,
     Raises:
         StoreError: the database cannot be written.
     """
-    if db_url.startswith(("postgres://", "postgresql://")):
+    path = sqlite_path(db_url)
+    if path is None:
         return
-    path = db_url.removeprefix("sqlite:///")
     try:
         reanchor_file(path, lease_bound_s=lease_s, delay_bound_s=retry_cap_s,
                       busy_timeout_s=busy_timeout_s)
     except sqlite3.Error as exc:
-        raise StoreError(f"cannot anchor the store's clock in {path}: {exc}") from exc
+        raise sqlite_fault(exc, f"cannot anchor the store's clock in {path}") from exc
