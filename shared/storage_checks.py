@@ -20,7 +20,7 @@ from __future__ import annotations
 import contextlib
 import os
 import sqlite3
-import threading
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -190,6 +190,10 @@ def check_journal_mode(mode: str | None, db_path: str, mountinfo_text: str | Non
         "memory (mmap of the -shm file) and POSIX locks: move the database to a local disk")
 
 
+_PROGRESS_STEPS = 10_000
+"""SQLite virtual-machine steps between two looks at quick_check's deadline (well under 1 ms)."""
+
+
 def quick_check(db_path: str, *, timeout_s: float, busy_timeout_s: float = 5.0) -> bool:
     """Run `PRAGMA quick_check` on an existing database file, for at most `timeout_s` seconds.
 
@@ -213,19 +217,21 @@ def quick_check(db_path: str, *, timeout_s: float, busy_timeout_s: float = 5.0) 
         return True
     db = sqlite3.connect(db_path, timeout=busy_timeout_s, check_same_thread=False,
                          isolation_level=None)
-    # quick_check is one long statement: interrupt it from a timer at the deadline.
-    stopped = threading.Event()
+    # quick_check is one long statement: SQLite calls the progress handler every
+    # _PROGRESS_STEPS virtual-machine steps of it, on this thread, and a true answer stops it.
+    deadline = time.monotonic() + timeout_s
+    stopped = False
 
-    def stop_check() -> None:
-        stopped.set()
-        db.interrupt()
+    def past_deadline() -> bool:
+        nonlocal stopped
+        stopped = time.monotonic() >= deadline
+        return stopped
 
-    timer = threading.Timer(timeout_s, stop_check)
+    db.set_progress_handler(past_deadline, _PROGRESS_STEPS)
     try:
-        timer.start()
         rows = [str(r[0]) for r in db.execute("PRAGMA quick_check(20)")]
     except sqlite3.OperationalError as exc:
-        if stopped.is_set():
+        if stopped:
             return False
         fault = sqlite_fault(exc, f"cannot check {db_path}")
         if isinstance(fault, StoreUnavailable):  # busy, read-only, disk trouble: may pass
@@ -234,7 +240,6 @@ def quick_check(db_path: str, *, timeout_s: float, busy_timeout_s: float = 5.0) 
     except sqlite3.DatabaseError as exc:
         raise _damaged(db_path, str(exc)) from exc
     finally:
-        timer.cancel()
         with contextlib.suppress(sqlite3.Error):
             db.close()
     if rows != ["ok"]:
