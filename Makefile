@@ -21,7 +21,8 @@ demo: $(STAMP)
 # drive the dashboard; never `playwright install`), redis-server (`hookline bench --compare`
 # starts a throwaway one for Celery), PostgreSQL's server binaries (tests start a throwaway
 # server), libfaketime (the clock-step test steps a real `hookline serve`'s wall clock) and
-# bindfs (the test that a database on a FUSE mount is refused mounts one). Missing ones are
+# bindfs (the test that a database on a FUSE mount is refused mounts one) and systemd
+# (`systemd-analyze verify` checks the units in deploy/). Missing ones are
 # installed with apt-get when root on Debian (CI); elsewhere the tests that need them skip
 # locally and fail when CI is set.
 LIBFAKETIME = $(wildcard /usr/lib/*/faketime/libfaketime.so.1)
@@ -34,6 +35,7 @@ test: $(STAMP)
 	test -n "$(PG_BINARIES)" || command -v initdb >/dev/null || missing="$$missing postgresql"; \
 	test -n "$(LIBFAKETIME)" || missing="$$missing faketime"; \
 	command -v bindfs >/dev/null || missing="$$missing bindfs"; \
+	command -v systemd-analyze >/dev/null || missing="$$missing systemd"; \
 	if [ -n "$$missing" ]; then \
 	    if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
 	        apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y $$missing; \

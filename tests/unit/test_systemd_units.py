@@ -1,0 +1,64 @@
+"""The shipped systemd units pass `systemd-analyze verify`, and the service's restart settings
+agree with the exit codes hookline uses: a transient fault (75) is restarted, an invalid
+configuration (2) or a permanent misconfiguration (3) is not."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+from shared.lifecycle import BOOT_ERROR_EXIT, TRANSIENT_EXIT
+from tests.pg import skip_or_fail_in_ci
+
+DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
+UNITS = ("hookline.service", "hookline-backup.service", "hookline-backup.timer")
+CONFIG_EXIT = 2  # supervisor/cli.py: an invalid configuration, said before anything starts
+
+
+def _settings(unit: str) -> dict[str, str]:
+    """The unit's `Key=value` lines (last one wins, as in systemd)."""
+    values = {}
+    for line in (DEPLOY / unit).read_text().splitlines():
+        if "=" in line and not line.lstrip().startswith(("#", ";", "[")):
+            key, _, value = line.partition("=")
+            values[key.strip()] = value.strip()
+    return values
+
+
+def test_units_verify(tmp_path):
+    """Each unit verifies, with its /usr/local/bin/hookline pointed at a real executable
+    (the units are otherwise installed as shipped)."""
+    analyze = shutil.which("systemd-analyze")
+    if analyze is None:
+        skip_or_fail_in_ci("systemd-analyze is missing (Debian package systemd; make test "
+                           "installs it)")
+    for unit in UNITS:
+        text = (DEPLOY / unit).read_text().replace("/usr/local/bin/hookline",
+                                                   str(Path(sys.executable)))
+        (tmp_path / unit).write_text(text)
+    result = subprocess.run([analyze, "verify", *(str(tmp_path / u) for u in UNITS)],
+                            capture_output=True, text=True, timeout=60, check=False)
+    assert result.returncode == 0, result.stdout + result.stderr
+    problems = [line for line in (result.stdout + result.stderr).splitlines()
+                if any(unit in line for unit in UNITS)]
+    assert problems == [], problems
+
+
+def test_restart_settings_match_exit_codes():
+    service = _settings("hookline.service")
+    assert service["Restart"] == "on-failure"  # restarts 75 (and a crash's 1)
+    prevented = {int(code) for code in service["RestartPreventExitStatus"].split()}
+    assert prevented == {CONFIG_EXIT, BOOT_ERROR_EXIT}
+    assert TRANSIENT_EXIT not in prevented
+    assert service["Type"] == "notify"  # READY=1 is sent once every slot is ready
+
+
+def test_exit_codes_are_documented():
+    """OPERATIONS.md names every exit code the unit's settings depend on."""
+    operations = " ".join((DEPLOY.parent / "OPERATIONS.md").read_text().split())
+    for said in (f"{CONFIG_EXIT} the configuration is invalid",
+                 f"{BOOT_ERROR_EXIT} a permanent misconfiguration",
+                 f"{TRANSIENT_EXIT} the database is away", "RestartPreventExitStatus=2 3"):
+        assert said in operations, said
