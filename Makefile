@@ -20,11 +20,11 @@ demo: $(STAMP)
 # What the tests need from the system, each from Debian's packages: Chromium (tests/browser
 # drive the dashboard; never `playwright install`), redis-server (`hookline bench --compare`
 # starts a throwaway one for Celery), PostgreSQL's server binaries (tests start a throwaway
-# server), libfaketime (the clock-step test steps a real `hookline serve`'s wall clock) and
+# server), libfaketime (the clock-step test steps a real `hookline serve`'s wall clock),
 # bindfs (the test that a database on a FUSE mount is refused mounts one) and systemd
-# (`systemd-analyze verify` checks the units in deploy/). Missing ones are
-# installed with apt-get when root on Debian (CI); elsewhere the tests that need them skip
-# locally and fail when CI is set.
+# (`systemd-analyze verify` checks the units in deploy/). Missing ones are installed with
+# apt-get when root on Debian (CI); elsewhere the tests that need them skip locally and fail
+# when CI is set.
 LIBFAKETIME = $(wildcard /usr/lib/*/faketime/libfaketime.so.1)
 PG_BINARIES = $(wildcard /usr/lib/postgresql/*/bin/initdb)
 
