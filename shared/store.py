@@ -19,7 +19,7 @@ from shared.models import (
     Duplicate, EventBody, Job, JobStory, NewEvent, Outcome, PurgeResult, Source, Stats,
     ThroughputBucket,
 )
-from shared.storage_checks import sqlite_path
+from shared.db_url import parse_db_url
 
 if TYPE_CHECKING:
     from shared.config import Config
@@ -465,16 +465,16 @@ def open_store(url: str, *, synchronous: str = "FULL", busy_timeout_s: float = 5
     Raises:
         ConfigError: the URL names an unsupported backend; StorageRefused (a ConfigError)
             when it names a database private to one process (`:memory:`, a `file:` URI, an
-            empty path): see :func:`shared.storage_checks.sqlite_path`.
+            empty path): see :func:`shared.db_url.parse_db_url`.
     """
-    path = sqlite_path(url)
-    if path is None:
+    db = parse_db_url(url)
+    if db.dsn is not None:
         from shared.postgres_store import PostgresStore  # noqa: PLC0415
 
-        return PostgresStore(url)
+        return PostgresStore(db.dsn)
     from shared.sqlite_store import SqliteStore  # noqa: PLC0415  (backends load on demand)
 
-    return SqliteStore(path, synchronous=synchronous, busy_timeout_s=busy_timeout_s,
+    return SqliteStore(str(db.path), synchronous=synchronous, busy_timeout_s=busy_timeout_s,
                        allow_network_filesystem=allow_network_filesystem)
 
 

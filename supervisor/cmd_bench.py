@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from shared.config import Config
+from shared.db_url import is_postgres_url
 
 
 def register(sub: Any) -> None:
@@ -74,7 +75,7 @@ def bench_command(config: Config, args: argparse.Namespace) -> int:
         return compare_command(config, args)
     if args.scenario:
         return _scenario_command(config, args)
-    server_url = config.db if config.db.startswith(("postgres://", "postgresql://")) else None
+    server_url = config.db if is_postgres_url(config.db) else None
     backend = args.backend or ("postgres" if server_url else "sqlite")
     try:
         result = run_bench(BenchOptions(
@@ -104,7 +105,7 @@ def _scenario_command(config: Config, args: argparse.Namespace) -> int:
         print("hookline: --backlog-jobs must be at least 1; --deliver-s, --baseline-s and "
               "--outage-s above 0", file=sys.stderr)
         return 2
-    server_url = config.db if config.db.startswith(("postgres://", "postgresql://")) else None
+    server_url = config.db if is_postgres_url(config.db) else None
     backend = args.backend or ("postgres" if server_url else "sqlite")
     try:
         result = run_scenario(ScenarioOptions(
