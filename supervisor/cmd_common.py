@@ -1,7 +1,10 @@
 """Helpers shared by the CLI command modules: store access, tables, errors, exit codes.
 
-Exit codes: 0 success, 1 the operation failed (not found, conflict, store error), 2 usage
-(including a database refused as unable to keep the delivery promise).
+Exit codes, the same in every command: 0 success; 1 a runtime failure (not found, conflict,
+a name already taken, a blocked destination address, the store unreachable); 2 a usage or
+validation error (bad flags, a value the rule book refuses, a configuration error, a database
+refused as unable to keep the delivery promise). Fix a 2 by changing the command; a 1 may
+pass on retry or after changing the system.
 """
 
 from __future__ import annotations
@@ -12,8 +15,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, TypeVar
 
 from shared.config import Config
-from shared.errors import HooklineError
-from shared.storage_checks import StorageRefused
+from shared.errors import ConfigError, Conflict, HooklineError, InvalidSetting
 from shared.store import Store, store_for
 
 T = TypeVar("T")
@@ -29,15 +31,48 @@ async def with_store(config: Config, fn: Callable[[Store], Awaitable[T]]) -> T:
         await store.close()
 
 
+USAGE_EXIT = 2
+"""Exit code of a usage or validation error (argparse uses it too)."""
+RUNTIME_EXIT = 1
+"""Exit code of an operation that failed at run time."""
+
+#: Rule-book fields whose value a CLI flag gives: the message names the flag too.
+FIELD_FLAGS = {
+    "event_types": "--event-type", "max_in_flight": "--max-in-flight", "headers": "--header",
+    "secret": "--secret", "scheme": "--scheme", "bodies_older_than": "--bodies-older-than",
+    "metadata_older_than": "--metadata-older-than", "dedupe_keep": "--dedupe-keep",
+}
+
+
 def run_command(fn: Callable[[], Awaitable[int]]) -> int:
-    """Run an async command; a HooklineError becomes a one-line message and exit code 1,
-    or 2 when the database was refused (:class:`StorageRefused`: fix the configuration)."""
+    """Run an async command; a HooklineError becomes a one-line message: exit 2 for a
+    ConfigError (an invalid value, a configuration or storage refusal: fix the command or
+    the settings), 1 for any other (the operation failed)."""
     try:
         return asyncio.run(fn())
-    except StorageRefused as exc:
-        return fail(str(exc), 2)
+    except ConfigError as exc:
+        return fail_usage(exc)
     except HooklineError as exc:
-        return fail(str(exc))
+        return fail(str(exc), RUNTIME_EXIT)
+
+
+def fail_usage(exc: ConfigError) -> int:
+    """Print a validation error (with the CLI flag of an InvalidSetting's field) and return
+    exit code 2."""
+    flag = FIELD_FLAGS.get(exc.field) if isinstance(exc, InvalidSetting) else None
+    text = str(exc)
+    return fail(f"{text} ({flag})" if flag and flag not in text else text, USAGE_EXIT)
+
+
+async def add_named(add: Awaitable[T]) -> T:
+    """Await a store `add_*` call whose fields the rule book already passed: a ConfigError
+    it still raises is a taken name, a runtime conflict (exit 1), not a usage error."""
+    try:
+        return await add
+    except InvalidSetting:
+        raise
+    except ConfigError as exc:
+        raise Conflict(str(exc)) from exc
 
 
 def fail(message: str, code: int = 1) -> int:
