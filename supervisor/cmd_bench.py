@@ -9,6 +9,7 @@ from typing import Any
 
 from shared.config import Config
 from shared.db_url import is_postgres_url
+from supervisor.cmd_common import fail
 
 
 def register(sub: Any) -> None:
@@ -67,8 +68,7 @@ def bench_command(config: Config, args: argparse.Namespace) -> int:
     from rehearsal.pgserver import PgStartError, PgUnavailable  # noqa: PLC0415
 
     if args.events < 1 or args.workers < 1 or not args.idle_s > 0:
-        print("hookline: --events and --workers must be at least 1, --idle-s above 0")
-        return 2
+        return fail("--events and --workers must be at least 1, --idle-s above 0", 2)
     if args.compare:
         from supervisor.cmd_bench_compare import compare_command  # noqa: PLC0415
 
