@@ -9,7 +9,7 @@ from typing import Any
 
 from shared.config import Config
 from shared.db_url import is_postgres_url
-from supervisor.cmd_common import fail
+from supervisor.cli.common import fail
 
 
 def register(sub: Any) -> None:
@@ -70,7 +70,7 @@ def bench_command(config: Config, args: argparse.Namespace) -> int:
     if args.events < 1 or args.workers < 1 or not args.idle_s > 0:
         return fail("--events and --workers must be at least 1, --idle-s above 0", 2)
     if args.compare:
-        from supervisor.cmd_bench_compare import compare_command  # noqa: PLC0415
+        from supervisor.cli.bench_compare import compare_command  # noqa: PLC0415
 
         return compare_command(config, args)
     if args.scenario:

@@ -12,7 +12,7 @@ from shared.config import Config
 from shared.errors import ConfigError
 from shared.netguard import vet_destination
 from shared.signing import generate_secret
-from supervisor.cmd_common import add_named, as_dict, print_table, run_command, with_store
+from supervisor.cli.common import add_named, as_dict, print_table, run_command, with_store
 
 
 def register(sub: Any) -> None:
@@ -34,7 +34,7 @@ def register(sub: Any) -> None:
     lst = dest.add_parser("list", help="list destinations (secrets hidden)")
     lst.add_argument("--json", action="store_true")
     lst.set_defaults(handler=lambda c, a: run_command(lambda: destinations_list(c, a)))
-    from supervisor.cmd_operator import add_destination_actions  # noqa: PLC0415
+    from supervisor.cli.controls import add_destination_actions  # noqa: PLC0415
 
     add_destination_actions(dest)  # show, update, remove
 

@@ -11,7 +11,7 @@ from typing import Any
 from shared.config import Config
 from shared.models import SOURCE_SCHEMES
 from shared.sources import check_source, generate_source_secret
-from supervisor.cmd_common import add_named, print_table, run_command, with_store
+from supervisor.cli.common import add_named, print_table, run_command, with_store
 
 
 def register(sub: Any) -> None:

@@ -11,7 +11,7 @@ from shared.config import Config
 from shared.db_url import is_postgres_url, parse_db_url
 from shared.errors import ConfigError
 from shared.store_copy import copy_sqlite_to_postgres
-from supervisor.cmd_common import fail, run_command
+from supervisor.cli.common import fail, run_command
 
 
 def register(sub: Any) -> None:

@@ -23,7 +23,7 @@ from shared.config import Config
 from shared.errors import ConfigError
 from shared.lifecycle import STATUS_FILE, pid_file, read_status, runtime_dir
 from shared.timeparse import parse_instant
-from supervisor.cmd_common import fail
+from supervisor.cli.common import fail
 from supervisor.logview import LEVELS, LogFilter, format_record, parse_line
 
 _FOLLOW_POLL_S = 0.2

@@ -24,7 +24,7 @@ from shared.netguard import vet_destination
 from shared.rules import DEFAULT_BODIES_AGE, DEFAULT_DEDUPE_AGE, DEFAULT_METADATA_AGE
 from shared.store import DESTINATION_UPDATERS, Store
 from shared.timeparse import parse_instant
-from supervisor.cmd_common import as_dict, fail, print_table, run_command, with_store
+from supervisor.cli.common import as_dict, fail, print_table, run_command, with_store
 
 
 def _handler(fn: Any) -> Any:
