@@ -1,6 +1,8 @@
 """The admin HTTP API under `/v1/admin/`, and `GET /metrics`.
 
-Routes (all JSON; errors are `{"error": code, "detail": text}`):
+Routes (all JSON; errors are `{"error": code, "detail": text}`, and a value the rule book
+(shared/rules.py) refuses is 400 `invalid_request` with `"field"` naming it and the same
+`detail` text the CLI prints):
     GET    /v1/admin/stats                      store.stats()
     GET    /v1/admin/destinations               list (secrets redacted)
     POST   /v1/admin/destinations               add {name, url, secret?, event_types?,
@@ -36,20 +38,18 @@ from aiohttp import hdrs, web
 
 from ingest import metrics
 from ingest.auth import ADMIN_SETTING, check_bearer
+from shared import rules
 from shared.config import Config
-from shared.errors import Conflict, ConfigError, DestinationBlocked, NotFound
+from shared.errors import Conflict, ConfigError, DestinationBlocked, InvalidSetting, NotFound
 from shared.logs import get_logger
 from shared.models import JOB_STATUSES
 from shared.netguard import vet_destination
-from shared.signing import generate_secret, secret_key
-from shared.store import Store, validate_destination_changes
-from shared.timeparse import parse_duration, parse_instant
+from shared.signing import generate_secret
+from shared.store import Store
+from shared.timeparse import parse_instant
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
-DEFAULT_BODIES_AGE = "7d"
-DEFAULT_METADATA_AGE = "30d"
-DEFAULT_DEDUPE_AGE = "90d"
 _MAX_ADMIN_BODY = 64 * 1024
 MAX_ID = 2**63 - 1
 """Largest job id (a signed 64-bit integer in both backends); larger ids are 400, not 500."""
@@ -96,9 +96,11 @@ def request_store(request: web.Request) -> Store:
     return request.app[STORE_KEY]
 
 
-def _error(status: int, code: str, detail: str, **headers: str) -> web.Response:
-    return web.json_response({"error": code, "detail": detail}, status=status,
-                             headers=headers or None)
+def _error(status: int, code: str, detail: str, field: str | None = None) -> web.Response:
+    body = {"error": code, "detail": detail}
+    if field is not None:
+        body["field"] = field
+    return web.json_response(body, status=status)
 
 
 def _authorize(request: web.Request) -> web.Response | None:
@@ -119,6 +121,8 @@ def guarded(handler: Handler) -> Handler:
             return denied
         try:
             return await handler(request)
+        except InvalidSetting as exc:
+            return _error(400, "invalid_request", str(exc), field=exc.field)
         except (BadRequest, ConfigError) as exc:
             return _error(400, "invalid_request", str(exc))
         except DestinationBlocked as exc:
@@ -188,30 +192,28 @@ async def list_destinations(request: web.Request) -> web.Response:
 async def add_destination(request: web.Request) -> web.Response:
     """`POST /v1/admin/destinations`: 201 with the destination; a generated secret once."""
     body = await json_body(request)
-    name = body.get("name")
-    if not isinstance(name, str) or not name.strip() or "~" in name:
-        raise BadRequest("name must be a non-empty string without '~'")
     given_secret = body.get("secret")
-    secret = given_secret if given_secret is not None else generate_secret()
-    if not isinstance(secret, str):
-        raise BadRequest("secret must be a string")
-    secret_key(secret)  # ConfigError on a malformed secret
-    fields = validate_destination_changes({
-        "url": body.get("url"), "event_types": body.get("event_types", ["*"]),
-        "max_in_flight": body.get("max_in_flight", 10), "headers": body.get("headers", {})})
-    await vet_destination(fields["url"], app_config(request.app).address_policy)
+    new = rules.new_destination(
+        name=body.get("name"), url=body.get("url"),
+        secret=given_secret if given_secret is not None else generate_secret(),
+        event_types=body.get("event_types", list(rules.DEFAULT_EVENT_TYPES)),
+        max_in_flight=body.get("max_in_flight", rules.DEFAULT_MAX_IN_FLIGHT),
+        headers=body.get("headers", {}))
+    await vet_destination(new.url, app_config(request.app).address_policy)
     store = request_store(request)
     try:
-        dest = await store.add_destination(name=name, url=fields["url"], secret=secret,
-                                           event_types=fields["event_types"],
-                                           max_in_flight=fields["max_in_flight"],
-                                           headers=fields["headers"])
+        dest = await store.add_destination(name=new.name, url=new.url, secret=new.secret,
+                                           event_types=new.event_types,
+                                           max_in_flight=new.max_in_flight,
+                                           headers=new.headers)
+    except InvalidSetting:
+        raise
     except ConfigError as exc:
         raise Conflict(str(exc)) from exc  # the name is taken
-    get_logger().info("destination_added", destination=name, by="admin_api")
+    get_logger().info("destination_added", destination=new.name, by="admin_api")
     out = dest.redacted()
     if given_secret is None:
-        out["secret"] = secret  # shown once, like the CLI
+        out["secret"] = new.secret  # shown once, like the CLI
     return web.json_response(out, status=201)
 
 
@@ -225,8 +227,8 @@ async def update_destination(request: web.Request) -> web.Response:
     """`PATCH /v1/admin/destinations/{name}`: JSON object of changeable fields."""
     changes = await json_body(request)
     name = request.match_info["name"]
+    rules.destination_changes(changes)  # every field, before the address is resolved
     if "url" in changes:
-        validate_destination_changes({"url": changes["url"]})
         await vet_destination(changes["url"], app_config(request.app).address_policy)
     dest = await request_store(request).update_destination(name, **changes)
     get_logger().info("destination_updated", destination=name, fields=sorted(changes),
@@ -326,21 +328,10 @@ async def purge(request: web.Request) -> web.Response:
     """`POST /v1/admin/purge`: {"bodies_older_than": "7d", "metadata_older_than": "30d",
     "dedupe_keep": "90d"} (all optional) -> what was removed."""
     body = await json_body(request)
-    ages = {}
-    for key, default in (("bodies_older_than", DEFAULT_BODIES_AGE),
-                         ("metadata_older_than", DEFAULT_METADATA_AGE),
-                         ("dedupe_keep", DEFAULT_DEDUPE_AGE)):
-        value = body.get(key, default)
-        if not isinstance(value, str | int | float) or isinstance(value, bool):
-            raise BadRequest(f"{key} must be a duration like 7d")
-        ages[key] = parse_duration(str(value))
-    if not ages["bodies_older_than"] <= ages["metadata_older_than"] <= ages["dedupe_keep"]:
-        raise BadRequest("need bodies_older_than <= metadata_older_than <= dedupe_keep")
-    now = time.time()
-    result = await request_store(request).purge(
-        bodies_before_s=now - ages["bodies_older_than"],
-        metadata_before_s=now - ages["metadata_older_than"],
-        dedupe_before_s=now - ages["dedupe_keep"])
+    ages = rules.retention_ages(body.get("bodies_older_than", rules.DEFAULT_BODIES_AGE),
+                                body.get("metadata_older_than", rules.DEFAULT_METADATA_AGE),
+                                body.get("dedupe_keep", rules.DEFAULT_DEDUPE_AGE))
+    result = await request_store(request).purge(**ages.cutoffs(time.time()))
     out = _as_dict(result)
     get_logger().info("purged", **out, by="admin_api")
     return web.json_response(out)

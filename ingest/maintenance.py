@@ -22,6 +22,7 @@ from ingest.wal_health import WalHealth
 from shared.config import Config
 from shared.errors import StoreError
 from shared.logs import get_logger
+from shared.rules import RetentionAges
 from shared.store import Store
 
 WAL_WATCH_INTERVAL_S = 1.0
@@ -83,15 +84,14 @@ async def run_retention(store: Store, config: Config, stop: asyncio.Event) -> No
     if config.retention_interval_s <= 0:
         return
     log = get_logger()
+    ages = RetentionAges(config.retention_bodies_s, config.retention_metadata_s,
+                         config.retention_dedupe_s)  # ordered: Config checked them
     while not stop.is_set():
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(stop.wait(), timeout=config.retention_interval_s)
             return
-        now = time.time()
         try:
-            result = await store.purge(bodies_before_s=now - config.retention_bodies_s,
-                                       metadata_before_s=now - config.retention_metadata_s,
-                                       dedupe_before_s=now - config.retention_dedupe_s)
+            result = await store.purge(**ages.cutoffs(time.time()))
         except StoreError as exc:
             log.warning("retention_failed", reason=str(exc))
             continue

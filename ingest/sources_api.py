@@ -39,6 +39,7 @@ from aiohttp import hdrs, web
 from ingest import admin_api
 from ingest.source_verify import DEFAULT_TOLERANCE_S, verify
 from ingest.validation import BodyTooLarge
+from shared import rules
 from shared.errors import ConfigError, Conflict, InvalidEvent, NotFound, SignatureInvalid
 from shared.logs import get_logger
 from shared.models import Accepted, NewEvent, Source
@@ -177,13 +178,10 @@ async def add_source(request: web.Request) -> web.Response:
     """`POST /v1/admin/sources` {"name", "scheme", "secret"?}: 201 with the source (400 bad
     field, 409 name taken); a generated secret is in the answer, once."""
     body: dict[str, Any] = await admin_api.json_body(request)
-    name, scheme, given = body.get("name"), body.get("scheme"), body.get("secret")
-    if not isinstance(name, str) or not isinstance(scheme, str):
-        raise ConfigError("name and scheme are required strings")
-    if given is not None and not isinstance(given, str):
-        raise ConfigError("secret must be a string")
+    name, scheme = rules.source_name(body.get("name")), rules.source_scheme(body.get("scheme"))
+    given = body.get("secret")
     secret = given if given is not None else generate_source_secret(scheme)
-    check_source(name, scheme, secret)  # ConfigError -> 400
+    check_source(name, scheme, secret)  # InvalidSetting -> 400 naming the field
     try:
         source = await admin_api.request_store(request).add_source(name=name, scheme=scheme, secret=secret)
     except ConfigError as exc:

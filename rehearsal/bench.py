@@ -41,6 +41,7 @@ from rehearsal.harness import (
     service_processes,
     wait_healthy,
 )
+from shared.db_url import is_postgres_url
 from shared.signing import generate_secret
 from shared.store import open_store
 
@@ -113,7 +114,7 @@ def proc_peak_rss_mb(pid: int) -> float:
 
 def is_postgres(db: str) -> bool:
     """Whether `db` is a PostgreSQL URL (else a SQLite file path)."""
-    return db.startswith(("postgresql://", "postgres://"))
+    return is_postgres_url(db)
 
 
 def query(db: str, sql: str) -> list[tuple[Any, ...]]:

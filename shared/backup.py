@@ -39,7 +39,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from shared.errors import HooklineError
+from shared.db_url import parse_db_url
+from shared.errors import ConfigError, HooklineError
 from shared.lifecycle import pid_alive
 from shared.logs import get_logger
 
@@ -146,14 +147,14 @@ def sqlite_path(url: str) -> str:
         BackupError: the URL names another backend (PostgreSQL: use pg_dump or
             pg_basebackup, see OPERATIONS.md).
     """
-    if url.startswith(("postgres://", "postgresql://")):
+    try:
+        db = parse_db_url(url)
+    except ConfigError as exc:
+        raise BackupError(str(exc)) from None
+    if db.path is None:
         raise BackupError("hookline backup works on SQLite databases only; back up PostgreSQL "
                           "with pg_dump / pg_basebackup (see OPERATIONS.md)")
-    if url.startswith("sqlite:///"):
-        return url.removeprefix("sqlite:///")
-    if "://" in url:
-        raise BackupError(f"unsupported database URL {url!r}; use a path or sqlite:///PATH")
-    return url
+    return db.path
 
 
 # -- take ------------------------------------------------------------------------------------

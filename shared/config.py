@@ -15,9 +15,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from shared.db_url import sqlite_path
 from shared.errors import ConfigError
 from shared.netguard import AddressPolicy
-from shared.storage_checks import sqlite_path
+from shared.rules import (
+    CONFIG_RETENTION_FIELDS,
+    DEFAULT_BODIES_AGE,
+    DEFAULT_DEDUPE_AGE,
+    DEFAULT_METADATA_AGE,
+    retention_ages,
+)
+from shared.timeparse import parse_duration
 
 ENV_PREFIX = "HOOKLINE_"
 CONFIG_ENV = "HOOKLINE_CONFIG_JSON"
@@ -112,11 +120,14 @@ class Config:
     retention_interval_s: float = _opt(
         3600.0, "How often ingest runs the retention purge; 0 turns it off (seconds).")
     retention_bodies_s: float = _opt(
-        7 * 86400.0, "Retention: empty the bodies of finished events older than this (s).")
+        parse_duration(DEFAULT_BODIES_AGE),
+        "Retention: empty the bodies of finished events older than this (s).")
     retention_metadata_s: float = _opt(
-        30 * 86400.0, "Retention: delete finished jobs and attempts older than this (s).")
+        parse_duration(DEFAULT_METADATA_AGE),
+        "Retention: delete finished jobs and attempts older than this (s).")
     retention_dedupe_s: float = _opt(
-        90 * 86400.0, "Retention: keep (source, id) dedupe keys at least this long (s).")
+        parse_duration(DEFAULT_DEDUPE_AGE),
+        "Retention: keep (source, id) dedupe keys at least this long (s).")
     test_crash_event_type: str | None = _opt(
         None, "TEST HOOK for rehearsals: a worker SIGKILLs itself when it is about to send an "
         "event of this type (a poison job). Never set it in production.")
@@ -164,9 +175,8 @@ class Config:
                               f"not {self.log_level!r}")
         if self.synchronous.upper() not in ("FULL", "NORMAL"):
             raise ConfigError(f"synchronous must be FULL or NORMAL, not {self.synchronous!r}")
-        if not self.retention_bodies_s <= self.retention_metadata_s <= self.retention_dedupe_s:
-            raise ConfigError("retention ages must be ordered: retention_bodies_s <= "
-                              "retention_metadata_s <= retention_dedupe_s")
+        retention_ages(self.retention_bodies_s, self.retention_metadata_s,
+                       self.retention_dedupe_s, fields=CONFIG_RETENTION_FIELDS)
         if self.attempt_timeout_s >= self.lease_s:
             raise ConfigError(
                 f"attempt_timeout_s ({self.attempt_timeout_s}) must be below lease_s "

@@ -9,6 +9,16 @@ class ConfigError(HooklineError):
     """A setting is missing, malformed or contradicts another (raised before anything starts)."""
 
 
+class InvalidSetting(ConfigError):
+    """A destination, source or retention value breaks the rule book (shared/rules.py);
+    `field` names it as the admin API spells it. Every entry point shows the same text."""
+
+    def __init__(self, field: str, detail: str) -> None:
+        super().__init__(f"{field}: {detail}")
+        self.field = field
+        self.detail = detail
+
+
 class StoreError(HooklineError):
     """The store could not do what was asked (schema too new, bad database URL, ...)."""
 

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from shared.config import Config
+from shared.db_url import parse_db_url
 from shared.errors import ConfigError
 from shared.logs import configure_logging, get_logger
 
@@ -83,12 +84,10 @@ STATUS_FILE = "status.json"
 
 
 def _db_path(db: str) -> Path | None:
-    """The SQLite file of a `db` setting, or None for a server URL (e.g. PostgreSQL)."""
-    if db.startswith("sqlite:///"):
-        return Path(db.removeprefix("sqlite:///"))
-    if "://" in db:
-        return None
-    return Path(db)
+    """The SQLite file of a `db` setting, or None for a server URL (e.g. PostgreSQL).
+    Raises ConfigError as :func:`shared.db_url.parse_db_url` (Config already refused those)."""
+    path = parse_db_url(db).path
+    return None if path is None else Path(path)
 
 
 def runtime_dir(config: Config) -> Path:

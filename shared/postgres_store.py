@@ -49,7 +49,8 @@ from shared.queries import load_migrations, load_queries
 from shared.signing import new_message_id, secret_key
 from shared.sources import check_source
 from shared.sqlite_store import _latency  # noqa: PLC2701  (one histogram shape for both)
-from shared.store import check_headers, check_throughput_args, validate_destination_changes
+from shared.rules import new_destination, purge_cutoffs
+from shared.store import check_throughput_args, validate_destination_changes
 
 log = get_logger()
 # asyncpg's pool logs a warning with a traceback each time it fails to reconnect its idle
@@ -455,12 +456,14 @@ class PostgresStore:
                               event_types: Sequence[str], max_in_flight: int,
                               headers: Mapping[str, str] | None = None) -> Destination:
         """See :meth:`shared.store.Store.add_destination`."""
+        new = new_destination(name=name, url=url, secret=secret, event_types=event_types,
+                              max_in_flight=max_in_flight, headers=headers)
         try:
             async with self._tx() as tx:
                 row = await tx.fetchrow(
-                    "insert_destination", name=name, url=url, secret=secret,
-                    event_types=json.dumps(list(event_types)), max_in_flight=max_in_flight,
-                    headers=json.dumps(check_headers(dict(headers or {}))))
+                    "insert_destination", name=name, url=new.url, secret=secret,
+                    event_types=json.dumps(new.event_types), max_in_flight=new.max_in_flight,
+                    headers=json.dumps(new.headers))
         except asyncpg.UniqueViolationError as exc:
             raise ConfigError(f"a destination named {name!r} already exists") from exc
         except asyncpg.CheckViolationError as exc:
@@ -589,9 +592,7 @@ class PostgresStore:
     async def purge(self, *, bodies_before_s: float, metadata_before_s: float,
                     dedupe_before_s: float) -> PurgeResult:
         """See :meth:`shared.store.Store.purge`."""
-        if not dedupe_before_s <= metadata_before_s <= bodies_before_s:
-            raise ConfigError("purge cutoffs must keep dedupe keys at least as long as job "
-                              "metadata, and metadata at least as long as bodies")
+        purge_cutoffs(bodies_before_s, metadata_before_s, dedupe_before_s)
         async with self._tx() as tx:
             bodies = await tx.execute("purge_bodies", before=float(bodies_before_s))
             attempts = await tx.execute("purge_attempts", before=float(metadata_before_s))

@@ -38,7 +38,8 @@ from shared.logs import get_logger
 from shared.signing import new_message_id, secret_key
 from shared.sources import check_source
 from shared.storage_checks import enable_wal, refuse_network_filesystem, sqlite_path
-from shared.store import check_headers, check_throughput_args, validate_destination_changes
+from shared.rules import new_destination, purge_cutoffs
+from shared.store import check_throughput_args, validate_destination_changes
 from shared.store_clock import StoreClock, anchor_at_open
 from shared.wakeup import WakeListener, WakeNotifier, wake_dir_for
 from shared.write_lock import WriteLock
@@ -358,9 +359,11 @@ class SqliteStore:
                               event_types: Sequence[str], max_in_flight: int,
                               headers: Mapping[str, str] | None = None) -> Destination:
         """See :meth:`shared.store.Store.add_destination`."""
-        params = {"name": name, "url": url, "secret": secret, "max_in_flight": max_in_flight,
-                  "event_types": json.dumps(list(event_types)), "now": self.clock(),
-                  "headers": json.dumps(check_headers(dict(headers or {})))}
+        new = new_destination(name=name, url=url, secret=secret, event_types=event_types,
+                              max_in_flight=max_in_flight, headers=headers)
+        params = {"name": name, "url": new.url, "secret": secret,
+                  "max_in_flight": new.max_in_flight, "event_types": json.dumps(new.event_types),
+                  "now": self.clock(), "headers": json.dumps(new.headers)}
 
         def tx(db: sqlite3.Connection) -> Destination:
             with _write(db):
@@ -537,9 +540,7 @@ class SqliteStore:
     async def purge(self, *, bodies_before_s: float, metadata_before_s: float,
                     dedupe_before_s: float) -> PurgeResult:
         """See :meth:`shared.store.Store.purge`."""
-        if not dedupe_before_s <= metadata_before_s <= bodies_before_s:
-            raise ConfigError("purge cutoffs must keep dedupe keys at least as long as job "
-                              "metadata, and metadata at least as long as bodies")
+        purge_cutoffs(bodies_before_s, metadata_before_s, dedupe_before_s)
         now = self.clock()
 
         def tx(db: sqlite3.Connection) -> PurgeResult:

@@ -5,7 +5,8 @@ the SQLite database must be one plain file on a local filesystem, in WAL mode, a
 damaged. This module holds the checks, each a small function the store (every open) or the
 supervisor (once per `hookline serve`) calls:
 
-- :func:`sqlite_path`: the database URL names a plain file every process shares (never
+- :func:`sqlite_path` (from :mod:`shared.db_url`, the one parser of the `db` setting): the
+  database URL names a plain file every process shares (never
   `:memory:`, a `file:` URI or an empty path);
 - :func:`refuse_network_filesystem`: the database's folder is not on a network or FUSE
   filesystem, where WAL's shared-memory index is unsafe, unless the operator opted in;
@@ -24,8 +25,15 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from shared.errors import ConfigError, StoreUnavailable
+from shared.db_url import StorageRefused, sqlite_path
+from shared.errors import StoreUnavailable
 from shared.faults import sqlite_fault
+
+__all__ = [  # StorageRefused and sqlite_path live in shared.db_url; callers may use either
+    "MOUNTINFO", "NETWORK_FILESYSTEMS", "Mount", "StorageRefused", "check_journal_mode",
+    "enable_wal", "filesystem_of", "mount_of", "parse_mountinfo", "quick_check",
+    "refuse_network_filesystem", "sqlite_path", "unsafe_filesystem",
+]
 
 MOUNTINFO = "/proc/self/mountinfo"
 NETWORK_FILESYSTEMS = frozenset({
@@ -33,52 +41,6 @@ NETWORK_FILESYSTEMS = frozenset({
     "gpfs", "afs", "ncpfs", "coda", "ocfs2", "gfs2", "beegfs", "orangefs", "pvfs2", "davfs",
 })
 """Filesystem types (mountinfo's fstype field) shared over a network or between hosts."""
-_PLAIN_PATH_HINT = ("use a file path every hookline process shares, e.g. "
-                    "--db /var/lib/hookline/hookline.db (or sqlite:////var/lib/hookline/"
-                    "hookline.db), or a postgresql:// URL")
-
-
-class StorageRefused(ConfigError):
-    """The database cannot keep the delivery promise (in memory, network filesystem, not in
-    WAL mode, damaged); the message says what to use or do instead. Permanent: retrying or
-    restarting does not help."""
-
-
-def sqlite_path(url: str) -> str | None:
-    """The SQLite file a database URL names, or None for a PostgreSQL URL.
-
-    Args:
-        url: a file path, `sqlite:///PATH` (relative) / `sqlite:////PATH` (absolute), or a
-            `postgresql://` / `postgres://` URL.
-
-    Raises:
-        ConfigError: another scheme. StorageRefused: an in-memory database (`:memory:`,
-            `file:` URIs such as `file::memory:` or `?mode=memory`), an empty path, or query
-            parameters on a sqlite:/// URL: each process would get a private database, and
-            events answered 2xx would be lost.
-    """
-    if url.startswith(("postgres://", "postgresql://")):
-        return None
-    if "://" in url and not url.startswith("sqlite:///"):
-        raise ConfigError(f"unsupported database URL {url!r}; use a path, sqlite:///PATH or "
-                          "postgresql://...")
-    path = url.removeprefix("sqlite:///")
-    if not path.strip():
-        raise StorageRefused(f"the database path is empty (SQLite would give each process a "
-                             f"private temporary database); {_PLAIN_PATH_HINT}")
-    if path == ":memory:":
-        raise StorageRefused("an in-memory database (:memory:) is private to one process and "
-                             f"lost when it exits, so accepted events would vanish; "
-                             f"{_PLAIN_PATH_HINT}")
-    if path.startswith("file:"):
-        # This SQLite reads file: names as URIs (mode=memory, vfs=..., immutable=...), any
-        # of which can give each process its own database or turn off locking.
-        raise StorageRefused(f"SQLite URI {path!r} is not accepted (it can name a private "
-                             f"in-memory or unlocked database); {_PLAIN_PATH_HINT}")
-    if url.startswith("sqlite:///") and "?" in path:
-        raise StorageRefused(f"query parameters in {url!r} are not supported (they could make "
-                             f"the database in-memory or private); {_PLAIN_PATH_HINT}")
-    return path
 
 
 @dataclass(frozen=True, slots=True)

@@ -8,18 +8,17 @@ Driver errors are translated at this boundary into :mod:`shared.errors` types.
 
 from __future__ import annotations
 
-import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
+from shared import rules
+from shared.db_url import parse_db_url
 from shared.delivery_policy import BreakerPolicy
-from shared.errors import ConfigError
 from shared.models import (
     Accepted, Attempt, AttemptResult, Claim, ClaimRequest, Destination, DestinationSummary,
     Duplicate, EventBody, Job, JobStory, NewEvent, Outcome, PurgeResult, Source, Stats,
     ThroughputBucket,
 )
-from shared.storage_checks import sqlite_path
 
 if TYPE_CHECKING:
     from shared.config import Config
@@ -127,8 +126,9 @@ class Store(Protocol):
                               event_types: Sequence[str], max_in_flight: int,
                               headers: Mapping[str, str] | None = None) -> Destination:
         """Register a destination; `headers` are its custom request headers (see
-        :func:`check_headers`). Raises ConfigError when the name is taken or a header is
-        invalid."""
+        :func:`shared.rules.headers`). Every field is checked by
+        :func:`shared.rules.new_destination` first. Raises InvalidSetting (a ConfigError) for
+        an invalid field, ConfigError when the name is taken."""
 
     async def list_destinations(self) -> list[Destination]:
         """Live destinations in creation order."""
@@ -320,134 +320,14 @@ class Store(Protocol):
         their jobs are untouched. Raises NotFound."""
 
 
-HEADER_NAME_RE = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]{1,64}")
-"""A custom header name: an RFC 9110 token (section 5.1), so it cannot carry `:`, spaces or
-line breaks."""
-HEADER_VALUE_RE = re.compile(r"[\x20-\x7e]{0,1024}")
-"""A custom header value: printable ASCII only (no CR, LF or other control characters, which
-could end the header and inject another)."""
-MAX_CUSTOM_HEADERS = 20
-RESERVED_HEADERS = frozenset({
-    "webhook-id", "webhook-timestamp", "webhook-signature", "content-type", "content-length",
-    "content-encoding", "transfer-encoding", "host", "connection", "keep-alive", "te",
-    "trailer", "upgrade", "expect", "proxy-authorization", "user-agent"})
-"""Names hookline or HTTP itself sets: a destination cannot override the signature or
-framing."""
-
-
-def check_headers(value: Any) -> dict[str, str]:
-    """Validate a destination's custom headers: a JSON object of name -> value.
-
-    Rules: at most MAX_CUSTOM_HEADERS; names are RFC 9110 tokens (HEADER_NAME_RE), unique
-    regardless of case, and not in RESERVED_HEADERS; values are printable ASCII
-    (HEADER_VALUE_RE), so no header can be injected through them.
-
-    Returns:
-        The headers, in the given order.
-
-    Raises:
-        ConfigError: naming the offending header.
-    """
-    if not isinstance(value, dict):
-        raise ConfigError(f"headers must be an object of name -> value, not {value!r}")
-    if len(value) > MAX_CUSTOM_HEADERS:
-        raise ConfigError(f"at most {MAX_CUSTOM_HEADERS} custom headers, not {len(value)}")
-    seen: set[str] = set()
-    for name, text in value.items():
-        if not isinstance(name, str) or not HEADER_NAME_RE.fullmatch(name):
-            raise ConfigError(f"header name {name!r} must be a token of 1-64 characters "
-                              "(letters, digits, !#$%&'*+-.^_`|~)")
-        if name.lower() in RESERVED_HEADERS:
-            raise ConfigError(f"header {name!r} is set by hookline or HTTP and cannot be "
-                              "overridden")
-        if name.lower() in seen:
-            raise ConfigError(f"header {name!r} is given twice")
-        seen.add(name.lower())
-        if not isinstance(text, str) or not HEADER_VALUE_RE.fullmatch(text):
-            raise ConfigError(f"header {name!r}: the value must be printable ASCII of at most "
-                              "1024 characters (no control characters)")
-    return dict(value)
-
-
-def _check_url(value: Any) -> str:
-    if not isinstance(value, str) or not value.startswith(("http://", "https://")):
-        raise ConfigError(f"url must start with http:// or https://, not {value!r}")
-    return value
-
-
-def _check_event_types(value: Any) -> list[str]:
-    if isinstance(value, str):
-        value = [value]
-    if (not isinstance(value, list | tuple) or not value
-            or not all(isinstance(v, str) and v.strip() for v in value)):
-        raise ConfigError(f"event_types must be a non-empty list of strings, not {value!r}")
-    return [v.strip() for v in value]
-
-
-MAX_IN_FLIGHT_LIMIT = 1_000_000
-"""Largest accepted `max_in_flight` (the column is a 32-bit integer on PostgreSQL)."""
-
-
-def _check_max_in_flight(value: Any) -> int:
-    if (isinstance(value, bool) or not isinstance(value, int)
-            or not 1 <= value <= MAX_IN_FLIGHT_LIMIT):
-        raise ConfigError(f"max_in_flight must be an integer from 1 to {MAX_IN_FLIGHT_LIMIT}, "
-                          f"not {value!r}")
-    return value
-
-
-def _check_optional_positive(name: str, value: Any) -> float | None:
-    """None (clears the override) or a number above zero (seconds, or requests per second)."""
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, int | float) or not value > 0:
-        raise ConfigError(f"{name} must be a number above zero or null, not {value!r}")
-    return float(value)
-
-
-def _check_bool(name: str, value: Any) -> int:
-    if not isinstance(value, bool):
-        raise ConfigError(f"{name} must be true or false, not {value!r}")
-    return int(value)
-
-
-#: Destination fields `update_destination` may change: field (= column) name -> validator that
-#: returns the normalised value or raises ConfigError. Other features add their fields here
-#: (one line each); the CLI `destinations update` and `PATCH /v1/admin/destinations/{name}`
-#: accept exactly these keys.
-DESTINATION_UPDATERS: dict[str, Callable[[Any], Any]] = {
-    "url": _check_url,
-    "event_types": _check_event_types,
-    "max_in_flight": _check_max_in_flight,
-    "timeout_s": lambda v: _check_optional_positive("timeout_s", v),
-    "rate_limit_per_s": lambda v: _check_optional_positive("rate_limit_per_s", v),
-    "ordered": lambda v: _check_bool("ordered", v),
-    "headers": check_headers,
-}
-
-
-def validate_destination_changes(changes: dict[str, Any]) -> dict[str, Any]:
-    """Check and normalise an `update_destination` change set.
-
-    Raises:
-        ConfigError: empty, an unknown field, or an invalid value.
-    """
-    if not changes:
-        raise ConfigError("nothing to change: give at least one of "
-                          + ", ".join(sorted(DESTINATION_UPDATERS)))
-    unknown = sorted(set(changes) - set(DESTINATION_UPDATERS))
-    if unknown:
-        raise ConfigError(f"cannot change {', '.join(unknown)}; changeable: "
-                          + ", ".join(sorted(DESTINATION_UPDATERS)))
-    return {k: DESTINATION_UPDATERS[k](v) for k, v in changes.items()}
-
-
-def check_throughput_args(window_s: float, bucket_s: int) -> None:
-    """Validate :meth:`Store.throughput` arguments. Raises ConfigError."""
-    if isinstance(bucket_s, bool) or not isinstance(bucket_s, int) or bucket_s < 1:
-        raise ConfigError(f"bucket_s must be a whole number of seconds >= 1, not {bucket_s!r}")
-    if not window_s >= 0:
-        raise ConfigError(f"window_s must be zero or more seconds, not {window_s!r}")
+# The rules themselves live in the rule book (shared/rules.py); these names stay importable
+# from here for the backends and older callers.
+check_headers = rules.headers
+validate_destination_changes = rules.destination_changes
+check_throughput_args = rules.throughput_args
+DESTINATION_UPDATERS = rules.DESTINATION_UPDATERS
+MAX_CUSTOM_HEADERS = rules.MAX_CUSTOM_HEADERS
+MAX_IN_FLIGHT_LIMIT = rules.MAX_IN_FLIGHT_LIMIT
 
 
 def open_store(url: str, *, synchronous: str = "FULL", busy_timeout_s: float = 5.0,
@@ -465,16 +345,16 @@ def open_store(url: str, *, synchronous: str = "FULL", busy_timeout_s: float = 5
     Raises:
         ConfigError: the URL names an unsupported backend; StorageRefused (a ConfigError)
             when it names a database private to one process (`:memory:`, a `file:` URI, an
-            empty path): see :func:`shared.storage_checks.sqlite_path`.
+            empty path): see :func:`shared.db_url.parse_db_url`.
     """
-    path = sqlite_path(url)
-    if path is None:
+    db = parse_db_url(url)
+    if db.dsn is not None:
         from shared.postgres_store import PostgresStore  # noqa: PLC0415
 
-        return PostgresStore(url)
+        return PostgresStore(db.dsn)
     from shared.sqlite_store import SqliteStore  # noqa: PLC0415  (backends load on demand)
 
-    return SqliteStore(path, synchronous=synchronous, busy_timeout_s=busy_timeout_s,
+    return SqliteStore(str(db.path), synchronous=synchronous, busy_timeout_s=busy_timeout_s,
                        allow_network_filesystem=allow_network_filesystem)
 
 

@@ -280,12 +280,13 @@ async def test_events_route_cannot_claim_a_provider_sources_ids(client, real_sto
 
 def test_cli_sources_add_list_remove(store_url, capsys):
     """`hookline sources add` prints a generated secret once and stores it; `list --json`
-    shows it redacted; `remove` removes; errors are one line with exit code 1."""
+    shows it redacted; `remove` removes; errors are one line: a missing stripe secret is a
+    usage error (exit 2), an unknown name a runtime failure (exit 1)."""
     db = store_url
     assert cli_main(["--db", db, "sources", "add", "gh", "--scheme", "github"]) == 0
     secret = capsys.readouterr().out.split("secret (shown once): ")[1].strip()
     assert len(secret) >= 32
-    assert cli_main(["--db", db, "sources", "add", "st", "--scheme", "stripe"]) == 1
+    assert cli_main(["--db", db, "sources", "add", "st", "--scheme", "stripe"]) == 2
     assert "needs --secret" in capsys.readouterr().err
     assert cli_main(["--db", db, "sources", "list", "--json"]) == 0
     listed = json.loads(capsys.readouterr().out)

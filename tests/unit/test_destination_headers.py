@@ -8,7 +8,7 @@ import pytest
 from shared.errors import ConfigError
 from shared.signing import generate_secret
 from shared.store import MAX_CUSTOM_HEADERS, check_headers
-from supervisor.cmd_destinations import parse_header_options
+from supervisor.cli.destinations import parse_header_options
 from tests.conftest import new_event
 
 

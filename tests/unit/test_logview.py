@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from shared.logs import ReopeningFile, rotate_log_file
-from supervisor.cmd_logs import _follow_file
+from supervisor.cli.logs import _follow_file
 from supervisor.logview import LogFilter, format_record, parse_line
 
 

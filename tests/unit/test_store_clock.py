@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from shared.models import AttemptResult, Retry
+from shared.signing import generate_secret
 from shared.sqlite_store import SqliteStore
 from shared.store_clock import StoreClock, boot_id, reanchor_file
 from tests.conftest import new_event
@@ -62,7 +63,7 @@ async def _jobs_written_an_hour_ahead(path: Path) -> float:
     raw(path, f"UPDATE store_clock SET anchor_s = anchor_s + {HOUR_S}")
     async with opened(path) as ahead:
         assert ahead.clock() - time.time() == pytest.approx(HOUR_S, abs=1)
-        await ahead.add_destination(name="d", url="http://127.0.0.1:9/x", secret="s" * 32,
+        await ahead.add_destination(name="d", url="http://127.0.0.1:9/x", secret=generate_secret(),
                                     event_types=("*",), max_in_flight=10)
         await ahead.update_destination("d", rate_limit_per_s=100.0)
         await ahead.add_events([new_event("leased"), new_event("retried")])
@@ -109,7 +110,7 @@ async def test_reanchor_keeps_what_is_within_the_bounds(tmp_path: Path) -> None:
     the bounds keep their instants."""
     path = tmp_path / "hookline.db"
     async with opened(path) as store:
-        await store.add_destination(name="d", url="http://127.0.0.1:9/x", secret="s" * 32,
+        await store.add_destination(name="d", url="http://127.0.0.1:9/x", secret=generate_secret(),
                                     event_types=("*",), max_in_flight=10)
         await store.add_events([new_event("leased")])
         await store.claim("w", limit=1, lease_s=30.0, max_attempts=5)

@@ -8,7 +8,7 @@ import sys
 from typing import Any
 
 from shared.config import Config
-from supervisor.cmd_common import run_command
+from supervisor.cli.common import run_command
 
 
 def register(sub: Any) -> None:

@@ -2,8 +2,9 @@
 
 Settings come from flags > `HOOKLINE_*` environment > `--config FILE` (TOML) > defaults;
 this is the only module that reads the environment. Each command group lives in its own
-`supervisor/cmd_*.py` module with a `register(sub)` function; COMMAND_MODULES lists them.
-Every command handler is `handler(config, args) -> exit code` (0 ok, 1 failed, 2 usage).
+module of this package with a `register(sub)` function; COMMAND_MODULES lists them.
+Every command handler is `handler(config, args) -> exit code` (0 ok, 1 failed at run time,
+2 usage or validation; see supervisor/cli/common.py).
 """
 
 from __future__ import annotations
@@ -17,19 +18,19 @@ from typing import Any
 
 from shared.config import Config
 from shared.errors import ConfigError
-from supervisor.cmd_common import fail
+from supervisor.cli.common import fail
 
 COMMAND_MODULES = (
-    "supervisor.cmd_migrate_store",
-    "supervisor.cmd_service",
-    "supervisor.cmd_destinations",
-    "supervisor.cmd_bench",
-    "supervisor.cmd_bench_table",
-    "supervisor.cmd_rehearse",
-    "supervisor.cmd_backup",
-    "supervisor.cmd_operator",
-    "supervisor.cmd_logs",
-    "supervisor.cmd_sources",
+    "supervisor.cli.migrate_store",
+    "supervisor.cli.service",
+    "supervisor.cli.destinations",
+    "supervisor.cli.bench",
+    "supervisor.cli.bench_table",
+    "supervisor.cli.rehearse",
+    "supervisor.cli.backup",
+    "supervisor.cli.controls",
+    "supervisor.cli.logs",
+    "supervisor.cli.sources",
 )
 _CONFIG_FLAGS = ("db", "log_level", "workers", "listen")
 
@@ -115,7 +116,3 @@ def _receiver_position(argv: list[str]) -> int | None:
     while i < len(argv) and argv[i] in ("--db", "--config", "--log-level"):
         i += 2
     return i if i < len(argv) and argv[i] == "receiver" else None
-
-
-if __name__ == "__main__":
-    sys.exit(main())

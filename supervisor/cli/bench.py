@@ -8,6 +8,8 @@ from pathlib import Path
 from typing import Any
 
 from shared.config import Config
+from shared.db_url import is_postgres_url
+from supervisor.cli.common import fail
 
 
 def register(sub: Any) -> None:
@@ -66,15 +68,14 @@ def bench_command(config: Config, args: argparse.Namespace) -> int:
     from rehearsal.pgserver import PgStartError, PgUnavailable  # noqa: PLC0415
 
     if args.events < 1 or args.workers < 1 or not args.idle_s > 0:
-        print("hookline: --events and --workers must be at least 1, --idle-s above 0")
-        return 2
+        return fail("--events and --workers must be at least 1, --idle-s above 0", 2)
     if args.compare:
-        from supervisor.cmd_bench_compare import compare_command  # noqa: PLC0415
+        from supervisor.cli.bench_compare import compare_command  # noqa: PLC0415
 
         return compare_command(config, args)
     if args.scenario:
         return _scenario_command(config, args)
-    server_url = config.db if config.db.startswith(("postgres://", "postgresql://")) else None
+    server_url = config.db if is_postgres_url(config.db) else None
     backend = args.backend or ("postgres" if server_url else "sqlite")
     try:
         result = run_bench(BenchOptions(
@@ -104,7 +105,7 @@ def _scenario_command(config: Config, args: argparse.Namespace) -> int:
         print("hookline: --backlog-jobs must be at least 1; --deliver-s, --baseline-s and "
               "--outage-s above 0", file=sys.stderr)
         return 2
-    server_url = config.db if config.db.startswith(("postgres://", "postgresql://")) else None
+    server_url = config.db if is_postgres_url(config.db) else None
     backend = args.backend or ("postgres" if server_url else "sqlite")
     try:
         result = run_scenario(ScenarioOptions(

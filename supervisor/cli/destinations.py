@@ -5,19 +5,14 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
 from typing import Any
-from urllib.parse import urlsplit
 
+from shared import rules
 from shared.config import Config
 from shared.errors import ConfigError
 from shared.netguard import vet_destination
-from shared.signing import generate_secret, secret_key
-from shared.store import check_headers
-from supervisor.cmd_common import as_dict, fail, print_table, run_command, with_store
-
-# An event type (ingest's token rule), `prefix.*`, or `*`.
-EVENT_PATTERN = re.compile(r"\*|[A-Za-z0-9_.:-]{1,128}(\.\*)?")
+from shared.signing import generate_secret
+from supervisor.cli.common import add_named, as_dict, print_table, run_command, with_store
 
 
 def register(sub: Any) -> None:
@@ -29,8 +24,9 @@ def register(sub: Any) -> None:
     add.add_argument("--secret", help="whsec_ secret; generated and printed once if omitted")
     add.add_argument("--event-type", action="append",
                      help="subscribe to a type, `prefix.*` or `*` (repeatable; default `*`)")
-    add.add_argument("--max-in-flight", type=int, default=10,
-                     help="most concurrent requests to it across all workers (default 10)")
+    add.add_argument("--max-in-flight", type=int, default=rules.DEFAULT_MAX_IN_FLIGHT,
+                     help="most concurrent requests to it across all workers (default "
+                          f"{rules.DEFAULT_MAX_IN_FLIGHT})")
     add.add_argument("--header", action="append", metavar="'NAME: VALUE'",
                      help="a custom request header sent with every attempt (repeatable)")
     add.add_argument("--json", action="store_true")
@@ -38,7 +34,7 @@ def register(sub: Any) -> None:
     lst = dest.add_parser("list", help="list destinations (secrets hidden)")
     lst.add_argument("--json", action="store_true")
     lst.set_defaults(handler=lambda c, a: run_command(lambda: destinations_list(c, a)))
-    from supervisor.cmd_operator import add_destination_actions  # noqa: PLC0415
+    from supervisor.cli.controls import add_destination_actions  # noqa: PLC0415
 
     add_destination_actions(dest)  # show, update, remove
 
@@ -69,25 +65,18 @@ def parse_header_options(values: list[str]) -> dict[str, str]:
 
 
 async def destinations_add(config: Config, args: argparse.Namespace) -> int:
-    """`hookline destinations add NAME URL`: prints the secret once when it was generated."""
+    """`hookline destinations add NAME URL`: prints the secret once when it was generated.
+    An invalid field exits 2 (the rule book's message) before the store opens; a blocked
+    address or a taken name exits 1."""
     secret = args.secret or generate_secret()
-    secret_key(secret)  # raises ConfigError for a malformed secret before anything is stored
-    if not args.url.startswith(("http://", "https://")) or not urlsplit(args.url).hostname:
-        return fail(f"URL must be http:// or https:// with a host, not {args.url!r}", 2)
-    bad_types = [t for t in args.event_type or [] if not EVENT_PATTERN.fullmatch(t)]
-    if bad_types:
-        return fail(f"--event-type must be a type, `prefix.*` or `*`, not {bad_types[0]!r}", 2)
-    if args.max_in_flight < 1:
-        return fail("--max-in-flight must be at least 1", 2)
-    try:
-        headers = check_headers(parse_header_options(args.header or []))
-    except ConfigError as exc:
-        return fail(str(exc), 2)
-    await vet_destination(args.url, config.address_policy)  # DestinationBlocked: exit 1
-    dest = await with_store(config, lambda s: s.add_destination(
+    new = rules.new_destination(
         name=args.name, url=args.url, secret=secret,
-        event_types=args.event_type or ["*"], max_in_flight=args.max_in_flight,
-        headers=headers))
+        event_types=args.event_type or list(rules.DEFAULT_EVENT_TYPES),
+        max_in_flight=args.max_in_flight, headers=parse_header_options(args.header or []))
+    await vet_destination(new.url, config.address_policy)  # DestinationBlocked: exit 1
+    dest = await with_store(config, lambda s: add_named(s.add_destination(
+        name=new.name, url=new.url, secret=new.secret, event_types=new.event_types,
+        max_in_flight=new.max_in_flight, headers=new.headers)))
     if args.json:
         print(json.dumps({**dest.redacted(), "secret": secret if not args.secret else None}))
     else:

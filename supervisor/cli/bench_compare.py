@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 from shared.config import Config
+from shared.db_url import is_postgres_url
 
 
 def compare_command(config: Config, args: argparse.Namespace) -> int:
@@ -19,7 +20,7 @@ def compare_command(config: Config, args: argparse.Namespace) -> int:
     from rehearsal.compare.run import CompareOptions, print_compare, run_compare  # noqa: PLC0415
     from rehearsal.compare.systems import CompareError, CompareUnavailable  # noqa: PLC0415
 
-    if args.backend == "postgres" or config.db.startswith(("postgres://", "postgresql://")):
+    if args.backend == "postgres" or is_postgres_url(config.db):
         print("hookline: --compare runs hookline on SQLite only", file=sys.stderr)
         return 2
     opts = CompareOptions(

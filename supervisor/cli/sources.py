@@ -1,6 +1,6 @@
-"""`hookline sources add|list|remove`: inbound provider sources (issue 3), read and changed in
-the store directly, so they work whether or not the service runs. A running ingest sees a
-change within its source cache TTL (ingest/sources_api.py, 1 s)."""
+"""`hookline sources add|list|remove`: inbound provider sources, read and changed in the store
+directly, so they work whether or not the service runs. A running ingest sees a change within
+its source cache TTL (ingest/sources_api.py, 1 s)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from typing import Any
 from shared.config import Config
 from shared.models import SOURCE_SCHEMES
 from shared.sources import check_source, generate_source_secret
-from supervisor.cmd_common import print_table, run_command, with_store
+from supervisor.cli.common import add_named, print_table, run_command, with_store
 
 
 def register(sub: Any) -> None:
@@ -37,13 +37,13 @@ async def sources_add(config: Config, args: argparse.Namespace) -> int:
     """`hookline sources add NAME --scheme S [--secret X]`: prints a generated secret once.
 
     Raises:
-        ConfigError: an invalid field, a stripe source without --secret, or the name is
-            taken (run_command turns it into a one-line message and exit code 1).
+        InvalidSetting: an invalid field or a stripe source without --secret (exit 2).
+        Conflict: the name is taken (exit 1).
     """
     secret = args.secret if args.secret is not None else generate_source_secret(args.scheme)
     check_source(args.name, args.scheme, secret)  # before opening the store
-    source = await with_store(config, lambda s: s.add_source(
-        name=args.name, scheme=args.scheme, secret=secret))
+    source = await with_store(config, lambda s: add_named(s.add_source(
+        name=args.name, scheme=args.scheme, secret=secret)))
     if args.json:
         out = source.redacted()
         if args.secret is None:

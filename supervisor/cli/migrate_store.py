@@ -8,8 +8,10 @@ import json
 from typing import Any
 
 from shared.config import Config
+from shared.db_url import is_postgres_url, parse_db_url
+from shared.errors import ConfigError
 from shared.store_copy import copy_sqlite_to_postgres
-from supervisor.cmd_common import fail, run_command
+from supervisor.cli.common import fail, run_command
 
 
 def register(sub: Any) -> None:
@@ -28,13 +30,15 @@ def register(sub: Any) -> None:
 def migrate_store_command(config: Config, args: argparse.Namespace) -> int:
     """Validate the two URLs, copy, print the row counts. Exit 1 on failure, 2 on usage."""
     source: str = args.source
-    if source.startswith(("postgres://", "postgresql://")) or (
-            "://" in source and not source.startswith("sqlite:///")):
+    try:
+        path = parse_db_url(source).path
+    except ConfigError:
+        path = None
+    if path is None:
         return fail(f"--from must be a SQLite database (a path or sqlite:///PATH), not "
                     f"{source!r}", 2)
-    if not args.target.startswith(("postgres://", "postgresql://")):
+    if not is_postgres_url(args.target):
         return fail(f"--to must be a postgresql:// URL, not {args.target!r}", 2)
-    path = source.removeprefix("sqlite:///")
     import os  # noqa: PLC0415
 
     if not os.path.isfile(path):

@@ -23,7 +23,7 @@ from shared.config import Config
 from shared.errors import ConfigError
 from shared.lifecycle import STATUS_FILE, pid_file, read_status, runtime_dir
 from shared.timeparse import parse_instant
-from supervisor.cmd_common import fail
+from supervisor.cli.common import fail
 from supervisor.logview import LEVELS, LogFilter, format_record, parse_line
 
 _FOLLOW_POLL_S = 0.2
@@ -55,16 +55,17 @@ def register(sub: Any) -> None:
 
 
 def logs_command(config: Config, args: argparse.Namespace) -> int:
-    """Print the matching lines of FILE or stdin; 0, or 1 on a bad argument or file."""
+    """Print the matching lines of FILE or stdin; 0, 2 on a bad argument, 1 when the file
+    cannot be read."""
     try:
         since_s = parse_instant(args.since, time.time()) if args.since else None
     except ConfigError as exc:
-        return fail(f"--since: {exc}")
+        return fail(f"--since: {exc}", 2)
     flt = LogFilter(job_id=args.job, event_id=args.event, destination=args.destination,
                     min_level=args.level, since_s=since_s)
     source = args.file or config.log_file
     if not source:
-        return fail("no log file: give FILE, `-` for standard input, or set log_file")
+        return fail("no log file: give FILE, `-` for standard input, or set log_file", 2)
     colour = not args.json and sys.stdout.isatty() and "NO_COLOR" not in os.environ
     try:
         if source == "-":
@@ -142,7 +143,7 @@ def _follow_file(path: Path) -> Iterator[str]:
 def scale_command(config: Config, args: argparse.Namespace) -> int:
     """Signal the running supervisor (SIGTTIN/SIGTTOU, one at a time) until N workers run."""
     if args.count < 1:
-        return fail(f"N must be at least 1, not {args.count}")
+        return fail(f"N must be at least 1, not {args.count}", 2)
     path = pid_file(config)
     try:
         pid = int(path.read_text().strip())

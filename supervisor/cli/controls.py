@@ -3,7 +3,8 @@
 stopped; a running worker picks replayed or resumed jobs up through the store's wake-up.
 
 Every command prints a human table by default and JSON with `--json`; exit codes are 0 ok,
-1 failed (not found, conflict, store error), 2 usage (bad flags or values).
+1 failed (not found, conflict, store error), 2 usage (bad flags, or a value the rule book in
+shared/rules.py refuses, with the same message the admin API gives).
 """
 
 from __future__ import annotations
@@ -15,33 +16,25 @@ import time
 from datetime import UTC, datetime
 from typing import Any
 
+from shared import rules
 from shared.config import Config
 from shared.errors import ConfigError
 from shared.logs import configure_logging, get_logger
 from shared.netguard import vet_destination
+from shared.rules import DEFAULT_BODIES_AGE, DEFAULT_DEDUPE_AGE, DEFAULT_METADATA_AGE
 from shared.store import DESTINATION_UPDATERS, Store
-from shared.timeparse import parse_duration, parse_instant
-from supervisor.cmd_common import as_dict, fail, print_table, run_command, with_store
-
-DEFAULT_BODIES_AGE = "7d"
-DEFAULT_METADATA_AGE = "30d"
-DEFAULT_DEDUPE_AGE = "90d"
+from shared.timeparse import parse_instant
+from supervisor.cli.common import as_dict, fail, print_table, run_command, with_store
 
 
 def _handler(fn: Any) -> Any:
-    """Wrap `async fn(config, args) -> int`: ConfigError (a bad value) exits 2, any other
-    HooklineError (not found, conflict, store error) exits 1, with a one-line message."""
+    """Wrap `async fn(config, args) -> int` in :func:`run_command` (a ConfigError exits 2,
+    any other HooklineError 1, with a one-line message)."""
     def run(config: Config, args: argparse.Namespace) -> int:
         # Audit log lines (destination_paused, jobs_replayed, ...) go to stderr as JSON, so
         # stdout carries only the command's answer (`--json` output stays parseable).
         configure_logging("cli", config.log_level, stream=sys.stderr)
-
-        async def guarded() -> int:
-            try:
-                return int(await fn(config, args))
-            except ConfigError as exc:
-                return fail(str(exc), 2)
-        return run_command(guarded)
+        return run_command(lambda: fn(config, args))
     return run
 
 
@@ -159,9 +152,7 @@ async def destinations_update(config: Config, args: argparse.Namespace) -> int:
                        ("max_in_flight", args.max_in_flight)):
         if value is not None:
             changes[key] = value
-    from shared.store import validate_destination_changes  # noqa: PLC0415
-
-    validate_destination_changes(changes)  # usage errors exit 2 before the store opens
+    rules.destination_changes(changes)  # usage errors exit 2 before the store opens
     if "url" in changes:
         await vet_destination(changes["url"], config.address_policy)
     dest = await with_store(config, lambda s: s.update_destination(args.name, **changes))
@@ -249,15 +240,10 @@ async def replay_cmd(config: Config, args: argparse.Namespace) -> int:
 
 async def purge_cmd(config: Config, args: argparse.Namespace) -> int:
     """`hookline purge`: see OPERATIONS.md, "Purge and retention"."""
-    bodies = parse_duration(args.bodies_older_than)
-    metadata = parse_duration(args.metadata_older_than)
-    dedupe = parse_duration(args.dedupe_keep)
-    if not bodies <= metadata <= dedupe:
-        return fail("need --bodies-older-than <= --metadata-older-than <= --dedupe-keep", 2)
-    now = time.time()
-    result = await with_store(config, lambda s: s.purge(
-        bodies_before_s=now - bodies, metadata_before_s=now - metadata,
-        dedupe_before_s=now - dedupe))
+    ages = rules.retention_ages(args.bodies_older_than, args.metadata_older_than,
+                                args.dedupe_keep)
+    cutoffs = ages.cutoffs(time.time())
+    result = await with_store(config, lambda s: s.purge(**cutoffs))
     out = as_dict(result)
     get_logger().info("purged", **out)
     print(json.dumps(out) if args.json else

@@ -6,6 +6,7 @@ import argparse
 from typing import Any
 
 from shared.config import Config
+from shared.db_url import is_postgres_url
 
 
 def register(sub: Any) -> None:
@@ -22,5 +23,5 @@ def rehearse_command(config: Config, args: argparse.Namespace) -> int:
     every drill on a fresh database on that server (SQLite files otherwise)."""
     from rehearsal.rehearse import run  # noqa: PLC0415
 
-    postgres = config.db if config.db.startswith(("postgres://", "postgresql://")) else None
+    postgres = config.db if is_postgres_url(config.db) else None
     return run(out_dir=args.out, quick=args.quick, only=args.only, postgres_url=postgres)

@@ -21,7 +21,7 @@ from shared.backup import (
 )
 from shared.config import Config
 from shared.logs import configure_logging
-from supervisor.cmd_common import fail
+from supervisor.cli.common import fail
 
 PAUSE_ENV = "HOOKLINE_TEST_BACKUP_PAUSE_S"
 """Test hook: seconds to sleep after the checks, before the final rename."""

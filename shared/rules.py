@@ -1,0 +1,377 @@
+"""The rule book: what a valid destination, source and retention setting is.
+
+Pure functions that check and normalise one value each and raise
+:class:`shared.errors.InvalidSetting` (field, detail) when it breaks its rule. The CLI, the
+admin API and every store backend call these same functions, so one bad value gets one
+message wherever it is typed: the CLI prints it and exits 2, the admin API answers 400 with
+`{"error": "invalid_request", "field": ..., "detail": ...}`, the store raises it.
+
+Field names are the admin API's (`max_in_flight`, `event_types`); the CLI adds its flag.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, cast
+from urllib.parse import urlsplit
+
+from shared.errors import ConfigError, InvalidSetting
+from shared.models import SOURCE_SCHEMES, SourceScheme
+from shared.signing import secret_key
+from shared.timeparse import parse_duration
+
+# -- destinations --------------------------------------------------------------------------
+
+REMOVED_MARK = "~"
+"""A removed destination or source keeps its row as `NAME~removed-ID`, so a live name never
+holds this character (else it could be mistaken for, or collide with, a removed one)."""
+MAX_NAME_CHARS = 200
+"""Longest destination name, characters."""
+DEFAULT_EVENT_TYPES = ("*",)
+"""A destination added without event types subscribes to every event."""
+DEFAULT_MAX_IN_FLIGHT = 10
+"""Concurrent requests to a destination across all workers when none is given."""
+MAX_IN_FLIGHT_LIMIT = 1_000_000
+"""Largest accepted `max_in_flight` (the column is a 32-bit integer on PostgreSQL)."""
+EVENT_TYPE_PATTERN = re.compile(r"\*|[A-Za-z0-9_.:-]{1,128}(\.\*)?")
+"""A subscription: an event type (ingest's token rule), `prefix.*`, or `*`."""
+
+HEADER_NAME_RE = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]{1,64}")
+"""A custom header name: an RFC 9110 token (section 5.1), so it cannot carry `:`, spaces or
+line breaks."""
+HEADER_VALUE_RE = re.compile(r"[\x20-\x7e]{0,1024}")
+"""A custom header value: printable ASCII only (no CR, LF or other control characters, which
+could end the header and inject another)."""
+MAX_CUSTOM_HEADERS = 20
+RESERVED_HEADERS = frozenset({
+    "webhook-id", "webhook-timestamp", "webhook-signature", "content-type", "content-length",
+    "content-encoding", "transfer-encoding", "host", "connection", "keep-alive", "te",
+    "trailer", "upgrade", "expect", "proxy-authorization", "user-agent"})
+"""Names hookline or HTTP itself sets: a destination cannot override the signature or
+framing."""
+
+
+def destination_name(value: Any) -> str:
+    """A destination name: a non-blank string of at most MAX_NAME_CHARS, without `~` or
+    control characters. Returned unchanged. Raises InvalidSetting("name")."""
+    if not isinstance(value, str) or not value.strip():
+        raise InvalidSetting("name", f"must be a non-empty string, not {value!r}")
+    if REMOVED_MARK in value:
+        raise InvalidSetting("name", f"must not contain '{REMOVED_MARK}' (removed destinations "
+                                     f"are renamed NAME~removed-ID), not {value!r}")
+    if len(value) > MAX_NAME_CHARS or any(ord(c) < 0x20 or ord(c) == 0x7f for c in value):
+        raise InvalidSetting("name", f"must be at most {MAX_NAME_CHARS} characters without "
+                                     f"control characters, not {value[:40]!r}")
+    return value
+
+
+def destination_url(value: Any) -> str:
+    """An `http://` or `https://` URL with a host. Raises InvalidSetting("url")."""
+    ok = isinstance(value, str) and value.startswith(("http://", "https://"))
+    try:
+        ok = ok and bool(urlsplit(value).hostname)
+    except ValueError:  # e.g. an unbalanced [ in the host
+        ok = False
+    if not ok:
+        raise InvalidSetting("url", f"must be http:// or https:// with a host, not {value!r}")
+    return str(value)
+
+
+def event_types(value: Any) -> list[str]:
+    """A non-empty list of subscriptions (a lone string is one), each an event type,
+    `prefix.*` or `*` after stripping spaces. Raises InvalidSetting("event_types")."""
+    if isinstance(value, str):
+        value = [value]
+    if not isinstance(value, list | tuple) or not value:
+        raise InvalidSetting("event_types", f"must be a non-empty list, not {value!r}")
+    out = []
+    for item in value:
+        if not isinstance(item, str) or not EVENT_TYPE_PATTERN.fullmatch(item.strip()):
+            raise InvalidSetting("event_types", f"each must be a type, `prefix.*` or `*`, "
+                                                f"not {item!r}")
+        out.append(item.strip())
+    return out
+
+
+def max_in_flight(value: Any) -> int:
+    """An integer from 1 to MAX_IN_FLIGHT_LIMIT. Raises InvalidSetting("max_in_flight")."""
+    if (isinstance(value, bool) or not isinstance(value, int)
+            or not 1 <= value <= MAX_IN_FLIGHT_LIMIT):
+        raise InvalidSetting("max_in_flight", f"must be an integer from 1 to "
+                                              f"{MAX_IN_FLIGHT_LIMIT}, not {value!r}")
+    return value
+
+
+def headers(value: Any) -> dict[str, str]:
+    """A destination's custom headers: an object of name -> value.
+
+    Rules: at most MAX_CUSTOM_HEADERS; names are RFC 9110 tokens (HEADER_NAME_RE), unique
+    regardless of case, and not in RESERVED_HEADERS; values are printable ASCII
+    (HEADER_VALUE_RE), so no header can be injected through them.
+
+    Returns:
+        The headers, in the given order.
+
+    Raises:
+        InvalidSetting("headers"): naming the offending header.
+    """
+    if not isinstance(value, Mapping):
+        raise InvalidSetting("headers", f"must be an object of name -> value, not {value!r}")
+    if len(value) > MAX_CUSTOM_HEADERS:
+        raise InvalidSetting("headers", f"at most {MAX_CUSTOM_HEADERS} custom headers, "
+                                        f"not {len(value)}")
+    seen: set[str] = set()
+    for name, text in value.items():
+        if not isinstance(name, str) or not HEADER_NAME_RE.fullmatch(name):
+            raise InvalidSetting("headers", f"header name {name!r} must be a token of 1-64 "
+                                            "characters (letters, digits, !#$%&'*+-.^_`|~)")
+        if name.lower() in RESERVED_HEADERS:
+            raise InvalidSetting("headers", f"header {name!r} is set by hookline or HTTP and "
+                                            "cannot be overridden")
+        if name.lower() in seen:
+            raise InvalidSetting("headers", f"header {name!r} is given twice")
+        seen.add(name.lower())
+        if not isinstance(text, str) or not HEADER_VALUE_RE.fullmatch(text):
+            raise InvalidSetting("headers", f"header {name!r}: the value must be printable "
+                                            "ASCII of at most 1024 characters (no control "
+                                            "characters)")
+    return dict(value)
+
+
+def optional_positive(field: str, value: Any) -> float | None:
+    """None (clears an override) or a finite number above zero (seconds, or requests per
+    second). Raises InvalidSetting(field)."""
+    if value is None:
+        return None
+    if (isinstance(value, bool) or not isinstance(value, int | float)
+            or not 0 < value < math.inf):
+        raise InvalidSetting(field, f"must be a number above zero or null, not {value!r}")
+    return float(value)
+
+
+def flag(field: str, value: Any) -> int:
+    """true or false, stored as 1 or 0. Raises InvalidSetting(field)."""
+    if not isinstance(value, bool):
+        raise InvalidSetting(field, f"must be true or false, not {value!r}")
+    return int(value)
+
+
+def destination_secret(value: Any) -> str:
+    """A `whsec_` secret whose base64 key holds at least 16 bytes. Raises
+    InvalidSetting("secret")."""
+    if not isinstance(value, str):
+        raise InvalidSetting("secret", "must be a string")
+    try:
+        secret_key(value)
+    except ConfigError as exc:
+        raise InvalidSetting("secret", str(exc)) from None
+    return value
+
+
+#: Destination fields `update_destination` may change: field (= column) name -> rule that
+#: returns the normalised value or raises InvalidSetting. The CLI `destinations update` and
+#: `PATCH /v1/admin/destinations/{name}` accept exactly these keys.
+DESTINATION_UPDATERS: dict[str, Callable[[Any], Any]] = {
+    "url": destination_url,
+    "event_types": event_types,
+    "max_in_flight": max_in_flight,
+    "timeout_s": lambda v: optional_positive("timeout_s", v),
+    "rate_limit_per_s": lambda v: optional_positive("rate_limit_per_s", v),
+    "ordered": lambda v: flag("ordered", v),
+    "headers": headers,
+}
+
+
+def destination_changes(changes: Mapping[str, Any]) -> dict[str, Any]:
+    """Check and normalise an `update_destination` change set.
+
+    Raises:
+        InvalidSetting: empty (field "changes"), an unknown field (named), or an invalid
+            value.
+    """
+    changeable = ", ".join(sorted(DESTINATION_UPDATERS))
+    if not changes:
+        raise InvalidSetting("changes", f"nothing to change: give at least one of "
+                                        f"{changeable}")
+    unknown = sorted(set(changes) - set(DESTINATION_UPDATERS))
+    if unknown:
+        raise InvalidSetting(unknown[0], f"cannot change {', '.join(unknown)}; changeable: "
+                                         f"{changeable}")
+    return {k: DESTINATION_UPDATERS[k](v) for k, v in changes.items()}
+
+
+@dataclass(frozen=True, slots=True)
+class NewDestination:
+    """A destination's fields, checked and normalised (see :func:`new_destination`)."""
+
+    name: str
+    url: str
+    secret: str
+    event_types: list[str]
+    max_in_flight: int
+    headers: dict[str, str]
+
+
+def new_destination(*, name: Any, url: Any, secret: Any, event_types: Any = DEFAULT_EVENT_TYPES,
+                    max_in_flight: Any = DEFAULT_MAX_IN_FLIGHT,
+                    headers: Any = None) -> NewDestination:
+    """Check every field of a destination to add, in a fixed order (name, url, secret,
+    event_types, max_in_flight, headers) so the first problem reported is the same
+    everywhere. `headers` None means none. Raises InvalidSetting naming the field."""
+    return NewDestination(
+        name=destination_name(name), url=destination_url(url),
+        secret=destination_secret(secret), event_types=_event_types(event_types),
+        max_in_flight=_max_in_flight(max_in_flight),
+        headers=_headers({} if headers is None else headers))
+
+
+# The keyword arguments of new_destination shadow the rules of the same name.
+_event_types, _max_in_flight, _headers = event_types, max_in_flight, headers
+
+
+# -- inbound sources -----------------------------------------------------------------------
+
+SOURCE_NAME_RE = re.compile(r"[A-Za-z0-9_-]{1,64}")
+"""A source name: it is a URL path segment and the events' `source`, as in POST /v1/events."""
+RESERVED_SOURCE_NAMES = frozenset({"api"})
+"""`api` is the source of events posted to POST /v1/events without one."""
+MIN_SOURCE_SECRET_CHARS = 16
+"""Shortest accepted GitHub/Stripe secret or bearer token, characters."""
+
+
+def source_name(value: Any) -> str:
+    """1 to 64 of `A-Z a-z 0-9 _ -`, not a reserved name. Raises InvalidSetting("name")."""
+    if not isinstance(value, str) or not SOURCE_NAME_RE.fullmatch(value):
+        raise InvalidSetting("name", f"must be 1-64 of A-Z a-z 0-9 _ -, not {value!r}")
+    if value in RESERVED_SOURCE_NAMES:
+        raise InvalidSetting("name", f"{value!r} is reserved (POST /v1/events uses it)")
+    return value
+
+
+def source_scheme(value: Any) -> SourceScheme:
+    """One of :data:`shared.models.SOURCE_SCHEMES`. Raises InvalidSetting("scheme")."""
+    if value not in SOURCE_SCHEMES:
+        raise InvalidSetting("scheme", f"must be one of {', '.join(SOURCE_SCHEMES)}, "
+                                       f"not {value!r}")
+    return cast("SourceScheme", value)  # checked against SOURCE_SCHEMES above
+
+
+def source_secret(scheme: SourceScheme, value: Any) -> str:
+    """For `standard`, a `whsec_` secret (base64 key of at least 16 bytes); for the other
+    schemes, at least MIN_SOURCE_SECRET_CHARS characters without surrounding spaces.
+    Raises InvalidSetting("secret")."""
+    if not isinstance(value, str):
+        raise InvalidSetting("secret", "must be a string")
+    if scheme == "standard":
+        try:
+            secret_key(value)
+        except ConfigError as exc:
+            raise InvalidSetting("secret", f"standard scheme: {exc}") from None
+    elif len(value) < MIN_SOURCE_SECRET_CHARS or value != value.strip():
+        raise InvalidSetting("secret", f"a {scheme} secret must be at least "
+                                       f"{MIN_SOURCE_SECRET_CHARS} characters without leading "
+                                       "or trailing spaces")
+    return value
+
+
+def new_source(name: Any, scheme: Any, secret: Any) -> SourceScheme:
+    """Check a source's fields in a fixed order (name, scheme, secret); returns the scheme,
+    typed. Raises InvalidSetting naming the field."""
+    source_name(name)
+    typed = source_scheme(scheme)
+    source_secret(typed, secret)
+    return typed
+
+
+# -- retention -----------------------------------------------------------------------------
+
+DEFAULT_BODIES_AGE = "7d"
+"""Empty the bodies of finished events older than this (purge default)."""
+DEFAULT_METADATA_AGE = "30d"
+"""Delete finished jobs and their attempts older than this (purge default)."""
+DEFAULT_DEDUPE_AGE = "90d"
+"""Keep events' (source, id) dedupe keys at least this long (purge default)."""
+PURGE_FIELDS = ("bodies_older_than", "metadata_older_than", "dedupe_keep")
+"""The three ages as the admin API and `hookline purge` name them (CLI: --bodies-older-than,
+...)."""
+CONFIG_RETENTION_FIELDS = ("retention_bodies_s", "retention_metadata_s", "retention_dedupe_s")
+"""The same three ages as settings of the ingest's periodic purge."""
+
+
+@dataclass(frozen=True, slots=True)
+class RetentionAges:
+    """How long finished data is kept, seconds: bodies <= metadata <= dedupe keys."""
+
+    bodies_s: float
+    metadata_s: float
+    dedupe_s: float
+
+    def cutoffs(self, now_s: float) -> dict[str, float]:
+        """The instants :meth:`shared.store.Store.purge` takes (unix seconds), as keyword
+        arguments: everything older than `now_s - age` goes."""
+        return {"bodies_before_s": now_s - self.bodies_s,
+                "metadata_before_s": now_s - self.metadata_s,
+                "dedupe_before_s": now_s - self.dedupe_s}
+
+
+def retention_age(field: str, value: Any) -> float:
+    """An age: a duration like `7d` (see :func:`shared.timeparse.parse_duration`) or a number
+    of seconds, finite and >= 0. Raises InvalidSetting(field)."""
+    if isinstance(value, bool) or not isinstance(value, str | int | float):
+        raise InvalidSetting(field, f"must be a duration like 7d, not {value!r}")
+    try:
+        return parse_duration(str(value))
+    except ConfigError as exc:
+        raise InvalidSetting(field, str(exc)) from None
+
+
+def retention_ages(bodies: Any = DEFAULT_BODIES_AGE, metadata: Any = DEFAULT_METADATA_AGE,
+                   dedupe: Any = DEFAULT_DEDUPE_AGE, *,
+                   fields: tuple[str, str, str] = PURGE_FIELDS) -> RetentionAges:
+    """Parse and order-check the three retention ages.
+
+    Bodies must go no later than job metadata (a job whose body is kept can be replayed), and
+    metadata no later than dedupe keys (a key outliving its jobs still refuses a resend).
+
+    Args:
+        bodies, metadata, dedupe: ages (durations like `7d`, or seconds).
+        fields: the names the caller's input uses for them (messages name these).
+
+    Raises:
+        InvalidSetting: an age is malformed, or they are not ordered bodies <= metadata <=
+            dedupe (the field named is the first one out of order).
+    """
+    ages = RetentionAges(*(retention_age(f, v) for f, v in
+                           zip(fields, (bodies, metadata, dedupe), strict=True)))
+    if not ages.bodies_s <= ages.metadata_s:
+        raise InvalidSetting(fields[0], f"must be at most {fields[1]} (need {fields[0]} <= "
+                                        f"{fields[1]} <= {fields[2]})")
+    if not ages.metadata_s <= ages.dedupe_s:
+        raise InvalidSetting(fields[1], f"must be at most {fields[2]} (need {fields[0]} <= "
+                                        f"{fields[1]} <= {fields[2]})")
+    return ages
+
+
+def purge_cutoffs(bodies_before_s: float, metadata_before_s: float,
+                  dedupe_before_s: float) -> None:
+    """The store's check of :meth:`Store.purge` instants (unix seconds): dedupe keys are kept
+    at least as long as job metadata, and metadata at least as long as bodies. Raises
+    InvalidSetting("dedupe_before_s" or "metadata_before_s")."""
+    if not dedupe_before_s <= metadata_before_s:
+        raise InvalidSetting("dedupe_before_s", "purge cutoffs must keep dedupe keys at least "
+                                                "as long as job metadata")
+    if not metadata_before_s <= bodies_before_s:
+        raise InvalidSetting("metadata_before_s", "purge cutoffs must keep job metadata at "
+                                                  "least as long as event bodies")
+
+
+def throughput_args(window_s: float, bucket_s: int) -> None:
+    """Validate :meth:`Store.throughput` arguments (seconds). Raises InvalidSetting."""
+    if isinstance(bucket_s, bool) or not isinstance(bucket_s, int) or bucket_s < 1:
+        raise InvalidSetting("bucket_s", f"must be a whole number of seconds >= 1, "
+                                         f"not {bucket_s!r}")
+    if not window_s >= 0:
+        raise InvalidSetting("window_s", f"must be zero or more seconds, not {window_s!r}")

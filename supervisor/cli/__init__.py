@@ -1,0 +1,17 @@
+"""The `hookline` command line, one module per command group.
+
+`main` (in :mod:`supervisor.cli.main`) is the console script's entry point
+(`hookline = "supervisor.cli:main"`); `python -m supervisor.cli` runs it too. Modules:
+
+- main: the parser, global flags, configuration loading, the exit code;
+- common: store access, tables, one-line errors and the exit codes (0, 1 runtime, 2 usage);
+- service: serve, config show, demo, receiver;
+- destinations: destinations add/list, jobs, stats; controls: destinations show/update/remove,
+  pause, resume, dead, replay, purge, job;
+- sources: sources add/list/remove; logs: logs, scale; backup: backup, verify, restore;
+- migrate_store; bench, bench_compare, bench_table; rehearse.
+"""
+
+from supervisor.cli.main import main
+
+__all__ = ["main"]

@@ -1,0 +1,106 @@
+"""Helpers shared by the CLI command modules: store access, tables, errors, exit codes.
+
+Exit codes, the same in every command: 0 success; 1 a runtime failure (not found, conflict,
+a name already taken, a blocked destination address, the store unreachable); 2 a usage or
+validation error (bad flags, a value the rule book refuses, a configuration error, a database
+refused as unable to keep the delivery promise). Fix a 2 by changing the command; a 1 may
+pass on retry or after changing the system.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any, TypeVar
+
+from shared.config import Config
+from shared.errors import ConfigError, Conflict, HooklineError, InvalidSetting
+from shared.store import Store, store_for
+
+T = TypeVar("T")
+
+
+async def with_store(config: Config, fn: Callable[[Store], Awaitable[T]]) -> T:
+    """Open the configured store, run `fn(store)`, close it."""
+    store = store_for(config)
+    await store.open()
+    try:
+        return await fn(store)
+    finally:
+        await store.close()
+
+
+USAGE_EXIT = 2
+"""Exit code of a usage or validation error (argparse uses it too)."""
+RUNTIME_EXIT = 1
+"""Exit code of an operation that failed at run time."""
+
+#: Rule-book fields whose value a CLI flag gives: the message names the flag too.
+FIELD_FLAGS = {
+    "event_types": "--event-type", "max_in_flight": "--max-in-flight", "headers": "--header",
+    "secret": "--secret", "scheme": "--scheme", "bodies_older_than": "--bodies-older-than",
+    "metadata_older_than": "--metadata-older-than", "dedupe_keep": "--dedupe-keep",
+}
+
+
+def run_command(fn: Callable[[], Awaitable[int]]) -> int:
+    """Run an async command; a HooklineError becomes a one-line message: exit 2 for a
+    ConfigError (an invalid value, a configuration or storage refusal: fix the command or
+    the settings), 1 for any other (the operation failed)."""
+    try:
+        return asyncio.run(fn())
+    except ConfigError as exc:
+        return fail_usage(exc)
+    except HooklineError as exc:
+        return fail(str(exc), RUNTIME_EXIT)
+
+
+def fail_usage(exc: ConfigError) -> int:
+    """Print a validation error (with the CLI flag of an InvalidSetting's field) and return
+    exit code 2."""
+    flag = FIELD_FLAGS.get(exc.field) if isinstance(exc, InvalidSetting) else None
+    text = str(exc)
+    return fail(f"{text} ({flag})" if flag and flag not in text else text, USAGE_EXIT)
+
+
+async def add_named(add: Awaitable[T]) -> T:
+    """Await a store `add_*` call whose fields the rule book already passed: a ConfigError
+    it still raises is a taken name, a runtime conflict (exit 1), not a usage error."""
+    try:
+        return await add
+    except InvalidSetting:
+        raise
+    except ConfigError as exc:
+        raise Conflict(str(exc)) from exc
+
+
+def fail(message: str, code: int = 1) -> int:
+    """Print `hookline: message` to stderr and return `code`."""
+    print(f"hookline: {message}", file=sys.stderr)
+    return code
+
+
+def print_table(rows: Sequence[dict[str, Any]], columns: Sequence[str]) -> None:
+    """Print `rows` as an aligned text table of `columns`."""
+    cells = [[_cell(r.get(c)) for c in columns] for r in rows]
+    widths = [max([len(c)] + [len(row[i]) for row in cells]) for i, c in enumerate(columns)]
+    print("  ".join(c.upper().ljust(w) for c, w in zip(columns, widths, strict=True)).rstrip())
+    for row in cells:
+        print("  ".join(v.ljust(w) for v, w in zip(row, widths, strict=True)).rstrip())
+    if not rows:
+        print("(none)")
+
+
+def _cell(value: Any) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, list | tuple):
+        return ",".join(map(str, value))
+    text = str(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def as_dict(record: Any) -> dict[str, Any]:
+    """A slotted frozen dataclass row as a plain dict."""
+    return {name: getattr(record, name) for name in record.__slots__}

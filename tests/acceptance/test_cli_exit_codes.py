@@ -1,0 +1,84 @@
+"""Exit codes of the real `hookline` console script: 2 with a one-line message for usage and
+validation errors in every command group, 1 for an operation that failed at run time."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from procs import ROOT, child_env
+
+
+def _hookline_script() -> str:
+    """The installed `hookline` entry point (pyproject's [project.scripts]) beside python."""
+    beside = Path(sys.executable).parent / "hookline"
+    found = str(beside) if beside.exists() else shutil.which("hookline")
+    assert found, "the hookline console script is not installed (pip install -e .)"
+    return found
+
+
+def hookline(db: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([_hookline_script(), "--db", str(db), *args], capture_output=True,
+                          check=False, text=True, env=child_env(), cwd=ROOT, timeout=60)
+
+
+USAGE_ERRORS = [
+    # (arguments, text the one-line message contains)
+    (["destinations", "add", "billing~removed-1", "https://example.com/h"], "name: must not"),
+    (["destinations", "add", "b", "https://example.com/h", "--max-in-flight", "0"],
+     "max_in_flight: must be an integer from 1"),
+    (["destinations", "add", "b", "https://example.com/h", "--header", "X-A"],
+     "--header needs 'NAME: VALUE'"),
+    (["destinations", "update", "d", "--set", "timeout_s=-1"], "timeout_s: must be a number"),
+    (["destinations", "update", "d"], "nothing to change"),
+    (["sources", "add", "st", "--scheme", "stripe"], "needs --secret"),
+    (["sources", "add", "api", "--scheme", "token", "--secret", "t" * 20], "reserved"),
+    (["purge", "--bodies-older-than", "40d"], "bodies_older_than: must be at most"),
+    (["dead", "--since", "yesterday-ish"], "not a time"),
+    (["replay", "--job", "1", "--destination", "d"], "filter --all-dead"),
+    (["logs", "--since", "never"], "--since: not a time"),
+    (["logs"], "no log file"),
+    (["scale", "0"], "N must be at least 1"),
+    (["backup", "--out", "x", "--keep", "0"], "--keep must be at least 1"),
+    (["migrate-store", "--from", "postgresql://h/db", "--to", "postgresql://h/db2"],
+     "--from must be a SQLite"),
+    (["jobs", "--status", "nope"], "invalid choice"),
+]
+
+
+@pytest.mark.parametrize(("args", "message"), USAGE_ERRORS,
+                         ids=[" ".join(a)[:50] for a, _ in USAGE_ERRORS])
+def test_usage_and_validation_errors_exit_2_with_one_line(tmp_path: Path, args: list[str],
+                                                          message: str):
+    """Every command group: a bad flag or value exits 2 with its message, no traceback,
+    and nothing is stored."""
+    db = tmp_path / "h.db"
+    done = hookline(db, *args)
+    assert done.returncode == 2, (done.returncode, done.stderr)
+    assert message in done.stderr and "Traceback" not in done.stderr, done.stderr
+    if "argument" not in done.stderr:  # argparse prints its usage first; ours is one line
+        assert done.stderr.count("\n") == 1, done.stderr
+
+
+def test_runtime_failures_exit_1(tmp_path: Path):
+    """Not found, a taken name, an unreachable database, no running supervisor: exit 1."""
+    db = tmp_path / "h.db"
+    first = hookline(db, "destinations", "add", "b", "https://example.com/h")
+    assert first.returncode == 0, first.stderr
+    taken = hookline(db, "destinations", "add", "b", "https://example.com/h")
+    assert taken.returncode == 1 and "already exists" in taken.stderr
+    missing = hookline(db, "pause", "nope")
+    assert missing.returncode == 1 and "nope" in missing.stderr
+    no_source = hookline(db, "sources", "remove", "gh")
+    assert no_source.returncode == 1 and "no source named 'gh'" in no_source.stderr
+    no_supervisor = hookline(db, "scale", "2")
+    assert no_supervisor.returncode == 1 and "no running supervisor" in no_supervisor.stderr
+    unreachable = subprocess.run(
+        [_hookline_script(), "--db", "postgresql://postgres@127.0.0.1:1/x", "stats"],
+        capture_output=True, check=False, text=True, env=child_env(), cwd=ROOT, timeout=60)
+    assert unreachable.returncode == 1 and "cannot connect" in unreachable.stderr
+    for failed in (taken, missing, no_source, no_supervisor, unreachable):
+        assert "Traceback" not in failed.stderr
