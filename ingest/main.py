@@ -10,7 +10,8 @@ from collections.abc import Callable
 from aiohttp import web
 
 from ingest import auth
-from ingest.app import IN_FLIGHT_KEY, build_app
+from ingest.app import build_app
+from ingest.app_state import IN_FLIGHT_KEY
 from ingest.group_commit import GroupCommitter
 from ingest.http_limits import IngestRunner, parser_limits
 from ingest.maintenance import run_maintenance, run_retention
