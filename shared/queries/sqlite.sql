@@ -14,6 +14,13 @@ INSERT INTO jobs (event_id, destination_id, run_at, created_at, updated_at)
 SELECT :event_id, value, :now, :now, :now FROM json_each(:destination_ids)
 RETURNING id
 
+-- insert_jobs_of_messages: bulk loads: the jobs of stored events (JSON message ids), one per JSON destination id, due now
+INSERT INTO jobs (event_id, destination_id, run_at, created_at, updated_at)
+SELECT e.id, d.value, :now, :now, :now
+FROM json_each(:message_ids) m JOIN events e ON e.message_id = m.value,
+    json_each(:destination_ids) d
+ORDER BY e.id, d.key
+
 -- live_destinations: destinations that receive new events (paused ones too: their jobs wait)
 SELECT * FROM destinations WHERE deleted_at IS NULL ORDER BY id
 
