@@ -1,4 +1,4 @@
-"""Read-only admin views the dashboard needs (issue 11), beside the admin API's routes.
+"""Read-only admin views the dashboard needs, beside the admin API's routes.
 
 Routes (JSON, same Bearer access and error shape as ingest/admin_api.py):
     GET /v1/admin/destination-stats?window=15m

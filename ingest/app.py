@@ -68,9 +68,9 @@ def build_app(store: Store, config: Config, *,
               wal_health: WalHealth | None = None) -> web.Application:
     """Build the ingest application around an open store.
 
-    The app starts the committer when it starts up and stops it (committing what is queued)
-    at cleanup, which aiohttp runs once in-flight requests have finished or, past its
-    shutdown timeout, been cancelled.
+    The app starts the committer when it starts up and stops it at cleanup, which aiohttp
+    runs once in-flight requests have finished or, past its shutdown timeout, been
+    cancelled (a cancelled request's event still queued is dropped: it was never answered).
 
     Args:
         store: an open store; the caller opens and closes it.

@@ -644,7 +644,7 @@ class PostgresStore:
             what = f"database {_redact(self.dsn)} is not writable"
             raise (driver_fault(exc, what) or StoreUnavailable(f"{what}: {exc}")) from exc
 
-    # -- dashboard views (issue 11) --------------------------------------------------------
+    # -- dashboard views -------------------------------------------------------------------
 
     async def destination_summaries(self, *, latency_window_s: float = 900.0,
                                     latency_scan_limit: int = 20_000

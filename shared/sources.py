@@ -1,4 +1,4 @@
-"""Rules for inbound sources (issue 3): valid names, schemes and secrets, and fresh secrets.
+"""Rules for inbound sources: valid names, schemes and secrets, and fresh secrets.
 
 Shared by every store backend (they call :func:`check_source` before inserting) and the CLI,
 so a source that is stored can always be verified.

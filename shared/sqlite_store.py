@@ -622,7 +622,7 @@ class SqliteStore:
             body_bytes=row["body_bytes"], body_purged_at=row["body_purged_at"],
             attempts=tuple(Attempt.from_row(a) for a in attempts))
 
-    # -- dashboard views (issue 11) --------------------------------------------------------
+    # -- dashboard views -------------------------------------------------------------------
 
     async def destination_summaries(self, *, latency_window_s: float = 900.0,
                                     latency_scan_limit: int = 20_000
@@ -667,7 +667,7 @@ class SqliteStore:
                          size_bytes=row["size_bytes"] or 0, head=bytes(row["head"] or b""),
                          body_purged_at=row["body_purged_at"])
 
-    # -- inbound sources (issue 3) ---------------------------------------------------------
+    # -- inbound sources -------------------------------------------------------------------
 
     async def add_source(self, *, name: str, scheme: str, secret: str) -> Source:
         """See :meth:`shared.store.Store.add_source`."""

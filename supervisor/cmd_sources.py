@@ -1,4 +1,4 @@
-"""`hookline sources add|list|remove`: inbound provider sources (issue 3), read and changed in
+"""`hookline sources add|list|remove`: inbound provider sources, read and changed in
 the store directly, so they work whether or not the service runs. A running ingest sees a
 change within its source cache TTL (ingest/sources_api.py, 1 s)."""
 
