@@ -37,15 +37,15 @@ from typing import Any
 from aiohttp import hdrs, web
 
 from ingest import metrics
+from ingest.app_state import app_config, request_store
 from ingest.auth import ADMIN_SETTING, check_bearer
+from ingest.http_common import error_response
 from shared import rules
-from shared.config import Config
-from shared.errors import Conflict, ConfigError, DestinationBlocked, InvalidSetting, NotFound
+from shared.errors import ConfigError, Conflict, DestinationBlocked, InvalidSetting, NotFound
 from shared.logs import get_logger
 from shared.models import JOB_STATUSES
 from shared.netguard import vet_destination
 from shared.signing import generate_secret
-from shared.store import Store
 from shared.timeparse import parse_instant
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
@@ -82,27 +82,6 @@ def register(app: web.Application) -> None:
 # -- access and errors ---------------------------------------------------------------------
 
 
-def app_config(app: web.Application) -> Any:
-    """The app's Config (ingest.app.CONFIG_KEY)."""
-    from ingest.app import CONFIG_KEY  # noqa: PLC0415  (ingest.app imports this module)
-
-    return app[CONFIG_KEY]
-
-
-def request_store(request: web.Request) -> Store:
-    """The store the ingest app serves (ingest.app.STORE_KEY)."""
-    from ingest.app import STORE_KEY  # noqa: PLC0415
-
-    return request.app[STORE_KEY]
-
-
-def _error(status: int, code: str, detail: str, field: str | None = None) -> web.Response:
-    body = {"error": code, "detail": detail}
-    if field is not None:
-        body["field"] = field
-    return web.json_response(body, status=status)
-
-
 def _authorize(request: web.Request) -> web.Response | None:
     """None when the request may proceed, else the 401/403 answer (ingest/auth.py)."""
     return check_bearer(request, app_config(request.app).admin_token, what="the admin API",
@@ -122,15 +101,15 @@ def guarded(handler: Handler) -> Handler:
         try:
             return await handler(request)
         except InvalidSetting as exc:
-            return _error(400, "invalid_request", str(exc), field=exc.field)
+            return error_response(400, "invalid_request", str(exc), field=exc.field)
         except (BadRequest, ConfigError) as exc:
-            return _error(400, "invalid_request", str(exc))
+            return error_response(400, "invalid_request", str(exc))
         except DestinationBlocked as exc:
-            return _error(400, "destination_blocked", str(exc))
+            return error_response(400, "destination_blocked", str(exc))
         except NotFound as exc:
-            return _error(404, "not_found", str(exc))
+            return error_response(404, "not_found", str(exc))
         except Conflict as exc:
-            return _error(409, "conflict", str(exc))
+            return error_response(409, "conflict", str(exc))
 
     wrapped.__doc__ = handler.__doc__
     return wrapped

@@ -1,4 +1,4 @@
-"""Read-only admin views the dashboard needs (issue 11), beside the admin API's routes.
+"""Read-only admin views the dashboard needs, beside the admin API's routes.
 
 Routes (JSON, same Bearer access and error shape as ingest/admin_api.py):
     GET /v1/admin/destination-stats?window=15m
@@ -29,7 +29,8 @@ from typing import Any
 
 from aiohttp import web
 
-from ingest.admin_api import BadRequest, app_config, guarded, int_param, request_store
+from ingest.admin_api import BadRequest, guarded, int_param
+from ingest.app_state import app_config, request_store
 from shared.lifecycle import STATUS_FILE, pid_alive, read_status, runtime_dir
 from shared.timeparse import parse_duration
 

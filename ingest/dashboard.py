@@ -1,4 +1,4 @@
-"""The operator dashboard (issue 11): `GET /` and `GET /static/{name}` on the ingest listener.
+"""The operator dashboard: `GET /` and `GET /static/{name}` on the ingest listener.
 
 The files in `ingest/static/` are plain HTML, CSS and JavaScript (no build step), shipped as
 package data. They hold no data and no secret, so they are served without authentication;

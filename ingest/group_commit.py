@@ -4,7 +4,7 @@ Each request hands its event to :meth:`GroupCommitter.submit` and waits; the bat
 (shared/batcher.py) stores everything queued with ONE `store.add_events` call and then answers
 every waiter of that batch. Under load batches grow by themselves with no timer delay; an idle
 server commits a lone request at once. A request is answered only after the commit that holds
-its event (DESIGN.md invariant 1).
+its event, so a 2xx answer always means the event and its jobs are durable.
 """
 
 from __future__ import annotations

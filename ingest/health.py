@@ -1,4 +1,8 @@
-"""`GET /readyz`: may a load balancer send events here now?
+"""`GET /healthz` (is the process up?) and `GET /readyz` (may a load balancer send events here?).
+
+`/healthz` never touches the store and is always 200, since restarting ingest would not help:
+`{"status": "ok"}`, or `{"status": "degraded", ...}` while the SQLite WAL is past
+wal_degraded_bytes (ingest/wal_health.py).
 
 Ready means all three of:
 
@@ -20,16 +24,37 @@ from typing import Any
 
 from aiohttp import web
 
+from ingest.app_state import CONFIG_KEY, IN_FLIGHT_KEY, STORE_KEY, WAL_HEALTH_KEY
 from shared.errors import StoreError
 from shared.lifecycle import STATUS_FILE, read_status, runtime_dir
 
 _PROBE_TIMEOUT_S = 2.0
 
 
+def register(app: web.Application) -> None:
+    """Add `GET /healthz` and `GET /readyz` to the ingest app."""
+    app.router.add_get("/healthz", healthz)
+    app.router.add_get("/readyz", readyz)
+
+
+async def healthz(request: web.Request) -> web.Response:
+    """`GET /healthz`: the process is up and serving (does not touch the store): always 200,
+    since restarting ingest would not help. The body is `{"status": "ok"}`, or `{"status":
+    "degraded", "detail": ..., "checks": {"wal": ...}}` while the SQLite WAL is past
+    `wal_degraded_bytes` (ingest/wal_health.py: size, limit, checkpoint result, holders)."""
+    wal = request.app[WAL_HEALTH_KEY]
+    if wal is None:
+        return web.json_response({"status": "ok"})
+    check = wal.report()
+    if not wal.degraded:
+        return web.json_response({"status": "ok", "checks": {"wal": check}})
+    detail = (f"the SQLite WAL is {check['wal_bytes_at_check']} bytes after a checkpoint, past "
+              f"wal_degraded_bytes ({wal.limit_bytes}): {check['reason']}")
+    return web.json_response({"status": "degraded", "detail": detail, "checks": {"wal": check}})
+
+
 async def readyz(request: web.Request) -> web.Response:
     """`GET /readyz`: 200 when ready, else 503 with the failing checks (module docstring)."""
-    from ingest.app import CONFIG_KEY, IN_FLIGHT_KEY, STORE_KEY  # noqa: PLC0415  (cycle)
-
     checks: dict[str, Any] = {}
     problems: list[str] = []
     if request.app[IN_FLIGHT_KEY].draining:

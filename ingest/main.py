@@ -10,7 +10,8 @@ from collections.abc import Callable
 from aiohttp import web
 
 from ingest import auth
-from ingest.app import IN_FLIGHT_KEY, build_app
+from ingest.app import build_app
+from ingest.app_state import IN_FLIGHT_KEY
 from ingest.group_commit import GroupCommitter
 from ingest.http_limits import IngestRunner, parser_limits
 from ingest.maintenance import run_maintenance, run_retention
@@ -38,8 +39,10 @@ async def serve(config: Config, *, ready: Callable[[int], None] | None = None,
     the parent process going away. On stop, within about `config.graceful_timeout_s`
     seconds: the listening socket closes; requests in flight (even those still receiving
     their body) finish and are answered, with `Connection: close`; then aiohttp closes the
-    connections, cancelling any request still unfinished (never answered, so never a lost
-    2xx); the group committer commits what is queued; the store closes.
+    connections, cancelling any request still unfinished: it is never answered, so never a
+    lost 2xx, and its event is dropped from the group committer's queue unless a commit
+    already holds it (a retry then finds it a duplicate); then the committer stops and the
+    store closes.
 
     Args:
         config: settings; `db`, `synchronous`, `busy_timeout_s`, `listen`,
@@ -62,7 +65,7 @@ async def serve(config: Config, *, ready: Callable[[int], None] | None = None,
     async with child_context(config, slot, stop=stop, boot=boot) as child:
         store, stop = child.store, child.stop
         wal = wal_health_for(store, config)  # SQLite: the WAL size check of /healthz
-        housekeeping = asyncio.create_task(  # WAL hygiene (ingest/maintenance.py)
+        housekeeping = asyncio.create_task(  # WAL checkpoints (ingest/maintenance.py)
             run_maintenance(store, config.maintenance_interval_s, stop, wal),
             name="maintenance")
         retention = asyncio.create_task(run_retention(store, config, stop), name="retention")
@@ -71,8 +74,8 @@ async def serve(config: Config, *, ready: Callable[[int], None] | None = None,
             app = build_app(store, config, committer=committer, wal_health=wal)
             # Stopping happens in two steps within graceful_timeout_s: most of it to drain
             # (below), the rest for aiohttp's own shutdown of whatever is left.
-            # Header limits are enforced by aiohttp's parser; IngestRunner answers a
-            # violation with JSON 431 (ingest/http_limits.py).
+            # Request-head limits are enforced by aiohttp's parser; IngestRunner answers a
+            # violation in JSON: 431, or 414 for the request line (ingest/http_limits.py).
             runner = IngestRunner(app, shutdown_timeout=config.graceful_timeout_s * _LAST_STEP,
                                   access_log=None,  # our own event logs say what happened
                                   **parser_limits(config))
@@ -100,7 +103,8 @@ async def serve(config: Config, *, ready: Callable[[int], None] | None = None,
                 if not await in_flight.drain(config.graceful_timeout_s * (1 - _LAST_STEP)):
                     log.warning("ingest_drain_timeout", in_flight=in_flight.count)
             finally:
-                await runner.cleanup()  # stops the committer too (the app's cleanup_ctx)
+                # Cancels what is unfinished, then stops the committer (the app's cleanup_ctx).
+                await runner.cleanup()
             report_write_lock(config, slot, store.write_lock_stats())  # after serving only
         finally:
             housekeeping.cancel()

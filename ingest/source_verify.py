@@ -1,4 +1,4 @@
-"""Verification of inbound provider requests (issue 3): pure functions over the raw bytes.
+"""Verification of inbound provider requests: pure functions over the raw bytes.
 
 Every check runs on the request body exactly as received, never on re-serialised JSON
 (re-encoding changes escapes, spacing and non-ASCII bytes, and breaks every HMAC). Digests

@@ -1,12 +1,13 @@
-"""Inbound provider webhooks (issue 3): `POST /v1/sources/{name}` and the sources admin API.
+"""Inbound provider webhooks: `POST /v1/sources/{name}` and the sources admin API.
 
 Routes:
     POST   /v1/sources/{name}         the provider's request exactly as sent. Verified by the
                                       source's scheme (ingest/source_verify.py) on the raw
-                                      bytes, then stored and fanned out through the same group
-                                      committer as POST /v1/events:
+                                      bytes, then stored and answered by the same accept
+                                      step as POST /v1/events (ingest/accept.py):
                                       202 {"event_id", "message_id", "jobs"} once committed,
                                       200 {..., "jobs": 0, "duplicate": true} for a repeated id,
+                                      503 store_busy / store_unavailable with Retry-After,
                                       401 {"error": "signature_invalid", "detail": reason},
                                       400 {"error": "invalid_event", ...} (signed, unusable),
                                       404 {"error": "source_not_found", ...}, 413 too large,
@@ -37,12 +38,15 @@ from typing import Any
 from aiohttp import hdrs, web
 
 from ingest import admin_api
+from ingest.accept import accept_event
+from ingest.app_state import CONFIG_KEY, request_store
+from ingest.http_common import check_rate, error_response, read_bounded
 from ingest.source_verify import DEFAULT_TOLERANCE_S, verify
 from ingest.validation import BodyTooLarge
 from shared import rules
 from shared.errors import ConfigError, Conflict, InvalidEvent, NotFound, SignatureInvalid
 from shared.logs import get_logger
-from shared.models import Accepted, NewEvent, Source
+from shared.models import NewEvent, Source
 from shared.sources import check_source, generate_source_secret
 from shared.store import Store
 
@@ -110,7 +114,7 @@ async def is_provider_source(request: web.Request, name: str) -> bool:
     """True when `name` is a live configured source (as of at most SOURCE_CACHE_TTL_S ago);
     `POST /v1/events` refuses such a `source` so its callers cannot claim a provider's ids."""
     try:
-        await request.app[SOURCE_CACHE_KEY].get(admin_api.request_store(request), name)
+        await request.app[SOURCE_CACHE_KEY].get(request_store(request), name)
     except NotFound:
         return False
     return True
@@ -121,14 +125,10 @@ async def is_provider_source(request: web.Request, name: str) -> bool:
 
 async def post_source_event(request: web.Request) -> web.Response:
     """`POST /v1/sources/{name}`: verify on the raw bytes, commit with jobs, then answer."""
-    from ingest.app import (  # noqa: PLC0415  (ingest.app imports this module)
-        COMMITTER_KEY, CONFIG_KEY, STORE_KEY, check_rate, error_response, read_bounded,
-    )
-
     name = request.match_info["name"]
     log = get_logger()
     try:
-        source = await request.app[SOURCE_CACHE_KEY].get(request.app[STORE_KEY], name)
+        source = await request.app[SOURCE_CACHE_KEY].get(request_store(request), name)
     except NotFound as exc:
         log.info("event_rejected", source=name, error="source_not_found")
         return error_response(404, "source_not_found", str(exc))
@@ -153,17 +153,7 @@ async def post_source_event(request: web.Request) -> web.Response:
         return limited
 
     event = NewEvent(source=name, source_event_id=event_id, type=event_type, body=body)
-    result = await request.app[COMMITTER_KEY].submit(event)
-    ids = {"event_id": result.event_id, "message_id": result.message_id, "source": name,
-           "source_event_id": event_id, "type": event_type}
-    if isinstance(result, Accepted):
-        log.info("event_accepted", **ids, jobs=len(result.job_ids),
-                 job_ids=list(result.job_ids))
-        return web.json_response({"event_id": result.event_id, "message_id": result.message_id,
-                                  "jobs": len(result.job_ids)}, status=202)
-    log.info("event_duplicate", **ids)
-    return web.json_response({"event_id": result.event_id, "message_id": result.message_id,
-                              "jobs": 0, "duplicate": True}, status=200)
+    return await accept_event(request, event)
 
 
 # -- admin ---------------------------------------------------------------------------------
@@ -171,7 +161,7 @@ async def post_source_event(request: web.Request) -> web.Response:
 
 async def list_sources(request: web.Request) -> web.Response:
     """`GET /v1/admin/sources`: live sources, secrets redacted."""
-    return web.json_response([s.redacted() for s in await admin_api.request_store(request).list_sources()])
+    return web.json_response([s.redacted() for s in await request_store(request).list_sources()])
 
 
 async def add_source(request: web.Request) -> web.Response:
@@ -183,7 +173,7 @@ async def add_source(request: web.Request) -> web.Response:
     secret = given if given is not None else generate_source_secret(scheme)
     check_source(name, scheme, secret)  # InvalidSetting -> 400 naming the field
     try:
-        source = await admin_api.request_store(request).add_source(name=name, scheme=scheme, secret=secret)
+        source = await request_store(request).add_source(name=name, scheme=scheme, secret=secret)
     except ConfigError as exc:
         raise Conflict(str(exc)) from exc  # the name is taken
     request.app[SOURCE_CACHE_KEY].forget(name)
@@ -197,7 +187,7 @@ async def add_source(request: web.Request) -> web.Response:
 async def remove_source(request: web.Request) -> web.Response:
     """`DELETE /v1/admin/sources/{name}`: soft delete (404 when there is none)."""
     name = request.match_info["name"]
-    await admin_api.request_store(request).remove_source(name)
+    await request_store(request).remove_source(name)
     request.app[SOURCE_CACHE_KEY].forget(name)
     get_logger().info("source_removed", source=name, by="admin_api")
     return web.json_response({"removed": name})

@@ -12,7 +12,7 @@ are counted, never silently left out). Hookline's own processes appear too: they
 files open all the time, so the holder is among the others, or is a hookline process only
 if none are listed.
 
-`GET /healthz` reports the state (ingest/app.py); `/metrics` exports the live file size
+`GET /healthz` reports the state (ingest/health.py); `/metrics` exports the live file size
 (`hookline_sqlite_wal_bytes`, ingest/metrics.py). PostgreSQL has no such file: there is no
 WalHealth for it and nothing is reported.
 """

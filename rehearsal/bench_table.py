@@ -3,7 +3,7 @@
 `hookline bench-table` reads the bench.json of a flat-out run (ingest, deliveries/s, idle
 cost, memory), the bench.json of a steady `--rate 1000` run (accept->delivered latency) and,
 when given, the compare.json of `hookline bench --compare`, and rewrites the block between
-BEGIN and END in README.md: each measure, its result, the issue's target and the ratio, the
+BEGIN and END in README.md: each measure, its result, its target and the ratio, the
 machine, the date of each result file and the commands that produced them. `make
 bench-readme` runs the whole thing. The targets are TARGETS, here and nowhere else.
 """
@@ -31,8 +31,9 @@ class BenchTableError(HooklineError):
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Target:
-    """One of the issue's targets: `limit` in `unit`, under `condition` (words); met when
-    the result is at least `limit` (`higher_is_better`) or below it (otherwise)."""
+    """One of the project's performance targets: `limit` in `unit`, under `condition`
+    (words); met when the result is at least `limit` (`higher_is_better`) or below it
+    (otherwise)."""
 
     measure: str
     limit: float
@@ -50,9 +51,8 @@ class Target:
         return value >= self.limit if self.higher_is_better else value < self.limit
 
 
-# The issue's targets (#10), in the order the table lists them. `idle_db_writes` counts
-# 1 when the idle service wrote to the database: its target is none (< 1).
-TARGET_ISSUE = "#10"
+# The project's performance targets, in the order the table lists them. `idle_db_writes`
+# counts 1 when the idle service wrote to the database: its target is none (< 1).
 TARGETS = {
     "ingest_events_per_s": Target(measure="ingest, events/s accepted", limit=15_000,
                                   unit="events/s", higher_is_better=True,
@@ -166,7 +166,7 @@ def results_table(flat: dict[str, Any], steady: dict[str, Any]) -> list[str]:
     """The markdown rows: measure (and how it was taken), result, target, result/target,
     whether it is met."""
     found, how = measures(flat, steady), _conditions(flat, steady)
-    lines = [f"| measure | result | target ({TARGET_ISSUE}) | result / target | met |",
+    lines = ["| measure | result | target | result / target | met |",
              "| --- | --- | --- | --- | --- |"]
     for key, target in TARGETS.items():
         value = found[key]

@@ -131,7 +131,7 @@ class Config:
     test_crash_event_type: str | None = _opt(
         None, "TEST HOOK for rehearsals: a worker SIGKILLs itself when it is about to send an "
         "event of this type (a poison job). Never set it in production.")
-    # Delivery policy (issue 4; see OPERATIONS.md).
+    # Delivery policy (see OPERATIONS.md).
     permanent_statuses: str = _opt(
         "400,401,403,404,405,410,413,415,422",
         "Comma-separated 4xx statuses that make a job dead at once (others are retried).")
@@ -154,7 +154,7 @@ class Config:
     wal_degraded_bytes: int = _opt(
         256 * 1024 * 1024, "GET /healthz reports degraded while the SQLite -wal file stays "
         "larger than this after a checkpoint, bytes (a reader holds it open; 0 = off).")
-    # Supervisor for production (issue 5; see OPERATIONS.md "Running under systemd").
+    # Supervisor for production (see OPERATIONS.md "Running under systemd").
     heartbeat_timeout_s: float = _opt(
         30.0, "A child whose event loop has not heartbeated for this long, seconds, is hung: "
         "it gets SIGABRT, then SIGKILL, and is replaced.")

@@ -77,7 +77,7 @@ def install_stop_signals(loop: asyncio.AbstractEventLoop, stop: asyncio.Event) -
         loop.add_signal_handler(signum, stop.set)
 
 
-# -- runtime files shared by the supervisor and its children (issue 5) ----------------------
+# -- runtime files shared by the supervisor and its children --------------------------------
 
 STATUS_FILE = "status.json"
 """Name, inside the runtime folder, of the supervisor's view of its children."""

@@ -1,7 +1,7 @@
 """structlog set-up: one JSON object per line on stdout, with stable event names.
 
 Every process calls :func:`configure_logging` once at start. Lines carry `ts` (ISO 8601 UTC),
-`level`, `event` (a stable name such as `job_claimed`; see DESIGN.md), `process` (the slot,
+`level`, `event` (a stable name such as `job_claimed`), `process` (the slot,
 e.g. `worker-2`) and `pid`, plus ids given as keyword arguments at the call site.
 """
 

@@ -308,7 +308,7 @@ class Stats:
     attempts: int = 0
     oldest_pending_age_s: float | None = None
     wal_bytes: int | None = None  # size of the SQLite -wal file, bytes (None: no such file)
-    # Operator views and /metrics (issue 4): per-destination job counts (removed
+    # Operator views and /metrics: per-destination job counts (removed
     # destinations appear as `name~removed-ID`), paused destinations with their reason,
     # attempts by outcome class, and accept -> delivered latency of done jobs still stored.
     jobs_by_destination: dict[str, dict[str, int]] = field(default_factory=dict)
@@ -380,7 +380,7 @@ SOURCE_SCHEMES: tuple[SourceScheme, ...] = ("github", "stripe", "standard", "tok
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Source:
-    """An inbound source: a provider posting to `POST /v1/sources/{name}` (issue 3).
+    """An inbound source: a provider posting to `POST /v1/sources/{name}`.
 
     Attributes:
         name: the URL path segment and the `source` of its events (the dedupe namespace).
@@ -413,7 +413,7 @@ class Source:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class DestinationSummary:
-    """One live destination as the dashboard's table shows it (issue 11).
+    """One live destination as the dashboard's table shows it.
 
     Attributes:
         name, paused, paused_reason, failure_streak, failing_since, max_in_flight: as on

@@ -261,6 +261,34 @@ class PostgresStore:
                 await tx.notify()
         return results
 
+    async def add_backlog(self, events: Sequence[NewEvent]) -> int:
+        """See :meth:`shared.store.Store.add_backlog`: the events in one statement, then one
+        jobs insert per event type. An event skipped as known keeps its old message id, so
+        the new ids it was given match no row."""
+        if not events:
+            return 0
+        async with self._tx() as tx:
+            destinations = [Destination.from_row(r)
+                            for r in await tx.fetch("live_destinations")]
+            now = await tx.now()
+            new_message_ids = [new_message_id(now) for _ in events]
+            await tx.fetch(  # its returned rows are not needed here
+                "insert_event", message_ids=new_message_ids, sources=[e.source for e in events],
+                source_event_ids=[e.source_event_id for e in events],
+                types=[e.type for e in events], bodies=[e.body for e in events])
+            message_ids: dict[str, list[str]] = {}
+            for event, message_id in zip(events, new_message_ids, strict=True):
+                message_ids.setdefault(event.type, []).append(message_id)
+            written = 0
+            for event_type, ids in message_ids.items():
+                subscribed = [d.id for d in destinations if d.subscribes_to(event_type)]
+                if subscribed:
+                    written += await tx.execute("insert_jobs_of_messages", message_ids=ids,
+                                                destination_ids=subscribed)
+            if written:
+                await tx.notify()
+        return written
+
     async def add_event(self, event: NewEvent) -> Accepted | Duplicate:
         """One event in its own transaction; see :meth:`add_events`."""
         return (await self.add_events([event]))[0]
@@ -617,7 +645,7 @@ class PostgresStore:
             what = f"database {_redact(self.dsn)} is not writable"
             raise (driver_fault(exc, what) or StoreUnavailable(f"{what}: {exc}")) from exc
 
-    # -- dashboard views (issue 11) --------------------------------------------------------
+    # -- dashboard views -------------------------------------------------------------------
 
     async def destination_summaries(self, *, latency_window_s: float = 900.0,
                                     latency_scan_limit: int = 20_000

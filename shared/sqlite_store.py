@@ -215,6 +215,39 @@ class SqliteStore:
             self._notifier.notify()
         return results
 
+    async def add_backlog(self, events: Sequence[NewEvent]) -> int:
+        """See :meth:`shared.store.Store.add_backlog`: the events in one executemany, then one
+        jobs insert per event type for the whole batch (not one per event). An event skipped
+        as known keeps its old message id, so the new ids it was given match no row."""
+        now = self.clock()
+        rows: list[dict[str, object]] = []
+        message_ids: dict[str, list[str]] = {}  # event type -> new message ids
+        for e in events:
+            message_id = new_message_id(now)
+            message_ids.setdefault(e.type, []).append(message_id)
+            rows.append({"message_id": message_id, "source": e.source,
+                         "source_event_id": e.source_event_id, "type": e.type,
+                         "body": e.body, "now": now})
+
+        def tx(db: sqlite3.Connection) -> int:
+            with _write(db):
+                destinations = [Destination.from_row(r)
+                                for r in db.execute(Q["live_destinations"])]
+                db.executemany(Q["insert_event"], rows)
+                written = 0
+                for event_type, ids in message_ids.items():
+                    subscribed = [d.id for d in destinations if d.subscribes_to(event_type)]
+                    if subscribed:
+                        written += db.execute(Q["insert_jobs_of_messages"], {
+                            "message_ids": json.dumps(ids),
+                            "destination_ids": json.dumps(subscribed), "now": now}).rowcount
+                return written
+
+        written = await self._run(tx)
+        if self._notifier is not None and written:
+            self._notifier.notify()
+        return written
+
     async def add_event(self, event: NewEvent) -> Accepted | Duplicate:
         """One event in its own transaction; see :meth:`add_events`."""
         return (await self.add_events([event]))[0]
@@ -590,7 +623,7 @@ class SqliteStore:
             body_bytes=row["body_bytes"], body_purged_at=row["body_purged_at"],
             attempts=tuple(Attempt.from_row(a) for a in attempts))
 
-    # -- dashboard views (issue 11) --------------------------------------------------------
+    # -- dashboard views -------------------------------------------------------------------
 
     async def destination_summaries(self, *, latency_window_s: float = 900.0,
                                     latency_scan_limit: int = 20_000
@@ -635,7 +668,7 @@ class SqliteStore:
                          size_bytes=row["size_bytes"] or 0, head=bytes(row["head"] or b""),
                          body_purged_at=row["body_purged_at"])
 
-    # -- inbound sources (issue 3) ---------------------------------------------------------
+    # -- inbound sources -------------------------------------------------------------------
 
     async def add_source(self, *, name: str, scheme: str, secret: str) -> Source:
         """See :meth:`shared.store.Store.add_source`."""

@@ -1,9 +1,14 @@
 """The job store contract: what ingest, workers and the CLI may ask of a database.
 
-One :class:`Store` protocol; backends sit beside it (`shared/sqlite_store.py`, and later
-PostgreSQL). Callers never see SQL or a dialect (DESIGN.md invariant 9). Instants are unix
-seconds; the store reads its own clock (SQLite: the host's; PostgreSQL: the server's now()).
-Driver errors are translated at this boundary into :mod:`shared.errors` types.
+Holds the :class:`Store` protocol, the checks of destination fields and custom headers
+(:func:`validate_destination_changes`, :func:`check_headers`) and the factories that pick a
+backend for a database URL (:func:`open_store`, :func:`store_for`). The backends live beside
+it: `shared/sqlite_store.py` and `shared/postgres_store.py`. Callers pass no SQL; a few
+methods and fields still speak of SQLite (`write_lock_stats`, the WAL figures of
+`maintenance()` and `Stats`). Instants are unix seconds from the store's own clock (SQLite:
+the host's monotonic clock anchored in the database, shared/store_clock.py; PostgreSQL: the
+server's now()). Each backend translates its driver's errors into :mod:`shared.errors` types
+(SQLite through shared/faults.py, PostgreSQL in its own module).
 """
 
 from __future__ import annotations
@@ -48,6 +53,19 @@ class Store(Protocol):
         Accepted event and its jobs are durable; when it raises, none of them is stored.
         An event whose (source, source_event_id) already exists, or repeats earlier in the
         batch, is a Duplicate and creates nothing. Workers are woken after the commit.
+
+        Raises:
+            StoreBusy: the write lock stayed taken past the busy timeout.
+        """
+
+    async def add_backlog(self, events: Sequence[NewEvent]) -> int:
+        """Store events and their jobs as :meth:`add_events` does (one transaction, one job
+        per live subscribed destination, due now, workers woken), without a per-event
+        answer: for loading a large backlog (the backlog benchmark), in fewer statements.
+        An event whose (source, source_event_id) exists, or repeats in the batch, is skipped.
+
+        Returns:
+            The number of jobs written.
 
         Raises:
             StoreBusy: the write lock stayed taken past the busy timeout.
@@ -177,7 +195,7 @@ class Store(Protocol):
             StoreError: the database cannot be opened.
         """
 
-    # -- operator controls (issue 4) --------------------------------------------------------
+    # -- operator controls ------------------------------------------------------------------
 
     async def update_destination(self, name: str, **changes: Any) -> Destination:
         """Change settings of a live destination; returns it as stored afterwards.
@@ -238,7 +256,7 @@ class Store(Protocol):
     async def get_job(self, job_id: int) -> JobStory:
         """One job with its event facts and attempts. Raises NotFound."""
 
-    # -- health (issue 5) -------------------------------------------------------------------
+    # -- health -----------------------------------------------------------------------------
 
     async def check_writable(self) -> None:
         """Prove the database takes writes now, cheaply and without changing anything.
@@ -251,7 +269,7 @@ class Store(Protocol):
             StoreError: the database cannot be written (read-only, gone, ...).
         """
 
-    # -- dashboard views (issue 11) ---------------------------------------------------------
+    # -- dashboard views --------------------------------------------------------------------
 
     async def destination_summaries(self, *, latency_window_s: float = 900.0,
                                     latency_scan_limit: int = 20_000
@@ -297,7 +315,7 @@ class Store(Protocol):
             NotFound: no job has that id (or its metadata was purged).
         """
 
-    # -- inbound sources (issue 3) ----------------------------------------------------------
+    # -- inbound sources --------------------------------------------------------------------
 
     async def add_source(self, *, name: str, scheme: str, secret: str) -> Source:
         """Register an inbound source (`POST /v1/sources/{name}`).

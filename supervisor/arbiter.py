@@ -1,7 +1,7 @@
 """The arbiter: one synchronous loop that keeps a set of child processes running.
 
 Generic over what the children run: each child is a :class:`ChildSpec` holding a slot name and
-a full argv. The loop follows gunicorn's arbiter (benoitc/gunicorn `gunicorn/arbiter.py`):
+a full argv. The loop follows the design of gunicorn's arbiter:
 
 * signal handlers only queue the signal number; a self-pipe registered with
   :func:`signal.set_wakeup_fd` wakes the loop, which dispatches to ``handle_<name>``;

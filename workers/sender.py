@@ -2,7 +2,7 @@
 
 The request goes out with `allow_redirects=False` (a redirect is recorded, never followed)
 and aiohttp never re-sends a POST on its own, so the receiver sees exactly one request per
-recorded attempt (DESIGN.md invariant 7).
+recorded attempt.
 
 Every connection passes the SSRF guard (shared/netguard.py) on the exact address used: a URL
 with a numeric host is vetted before the request, and host names are resolved once per

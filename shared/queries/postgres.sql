@@ -31,6 +31,16 @@ FROM unnest(:event_ids::bigint[], :destination_ids::bigint[]) WITH ORDINALITY
 ORDER BY u.ord
 RETURNING id, event_id
 
+-- insert_jobs_of_messages: bulk loads: the jobs of the stored events among the message ids,
+-- one per destination id, due now (one statement for a whole batch of one event type)
+INSERT INTO jobs (event_id, destination_id, run_at, created_at, updated_at)
+SELECT e.id, d.id, t.now, t.now, t.now
+FROM unnest(:message_ids::text[]) AS m (message_id)
+    JOIN events e ON e.message_id = m.message_id,
+    unnest(:destination_ids::bigint[]) WITH ORDINALITY AS d (id, ord),
+    (SELECT hookline_now(:test_now_s) AS now) t
+ORDER BY e.id, d.ord
+
 -- live_destinations: destinations that receive new events (paused ones too: their jobs wait)
 SELECT * FROM destinations WHERE deleted_at IS NULL ORDER BY id
 
@@ -392,7 +402,7 @@ UPDATE destinations SET previous_secret = secret,
 WHERE name = :name AND deleted_at IS NULL
 RETURNING *
 
--- insert_source: register an inbound source (issue 3)
+-- insert_source: register an inbound source
 INSERT INTO sources (name, scheme, secret, created_at)
 VALUES (:name, :scheme, :secret, hookline_now(:test_now_s))
 RETURNING *
@@ -408,7 +418,7 @@ UPDATE sources SET deleted_at = hookline_now(:test_now_s), name = name || '~remo
 WHERE name = :name AND deleted_at IS NULL
 RETURNING id
 
--- destination_summaries: per live destination, its state and jobs in flight, pending and dead (issue 11)
+-- destination_summaries: per live destination, its state and jobs in flight, pending and dead
 SELECT d.id, d.name, d.paused, d.paused_reason, d.failure_streak, d.failing_since,
     d.max_in_flight,
     (SELECT count(*) FROM jobs j WHERE j.destination_id = d.id AND j.status = 'running'

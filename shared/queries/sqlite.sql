@@ -14,6 +14,13 @@ INSERT INTO jobs (event_id, destination_id, run_at, created_at, updated_at)
 SELECT :event_id, value, :now, :now, :now FROM json_each(:destination_ids)
 RETURNING id
 
+-- insert_jobs_of_messages: bulk loads: the jobs of stored events (JSON message ids), one per JSON destination id, due now
+INSERT INTO jobs (event_id, destination_id, run_at, created_at, updated_at)
+SELECT e.id, d.value, :now, :now, :now
+FROM json_each(:message_ids) m JOIN events e ON e.message_id = m.value,
+    json_each(:destination_ids) d
+ORDER BY e.id, d.key
+
 -- live_destinations: destinations that receive new events (paused ones too: their jobs wait)
 SELECT * FROM destinations WHERE deleted_at IS NULL ORDER BY id
 
@@ -341,7 +348,7 @@ UPDATE destinations SET previous_secret = secret, previous_secret_until = :until
 WHERE name = :name AND deleted_at IS NULL
 RETURNING *
 
--- insert_source: register an inbound source (issue 3)
+-- insert_source: register an inbound source
 INSERT INTO sources (name, scheme, secret, created_at)
 VALUES (:name, :scheme, :secret, :now)
 RETURNING *
@@ -357,7 +364,7 @@ UPDATE sources SET deleted_at = :now, name = name || '~removed-' || id
 WHERE name = :name AND deleted_at IS NULL
 RETURNING id
 
--- destination_summaries: per live destination, its state and jobs in flight, pending and dead (issue 11)
+-- destination_summaries: per live destination, its state and jobs in flight, pending and dead
 SELECT d.id, d.name, d.paused, d.paused_reason, d.failure_streak, d.failing_since,
     d.max_in_flight,
     (SELECT COUNT(*) FROM jobs j WHERE j.destination_id = d.id AND j.status = 'running'

@@ -39,7 +39,7 @@ def register(sub: Any) -> None:
                             "Huey (SQLite) in one run, and the ratios; writes compare.json "
                             "(needs the `bench` extra and redis-server; see OPERATIONS.md)")
     scenario = bench.add_argument_group(
-        "scenarios (issue #10; rehearsal/bench_scenarios.py): --scenario writes "
+        "scenarios (memory and recovery targets; rehearsal/bench_scenarios.py): --scenario writes "
         "scenario-NAME.json to --out")
     scenario.add_argument("--scenario", choices=["backlog", "outage"],
                           help="backlog: claims and worker memory with a big backlog of "

@@ -1,4 +1,4 @@
-"""`hookline serve` in production shape (issue 5): the real CLI in a subprocess, with a real
+"""`hookline serve` in production shape: the real CLI in a subprocess, with a real
 receiver process, signalled, killed, stopped and scaled from outside.
 
 Settings go in through `HOOKLINE_*` variables; the service logs to stdout (a file here) and

@@ -1,4 +1,4 @@
-"""Fixtures for driving the dashboard in the system Chromium (issue 11).
+"""Fixtures for driving the dashboard in the system Chromium.
 
 The browser is `/usr/bin/chromium`, launched by Playwright's Python package; Playwright's own
 browser downloads are never used (`playwright install` needs the internet). Without that

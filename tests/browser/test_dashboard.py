@@ -1,4 +1,4 @@
-"""The dashboard in headless Chromium against a real service (issue 11): dead letters and
+"""The dashboard in headless Chromium against a real service: dead letters and
 replay, pause and resume, a hostile payload shown as text, the overview and the token prompt.
 
 Each test uses its own destination (and receiver endpoint), so they do not depend on each

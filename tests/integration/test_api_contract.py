@@ -30,7 +30,7 @@ import requests
 import schemathesis
 from schemathesis import checks as st_checks
 
-from ingest.app import openapi_bytes
+from ingest.openapi import openapi_bytes
 from shared.config import Config
 from shared.lifecycle import STATUS_FILE, runtime_dir, write_status
 from shared.models import AttemptResult, Dead
@@ -224,7 +224,7 @@ def test_served_document_is_the_packaged_file(base_url):
 
 def registered_routes() -> set[tuple[str, str]]:
     """(METHOD, path) of every route the ingest app registers (HEAD twins of GET left out)."""
-    from ingest.app import build_app  # noqa: PLC0415
+    from ingest.app import build_app
 
     app = build_app(_NoStore(), Config())  # type: ignore[arg-type]  (routes only)
     return {(route.method, route.resource.canonical) for route in app.router.routes()

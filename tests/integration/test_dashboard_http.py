@@ -1,5 +1,5 @@
 """The dashboard's files and the admin views it reads, through the real ingest app on
-127.0.0.1 with a real SQLite file (issue 11)."""
+127.0.0.1 with a real SQLite file."""
 
 from __future__ import annotations
 

@@ -20,7 +20,8 @@ import pytest
 from aiohttp.test_utils import TestClient, TestServer
 from structlog.testing import capture_logs
 
-from ingest.app import COMMITTER_KEY, build_app
+from ingest.app import build_app
+from ingest.app_state import COMMITTER_KEY
 from ingest.group_commit import GroupCommitter
 from ingest.main import serve
 from shared.config import Config

@@ -1,4 +1,4 @@
-"""Security over real sockets on 127.0.0.1 (issue 6): the SSRF guard at destination creation
+"""Security over real sockets on 127.0.0.1: the SSRF guard at destination creation
 and at send time (no TCP connection to a refused address, a rebinding resolver, redirects),
 required bearer tokens, header injection, and files the service creates."""
 

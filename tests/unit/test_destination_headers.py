@@ -1,4 +1,4 @@
-"""Custom destination headers (issue 6): the validation rules, and the round trip through
+"""Custom destination headers: the validation rules, and the round trip through
 each store backend into a claim."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Dashboard views of the store on both backends (issue 11): per-destination summaries with
+"""Dashboard views of the store on both backends: per-destination summaries with
 latency percentiles, per-bucket throughput, and the size-limited event body of a job."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
--- hookline schema, version 2: inbound sources (issue 3). Instants are unix seconds (REAL).
+-- hookline schema, version 2: inbound sources. Instants are unix seconds (REAL).
 -- A source is a provider that posts to POST /v1/sources/{name}; `scheme` says how its
 -- requests are verified and `secret` is its signing secret or bearer token (never logged).
 -- Removal is soft: the row stays, renamed `name~removed-ID`, so the name can be reused.

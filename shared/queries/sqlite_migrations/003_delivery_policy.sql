@@ -1,4 +1,4 @@
--- hookline schema, version 3: delivery policy (issue 4). Instants are unix seconds (REAL).
+-- hookline schema, version 3: delivery policy. Instants are unix seconds (REAL).
 -- Secret rotation: the previous secret is still signed with until previous_secret_until.
 ALTER TABLE destinations ADD COLUMN previous_secret TEXT;
 ALTER TABLE destinations ADD COLUMN previous_secret_until REAL;

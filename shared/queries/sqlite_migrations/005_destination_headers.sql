@@ -1,3 +1,3 @@
--- hookline schema, version 5: custom request headers per destination (issue 6), a JSON
+-- hookline schema, version 5: custom request headers per destination, a JSON
 -- object of name -> value, checked by shared/store.py (token names, printable values).
 ALTER TABLE destinations ADD COLUMN headers TEXT NOT NULL DEFAULT '{}';

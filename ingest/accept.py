@@ -1,0 +1,48 @@
+"""The accept-and-answer step both POST routes end with (`/v1/events`, `/v1/sources/{name}`).
+
+The event is committed with its jobs through the app's group committer (the store wakes the
+workers as part of that commit), and only then answered:
+
+* 202 `{"event_id", "message_id", "jobs"}` for a new event (log `event_accepted`);
+* 200 `{..., "jobs": 0, "duplicate": true}` for a repeated (source, id) (`event_duplicate`);
+* 503 `store_busy` / `store_unavailable` with `Retry-After` when the store could not commit
+  it (ingest/http_common.py); any other error propagates to the app's 500 boundary.
+"""
+
+from __future__ import annotations
+
+from aiohttp import web
+
+from ingest.app_state import COMMITTER_KEY, OUTAGE_KEY
+from ingest.http_common import store_fault_response
+from shared.errors import StoreUnavailable
+from shared.logs import get_logger
+from shared.models import Accepted, NewEvent
+
+
+async def accept_event(request: web.Request, event: NewEvent) -> web.Response:
+    """Commit `event` (already authenticated, validated and rate-checked), then answer it.
+
+    Args:
+        request: the request that carried the event; its app holds the committer.
+        event: the event to store and fan out.
+
+    Returns:
+        202 accepted, 200 duplicate, or a 503 store fault answer (module docstring).
+    """
+    app = request.app
+    try:
+        result = await app[COMMITTER_KEY].submit(event)
+    except StoreUnavailable as exc:  # StoreBusy too: transient, nothing committed
+        return store_fault_response(request, exc)
+    app[OUTAGE_KEY].succeeded()
+    answer = {"event_id": result.event_id, "message_id": result.message_id}
+    ids = {**answer, "source": event.source, "source_event_id": event.source_event_id,
+           "type": event.type}
+    log = get_logger()
+    if isinstance(result, Accepted):
+        log.info("event_accepted", **ids, jobs=len(result.job_ids),
+                 job_ids=list(result.job_ids))
+        return web.json_response({**answer, "jobs": len(result.job_ids)}, status=202)
+    log.info("event_duplicate", **ids)
+    return web.json_response({**answer, "jobs": 0, "duplicate": True}, status=200)

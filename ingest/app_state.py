@@ -1,0 +1,80 @@
+"""What the ingest application holds for its handlers: typed keys and the in-flight counter.
+
+Every ingest module reads the app's state through these keys (and :func:`request_store`,
+:func:`app_config`), so no route module imports ingest/app.py, which only assembles the app.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+from aiohttp import web
+
+from ingest.group_commit import GroupCommitter
+from ingest.rate_limit import SourceRateLimiter
+from ingest.wal_health import WalHealth
+from shared.config import Config
+from shared.faults import StoreOutage
+from shared.store import Store
+
+
+class InFlight:
+    """Counts requests being handled, so that a stop can let them finish first.
+
+    aiohttp's own graceful shutdown (AppRunner.cleanup) stops reading from every connection
+    before it waits for handlers, so a request still receiving its body then can never
+    finish. :func:`ingest.main.serve` therefore stops listening, calls :meth:`drain`, and
+    only then runs the cleanup.
+
+    Attributes:
+        count: requests whose handler has started and not yet returned.
+        draining: set by :meth:`drain`; answers then carry `Connection: close`, so clients
+            on keep-alive connections reconnect (to the next instance) for their next request.
+    """
+
+    def __init__(self) -> None:
+        self.count = 0
+        self.draining = False
+        self._idle = asyncio.Event()
+        self._idle.set()
+
+    def enter(self) -> None:
+        """A request's handling starts."""
+        self.count += 1
+        self._idle.clear()
+
+    def leave(self) -> None:
+        """A request's handling ended (answered or failed)."""
+        self.count -= 1
+        if self.count == 0:
+            self._idle.set()
+
+    async def drain(self, timeout_s: float) -> bool:
+        """Wait until no request is in flight, at most `timeout_s` seconds; True if none is."""
+        self.draining = True
+        try:
+            await asyncio.wait_for(self._idle.wait(), timeout_s)
+        except TimeoutError:
+            return False
+        return True
+
+
+STORE_KEY = web.AppKey("store", Store)
+CONFIG_KEY = web.AppKey("config", Config)
+COMMITTER_KEY = web.AppKey("committer", GroupCommitter)
+RATE_LIMITER_KEY = web.AppKey("rate_limiter", SourceRateLimiter)
+IN_FLIGHT_KEY = web.AppKey("in_flight", InFlight)
+WAL_HEALTH_KEY: web.AppKey[WalHealth | None] = web.AppKey("wal_health")
+"""The WAL state the maintenance task keeps (SQLite); None when nothing checks it."""
+OUTAGE_KEY = web.AppKey("store_outage", StoreOutage)
+"""Logs one `store_unavailable` / `store_recovered` pair per database outage."""
+
+
+def app_config(app: web.Application) -> Config:
+    """The settings the ingest app was built with."""
+    return app[CONFIG_KEY]
+
+
+def request_store(request: web.Request) -> Store:
+    """The store the ingest app serves."""
+    return request.app[STORE_KEY]

@@ -1,0 +1,67 @@
+"""`POST /v1/events`: events sent by callers holding the ingest token.
+
+Requires `Authorization: Bearer <ingest_token>` (ingest/auth.py). The body is one JSON event
+(ingest/validation.py); a `source` that is a configured provider source is refused, since
+that source's ids belong to the provider (its events arrive at `/v1/sources/{name}`).
+Answers: 202 / 200 duplicate / 503 as in ingest/accept.py; 400 `invalid_event`,
+413 `body_too_large`, 415 `unsupported_media_type`, 429 `rate_limited` (per source, when
+ingest_rate_per_s > 0).
+"""
+
+from __future__ import annotations
+
+from aiohttp import web
+
+from ingest.accept import accept_event
+from ingest.app_state import CONFIG_KEY
+from ingest.auth import INGEST_SETTING, check_bearer
+from ingest.http_common import (
+    UnsupportedMediaType,
+    check_content_type,
+    check_rate,
+    error_response,
+    read_bounded,
+)
+from ingest.sources_api import is_provider_source
+from ingest.validation import DEFAULT_SOURCE, BodyTooLarge, parse_event
+from shared.errors import InvalidEvent
+from shared.logs import get_logger
+
+
+def register(app: web.Application) -> None:
+    """Add `POST /v1/events` to the ingest app."""
+    app.router.add_post("/v1/events", post_event)
+
+
+async def post_event(request: web.Request) -> web.Response:
+    """`POST /v1/events`: authenticate, validate, commit with its jobs, then answer (see
+    module docstring)."""
+    config = request.app[CONFIG_KEY]
+    denied = check_bearer(request, config.ingest_token, what="POST /v1/events",
+                          setting=INGEST_SETTING)
+    if denied is not None:
+        return denied
+    log = get_logger()
+    try:
+        check_content_type(request)
+        body = await read_bounded(request, config.max_body_bytes)
+        event = parse_event(body, config.max_body_bytes)
+    except BodyTooLarge as exc:
+        log.info("event_rejected", error="body_too_large", detail=str(exc))
+        return error_response(413, "body_too_large", str(exc))
+    except UnsupportedMediaType as exc:
+        log.info("event_rejected", error="unsupported_media_type", detail=str(exc))
+        return error_response(415, "unsupported_media_type", str(exc))
+    except InvalidEvent as exc:
+        log.info("event_rejected", error="invalid_event", detail=str(exc))
+        return error_response(400, "invalid_event", str(exc), field=exc.field)
+    if event.source != DEFAULT_SOURCE and await is_provider_source(request, event.source):
+        # Its ids belong to the provider: a caller here could otherwise claim them first.
+        detail = (f"source {event.source!r} is a configured provider source; its events "
+                  f"arrive at /v1/sources/{event.source}")
+        log.info("event_rejected", error="invalid_event", detail=detail)
+        return error_response(400, "invalid_event", detail, field="source")
+    limited = check_rate(request.app, event.source)
+    if limited is not None:
+        return limited
+    return await accept_event(request, event)

@@ -1,0 +1,66 @@
+"""What both `hookline bench --scenario` runs share: their options and a percentile pick.
+
+Times: `*_unix` are unix seconds (time.time()); durations are seconds unless named `_ms`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+SCENARIOS = ("backlog", "outage")
+OUTAGE_KINDS = {"503": "status:503", "hang": "hang"}
+"""Outage kind -> the receiver behaviour d3 switches to (rehearsal/receiver.py)."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ScenarioOptions:
+    """What to run.
+
+    Attributes:
+        scenario: `backlog` or `outage`.
+        out_dir: folder for scenario-<name>.json and the run's work folder.
+        workers: worker processes of `hookline serve`.
+        synchronous: SQLite synchronous mode of the service and of the timed claims.
+        backend: `sqlite`, or `postgres` (outage only; see rehearsal.bench.BenchOptions).
+        postgres_url: a server to use instead of a throwaway one (postgres only).
+        body_bytes: size of each event body, bytes (the bench's default).
+        backlog_jobs: pending jobs of the backlog (split evenly over d1, d2, d3).
+        small_backlog_jobs: pending jobs of the small backlog claims are compared with.
+        claim_samples: timed claims against each backlog.
+        deliver_s: seconds the service delivers from the backlog (less if it empties).
+        rate_per_s: events per second offered during the outage scenario (x3 deliveries).
+        concurrency: connections of the load generator.
+        baseline_s: seconds of load before the outage.
+        outage_s: seconds d3 fails.
+        outage_kind: `503` (d3 answers 503 at once) or `hang` (d3 never answers; each attempt
+            ends at the worker's attempt timeout).
+        drain_timeout_s: seconds to wait for d3's backlog after recovery (None: the larger
+            of 120 s and 1.5 x outage_s).
+        drain_rate_per_s: when set, the operator paces d3's drain: its rate_limit_per_s is
+            set to this at recovery (before a resume) and cleared once it has drained.
+    """
+
+    scenario: str
+    out_dir: Path = Path("results/bench")
+    workers: int = 2
+    synchronous: str = "FULL"
+    backend: str = "sqlite"
+    postgres_url: str | None = None
+    body_bytes: int = 1500
+    backlog_jobs: int = 1_000_000
+    small_backlog_jobs: int = 1_000
+    claim_samples: int = 200
+    deliver_s: float = 30.0
+    rate_per_s: float = 300.0
+    concurrency: int = 64
+    baseline_s: float = 60.0
+    outage_s: float = 600.0
+    outage_kind: str = "503"
+    drain_timeout_s: float | None = None
+    drain_rate_per_s: float | None = None
+
+
+def pick(sorted_values: list[float], fraction: float) -> float:
+    """Nearest-rank percentile of an ascending, non-empty list."""
+    return sorted_values[min(len(sorted_values) - 1, int(fraction * len(sorted_values)))]
