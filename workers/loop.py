@@ -72,9 +72,14 @@ class Worker:
         self.writer.start()
         helpers = [asyncio.create_task(self._extend_leases()),
                    asyncio.create_task(self._listen_for_jobs())]
+        stopped = asyncio.ensure_future(stop.wait())
         try:
-            await stop.wait()
+            # The write loop ends early only by raising (a fault that is not transient);
+            # stop() then raises it, after the drain.
+            assert self.writer.task is not None
+            await asyncio.wait([stopped, self.writer.task], return_when=asyncio.FIRST_COMPLETED)
         finally:
+            stopped.cancel()
             self._stopping = True
             try:
                 await self.writer.stop()

@@ -169,6 +169,15 @@ class Writer:
         self._stopping = self._closing = False
         self._task = asyncio.create_task(self._run(), name="writer")
 
+    @property
+    def task(self) -> asyncio.Task[None] | None:
+        """The write loop's task (None before :meth:`start`). It ends on its own only by
+        raising: a store fault that is not transient."""
+        return self._task
+
+    def _running_writer(self) -> list[asyncio.Task[None]]:
+        return [self._task] if self._task is not None and not self._task.done() else []
+
     def look(self) -> None:
         """Work may be due (the store's wake-up, the poll interval): claim for free slots."""
         self._look = True
@@ -199,15 +208,24 @@ class Writer:
 
         Raises:
             StoreUnavailable: the hand-back could not be written (the leases expire instead).
+            Exception: what ended the write loop early (a store fault that is not
+                transient); nothing is handed back then.
         """
         self._stopping = True
         self._kick.set()
-        tasks = [slot.task for slot in self._slots.values() if slot.task is not None]
-        if tasks:
-            await asyncio.wait(tasks, timeout=self.config.graceful_timeout_s)
-            for task in tasks:
+        deadline = time.monotonic() + self.config.graceful_timeout_s
+        # Looked at again after each wait: a write under way at stop may still start claims.
+        while pending := [slot.task for slot in self._slots.values()
+                          if slot.task is not None and not slot.task.done()]:
+            writer = self._running_writer()  # none: it failed, nothing would record results
+            remaining_s = deadline - time.monotonic()
+            if remaining_s > 0 and writer:
+                await asyncio.wait([*pending, *writer], timeout=remaining_s,
+                                   return_when=asyncio.FIRST_COMPLETED)
+                continue
+            for task in pending:
                 task.cancel()
-            await asyncio.gather(*tasks, return_exceptions=True)
+            await asyncio.gather(*pending, return_exceptions=True)
         self._closing = True
         self._kick.set()
         if self._task is not None:
@@ -361,8 +379,6 @@ class Writer:
                     outcome, result = await self._send(slot.claim)
             else:
                 outcome, result = await self._send(slot.claim)
-        except asyncio.CancelledError:
-            raise
         except Exception as exc:  # noqa: BLE001  (a bug in one attempt must not leak its slot)
             # Nothing is written: its lease expires and the job is taken over (as a suspect).
             log.error("attempt_crashed", job_id=slot.claim.job_id,
