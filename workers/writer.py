@@ -281,6 +281,8 @@ class Writer:
         during = "finish" if batch else "claim"
         while True:
             request = self._claim_request(batch)
+            if request is None and not batch:
+                return Written()  # nothing left to claim for (stop, a take-over) since the look
             self.writes += 1
             try:
                 if request is None:
