@@ -10,8 +10,8 @@ one by one) each commit then carries several items instead of one, so the databa
 writer lock is taken less often. It adds at most `min_interval_s` of latency, only when the
 previous write was that recent.
 
-Used by ingest's group commit (events + jobs, one transaction per batch) and by the workers'
-finisher (fenced completions, one transaction per batch).
+Used by ingest's group commit (events + jobs, one transaction per batch). The workers do not
+use it: each has one writer task that owns its slots (workers/writer.py).
 """
 
 from __future__ import annotations

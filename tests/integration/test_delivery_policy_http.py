@@ -262,6 +262,14 @@ async def test_reserved_capacity_keeps_fresh_events_fast_behind_a_dead_backlog(r
     assert latency is not None and latency < 1.5
 
 
+async def test_the_late_reservation_alone_keeps_a_slot_for_fresh_events(real_store):
+    """The same with no per-destination cap (destination_slot_share=1): the late-retry
+    reservation by itself leaves slots for the fresh event."""
+    latency = await _healthy_latency(real_store, replace(RESERVE, destination_slot_share=1.0),
+                                     wait_s=2.5)
+    assert latency is not None and latency < 1.5
+
+
 async def test_without_reservation_the_backlog_does_delay_fresh_events(real_store):
     """Control for the test above: with late retries allowed every slot
     (late_retry_share=1) and one destination too (destination_slot_share=1), the fresh event

@@ -1,0 +1,413 @@
+"""A worker's slots and its one write loop: finished attempts and claims in one transaction.
+
+One :class:`Writer` per worker process, with one asyncio task. It owns
+
+* the slots: every claim this process holds, each either *sending* (its HTTP attempt runs)
+  or *finishing* (its result waits to be written);
+* the queue of finished attempts;
+* the decision to write: ONE `store.finish_and_claim` call records every queued result and
+  claims jobs for the slots free once they are recorded; with no result queued it claims
+  alone, when a slot is free and work may be due (the store's wake-up, the poll interval,
+  or a claim that came back full).
+
+Senders hand a result over with :meth:`Writer.finished` and are answered nothing: the writer
+logs the outcome and frees the slot. A busy worker so takes SQLite's single write lock, and
+pays for the commit's fsync, once per batch (at most once per `batch_interval_s` under steady
+load) instead of once per attempt and once more per claim.
+
+Each claim is sized to the free slots (at most `claim_batch`), keeps the late-retry
+reservation (late retries hold at most `late_retry_share` of the slots) and the
+per-destination fair share (one destination holds at most `destination_slot_share` of
+them); the results being written no longer count toward either. A job taken over from a
+worker that died (maybe a poison job) is sent alone, and nothing is claimed while it waits
+or is sent.
+
+A database that is busy or away (StoreUnavailable, StoreBusy under it) never drops a result:
+a write that records results is retried with capped backoff (0.1 s doubling to 5 s) until it
+is written; the lease token fences it, so a late write of a lease that expired meanwhile
+changes nothing. A claim alone is retried a few times for StoreBusy, then the next one waits
+(capped backoff, never longer than `poll_interval_s`); a result arriving meanwhile is written
+at once. One record of the outage is logged per process (shared/faults.py).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import enum
+import time
+from collections import Counter
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any, NamedTuple
+
+from shared.config import Config
+from shared.delivery_policy import destination_slots, late_slots
+from shared.errors import StoreBusy, StoreUnavailable
+from shared.faults import CappedBackoff, StoreOutage
+from shared.logs import get_logger
+from shared.models import AttemptResult, Claim, ClaimRequest, Dead, Done, Outcome, Retry
+from shared.store import Store
+
+log = get_logger()
+
+MAX_BATCH = 256
+"""Most results in one transaction."""
+
+_BUSY_RETRY_DELAYS_S = (0.05, 0.2, 1.0)
+
+Send = Callable[[Claim], Awaitable[tuple[Outcome, AttemptResult]]]
+"""One attempt of a claim: returns its outcome and what happened on the wire."""
+
+
+class Finished(NamedTuple):
+    """One finished attempt, as the store's finish takes it."""
+
+    claim: Claim
+    outcome: Outcome
+    result: AttemptResult
+
+
+class Phase(enum.Enum):
+    """Where a held slot is."""
+
+    SENDING = "sending"      # the attempt runs (or waits to run alone)
+    FINISHING = "finishing"  # its result is queued or being written
+
+
+@dataclass(slots=True)
+class Slot:
+    """One claim this process holds."""
+
+    claim: Claim
+    phase: Phase = Phase.SENDING
+    task: asyncio.Task[None] | None = None
+
+    @property
+    def suspect(self) -> bool:
+        """Taken over from a worker that died: maybe what killed it; sent alone."""
+        return self.claim.taken_over
+
+
+@dataclass(frozen=True, slots=True)
+class Written:
+    """What one transaction did.
+
+    Attributes:
+        recorded: each result written, with whether its lease was still held (False: the
+            lease was lost, the fenced write changed nothing).
+        asked: jobs the claim asked for (0: no claim was made).
+        claims: the jobs it claimed.
+    """
+
+    recorded: list[tuple[Finished, bool]] = field(default_factory=list)
+    asked: int = 0
+    claims: list[Claim] = field(default_factory=list)
+
+    @property
+    def took_all(self) -> bool:
+        """The claim took all it asked for: more may be due right now."""
+        return self.asked > 0 and len(self.claims) == self.asked
+
+
+class _ClaimFailed(Exception):
+    """A claim alone met a busy or absent database; the writer waits, then claims again."""
+
+
+class Writer:
+    """Owns a worker's slots and writes its results and claims (module docstring).
+
+    Args:
+        store: an open store.
+        config: worker_concurrency, claim_batch, lease_s, max_attempts,
+            late_retry_after_attempts, late_retry_share, destination_slot_share,
+            batch_interval_s (least time between two writes while work keeps coming,
+            seconds), poll_interval_s, graceful_timeout_s.
+        worker_id: the lease identity.
+        send: runs one attempt (see :data:`Send`); started once per claim.
+        breaker: passed to the store's finish (the circuit-breaker settings).
+        outage: the process's record of "the database is away".
+        clock: unix seconds, for the retry delay in the job_retry_scheduled log.
+
+    Attributes:
+        writes: store transactions attempted so far (finish, claim or both).
+    """
+
+    def __init__(self, store: Store, config: Config, worker_id: str, send: Send, *,
+                 breaker: Any = None, outage: StoreOutage | None = None,
+                 clock: Callable[[], float] = time.time) -> None:
+        self.store = store
+        self.config = config
+        self.worker_id = worker_id
+        self._send = send
+        self.breaker = breaker
+        self.outage = outage if outage is not None else StoreOutage()
+        self.clock = clock
+        self.late_slots = late_slots(config.worker_concurrency, config.late_retry_share)
+        self.destination_slots = destination_slots(config.worker_concurrency,
+                                                   config.destination_slot_share)
+        self.writes = 0
+        self._slots: dict[str, Slot] = {}
+        self._finished: collections.deque[Finished] = collections.deque()
+        # Set whenever there may be something to do: a result queued, a look asked, stop.
+        self._kick = asyncio.Event()
+        # Work may be due: claim for free slots (cleared by a claim that comes back short).
+        self._look = True
+        self._claim_backoff = CappedBackoff()
+        self._claim_not_before = 0.0  # monotonic; a failed claim alone waits until then
+        self._last_write_at = float("-inf")
+        self._stopping = False  # claim nothing more
+        self._closing = False   # no attempt runs any more: end once the queue is written
+        self._task: asyncio.Task[None] | None = None
+        # Quarantined claims are sent one at a time.
+        self._alone = asyncio.Lock()
+
+    # -- what others call -------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Start the write loop (needs a running event loop)."""
+        self._stopping = self._closing = False
+        self._task = asyncio.create_task(self._run(), name="writer")
+
+    @property
+    def task(self) -> asyncio.Task[None] | None:
+        """The write loop's task (None before :meth:`start`). It ends on its own only by
+        raising: a store fault that is not transient."""
+        return self._task
+
+    def _running_writer(self) -> list[asyncio.Task[None]]:
+        return [self._task] if self._task is not None and not self._task.done() else []
+
+    def look(self) -> None:
+        """Work may be due (the store's wake-up, the poll interval): claim for free slots."""
+        self._look = True
+        self._kick.set()
+
+    def finished(self, claim: Claim, outcome: Outcome, result: AttemptResult) -> None:
+        """Queue the result of `claim`'s attempt for the next write. Its slot stays held until
+        that write returns."""
+        slot = self._slots.get(claim.lease_token)
+        if slot is not None:
+            slot.phase = Phase.FINISHING
+        self._finished.append(Finished(claim, outcome, result))
+        self._kick.set()
+
+    def held(self) -> list[Claim]:
+        """Every claim this process holds (sending or finishing): the leases to extend."""
+        return [slot.claim for slot in self._slots.values()]
+
+    def sending(self, lease_token: str) -> bool:
+        """Whether the claim with `lease_token` is held and its result not yet queued."""
+        slot = self._slots.get(lease_token)
+        return slot is not None and slot.phase is Phase.SENDING
+
+    async def stop(self) -> None:
+        """Claim nothing more; let attempts in flight finish within graceful_timeout_s, cancel
+        the rest; write every queued result, then hand back (uncharged) the claims whose
+        attempt never finished.
+
+        Raises:
+            StoreUnavailable: the hand-back could not be written (the leases expire instead).
+            Exception: what ended the write loop early (a store fault that is not
+                transient); nothing is handed back then.
+        """
+        self._stopping = True
+        self._kick.set()
+        deadline = time.monotonic() + self.config.graceful_timeout_s
+        # Looked at again after each wait: a write under way at stop may still start claims.
+        while pending := [slot.task for slot in self._slots.values()
+                          if slot.task is not None and not slot.task.done()]:
+            writer = self._running_writer()  # none: it failed, nothing would record results
+            remaining_s = deadline - time.monotonic()
+            if remaining_s > 0 and writer:
+                await asyncio.wait([*pending, *writer], timeout=remaining_s,
+                                   return_when=asyncio.FIRST_COMPLETED)
+                continue
+            for task in pending:
+                task.cancel()
+            await asyncio.gather(*pending, return_exceptions=True)
+        self._closing = True
+        self._kick.set()
+        if self._task is not None:
+            await self._task  # ends once every queued result is written
+            self._task = None
+        unsent = [slot.claim for slot in self._slots.values() if slot.phase is Phase.SENDING]
+        self._slots.clear()
+        if unsent:
+            handed = await self.store.hand_back(unsent)
+            for claim in unsent:
+                log.info("job_handed_back", job_id=claim.job_id, event_id=claim.event_id,
+                         lease_token=claim.lease_token)
+            log.info("worker_drained", handed_back=handed)
+
+    # -- the write loop ---------------------------------------------------------------------
+
+    async def _run(self) -> None:
+        while True:
+            self._kick.clear()  # before looking: whatever sets it from now on is seen
+            claim_wait_s = self._claim_wait_s()
+            if not self._finished and claim_wait_s != 0.0:
+                if self._closing:
+                    return
+                try:
+                    await asyncio.wait_for(self._kick.wait(), claim_wait_s)
+                except TimeoutError:
+                    pass
+                continue
+            wait_s = self._last_write_at + self.config.batch_interval_s - time.monotonic()
+            if wait_s > 0 and len(self._finished) < MAX_BATCH and not self._stopping:
+                await asyncio.sleep(wait_s)  # let the batch fill
+            self._last_write_at = time.monotonic()
+            batch = [self._finished.popleft()
+                     for _ in range(min(MAX_BATCH, len(self._finished)))]
+            try:
+                written = await self._write(batch)
+            except _ClaimFailed:
+                continue
+            self._apply(written)
+
+    def _claim_wait_s(self) -> float | None:
+        """0 when a claim alone is due now; seconds until a failed claim may be retried; None
+        when there is nothing to claim until something changes."""
+        if not self._look or self._claim_request([]) is None:
+            return None
+        return max(0.0, self._claim_not_before - time.monotonic())
+
+    async def _write(self, batch: list[Finished]) -> Written:
+        """One transaction, retried while the database is busy or away (module docstring).
+        Raises _ClaimFailed when a claim alone failed (the next one is delayed)."""
+        busy_delays = iter(_BUSY_RETRY_DELAYS_S)
+        backoff = CappedBackoff()
+        during = "finish" if batch else "claim"
+        while True:
+            request = self._claim_request(batch)
+            if request is None and not batch:
+                return Written()  # nothing left to claim for (stop, a take-over) since the look
+            self.writes += 1
+            try:
+                if request is None:
+                    kept = await self.store.finish(batch, breaker=self.breaker)
+                    claims: list[Claim] = []
+                else:
+                    kept, claims = await self.store.finish_and_claim(batch, self.breaker,
+                                                                     request)
+            except StoreBusy as exc:
+                delay_s = next(busy_delays, None)
+                if delay_s is None:
+                    self.outage.failed(exc, during=during)
+                    if not batch:
+                        raise self._claim_failed() from exc
+                    delay_s = backoff.next_delay_s()
+                log.warning("finish_busy", attempts=len(batch), retry_in_s=delay_s)
+                await asyncio.sleep(delay_s)
+                continue
+            except StoreUnavailable as exc:
+                self.outage.failed(exc, during=during)
+                if not batch:
+                    raise self._claim_failed() from exc
+                await asyncio.sleep(backoff.next_delay_s())
+                continue
+            self.outage.succeeded()
+            self._claim_backoff.reset()
+            self._claim_not_before = 0.0
+            return Written(recorded=list(zip(batch, kept, strict=True)),
+                           asked=request.limit if request is not None else 0, claims=claims)
+
+    def _claim_failed(self) -> _ClaimFailed:
+        # Never slower than an idle worker's poll, so work resumes within about
+        # poll_interval_s of the database's return.
+        delay_s = min(self._claim_backoff.next_delay_s(), self.config.poll_interval_s)
+        self._claim_not_before = time.monotonic() + delay_s
+        return _ClaimFailed()
+
+    def _claim_request(self, batch: list[Finished]) -> ClaimRequest | None:
+        """The claim to make once `batch` is recorded (its slots count as free), or None:
+        stopping, a quarantined claim held outside the batch, or no free slot."""
+        if self._stopping:
+            return None
+        leaving = {f.claim.lease_token for f in batch}
+        staying = [slot.claim for token, slot in self._slots.items() if token not in leaving]
+        if any(claim.taken_over for claim in staying):
+            return None  # claim nothing while a quarantined job waits or is sent
+        free = self.config.worker_concurrency - len(staying)
+        if free <= 0:
+            return None
+        cfg = self.config
+        late_after = cfg.late_retry_after_attempts
+        late_held = sum(1 for claim in staying if claim.attempt > late_after)
+        return ClaimRequest(worker=self.worker_id, limit=min(free, cfg.claim_batch),
+                            lease_s=cfg.lease_s, max_attempts=cfg.max_attempts,
+                            late_after=late_after, max_late=max(0, self.late_slots - late_held),
+                            per_destination=self.destination_slots,
+                            held=Counter(claim.destination_id for claim in staying))
+
+    def _apply(self, written: Written) -> None:
+        """Free the slots of the results written, log them, start the claims."""
+        now_s = self.clock()
+        for finished, kept in written.recorded:
+            self._slots.pop(finished.claim.lease_token, None)
+            log_outcome(finished, kept, now_s)
+        for claim in written.claims:
+            self._start(claim)
+        if written.asked:
+            self._look = written.took_all  # full: more may be due right now
+
+    # -- attempts ---------------------------------------------------------------------------
+
+    def _start(self, claim: Claim) -> None:
+        log.info("job_claimed", job_id=claim.job_id, event_id=claim.event_id,
+                 worker=self.worker_id, destination=claim.destination_name,
+                 attempt=claim.attempt, lease_token=claim.lease_token,
+                 lease_until=claim.lease_until)
+        if claim.taken_over:
+            log.info("job_taken_over", job_id=claim.job_id, event_id=claim.event_id,
+                     worker=self.worker_id, lease_token=claim.lease_token,
+                     attempt=claim.attempt)
+        slot = Slot(claim)
+        self._slots[claim.lease_token] = slot
+        slot.task = asyncio.create_task(self._attempt(slot))
+
+    async def _attempt(self, slot: Slot) -> None:
+        """Send `slot`'s claim and queue its result. A cancel (graceful stop) before the
+        result arrives leaves the slot sending: it is handed back."""
+        try:
+            if slot.suspect:
+                async with self._alone:
+                    others = [s.task for s in self._slots.values()
+                              if s.phase is Phase.SENDING and not s.suspect
+                              and s.task is not None]
+                    if others:
+                        await asyncio.wait(others)
+                    outcome, result = await self._send(slot.claim)
+            else:
+                outcome, result = await self._send(slot.claim)
+        except Exception as exc:  # noqa: BLE001  (a bug in one attempt must not leak its slot)
+            # Nothing is written: its lease expires and the job is taken over (as a suspect).
+            log.error("attempt_crashed", job_id=slot.claim.job_id,
+                      lease_token=slot.claim.lease_token,
+                      error=f"{type(exc).__name__}: {exc}")
+            self._slots.pop(slot.claim.lease_token, None)
+            self.look()
+            return
+        self.finished(slot.claim, outcome, result)
+
+
+def log_outcome(finished: Finished, kept: bool, now_s: float) -> None:
+    """Log what a written result did: job_done, job_retry_scheduled, job_dead (with
+    attempt_failed before a failure), or lease_lost when the fenced write changed nothing."""
+    claim, outcome, result = finished
+    ids = {"job_id": claim.job_id, "event_id": claim.event_id,
+           "destination": claim.destination_name, "attempt": claim.attempt,
+           "lease_token": claim.lease_token, "duration_s": round(result.duration_s, 4),
+           "status": result.status_code}
+    if not isinstance(outcome, Done):
+        log.info("attempt_failed", error=result.error, **ids)
+    if not kept:
+        log.warning("lease_lost", during="finish", **ids)
+    elif isinstance(outcome, Done):
+        log.info("job_done", **ids)
+    elif isinstance(outcome, Retry):
+        log.info("job_retry_scheduled", run_at=outcome.run_at, reason=outcome.error,
+                 retry_in_s=round(outcome.run_at - now_s, 3), **ids)
+    elif isinstance(outcome, Dead):
+        log.warning("job_dead", reason=outcome.error, **ids)
