@@ -201,13 +201,10 @@ async def add_destination(request: web.Request) -> web.Response:
         "max_in_flight": body.get("max_in_flight", 10), "headers": body.get("headers", {})})
     await vet_destination(fields["url"], app_config(request.app).address_policy)
     store = request_store(request)
-    try:
-        dest = await store.add_destination(name=name, url=fields["url"], secret=secret,
-                                           event_types=fields["event_types"],
-                                           max_in_flight=fields["max_in_flight"],
-                                           headers=fields["headers"])
-    except ConfigError as exc:
-        raise Conflict(str(exc)) from exc  # the name is taken
+    dest = await store.add_destination(name=name, url=fields["url"], secret=secret,
+                                       event_types=fields["event_types"],
+                                       max_in_flight=fields["max_in_flight"],
+                                       headers=fields["headers"])  # Conflict: name taken
     get_logger().info("destination_added", destination=name, by="admin_api")
     out = dest.redacted()
     if given_secret is None:

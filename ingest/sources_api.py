@@ -39,7 +39,7 @@ from aiohttp import hdrs, web
 from ingest import admin_api
 from ingest.source_verify import DEFAULT_TOLERANCE_S, verify
 from ingest.validation import BodyTooLarge
-from shared.errors import ConfigError, Conflict, InvalidEvent, NotFound, SignatureInvalid
+from shared.errors import ConfigError, InvalidEvent, NotFound, SignatureInvalid
 from shared.logs import get_logger
 from shared.models import Accepted, NewEvent, Source
 from shared.sources import check_source, generate_source_secret
@@ -184,10 +184,8 @@ async def add_source(request: web.Request) -> web.Response:
         raise ConfigError("secret must be a string")
     secret = given if given is not None else generate_source_secret(scheme)
     check_source(name, scheme, secret)  # ConfigError -> 400
-    try:
-        source = await admin_api.request_store(request).add_source(name=name, scheme=scheme, secret=secret)
-    except ConfigError as exc:
-        raise Conflict(str(exc)) from exc  # the name is taken
+    # Conflict (409) when the name is taken.
+    source = await admin_api.request_store(request).add_source(name=name, scheme=scheme, secret=secret)
     request.app[SOURCE_CACHE_KEY].forget(name)
     get_logger().info("source_added", source=name, scheme=scheme, by="admin_api")
     out = source.redacted()

@@ -37,8 +37,8 @@ async def sources_add(config: Config, args: argparse.Namespace) -> int:
     """`hookline sources add NAME --scheme S [--secret X]`: prints a generated secret once.
 
     Raises:
-        ConfigError: an invalid field, a stripe source without --secret, or the name is
-            taken (run_command turns it into a one-line message and exit code 1).
+        ConfigError: an invalid field or a stripe source without --secret. Conflict: the
+            name is taken (run_command turns either into a one-line message and exit 1).
     """
     secret = args.secret if args.secret is not None else generate_source_secret(args.scheme)
     check_source(args.name, args.scheme, secret)  # before opening the store

@@ -1,9 +1,8 @@
 -- Named queries for the PostgreSQL store (shared/postgres_store.py); the names match
 -- sqlite.sql. Parameters are :named (the store turns them into $1, $2, ...). Time is the
 -- database's: hookline_now(:test_now_s), unix seconds (test_now_s is NULL except in tests).
--- Some queries work on batches (arrays) where SQLite's take one row: insert_event,
--- find_event, insert_jobs, claim_job (leases the chosen jobs in one statement),
--- mark_attempt_lost, insert_attempt, claim_details, replay_job.
+-- Batches are arrays (SQLite's are JSON arrays). insert_event, find_event and insert_jobs take
+-- a batch of events where SQLite's take one (a statement per event costs a round trip here).
 
 -- insert_event: store a batch of events (arrays, one element per event, in batch order); an
 -- event whose (source, source_event_id) exists, or repeats earlier in the batch, is skipped
@@ -34,13 +33,13 @@ RETURNING id, event_id
 -- live_destinations: destinations that receive new events (paused ones too: their jobs wait)
 SELECT * FROM destinations WHERE deleted_at IS NULL ORDER BY id
 
--- destination_slots: lock (in id order, so claimers never deadlock) every active destination
--- that has claimable jobs; the claimer holds these row locks until it commits, so the in-flight
--- count it reads next (destination_free) cannot be passed by two hosts at once. FOR NO KEY
+-- lock_claimable_destinations: lock (in id order, so claimers never deadlock) every active
+-- destination that has claimable jobs; the claimer holds these row locks until it commits, so
+-- the in-flight count it reads next (destination_slots) cannot be passed by two hosts at once. FOR NO KEY
 -- UPDATE does not block ingest (a new job takes only KEY SHARE on its destination).
 -- (One probe per partial index, each a LIMIT 1 scalar subquery that stops at its first row:
 -- an EXISTS, or one over an OR, may be planned as a hashed subplan that reads every due job.)
-SELECT d.id, d.ordered, d.rate_limit_per_s, d.next_send_at FROM destinations d
+SELECT d.id FROM destinations d
 WHERE NOT d.paused AND d.deleted_at IS NULL AND COALESCE(
     (SELECT true FROM jobs j WHERE j.destination_id = d.id AND j.status = 'pending'
         AND j.run_at <= hookline_now(:test_now_s) LIMIT 1),
@@ -50,13 +49,13 @@ WHERE NOT d.paused AND d.deleted_at IS NULL AND COALESCE(
 ORDER BY d.id
 FOR NO KEY UPDATE OF d
 
--- destination_free: free in-flight slots of the locked destinations (read after the locks)
-SELECT d.id, d.max_in_flight - (
+-- destination_slots: free in-flight slots of the locked destinations (read after the locks)
+SELECT d.id, d.ordered, d.rate_limit_per_s, d.next_send_at, d.max_in_flight - (
     SELECT count(*) FROM jobs j
     WHERE j.destination_id = d.id AND j.status = 'running'
         AND j.lease_until > hookline_now(:test_now_s)
 ) AS free
-FROM destinations d WHERE d.id = ANY(:destination_ids::bigint[])
+FROM destinations d WHERE d.id = ANY(:destination_ids::bigint[]) ORDER BY d.id
 
 -- due_jobs: claimable jobs of one destination, oldest due first; rows another transaction
 -- holds are skipped (FOR UPDATE SKIP LOCKED). Pending and expired-lease jobs are read apart,

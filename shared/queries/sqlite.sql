@@ -1,4 +1,5 @@
--- Named queries for the SQLite store (shared/sqlite_store.py). Parameters are :named.
+-- Named queries for the SQLite store (shared/sqlite_store.py). Parameters are :named; a batch
+-- is a JSON array; :now is the transaction's instant (the store's clock).
 
 -- insert_event: store one event unless its (source, source_event_id) exists
 INSERT INTO events (message_id, source, source_event_id, type, body, received_at)
@@ -17,7 +18,8 @@ RETURNING id
 -- live_destinations: destinations that receive new events (paused ones too: their jobs wait)
 SELECT * FROM destinations WHERE deleted_at IS NULL ORDER BY id
 
--- destination_slots: free in-flight slots per active destination (expired leases do not count)
+-- destination_slots: free in-flight slots per active destination (expired leases do not count);
+-- every one (the single writer needs no lock_claimable_destinations step)
 SELECT d.id, d.ordered, d.rate_limit_per_s, d.next_send_at, d.max_in_flight - (
     SELECT COUNT(*) FROM jobs j
     WHERE j.destination_id = d.id AND j.status = 'running' AND j.lease_until > :now
@@ -26,7 +28,7 @@ FROM destinations d
 WHERE d.paused = 0 AND d.deleted_at IS NULL
 
 -- due_jobs: claimable jobs of one destination, oldest due first (pending due, or lease expired)
-SELECT id, run_at, attempts FROM (
+SELECT id, run_at AS due_at, attempts FROM (
     SELECT id, run_at, attempts FROM jobs
     WHERE destination_id = :destination_id AND status = 'pending' AND run_at <= :now
     ORDER BY run_at LIMIT :limit
@@ -113,9 +115,10 @@ SELECT j.id AS job_id, e.message_id, e.type, e.body, d.name, d.url, d.secret,
 FROM jobs j JOIN events e ON e.id = j.event_id JOIN destinations d ON d.id = j.destination_id
 WHERE j.id IN (SELECT value FROM json_each(:job_ids))
 
--- extend_lease: push the expiry of many leases out in one statement (:claims, a JSON array of
--- [job id, lease token]): a worker's heartbeat; fenced by each token; returns the leases kept
-UPDATE jobs SET lease_until = :until
+-- extend_lease: push the expiry of many leases out to now + :lease_s in one statement (:claims,
+-- a JSON array of [job id, lease token]): a worker's heartbeat; fenced by each token; returns
+-- the leases kept
+UPDATE jobs SET lease_until = :now + :lease_s
 FROM json_each(:claims) AS u
 WHERE jobs.id = json_extract(u.value, '$[0]') AND jobs.lease_token = json_extract(u.value, '$[1]')
     AND +jobs.status = 'running'  -- unary +: look jobs up by id, not through jobs_status
@@ -244,10 +247,11 @@ SELECT j.id, j.status, d.deleted_at, e.body_purged_at
 FROM jobs j JOIN events e ON e.id = j.event_id JOIN destinations d ON d.id = j.destination_id
 WHERE j.id = :job_id
 
--- replay_job: dead -> pending, fresh attempt budget, due now (history stays in attempts)
+-- replay_job: dead -> pending, fresh attempt budget, due now (:job_ids, a JSON array; history
+-- stays in attempts)
 UPDATE jobs SET status = 'pending', attempts = 0, run_at = :now, last_error = NULL,
     finished_at = NULL, replays = replays + 1, updated_at = :now
-WHERE id = :job_id AND status = 'dead'
+WHERE id IN (SELECT value FROM json_each(:job_ids)) AND status = 'dead'
 
 -- purge_bodies: empty the body of events whose jobs all ended before the cutoff
 UPDATE events SET body = X'', body_purged_at = :now
@@ -335,8 +339,8 @@ WHERE id = :destination_id AND (failure_streak != 0 OR failing_since IS NOT NULL
 UPDATE destinations SET paused = 1, paused_reason = :reason
 WHERE id = :destination_id AND paused = 0
 
--- rotate_secret: new secret now, previous one still signed with until :until
-UPDATE destinations SET previous_secret = secret, previous_secret_until = :until,
+-- rotate_secret: new secret now, previous one still signed with for :overlap_s seconds
+UPDATE destinations SET previous_secret = secret, previous_secret_until = :now + :overlap_s,
     secret = :secret
 WHERE name = :name AND deleted_at IS NULL
 RETURNING *
