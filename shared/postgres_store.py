@@ -212,10 +212,6 @@ class PostgresStore(StoreLogic):
                     await conn.execute(script)
                     await conn.execute("INSERT INTO schema_version (version) VALUES ($1)", version)
 
-    def write_lock_stats(self) -> None:
-        """See :meth:`shared.store.Store.write_lock_stats`: None (no single write lock)."""
-        return None
-
     async def close(self) -> None:
         """Close the listener connection and the pool (idempotent)."""
         if self._listen_conn is not None:

@@ -171,7 +171,7 @@ class SqliteStore(StoreLogic):
             self._conn = None
 
     def write_lock_stats(self) -> dict[str, dict[str, float | int]] | None:
-        """See :meth:`shared.store.Store.write_lock_stats`: this connection's waits for the
+        """See :meth:`shared.store.SqliteDiagnostics.write_lock_stats`: this connection's waits for the
         cross-process write lock and how long it held it (shared/write_lock.py)."""
         return None if self._write_lock is None else self._write_lock.stats()
 

@@ -1,22 +1,37 @@
 """The job store contract: what ingest, workers and the CLI may ask of a database.
 
-One :class:`Store` protocol; backends sit beside it (`shared/sqlite_store.py`, and later
-PostgreSQL). Callers never see SQL or a dialect (DESIGN.md invariant 9). Instants are unix
-seconds; the store reads its own clock (SQLite: the host's; PostgreSQL: the server's now()).
-Driver errors are translated at this boundary into :mod:`shared.errors` types.
+One :class:`Store` protocol; the transactions are written once (`shared/store_logic.py`)
+and driven by a backend (`shared/sqlite_store.py`, `shared/postgres_store.py`). Callers never
+see SQL or a dialect; what only SQLite has is behind :class:`SqliteDiagnostics`. Instants are
+unix seconds; the store reads its own clock (SQLite: the host's; PostgreSQL: the server's
+now()). Driver errors are translated at this boundary into :mod:`shared.errors` types.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from shared.delivery_policy import BreakerPolicy
 from shared.errors import ConfigError
 from shared.models import (
-    Accepted, Attempt, AttemptResult, Claim, ClaimRequest, Destination, DestinationSummary,
-    Duplicate, EventBody, Job, JobStory, NewEvent, Outcome, PurgeResult, Source, Stats,
+    Accepted,
+    Attempt,
+    AttemptResult,
+    Claim,
+    ClaimRequest,
+    Destination,
+    DestinationSummary,
+    Duplicate,
+    EventBody,
+    Job,
+    JobStory,
+    NewEvent,
+    Outcome,
+    PurgeResult,
+    Source,
+    Stats,
     ThroughputBucket,
 )
 from shared.storage_checks import sqlite_path
@@ -34,14 +49,6 @@ class Store(Protocol):
     async def close(self) -> None:
         """Release connections and wake-up sockets."""
 
-    def write_lock_stats(self) -> dict[str, dict[str, float | int]] | None:
-        """How long this process waited for the database's write lock, and held it, per
-        write transaction since open: {"wait": {...}, "hold": {...}}, each with `count`,
-        `p50_ms`, `p99_ms`, `max_ms`, `total_ms` (milliseconds). SQLite only (its single
-        writer is shared by every process, and its busy handler is unfair); None on
-        PostgreSQL, whose writers do not queue on one lock.
-        """
-
     async def add_events(self, events: Sequence[NewEvent]) -> list[Accepted | Duplicate]:
         """Store events and fan each out to one job per live subscribed destination.
 
@@ -53,6 +60,9 @@ class Store(Protocol):
         Raises:
             StoreBusy: the write lock stayed taken past the busy timeout.
         """
+
+    async def add_event(self, event: NewEvent) -> Accepted | Duplicate:
+        """One event in its own transaction; see :meth:`add_events`."""
 
     async def claim(self, worker: str, limit: int, lease_s: float,
                     max_attempts: int, *, late_after: int | None = None,
@@ -127,8 +137,8 @@ class Store(Protocol):
                               event_types: Sequence[str], max_in_flight: int,
                               headers: Mapping[str, str] | None = None) -> Destination:
         """Register a destination; `headers` are its custom request headers (see
-        :func:`check_headers`). Raises ConfigError when the name is taken or a header is
-        invalid."""
+        :func:`check_headers`). Raises Conflict when a live destination has that name,
+        ConfigError when a header is invalid."""
 
     async def list_destinations(self) -> list[Destination]:
         """Live destinations in creation order."""
@@ -305,7 +315,7 @@ class Store(Protocol):
         Fields are checked with :func:`shared.sources.check_source` before anything is stored.
 
         Raises:
-            ConfigError: a field is invalid, or a live source already has that name.
+            ConfigError: a field is invalid. Conflict: a live source already has that name.
         """
 
     async def get_source(self, name: str) -> Source:
@@ -318,6 +328,22 @@ class Store(Protocol):
         """Soft-delete a source: its requests are refused from then on (404), its row stays
         under the name `NAME~removed-ID` (so NAME can be reused), and its stored events and
         their jobs are untouched. Raises NotFound."""
+
+
+@runtime_checkable
+class SqliteDiagnostics(Protocol):
+    """What only the SQLite store reports (check with isinstance): its single writer is
+    shared by every process, and its busy handler is unfair."""
+
+    def write_lock_stats(self) -> dict[str, dict[str, float | int]] | None:
+        """How long this process waited for the database's write lock, and held it, per
+        write transaction since open: {"wait": {...}, "hold": {...}}, each with `count`,
+        `p50_ms`, `p99_ms`, `max_ms`, `total_ms` (milliseconds); None before open."""
+
+
+def write_lock_stats(store: Store) -> dict[str, dict[str, float | int]] | None:
+    """The store's write-lock figures (:class:`SqliteDiagnostics`), None when it has none."""
+    return store.write_lock_stats() if isinstance(store, SqliteDiagnostics) else None
 
 
 HEADER_NAME_RE = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]{1,64}")

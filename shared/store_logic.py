@@ -19,7 +19,7 @@ from shared.delivery_policy import (
     fair_room,
     is_failure,
 )
-from shared.errors import ConfigError, Conflict, NotFound
+from shared.errors import ConfigError, NotFound
 from shared.logs import get_logger
 from shared.models import (
     Attempt,
@@ -33,19 +33,28 @@ from shared.models import (
     EventBody,
     Job,
     JobStory,
-    LatencyHistogram,
     Outcome,
     PurgeResult,
     Retry,
     Source,
     Stats,
     ThroughputBucket,
-    fill_buckets,
     parse_headers,
 )
 from shared.signing import secret_key
 from shared.sources import check_source
 from shared.store import check_headers, check_throughput_args, validate_destination_changes
+from shared.store_operator_tx import (
+    get_job_tx,
+    purge_tx,
+    remove_destination_tx,
+    replay_tx,
+    rotate_tx,
+    set_paused_tx,
+    stats_tx,
+    summaries_tx,
+    throughput_tx,
+)
 from shared.store_ops import (
     BEGIN_WRITE,
     HOST_NOW,
@@ -218,14 +227,14 @@ class StoreLogic:
 
     async def set_paused(self, name: str, paused: bool, reason: str | None = None) -> None:
         """See :meth:`shared.store.Store.set_paused` (a resume wakes waiting workers)."""
-        await self._transact(_set_paused_tx(name, paused, reason), write=True)
+        await self._transact(set_paused_tx(name, paused, reason), write=True)
 
     async def rotate_secret(self, name: str, new_secret: str, overlap_s: float) -> Destination:
         """See :meth:`shared.store.Store.rotate_secret`."""
         secret_key(new_secret)  # raises ConfigError when malformed
         if not overlap_s >= 0:
             raise ConfigError(f"overlap_s must be zero or more seconds, not {overlap_s!r}")
-        row = await self._transact(_rotate_tx(name, new_secret, float(overlap_s)), write=True)
+        row = await self._transact(rotate_tx(name, new_secret, float(overlap_s)), write=True)
         log.info("destination_secret_rotated", destination=name,
                  previous_until=row["previous_secret_until"])
         return Destination.from_row(row)
@@ -247,7 +256,7 @@ class StoreLogic:
 
     async def remove_destination(self, name: str) -> int:
         """See :meth:`shared.store.Store.remove_destination`."""
-        return await self._transact(_remove_destination_tx(name), write=True)
+        return await self._transact(remove_destination_tx(name), write=True)
 
     # -- operator views and controls -------------------------------------------------------
 
@@ -278,7 +287,7 @@ class StoreLogic:
         if (job_id is None) == (not all_dead):
             raise ConfigError("replay needs exactly one of a job id or all_dead")
         since = None if since_s is None else float(since_s)
-        return await self._transact(_replay_tx(job_id, destination, since, dry_run),
+        return await self._transact(replay_tx(job_id, destination, since, dry_run),
                                     write=True)
 
     async def purge(self, *, bodies_before_s: float, metadata_before_s: float,
@@ -287,12 +296,12 @@ class StoreLogic:
         if not dedupe_before_s <= metadata_before_s <= bodies_before_s:
             raise ConfigError("purge cutoffs must keep dedupe keys at least as long as job "
                               "metadata, and metadata at least as long as bodies")
-        return await self._transact(_purge_tx(float(bodies_before_s), float(metadata_before_s),
+        return await self._transact(purge_tx(float(bodies_before_s), float(metadata_before_s),
                                               float(dedupe_before_s)), write=True)
 
     async def get_job(self, job_id: int) -> JobStory:
         """See :meth:`shared.store.Store.get_job`."""
-        row, attempts = await self._transact(_get_job_tx(job_id), write=False)
+        row, attempts = await self._transact(get_job_tx(job_id), write=False)
         if row is None:
             raise NotFound(f"no job with id {job_id}")
         return JobStory(
@@ -303,7 +312,7 @@ class StoreLogic:
 
     async def stats(self) -> Stats:
         """See :meth:`shared.store.Store.stats` (ages by the store's clock)."""
-        return await self._transact(_stats_tx(), write=False)
+        return await self._transact(stats_tx(), write=False)
 
     # -- dashboard views -------------------------------------------------------------------
 
@@ -311,13 +320,13 @@ class StoreLogic:
                                     latency_scan_limit: int = 20_000
                                     ) -> list[DestinationSummary]:
         """See :meth:`shared.store.Store.destination_summaries` (the store's clock)."""
-        return await self._transact(_summaries_tx(float(latency_window_s),
+        return await self._transact(summaries_tx(float(latency_window_s),
                                                   int(latency_scan_limit)), write=False)
 
     async def throughput(self, *, window_s: float, bucket_s: int = 60) -> list[ThroughputBucket]:
         """See :meth:`shared.store.Store.throughput` (the store's clock)."""
         check_throughput_args(window_s, bucket_s)
-        return await self._transact(_throughput_tx(window_s, bucket_s), write=False)
+        return await self._transact(throughput_tx(window_s, bucket_s), write=False)
 
     async def event_body(self, job_id: int, max_bytes: int) -> EventBody:
         """See :meth:`shared.store.Store.event_body`."""
@@ -455,116 +464,6 @@ def _track_failure_run(claim: Claim, result: AttemptResult,
                                           reason=reason, failure_streak=streak))
 
 
-def _set_paused_tx(name: str, paused: bool, reason: str | None) -> Tx[None]:
-    changed = yield count("set_paused", name=name, paused=bool(paused),
-                          reason=reason if paused else None)
-    if not changed:
-        raise NotFound(f"no destination named {name!r}")
-    if not paused:
-        yield NOTIFY
-
-
-def _rotate_tx(name: str, new_secret: str, overlap_s: float) -> Tx[Any]:
-    current = yield one("get_destination", name=name)
-    if current is None:
-        raise NotFound(f"no destination named {name!r}")
-    if current["secret"] == new_secret:
-        raise ConfigError("the new secret equals the current one")
-    return (yield one("rotate_secret", name=name, secret=new_secret, overlap_s=overlap_s))
-
-
-def _remove_destination_tx(name: str) -> Tx[int]:
-    row = yield one("remove_destination", name=name)
-    if row is None:
-        raise NotFound(f"no destination named {name!r}")
-    return int((yield count("kill_jobs_of_destination", destination_id=row["id"])))
-
-
-def _replay_tx(job_id: int | None, destination: str | None, since: float | None,
-               dry_run: bool) -> Tx[int]:
-    if job_id is not None:
-        _check_replayable(job_id, (yield one("replay_job_state", job_id=job_id)))
-    ids = [r["id"] for r in (yield rows("replay_candidates", job_id=job_id,
-                                        destination=destination, since=since))]
-    if dry_run or not ids:
-        return len(ids)
-    replayed = int((yield count("replay_job", job_ids=ids)))
-    if replayed:
-        yield NOTIFY
-    return replayed
-
-
-def _check_replayable(job_id: int, row: Any) -> None:
-    """Raise NotFound or Conflict when one job cannot be replayed (see Store.replay)."""
-    if row is None:
-        raise NotFound(f"no job with id {job_id}")
-    if row["status"] != "dead":
-        raise Conflict(f"job {job_id} is {row['status']}, not dead; only dead jobs are replayed")
-    if row["body_purged_at"] is not None:
-        raise Conflict(f"job {job_id} cannot be replayed: its event body was purged by "
-                       "retention")
-    if row["deleted_at"] is not None:
-        raise Conflict(f"job {job_id} cannot be replayed: its destination was removed")
-
-
-def _purge_tx(bodies_before_s: float, metadata_before_s: float,
-              dedupe_before_s: float) -> Tx[PurgeResult]:
-    bodies = yield count("purge_bodies", before=bodies_before_s)
-    attempts = yield count("purge_attempts", before=metadata_before_s)
-    jobs = yield count("purge_jobs", before=metadata_before_s)
-    events = yield count("purge_events", before=dedupe_before_s)
-    return PurgeResult(bodies=bodies, attempts=attempts, jobs=jobs, events=events)
-
-
-def _get_job_tx(job_id: int) -> Tx[tuple[Any, list[Any]]]:
-    row = yield one("get_job", job_id=job_id)
-    attempts = yield rows("list_attempts", job_id=job_id, limit=10_000)
-    return row, attempts
-
-
-def _stats_tx() -> Tx[Stats]:
-    now = yield NOW
-    by_status = {s: 0 for s in ("pending", "running", "done", "dead")}
-    by_status.update({r["status"]: r["n"] for r in (yield rows("jobs_by_status"))})
-    oldest = (yield one("oldest_pending"))["oldest"]
-    per_destination: dict[str, dict[str, int]] = {}
-    for r in (yield rows("jobs_by_destination_status")):
-        per_destination.setdefault(r["destination"], {})[r["status"]] = r["n"]
-    return Stats(
-        jobs_by_status=by_status,
-        events=(yield one("count_events"))["n"],
-        attempts=(yield one("count_attempts"))["n"],
-        oldest_pending_age_s=None if oldest is None else now - oldest,
-        jobs_by_destination=per_destination,
-        paused_destinations={r["name"]: r["paused_reason"]
-                             for r in (yield rows("paused_destinations"))},
-        attempts_by_outcome={r["outcome"]: r["n"] for r in (yield rows("attempts_by_outcome"))},
-        delivery_latency=_latency((yield one("delivery_latency"))),
-        wal_bytes=None,
-    )
-
-
-def _summaries_tx(window_s: float, scan_limit: int) -> Tx[list[DestinationSummary]]:
-    now = yield NOW
-    found = yield rows("destination_summaries")
-    latency = {r["destination_id"]: r for r in (yield rows(
-        "destination_latency", since=float(now - window_s), scan_limit=scan_limit))}
-    return [DestinationSummary.from_rows(r, latency.get(r["id"])) for r in found]
-
-
-def _throughput_tx(window_s: float, bucket_s: int) -> Tx[list[ThroughputBucket]]:
-    now = yield NOW
-    first = int((now - window_s) // bucket_s)
-    params = {"since": float(first * bucket_s), "bucket_s": float(bucket_s)}
-    counts: dict[int, dict[str, int]] = {}
-    for r in (yield rows("events_per_bucket", **params)):
-        counts.setdefault(r["bucket"], {})["events"] = r["n"]
-    for r in (yield rows("finished_per_bucket", **params)):
-        key = "delivered" if r["status"] == "done" else "dead"
-        counts.setdefault(r["bucket"], {})[key] = r["n"]
-    return fill_buckets(counts, first=first, last=int(now // bucket_s), bucket_s=bucket_s)
-
-
 # -- helpers -------------------------------------------------------------------------------
 
 def _due_of(slot: Any, now: float, limit: int) -> Tx[list[tuple[int, float, int]]]:
@@ -599,16 +498,3 @@ def _claim_from(row: Any, details: Any, worker: str, taken_over: bool, now: floa
         lease_owner=worker, lease_until=row["lease_until"], taken_over=taken_over,
         secrets=secrets, timeout_s=details["timeout_s"],
         headers=parse_headers(details["headers"]))
-
-
-_LATENCY_BUCKETS_S = (0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 900, 3600, 21600, 86400)
-
-
-def _latency(row: Any) -> LatencyHistogram:
-    """The `delivery_latency` row as a histogram (columns le_<bound with _ for .>)."""
-    def column(bound: float) -> str:
-        return "le_" + (f"{bound:g}").replace(".", "_")
-
-    return LatencyHistogram(
-        buckets=tuple((float(b), row[column(b)] or 0) for b in _LATENCY_BUCKETS_S),
-        count=row["n"], sum_s=float(row["total"]))
