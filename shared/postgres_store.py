@@ -43,17 +43,12 @@ from shared.errors import (
 )
 from shared.logs import get_logger
 from shared.models import (
-    Accepted,
     AttemptResult,
     Claim,
     ClaimRequest,
-    Destination,
-    Duplicate,
-    NewEvent,
     Outcome,
 )
 from shared.queries import load_migrations, load_queries
-from shared.signing import new_message_id
 from shared.store_logic import StoreLogic
 from shared.store_ops import AfterCommit, HostNow, Notify, Now, Query, Rows, Tx
 
@@ -301,23 +296,6 @@ class PostgresStore(StoreLogic):
                                   held=request.held)
         return kept, claims
 
-    # -- ingest ----------------------------------------------------------------------------
-
-    async def add_events(self, events: Sequence[NewEvent]) -> list[Accepted | Duplicate]:
-        """See :meth:`shared.store.Store.add_events`."""
-        async with self._tx() as tx:
-            destinations = [Destination.from_row(r)
-                            for r in await tx.fetch("live_destinations")]
-            now = await tx.now()
-            results = await _add_batch(tx, events, destinations, now)
-            if any(isinstance(r, Accepted) and r.job_ids for r in results):
-                await tx.notify()
-        return results
-
-    async def add_event(self, event: NewEvent) -> Accepted | Duplicate:
-        """One event in its own transaction; see :meth:`add_events`."""
-        return (await self.add_events([event]))[0]
-
     async def wait_for_jobs(self, timeout_s: float) -> bool:
         """See :meth:`shared.store.Store.wait_for_jobs`: LISTEN on a dedicated connection;
         when it cannot be had, this is a plain sleep (polling). Right after the LISTEN
@@ -356,9 +334,8 @@ class PostgresStore(StoreLogic):
             self._listen_conn = conn
         # Listening from here on; work committed before that sent its NOTIFY to nobody.
         with contextlib.suppress(StoreError):
-            async with self._tx() as tx:
-                if (await tx.fetchrow("due_work_exists"))["due"]:
-                    self._woken.set()
+            if await self._due_work_exists():
+                self._woken.set()
         return True
 
     async def maintenance(self) -> dict[str, int]:
@@ -398,19 +375,6 @@ class _Tx:
                                                        self._test_now_s))
         return self._now
 
-    def _args(self, query: str, params: dict[str, Any]) -> tuple[str, list[Any]]:
-        sql, names = _query(query)
-        values = {"test_now_s": self._test_now_s, **params}
-        return sql, [values[n] for n in names]
-
-    async def fetch(self, query: str, /, **params: Any) -> list[Any]:
-        sql, args = self._args(query, params)
-        return list(await self.conn.fetch(sql, *args))
-
-    async def fetchrow(self, query: str, /, **params: Any) -> Any:
-        sql, args = self._args(query, params)
-        return await self.conn.fetchrow(sql, *args)
-
     async def run(self, op: Query) -> Any:
         """Run one store operation's query (see :class:`shared.store_ops.Query`)."""
         params: dict[str, Any] = {}
@@ -439,55 +403,9 @@ class _Tx:
         except asyncpg.CheckViolationError as exc:
             raise ConfigError(f"invalid value: {exc}") from exc
 
-    async def execute(self, query: str, /, **params: Any) -> int:
-        """Run a write; returns the number of rows it changed."""
-        sql, args = self._args(query, params)
-        status = await self.conn.execute(sql, *args)
-        return int(status.rsplit(" ", 1)[-1]) if status[-1:].isdigit() else 0
-
     async def notify(self) -> None:
         """Wake waiting workers (every host) when this transaction commits."""
         await self.conn.execute("SELECT pg_notify($1, '')", CHANNEL)
-
-
-async def _add_batch(tx: _Tx, events: Sequence[NewEvent], destinations: list[Destination],
-                     now: float) -> list[Accepted | Duplicate]:
-    """Insert a batch of events and their jobs in three statements (not three per event)."""
-    if not events:
-        return []
-    inserted = {(r["source"], r["source_event_id"]): r for r in await tx.fetch(
-        "insert_event", message_ids=[new_message_id(now) for _ in events],
-        sources=[e.source for e in events], source_event_ids=[e.source_event_id for e in events],
-        types=[e.type for e in events], bodies=[e.body for e in events])}
-    keys = [(e.source, e.source_event_id) for e in events]
-    missing = [k for k in dict.fromkeys(keys) if k not in inserted]
-    existing = {(r["source"], r["source_event_id"]): r for r in await tx.fetch(
-        "find_event", sources=[k[0] for k in missing],
-        source_event_ids=[k[1] for k in missing])} if missing else {}
-    pairs: list[tuple[int, int]] = []
-    first: set[tuple[str, str]] = set()
-    for event, key in zip(events, keys, strict=True):
-        if key in inserted and key not in first:
-            first.add(key)
-            pairs += [(inserted[key]["id"], d.id) for d in destinations
-                      if d.subscribes_to(event.type)]
-    job_ids: dict[int, list[int]] = {}
-    if pairs:
-        for r in await tx.fetch("insert_jobs", event_ids=[p[0] for p in pairs],
-                                destination_ids=[p[1] for p in pairs]):
-            job_ids.setdefault(r["event_id"], []).append(r["id"])
-    results: list[Accepted | Duplicate] = []
-    seen: set[tuple[str, str]] = set()
-    for key in keys:
-        if key in inserted and key not in seen:
-            row = inserted[key]
-            results.append(Accepted(event_id=row["id"], message_id=row["message_id"],
-                                    job_ids=tuple(sorted(job_ids.get(row["id"], ())))))
-        else:
-            row = inserted.get(key) or existing[key]
-            results.append(Duplicate(event_id=row["id"], message_id=row["message_id"]))
-        seen.add(key)
-    return results
 
 
 def _changed(status: str) -> int:

@@ -15,7 +15,7 @@ import os
 import sqlite3
 import stat
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 from typing import Any, TypeVar
@@ -24,9 +24,8 @@ import aiosqlite
 
 from shared.errors import Conflict, StoreBusy, StoreError, StoreUnavailable
 from shared.faults import sqlite_fault
-from shared.models import Accepted, Destination, Duplicate, NewEvent, Stats
+from shared.models import Stats
 from shared.queries import load_migrations, load_queries
-from shared.signing import new_message_id
 from shared.storage_checks import enable_wal, refuse_network_filesystem, sqlite_path
 from shared.store_clock import StoreClock, anchor_at_open
 from shared.store_logic import StoreLogic
@@ -253,38 +252,14 @@ class SqliteStore(StoreLogic):
         """See :meth:`shared.store.Store.stats`; with the -wal file's size."""
         return replace(await super().stats(), wal_bytes=_wal_bytes(self.path))
 
-    # -- ingest ----------------------------------------------------------------------------
-
-    async def add_events(self, events: Sequence[NewEvent]) -> list[Accepted | Duplicate]:
-        """See :meth:`shared.store.Store.add_events`."""
-        now = self.clock()
-
-        def tx(db: sqlite3.Connection) -> list[Accepted | Duplicate]:
-            with _write(db):
-                destinations = [Destination.from_row(r)
-                                for r in db.execute(Q["live_destinations"])]
-                return [_add_one(db, event, destinations, now) for event in events]
-
-        results = await self._run(tx)
-        if self._notifier is not None and any(isinstance(r, Accepted) and r.job_ids
-                                              for r in results):
-            self._notifier.notify()
-        return results
-
-    async def add_event(self, event: NewEvent) -> Accepted | Duplicate:
-        """One event in its own transaction; see :meth:`add_events`."""
-        return (await self.add_events([event]))[0]
-
     async def wait_for_jobs(self, timeout_s: float) -> bool:
         """See :meth:`shared.store.Store.wait_for_jobs` (a local datagram wake-up). The first
         call binds the wake-up socket, then returns True at once if due work is already
         waiting: a commit that happened before the socket existed poked nobody."""
         if self._listener is None:
             self._listener = WakeListener(wake_dir_for(self.path))
-            now = self.clock()
             try:
-                due = await self._run(lambda db: db.execute(Q["due_work_exists"],
-                                                            {"now": now}).fetchone()["due"])
+                due = await self._due_work_exists()
             except StoreBusy:
                 due = False  # the poll finds it instead
             if due:
@@ -378,28 +353,15 @@ class _write:
                 self.lock.release()
 
 
-def _add_one(db: sqlite3.Connection, event: NewEvent, destinations: list[Destination],
-             now: float) -> Accepted | Duplicate:
-    row = db.execute(Q["insert_event"], {
-        "message_id": new_message_id(now), "source": event.source,
-        "source_event_id": event.source_event_id, "type": event.type, "body": event.body,
-        "now": now}).fetchone()
-    if row is None:
-        existing = db.execute(Q["find_event"], {
-            "source": event.source, "source_event_id": event.source_event_id}).fetchone()
-        return Duplicate(event_id=existing["id"], message_id=existing["message_id"])
-    event_id = row["id"]
-    subscribed = [d.id for d in destinations if d.subscribes_to(event.type)]
-    job_ids: tuple[int, ...] = ()
-    if subscribed:  # one statement per event, not one per job: this is ingest's hot path
-        job_ids = tuple(r[0] for r in db.execute(Q["insert_jobs"], {
-            "event_id": event_id, "destination_ids": json.dumps(subscribed), "now": now}))
-    return Accepted(event_id=event_id, message_id=row["message_id"], job_ids=job_ids)
-
-
 def _execute(db: sqlite3.Connection, op: Query, now: float) -> Any:
     """Run one named query with the transaction's `now`; a batch goes in as JSON text."""
     params: dict[str, Any] = {"now": now}
+    if op.per_row:  # one statement per row: in-process, a statement costs no round trip
+        [batch] = [v for v in op.params.values() if isinstance(v, Rows)]
+        sql = Q[op.name]
+        return [found for row in batch.rows
+                for found in db.execute(sql, {**params, **dict(zip(batch.columns, row,
+                                                                   strict=True))})]
     for name, value in op.params.items():
         if isinstance(value, Rows):
             params[name] = json.dumps([list(row) for row in value.rows])

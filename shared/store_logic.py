@@ -22,6 +22,7 @@ from shared.delivery_policy import (
 from shared.errors import ConfigError, NotFound
 from shared.logs import get_logger
 from shared.models import (
+    Accepted,
     Attempt,
     AttemptResult,
     Claim,
@@ -30,9 +31,11 @@ from shared.models import (
     Destination,
     DestinationSummary,
     Done,
+    Duplicate,
     EventBody,
     Job,
     JobStory,
+    NewEvent,
     Outcome,
     PurgeResult,
     Retry,
@@ -41,7 +44,7 @@ from shared.models import (
     ThroughputBucket,
     parse_headers,
 )
-from shared.signing import secret_key
+from shared.signing import new_message_id, secret_key
 from shared.sources import check_source
 from shared.store import check_headers, check_throughput_args, validate_destination_changes
 from shared.store_operator_tx import (
@@ -87,6 +90,20 @@ class StoreLogic:
     async def _transact(self, tx: Tx[T], *, write: bool) -> T:
         """Drive `tx` as one transaction (`write`: it writes from the start)."""
         raise NotImplementedError
+
+    # -- ingest ----------------------------------------------------------------------------
+
+    async def add_events(self, events: Sequence[NewEvent]) -> list[Accepted | Duplicate]:
+        """See :meth:`shared.store.Store.add_events` (workers are woken after the commit)."""
+        return await self._transact(_add_events_tx(events), write=True)
+
+    async def add_event(self, event: NewEvent) -> Accepted | Duplicate:
+        """One event in its own transaction; see :meth:`add_events`."""
+        return (await self.add_events([event]))[0]
+
+    async def _due_work_exists(self) -> bool:
+        """Whether a job is claimable now (asked when a waiter starts listening)."""
+        return bool((await self._transact(_single(one("due_work_exists")), write=False))["due"])
 
     # -- workers ---------------------------------------------------------------------------
 
@@ -370,6 +387,49 @@ class StoreLogic:
 def _single(query: Query) -> Tx[Any]:
     """A transaction of one query."""
     return (yield query)
+
+
+def _add_events_tx(events: Sequence[NewEvent]) -> Tx[list[Accepted | Duplicate]]:
+    """Insert a batch of events, then the jobs of all of them in one statement; each event
+    that is new (not stored, nor earlier in the batch) is Accepted, the others Duplicate."""
+    destinations = [Destination.from_row(r) for r in (yield rows("live_destinations"))]
+    if not events:
+        return []
+    now = yield NOW
+    inserted = {(r["source"], r["source_event_id"]): r for r in (yield Query(
+        "insert_event", {"events": Rows(
+            ("message_id", "source", "source_event_id", "type", "body"),
+            [(new_message_id(now), e.source, e.source_event_id, e.type, e.body)
+             for e in events])}, per_row=True))}
+    keys = [(e.source, e.source_event_id) for e in events]
+    missing = [k for k in dict.fromkeys(keys) if k not in inserted]
+    existing = {(r["source"], r["source_event_id"]): r for r in (yield Query(
+        "find_event", {"keys": Rows(("source", "source_event_id"), missing)},
+        per_row=True))} if missing else {}
+    pairs: list[tuple[int, int]] = []
+    first: set[tuple[str, str]] = set()
+    for event, key in zip(events, keys, strict=True):
+        if key in inserted and key not in first:
+            first.add(key)
+            pairs += [(inserted[key]["id"], d.id) for d in destinations
+                      if d.subscribes_to(event.type)]
+    job_ids: dict[int, list[int]] = {}
+    if pairs:  # one statement for every job of the batch: this is ingest's hot path
+        for r in (yield rows("insert_jobs", pairs=Rows(("event_ids", "destination_ids"), pairs))):
+            job_ids.setdefault(r["event_id"], []).append(r["id"])
+        yield NOTIFY
+    results: list[Accepted | Duplicate] = []
+    seen: set[tuple[str, str]] = set()
+    for key in keys:
+        if key in inserted and key not in seen:
+            row = inserted[key]
+            results.append(Accepted(event_id=row["id"], message_id=row["message_id"],
+                                    job_ids=tuple(sorted(job_ids.get(row["id"], ())))))
+        else:
+            row = inserted.get(key) or existing[key]
+            results.append(Duplicate(event_id=row["id"], message_id=row["message_id"]))
+        seen.add(key)
+    return results
 
 
 def _extend_tx(claims: Sequence[Claim], lease_s: float) -> Tx[set[str]]:

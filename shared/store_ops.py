@@ -32,7 +32,9 @@ class Query:
     array). The driver adds the transaction's instant (`now` on SQLite, `test_now_s` on
     PostgreSQL). `want` says what comes back: "all" (a list of rows), "one" (a row or None)
     or "count" (rows changed). A unique-key violation raises Conflict(`taken`) when `taken`
-    is set.
+    is set. `per_row`: the one Rows parameter is sent as one statement per row where a
+    statement costs no round trip (SQLite: each row's columns are its parameters, and the
+    rows every statement returns are concatenated), as one statement of arrays elsewhere.
     """
 
     name: str
@@ -40,6 +42,7 @@ class Query:
     want: str = "all"
     taken: str | None = None
     sql: str | None = None
+    per_row: bool = False
 
 
 class Now:

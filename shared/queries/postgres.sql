@@ -1,23 +1,24 @@
 -- Named queries for the PostgreSQL store (shared/postgres_store.py); the names match
 -- sqlite.sql. Parameters are :named (the store turns them into $1, $2, ...). Time is the
 -- database's: hookline_now(:test_now_s), unix seconds (test_now_s is NULL except in tests).
--- Batches are arrays (SQLite's are JSON arrays). insert_event, find_event and insert_jobs take
--- a batch of events where SQLite's take one (a statement per event costs a round trip here).
+-- Batches are arrays (SQLite's are JSON arrays). insert_event and find_event take a batch of
+-- events where SQLite's run once per event (here a statement costs a round trip).
 
--- insert_event: store a batch of events (arrays, one element per event, in batch order); an
--- event whose (source, source_event_id) exists, or repeats earlier in the batch, is skipped
+-- insert_event: store a batch of events (each parameter an array, one element per event, in
+-- batch order); an event whose (source, source_event_id) exists, or repeats earlier in the
+-- batch, is skipped
 INSERT INTO events (message_id, source, source_event_id, type, body, received_at)
 SELECT u.message_id, u.source, u.source_event_id, u.type, u.body, hookline_now(:test_now_s)
-FROM unnest(:message_ids::text[], :sources::text[], :source_event_ids::text[], :types::text[],
-            :bodies::bytea[]) WITH ORDINALITY AS u (message_id, source, source_event_id, type,
+FROM unnest(:message_id::text[], :source::text[], :source_event_id::text[], :type::text[],
+            :body::bytea[]) WITH ORDINALITY AS u (message_id, source, source_event_id, type,
                                                    body, ord)
 ORDER BY u.ord
 ON CONFLICT (source, source_event_id) DO NOTHING
 RETURNING id, message_id, source, source_event_id
 
--- find_event: the stored events for a batch of idempotency keys
+-- find_event: the stored events for a batch of idempotency keys (arrays)
 SELECT e.id, e.message_id, e.source, e.source_event_id
-FROM events e JOIN unnest(:sources::text[], :source_event_ids::text[]) AS k (source, sid)
+FROM events e JOIN unnest(:source::text[], :source_event_id::text[]) AS k (source, sid)
     ON e.source = k.source AND e.source_event_id = k.sid
 
 -- insert_jobs: the delivery jobs of a batch of events, one per (event id, destination id)

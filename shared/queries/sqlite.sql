@@ -1,19 +1,23 @@
 -- Named queries for the SQLite store (shared/sqlite_store.py). Parameters are :named; a batch
 -- is a JSON array; :now is the transaction's instant (the store's clock).
 
--- insert_event: store one event unless its (source, source_event_id) exists
+-- insert_event: store one event unless its (source, source_event_id) exists (the store runs it
+-- once per event of a batch)
 INSERT INTO events (message_id, source, source_event_id, type, body, received_at)
 VALUES (:message_id, :source, :source_event_id, :type, :body, :now)
 ON CONFLICT (source, source_event_id) DO NOTHING
-RETURNING id, message_id
+RETURNING id, message_id, source, source_event_id
 
--- find_event: the stored event for an idempotency key
-SELECT id, message_id FROM events WHERE source = :source AND source_event_id = :source_event_id
+-- find_event: the stored event for an idempotency key (run once per key)
+SELECT id, message_id, source, source_event_id FROM events
+WHERE source = :source AND source_event_id = :source_event_id
 
--- insert_jobs: the delivery jobs of one event, one per destination id in a JSON list, due now
+-- insert_jobs: the delivery jobs of a batch of events, one per [event id, destination id] pair
+-- of :pairs (a JSON array), due now
 INSERT INTO jobs (event_id, destination_id, run_at, created_at, updated_at)
-SELECT :event_id, value, :now, :now, :now FROM json_each(:destination_ids)
-RETURNING id
+SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]'), :now, :now, :now
+FROM json_each(:pairs) WHERE true
+RETURNING id, event_id
 
 -- live_destinations: destinations that receive new events (paused ones too: their jobs wait)
 SELECT * FROM destinations WHERE deleted_at IS NULL ORDER BY id
