@@ -34,20 +34,10 @@ import asyncpg
 
 from shared.delivery_policy import BreakerPolicy
 from shared.errors import (
-    ConfigError,
-    Conflict,
-    HooklineError,
-    StoreBusy,
-    StoreError,
-    StoreUnavailable,
+    ConfigError, Conflict, HooklineError, StoreBusy, StoreError, StoreUnavailable,
 )
 from shared.logs import get_logger
-from shared.models import (
-    AttemptResult,
-    Claim,
-    ClaimRequest,
-    Outcome,
-)
+from shared.models import AttemptResult, Claim, ClaimRequest, Outcome
 from shared.queries import load_migrations, load_queries
 from shared.store_logic import StoreLogic
 from shared.store_ops import AfterCommit, HostNow, Notify, Now, Query, Rows, Tx

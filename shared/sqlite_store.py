@@ -29,16 +29,7 @@ from shared.queries import load_migrations, load_queries
 from shared.storage_checks import enable_wal, refuse_network_filesystem, sqlite_path
 from shared.store_clock import StoreClock, anchor_at_open
 from shared.store_logic import StoreLogic
-from shared.store_ops import (
-    AfterCommit,
-    BeginWrite,
-    HostNow,
-    Notify,
-    Now,
-    Query,
-    Rows,
-    Tx,
-)
+from shared.store_ops import AfterCommit, BeginWrite, HostNow, Notify, Now, Query, Rows, Tx
 from shared.wakeup import WakeListener, WakeNotifier, wake_dir_for
 from shared.write_lock import WriteLock
 

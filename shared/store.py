@@ -16,22 +16,8 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 from shared.delivery_policy import BreakerPolicy
 from shared.errors import ConfigError
 from shared.models import (
-    Accepted,
-    Attempt,
-    AttemptResult,
-    Claim,
-    ClaimRequest,
-    Destination,
-    DestinationSummary,
-    Duplicate,
-    EventBody,
-    Job,
-    JobStory,
-    NewEvent,
-    Outcome,
-    PurgeResult,
-    Source,
-    Stats,
+    Accepted, Attempt, AttemptResult, Claim, ClaimRequest, Destination, DestinationSummary,
+    Duplicate, EventBody, Job, JobStory, NewEvent, Outcome, PurgeResult, Source, Stats,
     ThroughputBucket,
 )
 from shared.storage_checks import sqlite_path
