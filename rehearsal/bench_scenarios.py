@@ -66,7 +66,7 @@ from shared.config import Config
 from shared.delivery_policy import late_slots
 from shared.queries import load_queries
 from shared.signing import new_message_id
-from shared.store import open_store
+from shared.store import SqliteOptions, open_store
 
 SCENARIOS = ("backlog", "outage")
 OUTAGE_KINDS = {"503": "status:503", "hang": "hang"}
@@ -370,7 +370,7 @@ async def time_claims(dbs: dict[str, str], samples: int, synchronous: str,
     Raises:
         RuntimeError: a claim found nothing to take (the database has no due job).
     """
-    stores = {label: open_store(path, synchronous=synchronous) for label, path in dbs.items()}
+    stores = {label: open_store(path, SqliteOptions(synchronous=synchronous)) for label, path in dbs.items()}
     times: dict[str, list[float]] = {label: [] for label in dbs}
     taken: dict[str, int] = dict.fromkeys(dbs, 0)
     max_late = late_slots(config.worker_concurrency, config.late_retry_share)

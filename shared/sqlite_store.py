@@ -241,7 +241,11 @@ class SqliteStore(StoreLogic):
 
     async def stats(self) -> Stats:
         """See :meth:`shared.store.Store.stats`; with the -wal file's size."""
-        return replace(await super().stats(), wal_bytes=_wal_bytes(self.path))
+        return replace(await super().stats(), wal_bytes=self.wal_bytes())
+
+    def wal_bytes(self) -> int:
+        """See :meth:`shared.store.SqliteDiagnostics.wal_bytes`."""
+        return _wal_bytes(self.path)
 
     async def wait_for_jobs(self, timeout_s: float) -> bool:
         """See :meth:`shared.store.Store.wait_for_jobs` (a local datagram wake-up). The first
@@ -258,7 +262,7 @@ class SqliteStore(StoreLogic):
         return await self._listener.wait(timeout_s)
 
     async def maintenance(self) -> dict[str, int]:
-        """See :meth:`shared.store.Store.maintenance`.
+        """See :meth:`shared.store.SqliteDiagnostics.maintenance`.
 
         The checkpoint runs on its own short-lived connection in a worker thread, not on
         the store's thread: a TRUNCATE checkpoint waits (here at most
@@ -280,7 +284,7 @@ class SqliteStore(StoreLogic):
             finally:
                 conn.close()
             return {"busy": int(busy), "log_frames": int(log_frames),
-                    "checkpointed_frames": int(done), "wal_bytes": _wal_bytes(self.path) or 0}
+                    "checkpointed_frames": int(done), "wal_bytes": _wal_bytes(self.path)}
 
         return await asyncio.to_thread(checkpoint)
 
@@ -373,7 +377,7 @@ def _execute(db: sqlite3.Connection, op: Query, now: float) -> Any:
     return cursor.fetchall()
 
 
-def _wal_bytes(path: str) -> int | None:
+def _wal_bytes(path: str) -> int:
     """Size of the database's -wal file in bytes; 0 when it does not exist."""
     try:
         return os.path.getsize(path + "-wal")

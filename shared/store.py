@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from shared.delivery_policy import BreakerPolicy
@@ -155,19 +156,16 @@ class Store(Protocol):
     async def stats(self) -> Stats:
         """Counts by status, events, attempts, and the oldest due pending job's age; plus
         counts per destination and status, paused destinations, attempts by outcome and the
-        accept -> delivered latency histogram (for `hookline stats` and /metrics)."""
+        accept -> delivered latency histogram (for `hookline stats` and /metrics).
+        `wal_bytes` is filled by a store with :class:`SqliteDiagnostics` only (else None)."""
 
     async def maintenance(self) -> dict[str, int]:
         """Housekeeping that ingest runs periodically; cheap, never blocks writers for long.
 
-        SQLite: `PRAGMA wal_checkpoint(TRUNCATE)` on a short-lived connection with a short
-        busy timeout, so the `-wal` file shrinks back to zero once no reader holds an old
-        snapshot (while one does, the checkpoint copies what it can and reports busy).
-        PostgreSQL: a no-op returning {}.
-
         Returns:
-            SQLite: `{"busy": 0|1, "log_frames": n, "checkpointed_frames": n,
-            "wal_bytes": size of the -wal file after the checkpoint, bytes}`.
+            What the round did, for the log: backend-specific figures (a `busy` of 1 means
+            it could not finish), {} when the backend has nothing to do (PostgreSQL: that is
+            autovacuum's job). SQLite's are in :meth:`SqliteDiagnostics.maintenance`.
 
         Raises:
             StoreError: the database cannot be opened.
@@ -326,6 +324,19 @@ class SqliteDiagnostics(Protocol):
         write transaction since open: {"wait": {...}, "hold": {...}}, each with `count`,
         `p50_ms`, `p99_ms`, `max_ms`, `total_ms` (milliseconds); None before open."""
 
+    def wal_bytes(self) -> int:
+        """Size of the database's `-wal` file now, bytes (0 when there is none)."""
+
+    async def maintenance(self) -> dict[str, int]:
+        """`PRAGMA wal_checkpoint(TRUNCATE)` on a short-lived connection with a short busy
+        timeout, so the `-wal` file shrinks back to zero once no reader holds an old snapshot
+        (while one does, the checkpoint copies what it can and reports busy).
+
+        Returns:
+            `{"busy": 0|1, "log_frames": n, "checkpointed_frames": n, "wal_bytes": size of
+            the -wal file after the checkpoint, bytes}`.
+        """
+
 
 def write_lock_stats(store: Store) -> dict[str, dict[str, float | int]] | None:
     """The store's write-lock figures (:class:`SqliteDiagnostics`), None when it has none."""
@@ -462,17 +473,29 @@ def check_throughput_args(window_s: float, bucket_s: int) -> None:
         raise ConfigError(f"window_s must be zero or more seconds, not {window_s!r}")
 
 
-def open_store(url: str, *, synchronous: str = "FULL", busy_timeout_s: float = 5.0,
-               allow_network_filesystem: bool = False) -> Store:
+@dataclass(frozen=True, slots=True)
+class SqliteOptions:
+    """Settings only a SQLite store reads (a PostgreSQL URL ignores them).
+
+    Attributes:
+        synchronous: `FULL` or `NORMAL` (see Config.synchronous).
+        busy_timeout_s: how long a statement waits for the write lock, seconds.
+        allow_network_filesystem: accept a folder on a network or FUSE filesystem.
+    """
+
+    synchronous: str = "FULL"
+    busy_timeout_s: float = 5.0
+    allow_network_filesystem: bool = False
+
+
+def open_store(url: str, sqlite: SqliteOptions | None = None) -> Store:
     """Build (not yet open) the store for a database URL.
 
     Args:
         url: a SQLite file path, or `sqlite:///PATH` (relative) / `sqlite:////PATH` (absolute),
             as SQLAlchemy spells them.
             `postgresql://` / `postgres://` URLs select the PostgreSQL store (many hosts).
-        synchronous: SQLite `FULL` or `NORMAL` (see Config.synchronous).
-        busy_timeout_s: how long a statement waits for the SQLite write lock, seconds.
-        allow_network_filesystem: accept a SQLite folder on a network or FUSE filesystem.
+        sqlite: the SQLite store's settings (defaults when None).
 
     Raises:
         ConfigError: the URL names an unsupported backend; StorageRefused (a ConfigError)
@@ -486,13 +509,15 @@ def open_store(url: str, *, synchronous: str = "FULL", busy_timeout_s: float = 5
         return PostgresStore(url)
     from shared.sqlite_store import SqliteStore  # noqa: PLC0415  (backends load on demand)
 
-    return SqliteStore(path, synchronous=synchronous, busy_timeout_s=busy_timeout_s,
-                       allow_network_filesystem=allow_network_filesystem)
+    options = sqlite or SqliteOptions()
+    return SqliteStore(path, synchronous=options.synchronous,
+                       busy_timeout_s=options.busy_timeout_s,
+                       allow_network_filesystem=options.allow_network_filesystem)
 
 
 def store_for(config: Config) -> Store:
     """Build (not yet open) the store `config` names, with every storage setting applied.
     Raises ConfigError as :func:`open_store`."""
-    return open_store(config.db, synchronous=config.synchronous,
-                      busy_timeout_s=config.busy_timeout_s,
-                      allow_network_filesystem=config.allow_network_filesystem)
+    return open_store(config.db, SqliteOptions(
+        synchronous=config.synchronous, busy_timeout_s=config.busy_timeout_s,
+        allow_network_filesystem=config.allow_network_filesystem))
