@@ -40,7 +40,9 @@ from shared.logs import get_logger
 from shared.models import AttemptResult, Claim, ClaimRequest, Outcome
 from shared.queries import load_migrations, load_queries
 from shared.store_logic import StoreLogic
-from shared.store_ops import AfterCommit, HostNow, Notify, Now, Query, Rows, Tx
+from shared.store_ops import (
+    AfterCommit, Finished, HostNow, Notify, Now, Query, Rows, Tx, advance,
+)
 
 T = TypeVar("T")
 log = get_logger()
@@ -248,30 +250,24 @@ class PostgresStore(StoreLogic):
         matter here: every transaction may write, and row locks are taken per statement)."""
         after: list[AfterCommit] = []
         async with self._tx() as conn:
-            answer: Any = None
-            while True:
-                try:
-                    op = tx.send(answer)
-                except StopIteration as stop:
-                    result: T = stop.value
-                    break
-                if isinstance(op, Query):
-                    answer = await conn.run(op)
-                elif isinstance(op, Now):
+            step = advance(tx, None)
+            while not isinstance(step, Finished):
+                answer: Any = None
+                if isinstance(step, Query):
+                    answer = await conn.run(step)
+                elif isinstance(step, Now):
                     answer = await conn.now()
-                elif isinstance(op, HostNow):
+                elif isinstance(step, HostNow):
                     answer = self._host_now()
-                elif isinstance(op, Notify):
+                elif isinstance(step, Notify):
                     await conn.notify()
-                    answer = None
-                elif isinstance(op, AfterCommit):
-                    after.append(op)
-                    answer = None
-                else:  # BeginWrite: the transaction is already open
-                    answer = None
-        for step in after:
-            step.fn()
-        return result
+                elif isinstance(step, AfterCommit):
+                    after.append(step)
+                # BeginWrite: nothing to do, the transaction is open
+                step = advance(tx, answer)
+        for done in after:
+            done.fn()
+        return step.value
 
     async def finish_and_claim(self, items: Sequence[tuple[Claim, Outcome, AttemptResult]],
                                breaker: BreakerPolicy | None,

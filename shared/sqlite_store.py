@@ -10,6 +10,7 @@ mid-way, and they hold the lock only for their statements, never across network 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import sqlite3
@@ -29,7 +30,9 @@ from shared.queries import load_migrations, load_queries
 from shared.storage_checks import enable_wal, refuse_network_filesystem, sqlite_path
 from shared.store_clock import StoreClock, anchor_at_open
 from shared.store_logic import StoreLogic
-from shared.store_ops import AfterCommit, BeginWrite, HostNow, Notify, Now, Query, Rows, Tx
+from shared.store_ops import (
+    AfterCommit, BeginWrite, Finished, HostNow, Notify, Now, Query, Rows, Tx, advance,
+)
 from shared.wakeup import WakeListener, WakeNotifier, wake_dir_for
 from shared.write_lock import WriteLock
 
@@ -198,39 +201,27 @@ class SqliteStore(StoreLogic):
         notify = False
 
         def drive(db: sqlite3.Connection) -> T:
-            nonlocal notify
-            writing = _write(db) if write else None
-            if writing is not None:
-                writing.__enter__()
-            try:
-                answer: Any = None
-                while True:
-                    try:
-                        op = tx.send(answer)
-                    except StopIteration as stop:
-                        result: T = stop.value
-                        break
-                    if isinstance(op, Query):
-                        answer = _execute(db, op, now)
-                    elif isinstance(op, (Now, HostNow)):
+            nonlocal notify, write
+            with contextlib.ExitStack() as writing:  # COMMIT, or ROLLBACK on an error
+                if write:
+                    writing.enter_context(_write(db))
+                step = advance(tx, None)
+                while not isinstance(step, Finished):
+                    answer: Any = None
+                    if isinstance(step, Query):
+                        answer = _execute(db, step, now)
+                    elif isinstance(step, (Now, HostNow)):
                         answer = now
-                    elif isinstance(op, BeginWrite):
-                        if writing is None:
-                            writing = _write(db)
-                            writing.__enter__()
-                        answer = None
-                    elif isinstance(op, Notify):
-                        notify, answer = True, None
+                    elif isinstance(step, BeginWrite):
+                        if not write:
+                            write = True
+                            writing.enter_context(_write(db))
+                    elif isinstance(step, Notify):
+                        notify = True
                     else:
-                        after.append(op)
-                        answer = None
-            except BaseException as exc:
-                if writing is not None:
-                    writing.__exit__(type(exc))
-                raise
-            if writing is not None:
-                writing.__exit__(None)
-            return result
+                        after.append(step)
+                    step = advance(tx, answer)
+                return step.value
 
         result = await self._run(drive)
         for step in after:

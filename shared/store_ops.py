@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Any, Generic, TypeVar
 
 T = TypeVar("T")
 
@@ -73,6 +73,22 @@ class AfterCommit:
 Op = Query | Now | HostNow | BeginWrite | Notify | AfterCommit
 Tx = Generator[Op, Any, T]
 """A store transaction: yields operations, returns its result."""
+
+
+@dataclass(frozen=True, slots=True)
+class Finished(Generic[T]):
+    """A transaction's result (see :func:`advance`)."""
+
+    value: T
+
+
+def advance(tx: Tx[T], answer: Any) -> Op | Finished[T]:
+    """Send `answer` (the previous operation's result; None at first) into `tx`: its next
+    operation, or Finished once it has returned. What it raises propagates."""
+    try:
+        return tx.send(answer)
+    except StopIteration as stop:
+        return Finished(stop.value)
 
 NOW = Now()
 HOST_NOW = HostNow()

@@ -31,9 +31,6 @@ FROM unnest(:event_ids::bigint[], :destination_ids::bigint[]) WITH ORDINALITY
 ORDER BY u.ord
 RETURNING id, event_id
 
--- live_destinations: destinations that receive new events (paused ones too: their jobs wait)
-SELECT * FROM destinations WHERE deleted_at IS NULL ORDER BY id
-
 -- lock_claimable_destinations: lock (in id order, so claimers never deadlock) every active
 -- destination that has claimable jobs; the claimer holds these row locks until it commits, so
 -- the in-flight count it reads next (destination_slots) cannot be passed by two hosts at once. FOR NO KEY
@@ -79,11 +76,6 @@ SELECT id, due_at, attempts FROM due_pending
 UNION ALL
 SELECT id, due_at, attempts FROM lease_expired
 ORDER BY due_at LIMIT :limit
-
--- ordered_head: an ordered destination's oldest unfinished job (FIFO: only it may be sent)
-SELECT id, status, run_at, lease_until, attempts FROM jobs
-WHERE destination_id = :destination_id AND status IN ('pending', 'running')
-ORDER BY id LIMIT 1
 
 -- due_work_exists: whether any job is claimable now (pending and due, or its lease expired)
 -- on a destination that takes deliveries; asked when a waiter starts listening, since work
@@ -133,9 +125,6 @@ WHERE id = ANY(:job_ids::bigint[]) AND (
     (status = 'pending' AND run_at <= hookline_now(:test_now_s))
     OR (status = 'running' AND lease_until <= hookline_now(:test_now_s)))
 RETURNING id, event_id, destination_id, attempts, lease_token, lease_until
-
--- advance_next_send: rate limit bookkeeping inside the claim transaction (GCRA arrival time)
-UPDATE destinations SET next_send_at = :next_send_at WHERE id = :destination_id
 
 -- mark_attempt_lost: the previous claims of just-claimed jobs that never finished are closed
 -- (error, and the time they ran until this takeover); returns those jobs, and the jobs whose
@@ -225,18 +214,11 @@ UPDATE jobs SET status = 'pending', attempts = attempts - 1, lease_token = NULL,
     updated_at = hookline_now(:test_now_s)
 WHERE id = :job_id AND lease_token = :lease_token AND status = 'running'
 
--- mark_attempt_handed_back: the attempt row of a handed-back claim
-UPDATE attempts SET error = 'handed back (graceful stop)' WHERE lease_token = :lease_token
-    AND duration_s IS NULL
-
 -- insert_destination: register a destination
 INSERT INTO destinations (name, url, secret, event_types, max_in_flight, headers, created_at)
 VALUES (:name, :url, :secret, :event_types, :max_in_flight, :headers,
     hookline_now(:test_now_s))
 RETURNING *
-
--- get_destination: one live destination by name
-SELECT * FROM destinations WHERE name = :name AND deleted_at IS NULL
 
 -- set_paused: pause or resume a destination; resuming resets the failure run (breaker)
 UPDATE destinations SET paused = :paused, paused_reason = :reason,
@@ -255,15 +237,6 @@ WHERE (:status::text IS NULL OR j.status = :status) ORDER BY j.id DESC LIMIT :li
 SELECT job_id, attempt, worker, lease_token, started_at, duration_s, status_code, error,
     response_excerpt, response_headers, location
 FROM attempts WHERE (:job_id::bigint IS NULL OR job_id = :job_id) ORDER BY id LIMIT :limit
-
--- jobs_by_status: job counts per status
-SELECT status, count(*) AS n FROM jobs GROUP BY status
-
--- count_events: number of stored events
-SELECT count(*) AS n FROM events
-
--- count_attempts: number of recorded attempts
-SELECT count(*) AS n FROM attempts
 
 -- oldest_pending: run_at of the longest-waiting due pending job, and the database's now
 SELECT min(run_at) AS oldest, hookline_now(:test_now_s) AS now
@@ -297,11 +270,6 @@ WHERE j.status = 'dead' AND d.deleted_at IS NULL AND e.body_purged_at IS NULL
     AND (:since::double precision IS NULL OR j.finished_at >= :since)
 ORDER BY j.id
 
--- replay_job_state: why one job can or cannot be replayed
-SELECT j.id, j.status, d.deleted_at, e.body_purged_at
-FROM jobs j JOIN events e ON e.id = j.event_id JOIN destinations d ON d.id = j.destination_id
-WHERE j.id = :job_id
-
 -- replay_job: dead -> pending, fresh attempt budget, due now (batch of ids; history stays)
 UPDATE jobs SET status = 'pending', attempts = 0, run_at = hookline_now(:test_now_s),
     last_error = NULL, finished_at = NULL, replays = replays + 1,
@@ -313,30 +281,6 @@ UPDATE events SET body = '\x'::bytea, body_purged_at = hookline_now(:test_now_s)
 WHERE body_purged_at IS NULL AND received_at < :before
     AND NOT EXISTS (SELECT 1 FROM jobs j WHERE j.event_id = events.id
                     AND (j.status IN ('pending', 'running') OR j.finished_at >= :before))
-
--- purge_attempts: attempt rows of terminal jobs that ended before the cutoff
-DELETE FROM attempts WHERE job_id IN (
-    SELECT id FROM jobs WHERE status IN ('done', 'dead') AND finished_at < :before)
-
--- purge_jobs: terminal jobs that ended before the cutoff
-DELETE FROM jobs WHERE status IN ('done', 'dead') AND finished_at < :before
-
--- purge_events: events (dedupe keys) older than the cutoff that have no job left
-DELETE FROM events WHERE received_at < :before
-    AND NOT EXISTS (SELECT 1 FROM jobs j WHERE j.event_id = events.id)
-
--- get_job: one job with its event and destination
-SELECT j.id, j.event_id, e.message_id, e.type AS event_type, d.name AS destination, j.status,
-    j.attempts, j.run_at, j.lease_owner, j.lease_until, j.last_error, j.created_at,
-    j.updated_at, j.finished_at, j.replays, e.source, e.source_event_id, e.received_at,
-    length(e.body) AS body_bytes, e.body_purged_at
-FROM jobs j JOIN events e ON e.id = j.event_id JOIN destinations d ON d.id = j.destination_id
-WHERE j.id = :job_id
-
--- jobs_by_destination_status: job counts per destination and status (removed ones included)
-SELECT d.name AS destination, j.status, count(*) AS n
-FROM jobs j JOIN destinations d ON d.id = j.destination_id
-GROUP BY d.name, j.status
 
 -- paused_destinations: live destinations that are paused, with the reason
 SELECT name, paused_reason FROM destinations WHERE paused AND deleted_at IS NULL ORDER BY id
@@ -396,12 +340,6 @@ RETURNING *
 INSERT INTO sources (name, scheme, secret, created_at)
 VALUES (:name, :scheme, :secret, hookline_now(:test_now_s))
 RETURNING *
-
--- get_source: one live source by name
-SELECT * FROM sources WHERE name = :name AND deleted_at IS NULL
-
--- live_sources: live sources in creation order
-SELECT * FROM sources WHERE deleted_at IS NULL ORDER BY id
 
 -- remove_source: soft delete; the name is freed (renamed name~removed-ID) for reuse
 UPDATE sources SET deleted_at = hookline_now(:test_now_s), name = name || '~removed-' || id

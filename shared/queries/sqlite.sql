@@ -19,9 +19,6 @@ SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]'), :now, :now, :no
 FROM json_each(:pairs) WHERE true
 RETURNING id, event_id
 
--- live_destinations: destinations that receive new events (paused ones too: their jobs wait)
-SELECT * FROM destinations WHERE deleted_at IS NULL ORDER BY id
-
 -- destination_slots: free in-flight slots per active destination (expired leases do not count);
 -- every one (the single writer needs no lock_claimable_destinations step)
 SELECT d.id, d.ordered, d.rate_limit_per_s, d.next_send_at, d.max_in_flight - (
@@ -177,17 +174,10 @@ UPDATE jobs SET status = 'pending', attempts = attempts - 1, lease_token = NULL,
     lease_owner = NULL, lease_until = NULL, run_at = :now, updated_at = :now
 WHERE id = :job_id AND lease_token = :lease_token AND status = 'running'
 
--- mark_attempt_handed_back: the attempt row of a handed-back claim
-UPDATE attempts SET error = 'handed back (graceful stop)' WHERE lease_token = :lease_token
-    AND duration_s IS NULL
-
 -- insert_destination: register a destination
 INSERT INTO destinations (name, url, secret, event_types, max_in_flight, headers, created_at)
 VALUES (:name, :url, :secret, :event_types, :max_in_flight, :headers, :now)
 RETURNING *
-
--- get_destination: one live destination by name
-SELECT * FROM destinations WHERE name = :name AND deleted_at IS NULL
 
 -- set_paused: pause or resume a destination; resuming resets the failure run (breaker)
 UPDATE destinations SET paused = :paused, paused_reason = :reason,
@@ -206,15 +196,6 @@ WHERE (:status IS NULL OR j.status = :status) ORDER BY j.id DESC LIMIT :limit
 SELECT job_id, attempt, worker, lease_token, started_at, duration_s, status_code, error,
     response_excerpt, response_headers, location
 FROM attempts WHERE (:job_id IS NULL OR job_id = :job_id) ORDER BY id LIMIT :limit
-
--- jobs_by_status: job counts per status
-SELECT status, COUNT(*) AS n FROM jobs GROUP BY status
-
--- count_events: number of stored events
-SELECT COUNT(*) AS n FROM events
-
--- count_attempts: number of recorded attempts
-SELECT COUNT(*) AS n FROM attempts
 
 -- oldest_pending: run_at of the longest-waiting due pending job
 SELECT MIN(run_at) AS oldest FROM jobs WHERE status = 'pending' AND run_at <= :now
@@ -246,11 +227,6 @@ WHERE j.status = 'dead' AND d.deleted_at IS NULL AND e.body_purged_at IS NULL
     AND (:since IS NULL OR j.finished_at >= :since)
 ORDER BY j.id
 
--- replay_job_state: why one job can or cannot be replayed
-SELECT j.id, j.status, d.deleted_at, e.body_purged_at
-FROM jobs j JOIN events e ON e.id = j.event_id JOIN destinations d ON d.id = j.destination_id
-WHERE j.id = :job_id
-
 -- replay_job: dead -> pending, fresh attempt budget, due now (:job_ids, a JSON array; history
 -- stays in attempts)
 UPDATE jobs SET status = 'pending', attempts = 0, run_at = :now, last_error = NULL,
@@ -262,30 +238,6 @@ UPDATE events SET body = X'', body_purged_at = :now
 WHERE body_purged_at IS NULL AND received_at < :before
     AND NOT EXISTS (SELECT 1 FROM jobs j WHERE j.event_id = events.id
                     AND (j.status IN ('pending', 'running') OR j.finished_at >= :before))
-
--- purge_attempts: attempt rows of terminal jobs that ended before the cutoff
-DELETE FROM attempts WHERE job_id IN (
-    SELECT id FROM jobs WHERE status IN ('done', 'dead') AND finished_at < :before)
-
--- purge_jobs: terminal jobs that ended before the cutoff
-DELETE FROM jobs WHERE status IN ('done', 'dead') AND finished_at < :before
-
--- purge_events: events (dedupe keys) older than the cutoff that have no job left
-DELETE FROM events WHERE received_at < :before
-    AND NOT EXISTS (SELECT 1 FROM jobs j WHERE j.event_id = events.id)
-
--- get_job: one job with its event and destination
-SELECT j.id, j.event_id, e.message_id, e.type AS event_type, d.name AS destination, j.status,
-    j.attempts, j.run_at, j.lease_owner, j.lease_until, j.last_error, j.created_at,
-    j.updated_at, j.finished_at, j.replays, e.source, e.source_event_id, e.received_at,
-    length(e.body) AS body_bytes, e.body_purged_at
-FROM jobs j JOIN events e ON e.id = j.event_id JOIN destinations d ON d.id = j.destination_id
-WHERE j.id = :job_id
-
--- jobs_by_destination_status: job counts per destination and status (removed ones included)
-SELECT d.name AS destination, j.status, COUNT(*) AS n
-FROM jobs j JOIN destinations d ON d.id = j.destination_id
-GROUP BY d.name, j.status
 
 -- paused_destinations: live destinations that are paused, with the reason
 SELECT name, paused_reason FROM destinations WHERE paused = 1 AND deleted_at IS NULL ORDER BY id
@@ -321,14 +273,6 @@ SELECT COUNT(*) AS n, COALESCE(SUM(lat), 0) AS total,
 FROM (SELECT j.finished_at - e.received_at AS lat
       FROM jobs j JOIN events e ON e.id = j.event_id WHERE j.status = 'done') AS done_jobs
 
--- ordered_head: an ordered destination's oldest unfinished job (FIFO: only it may be sent)
-SELECT id, status, run_at, lease_until, attempts FROM jobs
-WHERE destination_id = :destination_id AND status IN ('pending', 'running')
-ORDER BY id LIMIT 1
-
--- advance_next_send: rate limit bookkeeping inside the claim transaction (GCRA arrival time)
-UPDATE destinations SET next_send_at = :next_send_at WHERE id = :destination_id
-
 -- destination_failed: extend a destination's failure run by one attempt
 UPDATE destinations SET failure_streak = failure_streak + 1,
     failing_since = COALESCE(failing_since, :now)
@@ -353,12 +297,6 @@ RETURNING *
 INSERT INTO sources (name, scheme, secret, created_at)
 VALUES (:name, :scheme, :secret, :now)
 RETURNING *
-
--- get_source: one live source by name
-SELECT * FROM sources WHERE name = :name AND deleted_at IS NULL
-
--- live_sources: live sources in creation order
-SELECT * FROM sources WHERE deleted_at IS NULL ORDER BY id
 
 -- remove_source: soft delete; the name is freed (renamed name~removed-ID) for reuse
 UPDATE sources SET deleted_at = :now, name = name || '~removed-' || id

@@ -14,6 +14,8 @@ import pytest
 from shared.delivery_policy import BreakerPolicy
 from shared.errors import ConfigError, Conflict, NotFound
 from shared.models import Accepted, AttemptResult, ClaimRequest, Dead, Done, Duplicate, Retry
+from shared.postgres_store import PostgresStore
+from shared.sqlite_store import SqliteStore
 from shared.store import SqliteDiagnostics, Store
 from tests.conftest import new_event
 
@@ -118,9 +120,6 @@ async def test_every_store_operation_runs_on_both_backends(store, clock):
 
 def test_only_sqlite_reports_write_lock_figures(tmp_path):
     """Write-lock figures are SQLite's diagnostics, not part of the contract."""
-    from shared.postgres_store import PostgresStore  # noqa: PLC0415
-    from shared.sqlite_store import SqliteStore  # noqa: PLC0415
-
     assert {"write_lock_stats", "wal_bytes"} & contract_methods() == set()
     assert isinstance(SqliteStore(str(tmp_path / "x.db")), SqliteDiagnostics)
     assert not isinstance(PostgresStore("postgresql://u@127.0.0.1:1/db"), SqliteDiagnostics)
