@@ -26,18 +26,15 @@ import contextlib
 import logging
 import re
 import time
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Callable
 from functools import cache
 from typing import Any, TypeVar
 
 import asyncpg
 
-from shared.delivery_policy import BreakerPolicy
 from shared.errors import (
     ConfigError, Conflict, HooklineError, StoreBusy, StoreError, StoreUnavailable,
 )
-from shared.logs import get_logger
-from shared.models import AttemptResult, Claim, ClaimRequest, Outcome
 from shared.queries import load_migrations, load_queries
 from shared.store_logic import StoreLogic
 from shared.store_ops import (
@@ -45,7 +42,6 @@ from shared.store_ops import (
 )
 
 T = TypeVar("T")
-log = get_logger()
 # asyncpg's pool logs a warning with a traceback each time it fails to reconnect its idle
 # connections (every 1 s doubling to 60 s while the server is away); each hookline process
 # already logs one store_unavailable / store_recovered pair per outage (shared/faults.py).
@@ -147,6 +143,7 @@ class PostgresStore(StoreLogic):
     """
 
     LOCKS_DESTINATIONS = True
+    FINISH_AND_CLAIM_TOGETHER = False
 
     def __init__(self, dsn: str, *, pool_size: int = 4, connect_timeout_s: float = 10.0,
                  clock: Callable[[], float] | None = None) -> None:
@@ -268,19 +265,6 @@ class PostgresStore(StoreLogic):
         for done in after:
             done.fn()
         return step.value
-
-    async def finish_and_claim(self, items: Sequence[tuple[Claim, Outcome, AttemptResult]],
-                               breaker: BreakerPolicy | None,
-                               request: ClaimRequest) -> tuple[list[bool], list[Claim]]:
-        """See :meth:`shared.store.Store.finish_and_claim`: two transactions here (writers
-        do not queue on one lock), the finish first."""
-        kept = await self.finish(items, breaker) if items else []
-        claims = await self.claim(request.worker, request.limit, request.lease_s,
-                                  request.max_attempts, late_after=request.late_after,
-                                  max_late=request.max_late,
-                                  per_destination=request.per_destination,
-                                  held=request.held)
-        return kept, claims
 
     async def wait_for_jobs(self, timeout_s: float) -> bool:
         """See :meth:`shared.store.Store.wait_for_jobs`: LISTEN on a dedicated connection;

@@ -82,10 +82,13 @@ class StoreLogic:
 
     `LOCKS_DESTINATIONS`: the claim locks the destinations it serves before counting their
     free slots (PostgreSQL, whose claimers run concurrently); SQLite's single writer needs no
-    lock and reads the slots in one query.
+    lock and reads the slots in one query. `FINISH_AND_CLAIM_TOGETHER`: finish_and_claim is
+    one transaction (SQLite: one turn of the write lock and one fsync instead of two), or
+    two, the finish first (PostgreSQL, whose writers do not queue on one lock).
     """
 
     LOCKS_DESTINATIONS = False
+    FINISH_AND_CLAIM_TOGETHER = True
 
     async def _transact(self, tx: Tx[T], *, write: bool) -> T:
         """Drive `tx` as one transaction (`write`: it writes from the start)."""
@@ -196,8 +199,14 @@ class StoreLogic:
 
     async def finish_and_claim(self, items: Items, breaker: BreakerPolicy | None,
                                request: ClaimRequest) -> tuple[list[bool], list[Claim]]:
-        """See :meth:`shared.store.Store.finish_and_claim`: here ONE transaction, so one turn
-        of the write lock and one commit (fsync) instead of two."""
+        """See :meth:`shared.store.Store.finish_and_claim` (one transaction or two: see the
+        class docstring)."""
+        if not self.FINISH_AND_CLAIM_TOGETHER:
+            kept = await self.finish(items, breaker) if items else []
+            return kept, await self.claim(
+                request.worker, request.limit, request.lease_s, request.max_attempts,
+                late_after=request.late_after, max_late=request.max_late,
+                per_destination=request.per_destination, held=request.held)
         return await self._transact(self._finish_and_claim_tx(items, breaker, request),
                                     write=False)
 
