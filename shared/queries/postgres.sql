@@ -238,8 +238,8 @@ SELECT job_id, attempt, worker, lease_token, started_at, duration_s, status_code
     response_excerpt, response_headers, location
 FROM attempts WHERE (:job_id::bigint IS NULL OR job_id = :job_id) ORDER BY id LIMIT :limit
 
--- oldest_pending: run_at of the longest-waiting due pending job, and the database's now
-SELECT min(run_at) AS oldest, hookline_now(:test_now_s) AS now
+-- oldest_pending: run_at of the longest-waiting due pending job
+SELECT min(run_at) AS oldest
 FROM jobs WHERE status = 'pending' AND run_at <= hookline_now(:test_now_s)
 
 -- remove_destination: soft delete; the name is freed (renamed name~removed-ID) for reuse

@@ -7,20 +7,27 @@ checks that no method of the Protocol was left out, so a new operation must be a
 from __future__ import annotations
 
 import inspect
+import re
+import sqlite3
 from typing import Any
 
+import asyncpg
 import pytest
 
 from shared.delivery_policy import BreakerPolicy
 from shared.errors import ConfigError, Conflict, NotFound
 from shared.models import Accepted, AttemptResult, ClaimRequest, Dead, Done, Duplicate, Retry
-from shared.postgres_store import PostgresStore
+from shared.postgres_store import PostgresStore, _query
+from shared.queries import load_queries
 from shared.sqlite_store import SqliteStore
 from shared.store import SqliteDiagnostics, Store
 from tests.conftest import new_event
 
 SECRET = "whsec_" + "A" * 32
 OTHER_SECRET = "whsec_" + "B" * 32
+SAMPLE_VALUES = {"scheme": "token", **dict.fromkeys(
+    ("pairs", "claims", "attempts", "job_ids", "lease_tokens", "destination_ids"), "[]")}
+"""Parameter values the SQLite queries accept on an empty database (the rest get 1)."""
 
 
 class Recorder:
@@ -123,3 +130,31 @@ def test_only_sqlite_reports_write_lock_figures(tmp_path):
     assert {"write_lock_stats", "wal_bytes"} & contract_methods() == set()
     assert isinstance(SqliteStore(str(tmp_path / "x.db")), SqliteDiagnostics)
     assert not isinstance(PostgresStore("postgresql://u@127.0.0.1:1/db"), SqliteDiagnostics)
+
+
+async def test_same_named_queries_return_the_same_columns(pg_url, tmp_path):
+    """Each named query answers with the same column names, in the same order, on SQLite
+    (run on an empty database, rolled back) and PostgreSQL (prepared, not run)."""
+    path = str(tmp_path / "columns.db")
+    async with SqliteStore(path):
+        pass  # creates the schema
+    sqlite_columns: dict[str, list[str]] = {}
+    db = sqlite3.connect(path, isolation_level=None)
+    try:
+        for name, sql in load_queries("sqlite").items():
+            db.execute("BEGIN")
+            cursor = db.execute(sql, {p: SAMPLE_VALUES.get(p, 1)
+                                      for p in re.findall(r":(\w+)", sql)})
+            sqlite_columns[name] = [d[0] for d in cursor.description or ()]
+            db.execute("ROLLBACK")
+    finally:
+        db.close()
+    async with PostgresStore(pg_url):
+        pass
+    conn = await asyncpg.connect(pg_url)
+    try:
+        for name, columns in sqlite_columns.items():
+            statement = await conn.prepare(_query(name)[0])
+            assert [a.name for a in statement.get_attributes()] == columns, name
+    finally:
+        await conn.close()
