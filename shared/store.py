@@ -171,7 +171,7 @@ class Store(Protocol):
             StoreError: the database cannot be opened.
         """
 
-    # -- operator controls (issue 4) --------------------------------------------------------
+    # -- operator controls --------------------------------------------------------
 
     async def update_destination(self, name: str, **changes: Any) -> Destination:
         """Change settings of a live destination; returns it as stored afterwards.
@@ -232,7 +232,7 @@ class Store(Protocol):
     async def get_job(self, job_id: int) -> JobStory:
         """One job with its event facts and attempts. Raises NotFound."""
 
-    # -- health (issue 5) -------------------------------------------------------------------
+    # -- health -------------------------------------------------------------------
 
     async def check_writable(self) -> None:
         """Prove the database takes writes now, cheaply and without changing anything.
@@ -245,7 +245,7 @@ class Store(Protocol):
             StoreError: the database cannot be written (read-only, gone, ...).
         """
 
-    # -- dashboard views (issue 11) ---------------------------------------------------------
+    # -- dashboard views ---------------------------------------------------------
 
     async def destination_summaries(self, *, latency_window_s: float = 900.0,
                                     latency_scan_limit: int = 20_000
@@ -291,7 +291,7 @@ class Store(Protocol):
             NotFound: no job has that id (or its metadata was purged).
         """
 
-    # -- inbound sources (issue 3) ----------------------------------------------------------
+    # -- inbound sources ----------------------------------------------------------
 
     async def add_source(self, *, name: str, scheme: str, secret: str) -> Source:
         """Register an inbound source (`POST /v1/sources/{name}`).

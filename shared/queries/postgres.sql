@@ -336,7 +336,7 @@ UPDATE destinations SET previous_secret = secret,
 WHERE name = :name AND deleted_at IS NULL
 RETURNING *
 
--- insert_source: register an inbound source (issue 3)
+-- insert_source: register an inbound source
 INSERT INTO sources (name, scheme, secret, created_at)
 VALUES (:name, :scheme, :secret, hookline_now(:test_now_s))
 RETURNING *
@@ -346,7 +346,7 @@ UPDATE sources SET deleted_at = hookline_now(:test_now_s), name = name || '~remo
 WHERE name = :name AND deleted_at IS NULL
 RETURNING id
 
--- destination_summaries: per live destination, its state and jobs in flight, pending and dead (issue 11)
+-- destination_summaries: per live destination, its state and jobs in flight, pending and dead
 SELECT d.id, d.name, d.paused, d.paused_reason, d.failure_streak, d.failing_since,
     d.max_in_flight,
     (SELECT count(*) FROM jobs j WHERE j.destination_id = d.id AND j.status = 'running'

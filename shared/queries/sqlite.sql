@@ -293,7 +293,7 @@ UPDATE destinations SET previous_secret = secret, previous_secret_until = :now +
 WHERE name = :name AND deleted_at IS NULL
 RETURNING *
 
--- insert_source: register an inbound source (issue 3)
+-- insert_source: register an inbound source
 INSERT INTO sources (name, scheme, secret, created_at)
 VALUES (:name, :scheme, :secret, :now)
 RETURNING *
@@ -303,7 +303,7 @@ UPDATE sources SET deleted_at = :now, name = name || '~removed-' || id
 WHERE name = :name AND deleted_at IS NULL
 RETURNING id
 
--- destination_summaries: per live destination, its state and jobs in flight, pending and dead (issue 11)
+-- destination_summaries: per live destination, its state and jobs in flight, pending and dead
 SELECT d.id, d.name, d.paused, d.paused_reason, d.failure_streak, d.failing_since,
     d.max_in_flight,
     (SELECT COUNT(*) FROM jobs j WHERE j.destination_id = d.id AND j.status = 'running'
