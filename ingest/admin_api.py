@@ -180,15 +180,10 @@ async def add_destination(request: web.Request) -> web.Response:
         headers=body.get("headers", {}))
     await vet_destination(new.url, app_config(request.app).address_policy)
     store = request_store(request)
-    try:
-        dest = await store.add_destination(name=new.name, url=new.url, secret=new.secret,
-                                           event_types=new.event_types,
-                                           max_in_flight=new.max_in_flight,
-                                           headers=new.headers)
-    except InvalidSetting:
-        raise
-    except ConfigError as exc:
-        raise Conflict(str(exc)) from exc  # the name is taken
+    dest = await store.add_destination(name=new.name, url=new.url, secret=new.secret,
+                                       event_types=new.event_types,
+                                       max_in_flight=new.max_in_flight,
+                                       headers=new.headers)  # Conflict: name taken
     get_logger().info("destination_added", destination=new.name, by="admin_api")
     out = dest.redacted()
     if given_secret is None:

@@ -21,6 +21,7 @@ from shared.config import Config, listen_host_port
 from shared.errors import ConfigError
 from shared.lifecycle import report_write_lock
 from shared.logs import get_logger
+from shared.store import write_lock_stats
 
 _LAST_STEP = 0.25
 """Share of graceful_timeout_s left to aiohttp's shutdown after our own drain step."""
@@ -105,7 +106,7 @@ async def serve(config: Config, *, ready: Callable[[int], None] | None = None,
             finally:
                 # Cancels what is unfinished, then stops the committer (the app's cleanup_ctx).
                 await runner.cleanup()
-            report_write_lock(config, slot, store.write_lock_stats())  # after serving only
+            report_write_lock(config, slot, write_lock_stats(store))  # after serving only
         finally:
             housekeeping.cancel()
             retention.cancel()

@@ -44,7 +44,7 @@ from ingest.http_common import check_rate, error_response, read_bounded
 from ingest.source_verify import DEFAULT_TOLERANCE_S, verify
 from ingest.validation import BodyTooLarge
 from shared import rules
-from shared.errors import ConfigError, Conflict, InvalidEvent, NotFound, SignatureInvalid
+from shared.errors import InvalidEvent, NotFound, SignatureInvalid
 from shared.logs import get_logger
 from shared.models import NewEvent, Source
 from shared.sources import check_source, generate_source_secret
@@ -172,10 +172,8 @@ async def add_source(request: web.Request) -> web.Response:
     given = body.get("secret")
     secret = given if given is not None else generate_source_secret(scheme)
     check_source(name, scheme, secret)  # InvalidSetting -> 400 naming the field
-    try:
-        source = await request_store(request).add_source(name=name, scheme=scheme, secret=secret)
-    except ConfigError as exc:
-        raise Conflict(str(exc)) from exc  # the name is taken
+    # Conflict (409) when the name is taken.
+    source = await request_store(request).add_source(name=name, scheme=scheme, secret=secret)
     request.app[SOURCE_CACHE_KEY].forget(name)
     get_logger().info("source_added", source=name, scheme=scheme, by="admin_api")
     out = source.redacted()

@@ -13,7 +13,7 @@ import os
 
 from rehearsal.loadgen import event_body
 from shared.models import NewEvent
-from shared.store import Store, open_store
+from shared.store import SqliteOptions, Store, open_store
 
 EVENT_TYPE = "bench.event"
 """Type of every seeded event (the load generator's too)."""
@@ -50,7 +50,7 @@ def fill_backlog(db: str, jobs: int, body_bytes: int, batch_events: int = BATCH_
 
 
 async def _fill(db: str, jobs: int, body_bytes: int, batch_events: int) -> None:
-    store = open_store(db, synchronous="NORMAL")
+    store = open_store(db, SqliteOptions(synchronous="NORMAL"))
     await store.open()
     try:
         receiving = [d for d in await store.list_destinations()

@@ -38,7 +38,7 @@ from rehearsal.scenario_common import ScenarioOptions, pick
 from shared.config import Config
 from shared.delivery_policy import late_slots
 from shared.queries import load_queries
-from shared.store import open_store
+from shared.store import SqliteOptions, open_store
 
 RSS_LIMIT_MIB = 80.0
 # "No steady growth": a worker's highest RSS in the last third of the delivery window is at
@@ -194,7 +194,8 @@ async def time_claims(dbs: dict[str, str], samples: int, synchronous: str,
     Raises:
         RuntimeError: a claim found nothing to take (the database has no due job).
     """
-    stores = {label: open_store(path, synchronous=synchronous) for label, path in dbs.items()}
+    stores = {label: open_store(path, SqliteOptions(synchronous=synchronous))
+              for label, path in dbs.items()}
     times: dict[str, list[float]] = {label: [] for label in dbs}
     taken: dict[str, int] = dict.fromkeys(dbs, 0)
     max_late = late_slots(config.worker_concurrency, config.late_retry_share)

@@ -37,8 +37,9 @@ class StoreBusy(StoreUnavailable):
     transaction lost a deadlock or lock wait (PostgreSQL)."""
 
 
-class LeaseLost(HooklineError):
-    """A worker's lease on a job is no longer valid: its token was superseded or expired."""
+class StoreClosing(HooklineError):
+    """The store, or the queue in front of it, is shutting down and takes no more work. Not a
+    database fault: the caller stops (or hands its work back) instead of retrying."""
 
 
 class InvalidEvent(HooklineError):
@@ -64,4 +65,4 @@ class NotFound(HooklineError):
 
 class Conflict(HooklineError):
     """The operation does not apply to the object's current state (e.g. replaying a job that
-    is not dead, or one whose event body was purged)."""
+    is not dead, or one whose event body was purged), or the name is already taken."""

@@ -185,7 +185,7 @@ def write_lock_report_path(config: Config, slot: str) -> Path:
 
 
 def report_write_lock(config: Config, slot: str, stats: Mapping[str, Any] | None) -> None:
-    """Log a process's write-lock figures (Store.write_lock_stats) as `write_lock_stats` and
+    """Log a process's write-lock figures (SqliteDiagnostics.write_lock_stats) as `write_lock_stats` and
     leave them in :func:`write_lock_report_path` for `hookline bench` and operators: SQLite's
     single writer is shared by every process, so how long each one waited is what shows a
     starved process. Nothing happens for None (PostgreSQL). An unwritable folder is logged,

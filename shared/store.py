@@ -1,27 +1,39 @@
 """The job store contract: what ingest, workers and the CLI may ask of a database.
 
-Holds the :class:`Store` protocol, the checks of destination fields and custom headers
-(:func:`validate_destination_changes`, :func:`check_headers`) and the factories that pick a
-backend for a database URL (:func:`open_store`, :func:`store_for`). The backends live beside
-it: `shared/sqlite_store.py` and `shared/postgres_store.py`. Callers pass no SQL; a few
-methods and fields still speak of SQLite (`write_lock_stats`, the WAL figures of
-`maintenance()` and `Stats`). Instants are unix seconds from the store's own clock (SQLite:
-the host's monotonic clock anchored in the database, shared/store_clock.py; PostgreSQL: the
-server's now()). Each backend translates its driver's errors into :mod:`shared.errors` types
-(SQLite through shared/faults.py, PostgreSQL in its own module).
+One :class:`Store` protocol, and the factories that pick a backend for a database URL
+(:func:`open_store`, :func:`store_for`); the transactions are written once (`shared/store_logic.py`)
+and driven by a backend (`shared/sqlite_store.py`, `shared/postgres_store.py`). Callers never
+see SQL or a dialect; what only SQLite has is behind :class:`SqliteDiagnostics`. Instants are
+unix seconds; the store reads its own clock (SQLite: the host's; PostgreSQL: the server's
+now()). Driver errors are translated at this boundary into :mod:`shared.errors` types.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Protocol
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from shared import rules
 from shared.db_url import parse_db_url
 from shared.delivery_policy import BreakerPolicy
 from shared.models import (
-    Accepted, Attempt, AttemptResult, Claim, ClaimRequest, Destination, DestinationSummary,
-    Duplicate, EventBody, Job, JobStory, NewEvent, Outcome, PurgeResult, Source, Stats,
+    Accepted,
+    Attempt,
+    AttemptResult,
+    Claim,
+    ClaimRequest,
+    Destination,
+    DestinationSummary,
+    Duplicate,
+    EventBody,
+    Job,
+    JobStory,
+    NewEvent,
+    Outcome,
+    PurgeResult,
+    Source,
+    Stats,
     ThroughputBucket,
 )
 
@@ -37,14 +49,6 @@ class Store(Protocol):
 
     async def close(self) -> None:
         """Release connections and wake-up sockets."""
-
-    def write_lock_stats(self) -> dict[str, dict[str, float | int]] | None:
-        """How long this process waited for the database's write lock, and held it, per
-        write transaction since open: {"wait": {...}, "hold": {...}}, each with `count`,
-        `p50_ms`, `p99_ms`, `max_ms`, `total_ms` (milliseconds). SQLite only (its single
-        writer is shared by every process, and its busy handler is unfair); None on
-        PostgreSQL, whose writers do not queue on one lock.
-        """
 
     async def add_events(self, events: Sequence[NewEvent]) -> list[Accepted | Duplicate]:
         """Store events and fan each out to one job per live subscribed destination.
@@ -70,6 +74,9 @@ class Store(Protocol):
         Raises:
             StoreBusy: the write lock stayed taken past the busy timeout.
         """
+
+    async def add_event(self, event: NewEvent) -> Accepted | Duplicate:
+        """One event in its own transaction; see :meth:`add_events`."""
 
     async def claim(self, worker: str, limit: int, lease_s: float,
                     max_attempts: int, *, late_after: int | None = None,
@@ -146,7 +153,7 @@ class Store(Protocol):
         """Register a destination; `headers` are its custom request headers (see
         :func:`shared.rules.headers`). Every field is checked by
         :func:`shared.rules.new_destination` first. Raises InvalidSetting (a ConfigError) for
-        an invalid field, ConfigError when the name is taken."""
+        an invalid field, Conflict when a live destination has that name."""
 
     async def list_destinations(self) -> list[Destination]:
         """Live destinations in creation order."""
@@ -177,19 +184,16 @@ class Store(Protocol):
     async def stats(self) -> Stats:
         """Counts by status, events, attempts, and the oldest due pending job's age; plus
         counts per destination and status, paused destinations, attempts by outcome and the
-        accept -> delivered latency histogram (for `hookline stats` and /metrics)."""
+        accept -> delivered latency histogram (for `hookline stats` and /metrics).
+        `wal_bytes` is filled by a store with :class:`SqliteDiagnostics` only (else None)."""
 
     async def maintenance(self) -> dict[str, int]:
         """Housekeeping that ingest runs periodically; cheap, never blocks writers for long.
 
-        SQLite: `PRAGMA wal_checkpoint(TRUNCATE)` on a short-lived connection with a short
-        busy timeout, so the `-wal` file shrinks back to zero once no reader holds an old
-        snapshot (while one does, the checkpoint copies what it can and reports busy).
-        PostgreSQL: a no-op returning {}.
-
         Returns:
-            SQLite: `{"busy": 0|1, "log_frames": n, "checkpointed_frames": n,
-            "wal_bytes": size of the -wal file after the checkpoint, bytes}`.
+            What the round did, for the log: backend-specific figures (a `busy` of 1 means
+            it could not finish), {} when the backend has nothing to do (PostgreSQL: that is
+            autovacuum's job). SQLite's are in :meth:`SqliteDiagnostics.maintenance`.
 
         Raises:
             StoreError: the database cannot be opened.
@@ -323,7 +327,7 @@ class Store(Protocol):
         Fields are checked with :func:`shared.sources.check_source` before anything is stored.
 
         Raises:
-            ConfigError: a field is invalid, or a live source already has that name.
+            ConfigError: a field is invalid. Conflict: a live source already has that name.
         """
 
     async def get_source(self, name: str) -> Source:
@@ -338,6 +342,35 @@ class Store(Protocol):
         their jobs are untouched. Raises NotFound."""
 
 
+@runtime_checkable
+class SqliteDiagnostics(Protocol):
+    """What only the SQLite store reports (check with isinstance): its single writer is
+    shared by every process, and its busy handler is unfair."""
+
+    def write_lock_stats(self) -> dict[str, dict[str, float | int]] | None:
+        """How long this process waited for the database's write lock, and held it, per
+        write transaction since open: {"wait": {...}, "hold": {...}}, each with `count`,
+        `p50_ms`, `p99_ms`, `max_ms`, `total_ms` (milliseconds); None before open."""
+
+    def wal_bytes(self) -> int:
+        """Size of the database's `-wal` file now, bytes (0 when there is none)."""
+
+    async def maintenance(self) -> dict[str, int]:
+        """`PRAGMA wal_checkpoint(TRUNCATE)` on a short-lived connection with a short busy
+        timeout, so the `-wal` file shrinks back to zero once no reader holds an old snapshot
+        (while one does, the checkpoint copies what it can and reports busy).
+
+        Returns:
+            `{"busy": 0|1, "log_frames": n, "checkpointed_frames": n, "wal_bytes": size of
+            the -wal file after the checkpoint, bytes}`.
+        """
+
+
+def write_lock_stats(store: Store) -> dict[str, dict[str, float | int]] | None:
+    """The store's write-lock figures (:class:`SqliteDiagnostics`), None when it has none."""
+    return store.write_lock_stats() if isinstance(store, SqliteDiagnostics) else None
+
+
 # The rules themselves live in the rule book (shared/rules.py); these names stay importable
 # from here for the backends and older callers.
 check_headers = rules.headers
@@ -348,17 +381,29 @@ MAX_CUSTOM_HEADERS = rules.MAX_CUSTOM_HEADERS
 MAX_IN_FLIGHT_LIMIT = rules.MAX_IN_FLIGHT_LIMIT
 
 
-def open_store(url: str, *, synchronous: str = "FULL", busy_timeout_s: float = 5.0,
-               allow_network_filesystem: bool = False) -> Store:
+@dataclass(frozen=True, slots=True)
+class SqliteOptions:
+    """Settings only a SQLite store reads (a PostgreSQL URL ignores them).
+
+    Attributes:
+        synchronous: `FULL` or `NORMAL` (see Config.synchronous).
+        busy_timeout_s: how long a statement waits for the write lock, seconds.
+        allow_network_filesystem: accept a folder on a network or FUSE filesystem.
+    """
+
+    synchronous: str = "FULL"
+    busy_timeout_s: float = 5.0
+    allow_network_filesystem: bool = False
+
+
+def open_store(url: str, sqlite: SqliteOptions | None = None) -> Store:
     """Build (not yet open) the store for a database URL.
 
     Args:
         url: a SQLite file path, or `sqlite:///PATH` (relative) / `sqlite:////PATH` (absolute),
             as SQLAlchemy spells them.
             `postgresql://` / `postgres://` URLs select the PostgreSQL store (many hosts).
-        synchronous: SQLite `FULL` or `NORMAL` (see Config.synchronous).
-        busy_timeout_s: how long a statement waits for the SQLite write lock, seconds.
-        allow_network_filesystem: accept a SQLite folder on a network or FUSE filesystem.
+        sqlite: the SQLite store's settings (defaults when None).
 
     Raises:
         ConfigError: the URL names an unsupported backend; StorageRefused (a ConfigError)
@@ -372,13 +417,15 @@ def open_store(url: str, *, synchronous: str = "FULL", busy_timeout_s: float = 5
         return PostgresStore(db.dsn)
     from shared.sqlite_store import SqliteStore  # noqa: PLC0415  (backends load on demand)
 
-    return SqliteStore(str(db.path), synchronous=synchronous, busy_timeout_s=busy_timeout_s,
-                       allow_network_filesystem=allow_network_filesystem)
+    options = sqlite or SqliteOptions()
+    return SqliteStore(str(db.path), synchronous=options.synchronous,
+                       busy_timeout_s=options.busy_timeout_s,
+                       allow_network_filesystem=options.allow_network_filesystem)
 
 
 def store_for(config: Config) -> Store:
     """Build (not yet open) the store `config` names, with every storage setting applied.
     Raises ConfigError as :func:`open_store`."""
-    return open_store(config.db, synchronous=config.synchronous,
-                      busy_timeout_s=config.busy_timeout_s,
-                      allow_network_filesystem=config.allow_network_filesystem)
+    return open_store(config.db, SqliteOptions(
+        synchronous=config.synchronous, busy_timeout_s=config.busy_timeout_s,
+        allow_network_filesystem=config.allow_network_filesystem))

@@ -12,6 +12,7 @@ from shared.child import BootState, child_context, run_child
 from shared.config import Config
 from shared.lifecycle import report_write_lock
 from shared.logs import get_logger
+from shared.store import write_lock_stats
 from workers.loop import Worker
 from workers.sender import Sender
 
@@ -44,7 +45,7 @@ async def serve(config: Config, slot: str, stop: asyncio.Event | None = None,
                               max_connection_age_s=config.max_connection_age_s) as sender:
                 await Worker(child.store, config, worker_id, sender).run(child.stop)
         finally:
-            report_write_lock(config, slot, child.store.write_lock_stats())
+            report_write_lock(config, slot, write_lock_stats(child.store))
     log.info("worker_stopped", worker=worker_id)
 
 

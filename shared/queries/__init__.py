@@ -1,7 +1,8 @@
 """Named SQL queries and ordered migrations, one set per backend, loaded once.
 
-`<backend>.sql` holds blocks introduced by `-- name: one-line description`; the same names
-exist for every backend. `<backend>_migrations/NNN_*.sql` are applied in order at start.
+`<backend>.sql` holds blocks introduced by `-- name: one-line description`, and
+`common.sql` those whose text is the same in every dialect; the same names exist for every
+backend, with the same parameters and result columns. `<backend>_migrations/NNN_*.sql` are applied in order at start.
 """
 
 from __future__ import annotations
@@ -15,8 +16,12 @@ _BLOCK = re.compile(r"^-- ([a-z_]+): .*$", re.MULTILINE)
 
 @cache
 def load_queries(backend: str) -> dict[str, str]:
-    """Return {query name: SQL text} for `backend` (e.g. `sqlite`)."""
-    text = resources.files(__package__).joinpath(f"{backend}.sql").read_text()
+    """Return {query name: SQL text} for `backend` (e.g. `sqlite`): common.sql's and its own."""
+    return {**_blocks("common"), **_blocks(backend)}
+
+
+def _blocks(file: str) -> dict[str, str]:
+    text = resources.files(__package__).joinpath(f"{file}.sql").read_text()
     parts = _BLOCK.split(text)
     # parts = [preamble, name1, sql1, name2, sql2, ...]
     return {name: sql.strip() for name, sql in zip(parts[1::2], parts[2::2], strict=True)}

@@ -1,24 +1,24 @@
 -- Named queries for the PostgreSQL store (shared/postgres_store.py); the names match
 -- sqlite.sql. Parameters are :named (the store turns them into $1, $2, ...). Time is the
 -- database's: hookline_now(:test_now_s), unix seconds (test_now_s is NULL except in tests).
--- Some queries work on batches (arrays) where SQLite's take one row: insert_event,
--- find_event, insert_jobs, claim_job (leases the chosen jobs in one statement),
--- mark_attempt_lost, insert_attempt, claim_details, replay_job.
+-- Batches are arrays (SQLite's are JSON arrays). insert_event and find_event take a batch of
+-- events where SQLite's run once per event (here a statement costs a round trip).
 
--- insert_event: store a batch of events (arrays, one element per event, in batch order); an
--- event whose (source, source_event_id) exists, or repeats earlier in the batch, is skipped
+-- insert_event: store a batch of events (each parameter an array, one element per event, in
+-- batch order); an event whose (source, source_event_id) exists, or repeats earlier in the
+-- batch, is skipped
 INSERT INTO events (message_id, source, source_event_id, type, body, received_at)
 SELECT u.message_id, u.source, u.source_event_id, u.type, u.body, hookline_now(:test_now_s)
-FROM unnest(:message_ids::text[], :sources::text[], :source_event_ids::text[], :types::text[],
-            :bodies::bytea[]) WITH ORDINALITY AS u (message_id, source, source_event_id, type,
+FROM unnest(:message_id::text[], :source::text[], :source_event_id::text[], :type::text[],
+            :body::bytea[]) WITH ORDINALITY AS u (message_id, source, source_event_id, type,
                                                    body, ord)
 ORDER BY u.ord
 ON CONFLICT (source, source_event_id) DO NOTHING
 RETURNING id, message_id, source, source_event_id
 
--- find_event: the stored events for a batch of idempotency keys
+-- find_event: the stored events for a batch of idempotency keys (arrays)
 SELECT e.id, e.message_id, e.source, e.source_event_id
-FROM events e JOIN unnest(:sources::text[], :source_event_ids::text[]) AS k (source, sid)
+FROM events e JOIN unnest(:source::text[], :source_event_id::text[]) AS k (source, sid)
     ON e.source = k.source AND e.source_event_id = k.sid
 
 -- insert_jobs: the delivery jobs of a batch of events, one per (event id, destination id)
@@ -31,26 +31,13 @@ FROM unnest(:event_ids::bigint[], :destination_ids::bigint[]) WITH ORDINALITY
 ORDER BY u.ord
 RETURNING id, event_id
 
--- insert_jobs_of_messages: bulk loads: the jobs of the stored events among the message ids,
--- one per destination id, due now (one statement for a whole batch of one event type)
-INSERT INTO jobs (event_id, destination_id, run_at, created_at, updated_at)
-SELECT e.id, d.id, t.now, t.now, t.now
-FROM unnest(:message_ids::text[]) AS m (message_id)
-    JOIN events e ON e.message_id = m.message_id,
-    unnest(:destination_ids::bigint[]) WITH ORDINALITY AS d (id, ord),
-    (SELECT hookline_now(:test_now_s) AS now) t
-ORDER BY e.id, d.ord
-
--- live_destinations: destinations that receive new events (paused ones too: their jobs wait)
-SELECT * FROM destinations WHERE deleted_at IS NULL ORDER BY id
-
--- destination_slots: lock (in id order, so claimers never deadlock) every active destination
--- that has claimable jobs; the claimer holds these row locks until it commits, so the in-flight
--- count it reads next (destination_free) cannot be passed by two hosts at once. FOR NO KEY
+-- lock_claimable_destinations: lock (in id order, so claimers never deadlock) every active
+-- destination that has claimable jobs; the claimer holds these row locks until it commits, so
+-- the in-flight count it reads next (destination_slots) cannot be passed by two hosts at once. FOR NO KEY
 -- UPDATE does not block ingest (a new job takes only KEY SHARE on its destination).
 -- (One probe per partial index, each a LIMIT 1 scalar subquery that stops at its first row:
 -- an EXISTS, or one over an OR, may be planned as a hashed subplan that reads every due job.)
-SELECT d.id, d.ordered, d.rate_limit_per_s, d.next_send_at FROM destinations d
+SELECT d.id FROM destinations d
 WHERE NOT d.paused AND d.deleted_at IS NULL AND COALESCE(
     (SELECT true FROM jobs j WHERE j.destination_id = d.id AND j.status = 'pending'
         AND j.run_at <= hookline_now(:test_now_s) LIMIT 1),
@@ -60,13 +47,13 @@ WHERE NOT d.paused AND d.deleted_at IS NULL AND COALESCE(
 ORDER BY d.id
 FOR NO KEY UPDATE OF d
 
--- destination_free: free in-flight slots of the locked destinations (read after the locks)
-SELECT d.id, d.max_in_flight - (
+-- destination_slots: free in-flight slots of the locked destinations (read after the locks)
+SELECT d.id, d.ordered, d.rate_limit_per_s, d.next_send_at, d.max_in_flight - (
     SELECT count(*) FROM jobs j
     WHERE j.destination_id = d.id AND j.status = 'running'
         AND j.lease_until > hookline_now(:test_now_s)
 ) AS free
-FROM destinations d WHERE d.id = ANY(:destination_ids::bigint[])
+FROM destinations d WHERE d.id = ANY(:destination_ids::bigint[]) ORDER BY d.id
 
 -- due_jobs: claimable jobs of one destination, oldest due first; rows another transaction
 -- holds are skipped (FOR UPDATE SKIP LOCKED). Pending and expired-lease jobs are read apart,
@@ -89,11 +76,6 @@ SELECT id, due_at, attempts FROM due_pending
 UNION ALL
 SELECT id, due_at, attempts FROM lease_expired
 ORDER BY due_at LIMIT :limit
-
--- ordered_head: an ordered destination's oldest unfinished job (FIFO: only it may be sent)
-SELECT id, status, run_at, lease_until, attempts FROM jobs
-WHERE destination_id = :destination_id AND status IN ('pending', 'running')
-ORDER BY id LIMIT 1
 
 -- due_work_exists: whether any job is claimable now (pending and due, or its lease expired)
 -- on a destination that takes deliveries; asked when a waiter starts listening, since work
@@ -143,9 +125,6 @@ WHERE id = ANY(:job_ids::bigint[]) AND (
     (status = 'pending' AND run_at <= hookline_now(:test_now_s))
     OR (status = 'running' AND lease_until <= hookline_now(:test_now_s)))
 RETURNING id, event_id, destination_id, attempts, lease_token, lease_until
-
--- advance_next_send: rate limit bookkeeping inside the claim transaction (GCRA arrival time)
-UPDATE destinations SET next_send_at = :next_send_at WHERE id = :destination_id
 
 -- mark_attempt_lost: the previous claims of just-claimed jobs that never finished are closed
 -- (error, and the time they ran until this takeover); returns those jobs, and the jobs whose
@@ -235,18 +214,11 @@ UPDATE jobs SET status = 'pending', attempts = attempts - 1, lease_token = NULL,
     updated_at = hookline_now(:test_now_s)
 WHERE id = :job_id AND lease_token = :lease_token AND status = 'running'
 
--- mark_attempt_handed_back: the attempt row of a handed-back claim
-UPDATE attempts SET error = 'handed back (graceful stop)' WHERE lease_token = :lease_token
-    AND duration_s IS NULL
-
 -- insert_destination: register a destination
 INSERT INTO destinations (name, url, secret, event_types, max_in_flight, headers, created_at)
 VALUES (:name, :url, :secret, :event_types, :max_in_flight, :headers,
     hookline_now(:test_now_s))
 RETURNING *
-
--- get_destination: one live destination by name
-SELECT * FROM destinations WHERE name = :name AND deleted_at IS NULL
 
 -- set_paused: pause or resume a destination; resuming resets the failure run (breaker)
 UPDATE destinations SET paused = :paused, paused_reason = :reason,
@@ -266,17 +238,8 @@ SELECT job_id, attempt, worker, lease_token, started_at, duration_s, status_code
     response_excerpt, response_headers, location
 FROM attempts WHERE (:job_id::bigint IS NULL OR job_id = :job_id) ORDER BY id LIMIT :limit
 
--- jobs_by_status: job counts per status
-SELECT status, count(*) AS n FROM jobs GROUP BY status
-
--- count_events: number of stored events
-SELECT count(*) AS n FROM events
-
--- count_attempts: number of recorded attempts
-SELECT count(*) AS n FROM attempts
-
--- oldest_pending: run_at of the longest-waiting due pending job, and the database's now
-SELECT min(run_at) AS oldest, hookline_now(:test_now_s) AS now
+-- oldest_pending: run_at of the longest-waiting due pending job
+SELECT min(run_at) AS oldest
 FROM jobs WHERE status = 'pending' AND run_at <= hookline_now(:test_now_s)
 
 -- remove_destination: soft delete; the name is freed (renamed name~removed-ID) for reuse
@@ -307,11 +270,6 @@ WHERE j.status = 'dead' AND d.deleted_at IS NULL AND e.body_purged_at IS NULL
     AND (:since::double precision IS NULL OR j.finished_at >= :since)
 ORDER BY j.id
 
--- replay_job_state: why one job can or cannot be replayed
-SELECT j.id, j.status, d.deleted_at, e.body_purged_at
-FROM jobs j JOIN events e ON e.id = j.event_id JOIN destinations d ON d.id = j.destination_id
-WHERE j.id = :job_id
-
 -- replay_job: dead -> pending, fresh attempt budget, due now (batch of ids; history stays)
 UPDATE jobs SET status = 'pending', attempts = 0, run_at = hookline_now(:test_now_s),
     last_error = NULL, finished_at = NULL, replays = replays + 1,
@@ -323,30 +281,6 @@ UPDATE events SET body = '\x'::bytea, body_purged_at = hookline_now(:test_now_s)
 WHERE body_purged_at IS NULL AND received_at < :before
     AND NOT EXISTS (SELECT 1 FROM jobs j WHERE j.event_id = events.id
                     AND (j.status IN ('pending', 'running') OR j.finished_at >= :before))
-
--- purge_attempts: attempt rows of terminal jobs that ended before the cutoff
-DELETE FROM attempts WHERE job_id IN (
-    SELECT id FROM jobs WHERE status IN ('done', 'dead') AND finished_at < :before)
-
--- purge_jobs: terminal jobs that ended before the cutoff
-DELETE FROM jobs WHERE status IN ('done', 'dead') AND finished_at < :before
-
--- purge_events: events (dedupe keys) older than the cutoff that have no job left
-DELETE FROM events WHERE received_at < :before
-    AND NOT EXISTS (SELECT 1 FROM jobs j WHERE j.event_id = events.id)
-
--- get_job: one job with its event and destination
-SELECT j.id, j.event_id, e.message_id, e.type AS event_type, d.name AS destination, j.status,
-    j.attempts, j.run_at, j.lease_owner, j.lease_until, j.last_error, j.created_at,
-    j.updated_at, j.finished_at, j.replays, e.source, e.source_event_id, e.received_at,
-    length(e.body) AS body_bytes, e.body_purged_at
-FROM jobs j JOIN events e ON e.id = j.event_id JOIN destinations d ON d.id = j.destination_id
-WHERE j.id = :job_id
-
--- jobs_by_destination_status: job counts per destination and status (removed ones included)
-SELECT d.name AS destination, j.status, count(*) AS n
-FROM jobs j JOIN destinations d ON d.id = j.destination_id
-GROUP BY d.name, j.status
 
 -- paused_destinations: live destinations that are paused, with the reason
 SELECT name, paused_reason FROM destinations WHERE paused AND deleted_at IS NULL ORDER BY id
@@ -406,12 +340,6 @@ RETURNING *
 INSERT INTO sources (name, scheme, secret, created_at)
 VALUES (:name, :scheme, :secret, hookline_now(:test_now_s))
 RETURNING *
-
--- get_source: one live source by name
-SELECT * FROM sources WHERE name = :name AND deleted_at IS NULL
-
--- live_sources: live sources in creation order
-SELECT * FROM sources WHERE deleted_at IS NULL ORDER BY id
 
 -- remove_source: soft delete; the name is freed (renamed name~removed-ID) for reuse
 UPDATE sources SET deleted_at = hookline_now(:test_now_s), name = name || '~removed-' || id

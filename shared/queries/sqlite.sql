@@ -1,30 +1,26 @@
--- Named queries for the SQLite store (shared/sqlite_store.py). Parameters are :named.
+-- Named queries for the SQLite store (shared/sqlite_store.py). Parameters are :named; a batch
+-- is a JSON array; :now is the transaction's instant (the store's clock).
 
--- insert_event: store one event unless its (source, source_event_id) exists
+-- insert_event: store one event unless its (source, source_event_id) exists (the store runs it
+-- once per event of a batch)
 INSERT INTO events (message_id, source, source_event_id, type, body, received_at)
 VALUES (:message_id, :source, :source_event_id, :type, :body, :now)
 ON CONFLICT (source, source_event_id) DO NOTHING
-RETURNING id, message_id
+RETURNING id, message_id, source, source_event_id
 
--- find_event: the stored event for an idempotency key
-SELECT id, message_id FROM events WHERE source = :source AND source_event_id = :source_event_id
+-- find_event: the stored event for an idempotency key (run once per key)
+SELECT id, message_id, source, source_event_id FROM events
+WHERE source = :source AND source_event_id = :source_event_id
 
--- insert_jobs: the delivery jobs of one event, one per destination id in a JSON list, due now
+-- insert_jobs: the delivery jobs of a batch of events, one per [event id, destination id] pair
+-- of :pairs (a JSON array), due now
 INSERT INTO jobs (event_id, destination_id, run_at, created_at, updated_at)
-SELECT :event_id, value, :now, :now, :now FROM json_each(:destination_ids)
-RETURNING id
+SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]'), :now, :now, :now
+FROM json_each(:pairs) WHERE true
+RETURNING id, event_id
 
--- insert_jobs_of_messages: bulk loads: the jobs of stored events (JSON message ids), one per JSON destination id, due now
-INSERT INTO jobs (event_id, destination_id, run_at, created_at, updated_at)
-SELECT e.id, d.value, :now, :now, :now
-FROM json_each(:message_ids) m JOIN events e ON e.message_id = m.value,
-    json_each(:destination_ids) d
-ORDER BY e.id, d.key
-
--- live_destinations: destinations that receive new events (paused ones too: their jobs wait)
-SELECT * FROM destinations WHERE deleted_at IS NULL ORDER BY id
-
--- destination_slots: free in-flight slots per active destination (expired leases do not count)
+-- destination_slots: free in-flight slots per active destination (expired leases do not count);
+-- every one (the single writer needs no lock_claimable_destinations step)
 SELECT d.id, d.ordered, d.rate_limit_per_s, d.next_send_at, d.max_in_flight - (
     SELECT COUNT(*) FROM jobs j
     WHERE j.destination_id = d.id AND j.status = 'running' AND j.lease_until > :now
@@ -33,7 +29,7 @@ FROM destinations d
 WHERE d.paused = 0 AND d.deleted_at IS NULL
 
 -- due_jobs: claimable jobs of one destination, oldest due first (pending due, or lease expired)
-SELECT id, run_at, attempts FROM (
+SELECT id, run_at AS due_at, attempts FROM (
     SELECT id, run_at, attempts FROM jobs
     WHERE destination_id = :destination_id AND status = 'pending' AND run_at <= :now
     ORDER BY run_at LIMIT :limit
@@ -120,9 +116,10 @@ SELECT j.id AS job_id, e.message_id, e.type, e.body, d.name, d.url, d.secret,
 FROM jobs j JOIN events e ON e.id = j.event_id JOIN destinations d ON d.id = j.destination_id
 WHERE j.id IN (SELECT value FROM json_each(:job_ids))
 
--- extend_lease: push the expiry of many leases out in one statement (:claims, a JSON array of
--- [job id, lease token]): a worker's heartbeat; fenced by each token; returns the leases kept
-UPDATE jobs SET lease_until = :until
+-- extend_lease: push the expiry of many leases out to now + :lease_s in one statement (:claims,
+-- a JSON array of [job id, lease token]): a worker's heartbeat; fenced by each token; returns
+-- the leases kept
+UPDATE jobs SET lease_until = :now + :lease_s
 FROM json_each(:claims) AS u
 WHERE jobs.id = json_extract(u.value, '$[0]') AND jobs.lease_token = json_extract(u.value, '$[1]')
     AND +jobs.status = 'running'  -- unary +: look jobs up by id, not through jobs_status
@@ -177,17 +174,10 @@ UPDATE jobs SET status = 'pending', attempts = attempts - 1, lease_token = NULL,
     lease_owner = NULL, lease_until = NULL, run_at = :now, updated_at = :now
 WHERE id = :job_id AND lease_token = :lease_token AND status = 'running'
 
--- mark_attempt_handed_back: the attempt row of a handed-back claim
-UPDATE attempts SET error = 'handed back (graceful stop)' WHERE lease_token = :lease_token
-    AND duration_s IS NULL
-
 -- insert_destination: register a destination
 INSERT INTO destinations (name, url, secret, event_types, max_in_flight, headers, created_at)
 VALUES (:name, :url, :secret, :event_types, :max_in_flight, :headers, :now)
 RETURNING *
-
--- get_destination: one live destination by name
-SELECT * FROM destinations WHERE name = :name AND deleted_at IS NULL
 
 -- set_paused: pause or resume a destination; resuming resets the failure run (breaker)
 UPDATE destinations SET paused = :paused, paused_reason = :reason,
@@ -206,15 +196,6 @@ WHERE (:status IS NULL OR j.status = :status) ORDER BY j.id DESC LIMIT :limit
 SELECT job_id, attempt, worker, lease_token, started_at, duration_s, status_code, error,
     response_excerpt, response_headers, location
 FROM attempts WHERE (:job_id IS NULL OR job_id = :job_id) ORDER BY id LIMIT :limit
-
--- jobs_by_status: job counts per status
-SELECT status, COUNT(*) AS n FROM jobs GROUP BY status
-
--- count_events: number of stored events
-SELECT COUNT(*) AS n FROM events
-
--- count_attempts: number of recorded attempts
-SELECT COUNT(*) AS n FROM attempts
 
 -- oldest_pending: run_at of the longest-waiting due pending job
 SELECT MIN(run_at) AS oldest FROM jobs WHERE status = 'pending' AND run_at <= :now
@@ -246,45 +227,17 @@ WHERE j.status = 'dead' AND d.deleted_at IS NULL AND e.body_purged_at IS NULL
     AND (:since IS NULL OR j.finished_at >= :since)
 ORDER BY j.id
 
--- replay_job_state: why one job can or cannot be replayed
-SELECT j.id, j.status, d.deleted_at, e.body_purged_at
-FROM jobs j JOIN events e ON e.id = j.event_id JOIN destinations d ON d.id = j.destination_id
-WHERE j.id = :job_id
-
--- replay_job: dead -> pending, fresh attempt budget, due now (history stays in attempts)
+-- replay_job: dead -> pending, fresh attempt budget, due now (:job_ids, a JSON array; history
+-- stays in attempts)
 UPDATE jobs SET status = 'pending', attempts = 0, run_at = :now, last_error = NULL,
     finished_at = NULL, replays = replays + 1, updated_at = :now
-WHERE id = :job_id AND status = 'dead'
+WHERE id IN (SELECT value FROM json_each(:job_ids)) AND status = 'dead'
 
 -- purge_bodies: empty the body of events whose jobs all ended before the cutoff
 UPDATE events SET body = X'', body_purged_at = :now
 WHERE body_purged_at IS NULL AND received_at < :before
     AND NOT EXISTS (SELECT 1 FROM jobs j WHERE j.event_id = events.id
                     AND (j.status IN ('pending', 'running') OR j.finished_at >= :before))
-
--- purge_attempts: attempt rows of terminal jobs that ended before the cutoff
-DELETE FROM attempts WHERE job_id IN (
-    SELECT id FROM jobs WHERE status IN ('done', 'dead') AND finished_at < :before)
-
--- purge_jobs: terminal jobs that ended before the cutoff
-DELETE FROM jobs WHERE status IN ('done', 'dead') AND finished_at < :before
-
--- purge_events: events (dedupe keys) older than the cutoff that have no job left
-DELETE FROM events WHERE received_at < :before
-    AND NOT EXISTS (SELECT 1 FROM jobs j WHERE j.event_id = events.id)
-
--- get_job: one job with its event and destination
-SELECT j.id, j.event_id, e.message_id, e.type AS event_type, d.name AS destination, j.status,
-    j.attempts, j.run_at, j.lease_owner, j.lease_until, j.last_error, j.created_at,
-    j.updated_at, j.finished_at, j.replays, e.source, e.source_event_id, e.received_at,
-    length(e.body) AS body_bytes, e.body_purged_at
-FROM jobs j JOIN events e ON e.id = j.event_id JOIN destinations d ON d.id = j.destination_id
-WHERE j.id = :job_id
-
--- jobs_by_destination_status: job counts per destination and status (removed ones included)
-SELECT d.name AS destination, j.status, COUNT(*) AS n
-FROM jobs j JOIN destinations d ON d.id = j.destination_id
-GROUP BY d.name, j.status
 
 -- paused_destinations: live destinations that are paused, with the reason
 SELECT name, paused_reason FROM destinations WHERE paused = 1 AND deleted_at IS NULL ORDER BY id
@@ -320,14 +273,6 @@ SELECT COUNT(*) AS n, COALESCE(SUM(lat), 0) AS total,
 FROM (SELECT j.finished_at - e.received_at AS lat
       FROM jobs j JOIN events e ON e.id = j.event_id WHERE j.status = 'done') AS done_jobs
 
--- ordered_head: an ordered destination's oldest unfinished job (FIFO: only it may be sent)
-SELECT id, status, run_at, lease_until, attempts FROM jobs
-WHERE destination_id = :destination_id AND status IN ('pending', 'running')
-ORDER BY id LIMIT 1
-
--- advance_next_send: rate limit bookkeeping inside the claim transaction (GCRA arrival time)
-UPDATE destinations SET next_send_at = :next_send_at WHERE id = :destination_id
-
 -- destination_failed: extend a destination's failure run by one attempt
 UPDATE destinations SET failure_streak = failure_streak + 1,
     failing_since = COALESCE(failing_since, :now)
@@ -342,8 +287,8 @@ WHERE id = :destination_id AND (failure_streak != 0 OR failing_since IS NOT NULL
 UPDATE destinations SET paused = 1, paused_reason = :reason
 WHERE id = :destination_id AND paused = 0
 
--- rotate_secret: new secret now, previous one still signed with until :until
-UPDATE destinations SET previous_secret = secret, previous_secret_until = :until,
+-- rotate_secret: new secret now, previous one still signed with for :overlap_s seconds
+UPDATE destinations SET previous_secret = secret, previous_secret_until = :now + :overlap_s,
     secret = :secret
 WHERE name = :name AND deleted_at IS NULL
 RETURNING *
@@ -352,12 +297,6 @@ RETURNING *
 INSERT INTO sources (name, scheme, secret, created_at)
 VALUES (:name, :scheme, :secret, :now)
 RETURNING *
-
--- get_source: one live source by name
-SELECT * FROM sources WHERE name = :name AND deleted_at IS NULL
-
--- live_sources: live sources in creation order
-SELECT * FROM sources WHERE deleted_at IS NULL ORDER BY id
 
 -- remove_source: soft delete; the name is freed (renamed name~removed-ID) for reuse
 UPDATE sources SET deleted_at = :now, name = name || '~removed-' || id

@@ -22,10 +22,10 @@ OK = AttemptResult(started_at=0.0, duration_s=0.01, status_code=200)
 
 def test_named_queries_have_the_same_names_on_both_backends():
     """Every SQLite named query exists for PostgreSQL too (the contract of shared/queries);
-    PostgreSQL may only add `destination_free` (its lock-then-count claim step)."""
+    PostgreSQL may only add `lock_claimable_destinations` (its lock-then-count claim step)."""
     sqlite, postgres = set(load_queries("sqlite")), set(load_queries("postgres"))
     assert sqlite - postgres == set()
-    assert postgres - sqlite <= {"destination_free"}
+    assert postgres - sqlite <= {"lock_claimable_destinations"}
 
 
 def test_both_backends_have_the_same_migration_steps():
@@ -35,9 +35,11 @@ def test_both_backends_have_the_same_migration_steps():
 
 
 def test_postgres_store_has_every_store_method_with_the_same_parameters():
-    """Each public method of SqliteStore exists on PostgresStore with the same parameters."""
+    """Each public method of SqliteStore exists on PostgresStore with the same parameters
+    (but the SQLite-only diagnostics)."""
+    sqlite_only = {"write_lock_stats", "wal_bytes"}
     for name, method in inspect.getmembers(SqliteStore, inspect.isfunction):
-        if not name.startswith("_"):
+        if not name.startswith("_") and name not in sqlite_only:
             assert hasattr(PostgresStore, name), name
             assert (list(inspect.signature(method).parameters)
                     == list(inspect.signature(getattr(PostgresStore, name)).parameters)), name
@@ -130,12 +132,12 @@ async def test_check_writable_passes_and_refuses_a_read_only_database(pg_url, pg
 
 
 async def test_sources_crud_on_both_backends(store):
-    """Sources: add, refuse a taken name (ConfigError), get, list, soft-remove (the name is
+    """Sources: add, refuse a taken name (Conflict), get, list, soft-remove (the name is
     free again), NotFound for missing names: the same on SQLite and PostgreSQL."""
-    from shared.errors import ConfigError, NotFound
+    from shared.errors import Conflict, NotFound
 
     added = await store.add_source(name="gh", scheme="github", secret="s" * 32)
-    with pytest.raises(ConfigError):
+    with pytest.raises(Conflict):
         await store.add_source(name="gh", scheme="token", secret="t" * 32)
     assert (await store.get_source("gh")).id == added.id
     assert [s.name for s in await store.list_sources()] == ["gh"]
@@ -162,8 +164,8 @@ def _scan_rows(plan: dict) -> list[tuple[str, float]]:
 async def test_claim_reads_only_what_it_takes_however_long_the_backlog(pg_url, analyzed):
     """With a 4,000-job backlog, the claim's queries read about as many rows as they return:
     due_jobs no more than its limit (it walks the due index in order instead of sorting the
-    destination's whole backlog), destination_slots one row per destination (its EXISTS
-    stops at the first due job). A claim's cost must not grow with the backlog, neither with
+    destination's whole backlog), lock_claimable_destinations one row per destination (its
+    EXISTS stops at the first due job). A claim's cost must not grow with the backlog, neither with
     table statistics nor before autovacuum has gathered any (a burst into a new table)."""
     import asyncpg
 
@@ -179,7 +181,7 @@ async def test_claim_reads_only_what_it_takes_however_long_the_backlog(pg_url, a
         if analyzed:
             await conn.execute("ANALYZE")
         values = {"destination_id": 1, "limit": 10, "test_now_s": None}
-        for name, most in (("due_jobs", 10), ("destination_slots", 1)):
+        for name, most in (("due_jobs", 10), ("lock_claimable_destinations", 1)):
             sql, names = _query(name)
             async with conn.transaction():  # FOR UPDATE: locks end with the transaction
                 [[plan]] = await conn.fetch("EXPLAIN (ANALYZE, FORMAT JSON) " + sql,

@@ -8,7 +8,7 @@ import sqlite3
 
 import pytest
 
-from shared.errors import ConfigError, NotFound
+from shared.errors import ConfigError, Conflict, NotFound
 from shared.models import Accepted, AttemptResult, ClaimRequest, Dead, Done, Duplicate, Retry
 from tests.conftest import new_event
 
@@ -266,9 +266,9 @@ async def test_new_waiter_sleeps_when_only_paused_work_waits(store, destination_
 
 
 async def test_destination_names_are_unique(store, destination_factory):
-    """Adding a second destination with a taken name is a ConfigError, nothing changes."""
+    """Adding a second destination with a taken name is a Conflict, nothing changes."""
     await destination_factory("a")
-    with pytest.raises(ConfigError):
+    with pytest.raises(Conflict):
         await destination_factory("a")
     assert [d.name for d in await store.list_destinations()] == ["a"]
 

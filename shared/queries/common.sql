@@ -1,0 +1,64 @@
+-- Named queries whose text is the same in both dialects; each backend's own file
+-- (sqlite.sql, postgres.sql) adds the rest. Parameters are :named.
+
+-- live_destinations: destinations that receive new events (paused ones too: their jobs wait)
+SELECT * FROM destinations WHERE deleted_at IS NULL ORDER BY id
+
+-- mark_attempt_handed_back: the attempt row of a handed-back claim
+UPDATE attempts SET error = 'handed back (graceful stop)' WHERE lease_token = :lease_token
+    AND duration_s IS NULL
+
+-- get_destination: one live destination by name
+SELECT * FROM destinations WHERE name = :name AND deleted_at IS NULL
+
+-- jobs_by_status: job counts per status
+SELECT status, count(*) AS n FROM jobs GROUP BY status
+
+-- count_events: number of stored events
+SELECT count(*) AS n FROM events
+
+-- count_attempts: number of recorded attempts
+SELECT count(*) AS n FROM attempts
+
+-- replay_job_state: why one job can or cannot be replayed
+SELECT j.id, j.status, d.deleted_at, e.body_purged_at
+FROM jobs j JOIN events e ON e.id = j.event_id JOIN destinations d ON d.id = j.destination_id
+WHERE j.id = :job_id
+
+-- purge_attempts: attempt rows of terminal jobs that ended before the cutoff
+DELETE FROM attempts WHERE job_id IN (
+    SELECT id FROM jobs WHERE status IN ('done', 'dead') AND finished_at < :before)
+
+-- purge_jobs: terminal jobs that ended before the cutoff
+DELETE FROM jobs WHERE status IN ('done', 'dead') AND finished_at < :before
+
+-- purge_events: events (dedupe keys) older than the cutoff that have no job left
+DELETE FROM events WHERE received_at < :before
+    AND NOT EXISTS (SELECT 1 FROM jobs j WHERE j.event_id = events.id)
+
+-- get_job: one job with its event and destination
+SELECT j.id, j.event_id, e.message_id, e.type AS event_type, d.name AS destination, j.status,
+    j.attempts, j.run_at, j.lease_owner, j.lease_until, j.last_error, j.created_at,
+    j.updated_at, j.finished_at, j.replays, e.source, e.source_event_id, e.received_at,
+    length(e.body) AS body_bytes, e.body_purged_at
+FROM jobs j JOIN events e ON e.id = j.event_id JOIN destinations d ON d.id = j.destination_id
+WHERE j.id = :job_id
+
+-- jobs_by_destination_status: job counts per destination and status (removed ones included)
+SELECT d.name AS destination, j.status, count(*) AS n
+FROM jobs j JOIN destinations d ON d.id = j.destination_id
+GROUP BY d.name, j.status
+
+-- ordered_head: an ordered destination's oldest unfinished job (FIFO: only it may be sent)
+SELECT id, status, run_at, lease_until, attempts FROM jobs
+WHERE destination_id = :destination_id AND status IN ('pending', 'running')
+ORDER BY id LIMIT 1
+
+-- advance_next_send: rate limit bookkeeping inside the claim transaction (GCRA arrival time)
+UPDATE destinations SET next_send_at = :next_send_at WHERE id = :destination_id
+
+-- get_source: one live source by name
+SELECT * FROM sources WHERE name = :name AND deleted_at IS NULL
+
+-- live_sources: live sources in creation order
+SELECT * FROM sources WHERE deleted_at IS NULL ORDER BY id

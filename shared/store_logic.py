@@ -1,0 +1,576 @@
+"""Every store transaction, written once for both backends (see :mod:`shared.store_ops`).
+
+:class:`StoreLogic` implements the :class:`shared.store.Store` operations as generators of
+named-query operations; a backend subclass supplies `_transact` (how one transaction is
+driven), the connection, the clock, wake-ups and maintenance. The named queries of both
+backends take the same parameters and return the same columns.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any, TypeVar
+
+from shared import rules
+from shared.delivery_policy import (
+    BreakerPolicy,
+    auto_pause_reason,
+    choose_claims,
+    fair_room,
+    is_failure,
+)
+from shared.errors import ConfigError, NotFound
+from shared.logs import get_logger
+from shared.models import (
+    Accepted,
+    Attempt,
+    AttemptResult,
+    Claim,
+    ClaimRequest,
+    Dead,
+    Destination,
+    DestinationSummary,
+    Done,
+    Duplicate,
+    EventBody,
+    Job,
+    JobStory,
+    NewEvent,
+    Outcome,
+    PurgeResult,
+    Retry,
+    Source,
+    Stats,
+    ThroughputBucket,
+    parse_headers,
+)
+from shared.signing import new_message_id, secret_key
+from shared.sources import check_source
+from shared.store import check_throughput_args, validate_destination_changes
+from shared.store_operator_tx import (
+    get_job_tx,
+    purge_tx,
+    remove_destination_tx,
+    replay_tx,
+    rotate_tx,
+    set_paused_tx,
+    stats_tx,
+    summaries_tx,
+    throughput_tx,
+)
+from shared.store_ops import (
+    BEGIN_WRITE,
+    HOST_NOW,
+    NOTIFY,
+    NOW,
+    AfterCommit,
+    Query,
+    Rows,
+    Tx,
+    count,
+    one,
+    rows,
+)
+
+T = TypeVar("T")
+log = get_logger()
+Items = Sequence[tuple[Claim, Outcome, AttemptResult]]
+
+
+class StoreLogic:
+    """The store operations once; subclasses drive transactions (see module docstring).
+
+    `LOCKS_DESTINATIONS`: the claim locks the destinations it serves before counting their
+    free slots (PostgreSQL, whose claimers run concurrently); SQLite's single writer needs no
+    lock and reads the slots in one query. `FINISH_AND_CLAIM_TOGETHER`: finish_and_claim is
+    one transaction (SQLite: one turn of the write lock and one fsync instead of two), or
+    two, the finish first (PostgreSQL, whose writers do not queue on one lock).
+    """
+
+    LOCKS_DESTINATIONS = False
+    FINISH_AND_CLAIM_TOGETHER = True
+
+    async def _transact(self, tx: Tx[T], *, write: bool) -> T:
+        """Drive `tx` as one transaction (`write`: it writes from the start)."""
+        raise NotImplementedError
+
+    # -- ingest ----------------------------------------------------------------------------
+
+    async def add_events(self, events: Sequence[NewEvent]) -> list[Accepted | Duplicate]:
+        """See :meth:`shared.store.Store.add_events` (workers are woken after the commit)."""
+        return await self._transact(_add_events_tx(events), write=True)
+
+    async def add_event(self, event: NewEvent) -> Accepted | Duplicate:
+        """One event in its own transaction; see :meth:`add_events`."""
+        return (await self.add_events([event]))[0]
+
+    async def add_backlog(self, events: Sequence[NewEvent]) -> int:
+        """See :meth:`shared.store.Store.add_backlog`: :meth:`add_events`'s transaction (its
+        jobs already go in one statement per batch), counting the jobs written."""
+        results = await self.add_events(events)
+        return sum(len(r.job_ids) for r in results if isinstance(r, Accepted))
+
+    async def _due_work_exists(self) -> bool:
+        """Whether a job is claimable now (asked when a waiter starts listening)."""
+        return bool((await self._transact(_single(one("due_work_exists")), write=False))["due"])
+
+    # -- workers ---------------------------------------------------------------------------
+
+    async def claim(self, worker: str, limit: int, lease_s: float,
+                    max_attempts: int, *, late_after: int | None = None,
+                    max_late: int | None = None, per_destination: int | None = None,
+                    held: Mapping[int, int] | None = None) -> list[Claim]:
+        """See :meth:`shared.store.Store.claim`."""
+        if limit <= 0:
+            return []
+        request = ClaimRequest(worker=worker, limit=limit, lease_s=lease_s,
+                               max_attempts=max_attempts, late_after=late_after,
+                               max_late=max_late, per_destination=per_destination,
+                               held=held or {})
+        return await self._transact(self._claim_tx(request), write=False)
+
+    def _claim_tx(self, request: ClaimRequest) -> Tx[list[Claim]]:
+        # Most wake-ups under load find the work already taken by the other workers:
+        # a read costs no write lock, so only a claim that can take something writes.
+        if not (yield one("claim_probe", max_attempts=request.max_attempts))["claimable"]:
+            return []
+        yield BEGIN_WRITE
+        return (yield from self._claim_in(request))
+
+    def _claim_in(self, request: ClaimRequest) -> Tx[list[Claim]]:
+        """The claim itself (see Store.claim) inside a write transaction: choose the jobs,
+        then lease them, record their attempts and read what sending needs, each in one
+        statement for the whole batch (a claim of 64 jobs is 4 statements, not 256)."""
+        now = yield NOW
+        killed = [r["id"] for r in (yield rows("kill_lost_at_cap",
+                                              max_attempts=request.max_attempts))]
+        if killed:  # their in-flight attempts end with them, in this transaction
+            yield count("close_attempts_lost_at_cap", job_ids=killed)
+        ids: list[int] = []
+        if self.LOCKS_DESTINATIONS:  # lock first (id order), then count the free slots
+            ids = [r["id"] for r in (yield rows("lock_claimable_destinations"))]
+            if not ids:
+                return []
+        # (late retry?, due since, job id, destination id): fresh work sorts first.
+        candidates: list[tuple[bool, float, int, int]] = []
+        rates: dict[int, tuple[float, float]] = {}  # id -> (per second, next_send_at)
+        for slot in (yield rows("destination_slots", destination_ids=ids)):
+            room = fair_room(request, slot["id"])
+            if slot["free"] <= 0 or room <= 0:
+                continue
+            if slot["rate_limit_per_s"] is not None:
+                rates[slot["id"]] = (slot["rate_limit_per_s"], slot["next_send_at"])
+            for job_id, due_at, attempts in (yield from _due_of(slot, now,
+                                                                 min(slot["free"], room))):
+                late = request.late_after is not None and attempts >= request.late_after
+                candidates.append((late, due_at, job_id, slot["id"]))
+        chosen, next_send = choose_claims(candidates, limit=request.limit,
+                                          max_late=request.max_late, rates=rates, now_s=now,
+                                          per_destination=request.per_destination,
+                                          held=request.held)
+        for destination_id, next_send_at in next_send.items():
+            yield count("advance_next_send", destination_id=destination_id,
+                        next_send_at=next_send_at)
+        if not chosen:
+            return []
+        # Every chosen job is still due (write lock, or row locks): one UPDATE leases them.
+        by_id = {r["id"]: r for r in (yield rows("claim_job", job_ids=chosen,
+                                                  worker=request.worker,
+                                                  lease_s=float(request.lease_s)))}
+        leased = [by_id[job_id] for job_id in chosen if job_id in by_id]
+        job_ids = [r["id"] for r in leased]
+        tokens = [r["lease_token"] for r in leased]
+        # A job whose previous claim's attempt never finished (its worker was lost: an expired
+        # lease, or a replay of a job that died so) is taken over, and is sent in quarantine.
+        taken_over = {r["job_id"] for r in (yield rows("mark_attempt_lost", job_ids=job_ids,
+                                                        lease_tokens=tokens))}
+        yield count("insert_attempt", worker=request.worker, claims=Rows(
+            ("job_ids", "attempts", "lease_tokens"),
+            [(r["id"], r["attempts"], r["lease_token"]) for r in leased]))
+        details = {d["job_id"]: d for d in (yield rows("claim_details", job_ids=job_ids))}
+        return [_claim_from(r, details[r["id"]], request.worker, r["id"] in taken_over, now)
+                for r in leased]
+
+    async def extend(self, claims: Sequence[Claim], lease_s: float) -> list[Claim]:
+        """See :meth:`shared.store.Store.extend`."""
+        if not claims:
+            return []
+        kept = await self._transact(_extend_tx(claims, lease_s), write=True)
+        return [c for c in claims if c.lease_token not in kept]
+
+    async def finish(self, items: Items, breaker: BreakerPolicy | None = None) -> list[bool]:
+        """See :meth:`shared.store.Store.finish`. A Retry's host-clock run_at is also given
+        as a delay, for a backend whose clock is the database's."""
+        return await self._transact(_finish_all(items, breaker), write=True)
+
+    async def finish_and_claim(self, items: Items, breaker: BreakerPolicy | None,
+                               request: ClaimRequest) -> tuple[list[bool], list[Claim]]:
+        """See :meth:`shared.store.Store.finish_and_claim` (one transaction or two: see the
+        class docstring)."""
+        if not self.FINISH_AND_CLAIM_TOGETHER:
+            kept = await self.finish(items, breaker) if items else []
+            return kept, await self.claim(
+                request.worker, request.limit, request.lease_s, request.max_attempts,
+                late_after=request.late_after, max_late=request.max_late,
+                per_destination=request.per_destination, held=request.held)
+        return await self._transact(self._finish_and_claim_tx(items, breaker, request),
+                                    write=False)
+
+    def _finish_and_claim_tx(self, items: Items, breaker: BreakerPolicy | None,
+                             request: ClaimRequest) -> Tx[tuple[list[bool], list[Claim]]]:
+        if not items and not (yield one("claim_probe",
+                                        max_attempts=request.max_attempts))["claimable"]:
+            return [], []  # a claim alone, with nothing to take: no write (see claim)
+        yield BEGIN_WRITE
+        kept = yield from _finish_all(items, breaker)
+        claims = (yield from self._claim_in(request)) if request.limit > 0 else []
+        return kept, claims
+
+    async def hand_back(self, claims: Sequence[Claim]) -> int:
+        """See :meth:`shared.store.Store.hand_back`."""
+        if not claims:
+            return 0
+        return await self._transact(_hand_back_tx(claims), write=True)
+
+    # -- destinations ----------------------------------------------------------------------
+
+    async def add_destination(self, *, name: str, url: str, secret: str,
+                              event_types: Sequence[str], max_in_flight: int,
+                              headers: Mapping[str, str] | None = None) -> Destination:
+        """See :meth:`shared.store.Store.add_destination`."""
+        new = rules.new_destination(name=name, url=url, secret=secret, event_types=event_types,
+                                    max_in_flight=max_in_flight, headers=headers)
+        query = Query("insert_destination", {
+            "name": new.name, "url": new.url, "secret": new.secret,
+            "max_in_flight": new.max_in_flight, "event_types": json.dumps(new.event_types),
+            "headers": json.dumps(new.headers)},
+            want="one", taken=f"a destination named {name!r} already exists")
+        return Destination.from_row(await self._transact(_single(query), write=True))
+
+    async def list_destinations(self) -> list[Destination]:
+        """See :meth:`shared.store.Store.list_destinations`."""
+        found = await self._transact(_single(rows("live_destinations")), write=False)
+        return [Destination.from_row(r) for r in found]
+
+    async def get_destination(self, name: str) -> Destination:
+        """See :meth:`shared.store.Store.get_destination`."""
+        row = await self._transact(_single(one("get_destination", name=name)), write=False)
+        if row is None:
+            raise NotFound(f"no destination named {name!r}")
+        return Destination.from_row(row)
+
+    async def set_paused(self, name: str, paused: bool, reason: str | None = None) -> None:
+        """See :meth:`shared.store.Store.set_paused` (a resume wakes waiting workers)."""
+        await self._transact(set_paused_tx(name, paused, reason), write=True)
+
+    async def rotate_secret(self, name: str, new_secret: str, overlap_s: float) -> Destination:
+        """See :meth:`shared.store.Store.rotate_secret`."""
+        secret_key(new_secret)  # raises ConfigError when malformed
+        if not overlap_s >= 0:
+            raise ConfigError(f"overlap_s must be zero or more seconds, not {overlap_s!r}")
+        row = await self._transact(rotate_tx(name, new_secret, float(overlap_s)), write=True)
+        log.info("destination_secret_rotated", destination=name,
+                 previous_until=row["previous_secret_until"])
+        return Destination.from_row(row)
+
+    async def update_destination(self, name: str, **changes: Any) -> Destination:
+        """See :meth:`shared.store.Store.update_destination`."""
+        values = validate_destination_changes(changes)
+        # Column names come only from the validated DESTINATION_UPDATERS keys, never input.
+        assignments = ", ".join(f"{column} = :{column}" for column in values)
+        sql = (f"UPDATE destinations SET {assignments} "
+               "WHERE name = :name AND deleted_at IS NULL RETURNING *")
+        params = {k: json.dumps(v if isinstance(v, dict) else list(v))
+                  if isinstance(v, list | tuple | dict) else v for k, v in values.items()}
+        query = Query("update_destination", {**params, "name": name}, want="one", sql=sql)
+        row = await self._transact(_single(query), write=True)
+        if row is None:
+            raise NotFound(f"no destination named {name!r}")
+        return Destination.from_row(row)
+
+    async def remove_destination(self, name: str) -> int:
+        """See :meth:`shared.store.Store.remove_destination`."""
+        return await self._transact(remove_destination_tx(name), write=True)
+
+    # -- operator views and controls -------------------------------------------------------
+
+    async def list_jobs(self, status: str | None = None, limit: int = 100) -> list[Job]:
+        """See :meth:`shared.store.Store.list_jobs`."""
+        found = await self._transact(_single(rows("list_jobs", status=status, limit=limit)),
+                                     write=False)
+        return [Job.from_row(r) for r in found]
+
+    async def list_attempts(self, job_id: int | None = None, limit: int = 10_000) -> list[Attempt]:
+        """See :meth:`shared.store.Store.list_attempts`."""
+        found = await self._transact(_single(rows("list_attempts", job_id=job_id,
+                                                  limit=limit)), write=False)
+        return [Attempt.from_row(r) for r in found]
+
+    async def list_dead(self, destination: str | None = None, since_s: float | None = None,
+                        limit: int = 100) -> list[Job]:
+        """See :meth:`shared.store.Store.list_dead`."""
+        found = await self._transact(_single(rows(
+            "list_dead", destination=destination, limit=limit,
+            since=None if since_s is None else float(since_s))), write=False)
+        return [Job.from_row(r) for r in found]
+
+    async def replay(self, *, job_id: int | None = None, all_dead: bool = False,
+                     destination: str | None = None, since_s: float | None = None,
+                     dry_run: bool = False) -> int:
+        """See :meth:`shared.store.Store.replay` (wakes waiting workers on commit)."""
+        if (job_id is None) == (not all_dead):
+            raise ConfigError("replay needs exactly one of a job id or all_dead")
+        since = None if since_s is None else float(since_s)
+        return await self._transact(replay_tx(job_id, destination, since, dry_run),
+                                    write=True)
+
+    async def purge(self, *, bodies_before_s: float, metadata_before_s: float,
+                    dedupe_before_s: float) -> PurgeResult:
+        """See :meth:`shared.store.Store.purge`."""
+        rules.purge_cutoffs(bodies_before_s, metadata_before_s, dedupe_before_s)
+        return await self._transact(purge_tx(float(bodies_before_s), float(metadata_before_s),
+                                              float(dedupe_before_s)), write=True)
+
+    async def get_job(self, job_id: int) -> JobStory:
+        """See :meth:`shared.store.Store.get_job`."""
+        row, attempts = await self._transact(get_job_tx(job_id), write=False)
+        if row is None:
+            raise NotFound(f"no job with id {job_id}")
+        return JobStory(
+            job=Job.from_row(row), replays=row["replays"], source=row["source"],
+            source_event_id=row["source_event_id"], received_at=row["received_at"],
+            body_bytes=row["body_bytes"], body_purged_at=row["body_purged_at"],
+            attempts=tuple(Attempt.from_row(a) for a in attempts))
+
+    async def stats(self) -> Stats:
+        """See :meth:`shared.store.Store.stats` (ages by the store's clock)."""
+        return await self._transact(stats_tx(), write=False)
+
+    # -- dashboard views -------------------------------------------------------------------
+
+    async def destination_summaries(self, *, latency_window_s: float = 900.0,
+                                    latency_scan_limit: int = 20_000
+                                    ) -> list[DestinationSummary]:
+        """See :meth:`shared.store.Store.destination_summaries` (the store's clock)."""
+        return await self._transact(summaries_tx(float(latency_window_s),
+                                                  int(latency_scan_limit)), write=False)
+
+    async def throughput(self, *, window_s: float, bucket_s: int = 60) -> list[ThroughputBucket]:
+        """See :meth:`shared.store.Store.throughput` (the store's clock)."""
+        check_throughput_args(window_s, bucket_s)
+        return await self._transact(throughput_tx(window_s, bucket_s), write=False)
+
+    async def event_body(self, job_id: int, max_bytes: int) -> EventBody:
+        """See :meth:`shared.store.Store.event_body`."""
+        row = await self._transact(_single(one("event_body_of_job", job_id=job_id,
+                                               max_bytes=max(1, int(max_bytes)))), write=False)
+        if row is None:
+            raise NotFound(f"no job with id {job_id}")
+        return EventBody(event_id=row["event_id"], type=row["type"],
+                         size_bytes=row["size_bytes"] or 0, head=bytes(row["head"] or b""),
+                         body_purged_at=row["body_purged_at"])
+
+    # -- inbound sources -------------------------------------------------------------------
+
+    async def add_source(self, *, name: str, scheme: str, secret: str) -> Source:
+        """See :meth:`shared.store.Store.add_source`."""
+        check_source(name, scheme, secret)
+        query = Query("insert_source", {"name": name, "scheme": scheme, "secret": secret},
+                      want="one", taken=f"a source named {name!r} already exists")
+        return Source.from_row(await self._transact(_single(query), write=True))
+
+    async def get_source(self, name: str) -> Source:
+        """See :meth:`shared.store.Store.get_source`."""
+        row = await self._transact(_single(one("get_source", name=name)), write=False)
+        if row is None:
+            raise NotFound(f"no source named {name!r}")
+        return Source.from_row(row)
+
+    async def list_sources(self) -> list[Source]:
+        """See :meth:`shared.store.Store.list_sources`."""
+        found = await self._transact(_single(rows("live_sources")), write=False)
+        return [Source.from_row(r) for r in found]
+
+    async def remove_source(self, name: str) -> None:
+        """See :meth:`shared.store.Store.remove_source`."""
+        if await self._transact(_single(one("remove_source", name=name)), write=True) is None:
+            raise NotFound(f"no source named {name!r}")
+
+
+# -- transactions --------------------------------------------------------------------------
+
+def _single(query: Query) -> Tx[Any]:
+    """A transaction of one query."""
+    return (yield query)
+
+
+def _add_events_tx(events: Sequence[NewEvent]) -> Tx[list[Accepted | Duplicate]]:
+    """Insert a batch of events, then the jobs of all of them in one statement; each event
+    that is new (not stored, nor earlier in the batch) is Accepted, the others Duplicate."""
+    destinations = [Destination.from_row(r) for r in (yield rows("live_destinations"))]
+    if not events:
+        return []
+    now = yield NOW
+    inserted = {(r["source"], r["source_event_id"]): r for r in (yield Query(
+        "insert_event", {"events": Rows(
+            ("message_id", "source", "source_event_id", "type", "body"),
+            [(new_message_id(now), e.source, e.source_event_id, e.type, e.body)
+             for e in events])}, per_row=True))}
+    keys = [(e.source, e.source_event_id) for e in events]
+    missing = [k for k in dict.fromkeys(keys) if k not in inserted]
+    existing = {(r["source"], r["source_event_id"]): r for r in (yield Query(
+        "find_event", {"keys": Rows(("source", "source_event_id"), missing)},
+        per_row=True))} if missing else {}
+    pairs: list[tuple[int, int]] = []
+    first: set[tuple[str, str]] = set()
+    for event, key in zip(events, keys, strict=True):
+        if key in inserted and key not in first:
+            first.add(key)
+            pairs += [(inserted[key]["id"], d.id) for d in destinations
+                      if d.subscribes_to(event.type)]
+    job_ids: dict[int, list[int]] = {}
+    if pairs:  # one statement for every job of the batch: this is ingest's hot path
+        for r in (yield rows("insert_jobs", pairs=Rows(("event_ids", "destination_ids"), pairs))):
+            job_ids.setdefault(r["event_id"], []).append(r["id"])
+        yield NOTIFY
+    results: list[Accepted | Duplicate] = []
+    seen: set[tuple[str, str]] = set()
+    for key in keys:
+        if key in inserted and key not in seen:
+            row = inserted[key]
+            results.append(Accepted(event_id=row["id"], message_id=row["message_id"],
+                                    job_ids=tuple(sorted(job_ids.get(row["id"], ())))))
+        else:
+            row = inserted.get(key) or existing[key]
+            results.append(Duplicate(event_id=row["id"], message_id=row["message_id"]))
+        seen.add(key)
+    return results
+
+
+def _extend_tx(claims: Sequence[Claim], lease_s: float) -> Tx[set[str]]:
+    # One statement for every lease: the worker's heartbeat.
+    return {r["lease_token"] for r in (yield rows("extend_lease", lease_s=float(lease_s),
+                                                  claims=_claim_keys(claims)))}
+
+
+def _claim_keys(claims: Sequence[Claim]) -> Rows:
+    return Rows(("job_ids", "lease_tokens"), [(c.job_id, c.lease_token) for c in claims])
+
+
+def _hand_back_tx(claims: Sequence[Claim]) -> Tx[int]:
+    handed = 0
+    for c in claims:
+        if (yield count("hand_back", job_id=c.job_id, lease_token=c.lease_token)):
+            yield count("mark_attempt_handed_back", lease_token=c.lease_token)
+            handed += 1
+    if handed:
+        yield NOTIFY
+    return handed
+
+
+def _finish_all(items: Items, breaker: BreakerPolicy | None) -> Tx[list[bool]]:
+    """Every item's fenced finish, then the failure runs of their destinations in id order
+    (as claims lock them: two hosts finishing batches over the same destinations cannot
+    deadlock); a destination the breaker pauses is logged after the commit."""
+    if (all(isinstance(outcome, Done) and not is_failure(result) for _, outcome, result in items)
+            and len({claim.job_id for claim, _, _ in items}) == len(items)):
+        return (yield from _finish_delivered(items))
+    kept = []
+    for claim, outcome, result in items:
+        kept.append((yield from _finish_one(claim, outcome, result)))
+    for claim, _, result in sorted(items, key=lambda item: item[0].destination_id):
+        yield from _track_failure_run(claim, result, breaker)
+    return kept
+
+
+def _finish_delivered(items: Items) -> Tx[list[bool]]:
+    """The common batch, every attempt acknowledged with a 2xx and no job twice: each step
+    one statement for the whole batch (attempt rows, done jobs), then one failure-run reset
+    per destination. Same effect as finishing them one by one."""
+    yield count("record_attempts", attempts=Rows(
+        ("lease_tokens", "started_ats", "durations_s", "status_codes", "errors",
+         "response_excerpts", "response_headers", "locations"),
+        [(claim.lease_token, r.started_at, r.duration_s, r.status_code, r.error,
+          r.response_excerpt, r.response_headers, r.location) for claim, _, r in items]))
+    done = {r["id"] for r in (yield rows("finish_delivered",
+                                         claims=_claim_keys([c for c, _, _ in items])))}
+    for destination_id in sorted({claim.destination_id for claim, _, _ in items}):
+        yield count("destination_succeeded", destination_id=destination_id)
+    return [claim.job_id in done for claim, _, _ in items]
+
+
+def _finish_one(claim: Claim, outcome: Outcome, result: AttemptResult) -> Tx[bool]:
+    fence = {"job_id": claim.job_id, "lease_token": claim.lease_token}
+    yield count("record_attempt", lease_token=claim.lease_token, started_at=result.started_at,
+                duration_s=result.duration_s, status_code=result.status_code,
+                error=result.error, response_excerpt=result.response_excerpt,
+                response_headers=result.response_headers, location=result.location)
+    if isinstance(outcome, Done):
+        changed = yield count("finish_done", **fence)
+    elif isinstance(outcome, Retry):
+        host_now = yield HOST_NOW
+        changed = yield count("finish_retry", **fence, error=outcome.error,
+                              run_at=outcome.run_at,
+                              delay_s=max(0.0, outcome.run_at - host_now))
+    elif isinstance(outcome, Dead):
+        changed = yield count("finish_dead", **fence, error=outcome.error)
+    else:
+        raise TypeError(f"unknown outcome {outcome!r}")
+    return bool(changed == 1)
+
+
+def _track_failure_run(claim: Claim, result: AttemptResult,
+                       breaker: BreakerPolicy | None) -> Tx[None]:
+    """Update the destination's failure run; pause it when the breaker says so."""
+    if not is_failure(result):
+        yield count("destination_succeeded", destination_id=claim.destination_id)
+        return
+    run = yield one("destination_failed", destination_id=claim.destination_id)
+    if run is None or breaker is None or run["paused"]:
+        return
+    now = yield NOW
+    reason = auto_pause_reason(result, run["url"], run["failure_streak"], run["failing_since"],
+                               now, breaker)
+    if reason is None or not (yield count("auto_pause", destination_id=claim.destination_id,
+                                          reason=reason)):
+        return
+    name, streak = run["name"], run["failure_streak"]
+    yield AfterCommit(lambda: log.warning("destination_auto_paused", destination=name,
+                                          reason=reason, failure_streak=streak))
+
+
+# -- helpers -------------------------------------------------------------------------------
+
+def _due_of(slot: Any, now: float, limit: int) -> Tx[list[tuple[int, float, int]]]:
+    """(job id, due since, attempts made) of one destination's claimable jobs.
+
+    An ordered destination offers only its oldest unfinished job, and only when that job is
+    due (pending with run_at passed, or running with an expired lease).
+    """
+    if not slot["ordered"]:
+        return [(r["id"], r["due_at"], r["attempts"]) for r in (yield rows(
+            "due_jobs", destination_id=slot["id"], limit=limit))]
+    head = yield one("ordered_head", destination_id=slot["id"])
+    if head is None:
+        return []
+    if head["status"] == "pending" and head["run_at"] <= now:
+        return [(head["id"], head["run_at"], head["attempts"])]
+    if head["status"] == "running" and head["lease_until"] <= now:
+        return [(head["id"], head["lease_until"], head["attempts"])]
+    return []
+
+
+def _claim_from(row: Any, details: Any, worker: str, taken_over: bool, now: float) -> Claim:
+    """A Claim from its leased job row and its claim_details row."""
+    secrets: tuple[str, ...] = (details["secret"],)
+    if details["previous_secret"] and (details["previous_secret_until"] or 0) > now:
+        secrets += (details["previous_secret"],)
+    return Claim(
+        job_id=row["id"], event_id=row["event_id"], message_id=details["message_id"],
+        event_type=details["type"], destination_id=row["destination_id"],
+        destination_name=details["name"], url=details["url"], secret=details["secret"],
+        body=bytes(details["body"]), attempt=row["attempts"], lease_token=row["lease_token"],
+        lease_owner=worker, lease_until=row["lease_until"], taken_over=taken_over,
+        secrets=secrets, timeout_s=details["timeout_s"],
+        headers=parse_headers(details["headers"]))

@@ -1,0 +1,141 @@
+"""The operator's and the dashboard's store transactions (see :mod:`shared.store_logic`):
+destination controls, replay, retention, and the read-only views. Each is a generator of
+:mod:`shared.store_ops` operations, driven by a backend."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from shared.errors import ConfigError, Conflict, NotFound
+from shared.models import (
+    DestinationSummary,
+    LatencyHistogram,
+    PurgeResult,
+    Stats,
+    ThroughputBucket,
+    fill_buckets,
+)
+from shared.store_ops import NOTIFY, NOW, Tx, count, one, rows
+
+
+def set_paused_tx(name: str, paused: bool, reason: str | None) -> Tx[None]:
+    changed = yield count("set_paused", name=name, paused=bool(paused),
+                          reason=reason if paused else None)
+    if not changed:
+        raise NotFound(f"no destination named {name!r}")
+    if not paused:
+        yield NOTIFY
+
+
+def rotate_tx(name: str, new_secret: str, overlap_s: float) -> Tx[Any]:
+    current = yield one("get_destination", name=name)
+    if current is None:
+        raise NotFound(f"no destination named {name!r}")
+    if current["secret"] == new_secret:
+        raise ConfigError("the new secret equals the current one")
+    return (yield one("rotate_secret", name=name, secret=new_secret, overlap_s=overlap_s))
+
+
+def remove_destination_tx(name: str) -> Tx[int]:
+    row = yield one("remove_destination", name=name)
+    if row is None:
+        raise NotFound(f"no destination named {name!r}")
+    return int((yield count("kill_jobs_of_destination", destination_id=row["id"])))
+
+
+def replay_tx(job_id: int | None, destination: str | None, since: float | None,
+               dry_run: bool) -> Tx[int]:
+    if job_id is not None:
+        check_replayable(job_id, (yield one("replay_job_state", job_id=job_id)))
+    ids = [r["id"] for r in (yield rows("replay_candidates", job_id=job_id,
+                                        destination=destination, since=since))]
+    if dry_run or not ids:
+        return len(ids)
+    replayed = int((yield count("replay_job", job_ids=ids)))
+    if replayed:
+        yield NOTIFY
+    return replayed
+
+
+def check_replayable(job_id: int, row: Any) -> None:
+    """Raise NotFound or Conflict when one job cannot be replayed (see Store.replay)."""
+    if row is None:
+        raise NotFound(f"no job with id {job_id}")
+    if row["status"] != "dead":
+        raise Conflict(f"job {job_id} is {row['status']}, not dead; only dead jobs are replayed")
+    if row["body_purged_at"] is not None:
+        raise Conflict(f"job {job_id} cannot be replayed: its event body was purged by "
+                       "retention")
+    if row["deleted_at"] is not None:
+        raise Conflict(f"job {job_id} cannot be replayed: its destination was removed")
+
+
+def purge_tx(bodies_before_s: float, metadata_before_s: float,
+              dedupe_before_s: float) -> Tx[PurgeResult]:
+    bodies = yield count("purge_bodies", before=bodies_before_s)
+    attempts = yield count("purge_attempts", before=metadata_before_s)
+    jobs = yield count("purge_jobs", before=metadata_before_s)
+    events = yield count("purge_events", before=dedupe_before_s)
+    return PurgeResult(bodies=bodies, attempts=attempts, jobs=jobs, events=events)
+
+
+def get_job_tx(job_id: int) -> Tx[tuple[Any, list[Any]]]:
+    row = yield one("get_job", job_id=job_id)
+    attempts = yield rows("list_attempts", job_id=job_id, limit=10_000)
+    return row, attempts
+
+
+def stats_tx() -> Tx[Stats]:
+    now = yield NOW
+    by_status = {s: 0 for s in ("pending", "running", "done", "dead")}
+    by_status.update({r["status"]: r["n"] for r in (yield rows("jobs_by_status"))})
+    oldest = (yield one("oldest_pending"))["oldest"]
+    per_destination: dict[str, dict[str, int]] = {}
+    for r in (yield rows("jobs_by_destination_status")):
+        per_destination.setdefault(r["destination"], {})[r["status"]] = r["n"]
+    return Stats(
+        jobs_by_status=by_status,
+        events=(yield one("count_events"))["n"],
+        attempts=(yield one("count_attempts"))["n"],
+        oldest_pending_age_s=None if oldest is None else now - oldest,
+        jobs_by_destination=per_destination,
+        paused_destinations={r["name"]: r["paused_reason"]
+                             for r in (yield rows("paused_destinations"))},
+        attempts_by_outcome={r["outcome"]: r["n"] for r in (yield rows("attempts_by_outcome"))},
+        delivery_latency=latency((yield one("delivery_latency"))),
+        wal_bytes=None,
+    )
+
+
+def summaries_tx(window_s: float, scan_limit: int) -> Tx[list[DestinationSummary]]:
+    now = yield NOW
+    found = yield rows("destination_summaries")
+    latency = {r["destination_id"]: r for r in (yield rows(
+        "destination_latency", since=float(now - window_s), scan_limit=scan_limit))}
+    return [DestinationSummary.from_rows(r, latency.get(r["id"])) for r in found]
+
+
+def throughput_tx(window_s: float, bucket_s: int) -> Tx[list[ThroughputBucket]]:
+    now = yield NOW
+    first = int((now - window_s) // bucket_s)
+    params = {"since": float(first * bucket_s), "bucket_s": float(bucket_s)}
+    counts: dict[int, dict[str, int]] = {}
+    for r in (yield rows("events_per_bucket", **params)):
+        counts.setdefault(r["bucket"], {})["events"] = r["n"]
+    for r in (yield rows("finished_per_bucket", **params)):
+        key = "delivered" if r["status"] == "done" else "dead"
+        counts.setdefault(r["bucket"], {})[key] = r["n"]
+    return fill_buckets(counts, first=first, last=int(now // bucket_s), bucket_s=bucket_s)
+
+
+LATENCY_BUCKETS_S = (0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 900, 3600, 21600, 86400)
+
+
+def latency(row: Any) -> LatencyHistogram:
+    """The `delivery_latency` row as a histogram (columns le_<bound with _ for .>)."""
+    def column(bound: float) -> str:
+        return "le_" + (f"{bound:g}").replace(".", "_")
+
+    return LatencyHistogram(
+        buckets=tuple((float(b), row[column(b)] or 0) for b in LATENCY_BUCKETS_S),
+        count=row["n"], sum_s=float(row["total"]))

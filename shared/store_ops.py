@@ -1,0 +1,111 @@
+"""What a store transaction may ask of its backend: the narrow connector under the store logic.
+
+Each transaction in :mod:`shared.store_logic` is a generator that yields these operations and
+receives their results (``rows = yield Query("claim_details", job_ids=ids)``). A backend
+drives it: SQLite synchronously on its database thread (the whole transaction is one thread
+hop), PostgreSQL with ``await`` on one pooled connection. Only the driver knows the dialect.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Generator, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Generic, TypeVar
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True, slots=True)
+class Rows:
+    """A batch parameter: one tuple per row. SQLite receives it as one JSON array of arrays
+    under the parameter's own name; PostgreSQL as one array per column, named `columns`."""
+
+    columns: tuple[str, ...]
+    rows: Sequence[Sequence[Any]]
+
+
+@dataclass(frozen=True, slots=True)
+class Query:
+    """Run the named query (or `sql`, text with :named parameters valid in both dialects).
+
+    `params` are by name; a list or tuple is a batch (SQLite: JSON text; PostgreSQL: an
+    array). The driver adds the transaction's instant (`now` on SQLite, `test_now_s` on
+    PostgreSQL). `want` says what comes back: "all" (a list of rows), "one" (a row or None)
+    or "count" (rows changed). A unique-key violation raises Conflict(`taken`) when `taken`
+    is set. `per_row`: the one Rows parameter is sent as one statement per row where a
+    statement costs no round trip (SQLite: each row's columns are its parameters, and the
+    rows every statement returns are concatenated), as one statement of arrays elsewhere.
+    """
+
+    name: str
+    params: dict[str, Any] = field(default_factory=dict)
+    want: str = "all"
+    taken: str | None = None
+    sql: str | None = None
+    per_row: bool = False
+
+
+class Now:
+    """Ask for the transaction's instant in unix seconds (SQLite: the store's clock, read
+    once per transaction; PostgreSQL: the server's clock, or the test clock)."""
+
+
+class HostNow:
+    """Ask for this host's clock in unix seconds (a worker's run_at is host time)."""
+
+
+class BeginWrite:
+    """From here on the transaction writes (SQLite: take the write lock, BEGIN IMMEDIATE).
+    Lets a transaction read first and take no lock when there is nothing to do."""
+
+
+class Notify:
+    """Wake waiting workers once this transaction commits."""
+
+
+@dataclass(frozen=True, slots=True)
+class AfterCommit:
+    """Call `fn()` once the transaction has committed (e.g. to log what it did)."""
+
+    fn: Callable[[], None]
+
+
+Op = Query | Now | HostNow | BeginWrite | Notify | AfterCommit
+Tx = Generator[Op, Any, T]
+"""A store transaction: yields operations, returns its result."""
+
+
+@dataclass(frozen=True, slots=True)
+class Finished(Generic[T]):
+    """A transaction's result (see :func:`advance`)."""
+
+    value: T
+
+
+def advance(tx: Tx[T], answer: Any) -> Op | Finished[T]:
+    """Send `answer` (the previous operation's result; None at first) into `tx`: its next
+    operation, or Finished once it has returned. What it raises propagates."""
+    try:
+        return tx.send(answer)
+    except StopIteration as stop:
+        return Finished(stop.value)
+
+NOW = Now()
+HOST_NOW = HostNow()
+BEGIN_WRITE = BeginWrite()
+NOTIFY = Notify()
+
+
+def one(name: str, /, **params: Any) -> Query:
+    """A query whose first row (or None) is wanted."""
+    return Query(name, params, want="one")
+
+
+def rows(name: str, /, **params: Any) -> Query:
+    """A query whose rows are wanted."""
+    return Query(name, params)
+
+
+def count(name: str, /, **params: Any) -> Query:
+    """A write whose number of changed rows is wanted."""
+    return Query(name, params, want="count")

@@ -1,0 +1,161 @@
+"""Every operation of the store contract, run on both backends by one script.
+
+The script goes through a recorder that notes each Store method it calls; the test then
+checks that no method of the Protocol was left out, so a new operation must be added here
+(and so runs on SQLite and PostgreSQL alike)."""
+
+from __future__ import annotations
+
+import inspect
+import re
+import sqlite3
+from typing import Any
+
+import asyncpg
+import pytest
+
+from shared.delivery_policy import BreakerPolicy
+from shared.errors import ConfigError, Conflict, NotFound
+from shared.models import Accepted, AttemptResult, ClaimRequest, Dead, Done, Duplicate, Retry
+from shared.postgres_store import PostgresStore, _query
+from shared.queries import load_queries
+from shared.sqlite_store import SqliteStore
+from shared.store import SqliteDiagnostics, Store
+from tests.conftest import new_event
+
+SECRET = "whsec_" + "A" * 32
+OTHER_SECRET = "whsec_" + "B" * 32
+SAMPLE_VALUES = {"scheme": "token", **dict.fromkeys(
+    ("pairs", "claims", "attempts", "job_ids", "lease_tokens", "destination_ids"), "[]")}
+"""Parameter values the SQLite queries accept on an empty database (the rest get 1)."""
+
+
+class Recorder:
+    """Forwards to the store and remembers which methods were called."""
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+        self.called: set[str] = set()
+
+    def __getattr__(self, name: str) -> Any:
+        self.called.add(name)
+        return getattr(self.store, name)
+
+
+def contract_methods() -> set[str]:
+    return {name for name, _ in inspect.getmembers(Store, inspect.isfunction)
+            if not name.startswith("_")}
+
+
+async def test_every_store_operation_runs_on_both_backends(store, clock):
+    """Each operation of the contract, with its main result checked, on each backend."""
+    s: Any = Recorder(store)
+    dest = await s.add_destination(name="d", url="http://127.0.0.1:9/x", secret=SECRET,
+                                   event_types=["*"], max_in_flight=5, headers={"X-A": "1"})
+    with pytest.raises(Conflict):
+        await s.add_destination(name="d", url="http://127.0.0.1:9/x", secret=SECRET,
+                                event_types=["*"], max_in_flight=5)
+    assert [d.name for d in await s.list_destinations()] == ["d"]
+    assert (await s.get_destination("d")).id == dest.id
+    assert (await s.update_destination("d", max_in_flight=7)).max_in_flight == 7
+    rotated = await s.rotate_secret("d", OTHER_SECRET, overlap_s=60)
+    assert rotated.secret == OTHER_SECRET
+
+    first = await s.add_event(new_event("e1"))
+    assert isinstance(first, Accepted) and len(first.job_ids) == 1
+    batch = await s.add_events([new_event("e2"), new_event("e1"), new_event("e3")])
+    assert [type(r) for r in batch] == [Accepted, Duplicate, Accepted]
+
+    claims = await s.claim("w1", 2, lease_s=30, max_attempts=5)
+    assert len(claims) == 2 and claims[0].secrets == (OTHER_SECRET, SECRET)
+    assert await s.extend(claims, lease_s=60) == []
+    ok = AttemptResult(started_at=clock(), duration_s=0.01, status_code=200)
+    failed = AttemptResult(started_at=clock(), duration_s=0.01, status_code=500)
+    assert await s.finish([(claims[0], Done(), ok)]) == [True]
+    kept, more = await s.finish_and_claim(
+        [(claims[1], Retry(run_at=clock() + 3600, error="500"), failed)],
+        BreakerPolicy(), ClaimRequest(worker="w1", limit=5, lease_s=30, max_attempts=5))
+    assert kept == [True] and len(more) == 1
+    assert await s.hand_back(more) == 1
+    [again] = await s.claim("w1", 1, lease_s=30, max_attempts=5)
+    assert await s.finish([(again, Dead(error="gone"), failed)]) == [True]
+    assert await s.wait_for_jobs(0.05) is False  # nothing due: the retry is an hour away
+
+    assert {j.status for j in await s.list_jobs()} == {"done", "pending", "dead"}
+    assert len(await s.list_attempts()) == 4
+    [dead] = await s.list_dead()
+    assert (await s.get_job(dead.id)).job.status == "dead"
+    assert (await s.event_body(dead.id, 4)).head == new_event("e3").body[:4]
+    assert await s.replay(job_id=dead.id, dry_run=True) == 1
+    assert await s.replay(all_dead=True) == 1
+    with pytest.raises(ConfigError):
+        await s.replay()
+    stats = await s.stats()
+    assert stats.events == 3 and stats.jobs_by_status["done"] == 1
+    [summary] = await s.destination_summaries()
+    assert summary.name == "d"
+    buckets = await s.throughput(window_s=120, bucket_s=60)
+    assert sum(b.events for b in buckets) == 3
+    await s.set_paused("d", True, reason="operator")
+    await s.set_paused("d", False)
+    await s.check_writable()
+    figures = await s.maintenance()
+    if isinstance(store, SqliteDiagnostics):  # the WAL checkpoint, and its figures
+        assert set(figures) == {"busy", "log_frames", "checkpointed_frames", "wal_bytes"}
+        assert stats.wal_bytes is not None and store.wal_bytes() >= 0
+        assert store.write_lock_stats()["hold"]["count"] > 0
+    else:
+        assert figures == {} and stats.wal_bytes is None
+    clock.advance(7200)
+    purged = await s.purge(bodies_before_s=clock(), metadata_before_s=clock() - 3600,
+                           dedupe_before_s=clock() - 3600)
+    # The delivered job and its one attempt end; its event loses its body, then its key.
+    assert (purged.bodies, purged.attempts, purged.jobs, purged.events) == (1, 1, 1, 1)
+
+    source = await s.add_source(name="gh", scheme="token", secret="t" * 32)
+    with pytest.raises(Conflict):  # more of sources: test_sources_crud_on_both_backends
+        await s.add_source(name="gh", scheme="token", secret="t" * 32)
+    got = await s.get_source("gh")
+    assert [x.id for x in await s.list_sources()] == [got.id] == [source.id]
+    await s.remove_source("gh")
+    assert await s.remove_destination("d") == 2  # the pending retry and the replayed job
+    with pytest.raises(NotFound):
+        await s.get_destination("d")
+
+    s.called.discard("store")
+    assert contract_methods() - s.called - {"open", "close"} == set()
+
+
+def test_only_sqlite_reports_write_lock_figures(tmp_path):
+    """Write-lock figures are SQLite's diagnostics, not part of the contract."""
+    assert {"write_lock_stats", "wal_bytes"} & contract_methods() == set()
+    assert isinstance(SqliteStore(str(tmp_path / "x.db")), SqliteDiagnostics)
+    assert not isinstance(PostgresStore("postgresql://u@127.0.0.1:1/db"), SqliteDiagnostics)
+
+
+async def test_same_named_queries_return_the_same_columns(pg_url, tmp_path):
+    """Each named query answers with the same column names, in the same order, on SQLite
+    (run on an empty database, rolled back) and PostgreSQL (prepared, not run)."""
+    path = str(tmp_path / "columns.db")
+    async with SqliteStore(path):
+        pass  # creates the schema
+    sqlite_columns: dict[str, list[str]] = {}
+    db = sqlite3.connect(path, isolation_level=None)
+    try:
+        for name, sql in load_queries("sqlite").items():
+            db.execute("BEGIN")
+            cursor = db.execute(sql, {p: SAMPLE_VALUES.get(p, 1)
+                                      for p in re.findall(r":(\w+)", sql)})
+            sqlite_columns[name] = [d[0] for d in cursor.description or ()]
+            db.execute("ROLLBACK")
+    finally:
+        db.close()
+    async with PostgresStore(pg_url):
+        pass
+    conn = await asyncpg.connect(pg_url)
+    try:
+        for name, columns in sqlite_columns.items():
+            statement = await conn.prepare(_query(name)[0])
+            assert [a.name for a in statement.get_attributes()] == columns, name
+    finally:
+        await conn.close()
