@@ -4,7 +4,11 @@ SQLite and PostgreSQL (the backlog benchmark seeds its database this way)."""
 from __future__ import annotations
 
 from shared.models import NewEvent
+from shared.signing import generate_secret
 from shared.store import Store
+
+
+SECRET = generate_secret()
 
 
 def event(source_event_id: str, type_: str) -> NewEvent:
@@ -13,9 +17,9 @@ def event(source_event_id: str, type_: str) -> NewEvent:
 
 
 async def test_backlog_fans_out_like_add_events_and_skips_known_ids(store: Store) -> None:
-    await store.add_destination(name="all", url="http://127.0.0.1:9/a", secret="s" * 32,
+    await store.add_destination(name="all", url="http://127.0.0.1:9/a", secret=SECRET,
                                 event_types=["*"], max_in_flight=10)
-    await store.add_destination(name="orders", url="http://127.0.0.1:9/o", secret="s" * 32,
+    await store.add_destination(name="orders", url="http://127.0.0.1:9/o", secret=SECRET,
                                 event_types=["order.*"], max_in_flight=10)
     await store.add_events([event("known", "order.paid")])  # 2 jobs already
 
@@ -38,7 +42,7 @@ async def test_backlog_fans_out_like_add_events_and_skips_known_ids(store: Store
 
 
 async def test_an_empty_backlog_writes_nothing(store: Store) -> None:
-    await store.add_destination(name="all", url="http://127.0.0.1:9/a", secret="s" * 32,
+    await store.add_destination(name="all", url="http://127.0.0.1:9/a", secret=SECRET,
                                 event_types=["*"], max_in_flight=10)
     assert await store.add_backlog([]) == 0
     assert await store.list_jobs() == []

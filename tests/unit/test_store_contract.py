@@ -65,6 +65,7 @@ async def test_every_store_operation_runs_on_both_backends(store, clock):
     assert isinstance(first, Accepted) and len(first.job_ids) == 1
     batch = await s.add_events([new_event("e2"), new_event("e1"), new_event("e3")])
     assert [type(r) for r in batch] == [Accepted, Duplicate, Accepted]
+    assert await s.add_backlog([new_event("e1"), new_event("e3")]) == 0  # known: no jobs
 
     claims = await s.claim("w1", 2, lease_s=30, max_attempts=5)
     assert len(claims) == 2 and claims[0].secrets == (OTHER_SECRET, SECRET)
