@@ -15,7 +15,7 @@ from aiohttp import web
 
 from ingest.app_state import COMMITTER_KEY, OUTAGE_KEY
 from ingest.http_common import store_fault_response
-from shared.errors import StoreUnavailable
+from shared.errors import StoreClosing, StoreUnavailable
 from shared.logs import get_logger
 from shared.models import Accepted, NewEvent
 
@@ -33,7 +33,7 @@ async def accept_event(request: web.Request, event: NewEvent) -> web.Response:
     app = request.app
     try:
         result = await app[COMMITTER_KEY].submit(event)
-    except StoreUnavailable as exc:  # StoreBusy too: transient, nothing committed
+    except (StoreUnavailable, StoreClosing) as exc:  # transient, nothing committed
         return store_fault_response(request, exc)
     app[OUTAGE_KEY].succeeded()
     answer = {"event_id": result.event_id, "message_id": result.message_id}

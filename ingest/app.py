@@ -48,7 +48,7 @@ from ingest.http_common import error_response, store_fault_response
 from ingest.rate_limit import SourceRateLimiter
 from ingest.wal_health import WalHealth
 from shared.config import Config
-from shared.errors import StoreUnavailable
+from shared.errors import StoreClosing, StoreUnavailable
 from shared.faults import StoreOutage
 from shared.logs import get_logger
 from shared.store import Store
@@ -141,7 +141,7 @@ async def _json_errors(request: web.Request, handler: Handler) -> web.StreamResp
             detail = f"{request.method} is not allowed here"
         headers = {k: v for k, v in exc.headers.items() if k.lower() not in _DROP_HEADERS}
         return error_response(exc.status, code, detail, headers=headers)
-    except StoreUnavailable as exc:  # StoreBusy too: 503, nothing was committed
+    except (StoreUnavailable, StoreClosing) as exc:  # 503, nothing was committed
         return store_fault_response(request, exc)
     except Exception:  # noqa: BLE001  (the boundary: log it all, tell the client nothing)
         get_logger().exception("request_failed", method=request.method, path=request.path)

@@ -14,10 +14,9 @@ from aiohttp import hdrs, web
 from aiohttp.typedefs import LooseHeaders
 
 from ingest.app_state import OUTAGE_KEY, RATE_LIMITER_KEY
-from ingest.group_commit import CommitterStopped
 from ingest.rate_limit import retry_after_s
 from ingest.validation import BodyTooLarge
-from shared.errors import StoreBusy, StoreUnavailable
+from shared.errors import StoreBusy, StoreClosing, StoreUnavailable
 from shared.logs import get_logger
 
 RETRY_AFTER_S = 1
@@ -32,18 +31,20 @@ def error_response(status: int, code: str, detail: str, *,
                              headers=headers)
 
 
-def store_fault_response(request: web.Request, exc: StoreUnavailable) -> web.Response:
+def store_fault_response(request: web.Request,
+                         exc: StoreUnavailable | StoreClosing) -> web.Response:
     """The 503 answer to a transient store fault met while handling `request`.
 
-    StoreBusy (the database is busy, or ingest is shutting down) answers `store_busy`; any
+    StoreBusy (the database is busy) and StoreClosing (ingest is shutting down) answer
+    `store_busy`; any
     other StoreUnavailable (unreachable, restarting, read-only) answers `store_unavailable`
     and is recorded in the app's outage log. Both carry `Retry-After`: nothing was
     committed, so the client may send the same event again (duplicates are recognised by id).
     """
     retry = {hdrs.RETRY_AFTER: str(RETRY_AFTER_S)}
-    if isinstance(exc, StoreBusy):
+    if isinstance(exc, StoreBusy | StoreClosing):
         get_logger().warning("store_busy", path=request.path, detail=str(exc))
-        detail = ("ingest is shutting down; retry shortly" if isinstance(exc, CommitterStopped)
+        detail = ("ingest is shutting down; retry shortly" if isinstance(exc, StoreClosing)
                   else "the database is busy; retry shortly")
         return error_response(503, "store_busy", detail, headers=retry)
     request.app[OUTAGE_KEY].failed(exc, during=request.path)

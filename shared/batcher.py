@@ -22,14 +22,14 @@ import time
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Generic, TypeVar
 
-from shared.errors import StoreBusy, StoreUnavailable
+from shared.errors import StoreClosing, StoreUnavailable
 from shared.logs import get_logger
 
 Item = TypeVar("Item")
 Result = TypeVar("Result")
 
 
-class BatcherStopped(StoreBusy):
+class BatcherStopped(StoreClosing):
     """`submit` was called after `stop()` (or before `start()`): the process is shutting
     down; the caller should retry elsewhere or later."""
 

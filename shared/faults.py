@@ -19,7 +19,7 @@ from __future__ import annotations
 import sqlite3
 import time
 
-from shared.errors import HooklineError, StoreBusy, StoreError, StoreUnavailable
+from shared.errors import HooklineError, StoreBusy, StoreClosing, StoreError, StoreUnavailable
 from shared.logs import get_logger
 
 RETRY_FIRST_S = 0.1
@@ -32,12 +32,13 @@ def is_transient(exc: BaseException) -> bool:
     """True when `exc` may go away by itself (retry, or exit and be respawned); False when it
     is a misconfiguration that stops the service until an operator fixes it.
 
-    Transient: StoreUnavailable (StoreBusy included) and anything that is not a HooklineError
-    (an unexpected error of this process: a fresh process may not meet it). Permanent:
+    Transient: StoreUnavailable (StoreBusy included), StoreClosing (shutting down) and
+    anything that is not a HooklineError (an unexpected error of this process: a fresh
+    process may not meet it). Permanent:
     ConfigError and every other HooklineError raised at boot (StoreError: schema too new,
     path unusable, database refused us).
     """
-    if isinstance(exc, StoreUnavailable):
+    if isinstance(exc, StoreUnavailable | StoreClosing):
         return True
     return not isinstance(exc, HooklineError)  # ConfigError is a HooklineError too
 
