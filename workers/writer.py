@@ -82,6 +82,9 @@ class Slot:
     claim: Claim
     phase: Phase = Phase.SENDING
     task: asyncio.Task[None] | None = None
+    # Set once its result is written (or the slot is given up): a suspect keeps every other
+    # suspect waiting until then, so a crash of the next one cannot take this result along.
+    written: asyncio.Event = field(default_factory=asyncio.Event)
 
     @property
     def suspect(self) -> bool:
@@ -345,7 +348,9 @@ class Writer:
         """Free the slots of the results written, log them, start the claims."""
         now_s = self.clock()
         for finished, kept in written.recorded:
-            self._slots.pop(finished.claim.lease_token, None)
+            slot = self._slots.pop(finished.claim.lease_token, None)
+            if slot is not None:
+                slot.written.set()
             log_outcome(finished, kept, now_s)
         for claim in written.claims:
             self._start(claim)
@@ -379,6 +384,11 @@ class Writer:
                     if others:
                         await asyncio.wait(others)
                     outcome, result = await self._send(slot.claim)
+                    # Held until the result is durable: the next suspect may be the poison
+                    # job, and its crash must not lose this one's result (and charge it again).
+                    self.finished(slot.claim, outcome, result)
+                    await slot.written.wait()
+                    return
             else:
                 outcome, result = await self._send(slot.claim)
         except Exception as exc:  # noqa: BLE001  (a bug in one attempt must not leak its slot)
