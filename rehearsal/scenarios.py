@@ -211,7 +211,7 @@ async def ingest_killed_under_load(directory: Path) -> Result:
                                 answered[event_id] = resp.status
                                 break
                             failures[str(resp.status)] += 1
-                    except (aiohttp.ClientError, asyncio.TimeoutError) as exc:
+                    except (TimeoutError, aiohttp.ClientError) as exc:
                         failures[type(exc).__name__] += 1
                     await asyncio.sleep(0.05)  # the client's own retry
 

@@ -31,7 +31,16 @@ from shared.storage_checks import enable_wal, refuse_network_filesystem, sqlite_
 from shared.store_clock import StoreClock, anchor_at_open
 from shared.store_logic import StoreLogic
 from shared.store_ops import (
-    AfterCommit, BeginWrite, Finished, HostNow, Notify, Now, Query, Rows, Tx, advance,
+    AfterCommit,
+    BeginWrite,
+    Finished,
+    HostNow,
+    Notify,
+    Now,
+    Query,
+    Rows,
+    Tx,
+    advance,
 )
 from shared.wakeup import WakeListener, WakeNotifier, wake_dir_for
 from shared.write_lock import WriteLock

@@ -213,7 +213,7 @@ async def test_rotation_sends_both_signatures_during_overlap(real_store):
 async def _age_backlog(store: Store, destination_id: int, rounds: int) -> None:
     """Charge every job of one destination `rounds` failed attempts (via claim/finish),
     leaving them due now: a backlog of late retries."""
-    from shared.models import AttemptResult, Retry  # noqa: PLC0415
+    from shared.models import AttemptResult, Retry
 
     failed = AttemptResult(started_at=time.time(), duration_s=0.01, status_code=503)
     for _ in range(rounds):

@@ -10,8 +10,15 @@ import pytest
 from structlog.testing import capture_logs
 
 from shared.delivery_policy import (
-    BreakerPolicy, auto_pause_reason, choose_claims, destination_slots, effective_timeout_s,
-    fair_room, late_slots, next_send_after, rate_limit_allows,
+    BreakerPolicy,
+    auto_pause_reason,
+    choose_claims,
+    destination_slots,
+    effective_timeout_s,
+    fair_room,
+    late_slots,
+    next_send_after,
+    rate_limit_allows,
 )
 from shared.errors import ConfigError, NotFound
 from shared.models import AttemptResult, ClaimRequest, Dead, Destination, Done, Retry

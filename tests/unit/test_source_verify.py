@@ -14,7 +14,11 @@ import pytest
 from standardwebhooks.webhooks import Webhook
 
 from ingest.source_verify import (
-    verify, verify_github, verify_standard, verify_stripe, verify_token,
+    verify,
+    verify_github,
+    verify_standard,
+    verify_stripe,
+    verify_token,
 )
 from shared.errors import InvalidEvent, SignatureInvalid
 from shared.models import Source
