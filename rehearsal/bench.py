@@ -151,8 +151,12 @@ def db_figures(db: str, delivery_t0: float) -> dict[str, Any]:
     by_status = dict(query(db, "SELECT status, COUNT(*) FROM jobs GROUP BY status"))
     latencies = sorted(r[0] * 1000 for r in rows)
     span_s = (max(r[1] for r in rows) - delivery_t0) if rows else 0.0
-    pick = (lambda f: round(latencies[min(len(latencies) - 1, int(f * len(latencies)))], 2)
-            if latencies else None)
+
+    def pick(f: float) -> float | None:
+        if not latencies:
+            return None
+        return round(latencies[min(len(latencies) - 1, int(f * len(latencies)))], 2)
+
     return {"jobs_by_status": by_status, "delivered": len(rows),
             "deliveries_per_s": round(len(rows) / span_s, 1) if span_s else None,
             "latency_ms": {"p50": pick(0.5), "p90": pick(0.9), "p99": pick(0.99),

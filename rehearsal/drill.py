@@ -42,7 +42,7 @@ async def fresh_postgres_database(server_url: str, name: str,
     Raises:
         asyncpg.PostgresError: the server refused (e.g. the user may not create databases).
     """
-    import asyncpg
+    import asyncpg  # noqa: PLC0415  (PostgreSQL drills only)
 
     db_name = prefix + re.sub(r"[^a-z0-9_]", "_", name.lower())
     conn = await asyncpg.connect(server_url)

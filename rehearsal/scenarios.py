@@ -296,7 +296,7 @@ async def poison_job(directory: Path) -> Result:
 
 def _hookline(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "supervisor.cli", *args], capture_output=True,
-                          text=True, env=child_env(), cwd=ROOT, timeout=120)
+                          text=True, env=child_env(), cwd=ROOT, timeout=120, check=False)
 
 
 async def backup_under_load(directory: Path) -> Result:

@@ -110,7 +110,7 @@ class SqliteStore(StoreLogic):
         sqlite_path(self.path)  # SqliteStore built directly, not through open_store
         refuse_network_filesystem(self.path, allowed=self._allow_network_filesystem)
         _refuse_world_writable(Path(self.path).parent)
-        if not os.path.exists(self.path):
+        if not os.path.exists(self.path):  # noqa: ASYNC240  (once, at open)
             parent = Path(self.path).parent
             if not parent.is_dir():
                 raise StoreError(f"cannot create database {self.path}: {parent} is not a directory")
@@ -173,8 +173,8 @@ class SqliteStore(StoreLogic):
             self._conn = None
 
     def write_lock_stats(self) -> dict[str, dict[str, float | int]] | None:
-        """See :meth:`shared.store.SqliteDiagnostics.write_lock_stats`: this connection's waits for the
-        cross-process write lock and how long it held it (shared/write_lock.py)."""
+        """See :meth:`shared.store.SqliteDiagnostics.write_lock_stats`: this connection's waits
+        for the cross-process write lock and how long it held it (shared/write_lock.py)."""
         return None if self._write_lock is None else self._write_lock.stats()
 
     async def __aenter__(self) -> SqliteStore:

@@ -87,9 +87,7 @@ class LogFilter:
             return False
         if self.event_id is not None and str(record.get("event_id")) != self.event_id:
             return False
-        if self.job_id is not None and not self._about_job(record):
-            return False
-        return True
+        return self.job_id is None or self._about_job(record)
 
     def _about_job(self, record: dict[str, Any]) -> bool:
         job_ids = record.get("job_ids")
