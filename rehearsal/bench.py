@@ -149,7 +149,7 @@ def db_figures(db: str, delivery_t0: float) -> dict[str, Any]:
     rows = query(db, "SELECT j.finished_at - e.received_at, j.finished_at, e.received_at "
                      "FROM jobs j JOIN events e ON e.id = j.event_id WHERE j.status = 'done'")
     by_status = dict(query(db, "SELECT status, COUNT(*) FROM jobs GROUP BY status"))
-    latencies = sorted(r[0] * 1000 for r in rows)
+    latencies: list[float] = sorted(r[0] * 1000 for r in rows)
     span_s = (max(r[1] for r in rows) - delivery_t0) if rows else 0.0
 
     def pick(f: float) -> float | None:

@@ -87,9 +87,10 @@ class Drill:
                 for t, label in self.marks]
         for e in self.service.log_events():
             if e.get("event") in interesting and "t" in e:
-                detail = {k: e[k] for k in ("job_id", "slot", "process", "attempt", "signal",
-                                            "exit_code", "during", "status", "error")
-                          if k in e}
+                detail: dict[str, Any] = {
+                    k: e[k] for k in ("job_id", "slot", "process", "attempt", "signal",
+                                      "exit_code", "during", "status", "error")
+                    if k in e}
                 rows.append({"t": round(e["t"] - self.started, 3), "source": "service",
                              "what": e["event"], **detail})
         return sorted(rows, key=lambda r: r["t"])

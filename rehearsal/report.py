@@ -60,7 +60,10 @@ def attempts_plot(points: list[tuple[float, str]], marks: list[tuple[float, str]
     if not points and not marks:
         return ""
     end = max([t for t, _ in points] + [t for t, _ in marks] + [1.0]) * 1.05
-    x = lambda t: 40 + (width - 60) * t / end  # noqa: E731
+
+    def x(t: float) -> float:
+        return 40 + (width - 60) * t / end
+
     dots = "".join(
         f"<circle cx='{x(t):.1f}' cy='{60 + (hash(label) % 30) - 15}' r='3' "
         f"fill='{'#2e7d32' if label.startswith('2') else '#c62828'}'>"

@@ -79,7 +79,8 @@ async def wait_for(predicate: Callable[[], Any], timeout_s: float, what: str) ->
 
 
 async def _lease_owner_pid(d: Drill) -> int:
-    [job] = [j for j in await d.store.list_jobs(status="running")][:1] or [None]
+    running = await d.store.list_jobs(status="running")
+    job = running[0] if running else None
     if job is None or not job.lease_owner:
         raise RuntimeError("no running job")
     return int(job.lease_owner.rsplit(":", 1)[1])

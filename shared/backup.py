@@ -101,7 +101,7 @@ class Manifest:
         """
         try:
             data = json.loads(path.read_text())
-            return cls(**{name: data[name] for name in cls.__slots__})  # type: ignore[attr-defined]
+            return cls(**{name: data[name] for name in cls.__slots__})
         except FileNotFoundError as exc:
             raise BackupError(f"no manifest {path}") from exc
         except (OSError, ValueError, KeyError, TypeError) as exc:

@@ -16,7 +16,7 @@ import os
 import sqlite3
 import stat
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import replace
 from pathlib import Path
 from typing import Any, TypeVar
@@ -190,8 +190,10 @@ class SqliteStore(StoreLogic):
             raise StoreError("store is not open")
         conn = self._conn
         try:
-            # aiosqlite has no public "run this function on your thread" call; _execute is it.
-            return await conn._execute(lambda: fn(conn._conn))  # noqa: SLF001
+            # aiosqlite has no public "run this function on your thread" call; _execute is it
+            # (tests/unit/test_dependency_contracts.py fails when it changes).
+            execute: Callable[[Callable[[], T]], Awaitable[T]] = conn._execute  # noqa: SLF001
+            return await execute(lambda: fn(conn._conn))  # noqa: SLF001
         except sqlite3.OperationalError as exc:
             fault = sqlite_fault(exc, self.path)
             if isinstance(fault, StoreUnavailable):  # busy, disk full, read-only: retried
