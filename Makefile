@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test venv clean bench-readme
+.PHONY: demo test lint venv clean bench-readme
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -17,6 +17,15 @@ venv: $(STAMP)
 demo: $(STAMP)
 	$(BIN)/hookline demo --out results
 
+# The gates, before any test: ruff with the rule selection in pyproject.toml, and mypy
+# --strict on the product folders; a finding fails `make test`.
+LINTED := supervisor workers ingest shared rehearsal tests
+TYPED := supervisor workers ingest shared rehearsal
+
+lint: $(STAMP)
+	$(BIN)/ruff check $(LINTED)
+	$(BIN)/mypy --strict $(TYPED)
+
 # What the tests need from the system, each from Debian's packages: Chromium (tests/browser
 # drive the dashboard; never `playwright install`), redis-server (`hookline bench --compare`
 # starts a throwaway one for Celery), PostgreSQL's server binaries (tests start a throwaway
@@ -28,7 +37,7 @@ demo: $(STAMP)
 LIBFAKETIME = $(wildcard /usr/lib/*/faketime/libfaketime.so.1)
 PG_BINARIES = $(wildcard /usr/lib/postgresql/*/bin/initdb)
 
-test: $(STAMP)
+test: $(STAMP) lint
 	@missing=""; \
 	test -x /usr/bin/chromium || missing="$$missing chromium"; \
 	command -v redis-server >/dev/null || missing="$$missing redis-server"; \

@@ -165,7 +165,8 @@ async def stats(request: web.Request) -> web.Response:
 
 async def list_destinations(request: web.Request) -> web.Response:
     """`GET /v1/admin/destinations`: live destinations, secrets redacted."""
-    return web.json_response([d.redacted() for d in await request_store(request).list_destinations()])
+    destinations = await request_store(request).list_destinations()
+    return web.json_response([d.redacted() for d in destinations])
 
 
 async def add_destination(request: web.Request) -> web.Response:

@@ -149,10 +149,14 @@ def db_figures(db: str, delivery_t0: float) -> dict[str, Any]:
     rows = query(db, "SELECT j.finished_at - e.received_at, j.finished_at, e.received_at "
                      "FROM jobs j JOIN events e ON e.id = j.event_id WHERE j.status = 'done'")
     by_status = dict(query(db, "SELECT status, COUNT(*) FROM jobs GROUP BY status"))
-    latencies = sorted(r[0] * 1000 for r in rows)
+    latencies: list[float] = sorted(r[0] * 1000 for r in rows)
     span_s = (max(r[1] for r in rows) - delivery_t0) if rows else 0.0
-    pick = (lambda f: round(latencies[min(len(latencies) - 1, int(f * len(latencies)))], 2)
-            if latencies else None)
+
+    def pick(f: float) -> float | None:
+        if not latencies:
+            return None
+        return round(latencies[min(len(latencies) - 1, int(f * len(latencies)))], 2)
+
     return {"jobs_by_status": by_status, "delivered": len(rows),
             "deliveries_per_s": round(len(rows) / span_s, 1) if span_s else None,
             "latency_ms": {"p50": pick(0.5), "p90": pick(0.9), "p99": pick(0.99),

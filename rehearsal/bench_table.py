@@ -297,7 +297,7 @@ def render_block(flat_path: Path, steady_path: Path, compare_path: Path | None =
     lines += ["", "Ratios are result / target: at least 1 meets a throughput target, below 1 "
                   "a latency, CPU or memory one.", ""]
     if compare_path is not None:
-        lines += compare_section(load_result(compare_path)) + [""]
+        lines += [*compare_section(load_result(compare_path)), ""]
         table_args += ["--compare", str(compare_path)]
     lines += machine_lines(flat, steady)
     lines += ["", "Produced by these commands (flat-out run of "

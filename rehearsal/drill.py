@@ -42,7 +42,7 @@ async def fresh_postgres_database(server_url: str, name: str,
     Raises:
         asyncpg.PostgresError: the server refused (e.g. the user may not create databases).
     """
-    import asyncpg
+    import asyncpg  # noqa: PLC0415  (PostgreSQL drills only)
 
     db_name = prefix + re.sub(r"[^a-z0-9_]", "_", name.lower())
     conn = await asyncpg.connect(server_url)
@@ -87,9 +87,10 @@ class Drill:
                 for t, label in self.marks]
         for e in self.service.log_events():
             if e.get("event") in interesting and "t" in e:
-                detail = {k: e[k] for k in ("job_id", "slot", "process", "attempt", "signal",
-                                            "exit_code", "during", "status", "error")
-                          if k in e}
+                detail: dict[str, Any] = {
+                    k: e[k] for k in ("job_id", "slot", "process", "attempt", "signal",
+                                      "exit_code", "during", "status", "error")
+                    if k in e}
                 rows.append({"t": round(e["t"] - self.started, 3), "source": "service",
                              "what": e["event"], **detail})
         return sorted(rows, key=lambda r: r["t"])

@@ -26,6 +26,7 @@ import json
 import signal
 import sys
 from dataclasses import dataclass, field
+from typing import cast
 
 import httptools
 
@@ -72,7 +73,8 @@ class _Connection(asyncio.Protocol):
         self.body: list[bytes] = []
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        self.transport = transport  # type: ignore[assignment]  (uvloop's is no subclass)
+        # A stream transport, though uvloop's is no subclass of asyncio's WriteTransport.
+        self.transport = cast(asyncio.WriteTransport, transport)
 
     def data_received(self, data: bytes) -> None:
         try:

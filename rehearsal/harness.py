@@ -54,13 +54,13 @@ class Service:
     """`hookline serve` on `db` as a real process tree, logging JSON lines to `log_path`.
 
     Args:
-        db: database file.
+        db: database file, or a PostgreSQL URL.
         log_path: where the supervisor's and children's stdout go (appended).
         workers: worker processes.
         settings: HOOKLINE_* environment variables, over LOCAL_SETTINGS.
     """
 
-    def __init__(self, db: Path, log_path: Path, *, workers: int = 2,
+    def __init__(self, db: Path | str, log_path: Path, *, workers: int = 2,
                  settings: dict[str, str] | None = None) -> None:
         self.db = db
         self.log_path = log_path

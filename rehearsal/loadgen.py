@@ -96,7 +96,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--url", required=True)
     parser.add_argument("--events", type=int, required=True)
     parser.add_argument("--concurrency", type=int, default=64)
-    parser.add_argument("--rate", type=float, help="events per second (default: as fast as possible)")
+    parser.add_argument("--rate", type=float,
+                        help="events per second (default: as fast as possible)")
     parser.add_argument("--body-bytes", type=int, default=1500)
     parser.add_argument("--run-id", help="the ids' run part (default: random)")
     parser.add_argument("--accepts", help="write each event's accept time (unix s) here")

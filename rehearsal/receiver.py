@@ -378,9 +378,9 @@ class Receiver:
         webhook_id = cast(str, record.webhook_id)  # verify() rejects a request without one
         state.attempts[webhook_id] += 1
         decision = decide(state.endpoint.behaviour, state.attempts[webhook_id])
-        if decision.action == "respond" and decision.delay_s > 0:
-            if await self._pause(decision.delay_s):
-                decision = Decision(status=503, error="receiver_stopping")
+        if (decision.action == "respond" and decision.delay_s > 0
+                and await self._pause(decision.delay_s)):
+            decision = Decision(status=503, error="receiver_stopping")
         duplicate = decision.effect and not self._record_effect(state, record)
         label = {"drop": "dropped", "hang": "hung"}.get(decision.action, decision.status)
         self._record_request(replace(record, verified=True, status=label, duplicate=duplicate))
@@ -511,8 +511,8 @@ def _parse_args(argv: list[str] | None) -> ReceiverConfig:
     parser.add_argument("--endpoint", action="append", required=True,
                         metavar="NAME=SECRET[:BEHAVIOUR]",
                         help="serve POST /NAME (repeatable); behaviours: ok, fail:N, "
-                             "status:CODE, retry_after:S, gone, redirect:URL, slow:S, slow_first:S, "
-                             "trickle:S, hang, drop_first")
+                             "status:CODE, retry_after:S, gone, redirect:URL, slow:S, "
+                             "slow_first:S, trickle:S, hang, drop_first")
     parser.add_argument("--log", type=Path, metavar="FILE",
                         help="append every request and effect to FILE as JSON lines")
     args = parser.parse_args(argv)

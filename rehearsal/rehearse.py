@@ -52,7 +52,8 @@ async def rehearse(out_dir: Path, quick: bool, only: list[str] | None = None
                    ) -> list[dict[str, Any]]:
     """Run the scenarios (the quick subset with `quick`) one after another."""
     out_dir.mkdir(parents=True, exist_ok=True)
-    chosen = [s for s in [*SCENARIOS, *STORE_SCENARIOS] if (not quick or s.quick) and (not only or s.name in only)
+    chosen = [s for s in [*SCENARIOS, *STORE_SCENARIOS]
+              if (not quick or s.quick) and (not only or s.name in only)
               and not (s.sqlite_only and drill.POSTGRES_URL is not None)]
     entries, jobs, attempts, receipts = [], [], [], {}
     for scenario in chosen:

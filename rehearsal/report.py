@@ -33,6 +33,11 @@ def render(results: list[dict[str, Any]], title: str = "hookline operations rehe
             f"{rows}</table>{sections}")
 
 
+def _timeline_fields(entry: dict[str, Any]) -> str:
+    """A timeline entry's own fields as `k=v, ...` (time, what and source have columns)."""
+    return ", ".join(f"{k}={v}" for k, v in entry.items() if k not in ("t", "what", "source"))
+
+
 def _section(r: dict[str, Any]) -> str:
     e = html.escape
     checks = "".join(f"<li class='{'pass' if ok else 'fail'}'>{e(name)}</li>"
@@ -40,8 +45,7 @@ def _section(r: dict[str, Any]) -> str:
     error = f"<p class='fail'>error: {e(r['error'])}</p>" if r.get("error") else ""
     timeline = "".join(
         f"<tr class='{e(t['source'])}'><td>{t['t']:.3f}</td><td>{e(t['what'])}</td>"
-        f"<td><code>{e(', '.join(f'{k}={v}' for k, v in t.items() if k not in ('t', 'what', 'source')))}"
-        f"</code></td></tr>" for t in r.get("timeline", []))
+        f"<td><code>{e(_timeline_fields(t))}</code></td></tr>" for t in r.get("timeline", []))
     return (f"<h2 id='{e(r['name'])}'>{e(r['name'])}</h2><p>{e(r['expected'])}</p>"
             f"<ul>{checks}</ul>{error}<p>observed: <code>{e(str(r['observed']))}</code></p>"
             f"{attempts_plot(r.get('attempts_t', []), r.get('marks_t', []))}"
@@ -56,7 +60,10 @@ def attempts_plot(points: list[tuple[float, str]], marks: list[tuple[float, str]
     if not points and not marks:
         return ""
     end = max([t for t, _ in points] + [t for t, _ in marks] + [1.0]) * 1.05
-    x = lambda t: 40 + (width - 60) * t / end  # noqa: E731
+
+    def x(t: float) -> float:
+        return 40 + (width - 60) * t / end
+
     dots = "".join(
         f"<circle cx='{x(t):.1f}' cy='{60 + (hash(label) % 30) - 15}' r='3' "
         f"fill='{'#2e7d32' if label.startswith('2') else '#c62828'}'>"

@@ -91,7 +91,7 @@ def _set_behaviour(receiver_port: int, endpoint: str, spec: str) -> None:
     """
     request = urllib.request.Request(f"http://127.0.0.1:{receiver_port}/_behaviour/{endpoint}",
                                      data=spec.encode(), method="PUT")
-    with urllib.request.urlopen(request, timeout=10) as response:
+    with urllib.request.urlopen(request, timeout=10) as response:  # noqa: S310  (127.0.0.1)
         response.read()
 
 
@@ -102,7 +102,7 @@ def _d3_state(db: str, up_to_job_id: int | None = None) -> dict[str, Any]:
     paused, reason, streak = query(
         db, "SELECT paused, paused_reason, failure_streak FROM destinations WHERE name = 'd3'")[0]
     older = "" if up_to_job_id is None else f" AND j.id <= {int(up_to_job_id)}"
-    unfinished = query(db, "SELECT COUNT(*) FROM jobs j JOIN destinations d "
+    unfinished = query(db, "SELECT COUNT(*) FROM jobs j JOIN destinations d "  # noqa: S608  (an int)
                            "ON d.id = j.destination_id WHERE d.name = 'd3' "
                            f"AND j.status IN ('pending', 'running'){older}")[0][0]
     return {"paused": bool(paused), "paused_reason": reason, "failure_streak": int(streak),
@@ -141,7 +141,7 @@ def _drive_outage(opts: ScenarioOptions, db: str, receiver_port: int,
     last_job = int(query(db, "SELECT COALESCE(MAX(id), 0) FROM jobs")[0][0])
     at_recovery = _d3_state(db, up_to_job_id=last_job)
     at_recovery["late_retries"] = int(query(
-        db, "SELECT COUNT(*) FROM jobs j JOIN destinations d ON d.id = j.destination_id "
+        db, "SELECT COUNT(*) FROM jobs j JOIN destinations d ON d.id = j.destination_id "  # noqa: S608
             "WHERE d.name = 'd3' AND j.status IN ('pending', 'running') "
             f"AND j.attempts >= {int(late_after)}")[0][0])
     if opts.drain_rate_per_s:  # `hookline destinations update d3 --set rate_limit_per_s=R`

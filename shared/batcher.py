@@ -91,7 +91,7 @@ class Batcher(Generic[Item, Result]):
 
     async def settle(self) -> None:
         """Wait until everything queued so far has been written."""
-        while self._queue or self._writing:
+        while self._queue or self._writing:  # noqa: ASYNC110  (tests and shutdown only)
             await asyncio.sleep(0.005)
 
     async def submit(self, item: Item) -> Result:

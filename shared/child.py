@@ -195,7 +195,7 @@ def run_child(config: Config, slot: str,
 def event_loop_runner() -> Callable[[Coroutine[Any, Any, None]], None]:
     """`uvloop.run` when uvloop is installed, else `asyncio.run`."""
     try:
-        import uvloop  # optional: absent on some platforms
+        import uvloop  # noqa: PLC0415  (optional: absent on some platforms)
     except ImportError:
         return asyncio.run
     return uvloop.run

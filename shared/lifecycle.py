@@ -2,8 +2,8 @@
 
 The supervisor and its children agree on a few things only: the exit codes
 :data:`BOOT_ERROR_EXIT` (permanent: stop the service) and :data:`TRANSIENT_EXIT` (respawn),
-the heartbeat and readiness files, and that a child exits when its parent is gone. Nothing here imports
-the supervisor, so a child can be run on its own (for tests, or under another supervisor).
+the heartbeat and readiness files, and that a child exits when its parent is gone. Nothing here
+imports the supervisor, so a child can be run on its own (for tests, or under another supervisor).
 """
 
 from __future__ import annotations
@@ -180,16 +180,17 @@ def write_status(path: Path, status: Mapping[str, Any]) -> None:
 
 
 def write_lock_report_path(config: Config, slot: str) -> Path:
-    """Where `slot` leaves its write-lock figures at exit: `<runtime_dir>/<slot>.write-lock.json`."""
+    """Where `slot` leaves its write-lock figures at exit:
+    `<runtime_dir>/<slot>.write-lock.json`."""
     return runtime_dir(config) / f"{slot}.write-lock.json"
 
 
 def report_write_lock(config: Config, slot: str, stats: Mapping[str, Any] | None) -> None:
-    """Log a process's write-lock figures (SqliteDiagnostics.write_lock_stats) as `write_lock_stats` and
-    leave them in :func:`write_lock_report_path` for `hookline bench` and operators: SQLite's
-    single writer is shared by every process, so how long each one waited is what shows a
-    starved process. Nothing happens for None (PostgreSQL). An unwritable folder is logged,
-    never fatal: the process is exiting anyway.
+    """Log a process's write-lock figures (SqliteDiagnostics.write_lock_stats) as
+    `write_lock_stats` and leave them in :func:`write_lock_report_path` for `hookline bench`
+    and operators: SQLite's single writer is shared by every process, so how long each one
+    waited is what shows a starved process. Nothing happens for None (PostgreSQL). An
+    unwritable folder is logged, never fatal: the process is exiting anyway.
     """
     if stats is None:
         return

@@ -11,7 +11,7 @@ import logging
 import os
 import sys
 import time
-from typing import Any
+from typing import Any, TextIO, cast
 
 import structlog
 
@@ -48,7 +48,8 @@ def configure_logging(process: str, level: str = "info", stream: Any = None,
         # WriteLogger writes "line\n" in one call then flushes: processes sharing one output
         # file (children inherit the supervisor's stdout) never interleave within a line.
         logger_factory=structlog.WriteLoggerFactory(
-            file=_Tee(stream or sys.stdout, ReopeningFile(log_file)) if log_file
+            # structlog calls only write() and flush(), which _Tee has.
+            file=cast(TextIO, _Tee(stream or sys.stdout, ReopeningFile(log_file))) if log_file
             else stream or sys.stdout),
         cache_logger_on_first_use=False,
     )

@@ -271,7 +271,7 @@ class Job:
     @classmethod
     def from_row(cls, row: Any) -> Job:
         """Build from a row of the `list_jobs` query."""
-        return cls(**{name: row[name] for name in cls.__slots__})  # type: ignore[attr-defined]
+        return cls(**{name: row[name] for name in cls.__slots__})
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -295,7 +295,7 @@ class Attempt:
         """Build from a row of the attempts table (columns added by later migrations may be
         missing from the row; they default to None)."""
         keys = set(row.keys())
-        return cls(**{name: row[name] for name in cls.__slots__  # type: ignore[attr-defined]
+        return cls(**{name: row[name] for name in cls.__slots__
                       if name in keys})
 
 

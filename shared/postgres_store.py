@@ -33,12 +33,25 @@ from typing import Any, TypeVar
 import asyncpg
 
 from shared.errors import (
-    ConfigError, Conflict, HooklineError, StoreBusy, StoreError, StoreUnavailable,
+    ConfigError,
+    Conflict,
+    HooklineError,
+    StoreBusy,
+    StoreError,
+    StoreUnavailable,
 )
 from shared.queries import load_migrations, load_queries
 from shared.store_logic import StoreLogic
 from shared.store_ops import (
-    AfterCommit, Finished, HostNow, Notify, Now, Query, Rows, Tx, advance,
+    AfterCommit,
+    Finished,
+    HostNow,
+    Notify,
+    Now,
+    Query,
+    Rows,
+    Tx,
+    advance,
 )
 
 T = TypeVar("T")
@@ -202,14 +215,13 @@ class PostgresStore(StoreLogic):
             conn, self._listen_conn = self._listen_conn, None
             try:
                 await conn.close(timeout=2)
-            except (OSError, asyncio.TimeoutError, asyncpg.PostgresError,
-                    asyncpg.InterfaceError):
+            except (TimeoutError, OSError, asyncpg.PostgresError, asyncpg.InterfaceError):
                 conn.terminate()
         if self._pool is not None:
             pool, self._pool = self._pool, None
             try:
                 await asyncio.wait_for(pool.close(), timeout=5)
-            except (asyncio.TimeoutError, OSError, asyncpg.PostgresError):
+            except (TimeoutError, OSError, asyncpg.PostgresError):
                 pool.terminate()
 
     async def __aenter__(self) -> PostgresStore:
@@ -276,7 +288,7 @@ class PostgresStore(StoreLogic):
             return False
         try:
             await asyncio.wait_for(self._woken.wait(), timeout_s)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             return False
         self._woken.clear()
         return True
@@ -294,7 +306,7 @@ class PostgresStore(StoreLogic):
                 return False
             try:
                 conn = await asyncpg.connect(self.dsn, timeout=max(1.0, min(timeout_s, 5.0)))
-            except (OSError, asyncpg.PostgresError, asyncio.TimeoutError):
+            except (TimeoutError, OSError, asyncpg.PostgresError):
                 return False
             try:
                 await conn.add_listener(CHANNEL, lambda *_: self._woken.set())

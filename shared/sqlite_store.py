@@ -16,7 +16,7 @@ import os
 import sqlite3
 import stat
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import replace
 from pathlib import Path
 from typing import Any, TypeVar
@@ -31,7 +31,16 @@ from shared.storage_checks import enable_wal, refuse_network_filesystem, sqlite_
 from shared.store_clock import StoreClock, anchor_at_open
 from shared.store_logic import StoreLogic
 from shared.store_ops import (
-    AfterCommit, BeginWrite, Finished, HostNow, Notify, Now, Query, Rows, Tx, advance,
+    AfterCommit,
+    BeginWrite,
+    Finished,
+    HostNow,
+    Notify,
+    Now,
+    Query,
+    Rows,
+    Tx,
+    advance,
 )
 from shared.wakeup import WakeListener, WakeNotifier, wake_dir_for
 from shared.write_lock import WriteLock
@@ -101,7 +110,7 @@ class SqliteStore(StoreLogic):
         sqlite_path(self.path)  # SqliteStore built directly, not through open_store
         refuse_network_filesystem(self.path, allowed=self._allow_network_filesystem)
         _refuse_world_writable(Path(self.path).parent)
-        if not os.path.exists(self.path):
+        if not os.path.exists(self.path):  # noqa: ASYNC240  (once, at open)
             parent = Path(self.path).parent
             if not parent.is_dir():
                 raise StoreError(f"cannot create database {self.path}: {parent} is not a directory")
@@ -164,8 +173,8 @@ class SqliteStore(StoreLogic):
             self._conn = None
 
     def write_lock_stats(self) -> dict[str, dict[str, float | int]] | None:
-        """See :meth:`shared.store.SqliteDiagnostics.write_lock_stats`: this connection's waits for the
-        cross-process write lock and how long it held it (shared/write_lock.py)."""
+        """See :meth:`shared.store.SqliteDiagnostics.write_lock_stats`: this connection's waits
+        for the cross-process write lock and how long it held it (shared/write_lock.py)."""
         return None if self._write_lock is None else self._write_lock.stats()
 
     async def __aenter__(self) -> SqliteStore:
@@ -181,8 +190,10 @@ class SqliteStore(StoreLogic):
             raise StoreError("store is not open")
         conn = self._conn
         try:
-            # aiosqlite has no public "run this function on your thread" call; _execute is it.
-            return await conn._execute(lambda: fn(conn._conn))  # noqa: SLF001
+            # aiosqlite has no public "run this function on your thread" call; _execute is it
+            # (tests/unit/test_dependency_contracts.py fails when it changes).
+            execute: Callable[[Callable[[], T]], Awaitable[T]] = conn._execute  # noqa: SLF001
+            return await execute(lambda: fn(conn._conn))  # noqa: SLF001
         except sqlite3.OperationalError as exc:
             fault = sqlite_fault(exc, self.path)
             if isinstance(fault, StoreUnavailable):  # busy, disk full, read-only: retried

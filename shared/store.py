@@ -88,8 +88,8 @@ class Store(Protocol):
         are late retries; they are claimed after every other due job and at most `max_late`
         of them (None = no reservation). Fair share: no destination ends up holding more
         than `per_destination` of this worker's slots, counting the `held` ones (destination
-        id -> slots it holds already; None = no cap). An `ordered` destination yields only its oldest
-        unfinished job (by id), and only when that job is due (pending and run_at passed,
+        id -> slots it holds already; None = no cap). An `ordered` destination yields only its
+        oldest unfinished job (by id), and only when that job is due (pending and run_at passed,
         or running with an expired lease), so it never has two in flight. A destination with
         `rate_limit_per_s` yields a job only while its GCRA allows one (see
         :mod:`shared.delivery_policy`); `next_send_at` is advanced in this transaction. The

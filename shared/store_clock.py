@@ -39,7 +39,6 @@ from collections.abc import Callable
 from contextlib import AbstractContextManager
 
 from shared.db_url import sqlite_path
-from shared.errors import StoreError
 from shared.faults import sqlite_fault
 from shared.logs import get_logger
 

@@ -279,7 +279,7 @@ class StoreLogic:
         values = validate_destination_changes(changes)
         # Column names come only from the validated DESTINATION_UPDATERS keys, never input.
         assignments = ", ".join(f"{column} = :{column}" for column in values)
-        sql = (f"UPDATE destinations SET {assignments} "
+        sql = (f"UPDATE destinations SET {assignments} "  # noqa: S608
                "WHERE name = :name AND deleted_at IS NULL RETURNING *")
         params = {k: json.dumps(v if isinstance(v, dict) else list(v))
                   if isinstance(v, list | tuple | dict) else v for k, v in values.items()}

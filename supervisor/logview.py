@@ -87,14 +87,12 @@ class LogFilter:
             return False
         if self.event_id is not None and str(record.get("event_id")) != self.event_id:
             return False
-        if self.job_id is not None and not self._about_job(record):
-            return False
-        return True
+        return self.job_id is None or self._about_job(record, self.job_id)
 
-    def _about_job(self, record: dict[str, Any]) -> bool:
+    def _about_job(self, record: dict[str, Any], job_id: int) -> bool:
         job_ids = record.get("job_ids")
-        mine = _same_id(record.get("job_id"), self.job_id) or (
-            isinstance(job_ids, list) and any(_same_id(j, self.job_id) for j in job_ids))
+        mine = _same_id(record.get("job_id"), job_id) or (
+            isinstance(job_ids, list) and any(_same_id(j, job_id) for j in job_ids))
         event_id = record.get("event_id")
         if mine and event_id is not None:
             self._job_events.add(str(event_id))

@@ -75,7 +75,7 @@ async def store(store_url: str, clock: FakeClock) -> AsyncIterator[Store]:
     (on PostgreSQL the fake clock replaces the database's clock: a test-only option)."""
     s: Store
     if store_url.startswith("postgresql://"):
-        from shared.postgres_store import PostgresStore  # noqa: PLC0415
+        from shared.postgres_store import PostgresStore
 
         s = PostgresStore(store_url, clock=clock)
     else:
@@ -117,7 +117,7 @@ async def query_db(url: str, sql: str) -> list[dict[str, Any]]:
     test check what is really stored, on either backend, without trusting the store's own
     queries. bytea/BLOB columns come back as bytes."""
     if is_postgres(url):
-        import asyncpg  # noqa: PLC0415
+        import asyncpg
 
         conn = await asyncpg.connect(url)
         try:

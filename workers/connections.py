@@ -67,7 +67,10 @@ class AgedConnector(aiohttp.TCPConnector):
             weakref.WeakKeyDictionary())
         self.retired = 0  # connections closed for their age (for tests and logs)
 
-    async def connect(self, req: Any, traces: Any, timeout: Any) -> aiohttp.connector.Connection:
+    async def connect(
+            self, req: Any, traces: Any,
+            timeout: Any,  # noqa: ASYNC109  (aiohttp's signature, overridden)
+    ) -> aiohttp.connector.Connection:
         """A connection for `req` no older than `max_age_s` (see the class docstring)."""
         while True:
             conn = await super().connect(req, traces, timeout)

@@ -51,7 +51,9 @@ class Worker:
         self.config = config
         self.worker_id = worker_id
         self.sender = sender
-        self.clock: Callable[[], float] = clock or (lambda: getattr(store, "clock", time.time)())
+        # Looks the store's clock up on every call, so a clock swapped later is used.
+        self.clock: Callable[[], float] = clock or (
+            lambda: getattr(store, "clock", time.time)())  # noqa: PLW0108
         self.backoff = Backoff(base_s=config.retry_base_s, cap_s=config.retry_cap_s,
                                max_attempts=config.max_attempts)
         self.permanent_statuses = config.permanent_status_set

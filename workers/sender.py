@@ -117,8 +117,7 @@ class Sender:
                     retry_after=response.headers.get("Retry-After"),
                     response_headers=headers_excerpt(response.headers.items()))
         # ValueError: a host name IDNA cannot encode (UnicodeError) never reaches the socket.
-        except (aiohttp.ClientError, asyncio.TimeoutError, OSError, DestinationBlocked,
-                ValueError) as exc:
+        except (TimeoutError, aiohttp.ClientError, OSError, DestinationBlocked, ValueError) as exc:
             return AttemptResult(started_at=started_at, duration_s=time.monotonic() - t0,
                                  error=_error_class(exc))
 

@@ -2,7 +2,8 @@
 
 `<backend>.sql` holds blocks introduced by `-- name: one-line description`, and
 `common.sql` those whose text is the same in every dialect; the same names exist for every
-backend, with the same parameters and result columns. `<backend>_migrations/NNN_*.sql` are applied in order at start.
+backend, with the same parameters and result columns. `<backend>_migrations/NNN_*.sql` are
+applied in order at start.
 """
 
 from __future__ import annotations

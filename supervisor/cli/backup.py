@@ -16,8 +16,15 @@ import threading
 from typing import Any
 
 from shared.backup import (
-    BackupError, Snapshot, list_snapshots, restore, rotate, run_schedule, sqlite_path,
-    take_snapshot, verify_snapshot,
+    BackupError,
+    Snapshot,
+    list_snapshots,
+    restore,
+    rotate,
+    run_schedule,
+    sqlite_path,
+    take_snapshot,
+    verify_snapshot,
 )
 from shared.config import Config
 from shared.logs import configure_logging

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import sys
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from typing import Any, TypeVar
 
 from shared.config import Config
@@ -44,7 +44,7 @@ FIELD_FLAGS = {
 }
 
 
-def run_command(fn: Callable[[], Awaitable[int]]) -> int:
+def run_command(fn: Callable[[], Coroutine[Any, Any, int]]) -> int:
     """Run an async command; a HooklineError becomes a one-line message: exit 2 for a
     ConfigError (an invalid value, a configuration or storage refusal: fix the command or
     the settings), 1 for any other (the operation failed)."""

@@ -125,8 +125,7 @@ def _follow_file(path: Path) -> Iterator[str]:
             opened = os.fstat(fh.fileno())
             if (st.st_dev, st.st_ino) != (opened.st_dev, opened.st_ino):
                 rest = fh.read()  # the old file's last lines
-                for line in (partial + rest).splitlines(keepends=True):
-                    yield line
+                yield from (partial + rest).splitlines(keepends=True)
                 partial = ""
                 fh.close()
                 fh = path.open(encoding="utf-8", errors="replace")

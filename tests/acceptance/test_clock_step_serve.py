@@ -68,7 +68,8 @@ class SteppedHost:
             "FAKETIME_DONT_FAKE_MONOTONIC": "1", "FAKETIME_CACHE_DURATION": "0",
             "FAKETIME_NO_CACHE": "1",
             "PYTHONPATH": str(shim) + os.pathsep + base["PYTHONPATH"],
-            "HOOKLINE_DB": str(tmp / "svc.db"), "HOOKLINE_HEARTBEAT_TIMEOUT_S": str(HEARTBEAT_TIMEOUT_S),
+            "HOOKLINE_DB": str(tmp / "svc.db"),
+            "HOOKLINE_HEARTBEAT_TIMEOUT_S": str(HEARTBEAT_TIMEOUT_S),
             "HOOKLINE_LEASE_S": "8", "HOOKLINE_ATTEMPT_TIMEOUT_S": "6",
             "HOOKLINE_RETRY_BASE_S": "4", "HOOKLINE_MAX_ATTEMPTS": "3",
         }

@@ -26,8 +26,8 @@ async def test_max_in_flight_one_holds_with_three_worker_processes(tmp_path):
     never sees two concurrent requests, every job is delivered, and the workers competed."""
     db = str(tmp_path / "mif.db")
     secret = generate_secret()
-    config = Config(db=db, allow_networks="127.0.0.0/8", lease_s=10, attempt_timeout_s=5, poll_interval_s=0.05,
-                    claim_batch=4, worker_concurrency=8)
+    config = Config(db=db, allow_networks="127.0.0.0/8", lease_s=10, attempt_timeout_s=5,
+                    poll_interval_s=0.05, claim_batch=4, worker_concurrency=8)
     slow = parse_behaviour("slow:0.03")  # each request overlaps the others' claim attempts
     async with SqliteStore(db) as store, Receiver([Endpoint("one", secret, slow)]) as receiver:
         await store.add_destination(name="one", url=receiver.url("one"), secret=secret,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import itertools
 import os
 import signal
 import time
@@ -112,7 +113,7 @@ async def test_two_supervisors_share_one_postgres(pg_url, tmp_path):
     for a in attempts:
         by_job[a.job_id].append(a)
     for job_attempts in by_job.values():
-        for earlier, later in zip(job_attempts, job_attempts[1:]):
+        for earlier, later in itertools.pairwise(job_attempts):
             if earlier.duration_s is not None:
                 assert earlier.started_at + earlier.duration_s <= later.started_at + 0.05
     assert len(by_job) == len(jobs)

@@ -33,8 +33,8 @@ async def test_two_worker_processes_never_run_a_job_twice(tmp_path):
     is granted twice), all end done, and each attempt row matches one receiver request."""
     db = str(tmp_path / "race.db")
     secret = generate_secret()
-    config = Config(db=db, allow_networks="127.0.0.0/8", lease_s=10, attempt_timeout_s=5, poll_interval_s=0.2,
-                    claim_batch=4, worker_concurrency=8)
+    config = Config(db=db, allow_networks="127.0.0.0/8", lease_s=10, attempt_timeout_s=5,
+                    poll_interval_s=0.2, claim_batch=4, worker_concurrency=8)
     slow = parse_behaviour("slow:0.01")  # so one worker's 8 slots cannot take everything
     async with SqliteStore(db) as store, Receiver([Endpoint("ok", secret, slow)]) as receiver:
         for name in ("a", "b", "c"):
@@ -66,7 +66,8 @@ async def test_sigkill_mid_send_is_taken_over_after_lease_expiry(tmp_path):
     and the receiver, deduping by webhook-id, records one effect."""
     db = str(tmp_path / "kill.db")
     secret = generate_secret()
-    config = Config(db=db, allow_networks="127.0.0.0/8", lease_s=1.5, attempt_timeout_s=1.2, poll_interval_s=0.2)
+    config = Config(db=db, allow_networks="127.0.0.0/8", lease_s=1.5, attempt_timeout_s=1.2,
+                    poll_interval_s=0.2)
     async with SqliteStore(db) as store, \
             Receiver([Endpoint("slow", secret, parse_behaviour("slow:0.8"))]) as receiver:
         await store.add_destination(name="slow", url=receiver.url("slow"), secret=secret,

@@ -43,7 +43,7 @@ def browser() -> Iterator[Any]:
     if not os.access(CHROMIUM, os.X_OK):
         skip_or_fail_in_ci(CHROMIUM_MISSING)
     try:
-        from playwright.sync_api import sync_playwright  # noqa: PLC0415
+        from playwright.sync_api import sync_playwright
     except ImportError:
         skip_or_fail_in_ci(PLAYWRIGHT_MISSING)
     with sync_playwright() as playwright:
@@ -94,7 +94,7 @@ def receivers() -> Iterator[list[ReceiverProcess]]:
 def page(browser: Any, hookline: Hookline, screenshots: Path) -> Iterator[Any]:
     """A fresh tab (1280x800) signed in to the dashboard. At the end, the test fails if the
     page threw or logged a console error (a CSP violation by our own files is one)."""
-    from playwright.sync_api import expect  # noqa: PLC0415
+    from playwright.sync_api import expect
 
     context = browser.new_context(viewport={"width": 1280, "height": 800})
     tab = context.new_page()

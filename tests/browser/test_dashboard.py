@@ -21,7 +21,7 @@ XSS_IMG = "<img src=x onerror=\"window.__xss=2\">"
 
 
 def _expect() -> Any:
-    from playwright.sync_api import expect  # noqa: PLC0415  (only once Chromium is there)
+    from playwright.sync_api import expect  # only once Chromium is there
 
     return expect
 

@@ -177,7 +177,7 @@ async def test_without_token_every_request_refused_and_warned(real_store):
 
 
 def _secret() -> str:
-    from shared.signing import generate_secret  # noqa: PLC0415
+    from shared.signing import generate_secret
 
     return generate_secret()
 

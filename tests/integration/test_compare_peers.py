@@ -61,7 +61,7 @@ async def test_no_response_is_a_transient_failure():
 async def test_the_celery_task_retries_with_the_backoff_countdown(receiver, monkeypatch):
     """Run eagerly (no broker), the Celery task retries a 500 with `self.retry` and is done
     on the next attempt: two verified requests, one effect."""
-    from rehearsal.compare.celery_app import app, deliver  # noqa: PLC0415
+    from rehearsal.compare.celery_app import app, deliver
 
     rec, secret = receiver
     monkeypatch.setitem(peer_tasks.DESTINATIONS, "flaky", (rec.url("flaky"), secret))

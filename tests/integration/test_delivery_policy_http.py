@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 import time
 from collections.abc import AsyncIterator
 from dataclasses import replace
@@ -24,8 +25,8 @@ from tests.conftest import new_event
 from workers.loop import Worker
 from workers.sender import Sender
 
-FAST = Config(allow_networks="127.0.0.0/8", retry_base_s=0.05, retry_cap_s=0.1, max_attempts=3, lease_s=3.0,
-              attempt_timeout_s=1.0, poll_interval_s=0.2, graceful_timeout_s=0.5)
+FAST = Config(allow_networks="127.0.0.0/8", retry_base_s=0.05, retry_cap_s=0.1, max_attempts=3,
+              lease_s=3.0, attempt_timeout_s=1.0, poll_interval_s=0.2, graceful_timeout_s=0.5)
 
 
 @contextlib.asynccontextmanager
@@ -83,7 +84,7 @@ def assert_no_overlap(attempts: list[Attempt]) -> None:
         by_job.setdefault(a.job_id, []).append(a)
     for rows in by_job.values():
         rows.sort(key=lambda a: a.attempt)
-        for before, after in zip(rows, rows[1:], strict=False):
+        for before, after in itertools.pairwise(rows):
             assert before.duration_s is not None
             assert before.started_at + before.duration_s <= after.started_at + 1e-3
 
@@ -213,7 +214,7 @@ async def test_rotation_sends_both_signatures_during_overlap(real_store):
 async def _age_backlog(store: Store, destination_id: int, rounds: int) -> None:
     """Charge every job of one destination `rounds` failed attempts (via claim/finish),
     leaving them due now: a backlog of late retries."""
-    from shared.models import AttemptResult, Retry  # noqa: PLC0415
+    from shared.models import AttemptResult, Retry
 
     failed = AttemptResult(started_at=time.time(), duration_s=0.01, status_code=503)
     for _ in range(rounds):

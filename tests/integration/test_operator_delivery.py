@@ -18,11 +18,12 @@ from workers.loop import Worker
 from workers.sender import Sender
 
 # Polls often, so a paused destination's due retry would be claimed if pause leaked.
-POLLING = Config(allow_networks="127.0.0.0/8", retry_base_s=0.5, retry_cap_s=0.5, max_attempts=5, lease_s=3.0,
-                 attempt_timeout_s=1.0, poll_interval_s=0.05, graceful_timeout_s=0.5)
+POLLING = Config(allow_networks="127.0.0.0/8", retry_base_s=0.5, retry_cap_s=0.5, max_attempts=5,
+                 lease_s=3.0, attempt_timeout_s=1.0, poll_interval_s=0.05,
+                 graceful_timeout_s=0.5)
 # One attempt then dead; a 5 s poll, so prompt redelivery proves the replay woke the worker.
-ONE_SHOT = Config(allow_networks="127.0.0.0/8", max_attempts=1, lease_s=3.0, attempt_timeout_s=1.0, poll_interval_s=5.0,
-                  graceful_timeout_s=0.5)
+ONE_SHOT = Config(allow_networks="127.0.0.0/8", max_attempts=1, lease_s=3.0, attempt_timeout_s=1.0,
+                  poll_interval_s=5.0, graceful_timeout_s=0.5)
 
 
 @contextlib.asynccontextmanager

@@ -11,7 +11,7 @@ import signal
 import sys
 import time
 from collections.abc import AsyncIterator, Callable
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import aiohttp
@@ -40,7 +40,7 @@ def new_secret() -> str:
 
 def signed_headers(secret: str, msg_id: str, payload: str = PAYLOAD) -> dict[str, str]:
     """Standard Webhooks headers for `payload`, signed now with `secret`."""
-    now = datetime.now(tz=timezone.utc)
+    now = datetime.now(tz=UTC)
     return {
         "webhook-id": msg_id,
         "webhook-timestamp": str(int(now.timestamp())),

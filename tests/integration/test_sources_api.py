@@ -32,7 +32,8 @@ STRIPE_SECRET = "whsec_test_3f9a8b7c6d5e4f3a2b1c0d9e8f7a6b5c"
 STD_SECRET = generate_secret()
 ADMIN_TOKEN = "admin-token-for-tests"
 ADMIN = {"Authorization": f"Bearer {ADMIN_TOKEN}"}
-CONFIG = Config(max_body_bytes=256 * 1024, admin_token=ADMIN_TOKEN, ingest_token=ADMIN_TOKEN)  # the largest GitHub example is ~32 KiB
+# the largest GitHub example is ~32 KiB
+CONFIG = Config(max_body_bytes=256 * 1024, admin_token=ADMIN_TOKEN, ingest_token=ADMIN_TOKEN)
 
 
 @pytest.fixture
@@ -230,12 +231,14 @@ async def test_admin_api_adds_lists_and_removes_sources(client, real_store):
     """POST /v1/admin/sources returns a generated secret once (201) that then verifies
     requests; GET lists sources redacted; bad fields are 400, a taken name 409; after DELETE
     the route answers 404."""
-    async with client.post("/v1/admin/sources", headers=ADMIN, json={"name": "tk", "scheme": "token"}) as r:
+    token_source = {"name": "tk", "scheme": "token"}
+    async with client.post("/v1/admin/sources", headers=ADMIN, json=token_source) as r:
         assert r.status == 201
         token = (await r.json())["secret"]
-    async with client.post("/v1/admin/sources", headers=ADMIN, json={"name": "tk", "scheme": "token"}) as r:
+    async with client.post("/v1/admin/sources", headers=ADMIN, json=token_source) as r:
         assert r.status == 409
-    async with client.post("/v1/admin/sources", headers=ADMIN, json={"name": "x", "scheme": "svn"}) as r:
+    unknown_scheme = {"name": "x", "scheme": "svn"}
+    async with client.post("/v1/admin/sources", headers=ADMIN, json=unknown_scheme) as r:
         assert (r.status, (await r.json())["error"]) == (400, "invalid_request")
     async with client.get("/v1/admin/sources", headers=ADMIN) as r:
         listed = await r.json()

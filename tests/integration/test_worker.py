@@ -16,8 +16,8 @@ from tests.conftest import new_event
 from workers.loop import Worker
 from workers.sender import Sender
 
-FAST = Config(allow_networks="127.0.0.0/8", retry_base_s=0.05, retry_cap_s=0.1, max_attempts=3, lease_s=3.0,
-              attempt_timeout_s=1.0, poll_interval_s=0.2, graceful_timeout_s=0.5)
+FAST = Config(allow_networks="127.0.0.0/8", retry_base_s=0.05, retry_cap_s=0.1, max_attempts=3,
+              lease_s=3.0, attempt_timeout_s=1.0, poll_interval_s=0.2, graceful_timeout_s=0.5)
 
 
 @contextlib.asynccontextmanager

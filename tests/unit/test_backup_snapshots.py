@@ -15,8 +15,15 @@ import pytest
 
 from ingest.maintenance import run_maintenance
 from shared.backup import (
-    SNAPSHOT_NAME, BackupError, list_snapshots, remove_stale_temporaries, restore, rotate,
-    run_schedule, take_snapshot, verify_snapshot,
+    SNAPSHOT_NAME,
+    BackupError,
+    list_snapshots,
+    remove_stale_temporaries,
+    restore,
+    rotate,
+    run_schedule,
+    take_snapshot,
+    verify_snapshot,
 )
 from shared.sqlite_store import SqliteStore
 from tests.conftest import FakeClock, new_event

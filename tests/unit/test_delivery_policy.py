@@ -10,8 +10,15 @@ import pytest
 from structlog.testing import capture_logs
 
 from shared.delivery_policy import (
-    BreakerPolicy, auto_pause_reason, choose_claims, destination_slots, effective_timeout_s,
-    fair_room, late_slots, next_send_after, rate_limit_allows,
+    BreakerPolicy,
+    auto_pause_reason,
+    choose_claims,
+    destination_slots,
+    effective_timeout_s,
+    fair_room,
+    late_slots,
+    next_send_after,
+    rate_limit_allows,
 )
 from shared.errors import ConfigError, NotFound
 from shared.models import AttemptResult, ClaimRequest, Dead, Destination, Done, Retry
@@ -192,7 +199,7 @@ async def test_breaker_auto_pauses_after_consecutive_failures_and_resume_resets(
     paused = await store.get_destination("flaky")
     assert paused.paused and paused.failure_streak == 3
     assert paused.paused_reason == "circuit breaker: 3 consecutive failed attempts"
-    assert [e for e in logs if e["event"] == "destination_auto_paused"][0]["destination"] == \
+    assert next(e for e in logs if e["event"] == "destination_auto_paused")["destination"] == \
         "flaky"
     clock.advance(61)
     assert await store.claim("w", 6, 30.0, 10) == []  # paused: nothing claimable

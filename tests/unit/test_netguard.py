@@ -15,7 +15,12 @@ from hypothesis import strategies as st
 from rehearsal.receiver import Endpoint, Receiver
 from shared.errors import DestinationBlocked
 from shared.netguard import (
-    AddressPolicy, BlockedAddress, GuardedResolver, blocked_reason, parse_numeric_host, vet_url,
+    AddressPolicy,
+    BlockedAddress,
+    GuardedResolver,
+    blocked_reason,
+    parse_numeric_host,
+    vet_url,
 )
 from shared.signing import generate_secret
 

@@ -18,7 +18,11 @@ from hypothesis import strategies as st
 
 from shared.errors import DestinationBlocked
 from shared.netguard import (
-    _EXTRA_BLOCKED, AddressPolicy, blocked_reason, parse_numeric_host, vet_url,
+    _EXTRA_BLOCKED,
+    AddressPolicy,
+    blocked_reason,
+    parse_numeric_host,
+    vet_url,
 )
 
 PROPERTY = settings(max_examples=200, derandomize=True, database=None, deadline=None)

@@ -43,7 +43,7 @@ def test_bucket_count_is_bounded(clock: FakeClock):
     limiter = SourceRateLimiter(1.0, 1, clock=clock, max_sources=2)
     for name in ("a", "b", "c"):
         assert limiter.take(name) is None
-    assert len(limiter._buckets) == 2  # noqa: SLF001
+    assert len(limiter._buckets) == 2
     assert limiter.take("a") is None  # "a" was dropped: a full bucket again
     assert limiter.take("c") is not None
 

@@ -43,7 +43,7 @@ def test_parse_retry_after_valid_forms(value, expected):
 
 
 @pytest.mark.parametrize("value", [
-    "", "soon", "-5", "1.5", "3e2", "0x10", "+5", "12abc", "１２",  # fullwidth digits
+    "", "soon", "-5", "1.5", "3e2", "0x10", "+5", "12abc", "１２",  # noqa: RUF001  (fullwidth digits, on purpose)
     "9" * 65,                                                     # absurdly long
     "Sun, 06 Nov 10000 08:49:37 GMT",                             # past year 9999
     "Wed, 32 Nov 2030 00:00:00 GMT",                              # no such day

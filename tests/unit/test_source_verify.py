@@ -14,7 +14,11 @@ import pytest
 from standardwebhooks.webhooks import Webhook
 
 from ingest.source_verify import (
-    verify, verify_github, verify_standard, verify_stripe, verify_token,
+    verify,
+    verify_github,
+    verify_standard,
+    verify_stripe,
+    verify_token,
 )
 from shared.errors import InvalidEvent, SignatureInvalid
 from shared.models import Source
@@ -163,7 +167,7 @@ def test_stripe_any_v1_entry_passes_while_rolling_secrets():
 def test_stripe_rejects_body_other_than_the_signed_bytes(tamper):
     """Signed over one byte string, sent with another: refused."""
     sent, signed = (reserialised(BODY), BODY) if tamper is reserialised else (BODY, tamper(BODY))
-    with pytest.raises(SignatureInvalid, match="no v1 signature .* matches"):
+    with pytest.raises(SignatureInvalid, match=r"no v1 signature .* matches"):
         verify_stripe(sent, {"Stripe-Signature": stripe_header(signed)}, STRIPE_SECRET, NOW)
 
 
@@ -226,7 +230,7 @@ def test_standard_any_valid_v1_entry_among_several_passes():
     headers["webhook-signature"] = f"{theirs} v1a,bm90LWNoZWNrZWQ= v1,!!notbase64!! {mine}"
     assert verify_standard(BODY, headers, secret, NOW)[0] == "msg_2KWPBgLlAfxdpx2AI54pPJ85f4W"
     headers["webhook-signature"] = theirs
-    with pytest.raises(SignatureInvalid, match="no v1 signature .* matches"):
+    with pytest.raises(SignatureInvalid, match=r"no v1 signature .* matches"):
         verify_standard(BODY, headers, secret, NOW)
 
 

@@ -83,14 +83,14 @@ async def test_store_answers_unavailable_while_full_and_recovers(tmp_path):
     """A store whose file cannot grow raises StoreUnavailable (ingest: 503, workers: retry)
     and takes the same events once it can: nothing is half written."""
     async with SqliteStore(str(tmp_path / "h.db")) as store:
-        pages = await store._run(  # noqa: SLF001  (the test caps the file's size)
+        pages = await store._run(  # the test caps the file's size
             lambda db: db.execute("PRAGMA page_count").fetchone()[0])
-        await store._run(lambda db: db.execute(f"PRAGMA max_page_count = {pages}"))  # noqa: SLF001
+        await store._run(lambda db: db.execute(f"PRAGMA max_page_count = {pages}"))
         big = [new_event(f"e{i}", body=b'{"pad": "%s"}' % (b"x" * 20_000)) for i in range(5)]
         with pytest.raises(StoreUnavailable):
             await store.add_events(big)
         assert (await store.stats()).events == 0
-        await store._run(  # noqa: SLF001
+        await store._run(
             lambda db: db.execute("PRAGMA max_page_count = 1073741823"))
         accepted = await store.add_events(big)
         assert len(accepted) == 5 and (await store.stats()).events == 5

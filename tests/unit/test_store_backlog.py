@@ -7,7 +7,6 @@ from shared.models import NewEvent
 from shared.signing import generate_secret
 from shared.store import Store
 
-
 SECRET = generate_secret()
 
 

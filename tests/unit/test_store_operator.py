@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from shared.errors import Conflict, ConfigError, NotFound
+from shared.errors import ConfigError, Conflict, NotFound
 from shared.models import AttemptResult, Dead, Done
 from tests.conftest import new_event
 

@@ -109,7 +109,7 @@ async def test_lease_times_come_from_the_database_clock(pg_url):
                                     secret="whsec_" + "A" * 32, max_in_flight=1)
         await store.add_events([new_event("e1")])
         [claim] = await store.claim("w", 1, lease_s=30, max_attempts=5)
-        async with store._tx() as tx:  # noqa: SLF001  (read the server's clock)
+        async with store._tx() as tx:  # read the server's clock
             server_now = await tx.now()
         assert server_now + 25 < claim.lease_until <= server_now + 30
 
@@ -126,7 +126,7 @@ async def test_check_writable_passes_and_refuses_a_read_only_database(pg_url, pg
         admin = await asyncpg.connect(pg_server.url())
         await admin.execute(f"ALTER DATABASE {name} SET default_transaction_read_only = on")
         await admin.close()
-        await store._pool.expire_connections()  # noqa: SLF001  (new sessions: read-only)
+        await store._pool.expire_connections()  # new sessions: read-only
         with pytest.raises(StoreError, match="not writable"):
             await store.check_writable()
 
@@ -169,7 +169,7 @@ async def test_claim_reads_only_what_it_takes_however_long_the_backlog(pg_url, a
     table statistics nor before autovacuum has gathered any (a burst into a new table)."""
     import asyncpg
 
-    from shared.postgres_store import _query  # noqa: PLC2701  (the named SQL itself)
+    from shared.postgres_store import _query  # the named SQL itself
 
     async with PostgresStore(pg_url) as store:
         await store.add_destination(name="d", url="http://127.0.0.1:9/", event_types=["*"],

@@ -8,7 +8,7 @@ import sqlite3
 
 import pytest
 
-from shared.errors import ConfigError, Conflict, NotFound
+from shared.errors import Conflict, NotFound
 from shared.models import Accepted, AttemptResult, ClaimRequest, Dead, Done, Duplicate, Retry
 from tests.conftest import new_event
 
