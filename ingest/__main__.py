@@ -7,8 +7,8 @@ a command line is readable by every local user); --config-json is for tests and 
 import argparse
 
 from ingest.main import run
-from shared.child import exit_process
-from shared.lifecycle import child_config_or_exit
+from shared.process.child import exit_process
+from shared.process.lifecycle import child_config_or_exit
 
 parser = argparse.ArgumentParser(prog="python -m ingest")
 parser.add_argument("--config-json", help="the Config as Config.to_json() wrote it "

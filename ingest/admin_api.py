@@ -1,7 +1,7 @@
 """The admin HTTP API under `/v1/admin/`, and `GET /metrics`.
 
 Routes (all JSON; errors are `{"error": code, "detail": text}`, and a value the rule book
-(shared/rules.py) refuses is 400 `invalid_request` with `"field"` naming it and the same
+(shared/policy/rules.py) refuses is 400 `invalid_request` with `"field"` naming it and the same
 `detail` text the CLI prints):
     GET    /v1/admin/stats                      store.stats()
     GET    /v1/admin/destinations               list (secrets redacted)
@@ -40,11 +40,11 @@ from ingest import metrics
 from ingest.app_state import app_config, request_store
 from ingest.auth import ADMIN_SETTING, check_bearer
 from ingest.http_common import error_response
-from shared import rules
 from shared.errors import ConfigError, Conflict, DestinationBlocked, InvalidSetting, NotFound
 from shared.logs import get_logger
 from shared.models import JOB_STATUSES
-from shared.netguard import vet_destination
+from shared.policy import rules
+from shared.policy.netguard import vet_destination
 from shared.signing import generate_secret
 from shared.timeparse import parse_instant
 

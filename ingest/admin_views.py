@@ -31,7 +31,7 @@ from aiohttp import web
 
 from ingest.admin_api import BadRequest, guarded, int_param
 from ingest.app_state import app_config, request_store
-from shared.lifecycle import STATUS_FILE, pid_alive, read_status, runtime_dir
+from shared.process.lifecycle import STATUS_FILE, pid_alive, read_status, runtime_dir
 from shared.timeparse import parse_duration
 
 DEFAULT_LATENCY_WINDOW = "15m"
@@ -123,7 +123,7 @@ def supervisor_view(path: Path, now_s: float) -> dict[str, Any]:
     """What `GET /v1/admin/supervisor` answers for the status file at `path`.
 
     Args:
-        path: the supervisor's `status.json` (see :mod:`shared.lifecycle`).
+        path: the supervisor's `status.json` (see :mod:`shared.process.lifecycle`).
         now_s: current unix time, seconds (for `age_s`).
 
     Returns:

@@ -1,7 +1,7 @@
 """Group commit: many concurrent requests share one store transaction.
 
 Each request hands its event to :meth:`GroupCommitter.submit` and waits; the batcher
-(shared/batcher.py) stores everything queued with ONE `store.add_events` call and then answers
+(ingest/batcher.py) stores everything queued with ONE `store.add_events` call and then answers
 every waiter of that batch. Under load batches grow by themselves with no timer delay; an idle
 server commits a lone request at once. A request is answered only after the commit that holds
 its event, so a 2xx answer always means the event and its jobs are durable.
@@ -9,7 +9,7 @@ its event, so a 2xx answer always means the event and its jobs are durable.
 
 from __future__ import annotations
 
-from shared.batcher import Batcher, BatcherStopped
+from ingest.batcher import Batcher, BatcherStopped
 from shared.models import Accepted, Duplicate, NewEvent
 from shared.store import Store
 
@@ -26,7 +26,7 @@ class GroupCommitter(Batcher[NewEvent, Accepted | Duplicate]):
         store: an open store.
         max_batch: most events in one transaction.
         min_interval_s: least time between two commits while events keep arriving, seconds
-            (Config.batch_interval_s; see shared/batcher.py).
+            (Config.batch_interval_s; see ingest/batcher.py).
 
     Attributes:
         batches: `add_events` calls made so far (successful or not).

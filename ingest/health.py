@@ -9,7 +9,7 @@ Ready means all three of:
 * the database takes writes (:meth:`shared.store.Store.check_writable`, bounded by
   `_PROBE_TIMEOUT_S`);
 * at least one worker is alive and heartbeating, per the supervisor's `status.json` in the
-  runtime folder (:mod:`shared.lifecycle`), and the supervisor is not stopping;
+  runtime folder (:mod:`shared.process.lifecycle`), and the supervisor is not stopping;
 * this ingest process is not draining for shutdown.
 
 The answer is 200 `{"ready": true, "checks": {...}}` or 503 `{"error": "not_ready",
@@ -26,7 +26,7 @@ from aiohttp import web
 
 from ingest.app_state import CONFIG_KEY, IN_FLIGHT_KEY, STORE_KEY, WAL_HEALTH_KEY
 from shared.errors import StoreError
-from shared.lifecycle import STATUS_FILE, read_status, runtime_dir
+from shared.process.lifecycle import STATUS_FILE, read_status, runtime_dir
 
 _PROBE_TIMEOUT_S = 2.0
 

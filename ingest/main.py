@@ -1,5 +1,5 @@
 """Entry of the ingest process: open the store, serve the app until told to stop, exit with a
-code the supervisor reads (shared/child.py: 0 clean stop, 3 misconfigured, 75 database away,
+code the supervisor reads (shared/process/child.py: 0 clean stop, 3 misconfigured, 75 database away,
 1 crashed)."""
 
 from __future__ import annotations
@@ -16,11 +16,11 @@ from ingest.group_commit import GroupCommitter
 from ingest.http_limits import IngestRunner, parser_limits
 from ingest.maintenance import run_maintenance, run_retention
 from ingest.wal_health import wal_health_for
-from shared.child import BootState, child_context, run_child
 from shared.config import Config, listen_host_port
 from shared.errors import ConfigError
-from shared.lifecycle import report_write_lock
 from shared.logs import get_logger
+from shared.process.child import BootState, child_context, run_child
+from shared.process.lifecycle import report_write_lock
 from shared.store import write_lock_stats
 
 _LAST_STEP = 0.25
@@ -53,7 +53,7 @@ async def serve(config: Config, *, ready: Callable[[int], None] | None = None,
         stop: set it to stop; a new event when None.
         slot: the supervisor's name for this process; its heartbeat file is named after it
             (the event loop touches it until the process is about to exit), and so is the
-            readiness marker left once listening (shared/child.py).
+            readiness marker left once listening (shared/process/child.py).
         boot: marked booted once listening (for :func:`run`'s exit code).
 
     Raises:
@@ -123,7 +123,7 @@ def _bound_port(runner: web.AppRunner, requested: int) -> int:
 
 
 def run(config: Config, slot: str = "ingest") -> int:
-    """Run the ingest process to completion (:func:`shared.child.run_child`).
+    """Run the ingest process to completion (:func:`shared.process.child.run_child`).
 
     Args:
         config: settings for this process.

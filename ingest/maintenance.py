@@ -22,7 +22,7 @@ from ingest.wal_health import WalHealth
 from shared.config import Config
 from shared.errors import StoreError
 from shared.logs import get_logger
-from shared.rules import RetentionAges
+from shared.policy.rules import RetentionAges
 from shared.store import Store
 
 WAL_WATCH_INTERVAL_S = 1.0

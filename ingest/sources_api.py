@@ -43,11 +43,11 @@ from ingest.app_state import CONFIG_KEY, request_store
 from ingest.http_common import check_rate, error_response, read_bounded
 from ingest.source_verify import DEFAULT_TOLERANCE_S, verify
 from ingest.validation import BodyTooLarge
-from shared import rules
 from shared.errors import InvalidEvent, NotFound, SignatureInvalid
 from shared.logs import get_logger
 from shared.models import NewEvent, Source
-from shared.sources import check_source, generate_source_secret
+from shared.policy import rules
+from shared.policy.sources import check_source, generate_source_secret
 from shared.store import Store
 
 SOURCE_CACHE_TTL_S = 1.0

@@ -27,8 +27,8 @@ from typing import Any
 
 from shared.config import Config
 from shared.logs import get_logger
-from shared.sqlite_store import SqliteStore
 from shared.store import Store
+from shared.store.sqlite import SqliteStore
 
 PROC = Path("/proc")
 

@@ -36,9 +36,9 @@ from rehearsal.bench import (
 )
 from rehearsal.scenario_common import ScenarioOptions, pick
 from shared.config import Config
-from shared.delivery_policy import late_slots
-from shared.queries import load_queries
+from shared.policy.delivery import late_slots
 from shared.store import SqliteOptions, open_store
+from shared.store.queries import load_queries
 
 RSS_LIMIT_MIB = 80.0
 # "No steady growth": a worker's highest RSS in the last third of the delivery window is at

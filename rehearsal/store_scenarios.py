@@ -26,7 +26,7 @@ from rehearsal.drill import Target, drill
 from rehearsal.harness import INGEST_HEADERS, post_events, wait_settled
 from rehearsal.pgserver import start_server
 from rehearsal.scenarios import Result, Scenario, _collect, event_body, wait_for
-from shared.lifecycle import TRANSIENT_EXIT
+from shared.process.lifecycle import TRANSIENT_EXIT
 
 _OUTAGE_S = 3.0
 

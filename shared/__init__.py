@@ -1,1 +1,1 @@
-"""Shared by every hookline process: configuration, the job store, signing, retry policy, logs."""
+"""Shared by every hookline process: config, models, errors, logs, signing; store/policy/process."""

@@ -15,16 +15,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from shared.db_url import sqlite_path
 from shared.errors import ConfigError
-from shared.netguard import AddressPolicy
-from shared.rules import (
+from shared.policy.netguard import AddressPolicy
+from shared.policy.rules import (
     CONFIG_RETENTION_FIELDS,
     DEFAULT_BODIES_AGE,
     DEFAULT_DEDUPE_AGE,
     DEFAULT_METADATA_AGE,
     retention_ages,
 )
+from shared.store.db_url import sqlite_path
 from shared.timeparse import parse_duration
 
 ENV_PREFIX = "HOOKLINE_"
@@ -235,7 +235,7 @@ class Config:
 
     @property
     def address_policy(self) -> AddressPolicy:
-        """The SSRF guard's policy (:mod:`shared.netguard`) from `allow_networks` and
+        """The SSRF guard's policy (:mod:`shared.policy.netguard`) from `allow_networks` and
         `https_only`. Raises ConfigError for a malformed allow-list entry."""
         return AddressPolicy.parse(self.allow_networks, https_only=self.https_only)
 

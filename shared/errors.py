@@ -10,7 +10,7 @@ class ConfigError(HooklineError):
 
 
 class InvalidSetting(ConfigError):
-    """A destination, source or retention value breaks the rule book (shared/rules.py);
+    """A destination, source or retention value breaks the rule book (shared/policy/rules.py);
     `field` names it as the admin API spells it. Every entry point shows the same text."""
 
     def __init__(self, field: str, detail: str) -> None:
@@ -27,7 +27,7 @@ class StoreUnavailable(StoreError):
     """The database is unreachable, restarting, busy or read-only for a while; retry.
 
     Transient by definition: whoever meets it retries with backoff (or exits with
-    :data:`shared.lifecycle.TRANSIENT_EXIT` so the supervisor respawns it), never stops the
+    :data:`shared.process.lifecycle.TRANSIENT_EXIT` so the supervisor respawns it), never stops the
     service for it.
     """
 

@@ -7,9 +7,10 @@ a full argv. The loop follows the design of gunicorn's arbiter:
   :func:`signal.set_wakeup_fd` wakes the loop, which dispatches to ``handle_<name>``;
 * children are reaped with ``waitpid(-1, WNOHANG)`` and respawned after a capped exponential
   backoff per slot (gunicorn respawns at once; a crash loop then burns a CPU);
-* a child exiting with :data:`shared.lifecycle.BOOT_ERROR_EXIT` is misconfigured for good, so
-  the whole service stops with that code rather than respawning it forever; every other exit
-  (:data:`shared.lifecycle.TRANSIENT_EXIT`: the database was away; 1: a crash) is respawned;
+* a child exiting with :data:`shared.process.lifecycle.BOOT_ERROR_EXIT` is misconfigured for
+  good, so the whole service stops with that code rather than respawning it forever; every other
+  exit (:data:`shared.process.lifecycle.TRANSIENT_EXIT`: the database was away; 1: a crash) is
+  respawned;
 * ``READY=1`` goes to systemd once every initial slot has reported ready
   (supervisor/readiness.py), not merely been spawned;
 * graceful stop: SIGTERM to every child, reap every 0.1 s until ``graceful_timeout_s``, then
@@ -19,11 +20,11 @@ Worker slots are named ``worker-<n>`` (n >= 1); SIGTTIN adds the lowest free num
 ``make_worker_spec(n)`` and SIGTTOU retires the highest one.
 
 Liveness: a child whose spec names a ``heartbeat_file`` must touch it from its event loop
-(:func:`shared.lifecycle.heartbeat`). The arbiter never compares that mtime with the wall clock
-(which can be stepped): it notes, on its monotonic clock, when it last saw the mtime change
+(:func:`shared.process.lifecycle.heartbeat`). The arbiter never compares that mtime with the wall
+clock (which can be stepped): it notes, on its monotonic clock, when it last saw the mtime change
 (starting at spawn); once that is more than ``heartbeat_timeout_s`` ago the child is hung: it
 gets SIGABRT, then SIGKILL after ``abort_grace_s``, and is respawned. Wall-clock steps are
-logged as ``clock_step`` (:mod:`shared.clock`).
+logged as ``clock_step`` (:mod:`shared.process.clock`).
 systemd's ``WATCHDOG=1`` is sent only while every such child is fresh. The supervisor's view
 (alive and healthy slots, stopping or not) is kept in ``status_file`` for ``GET /readyz`` and
 ``hookline scale``.
@@ -45,9 +46,9 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
-from shared.clock import ClockStepDetector
-from shared.lifecycle import BOOT_ERROR_EXIT, touch, write_status
 from shared.logs import get_logger
+from shared.process.clock import ClockStepDetector
+from shared.process.lifecycle import BOOT_ERROR_EXIT, touch, write_status
 from supervisor import sdnotify
 from supervisor.readiness import Readiness
 

@@ -1,6 +1,6 @@
 """`hookline serve`: build the child process specs (ingest + N workers) and run the arbiter.
 
-Runtime files (see :mod:`shared.lifecycle`): the pid file (for `hookline scale`), and in the
+Runtime files (see :mod:`shared.process.lifecycle`): the pid file (for `hookline scale`), and in the
 runtime folder one heartbeat file per slot plus `status.json` (read by ingest's `/readyz`).
 """
 
@@ -16,7 +16,8 @@ from pathlib import Path
 
 from shared.config import CONFIG_ENV, Config
 from shared.errors import HooklineError, StoreUnavailable
-from shared.lifecycle import (
+from shared.logs import configure_logging, get_logger, rotate_log_file
+from shared.process.lifecycle import (
     BOOT_ERROR_EXIT,
     STATUS_FILE,
     TRANSIENT_EXIT,
@@ -25,10 +26,9 @@ from shared.lifecycle import (
     ready_path,
     runtime_dir,
 )
-from shared.logs import configure_logging, get_logger, rotate_log_file
-from shared.storage_checks import quick_check, refuse_network_filesystem, sqlite_path
 from shared.store import store_for
-from shared.store_clock import reanchor_at_serve_start
+from shared.store.checks import quick_check, refuse_network_filesystem, sqlite_path
+from shared.store.clock import reanchor_at_serve_start
 from supervisor.arbiter import Arbiter, ChildSpec
 
 
@@ -99,7 +99,7 @@ def run(config: Config) -> int:
     try:
         asyncio.run(check(config))
         reanchor_at_serve_start(config.db, lease_s=config.lease_s, retry_cap_s=config.retry_cap_s,
-                                busy_timeout_s=config.busy_timeout_s)  # shared/store_clock.py
+                                busy_timeout_s=config.busy_timeout_s)  # shared/store/clock.py
     except StoreUnavailable as exc:
         print(f"hookline: cannot start yet: {exc}", file=sys.stderr)
         return TRANSIENT_EXIT

@@ -19,8 +19,8 @@ if str(ROOT) not in sys.path:
 
 from shared.models import Destination, NewEvent  # noqa: E402
 from shared.signing import generate_secret  # noqa: E402
-from shared.sqlite_store import SqliteStore  # noqa: E402
 from shared.store import Store, open_store  # noqa: E402
+from shared.store.sqlite import SqliteStore  # noqa: E402
 from tests.pg import pg_server, pg_url  # noqa: E402,F401  (fixtures)
 
 
@@ -75,7 +75,7 @@ async def store(store_url: str, clock: FakeClock) -> AsyncIterator[Store]:
     (on PostgreSQL the fake clock replaces the database's clock: a test-only option)."""
     s: Store
     if store_url.startswith("postgresql://"):
-        from shared.postgres_store import PostgresStore
+        from shared.store.postgres import PostgresStore
 
         s = PostgresStore(store_url, clock=clock)
     else:

@@ -51,7 +51,7 @@ def pg_server() -> Iterator[PgServer]:
 
 
 def _migrate_template(server: PgServer) -> None:
-    from shared.postgres_store import PostgresStore
+    from shared.store.postgres import PostgresStore
 
     async def run() -> None:
         async with PostgresStore(server.url(TEMPLATE)):

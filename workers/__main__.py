@@ -3,8 +3,8 @@ worker (the Config comes in HOOKLINE_CONFIG_JSON unless --config-json is given).
 
 import argparse
 
-from shared.child import exit_process
-from shared.lifecycle import child_config_or_exit
+from shared.process.child import exit_process
+from shared.process.lifecycle import child_config_or_exit
 from workers.main import run
 
 parser = argparse.ArgumentParser(prog="python -m workers")

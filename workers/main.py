@@ -1,6 +1,6 @@
 """Entry of a worker process: open the store, run a :class:`~workers.loop.Worker` until told to
 stop (SIGTERM/SIGINT, or the supervisor vanished), exit with a code the supervisor reads
-(shared/child.py: 0 clean stop, 3 misconfigured, 75 database away, 1 crashed)."""
+(shared/process/child.py: 0 clean stop, 3 misconfigured, 75 database away, 1 crashed)."""
 
 from __future__ import annotations
 
@@ -8,10 +8,10 @@ import asyncio
 import os
 import socket
 
-from shared.child import BootState, child_context, run_child
 from shared.config import Config
-from shared.lifecycle import report_write_lock
 from shared.logs import get_logger
+from shared.process.child import BootState, child_context, run_child
+from shared.process.lifecycle import report_write_lock
 from shared.store import write_lock_stats
 from workers.loop import Worker
 from workers.sender import Sender
@@ -27,7 +27,7 @@ async def serve(config: Config, slot: str, stop: asyncio.Event | None = None,
     """Deliver jobs until `stop` is set (created and wired to signals when None).
 
     The lifecycle (signals, parent watch, heartbeat, store open and close) is
-    :func:`shared.child.child_context`; the worker reports ready once the store is open.
+    :func:`shared.process.child.child_context`; the worker reports ready once the store is open.
     A database that goes away while running is retried inside the worker (workers/loop.py),
     never a reason to exit.
 
@@ -50,7 +50,7 @@ async def serve(config: Config, slot: str, stop: asyncio.Event | None = None,
 
 
 def run(config: Config, slot: str) -> int:
-    """Run one worker process to completion; returns its exit code (shared/child.py:
+    """Run one worker process to completion; returns its exit code (shared/process/child.py:
     3 = permanent misconfiguration, 75 = database away, 1 = crashed)."""
     return run_child(config, slot, lambda boot: serve(config, slot, boot=boot),
                      failed_event="worker_failed")

@@ -4,7 +4,7 @@ The request goes out with `allow_redirects=False` (a redirect is recorded, never
 and aiohttp never re-sends a POST on its own, so the receiver sees exactly one request per
 recorded attempt.
 
-Every connection passes the SSRF guard (shared/netguard.py) on the exact address used: a URL
+Every connection passes the SSRF guard (shared/policy/netguard.py) on the exact address used: a URL
 with a numeric host is vetted before the request, and host names are resolved once per
 connection by a GuardedResolver that vets each answer before aiohttp connects to it. A refused
 address makes no TCP connection; the attempt fails with `DestinationBlocked: <reason>`. The
@@ -25,10 +25,10 @@ from collections.abc import Iterable
 
 import aiohttp
 
-from shared.delivery_policy import unsendable_header
 from shared.errors import DestinationBlocked
 from shared.models import AttemptResult, Claim
-from shared.netguard import AddressPolicy, BlockedAddress, GuardedResolver, vet_url
+from shared.policy.delivery import unsendable_header
+from shared.policy.netguard import AddressPolicy, BlockedAddress, GuardedResolver, vet_url
 from shared.signing import signed_headers
 from workers.connections import AgedConnector
 
@@ -93,7 +93,7 @@ class Sender:
         started_at = time.time()
         t0 = time.monotonic()
         # The destination's custom headers first; ours (signature, content type) cannot be
-        # overridden (shared/store.py refuses those names anyway).
+        # overridden (shared/store/__init__.py refuses those names anyway).
         if (reason := unsendable_header(claim.headers)) is not None:
             # Never on the wire: the job fails for good, the reason naming the header.
             return AttemptResult(started_at=started_at, duration_s=time.monotonic() - t0,

@@ -6,7 +6,7 @@ import { fmtCount, fmtDuration, h, nowS, setChildren, table, toast } from "./dom
 
 const PAUSE_REASON = "paused from the dashboard";
 
-/** "auto-paused" for the breaker's and a 410's reasons (shared/delivery_policy.py). */
+/** "auto-paused" for the breaker's and a 410's reasons (shared/policy/delivery.py). */
 function stateOf(d) {
   if (!d.paused) return { label: "active", cls: "ok" };
   const auto = /^circuit breaker|410 Gone/.test(d.paused_reason ?? "");

@@ -4,7 +4,7 @@ What a Python team would put in a Celery or Huey task to deliver one webhook: lo
 destination up, sign the exact body with hookline's own Standard Webhooks code
 (shared/signing.py, so the signing cost is the same), POST it on a keep-alive
 `requests.Session` (one per worker thread: sessions are not thread-safe), and let hookline's
-own retry rule (shared/retry.py `next_attempt`, the defaults of shared/config.py) decide
+own retry rule (shared/policy/retry.py `next_attempt`, the defaults of shared/config.py) decide
 between done, retry after a jittered backoff, and dead.
 
 The destinations come from the environment variable `COMPARE_DESTINATIONS`, a JSON list of
@@ -22,7 +22,7 @@ import requests
 
 from shared.config import Config
 from shared.models import AttemptResult, Dead, Done, Outcome
-from shared.retry import Backoff, next_attempt
+from shared.policy.retry import Backoff, next_attempt
 from shared.signing import signed_headers
 
 DESTINATIONS_ENV = "COMPARE_DESTINATIONS"

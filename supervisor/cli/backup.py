@@ -1,6 +1,6 @@
 """`hookline backup`, `hookline backup verify`, `hookline restore`: checked online snapshots.
 
-SQLite only (shared/backup.py); for a PostgreSQL URL these commands refuse and point at
+SQLite only (shared/store/backup.py); for a PostgreSQL URL these commands refuse and point at
 pg_dump / pg_basebackup. Exit codes: 0 ok, 1 a snapshot or restore failed, 2 usage. One
 human line per result on stdout; JSON log lines (`backup_taken`, `backup_failed`,
 `backup_rotated`, `restore_done`) on stderr.
@@ -15,7 +15,9 @@ import sys
 import threading
 from typing import Any
 
-from shared.backup import (
+from shared.config import Config
+from shared.logs import configure_logging
+from shared.store.backup import (
     BackupError,
     Snapshot,
     list_snapshots,
@@ -26,8 +28,6 @@ from shared.backup import (
     take_snapshot,
     verify_snapshot,
 )
-from shared.config import Config
-from shared.logs import configure_logging
 from supervisor.cli.common import fail
 
 PAUSE_ENV = "HOOKLINE_TEST_BACKUP_PAUSE_S"

@@ -4,7 +4,7 @@ stopped; a running worker picks replayed or resumed jobs up through the store's 
 
 Every command prints a human table by default and JSON with `--json`; exit codes are 0 ok,
 1 failed (not found, conflict, store error), 2 usage (bad flags, or a value the rule book in
-shared/rules.py refuses, with the same message the admin API gives).
+shared/policy/rules.py refuses, with the same message the admin API gives).
 """
 
 from __future__ import annotations
@@ -16,12 +16,12 @@ import time
 from datetime import UTC, datetime
 from typing import Any
 
-from shared import rules
 from shared.config import Config
 from shared.errors import ConfigError
 from shared.logs import configure_logging, get_logger
-from shared.netguard import vet_destination
-from shared.rules import DEFAULT_BODIES_AGE, DEFAULT_DEDUPE_AGE, DEFAULT_METADATA_AGE
+from shared.policy import rules
+from shared.policy.netguard import vet_destination
+from shared.policy.rules import DEFAULT_BODIES_AGE, DEFAULT_DEDUPE_AGE, DEFAULT_METADATA_AGE
 from shared.store import DESTINATION_UPDATERS, Store
 from shared.timeparse import parse_instant
 from supervisor.cli.common import as_dict, fail, print_table, run_command, with_store

@@ -7,10 +7,10 @@ import argparse
 import json
 from typing import Any
 
-from shared import rules
 from shared.config import Config
 from shared.errors import ConfigError
-from shared.netguard import vet_destination
+from shared.policy import rules
+from shared.policy.netguard import vet_destination
 from shared.signing import generate_secret
 from supervisor.cli.common import add_named, as_dict, print_table, run_command, with_store
 

@@ -21,7 +21,7 @@ from typing import IO, Any
 
 from shared.config import Config
 from shared.errors import ConfigError
-from shared.lifecycle import STATUS_FILE, pid_file, read_status, runtime_dir
+from shared.process.lifecycle import STATUS_FILE, pid_file, read_status, runtime_dir
 from shared.timeparse import parse_instant
 from supervisor.cli.common import fail
 from supervisor.logview import LEVELS, LogFilter, format_record, parse_line

@@ -10,7 +10,7 @@ from typing import Any
 
 from shared.config import Config
 from shared.models import SOURCE_SCHEMES
-from shared.sources import check_source, generate_source_secret
+from shared.policy.sources import check_source, generate_source_secret
 from supervisor.cli.common import add_named, print_table, run_command, with_store
 
 

@@ -16,13 +16,13 @@ from pathlib import Path
 from procs import JSON_AUTH, ROOT, child_env, start_cli, stop, wait_until
 
 from rehearsal.harness import free_port
-from shared.backup import TEMP_PREFIX, list_snapshots, verify_snapshot
-from shared.sqlite_store import SqliteStore
+from shared.store.backup import TEMP_PREFIX, list_snapshots, verify_snapshot
+from shared.store.sqlite import SqliteStore
 from tests.conftest import new_event
 
 WRITER = """
 import asyncio, sys
-from shared.sqlite_store import SqliteStore
+from shared.store.sqlite import SqliteStore
 from shared.models import NewEvent
 
 async def main(path, name):

@@ -9,8 +9,8 @@ import sys
 from procs import ROOT, child_env
 
 from shared.models import AttemptResult, Dead, Done, Retry
-from shared.postgres_store import PostgresStore
-from shared.sqlite_store import SqliteStore
+from shared.store.postgres import PostgresStore
+from shared.store.sqlite import SqliteStore
 from tests.conftest import new_event
 
 OK = AttemptResult(started_at=1.0, duration_s=0.01, status_code=200)

@@ -14,8 +14,8 @@ from procs import AUTH, pid_alive, start_cli, stop
 
 from rehearsal.harness import children_of, free_port
 from rehearsal.receiver import Endpoint, Receiver, parse_behaviour
-from shared.postgres_store import PostgresStore
 from shared.signing import generate_secret
+from shared.store.postgres import PostgresStore
 from tests.conftest import new_event
 
 EVENTS = 1500  # x 2 destinations = 3000 jobs, plus the kill drill's one

@@ -28,7 +28,7 @@ from procs import AUTH, JSON_AUTH, ROOT, child_env, start_cli, stop, wait_until
 
 from rehearsal.harness import free_port
 from rehearsal.pgserver import PgServer, PgStartError, PgUnavailable, start_server
-from shared.lifecycle import TRANSIENT_EXIT
+from shared.process.lifecycle import TRANSIENT_EXIT
 from tests.pg import skip_or_fail_in_ci
 
 SECRET = "whsec_" + "c2VjcmV0LXNlY3JldC1zZWNyZXQtc2VjcmV0"

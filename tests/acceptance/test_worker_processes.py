@@ -14,7 +14,7 @@ from procs import start_worker, stop
 from rehearsal.receiver import Endpoint, Receiver, parse_behaviour
 from shared.config import Config
 from shared.signing import generate_secret
-from shared.sqlite_store import SqliteStore
+from shared.store.sqlite import SqliteStore
 from tests.conftest import new_event
 
 

@@ -17,7 +17,7 @@ from aiohttp.test_utils import TestClient, TestServer
 from ingest.app import build_app
 from shared.config import Config
 from shared.signing import generate_secret
-from shared.sqlite_store import SqliteStore
+from shared.store.sqlite import SqliteStore
 
 INGEST_TOKEN = "ingest-token-for-tests"
 SOURCE_TOKEN = "source-token-for-tests-0123456789"

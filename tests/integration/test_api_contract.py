@@ -32,10 +32,10 @@ from schemathesis import checks as st_checks
 
 from ingest.openapi import openapi_bytes
 from shared.config import Config
-from shared.lifecycle import STATUS_FILE, runtime_dir, write_status
 from shared.models import AttemptResult, Dead
+from shared.process.lifecycle import STATUS_FILE, runtime_dir, write_status
 from shared.signing import generate_secret
-from shared.sqlite_store import SqliteStore
+from shared.store.sqlite import SqliteStore
 from tests.conftest import new_event
 
 ROOT = Path(__file__).resolve().parents[2]

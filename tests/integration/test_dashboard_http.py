@@ -17,10 +17,10 @@ from ingest.admin_views import decode_head
 from ingest.app import build_app
 from ingest.dashboard import CSP
 from shared.config import Config
-from shared.lifecycle import STATUS_FILE, write_status
 from shared.models import AttemptResult, Done
+from shared.process.lifecycle import STATUS_FILE, write_status
 from shared.signing import generate_secret
-from shared.sqlite_store import SqliteStore
+from shared.store.sqlite import SqliteStore
 from tests.conftest import new_event
 
 TOKEN = "t0ken-for-dashboard-tests"

@@ -13,7 +13,7 @@ import pytest
 from structlog.testing import capture_logs
 
 from shared.config import Config
-from shared.sqlite_store import SqliteStore
+from shared.store.sqlite import SqliteStore
 from tests.integration.test_ingest import event_body, start_serve
 
 LIMITS = {"max_header_bytes": 1024, "max_headers": 20}

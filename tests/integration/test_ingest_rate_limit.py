@@ -14,7 +14,7 @@ from structlog.testing import capture_logs
 
 from ingest.app import build_app
 from shared.config import Config
-from shared.sqlite_store import SqliteStore
+from shared.store.sqlite import SqliteStore
 from tests.integration.test_ingest import event_body
 from tests.integration.test_sources_api import GH_SECRET, github_headers
 

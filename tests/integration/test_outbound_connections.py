@@ -130,7 +130,7 @@ async def test_guard_resolves_with_the_threaded_resolver():
     not DefaultResolver, which silently becomes aiodns once that package is installed."""
     from aiohttp.resolver import ThreadedResolver
 
-    from shared import netguard
+    from shared.policy import netguard
 
     guard = netguard.GuardedResolver(CONFIG.address_policy)
     assert type(guard._inner) is ThreadedResolver

@@ -14,9 +14,9 @@ import structlog
 from aiohttp.test_utils import TestClient, TestServer
 
 from ingest.app import build_app
-from shared import rules
 from shared.config import Config
 from shared.errors import InvalidSetting
+from shared.policy import rules
 from shared.signing import generate_secret
 from shared.store import Store
 from supervisor.cli import main as cli_main

@@ -22,10 +22,10 @@ from ingest.app import build_app
 from shared.config import Config
 from shared.errors import ConfigError, DestinationBlocked, StoreError
 from shared.models import Claim
-from shared.netguard import AddressPolicy, vet_destination
+from shared.policy.netguard import AddressPolicy, vet_destination
 from shared.signing import generate_secret
-from shared.sqlite_store import SqliteStore
 from shared.store import Store
+from shared.store.sqlite import SqliteStore
 from workers.sender import Sender
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -9,7 +9,7 @@ import json
 import sqlite3
 
 from rehearsal.receiver import Endpoint, Receiver
-from shared.delivery_policy import unsendable_header
+from shared.policy.delivery import unsendable_header
 from shared.signing import generate_secret
 from tests.conftest import is_postgres, new_event, query_db
 from tests.integration.test_worker import running_worker, settle

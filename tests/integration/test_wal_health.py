@@ -21,8 +21,8 @@ from ingest.wal_health import wal_health_for
 from shared.config import Config
 from shared.models import AttemptResult, Done
 from shared.signing import generate_secret
-from shared.sqlite_store import SqliteStore
 from shared.store import Store
+from shared.store.sqlite import SqliteStore
 from tests.conftest import is_postgres, new_event
 
 TOKEN = "t0ken-for-tests"

@@ -20,8 +20,8 @@ from rehearsal.receiver import Endpoint, Receiver, parse_behaviour
 from shared.config import Config
 from shared.models import AttemptResult, Claim, ClaimRequest, Outcome
 from shared.signing import generate_secret
-from shared.sqlite_store import SqliteStore
 from shared.store import Store
+from shared.store.sqlite import SqliteStore
 from tests.conftest import new_event
 from workers.loop import Worker
 from workers.sender import Sender

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from shared import lifecycle
+from shared.process import lifecycle
 from supervisor import sdnotify
 from supervisor.arbiter import Arbiter, ChildSpec, describe_exit, respawn_delay_s
 

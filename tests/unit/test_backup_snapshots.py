@@ -1,4 +1,4 @@
-"""shared/backup.py and Store.maintenance on real SQLite files: snapshots, verify, restore,
+"""shared/store/backup.py and Store.maintenance on real SQLite files: snapshots, verify, restore,
 rotation, and WAL hygiene."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from ingest.maintenance import run_maintenance
-from shared.backup import (
+from shared.store.backup import (
     SNAPSHOT_NAME,
     BackupError,
     list_snapshots,
@@ -25,7 +25,7 @@ from shared.backup import (
     take_snapshot,
     verify_snapshot,
 )
-from shared.sqlite_store import SqliteStore
+from shared.store.sqlite import SqliteStore
 from tests.conftest import FakeClock, new_event
 
 pytestmark = pytest.mark.sqlite_only  # snapshots and the -wal file are SQLite's

@@ -1,4 +1,4 @@
-"""The shared batcher (shared/batcher.py): batching, failure fan-out, stop, and the
+"""The ingest write batcher (ingest/batcher.py): batching, failure fan-out, stop, and the
 min_interval_s spacing of writes under a steady trickle."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from shared.batcher import Batcher, BatcherStopped
+from ingest.batcher import Batcher, BatcherStopped
 
 
 class Recorder:

@@ -1,4 +1,4 @@
-"""Wall-clock step detection with injected clocks (shared/clock.py)."""
+"""Wall-clock step detection with injected clocks (shared/process/clock.py)."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ import json
 
 import pytest
 
-from shared.clock import CLOCK_STEP_THRESHOLD_S, ClockStepDetector, watch_clock
 from shared.logs import configure_logging
+from shared.process.clock import CLOCK_STEP_THRESHOLD_S, ClockStepDetector, watch_clock
 
 
 class Clocks:

@@ -9,7 +9,9 @@ from dataclasses import replace
 import pytest
 from structlog.testing import capture_logs
 
-from shared.delivery_policy import (
+from shared.errors import ConfigError, NotFound
+from shared.models import AttemptResult, ClaimRequest, Dead, Destination, Done, Retry
+from shared.policy.delivery import (
     BreakerPolicy,
     auto_pause_reason,
     choose_claims,
@@ -20,8 +22,6 @@ from shared.delivery_policy import (
     next_send_after,
     rate_limit_allows,
 )
-from shared.errors import ConfigError, NotFound
-from shared.models import AttemptResult, ClaimRequest, Dead, Destination, Done, Retry
 from shared.signing import generate_secret
 from tests.conftest import new_event
 

@@ -17,7 +17,7 @@ from aiohttp.web_protocol import RequestHandler
 
 from ingest.http_limits import IngestRequestHandler, IngestRunner, parser_limits
 from shared.config import Config
-from shared.sqlite_store import SqliteStore
+from shared.store.sqlite import SqliteStore
 
 AIOSQLITE_HOOK = (f"aiosqlite {aiosqlite.__version__}: SqliteStore._run runs each whole "
                   "transaction through the private Connection._execute(fn, *args, **kwargs) "

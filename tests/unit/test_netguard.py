@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from rehearsal.receiver import Endpoint, Receiver
 from shared.errors import DestinationBlocked
-from shared.netguard import (
+from shared.policy.netguard import (
     AddressPolicy,
     BlockedAddress,
     GuardedResolver,

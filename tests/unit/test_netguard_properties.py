@@ -1,4 +1,4 @@
-"""Properties of the outbound address guard (shared/netguard.py) for any address or string.
+"""Properties of the outbound address guard (shared/policy/netguard.py) for any address or string.
 
 The oracle is the standard library: an address is allowed exactly when the IPv4 address it
 embeds (or the address itself) `is_global`, less what netguard refuses on purpose on top:
@@ -17,7 +17,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from shared.errors import DestinationBlocked
-from shared.netguard import (
+from shared.policy.netguard import (
     _EXTRA_BLOCKED,
     AddressPolicy,
     blocked_reason,

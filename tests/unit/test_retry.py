@@ -7,7 +7,7 @@ import random
 import pytest
 
 from shared.models import AttemptResult, Dead, Done, Retry
-from shared.retry import Backoff, Verdict, classify, next_attempt
+from shared.policy.retry import Backoff, Verdict, classify, next_attempt
 
 BACKOFF = Backoff(base_s=10.0, cap_s=3600.0, max_attempts=5)
 

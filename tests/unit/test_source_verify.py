@@ -22,8 +22,8 @@ from ingest.source_verify import (
 )
 from shared.errors import InvalidEvent, SignatureInvalid
 from shared.models import Source
+from shared.policy.sources import check_source, generate_source_secret
 from shared.signing import generate_secret
-from shared.sources import check_source, generate_source_secret
 
 NOW = 1_800_000_000
 GH_SECRET = "It's a Secret to Everybody"

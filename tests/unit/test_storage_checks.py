@@ -12,8 +12,8 @@ import pytest
 
 from shared.config import Config
 from shared.errors import ConfigError
-from shared.sqlite_store import SqliteStore
-from shared.storage_checks import (
+from shared.store import open_store
+from shared.store.checks import (
     StorageRefused,
     check_journal_mode,
     enable_wal,
@@ -24,7 +24,7 @@ from shared.storage_checks import (
     sqlite_path,
     unsafe_filesystem,
 )
-from shared.store import open_store
+from shared.store.sqlite import SqliteStore
 
 # Real /proc/self/mountinfo lines (proc(5) format), from a host with NFS, sshfs, virtiofs,
 # a bindfs mount and a mount point with a space (escaped as \040).

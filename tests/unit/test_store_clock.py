@@ -1,5 +1,5 @@
 """The SQLite store's clock on real files: one anchor shared by every connection, and the
-clamp when it is re-taken after the wall clock went back (shared/store_clock.py)."""
+clamp when it is re-taken after the wall clock went back (shared/store/clock.py)."""
 
 from __future__ import annotations
 
@@ -14,8 +14,8 @@ import pytest
 
 from shared.models import AttemptResult, Retry
 from shared.signing import generate_secret
-from shared.sqlite_store import SqliteStore
-from shared.store_clock import StoreClock, boot_id, reanchor_file
+from shared.store.clock import StoreClock, boot_id, reanchor_file
+from shared.store.sqlite import SqliteStore
 from tests.conftest import new_event
 
 FAILED = AttemptResult(started_at=0.0, duration_s=0.01, status_code=503)

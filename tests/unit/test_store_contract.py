@@ -14,13 +14,13 @@ from typing import Any
 import asyncpg
 import pytest
 
-from shared.delivery_policy import BreakerPolicy
 from shared.errors import ConfigError, Conflict, NotFound
 from shared.models import Accepted, AttemptResult, ClaimRequest, Dead, Done, Duplicate, Retry
-from shared.postgres_store import PostgresStore, _query
-from shared.queries import load_queries
-from shared.sqlite_store import SqliteStore
+from shared.policy.delivery import BreakerPolicy
 from shared.store import SqliteDiagnostics, Store
+from shared.store.postgres import PostgresStore, _query
+from shared.store.queries import load_queries
+from shared.store.sqlite import SqliteStore
 from tests.conftest import new_event
 
 SECRET = "whsec_" + "A" * 32

@@ -11,17 +11,17 @@ import pytest
 
 from shared.errors import StoreError
 from shared.models import AttemptResult, Done
-from shared.postgres_store import PostgresStore
-from shared.queries import load_migrations, load_queries
-from shared.sqlite_store import SqliteStore
 from shared.store import open_store
+from shared.store.postgres import PostgresStore
+from shared.store.queries import load_migrations, load_queries
+from shared.store.sqlite import SqliteStore
 from tests.conftest import new_event
 
 OK = AttemptResult(started_at=0.0, duration_s=0.01, status_code=200)
 
 
 def test_named_queries_have_the_same_names_on_both_backends():
-    """Every SQLite named query exists for PostgreSQL too (the contract of shared/queries);
+    """Every SQLite named query exists for PostgreSQL too (the contract of shared/store/queries);
     PostgreSQL may only add `lock_claimable_destinations` (its lock-then-count claim step)."""
     sqlite, postgres = set(load_queries("sqlite")), set(load_queries("postgres"))
     assert sqlite - postgres == set()
@@ -169,7 +169,7 @@ async def test_claim_reads_only_what_it_takes_however_long_the_backlog(pg_url, a
     table statistics nor before autovacuum has gathered any (a burst into a new table)."""
     import asyncpg
 
-    from shared.postgres_store import _query  # the named SQL itself
+    from shared.store.postgres import _query  # the named SQL itself
 
     async with PostgresStore(pg_url) as store:
         await store.add_destination(name="d", url="http://127.0.0.1:9/", event_types=["*"],

@@ -284,7 +284,7 @@ async def test_body_bytes_are_stored_exactly(store, destination_factory):
 
 async def test_reopen_keeps_schema_and_data(tmp_path, clock):
     """Opening an existing file applies no migration twice and keeps its rows; file is 0600."""
-    from shared.sqlite_store import SqliteStore
+    from shared.store.sqlite import SqliteStore
 
     path = tmp_path / "x.db"
     async with SqliteStore(str(path), clock=clock) as s:

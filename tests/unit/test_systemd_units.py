@@ -9,7 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from shared.lifecycle import BOOT_ERROR_EXIT, TRANSIENT_EXIT
+from shared.process.lifecycle import BOOT_ERROR_EXIT, TRANSIENT_EXIT
 from tests.pg import skip_or_fail_in_ci
 
 DEPLOY = Path(__file__).resolve().parents[2] / "deploy"

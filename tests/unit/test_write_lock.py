@@ -1,4 +1,4 @@
-"""SQLite's cross-process write lock (shared/write_lock.py): its wait and hold figures, its
+"""SQLite's cross-process write lock (shared/store/write_lock.py): its wait and hold figures, its
 timeout, and that a claim with nothing to take never takes it."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from shared.errors import StoreBusy
-from shared.write_lock import DurationHistogram, WriteLock
+from shared.store.write_lock import DurationHistogram, WriteLock
 from tests.conftest import new_event
 
 

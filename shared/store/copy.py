@@ -18,8 +18,8 @@ from typing import Any
 import asyncpg
 
 from shared.errors import StoreError
-from shared.postgres_store import PostgresStore
-from shared.sqlite_store import SqliteStore
+from shared.store.postgres import PostgresStore
+from shared.store.sqlite import SqliteStore
 
 # Parents before children (foreign keys); tables missing on either side are skipped.
 TABLES = ("destinations", "sources", "events", "jobs", "attempts")

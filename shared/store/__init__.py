@@ -1,8 +1,8 @@
 """The job store contract: what ingest, workers and the CLI may ask of a database.
 
 One :class:`Store` protocol, and the factories that pick a backend for a database URL
-(:func:`open_store`, :func:`store_for`); the transactions are written once (`shared/store_logic.py`)
-and driven by a backend (`shared/sqlite_store.py`, `shared/postgres_store.py`). Callers never
+(:func:`open_store`, :func:`store_for`); the transactions are written once (`shared/store/logic.py`)
+and driven by a backend (`shared/store/sqlite.py`, `shared/store/postgres.py`). Callers never
 see SQL or a dialect; what only SQLite has is behind :class:`SqliteDiagnostics`. Instants are
 unix seconds; the store reads its own clock (SQLite: the host's; PostgreSQL: the server's
 now()). Driver errors are translated at this boundary into :mod:`shared.errors` types.
@@ -14,9 +14,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
-from shared import rules
-from shared.db_url import parse_db_url
-from shared.delivery_policy import BreakerPolicy
 from shared.models import (
     Accepted,
     Attempt,
@@ -36,6 +33,9 @@ from shared.models import (
     Stats,
     ThroughputBucket,
 )
+from shared.policy import rules
+from shared.policy.delivery import BreakerPolicy
+from shared.store.db_url import parse_db_url
 
 if TYPE_CHECKING:
     from shared.config import Config
@@ -92,7 +92,7 @@ class Store(Protocol):
         oldest unfinished job (by id), and only when that job is due (pending and run_at passed,
         or running with an expired lease), so it never has two in flight. A destination with
         `rate_limit_per_s` yields a job only while its GCRA allows one (see
-        :mod:`shared.delivery_policy`); `next_send_at` is advanced in this transaction. The
+        :mod:`shared.policy.delivery`); `next_send_at` is advanced in this transaction. The
         claim carries the destination's active secrets (new first) and timeout override.
 
         Due means pending with run_at <= now, or running with an expired lease (takeover).
@@ -114,7 +114,7 @@ class Store(Protocol):
 
         Each attempt also updates its destination's failure run (`failure_streak`,
         `failing_since`; a 2xx resets both). With a `breaker`, a result for which
-        :func:`shared.delivery_policy.auto_pause_reason` gives a reason pauses the destination
+        :func:`shared.policy.delivery.auto_pause_reason` gives a reason pauses the destination
         in the same transaction and logs `destination_auto_paused`.
 
         Returns one bool per item: False when the lease was lost (a stale completion: the job
@@ -151,8 +151,8 @@ class Store(Protocol):
                               event_types: Sequence[str], max_in_flight: int,
                               headers: Mapping[str, str] | None = None) -> Destination:
         """Register a destination; `headers` are its custom request headers (see
-        :func:`shared.rules.headers`). Every field is checked by
-        :func:`shared.rules.new_destination` first. Raises InvalidSetting (a ConfigError) for
+        :func:`shared.policy.rules.headers`). Every field is checked by
+        :func:`shared.policy.rules.new_destination` first. Raises InvalidSetting (a ConfigError) for
         an invalid field, Conflict when a live destination has that name."""
 
     async def list_destinations(self) -> list[Destination]:
@@ -324,7 +324,8 @@ class Store(Protocol):
     async def add_source(self, *, name: str, scheme: str, secret: str) -> Source:
         """Register an inbound source (`POST /v1/sources/{name}`).
 
-        Fields are checked with :func:`shared.sources.check_source` before anything is stored.
+        Fields are checked with :func:`shared.policy.sources.check_source` before anything is
+        stored.
 
         Raises:
             ConfigError: a field is invalid. Conflict: a live source already has that name.
@@ -371,7 +372,7 @@ def write_lock_stats(store: Store) -> dict[str, dict[str, float | int]] | None:
     return store.write_lock_stats() if isinstance(store, SqliteDiagnostics) else None
 
 
-# The rules themselves live in the rule book (shared/rules.py); these names stay importable
+# The rules themselves live in the rule book (shared/policy/rules.py); these names stay importable
 # from here for the backends and older callers.
 check_headers = rules.headers
 validate_destination_changes = rules.destination_changes
@@ -408,14 +409,14 @@ def open_store(url: str, sqlite: SqliteOptions | None = None) -> Store:
     Raises:
         ConfigError: the URL names an unsupported backend; StorageRefused (a ConfigError)
             when it names a database private to one process (`:memory:`, a `file:` URI, an
-            empty path): see :func:`shared.db_url.parse_db_url`.
+            empty path): see :func:`shared.store.db_url.parse_db_url`.
     """
     db = parse_db_url(url)
     if db.dsn is not None:
-        from shared.postgres_store import PostgresStore  # noqa: PLC0415
+        from shared.store.postgres import PostgresStore  # noqa: PLC0415
 
         return PostgresStore(db.dsn)
-    from shared.sqlite_store import SqliteStore  # noqa: PLC0415  (backends load on demand)
+    from shared.store.sqlite import SqliteStore  # noqa: PLC0415  (backends load on demand)
 
     options = sqlite or SqliteOptions()
     return SqliteStore(str(db.path), synchronous=options.synchronous,

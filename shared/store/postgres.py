@@ -1,6 +1,6 @@
 """The PostgreSQL store: many hookline hosts sharing one server.
 
-Same contract as :class:`shared.sqlite_store.SqliteStore` (shared/store.py), with what a
+Same contract as :class:`shared.store.sqlite.SqliteStore` (shared/store/__init__.py), with what a
 shared server needs:
 
 * **Time is the database's.** Every lease and run_at decision reads `hookline_now()`
@@ -40,9 +40,8 @@ from shared.errors import (
     StoreError,
     StoreUnavailable,
 )
-from shared.queries import load_migrations, load_queries
-from shared.store_logic import StoreLogic
-from shared.store_ops import (
+from shared.store.logic import StoreLogic
+from shared.store.ops import (
     AfterCommit,
     Finished,
     HostNow,
@@ -53,11 +52,12 @@ from shared.store_ops import (
     Tx,
     advance,
 )
+from shared.store.queries import load_migrations, load_queries
 
 T = TypeVar("T")
 # asyncpg's pool logs a warning with a traceback each time it fails to reconnect its idle
 # connections (every 1 s doubling to 60 s while the server is away); each hookline process
-# already logs one store_unavailable / store_recovered pair per outage (shared/faults.py).
+# already logs one store_unavailable / store_recovered pair per outage (shared/process/faults.py).
 logging.getLogger("asyncpg.pool").setLevel(logging.ERROR)
 CHANNEL = "hookline_jobs"
 SCHEMA_VERSION = max(version for version, _ in load_migrations("postgres"))
@@ -114,7 +114,7 @@ _BUSY_SQLSTATES = frozenset({
 
 
 def driver_fault(exc: BaseException, what: str) -> HooklineError | None:
-    """Classify a driver error once for the whole backend (see shared/faults.py).
+    """Classify a driver error once for the whole backend (see shared/process/faults.py).
 
     Args:
         exc: what asyncpg (or the socket below it) raised.
@@ -146,7 +146,7 @@ def driver_fault(exc: BaseException, what: str) -> HooklineError | None:
 
 class PostgresStore(StoreLogic):
     """:class:`shared.store.Store` on a PostgreSQL server (see the module docstring); the
-    transactions themselves are :class:`shared.store_logic.StoreLogic`'s.
+    transactions themselves are :class:`shared.store.logic.StoreLogic`'s.
 
     Args:
         dsn: a `postgresql://` or `postgres://` URL (libpq syntax, as asyncpg reads it).
@@ -358,7 +358,7 @@ class _Tx:
         return self._now
 
     async def run(self, op: Query) -> Any:
-        """Run one store operation's query (see :class:`shared.store_ops.Query`)."""
+        """Run one store operation's query (see :class:`shared.store.ops.Query`)."""
         params: dict[str, Any] = {}
         for name, value in op.params.items():
             if isinstance(value, Rows):  # one array per column

@@ -75,7 +75,7 @@ async def watch_clock(stop: asyncio.Event, interval_s: float = CLOCK_CHECK_INTER
                       detector: ClockStepDetector | None = None) -> None:
     """Log `clock_step` whenever the wall clock is stepped, until `stop` is set.
 
-    Runs as a task on a child's event loop, beside :func:`shared.lifecycle.watch_parent`.
+    Runs as a task on a child's event loop, beside :func:`shared.process.lifecycle.watch_parent`.
 
     Args:
         stop: the process's stop event; the task returns once it is set.

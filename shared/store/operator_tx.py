@@ -1,6 +1,6 @@
-"""The operator's and the dashboard's store transactions (see :mod:`shared.store_logic`):
+"""The operator's and the dashboard's store transactions (see :mod:`shared.store.logic`):
 destination controls, replay, retention, and the read-only views. Each is a generator of
-:mod:`shared.store_ops` operations, driven by a backend."""
+:mod:`shared.store.ops` operations, driven by a backend."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from shared.models import (
     ThroughputBucket,
     fill_buckets,
 )
-from shared.store_ops import NOTIFY, NOW, Tx, count, one, rows
+from shared.store.ops import NOTIFY, NOW, Tx, count, one, rows
 
 
 def set_paused_tx(name: str, paused: bool, reason: str | None) -> Tx[None]:

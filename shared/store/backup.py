@@ -39,10 +39,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from shared.db_url import parse_db_url
 from shared.errors import ConfigError, HooklineError
-from shared.lifecycle import pid_alive
 from shared.logs import get_logger
+from shared.process.lifecycle import pid_alive
+from shared.store.db_url import parse_db_url
 
 MANIFEST_FORMAT = 1
 SNAPSHOT_NAME = re.compile(r"^hookline-(\d{8}T\d{6}Z)(?:-(\d+))?\.db$")
@@ -303,7 +303,7 @@ def _check_copy(path: Path, *, expected_version: int | None) -> dict[str, Any]:
 def _schema_version(conn: sqlite3.Connection) -> int:
     """The highest applied migration. Raises BackupError when it is not a hookline database
     or was written by a newer hookline."""
-    from shared.sqlite_store import SCHEMA_VERSION  # noqa: PLC0415  (loads the SQL lazily)
+    from shared.store.sqlite import SCHEMA_VERSION  # noqa: PLC0415  (loads the SQL lazily)
 
     try:
         version = conn.execute("SELECT MAX(version) FROM schema_version").fetchone()[0]

@@ -1,3 +1,3 @@
 -- hookline schema, version 5: custom request headers per destination, a JSON
--- object of name -> value, checked by shared/store.py (token names, printable values).
+-- object of name -> value, checked by shared/store/__init__.py (token names, printable values).
 ALTER TABLE destinations ADD COLUMN headers text NOT NULL DEFAULT '{}';

@@ -3,11 +3,11 @@
 *Transient*: the database is unreachable, restarting, busy or read-only for a while
 (:class:`shared.errors.StoreUnavailable`), or something unexpected broke this process only.
 A running process retries with capped backoff; a process that must exit exits with
-:data:`shared.lifecycle.TRANSIENT_EXIT` and the supervisor respawns it with backoff.
+:data:`shared.process.lifecycle.TRANSIENT_EXIT` and the supervisor respawns it with backoff.
 
 *Permanent*: a misconfiguration that no retry can fix (unparsable settings, a schema newer
 than the code, a path that cannot be a database, a bad password, a missing database, a port
-that cannot be bound). The process exits with :data:`shared.lifecycle.BOOT_ERROR_EXIT`, the
+that cannot be bound). The process exits with :data:`shared.process.lifecycle.BOOT_ERROR_EXIT`, the
 supervisor stops the service, and the message says what to fix.
 
 :class:`StoreOutage` logs one `store_unavailable` / `store_recovered` pair per outage, however

@@ -24,13 +24,12 @@ from typing import Any, TypeVar
 import aiosqlite
 
 from shared.errors import Conflict, StoreBusy, StoreError, StoreUnavailable
-from shared.faults import sqlite_fault
 from shared.models import Stats
-from shared.queries import load_migrations, load_queries
-from shared.storage_checks import enable_wal, refuse_network_filesystem, sqlite_path
-from shared.store_clock import StoreClock, anchor_at_open
-from shared.store_logic import StoreLogic
-from shared.store_ops import (
+from shared.process.faults import sqlite_fault
+from shared.store.checks import enable_wal, refuse_network_filesystem, sqlite_path
+from shared.store.clock import StoreClock, anchor_at_open
+from shared.store.logic import StoreLogic
+from shared.store.ops import (
     AfterCommit,
     BeginWrite,
     Finished,
@@ -42,8 +41,9 @@ from shared.store_ops import (
     Tx,
     advance,
 )
-from shared.wakeup import WakeListener, WakeNotifier, wake_dir_for
-from shared.write_lock import WriteLock
+from shared.store.queries import load_migrations, load_queries
+from shared.store.wakeup import WakeListener, WakeNotifier, wake_dir_for
+from shared.store.write_lock import WriteLock
 
 T = TypeVar("T")
 Q = load_queries("sqlite")
@@ -68,18 +68,18 @@ def _refuse_world_writable(directory: Path) -> None:
 
 class SqliteStore(StoreLogic):
     """:class:`shared.store.Store` on a SQLite file (see the module docstring); the
-    transactions themselves are :class:`shared.store_logic.StoreLogic`'s.
+    transactions themselves are :class:`shared.store.logic.StoreLogic`'s.
 
     Args:
         path: the database file; created (mode 0600) with its schema when missing.
         synchronous: `FULL` (default: a commit survives power loss) or `NORMAL`.
         busy_timeout_s: how long a statement waits for the write lock before StoreBusy.
         clock: unix-seconds clock; tests may pass a fake one. None (production): the
-            host's monotonic clock anchored in the database (:mod:`shared.store_clock`), the
+            host's monotonic clock anchored in the database (:mod:`shared.store.clock`), the
             same in every process and never moved by a wall-clock step; it is read through
             `self.clock`, the store's one source of "now".
         allow_network_filesystem: accept a folder on a network or FUSE filesystem (see
-            :func:`shared.storage_checks.refuse_network_filesystem`).
+            :func:`shared.store.checks.refuse_network_filesystem`).
     """
 
     def __init__(self, path: str, *, synchronous: str = "FULL", busy_timeout_s: float = 5.0,
@@ -105,7 +105,7 @@ class SqliteStore(StoreLogic):
         Raises:
             StoreError: the file is unusable. StorageRefused: it cannot keep the delivery
                 promise (an in-memory path, a network or FUSE folder without the opt-in, a
-                journal mode that stays out of WAL); see :mod:`shared.storage_checks`.
+                journal mode that stays out of WAL); see :mod:`shared.store.checks`.
         """
         sqlite_path(self.path)  # SqliteStore built directly, not through open_store
         refuse_network_filesystem(self.path, allowed=self._allow_network_filesystem)
@@ -174,7 +174,7 @@ class SqliteStore(StoreLogic):
 
     def write_lock_stats(self) -> dict[str, dict[str, float | int]] | None:
         """See :meth:`shared.store.SqliteDiagnostics.write_lock_stats`: this connection's waits
-        for the cross-process write lock and how long it held it (shared/write_lock.py)."""
+        for the cross-process write lock and how long it held it (shared/store/write_lock.py)."""
         return None if self._write_lock is None else self._write_lock.stats()
 
     async def __aenter__(self) -> SqliteStore:

@@ -18,9 +18,9 @@ from pathlib import Path
 from typing import Any
 
 from shared.config import Config
-from shared.db_url import parse_db_url
 from shared.errors import ConfigError
 from shared.logs import configure_logging, get_logger
+from shared.store.db_url import parse_db_url
 
 BOOT_ERROR_EXIT = 3
 """Exit code of a child that cannot boot because of a permanent misconfiguration (bad
@@ -85,7 +85,8 @@ STATUS_FILE = "status.json"
 
 def _db_path(db: str) -> Path | None:
     """The SQLite file of a `db` setting, or None for a server URL (e.g. PostgreSQL).
-    Raises ConfigError as :func:`shared.db_url.parse_db_url` (Config already refused those)."""
+    Raises ConfigError as :func:`shared.store.db_url.parse_db_url` (Config already refused
+    those)."""
     path = parse_db_url(db).path
     return None if path is None else Path(path)
 
@@ -208,7 +209,7 @@ def shorten_gil_switch_interval() -> None:
     """Let a thread waiting for the GIL get it within 0.5 ms instead of Python's default 5 ms.
 
     The SQLite store runs each transaction on its own thread while holding the database's
-    single write lock (shared/write_lock.py). Between two statements that thread needs the
+    single write lock (shared/store/write_lock.py). Between two statements that thread needs the
     GIL back from the event loop; at the default interval a busy loop can keep it for 5 ms,
     and every other process then waits that long for the lock too.
     """

@@ -1,4 +1,4 @@
-"""Every store transaction, written once for both backends (see :mod:`shared.store_ops`).
+"""Every store transaction, written once for both backends (see :mod:`shared.store.ops`).
 
 :class:`StoreLogic` implements the :class:`shared.store.Store` operations as generators of
 named-query operations; a backend subclass supplies `_transact` (how one transaction is
@@ -12,14 +12,6 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any, TypeVar
 
-from shared import rules
-from shared.delivery_policy import (
-    BreakerPolicy,
-    auto_pause_reason,
-    choose_claims,
-    fair_room,
-    is_failure,
-)
 from shared.errors import ConfigError, NotFound
 from shared.logs import get_logger
 from shared.models import (
@@ -45,10 +37,18 @@ from shared.models import (
     ThroughputBucket,
     parse_headers,
 )
+from shared.policy import rules
+from shared.policy.delivery import (
+    BreakerPolicy,
+    auto_pause_reason,
+    choose_claims,
+    fair_room,
+    is_failure,
+)
+from shared.policy.sources import check_source
 from shared.signing import new_message_id, secret_key
-from shared.sources import check_source
 from shared.store import check_throughput_args, validate_destination_changes
-from shared.store_operator_tx import (
+from shared.store.operator_tx import (
     get_job_tx,
     purge_tx,
     remove_destination_tx,
@@ -59,7 +59,7 @@ from shared.store_operator_tx import (
     summaries_tx,
     throughput_tx,
 )
-from shared.store_ops import (
+from shared.store.ops import (
     BEGIN_WRITE,
     HOST_NOW,
     NOTIFY,

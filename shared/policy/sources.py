@@ -1,6 +1,6 @@
 """Inbound sources: the check of a new source's fields and fresh secrets.
 
-The rules themselves are in the rule book (:mod:`shared.rules`, "inbound sources"); every
+The rules themselves are in the rule book (:mod:`shared.policy.rules`, "inbound sources"); every
 store backend calls :func:`check_source` before inserting, and the CLI and the admin API
 before opening the store, so a source that is stored can always be verified.
 """
@@ -11,12 +11,12 @@ import secrets
 
 from shared.errors import InvalidSetting
 from shared.models import SOURCE_SCHEMES, SourceScheme
-from shared.rules import new_source
+from shared.policy.rules import new_source
 from shared.signing import generate_secret
 
 
 def check_source(name: str, scheme: str, secret: str) -> SourceScheme:
-    """Validate a new source's fields (see :func:`shared.rules.new_source`).
+    """Validate a new source's fields (see :func:`shared.policy.rules.new_source`).
 
     Args:
         name: 1 to 64 of `A-Z a-z 0-9 _ -`, not a reserved name.

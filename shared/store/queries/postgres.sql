@@ -1,4 +1,4 @@
--- Named queries for the PostgreSQL store (shared/postgres_store.py); the names match
+-- Named queries for the PostgreSQL store (shared/store/postgres.py); the names match
 -- sqlite.sql. Parameters are :named (the store turns them into $1, $2, ...). Time is the
 -- database's: hookline_now(:test_now_s), unix seconds (test_now_s is NULL except in tests).
 -- Batches are arrays (SQLite's are JSON arrays). insert_event and find_event take a batch of

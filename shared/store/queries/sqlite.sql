@@ -1,4 +1,4 @@
--- Named queries for the SQLite store (shared/sqlite_store.py). Parameters are :named; a batch
+-- Named queries for the SQLite store (shared/store/sqlite.py). Parameters are :named; a batch
 -- is a JSON array; :now is the transaction's instant (the store's clock).
 
 -- insert_event: store one event unless its (source, source_event_id) exists (the store runs it

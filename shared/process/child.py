@@ -7,14 +7,14 @@ outlives a failed boot); :meth:`ChildContext.mark_ready` leaves the readiness ma
 supervisor waits for before telling systemd READY=1.
 
 :func:`run_child` runs that coroutine on uvloop (when installed) and turns how it ended into
-the exit code the supervisor reads (shared/faults.py classifies):
+the exit code the supervisor reads (shared/process/faults.py classifies):
 
 * 0: a clean stop;
-* :data:`~shared.lifecycle.BOOT_ERROR_EXIT` (3): a permanent misconfiguration met before
+* :data:`~shared.process.lifecycle.BOOT_ERROR_EXIT` (3): a permanent misconfiguration met before
   the child was ready; the log line `boot_failed` says what to fix;
-* :data:`~shared.lifecycle.TRANSIENT_EXIT` (75): the database was away (unreachable,
+* :data:`~shared.process.lifecycle.TRANSIENT_EXIT` (75): the database was away (unreachable,
   restarting, busy, read-only), at boot or later;
-* :data:`~shared.lifecycle.CRASH_EXIT` (1): any other error (after boot a permanent fault
+* :data:`~shared.process.lifecycle.CRASH_EXIT` (1): any other error (after boot a permanent fault
   too: the respawned process checks it again at boot and exits 3 if it persists).
 
 The last two are respawned by the supervisor with its backoff.
@@ -32,11 +32,12 @@ import threading
 from collections.abc import AsyncIterator, Callable, Coroutine
 from typing import Any, NoReturn
 
-from shared.clock import watch_clock
 from shared.config import Config
 from shared.errors import StoreUnavailable
-from shared.faults import is_transient
-from shared.lifecycle import (
+from shared.logs import configure_logging, get_logger
+from shared.process.clock import watch_clock
+from shared.process.faults import is_transient
+from shared.process.lifecycle import (
     BOOT_ERROR_EXIT,
     CRASH_EXIT,
     TRANSIENT_EXIT,
@@ -48,7 +49,6 @@ from shared.lifecycle import (
     shorten_gil_switch_interval,
     watch_parent,
 )
-from shared.logs import configure_logging, get_logger
 from shared.store import Store, store_for
 
 
@@ -79,7 +79,7 @@ class ChildContext:
 
     def mark_ready(self) -> None:
         """Record that this child serves: faults from here on are runtime faults, and the
-        supervisor's readiness marker (:func:`shared.lifecycle.ready_path`) gets our pid.
+        supervisor's readiness marker (:func:`shared.process.lifecycle.ready_path`) gets our pid.
         An unwritable marker is logged, never fatal (the supervisor then waits on)."""
         self.boot.booted = True
         path = ready_path(self.config, self.slot)
@@ -114,7 +114,7 @@ async def child_context(config: Config, slot: str, *, stop: asyncio.Event | None
     stop = stop if stop is not None else asyncio.Event()
     loop = asyncio.get_running_loop()
     install_stop_signals(loop, stop)
-    # The parent watch and the clock-step log (shared/clock.py) run as one task.
+    # The parent watch and the clock-step log (shared/process/clock.py) run as one task.
     parent_watch = asyncio.gather(watch_parent(stop), watch_clock(stop))
     exiting = asyncio.Event()
     beat = asyncio.create_task(heartbeat(heartbeat_path(config, slot),

@@ -1,0 +1,1 @@
+"""Process plumbing for supervised children: lifecycle files, child run loop, faults, clock."""
