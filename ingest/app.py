@@ -49,8 +49,8 @@ from ingest.rate_limit import SourceRateLimiter
 from ingest.wal_health import WalHealth
 from shared.config import Config
 from shared.errors import StoreClosing, StoreUnavailable
+from shared.faults import StoreOutage
 from shared.logs import get_logger
-from shared.process.faults import StoreOutage
 from shared.store import Store
 
 # Codes for the HTTP errors aiohttp raises itself (routing) or we raise; others derive from

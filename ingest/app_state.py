@@ -14,7 +14,7 @@ from ingest.group_commit import GroupCommitter
 from ingest.rate_limit import SourceRateLimiter
 from ingest.wal_health import WalHealth
 from shared.config import Config
-from shared.process.faults import StoreOutage
+from shared.faults import StoreOutage
 from shared.store import Store
 
 

@@ -41,9 +41,9 @@ from rehearsal.harness import (
     service_processes,
     wait_healthy,
 )
+from shared.db_url import is_postgres_url
 from shared.signing import generate_secret
 from shared.store import open_store
-from shared.store.db_url import is_postgres_url
 
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 

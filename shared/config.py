@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from shared.db_url import sqlite_path
 from shared.errors import ConfigError
 from shared.policy.netguard import AddressPolicy
 from shared.policy.rules import (
@@ -24,7 +25,6 @@ from shared.policy.rules import (
     DEFAULT_METADATA_AGE,
     retention_ages,
 )
-from shared.store.db_url import sqlite_path
 from shared.timeparse import parse_duration
 
 ENV_PREFIX = "HOOKLINE_"

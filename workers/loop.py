@@ -20,11 +20,11 @@ from collections.abc import Callable
 
 from shared.config import Config
 from shared.errors import StoreUnavailable
+from shared.faults import StoreOutage
 from shared.logs import get_logger
 from shared.models import AttemptResult, Claim, Outcome
 from shared.policy.delivery import BreakerPolicy, effective_timeout_s
 from shared.policy.retry import Backoff, next_attempt
-from shared.process.faults import StoreOutage
 from shared.store import Store
 from workers.sender import Sender
 from workers.writer import Writer

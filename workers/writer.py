@@ -27,7 +27,7 @@ a write that records results is retried with capped backoff (0.1 s doubling to 5
 is written; the lease token fences it, so a late write of a lease that expired meanwhile
 changes nothing. A claim alone is retried a few times for StoreBusy, then the next one waits
 (capped backoff, never longer than `poll_interval_s`); a result arriving meanwhile is written
-at once. One record of the outage is logged per process (shared/process/faults.py).
+at once. One record of the outage is logged per process (shared/faults.py).
 """
 
 from __future__ import annotations
@@ -43,10 +43,10 @@ from typing import Any, NamedTuple
 
 from shared.config import Config
 from shared.errors import StoreBusy, StoreUnavailable
+from shared.faults import CappedBackoff, StoreOutage
 from shared.logs import get_logger
 from shared.models import AttemptResult, Claim, ClaimRequest, Dead, Done, Outcome, Retry
 from shared.policy.delivery import destination_slots, late_slots
-from shared.process.faults import CappedBackoff, StoreOutage
 from shared.store import Store
 
 log = get_logger()

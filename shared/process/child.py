@@ -7,7 +7,7 @@ outlives a failed boot); :meth:`ChildContext.mark_ready` leaves the readiness ma
 supervisor waits for before telling systemd READY=1.
 
 :func:`run_child` runs that coroutine on uvloop (when installed) and turns how it ended into
-the exit code the supervisor reads (shared/process/faults.py classifies):
+the exit code the supervisor reads (shared/faults.py classifies):
 
 * 0: a clean stop;
 * :data:`~shared.process.lifecycle.BOOT_ERROR_EXIT` (3): a permanent misconfiguration met before
@@ -34,9 +34,9 @@ from typing import Any, NoReturn
 
 from shared.config import Config
 from shared.errors import StoreUnavailable
+from shared.faults import is_transient
 from shared.logs import configure_logging, get_logger
 from shared.process.clock import watch_clock
-from shared.process.faults import is_transient
 from shared.process.lifecycle import (
     BOOT_ERROR_EXIT,
     CRASH_EXIT,

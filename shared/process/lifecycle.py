@@ -18,9 +18,9 @@ from pathlib import Path
 from typing import Any
 
 from shared.config import Config
+from shared.db_url import parse_db_url
 from shared.errors import ConfigError
 from shared.logs import configure_logging, get_logger
-from shared.store.db_url import parse_db_url
 
 BOOT_ERROR_EXIT = 3
 """Exit code of a child that cannot boot because of a permanent misconfiguration (bad
@@ -85,7 +85,7 @@ STATUS_FILE = "status.json"
 
 def _db_path(db: str) -> Path | None:
     """The SQLite file of a `db` setting, or None for a server URL (e.g. PostgreSQL).
-    Raises ConfigError as :func:`shared.store.db_url.parse_db_url` (Config already refused
+    Raises ConfigError as :func:`shared.db_url.parse_db_url` (Config already refused
     those)."""
     path = parse_db_url(db).path
     return None if path is None else Path(path)

@@ -14,6 +14,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
+from shared.db_url import parse_db_url
 from shared.models import (
     Accepted,
     Attempt,
@@ -35,7 +36,6 @@ from shared.models import (
 )
 from shared.policy import rules
 from shared.policy.delivery import BreakerPolicy
-from shared.store.db_url import parse_db_url
 
 if TYPE_CHECKING:
     from shared.config import Config
@@ -409,7 +409,7 @@ def open_store(url: str, sqlite: SqliteOptions | None = None) -> Store:
     Raises:
         ConfigError: the URL names an unsupported backend; StorageRefused (a ConfigError)
             when it names a database private to one process (`:memory:`, a `file:` URI, an
-            empty path): see :func:`shared.store.db_url.parse_db_url`.
+            empty path): see :func:`shared.db_url.parse_db_url`.
     """
     db = parse_db_url(url)
     if db.dsn is not None:

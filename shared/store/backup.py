@@ -39,10 +39,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from shared.db_url import parse_db_url
 from shared.errors import ConfigError, HooklineError
 from shared.logs import get_logger
 from shared.process.lifecycle import pid_alive
-from shared.store.db_url import parse_db_url
 
 MANIFEST_FORMAT = 1
 SNAPSHOT_NAME = re.compile(r"^hookline-(\d{8}T\d{6}Z)(?:-(\d+))?\.db$")

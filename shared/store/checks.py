@@ -5,7 +5,7 @@ the SQLite database must be one plain file on a local filesystem, in WAL mode, a
 damaged. This module holds the checks, each a small function the store (every open) or the
 supervisor (once per `hookline serve`) calls:
 
-- :func:`sqlite_path` (from :mod:`shared.store.db_url`, the one parser of the `db` setting): the
+- :func:`sqlite_path` (from :mod:`shared.db_url`, the one parser of the `db` setting): the
   database URL names a plain file every process shares (never
   `:memory:`, a `file:` URI or an empty path);
 - :func:`refuse_network_filesystem`: the database's folder is not on a network or FUSE
@@ -25,11 +25,11 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from shared.db_url import StorageRefused, sqlite_path
 from shared.errors import StoreUnavailable
-from shared.process.faults import sqlite_fault
-from shared.store.db_url import StorageRefused, sqlite_path
+from shared.faults import sqlite_fault
 
-__all__ = [  # StorageRefused and sqlite_path live in shared.store.db_url; callers may use either
+__all__ = [  # StorageRefused and sqlite_path live in shared.db_url; callers may use either
     "MOUNTINFO", "NETWORK_FILESYSTEMS", "Mount", "StorageRefused", "check_journal_mode",
     "enable_wal", "filesystem_of", "mount_of", "parse_mountinfo", "quick_check",
     "refuse_network_filesystem", "sqlite_path", "unsafe_filesystem",

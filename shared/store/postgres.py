@@ -57,7 +57,7 @@ from shared.store.queries import load_migrations, load_queries
 T = TypeVar("T")
 # asyncpg's pool logs a warning with a traceback each time it fails to reconnect its idle
 # connections (every 1 s doubling to 60 s while the server is away); each hookline process
-# already logs one store_unavailable / store_recovered pair per outage (shared/process/faults.py).
+# already logs one store_unavailable / store_recovered pair per outage (shared/faults.py).
 logging.getLogger("asyncpg.pool").setLevel(logging.ERROR)
 CHANNEL = "hookline_jobs"
 SCHEMA_VERSION = max(version for version, _ in load_migrations("postgres"))
@@ -114,7 +114,7 @@ _BUSY_SQLSTATES = frozenset({
 
 
 def driver_fault(exc: BaseException, what: str) -> HooklineError | None:
-    """Classify a driver error once for the whole backend (see shared/process/faults.py).
+    """Classify a driver error once for the whole backend (see shared/faults.py).
 
     Args:
         exc: what asyncpg (or the socket below it) raised.

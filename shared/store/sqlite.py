@@ -24,8 +24,8 @@ from typing import Any, TypeVar
 import aiosqlite
 
 from shared.errors import Conflict, StoreBusy, StoreError, StoreUnavailable
+from shared.faults import sqlite_fault
 from shared.models import Stats
-from shared.process.faults import sqlite_fault
 from shared.store.checks import enable_wal, refuse_network_filesystem, sqlite_path
 from shared.store.clock import StoreClock, anchor_at_open
 from shared.store.logic import StoreLogic

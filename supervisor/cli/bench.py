@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from shared.config import Config
-from shared.store.db_url import is_postgres_url
+from shared.db_url import is_postgres_url
 from supervisor.cli.common import fail
 
 

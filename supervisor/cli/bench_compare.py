@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 
 from shared.config import Config
-from shared.store.db_url import is_postgres_url
+from shared.db_url import is_postgres_url
 
 
 def compare_command(config: Config, args: argparse.Namespace) -> int:

@@ -8,9 +8,9 @@ import json
 from typing import Any
 
 from shared.config import Config
+from shared.db_url import is_postgres_url, parse_db_url
 from shared.errors import ConfigError
 from shared.store.copy import copy_sqlite_to_postgres
-from shared.store.db_url import is_postgres_url, parse_db_url
 from supervisor.cli.common import fail, run_command
 
 

@@ -6,7 +6,7 @@ import argparse
 from typing import Any
 
 from shared.config import Config
-from shared.store.db_url import is_postgres_url
+from shared.db_url import is_postgres_url
 
 
 def register(sub: Any) -> None:

@@ -1,5 +1,5 @@
 """How a child process ends when its database is away or misconfigured (shared/process/child.py,
-shared/process/faults.py): real `python -m workers` / `python -m ingest` processes against a real
+shared/faults.py): real `python -m workers` / `python -m ingest` processes against a real
 PostgreSQL server, a port where nothing listens, and a real SQLite file whose write lock
 another connection holds."""
 
@@ -21,7 +21,7 @@ import pytest
 
 from shared.config import Config
 from shared.errors import ConfigError, StoreError, StoreUnavailable
-from shared.process.faults import is_transient
+from shared.faults import is_transient
 from shared.process.lifecycle import BOOT_ERROR_EXIT, TRANSIENT_EXIT, ready_path
 from shared.store import open_store
 from shared.store.postgres import PostgresStore

@@ -1,4 +1,4 @@
-"""Readiness markers (supervisor/readiness.py) and the fault helpers (shared/process/faults.py)."""
+"""Readiness markers (supervisor/readiness.py) and the fault helpers (shared/faults.py)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from pathlib import Path
 from structlog.testing import capture_logs
 
 from shared.errors import ConfigError, StoreBusy, StoreError, StoreUnavailable
-from shared.process.faults import CappedBackoff, StoreOutage, is_transient
+from shared.faults import CappedBackoff, StoreOutage, is_transient
 from supervisor.readiness import Readiness
 
 
