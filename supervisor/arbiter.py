@@ -50,6 +50,8 @@ from shared.logs import get_logger
 from shared.process.clock import ClockStepDetector
 from shared.process.lifecycle import BOOT_ERROR_EXIT, touch, write_status
 from supervisor import sdnotify
+from supervisor.child_exits import describe_exit, respawn_delay_s, returncode
+from supervisor.heartbeat_watch import HeartbeatWatch
 from supervisor.readiness import Readiness
 
 _HANDLED_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGCHLD, signal.SIGTTIN, signal.SIGTTOU)
@@ -87,70 +89,6 @@ class ChildSpec:
     ready_file: str | None = None  # the child writes its pid here once it serves
 
 
-def respawn_delay_s(consecutive_failures: int, base_s: float, cap_s: float) -> float:
-    """Return how long to wait before respawning a slot.
-
-    Args:
-        consecutive_failures: deaths of the slot in a row without a stable run; 0 means none.
-        base_s: delay after the first failure, in seconds.
-        cap_s: upper bound of the delay, in seconds.
-
-    Returns:
-        ``min(cap_s, base_s * 2 ** (consecutive_failures - 1))`` seconds; 0.0 for no failure.
-
-    Raises:
-        ValueError: `consecutive_failures` is negative.
-    """
-    if consecutive_failures < 0:
-        raise ValueError(f"consecutive_failures must be >= 0, got {consecutive_failures}")
-    if consecutive_failures == 0:
-        return 0.0
-    # Cap the exponent too: 2 ** 10_000 as a float overflows long before the cap matters.
-    exponent = min(consecutive_failures - 1, 64)
-    return float(min(cap_s, base_s * 2**exponent))
-
-
-def describe_exit(status: int, *, killed_by_supervisor: bool = False) -> dict[str, Any]:
-    """Decode a `waitpid` status into log fields.
-
-    Args:
-        status: the raw status returned by :func:`os.waitpid`.
-        killed_by_supervisor: the supervisor itself sent SIGKILL, so no hint is added.
-
-    Returns:
-        ``{"exit_code": n}`` for a normal exit; ``{"signal": "SIGSEGV"}`` for a death by
-        signal, plus ``core_dumped=True`` when a core was written and, for an unexplained
-        SIGKILL, ``hint="killed: out of memory?"`` (the kernel's OOM killer sends SIGKILL);
-        ``{"status": status}`` for anything else.
-    """
-    if os.WIFEXITED(status):
-        return {"exit_code": os.WEXITSTATUS(status)}
-    if not os.WIFSIGNALED(status):
-        return {"status": status}
-    signum = os.WTERMSIG(status)
-    fields: dict[str, Any] = {"signal": _signal_name(signum)}
-    if os.WCOREDUMP(status):
-        fields["core_dumped"] = True
-    if signum == signal.SIGKILL and not killed_by_supervisor:
-        fields["hint"] = "killed: out of memory?"
-    return fields
-
-
-def _signal_name(signum: int) -> str:
-    try:
-        return signal.Signals(signum).name
-    except ValueError:
-        return f"SIG{signum}"
-
-
-def _returncode(status: int) -> int:
-    """Return the `Popen.returncode` convention for a status: exit code, or -signal."""
-    try:
-        return os.waitstatus_to_exitcode(status)
-    except ValueError:
-        return status  # stopped or continued: not reported without WUNTRACED anyway
-
-
 @dataclasses.dataclass(slots=True)
 class _Child:
     """A running child process (mutable bookkeeping, private to the arbiter)."""
@@ -160,12 +98,8 @@ class _Child:
     started_at: float  # time.monotonic()
     retire_by: float | None = None  # monotonic deadline for SIGKILL once retired by SIGTTOU
     killed_by_supervisor: bool = False
-    heartbeat_file: str | None = None
+    heartbeat: HeartbeatWatch | None = None  # None: liveness is not checked
     aborted_at: float | None = None  # monotonic time SIGABRT was sent for a stale heartbeat
-    # The heartbeat file's mtime as last seen, and the monotonic time it was seen to change:
-    # liveness compares monotonic times only, so a wall-clock step cannot age a heartbeat.
-    heartbeat_mtime_ns: int | None = None
-    heartbeat_seen_at: float = 0.0
 
 
 class Arbiter:
@@ -376,7 +310,7 @@ class Arbiter:
             return
         unhealthy = set()
         for pid, child in self._children.items():
-            if child.heartbeat_file is None or child.retire_by is not None:
+            if child.heartbeat is None or child.retire_by is not None:
                 continue
             if child.aborted_at is not None:
                 unhealthy.add(child.slot)
@@ -386,7 +320,7 @@ class Arbiter:
                     self._log.warning("child_hung_killed", slot=child.slot, child_pid=pid)
                     self._send(pid, signal.SIGKILL)
                 continue
-            age_s = self._heartbeat_age_s(child, now)
+            age_s = child.heartbeat.age_s(now)
             if age_s > self._heartbeat_timeout_s:
                 unhealthy.add(child.slot)
                 child.aborted_at = now
@@ -398,24 +332,6 @@ class Arbiter:
         if frozenset(unhealthy) != self._unhealthy:
             self._unhealthy = frozenset(unhealthy)
             self._write_status()
-
-    @staticmethod
-    def _heartbeat_age_s(child: _Child, now: float) -> float:
-        """Monotonic seconds since `child`'s heartbeat mtime was last seen to change.
-
-        Any change counts, forward or backward: a child touching its file after a wall-clock
-        step back sets an older mtime, which is still a heartbeat. A missing or unreadable
-        file is no heartbeat.
-        """
-        assert child.heartbeat_file is not None
-        try:
-            mtime_ns = os.stat(child.heartbeat_file).st_mtime_ns
-        except OSError:
-            mtime_ns = None
-        if mtime_ns is not None and mtime_ns != child.heartbeat_mtime_ns:
-            child.heartbeat_mtime_ns = mtime_ns
-            child.heartbeat_seen_at = now
-        return now - child.heartbeat_seen_at
 
     def _dispatch_signals(self) -> None:
         while self._signals:
@@ -474,11 +390,10 @@ class Arbiter:
             Readiness.clear(spec.ready_file)
         popen = subprocess.Popen(spec.argv, env=self._child_env(spec), close_fds=True)
         started_at = time.monotonic()
-        child = _Child(slot=spec.slot, popen=popen, started_at=started_at,
-                       heartbeat_file=spec.heartbeat_file, heartbeat_seen_at=started_at)
+        child = _Child(slot=spec.slot, popen=popen, started_at=started_at)
         if spec.heartbeat_file is not None:
-            # The mtime at spawn is the baseline: the child is live once it changes.
-            self._heartbeat_age_s(child, started_at)
+            child.heartbeat = HeartbeatWatch(spec.heartbeat_file, seen_at=started_at)
+            child.heartbeat.age_s(started_at)  # the mtime at spawn is the baseline
         self._children[popen.pid] = child
         self._log.info("child_started", slot=spec.slot, child_pid=popen.pid)
 
@@ -505,7 +420,7 @@ class Arbiter:
                 self._log.debug("unknown_child_reaped", child_pid=pid, **describe_exit(status))
                 continue
             # Popen would otherwise warn "still running" and try to wait for it again.
-            child.popen.returncode = _returncode(status)
+            child.popen.returncode = returncode(status)
             self._child_exited(pid, child, status)
 
     def _child_exited(self, pid: int, child: _Child, status: int) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -9,6 +10,7 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from shared.config import Config
 
@@ -77,3 +79,17 @@ def pid_alive(pid: int) -> bool:
     except ProcessLookupError:
         return False
     return True
+
+
+def log_records(path: Path, event: str | None = None, **match: Any) -> list[dict[str, Any]]:
+    """The JSON log lines in `path` with event `event` (any when None) and the given field
+    values; a line still being written is skipped."""
+    records = []
+    for line in path.read_text(errors="replace").splitlines():
+        if line.startswith("{"):
+            try:
+                records.append(json.loads(line))
+            except ValueError:
+                continue
+    return [r for r in records if (event is None or r.get("event") == event)
+            and all(r.get(k) == v for k, v in match.items())]

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from procs import JSON_AUTH, ROOT, child_env, start_cli, stop, wait_until
+from procs import JSON_AUTH, ROOT, child_env, log_records, start_cli, stop, wait_until
 
 from rehearsal.harness import free_port
 from tests.pg import skip_or_fail_in_ci
@@ -103,15 +103,7 @@ class SteppedHost:
 
     def log(self, event: str, **match: Any) -> list[dict[str, Any]]:
         """The service's log lines with event `event` and the given field values."""
-        records = []
-        for line in self.out.read_text(errors="replace").splitlines():
-            if line.startswith("{"):
-                try:
-                    records.append(json.loads(line))
-                except ValueError:
-                    continue  # a line still being written
-        return [r for r in records if r.get("event") == event
-                and all(r.get(k) == v for k, v in match.items())]
+        return log_records(self.out, event, **match)
 
     def post_events(self, prefix: str, count: int) -> None:
         """Accept `count` events (each fans out to both destinations)."""

@@ -26,6 +26,7 @@ from procs import (
     ROOT,
     TEST_TOKEN,
     child_env,
+    log_records,
     pid_alive,
     start_cli,
     stop,
@@ -73,15 +74,7 @@ class Service:
         self.receiver.wait(10)
 
     def log(self, event: str | None = None, **match: Any) -> list[dict[str, Any]]:
-        records = []
-        for line in self.out.read_text(errors="replace").splitlines():
-            if line.startswith("{"):
-                try:
-                    records.append(json.loads(line))
-                except ValueError:
-                    continue  # a line still being written
-        return [r for r in records if (event is None or r.get("event") == event)
-                and all(r.get(k) == v for k, v in match.items())]
+        return log_records(self.out, event, **match)
 
     def get(self, path: str) -> tuple[int, dict[str, Any]]:
         try:

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from procs import AUTH, JSON_AUTH, ROOT, child_env, start_cli, stop, wait_until
+from procs import AUTH, JSON_AUTH, ROOT, child_env, log_records, start_cli, stop, wait_until
 
 from rehearsal.harness import free_port
 from rehearsal.pgserver import PgServer, PgStartError, PgUnavailable, start_server
@@ -72,15 +72,7 @@ class Served:
         self.receiver.wait(10)
 
     def log(self, event: str, **match: Any) -> list[dict[str, Any]]:
-        records = []
-        for line in self.out.read_text(errors="replace").splitlines():
-            if line.startswith("{"):
-                try:
-                    records.append(json.loads(line))
-                except ValueError:
-                    continue  # a line still being written
-        return [r for r in records if r.get("event") == event
-                and all(r.get(k) == v for k, v in match.items())]
+        return log_records(self.out, event, **match)
 
     def status(self, path: str) -> int:
         try:

@@ -14,7 +14,8 @@ import pytest
 
 from shared.process import lifecycle
 from supervisor import sdnotify
-from supervisor.arbiter import Arbiter, ChildSpec, describe_exit, respawn_delay_s
+from supervisor.arbiter import Arbiter, ChildSpec
+from supervisor.child_exits import describe_exit, respawn_delay_s
 
 
 def _status_of(code: str) -> int:
