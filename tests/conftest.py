@@ -111,6 +111,22 @@ def is_postgres(url: str) -> bool:
     return url.startswith(("postgresql://", "postgres://"))
 
 
+async def execute_db(url: str, sql: str) -> None:
+    """Run one writing SQL statement (portable SQL, no parameters) on its own connection
+    outside the store: for a test that needs a state only an older version could leave."""
+    if is_postgres(url):
+        import asyncpg
+
+        conn = await asyncpg.connect(url)
+        try:
+            await conn.execute(sql)
+        finally:
+            await conn.close()
+        return
+    with contextlib.closing(sqlite3.connect(url)) as db, db:
+        db.execute(sql)
+
+
 async def query_db(url: str, sql: str) -> list[dict[str, Any]]:
     """Rows of one read-only SQL statement (portable SQL, no parameters), run on its own
     connection outside the store: sqlite3 on a file, asyncpg on a PostgreSQL URL. Lets a

@@ -7,7 +7,7 @@ import pytest
 
 from shared.errors import ConfigError, Conflict, NotFound
 from shared.models import AttemptResult, Dead, Done
-from tests.conftest import new_event
+from tests.conftest import execute_db, new_event
 
 LEASE_S = 30.0
 
@@ -112,10 +112,11 @@ async def test_replay_single_job_errors(store, clock, destination_factory):
     assert await store.replay(job_id=job_id) == 1
 
 
-async def test_purge_keeps_what_it_must(store, clock, destination_factory):
-    """Purge empties old terminal bodies, deletes old job/attempt metadata, and deletes an
-    event row only past the dedupe window; pending work and recent events are untouched;
-    replay of a purged event is refused."""
+async def test_purge_keeps_what_it_must(store, store_url, clock, destination_factory):
+    """Purge empties old delivered bodies, deletes old job/attempt metadata, and deletes an
+    event row only past the dedupe window; pending work, recent events and the bodies of dead
+    jobs (a dead letter stays replayable while it is listed) are untouched; replay of an
+    event whose body an older version purged is refused."""
     await destination_factory("a")
     day = 86400.0
     await store.add_events([new_event("old_dead"), new_event("old_done")])
@@ -131,10 +132,14 @@ async def test_purge_keeps_what_it_must(store, clock, destination_factory):
 
     result = await store.purge(bodies_before_s=now - 7 * day, metadata_before_s=now - 30 * day,
                                dedupe_before_s=now - 90 * day)
-    assert (result.bodies, result.jobs, result.attempts, result.events) == (2, 0, 0, 0)
+    assert (result.bodies, result.jobs, result.attempts, result.events) == (1, 0, 0, 0)
     story = await store.get_job(dead_claim.job_id)
-    assert story.body_bytes == 0 and story.body_purged_at == now
+    assert story.body_bytes > 0 and story.body_purged_at is None  # the dead letter's body
     assert (await store.get_job(done_claim.job_id)).body_bytes == 0
+    assert await store.replay(all_dead=True, dry_run=True) == 1
+    # A dead job whose body an older version purged cannot be replayed.
+    await execute_db(store_url, "UPDATE events SET body_purged_at = 1 WHERE id = "
+                                f"{dead_claim.event_id}")
     with pytest.raises(Conflict, match="purged"):
         await store.replay(job_id=dead_claim.job_id)
     assert await store.replay(all_dead=True, dry_run=True) == 0

@@ -276,11 +276,12 @@ UPDATE jobs SET status = 'pending', attempts = 0, run_at = hookline_now(:test_no
     updated_at = hookline_now(:test_now_s)
 WHERE id = ANY(:job_ids::bigint[]) AND status = 'dead'
 
--- purge_bodies: empty the body of events whose jobs all ended before the cutoff
+-- purge_bodies: empty the body of events whose jobs all ended before the cutoff; a dead job
+-- keeps its event's body for as long as the job itself is kept, so it can be replayed
 UPDATE events SET body = '\x'::bytea, body_purged_at = hookline_now(:test_now_s)
 WHERE body_purged_at IS NULL AND received_at < :before
     AND NOT EXISTS (SELECT 1 FROM jobs j WHERE j.event_id = events.id
-                    AND (j.status IN ('pending', 'running') OR j.finished_at >= :before))
+                    AND (j.status IN ('pending', 'running', 'dead') OR j.finished_at >= :before))
 
 -- paused_destinations: live destinations that are paused, with the reason
 SELECT name, paused_reason FROM destinations WHERE paused AND deleted_at IS NULL ORDER BY id
