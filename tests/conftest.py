@@ -3,10 +3,12 @@ database on the session's PostgreSQL server), factories for destinations and eve
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import itertools
 import sqlite3
 import sys
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -109,6 +111,22 @@ async def opened_store(url: str) -> AsyncIterator[Store]:
 def is_postgres(url: str) -> bool:
     """Whether a database URL names a PostgreSQL server (else it is a SQLite file)."""
     return url.startswith(("postgresql://", "postgres://"))
+
+
+async def settle(store: Store, timeout_s: float = 20.0) -> dict[str, int]:
+    """Wait until no job is pending or running; returns the counts by status.
+
+    Raises:
+        AssertionError: jobs are still pending or running after `timeout_s` seconds.
+    """
+    deadline = time.monotonic() + timeout_s
+    counts: dict[str, int] = {}
+    while time.monotonic() < deadline:
+        counts = (await store.stats()).jobs_by_status
+        if counts["pending"] == counts["running"] == 0:
+            return counts
+        await asyncio.sleep(0.05)
+    raise AssertionError(f"jobs did not settle: {counts}")
 
 
 async def execute_db(url: str, sql: str) -> None:

@@ -21,7 +21,7 @@ from shared.config import Config
 from shared.models import Attempt
 from shared.signing import generate_secret
 from shared.store import Store
-from tests.conftest import new_event
+from tests.conftest import new_event, settle
 from workers.loop import Worker
 from workers.sender import Sender
 
@@ -63,18 +63,6 @@ async def redirector(status: int, location: str) -> AsyncIterator[tuple[str, lis
         yield f"http://127.0.0.1:{runner.addresses[0][1]}/r", hits
     finally:
         await runner.cleanup()
-
-
-async def settle(store: Store, timeout_s: float = 15.0) -> dict[str, int]:
-    """Wait until no job is pending or running; returns counts by status."""
-    deadline = time.monotonic() + timeout_s
-    counts: dict[str, int] = {}
-    while time.monotonic() < deadline:
-        counts = (await store.stats()).jobs_by_status
-        if counts["pending"] == counts["running"] == 0:
-            return counts
-        await asyncio.sleep(0.05)
-    raise AssertionError(f"jobs did not settle: {counts}")
 
 
 def assert_no_overlap(attempts: list[Attempt]) -> None:

@@ -12,7 +12,7 @@ from rehearsal.receiver import Endpoint, Receiver, parse_behaviour
 from shared.config import Config
 from shared.signing import generate_secret
 from shared.store import Store
-from tests.conftest import new_event
+from tests.conftest import new_event, settle
 from workers.loop import Worker
 from workers.sender import Sender
 
@@ -30,16 +30,6 @@ async def running_worker(store: Store, config: Config = FAST, name: str = "w1"):
         finally:
             stop.set()
             await task
-
-
-async def settle(store: Store, timeout_s: float = 10.0) -> dict[str, int]:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        counts = (await store.stats()).jobs_by_status
-        if counts["pending"] == counts["running"] == 0:
-            return counts
-        await asyncio.sleep(0.05)
-    raise AssertionError(f"jobs did not settle: {counts}")
 
 
 async def add(store: Store, receiver: Receiver, name: str, secret: str,

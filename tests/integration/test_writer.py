@@ -22,7 +22,7 @@ from shared.models import AttemptResult, Claim, ClaimRequest, Outcome
 from shared.signing import generate_secret
 from shared.store import Store
 from shared.store.sqlite import SqliteStore
-from tests.conftest import new_event
+from tests.conftest import new_event, settle
 from workers.loop import Worker
 from workers.sender import Sender
 
@@ -65,17 +65,6 @@ async def running_worker(store: Any, config: Config = FAST) -> AsyncIterator[Wor
         finally:
             stop.set()
             await task
-
-
-async def settle(store: Store, timeout_s: float = 20.0) -> dict[str, int]:
-    deadline = time.monotonic() + timeout_s
-    counts: dict[str, int] = {}
-    while time.monotonic() < deadline:
-        counts = (await store.stats()).jobs_by_status
-        if counts["pending"] == counts["running"] == 0:
-            return counts
-        await asyncio.sleep(0.05)
-    raise AssertionError(f"jobs did not settle: {counts}")
 
 
 async def until(condition: Any, timeout_s: float, what: str) -> None:

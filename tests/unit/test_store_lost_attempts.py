@@ -5,11 +5,8 @@ job over or makes it dead; a closed attempt's outcome never changes afterwards, 
 
 from __future__ import annotations
 
-import contextlib
-import sqlite3
-
 from shared.models import AttemptResult, Done, Retry
-from tests.conftest import is_postgres, new_event, opened_store, query_db
+from tests.conftest import execute_db, new_event, opened_store, query_db
 
 LOST_AT_CAP = "worker lost (lease expired on the final attempt)"
 TAKEN_OVER = "lease expired (worker lost)"
@@ -88,21 +85,6 @@ async def test_a_late_result_keeps_the_lost_outcome(store, store_url, destinatio
     rows = await stored_attempts(store_url)
     assert (rows[0]["error"], rows[0]["status_code"], rows[0]["duration_s"]) == (
         TAKEN_OVER, 204, 40.0)
-
-
-async def execute_db(url: str, sql: str) -> None:
-    """Run one write statement on a connection of its own, outside the store."""
-    if is_postgres(url):
-        import asyncpg
-
-        conn = await asyncpg.connect(url)
-        try:
-            await conn.execute(sql)
-        finally:
-            await conn.close()
-        return
-    with contextlib.closing(sqlite3.connect(url)) as db, db:
-        db.execute(sql)
 
 
 async def test_opening_closes_attempts_an_older_version_left_in_flight(store, store_url,
