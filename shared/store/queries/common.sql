@@ -62,3 +62,14 @@ SELECT * FROM sources WHERE name = :name AND deleted_at IS NULL
 
 -- live_sources: live sources in creation order
 SELECT * FROM sources WHERE deleted_at IS NULL ORDER BY id
+
+-- attempts_by_outcome: attempt counts by outcome class
+SELECT CASE
+        WHEN error LIKE 'lease expired%' OR error LIKE 'worker lost%' THEN 'worker_lost'
+        WHEN status_code BETWEEN 200 AND 299 THEN 'delivered'
+        WHEN status_code IS NOT NULL THEN 'http_' || CAST(status_code / 100 AS TEXT) || 'xx'
+        WHEN error LIKE 'handed back%' THEN 'handed_back'
+        WHEN error IS NOT NULL THEN 'transport_error'
+        ELSE 'in_flight'
+    END AS outcome, COUNT(*) AS n
+FROM attempts GROUP BY 1

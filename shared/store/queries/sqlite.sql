@@ -243,17 +243,6 @@ WHERE body_purged_at IS NULL AND received_at < :before
 -- paused_destinations: live destinations that are paused, with the reason
 SELECT name, paused_reason FROM destinations WHERE paused = 1 AND deleted_at IS NULL ORDER BY id
 
--- attempts_by_outcome: attempt counts by outcome class
-SELECT CASE
-        WHEN error LIKE 'lease expired%' OR error LIKE 'worker lost%' THEN 'worker_lost'
-        WHEN status_code BETWEEN 200 AND 299 THEN 'delivered'
-        WHEN status_code IS NOT NULL THEN 'http_' || CAST(status_code / 100 AS TEXT) || 'xx'
-        WHEN error LIKE 'handed back%' THEN 'handed_back'
-        WHEN error IS NOT NULL THEN 'transport_error'
-        ELSE 'in_flight'
-    END AS outcome, COUNT(*) AS n
-FROM attempts GROUP BY 1
-
 -- delivery_latency: accept -> delivered seconds of done jobs still stored, cumulative buckets
 SELECT COUNT(*) AS n, COALESCE(SUM(lat), 0) AS total,
     SUM(CASE WHEN lat <= 0.05 THEN 1 ELSE 0 END) AS le_0_05,
