@@ -68,7 +68,7 @@ class Destination:
         failure_streak: consecutive failed attempts (circuit breaker); 0 after a success.
         failing_since: unix seconds of the first failure of the current run, or None.
         headers: custom request headers, (name, value) pairs sent with every attempt (names
-            are tokens, values printable ASCII: see shared/store/__init__.py `check_headers`).
+            are tokens, values printable ASCII: see shared/policy/rules.py `headers`).
     """
 
     id: int

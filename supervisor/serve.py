@@ -15,6 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from shared.config import CONFIG_ENV, Config
+from shared.db_url import sqlite_path
 from shared.errors import HooklineError, StoreUnavailable
 from shared.logs import configure_logging, get_logger, rotate_log_file
 from shared.process.lifecycle import (
@@ -27,7 +28,7 @@ from shared.process.lifecycle import (
     runtime_dir,
 )
 from shared.store import store_for
-from shared.store.checks import quick_check, refuse_network_filesystem, sqlite_path
+from shared.store.checks import quick_check, refuse_network_filesystem
 from shared.store.clock import reanchor_at_serve_start
 from supervisor.arbiter import Arbiter, ChildSpec
 

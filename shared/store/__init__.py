@@ -34,7 +34,6 @@ from shared.models import (
     Stats,
     ThroughputBucket,
 )
-from shared.policy import rules
 from shared.policy.delivery import BreakerPolicy
 
 if TYPE_CHECKING:
@@ -206,8 +205,9 @@ class Store(Protocol):
 
         Args:
             name: the destination.
-            **changes: field=value for fields in :data:`DESTINATION_UPDATERS` (validated and
-                normalised by :func:`validate_destination_changes`); lists are stored as JSON.
+            **changes: field=value for fields in :data:`shared.policy.rules.DESTINATION_UPDATERS`
+                (validated and normalised by :func:`shared.policy.rules.destination_changes`);
+                lists are stored as JSON.
 
         Raises:
             ConfigError: no change given, an unknown field, or an invalid value.
@@ -372,14 +372,6 @@ def write_lock_stats(store: Store) -> dict[str, dict[str, float | int]] | None:
     return store.write_lock_stats() if isinstance(store, SqliteDiagnostics) else None
 
 
-# The rules themselves live in the rule book (shared/policy/rules.py); these names stay importable
-# from here for the backends and older callers.
-check_headers = rules.headers
-validate_destination_changes = rules.destination_changes
-check_throughput_args = rules.throughput_args
-DESTINATION_UPDATERS = rules.DESTINATION_UPDATERS
-MAX_CUSTOM_HEADERS = rules.MAX_CUSTOM_HEADERS
-MAX_IN_FLIGHT_LIMIT = rules.MAX_IN_FLIGHT_LIMIT
 
 
 @dataclass(frozen=True, slots=True)

@@ -5,15 +5,15 @@ the SQLite database must be one plain file on a local filesystem, in WAL mode, a
 damaged. This module holds the checks, each a small function the store (every open) or the
 supervisor (once per `hookline serve`) calls:
 
-- :func:`sqlite_path` (from :mod:`shared.db_url`, the one parser of the `db` setting): the
-  database URL names a plain file every process shares (never
-  `:memory:`, a `file:` URI or an empty path);
+- :func:`shared.db_url.sqlite_path` (the one parser of the `db` setting, used before these):
+  the database URL names a plain file every process shares (never `:memory:`, a `file:` URI
+  or an empty path);
 - :func:`refuse_network_filesystem`: the database's folder is not on a network or FUSE
   filesystem, where WAL's shared-memory index is unsafe, unless the operator opted in;
 - :func:`enable_wal`: `PRAGMA journal_mode = WAL` really switched to WAL;
 - :func:`quick_check`: `PRAGMA quick_check` finds no damage (time-bounded).
 
-PostgreSQL needs none of these; its URLs pass through :func:`sqlite_path` as None.
+PostgreSQL needs none of these; `sqlite_path` gives None for its URLs.
 """
 
 from __future__ import annotations
@@ -25,15 +25,9 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from shared.db_url import StorageRefused, sqlite_path
+from shared.db_url import StorageRefused
 from shared.errors import StoreUnavailable
 from shared.faults import sqlite_fault
-
-__all__ = [  # StorageRefused and sqlite_path live in shared.db_url; callers may use either
-    "MOUNTINFO", "NETWORK_FILESYSTEMS", "Mount", "StorageRefused", "check_journal_mode",
-    "enable_wal", "filesystem_of", "mount_of", "parse_mountinfo", "quick_check",
-    "refuse_network_filesystem", "sqlite_path", "unsafe_filesystem",
-]
 
 MOUNTINFO = "/proc/self/mountinfo"
 NETWORK_FILESYSTEMS = frozenset({

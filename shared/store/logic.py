@@ -47,7 +47,6 @@ from shared.policy.delivery import (
 )
 from shared.policy.sources import check_source
 from shared.signing import new_message_id, secret_key
-from shared.store import check_throughput_args, validate_destination_changes
 from shared.store.operator_tx import (
     get_job_tx,
     purge_tx,
@@ -276,7 +275,7 @@ class StoreLogic:
 
     async def update_destination(self, name: str, **changes: Any) -> Destination:
         """See :meth:`shared.store.Store.update_destination`."""
-        values = validate_destination_changes(changes)
+        values = rules.destination_changes(changes)
         # Column names come only from the validated DESTINATION_UPDATERS keys, never input.
         assignments = ", ".join(f"{column} = :{column}" for column in values)
         sql = (f"UPDATE destinations SET {assignments} "  # noqa: S608
@@ -358,7 +357,7 @@ class StoreLogic:
 
     async def throughput(self, *, window_s: float, bucket_s: int = 60) -> list[ThroughputBucket]:
         """See :meth:`shared.store.Store.throughput` (the store's clock)."""
-        check_throughput_args(window_s, bucket_s)
+        rules.throughput_args(window_s, bucket_s)
         return await self._transact(throughput_tx(window_s, bucket_s), write=False)
 
     async def event_body(self, job_id: int, max_bytes: int) -> EventBody:

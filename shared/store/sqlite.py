@@ -23,10 +23,11 @@ from typing import Any, TypeVar
 
 import aiosqlite
 
+from shared.db_url import sqlite_path
 from shared.errors import Conflict, StoreBusy, StoreError, StoreUnavailable
 from shared.faults import sqlite_fault
 from shared.models import Stats
-from shared.store.checks import enable_wal, refuse_network_filesystem, sqlite_path
+from shared.store.checks import enable_wal, refuse_network_filesystem
 from shared.store.clock import StoreClock, anchor_at_open
 from shared.store.logic import StoreLogic
 from shared.store.ops import (

@@ -21,8 +21,13 @@ from shared.errors import ConfigError
 from shared.logs import configure_logging, get_logger
 from shared.policy import rules
 from shared.policy.netguard import vet_destination
-from shared.policy.rules import DEFAULT_BODIES_AGE, DEFAULT_DEDUPE_AGE, DEFAULT_METADATA_AGE
-from shared.store import DESTINATION_UPDATERS, Store
+from shared.policy.rules import (
+    DEFAULT_BODIES_AGE,
+    DEFAULT_DEDUPE_AGE,
+    DEFAULT_METADATA_AGE,
+    DESTINATION_UPDATERS,
+)
+from shared.store import Store
 from shared.timeparse import parse_instant
 from supervisor.cli.common import as_dict, fail, print_table, run_command, with_store
 

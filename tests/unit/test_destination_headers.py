@@ -6,8 +6,9 @@ from __future__ import annotations
 import pytest
 
 from shared.errors import ConfigError
+from shared.policy.rules import MAX_CUSTOM_HEADERS
+from shared.policy.rules import headers as check_headers
 from shared.signing import generate_secret
-from shared.store import MAX_CUSTOM_HEADERS, check_headers
 from supervisor.cli.destinations import parse_header_options
 from tests.conftest import new_event
 

@@ -11,17 +11,16 @@ from pathlib import Path
 import pytest
 
 from shared.config import Config
+from shared.db_url import StorageRefused, sqlite_path
 from shared.errors import ConfigError
 from shared.store import open_store
 from shared.store.checks import (
-    StorageRefused,
     check_journal_mode,
     enable_wal,
     mount_of,
     parse_mountinfo,
     quick_check,
     refuse_network_filesystem,
-    sqlite_path,
     unsafe_filesystem,
 )
 from shared.store.sqlite import SqliteStore
