@@ -21,6 +21,7 @@ import time
 
 from shared.errors import HooklineError, StoreBusy, StoreClosing, StoreError, StoreUnavailable
 from shared.logs import get_logger
+from shared.policy.retry import doubling_s
 
 RETRY_FIRST_S = 0.1
 """First wait before retrying a transient store fault, in seconds."""
@@ -75,17 +76,16 @@ class CappedBackoff:
     def __init__(self, first_s: float = RETRY_FIRST_S, cap_s: float = RETRY_CAP_S) -> None:
         self.first_s = first_s
         self.cap_s = cap_s
-        self._next_s = first_s
+        self._retries = 0
 
     def next_delay_s(self) -> float:
         """The wait before the next retry, in seconds (doubles each call, up to cap_s)."""
-        delay_s = self._next_s
-        self._next_s = min(self.cap_s, self._next_s * 2)
-        return delay_s
+        self._retries += 1
+        return doubling_s(self._retries, self.first_s, self.cap_s)
 
     def reset(self) -> None:
         """Start again from `first_s` (the store answered)."""
-        self._next_s = self.first_s
+        self._retries = 0
 
 
 class StoreOutage:

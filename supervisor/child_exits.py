@@ -7,6 +7,8 @@ import os
 import signal
 from typing import Any
 
+from shared.policy.retry import doubling_s
+
 
 def respawn_delay_s(consecutive_failures: int, base_s: float, cap_s: float) -> float:
     """Return how long to wait before respawning a slot.
@@ -26,9 +28,7 @@ def respawn_delay_s(consecutive_failures: int, base_s: float, cap_s: float) -> f
         raise ValueError(f"consecutive_failures must be >= 0, got {consecutive_failures}")
     if consecutive_failures == 0:
         return 0.0
-    # Cap the exponent too: 2 ** 10_000 as a float overflows long before the cap matters.
-    exponent = min(consecutive_failures - 1, 64)
-    return float(min(cap_s, base_s * 2**exponent))
+    return doubling_s(consecutive_failures, base_s, cap_s)
 
 
 def describe_exit(status: int, *, killed_by_supervisor: bool = False) -> dict[str, Any]:

@@ -46,6 +46,13 @@ class Verdict(Enum):
     PERMANENT = "permanent"
 
 
+def doubling_s(step: int, base_s: float, cap_s: float) -> float:
+    """The capped exponential every backoff in hookline uses: ``base_s * 2 ** (step - 1)``,
+    at most `cap_s`, in seconds, for step 1, 2, ... (delivery retries, store retries, child
+    respawns). The exponent stops growing at 64 so a huge step cannot overflow."""
+    return float(min(cap_s, base_s * 2.0 ** min(step - 1, 64)))
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Backoff:
     """Backoff settings, in seconds; see the module docstring for the formula."""
@@ -56,7 +63,7 @@ class Backoff:
 
     def wait_bounds_s(self, attempt: int) -> tuple[float, float]:
         """(shortest, longest) wait after attempt number `attempt` (1-based)."""
-        d = min(self.cap_s, self.base_s * 2.0 ** (attempt - 1))
+        d = doubling_s(attempt, self.base_s, self.cap_s)
         return d / 2, d
 
     def wait_s(self, attempt: int, rng: random.Random | None = None) -> float:
