@@ -22,7 +22,9 @@ The admin routes share the admin API's authorization (the admin token).
 Nothing is stored before the signature passes: the (source, id) dedupe key is claimed only
 inside the fan-out transaction of an already verified event, so a forged request cannot
 burn a real event's id. The stored body is the received bytes; what we deliver onward is
-signed with the destination's secret (our signature), never the provider's.
+signed with the destination's secret (our signature), never the provider's. Each delivery
+also says where the event came from (`webhook-source`, `webhook-source-id`) and passes the
+provider's identifying headers through (e.g. `X-GitHub-Event`): shared/policy/forwarding.py.
 
 Sources are cached per process for :data:`SOURCE_CACHE_TTL_S` (unknown names too), so a
 flood of provider requests costs no store read each; an added, removed or re-keyed source
@@ -47,6 +49,7 @@ from shared.errors import InvalidEvent, NotFound, SignatureInvalid
 from shared.logs import get_logger
 from shared.models import NewEvent, Source
 from shared.policy import rules
+from shared.policy.forwarding import source_headers
 from shared.policy.sources import check_source, generate_source_secret
 from shared.store import Store
 
@@ -152,7 +155,10 @@ async def post_source_event(request: web.Request) -> web.Response:
     if limited is not None:
         return limited
 
-    event = NewEvent(source=name, source_event_id=event_id, type=event_type, body=body)
+    forwarded = source_headers(name, source.scheme, event_id,
+                               lambda header: request.headers.getall(header, []))
+    event = NewEvent(source=name, source_event_id=event_id, type=event_type, body=body,
+                     forwarded_headers=forwarded)
     return await accept_event(request, event)
 
 

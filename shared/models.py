@@ -24,12 +24,16 @@ class NewEvent:
             idempotency key.
         type: event type, e.g. `pull_request.opened`; matched against subscriptions.
         body: the exact bytes to deliver; never re-serialised.
+        forwarded_headers: (name, value) pairs every delivery of a source event carries (its
+            origin and the provider's identifying headers: shared/policy/forwarding.py);
+            () for events posted to POST /v1/events.
     """
 
     source: str
     source_event_id: str
     type: str
     body: bytes
+    forwarded_headers: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -172,6 +176,9 @@ class Claim:
     secrets: tuple[str, ...] = ()  # every active secret, new first (rotation); () = (secret,)
     timeout_s: float | None = None  # the destination's attempt timeout override, seconds
     headers: tuple[tuple[str, str], ...] = ()  # the destination's custom request headers
+    # A source event's origin and provider headers, sent after the custom headers
+    # (shared/policy/forwarding.py); () for events posted to POST /v1/events.
+    forwarded_headers: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -20,6 +20,7 @@ from urllib.parse import urlsplit
 
 from shared.errors import ConfigError, InvalidSetting
 from shared.models import SOURCE_SCHEMES, SourceScheme
+from shared.policy.forwarding import MEANING_HEADERS
 from shared.signing import secret_key
 from shared.timeparse import parse_duration
 
@@ -49,9 +50,10 @@ MAX_CUSTOM_HEADERS = 20
 RESERVED_HEADERS = frozenset({
     "webhook-id", "webhook-timestamp", "webhook-signature", "content-type", "content-length",
     "content-encoding", "transfer-encoding", "host", "connection", "keep-alive", "te",
-    "trailer", "upgrade", "expect", "proxy-authorization", "user-agent"})
-"""Names hookline or HTTP itself sets: a destination cannot override the signature or
-framing."""
+    "trailer", "upgrade", "expect", "proxy-authorization", "user-agent"}) | MEANING_HEADERS
+"""Names hookline or HTTP itself sets: a destination cannot override the signature, the
+framing or what hookline says about the event (`webhook-event-type`, `webhook-source`,
+`webhook-source-id`: shared/policy/forwarding.py)."""
 
 
 def destination_name(value: Any) -> str:

@@ -37,7 +37,7 @@ from shared.models import (
     ThroughputBucket,
     parse_headers,
 )
-from shared.policy import rules
+from shared.policy import forwarding, rules
 from shared.policy.delivery import (
     BreakerPolicy,
     auto_pause_reason,
@@ -413,9 +413,9 @@ def _add_events_tx(events: Sequence[NewEvent]) -> Tx[list[Accepted | Duplicate]]
     now = yield NOW
     inserted = {(r["source"], r["source_event_id"]): r for r in (yield Query(
         "insert_event", {"events": Rows(
-            ("message_id", "source", "source_event_id", "type", "body"),
-            [(new_message_id(now), e.source, e.source_event_id, e.type, e.body)
-             for e in events])}, per_row=True))}
+            ("message_id", "source", "source_event_id", "type", "body", "forwarded_headers"),
+            [(new_message_id(now), e.source, e.source_event_id, e.type, e.body,
+              forwarding.encode(e.forwarded_headers)) for e in events])}, per_row=True))}
     keys = [(e.source, e.source_event_id) for e in events]
     missing = [k for k in dict.fromkeys(keys) if k not in inserted]
     existing = {(r["source"], r["source_event_id"]): r for r in (yield Query(
@@ -572,4 +572,5 @@ def _claim_from(row: Any, details: Any, worker: str, taken_over: bool, now: floa
         body=bytes(details["body"]), attempt=row["attempts"], lease_token=row["lease_token"],
         lease_owner=worker, lease_until=row["lease_until"], taken_over=taken_over,
         secrets=secrets, timeout_s=details["timeout_s"],
-        headers=parse_headers(details["headers"]))
+        headers=parse_headers(details["headers"]),
+        forwarded_headers=forwarding.decode(details["forwarded_headers"]))

@@ -7,11 +7,14 @@
 -- insert_event: store a batch of events (each parameter an array, one element per event, in
 -- batch order); an event whose (source, source_event_id) exists, or repeats earlier in the
 -- batch, is skipped
-INSERT INTO events (message_id, source, source_event_id, type, body, received_at)
-SELECT u.message_id, u.source, u.source_event_id, u.type, u.body, hookline_now(:test_now_s)
+INSERT INTO events (message_id, source, source_event_id, type, body, forwarded_headers,
+    received_at)
+SELECT u.message_id, u.source, u.source_event_id, u.type, u.body, u.forwarded_headers,
+    hookline_now(:test_now_s)
 FROM unnest(:message_id::text[], :source::text[], :source_event_id::text[], :type::text[],
-            :body::bytea[]) WITH ORDINALITY AS u (message_id, source, source_event_id, type,
-                                                   body, ord)
+            :body::bytea[], :forwarded_headers::text[])
+        WITH ORDINALITY AS u (message_id, source, source_event_id, type, body,
+                              forwarded_headers, ord)
 ORDER BY u.ord
 ON CONFLICT (source, source_event_id) DO NOTHING
 RETURNING id, message_id, source, source_event_id
@@ -145,8 +148,8 @@ FROM unnest(:job_ids::bigint[], :attempts::integer[], :lease_tokens::text[])
     AS u (job_id, attempt, lease_token)
 
 -- claim_details: what a worker needs to send claimed jobs (batch, by job id)
-SELECT j.id AS job_id, e.message_id, e.type, e.body, d.name, d.url, d.secret,
-    d.previous_secret, d.previous_secret_until, d.timeout_s, d.headers
+SELECT j.id AS job_id, e.message_id, e.type, e.body, e.forwarded_headers, d.name, d.url,
+    d.secret, d.previous_secret, d.previous_secret_until, d.timeout_s, d.headers
 FROM jobs j JOIN events e ON e.id = j.event_id JOIN destinations d ON d.id = j.destination_id
 WHERE j.id = ANY(:job_ids::bigint[])
 

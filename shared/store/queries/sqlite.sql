@@ -3,8 +3,9 @@
 
 -- insert_event: store one event unless its (source, source_event_id) exists (the store runs it
 -- once per event of a batch)
-INSERT INTO events (message_id, source, source_event_id, type, body, received_at)
-VALUES (:message_id, :source, :source_event_id, :type, :body, :now)
+INSERT INTO events (message_id, source, source_event_id, type, body, forwarded_headers,
+    received_at)
+VALUES (:message_id, :source, :source_event_id, :type, :body, :forwarded_headers, :now)
 ON CONFLICT (source, source_event_id) DO NOTHING
 RETURNING id, message_id, source, source_event_id
 
@@ -111,8 +112,8 @@ SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]'), :worker,
     json_extract(value, '$[2]'), :now FROM json_each(:claims)
 
 -- claim_details: what a worker needs to send claimed jobs (:job_ids, a JSON array)
-SELECT j.id AS job_id, e.message_id, e.type, e.body, d.name, d.url, d.secret,
-    d.previous_secret, d.previous_secret_until, d.timeout_s, d.headers
+SELECT j.id AS job_id, e.message_id, e.type, e.body, e.forwarded_headers, d.name, d.url,
+    d.secret, d.previous_secret, d.previous_secret_until, d.timeout_s, d.headers
 FROM jobs j JOIN events e ON e.id = j.event_id JOIN destinations d ON d.id = j.destination_id
 WHERE j.id IN (SELECT value FROM json_each(:job_ids))
 
