@@ -47,6 +47,7 @@ from shared.policy import rules
 from shared.policy.netguard import vet_destination
 from shared.signing import generate_secret
 from shared.timeparse import parse_instant
+from shared.views import dead_letter_view
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
@@ -262,13 +263,14 @@ async def get_job(request: web.Request) -> web.Response:
 
 
 async def list_dead(request: web.Request) -> web.Response:
-    """`GET /v1/admin/dead?destination=&since=&limit=`: most recently dead first."""
+    """`GET /v1/admin/dead?destination=&since=&limit=`: most recently dead first, each
+    saying whether it can be replayed (shared/views.py dead_letter_view)."""
     since = request.query.get("since")
     jobs = await request_store(request).list_dead(
         destination=request.query.get("destination"),
         since_s=None if since is None else parse_instant(since, time.time()),
         limit=int_param(request.query.get("limit"), "limit", default=100, high=MAX_LIMIT))
-    return web.json_response([_as_dict(j) for j in jobs])
+    return web.json_response([dead_letter_view(j) for j in jobs])
 
 
 async def replay(request: web.Request) -> web.Response:

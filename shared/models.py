@@ -282,6 +282,25 @@ class Job:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class DeadLetter:
+    """A dead job as `hookline dead` and `GET /v1/admin/dead` list it.
+
+    Attributes:
+        job: the job row.
+        not_replayable_reason: why a replay would be refused (`body purged`: retention emptied
+            its event's body; `destination removed`), or None when it can be replayed.
+    """
+
+    job: Job
+    not_replayable_reason: str | None
+
+    @property
+    def replayable(self) -> bool:
+        """True when `hookline replay --job ID` would take it."""
+        return self.not_replayable_reason is None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Attempt:
     """One HTTP attempt of a job, as recorded."""
 

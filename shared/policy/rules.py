@@ -301,22 +301,28 @@ PURGE_FIELDS = ("bodies_older_than", "metadata_older_than", "dedupe_keep")
 ...)."""
 CONFIG_RETENTION_FIELDS = ("retention_bodies_s", "retention_metadata_s", "retention_dedupe_s")
 """The same three ages as settings of the ingest's periodic purge."""
+CONFIG_DEAD_LETTERS_FIELD = "retention_dead_letters_s"
+"""The setting bounding how long dead jobs are kept (unset: as long as other job metadata)."""
 
 
 @dataclass(frozen=True, slots=True)
 class RetentionAges:
-    """How long finished data is kept, seconds: bodies <= metadata <= dedupe keys."""
+    """How long finished data is kept, seconds: bodies <= metadata <= dedupe keys; dead jobs
+    (dead letters) for `dead_letters_s`, or as long as other job metadata when None."""
 
     bodies_s: float
     metadata_s: float
     dedupe_s: float
+    dead_letters_s: float | None = None
 
     def cutoffs(self, now_s: float) -> dict[str, float]:
         """The instants :meth:`shared.store.Store.purge` takes (unix seconds), as keyword
         arguments: everything older than `now_s - age` goes."""
+        dead_s = self.metadata_s if self.dead_letters_s is None else self.dead_letters_s
         return {"bodies_before_s": now_s - self.bodies_s,
                 "metadata_before_s": now_s - self.metadata_s,
-                "dedupe_before_s": now_s - self.dedupe_s}
+                "dedupe_before_s": now_s - self.dedupe_s,
+                "dead_before_s": now_s - dead_s}
 
 
 def retention_age(field: str, value: Any) -> float:

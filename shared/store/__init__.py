@@ -21,6 +21,7 @@ from shared.models import (
     AttemptResult,
     Claim,
     ClaimRequest,
+    DeadLetter,
     Destination,
     DestinationSummary,
     Duplicate,
@@ -221,9 +222,10 @@ class Store(Protocol):
         then fenced out). Returns how many jobs were ended. Raises NotFound."""
 
     async def list_dead(self, destination: str | None = None, since_s: float | None = None,
-                        limit: int = 100) -> list[Job]:
-        """Dead jobs, most recently dead first, with their last error; optionally only those
-        of one destination and/or dead at or after `since_s` (unix seconds)."""
+                        limit: int = 100) -> list[DeadLetter]:
+        """Dead jobs, most recently dead first, with their last error and whether each can be
+        replayed (else why not); optionally only those of one destination and/or dead at or
+        after `since_s` (unix seconds)."""
 
     async def replay(self, *, job_id: int | None = None, all_dead: bool = False,
                      destination: str | None = None, since_s: float | None = None,
@@ -244,13 +246,14 @@ class Store(Protocol):
         """
 
     async def purge(self, *, bodies_before_s: float, metadata_before_s: float,
-                    dedupe_before_s: float) -> PurgeResult:
+                    dedupe_before_s: float, dead_before_s: float | None = None) -> PurgeResult:
         """Retention, in one transaction. Instants are unix seconds (callers pass now - age).
 
         - Bodies: empty the body of events received before `bodies_before_s` whose jobs are
-          all terminal and finished before it (their jobs can no longer be replayed).
-        - Metadata: delete done/dead jobs that finished before `metadata_before_s`, and their
-          attempts.
+          all done and finished before it; an event with a dead job keeps its body while
+          that job is kept, so every dead job listed stays replayable.
+        - Metadata: delete done jobs that finished before `metadata_before_s`, dead jobs that
+          died before `dead_before_s` (None: `metadata_before_s`), and their attempts.
         - Dedupe keys: delete events received before `dedupe_before_s` that have no job left.
 
         Raises:

@@ -21,6 +21,7 @@ from shared.models import (
     Claim,
     ClaimRequest,
     Dead,
+    DeadLetter,
     Destination,
     DestinationSummary,
     Done,
@@ -49,6 +50,7 @@ from shared.policy.sources import check_source
 from shared.signing import new_message_id, secret_key
 from shared.store.operator_tx import (
     get_job_tx,
+    list_dead_tx,
     purge_tx,
     remove_destination_tx,
     replay_tx,
@@ -307,12 +309,10 @@ class StoreLogic:
         return [Attempt.from_row(r) for r in found]
 
     async def list_dead(self, destination: str | None = None, since_s: float | None = None,
-                        limit: int = 100) -> list[Job]:
+                        limit: int = 100) -> list[DeadLetter]:
         """See :meth:`shared.store.Store.list_dead`."""
-        found = await self._transact(_single(rows(
-            "list_dead", destination=destination, limit=limit,
-            since=None if since_s is None else float(since_s))), write=False)
-        return [Job.from_row(r) for r in found]
+        return await self._transact(list_dead_tx(
+            destination, None if since_s is None else float(since_s), limit), write=False)
 
     async def replay(self, *, job_id: int | None = None, all_dead: bool = False,
                      destination: str | None = None, since_s: float | None = None,
@@ -325,11 +325,12 @@ class StoreLogic:
                                     write=True)
 
     async def purge(self, *, bodies_before_s: float, metadata_before_s: float,
-                    dedupe_before_s: float) -> PurgeResult:
+                    dedupe_before_s: float, dead_before_s: float | None = None) -> PurgeResult:
         """See :meth:`shared.store.Store.purge`."""
         rules.purge_cutoffs(bodies_before_s, metadata_before_s, dedupe_before_s)
+        dead = metadata_before_s if dead_before_s is None else dead_before_s
         return await self._transact(purge_tx(float(bodies_before_s), float(metadata_before_s),
-                                              float(dedupe_before_s)), write=True)
+                                             float(dedupe_before_s), float(dead)), write=True)
 
     async def get_job(self, job_id: int) -> JobStory:
         """See :meth:`shared.store.Store.get_job`."""

@@ -29,6 +29,7 @@ from shared.policy.rules import (
 )
 from shared.store import Store
 from shared.timeparse import parse_instant
+from shared.views import dead_letter_view
 from supervisor.cli.common import as_dict, fail, print_table, run_command, with_store
 
 
@@ -201,17 +202,20 @@ async def resume_cmd(config: Config, args: argparse.Namespace) -> int:
 
 
 async def dead_cmd(config: Config, args: argparse.Namespace) -> int:
-    """`hookline dead [--destination NAME] [--since TIME]`: most recently dead first."""
+    """`hookline dead [--destination NAME] [--since TIME]`: most recently dead first, each
+    with whether it can be replayed (`no: body purged`, `no: destination removed`)."""
     since = None if args.since is None else parse_instant(args.since, time.time())
-    rows = [as_dict(j) for j in await with_store(config, lambda s: s.list_dead(
+    rows = [dead_letter_view(j) for j in await with_store(config, lambda s: s.list_dead(
         destination=args.destination, since_s=since, limit=args.limit))]
     if args.json:
         print(json.dumps(rows))
         return 0
     for row in rows:
         row["died"] = _iso(row["finished_at"])
+        row["replayable"] = ("yes" if row["replayable"]
+                             else f"no: {row['not_replayable_reason']}")
     print_table(rows, ["id", "message_id", "event_type", "destination", "attempts", "died",
-                       "last_error"])
+                       "replayable", "last_error"])
     return 0
 
 

@@ -84,7 +84,7 @@ async def test_every_store_operation_runs_on_both_backends(store, clock):
 
     assert {j.status for j in await s.list_jobs()} == {"done", "pending", "dead"}
     assert len(await s.list_attempts()) == 4
-    [dead] = await s.list_dead()
+    [dead] = [d.job for d in await s.list_dead()]
     assert (await s.get_job(dead.id)).job.status == "dead"
     assert (await s.event_body(dead.id, 4)).head == new_event("e3").body[:4]
     assert await s.replay(job_id=dead.id, dry_run=True) == 1

@@ -25,12 +25,15 @@ SELECT j.id, j.status, d.deleted_at, e.body_purged_at
 FROM jobs j JOIN events e ON e.id = j.event_id JOIN destinations d ON d.id = j.destination_id
 WHERE j.id = :job_id
 
--- purge_attempts: attempt rows of terminal jobs that ended before the cutoff
+-- purge_attempts: attempt rows of done jobs that ended before :before and of dead jobs that
+-- died before :dead_before
 DELETE FROM attempts WHERE job_id IN (
-    SELECT id FROM jobs WHERE status IN ('done', 'dead') AND finished_at < :before)
+    SELECT id FROM jobs WHERE (status = 'done' AND finished_at < :before)
+        OR (status = 'dead' AND finished_at < :dead_before))
 
--- purge_jobs: terminal jobs that ended before the cutoff
-DELETE FROM jobs WHERE status IN ('done', 'dead') AND finished_at < :before
+-- purge_jobs: done jobs that ended before :before, dead jobs that died before :dead_before
+DELETE FROM jobs WHERE (status = 'done' AND finished_at < :before)
+    OR (status = 'dead' AND finished_at < :dead_before)
 
 -- purge_events: events (dedupe keys) older than the cutoff that have no job left
 DELETE FROM events WHERE received_at < :before

@@ -256,10 +256,11 @@ UPDATE jobs SET status = 'dead', lease_token = NULL, lease_owner = NULL, lease_u
     updated_at = hookline_now(:test_now_s)
 WHERE destination_id = :destination_id AND status IN ('pending', 'running')
 
--- list_dead: dead jobs, most recently dead first, optionally of one destination / since a time
+-- list_dead: dead jobs, most recently dead first, optionally of one destination / since a time,
+-- with what decides whether each can be replayed (its body purged, its destination removed)
 SELECT j.id, j.event_id, e.message_id, e.type AS event_type, d.name AS destination, j.status,
     j.attempts, j.run_at, j.lease_owner, j.lease_until, j.last_error, j.created_at,
-    j.updated_at, j.finished_at
+    j.updated_at, j.finished_at, e.body_purged_at, d.deleted_at AS destination_deleted_at
 FROM jobs j JOIN events e ON e.id = j.event_id JOIN destinations d ON d.id = j.destination_id
 WHERE j.status = 'dead' AND (:destination::text IS NULL OR d.name = :destination)
     AND (:since::double precision IS NULL OR j.finished_at >= :since)
