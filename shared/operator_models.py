@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from shared.errors import ConfigError
+from shared.logs import get_logger
 
 DEFAULT_SOURCE = "api"
 """The source of events posted to `POST /v1/events` (the sender's ids are unique per source)."""
@@ -24,6 +25,8 @@ BULK_MAX_LIMIT = 10_000
 SAMPLE_IDS = 100
 """Most job ids a bulk answer lists (the first ones, by id)."""
 RESEND_STATUSES = ("done", "dead")
+AUDIT_EVENTS = {"resend": "jobs_resent", "retry_now": "jobs_retried_now"}
+"""The audit log line of each action."""
 
 MatchedBy = Literal["id", "message_id", "source_event_id"]
 
@@ -226,3 +229,18 @@ class BulkResult:
     job_ids: tuple[int, ...]
     more: bool
     dry_run: bool
+
+
+def audit(action: str, result: BulkResult, selection: JobSelection, reason: str | None,
+          **who: Any) -> None:
+    """Log the audit line of a resend or retry now (`jobs_resent`, `jobs_retried_now`):
+    who asked (`who`: by, and client and actor or os_user), why, the filters, what changed.
+    The admin API and the CLI both call it."""
+    filters = {"job_id": selection.job_id, "destination": selection.destination,
+               "status": selection.status, "since_s": selection.since_s,
+               "until_s": selection.until_s,
+               "limit": selection.limit if selection.job_id is None else None}
+    get_logger().info(AUDIT_EVENTS[action], **who, reason=reason,
+                      filters={k: v for k, v in filters.items() if v is not None},
+                      count=result.count, job_ids=list(result.job_ids[:20]),
+                      more=result.more)
