@@ -37,7 +37,8 @@ def event_lookup_view(match: EventMatch) -> dict[str, Any]:
 
 def events_page_view(events: list[EventRecord], limit: int) -> dict[str, Any]:
     """One page of the event listing, newest first; `next_before` is the `before` value of
-    the next page (null on the last one)."""
+    the next page, null when this page was not full (a full last page is followed by an
+    empty one)."""
     full = len(events) >= limit
     return {"events": [event_view(e) for e in events],
             "next_before": events[-1].id if full and events else None}
