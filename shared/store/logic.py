@@ -48,6 +48,7 @@ from shared.policy.delivery import (
 )
 from shared.policy.sources import check_source
 from shared.signing import new_message_id, secret_key
+from shared.store.events_tx import EventOperations
 from shared.store.operator_tx import (
     get_job_tx,
     list_dead_tx,
@@ -79,7 +80,7 @@ log = get_logger()
 Items = Sequence[tuple[Claim, Outcome, AttemptResult]]
 
 
-class StoreLogic:
+class StoreLogic(EventOperations):
     """The store operations once; subclasses drive transactions (see module docstring).
 
     `LOCKS_DESTINATIONS`: the claim locks the destinations it serves before counting their

@@ -29,6 +29,7 @@ COMMAND_MODULES = (
     "supervisor.cli.rehearse",
     "supervisor.cli.backup",
     "supervisor.cli.controls",
+    "supervisor.cli.events",
     "supervisor.cli.logs",
     "supervisor.cli.sources",
 )

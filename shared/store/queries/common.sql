@@ -76,3 +76,24 @@ SELECT CASE
         ELSE 'in_flight'
     END AS outcome, COUNT(*) AS n
 FROM attempts GROUP BY 1
+
+-- find_event_by_id: one event's facts by its internal id (the lookup shows no body)
+SELECT id, message_id, source, source_event_id, type, received_at,
+    length(body) AS body_bytes, body_purged_at
+FROM events WHERE id = :event_id
+
+-- find_event_by_message_id: one event's facts by its webhook-id
+SELECT id, message_id, source, source_event_id, type, received_at,
+    length(body) AS body_bytes, body_purged_at
+FROM events WHERE message_id = :message_id
+
+-- find_event_by_source_id: one event's facts by the sender's id within its source
+SELECT id, message_id, source, source_event_id, type, received_at,
+    length(body) AS body_bytes, body_purged_at
+FROM events WHERE source = :source AND source_event_id = :source_event_id
+
+-- event_jobs: an event's jobs with their destination's name, by id
+SELECT j.id, j.event_id, d.name AS destination, j.status, j.attempts, j.run_at, j.last_error,
+    j.created_at, j.finished_at, j.replays
+FROM jobs j JOIN destinations d ON d.id = j.destination_id
+WHERE j.event_id = :event_id ORDER BY j.id
