@@ -273,7 +273,10 @@ def events_url(base_url: str) -> str:
         raise ValueError(f"base_url must be http(s)://HOST[:PORT], not {base_url!r}")
     if parts.query or parts.fragment:
         raise ValueError(f"base_url must have no query or fragment: {base_url!r}")
-    parts.port  # noqa: B018  (raises ValueError for a port that is not a number)
+    try:
+        parts.port  # noqa: B018  (raises ValueError for a port that is not a number)
+    except ValueError as exc:
+        raise ValueError(f"base_url has an invalid port: {base_url!r}") from exc
     return f"{parts.scheme}://{parts.netloc}{parts.path.rstrip('/')}{EVENTS_PATH}"
 
 
