@@ -75,6 +75,8 @@ class SendResult:
         id: the event's id as sent (the generated one when none was given).
         event_id: hookline's number for the stored event.
         message_id: the `webhook-id` every delivery of it carries.
+        jobs: deliveries this send created: one per destination subscribed to the type
+            (0 for a duplicate, and 0 when no destination subscribes to the type).
         attempts: requests made by this send (1 unless it retried).
     """
 
@@ -82,6 +84,7 @@ class SendResult:
     id: str
     event_id: int
     message_id: str
+    jobs: int
     attempts: int
 
     @property
@@ -183,7 +186,8 @@ def read_answer(status: int, header: Callable[[str], str | None], body: bytes, e
         duplicate = status == 200 and document.get("duplicate") is True
         return SendResult(outcome="duplicate" if duplicate else "accepted", id=event_id,
                           event_id=int(document.get("event_id", 0)),
-                          message_id=document["message_id"], attempts=attempts)
+                          message_id=document["message_id"],
+                          jobs=int(document.get("jobs", 0)), attempts=attempts)
     code = str(document.get("error")) if document and "error" in document else f"http_{status}"
     detail = (str(document["detail"]) if document and "detail" in document
               else _excerpt(body) or "(no body)")

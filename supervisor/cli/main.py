@@ -31,6 +31,7 @@ COMMAND_MODULES = (
     "supervisor.cli.controls",
     "supervisor.cli.logs",
     "supervisor.cli.sources",
+    "supervisor.cli.send",
 )
 _CONFIG_FLAGS = ("db", "log_level", "workers", "listen")
 
