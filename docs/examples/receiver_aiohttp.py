@@ -16,10 +16,10 @@ the event nor apply it twice.
 
 What production needs beyond this example: keep the processed ids in your application's
 database, in the same transaction as the effect (as here), shared by every instance of the
-receiver; keep them for longer than hookline may redeliver (its retries span about two days
-by default, and an operator can replay dead letters later); and answer within hookline's
-attempt timeout (10 s by default): move slow work to a queue and answer 2xx once it is
-queued.
+receiver; keep them for longer than hookline may redeliver (its retries span 26 to 51
+hours with the defaults, and an operator can replay dead letters later); and answer within
+hookline's attempt timeout (10 s by default): move slow work to a queue and answer 2xx once
+it is queued.
 """
 
 from __future__ import annotations
