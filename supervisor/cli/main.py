@@ -32,6 +32,7 @@ COMMAND_MODULES = (
     "supervisor.cli.events",
     "supervisor.cli.logs",
     "supervisor.cli.sources",
+    "supervisor.cli.send",
 )
 _CONFIG_FLAGS = ("db", "log_level", "workers", "listen")
 
