@@ -111,7 +111,8 @@ def _same_id(value: Any, wanted: int) -> bool:
 
 
 def format_record(record: dict[str, Any], *, colour: bool = False) -> str:
-    """Render a record as one human line: `time level process[pid] event key=value ...`.
+    """Render a record as one human line: `time level process[pid] event key=value ...`
+    (the time as ISO 8601 UTC to the millisecond, other values as JSON).
 
     Args:
         record: a parsed JSON log line.
@@ -122,7 +123,7 @@ def format_record(record: dict[str, Any], *, colour: bool = False) -> str:
     """
     level = str(record.get("level", "?")).lower()
     ts = str(record.get("ts", ""))
-    when = ts.replace("T", " ").removesuffix("Z")[:23] if ts else "-"
+    when = ts.removesuffix("Z")[:23] + "Z" if ts else "-"  # ISO 8601 UTC, to the ms
     who = f"{record.get('process', '?')}[{record.get('pid', '?')}]"
     event = str(record.get("event", "?"))
     keys = [k for k in _FIRST if k in record]

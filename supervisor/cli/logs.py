@@ -48,6 +48,8 @@ def register(sub: Any) -> None:
 
     scale = sub.add_parser("scale", help="set the running service's worker count (signals it)")
     scale.add_argument("count", type=int, metavar="N", help="wanted number of workers (>= 1)")
+    scale.add_argument("--json", action="store_true",
+                       help='print {"workers_wanted": N} once the supervisor has it')
     scale.set_defaults(handler=scale_command)
 
 
@@ -156,7 +158,7 @@ def scale_command(config: Config, args: argparse.Namespace) -> int:
             return fail(f"no status from supervisor {pid} in {status_path}")
         wanted = int(status.get("workers_wanted", 0))
         if wanted == args.count:
-            print(f"{wanted} workers")
+            print(json.dumps({"workers_wanted": wanted}) if args.json else f"{wanted} workers")
             return 0
         # One signal at a time: signals of one kind sent together may arrive as one.
         os.kill(pid, signal.SIGTTIN if wanted < args.count else signal.SIGTTOU)
