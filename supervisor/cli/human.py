@@ -35,6 +35,11 @@ def iso_time(unix_s: float | None) -> str:
     return datetime.fromtimestamp(unix_s, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
+def iso_time_ms(unix_s: float) -> str:
+    """Unix seconds as ISO 8601 UTC to the millisecond (`2026-12-01T18:03:14.123Z`)."""
+    return datetime.fromtimestamp(unix_s, UTC).strftime("%Y-%m-%dT%H:%M:%S.%f")[:23] + "Z"
+
+
 def duration(seconds: float | None) -> str:
     """A duration in seconds in the largest fitting units: `350 ms`, `12.5 s`, `4 min 5 s`,
     `3 h 12 min`, `2 d 4 h`; None is `-`."""

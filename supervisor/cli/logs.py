@@ -80,11 +80,12 @@ def logs_command(config: Config, args: argparse.Namespace) -> int:
                 continue
             out = json.dumps(record) if args.json else format_record(record, colour=colour)
             print(out, flush=args.follow)
+    except BrokenPipeError:  # `hookline logs | head`; before OSError, its base class
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
     except OSError as exc:
         return fail(f"cannot read {source}: {exc.strerror or exc}")
     except KeyboardInterrupt:
-        return 0
-    except BrokenPipeError:  # `hookline logs | head`
         return 0
     return 0
 
