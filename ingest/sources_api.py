@@ -52,6 +52,7 @@ from shared.policy import rules
 from shared.policy.forwarding import source_headers
 from shared.policy.sources import check_source, generate_source_secret
 from shared.store import Store
+from shared.views import source_removed_view, source_view
 
 SOURCE_CACHE_TTL_S = 1.0
 """How long a looked-up source (or its absence) is reused before reading the store again, s."""
@@ -167,7 +168,8 @@ async def post_source_event(request: web.Request) -> web.Response:
 
 async def list_sources(request: web.Request) -> web.Response:
     """`GET /v1/admin/sources`: live sources, secrets redacted."""
-    return web.json_response([s.redacted() for s in await request_store(request).list_sources()])
+    return web.json_response([source_view(s)
+                              for s in await request_store(request).list_sources()])
 
 
 async def add_source(request: web.Request) -> web.Response:
@@ -182,10 +184,8 @@ async def add_source(request: web.Request) -> web.Response:
     source = await request_store(request).add_source(name=name, scheme=scheme, secret=secret)
     request.app[SOURCE_CACHE_KEY].forget(name)
     get_logger().info("source_added", source=name, scheme=scheme, by="admin_api")
-    out = source.redacted()
-    if given is None:
-        out["secret"] = secret  # shown once, like the CLI
-    return web.json_response(out, status=201)
+    shown_once = secret if given is None else None  # like the CLI
+    return web.json_response(source_view(source, generated_secret=shown_once), status=201)
 
 
 async def remove_source(request: web.Request) -> web.Response:
@@ -194,4 +194,4 @@ async def remove_source(request: web.Request) -> web.Response:
     await request_store(request).remove_source(name)
     request.app[SOURCE_CACHE_KEY].forget(name)
     get_logger().info("source_removed", source=name, by="admin_api")
-    return web.json_response({"removed": name})
+    return web.json_response(source_removed_view(name))

@@ -60,6 +60,8 @@ def register(sub: Any) -> None:
 
     scale = sub.add_parser("scale", help="set the running service's worker count (signals it)")
     scale.add_argument("count", type=int, metavar="N", help="wanted number of workers (>= 1)")
+    scale.add_argument("--json", action="store_true",
+                       help='print {"workers_wanted": N} once the supervisor has it')
     scale.set_defaults(handler=scale_command)
 
 
@@ -99,11 +101,12 @@ def logs_command(config: Config, args: argparse.Namespace) -> int:
             out = json.dumps(record) if args.json else format_record(record, colour=colour)
             print(out, flush=args.follow)
             shown += 1
+    except BrokenPipeError:  # `hookline logs | head`; before OSError, its base class
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
     except OSError as exc:
         return fail(f"cannot read {source}: {exc.strerror or exc}")
     except KeyboardInterrupt:
-        return 0
-    except BrokenPipeError:  # `hookline logs | head`
         return 0
     if event_id is not None and shown == 0:
         return fail(f"no log lines about event {event_id} ({args.event}) in "
@@ -206,7 +209,7 @@ def scale_command(config: Config, args: argparse.Namespace) -> int:
             return fail(f"no status from supervisor {pid} in {status_path}")
         wanted = int(status.get("workers_wanted", 0))
         if wanted == args.count:
-            print(f"{wanted} workers")
+            print(json.dumps({"workers_wanted": wanted}) if args.json else f"{wanted} workers")
             return 0
         # One signal at a time: signals of one kind sent together may arrive as one.
         os.kill(pid, signal.SIGTTIN if wanted < args.count else signal.SIGTTOU)
