@@ -73,3 +73,9 @@ SELECT CASE
         ELSE 'in_flight'
     END AS outcome, COUNT(*) AS n
 FROM attempts GROUP BY 1
+
+-- attempt_id_range: the smallest and the largest attempt id (both NULL when there is none)
+SELECT (SELECT MIN(id) FROM attempts) AS bottom, (SELECT MAX(id) FROM attempts) AS top
+
+-- first_attempt_after: the first attempt row after id :after_id (its start time)
+SELECT id, started_at FROM attempts WHERE id > :after_id ORDER BY id LIMIT 1
