@@ -31,15 +31,17 @@ CHROMIUM_MISSING = (f"Chromium not found at {CHROMIUM}: install it with `apt-get
                     "chromium` (`make test` does, as root); with CI set this is a failure")
 PLAYWRIGHT_MISSING = ("the playwright package is not installed: `pip install -e '.[test]'`; "
                       "with CI set this is a failure")
-# Chromium logs every non-2xx fetch; a refused token is part of the sign-in flow under test.
-EXPECTED_CONSOLE = re.compile(r"Failed to load resource: .* status of 401")
+# Chromium logs every non-2xx fetch; the tests provoke the answers the page shows itself: a
+# refused token (401), a refused field (400) and a missing job (404).
+EXPECTED_CONSOLE = re.compile(r"Failed to load resource: .* status of (400|401|404) ")
 SCREENSHOTS_ENV = "DASHBOARD_SCREENSHOTS"
 """Environment variable: a folder to write the page screenshots to (e.g. docs/screenshots)."""
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="package")
 def browser() -> Iterator[Any]:
-    """A headless system Chromium (module-wide); skips or fails as the module docstring says."""
+    """A headless system Chromium shared by every browser test; skips or fails as the module
+    docstring says."""
     if not os.access(CHROMIUM, os.X_OK):
         skip_or_fail_in_ci(CHROMIUM_MISSING)
     try:
@@ -54,7 +56,7 @@ def browser() -> Iterator[Any]:
             chromium.close()
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="package")
 def screenshots(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """Where screenshots go: $DASHBOARD_SCREENSHOTS when set, else a temporary folder."""
     wanted = os.environ.get(SCREENSHOTS_ENV)
@@ -63,10 +65,11 @@ def screenshots(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return folder
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="package")
 def hookline(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Hookline]:
     """`hookline serve` with one worker on a fresh SQLite file, admin and ingest tokens set,
-    destinations on 127.0.0.1 allowed (HOOKLINE_ALLOW_NETWORKS, for the SSRF guard)."""
+    destinations on 127.0.0.1 allowed (HOOKLINE_ALLOW_NETWORKS, for the SSRF guard); shared
+    by every browser test (each uses destinations and sources of its own)."""
     folder = tmp_path_factory.mktemp("hookline")
     service = Service(folder / "hookline.db", folder / "service.log", workers=1, settings={
         "HOOKLINE_ADMIN_TOKEN": TOKEN, "HOOKLINE_INGEST_TOKEN": INGEST_TOKEN,
@@ -90,10 +93,9 @@ def receivers() -> Iterator[list[ReceiverProcess]]:
         receiver.stop()
 
 
-@pytest.fixture
-def page(browser: Any, hookline: Hookline, screenshots: Path) -> Iterator[Any]:
-    """A fresh tab (1280x800) signed in to the dashboard. At the end, the test fails if the
-    page threw or logged a console error (a CSP violation by our own files is one)."""
+def _signed_in_tab(browser: Any, hookline: Hookline) -> tuple[Any, Any, list[str]]:
+    """A new context and tab (1280x800) signed in to the dashboard, and the list its page
+    errors and console errors (a CSP violation by our own files is one) are appended to."""
     from playwright.sync_api import expect
 
     context = browser.new_context(viewport={"width": 1280, "height": 800})
@@ -107,6 +109,33 @@ def page(browser: Any, hookline: Hookline, screenshots: Path) -> Iterator[Any]:
     tab.fill("#token", TOKEN)
     tab.click("#login-form button[type=submit]")
     expect(tab.locator("#view h1")).to_have_text("Overview")
+    return context, tab, problems
+
+
+@pytest.fixture
+def page(browser: Any, hookline: Hookline, screenshots: Path) -> Iterator[Any]:
+    """A fresh tab (1280x800) signed in to the dashboard. At the end, the test fails if the
+    page threw or logged a console error (a CSP violation by our own files is one)."""
+    context, tab, problems = _signed_in_tab(browser, hookline)
     yield tab
     context.close()
     assert problems == []
+
+
+@pytest.fixture(scope="module")
+def module_tab(browser: Any, hookline: Hookline) -> Iterator[tuple[Any, list[str]]]:
+    """One signed-in tab for a whole module (saves a sign-in per test), with its problems."""
+    context, tab, problems = _signed_in_tab(browser, hookline)
+    yield tab, problems
+    context.close()
+
+
+@pytest.fixture
+def shared_page(module_tab: tuple[Any, list[str]]) -> Iterator[Any]:
+    """The module's signed-in tab, back on the overview; the test fails if the page threw or
+    logged a console error during it."""
+    tab, problems = module_tab
+    tab.goto(tab.url.split("#")[0] + "#/")
+    yield tab
+    found, problems[:] = problems[:], []
+    assert found == []
