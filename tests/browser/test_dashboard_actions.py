@@ -11,7 +11,6 @@ through the admin API, every checked action through the page.
 from __future__ import annotations
 
 import re
-import time
 from typing import Any
 
 from tests.browser.support import Hookline
@@ -189,7 +188,9 @@ def test_waiting_job_is_due_now_and_a_missing_job_stops_polling(
     try:
         page.goto(f"{hookline.base_url}/#/jobs/{missing}")
         expect(page.locator("#job-missing")).to_contain_text(f"No job {missing}")
-        time.sleep(2.5)  # over a poll interval (2 s): a page still polling asks again
+        # Over a poll interval (2 s): a page still polling asks again. (Waiting through
+        # Playwright, not time.sleep, so the request events are delivered meanwhile.)
+        page.wait_for_timeout(2500)
         assert len(asked) == 1, asked
     finally:
         page.remove_listener("request", count)
