@@ -73,8 +73,9 @@ export function drawThroughput(container, data) {
       svg.append(bar);
     }
   });
-  const series = [["events", "line-events", "events"], ["delivered", "line-delivered", "delivered"],
-                  ["failed", "line-failed", "failed attempts"]];
+  // Failures first, so the events and deliveries lines stay visible where they coincide.
+  const series = [["failed", "line-failed", "failed attempts"], ["events", "line-events", "events"],
+                  ["delivered", "line-delivered", "delivered"]];
   for (const [key, cls, label] of series) {
     for (const run of countedRuns(buckets, key)) {
       const points = run.map((i) => `${x(i).toFixed(1)},${y(buckets[i][key]).toFixed(1)}`);

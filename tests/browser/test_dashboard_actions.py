@@ -11,6 +11,7 @@ through the admin API, every checked action through the page.
 from __future__ import annotations
 
 import re
+from pathlib import Path
 from typing import Any
 
 from tests.browser.support import Hookline
@@ -31,7 +32,7 @@ def _destination(hookline: Hookline, name: str) -> dict[str, Any]:
 
 
 def test_destinations_are_added_edited_and_removed_from_the_page(
-        shared_page: Any, hookline: Hookline) -> None:
+        shared_page: Any, hookline: Hookline, screenshots: Path) -> None:
     """The add form sets every field and shows the generated secret once; a refused value is
     shown at the form with its field marked; editing changes only what was changed; removing
     says what happens to unfinished jobs first, then ends them dead."""
@@ -46,6 +47,7 @@ def test_destinations_are_added_edited_and_removed_from_the_page(
     page.fill("#destination-rate_limit_per_s", "2.5")
     page.check("#destination-ordered")
     page.fill("#destination-headers", "X-Team: payments\nX-Api-Key: k-123")
+    page.screenshot(path=str(screenshots / "destination-form.png"), full_page=True)
     page.click("#destination-save")
     expect(page.locator("#new-secret")).to_have_text(re.compile(r"^whsec_\S{20,}$"))
     expect(page.locator("#destination-form")).to_be_hidden()
@@ -102,8 +104,8 @@ def test_destinations_are_added_edited_and_removed_from_the_page(
     assert (status, job["status"], job["last_error"]) == (200, "dead", "destination removed")
 
 
-def test_sources_are_added_and_removed_from_the_page(shared_page: Any, hookline: Hookline
-                                                     ) -> None:
+def test_sources_are_added_and_removed_from_the_page(shared_page: Any, hookline: Hookline,
+                                                     screenshots: Path) -> None:
     """A source is added with its scheme and a given secret, or a generated one shown once;
     a bad name is refused at the form; removal is confirmed first."""
     expect, page = _expect(), shared_page
@@ -130,6 +132,7 @@ def test_sources_are_added_and_removed_from_the_page(shared_page: Any, hookline:
 
     row.locator("button[data-action=remove]").click()
     expect(page.locator("#remove-text")).to_contain_text("/v1/sources/gh are refused (404)")
+    page.screenshot(path=str(screenshots / "sources.png"), full_page=True)
     page.click("#remove-go")
     expect(row).to_have_count(0)
     status, sources = hookline.call("GET", "/v1/admin/sources")
@@ -137,7 +140,7 @@ def test_sources_are_added_and_removed_from_the_page(shared_page: Any, hookline:
 
 
 def test_failing_destination_is_badged_and_its_failures_are_charted(
-        shared_page: Any, hookline: Hookline) -> None:
+        shared_page: Any, hookline: Hookline, screenshots: Path) -> None:
     """A destination whose attempts fail wears "failing · N in a row" and a 0 % success rate,
     its retried job says when it runs next ("in ..."), and the overview's chart and card
     count the failed attempts."""
@@ -151,6 +154,7 @@ def test_failing_destination_is_badged_and_its_failures_are_charted(
     expect(row.locator("[data-col=state] .badge")).to_have_text(
         re.compile(r"^failing · \d+ in a row$"))
     expect(row.locator("[data-col=success]")).to_have_text("0.0 %")
+    page.screenshot(path=str(screenshots / "destinations-failing.png"), full_page=True)
 
     page.goto(f"{hookline.base_url}/#/jobs/{job_id}")
     expect(page.locator("#job-next-run")).to_have_text(re.compile(r"^in \d"))
