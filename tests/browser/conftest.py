@@ -38,10 +38,9 @@ SCREENSHOTS_ENV = "DASHBOARD_SCREENSHOTS"
 """Environment variable: a folder to write the page screenshots to (e.g. docs/screenshots)."""
 
 
-@pytest.fixture(scope="package")
+@pytest.fixture(scope="module")
 def browser() -> Iterator[Any]:
-    """A headless system Chromium shared by every browser test; skips or fails as the module
-    docstring says."""
+    """A headless system Chromium (module-wide); skips or fails as the module docstring says."""
     if not os.access(CHROMIUM, os.X_OK):
         skip_or_fail_in_ci(CHROMIUM_MISSING)
     try:
@@ -56,7 +55,7 @@ def browser() -> Iterator[Any]:
             chromium.close()
 
 
-@pytest.fixture(scope="package")
+@pytest.fixture(scope="module")
 def screenshots(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """Where screenshots go: $DASHBOARD_SCREENSHOTS when set, else a temporary folder."""
     wanted = os.environ.get(SCREENSHOTS_ENV)
@@ -65,11 +64,10 @@ def screenshots(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return folder
 
 
-@pytest.fixture(scope="package")
+@pytest.fixture(scope="module")
 def hookline(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Hookline]:
     """`hookline serve` with one worker on a fresh SQLite file, admin and ingest tokens set,
-    destinations on 127.0.0.1 allowed (HOOKLINE_ALLOW_NETWORKS, for the SSRF guard); shared
-    by every browser test (each uses destinations and sources of its own)."""
+    destinations on 127.0.0.1 allowed (HOOKLINE_ALLOW_NETWORKS, for the SSRF guard)."""
     folder = tmp_path_factory.mktemp("hookline")
     service = Service(folder / "hookline.db", folder / "service.log", workers=1, settings={
         "HOOKLINE_ADMIN_TOKEN": TOKEN, "HOOKLINE_INGEST_TOKEN": INGEST_TOKEN,

@@ -3,8 +3,8 @@ removing destinations and sources through its forms (server refusals shown at th
 failing badge, success rate and failed-attempts chart of a destination that refuses
 connections, "due now" for a waiting job, and a missing job that stops being polled.
 
-The tests share one `hookline serve` (with the other browser tests) and one signed-in tab
-(tests/browser/conftest.py); each uses destinations and sources of its own. Set-up goes
+The tests share one `hookline serve` and one signed-in tab (tests/browser/conftest.py); each
+uses destinations and sources of its own. Set-up goes
 through the admin API, every checked action through the page.
 """
 
