@@ -4,11 +4,13 @@ Routes (JSON, same Bearer access and error shape as ingest/admin_api.py):
     GET /v1/admin/destination-stats?window=15m
         [{"name", "paused", "paused_reason", "failure_streak", "failing_since",
           "max_in_flight", "in_flight", "pending", "dead", "oldest_pending_at",
-          "latency_samples", "p50_s", "p99_s"}, ...] per live destination, creation order;
-        percentiles of attempt durations started within `window` (Store.destination_summaries).
+          "latency_samples", "delivered_samples", "p50_s", "p99_s"}, ...] per live
+        destination, creation order; percentiles of attempt durations started within
+        `window`, and how many of those attempts got a 2xx (Store.destination_summaries).
     GET /v1/admin/throughput?window=30m&bucket=60
-        {"bucket_s", "buckets": [{"start_s", "events", "delivered", "dead"}, ...]}, oldest
-        first, zero-filled; the last bucket is still filling (Store.throughput).
+        {"bucket_s", "buckets": [{"start_s", "events", "delivered", "dead", "failed"}, ...]},
+        oldest first, zero-filled; the last bucket is still filling; `failed` (attempts that
+        did not deliver) is null where it was not counted (Store.throughput).
     GET /v1/admin/jobs/{id}/event?max_bytes=65536
         {"job_id", "event_id", "type", "size_bytes", "truncated", "body_purged_at",
          "valid_utf8", "body"}: the start of the event's stored body as text (invalid UTF-8
@@ -70,8 +72,8 @@ async def destination_stats(request: web.Request) -> web.Response:
 
 
 async def throughput(request: web.Request) -> web.Response:
-    """`GET /v1/admin/throughput?window=30m&bucket=60`: events accepted and jobs done/dead per
-    bucket of `bucket` seconds (at most 1440 buckets)."""
+    """`GET /v1/admin/throughput?window=30m&bucket=60`: events accepted, jobs done/dead and
+    failed attempts per bucket of `bucket` seconds (at most 1440 buckets)."""
     window_s = _duration(request, "window", DEFAULT_THROUGHPUT_WINDOW)
     bucket_s = int_param(request.query.get("bucket"), "bucket", default=DEFAULT_BUCKET_S)
     if window_s / bucket_s > MAX_THROUGHPUT_BUCKETS:

@@ -450,6 +450,8 @@ class DestinationSummary:
         oldest_pending_at: `run_at` (unix seconds) of its longest-waiting due pending job,
             or None when none is due.
         latency_samples: completed attempts the percentiles were taken over.
+        delivered_samples: how many of those got a 2xx (the success rate is
+            `delivered_samples / latency_samples`).
         p50_s, p99_s: nearest-rank percentiles of those attempts' durations (request sent to
             response read, or to the transport error), seconds; None without samples.
     """
@@ -465,6 +467,7 @@ class DestinationSummary:
     dead: int
     oldest_pending_at: float | None
     latency_samples: int = 0
+    delivered_samples: int = 0
     p50_s: float | None = None
     p99_s: float | None = None
 
@@ -479,6 +482,7 @@ class DestinationSummary:
             pending=int(row["pending"]), dead=int(row["dead"]),
             oldest_pending_at=row["oldest_pending_at"],
             latency_samples=0 if latency is None else int(latency["samples"]),
+            delivered_samples=0 if latency is None else int(latency["delivered_samples"] or 0),
             p50_s=None if latency is None else latency["p50_s"],
             p99_s=None if latency is None else latency["p99_s"])
 
@@ -492,12 +496,17 @@ class ThroughputBucket:
         events: events accepted (by `received_at`).
         delivered: jobs that ended done (by `finished_at`).
         dead: jobs that ended dead (by `finished_at`).
+        failed: attempts that did not deliver (HTTP status other than 2xx, or a transport
+            error) by `started_at`; a lost worker or a hand-back is no delivery failure.
+            None when the bucket lies (even partly) before the newest attempt rows the
+            count scans (see :meth:`shared.store.Store.throughput`).
     """
 
     start_s: float
     events: int = 0
     delivered: int = 0
     dead: int = 0
+    failed: int | None = 0
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -529,7 +538,8 @@ def fill_buckets(counts: dict[int, dict[str, int]], *, first: int, last: int,
     """Zero-filled buckets from bucket number `first` to `last` inclusive.
 
     Args:
-        counts: bucket number (`floor(t / bucket_s)`) -> {"events"|"delivered"|"dead": n};
+        counts: bucket number (`floor(t / bucket_s)`) -> {"events"|"delivered"|"dead"|
+            "failed": n};
             numbers outside [first, last] are ignored.
         first, last: bucket numbers of the oldest and the newest bucket.
         bucket_s: bucket length, seconds.

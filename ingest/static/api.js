@@ -6,11 +6,13 @@ const TOKEN_KEY = "hookline.adminToken";
 export class AuthError extends Error {}
 
 export class ApiError extends Error {
-  constructor(status, code, detail) {
+  /** `field` names the refused input when the server says which (400 invalid_request). */
+  constructor(status, code, detail, field = null) {
     super(`${code}: ${detail}`);
     this.status = status;
     this.code = code;
     this.detail = detail;
+    this.field = field;
   }
 }
 
@@ -47,13 +49,15 @@ export async function api(method, path, body) {
   }
   if (!resp.ok) {
     throw new ApiError(resp.status, data?.error ?? `http_${resp.status}`,
-                       data?.detail ?? resp.statusText);
+                       data?.detail ?? resp.statusText, data?.field ?? null);
   }
   return data;
 }
 
 export const get = (path) => api("GET", path);
 export const post = (path, body = {}) => api("POST", path, body);
+export const patch = (path, body) => api("PATCH", path, body);
+export const del = (path) => api("DELETE", path);
 
 /** A path segment (destination name) made safe for a URL. */
 export const seg = (value) => encodeURIComponent(String(value));

@@ -1,5 +1,6 @@
-// The dashboard shell: token prompt, hash router (#/, #/destinations, #/dead, #/jobs/ID) and a
-// poll of the current view every 2 s while the tab is visible.
+// The dashboard shell: token prompt, hash router (#/, #/destinations, #/sources, #/dead,
+// #/jobs/ID) and a poll of the current view every 2 s while the tab is visible. A view is
+// {title, root, refresh(), finished?}: once it sets `finished`, it is not polled again.
 
 import { AuthError, clearToken, get, getToken, setToken, setUnauthorizedHandler } from "./api.js";
 import { deadView } from "./dead.js";
@@ -7,10 +8,11 @@ import { destinationsView } from "./destinations.js";
 import { setChildren } from "./dom.js";
 import { jobView } from "./job.js";
 import { overviewView } from "./overview.js";
+import { sourcesView } from "./sources.js";
 
 const POLL_MS = 2000;
-const VIEWS = { overview: overviewView, destinations: destinationsView, dead: deadView,
-                jobs: jobView };
+const VIEWS = { overview: overviewView, destinations: destinationsView, sources: sourcesView,
+                dead: deadView, jobs: jobView };
 
 const $ = (id) => document.getElementById(id);
 let current = null;
@@ -32,7 +34,7 @@ function setLive(ok, message) {
 /** Refresh the current view once (skipped while its previous refresh is still running). */
 async function tick() {
   const view = current;
-  if (view === null || view.busy) return;
+  if (view === null || view.busy || view.finished) return;
   view.busy = true;
   try {
     await view.refresh();

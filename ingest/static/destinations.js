@@ -1,28 +1,53 @@
-// Destinations: state (active, paused, auto-paused with reason), in-flight, pending, failing
-// streak and attempt latency percentiles, with pause and resume buttons.
+// Destinations: state (active, failing with its streak, paused with the reason), in-flight,
+// pending, success rate and attempt latency; add, edit, pause, resume and remove.
 
-import { post, get, seg } from "./api.js";
-import { fmtCount, fmtDuration, h, nowS, setChildren, table, toast } from "./dom.js";
+import { del, get, post, seg } from "./api.js";
+import { destinationForm } from "./destination_form.js";
+import { fmtCount, fmtDuration, fmtPercent, fmtTime, h, nowS, setChildren, table,
+         toast } from "./dom.js";
+import { confirmPanel, showSecretOnce } from "./forms.js";
 
 const PAUSE_REASON = "paused from the dashboard";
+const WINDOW = "15m";
 
-/** "auto-paused" for the breaker's and a 410's reasons (shared/policy/delivery.py). */
-function stateOf(d) {
-  if (!d.paused) return { label: "active", cls: "ok" };
-  const auto = /^circuit breaker|410 Gone/.test(d.paused_reason ?? "");
-  return { label: auto ? "auto-paused" : "paused", cls: auto ? "bad" : "warn",
-           reason: d.paused_reason };
+/** The badge: paused (with the reason) over failing (with the streak) over active. The
+ * breaker's and a 410's pauses (shared/policy/delivery.py) are marked as failures. */
+export function stateOf(d) {
+  if (d.paused) {
+    const auto = /^circuit breaker|410 Gone/.test(d.paused_reason ?? "");
+    return { label: d.paused_reason ? `paused (${d.paused_reason})` : "paused",
+             cls: auto ? "bad" : "warn" };
+  }
+  if (d.failure_streak > 0) {
+    return { label: `failing · ${fmtCount(d.failure_streak)} in a row`, cls: "bad",
+             title: `every attempt since ${fmtTime(d.failing_since)} failed` };
+  }
+  return { label: "active", cls: "ok" };
 }
 
 /** The destinations page; every action goes through the admin API. */
 export function destinationsView({ refreshNow }) {
   const body = h("div", { id: "destinations" });
+  const secretPanel = h("div", { class: "panel notice", id: "destination-secret", hidden: true });
+  const confirmBox = h("div", { class: "confirm", id: "destination-confirm", hidden: true });
+  const form = destinationForm({
+    onCreated: (d, secret) => {
+      if (secret) showSecretOnce(secretPanel, d.name, secret);
+    },
+    onSaved: refreshNow,
+  });
   const root = h("section", {},
-    h("h1", {}, "Destinations"),
+    h("div", { class: "toolbar" },
+      h("h1", {}, "Destinations"),
+      h("button", { type: "button", class: "primary", id: "add-destination", onclick: () => {
+        secretPanel.hidden = true;
+        form.openCreate();
+      } }, "Add destination")),
     h("p", { class: "hint" },
-      "Latency: nearest-rank percentiles of attempt durations over the last 15 minutes. ",
-      "A paused destination gets no request and its jobs wait uncharged."),
-    body);
+      "Success and latency: attempts started in the last 15 minutes (nearest-rank ",
+      "percentiles of their durations). A paused destination gets no request and its jobs ",
+      "wait uncharged."),
+    secretPanel, form.root, confirmBox, body);
 
   async function act(name, paused) {
     const path = `/v1/admin/destinations/${seg(name)}/${paused ? "resume" : "pause"}`;
@@ -35,16 +60,41 @@ export function destinationsView({ refreshNow }) {
     await refreshNow();
   }
 
+  async function edit(name) {
+    try {
+      await form.openEdit(name);
+    } catch (err) {
+      toast(`${name}: ${err.message}`, "error");
+    }
+  }
+
+  function askRemove(d) {
+    confirmPanel(confirmBox, {
+      id: "remove",
+      text: `Remove ${d.name}? No new event is sent to it. Its unfinished jobs ` +
+            `(${fmtCount(d.pending)} pending, ${fmtCount(d.in_flight)} in flight now) end dead ` +
+            "with the error \"destination removed\" and cannot be replayed; its finished jobs " +
+            "stay listed until retention removes them.",
+      action: `Remove ${d.name}`,
+      run: async () => {
+        const out = await del(`/v1/admin/destinations/${seg(d.name)}`);
+        toast(`Removed ${d.name}; ${fmtCount(out.jobs_ended)} unfinished ` +
+              `job${out.jobs_ended === 1 ? "" : "s"} ended dead`);
+        await refreshNow();
+      },
+    });
+  }
+
   function row(d) {
     const state = stateOf(d);
     const deadCell = d.dead > 0
       ? h("a", { href: `#/dead?destination=${seg(d.name)}` }, fmtCount(d.dead))
       : "0";
+    const rate = d.latency_samples > 0 ? d.delivered_samples / d.latency_samples : null;
     return h("tr", { "data-destination": d.name },
       h("td", { class: "name" }, d.name),
       h("td", { "data-col": "state" },
-        h("span", { class: `badge ${state.cls}` }, state.label),
-        state.reason ? h("div", { class: "reason" }, state.reason) : null),
+        h("span", { class: `badge ${state.cls}`, title: state.title }, state.label)),
       h("td", { class: "num", "data-col": "in_flight" }, `${d.in_flight} / ${d.max_in_flight}`),
       h("td", { class: "num", "data-col": "pending" }, fmtCount(d.pending)),
       h("td", { class: "num" },
@@ -52,25 +102,33 @@ export function destinationsView({ refreshNow }) {
       h("td", { class: "num", "data-col": "dead" }, deadCell),
       h("td", { class: `num ${d.failure_streak > 0 ? "bad-text" : ""}`, "data-col": "streak" },
         fmtCount(d.failure_streak)),
-      h("td", { class: "num" }, fmtDuration(d.p50_s)),
-      h("td", { class: "num" }, fmtDuration(d.p99_s)),
-      h("td", {},
+      h("td", { class: `num ${rate !== null && rate < 0.9 ? "bad-text" : ""}`,
+                "data-col": "success",
+                title: `${d.delivered_samples} of ${d.latency_samples} attempts delivered` },
+        fmtPercent(d.delivered_samples, d.latency_samples)),
+      h("td", { class: "num", "data-col": "p50" }, fmtDuration(d.p50_s)),
+      h("td", { class: "num", "data-col": "p99" }, fmtDuration(d.p99_s)),
+      h("td", { class: "actions" },
         h("button", { type: "button", class: d.paused ? "primary" : "",
                       "data-action": d.paused ? "resume" : "pause",
                       onclick: () => act(d.name, d.paused) },
-          d.paused ? "Resume" : "Pause")));
+          d.paused ? "Resume" : "Pause"),
+        h("button", { type: "button", "data-action": "edit", onclick: () => edit(d.name) },
+          "Edit"),
+        h("button", { type: "button", class: "danger-text", "data-action": "remove",
+                      onclick: () => askRemove(d) }, "Remove")));
   }
 
   async function refresh() {
-    const rows = await get("/v1/admin/destination-stats?window=15m");
+    const rows = await get(`/v1/admin/destination-stats?window=${WINDOW}`);
     if (rows.length === 0) {
       setChildren(body, h("p", { class: "empty" },
-        "No destinations yet: hookline destinations add NAME URL."));
+        "No destinations yet: Add destination, or hookline destinations add NAME URL."));
       return;
     }
     setChildren(body, table(
       ["Name", "State", "In flight", "Pending", "Oldest due", "Dead", "Failing streak",
-       "p50", "p99", ""],
+       "Success", "p50", "p99", ""],
       rows.map(row), { class: "grid-table" }));
   }
 

@@ -57,15 +57,32 @@ export function fmtDuration(seconds) {
 
 export const nowS = () => Date.now() / 1000;
 
-/** "4.2 min ago" for a unix time in seconds, "–" for none. */
-export const fmtAgo = (unixS) =>
-  unixS === null || unixS === undefined ? "–" : `${fmtDuration(nowS() - unixS)} ago`;
+/** "4.2 min ago" for a past unix time in seconds, "in 40 min" for a future one, "–" for none. */
+export function fmtAgo(unixS) {
+  if (unixS === null || unixS === undefined) return "–";
+  const delta = unixS - nowS();
+  return delta > 0.5 ? `in ${fmtDuration(delta)}` : `${fmtDuration(-delta)} ago`;
+}
+
+/** When a pending job runs: "due now" once its time has come, else "in 40 min". */
+export function fmtDue(unixS) {
+  if (unixS === null || unixS === undefined) return "–";
+  const delta = unixS - nowS();
+  return delta <= 0 ? "due now" : `in ${fmtDuration(delta)}`;
+}
 
 export const fmtTime = (unixS) =>
   unixS === null || unixS === undefined ? "–" : new Date(unixS * 1000).toLocaleString();
 
 /** A relative time with the absolute one as its tooltip. */
 export const when = (unixS) => h("span", { title: fmtTime(unixS) }, fmtAgo(unixS));
+
+/** A pending job's run time ("due now", "in 40 min") with the absolute one as its tooltip. */
+export const due = (unixS) => h("span", { title: fmtTime(unixS) }, fmtDue(unixS));
+
+/** "98.5 %" for a fraction, "–" when there is nothing to divide. */
+export const fmtPercent = (part, whole) =>
+  whole > 0 ? `${(Math.floor((1000 * part) / whole) / 10).toFixed(1)} %` : "–";
 
 export function fmtBytes(bytes) {
   if (bytes === null || bytes === undefined) return "n/a";

@@ -2,7 +2,8 @@
 // history. The payload is untrusted: it only ever becomes text (textContent), never markup.
 
 import { ApiError, get, post } from "./api.js";
-import { fmtBytes, fmtCount, fmtDuration, fmtTime, h, setChildren, table, toast, when } from "./dom.js";
+import { due, fmtBytes, fmtCount, fmtDuration, fmtTime, h, setChildren, table, toast,
+         when } from "./dom.js";
 
 const BODY_BYTES = 64 * 1024;
 
@@ -34,7 +35,8 @@ function leaseEnd(attempt, job, isLast) {
   return "no result recorded";
 }
 
-/** The page of job `arg` (`#/jobs/ID`). */
+/** The page of job `arg` (`#/jobs/ID`). Polling stops for good once the job is known not to
+ * exist (`view.finished`). */
 export function jobView({ arg, refreshNow }) {
   const id = Number.parseInt(arg, 10);
   let pretty = true;
@@ -72,6 +74,14 @@ export function jobView({ arg, refreshNow }) {
     payload.textContent = text;
   }
 
+  /** The buttons for what can be done to the job in its status. */
+  function actions(story) {
+    return [
+      story.status === "dead"
+        ? h("button", { type: "button", id: "job-replay", onclick: replay }, "Replay") : null,
+    ];
+  }
+
   async function replay() {
     try {
       const dry = await post("/v1/admin/replay", { job_id: id, dry_run: true });
@@ -87,7 +97,8 @@ export function jobView({ arg, refreshNow }) {
 
   async function refresh() {
     if (Number.isNaN(id)) {
-      setChildren(summary, h("p", { class: "error" }, "Not a job id."));
+      setChildren(summary, h("p", { class: "error", id: "job-missing" }, "Not a job id."));
+      view.finished = true;
       return;
     }
     let story;
@@ -95,7 +106,9 @@ export function jobView({ arg, refreshNow }) {
       story = await get(`/v1/admin/jobs/${id}`);
     } catch (err) {
       if (err instanceof ApiError && err.status === 404) {
-        setChildren(summary, h("p", { class: "error" }, `No job #${id}.`));
+        setChildren(summary, h("p", { class: "error", id: "job-missing" },
+          `No job ${id}: no job has this id (or retention has removed it).`));
+        view.finished = true;  // it will not appear: stop asking
         return;
       }
       throw err;
@@ -107,8 +120,7 @@ export function jobView({ arg, refreshNow }) {
     setChildren(summary,
       h("p", {},
         h("span", { class: `badge status-${story.status}`, id: "job-status" }, story.status),
-        story.status === "dead"
-          ? h("button", { type: "button", id: "job-replay", onclick: replay }, "Replay") : null),
+        actions(story)),
       facts([
         ["Destination", story.destination],
         ["Event", `#${story.event_id} ${story.event_type}`],
@@ -117,7 +129,8 @@ export function jobView({ arg, refreshNow }) {
         ["Received", when(story.received_at)],
         ["Attempts", `${fmtCount(story.attempts.length)} recorded, ` +
                      `${fmtCount(story.replays)} replays`],
-        ["Next run", story.status === "pending" ? when(story.run_at) : "–"],
+        ["Next run", story.status === "pending" ? h("span", { id: "job-next-run" },
+          due(story.run_at)) : "–"],
         ["Finished", story.finished_at === null ? "–" : when(story.finished_at)],
         ["Last error", story.last_error],
       ]));
@@ -144,5 +157,6 @@ export function jobView({ arg, refreshNow }) {
         { class: "grid-table" }));
   }
 
-  return { title: `Job #${id}`, root, refresh };
+  const view = { title: `Job #${id}`, root, refresh, finished: false };
+  return view;
 }

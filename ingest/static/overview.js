@@ -1,5 +1,5 @@
-// Overview: throughput chart, jobs by status, oldest pending age, dead count, WAL size and
-// the supervisor's view of its workers.
+// Overview: throughput chart (events, deliveries, failed attempts, dead jobs), jobs by status,
+// oldest pending age, dead count, WAL size and the supervisor's view of its workers.
 
 import { get } from "./api.js";
 import { drawThroughput } from "./chart.js";
@@ -36,6 +36,7 @@ export function overviewView() {
     h("p", { class: "legend" },
       h("span", { class: "key key-events" }), "events accepted ",
       h("span", { class: "key key-delivered" }), "deliveries (jobs done) ",
+      h("span", { class: "key key-failed" }), "failed attempts (will be retried, or made the job dead) ",
       h("span", { class: "key key-dead" }), "jobs dead"),
     chart);
 
@@ -46,8 +47,8 @@ export function overviewView() {
       get("/v1/admin/throughput?window=30m&bucket=60"),
     ]);
     const buckets = throughput.buckets;
-    const current = buckets[buckets.length - 1] ?? { events: 0, delivered: 0 };
-    const previous = buckets[buckets.length - 2] ?? { events: 0, delivered: 0 };
+    const current = buckets[buckets.length - 1] ?? { events: 0, delivered: 0, failed: 0 };
+    const previous = buckets[buckets.length - 2] ?? { events: 0, delivered: 0, failed: 0 };
     const jobs = stats.jobs_by_status;
     const paused = Object.keys(stats.paused_destinations ?? {}).length;
     setChildren(cards,
@@ -55,6 +56,9 @@ export function overviewView() {
            { detail: `this minute so far: ${fmtCount(current.events)}` }),
       card("deliveries-per-minute", "Deliveries / min", fmtCount(previous.delivered),
            { detail: `this minute so far: ${fmtCount(current.delivered)}` }),
+      card("failed-per-minute", "Failed attempts / min", fmtCount(previous.failed),
+           { kind: previous.failed > 0 ? "warn" : "",
+             detail: `this minute so far: ${fmtCount(current.failed)}` }),
       card("pending", "Pending", fmtCount(jobs.pending)),
       card("running", "Running", fmtCount(jobs.running)),
       card("done", "Done", fmtCount(jobs.done)),

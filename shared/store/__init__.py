@@ -346,13 +346,18 @@ class Store(Protocol):
             One :class:`DestinationSummary` per live destination, in creation order.
         """
 
-    async def throughput(self, *, window_s: float, bucket_s: int = 60) -> list[ThroughputBucket]:
-        """Events accepted and jobs finished (done, dead) per time bucket.
+    async def throughput(self, *, window_s: float, bucket_s: int = 60,
+                         failed_scan_limit: int = 100_000) -> list[ThroughputBucket]:
+        """Events accepted, jobs finished (done, dead) and failed attempts per time bucket.
 
         Args:
             window_s: how far back from now (the store's clock), seconds.
             bucket_s: bucket length, whole seconds (at least 1); buckets are aligned to
                 multiples of it in unix time.
+            failed_scan_limit: failed attempts are counted among the newest this many
+                attempt rows only (a primary-key range, so a poll costs the same however
+                large the attempts table grows); a bucket starting before the oldest of them
+                has `failed` None (not counted) rather than a short count.
 
         Returns:
             Every bucket from the one holding `now - window_s` to the one holding now, oldest

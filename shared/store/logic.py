@@ -357,10 +357,12 @@ class StoreLogic(EventOperations):
         return await self._transact(summaries_tx(float(latency_window_s),
                                                   int(latency_scan_limit)), write=False)
 
-    async def throughput(self, *, window_s: float, bucket_s: int = 60) -> list[ThroughputBucket]:
+    async def throughput(self, *, window_s: float, bucket_s: int = 60,
+                         failed_scan_limit: int = 100_000) -> list[ThroughputBucket]:
         """See :meth:`shared.store.Store.throughput` (the store's clock)."""
         rules.throughput_args(window_s, bucket_s)
-        return await self._transact(throughput_tx(window_s, bucket_s), write=False)
+        return await self._transact(throughput_tx(window_s, bucket_s, int(failed_scan_limit)),
+                                    write=False)
 
     async def event_body(self, job_id: int, max_bytes: int) -> EventBody:
         """See :meth:`shared.store.Store.event_body`."""

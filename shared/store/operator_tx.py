@@ -4,6 +4,7 @@ destination controls, replay, retention, and the read-only views. Each is a gene
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 from shared.errors import ConfigError, Conflict, NotFound
@@ -140,7 +141,8 @@ def summaries_tx(window_s: float, scan_limit: int) -> Tx[list[DestinationSummary
     return [DestinationSummary.from_rows(r, latency.get(r["id"])) for r in found]
 
 
-def throughput_tx(window_s: float, bucket_s: int) -> Tx[list[ThroughputBucket]]:
+def throughput_tx(window_s: float, bucket_s: int, failed_scan_limit: int
+                  ) -> Tx[list[ThroughputBucket]]:
     now = yield NOW
     first = int((now - window_s) // bucket_s)
     params = {"since": float(first * bucket_s), "bucket_s": float(bucket_s)}
@@ -150,7 +152,21 @@ def throughput_tx(window_s: float, bucket_s: int) -> Tx[list[ThroughputBucket]]:
     for r in (yield rows("finished_per_bucket", **params)):
         key = "delivered" if r["status"] == "done" else "dead"
         counts.setdefault(r["bucket"], {})[key] = r["n"]
-    return fill_buckets(counts, first=first, last=int(now // bucket_s), bucket_s=bucket_s)
+    # Failed attempts: only the newest `failed_scan_limit` attempt rows (a primary-key
+    # range, so a poll costs the same however large the table grows).
+    ids = yield one("attempt_id_range")
+    after_id, counted_from = 0, None
+    if ids["top"] is not None and ids["top"] - failed_scan_limit >= ids["bottom"]:
+        after_id = int(ids["top"]) - failed_scan_limit
+        counted_from = (yield one("first_attempt_after", after_id=after_id))["started_at"]
+    for r in (yield rows("failed_attempts_per_bucket", after_id=after_id, **params)):
+        counts.setdefault(r["bucket"], {})["failed"] = r["n"]
+    buckets = fill_buckets(counts, first=first, last=int(now // bucket_s), bucket_s=bucket_s)
+    if counted_from is None:
+        return buckets
+    # A bucket starting before the oldest scanned attempt may miss failures: not counted.
+    return [b if b.start_s >= counted_from else dataclasses.replace(b, failed=None)
+            for b in buckets]
 
 
 LATENCY_BUCKETS_S = (0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 900, 3600, 21600, 86400)

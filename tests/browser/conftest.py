@@ -31,8 +31,9 @@ CHROMIUM_MISSING = (f"Chromium not found at {CHROMIUM}: install it with `apt-get
                     "chromium` (`make test` does, as root); with CI set this is a failure")
 PLAYWRIGHT_MISSING = ("the playwright package is not installed: `pip install -e '.[test]'`; "
                       "with CI set this is a failure")
-# Chromium logs every non-2xx fetch; a refused token is part of the sign-in flow under test.
-EXPECTED_CONSOLE = re.compile(r"Failed to load resource: .* status of 401")
+# Chromium logs every non-2xx fetch; the tests provoke the answers the page shows itself: a
+# refused token (401), a refused field (400) and a missing job (404).
+EXPECTED_CONSOLE = re.compile(r"Failed to load resource: .* status of (400|401|404) ")
 SCREENSHOTS_ENV = "DASHBOARD_SCREENSHOTS"
 """Environment variable: a folder to write the page screenshots to (e.g. docs/screenshots)."""
 
@@ -90,10 +91,9 @@ def receivers() -> Iterator[list[ReceiverProcess]]:
         receiver.stop()
 
 
-@pytest.fixture
-def page(browser: Any, hookline: Hookline, screenshots: Path) -> Iterator[Any]:
-    """A fresh tab (1280x800) signed in to the dashboard. At the end, the test fails if the
-    page threw or logged a console error (a CSP violation by our own files is one)."""
+def _signed_in_tab(browser: Any, hookline: Hookline) -> tuple[Any, Any, list[str]]:
+    """A new context and tab (1280x800) signed in to the dashboard, and the list its page
+    errors and console errors (a CSP violation by our own files is one) are appended to."""
     from playwright.sync_api import expect
 
     context = browser.new_context(viewport={"width": 1280, "height": 800})
@@ -107,6 +107,33 @@ def page(browser: Any, hookline: Hookline, screenshots: Path) -> Iterator[Any]:
     tab.fill("#token", TOKEN)
     tab.click("#login-form button[type=submit]")
     expect(tab.locator("#view h1")).to_have_text("Overview")
+    return context, tab, problems
+
+
+@pytest.fixture
+def page(browser: Any, hookline: Hookline, screenshots: Path) -> Iterator[Any]:
+    """A fresh tab (1280x800) signed in to the dashboard. At the end, the test fails if the
+    page threw or logged a console error (a CSP violation by our own files is one)."""
+    context, tab, problems = _signed_in_tab(browser, hookline)
     yield tab
     context.close()
     assert problems == []
+
+
+@pytest.fixture(scope="module")
+def module_tab(browser: Any, hookline: Hookline) -> Iterator[tuple[Any, list[str]]]:
+    """One signed-in tab for a whole module (saves a sign-in per test), with its problems."""
+    context, tab, problems = _signed_in_tab(browser, hookline)
+    yield tab, problems
+    context.close()
+
+
+@pytest.fixture
+def shared_page(module_tab: tuple[Any, list[str]]) -> Iterator[Any]:
+    """The module's signed-in tab, back on the overview; the test fails if the page threw or
+    logged a console error during it."""
+    tab, problems = module_tab
+    tab.goto(tab.url.split("#")[0] + "#/")
+    yield tab
+    found, problems[:] = problems[:], []
+    assert found == []

@@ -167,7 +167,8 @@ def test_overview_shows_health_and_a_refused_token_returns_to_the_prompt(
     page.click("#nav a[data-view=overview]")
     expect(page.locator("[data-card=workers] .value")).to_have_text("1")
     expect(page.locator("[data-card=workers] .detail")).to_contain_text("1 healthy, 1 wanted")
-    expect(page.locator("#throughput-chart svg polyline")).to_have_count(2)
+    for series in ("line-events", "line-delivered", "line-failed"):
+        expect(page.locator(f"#throughput-chart svg polyline.{series}")).to_have_count(1)
     expect(page.locator("[data-card=wal] .value")).to_have_text(re.compile(r"\d"))
     expect(page.locator("#live")).to_contain_text("live")
     page.screenshot(path=str(screenshots / "overview.png"), full_page=True)

@@ -17,7 +17,7 @@ from ingest.admin_views import decode_head
 from ingest.app import build_app
 from ingest.dashboard import CSP
 from shared.config import Config
-from shared.models import AttemptResult, Done
+from shared.models import AttemptResult, Done, Retry
 from shared.process.lifecycle import STATUS_FILE, write_status
 from shared.signing import generate_secret
 from shared.store.sqlite import SqliteStore
@@ -65,7 +65,8 @@ async def test_page_and_assets_are_served_without_auth_under_a_strict_csp(client
     assert '<script type="module" src="/static/app.js"></script>' in html
     assert "<script>" not in html and " style=" not in html
     for name in ("app.js", "api.js", "dom.js", "chart.js", "overview.js", "destinations.js",
-                 "dead.js", "job.js", "style.css", "favicon.svg"):
+                 "destination_form.js", "forms.js", "sources.js", "dead.js", "job.js",
+                 "style.css", "favicon.svg"):
         async with client.get(f"/static/{name}") as resp:
             assert resp.status == 200, name
             assert resp.headers["Content-Security-Policy"] == CSP
@@ -108,12 +109,24 @@ async def test_destination_stats_and_throughput(client, real_store):
         "a", True, 1, 0, 0)
     assert row["paused_reason"].startswith("circuit breaker")
     assert (row["latency_samples"], row["p50_s"], row["p99_s"]) == (1, 0.25, 0.25)
+    assert row["delivered_samples"] == 1
 
     status, out = await _get(client, "/v1/admin/throughput?window=10m&bucket=60")
     assert status == 200 and out["bucket_s"] == 60 and len(out["buckets"]) in (10, 11)
     assert sum(b["events"] for b in out["buckets"]) == 2
     assert sum(b["delivered"] for b in out["buckets"]) == 1
     assert out["buckets"][-1]["start_s"] <= time.time() < out["buckets"][-1]["start_s"] + 60
+    assert sum(b["failed"] for b in out["buckets"]) == 0
+
+    await real_store.set_paused("a", False)
+    [claim] = await real_store.claim("w", 1, 30.0, 3)
+    await real_store.finish([(claim, Retry(run_at=time.time() + 3600, error="HTTP 503"),
+                              AttemptResult(started_at=time.time(), duration_s=0.5,
+                                            status_code=503))])
+    status, out = await _get(client, "/v1/admin/throughput?window=10m&bucket=60")
+    assert sum(b["failed"] for b in out["buckets"]) == 1
+    status, [row] = await _get(client, "/v1/admin/destination-stats")
+    assert (row["latency_samples"], row["delivered_samples"]) == (2, 1)
     for bad in ("window=often", "bucket=0", "bucket=x", "window=30d&bucket=1"):
         status, err = await _get(client, f"/v1/admin/throughput?{bad}")
         assert (status, err["error"]) == (400, "invalid_request"), bad

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from shared.errors import ConfigError, NotFound
-from shared.models import AttemptResult, Dead, Done
+from shared.models import AttemptResult, Dead, Done, Retry
 from tests.conftest import new_event
 
 LEASE_S = 30.0
@@ -36,6 +36,7 @@ async def test_destination_summaries_count_jobs_and_show_pause_reasons(
     assert (a.paused, a.paused_reason, a.max_in_flight) == (False, None, 2)
     assert a.oldest_pending_at == pytest.approx(t0)
     assert (a.latency_samples, a.p50_s, a.p99_s) == (1, pytest.approx(0.2), pytest.approx(0.2))
+    assert a.delivered_samples == 0  # the one sample was a 400
     assert (b.paused, b.paused_reason) == (True, "maintenance")
     assert (b.in_flight, b.pending, b.dead, b.latency_samples, b.p50_s) == (0, 4, 0, 0, None)
 
@@ -55,7 +56,7 @@ async def test_latency_percentiles_are_nearest_rank_over_the_window(
                                                   status_code=200))
                         for i, c in enumerate(claims[:10])])
     [a] = await store.destination_summaries()
-    assert a.latency_samples == 10
+    assert (a.latency_samples, a.delivered_samples) == (10, 10)
     assert a.p50_s == pytest.approx(0.05) and a.p99_s == pytest.approx(0.10)
     [a] = await store.destination_summaries(latency_scan_limit=3)  # only the newest rows
     assert a.latency_samples == 2  # the third newest attempt row is the one still in flight
@@ -95,6 +96,37 @@ async def test_throughput_counts_events_and_finished_jobs_per_bucket(
         await store.throughput(window_s=60, bucket_s=0)
     with pytest.raises(ConfigError):
         await store.throughput(window_s=-1)
+
+
+async def test_throughput_counts_failed_attempts_by_start(store, clock, destination_factory):
+    """Attempts answered other than 2xx, or failing in transport, count as failed in the
+    bucket of their start; 2xx, lost-worker and handed-back attempts do not. With a scan
+    limit, buckets older than the newest scanned attempt rows say None, not a short count."""
+    await destination_factory("a", max_in_flight=100)
+    assert clock() % 60 == 0
+    start = clock()
+    await store.add_events([new_event(f"e{i}") for i in range(5)])
+    claims = await store.claim("w1", 5, LEASE_S, 5)
+    at = clock()
+    await store.finish([
+        (claims[0], Retry(run_at=at + 3600, error="HTTP 503"),
+         AttemptResult(started_at=at, duration_s=0.1, status_code=503)),
+        (claims[1], Retry(run_at=at + 3600, error="ClientConnectorError"),
+         AttemptResult(started_at=at, duration_s=0.1, error="ClientConnectorError")),
+        (claims[2], Done(), AttemptResult(started_at=at, duration_s=0.1, status_code=200))])
+    await store.hand_back([claims[3]])
+    clock.advance(60)  # the next bucket's first instant
+    await store.finish([(claims[4], Dead(error="HTTP 400"), AttemptResult(
+        started_at=clock(), duration_s=0.1, status_code=400))])
+
+    buckets = await store.throughput(window_s=120, bucket_s=60)
+    assert [b.start_s for b in buckets] == [start - 60, start, start + 60]
+    assert [b.failed for b in buckets] == [0, 2, 1]
+    [a] = await store.destination_summaries()
+    assert (a.latency_samples, a.delivered_samples) == (4, 1)
+
+    newest_only = await store.throughput(window_s=120, bucket_s=60, failed_scan_limit=1)
+    assert [b.failed for b in newest_only] == [None, None, 1]
 
 
 async def test_event_body_is_size_limited(store, destination_factory):

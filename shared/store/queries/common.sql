@@ -97,3 +97,9 @@ SELECT j.id, j.event_id, d.name AS destination, j.status, j.attempts, j.run_at, 
     j.created_at, j.finished_at, j.replays
 FROM jobs j JOIN destinations d ON d.id = j.destination_id
 WHERE j.event_id = :event_id ORDER BY j.id
+
+-- attempt_id_range: the smallest and the largest attempt id (both NULL when there is none)
+SELECT (SELECT MIN(id) FROM attempts) AS bottom, (SELECT MAX(id) FROM attempts) AS top
+
+-- first_attempt_after: the first attempt row after id :after_id (its start time)
+SELECT id, started_at FROM attempts WHERE id > :after_id ORDER BY id LIMIT 1

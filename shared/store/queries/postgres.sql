@@ -354,17 +354,19 @@ FROM destinations d WHERE d.deleted_at IS NULL ORDER BY d.id
 
 -- destination_latency: nearest-rank p50/p99 of completed attempt durations per destination, over the newest :scan_limit attempts started since :since
 WITH recent AS (
-    SELECT j.destination_id, a.duration_s FROM attempts a JOIN jobs j ON j.id = a.job_id
+    SELECT j.destination_id, a.duration_s,
+        CASE WHEN a.status_code BETWEEN 200 AND 299 THEN 1 ELSE 0 END AS delivered
+    FROM attempts a JOIN jobs j ON j.id = a.job_id
     WHERE a.id > (SELECT COALESCE(max(id), 0) FROM attempts) - :scan_limit::bigint
         AND a.started_at >= :since::double precision AND a.duration_s IS NOT NULL
         AND NOT (a.error IS NOT NULL AND (a.error LIKE 'lease expired%' OR a.error LIKE 'worker lost%'))
 ), ranked AS (
-    SELECT destination_id, duration_s,
+    SELECT destination_id, duration_s, delivered,
         row_number() OVER (PARTITION BY destination_id ORDER BY duration_s) AS rn,
         count(*) OVER (PARTITION BY destination_id) AS n
     FROM recent
 )
-SELECT destination_id, n AS samples,
+SELECT destination_id, n AS samples, sum(delivered) AS delivered_samples,
     max(CASE WHEN rn = (n * 50 + 99) / 100 THEN duration_s END) AS p50_s,
     max(CASE WHEN rn = (n * 99 + 99) / 100 THEN duration_s END) AS p99_s
 FROM ranked GROUP BY destination_id, n
@@ -378,6 +380,17 @@ SELECT floor(finished_at / :bucket_s::double precision)::bigint AS bucket, statu
     count(*) AS n
 FROM jobs WHERE status IN ('done', 'dead') AND finished_at >= :since::double precision
 GROUP BY 1, 2
+
+-- failed_attempts_per_bucket: attempts that did not deliver (an HTTP status other than 2xx, or a transport error; a lost worker or a hand-back is no delivery failure) per time bucket of their start (number = floor(started_at / :bucket_s)), among attempts after id :after_id started since :since
+SELECT floor(started_at / :bucket_s::double precision)::bigint AS bucket, count(*) AS n
+FROM attempts
+WHERE id > :after_id::bigint AND started_at >= :since::double precision
+    AND duration_s IS NOT NULL
+    AND (status_code IS NULL OR status_code NOT BETWEEN 200 AND 299)
+    AND COALESCE(error, '') NOT LIKE 'lease expired%'
+    AND COALESCE(error, '') NOT LIKE 'worker lost%'
+    AND COALESCE(error, '') NOT LIKE 'handed back%'
+GROUP BY 1
 
 -- event_body_of_job: the first :max_bytes bytes of a job's event body, its size and purge time
 SELECT e.id AS event_id, e.type, substring(e.body FROM 1 FOR :max_bytes::integer) AS head,
