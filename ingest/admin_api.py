@@ -31,7 +31,6 @@ admin_token configured every request gets 403 `auth_not_configured`.
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import time
 from collections.abc import Awaitable, Callable
@@ -50,6 +49,18 @@ from shared.policy import rules
 from shared.policy.netguard import vet_destination
 from shared.signing import generate_secret
 from shared.timeparse import parse_instant
+from shared.views import (
+    dead_letter_view,
+    destination_removed_view,
+    destination_view,
+    job_story_view,
+    job_view,
+    paused_view,
+    purge_result_view,
+    replay_result_view,
+    resumed_view,
+    stats_view,
+)
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
@@ -154,22 +165,18 @@ def int_param(value: Any, name: str, default: int | None = None, low: int = 1,
     return number
 
 
-def _as_dict(record: Any) -> dict[str, Any]:
-    return {name: getattr(record, name) for name in record.__slots__}
-
-
 # -- handlers ------------------------------------------------------------------------------
 
 
 async def stats(request: web.Request) -> web.Response:
     """`GET /v1/admin/stats`: the store's counts (see Store.stats)."""
-    return web.json_response(dataclasses.asdict(await request_store(request).stats()))
+    return web.json_response(stats_view(await request_store(request).stats()))
 
 
 async def list_destinations(request: web.Request) -> web.Response:
     """`GET /v1/admin/destinations`: live destinations, secrets redacted."""
     destinations = await request_store(request).list_destinations()
-    return web.json_response([d.redacted() for d in destinations])
+    return web.json_response([destination_view(d) for d in destinations])
 
 
 async def add_destination(request: web.Request) -> web.Response:
@@ -186,16 +193,14 @@ async def add_destination(request: web.Request) -> web.Response:
                                        rate_limit_per_s=new.rate_limit_per_s,
                                        ordered=new.ordered)  # Conflict: name taken
     get_logger().info("destination_added", destination=new.name, by="admin_api")
-    out = dest.redacted()
-    if body.get("secret") is None:
-        out["secret"] = new.secret  # shown once, like the CLI
-    return web.json_response(out, status=201)
+    shown_once = new.secret if body.get("secret") is None else None  # like the CLI
+    return web.json_response(destination_view(dest, generated_secret=shown_once), status=201)
 
 
 async def get_destination(request: web.Request) -> web.Response:
     """`GET /v1/admin/destinations/{name}`: one destination, secret redacted."""
     dest = await request_store(request).get_destination(request.match_info["name"])
-    return web.json_response(dest.redacted())
+    return web.json_response(destination_view(dest))
 
 
 async def update_destination(request: web.Request) -> web.Response:
@@ -208,7 +213,7 @@ async def update_destination(request: web.Request) -> web.Response:
     dest = await request_store(request).update_destination(name, **changes)
     get_logger().info("destination_updated", destination=name, fields=sorted(changes),
                       by="admin_api")
-    return web.json_response(dest.redacted())
+    return web.json_response(destination_view(dest))
 
 
 async def remove_destination(request: web.Request) -> web.Response:
@@ -217,7 +222,7 @@ async def remove_destination(request: web.Request) -> web.Response:
     ended = await request_store(request).remove_destination(name)
     get_logger().info("destination_removed", destination=name, jobs_ended=ended,
                       by="admin_api")
-    return web.json_response({"removed": name, "jobs_ended": ended})
+    return web.json_response(destination_removed_view(name, ended))
 
 
 async def pause(request: web.Request) -> web.Response:
@@ -229,7 +234,7 @@ async def pause(request: web.Request) -> web.Response:
     name = request.match_info["name"]
     await request_store(request).set_paused(name, True, reason)
     get_logger().info("destination_paused", destination=name, reason=reason, by="admin_api")
-    return web.json_response({"paused": name, "reason": reason})
+    return web.json_response(paused_view(name, reason))
 
 
 async def resume(request: web.Request) -> web.Response:
@@ -237,7 +242,7 @@ async def resume(request: web.Request) -> web.Response:
     name = request.match_info["name"]
     await request_store(request).set_paused(name, False)
     get_logger().info("destination_resumed", destination=name, by="admin_api")
-    return web.json_response({"resumed": name})
+    return web.json_response(resumed_view(name))
 
 
 async def list_jobs(request: web.Request) -> web.Response:
@@ -247,28 +252,25 @@ async def list_jobs(request: web.Request) -> web.Response:
         raise BadRequest(f"status must be one of {', '.join(JOB_STATUSES)}")
     limit = int_param(request.query.get("limit"), "limit", default=100, high=MAX_LIMIT)
     jobs = await request_store(request).list_jobs(status=status, limit=limit)
-    return web.json_response([_as_dict(j) for j in jobs])
+    return web.json_response([job_view(j) for j in jobs])
 
 
 async def get_job(request: web.Request) -> web.Response:
     """`GET /v1/admin/jobs/{id}`: the job's story."""
     job_id = int_param(request.match_info["id"], "job id")
     story = await request_store(request).get_job(job_id)
-    return web.json_response({
-        **_as_dict(story.job), "replays": story.replays, "source": story.source,
-        "source_event_id": story.source_event_id, "received_at": story.received_at,
-        "body_bytes": story.body_bytes, "body_purged_at": story.body_purged_at,
-        "attempts": [_as_dict(a) for a in story.attempts]})
+    return web.json_response(job_story_view(story))
 
 
 async def list_dead(request: web.Request) -> web.Response:
-    """`GET /v1/admin/dead?destination=&since=&limit=`: most recently dead first."""
+    """`GET /v1/admin/dead?destination=&since=&limit=`: most recently dead first, each
+    saying whether it can be replayed (shared/views.py dead_letter_view)."""
     since = request.query.get("since")
     jobs = await request_store(request).list_dead(
         destination=request.query.get("destination"),
         since_s=None if since is None else parse_instant(since, time.time()),
         limit=int_param(request.query.get("limit"), "limit", default=100, high=MAX_LIMIT))
-    return web.json_response([_as_dict(j) for j in jobs])
+    return web.json_response([dead_letter_view(j) for j in jobs])
 
 
 async def replay(request: web.Request) -> web.Response:
@@ -296,7 +298,7 @@ async def replay(request: web.Request) -> web.Response:
     if not dry_run:
         get_logger().info("jobs_replayed", count=count, job_id=job_id,
                           destination=destination, since_s=since_s, by="admin_api")
-    return web.json_response({"count": count, "dry_run": dry_run})
+    return web.json_response(replay_result_view(count, dry_run))
 
 
 async def purge(request: web.Request) -> web.Response:
@@ -307,7 +309,7 @@ async def purge(request: web.Request) -> web.Response:
                                 body.get("metadata_older_than", rules.DEFAULT_METADATA_AGE),
                                 body.get("dedupe_keep", rules.DEFAULT_DEDUPE_AGE))
     result = await request_store(request).purge(**ages.cutoffs(time.time()))
-    out = _as_dict(result)
+    out = purge_result_view(result)
     get_logger().info("purged", **out, by="admin_api")
     return web.json_response(out)
 

@@ -22,7 +22,6 @@ Routes (JSON, same Bearer access and error shape as ingest/admin_api.py):
 
 from __future__ import annotations
 
-import dataclasses
 import time
 from pathlib import Path
 from typing import Any
@@ -33,6 +32,7 @@ from ingest.admin_api import BadRequest, guarded, int_param
 from ingest.app_state import app_config, request_store
 from shared.process.lifecycle import STATUS_FILE, pid_alive, read_status, runtime_dir
 from shared.timeparse import parse_duration
+from shared.views import destination_summary_view, throughput_view
 
 DEFAULT_LATENCY_WINDOW = "15m"
 DEFAULT_THROUGHPUT_WINDOW = "30m"
@@ -66,7 +66,7 @@ async def destination_stats(request: web.Request) -> web.Response:
     destination (see the module docstring)."""
     window_s = _duration(request, "window", DEFAULT_LATENCY_WINDOW)
     summaries = await request_store(request).destination_summaries(latency_window_s=window_s)
-    return web.json_response([dataclasses.asdict(s) for s in summaries])
+    return web.json_response([destination_summary_view(s) for s in summaries])
 
 
 async def throughput(request: web.Request) -> web.Response:
@@ -77,8 +77,7 @@ async def throughput(request: web.Request) -> web.Response:
     if window_s / bucket_s > MAX_THROUGHPUT_BUCKETS:
         raise BadRequest(f"window / bucket must be at most {MAX_THROUGHPUT_BUCKETS} buckets")
     buckets = await request_store(request).throughput(window_s=window_s, bucket_s=bucket_s)
-    return web.json_response({"bucket_s": bucket_s,
-                              "buckets": [dataclasses.asdict(b) for b in buckets]})
+    return web.json_response(throughput_view(bucket_s, buckets))
 
 
 async def job_event(request: web.Request) -> web.Response:

@@ -14,7 +14,8 @@ Routes (each in its own module, which documents its answers):
                          auth, it holds no data.
     /v1/admin/*, /metrics  the admin API and Prometheus metrics (ingest/admin_api.py), a
                          destination's secret (ingest/admin_secrets.py), the sources admin
-                         API (ingest/sources_api.py) and the dashboard's views
+                         API (ingest/sources_api.py), event lookup, resend and retry now
+                         (ingest/events_admin.py) and the dashboard's views
                          (ingest/admin_views.py).
     GET  /, /static/*    the operator dashboard (ingest/dashboard.py).
 
@@ -38,6 +39,7 @@ from ingest import (
     admin_secrets,
     admin_views,
     dashboard,
+    events_admin,
     events_api,
     health,
     openapi,
@@ -111,6 +113,7 @@ def build_app(store: Store, config: Config, *,
     openapi.register(app)  # GET /openapi.json
     admin_api.register(app)  # /v1/admin/* and /metrics
     admin_secrets.register(app)  # a destination's secret: rotate, reveal, expire the previous
+    events_admin.register(app)  # /v1/admin/events, resend, retry now
     sources_api.register(app)  # POST /v1/sources/{name}, /v1/admin/sources
     admin_views.register(app)  # the dashboard's views under /v1/admin/
     dashboard.register(app)  # GET / and /static/*

@@ -76,7 +76,8 @@ async def _wait_for_round(interval_s: float, stop: asyncio.Event, wal: WalHealth
 async def run_retention(store: Store, config: Config, stop: asyncio.Event) -> None:
     """Every `retention_interval_s`, purge by age (see :meth:`shared.store.Store.purge`):
     bodies of finished events older than `retention_bodies_s`, finished jobs and attempts
-    older than `retention_metadata_s`, dedupe keys older than `retention_dedupe_s`.
+    older than `retention_metadata_s` (dead ones: `retention_dead_letters_s`, unset = the
+    same), dedupe keys older than `retention_dedupe_s`.
 
     Logs `retention_purged` with the counts; a failed round is logged and retried next
     interval. Returns at once when `retention_interval_s` is 0 (off).
@@ -85,7 +86,8 @@ async def run_retention(store: Store, config: Config, stop: asyncio.Event) -> No
         return
     log = get_logger()
     ages = RetentionAges(config.retention_bodies_s, config.retention_metadata_s,
-                         config.retention_dedupe_s)  # ordered: Config checked them
+                         config.retention_dedupe_s,  # ordered: Config checked them
+                         config.retention_dead_letters_s)
     while not stop.is_set():
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(stop.wait(), timeout=config.retention_interval_s)

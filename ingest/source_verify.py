@@ -29,6 +29,10 @@ the header alone (``push``), as :mod:`rehearsal.github_samples` builds it. Every
 a UTF-8 JSON document (GitHub webhooks must use content type ``application/json``, not
 form encoding). Ids and types must match :data:`ingest.validation.ID_RE` and
 :data:`ingest.validation.TYPE_RE`, as on ``POST /v1/events``.
+
+The id and type also travel onward: every delivery carries ``webhook-event-type`` and, for a
+source event, ``webhook-source``, ``webhook-source-id`` (the id above) and the scheme's
+allowlisted provider headers (:data:`shared.policy.forwarding.PROVIDER_HEADERS`).
 """
 
 from __future__ import annotations

@@ -22,7 +22,9 @@ The admin routes share the admin API's authorization (the admin token).
 Nothing is stored before the signature passes: the (source, id) dedupe key is claimed only
 inside the fan-out transaction of an already verified event, so a forged request cannot
 burn a real event's id. The stored body is the received bytes; what we deliver onward is
-signed with the destination's secret (our signature), never the provider's.
+signed with the destination's secret (our signature), never the provider's. Each delivery
+also says where the event came from (`webhook-source`, `webhook-source-id`) and passes the
+provider's identifying headers through (e.g. `X-GitHub-Event`): shared/policy/forwarding.py.
 
 Sources are cached per process for :data:`SOURCE_CACHE_TTL_S` (unknown names too), so a
 flood of provider requests costs no store read each; an added, removed or re-keyed source
@@ -47,8 +49,10 @@ from shared.errors import InvalidEvent, NotFound, SignatureInvalid
 from shared.logs import get_logger
 from shared.models import NewEvent, Source
 from shared.policy import rules
+from shared.policy.forwarding import source_headers
 from shared.policy.sources import check_source, generate_source_secret
 from shared.store import Store
+from shared.views import source_removed_view, source_view
 
 SOURCE_CACHE_TTL_S = 1.0
 """How long a looked-up source (or its absence) is reused before reading the store again, s."""
@@ -152,7 +156,10 @@ async def post_source_event(request: web.Request) -> web.Response:
     if limited is not None:
         return limited
 
-    event = NewEvent(source=name, source_event_id=event_id, type=event_type, body=body)
+    forwarded = source_headers(name, source.scheme, event_id,
+                               lambda header: request.headers.getall(header, []))
+    event = NewEvent(source=name, source_event_id=event_id, type=event_type, body=body,
+                     forwarded_headers=forwarded)
     return await accept_event(request, event)
 
 
@@ -161,7 +168,8 @@ async def post_source_event(request: web.Request) -> web.Response:
 
 async def list_sources(request: web.Request) -> web.Response:
     """`GET /v1/admin/sources`: live sources, secrets redacted."""
-    return web.json_response([s.redacted() for s in await request_store(request).list_sources()])
+    return web.json_response([source_view(s)
+                              for s in await request_store(request).list_sources()])
 
 
 async def add_source(request: web.Request) -> web.Response:
@@ -176,10 +184,8 @@ async def add_source(request: web.Request) -> web.Response:
     source = await request_store(request).add_source(name=name, scheme=scheme, secret=secret)
     request.app[SOURCE_CACHE_KEY].forget(name)
     get_logger().info("source_added", source=name, scheme=scheme, by="admin_api")
-    out = source.redacted()
-    if given is None:
-        out["secret"] = secret  # shown once, like the CLI
-    return web.json_response(out, status=201)
+    shown_once = secret if given is None else None  # like the CLI
+    return web.json_response(source_view(source, generated_secret=shown_once), status=201)
 
 
 async def remove_source(request: web.Request) -> web.Response:
@@ -188,4 +194,4 @@ async def remove_source(request: web.Request) -> web.Response:
     await request_store(request).remove_source(name)
     request.app[SOURCE_CACHE_KEY].forget(name)
     get_logger().info("source_removed", source=name, by="admin_api")
-    return web.json_response({"removed": name})
+    return web.json_response(source_removed_view(name))

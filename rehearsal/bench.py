@@ -500,22 +500,33 @@ def _idle_cost(procs: dict[str, int], db: str, seconds: float,
             "database_written": _write_stamp(db) != stamp}
 
 
+def _pairs(value: Any) -> str:
+    """A figure for the human report: a mapping as `key value, ...` (nested in
+    parentheses), None as `-`, anything else as it is."""
+    if isinstance(value, dict):
+        return ", ".join(f"{k} ({_pairs(v)})" if isinstance(v, dict) else f"{k} {_pairs(v)}"
+                         for k, v in value.items()) or "-"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    return "-" if value is None else str(value)
+
+
 def print_report(result: dict[str, Any]) -> None:
-    """A short human summary of `result`."""
+    """A short human summary of `result` (mappings as `key value, ...`, never reprs)."""
     ing, dlv = result["ingest"], result["delivery"]
     mode = "steady rate, delivering" if result["options"]["rate_per_s"] != "None" else \
         "destinations paused"
     print(f"backend: {result['backend']['name']} ({result['backend']['database']})")
     print(f"ingest ({mode}, load by {ing.get('tool', 'python')}): "
           f"{ing['events_per_s']} events/s accepted, latency ms "
-          f"{ing['latency_ms']}, accepted {ing['accepted']}, cpu s {ing['cpu_s']}")
+          f"{_pairs(ing['latency_ms'])}, accepted {ing['accepted']}, cpu s {_pairs(ing['cpu_s'])}")
     print(f"delivery: {dlv['deliveries_per_s']} deliveries/s, {dlv['delivered']} delivered, "
-          f"accept->delivered ms {dlv['latency_ms']}")
-    print(f"cpu s per 1000 deliveries: {result['cpu_s_per_1000_deliveries']}")
-    print(f"peak rss MiB: {result['peak_rss_mb']}")
+          f"accept->delivered ms {_pairs(dlv['latency_ms'])}")
+    print(f"cpu s per 1000 deliveries: {_pairs(result['cpu_s_per_1000_deliveries'])}")
+    print(f"peak rss MiB: {_pairs(result['peak_rss_mb'])}")
     wal = "n/a" if result["wal_bytes"] is None else f"{result['wal_bytes']} B"
-    print(f"idle: {result['idle']}; db {result['db_bytes']} B, wal {wal}; "
-          f"fsync ms {result['machine']['fsync_ms']}")
+    print(f"idle: {_pairs(result['idle'])}; db {result['db_bytes']} B, wal {wal}; "
+          f"fsync ms {_pairs(result['machine']['fsync_ms'])}")
     print("plot: bench.png beside bench.json" if result.get("plot") else
           f"plot skipped: matplotlib is not installed ({bench_plot.INSTALL_HINT})")
     for slot, lock in result.get("write_lock", {}).items():

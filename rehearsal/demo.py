@@ -21,6 +21,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from rehearsal.demo_report import describe
 from rehearsal.github_samples import as_event_body, load_samples
 from rehearsal.harness import Service, post_events, wait_settled, write_csv
 from rehearsal.receiver import Endpoint, Receiver, parse_behaviour
@@ -38,15 +39,25 @@ class DemoEndpoint:
     name: str
     behaviour: str
     event_types: tuple[str, ...]
+    simulates: str
+    """What the endpoint does, in words, for the demo's closing report."""
 
 
 ENDPOINTS = (
-    DemoEndpoint("archive", "ok", ("*",)),
+    DemoEndpoint("archive", "ok", ("*",),
+                 "takes every event and answers 200 at once: a healthy receiver"),
     DemoEndpoint("ci", "ok", ("check_run.*", "check_suite.*", "workflow_run.*",
-                              "workflow_job.*", "status", "push")),
-    DemoEndpoint("lossy", "drop_first", ("*",)),
+                              "workflow_job.*", "status", "push"),
+                 "takes only CI events (checks, workflows, statuses, pushes) and answers 200: "
+                 "subscriptions decide who gets what"),
+    DemoEndpoint("lossy", "drop_first", ("*",),
+                 "takes every event, but closes the connection after reading the first "
+                 "request for each one, without answering: a response lost on the way back, "
+                 "so hookline retries and the receiver dedupes by webhook-id"),
     DemoEndpoint("triage", "fail:1", ("issues.*", "issue_comment.*", "pull_request.*",
-                                      "pull_request_review.*")),
+                                      "pull_request_review.*"),
+                 "takes issue and pull-request events and answers 500 to the first request "
+                 "for each one, then 200: a receiver having a bad moment, retried with backoff"),
 )
 
 # Fast retries for a demo that ends in seconds: a config choice, not a code path.
@@ -58,6 +69,7 @@ DEMO_SETTINGS = {"HOOKLINE_RETRY_BASE_S": "0.2", "HOOKLINE_RETRY_CAP_S": "1.0",
 async def demo(out_dir: Path, workers: int) -> dict[str, Any]:
     """Run the demo; returns the summary (see module docstring)."""
     out_dir.mkdir(parents=True, exist_ok=True)
+    out_dir = out_dir.resolve()  # the service runs in the checkout, not in our folder
     db = out_dir / "demo.db"
     for suffix in ("", "-wal", "-shm"):
         Path(f"{db}{suffix}").unlink(missing_ok=True)
@@ -110,6 +122,12 @@ def _summarise(events: int, statuses: Counter[int], counts: dict[str, int],
     done_pairs = {(j["destination"], j["message_id"]) for j in jobs if j["status"] == "done"}
     attempts_per_job = Counter(a["job_id"] for a in attempts)
     lossy_jobs = [j for j in jobs if j["destination"] == "lossy"]
+    per_destination = {name: {"jobs": 0, "attempts": 0} for name in receiver_summary["endpoints"]}
+    for job in jobs:
+        mine = per_destination.setdefault(job["destination"], {"jobs": 0, "attempts": 0})
+        mine["jobs"] += 1
+        mine["attempts"] += attempts_per_job[job["id"]]
+    retried = sorted(j["id"] for j in jobs if attempts_per_job[j["id"]] > 1)
     checks = {
         "every_job_done_or_dead": counts["pending"] == 0 and counts["running"] == 0,
         "one_effect_per_done_job": all(effects[p] == 1 for p in done_pairs)
@@ -129,6 +147,8 @@ def _summarise(events: int, statuses: Counter[int], counts: dict[str, int],
         "max_concurrent_per_endpoint": {n: s["max_concurrent"] for n, s
                                         in receiver_summary["endpoints"].items()},
         "receiver": receiver_summary["endpoints"], "elapsed_s": round(elapsed_s, 2),
+        "jobs_and_attempts_by_destination": per_destination,
+        "example_retried_job": retried[0] if retried else None,
         "checks": checks, "ok": all(checks.values()),
     }
 
@@ -138,14 +158,5 @@ def run(out_dir: str = "results", workers: int = 3) -> int:
     # The receiver's per-request lines would bury the summary; the service logs to a file.
     configure_logging("demo", "warning", stream=sys.stderr)
     summary = asyncio.run(demo(Path(out_dir), workers))
-    print(f"hookline demo: {summary['events_posted']} GitHub events posted "
-          f"(+25 repeats: {summary['ingest_statuses']})")
-    print(f"  jobs {summary['jobs']}  {summary['jobs_by_status']}")
-    print(f"  attempts {summary['attempts']}  receiver effects {summary['receiver_effects']}  "
-          f"duplicates suppressed by the receiver {summary['duplicates_suppressed_by_receiver']}")
-    print(f"  max concurrent requests per endpoint {summary['max_concurrent_per_endpoint']}")
-    for name, passed in summary["checks"].items():
-        print(f"  [{'ok' if passed else 'FAILED'}] {name}")
-    print(f"  {summary['elapsed_s']} s; files in {out_dir}/ "
-          "(jobs.csv, attempts.csv, receipts.json, summary.json, service.log)")
+    print("\n".join(describe(summary, ENDPOINTS, out_dir)))
     return 0 if summary["ok"] else 1

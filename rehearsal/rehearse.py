@@ -62,7 +62,8 @@ async def rehearse(out_dir: Path, quick: bool, only: list[str] | None = None
         print(f"  [{mark}] {scenario.name} ({entry['duration_s']} s)", flush=True)
         if not entry["passed"]:
             failed = [k for k, ok in entry["checks"].items() if not ok]
-            print(f"         failed checks: {failed} {entry['error'] or ''}", flush=True)
+            print(f"         failed checks: {', '.join(failed)} {entry['error'] or ''}".rstrip(),
+                  flush=True)
         entries.append(entry)
         if result is not None:
             jobs += [{"scenario": scenario.name, **j} for j in result.jobs]

@@ -19,10 +19,12 @@ from shared.db_url import sqlite_path
 from shared.errors import ConfigError
 from shared.policy.netguard import AddressPolicy
 from shared.policy.rules import (
+    CONFIG_DEAD_LETTERS_FIELD,
     CONFIG_RETENTION_FIELDS,
     DEFAULT_BODIES_AGE,
     DEFAULT_DEDUPE_AGE,
     DEFAULT_METADATA_AGE,
+    retention_age,
     retention_ages,
 )
 from shared.timeparse import parse_duration
@@ -128,6 +130,10 @@ class Config:
     retention_dedupe_s: float = _opt(
         parse_duration(DEFAULT_DEDUPE_AGE),
         "Retention: keep (source, id) dedupe keys at least this long (s).")
+    retention_dead_letters_s: float | None = _opt(
+        None, "Retention: delete dead jobs (dead letters) and their attempts once they died "
+        "longer ago than this (s); their event bodies are kept while they are. Unset: the same "
+        "as retention_metadata_s.")
     test_crash_event_type: str | None = _opt(
         None, "TEST HOOK for rehearsals: a worker SIGKILLs itself when it is about to send an "
         "event of this type (a poison job). Never set it in production.")
@@ -177,6 +183,8 @@ class Config:
             raise ConfigError(f"synchronous must be FULL or NORMAL, not {self.synchronous!r}")
         retention_ages(self.retention_bodies_s, self.retention_metadata_s,
                        self.retention_dedupe_s, fields=CONFIG_RETENTION_FIELDS)
+        if self.retention_dead_letters_s is not None:
+            retention_age(CONFIG_DEAD_LETTERS_FIELD, self.retention_dead_letters_s)
         if self.attempt_timeout_s >= self.lease_s:
             raise ConfigError(
                 f"attempt_timeout_s ({self.attempt_timeout_s}) must be below lease_s "

@@ -24,12 +24,16 @@ class NewEvent:
             idempotency key.
         type: event type, e.g. `pull_request.opened`; matched against subscriptions.
         body: the exact bytes to deliver; never re-serialised.
+        forwarded_headers: (name, value) pairs every delivery of a source event carries (its
+            origin and the provider's identifying headers: shared/policy/forwarding.py);
+            () for events posted to POST /v1/events.
     """
 
     source: str
     source_event_id: str
     type: str
     body: bytes
+    forwarded_headers: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -172,6 +176,9 @@ class Claim:
     secrets: tuple[str, ...] = ()  # every active secret, new first (rotation); () = (secret,)
     timeout_s: float | None = None  # the destination's attempt timeout override, seconds
     headers: tuple[tuple[str, str], ...] = ()  # the destination's custom request headers
+    # A source event's origin and provider headers, sent after the custom headers
+    # (shared/policy/forwarding.py); () for events posted to POST /v1/events.
+    forwarded_headers: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -272,6 +279,25 @@ class Job:
     def from_row(cls, row: Any) -> Job:
         """Build from a row of the `list_jobs` query."""
         return cls(**{name: row[name] for name in cls.__slots__})
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DeadLetter:
+    """A dead job as `hookline dead` and `GET /v1/admin/dead` list it.
+
+    Attributes:
+        job: the job row.
+        not_replayable_reason: why a replay would be refused (`body purged`: retention emptied
+            its event's body; `destination removed`), or None when it can be replayed.
+    """
+
+    job: Job
+    not_replayable_reason: str | None
+
+    @property
+    def replayable(self) -> bool:
+        """True when `hookline replay --job ID` would take it."""
+        return self.not_replayable_reason is None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

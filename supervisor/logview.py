@@ -13,6 +13,8 @@ import json
 from datetime import datetime
 from typing import Any
 
+from supervisor.cli.human import is_instant_field, iso_time_ms, show
+
 LEVELS = ("debug", "info", "warning", "error", "critical")
 _COLOURS = {"debug": "\x1b[2m", "info": "\x1b[32m", "warning": "\x1b[33m",
             "error": "\x1b[31m", "critical": "\x1b[1;31m"}
@@ -111,7 +113,8 @@ def _same_id(value: Any, wanted: int) -> bool:
 
 
 def format_record(record: dict[str, Any], *, colour: bool = False) -> str:
-    """Render a record as one human line: `time level process[pid] event key=value ...`.
+    """Render a record as one human line: `time level process[pid] event key=value ...`
+    (times as ISO 8601 UTC to the millisecond, other values as in supervisor/cli/human.py).
 
     Args:
         record: a parsed JSON log line.
@@ -122,12 +125,12 @@ def format_record(record: dict[str, Any], *, colour: bool = False) -> str:
     """
     level = str(record.get("level", "?")).lower()
     ts = str(record.get("ts", ""))
-    when = ts.replace("T", " ").removesuffix("Z")[:23] if ts else "-"
+    when = ts.removesuffix("Z")[:23] + "Z" if ts else "-"  # ISO 8601 UTC, to the ms
     who = f"{record.get('process', '?')}[{record.get('pid', '?')}]"
     event = str(record.get("event", "?"))
     keys = [k for k in _FIRST if k in record]
     keys += sorted(k for k in record if k not in _HEADER and k not in _FIRST)
-    fields = " ".join(f"{k}={_value(record[k])}" for k in keys)
+    fields = " ".join(f"{k}={_value(k, record[k])}" for k in keys)
     if not colour:
         return f"{when} {level:<7} {who:<18} {event:<22} {fields}".rstrip()
     tint = _COLOURS.get(level, "")
@@ -135,7 +138,14 @@ def format_record(record: dict[str, Any], *, colour: bool = False) -> str:
             f"\x1b[1m{event:<22}{_RESET} {fields}").rstrip()
 
 
-def _value(value: Any) -> str:
+def _value(key: str, value: Any) -> str:
+    """A field's value for the human line: strings as they are, other values spelled for
+    people (instants ISO 8601 UTC, durations in units, None `-`: supervisor/cli/human.py);
+    quoted as JSON when it would not read as one `key=value` word."""
     if isinstance(value, str):
-        return value if value and " " not in value and "=" not in value else json.dumps(value)
-    return json.dumps(value)
+        text = value
+    elif is_instant_field(key) and isinstance(value, int | float):
+        text = iso_time_ms(value)
+    else:
+        text = show(key, value)
+    return text if text and " " not in text and "=" not in text else json.dumps(text)

@@ -28,13 +28,16 @@ import aiohttp
 from shared.errors import DestinationBlocked
 from shared.models import AttemptResult, Claim
 from shared.policy.delivery import unsendable_header
+from shared.policy.forwarding import EVENT_TYPE_HEADER, MEANING_HEADERS
 from shared.policy.netguard import AddressPolicy, BlockedAddress, GuardedResolver, vet_url
+from shared.policy.rules import RESERVED_HEADERS
 from shared.signing import signed_headers
 from workers.connections import AgedConnector
 
 EXCERPT_BYTES = 1024
 HEADERS_EXCERPT_CHARS = 1024
 USER_AGENT = "hookline/0.1 (+webhook delivery)"
+_NEVER_FORWARDED = RESERVED_HEADERS - MEANING_HEADERS  # signature, content type, framing
 
 
 class Sender:
@@ -76,8 +79,9 @@ class Sender:
             self._session = None
 
     async def send(self, claim: Claim, timeout_s: float | None = None) -> AttemptResult:
-        """POST `claim.body` to `claim.url` with fresh Standard Webhooks headers and the
-        destination's custom headers (`claim.headers`).
+        """POST `claim.body` to `claim.url` with fresh Standard Webhooks headers, the
+        destination's custom headers (`claim.headers`), `webhook-event-type` and a source
+        event's forwarded headers (:func:`outgoing_headers`).
 
         Signs with every secret in `claim.secrets` (new first; space-separated signatures
         during a rotation), else with `claim.secret`. The whole attempt (connect, send, read
@@ -98,7 +102,7 @@ class Sender:
             # Never on the wire: the job fails for good, the reason naming the header.
             return AttemptResult(started_at=started_at, duration_s=time.monotonic() - t0,
                                  error=f"UnsendableHeader: {reason}", unsendable=True)
-        headers = dict(claim.headers)
+        headers = outgoing_headers(claim)
         headers.update(signed_headers(claim.message_id, claim.body,
                                       list(claim.secrets or (claim.secret,)), started_at))
         headers["content-type"] = "application/json"
@@ -120,6 +124,25 @@ class Sender:
         except (TimeoutError, aiohttp.ClientError, OSError, DestinationBlocked, ValueError) as exc:
             return AttemptResult(started_at=started_at, duration_s=time.monotonic() - t0,
                                  error=_error_class(exc))
+
+
+def outgoing_headers(claim: Claim) -> dict[str, str]:
+    """The request headers before signing: the destination's custom headers, then a source
+    event's forwarded headers (shared/policy/forwarding.py; a provider header replaces a
+    custom header of the same name, whatever its case), then `webhook-event-type`.
+
+    A forwarded name in RESERVED_HEADERS other than hookline's own meaning headers is left
+    out, and the caller sets the signature and content type last, so nothing forwarded can
+    replace them.
+    """
+    headers = dict(claim.headers)
+    if claim.forwarded_headers:
+        names = {name.lower() for name, _ in claim.forwarded_headers}
+        headers = {k: v for k, v in headers.items() if k.lower() not in names}
+        headers.update((name, value) for name, value in claim.forwarded_headers
+                       if name.lower() not in _NEVER_FORWARDED)
+    headers[EVENT_TYPE_HEADER] = claim.event_type
+    return headers
 
 
 async def _read_excerpt(content: aiohttp.StreamReader, limit: int) -> bytes:

@@ -20,6 +20,7 @@ from urllib.parse import urlsplit
 
 from shared.errors import ConfigError, InvalidSetting
 from shared.models import SOURCE_SCHEMES, SourceScheme
+from shared.policy.forwarding import MEANING_HEADERS
 from shared.signing import secret_key
 from shared.timeparse import parse_duration
 
@@ -49,9 +50,10 @@ MAX_CUSTOM_HEADERS = 20
 RESERVED_HEADERS = frozenset({
     "webhook-id", "webhook-timestamp", "webhook-signature", "content-type", "content-length",
     "content-encoding", "transfer-encoding", "host", "connection", "keep-alive", "te",
-    "trailer", "upgrade", "expect", "proxy-authorization", "user-agent"})
-"""Names hookline or HTTP itself sets: a destination cannot override the signature or
-framing."""
+    "trailer", "upgrade", "expect", "proxy-authorization", "user-agent"}) | MEANING_HEADERS
+"""Names hookline or HTTP itself sets: a destination cannot override the signature, the
+framing or what hookline says about the event (`webhook-event-type`, `webhook-source`,
+`webhook-source-id`: shared/policy/forwarding.py)."""
 
 
 def destination_name(value: Any) -> str:
@@ -350,22 +352,28 @@ PURGE_FIELDS = ("bodies_older_than", "metadata_older_than", "dedupe_keep")
 ...)."""
 CONFIG_RETENTION_FIELDS = ("retention_bodies_s", "retention_metadata_s", "retention_dedupe_s")
 """The same three ages as settings of the ingest's periodic purge."""
+CONFIG_DEAD_LETTERS_FIELD = "retention_dead_letters_s"
+"""The setting bounding how long dead jobs are kept (unset: as long as other job metadata)."""
 
 
 @dataclass(frozen=True, slots=True)
 class RetentionAges:
-    """How long finished data is kept, seconds: bodies <= metadata <= dedupe keys."""
+    """How long finished data is kept, seconds: bodies <= metadata <= dedupe keys; dead jobs
+    (dead letters) for `dead_letters_s`, or as long as other job metadata when None."""
 
     bodies_s: float
     metadata_s: float
     dedupe_s: float
+    dead_letters_s: float | None = None
 
     def cutoffs(self, now_s: float) -> dict[str, float]:
         """The instants :meth:`shared.store.Store.purge` takes (unix seconds), as keyword
         arguments: everything older than `now_s - age` goes."""
+        dead_s = self.metadata_s if self.dead_letters_s is None else self.dead_letters_s
         return {"bodies_before_s": now_s - self.bodies_s,
                 "metadata_before_s": now_s - self.metadata_s,
-                "dedupe_before_s": now_s - self.dedupe_s}
+                "dedupe_before_s": now_s - self.dedupe_s,
+                "dead_before_s": now_s - dead_s}
 
 
 def retention_age(field: str, value: Any) -> float:

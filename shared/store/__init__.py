@@ -21,6 +21,7 @@ from shared.models import (
     AttemptResult,
     Claim,
     ClaimRequest,
+    DeadLetter,
     Destination,
     DestinationSummary,
     Duplicate,
@@ -34,6 +35,7 @@ from shared.models import (
     Stats,
     ThroughputBucket,
 )
+from shared.operator_models import BulkResult, EventFilter, EventMatch, EventRecord, JobSelection
 from shared.policy.delivery import BreakerPolicy
 
 if TYPE_CHECKING:
@@ -240,9 +242,10 @@ class Store(Protocol):
         then fenced out). Returns how many jobs were ended. Raises NotFound."""
 
     async def list_dead(self, destination: str | None = None, since_s: float | None = None,
-                        limit: int = 100) -> list[Job]:
-        """Dead jobs, most recently dead first, with their last error; optionally only those
-        of one destination and/or dead at or after `since_s` (unix seconds)."""
+                        limit: int = 100) -> list[DeadLetter]:
+        """Dead jobs, most recently dead first, with their last error and whether each can be
+        replayed (else why not); optionally only those of one destination and/or dead at or
+        after `since_s` (unix seconds)."""
 
     async def replay(self, *, job_id: int | None = None, all_dead: bool = False,
                      destination: str | None = None, since_s: float | None = None,
@@ -263,13 +266,14 @@ class Store(Protocol):
         """
 
     async def purge(self, *, bodies_before_s: float, metadata_before_s: float,
-                    dedupe_before_s: float) -> PurgeResult:
+                    dedupe_before_s: float, dead_before_s: float | None = None) -> PurgeResult:
         """Retention, in one transaction. Instants are unix seconds (callers pass now - age).
 
         - Bodies: empty the body of events received before `bodies_before_s` whose jobs are
-          all terminal and finished before it (their jobs can no longer be replayed).
-        - Metadata: delete done/dead jobs that finished before `metadata_before_s`, and their
-          attempts.
+          all done and finished before it; an event with a dead job keeps its body while
+          that job is kept, so every dead job listed stays replayable.
+        - Metadata: delete done jobs that finished before `metadata_before_s`, dead jobs that
+          died before `dead_before_s` (None: `metadata_before_s`), and their attempts.
         - Dedupe keys: delete events received before `dedupe_before_s` that have no job left.
 
         Raises:
@@ -278,6 +282,56 @@ class Store(Protocol):
 
     async def get_job(self, job_id: int) -> JobStory:
         """One job with its event facts and attempts. Raises NotFound."""
+
+    # -- finding events, resending, retrying now --------------------------------------------
+
+    async def find_event(self, ref: str, source: str | None = None) -> EventMatch:
+        """One event and its jobs by a reference (:func:`shared.operator_models.parse_event_ref`):
+        with `source`, `ref` is the sender's id in that source; otherwise a whole number is
+        tried as the internal id, a `msg_` text as the webhook-id, then either as the
+        sender's id in source `api`. The answer says which matched.
+
+        Raises:
+            ConfigError: `ref` or `source` is empty or too long.
+            NotFound: nothing matches; the message names every form that was tried.
+        """
+
+    async def list_events(self, flt: EventFilter) -> list[EventRecord]:
+        """Events newest first (by id), each with its jobs, filtered by `flt` (a job's
+        destination and/or status, the event's type, received time); page with
+        `flt.before_id` = the last id of the previous page.
+
+        Raises:
+            ConfigError: an unknown status, or a limit outside 1..10000.
+        """
+
+    async def resend(self, selection: JobSelection, *, dry_run: bool = False) -> BulkResult:
+        """Send finished jobs again: done or dead jobs become pending, due now, with a fresh
+        attempt budget (attempts = 0, `replays` + 1); their attempt history stays. The event
+        row is untouched, so the receiver gets the same webhook-id and body bytes. Workers
+        are woken after the commit; a paused destination's resent jobs wait for its resume.
+        In bulk (a destination, narrowed by status and creation time) jobs of removed
+        destinations and of events whose body was purged are skipped.
+
+        Raises:
+            ConfigError: an invalid selection (:meth:`JobSelection.check`).
+            NotFound: the job does not exist.
+            Conflict: the job is pending or running (retry it now instead), its event body
+                was purged by retention, or its destination was removed.
+        """
+
+    async def retry_now(self, selection: JobSelection, *,
+                        dry_run: bool = False) -> BulkResult:
+        """Bring pending jobs' next attempt forward to now (their attempt count is kept) and
+        wake workers. Only pending jobs not yet due change (a due one counts 0). A paused
+        destination's jobs become due but are still not sent until it is resumed; an
+        ordered destination still sends only its oldest unfinished job.
+
+        Raises:
+            ConfigError: an invalid selection (:meth:`JobSelection.check`).
+            NotFound: the job does not exist.
+            Conflict: the job is not pending (running, done or dead).
+        """
 
     # -- health -----------------------------------------------------------------------------
 

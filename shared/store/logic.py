@@ -21,6 +21,7 @@ from shared.models import (
     Claim,
     ClaimRequest,
     Dead,
+    DeadLetter,
     Destination,
     DestinationSummary,
     Done,
@@ -37,7 +38,7 @@ from shared.models import (
     ThroughputBucket,
     parse_headers,
 )
-from shared.policy import rules
+from shared.policy import forwarding, rules
 from shared.policy.delivery import (
     BreakerPolicy,
     auto_pause_reason,
@@ -47,9 +48,11 @@ from shared.policy.delivery import (
 )
 from shared.policy.sources import check_source
 from shared.signing import new_message_id
+from shared.store.events_tx import EventOperations
 from shared.store.operator_tx import (
     expire_previous_tx,
     get_job_tx,
+    list_dead_tx,
     purge_tx,
     remove_destination_tx,
     replay_tx,
@@ -78,7 +81,7 @@ log = get_logger()
 Items = Sequence[tuple[Claim, Outcome, AttemptResult]]
 
 
-class StoreLogic:
+class StoreLogic(EventOperations):
     """The store operations once; subclasses drive transactions (see module docstring).
 
     `LOCKS_DESTINATIONS`: the claim locks the destinations it serves before counting their
@@ -315,12 +318,10 @@ class StoreLogic:
         return [Attempt.from_row(r) for r in found]
 
     async def list_dead(self, destination: str | None = None, since_s: float | None = None,
-                        limit: int = 100) -> list[Job]:
+                        limit: int = 100) -> list[DeadLetter]:
         """See :meth:`shared.store.Store.list_dead`."""
-        found = await self._transact(_single(rows(
-            "list_dead", destination=destination, limit=limit,
-            since=None if since_s is None else float(since_s))), write=False)
-        return [Job.from_row(r) for r in found]
+        return await self._transact(list_dead_tx(
+            destination, None if since_s is None else float(since_s), limit), write=False)
 
     async def replay(self, *, job_id: int | None = None, all_dead: bool = False,
                      destination: str | None = None, since_s: float | None = None,
@@ -333,11 +334,12 @@ class StoreLogic:
                                     write=True)
 
     async def purge(self, *, bodies_before_s: float, metadata_before_s: float,
-                    dedupe_before_s: float) -> PurgeResult:
+                    dedupe_before_s: float, dead_before_s: float | None = None) -> PurgeResult:
         """See :meth:`shared.store.Store.purge`."""
         rules.purge_cutoffs(bodies_before_s, metadata_before_s, dedupe_before_s)
+        dead = metadata_before_s if dead_before_s is None else dead_before_s
         return await self._transact(purge_tx(float(bodies_before_s), float(metadata_before_s),
-                                              float(dedupe_before_s)), write=True)
+                                             float(dedupe_before_s), float(dead)), write=True)
 
     async def get_job(self, job_id: int) -> JobStory:
         """See :meth:`shared.store.Store.get_job`."""
@@ -421,9 +423,9 @@ def _add_events_tx(events: Sequence[NewEvent]) -> Tx[list[Accepted | Duplicate]]
     now = yield NOW
     inserted = {(r["source"], r["source_event_id"]): r for r in (yield Query(
         "insert_event", {"events": Rows(
-            ("message_id", "source", "source_event_id", "type", "body"),
-            [(new_message_id(now), e.source, e.source_event_id, e.type, e.body)
-             for e in events])}, per_row=True))}
+            ("message_id", "source", "source_event_id", "type", "body", "forwarded_headers"),
+            [(new_message_id(now), e.source, e.source_event_id, e.type, e.body,
+              forwarding.encode(e.forwarded_headers)) for e in events])}, per_row=True))}
     keys = [(e.source, e.source_event_id) for e in events]
     missing = [k for k in dict.fromkeys(keys) if k not in inserted]
     existing = {(r["source"], r["source_event_id"]): r for r in (yield Query(
@@ -580,4 +582,5 @@ def _claim_from(row: Any, details: Any, worker: str, taken_over: bool, now: floa
         body=bytes(details["body"]), attempt=row["attempts"], lease_token=row["lease_token"],
         lease_owner=worker, lease_until=row["lease_until"], taken_over=taken_over,
         secrets=secrets, timeout_s=details["timeout_s"],
-        headers=parse_headers(details["headers"]))
+        headers=parse_headers(details["headers"]),
+        forwarded_headers=forwarding.decode(details["forwarded_headers"]))

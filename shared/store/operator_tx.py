@@ -8,7 +8,9 @@ from typing import Any
 
 from shared.errors import Conflict, InvalidSetting, NotFound
 from shared.models import (
+    DeadLetter,
     DestinationSummary,
+    Job,
     LatencyHistogram,
     PurgeResult,
     Stats,
@@ -71,24 +73,47 @@ def replay_tx(job_id: int | None, destination: str | None, since: float | None,
     return replayed
 
 
+BODY_PURGED = "body purged"
+DESTINATION_REMOVED = "destination removed"
+
+
+def not_replayable_reason(body_purged_at: float | None,
+                          destination_deleted_at: float | None) -> str | None:
+    """Why a dead job cannot be replayed (BODY_PURGED, DESTINATION_REMOVED), or None."""
+    if body_purged_at is not None:
+        return BODY_PURGED
+    if destination_deleted_at is not None:
+        return DESTINATION_REMOVED
+    return None
+
+
 def check_replayable(job_id: int, row: Any) -> None:
     """Raise NotFound or Conflict when one job cannot be replayed (see Store.replay)."""
     if row is None:
         raise NotFound(f"no job with id {job_id}")
     if row["status"] != "dead":
         raise Conflict(f"job {job_id} is {row['status']}, not dead; only dead jobs are replayed")
-    if row["body_purged_at"] is not None:
+    reason = not_replayable_reason(row["body_purged_at"], row["deleted_at"])
+    if reason == BODY_PURGED:
         raise Conflict(f"job {job_id} cannot be replayed: its event body was purged by "
                        "retention")
-    if row["deleted_at"] is not None:
+    if reason == DESTINATION_REMOVED:
         raise Conflict(f"job {job_id} cannot be replayed: its destination was removed")
 
 
-def purge_tx(bodies_before_s: float, metadata_before_s: float,
-              dedupe_before_s: float) -> Tx[PurgeResult]:
+def list_dead_tx(destination: str | None, since: float | None,
+                 limit: int) -> Tx[list[DeadLetter]]:
+    found = yield rows("list_dead", destination=destination, since=since, limit=limit)
+    return [DeadLetter(job=Job.from_row(r), not_replayable_reason=not_replayable_reason(
+        r["body_purged_at"], r["destination_deleted_at"])) for r in found]
+
+
+def purge_tx(bodies_before_s: float, metadata_before_s: float, dedupe_before_s: float,
+             dead_before_s: float) -> Tx[PurgeResult]:
     bodies = yield count("purge_bodies", before=bodies_before_s)
-    attempts = yield count("purge_attempts", before=metadata_before_s)
-    jobs = yield count("purge_jobs", before=metadata_before_s)
+    attempts = yield count("purge_attempts", before=metadata_before_s,
+                           dead_before=dead_before_s)
+    jobs = yield count("purge_jobs", before=metadata_before_s, dead_before=dead_before_s)
     events = yield count("purge_events", before=dedupe_before_s)
     return PurgeResult(bodies=bodies, attempts=attempts, jobs=jobs, events=events)
 

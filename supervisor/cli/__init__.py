@@ -4,7 +4,8 @@
 (`hookline = "supervisor.cli:main"`); `python -m supervisor.cli` runs it too. Modules:
 
 - main: the parser, global flags, configuration loading, the exit code;
-- common: store access, tables, one-line errors and the exit codes (0, 1 runtime, 2 usage);
+- common: store access, tables and records, `--json` printing, one-line errors and the exit
+  codes (0, 1 runtime, 2 usage); human: how values are spelled for people (times, units);
 - service: serve, config show, demo, receiver;
 - destinations: destinations add/list, jobs, stats; controls: destinations show/update/remove,
   pause, resume, dead, replay, purge, job;

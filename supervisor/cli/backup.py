@@ -9,6 +9,7 @@ human line per result on stdout; JSON log lines (`backup_taken`, `backup_failed`
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import signal
 import sys
@@ -19,6 +20,7 @@ from shared.config import Config
 from shared.logs import configure_logging
 from shared.store.backup import (
     BackupError,
+    Manifest,
     Snapshot,
     list_snapshots,
     restore,
@@ -29,6 +31,7 @@ from shared.store.backup import (
     verify_snapshot,
 )
 from supervisor.cli.common import fail
+from supervisor.cli.human import iso_time, show, size
 
 PAUSE_ENV = "HOOKLINE_TEST_BACKUP_PAUSE_S"
 """Test hook: seconds to sleep after the checks, before the final rename."""
@@ -49,11 +52,14 @@ def register(sub: Any) -> None:
                              "only after a new one passed its checks); also without --every")
     backup.add_argument("--count", type=int, metavar="N",
                         help="with --every: stop after N snapshots (for rehearsals)")
+    backup.add_argument("--json", action="store_true",
+                        help="print the snapshot's manifest as JSON (not with --every)")
     backup.set_defaults(handler=backup_command)
     actions = backup.add_subparsers(dest="action", metavar="ACTION")
     verify = actions.add_parser("verify", parents=[sub.common],
                                 help="re-check a snapshot against its manifest")
     verify.add_argument("snapshot", help="the snapshot .db file")
+    verify.add_argument("--json", action="store_true")
     verify.set_defaults(handler=verify_command)
 
     rest = sub.add_parser(
@@ -68,14 +74,22 @@ def register(sub: Any) -> None:
     rest.add_argument("--no-manifest", action="store_true",
                       help="restore a lone snapshot file without its .json manifest "
                            "(integrity and schema are still checked)")
+    rest.add_argument("--json", action="store_true")
     rest.set_defaults(handler=restore_command)
+
+
+def manifest_view(manifest: Manifest) -> dict[str, Any]:
+    """A snapshot manifest as JSON data: the fields of its `.json` file (`created_at` ISO
+    8601, `created_at_unix` unix seconds, `duration_s` seconds, `size_bytes` bytes)."""
+    return {name: getattr(manifest, name) for name in manifest.__slots__}
 
 
 def _describe(snap: Snapshot) -> str:
     m = snap.manifest
-    return (f"snapshot {snap.path} ok: {m.size_bytes} bytes, schema {m.schema_version}, "
-            f"{m.tables.get('events', 0)} events, jobs {m.jobs_by_status}, "
-            f"max event id {m.max_event_id}, sha256 {m.sha256[:16]}...")
+    return (f"snapshot {snap.path} ok: {size(m.size_bytes)}, schema {m.schema_version}, "
+            f"{m.tables.get('events', 0)} events, jobs ({show('jobs', m.jobs_by_status)}), "
+            f"max event id {m.max_event_id}, taken {iso_time(m.created_at_unix)} in "
+            f"{show('duration_s', m.duration_s)}, sha256 {m.sha256[:16]}...")
 
 
 def backup_command(config: Config, args: argparse.Namespace) -> int:
@@ -88,6 +102,8 @@ def backup_command(config: Config, args: argparse.Namespace) -> int:
         return fail("backup: --count goes with --every", 2)
     if args.keep is not None and args.keep < 1:
         return fail(f"backup: --keep must be at least 1, not {args.keep}", 2)
+    if args.every is not None and args.json:
+        return fail("backup: --json prints one snapshot; it does not go with --every", 2)
     if args.every is not None and args.keep is None:
         return fail("backup: --every needs --keep K (how many snapshots to keep)", 2)
     try:
@@ -104,9 +120,15 @@ def backup_command(config: Config, args: argparse.Namespace) -> int:
                                  pause_before_rename_s=pause_s)
         except BackupError as exc:
             return fail(f"backup failed: {exc}")
+        removed = None if args.keep is None else rotate(args.out, args.keep)
+        if args.json:  # rotated and kept are null without --keep
+            print(json.dumps({
+                "snapshot": str(snap.path), "manifest": manifest_view(snap.manifest),
+                "rotated": None if removed is None else [str(p) for p in removed],
+                "kept": None if removed is None else len(list_snapshots(args.out))}))
+            return 0
         print(_describe(snap), flush=True)
-        if args.keep is not None:  # one shot with rotation (the systemd timer's way)
-            removed = rotate(args.out, args.keep)
+        if removed is not None:  # one shot with rotation (the systemd timer's way)
             print(f"{len(removed)} rotated away, {len(list_snapshots(args.out))} kept in "
                   f"{args.out}", flush=True)
         return 0
@@ -137,13 +159,19 @@ def verify_command(config: Config, args: argparse.Namespace) -> int:
     """`hookline backup verify SNAPSHOT`: 0 when every check passes, else 1."""
     _quiet_logs(config)
     report = verify_snapshot(args.snapshot)
+    if args.json:
+        print(json.dumps({"snapshot": args.snapshot, "ok": report.ok,
+                          "problems": list(report.problems),
+                          "manifest": None if report.manifest is None
+                          else manifest_view(report.manifest)}))
+        return 0 if report.ok else 1
     if not report.ok:
         return fail(f"snapshot {args.snapshot} FAILED: " + "; ".join(report.problems))
     assert report.manifest is not None  # required by verify_snapshot's default
     m = report.manifest
     print(f"snapshot {args.snapshot} ok: sha256 and size match the manifest, integrity_check "
           f"ok, schema {m.schema_version}, {m.tables.get('events', 0)} events, "
-          f"taken {m.created_at}")
+          f"taken {iso_time(m.created_at_unix)}")
     return 0
 
 
@@ -154,6 +182,9 @@ def restore_command(config: Config, args: argparse.Namespace) -> int:
         path = restore(args.snapshot, args.into, require_manifest=not args.no_manifest)
     except BackupError as exc:
         return fail(f"restore: {exc}")
+    if args.json:
+        print(json.dumps({"restored": args.snapshot, "db": str(path)}))
+        return 0
     print(f"restored {args.snapshot} into {path}; start it with: "
           f"hookline --db {path} serve  (jobs that were running are claimed again when their "
           "leases expire)")

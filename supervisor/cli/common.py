@@ -1,4 +1,16 @@
-"""Helpers shared by the CLI command modules: store access, tables, errors, exit codes.
+"""Helpers shared by the CLI command modules: store access, output, errors, exit codes.
+
+Output, the same in every command:
+- `--json` prints exactly what the admin API answers for the same thing: build it with the
+  resource's function in shared/views.py (add one there for a new resource, and call it from
+  the API handler too) and print it with :func:`print_json`.
+- Human output is aligned text: :func:`print_table` for a list of records (one row each),
+  :func:`print_record` for one record (`key  value` lines), or a one-line sentence for an
+  action (`paused billing (maintenance)`). Pass them the view's dict: values are spelled by
+  field name (supervisor/cli/human.py): `*_at`/`*_until`/`*_since` unix seconds become
+  ISO 8601 UTC, other `*_s` durations human units, `*_bytes` sizes, booleans yes/no, lists
+  comma-separated, None `-`. Never print a dict, list, dataclass or float with str() or an
+  f-string; use `show(name, value)` from supervisor/cli/human.py inside a sentence.
 
 Exit codes, the same in every command: 0 success; 1 a runtime failure (not found, conflict,
 a name already taken, a blocked destination address, the store unreachable); 2 a usage or
@@ -10,13 +22,15 @@ pass on retry or after changing the system.
 from __future__ import annotations
 
 import asyncio
+import json
 import sys
-from collections.abc import Awaitable, Callable, Coroutine, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
 from typing import Any, TypeVar
 
 from shared.config import Config
 from shared.errors import ConfigError, Conflict, HooklineError, InvalidSetting
 from shared.store import Store, store_for
+from supervisor.cli.human import show
 
 T = TypeVar("T")
 
@@ -83,9 +97,11 @@ def fail(message: str, code: int = 1) -> int:
     return code
 
 
-def print_table(rows: Sequence[dict[str, Any]], columns: Sequence[str]) -> None:
-    """Print `rows` as an aligned text table of `columns`."""
-    cells = [[_cell(r.get(c)) for c in columns] for r in rows]
+def print_table(rows: Sequence[Mapping[str, Any]], columns: Sequence[str]) -> None:
+    """Print `rows` as an aligned text table of `columns` (headers upper-cased); each cell is
+    spelled by :func:`supervisor.cli.human.show` for its column name and cut to 60
+    characters. An empty table prints its header and `(none)`."""
+    cells = [[_cell(c, r.get(c)) for c in columns] for r in rows]
     widths = [max([len(c)] + [len(row[i]) for row in cells]) for i, c in enumerate(columns)]
     print("  ".join(c.upper().ljust(w) for c, w in zip(columns, widths, strict=True)).rstrip())
     for row in cells:
@@ -94,12 +110,22 @@ def print_table(rows: Sequence[dict[str, Any]], columns: Sequence[str]) -> None:
         print("(none)")
 
 
-def _cell(value: Any) -> str:
-    if value is None:
-        return "-"
-    if isinstance(value, list | tuple):
-        return ",".join(map(str, value))
-    text = str(value)
+def print_record(record: Mapping[str, Any], keys: Sequence[str] | None = None) -> None:
+    """Print one record as aligned `key  value` lines, in `keys` order (default: the
+    record's own order), each value spelled by :func:`supervisor.cli.human.show`."""
+    names = list(record) if keys is None else list(keys)
+    width = max((len(k) for k in names), default=0)
+    for name in names:
+        print(f"{name.ljust(width)}  {show(name, record.get(name))}".rstrip())
+
+
+def print_json(value: Any) -> None:
+    """Print `value` (a view from shared/views.py) as one line of JSON: `--json` output."""
+    print(json.dumps(value))
+
+
+def _cell(column: str, value: Any) -> str:
+    text = show(column, value)
     return text if len(text) <= 60 else text[:57] + "..."
 
 

@@ -13,7 +13,6 @@ import argparse
 import json
 import sys
 import time
-from datetime import UTC, datetime
 from typing import Any
 
 from shared.config import Config
@@ -29,7 +28,25 @@ from shared.policy.rules import (
 )
 from shared.store import Store
 from shared.timeparse import parse_instant
-from supervisor.cli.common import as_dict, fail, print_table, run_command, with_store
+from shared.views import (
+    dead_letter_view,
+    destination_removed_view,
+    destination_view,
+    job_story_view,
+    paused_view,
+    purge_result_view,
+    replay_result_view,
+    resumed_view,
+)
+from supervisor.cli.common import (
+    fail,
+    print_json,
+    print_record,
+    print_table,
+    run_command,
+    with_store,
+)
+from supervisor.cli.human import show
 
 
 def _handler(fn: Any) -> Any:
@@ -125,13 +142,11 @@ def register(sub: Any) -> None:
 
 async def destinations_show(config: Config, args: argparse.Namespace) -> int:
     """`hookline destinations show NAME`: settings with the secret redacted."""
-    dest = await with_store(config, lambda s: s.get_destination(args.name))
-    out = dest.redacted()
+    view = destination_view(await with_store(config, lambda s: s.get_destination(args.name)))
     if args.json:
-        print(json.dumps(out))
-    else:
-        for key, value in out.items():
-            print(f"{key}: {value}")
+        print_json(view)
+    else:  # header values are never shown, so list only their names
+        print_record({**view, "headers": list(view["headers"])})
     return 0
 
 
@@ -168,8 +183,10 @@ async def destinations_update(config: Config, args: argparse.Namespace) -> int:
         await vet_destination(changes["url"], config.address_policy)
     dest = await with_store(config, lambda s: s.update_destination(args.name, **changes))
     get_logger().info("destination_updated", destination=dest.name, fields=sorted(changes))
-    print(json.dumps(dest.redacted()) if args.json
-          else f"updated {dest.name}: " + ", ".join(sorted(changes)))
+    if args.json:
+        print_json(destination_view(dest))
+    else:
+        print(f"updated {dest.name}: " + ", ".join(sorted(changes)))
     return 0
 
 
@@ -177,8 +194,10 @@ async def destinations_remove(config: Config, args: argparse.Namespace) -> int:
     """`hookline destinations remove NAME`: soft delete; unfinished jobs end dead."""
     ended = await with_store(config, lambda s: s.remove_destination(args.name))
     get_logger().info("destination_removed", destination=args.name, jobs_ended=ended)
-    print(json.dumps({"removed": args.name, "jobs_ended": ended}) if args.json
-          else f"removed {args.name}; {ended} unfinished job(s) marked dead")
+    if args.json:
+        print_json(destination_removed_view(args.name, ended))
+    else:
+        print(f"removed {args.name}; {ended} unfinished job(s) marked dead")
     return 0
 
 
@@ -190,8 +209,10 @@ async def pause_cmd(config: Config, args: argparse.Namespace) -> int:
     await with_store(config, lambda s: s.set_paused(args.name, True, args.reason))
     get_logger().info("destination_paused", destination=args.name, reason=args.reason,
                       by="operator")
-    print(json.dumps({"paused": args.name, "reason": args.reason}) if args.json
-          else f"paused {args.name} ({args.reason})")
+    if args.json:
+        print_json(paused_view(args.name, args.reason))
+    else:
+        print(f"paused {args.name} ({args.reason})")
     return 0
 
 
@@ -199,7 +220,10 @@ async def resume_cmd(config: Config, args: argparse.Namespace) -> int:
     """`hookline resume NAME`: its waiting jobs become claimable; workers are woken."""
     await with_store(config, lambda s: s.set_paused(args.name, False))
     get_logger().info("destination_resumed", destination=args.name, by="operator")
-    print(json.dumps({"resumed": args.name}) if args.json else f"resumed {args.name}")
+    if args.json:
+        print_json(resumed_view(args.name))
+    else:
+        print(f"resumed {args.name}")
     return 0
 
 
@@ -207,17 +231,19 @@ async def resume_cmd(config: Config, args: argparse.Namespace) -> int:
 
 
 async def dead_cmd(config: Config, args: argparse.Namespace) -> int:
-    """`hookline dead [--destination NAME] [--since TIME]`: most recently dead first."""
+    """`hookline dead [--destination NAME] [--since TIME]`: most recently dead first, each
+    with whether it can be replayed (`no: body purged`, `no: destination removed`)."""
     since = None if args.since is None else parse_instant(args.since, time.time())
-    rows = [as_dict(j) for j in await with_store(config, lambda s: s.list_dead(
+    rows = [dead_letter_view(j) for j in await with_store(config, lambda s: s.list_dead(
         destination=args.destination, since_s=since, limit=args.limit))]
     if args.json:
-        print(json.dumps(rows))
+        print_json(rows)
         return 0
-    for row in rows:
-        row["died"] = _iso(row["finished_at"])
-    print_table(rows, ["id", "message_id", "event_type", "destination", "attempts", "died",
-                       "last_error"])
+    print_table([{**row, "died_at": row["finished_at"],
+                  "replayable": "yes" if row["replayable"]
+                  else f"no: {row['not_replayable_reason']}"} for row in rows],
+                ["id", "message_id", "event_type", "destination", "attempts", "died_at",
+                 "replayable", "last_error"])
     return 0
 
 
@@ -238,9 +264,7 @@ async def replay_cmd(config: Config, args: argparse.Namespace) -> int:
         get_logger().info("jobs_replayed", count=count, job_id=args.job,
                           destination=args.destination, since_s=since)
     if args.json:
-        print(json.dumps({"replayed": 0 if args.dry_run else count,
-                          "would_replay": count if args.dry_run else None,
-                          "dry_run": args.dry_run}))
+        print_json(replay_result_view(count, args.dry_run))
     else:
         print(f"would replay {count} job(s)" if args.dry_run else f"replayed {count} job(s)")
     return 0
@@ -255,53 +279,46 @@ async def purge_cmd(config: Config, args: argparse.Namespace) -> int:
                                 args.dedupe_keep)
     cutoffs = ages.cutoffs(time.time())
     result = await with_store(config, lambda s: s.purge(**cutoffs))
-    out = as_dict(result)
+    out = purge_result_view(result)
     get_logger().info("purged", **out)
-    print(json.dumps(out) if args.json else
-          f"purged {result.bodies} bodies, {result.jobs} jobs, {result.attempts} attempts, "
-          f"{result.events} events")
+    if args.json:
+        print_json(out)
+    else:
+        print(f"purged {result.bodies} bodies, {result.jobs} jobs, {result.attempts} attempts, "
+              f"{result.events} events")
     return 0
 
 
 # -- one job -------------------------------------------------------------------------------
 
 
-def story_dict(story: Any) -> dict[str, Any]:
-    """A JobStory as JSON-ready data (shared with the admin API)."""
-    return {**as_dict(story.job), "replays": story.replays, "source": story.source,
-            "source_event_id": story.source_event_id, "received_at": story.received_at,
-            "body_bytes": story.body_bytes, "body_purged_at": story.body_purged_at,
-            "attempts": [as_dict(a) for a in story.attempts]}
-
-
 async def job_cmd(config: Config, args: argparse.Namespace) -> int:
-    """`hookline job ID`: the job, its event, and each attempt."""
-    story = await with_store(config, lambda s: s.get_job(args.id))
+    """`hookline job ID`: the job, its event, and each attempt; with --json the admin API's
+    `GET /v1/admin/jobs/{id}` answer."""
+    view = job_story_view(await with_store(config, lambda s: s.get_job(args.id)))
     if args.json:
-        print(json.dumps(story_dict(story)))
+        print_json(view)
         return 0
-    job = story.job
-    print(f"job {job.id}: {job.status}, {job.attempts} attempt(s) in the current budget, "
-          f"replayed {story.replays} time(s)")
-    print(f"  destination  {job.destination}")
-    print(f"  event        {job.event_type} {job.message_id} "
-          f"(source {story.source}, id {story.source_event_id})")
-    print(f"  received     {_iso(story.received_at)}")
-    body = (f"purged {_iso(story.body_purged_at)}" if story.body_purged_at is not None
-            else f"{story.body_bytes} bytes")
-    print(f"  body         {body}")
-    print(f"  next run     {_iso(job.run_at) if job.status == 'pending' else '-'}")
-    print(f"  finished     {_iso(job.finished_at)}")
-    print(f"  last error   {job.last_error or '-'}")
-    rows = [{**as_dict(a), "started": _iso(a.started_at),
-             "result": a.status_code if a.status_code is not None else (a.error or "in flight"),
-             "ms": None if a.duration_s is None else round(a.duration_s * 1000)}
-            for a in story.attempts]
-    print_table(rows, ["attempt", "started", "ms", "worker", "result", "response_excerpt"])
+    purged = view["body_purged_at"]
+    print_record({
+        "job": view["id"],
+        "status": view["status"],
+        "destination": view["destination"],
+        "event_type": view["event_type"],
+        "message_id": view["message_id"],
+        "source": f"{view['source']}, id {view['source_event_id']}",
+        "received_at": view["received_at"],
+        "body": f"purged {show('purged_at', purged)}" if purged is not None
+        else show("body_bytes", view["body_bytes"]),
+        "attempts": f"{view['attempts_in_budget']} in the current budget, "
+                    f"replayed {view['replays']} time(s)",
+        "next_run_at": view["run_at"] if view["status"] == "pending" else None,
+        "finished_at": view["finished_at"],
+        "last_error": view["last_error"],
+    })
+    print()
+    rows = [{**a, "result": a["status_code"] if a["status_code"] is not None
+             else (a["error"] or "in flight")} for a in view["attempts"]]
+    print_table(rows, ["attempt", "started_at", "duration_s", "worker", "result",
+                       "response_excerpt"])
     return 0
-
-
-def _iso(ts: float | None) -> str:
-    if ts is None:
-        return "-"
-    return datetime.fromtimestamp(ts, UTC).isoformat(timespec="seconds").replace("+00:00", "Z")

@@ -8,10 +8,8 @@ from __future__ import annotations
 
 import argparse
 import getpass
-import json
 import os
 import sys
-from datetime import UTC, datetime
 from typing import Any
 
 from shared.config import Config
@@ -22,7 +20,8 @@ from shared.policy import rules
 from shared.signing import generate_secret
 from shared.timeparse import parse_duration
 from shared.views import destination_secret_view, previous_secret_expired_view
-from supervisor.cli.common import run_command, with_store
+from supervisor.cli.common import print_json, run_command, with_store
+from supervisor.cli.human import iso_time
 
 
 def add_secret_actions(dest: Any) -> None:
@@ -84,11 +83,11 @@ async def rotate_cmd(config: Config, args: argparse.Namespace) -> int:
     _audit("secret_rotated", dest, generated=not args.secret,
            previous_secret_until=dest.previous_secret_until)
     if args.json:
-        print(json.dumps(destination_secret_view(dest)))
+        print_json(destination_secret_view(dest))
     else:
         print(f"rotated the secret of {dest.name}")
         print(f"new signing secret: {dest.secret}")
-        print(f"the previous secret signs too until {_iso(dest.previous_secret_until)}")
+        print(f"the previous secret signs too until {iso_time(dest.previous_secret_until)}")
     return 0
 
 
@@ -96,7 +95,10 @@ async def reveal_cmd(config: Config, args: argparse.Namespace) -> int:
     """`hookline destinations secret NAME`: the current secret, whole."""
     dest = await with_store(config, lambda s: s.get_destination(args.name))
     _audit("secret_revealed", dest)
-    print(json.dumps(destination_secret_view(dest)) if args.json else dest.secret)
+    if args.json:
+        print_json(destination_secret_view(dest))
+    else:
+        print(dest.secret)
     return 0
 
 
@@ -105,7 +107,7 @@ async def expire_cmd(config: Config, args: argparse.Namespace) -> int:
     dest, expired = await with_store(config, lambda s: s.expire_previous_secret(args.name))
     _audit("previous_secret_expired", dest, expired=expired)
     if args.json:
-        print(json.dumps(previous_secret_expired_view(dest, expired)))
+        print_json(previous_secret_expired_view(dest, expired))
     else:
         print(f"{dest.name}: the previous secret signs no more" if expired
               else f"{dest.name}: no previous secret was still signing; nothing changed")
@@ -115,8 +117,3 @@ async def expire_cmd(config: Config, args: argparse.Namespace) -> int:
 def _audit(event: str, dest: Destination, **facts: Any) -> None:
     get_logger().info(event, destination=dest.name, by="operator", os_user=os_user(), **facts)
 
-
-def _iso(ts: float | None) -> str:
-    if ts is None:
-        return "-"
-    return datetime.fromtimestamp(ts, UTC).isoformat(timespec="seconds").replace("+00:00", "Z")

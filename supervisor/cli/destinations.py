@@ -5,7 +5,6 @@ store directly, so they work whether or not the service runs."""
 from __future__ import annotations
 
 import argparse
-import json
 from typing import Any
 
 from shared.config import Config
@@ -14,7 +13,16 @@ from shared.policy import rules
 from shared.policy.netguard import vet_destination
 from shared.signing import generate_secret
 from shared.timeparse import parse_duration
-from supervisor.cli.common import add_named, as_dict, print_table, run_command, with_store
+from shared.views import destination_view, job_view, stats_view
+from supervisor.cli.common import (
+    add_named,
+    print_json,
+    print_record,
+    print_table,
+    run_command,
+    with_store,
+)
+from supervisor.cli.human import show
 
 
 def register(sub: Any) -> None:
@@ -117,8 +125,8 @@ async def destinations_add(config: Config, args: argparse.Namespace) -> int:
         name=new.name, url=new.url, secret=new.secret, event_types=new.event_types,
         max_in_flight=new.max_in_flight, headers=new.headers, timeout_s=new.timeout_s,
         rate_limit_per_s=new.rate_limit_per_s, ordered=new.ordered)))
-    if args.json:
-        print(json.dumps({**dest.redacted(), "secret": secret if not args.secret else None}))
+    if args.json:  # a generated secret is shown once, as the admin API does
+        print_json(destination_view(dest, generated_secret=None if args.secret else secret))
     else:
         print(f"added destination {dest.name} -> {dest.url}")
         if not args.secret:
@@ -128,35 +136,57 @@ async def destinations_add(config: Config, args: argparse.Namespace) -> int:
 
 async def destinations_list(config: Config, args: argparse.Namespace) -> int:
     """`hookline destinations list`: secrets are never shown."""
-    rows = [d.redacted() for d in await with_store(config, lambda s: s.list_destinations())]
+    rows = [destination_view(d)
+            for d in await with_store(config, lambda s: s.list_destinations())]
     if args.json:
-        print(json.dumps(rows))
+        print_json(rows)
         return 0
-    print_table(rows, ["name", "url", "event_types", "max_in_flight", "paused"])
+    print_table(rows, ["name", "url", "event_types", "max_in_flight", "paused",
+                       "failure_streak", "created_at"])
     return 0
 
 
 async def jobs(config: Config, args: argparse.Namespace) -> int:
     """`hookline jobs [--status S]`: newest first."""
-    rows = [as_dict(j) for j in await with_store(
+    rows = [job_view(j) for j in await with_store(
         config, lambda s: s.list_jobs(status=args.status, limit=args.limit))]
     if args.json:
-        print(json.dumps(rows))
+        print_json(rows)
         return 0
     print_table(rows, ["id", "message_id", "event_type", "destination", "status", "attempts",
-                       "last_error"])
+                       "created_at", "last_error"])
     return 0
 
 
 async def stats(config: Config, args: argparse.Namespace) -> int:
-    """`hookline stats`: counts by status, events, attempts, oldest pending age."""
-    st = await with_store(config, lambda s: s.stats())
-    out = {"jobs": st.jobs_by_status, "events": st.events, "attempts": st.attempts,
-           "oldest_pending_age_s": st.oldest_pending_age_s,
-           "jobs_by_destination": st.jobs_by_destination,
-           "paused_destinations": st.paused_destinations,
-           "attempts_by_outcome": st.attempts_by_outcome}
-    if st.wal_bytes is not None:
-        out["wal_bytes"] = st.wal_bytes
-    print(json.dumps(out) if args.json else "\n".join(f"{k}: {v}" for k, v in out.items()))
+    """`hookline stats`: counts by status, events, attempts, oldest pending age; with
+    --json the admin API's `GET /v1/admin/stats` answer."""
+    view = stats_view(await with_store(config, lambda s: s.stats()))
+    if args.json:
+        print_json(view)
+        return 0
+    print_record({
+        "events": view["events"], "attempts": view["attempts"],
+        "jobs_by_status": view["jobs_by_status"],
+        "oldest_pending_age_s": view["oldest_pending_age_s"],
+        "attempts_by_outcome": view["attempts_by_outcome"],
+        "paused_destinations": [f"{name} ({reason or 'no reason given'})" for name, reason
+                                in view["paused_destinations"].items()],
+        "delivery_latency": _latency_summary(view["delivery_latency"]),
+        "wal_bytes": view["wal_bytes"],
+    })
+    per_destination = view["jobs_by_destination"]
+    if per_destination:
+        statuses = sorted({s for counts in per_destination.values() for s in counts})
+        print()
+        print_table([{"destination": name, **counts} for name, counts
+                     in sorted(per_destination.items())], ["destination", *statuses])
     return 0
+
+
+def _latency_summary(latency: dict[str, Any] | None) -> str | None:
+    """`N delivered, mean X` from the stats' delivery latency histogram (None when empty)."""
+    if not latency or not latency["count"]:
+        return None
+    mean = show("mean_s", latency["sum_s"] / latency["count"])
+    return f"{latency['count']} delivered, mean {mean} from event to delivery"

@@ -1,31 +1,40 @@
 """`hookline logs`: read, filter and pretty-print the service's JSON log lines;
 `hookline scale N`: change the running service's worker count.
 
-`hookline logs [FILE|-] [--follow] [--job ID] [--event ID] [--destination NAME] [--level L]
-[--since T] [--json]` reads FILE (default: the `log_file` setting), or standard input for
-`-` (e.g. `journalctl -u hookline -o cat | hookline logs - --job 42`). With --follow it keeps
-reading as lines are appended and across rotation (like `tail -F`).
+`hookline logs [FILE|-] [--follow] [--job ID] [--event REF [--source S]] [--destination NAME]
+[--level L] [--since T] [--json]` reads FILE (default: the `log_file` setting), or standard
+input for `-` (e.g. `journalctl -u hookline -o cat | hookline logs - --job 42`). With --follow
+it keeps reading as lines are appended and across rotation (like `tail -F`).
+
+`--event REF` takes an internal event id, a webhook-id (`msg_...`) or the sender's id (see
+`hookline event`): log lines carry the internal id, so REF is resolved through the store
+first. It exits 1 with a message when no event matches, or (without --follow) when no line
+is about it.
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 import os
 import signal
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, TypeVar
 
 from shared.config import Config
-from shared.errors import ConfigError
+from shared.db_url import parse_db_url
+from shared.errors import ConfigError, HooklineError
 from shared.process.lifecycle import STATUS_FILE, pid_file, read_status, runtime_dir
+from shared.store import Store
 from shared.timeparse import parse_instant
-from supervisor.cli.common import fail
+from supervisor.cli.common import fail, with_store
 from supervisor.logview import LEVELS, LogFilter, format_record, parse_line
 
+T = TypeVar("T")
 _FOLLOW_POLL_S = 0.2
 _SCALE_STEP_TIMEOUT_S = 10.0
 
@@ -38,7 +47,10 @@ def register(sub: Any) -> None:
     logs.add_argument("--follow", "-f", action="store_true",
                       help="keep reading new lines, across rotation (like tail -F)")
     logs.add_argument("--job", type=int, metavar="ID", help="a job's whole story")
-    logs.add_argument("--event", metavar="ID", help="lines about this event id")
+    logs.add_argument("--event", metavar="REF",
+                      help="lines about this event: internal id, msg_ id or the sender's id")
+    logs.add_argument("--source", metavar="S",
+                      help="with --event: REF is the sender's id in this source")
     logs.add_argument("--destination", metavar="NAME", help="lines about this destination")
     logs.add_argument("--level", choices=LEVELS, default="debug", help="lowest level shown")
     logs.add_argument("--since", metavar="T",
@@ -48,6 +60,8 @@ def register(sub: Any) -> None:
 
     scale = sub.add_parser("scale", help="set the running service's worker count (signals it)")
     scale.add_argument("count", type=int, metavar="N", help="wanted number of workers (>= 1)")
+    scale.add_argument("--json", action="store_true",
+                       help='print {"workers_wanted": N} once the supervisor has it')
     scale.set_defaults(handler=scale_command)
 
 
@@ -61,11 +75,19 @@ def logs_command(config: Config, args: argparse.Namespace) -> int:
         since_s = parse_instant(args.since, time.time()) if args.since else None
     except ConfigError as exc:
         return fail(f"--since: {exc}", 2)
-    flt = LogFilter(job_id=args.job, event_id=args.event, destination=args.destination,
-                    min_level=args.level, since_s=since_s)
     source = args.file or config.log_file
     if not source:
         return fail("no log file: give FILE, `-` for standard input, or set log_file", 2)
+    if args.source is not None and args.event is None:
+        return fail("--source goes with --event", 2)
+    event_id: str | None = None
+    if args.event is not None:
+        event_id, problem = resolve_event(config, args.event, args.source)
+        if event_id is None:
+            return fail(problem)
+    flt = LogFilter(job_id=args.job, event_id=event_id, destination=args.destination,
+                    min_level=args.level, since_s=since_s)
+    shown = 0
     colour = not args.json and sys.stdout.isatty() and "NO_COLOR" not in os.environ
     try:
         if source == "-":
@@ -78,13 +100,44 @@ def logs_command(config: Config, args: argparse.Namespace) -> int:
                 continue
             out = json.dumps(record) if args.json else format_record(record, colour=colour)
             print(out, flush=args.follow)
+            shown += 1
+    except BrokenPipeError:  # `hookline logs | head`; before OSError, its base class
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
     except OSError as exc:
         return fail(f"cannot read {source}: {exc.strerror or exc}")
     except KeyboardInterrupt:
         return 0
-    except BrokenPipeError:  # `hookline logs | head`
-        return 0
+    if event_id is not None and shown == 0:
+        return fail(f"no log lines about event {event_id} ({args.event}) in "
+                    f"{'standard input' if source == '-' else source} with these filters")
     return 0
+
+
+def resolve_event(config: Config, ref: str, source: str | None) -> tuple[str | None, str]:
+    """The internal id (as log lines carry it) of the event `ref` names, looked up in the
+    store (see Store.find_event); (None, why) when it cannot be found. A whole-number `ref`
+    is taken as the internal id as it is when the SQLite database does not exist (reading
+    another host's logs)."""
+    try:
+        db = parse_db_url(config.db)
+    except ConfigError as exc:
+        return None, f"cannot look event {ref!r} up: {exc}"
+    if db.path is not None and not Path(db.path).exists():
+        if source is None and ref.isascii() and ref.isdigit():
+            return ref, ""
+        return None, (f"cannot look event {ref!r} up: the database {db.path} does not "
+                      "exist (give --db, or the internal event id)")
+    try:
+        match = run_sync(lambda store: store.find_event(ref, source), config)
+    except HooklineError as exc:
+        return None, str(exc)
+    return str(match.event.id), ""
+
+
+def run_sync(fn: Callable[[Store], Awaitable[T]], config: Config) -> T:
+    """Run `fn(store)` on the configured store from synchronous code."""
+    return asyncio.run(with_store(config, fn))
 
 
 def _read_file(path: Path) -> Iterator[str]:
@@ -156,7 +209,7 @@ def scale_command(config: Config, args: argparse.Namespace) -> int:
             return fail(f"no status from supervisor {pid} in {status_path}")
         wanted = int(status.get("workers_wanted", 0))
         if wanted == args.count:
-            print(f"{wanted} workers")
+            print(json.dumps({"workers_wanted": wanted}) if args.json else f"{wanted} workers")
             return 0
         # One signal at a time: signals of one kind sent together may arrive as one.
         os.kill(pid, signal.SIGTTIN if wanted < args.count else signal.SIGTTOU)

@@ -29,8 +29,10 @@ COMMAND_MODULES = (
     "supervisor.cli.rehearse",
     "supervisor.cli.backup",
     "supervisor.cli.controls",
+    "supervisor.cli.events",
     "supervisor.cli.logs",
     "supervisor.cli.sources",
+    "supervisor.cli.send",
 )
 _CONFIG_FLAGS = ("db", "log_level", "workers", "listen")
 

@@ -8,7 +8,7 @@ import sys
 from typing import Any
 
 from shared.config import Config
-from supervisor.cli.common import run_command
+from supervisor.cli.common import print_record, run_command
 
 
 def register(sub: Any) -> None:
@@ -24,7 +24,8 @@ def register(sub: Any) -> None:
 
     cfg = sub.group("config", help="the effective configuration")
     show = cfg.add_parser("show", help="print every setting (secrets redacted)")
-    show.set_defaults(handler=lambda c, a: print(json.dumps(c.redacted(), indent=2)) or 0)
+    show.add_argument("--json", action="store_true")
+    show.set_defaults(handler=config_show)
 
     demo = sub.add_parser("demo", help="run the end-to-end demo on real GitHub payloads")
     demo.add_argument("--out", default="results", help="folder for the result files")
@@ -33,6 +34,17 @@ def register(sub: Any) -> None:
 
     sub.add_parser("receiver", help="run the receiver fixture (see `hookline receiver -h`)",
                    add_help=False)
+
+
+def config_show(config: Config, args: argparse.Namespace) -> int:
+    """`hookline config show [--json]`: every effective setting, secrets as `***`; the JSON
+    keeps each setting's own type (seconds as numbers)."""
+    settings = config.redacted()
+    if args.json:
+        print(json.dumps(settings, indent=2))
+    else:
+        print_record(settings)
+    return 0
 
 
 def serve_command(config: Config, args: argparse.Namespace) -> int:

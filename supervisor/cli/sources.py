@@ -5,13 +5,13 @@ its source cache TTL (ingest/sources_api.py, 1 s)."""
 from __future__ import annotations
 
 import argparse
-import json
 from typing import Any
 
 from shared.config import Config
 from shared.models import SOURCE_SCHEMES
 from shared.policy.sources import check_source, generate_source_secret
-from supervisor.cli.common import add_named, print_table, run_command, with_store
+from shared.views import source_removed_view, source_view
+from supervisor.cli.common import add_named, print_json, print_table, run_command, with_store
 
 
 def register(sub: Any) -> None:
@@ -30,6 +30,7 @@ def register(sub: Any) -> None:
     lst.set_defaults(handler=lambda c, a: run_command(lambda: sources_list(c, a)))
     rm = group.add_parser("remove", help="remove a source; its requests get 404 from then on")
     rm.add_argument("name")
+    rm.add_argument("--json", action="store_true")
     rm.set_defaults(handler=lambda c, a: run_command(lambda: sources_remove(c, a)))
 
 
@@ -44,11 +45,9 @@ async def sources_add(config: Config, args: argparse.Namespace) -> int:
     check_source(args.name, args.scheme, secret)  # before opening the store
     source = await with_store(config, lambda s: add_named(s.add_source(
         name=args.name, scheme=args.scheme, secret=secret)))
-    if args.json:
-        out = source.redacted()
-        if args.secret is None:
-            out["secret"] = secret
-        print(json.dumps(out))
+    if args.json:  # a generated secret is shown once, as the admin API does
+        print_json(source_view(source, generated_secret=secret if args.secret is None
+                               else None))
     else:
         print(f"added source {source.name} ({source.scheme}): POST /v1/sources/{source.name}")
         if args.secret is None:
@@ -58,16 +57,20 @@ async def sources_add(config: Config, args: argparse.Namespace) -> int:
 
 async def sources_list(config: Config, args: argparse.Namespace) -> int:
     """`hookline sources list [--json]`: secrets show only a short prefix."""
-    rows = [s.redacted() for s in await with_store(config, lambda s: s.list_sources())]
+    rows = [source_view(s) for s in await with_store(config, lambda s: s.list_sources())]
     if args.json:
-        print(json.dumps(rows))
+        print_json(rows)
         return 0
     print_table(rows, ["name", "scheme", "secret", "created_at"])
     return 0
 
 
 async def sources_remove(config: Config, args: argparse.Namespace) -> int:
-    """`hookline sources remove NAME`. Raises NotFound (exit code 1) for an unknown name."""
+    """`hookline sources remove NAME [--json]`. Raises NotFound (exit code 1) for an unknown
+    name."""
     await with_store(config, lambda s: s.remove_source(args.name))
-    print(f"removed source {args.name}")
+    if args.json:
+        print_json(source_removed_view(args.name))
+    else:
+        print(f"removed source {args.name}")
     return 0

@@ -13,6 +13,7 @@ from pathlib import Path
 from procs import JSON_AUTH, ROOT, child_env, start_cli, stop, wait_until
 
 from rehearsal.harness import free_port
+from tests.integration.test_cli_output import PYTHON_REPR
 
 
 def hookline(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
@@ -109,3 +110,10 @@ def test_demo_runs_and_every_check_holds(tmp_path: Path):
     assert summary["jobs_by_status"]["done"] == summary["jobs"] == summary["receiver_effects"]
     for name in ("jobs.csv", "attempts.csv", "receipts.json"):
         assert (tmp_path / "out" / name).stat().st_size > 0
+    # It ends in words: what each endpoint simulates, why attempts exceed jobs, what next.
+    report = result.stdout
+    for words in ("archive", "ci", "lossy", "triage", "more than jobs because",
+                  f"{summary['attempts']}: ", "Try next", " job ", "hookline logs",
+                  "dashboard", "http://127.0.0.1:8080/"):
+        assert words in report, (words, report)
+    assert not PYTHON_REPR.search(report), PYTHON_REPR.search(report)

@@ -92,12 +92,12 @@ async def test_operator_cli_outputs_and_exit_codes(tmp_path: Path):
     assert [(j["id"], j["last_error"]) for j in json.loads(dead.stdout)] == [
         (claim.job_id, "HTTP 410")]
     dry = hookline(db, "replay", "--all-dead", "--since", "1h", "--dry-run", "--json")
-    assert dry.returncode == 0 and json.loads(dry.stdout)["would_replay"] == 1
+    assert dry.returncode == 0 and json.loads(dry.stdout) == {"count": 1, "dry_run": True}
     assert hookline(db, "replay", "--all-dead", "--since", "yesterday-ish").returncode == 2
     assert hookline(db, "replay").returncode == 2
     assert hookline(db, "replay", "--job", "999").returncode == 1
     done = hookline(db, "replay", "--job", str(claim.job_id), "--json")
-    assert done.returncode == 0 and json.loads(done.stdout)["replayed"] == 1
+    assert done.returncode == 0 and json.loads(done.stdout) == {"count": 1, "dry_run": False}
     again = hookline(db, "replay", "--job", str(claim.job_id))
     assert again.returncode == 1 and "not dead" in again.stderr
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 FOLDERS = ("supervisor", "ingest", "workers", "rehearsal", "shared")
-SHARED_PACKAGES = ("store", "policy", "process")
+SHARED_PACKAGES = ("store", "policy", "process", "client")
 # graph nodes, in the order they are printed: shared's top-level modules are the node "shared/"
 NODES = ("supervisor/", "ingest/", "workers/", "rehearsal/",
          *(f"shared/{name}/" for name in SHARED_PACKAGES), "shared/")
@@ -69,6 +69,12 @@ def test_shared_builds_on_no_folder_above_it() -> None:
     graph = import_graph()
     for node in NODES[4:]:
         assert not graph[node] & set(NODES[:4]), (node, graph[node])
+
+
+def test_the_client_package_stands_alone() -> None:
+    # Applications import shared/client to publish and to verify deliveries: it must not drag
+    # the service (store, workers, ingest, its config) in.
+    assert import_graph()["shared/client/"] == set()
 
 
 if __name__ == "__main__":

@@ -16,6 +16,7 @@ import pytest
 
 from shared.errors import ConfigError, Conflict, NotFound
 from shared.models import Accepted, AttemptResult, ClaimRequest, Dead, Done, Duplicate, Retry
+from shared.operator_models import EventFilter, JobSelection
 from shared.policy.delivery import BreakerPolicy
 from shared.store import SqliteDiagnostics, Store
 from shared.store.postgres import PostgresStore, _query
@@ -26,7 +27,8 @@ from tests.conftest import new_event
 SECRET = "whsec_" + "A" * 32
 OTHER_SECRET = "whsec_" + "B" * 32
 SAMPLE_VALUES = {"scheme": "token", **dict.fromkeys(
-    ("pairs", "claims", "attempts", "job_ids", "lease_tokens", "destination_ids"), "[]")}
+    ("pairs", "claims", "attempts", "job_ids", "lease_tokens", "destination_ids",
+     "event_ids"), "[]")}
 """Parameter values the SQLite queries accept on an empty database (the rest get 1)."""
 
 
@@ -86,13 +88,18 @@ async def test_every_store_operation_runs_on_both_backends(store, clock):
 
     assert {j.status for j in await s.list_jobs()} == {"done", "pending", "dead"}
     assert len(await s.list_attempts()) == 4
-    [dead] = await s.list_dead()
+    [dead] = [d.job for d in await s.list_dead()]
     assert (await s.get_job(dead.id)).job.status == "dead"
     assert (await s.event_body(dead.id, 4)).head == new_event("e3").body[:4]
     assert await s.replay(job_id=dead.id, dry_run=True) == 1
     assert await s.replay(all_dead=True) == 1
     with pytest.raises(ConfigError):
         await s.replay()
+    assert (await s.find_event("e1")).event.source_event_id == "e1"
+    assert len(await s.list_events(EventFilter(destination="d"))) == 3
+    # dry runs (more: test_store_events.py): the done job, and the retry an hour away
+    assert (await s.resend(JobSelection(destination="d"), dry_run=True)).count == 1
+    assert (await s.retry_now(JobSelection(destination="d"), dry_run=True)).count == 1
     stats = await s.stats()
     assert stats.events == 3 and stats.jobs_by_status["done"] == 1
     [summary] = await s.destination_summaries()

@@ -30,12 +30,15 @@ SELECT j.id, j.status, d.deleted_at, e.body_purged_at
 FROM jobs j JOIN events e ON e.id = j.event_id JOIN destinations d ON d.id = j.destination_id
 WHERE j.id = :job_id
 
--- purge_attempts: attempt rows of terminal jobs that ended before the cutoff
+-- purge_attempts: attempt rows of done jobs that ended before :before and of dead jobs that
+-- died before :dead_before
 DELETE FROM attempts WHERE job_id IN (
-    SELECT id FROM jobs WHERE status IN ('done', 'dead') AND finished_at < :before)
+    SELECT id FROM jobs WHERE (status = 'done' AND finished_at < :before)
+        OR (status = 'dead' AND finished_at < :dead_before))
 
--- purge_jobs: terminal jobs that ended before the cutoff
-DELETE FROM jobs WHERE status IN ('done', 'dead') AND finished_at < :before
+-- purge_jobs: done jobs that ended before :before, dead jobs that died before :dead_before
+DELETE FROM jobs WHERE (status = 'done' AND finished_at < :before)
+    OR (status = 'dead' AND finished_at < :dead_before)
 
 -- purge_events: events (dedupe keys) older than the cutoff that have no job left
 DELETE FROM events WHERE received_at < :before
@@ -78,3 +81,24 @@ SELECT CASE
         ELSE 'in_flight'
     END AS outcome, COUNT(*) AS n
 FROM attempts GROUP BY 1
+
+-- find_event_by_id: one event's facts by its internal id (the lookup shows no body)
+SELECT id, message_id, source, source_event_id, type, received_at,
+    length(body) AS body_bytes, body_purged_at
+FROM events WHERE id = :event_id
+
+-- find_event_by_message_id: one event's facts by its webhook-id
+SELECT id, message_id, source, source_event_id, type, received_at,
+    length(body) AS body_bytes, body_purged_at
+FROM events WHERE message_id = :message_id
+
+-- find_event_by_source_id: one event's facts by the sender's id within its source
+SELECT id, message_id, source, source_event_id, type, received_at,
+    length(body) AS body_bytes, body_purged_at
+FROM events WHERE source = :source AND source_event_id = :source_event_id
+
+-- event_jobs: an event's jobs with their destination's name, by id
+SELECT j.id, j.event_id, d.name AS destination, j.status, j.attempts, j.run_at, j.last_error,
+    j.created_at, j.finished_at, j.replays
+FROM jobs j JOIN destinations d ON d.id = j.destination_id
+WHERE j.event_id = :event_id ORDER BY j.id

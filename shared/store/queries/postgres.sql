@@ -7,11 +7,14 @@
 -- insert_event: store a batch of events (each parameter an array, one element per event, in
 -- batch order); an event whose (source, source_event_id) exists, or repeats earlier in the
 -- batch, is skipped
-INSERT INTO events (message_id, source, source_event_id, type, body, received_at)
-SELECT u.message_id, u.source, u.source_event_id, u.type, u.body, hookline_now(:test_now_s)
+INSERT INTO events (message_id, source, source_event_id, type, body, forwarded_headers,
+    received_at)
+SELECT u.message_id, u.source, u.source_event_id, u.type, u.body, u.forwarded_headers,
+    hookline_now(:test_now_s)
 FROM unnest(:message_id::text[], :source::text[], :source_event_id::text[], :type::text[],
-            :body::bytea[]) WITH ORDINALITY AS u (message_id, source, source_event_id, type,
-                                                   body, ord)
+            :body::bytea[], :forwarded_headers::text[])
+        WITH ORDINALITY AS u (message_id, source, source_event_id, type, body,
+                              forwarded_headers, ord)
 ORDER BY u.ord
 ON CONFLICT (source, source_event_id) DO NOTHING
 RETURNING id, message_id, source, source_event_id
@@ -145,8 +148,8 @@ FROM unnest(:job_ids::bigint[], :attempts::integer[], :lease_tokens::text[])
     AS u (job_id, attempt, lease_token)
 
 -- claim_details: what a worker needs to send claimed jobs (batch, by job id)
-SELECT j.id AS job_id, e.message_id, e.type, e.body, d.name, d.url, d.secret,
-    d.previous_secret, d.previous_secret_until, d.timeout_s, d.headers
+SELECT j.id AS job_id, e.message_id, e.type, e.body, e.forwarded_headers, d.name, d.url,
+    d.secret, d.previous_secret, d.previous_secret_until, d.timeout_s, d.headers
 FROM jobs j JOIN events e ON e.id = j.event_id JOIN destinations d ON d.id = j.destination_id
 WHERE j.id = ANY(:job_ids::bigint[])
 
@@ -254,10 +257,11 @@ UPDATE jobs SET status = 'dead', lease_token = NULL, lease_owner = NULL, lease_u
     updated_at = hookline_now(:test_now_s)
 WHERE destination_id = :destination_id AND status IN ('pending', 'running')
 
--- list_dead: dead jobs, most recently dead first, optionally of one destination / since a time
+-- list_dead: dead jobs, most recently dead first, optionally of one destination / since a time,
+-- with what decides whether each can be replayed (its body purged, its destination removed)
 SELECT j.id, j.event_id, e.message_id, e.type AS event_type, d.name AS destination, j.status,
     j.attempts, j.run_at, j.lease_owner, j.lease_until, j.last_error, j.created_at,
-    j.updated_at, j.finished_at
+    j.updated_at, j.finished_at, e.body_purged_at, d.deleted_at AS destination_deleted_at
 FROM jobs j JOIN events e ON e.id = j.event_id JOIN destinations d ON d.id = j.destination_id
 WHERE j.status = 'dead' AND (:destination::text IS NULL OR d.name = :destination)
     AND (:since::double precision IS NULL OR j.finished_at >= :since)
@@ -380,3 +384,57 @@ GROUP BY 1, 2
 SELECT e.id AS event_id, e.type, substring(e.body FROM 1 FOR :max_bytes::integer) AS head,
     length(e.body) AS size_bytes, e.body_purged_at
 FROM jobs j JOIN events e ON e.id = j.event_id WHERE j.id = :job_id::bigint
+
+-- list_events: events newest first, filtered by type, received time, a job's destination
+-- and/or status; keyset paging by id (:before)
+SELECT e.id, e.message_id, e.source, e.source_event_id, e.type, e.received_at,
+    length(e.body) AS body_bytes, e.body_purged_at
+FROM events e
+WHERE (:type::text IS NULL OR e.type = :type)
+    AND (:since::double precision IS NULL OR e.received_at >= :since)
+    AND (:until::double precision IS NULL OR e.received_at < :until)
+    AND (:before::bigint IS NULL OR e.id < :before)
+    AND ((:destination::text IS NULL AND :status::text IS NULL) OR EXISTS (
+        SELECT 1 FROM jobs j JOIN destinations d ON d.id = j.destination_id
+        WHERE j.event_id = e.id AND (:destination::text IS NULL OR d.name = :destination)
+            AND (:status::text IS NULL OR j.status = :status)))
+ORDER BY e.id DESC LIMIT :limit
+
+-- jobs_of_events: the jobs of several events (a batch of ids), by id
+SELECT j.id, j.event_id, d.name AS destination, j.status, j.attempts, j.run_at, j.last_error,
+    j.created_at, j.finished_at, j.replays
+FROM jobs j JOIN destinations d ON d.id = j.destination_id
+WHERE j.event_id = ANY(:event_ids::bigint[]) ORDER BY j.id
+
+-- resend_candidates: done or dead jobs a resend would take (live destination, body stored),
+-- oldest first; since/until bound the job's creation (its event's receipt)
+SELECT j.id FROM jobs j JOIN events e ON e.id = j.event_id
+    JOIN destinations d ON d.id = j.destination_id
+WHERE j.status IN ('done', 'dead') AND d.deleted_at IS NULL AND e.body_purged_at IS NULL
+    AND (:status::text IS NULL OR j.status = :status)
+    AND (:job_id::bigint IS NULL OR j.id = :job_id)
+    AND (:destination::text IS NULL OR d.name = :destination)
+    AND (:since::double precision IS NULL OR j.created_at >= :since)
+    AND (:until::double precision IS NULL OR j.created_at < :until)
+ORDER BY j.id LIMIT :limit
+
+-- resend_jobs: done/dead -> pending, fresh attempt budget, due now (batch of ids; the event
+-- row is untouched, so the same webhook-id and body bytes go out; history stays)
+UPDATE jobs SET status = 'pending', attempts = 0, run_at = hookline_now(:test_now_s),
+    last_error = NULL, finished_at = NULL, replays = replays + 1,
+    updated_at = hookline_now(:test_now_s)
+WHERE id = ANY(:job_ids::bigint[]) AND status IN ('done', 'dead')
+
+-- retry_now_candidates: pending jobs not yet due a retry now would take, oldest first
+SELECT j.id FROM jobs j JOIN destinations d ON d.id = j.destination_id
+WHERE j.status = 'pending' AND j.run_at > hookline_now(:test_now_s)
+    AND (:job_id::bigint IS NULL OR j.id = :job_id)
+    AND (:destination::text IS NULL OR d.name = :destination)
+    AND (:since::double precision IS NULL OR j.created_at >= :since)
+    AND (:until::double precision IS NULL OR j.created_at < :until)
+ORDER BY j.id LIMIT :limit
+
+-- retry_now_jobs: pending jobs due now (batch of ids; attempts unchanged)
+UPDATE jobs SET run_at = hookline_now(:test_now_s), updated_at = hookline_now(:test_now_s)
+WHERE id = ANY(:job_ids::bigint[]) AND status = 'pending'
+    AND run_at > hookline_now(:test_now_s)

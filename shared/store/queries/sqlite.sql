@@ -3,8 +3,9 @@
 
 -- insert_event: store one event unless its (source, source_event_id) exists (the store runs it
 -- once per event of a batch)
-INSERT INTO events (message_id, source, source_event_id, type, body, received_at)
-VALUES (:message_id, :source, :source_event_id, :type, :body, :now)
+INSERT INTO events (message_id, source, source_event_id, type, body, forwarded_headers,
+    received_at)
+VALUES (:message_id, :source, :source_event_id, :type, :body, :forwarded_headers, :now)
 ON CONFLICT (source, source_event_id) DO NOTHING
 RETURNING id, message_id, source, source_event_id
 
@@ -111,8 +112,8 @@ SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]'), :worker,
     json_extract(value, '$[2]'), :now FROM json_each(:claims)
 
 -- claim_details: what a worker needs to send claimed jobs (:job_ids, a JSON array)
-SELECT j.id AS job_id, e.message_id, e.type, e.body, d.name, d.url, d.secret,
-    d.previous_secret, d.previous_secret_until, d.timeout_s, d.headers
+SELECT j.id AS job_id, e.message_id, e.type, e.body, e.forwarded_headers, d.name, d.url,
+    d.secret, d.previous_secret, d.previous_secret_until, d.timeout_s, d.headers
 FROM jobs j JOIN events e ON e.id = j.event_id JOIN destinations d ON d.id = j.destination_id
 WHERE j.id IN (SELECT value FROM json_each(:job_ids))
 
@@ -212,10 +213,11 @@ UPDATE jobs SET status = 'dead', lease_token = NULL, lease_owner = NULL, lease_u
     last_error = 'destination removed', finished_at = :now, updated_at = :now
 WHERE destination_id = :destination_id AND status IN ('pending', 'running')
 
--- list_dead: dead jobs, most recently dead first, optionally of one destination / since a time
+-- list_dead: dead jobs, most recently dead first, optionally of one destination / since a time,
+-- with what decides whether each can be replayed (its body purged, its destination removed)
 SELECT j.id, j.event_id, e.message_id, e.type AS event_type, d.name AS destination, j.status,
     j.attempts, j.run_at, j.lease_owner, j.lease_until, j.last_error, j.created_at,
-    j.updated_at, j.finished_at
+    j.updated_at, j.finished_at, e.body_purged_at, d.deleted_at AS destination_deleted_at
 FROM jobs j JOIN events e ON e.id = j.event_id JOIN destinations d ON d.id = j.destination_id
 WHERE j.status = 'dead' AND (:destination IS NULL OR d.name = :destination)
     AND (:since IS NULL OR j.finished_at >= :since)
@@ -336,3 +338,55 @@ FROM jobs WHERE status IN ('done', 'dead') AND finished_at >= :since GROUP BY 1,
 SELECT e.id AS event_id, e.type, substr(e.body, 1, :max_bytes) AS head,
     length(e.body) AS size_bytes, e.body_purged_at
 FROM jobs j JOIN events e ON e.id = j.event_id WHERE j.id = :job_id
+
+-- list_events: events newest first, filtered by type, received time, a job's destination
+-- and/or status; keyset paging by id (:before)
+SELECT e.id, e.message_id, e.source, e.source_event_id, e.type, e.received_at,
+    length(e.body) AS body_bytes, e.body_purged_at
+FROM events e
+WHERE (:type IS NULL OR e.type = :type)
+    AND (:since IS NULL OR e.received_at >= :since)
+    AND (:until IS NULL OR e.received_at < :until)
+    AND (:before IS NULL OR e.id < :before)
+    AND ((:destination IS NULL AND :status IS NULL) OR EXISTS (
+        SELECT 1 FROM jobs j JOIN destinations d ON d.id = j.destination_id
+        WHERE j.event_id = e.id AND (:destination IS NULL OR d.name = :destination)
+            AND (:status IS NULL OR j.status = :status)))
+ORDER BY e.id DESC LIMIT :limit
+
+-- jobs_of_events: the jobs of several events (:event_ids, a JSON array), by id
+SELECT j.id, j.event_id, d.name AS destination, j.status, j.attempts, j.run_at, j.last_error,
+    j.created_at, j.finished_at, j.replays
+FROM jobs j JOIN destinations d ON d.id = j.destination_id
+WHERE j.event_id IN (SELECT value FROM json_each(:event_ids)) ORDER BY j.id
+
+-- resend_candidates: done or dead jobs a resend would take (live destination, body stored),
+-- oldest first; since/until bound the job's creation (its event's receipt)
+SELECT j.id FROM jobs j JOIN events e ON e.id = j.event_id
+    JOIN destinations d ON d.id = j.destination_id
+WHERE j.status IN ('done', 'dead') AND d.deleted_at IS NULL AND e.body_purged_at IS NULL
+    AND (:status IS NULL OR j.status = :status)
+    AND (:job_id IS NULL OR j.id = :job_id)
+    AND (:destination IS NULL OR d.name = :destination)
+    AND (:since IS NULL OR j.created_at >= :since)
+    AND (:until IS NULL OR j.created_at < :until)
+ORDER BY j.id LIMIT :limit
+
+-- resend_jobs: done/dead -> pending, fresh attempt budget, due now (:job_ids, a JSON array;
+-- the event row is untouched, so the same webhook-id and body bytes go out; history stays)
+UPDATE jobs SET status = 'pending', attempts = 0, run_at = :now, last_error = NULL,
+    finished_at = NULL, replays = replays + 1, updated_at = :now
+WHERE id IN (SELECT value FROM json_each(:job_ids)) AND status IN ('done', 'dead')
+
+-- retry_now_candidates: pending jobs not yet due a retry now would take, oldest first
+SELECT j.id FROM jobs j JOIN destinations d ON d.id = j.destination_id
+WHERE j.status = 'pending' AND j.run_at > :now
+    AND (:job_id IS NULL OR j.id = :job_id)
+    AND (:destination IS NULL OR d.name = :destination)
+    AND (:since IS NULL OR j.created_at >= :since)
+    AND (:until IS NULL OR j.created_at < :until)
+ORDER BY j.id LIMIT :limit
+
+-- retry_now_jobs: pending jobs due now (:job_ids, a JSON array; attempts unchanged)
+UPDATE jobs SET run_at = :now, updated_at = :now
+WHERE id IN (SELECT value FROM json_each(:job_ids)) AND status = 'pending' AND run_at > :now

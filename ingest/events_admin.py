@@ -1,0 +1,176 @@
+"""The admin API's event lookup, event listing, resend and retry now (under `/v1/admin/`,
+behind the same bearer token and error mapping as ingest/admin_api.py).
+
+Routes (JSON shapes in shared/views.py; errors are `{"error": code, "detail": text}`):
+    GET  /v1/admin/events/{ref}?source=      one event and its jobs; `ref` is an internal id,
+                                             a `msg_` webhook-id or the sender's id (in
+                                             `source`, default `api`); 404 names what was
+                                             looked for
+    GET  /v1/admin/events?destination=&status=&type=&since=&until=&limit=&before=
+                                             newest first; `before` = the previous page's
+                                             `next_before` (keyset paging by id)
+    POST /v1/admin/jobs/{id}/resend          {reason?, dry_run?}: a done or dead job again
+    POST /v1/admin/jobs/{id}/retry-now       {reason?, dry_run?}: a pending job due now
+    POST /v1/admin/resend                    {destination, status?, since?, until?, limit?,
+                                             dry_run?, reason?}
+    POST /v1/admin/retry-now                 {destination, since?, until?, limit?, dry_run?,
+                                             reason?}
+
+Every resend and retry now that is not a dry run logs one audit line, `jobs_resent` or
+`jobs_retried_now`, with who asked (the client's address and the optional `X-Hookline-Actor`
+header), the `reason`, the filters, the count and the first job ids.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from aiohttp import web
+
+from ingest.admin_api import MAX_LIMIT, BadRequest, guarded, int_param, json_body
+from ingest.app_state import request_store
+from shared.errors import ConfigError
+from shared.models import JOB_STATUSES
+from shared.operator_models import (
+    BULK_DEFAULT_LIMIT,
+    BULK_MAX_LIMIT,
+    EventFilter,
+    JobSelection,
+    audit,
+)
+from shared.store import Store
+from shared.timeparse import parse_instant
+from shared.views import bulk_result_view, event_lookup_view, events_page_view
+
+ACTOR_HEADER = "X-Hookline-Actor"
+MAX_ACTOR_CHARS = 200
+MAX_REASON_CHARS = 1000
+_SINGLE_FIELDS = frozenset({"reason", "dry_run"})
+_BULK_FIELDS = frozenset({"destination", "since", "until", "limit", "dry_run", "reason"})
+
+
+def register(app: web.Application) -> None:
+    """Add the routes of the module docstring to the ingest app."""
+    routes = [
+        ("GET", "/v1/admin/events", list_events),
+        ("GET", "/v1/admin/events/{ref}", get_event),
+        ("POST", "/v1/admin/jobs/{id}/resend", resend_job),
+        ("POST", "/v1/admin/jobs/{id}/retry-now", retry_job_now),
+        ("POST", "/v1/admin/resend", resend_bulk),
+        ("POST", "/v1/admin/retry-now", retry_now_bulk),
+    ]
+    for method, path, handler in routes:
+        app.router.add_route(method, path, guarded(handler))
+
+
+async def get_event(request: web.Request) -> web.Response:
+    """`GET /v1/admin/events/{ref}?source=NAME`: the event and its jobs."""
+    match = await request_store(request).find_event(request.match_info["ref"],
+                                                    request.query.get("source"))
+    return web.json_response(event_lookup_view(match))
+
+
+async def list_events(request: web.Request) -> web.Response:
+    """`GET /v1/admin/events?...`: a page of events, newest first, with their jobs."""
+    query = request.query
+    status = query.get("status")
+    if status is not None and status not in JOB_STATUSES:
+        raise BadRequest(f"status must be one of {', '.join(JOB_STATUSES)}")
+    before = query.get("before")
+    limit = int_param(query.get("limit"), "limit", default=100, high=MAX_LIMIT)
+    flt = EventFilter(destination=query.get("destination"), status=status,
+                      type=query.get("type"), since_s=_instant(query.get("since"), "since"),
+                      until_s=_instant(query.get("until"), "until"),
+                      before_id=None if before is None else int_param(before, "before"),
+                      limit=limit)
+    events = await request_store(request).list_events(flt)
+    return web.json_response(events_page_view(events, limit))
+
+
+async def resend_job(request: web.Request) -> web.Response:
+    """`POST /v1/admin/jobs/{id}/resend`: a done or dead job goes out again."""
+    return await _single(request, "resend")
+
+
+async def retry_job_now(request: web.Request) -> web.Response:
+    """`POST /v1/admin/jobs/{id}/retry-now`: a pending job's next attempt is now."""
+    return await _single(request, "retry_now")
+
+
+async def resend_bulk(request: web.Request) -> web.Response:
+    """`POST /v1/admin/resend`: a destination's done and/or dead jobs go out again."""
+    return await _bulk(request, "resend")
+
+
+async def retry_now_bulk(request: web.Request) -> web.Response:
+    """`POST /v1/admin/retry-now`: a destination's pending jobs are due now."""
+    return await _bulk(request, "retry_now")
+
+
+async def _single(request: web.Request, action: str) -> web.Response:
+    body = await json_body(request)
+    _refuse_unknown(body, _SINGLE_FIELDS)
+    job_id = int_param(request.match_info["id"], "job id")
+    return await _run(request, action, JobSelection(job_id=job_id), body)
+
+
+async def _bulk(request: web.Request, action: str) -> web.Response:
+    body = await json_body(request)
+    allowed = _BULK_FIELDS | ({"status"} if action == "resend" else set())
+    _refuse_unknown(body, allowed)
+    destination = body.get("destination")
+    if not isinstance(destination, str) or not destination:
+        raise BadRequest("destination is required (a destination's name)")
+    status = body.get("status")
+    if status is not None and status not in ("done", "dead"):
+        raise BadRequest("status must be done or dead")
+    selection = JobSelection(
+        destination=destination, status=status,
+        since_s=_instant(body.get("since"), "since"), until_s=_instant(body.get("until"), "until"),
+        limit=int_param(body.get("limit"), "limit", default=BULK_DEFAULT_LIMIT,
+                        high=BULK_MAX_LIMIT))
+    await request_store(request).get_destination(destination)  # NotFound: 404
+    return await _run(request, action, selection, body)
+
+
+async def _run(request: web.Request, action: str, selection: JobSelection,
+               body: dict[str, Any]) -> web.Response:
+    dry_run = body.get("dry_run", False)
+    if not isinstance(dry_run, bool):
+        raise BadRequest("dry_run must be a boolean")
+    reason = body.get("reason")
+    if reason is not None and (not isinstance(reason, str) or len(reason) > MAX_REASON_CHARS):
+        raise BadRequest(f"reason must be a string of at most {MAX_REASON_CHARS} characters")
+    store: Store = request_store(request)
+    operation = store.resend if action == "resend" else store.retry_now
+    result = await operation(selection, dry_run=dry_run)
+    if not dry_run:
+        audit(action, result, selection, reason, by="admin_api", client=request.remote,
+              actor=_actor(request))
+    return web.json_response(bulk_result_view(action, result))
+
+
+def _actor(request: web.Request) -> str | None:
+    """The `X-Hookline-Actor` header (who the caller says it acts for), printable and
+    capped; None when absent."""
+    raw = request.headers.get(ACTOR_HEADER)
+    if raw is None:
+        return None
+    return "".join(c for c in raw if c.isprintable())[:MAX_ACTOR_CHARS] or None
+
+
+def _instant(value: Any, name: str) -> float | None:
+    """An optional time (unix seconds, ISO 8601 or an age like `2h`) as unix seconds."""
+    if value is None:
+        return None
+    try:
+        return parse_instant(value, time.time())
+    except ConfigError as exc:
+        raise BadRequest(f"{name}: {exc}") from None
+
+
+def _refuse_unknown(body: dict[str, Any], allowed: frozenset[str] | set[str]) -> None:
+    unknown = sorted(set(body) - allowed)
+    if unknown:
+        raise BadRequest(f"unknown field(s): {', '.join(unknown)}")

@@ -1,0 +1,246 @@
+"""Records of the operator's event lookup, event listing, resend and retry now (see
+:meth:`shared.store.Store.find_event`, `list_events`, `resend`, `retry_now`).
+
+An event is named by a *reference*: its internal id (`42`, what ingest answers as
+`event_id` and what log lines carry), its `webhook-id` (`msg_...`), or the sender's id
+(`evt_1`), which is unique per source (`api` for `POST /v1/events`).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from shared.errors import ConfigError
+from shared.logs import get_logger
+
+DEFAULT_SOURCE = "api"
+"""The source of events posted to `POST /v1/events` (the sender's ids are unique per source)."""
+MAX_EVENT_ID = 2**63 - 1
+BULK_DEFAULT_LIMIT = 1000
+"""Jobs one bulk resend or retry now touches when no `limit` is given."""
+BULK_MAX_LIMIT = 10_000
+"""Most jobs one bulk resend or retry now touches (run it again for more)."""
+SAMPLE_IDS = 100
+"""Most job ids a bulk answer lists (the first ones, by id)."""
+RESEND_STATUSES = ("done", "dead")
+AUDIT_EVENTS = {"resend": "jobs_resent", "retry_now": "jobs_retried_now"}
+"""The audit log line of each action."""
+
+MatchedBy = Literal["id", "message_id", "source_event_id"]
+
+
+@dataclass(frozen=True, slots=True)
+class EventRef:
+    """How to look an event up, in order: each candidate is tried until one matches.
+
+    Attributes:
+        text: the reference as given.
+        internal_id: the event's row id to try first, when `text` is a whole number.
+        message_id: the `webhook-id` to try, when `text` starts with `msg_`.
+        source: the source the sender's id `text` belongs to (tried last).
+    """
+
+    text: str
+    internal_id: int | None
+    message_id: str | None
+    source: str
+
+    def describe(self) -> str:
+        """What was looked for, for a not-found message."""
+        tried = []
+        if self.internal_id is not None:
+            tried.append(f"internal id {self.internal_id}")
+        if self.message_id is not None:
+            tried.append(f"webhook-id {self.message_id!r}")
+        tried.append(f"sender's id {self.text!r} from source {self.source!r}")
+        return " or ".join(tried)
+
+
+def parse_event_ref(text: str, source: str | None = None) -> EventRef:
+    """Read an event reference. With `source` given, `text` is only the sender's id in that
+    source; otherwise a whole number is tried as the internal id, a `msg_` text as the
+    `webhook-id`, and then either as the sender's id in source `api`.
+
+    Raises:
+        ConfigError: `text` or `source` is empty or longer than 512 characters.
+    """
+    if not isinstance(text, str) or not text or len(text) > 512:
+        raise ConfigError("an event reference is an internal id, a msg_ id or the sender's id "
+                          "(1 to 512 characters)")
+    if source is not None and (not isinstance(source, str) or not source or len(source) > 512):
+        raise ConfigError("source must be a source name (1 to 512 characters)")
+    if source is not None:
+        return EventRef(text, None, None, source)
+    internal = int(text) if text.isascii() and text.isdigit() else None
+    if internal is not None and not 1 <= internal <= MAX_EVENT_ID:
+        internal = None
+    message = text if text.startswith("msg_") else None
+    return EventRef(text, internal, message, DEFAULT_SOURCE)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class EventJob:
+    """One job of an event, as the lookup shows it.
+
+    Attributes:
+        run_at: when a pending job is next due (unix seconds); for other statuses the
+            instant of its last scheduling, not a next run.
+        replays: how many times an operator replayed or resent it.
+    """
+
+    id: int
+    destination: str
+    status: str
+    attempts: int
+    run_at: float
+    last_error: str | None
+    created_at: float
+    finished_at: float | None
+    replays: int
+
+    @classmethod
+    def from_row(cls, row: Any) -> EventJob:
+        """Build from a row of the `event_jobs` query."""
+        return cls(**{name: row[name] for name in cls.__slots__})
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class EventRecord:
+    """An event's facts and its jobs.
+
+    Attributes:
+        received_at: when ingest accepted it, unix seconds.
+        body_bytes: size of the stored body (0 once purged).
+        body_purged_at: when retention emptied the body (None while it is stored); an event
+            without its body cannot be resent.
+        jobs: its jobs, by id.
+    """
+
+    id: int
+    message_id: str
+    source: str
+    source_event_id: str
+    type: str
+    received_at: float
+    body_bytes: int
+    body_purged_at: float | None
+    jobs: tuple[EventJob, ...]
+
+    @classmethod
+    def from_rows(cls, row: Any, jobs: list[Any]) -> EventRecord:
+        """Build from a row of the `find_event_*` / `list_events` queries and its jobs."""
+        return cls(id=row["id"], message_id=row["message_id"], source=row["source"],
+                   source_event_id=row["source_event_id"], type=row["type"],
+                   received_at=row["received_at"], body_bytes=row["body_bytes"] or 0,
+                   body_purged_at=row["body_purged_at"],
+                   jobs=tuple(EventJob.from_row(j) for j in jobs))
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class EventMatch:
+    """A looked-up event and which part of the reference matched it."""
+
+    event: EventRecord
+    matched_by: MatchedBy
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class EventFilter:
+    """Which events `list_events` answers (each given criterion must hold).
+
+    Attributes:
+        destination: events with a job for this live destination.
+        status: events with a job in this status (with `destination`: that destination's job).
+        type: events of exactly this type.
+        since_s, until_s: received at or after / before, unix seconds.
+        before_id: only ids below this one (keyset paging: the last page's `next_before`).
+        limit: most events answered.
+    """
+
+    destination: str | None = None
+    status: str | None = None
+    type: str | None = None
+    since_s: float | None = None
+    until_s: float | None = None
+    before_id: int | None = None
+    limit: int = 100
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class JobSelection:
+    """The jobs a resend or retry now touches: one job, or a destination's jobs narrowed.
+
+    Attributes:
+        job_id: one job (then no other filter may be given).
+        destination: every matching job of this live destination.
+        status: resend only: `done` or `dead` (None: both).
+        since_s, until_s: jobs created (their event received) at or after / before, unix s.
+        limit: most jobs touched, the oldest first (1 to BULK_MAX_LIMIT).
+    """
+
+    job_id: int | None = None
+    destination: str | None = None
+    status: str | None = None
+    since_s: float | None = None
+    until_s: float | None = None
+    limit: int = BULK_DEFAULT_LIMIT
+
+    def check(self, *, resend: bool) -> JobSelection:
+        """Return self when it is a valid selection.
+
+        Raises:
+            ConfigError: neither or both of a job id and a destination, a filter beside a
+                job id, a status other than done/dead (or any status for retry now), a limit
+                out of range, or a time range whose end is not after its start.
+        """
+        if (self.job_id is None) == (self.destination is None):
+            raise ConfigError("give exactly one of a job id or a destination")
+        narrowed = (self.status, self.since_s, self.until_s)
+        if self.job_id is not None and any(v is not None for v in narrowed):
+            raise ConfigError("status, since and until narrow a destination's jobs, not one job")
+        if self.status is not None and not (resend and self.status in RESEND_STATUSES):
+            raise ConfigError("status must be done or dead (resend only; retry now takes "
+                              "pending jobs)")
+        if not 1 <= self.limit <= BULK_MAX_LIMIT:
+            raise ConfigError(f"limit must be from 1 to {BULK_MAX_LIMIT}")
+        for name, value in (("since", self.since_s), ("until", self.until_s)):
+            if value is not None and not math.isfinite(value):
+                raise ConfigError(f"{name} must be a finite time")
+        if self.since_s is not None and self.until_s is not None \
+                and self.until_s <= self.since_s:
+            raise ConfigError("until must be after since")
+        return self
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class BulkResult:
+    """What a resend or retry now did (or, with dry_run, would do).
+
+    Attributes:
+        count: jobs changed (or that would be).
+        job_ids: the first of them by id (at most SAMPLE_IDS).
+        more: more jobs matched than `limit` allowed (run it again for the rest).
+        dry_run: nothing was changed.
+    """
+
+    count: int
+    job_ids: tuple[int, ...]
+    more: bool
+    dry_run: bool
+
+
+def audit(action: str, result: BulkResult, selection: JobSelection, reason: str | None,
+          **who: Any) -> None:
+    """Log the audit line of a resend or retry now (`jobs_resent`, `jobs_retried_now`):
+    who asked (`who`: by, and client and actor or os_user), why, the filters, what changed.
+    The admin API and the CLI both call it."""
+    filters = {"job_id": selection.job_id, "destination": selection.destination,
+               "status": selection.status, "since_s": selection.since_s,
+               "until_s": selection.until_s,
+               "limit": selection.limit if selection.job_id is None else None}
+    get_logger().info(AUDIT_EVENTS[action], **who, reason=reason,
+                      filters={k: v for k, v in filters.items() if v is not None},
+                      count=result.count, job_ids=list(result.job_ids[:20]),
+                      more=result.more)

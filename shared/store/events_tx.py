@@ -1,0 +1,141 @@
+"""The operator's event lookup, event listing, resend and retry now: transactions written
+once as generators of :mod:`shared.store.ops` operations, and the :class:`EventOperations`
+mixin that gives :class:`shared.store.logic.StoreLogic` their methods."""
+
+from __future__ import annotations
+
+from typing import Any, TypeVar
+
+from shared.errors import ConfigError, Conflict, NotFound
+from shared.models import JOB_STATUSES
+from shared.operator_models import (
+    SAMPLE_IDS,
+    BulkResult,
+    EventFilter,
+    EventMatch,
+    EventRecord,
+    EventRef,
+    JobSelection,
+    parse_event_ref,
+)
+from shared.store.ops import NOTIFY, Tx, count, one, rows
+
+T = TypeVar("T")
+
+
+class EventOperations:
+    """Store methods for finding events and resending or hurrying their jobs (see
+    :class:`shared.store.Store`); the backend supplies `_transact`."""
+
+    async def _transact(self, tx: Tx[T], *, write: bool) -> T:
+        """Drive `tx` as one transaction (the backend's)."""
+        raise NotImplementedError
+
+    async def find_event(self, ref: str, source: str | None = None) -> EventMatch:
+        """See :meth:`shared.store.Store.find_event`."""
+        return await self._transact(find_event_tx(parse_event_ref(ref, source)), write=False)
+
+    async def list_events(self, flt: EventFilter) -> list[EventRecord]:
+        """See :meth:`shared.store.Store.list_events`."""
+        if flt.status is not None and flt.status not in JOB_STATUSES:
+            raise ConfigError(f"status must be one of {', '.join(JOB_STATUSES)}")
+        if not 1 <= flt.limit <= 10_000:
+            raise ConfigError("limit must be from 1 to 10000")
+        return await self._transact(list_events_tx(flt), write=False)
+
+    async def resend(self, selection: JobSelection, *, dry_run: bool = False) -> BulkResult:
+        """See :meth:`shared.store.Store.resend`."""
+        return await self._transact(resend_tx(selection.check(resend=True), dry_run),
+                                    write=not dry_run)
+
+    async def retry_now(self, selection: JobSelection, *, dry_run: bool = False) -> BulkResult:
+        """See :meth:`shared.store.Store.retry_now`."""
+        return await self._transact(retry_now_tx(selection.check(resend=False), dry_run),
+                                    write=not dry_run)
+
+
+def find_event_tx(ref: EventRef) -> Tx[EventMatch]:
+    """The event `ref` names (its candidates in order), with its jobs. Raises NotFound."""
+    found: Any = None
+    matched: Any = None
+    if ref.internal_id is not None:
+        found, matched = (yield one("find_event_by_id", event_id=ref.internal_id)), "id"
+    if found is None and ref.message_id is not None:
+        found = yield one("find_event_by_message_id", message_id=ref.message_id)
+        matched = "message_id"
+    if found is None:
+        found = yield one("find_event_by_source_id", source=ref.source,
+                          source_event_id=ref.text)
+        matched = "source_event_id"
+    if found is None:
+        raise NotFound(f"no event with {ref.describe()}")
+    jobs = yield rows("event_jobs", event_id=found["id"])
+    return EventMatch(event=EventRecord.from_rows(found, jobs), matched_by=matched)
+
+
+def list_events_tx(flt: EventFilter) -> Tx[list[EventRecord]]:
+    """Events newest first per `flt`, each with its jobs."""
+    found = yield rows("list_events", destination=flt.destination, status=flt.status,
+                       type=flt.type, since=flt.since_s, until=flt.until_s,
+                       before=flt.before_id, limit=flt.limit)
+    if not found:
+        return []
+    jobs: dict[int, list[Any]] = {}
+    for job in (yield rows("jobs_of_events", event_ids=[r["id"] for r in found])):
+        jobs.setdefault(job["event_id"], []).append(job)
+    return [EventRecord.from_rows(r, jobs.get(r["id"], [])) for r in found]
+
+
+def resend_tx(sel: JobSelection, dry_run: bool) -> Tx[BulkResult]:
+    """Done or dead jobs back to pending, due now, with a fresh attempt budget."""
+    if sel.job_id is not None:
+        check_resendable(sel.job_id, (yield one("replay_job_state", job_id=sel.job_id)))
+    ids = [r["id"] for r in (yield rows(
+        "resend_candidates", job_id=sel.job_id, destination=sel.destination,
+        status=sel.status, since=sel.since_s, until=sel.until_s, limit=sel.limit + 1))]
+    return (yield from _apply("resend_jobs", ids, sel.limit, dry_run))
+
+
+def retry_now_tx(sel: JobSelection, dry_run: bool) -> Tx[BulkResult]:
+    """Pending jobs not yet due become due now (their attempt count is kept)."""
+    if sel.job_id is not None:
+        state = yield one("replay_job_state", job_id=sel.job_id)
+        if state is None:
+            raise NotFound(f"no job with id {sel.job_id}")
+        if state["status"] != "pending":
+            raise Conflict(f"job {sel.job_id} is {state['status']}, not pending; only a "
+                           "pending job's next attempt can be brought forward"
+                           + ("; resend it instead" if state["status"] in ("done", "dead")
+                              else ""))
+    ids = [r["id"] for r in (yield rows(
+        "retry_now_candidates", job_id=sel.job_id, destination=sel.destination,
+        since=sel.since_s, until=sel.until_s, limit=sel.limit + 1))]
+    return (yield from _apply("retry_now_jobs", ids, sel.limit, dry_run))
+
+
+def _apply(query: str, ids: list[int], limit: int, dry_run: bool) -> Tx[BulkResult]:
+    """Run the update `query` on the first `limit` of `ids` (unless `dry_run`), waking
+    workers; `ids` holds one more than `limit` when more jobs matched."""
+    more = len(ids) > limit
+    chosen = ids[:limit]
+    changed = len(chosen)
+    if chosen and not dry_run:
+        changed = int((yield count(query, job_ids=chosen)))
+        if changed:
+            yield NOTIFY
+    return BulkResult(count=changed, job_ids=tuple(chosen[:SAMPLE_IDS]), more=more,
+                      dry_run=dry_run)
+
+
+def check_resendable(job_id: int, row: Any) -> None:
+    """Raise NotFound or Conflict when one job cannot be resent (see Store.resend)."""
+    if row is None:
+        raise NotFound(f"no job with id {job_id}")
+    if row["status"] not in ("done", "dead"):
+        raise Conflict(f"job {job_id} is {row['status']}: it has not finished, so it cannot "
+                       "be resent; use retry now to bring its next attempt forward")
+    if row["body_purged_at"] is not None:
+        raise Conflict(f"job {job_id} cannot be resent: its event body was purged by "
+                       "retention")
+    if row["deleted_at"] is not None:
+        raise Conflict(f"job {job_id} cannot be resent: its destination was removed")

@@ -1,0 +1,210 @@
+"""Finding events and sending their jobs again: `hookline event REF`, `hookline events`,
+`hookline resend`, `hookline retry-now`.
+
+They talk to the store directly, so they work with the service stopped; a running worker
+picks resent or hurried jobs up through the store's wake-up. `--json` prints the admin API's
+shape for the same thing (shared/views.py). Exit codes: 0 ok, 1 not found or refused (a
+pending job resent, a purged body), 2 usage. Every resend and retry now that is not a dry
+run logs an audit line (`jobs_resent`, `jobs_retried_now`) on stderr with the OS user, the
+`--reason`, the filters and the count.
+"""
+
+from __future__ import annotations
+
+import argparse
+import getpass
+import json
+import sys
+import time
+from datetime import UTC, datetime
+from typing import Any
+
+from shared.config import Config
+from shared.logs import configure_logging
+from shared.operator_models import (
+    BULK_DEFAULT_LIMIT,
+    RESEND_STATUSES,
+    BulkResult,
+    EventFilter,
+    EventMatch,
+    EventRecord,
+    JobSelection,
+    audit,
+)
+from shared.store import Store
+from shared.timeparse import parse_instant
+from shared.views import bulk_result_view, event_lookup_view, event_view, events_page_view
+from supervisor.cli.common import fail, print_table, run_command, with_store
+
+TIME_HELP = "ISO 8601, unix seconds, or an age like 2h"
+
+
+def _handler(fn: Any) -> Any:
+    """Wrap `async fn(config, args) -> int` in run_command, logging to stderr (stdout
+    carries only the answer)."""
+    def run(config: Config, args: argparse.Namespace) -> int:
+        configure_logging("cli", config.log_level, stream=sys.stderr)
+        return run_command(lambda: fn(config, args))
+    return run
+
+
+def register(sub: Any) -> None:
+    """Add event, events, resend and retry-now to the CLI."""
+    event = sub.add_parser("event", help="one event and its jobs, by internal id, webhook-id "
+                                         "(msg_...) or the sender's id")
+    event.add_argument("ref", metavar="REF", help="internal id, msg_ id, or the sender's id")
+    event.add_argument("--source", help="REF is the sender's id in this source (default: "
+                                        "tried after the other forms, in source api)")
+    event.add_argument("--json", action="store_true")
+    event.set_defaults(handler=_handler(event_cmd))
+
+    events = sub.add_parser("events", help="events newest first, with their jobs' states")
+    events.add_argument("--destination", help="events with a job for this destination")
+    events.add_argument("--status", choices=("pending", "running", "done", "dead"),
+                        help="events with a job in this status")
+    events.add_argument("--type", help="events of exactly this type")
+    events.add_argument("--since", help=f"received at or after TIME ({TIME_HELP})")
+    events.add_argument("--until", help=f"received before TIME ({TIME_HELP})")
+    events.add_argument("--limit", type=int, default=100)
+    events.add_argument("--before", type=int, metavar="ID", help="only ids below ID (paging)")
+    events.add_argument("--json", action="store_true")
+    events.set_defaults(handler=_handler(events_cmd))
+
+    resend = sub.add_parser("resend", help="send done or dead jobs again: same webhook-id "
+                                           "and body, fresh attempt budget")
+    _selection_flags(resend, statuses=True)
+    resend.set_defaults(handler=_handler(resend_cmd))
+
+    retry = sub.add_parser("retry-now", help="bring pending jobs' next attempt forward to now")
+    _selection_flags(retry, statuses=False)
+    retry.set_defaults(handler=_handler(retry_now_cmd))
+
+
+def _selection_flags(parser: argparse.ArgumentParser, *, statuses: bool) -> None:
+    parser.add_argument("job_id", nargs="?", type=int, metavar="JOB_ID", help="one job")
+    parser.add_argument("--destination", help="every matching job of this destination")
+    if statuses:
+        parser.add_argument("--status", choices=RESEND_STATUSES,
+                            help="only jobs in this status (default both)")
+    parser.add_argument("--since", help=f"jobs created at or after TIME ({TIME_HELP})")
+    parser.add_argument("--until", help=f"jobs created before TIME ({TIME_HELP})")
+    parser.add_argument("--limit", type=int, default=BULK_DEFAULT_LIMIT,
+                        help=f"most jobs taken, oldest first (default {BULK_DEFAULT_LIMIT})")
+    parser.add_argument("--dry-run", action="store_true",
+                        help="only count and list the first job ids; change nothing")
+    parser.add_argument("--reason", help="why, for the audit log line")
+    parser.add_argument("--json", action="store_true")
+
+
+# -- lookup --------------------------------------------------------------------------------
+
+
+async def event_cmd(config: Config, args: argparse.Namespace) -> int:
+    """`hookline event REF [--source S]`: the event's facts and its jobs."""
+    match: EventMatch = await with_store(config, lambda s: s.find_event(args.ref, args.source))
+    if args.json:
+        print(json.dumps(event_lookup_view(match)))
+        return 0
+    event = match.event
+    print(f"event {event.id}: {event.type} {event.message_id} (matched by "
+          f"{_MATCHED[match.matched_by]})")
+    print(f"  source       {event.source}, sender's id {event.source_event_id}")
+    print(f"  received     {iso(event.received_at)}")
+    body = (f"purged {iso(event.body_purged_at)} (its jobs cannot be resent)"
+            if event.body_purged_at is not None else f"{event.body_bytes} bytes, stored")
+    print(f"  body         {body}")
+    print_table([_job_row(j) for j in event_view(event)["jobs"]],
+                ["id", "destination", "status", "attempts", "next_run", "last_error"])
+    return 0
+
+
+_MATCHED = {"id": "internal id", "message_id": "webhook-id",
+            "source_event_id": "sender's id"}
+
+
+def _job_row(job: dict[str, Any]) -> dict[str, Any]:
+    return {**job, "next_run": iso(job["next_run_at"])}
+
+
+async def events_cmd(config: Config, args: argparse.Namespace) -> int:
+    """`hookline events [filters]`: a page of events, newest first."""
+    now = time.time()
+    flt = EventFilter(destination=args.destination, status=args.status, type=args.type,
+                      since_s=None if args.since is None else parse_instant(args.since, now),
+                      until_s=None if args.until is None else parse_instant(args.until, now),
+                      before_id=args.before, limit=args.limit)
+    found: list[EventRecord] = await with_store(config, lambda s: s.list_events(flt))
+    page = events_page_view(found, args.limit)
+    if args.json:
+        print(json.dumps(page))
+        return 0
+    rows = [{**e, "received": iso(e["received_at"]),
+             "jobs": " ".join(f"{j['destination']}:{j['status']}" for j in e["jobs"])}
+            for e in page["events"]]
+    print_table(rows, ["id", "received", "type", "source", "source_event_id", "message_id",
+                       "jobs"])
+    if page["next_before"] is not None:
+        print(f"(more: --before {page['next_before']})")
+    return 0
+
+
+# -- resend and retry now ------------------------------------------------------------------
+
+
+async def resend_cmd(config: Config, args: argparse.Namespace) -> int:
+    """`hookline resend (JOB_ID | --destination D [--status] [--since] [--until])`."""
+    return await _act(config, args, "resend")
+
+
+async def retry_now_cmd(config: Config, args: argparse.Namespace) -> int:
+    """`hookline retry-now (JOB_ID | --destination D [--since] [--until])`."""
+    return await _act(config, args, "retry_now")
+
+
+async def _act(config: Config, args: argparse.Namespace, action: str) -> int:
+    if (args.job_id is None) == (args.destination is None):
+        return fail("give a JOB_ID or --destination NAME (one of them)", 2)
+    now = time.time()
+    selection = JobSelection(
+        job_id=args.job_id, destination=args.destination,
+        status=getattr(args, "status", None),
+        since_s=None if args.since is None else parse_instant(args.since, now),
+        until_s=None if args.until is None else parse_instant(args.until, now),
+        limit=args.limit).check(resend=action == "resend")  # usage errors exit 2
+
+    async def run(store: Store) -> BulkResult:
+        if selection.destination is not None:
+            await store.get_destination(selection.destination)  # NotFound: exit 1
+        operation = store.resend if action == "resend" else store.retry_now
+        return await operation(selection, dry_run=args.dry_run)
+
+    result: BulkResult = await with_store(config, run)
+    if not args.dry_run:
+        audit(action, result, selection, args.reason, by="cli", os_user=_os_user())
+    if args.json:
+        print(json.dumps(bulk_result_view(action, result)))
+        return 0
+    verb = {"resend": ("resent", "would resend"),
+            "retry_now": ("brought forward", "would bring forward")}[action][args.dry_run]
+    ids = ", ".join(map(str, result.job_ids[:20]))
+    print(f"{verb} {result.count} job(s)" + (f": {ids}" if ids else "")
+          + (", ..." if result.count > 20 else ""))
+    if action == "retry_now" and selection.job_id is not None and result.count == 0:
+        print(f"job {selection.job_id} was already due")
+    if result.more:
+        print(f"more jobs matched than --limit {selection.limit}; run it again for the rest")
+    return 0
+
+
+def _os_user() -> str:
+    try:
+        return getpass.getuser()
+    except (KeyError, OSError):  # no passwd entry and no LOGNAME/USER
+        return "unknown"
+
+
+def iso(ts: float | None) -> str:
+    """Unix seconds as ISO 8601 UTC to the second (`-` for None)."""
+    if ts is None:
+        return "-"
+    return datetime.fromtimestamp(ts, UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
