@@ -200,8 +200,10 @@ def destination_changes(changes: Mapping[str, Any]) -> dict[str, Any]:
                                         f"{changeable}")
     unknown = sorted(set(changes) - set(DESTINATION_UPDATERS))
     if unknown:
+        rotate = ("; a secret is rotated instead (hookline destinations rotate-secret, POST "
+                  "/v1/admin/destinations/NAME/rotate-secret)" if "secret" in unknown else "")
         raise InvalidSetting(unknown[0], f"cannot change {', '.join(unknown)}; changeable: "
-                                         f"{changeable}")
+                                         f"{changeable}{rotate}")
     return {k: DESTINATION_UPDATERS[k](v) for k, v in changes.items()}
 
 

@@ -132,7 +132,8 @@ BAD_SECRET_REQUESTS = [
 
 async def test_bad_secret_requests_are_refused_and_change_nothing(client, real_store):
     """Out-of-bounds overlaps, bad or unchanged secrets and unknown fields are 400 naming the
-    field; an unknown destination is 404; the destination's secrets stay as they were."""
+    field; an unknown destination is 404; PATCH refuses a secret, pointing at rotation; the
+    destination's secrets stay as they were."""
     secret = generate_secret()
     await real_store.add_destination(name="d", url="http://127.0.0.1:9/d", secret=secret,
                                      event_types=["*"], max_in_flight=1)
@@ -140,5 +141,7 @@ async def test_bad_secret_requests_are_refused_and_change_nothing(client, real_s
         sent = {"secret": secret} if body == {"secret": "SAME"} else body
         got, answer, _ = await _call(client, method, f"{BASE}/{path}", json=sent)
         assert (got, answer.get("field")) == (status, field), (path, body, answer)
+    got, answer, _ = await _call(client, "PATCH", f"{BASE}/d", json={"secret": secret})
+    assert (got, answer["field"]) == (400, "secret") and "rotate-secret" in answer["detail"]
     after = await real_store.get_destination("d")
     assert (after.secret, after.previous_secret) == (secret, None)
