@@ -6,13 +6,16 @@ Routes (all JSON; errors are `{"error": code, "detail": text}`, and a value the 
     GET    /v1/admin/stats                      store.stats()
     GET    /v1/admin/destinations               list (secrets redacted)
     POST   /v1/admin/destinations               add {name, url, secret?, event_types?,
-                                                max_in_flight?, headers?}; a generated
-                                                secret is returned once
+                                                max_in_flight?, headers?, timeout_s?,
+                                                rate_limit_per_s?, ordered?} (others: 400);
+                                                a generated secret is returned once
     GET    /v1/admin/destinations/{name}        one (secret redacted)
     PATCH  /v1/admin/destinations/{name}        change fields of DESTINATION_UPDATERS
     DELETE /v1/admin/destinations/{name}        soft delete; unfinished jobs end dead
     POST   /v1/admin/destinations/{name}/pause  {reason?}
     POST   /v1/admin/destinations/{name}/resume
+    POST   /v1/admin/destinations/{name}/rotate-secret, GET .../secret,
+           POST .../expire-previous-secret      a destination's secret (ingest/admin_secrets.py)
     GET    /v1/admin/jobs?status=&limit=        newest first
     GET    /v1/admin/jobs/{id}                  the job, its event facts, its attempts
     GET    /v1/admin/dead?destination=&since=&limit=
@@ -177,23 +180,20 @@ async def list_destinations(request: web.Request) -> web.Response:
 
 
 async def add_destination(request: web.Request) -> web.Response:
-    """`POST /v1/admin/destinations`: 201 with the destination; a generated secret once."""
+    """`POST /v1/admin/destinations`: 201 with the destination; a generated secret once.
+    Takes exactly rules.DESTINATION_FIELDS; an unknown field is 400 naming it."""
     body = await json_body(request)
-    given_secret = body.get("secret")
-    new = rules.new_destination(
-        name=body.get("name"), url=body.get("url"),
-        secret=given_secret if given_secret is not None else generate_secret(),
-        event_types=body.get("event_types", list(rules.DEFAULT_EVENT_TYPES)),
-        max_in_flight=body.get("max_in_flight", rules.DEFAULT_MAX_IN_FLIGHT),
-        headers=body.get("headers", {}))
+    new = rules.destination_fields(body, generated_secret=generate_secret())
     await vet_destination(new.url, app_config(request.app).address_policy)
     store = request_store(request)
     dest = await store.add_destination(name=new.name, url=new.url, secret=new.secret,
                                        event_types=new.event_types,
-                                       max_in_flight=new.max_in_flight,
-                                       headers=new.headers)  # Conflict: name taken
+                                       max_in_flight=new.max_in_flight, headers=new.headers,
+                                       timeout_s=new.timeout_s,
+                                       rate_limit_per_s=new.rate_limit_per_s,
+                                       ordered=new.ordered)  # Conflict: name taken
     get_logger().info("destination_added", destination=new.name, by="admin_api")
-    shown_once = new.secret if given_secret is None else None  # like the CLI
+    shown_once = new.secret if body.get("secret") is None else None  # like the CLI
     return web.json_response(destination_view(dest, generated_secret=shown_once), status=201)
 
 

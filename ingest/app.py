@@ -12,9 +12,10 @@ Routes (each in its own module, which documents its answers):
                          (ingest/health.py)
     GET  /openapi.json   the OpenAPI 3.1 document of every route (ingest/openapi.py); no
                          auth, it holds no data.
-    /v1/admin/*, /metrics  the admin API and Prometheus metrics (ingest/admin_api.py), the
-                         sources admin API (ingest/sources_api.py), event lookup, resend and
-                         retry now (ingest/events_admin.py) and the dashboard's views
+    /v1/admin/*, /metrics  the admin API and Prometheus metrics (ingest/admin_api.py), a
+                         destination's secret (ingest/admin_secrets.py), the sources admin
+                         API (ingest/sources_api.py), event lookup, resend and retry now
+                         (ingest/events_admin.py) and the dashboard's views
                          (ingest/admin_views.py).
     GET  /, /static/*    the operator dashboard (ingest/dashboard.py).
 
@@ -35,6 +36,7 @@ from aiohttp import web
 
 from ingest import (
     admin_api,
+    admin_secrets,
     admin_views,
     dashboard,
     events_admin,
@@ -110,6 +112,7 @@ def build_app(store: Store, config: Config, *,
     health.register(app)  # GET /healthz, /readyz
     openapi.register(app)  # GET /openapi.json
     admin_api.register(app)  # /v1/admin/* and /metrics
+    admin_secrets.register(app)  # a destination's secret: rotate, reveal, expire the previous
     events_admin.register(app)  # /v1/admin/events, resend, retry now
     sources_api.register(app)  # POST /v1/sources/{name}, /v1/admin/sources
     admin_views.register(app)  # the dashboard's views under /v1/admin/

@@ -10,7 +10,7 @@ Conventions, the same in every view:
   `*_since` (and a throughput bucket's `start_s`); durations are seconds in the other
   fields named `*_s`; rates are per second in `*_per_s`; sizes are bytes in `*_bytes`;
 - absent values are `null`, never omitted (except a secret, which appears in full only in
-  the answer that generated it);
+  the answer that generated it, or in destination_secret_view, to an admin who asked);
 - secrets are redacted to a short prefix and `…`; custom header values are never shown.
 
 Every function returns a new plain dict (or list) of JSON types; none raises.
@@ -67,6 +67,23 @@ def paused_view(name: str, reason: str) -> dict[str, Any]:
 def resumed_view(name: str) -> dict[str, Any]:
     """The answer to resuming a destination (schema `Resumed`)."""
     return {"resumed": name}
+
+
+def destination_secret_view(dest: Destination) -> dict[str, Any]:
+    """A destination's signing secret, shown whole to an admin who asked for it (a reveal or
+    a rotation; schema `DestinationSecret`): `secret` is the current one; `previous_secret`
+    (redacted like in the destination, or None) still signs until `previous_secret_until`
+    (unix seconds, or None)."""
+    return {"name": dest.name, "secret": dest.secret,
+            "previous_secret": dest.redacted()["previous_secret"],
+            "previous_secret_until": dest.previous_secret_until}
+
+
+def previous_secret_expired_view(dest: Destination, expired: bool) -> dict[str, Any]:
+    """The answer to expiring a destination's previous secret early (schema
+    `PreviousSecretExpired`): `expired` is False when no previous secret was still signing
+    (nothing changed)."""
+    return {"name": dest.name, "expired": expired}
 
 
 def job_view(job: Job) -> dict[str, Any]:

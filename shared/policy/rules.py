@@ -200,8 +200,10 @@ def destination_changes(changes: Mapping[str, Any]) -> dict[str, Any]:
                                         f"{changeable}")
     unknown = sorted(set(changes) - set(DESTINATION_UPDATERS))
     if unknown:
+        rotate = ("; a secret is rotated instead (hookline destinations rotate-secret, POST "
+                  "/v1/admin/destinations/NAME/rotate-secret)" if "secret" in unknown else "")
         raise InvalidSetting(unknown[0], f"cannot change {', '.join(unknown)}; changeable: "
-                                         f"{changeable}")
+                                         f"{changeable}{rotate}")
     return {k: DESTINATION_UPDATERS[k](v) for k, v in changes.items()}
 
 
@@ -215,23 +217,74 @@ class NewDestination:
     event_types: list[str]
     max_in_flight: int
     headers: dict[str, str]
+    timeout_s: float | None = None
+    rate_limit_per_s: float | None = None
+    ordered: bool = False
 
 
 def new_destination(*, name: Any, url: Any, secret: Any, event_types: Any = DEFAULT_EVENT_TYPES,
-                    max_in_flight: Any = DEFAULT_MAX_IN_FLIGHT,
-                    headers: Any = None) -> NewDestination:
+                    max_in_flight: Any = DEFAULT_MAX_IN_FLIGHT, headers: Any = None,
+                    timeout_s: Any = None, rate_limit_per_s: Any = None,
+                    ordered: Any = False) -> NewDestination:
     """Check every field of a destination to add, in a fixed order (name, url, secret,
-    event_types, max_in_flight, headers) so the first problem reported is the same
-    everywhere. `headers` None means none. Raises InvalidSetting naming the field."""
+    event_types, max_in_flight, headers, timeout_s, rate_limit_per_s, ordered) so the first
+    problem reported is the same everywhere. `headers` None means none; `timeout_s` and
+    `rate_limit_per_s` None mean no override (seconds, requests per second). Raises
+    InvalidSetting naming the field."""
     return NewDestination(
         name=destination_name(name), url=destination_url(url),
         secret=destination_secret(secret), event_types=_event_types(event_types),
         max_in_flight=_max_in_flight(max_in_flight),
-        headers=_headers({} if headers is None else headers))
+        headers=_headers({} if headers is None else headers),
+        timeout_s=optional_positive("timeout_s", timeout_s),
+        rate_limit_per_s=optional_positive("rate_limit_per_s", rate_limit_per_s),
+        ordered=bool(flag("ordered", ordered)))
 
 
 # The keyword arguments of new_destination shadow the rules of the same name.
 _event_types, _max_in_flight, _headers = event_types, max_in_flight, headers
+
+DESTINATION_FIELDS = ("name", "url", "secret", "event_types", "max_in_flight", "headers",
+                      "timeout_s", "rate_limit_per_s", "ordered")
+"""The fields a destination is created with (`POST /v1/admin/destinations` takes exactly
+these; all but name and url are optional)."""
+
+
+def destination_fields(fields: Mapping[str, Any], generated_secret: str) -> NewDestination:
+    """Check a destination to add given as an object of DESTINATION_FIELDS (the admin API's
+    body): unknown fields are refused first, then every field as :func:`new_destination`
+    does; a field left out takes its default, `secret` the `generated_secret`.
+
+    Raises:
+        InvalidSetting: an unknown field (the first named, all listed), a missing name or
+            url, or an invalid value.
+    """
+    unknown = sorted(set(fields) - set(DESTINATION_FIELDS))
+    if unknown:
+        raise InvalidSetting(unknown[0], f"unknown field(s) {', '.join(unknown)}; accepted: "
+                                         f"{', '.join(DESTINATION_FIELDS)}")
+    given = {k: v for k, v in fields.items() if k not in ("name", "url", "secret")}
+    secret = fields.get("secret")
+    return new_destination(name=fields.get("name"), url=fields.get("url"),
+                           secret=generated_secret if secret is None else secret, **given)
+
+
+DEFAULT_ROTATION_OVERLAP_S = 86_400.0
+"""How long the previous secret keeps signing after a rotation when no overlap is given."""
+MAX_ROTATION_OVERLAP_S = 7 * 86_400.0
+"""Longest accepted rotation overlap, seconds (receivers should move to the new secret within
+a week; a longer overlap keeps a possibly leaked secret valid)."""
+
+
+def rotation_overlap(value: Any) -> float:
+    """How long the previous secret keeps signing after a rotation: a number of seconds from
+    0 to MAX_ROTATION_OVERLAP_S. Raises InvalidSetting("overlap_s")."""
+    if (isinstance(value, bool) or not isinstance(value, int | float)
+            or not 0 <= value <= MAX_ROTATION_OVERLAP_S):
+        raise InvalidSetting("overlap_s", f"must be a number of seconds from 0 to "
+                                          f"{MAX_ROTATION_OVERLAP_S:.0f} (7 days), "
+                                          f"not {value!r}")
+    return float(value)
 
 
 # -- inbound sources -----------------------------------------------------------------------

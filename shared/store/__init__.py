@@ -150,9 +150,14 @@ class Store(Protocol):
 
     async def add_destination(self, *, name: str, url: str, secret: str,
                               event_types: Sequence[str], max_in_flight: int,
-                              headers: Mapping[str, str] | None = None) -> Destination:
+                              headers: Mapping[str, str] | None = None,
+                              timeout_s: float | None = None,
+                              rate_limit_per_s: float | None = None,
+                              ordered: bool = False) -> Destination:
         """Register a destination; `headers` are its custom request headers (see
-        :func:`shared.policy.rules.headers`). Every field is checked by
+        :func:`shared.policy.rules.headers`); `timeout_s` (seconds) and `rate_limit_per_s`
+        override the attempt timeout and limit its request rate (None: no override, no
+        limit); `ordered` sends its jobs one at a time, oldest first. Every field is checked by
         :func:`shared.policy.rules.new_destination` first. Raises InvalidSetting (a ConfigError) for
         an invalid field, Conflict when a live destination has that name."""
 
@@ -172,8 +177,22 @@ class Store(Protocol):
 
         Raises:
             NotFound: no live destination has that name.
-            ConfigError: `new_secret` is not a valid `whsec_` secret, equals the current one,
-                or `overlap_s` is negative.
+            InvalidSetting: `new_secret` is not a valid `whsec_` secret or equals the current
+                one (field "secret"), or `overlap_s` is outside 0 to
+                :data:`shared.policy.rules.MAX_ROTATION_OVERLAP_S` (field "overlap_s").
+        """
+
+    async def expire_previous_secret(self, name: str) -> tuple[Destination, bool]:
+        """End a rotation's overlap now: the previous secret is forgotten, and every claim
+        from now on signs with the current secret only (a request already in flight keeps
+        the signatures it was sent with).
+
+        Returns:
+            The destination afterwards, and whether a previous secret was still signing
+            (False: there was nothing to expire; the call changes nothing then).
+
+        Raises:
+            NotFound: no live destination has that name.
         """
 
     async def list_jobs(self, status: str | None = None, limit: int = 100) -> list[Job]:

@@ -47,9 +47,10 @@ from shared.policy.delivery import (
     is_failure,
 )
 from shared.policy.sources import check_source
-from shared.signing import new_message_id, secret_key
+from shared.signing import new_message_id
 from shared.store.events_tx import EventOperations
 from shared.store.operator_tx import (
+    expire_previous_tx,
     get_job_tx,
     list_dead_tx,
     purge_tx,
@@ -239,14 +240,20 @@ class StoreLogic(EventOperations):
 
     async def add_destination(self, *, name: str, url: str, secret: str,
                               event_types: Sequence[str], max_in_flight: int,
-                              headers: Mapping[str, str] | None = None) -> Destination:
+                              headers: Mapping[str, str] | None = None,
+                              timeout_s: float | None = None,
+                              rate_limit_per_s: float | None = None,
+                              ordered: bool = False) -> Destination:
         """See :meth:`shared.store.Store.add_destination`."""
         new = rules.new_destination(name=name, url=url, secret=secret, event_types=event_types,
-                                    max_in_flight=max_in_flight, headers=headers)
+                                    max_in_flight=max_in_flight, headers=headers,
+                                    timeout_s=timeout_s, rate_limit_per_s=rate_limit_per_s,
+                                    ordered=ordered)
         query = Query("insert_destination", {
             "name": new.name, "url": new.url, "secret": new.secret,
             "max_in_flight": new.max_in_flight, "event_types": json.dumps(new.event_types),
-            "headers": json.dumps(new.headers)},
+            "headers": json.dumps(new.headers), "timeout_s": new.timeout_s,
+            "rate_limit_per_s": new.rate_limit_per_s, "ordered": int(new.ordered)},
             want="one", taken=f"a destination named {name!r} already exists")
         return Destination.from_row(await self._transact(_single(query), write=True))
 
@@ -268,13 +275,14 @@ class StoreLogic(EventOperations):
 
     async def rotate_secret(self, name: str, new_secret: str, overlap_s: float) -> Destination:
         """See :meth:`shared.store.Store.rotate_secret`."""
-        secret_key(new_secret)  # raises ConfigError when malformed
-        if not overlap_s >= 0:
-            raise ConfigError(f"overlap_s must be zero or more seconds, not {overlap_s!r}")
-        row = await self._transact(rotate_tx(name, new_secret, float(overlap_s)), write=True)
-        log.info("destination_secret_rotated", destination=name,
-                 previous_until=row["previous_secret_until"])
-        return Destination.from_row(row)
+        secret, overlap = rules.destination_secret(new_secret), rules.rotation_overlap(overlap_s)
+        return Destination.from_row(await self._transact(rotate_tx(name, secret, overlap),
+                                                         write=True))
+
+    async def expire_previous_secret(self, name: str) -> tuple[Destination, bool]:
+        """See :meth:`shared.store.Store.expire_previous_secret`."""
+        row, expired = await self._transact(expire_previous_tx(name), write=True)
+        return Destination.from_row(row), expired
 
     async def update_destination(self, name: str, **changes: Any) -> Destination:
         """See :meth:`shared.store.Store.update_destination`."""

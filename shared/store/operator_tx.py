@@ -7,7 +7,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from shared.errors import ConfigError, Conflict, NotFound
+from shared.errors import Conflict, InvalidSetting, NotFound
 from shared.models import (
     DeadLetter,
     DestinationSummary,
@@ -31,12 +31,26 @@ def set_paused_tx(name: str, paused: bool, reason: str | None) -> Tx[None]:
 
 
 def rotate_tx(name: str, new_secret: str, overlap_s: float) -> Tx[Any]:
+    """Make `new_secret` (already checked) the secret; the current one signs on for
+    `overlap_s` seconds. Returns the destination row."""
     current = yield one("get_destination", name=name)
     if current is None:
         raise NotFound(f"no destination named {name!r}")
     if current["secret"] == new_secret:
-        raise ConfigError("the new secret equals the current one")
+        raise InvalidSetting("secret", "the new secret equals the current one")
     return (yield one("rotate_secret", name=name, secret=new_secret, overlap_s=overlap_s))
+
+
+def expire_previous_tx(name: str) -> Tx[tuple[Any, bool]]:
+    """Forget the previous secret now: later claims sign with the current one only. Returns
+    the destination row and whether a previous secret was still signing."""
+    now = yield NOW
+    current = yield one("get_destination", name=name)
+    if current is None:
+        raise NotFound(f"no destination named {name!r}")
+    was_signing = bool(current["previous_secret"]) and (
+        current["previous_secret_until"] or 0) > now
+    return (yield one("expire_previous_secret", name=name)), was_signing
 
 
 def remove_destination_tx(name: str) -> Tx[int]:

@@ -55,6 +55,8 @@ FIELD_FLAGS = {
     "event_types": "--event-type", "max_in_flight": "--max-in-flight", "headers": "--header",
     "secret": "--secret", "scheme": "--scheme", "bodies_older_than": "--bodies-older-than",
     "metadata_older_than": "--metadata-older-than", "dedupe_keep": "--dedupe-keep",
+    "timeout_s": "--timeout", "rate_limit_per_s": "--rate-limit", "ordered": "--ordered",
+    "overlap_s": "--overlap",
 }
 
 

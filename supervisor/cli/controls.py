@@ -62,6 +62,8 @@ def _handler(fn: Any) -> Any:
 
 def add_destination_actions(dest: Any) -> None:
     """Add `show`, `update`, `remove` to the `hookline destinations` group."""
+    from supervisor.cli.destinations import add_policy_flags  # noqa: PLC0415  (no cycle)
+
     show = dest.add_parser("show", help="one destination's settings (secret redacted)")
     show.add_argument("name")
     show.add_argument("--json", action="store_true")
@@ -73,6 +75,7 @@ def add_destination_actions(dest: Any) -> None:
     upd.add_argument("--event-type", action="append",
                      help="replace the subscriptions (repeatable: type, `prefix.*` or `*`)")
     upd.add_argument("--max-in-flight", type=int)
+    add_policy_flags(upd, changing=True)
     upd.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE",
                      help="any changeable field (" + ", ".join(sorted(DESTINATION_UPDATERS))
                           + "); VALUE is parsed as JSON when it is valid JSON")
@@ -166,10 +169,13 @@ def parse_set_options(pairs: list[str]) -> dict[str, Any]:
 
 
 async def destinations_update(config: Config, args: argparse.Namespace) -> int:
-    """`hookline destinations update NAME --url ... --event-type ... --max-in-flight ...`."""
+    """`hookline destinations update NAME --url ... --event-type ... --max-in-flight ...
+    --timeout ... --rate-limit ... --[no-]ordered --set FIELD=VALUE`."""
+    from supervisor.cli.destinations import policy_options  # noqa: PLC0415  (no cycle)
+
     changes = parse_set_options(args.set)
     for key, value in (("url", args.url), ("event_types", args.event_type),
-                       ("max_in_flight", args.max_in_flight)):
+                       ("max_in_flight", args.max_in_flight), *policy_options(args).items()):
         if value is not None:
             changes[key] = value
     rules.destination_changes(changes)  # usage errors exit 2 before the store opens

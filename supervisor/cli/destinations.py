@@ -1,4 +1,5 @@
-"""`hookline destinations add|list`, `hookline jobs`, `hookline stats`: read and change the
+"""`hookline destinations add|list` (and, from their modules, show|update|remove and the
+secret commands), `hookline jobs`, `hookline stats`: read and change the
 store directly, so they work whether or not the service runs."""
 
 from __future__ import annotations
@@ -7,10 +8,11 @@ import argparse
 from typing import Any
 
 from shared.config import Config
-from shared.errors import ConfigError
+from shared.errors import ConfigError, InvalidSetting
 from shared.policy import rules
 from shared.policy.netguard import vet_destination
 from shared.signing import generate_secret
+from shared.timeparse import parse_duration
 from shared.views import destination_view, job_view, stats_view
 from supervisor.cli.common import (
     add_named,
@@ -37,14 +39,17 @@ def register(sub: Any) -> None:
                           f"{rules.DEFAULT_MAX_IN_FLIGHT})")
     add.add_argument("--header", action="append", metavar="'NAME: VALUE'",
                      help="a custom request header sent with every attempt (repeatable)")
+    add_policy_flags(add)
     add.add_argument("--json", action="store_true")
     add.set_defaults(handler=lambda c, a: run_command(lambda: destinations_add(c, a)))
     lst = dest.add_parser("list", help="list destinations (secrets hidden)")
     lst.add_argument("--json", action="store_true")
     lst.set_defaults(handler=lambda c, a: run_command(lambda: destinations_list(c, a)))
     from supervisor.cli.controls import add_destination_actions  # noqa: PLC0415
+    from supervisor.cli.destination_secrets import add_secret_actions  # noqa: PLC0415
 
     add_destination_actions(dest)  # show, update, remove
+    add_secret_actions(dest)  # rotate-secret, secret, expire-previous-secret
 
     jobs_p = sub.add_parser("jobs", help="list jobs, newest first")
     jobs_p.add_argument("--status", choices=["pending", "running", "done", "dead"])
@@ -55,6 +60,39 @@ def register(sub: Any) -> None:
     stats_p = sub.add_parser("stats", help="counts by status, events, attempts")
     stats_p.add_argument("--json", action="store_true")
     stats_p.set_defaults(handler=lambda c, a: run_command(lambda: stats(c, a)))
+
+
+def add_policy_flags(parser: Any, *, changing: bool = False) -> None:
+    """`--timeout`, `--rate-limit` and `--ordered` (plus `--no-ordered` when `changing` an
+    existing destination): the delivery policy fields of the rule book."""
+    parser.add_argument("--timeout", metavar="DURATION",
+                        help="attempt timeout for this destination, e.g. 5s or 2.5 (default: "
+                             "the service's attempt_timeout_s)")
+    parser.add_argument("--rate-limit", type=float, metavar="PER_SECOND",
+                        help="most requests per second to it across all workers (default: "
+                             "no limit)")
+    if changing:
+        parser.add_argument("--ordered", action=argparse.BooleanOptionalAction,
+                            help="send its jobs one at a time, oldest first (or not)")
+    else:
+        parser.add_argument("--ordered", action="store_true",
+                            help="send its jobs one at a time, oldest first")
+
+
+def policy_options(args: argparse.Namespace) -> dict[str, Any]:
+    """The policy flags given (see add_policy_flags) as rule-book fields; `--timeout` is a
+    duration. Raises InvalidSetting("timeout_s") for a malformed one."""
+    out: dict[str, Any] = {}
+    if args.timeout is not None:
+        try:
+            out["timeout_s"] = parse_duration(args.timeout)
+        except ConfigError as exc:
+            raise InvalidSetting("timeout_s", str(exc)) from None
+    if args.rate_limit is not None:
+        out["rate_limit_per_s"] = args.rate_limit
+    if args.ordered is not None:
+        out["ordered"] = args.ordered
+    return out
 
 
 def parse_header_options(values: list[str]) -> dict[str, str]:
@@ -80,11 +118,13 @@ async def destinations_add(config: Config, args: argparse.Namespace) -> int:
     new = rules.new_destination(
         name=args.name, url=args.url, secret=secret,
         event_types=args.event_type or list(rules.DEFAULT_EVENT_TYPES),
-        max_in_flight=args.max_in_flight, headers=parse_header_options(args.header or []))
+        max_in_flight=args.max_in_flight, headers=parse_header_options(args.header or []),
+        **policy_options(args))
     await vet_destination(new.url, config.address_policy)  # DestinationBlocked: exit 1
     dest = await with_store(config, lambda s: add_named(s.add_destination(
         name=new.name, url=new.url, secret=new.secret, event_types=new.event_types,
-        max_in_flight=new.max_in_flight, headers=new.headers)))
+        max_in_flight=new.max_in_flight, headers=new.headers, timeout_s=new.timeout_s,
+        rate_limit_per_s=new.rate_limit_per_s, ordered=new.ordered)))
     if args.json:  # a generated secret is shown once, as the admin API does
         print_json(destination_view(dest, generated_secret=None if args.secret else secret))
     else:

@@ -61,7 +61,8 @@ SCHEMA = schemathesis.openapi.from_path(
 
 
 def _seed(config: Config) -> None:
-    """Fill the database the examples in the document name: destination `billing`, a source
+    """Fill the database the examples in the document name: destination `billing`, destination
+    `signing` (the secret routes' example, which no DELETE example removes first), a source
     of each scheme named after it, and job 1 (dead, so replay and the job story have
     something to show); and write a supervisor status file naming a live pid (this test's),
     so `/v1/admin/supervisor` answers `known: true` with every field. Its worker is not
@@ -69,6 +70,9 @@ def _seed(config: Config) -> None:
     async def seed() -> None:
         async with SqliteStore(config.db) as store:
             await store.add_destination(name="billing", url="http://127.0.0.1:9/b",
+                                        secret=generate_secret(), event_types=("*",),
+                                        max_in_flight=2)
+            await store.add_destination(name="signing", url="http://127.0.0.1:9/s",
                                         secret=generate_secret(), event_types=("*",),
                                         max_in_flight=2)
             for scheme in ("github", "stripe", "token"):

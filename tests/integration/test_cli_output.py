@@ -193,6 +193,8 @@ HUMAN_COMMANDS = [
     ["destinations", "update", "h1", "--set", "timeout_s=2.5", "--set", "ordered=true"],
     ["destinations", "show", "h1"], ["destinations", "remove", "h1"],
     ["sources", "add", "hs", "--scheme", "github"], ["sources", "remove", "hs"],
+    ["destinations", "rotate-secret", "p", "--overlap", "1h"], ["destinations", "secret", "p"],
+    ["destinations", "expire-previous-secret", "p"],
 ]
 
 
@@ -217,7 +219,8 @@ def test_human_output_has_no_python_reprs(db: str, api: ApiServer, tmp_path: Pat
         assert text.strip(), command
         assert not PYTHON_REPR.search(text), (command, PYTHON_REPR.search(text), text)
     for command in ("destinations list", "jobs", "dead", "sources list", "job 1",
-                    "destinations show d", "backup", "backup verify", "logs"):
+                    "destinations show d", "backup", "backup verify", "logs",
+                    "destinations rotate-secret p --overlap 1h"):
         assert ISO_TIME.search(outputs[command]) or "T18:03:14.123Z" in outputs[command], (
             command, outputs[command])
     shown = {name: dict(line.split(None, 1) for line in outputs[f"destinations show {name}"]
@@ -233,8 +236,9 @@ def test_human_output_has_no_python_reprs(db: str, api: ApiServer, tmp_path: Pat
 
 
 def test_actions_print_the_api_json(db: str, api: ApiServer):
-    """pause, resume, update, add (given and generated secrets), remove, sources add and
-    remove, replay (dry run and real) and purge answer the same JSON through both."""
+    """pause, resume, update, add (given and generated secrets, policy fields), remove, the
+    secret's rotate, reveal and early expiry, sources add and remove, replay (dry run and real)
+    and purge answer the same JSON through both."""
     assert cli_json(db, "pause", "d", "--reason", "r") == api.call(
         "POST", "/v1/admin/destinations/d/pause", {"reason": "r"}) == {"paused": "d",
                                                                       "reason": "r"}
@@ -256,6 +260,18 @@ def test_actions_print_the_api_json(db: str, api: ApiServer):
     assert all(g["secret"].startswith("whsec_") and len(g["secret"]) > 30 for g in generated)
     assert ({k for k in generated[0] if k != "secret"} == {k for k in generated[1]
                                                           if k != "secret"})
+    assert added("c3", cli_json(db, "destinations", "add", "c3", url, "--secret", SECRET,
+                                "--timeout", "2.5", "--rate-limit", "4", "--ordered")) == added(
+        "a3", api.call("POST", "/v1/admin/destinations", {
+            "name": "a3", "url": url, "secret": SECRET, "timeout_s": 2.5,
+            "rate_limit_per_s": 4, "ordered": True}))
+    rotated = cli_json(db, "destinations", "rotate-secret", "c3", "--overlap", "1h")
+    assert rotated == api.call("GET", "/v1/admin/destinations/c3/secret") == cli_json(
+        db, "destinations", "secret", "c3")
+    assert set(rotated) == set(api.call("POST", "/v1/admin/destinations/a3/rotate-secret"))
+    assert added("c3", cli_json(db, "destinations", "expire-previous-secret", "c3")) == added(
+        "a3", api.call("POST", "/v1/admin/destinations/a3/expire-previous-secret")) == {
+        "expired": True}
     assert cli_json(db, "destinations", "remove", "c1") == {"removed": "c1", "jobs_ended": 0}
     assert api.call("DELETE", "/v1/admin/destinations/a1") == {"removed": "a1",
                                                                "jobs_ended": 0}

@@ -67,6 +67,7 @@ CASES = {
     "max_in_flight 0": _add_case(["--max-in-flight", "0"], max_in_flight=0),
     "bad event-type pattern": _add_case(["--event-type", "invoice.**"],
                                         event_types=["invoice.**"]),
+    "rate limit zero": _add_case(["--rate-limit", "0"], rate_limit_per_s=0.0),
     "malformed secret": Case(
         field="secret",
         rule=lambda: rules.new_destination(**_add(secret="whsec_!!")),
@@ -91,6 +92,13 @@ CASES = {
         cli=["destinations", "update", "d", "--set", "secretz=1"],
         api=("PATCH", "/v1/admin/destinations/d", {"secretz": 1}),
         store=lambda s: s.update_destination("d", secretz=1), needs_destination=True),
+    "rotation overlap past 7 days": Case(
+        field="overlap_s",
+        rule=lambda: rules.rotation_overlap(8 * 86400.0),
+        cli=["destinations", "rotate-secret", "d", "--overlap", "8d"],
+        api=("POST", "/v1/admin/destinations/d/rotate-secret", {"overlap_s": 8 * 86400.0}),
+        store=lambda s: s.rotate_secret("d", generate_secret(), 8 * 86400.0),
+        needs_destination=True),
     "purge ages out of order": Case(
         field="bodies_older_than",
         rule=lambda: rules.retention_ages("40d", "30d", "90d"),

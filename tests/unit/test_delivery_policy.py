@@ -9,8 +9,9 @@ from dataclasses import replace
 import pytest
 from structlog.testing import capture_logs
 
-from shared.errors import ConfigError, NotFound
+from shared.errors import ConfigError, InvalidSetting, NotFound
 from shared.models import AttemptResult, ClaimRequest, Dead, Destination, Done, Retry
+from shared.policy import rules
 from shared.policy.delivery import (
     BreakerPolicy,
     auto_pause_reason,
@@ -179,6 +180,61 @@ async def test_rotate_secret_claims_carry_both_secrets_until_overlap_ends(
     with pytest.raises(NotFound):
         await store.rotate_secret("nope", generate_secret(), 60)
     assert (await store.get_destination("rot")).secret == new
+
+
+async def test_expire_previous_secret_ends_the_overlap_at_once(store, clock,
+                                                             destination_factory):
+    """Expiring the previous secret early makes the next claim sign with the new secret only,
+    forgets the old one, and reports whether one was still signing (a repeat changes
+    nothing). Rotation refuses an overlap outside 0 s to 7 days, or the same secret, naming
+    the field; a removed destination is not found."""
+    old, new = generate_secret(), generate_secret()
+    await destination_factory("rot", secret=old)
+    await store.rotate_secret("rot", new, overlap_s=rules.DEFAULT_ROTATION_OVERLAP_S)
+    await store.add_event(new_event("e1"))
+    expired, was_signing = await store.expire_previous_secret("rot")
+    assert was_signing and (expired.secret, expired.previous_secret) == (new, None)
+    assert expired.previous_secret_until is None
+    [claim] = await store.claim("w", 1, 30.0, 5)
+    assert claim.secrets == (new,)
+    again, was_signing = await store.expire_previous_secret("rot")
+    assert not was_signing and again.secret == new
+
+    await store.rotate_secret("rot", old, overlap_s=0)  # zero overlap: nothing to expire
+    assert (await store.expire_previous_secret("rot"))[1] is False
+    for overlap, secret, field in ((-1, generate_secret(), "overlap_s"),
+                                   (rules.MAX_ROTATION_OVERLAP_S + 1, generate_secret(),
+                                    "overlap_s"),
+                                   (float("nan"), generate_secret(), "overlap_s"),
+                                   (True, generate_secret(), "overlap_s"),
+                                   (60, old, "secret"), (60, "whsec_short", "secret")):
+        with pytest.raises(InvalidSetting) as refused:
+            await store.rotate_secret("rot", secret, overlap)
+        assert refused.value.field == field
+    assert (await store.rotate_secret("rot", new, rules.MAX_ROTATION_OVERLAP_S)).secret == new
+    await store.remove_destination("rot")
+    with pytest.raises(NotFound):
+        await store.expire_previous_secret("rot")
+
+
+async def test_destination_is_created_with_its_delivery_policy(store):
+    """add_destination stores timeout_s, rate_limit_per_s and ordered as given (defaults:
+    no override, unordered), checked by the rule book."""
+    made = await store.add_destination(name="p", url="http://127.0.0.1:9/p",
+                                       secret=generate_secret(), event_types=["*"],
+                                       max_in_flight=1, timeout_s=2.5, rate_limit_per_s=4,
+                                       ordered=True)
+    assert (made.timeout_s, made.rate_limit_per_s, made.ordered) == (2.5, 4.0, True)
+    assert await store.get_destination("p") == made
+    plain = await store.add_destination(name="q", url="http://127.0.0.1:9/q",
+                                        secret=generate_secret(), event_types=["*"],
+                                        max_in_flight=1)
+    assert (plain.timeout_s, plain.rate_limit_per_s, plain.ordered) == (None, None, False)
+    with pytest.raises(InvalidSetting) as refused:
+        await store.add_destination(name="r", url="http://127.0.0.1:9/r",
+                                    secret=generate_secret(), event_types=["*"],
+                                    max_in_flight=1, ordered="yes")
+    assert refused.value.field == "ordered"
 
 
 async def test_breaker_auto_pauses_after_consecutive_failures_and_resume_resets(

@@ -71,6 +71,8 @@ async def test_every_store_operation_runs_on_both_backends(store, clock):
 
     claims = await s.claim("w1", 2, lease_s=30, max_attempts=5)
     assert len(claims) == 2 and claims[0].secrets == (OTHER_SECRET, SECRET)
+    expired, was_signing = await s.expire_previous_secret("d")
+    assert was_signing and expired.previous_secret is None and expired.secret == OTHER_SECRET
     assert await s.extend(claims, lease_s=60) == []
     ok = AttemptResult(started_at=clock(), duration_s=0.01, status_code=200)
     failed = AttemptResult(started_at=clock(), duration_s=0.01, status_code=500)

@@ -11,6 +11,11 @@ UPDATE attempts SET error = 'handed back (graceful stop)' WHERE lease_token = :l
 -- get_destination: one live destination by name
 SELECT * FROM destinations WHERE name = :name AND deleted_at IS NULL
 
+-- expire_previous_secret: forget the secret before the last rotation (it signs no more)
+UPDATE destinations SET previous_secret = NULL, previous_secret_until = NULL
+WHERE name = :name AND deleted_at IS NULL
+RETURNING *
+
 -- jobs_by_status: job counts per status
 SELECT status, count(*) AS n FROM jobs GROUP BY status
 

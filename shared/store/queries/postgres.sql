@@ -218,9 +218,10 @@ UPDATE jobs SET status = 'pending', attempts = attempts - 1, lease_token = NULL,
 WHERE id = :job_id AND lease_token = :lease_token AND status = 'running'
 
 -- insert_destination: register a destination
-INSERT INTO destinations (name, url, secret, event_types, max_in_flight, headers, created_at)
-VALUES (:name, :url, :secret, :event_types, :max_in_flight, :headers,
-    hookline_now(:test_now_s))
+INSERT INTO destinations (name, url, secret, event_types, max_in_flight, headers, timeout_s,
+    rate_limit_per_s, ordered, created_at)
+VALUES (:name, :url, :secret, :event_types, :max_in_flight, :headers, :timeout_s,
+    :rate_limit_per_s, :ordered, hookline_now(:test_now_s))
 RETURNING *
 
 -- set_paused: pause or resume a destination; resuming resets the failure run (breaker)

@@ -1,0 +1,119 @@
+"""`hookline destinations rotate-secret|secret|expire-previous-secret`: a destination's signing
+secret. They change the store directly (a running service's workers sign the next claim with
+the new secrets). Each is audited: one log line on stderr naming the destination and the OS
+user who ran it (never the secret). `--json` prints the admin API's answer for the same call.
+"""
+
+from __future__ import annotations
+
+import argparse
+import getpass
+import os
+import sys
+from typing import Any
+
+from shared.config import Config
+from shared.errors import ConfigError, InvalidSetting
+from shared.logs import configure_logging, get_logger
+from shared.models import Destination
+from shared.policy import rules
+from shared.signing import generate_secret
+from shared.timeparse import parse_duration
+from shared.views import destination_secret_view, previous_secret_expired_view
+from supervisor.cli.common import print_json, run_command, with_store
+from supervisor.cli.human import iso_time
+
+
+def add_secret_actions(dest: Any) -> None:
+    """Add `rotate-secret`, `secret` and `expire-previous-secret` to `hookline destinations`."""
+    rotate = dest.add_parser(
+        "rotate-secret", help="switch to a new signing secret; the old one keeps signing "
+                              "(both signatures on every request) for the overlap")
+    rotate.add_argument("name")
+    rotate.add_argument("--secret", help="the new whsec_ secret (default: a generated one)")
+    rotate.add_argument("--overlap", default="24h",
+                        help="how long the old secret keeps signing, e.g. 90s, 30m, 24h, 7d "
+                             "(0 to 7d; default 24h)")
+    rotate.add_argument("--json", action="store_true")
+    rotate.set_defaults(handler=_handler(rotate_cmd))
+
+    show = dest.add_parser("secret", help="print the current signing secret (audited)")
+    show.add_argument("name")
+    show.add_argument("--json", action="store_true")
+    show.set_defaults(handler=_handler(reveal_cmd))
+
+    expire = dest.add_parser("expire-previous-secret",
+                             help="end a rotation's overlap now: only the new secret signs")
+    expire.add_argument("name")
+    expire.add_argument("--json", action="store_true")
+    expire.set_defaults(handler=_handler(expire_cmd))
+
+
+def _handler(fn: Any) -> Any:
+    def run(config: Config, args: argparse.Namespace) -> int:
+        # The audit line goes to stderr as JSON, so stdout carries only the answer.
+        configure_logging("cli", config.log_level, stream=sys.stderr)
+        return run_command(lambda: fn(config, args))
+    return run
+
+
+def os_user() -> str:
+    """The OS user running the CLI (its uid when the name cannot be found)."""
+    try:
+        return getpass.getuser()
+    except (KeyError, OSError):  # no login name and no passwd entry for the uid
+        return str(os.getuid())
+
+
+def overlap_seconds(text: str) -> float:
+    """`--overlap` text (a duration) -> seconds in the rule book's bounds. Raises
+    InvalidSetting("overlap_s")."""
+    try:
+        seconds = parse_duration(text)
+    except ConfigError as exc:
+        raise InvalidSetting("overlap_s", str(exc)) from None
+    return rules.rotation_overlap(seconds)
+
+
+async def rotate_cmd(config: Config, args: argparse.Namespace) -> int:
+    """`hookline destinations rotate-secret NAME [--secret S] [--overlap 24h]`."""
+    overlap = overlap_seconds(args.overlap)  # usage errors exit 2 before the store opens
+    secret = rules.destination_secret(args.secret) if args.secret else generate_secret()
+    dest = await with_store(config, lambda s: s.rotate_secret(args.name, secret, overlap))
+    _audit("secret_rotated", dest, generated=not args.secret,
+           previous_secret_until=dest.previous_secret_until)
+    if args.json:
+        print_json(destination_secret_view(dest))
+    else:
+        print(f"rotated the secret of {dest.name}")
+        print(f"new signing secret: {dest.secret}")
+        print(f"the previous secret signs too until {iso_time(dest.previous_secret_until)}")
+    return 0
+
+
+async def reveal_cmd(config: Config, args: argparse.Namespace) -> int:
+    """`hookline destinations secret NAME`: the current secret, whole."""
+    dest = await with_store(config, lambda s: s.get_destination(args.name))
+    _audit("secret_revealed", dest)
+    if args.json:
+        print_json(destination_secret_view(dest))
+    else:
+        print(dest.secret)
+    return 0
+
+
+async def expire_cmd(config: Config, args: argparse.Namespace) -> int:
+    """`hookline destinations expire-previous-secret NAME`."""
+    dest, expired = await with_store(config, lambda s: s.expire_previous_secret(args.name))
+    _audit("previous_secret_expired", dest, expired=expired)
+    if args.json:
+        print_json(previous_secret_expired_view(dest, expired))
+    else:
+        print(f"{dest.name}: the previous secret signs no more" if expired
+              else f"{dest.name}: no previous secret was still signing; nothing changed")
+    return 0
+
+
+def _audit(event: str, dest: Destination, **facts: Any) -> None:
+    get_logger().info(event, destination=dest.name, by="operator", os_user=os_user(), **facts)
+
