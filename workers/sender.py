@@ -30,11 +30,12 @@ from shared.models import AttemptResult, Claim
 from shared.policy.delivery import unsendable_header
 from shared.policy.netguard import AddressPolicy, BlockedAddress, GuardedResolver, vet_url
 from shared.signing import signed_headers
+from shared.version import PRODUCT
 from workers.connections import AgedConnector
 
 EXCERPT_BYTES = 1024
 HEADERS_EXCERPT_CHARS = 1024
-USER_AGENT = "hookline/0.1 (+webhook delivery)"
+USER_AGENT = f"{PRODUCT} (+webhook delivery)"
 
 
 class Sender:

@@ -16,8 +16,9 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from shared.config import Config
+from shared.config import CONFIG_FILE_ENV, Config, unknown_env_warnings
 from shared.errors import ConfigError
+from shared.version import VERSION
 from supervisor.cli.common import fail
 
 COMMAND_MODULES = (
@@ -73,6 +74,7 @@ def build_parser() -> argparse.ArgumentParser:
                     "at least once (receivers dedupe by webhook-id).",
         epilog="environment (a flag wins over its variable, which wins over the config "
                f"file):\n{env_help}")
+    parser.add_argument("--version", action="version", version=f"hookline {VERSION}")
     _add_global_flags(parser, docs)
     common = argparse.ArgumentParser(add_help=False)
     _add_global_flags(common, docs)
@@ -84,10 +86,13 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def load_config(args: argparse.Namespace, env: dict[str, str]) -> Config:
-    """Merge flags, environment and config file into one Config."""
+    """Merge flags, environment and config file into one Config; warn on stderr, once, about
+    each `HOOKLINE_*` variable that is not a known name (a mistyped setting)."""
+    for warning in unknown_env_warnings(env):
+        print(f"hookline: warning: {warning}", file=sys.stderr)
     flags = {name: getattr(args, name, None) for name in _CONFIG_FLAGS}
     return Config.load(flags=flags, env=env,
-                       file=getattr(args, "config", None) or env.get("HOOKLINE_CONFIG"))
+                       file=getattr(args, "config", None) or env.get(CONFIG_FILE_ENV))
 
 
 def main(argv: Sequence[str] | None = None) -> int:
