@@ -33,6 +33,7 @@ COMMAND_MODULES = (
     "supervisor.cli.logs",
     "supervisor.cli.sources",
 )
+_OWN_PACKAGES = frozenset({"shared", "ingest", "workers", "supervisor", "rehearsal"})
 _CONFIG_FLAGS = ("db", "log_level", "workers", "listen")
 
 
@@ -99,20 +100,27 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the `hookline` console script; returns the exit code."""
     argv = list(sys.argv[1:] if argv is None else argv)
     receiver_at = _receiver_position(argv)
-    if receiver_at is not None:  # its own parser: `hookline receiver -h`
-        from rehearsal.receiver import main as receiver_main  # noqa: PLC0415
+    try:
+        if receiver_at is not None:  # its own parser: `hookline receiver -h`
+            from rehearsal.receiver import main as receiver_main  # noqa: PLC0415
 
-        return receiver_main(argv[receiver_at + 1:])
-    args = build_parser().parse_args(argv)
-    try:
-        config = load_config(args, dict(os.environ))
-    except ConfigError as exc:
-        return fail(f"configuration: {exc}", 2)
-    try:
+            return receiver_main(argv[receiver_at + 1:])
+        args = build_parser().parse_args(argv)
+        try:
+            config = load_config(args, dict(os.environ))
+        except ConfigError as exc:
+            return fail(f"configuration: {exc}", 2)
         return int(args.handler(config, args))
     except BrokenPipeError:  # `hookline ... | head`: the reader left; not an error of ours
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
+    except ModuleNotFoundError as exc:
+        if exc.name is None or exc.name.partition(".")[0] in _OWN_PACKAGES:
+            raise  # a broken install of hookline itself: the traceback is the report
+        # demo, receiver, rehearse and bench use packages the runtime-only install lacks.
+        return fail(f"this command needs the Python package {exc.name!r}, which is not "
+                    "installed: it comes with hookline's test and bench extras "
+                    "(pip install 'hookline[test,bench]', or `make venv` in a checkout)", 2)
 
 
 def _receiver_position(argv: list[str]) -> int | None:
