@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import socket
+import sys
 from pathlib import Path
 
 from shared.config import Config, listen_host_port
@@ -19,7 +20,8 @@ _TOKENS = {
 def service_problems(config: Config) -> list[str]:
     """Each reason `hookline serve` would start but not work as meant, as one sentence
     naming the setting to change; empty when there is none. Binds the listen address for
-    a moment (released at once)."""
+    a moment (released at once); an address in use while the supervisor named by the pid
+    file runs is reported on stderr, not as a problem (a check before a restart)."""
     problems = [f"{name} is not set: {effect} (set {name} in the config file, "
                 f"HOOKLINE_{name.upper()} or {name}_file)"
                 for name, effect in _TOKENS.items() if getattr(config, name) is None]
@@ -30,8 +32,26 @@ def service_problems(config: Config) -> list[str]:
                             "writable place, e.g. /run/hookline under systemd's "
                             "RuntimeDirectory=hookline)")
     if (reason := _unbindable(config.listen)) is not None:
-        problems.append(f"listen: cannot listen on {config.listen}: {reason}")
+        running = _running_supervisor(pid_file(config))
+        if running is None:
+            problems.append(f"listen: cannot listen on {config.listen}: {reason}")
+        else:  # checking a new configuration before restarting the running service
+            print(f"listen address {config.listen} is in use, presumably by the running "
+                  f"service (supervisor pid {running} in {pid_file(config)}): not checked",
+                  file=sys.stderr)
     return problems
+
+
+def _running_supervisor(path: Path) -> int | None:
+    """The pid in the supervisor's pid file when that process is alive, else None."""
+    try:
+        pid = int(path.read_text().strip())
+        os.kill(pid, 0)
+    except PermissionError:  # alive, under another user
+        return pid
+    except (OSError, ValueError):
+        return None
+    return pid
 
 
 def _unwritable(folder: Path) -> str | None:

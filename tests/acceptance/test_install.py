@@ -154,3 +154,15 @@ def test_documented_install_into_a_prefix(tmp_path: Path):
     # The runtime paths of the shipped config are under the relocated /run/hookline.
     assert re.search(rf'runtime_dir = "{re.escape(str(prefix))}/run/hookline"',
                      config.read_text())
+
+
+def test_the_test_runs_the_documented_steps():
+    """OPERATIONS.md's "Installing" shows the steps the test above runs (relocated)."""
+    text = (ROOT / "OPERATIONS.md").read_text()
+    section = text.split("## Installing", 1)[1].split("\n## ", 1)[0]
+    for step in (f"python3 -m venv /{VENV}", f"/{VENV}/bin/pip install ./hookline",
+                 f"ln -s /{VENV}/bin/hookline /{LINK}",
+                 f"install -m 0640 -o root -g hookline hookline/deploy/hookline.toml /{ETC}",
+                 "secrets.token_hex(32)", f"hookline --config /{ETC} init",
+                 f"hookline --config /{ETC} serve --check", " ".join(SYSTEM_DIRS)):
+        assert step in section, step
