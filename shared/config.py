@@ -168,10 +168,13 @@ class Config:
         30.0, "A child whose event loop has not heartbeated for this long, seconds, is hung: "
         "it gets SIGABRT, then SIGKILL, and is replaced.")
     runtime_dir: str | None = _opt(
-        None, "Folder for heartbeat files and the supervisor's status.json "
-        "(default: DB.run beside a SQLite database).")
+        None, "Folder for heartbeat files and the supervisor's status.json (default: DB.run "
+        "beside a SQLite database, ./hookline.run with PostgreSQL; under systemd "
+        "/run/hookline, from RuntimeDirectory=hookline).")
     pid_file: str | None = _opt(
-        None, "File holding the supervisor's pid, for `hookline scale` (default: DB.pid).")
+        None, "File holding the supervisor's pid, for `hookline scale` (default: DB.pid "
+        "beside a SQLite database, ./hookline.pid with PostgreSQL; under systemd "
+        "/run/hookline/hookline.pid).")
     log_file: str | None = _opt(
         None, "Also append the JSON log lines to this file (rotated by the supervisor).")
     log_file_max_bytes: int = _opt(

@@ -117,6 +117,7 @@ def test_documented_install_into_a_prefix(tmp_path: Path):
                               cwd="/", timeout=120, check=False)
 
     version = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"]
+    assert list(venv_site.glob("hookline-*.dist-info/**/LICENSE")), "LICENSE not shipped"
     shown = hookline("--version")
     assert shown.returncode == 0 and shown.stdout.strip() == f"hookline {version}", shown
     # The installed code, not this checkout, answers; the test extras are not importable.

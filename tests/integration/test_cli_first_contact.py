@@ -8,9 +8,11 @@ from __future__ import annotations
 
 import os
 import socket
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import structlog
 
 from supervisor.cli import main as cli_main
 
@@ -25,10 +27,12 @@ EXISTING_DB_COMMANDS = [
 
 
 @pytest.fixture(autouse=True)
-def _clean_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+def _clean_environment(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     for name in list(os.environ):
         if name.startswith("HOOKLINE_"):
             monkeypatch.delenv(name)
+    yield
+    structlog.reset_defaults()  # init pointed the logs at the captured (now closed) stderr
 
 
 @pytest.mark.parametrize("command", EXISTING_DB_COMMANDS, ids=lambda c: " ".join(c[:2]))
