@@ -64,6 +64,7 @@ from shared.errors import StoreClosing, StoreUnavailable
 from shared.faults import StoreOutage
 from shared.logs import get_logger
 from shared.store import Store
+from shared.version import PRODUCT
 
 # Codes for the HTTP errors aiohttp raises itself (routing) or we raise; others derive from
 # the reason phrase ("Request Timeout" -> "request_timeout").
@@ -108,6 +109,7 @@ def build_app(store: Store, config: Config, *,
     app[RATE_LIMITER_KEY] = SourceRateLimiter.from_config(config)
     app[WAL_HEALTH_KEY] = wal_health
     app.cleanup_ctx.append(_run_committer)
+    app.on_response_prepare.append(_server_header)
     events_api.register(app)  # POST /v1/events
     health.register(app)  # GET /healthz, /readyz
     openapi.register(app)  # GET /openapi.json
@@ -118,6 +120,11 @@ def build_app(store: Store, config: Config, *,
     admin_views.register(app)  # the dashboard's views under /v1/admin/
     dashboard.register(app)  # GET / and /static/*
     return app
+
+
+async def _server_header(request: web.Request, response: web.StreamResponse) -> None:
+    """Name hookline and its version instead of aiohttp's default `Server` value."""
+    response.headers["Server"] = PRODUCT
 
 
 async def _run_committer(app: web.Application) -> AsyncIterator[None]:

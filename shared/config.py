@@ -8,6 +8,7 @@ reads the environment; every other module receives a :class:`Config`.
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import json
 import tomllib
 from collections.abc import Mapping
@@ -34,6 +35,14 @@ CONFIG_ENV = "HOOKLINE_CONFIG_JSON"
 """How the supervisor hands a child its whole Config (secrets included): in the environment,
 which only the same user can read (/proc/PID/environ), never on the command line, which
 every local user can (ps)."""
+CONFIG_FILE_ENV = "HOOKLINE_CONFIG"
+"""The config file (TOML) when no --config flag is given."""
+OTHER_ENV_NAMES = frozenset({
+    CONFIG_FILE_ENV, CONFIG_ENV,
+    "HOOKLINE_TEST_BACKUP_PAUSE_S",  # test hook of `hookline backup` (supervisor/cli/backup.py)
+    "HOOKLINE_PG_BIN",  # where rehearsals and tests find PostgreSQL's server binaries
+})
+"""`HOOKLINE_*` variables that are not settings but are read by hookline on purpose."""
 _SECRET_FIELDS = frozenset({"admin_token", "ingest_token"})
 # Secrets that may also come from a file: `<name>_file`, or systemd's credentials folder
 # ($CREDENTIALS_DIRECTORY/<name>, set by LoadCredential= in the unit).
@@ -165,10 +174,13 @@ class Config:
         30.0, "A child whose event loop has not heartbeated for this long, seconds, is hung: "
         "it gets SIGABRT, then SIGKILL, and is replaced.")
     runtime_dir: str | None = _opt(
-        None, "Folder for heartbeat files and the supervisor's status.json "
-        "(default: DB.run beside a SQLite database).")
+        None, "Folder for heartbeat files and the supervisor's status.json (default: DB.run "
+        "beside a SQLite database, ./hookline.run with PostgreSQL; under systemd "
+        "/run/hookline, from RuntimeDirectory=hookline).")
     pid_file: str | None = _opt(
-        None, "File holding the supervisor's pid, for `hookline scale` (default: DB.pid).")
+        None, "File holding the supervisor's pid, for `hookline scale` (default: DB.pid "
+        "beside a SQLite database, ./hookline.pid with PostgreSQL; under systemd "
+        "/run/hookline/hookline.pid).")
     log_file: str | None = _opt(
         None, "Also append the JSON log lines to this file (rotated by the supervisor).")
     log_file_max_bytes: int = _opt(
@@ -316,6 +328,28 @@ class Config:
     def docs() -> dict[str, str]:
         """Field name -> one-line description, for --help texts."""
         return {f.name: f.metadata["doc"] for f in dataclasses.fields(Config)}
+
+
+def setting_env_names() -> frozenset[str]:
+    """`HOOKLINE_<FIELD>` for every Config field: the variables that set a setting."""
+    return frozenset(ENV_PREFIX + f.name.upper() for f in dataclasses.fields(Config))
+
+
+def unknown_env_warnings(env: Mapping[str, str]) -> list[str]:
+    """One sentence per `HOOKLINE_*` variable in `env` that hookline does not read (a typo
+    would otherwise silently leave a setting at its default), naming the closest known
+    name when there is a close one; sorted by variable name."""
+    known = setting_env_names() | OTHER_ENV_NAMES
+    warnings = []
+    for name in sorted(k for k in env if k.startswith(ENV_PREFIX) and k not in known):
+        # Compared without the shared prefix, which would make every name look close.
+        suffixes = sorted(k.removeprefix(ENV_PREFIX) for k in known)
+        close = difflib.get_close_matches(name.removeprefix(ENV_PREFIX), suffixes, n=1,
+                                          cutoff=0.6)
+        hint = (f"did you mean {ENV_PREFIX}{close[0]}?" if close
+                else "`hookline --help` lists the settings")
+        warnings.append(f"unknown environment variable {name} is ignored ({hint})")
+    return warnings
 
 
 def listen_host_port(listen: str) -> tuple[str, int]:

@@ -9,6 +9,18 @@ class ConfigError(HooklineError):
     """A setting is missing, malformed or contradicts another (raised before anything starts)."""
 
 
+class DatabaseMissing(ConfigError):
+    """A command that only uses an existing database was pointed at a SQLite file that does
+    not exist (a mistyped path would otherwise become a new, empty database)."""
+
+    def __init__(self, path: str) -> None:
+        super().__init__(
+            f"no database at {path}: create it with `hookline --db {path} init` (or start "
+            "`hookline serve`, which creates it), or point --db / HOOKLINE_DB / the config "
+            "file's db at the existing one")
+        self.path = path
+
+
 class InvalidSetting(ConfigError):
     """A destination, source or retention value breaks the rule book (shared/policy/rules.py);
     `field` names it as the admin API spells it. Every entry point shows the same text."""

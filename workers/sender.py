@@ -32,11 +32,12 @@ from shared.policy.forwarding import EVENT_TYPE_HEADER, MEANING_HEADERS
 from shared.policy.netguard import AddressPolicy, BlockedAddress, GuardedResolver, vet_url
 from shared.policy.rules import RESERVED_HEADERS
 from shared.signing import signed_headers
+from shared.version import PRODUCT
 from workers.connections import AgedConnector
 
 EXCERPT_BYTES = 1024
 HEADERS_EXCERPT_CHARS = 1024
-USER_AGENT = "hookline/0.1 (+webhook delivery)"
+USER_AGENT = f"{PRODUCT} (+webhook delivery)"
 _NEVER_FORWARDED = RESERVED_HEADERS - MEANING_HEADERS  # signature, content type, framing
 
 

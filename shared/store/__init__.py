@@ -460,11 +460,13 @@ class SqliteOptions:
         synchronous: `FULL` or `NORMAL` (see Config.synchronous).
         busy_timeout_s: how long a statement waits for the write lock, seconds.
         allow_network_filesystem: accept a folder on a network or FUSE filesystem.
+        create: create a missing database file (False: opening it raises DatabaseMissing).
     """
 
     synchronous: str = "FULL"
     busy_timeout_s: float = 5.0
     allow_network_filesystem: bool = False
+    create: bool = True
 
 
 def open_store(url: str, sqlite: SqliteOptions | None = None) -> Store:
@@ -491,12 +493,20 @@ def open_store(url: str, sqlite: SqliteOptions | None = None) -> Store:
     options = sqlite or SqliteOptions()
     return SqliteStore(str(db.path), synchronous=options.synchronous,
                        busy_timeout_s=options.busy_timeout_s,
-                       allow_network_filesystem=options.allow_network_filesystem)
+                       allow_network_filesystem=options.allow_network_filesystem,
+                       create=options.create)
 
 
-def store_for(config: Config) -> Store:
+def store_for(config: Config, *, create: bool = True) -> Store:
     """Build (not yet open) the store `config` names, with every storage setting applied.
-    Raises ConfigError as :func:`open_store`."""
+
+    Args:
+        create: whether opening it may create a missing SQLite file (the service and
+            `hookline init`); with False, :meth:`Store.open` raises DatabaseMissing instead.
+
+    Raises:
+        ConfigError: as :func:`open_store`.
+    """
     return open_store(config.db, SqliteOptions(
         synchronous=config.synchronous, busy_timeout_s=config.busy_timeout_s,
-        allow_network_filesystem=config.allow_network_filesystem))
+        allow_network_filesystem=config.allow_network_filesystem, create=create))

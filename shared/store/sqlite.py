@@ -24,7 +24,7 @@ from typing import Any, TypeVar
 import aiosqlite
 
 from shared.db_url import sqlite_path
-from shared.errors import Conflict, StoreBusy, StoreError, StoreUnavailable
+from shared.errors import Conflict, DatabaseMissing, StoreBusy, StoreError, StoreUnavailable
 from shared.faults import sqlite_fault
 from shared.models import Stats
 from shared.store.checks import enable_wal, refuse_network_filesystem
@@ -81,12 +81,15 @@ class SqliteStore(StoreLogic):
             `self.clock`, the store's one source of "now".
         allow_network_filesystem: accept a folder on a network or FUSE filesystem (see
             :func:`shared.store.checks.refuse_network_filesystem`).
+        create: create the file when it is missing (the service, `hookline init`); False
+            makes :meth:`open` raise DatabaseMissing instead (every other command).
     """
 
     def __init__(self, path: str, *, synchronous: str = "FULL", busy_timeout_s: float = 5.0,
                  clock: Callable[[], float] | None = None,
-                 allow_network_filesystem: bool = False) -> None:
+                 allow_network_filesystem: bool = False, create: bool = True) -> None:
         self.path = path
+        self._create = create
         self._allow_network_filesystem = allow_network_filesystem
         self._injected_clock = clock
         # Until open() reads the database's anchor.
@@ -104,14 +107,18 @@ class SqliteStore(StoreLogic):
         """Open the file, set pragmas, apply migrations.
 
         Raises:
-            StoreError: the file is unusable. StorageRefused: it cannot keep the delivery
-                promise (an in-memory path, a network or FUSE folder without the opt-in, a
-                journal mode that stays out of WAL); see :mod:`shared.store.checks`.
+            DatabaseMissing: the file does not exist and the store was built with
+                `create=False`. StoreError: the file is unusable. StorageRefused: it cannot
+                keep the delivery promise (an in-memory path, a network or FUSE folder
+                without the opt-in, a journal mode that stays out of WAL); see
+                :mod:`shared.store.checks`.
         """
         sqlite_path(self.path)  # SqliteStore built directly, not through open_store
         refuse_network_filesystem(self.path, allowed=self._allow_network_filesystem)
         _refuse_world_writable(Path(self.path).parent)
         if not os.path.exists(self.path):  # noqa: ASYNC240  (once, at open)
+            if not self._create:
+                raise DatabaseMissing(os.path.abspath(self.path))  # noqa: ASYNC240
             parent = Path(self.path).parent
             if not parent.is_dir():
                 raise StoreError(f"cannot create database {self.path}: {parent} is not a directory")

@@ -35,9 +35,12 @@ from supervisor.cli.human import show
 T = TypeVar("T")
 
 
-async def with_store(config: Config, fn: Callable[[Store], Awaitable[T]]) -> T:
-    """Open the configured store, run `fn(store)`, close it."""
-    store = store_for(config)
+async def with_store(config: Config, fn: Callable[[Store], Awaitable[T]], *,
+                     create: bool = False) -> T:
+    """Open the configured store, run `fn(store)`, close it. A missing SQLite file is
+    refused with DatabaseMissing (exit 2) unless `create`: a mistyped path must not become
+    a new, empty database."""
+    store = store_for(config, create=create)
     await store.open()
     try:
         return await fn(store)

@@ -16,8 +16,9 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from shared.config import Config
+from shared.config import CONFIG_FILE_ENV, Config, unknown_env_warnings
 from shared.errors import ConfigError
+from shared.version import VERSION
 from supervisor.cli.common import fail
 
 COMMAND_MODULES = (
@@ -34,6 +35,7 @@ COMMAND_MODULES = (
     "supervisor.cli.sources",
     "supervisor.cli.send",
 )
+_OWN_PACKAGES = frozenset({"shared", "ingest", "workers", "supervisor", "rehearsal"})
 _CONFIG_FLAGS = ("db", "log_level", "workers", "listen")
 
 
@@ -75,6 +77,7 @@ def build_parser() -> argparse.ArgumentParser:
                     "at least once (receivers dedupe by webhook-id).",
         epilog="environment (a flag wins over its variable, which wins over the config "
                f"file):\n{env_help}")
+    parser.add_argument("--version", action="version", version=f"hookline {VERSION}")
     _add_global_flags(parser, docs)
     common = argparse.ArgumentParser(add_help=False)
     _add_global_flags(common, docs)
@@ -86,30 +89,40 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def load_config(args: argparse.Namespace, env: dict[str, str]) -> Config:
-    """Merge flags, environment and config file into one Config."""
+    """Merge flags, environment and config file into one Config; warn on stderr, once, about
+    each `HOOKLINE_*` variable that is not a known name (a mistyped setting)."""
+    for warning in unknown_env_warnings(env):
+        print(f"hookline: warning: {warning}", file=sys.stderr)
     flags = {name: getattr(args, name, None) for name in _CONFIG_FLAGS}
     return Config.load(flags=flags, env=env,
-                       file=getattr(args, "config", None) or env.get("HOOKLINE_CONFIG"))
+                       file=getattr(args, "config", None) or env.get(CONFIG_FILE_ENV))
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the `hookline` console script; returns the exit code."""
     argv = list(sys.argv[1:] if argv is None else argv)
     receiver_at = _receiver_position(argv)
-    if receiver_at is not None:  # its own parser: `hookline receiver -h`
-        from rehearsal.receiver import main as receiver_main  # noqa: PLC0415
+    try:
+        if receiver_at is not None:  # its own parser: `hookline receiver -h`
+            from rehearsal.receiver import main as receiver_main  # noqa: PLC0415
 
-        return receiver_main(argv[receiver_at + 1:])
-    args = build_parser().parse_args(argv)
-    try:
-        config = load_config(args, dict(os.environ))
-    except ConfigError as exc:
-        return fail(f"configuration: {exc}", 2)
-    try:
+            return receiver_main(argv[receiver_at + 1:])
+        args = build_parser().parse_args(argv)
+        try:
+            config = load_config(args, dict(os.environ))
+        except ConfigError as exc:
+            return fail(f"configuration: {exc}", 2)
         return int(args.handler(config, args))
     except BrokenPipeError:  # `hookline ... | head`: the reader left; not an error of ours
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
+    except ModuleNotFoundError as exc:
+        if exc.name is None or exc.name.partition(".")[0] in _OWN_PACKAGES:
+            raise  # a broken install of hookline itself: the traceback is the report
+        # demo, receiver, rehearse and bench use packages the runtime-only install lacks.
+        return fail(f"this command needs the Python package {exc.name!r}, which is not "
+                    "installed: it comes with hookline's test and bench extras "
+                    "(pip install 'hookline[test,bench]', or `make venv` in a checkout)", 2)
 
 
 def _receiver_position(argv: list[str]) -> int | None:

@@ -1,14 +1,18 @@
-"""`hookline serve`, `hookline config show`, `hookline demo`."""
+"""`hookline serve`, `hookline init`, `hookline config show`, `hookline demo`."""
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from typing import Any
 
 from shared.config import Config
-from supervisor.cli.common import print_record, run_command
+from shared.db_url import sqlite_path
+from shared.logs import configure_logging
+from supervisor.cli.common import fail, print_record, run_command, with_store
+from supervisor.cli.preflight import service_problems
 
 
 def register(sub: Any) -> None:
@@ -19,8 +23,19 @@ def register(sub: Any) -> None:
     serve.add_argument("--listen", help=docs["listen"])
     serve.add_argument("--check", action="store_true",
                        help="validate configuration and database access (including PRAGMA "
-                            "quick_check), exit 0 ok, 1 failed, 2 refused")
+                            "quick_check), that both tokens are set and that the listen "
+                            "address can be bound; creates nothing; exit 0 ok, 1 failed, "
+                            "2 refused")
     serve.set_defaults(handler=serve_command)
+
+    init = sub.add_parser(
+        "init", help="create the configured database and bring its schema up to date",
+        description="Create the configured database (a SQLite file, 0600) when it is missing "
+                    "and apply every migration; on an existing database only the pending "
+                    "migrations run, so running it again changes nothing. The service "
+                    "(`hookline serve`) also creates a missing database; every other command "
+                    "refuses one, so a mistyped --db cannot become a new, empty database.")
+    init.set_defaults(handler=init_command)
 
     cfg = sub.group("config", help="the effective configuration")
     show = cfg.add_parser("show", help="print every setting (secrets redacted)")
@@ -48,18 +63,60 @@ def config_show(config: Config, args: argparse.Namespace) -> int:
 
 
 def serve_command(config: Config, args: argparse.Namespace) -> int:
-    """Run the service, or with --check only probe the configuration and database."""
+    """Run the service, or with --check only probe the configuration, database and address."""
     from supervisor import serve  # noqa: PLC0415  (keeps `hookline jobs` light)
 
-    if args.check:
+    if not args.check:
+        return serve.run(config)
+    path = sqlite_path(config.db)
+    if path is not None and not os.path.exists(path):
+        # --check creates nothing: a missing file is what serve (or init) will create.
+        print(f"database {os.path.abspath(path)} does not exist yet: `hookline serve` or "
+              "`hookline init` creates it", file=sys.stderr)
+    else:
         async def probe() -> int:
             await serve.check(config)
             return 0
 
         code = run_command(probe)
-        print("ok" if code == 0 else "check failed", file=sys.stderr)
+        if code != 0:
+            print("check failed", file=sys.stderr)
+            return code
+    problems = service_problems(config)
+    for problem in problems:
+        fail(problem, 2)
+    if problems:
+        print("check failed", file=sys.stderr)
+        return 2
+    print("ok", file=sys.stderr)
+    return 0
+
+
+def init_command(config: Config, args: argparse.Namespace) -> int:
+    """Create the configured database if missing and migrate it; say which happened."""
+    configure_logging("init", config.log_level, stream=sys.stderr)  # stdout: the summary
+    path = sqlite_path(config.db)
+    existed = path is None or os.path.exists(path)
+
+    async def migrate() -> int:
+        await with_store(config, _nothing, create=True)
+        return 0
+
+    code = run_command(migrate)
+    if code != 0:
         return code
-    return serve.run(config)
+    if path is None:
+        print("PostgreSQL database ready: every migration applied (nothing else changed)")
+    elif existed:
+        print(f"database {os.path.abspath(path)} already existed: pending migrations applied, "
+              "nothing else changed")
+    else:
+        print(f"created database {os.path.abspath(path)} (mode 0600) with the current schema")
+    return 0
+
+
+async def _nothing(store: object) -> None:
+    """Opening the store is the whole work of `hookline init` (it applies migrations)."""
 
 
 def demo_command(config: Config, args: argparse.Namespace) -> int:

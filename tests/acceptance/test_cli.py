@@ -44,6 +44,7 @@ def test_destinations_add_and_list(tmp_path: Path):
     name is a one-line error with exit 1, a bad URL or event type one with exit 2 (usage);
     the db also comes from HOOKLINE_DB; `receiver` works after global flags."""
     db = str(tmp_path / "cli.db")
+    assert hookline("--db", db, "init").returncode == 0  # only serve and init create one
     added = hookline("destinations", "add", "billing", "https://example.com/h",
                      "--event-type", "invoice.*", "--max-in-flight", "2", "--db", db)
     assert added.returncode == 0, added.stderr
@@ -71,6 +72,7 @@ def test_serve_accepts_rejects_and_stops_cleanly(tmp_path: Path):
     """`hookline serve`: a valid event is answered 202 with its jobs; malformed input gets a
     JSON 4xx and stores nothing; a repeat is a duplicate; SIGTERM exits 0 with no child left."""
     db = str(tmp_path / "serve.db")
+    assert hookline("--db", db, "init").returncode == 0
     assert hookline("--db", db, "destinations", "add", "a", "http://127.0.0.1:9/a").returncode == 0
     port = free_port()
     base = f"http://127.0.0.1:{port}"

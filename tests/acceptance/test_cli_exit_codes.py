@@ -66,6 +66,7 @@ def test_usage_and_validation_errors_exit_2_with_one_line(tmp_path: Path, args: 
 def test_runtime_failures_exit_1(tmp_path: Path):
     """Not found, a taken name, an unreachable database, no running supervisor: exit 1."""
     db = tmp_path / "h.db"
+    assert hookline(db, "init").returncode == 0
     first = hookline(db, "destinations", "add", "b", "https://example.com/h")
     assert first.returncode == 0, first.stderr
     taken = hookline(db, "destinations", "add", "b", "https://example.com/h")

@@ -61,6 +61,7 @@ class Service:
             [sys.executable, "-m", "rehearsal.receiver", "--listen", f"127.0.0.1:{rport}",
              "--endpoint", f"r={SECRET}:{behaviour}"], stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL, env=child_env(), cwd=ROOT)
+        assert hookline("init", env=self.env).returncode == 0
         added = hookline("destinations", "add", "r", f"http://127.0.0.1:{rport}/r",
                          "--secret", SECRET, env=self.env)
         assert added.returncode == 0, added.stderr

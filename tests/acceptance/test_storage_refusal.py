@@ -88,6 +88,7 @@ def test_serve_refuses_in_memory_database(tmp_path: Path):
 
 def test_serve_refuses_damaged_database_pointing_at_restore(tmp_path: Path):
     db = tmp_path / "hookline.db"
+    assert hookline("--db", str(db), "init").returncode == 0
     assert hookline("--db", str(db), "destinations", "add", "a",
                     "http://127.0.0.1:9/a").returncode == 0
     with contextlib.closing(sqlite3.connect(db)) as conn:
@@ -144,6 +145,7 @@ def test_database_on_fuse_mount_refused_unless_opted_in(fuse_folder: Path, tmp_p
     assert code == 3 and "fuse filesystem" in output and answered == set()
 
     opted_in = {"HOOKLINE_ALLOW_NETWORK_FILESYSTEM": "1"}
+    assert hookline("--db", db, "init", env=opted_in).returncode == 0
     added = hookline("--db", db, "destinations", "add", "a", "https://example.com/h",
                      env=opted_in)
     assert added.returncode == 0, added.stderr

@@ -57,6 +57,7 @@ class Served:
             [sys.executable, "-m", "rehearsal.receiver", "--listen",
              f"127.0.0.1:{self.receiver_port}", "--endpoint", f"r={SECRET}:ok"],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=child_env(), cwd=ROOT)
+        assert hookline("init", env=self.env).returncode == 0
         added = hookline("destinations", "add", "r",
                          f"http://127.0.0.1:{self.receiver_port}/r", "--secret", SECRET,
                          env=self.env)

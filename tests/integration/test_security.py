@@ -158,6 +158,7 @@ def test_cli_refuses_a_blocked_destination(tmp_path):
     assert refused.returncode == 1
     assert "link-local" in refused.stderr and "HOOKLINE_ALLOW_NETWORKS" in refused.stderr
     assert "Traceback" not in refused.stderr
+    subprocess.run([*cmd[:5], "init"], check=True, capture_output=True, env=env, timeout=60)
     allowed = subprocess.run(cmd, capture_output=True, text=True, timeout=60,
                              env={**env, "HOOKLINE_ALLOW_NETWORKS": "169.254.0.0/16"})
     assert allowed.returncode == 0, allowed.stderr

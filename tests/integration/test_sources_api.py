@@ -286,6 +286,8 @@ def test_cli_sources_add_list_remove(store_url, capsys):
     shows it redacted; `remove` removes; errors are one line: a missing stripe secret is a
     usage error (exit 2), an unknown name a runtime failure (exit 1)."""
     db = store_url
+    assert cli_main(["--db", db, "init"]) == 0
+    capsys.readouterr()
     assert cli_main(["--db", db, "sources", "add", "gh", "--scheme", "github"]) == 0
     secret = capsys.readouterr().out.split("secret (shown once): ")[1].strip()
     assert len(secret) >= 32

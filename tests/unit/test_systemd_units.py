@@ -4,12 +4,14 @@ configuration (2) or a permanent misconfiguration (3) is not."""
 
 from __future__ import annotations
 
+import dataclasses
 import shutil
 import subprocess
 import sys
 from pathlib import Path
 
-from shared.process.lifecycle import BOOT_ERROR_EXIT, TRANSIENT_EXIT
+from shared.config import Config
+from shared.process.lifecycle import BOOT_ERROR_EXIT, TRANSIENT_EXIT, pid_file, runtime_dir
 from tests.pg import skip_or_fail_in_ci
 
 DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
@@ -62,3 +64,52 @@ def test_exit_codes_are_documented():
                  f"{BOOT_ERROR_EXIT} a permanent misconfiguration",
                  f"{TRANSIENT_EXIT} the database is away", "RestartPreventExitStatus=2 3"):
         assert said in operations, said
+
+
+def _directories(unit: str) -> list[Path]:
+    """The folders systemd creates for `unit` and leaves writable under ProtectSystem=strict:
+    StateDirectory= (under /var/lib), RuntimeDirectory= (/run), LogsDirectory= (/var/log)."""
+    settings = _settings(unit)
+    roots = {"StateDirectory": "/var/lib", "RuntimeDirectory": "/run",
+             "LogsDirectory": "/var/log"}
+    return [Path(root) / name for key, root in roots.items()
+            for name in settings.get(key, "").split()]
+
+
+def _inside(path: Path, folders: list[Path]) -> bool:
+    return any(path == folder or folder in path.parents for folder in folders)
+
+
+def test_every_path_the_service_writes_is_a_folder_systemd_creates():
+    """Under ProtectSystem=strict only the unit's own directories are writable: the database,
+    runtime folder, pid file and log file the shipped config names all lie in them, for SQLite
+    and for PostgreSQL (whose runtime files would otherwise default to the working directory,
+    `/`, read-only), and nothing else is made writable."""
+    service = _settings("hookline.service")
+    assert service["ProtectSystem"] == "strict" and "ReadWritePaths" not in service
+    assert service["Environment"] == "HOOKLINE_CONFIG=%d/hookline.toml"
+    assert service["LoadCredential"] == "hookline.toml:/etc/hookline/hookline.toml"
+    writable = _directories("hookline.service")
+    config = Config.load(file=DEPLOY / "hookline.toml")
+    for postgres in (False, True):
+        db = "postgresql://hookline@db.internal/hookline" if postgres else config.db
+        effective = dataclasses.replace(config, db=db)
+        written = [runtime_dir(effective) / "status.json", pid_file(effective)]
+        if not postgres:
+            written.append(Path(db))
+        assert config.log_file is not None
+        written.append(Path(config.log_file))
+        outside = [str(p) for p in written if not _inside(p, writable)]
+        assert outside == [], f"not writable under the unit: {outside} ({writable})"
+
+
+def test_backup_unit_writes_into_folders_it_creates():
+    """The backup oneshot's --out folder and the database's folder are StateDirectory=
+    entries (created when missing), so ProtectSystem=strict cannot fail it."""
+    backup = _settings("hookline-backup.service")
+    assert backup["ProtectSystem"] == "strict" and "ReadWritePaths" not in backup
+    out = Path(backup["ExecStart"].split("--out ")[1].split()[0])
+    writable = _directories("hookline-backup.service")
+    db = Path(Config.load(file=DEPLOY / "hookline.toml").db)
+    assert out in writable and _inside(db, writable), (out, db, writable)
+    assert backup["Environment"] == _settings("hookline.service")["Environment"]

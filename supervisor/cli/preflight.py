@@ -1,0 +1,86 @@
+"""What `hookline serve --check` verifies beyond the database: settings that would leave the
+service refusing every request, and the runtime paths and listen address it needs."""
+
+from __future__ import annotations
+
+import os
+import socket
+import sys
+from pathlib import Path
+
+from shared.config import Config, listen_host_port
+from shared.process.lifecycle import pid_file, runtime_dir
+
+_TOKENS = {
+    "ingest_token": "POST /v1/events would refuse every event",
+    "admin_token": "the admin API, /metrics and the dashboard would refuse every request",
+}
+
+
+def service_problems(config: Config) -> list[str]:
+    """Each reason `hookline serve` would start but not work as meant, as one sentence
+    naming the setting to change; empty when there is none. Binds the listen address for
+    a moment (released at once); an address in use while the supervisor named by the pid
+    file runs is reported on stderr, not as a problem (a check before a restart)."""
+    problems = [f"{name} is not set: {effect} (set {name} in the config file, "
+                f"HOOKLINE_{name.upper()} or {name}_file)"
+                for name, effect in _TOKENS.items() if getattr(config, name) is None]
+    for label, path in (("runtime_dir", runtime_dir(config)),
+                        ("pid_file", pid_file(config).parent)):
+        if (reason := _unwritable(path)) is not None:
+            problems.append(f"{label}: cannot write {path}: {reason} (set {label} to a "
+                            "writable place, e.g. /run/hookline under systemd's "
+                            "RuntimeDirectory=hookline)")
+    if (reason := _unbindable(config.listen)) is not None:
+        running = _running_supervisor(pid_file(config))
+        if running is None:
+            problems.append(f"listen: cannot listen on {config.listen}: {reason}")
+        else:  # checking a new configuration before restarting the running service
+            print(f"listen address {config.listen} is in use, presumably by the running "
+                  f"service (supervisor pid {running} in {pid_file(config)}): not checked",
+                  file=sys.stderr)
+    return problems
+
+
+def _running_supervisor(path: Path) -> int | None:
+    """The pid in the supervisor's pid file when that process is alive, else None."""
+    try:
+        pid = int(path.read_text().strip())
+        os.kill(pid, 0)
+    except PermissionError:  # alive, under another user
+        return pid
+    except (OSError, ValueError):
+        return None
+    return pid
+
+
+def _unwritable(folder: Path) -> str | None:
+    """Why files cannot be created in `folder` (or in the nearest existing folder above it,
+    which `serve` would create it in), or None when they can."""
+    existing = folder.absolute()
+    while not existing.exists() and existing != existing.parent:
+        existing = existing.parent
+    if not existing.is_dir():
+        return f"{existing} is not a folder"
+    if not os.access(existing, os.W_OK | os.X_OK):
+        return f"{existing} is not writable by this user"
+    return None
+
+
+def _unbindable(listen: str) -> str | None:
+    """Why `listen` (HOST:PORT) cannot be bound, as ingest binds it (SO_REUSEADDR), or None."""
+    host, port = listen_host_port(listen)
+    try:
+        addresses = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM,
+                                       flags=socket.AI_PASSIVE)
+    except OSError as exc:
+        return f"cannot resolve {host!r} ({exc})"
+    for family, kind, proto, _, address in addresses:
+        with socket.socket(family, kind, proto) as sock:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            try:
+                sock.bind(address)
+            except OSError as exc:
+                return (f"{exc.strerror or exc} (another process holds it, or the address "
+                        "is not on this host)")
+    return None

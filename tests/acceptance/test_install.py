@@ -1,0 +1,169 @@
+"""The production install documented in OPERATIONS.md ("Installing"), run into a temporary
+prefix: a venv at PREFIX/opt/hookline with only the runtime dependencies, the console script
+linked as PREFIX/usr/local/bin/hookline, deploy/hookline.toml as PREFIX/etc/hookline/
+hookline.toml with its paths moved under PREFIX, then the installed command's `--version`,
+`serve --check`, `init` and a command that refuses a missing database.
+
+The venv gets its runtime dependencies from this test environment without the network: only
+the distributions that pyproject.toml's `dependencies` need (followed through their own
+requirements) are linked into a folder the venv reads through a .pth file, so a module that
+serve or the CLI imports from the test or bench extras fails here. Building the package uses
+pip's ordinary isolated build (setuptools from the package index or pip's cache).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import secrets
+import shutil
+import socket
+import subprocess
+import sys
+import sysconfig
+import tomllib
+from importlib import metadata
+from pathlib import Path
+
+from packaging.requirements import Requirement
+
+ROOT = Path(__file__).resolve().parents[2]
+# What the documented steps create, relative to the prefix (OPERATIONS.md, "Installing").
+VENV, LINK, ETC = "opt/hookline", "usr/local/bin/hookline", "etc/hookline/hookline.toml"
+SYSTEM_DIRS = ("/var/lib/hookline", "/run/hookline", "/var/log/hookline")
+
+
+def _runtime_closure() -> list[metadata.Distribution]:
+    """The installed distributions pyproject's runtime `dependencies` need, transitively
+    (markers evaluated for this interpreter, extras not followed)."""
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    todo = [Requirement(r) for r in project["dependencies"]]
+    seen: dict[str, metadata.Distribution] = {}
+    while todo:
+        req = todo.pop()
+        if req.marker is not None and not req.marker.evaluate({"extra": ""}):
+            continue
+        dist = metadata.distribution(req.name)
+        key = dist.metadata["Name"].lower().replace("_", "-")
+        if key in seen:
+            continue
+        seen[key] = dist
+        todo.extend(Requirement(r) for r in dist.requires or [])
+    return list(seen.values())
+
+
+def _link_runtime_site(folder: Path) -> None:
+    """Symlink the top-level modules and metadata of the runtime closure into `folder`."""
+    folder.mkdir()
+    site = Path(sysconfig.get_paths()["purelib"])
+    for dist in _runtime_closure():
+        for file in dist.files or []:
+            top = file.parts[0]
+            if top == ".." or top.endswith(".pth") or (folder / top).exists():
+                continue
+            if (site / top).exists():
+                (folder / top).symlink_to(site / top)
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def test_documented_install_into_a_prefix(tmp_path: Path):
+    prefix = tmp_path / "prefix"
+    venv = prefix / VENV
+    # python3 -m venv /opt/hookline (without its own pip: this test's pip installs into it)
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True,
+                   timeout=60)
+    venv_python = venv / "bin" / "python"
+    venv_site = Path(subprocess.run(
+        [str(venv_python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+        check=True, capture_output=True, text=True, timeout=60).stdout.strip())
+    _link_runtime_site(tmp_path / "runtime-deps")
+    (venv_site / "runtime-deps.pth").write_text(f"{tmp_path / 'runtime-deps'}\n")
+    # /opt/hookline/bin/pip install ./hookline   (a copy: the build writes into its tree)
+    source = tmp_path / "source"
+    shutil.copytree(ROOT, source, ignore=shutil.ignore_patterns(
+        ".git", ".venv", "results", "build", "*.egg-info", "__pycache__", ".*_cache", "tests",
+        "*.db*"))
+    installed = subprocess.run(
+        [sys.executable, "-m", "pip", "--python", str(venv_python), "install", "--quiet",
+         "--no-deps", "--disable-pip-version-check", str(source)],
+        capture_output=True, text=True, timeout=300, check=False)
+    assert installed.returncode == 0, installed.stdout + installed.stderr
+    # ln -s /opt/hookline/bin/hookline /usr/local/bin/hookline
+    link = prefix / LINK
+    link.parent.mkdir(parents=True)
+    link.symlink_to(venv / "bin" / "hookline")
+    # install deploy/hookline.toml as /etc/hookline/hookline.toml, tokens appended; systemd
+    # creates /var/lib/hookline, /run/hookline and /var/log/hookline for the unit.
+    config = prefix / ETC
+    config.parent.mkdir(parents=True)
+    text = (ROOT / "deploy" / "hookline.toml").read_text()
+    for folder in SYSTEM_DIRS:
+        text = text.replace(f'"{folder}', f'"{prefix}{folder}')
+        (prefix / folder.lstrip("/")).mkdir(parents=True, mode=0o750)
+    listen = f"127.0.0.1:{_free_port()}"
+    text = text.replace('listen = "127.0.0.1:8080"', f'listen = "{listen}"')
+    config.write_text(text + "".join(f'{name} = "{secrets.token_hex(32)}"\n'
+                                     for name in ("admin_token", "ingest_token")))
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("HOOKLINE_", "PYTHON", "VIRTUAL_ENV"))}
+
+    def hookline(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([str(link), *args], capture_output=True, text=True, env=env,
+                              cwd="/", timeout=120, check=False)
+
+    version = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"]
+    assert list(venv_site.glob("hookline-*.dist-info/**/LICENSE")), "LICENSE not shipped"
+    shown = hookline("--version")
+    assert shown.returncode == 0 and shown.stdout.strip() == f"hookline {version}", shown
+    # The installed code, not this checkout, answers; the test extras are not importable.
+    where = subprocess.run([str(venv_python), "-c", "import shared, importlib.util as u; "
+                            "print(shared.__file__, u.find_spec('pytest'))"],
+                           capture_output=True, text=True, env=env, cwd="/", timeout=60)
+    assert str(venv_site) in where.stdout and where.stdout.strip().endswith("None"), where
+
+    db = prefix / "var/lib/hookline/hookline.db"
+    refused = hookline("--config", str(config), "stats")
+    assert refused.returncode == 2 and f"no database at {db}" in refused.stderr, refused
+    assert f"hookline --db {db} init" in refused.stderr and not db.exists()
+
+    checked = hookline("--config", str(config), "serve", "--check")
+    assert checked.returncode == 0, checked.stderr
+    assert "does not exist yet" in checked.stderr and not db.exists()
+
+    created = hookline("--config", str(config), "init")
+    assert created.returncode == 0, created.stderr
+    assert f"created database {db}" in created.stdout and db.stat().st_mode & 0o777 == 0o600
+    again = hookline("--config", str(config), "init")
+    assert again.returncode == 0 and "already existed" in again.stdout, again
+
+    checked = hookline("--config", str(config), "serve", "--check")
+    assert checked.returncode == 0 and "quick_check_ok" in checked.stdout + checked.stderr
+    stats = hookline("--config", str(config), "stats")
+    assert stats.returncode == 0, stats.stderr
+    # What serve's children import loads from the runtime dependencies alone.
+    children = subprocess.run([str(venv_python), "-c", "import ingest.main, workers.main"],
+                              capture_output=True, text=True, env=env, cwd="/", timeout=60)
+    assert children.returncode == 0, children.stderr
+    # The demo's receiver verifies with a test-extra package: a one-line pointer, exit 2.
+    demo = hookline("demo", "--out", str(tmp_path / "demo"))
+    assert demo.returncode == 2 and "hookline[test,bench]" in demo.stderr, demo.stderr
+    # The runtime paths of the shipped config are under the relocated /run/hookline.
+    assert re.search(rf'runtime_dir = "{re.escape(str(prefix))}/run/hookline"',
+                     config.read_text())
+
+
+def test_the_test_runs_the_documented_steps():
+    """OPERATIONS.md's "Installing" shows the steps the test above runs (relocated)."""
+    text = (ROOT / "OPERATIONS.md").read_text()
+    section = text.split("## Installing", 1)[1].split("\n## ", 1)[0]
+    for step in (f"python3 -m venv /{VENV}", f"/{VENV}/bin/pip install ./hookline",
+                 f"ln -s /{VENV}/bin/hookline /{LINK}",
+                 f"install -m 0640 -o root -g hookline hookline/deploy/hookline.toml /{ETC}",
+                 "secrets.token_hex(32)", f"hookline --config /{ETC} init",
+                 f"hookline --config /{ETC} serve --check", " ".join(SYSTEM_DIRS)):
+        assert step in section, step

@@ -1,0 +1,111 @@
+"""Mistakes do not pass silently: only `serve` and `hookline init` create a database (every
+other command refuses a missing SQLite file with exit 2, naming the path and `init`), a
+mistyped HOOKLINE_* variable is warned about with the closest name, and `serve --check`
+fails when the service would refuse every request or cannot listen. In-process CLI calls
+(`supervisor.cli.main`) on real files and sockets."""
+
+from __future__ import annotations
+
+import os
+import socket
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import structlog
+
+from supervisor.cli import main as cli_main
+
+# Commands that only use an existing database (the `with_store` ones).
+EXISTING_DB_COMMANDS = [
+    ["stats"], ["jobs"], ["destinations", "list"], ["destinations", "show", "x"],
+    ["destinations", "add", "x", "https://example.com/h"], ["sources", "list"],
+    ["sources", "add", "gh", "--scheme", "github"], ["dead"], ["job", "1"],
+    ["pause", "x"], ["resume", "x"], ["replay", "--all-dead", "--since", "1h"],
+    ["purge", "--bodies-older-than", "7d"],
+]
+
+
+@pytest.fixture(autouse=True)
+def _clean_environment(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    for name in list(os.environ):
+        if name.startswith("HOOKLINE_"):
+            monkeypatch.delenv(name)
+    yield
+    structlog.reset_defaults()  # init pointed the logs at the captured (now closed) stderr
+
+
+@pytest.mark.parametrize("command", EXISTING_DB_COMMANDS, ids=lambda c: " ".join(c[:2]))
+def test_a_missing_database_is_refused_not_created(tmp_path: Path, capsys, command):
+    db = tmp_path / "typo.db"
+    assert cli_main(["--db", str(db), *command]) == 2
+    err = capsys.readouterr().err
+    assert f"no database at {db}" in err and f"hookline --db {db} init" in err, err
+    assert list(tmp_path.iterdir()) == []  # no file, no -wal, no lock, no wake folder
+
+
+def test_init_creates_once_then_only_migrates(tmp_path: Path, capsys):
+    db = tmp_path / "h.db"
+    assert cli_main(["--db", str(db), "init"]) == 0
+    assert f"created database {db}" in capsys.readouterr().out
+    assert db.stat().st_mode & 0o777 == 0o600
+    assert cli_main(["--db", str(db), "destinations", "add", "x", "https://example.com/h"]) == 0
+    assert cli_main(["--db", str(db), "init"]) == 0
+    assert "already existed" in capsys.readouterr().out
+    assert cli_main(["--db", str(db), "destinations", "show", "x"]) == 0  # kept
+
+
+def test_unknown_environment_variables_are_warned_about(tmp_path: Path, capsys,
+                                                         monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.setenv("HOOKLINE_HTTPS_ONL", "1")
+    monkeypatch.setenv("HOOKLINE_ZZZ", "1")
+    monkeypatch.setenv("HOOKLINE_PG_BIN", "/usr/lib/postgresql/15/bin")  # known, not a setting
+    monkeypatch.setenv("HOOKLINE_DB", str(tmp_path / "h.db"))
+    assert cli_main(["init"]) == 0
+    warnings = [line for line in capsys.readouterr().err.splitlines() if "warning" in line]
+    assert warnings == [
+        "hookline: warning: unknown environment variable HOOKLINE_HTTPS_ONL is ignored "
+        "(did you mean HOOKLINE_HTTPS_ONLY?)",
+        "hookline: warning: unknown environment variable HOOKLINE_ZZZ is ignored "
+        "(`hookline --help` lists the settings)"]
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def test_serve_check(tmp_path: Path, capsys, monkeypatch: pytest.MonkeyPatch):
+    """--check creates nothing; it fails (exit 2) without tokens, with the listen address
+    taken, or with a runtime folder it cannot write; else 0."""
+    db = tmp_path / "h.db"
+    listen = f"127.0.0.1:{_free_port()}"
+    check = ["--db", str(db), "serve", "--check", "--listen", listen]
+    assert cli_main(check) == 2
+    err = capsys.readouterr().err
+    assert "ingest_token is not set: POST /v1/events would refuse every event" in err
+    assert "admin_token is not set" in err and not db.exists()
+    assert "does not exist yet" in err
+    monkeypatch.setenv("HOOKLINE_ADMIN_TOKEN", "a" * 32)
+    monkeypatch.setenv("HOOKLINE_INGEST_TOKEN", "i" * 32)
+    assert cli_main(check) == 0 and not db.exists()
+    assert cli_main(["--db", str(db), "init"]) == 0
+    assert cli_main(check) == 0
+    capsys.readouterr()
+    host, port = listen.rsplit(":", 1)
+    with socket.socket() as taken:
+        taken.bind((host, int(port)))
+        taken.listen()
+        assert cli_main(check) == 2
+        assert f"listen: cannot listen on {listen}" in capsys.readouterr().err
+        # Held by the running service (its pid file names a live process): not a failure.
+        (tmp_path / "h.db.pid").write_text(f"{os.getpid()}\n")
+        assert cli_main(check) == 0
+        assert "presumably by the running service" in capsys.readouterr().err
+        (tmp_path / "h.db.pid").unlink()
+    not_a_folder = tmp_path / "file"
+    not_a_folder.write_text("")
+    monkeypatch.setenv("HOOKLINE_RUNTIME_DIR", str(not_a_folder / "run"))
+    assert cli_main(check) == 2
+    assert f"runtime_dir: cannot write {not_a_folder / 'run'}" in capsys.readouterr().err
