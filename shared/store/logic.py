@@ -28,6 +28,7 @@ from shared.models import (
     EventBody,
     Job,
     JobStory,
+    MetricFigures,
     NewEvent,
     Outcome,
     PurgeResult,
@@ -49,6 +50,7 @@ from shared.policy.sources import check_source
 from shared.signing import new_message_id, secret_key
 from shared.store.operator_tx import (
     get_job_tx,
+    metric_figures_tx,
     purge_tx,
     remove_destination_tx,
     replay_tx,
@@ -345,6 +347,10 @@ class StoreLogic:
     async def stats(self) -> Stats:
         """See :meth:`shared.store.Store.stats` (ages by the store's clock)."""
         return await self._transact(stats_tx(), write=False)
+
+    async def metric_figures(self) -> MetricFigures:
+        """See :meth:`shared.store.Store.metric_figures`."""
+        return await self._transact(metric_figures_tx(), write=False)
 
     # -- dashboard views -------------------------------------------------------------------
 
