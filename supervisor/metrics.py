@@ -66,6 +66,8 @@ class SupervisorMetrics:
         self.metrics = ProcessMetrics()
         self.writer = SnapshotWriter(folder, SLOT, self.metrics)
         self._due = 0.0
+        # Present from the start (at 0), so increase() sees the first step.
+        self.metrics.inc(CLOCK_STEPS, amount=0.0)
 
     def restarted(self, slot: str, exit_fields: Mapping[str, Any], *, hung: bool) -> None:
         """Count one unexpected exit of `slot` that will be respawned."""
