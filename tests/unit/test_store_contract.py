@@ -137,7 +137,7 @@ async def test_every_store_operation_runs_on_both_backends(store, clock):
 
 def test_only_sqlite_reports_write_lock_figures(tmp_path):
     """Write-lock figures are SQLite's diagnostics, not part of the contract."""
-    assert {"write_lock_stats", "wal_bytes"} & contract_methods() == set()
+    assert {"write_lock_stats", "write_lock_waits", "wal_bytes"} & contract_methods() == set()
     assert isinstance(SqliteStore(str(tmp_path / "x.db")), SqliteDiagnostics)
     assert not isinstance(PostgresStore("postgresql://u@127.0.0.1:1/db"), SqliteDiagnostics)
 
