@@ -31,7 +31,8 @@ lint: $(STAMP)
 # starts a throwaway one for Celery), PostgreSQL's server binaries (tests start a throwaway
 # server), libfaketime (the clock-step test steps a real `hookline serve`'s wall clock),
 # bindfs (the test that a database on a FUSE mount is refused mounts one) and systemd
-# (`systemd-analyze verify` checks the units in deploy/). Missing ones are installed with
+# (`systemd-analyze verify` checks the units in deploy/) and prometheus (promtool checks the
+# rules in deploy/prometheus and a live /metrics). Missing ones are installed with
 # apt-get when root on Debian (CI); elsewhere the tests that need them skip locally and fail
 # when CI is set.
 LIBFAKETIME = $(wildcard /usr/lib/*/faketime/libfaketime.so.1)
@@ -45,6 +46,7 @@ test: $(STAMP) lint
 	test -n "$(LIBFAKETIME)" || missing="$$missing faketime"; \
 	command -v bindfs >/dev/null || missing="$$missing bindfs"; \
 	command -v systemd-analyze >/dev/null || missing="$$missing systemd"; \
+	command -v promtool >/dev/null || missing="$$missing prometheus"; \
 	if [ -n "$$missing" ]; then \
 	    if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
 	        apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y $$missing; \

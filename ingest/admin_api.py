@@ -315,6 +315,7 @@ async def purge(request: web.Request) -> web.Response:
 
 
 async def metrics_handler(request: web.Request) -> web.Response:
-    """`GET /metrics`: Prometheus text, read from the database at scrape time."""
-    text = metrics.render(await request_store(request).stats())
+    """`GET /metrics`: Prometheus text, read from the database and every process's snapshot
+    at scrape time (ingest/metrics.py)."""
+    text = await metrics.scrape(request.app)
     return web.Response(body=text, headers={hdrs.CONTENT_TYPE: metrics.CONTENT_TYPE})

@@ -50,7 +50,9 @@ from ingest.app_state import (
     CONFIG_KEY,
     IN_FLIGHT_KEY,
     OUTAGE_KEY,
+    PROCESS_METRICS_KEY,
     RATE_LIMITER_KEY,
+    SNAPSHOTS_KEY,
     STORE_KEY,
     WAL_HEALTH_KEY,
     InFlight,
@@ -58,11 +60,14 @@ from ingest.app_state import (
 from ingest.group_commit import GroupCommitter
 from ingest.http_common import error_response, store_fault_response
 from ingest.rate_limit import SourceRateLimiter
+from ingest.request_metrics import count_requests
 from ingest.wal_health import WalHealth
 from shared.config import Config
 from shared.errors import StoreClosing, StoreUnavailable
 from shared.faults import StoreOutage
 from shared.logs import get_logger
+from shared.metrics_catalog import INGEST_BATCH_SIZE
+from shared.process.metrics_file import ProcessMetrics, SnapshotWriter
 from shared.store import Store
 from shared.version import PRODUCT
 
@@ -78,7 +83,8 @@ Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 def build_app(store: Store, config: Config, *,
               committer: GroupCommitter | None = None,
-              wal_health: WalHealth | None = None) -> web.Application:
+              wal_health: WalHealth | None = None,
+              snapshots: SnapshotWriter | None = None) -> web.Application:
     """Build the ingest application around an open store.
 
     The app starts the committer when it starts up and stops it at cleanup, which aiohttp
@@ -93,19 +99,26 @@ def build_app(store: Store, config: Config, *,
             their own to read its counters; it is also at `app[COMMITTER_KEY]`.
         wal_health: the WAL state the maintenance task keeps (SQLite), read by /healthz;
             None: /healthz reports no WAL check (PostgreSQL, or no maintenance task).
+        snapshots: this process's metrics snapshot writer (the child lifecycle's); None: a
+            new one that keeps no file, so /metrics shows this app's own figures only.
 
     Returns:
         The application, ready for an AppRunner or aiohttp's TestServer.
     """
     # client_max_size bounds request.read()/post(); our handler reads with its own bound,
     # so this is a second fence should any code path use aiohttp's readers.
-    app = web.Application(middlewares=[_track_in_flight, _json_errors],
+    app = web.Application(middlewares=[count_requests, _track_in_flight, _json_errors],
                           client_max_size=config.max_body_bytes)
     app[IN_FLIGHT_KEY] = InFlight()
     app[OUTAGE_KEY] = StoreOutage()
     app[STORE_KEY] = store
     app[CONFIG_KEY] = config
-    app[COMMITTER_KEY] = committer if committer is not None else GroupCommitter(store)
+    app[COMMITTER_KEY] = committer = committer if committer is not None else GroupCommitter(store)
+    app[SNAPSHOTS_KEY] = snapshots = (snapshots if snapshots is not None
+                                      else SnapshotWriter(None, "ingest", ProcessMetrics()))
+    app[PROCESS_METRICS_KEY] = snapshots.metrics
+    snapshots.metrics.histogram_sources.append(
+        lambda: {INGEST_BATCH_SIZE.name: {(): committer.batch_sizes.data()}})
     app[RATE_LIMITER_KEY] = SourceRateLimiter.from_config(config)
     app[WAL_HEALTH_KEY] = wal_health
     app.cleanup_ctx.append(_run_committer)

@@ -15,6 +15,7 @@ from ingest.rate_limit import SourceRateLimiter
 from ingest.wal_health import WalHealth
 from shared.config import Config
 from shared.faults import StoreOutage
+from shared.process.metrics_file import ProcessMetrics, SnapshotWriter
 from shared.store import Store
 
 
@@ -66,6 +67,10 @@ RATE_LIMITER_KEY = web.AppKey("rate_limiter", SourceRateLimiter)
 IN_FLIGHT_KEY = web.AppKey("in_flight", InFlight)
 WAL_HEALTH_KEY: web.AppKey[WalHealth | None] = web.AppKey("wal_health")
 """The WAL state the maintenance task keeps (SQLite); None when nothing checks it."""
+PROCESS_METRICS_KEY = web.AppKey("process_metrics", ProcessMetrics)
+"""What this ingest process counts in memory for /metrics (ingest/request_metrics.py)."""
+SNAPSHOTS_KEY = web.AppKey("metrics_snapshots", SnapshotWriter)
+"""Writes this process's metrics snapshot (written again at each /metrics scrape)."""
 OUTAGE_KEY = web.AppKey("store_outage", StoreOutage)
 """Logs one `store_unavailable` / `store_recovered` pair per database outage."""
 

@@ -9,8 +9,12 @@ its event, so a 2xx answer always means the event and its jobs are durable.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from ingest.batcher import Batcher, BatcherStopped
+from shared.metrics_catalog import BATCH_SIZE_BUCKETS
 from shared.models import Accepted, Duplicate, NewEvent
+from shared.process.metrics_file import Histogram
 from shared.store import Store
 
 DEFAULT_MAX_BATCH = 512
@@ -31,6 +35,7 @@ class GroupCommitter(Batcher[NewEvent, Accepted | Duplicate]):
     Attributes:
         batches: `add_events` calls made so far (successful or not).
         committed: events passed to `add_events` calls that returned (accepted or duplicate).
+        batch_sizes: events per `add_events` call (/metrics: hookline_ingest_batch_size).
 
     `submit(event)` returns the store's result for the event, or raises CommitterStopped, or
     whatever `add_events` raised for its batch (StoreBusy, StoreError, ...).
@@ -38,9 +43,14 @@ class GroupCommitter(Batcher[NewEvent, Accepted | Duplicate]):
 
     def __init__(self, store: Store, *, max_batch: int = DEFAULT_MAX_BATCH,
                  min_interval_s: float = 0.0) -> None:
-        super().__init__(store.add_events, max_batch=max_batch, name="group-commit",
+        super().__init__(self._add_events, max_batch=max_batch, name="group-commit",
                          min_interval_s=min_interval_s)
         self.store = store
+        self.batch_sizes = Histogram(BATCH_SIZE_BUCKETS)
+
+    async def _add_events(self, events: list[NewEvent]) -> Sequence[Accepted | Duplicate]:
+        self.batch_sizes.observe(len(events))
+        return await self.store.add_events(events)
 
     @property
     def committed(self) -> int:

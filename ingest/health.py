@@ -55,18 +55,31 @@ async def healthz(request: web.Request) -> web.Response:
 
 async def readyz(request: web.Request) -> web.Response:
     """`GET /readyz`: 200 when ready, else 503 with the failing checks (module docstring)."""
+    problems, checks = await readiness(request.app)
+    if problems:
+        return web.json_response({"error": "not_ready", "detail": "; ".join(problems),
+                                  "checks": checks}, status=503)
+    return web.json_response({"ready": True, "checks": checks})
+
+
+async def readiness(app: web.Application) -> tuple[list[str], dict[str, Any]]:
+    """The readiness checks (module docstring), also behind /metrics' `hookline_ready`.
+
+    Returns:
+        (the problems, empty when ready; the `checks` object of the /readyz answer).
+    """
     checks: dict[str, Any] = {}
     problems: list[str] = []
-    if request.app[IN_FLIGHT_KEY].draining:
+    if app[IN_FLIGHT_KEY].draining:
         problems.append("ingest is shutting down")
-    checks["shutting_down"] = request.app[IN_FLIGHT_KEY].draining
+    checks["shutting_down"] = app[IN_FLIGHT_KEY].draining
     try:
-        await asyncio.wait_for(request.app[STORE_KEY].check_writable(), _PROBE_TIMEOUT_S)
+        await asyncio.wait_for(app[STORE_KEY].check_writable(), _PROBE_TIMEOUT_S)
         checks["database"] = "writable"
     except (StoreError, TimeoutError) as exc:
         checks["database"] = f"not writable: {exc or 'timed out'}"
         problems.append("database is not writable")
-    status = read_status(runtime_dir(request.app[CONFIG_KEY]) / STATUS_FILE)
+    status = read_status(runtime_dir(app[CONFIG_KEY]) / STATUS_FILE)
     if status is None:
         checks["workers"] = "unknown: no supervisor status"
         problems.append("no supervisor status")
@@ -78,7 +91,4 @@ async def readyz(request: web.Request) -> web.Response:
             problems.append("the supervisor is stopping")
         if not status.get("workers_healthy"):
             problems.append("no live worker")
-    if problems:
-        return web.json_response({"error": "not_ready", "detail": "; ".join(problems),
-                                  "checks": checks}, status=503)
-    return web.json_response({"ready": True, "checks": checks})
+    return problems, checks

@@ -72,7 +72,8 @@ async def serve(config: Config, *, ready: Callable[[int], None] | None = None,
         retention = asyncio.create_task(run_retention(store, config, stop), name="retention")
         try:
             committer = GroupCommitter(store, min_interval_s=config.batch_interval_s)
-            app = build_app(store, config, committer=committer, wal_health=wal)
+            app = build_app(store, config, committer=committer, wal_health=wal,
+                            snapshots=child.snapshots)
             # Stopping happens in two steps within graceful_timeout_s: most of it to drain
             # (below), the rest for aiohttp's own shutdown of whatever is left.
             # Request-head limits are enforced by aiohttp's parser; IngestRunner answers a

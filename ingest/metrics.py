@@ -1,23 +1,33 @@
-"""`GET /metrics`: Prometheus text built from the database at scrape time.
+"""`GET /metrics`: Prometheus text, from the database and from every hookline process.
 
-Nothing is counted in process memory: each scrape reads :meth:`Store.stats` and a custom
-collector turns that snapshot into metric families, so the numbers are the same whichever
-ingest process answers and they add up across every worker process (they are the store's
-rows, not per-process counters).
+Two sources, both read at scrape time:
 
-Attempts: `hookline_attempts_total{outcome}` counts finished attempts (an outcome never
-changes once recorded); `hookline_attempts_in_flight` is a gauge of those still being sent.
-`hookline_sqlite_wal_bytes` is the -wal file's size at scrape time (SQLite only).
+* **The database** (:meth:`Store.stats`): jobs by destination and status, the oldest due job,
+  attempts by destination and outcome, accept -> delivered latency per destination, pause state
+  and failure run per destination, the SQLite WAL. These are the same whichever host answers
+  and add up across every worker process, since they are the store's rows. Attempts and
+  latency count what retention purged too (the purge adds it to `purged_attempts` and
+  `purged_latency` in its own transaction), so these counters never go down. Only live
+  destinations appear: a removed destination's series disappear. Every live destination has
+  every outcome series from the start (0), so `increase()` sees its first failure.
+* **Each process's memory**, through the snapshots every process leaves in the runtime folder
+  (shared/process/metrics_file.py; families in shared/metrics_catalog.py): ingest's requests,
+  refusals, accept latency and batch sizes; each process's write-lock waits, CPU and memory;
+  the supervisor's children, restarts, heartbeats and clock steps. Ingest writes its own
+  snapshot first, so a scrape never shows a count that was not persisted.
 
-Latency: `hookline_delivery_latency_seconds` is a histogram of `finished_at - received_at`
-(accept -> delivered) over the done jobs still stored. It only grows as jobs finish; a purge
-of job metadata lowers it, which Prometheus treats as a counter reset (rate() stays right).
+Plus `hookline_ready` (the /readyz checks) and `hookline_build_info`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import os
+import platform
+from collections.abc import Iterator, Mapping
+from importlib import metadata
+from typing import Any
 
+from aiohttp import web
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import (
     CounterMetricFamily,
@@ -27,22 +37,42 @@ from prometheus_client.core import (
 )
 from prometheus_client.registry import Collector
 
-from shared.models import JOB_STATUSES, Stats
+from ingest import health
+from ingest.app_state import CONFIG_KEY, SNAPSHOTS_KEY, STORE_KEY
+from shared.metrics_catalog import FAMILIES
+from shared.models import JOB_STATUSES, MetricFigures, Stats
+from shared.policy.delivery import pause_kind
+from shared.process.lifecycle import pid_alive, runtime_dir
+from shared.process.metrics_file import Labels, merge_snapshots, read_snapshots
+from shared.store import SqliteDiagnostics, Store
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 IN_FLIGHT = "in_flight"
 """The outcome class of attempts not finished yet (see the stores' attempts_by_outcome)."""
+OUTCOMES = ("delivered", "http_3xx", "http_4xx", "http_5xx", "transport_error", "worker_lost",
+            "handed_back")
+"""The finished-attempt outcome classes every live destination shows from the start."""
 
 
 class StatsCollector(Collector):
-    """Yields hookline's metric families from one :class:`Stats` snapshot."""
+    """Yields the database's metric families from one :class:`Stats` snapshot.
 
-    def __init__(self, stats: Stats) -> None:
+    Args:
+        stats: the store's figures.
+        figures: the per-destination figures only /metrics shows.
+        wal_limit_bytes: the WAL size past which /healthz says degraded (0 = off); its gauge
+            is exported beside the WAL size (SQLite only).
+    """
+
+    def __init__(self, stats: Stats, figures: MetricFigures, wal_limit_bytes: int = 0) -> None:
         self.stats = stats
+        self.figures = figures
+        self.wal_limit_bytes = wal_limit_bytes
 
     def collect(self) -> Iterator[Metric]:
-        """Metric families: jobs, oldest pending age, attempts, paused, latency, events."""
-        st = self.stats
+        """Jobs, oldest due age, attempts, latency, pause state, failure runs, events, WAL."""
+        st, fig = self.stats, self.figures
+        live = [d.name for d in fig.destination_health]
         jobs = GaugeMetricFamily("hookline_jobs", "Jobs by destination and status.",
                                  labels=["destination", "status"])
         for destination, counts in sorted(st.jobs_by_destination.items()):
@@ -50,59 +80,152 @@ class StatsCollector(Collector):
                 jobs.add_metric([destination, status], counts.get(status, 0))
         yield jobs
 
-        total = GaugeMetricFamily("hookline_jobs_total_by_status",
-                                  "Jobs by status, all destinations.", labels=["status"])
-        for status in JOB_STATUSES:
-            total.add_metric([status], st.jobs_by_status.get(status, 0))
-        yield total
-
         yield GaugeMetricFamily(
             "hookline_oldest_pending_age_seconds",
-            "Age of the longest-waiting due pending job (0 when none is due).",
+            "Age of the longest-waiting due pending job, seconds (0 when none is due).",
             value=st.oldest_pending_age_s or 0.0)
 
-        # Finished attempts only: an attempt's outcome is fixed once it is closed, so these
-        # only grow (a purge is a counter reset). Attempts still being sent go down as they
-        # finish, so they are a gauge.
-        attempts = CounterMetricFamily("hookline_attempts", "Finished attempts, by outcome.",
-                                       labels=["outcome"])
-        for outcome, n in sorted(st.attempts_by_outcome.items()):
-            if outcome != IN_FLIGHT:
-                attempts.add_metric([outcome], n)
+        # Finished attempts only: an attempt's outcome is fixed once it is closed, and what
+        # retention purges is kept in purged_attempts, so these never go down.
+        attempts = CounterMetricFamily(
+            "hookline_attempts", "Finished delivery attempts, by destination and outcome.",
+            labels=["destination", "outcome"])
+        for name in sorted(live):
+            counts = fig.attempts_by_destination.get(name, {})
+            for outcome in sorted(set(OUTCOMES) | set(counts)):
+                attempts.add_metric([name, outcome], counts.get(outcome, 0))
         yield attempts
         yield GaugeMetricFamily("hookline_attempts_in_flight",
                                 "Attempts started and not yet finished.",
                                 value=st.attempts_by_outcome.get(IN_FLIGHT, 0))
 
-        yield GaugeMetricFamily("hookline_destinations_paused",
-                                "Live destinations currently paused.",
-                                value=len(st.paused_destinations))
-        paused = GaugeMetricFamily("hookline_destination_paused",
-                                   "1 for each paused destination.",
-                                   labels=["destination"])
-        for name in sorted(st.paused_destinations):
-            paused.add_metric([name], 1)
+        latency = HistogramMetricFamily(
+            "hookline_delivery_latency_seconds",
+            "Accept -> delivered time of done jobs, seconds, by destination.",
+            labels=["destination"])
+        for name in sorted(live):
+            found = fig.latency_by_destination.get(name)
+            if found is None:
+                continue
+            buckets = [(f"{bound:g}", n) for bound, n in found.buckets]
+            buckets.append(("+Inf", found.count))
+            latency.add_metric([name], buckets, sum_value=found.sum_s)
+        yield latency
+
+        paused = GaugeMetricFamily(
+            "hookline_destination_paused",
+            "1 while a live destination is paused (reason: manual or auto), else 0.",
+            labels=["destination", "reason"])
+        streak = GaugeMetricFamily(
+            "hookline_destination_failure_streak",
+            "Consecutive failed attempts of each live destination since its last 2xx.",
+            labels=["destination"])
+        for d in fig.destination_health:
+            reason = pause_kind(d.paused_reason) if d.paused else ""
+            paused.add_metric([d.name, reason], 1 if d.paused else 0)
+            streak.add_metric([d.name], d.failure_streak)
         yield paused
+        yield streak
 
         yield GaugeMetricFamily("hookline_events_stored", "Events stored.", value=st.events)
         if st.wal_bytes is not None:  # SQLite only: PostgreSQL's WAL is the server's
             yield GaugeMetricFamily("hookline_sqlite_wal_bytes",
                                     "Size of the SQLite -wal file now, bytes.",
                                     value=st.wal_bytes)
-
-        latency = st.delivery_latency
-        if latency is not None:
-            histogram = HistogramMetricFamily(
-                "hookline_delivery_latency_seconds",
-                "Accept -> delivered time of done jobs still stored.")
-            buckets = [(f"{bound:g}", n) for bound, n in latency.buckets]
-            buckets.append(("+Inf", latency.count))
-            histogram.add_metric([], buckets, sum_value=latency.sum_s)
-            yield histogram
+            yield GaugeMetricFamily(
+                "hookline_sqlite_wal_limit_bytes",
+                "WAL size past which /healthz says degraded (wal_degraded_bytes; 0 = off), "
+                "bytes.", value=self.wal_limit_bytes)
 
 
-def render(stats: Stats) -> bytes:
-    """Prometheus text exposition of one stats snapshot."""
+class ProcessCollector(Collector):
+    """Yields the in-process families (shared/metrics_catalog.py) from merged snapshots."""
+
+    def __init__(self, merged: Mapping[str, Mapping[Labels, Any]]) -> None:
+        self.merged = merged
+
+    def collect(self) -> Iterator[Metric]:
+        """Every catalogued family, with the series the snapshots hold (maybe none)."""
+        for family in FAMILIES:
+            labels = (["slot"] if family.per_slot else []) + list(family.labels)
+            series = sorted(self.merged.get(family.name, {}).items())
+            if family.kind == "histogram":
+                histogram = HistogramMetricFamily(family.name, family.help, labels=labels)
+                for values, data in series:
+                    if not isinstance(data, dict):
+                        continue
+                    buckets = [(f"{bound:g}", n)
+                               for bound, n in zip(data["bounds"], data["cumulative"],
+                                                   strict=True)]
+                    buckets.append(("+Inf", data["count"]))
+                    histogram.add_metric(list(values), buckets, sum_value=data["sum"])
+                yield histogram
+                continue
+            metric: CounterMetricFamily | GaugeMetricFamily = (
+                CounterMetricFamily(family.name, family.help, labels=labels)
+                if family.kind == "counter"
+                else GaugeMetricFamily(family.name, family.help, labels=labels))
+            for values, value in series:
+                if isinstance(value, int | float):
+                    metric.add_metric(list(values), value)
+            yield metric
+
+
+class InfoCollector(Collector):
+    """`hookline_ready` and `hookline_build_info`."""
+
+    def __init__(self, ready: bool, backend: str) -> None:
+        self.ready = ready
+        self.backend = backend
+
+    def collect(self) -> Iterator[Metric]:
+        """Readiness (1/0) and the build."""
+        yield GaugeMetricFamily(
+            "hookline_ready", "1 when /readyz answers 200 (database writable, a live worker, "
+            "not stopping), else 0.", value=1 if self.ready else 0)
+        info = GaugeMetricFamily("hookline_build_info",
+                                 "Always 1; the labels name the build.",
+                                 labels=["version", "python", "backend"])
+        info.add_metric([hookline_version(), platform.python_version(), self.backend], 1)
+        yield info
+
+
+def hookline_version() -> str:
+    """The installed package's version, `unknown` when it is not installed."""
+    try:
+        return metadata.version("hookline")
+    except metadata.PackageNotFoundError:
+        return "unknown"
+
+
+def backend_of(store: Store) -> str:
+    """`sqlite` or `postgresql`."""
+    return "sqlite" if isinstance(store, SqliteDiagnostics) else "postgresql"
+
+
+def render(stats: Stats, figures: MetricFigures, *,
+           merged: Mapping[str, Mapping[Labels, Any]] | None = None, ready: bool = False,
+           backend: str = "sqlite", wal_limit_bytes: int = 0) -> bytes:
+    """Prometheus text exposition of the store's figures and the processes' snapshots."""
     registry = CollectorRegistry(auto_describe=False)
-    registry.register(StatsCollector(stats))
+    registry.register(StatsCollector(stats, figures, wal_limit_bytes))
+    registry.register(ProcessCollector(merged or {}))
+    registry.register(InfoCollector(ready, backend))
     return generate_latest(registry)
+
+
+async def scrape(app: web.Application) -> bytes:
+    """Everything /metrics answers for this ingest app (module docstring)."""
+    store, config = app[STORE_KEY], app[CONFIG_KEY]
+    stats = await store.stats()
+    figures = await store.metric_figures()
+    writer = app[SNAPSHOTS_KEY]
+    if writer.path is not None:
+        writer.write()  # what we show is persisted first: a restart cannot go below it
+        snapshots = read_snapshots(runtime_dir(config))
+    else:  # an app without a runtime folder (tests): its own figures only
+        snapshots = [writer.build()]
+    merged = merge_snapshots(snapshots, lambda pid: pid == os.getpid() or pid_alive(pid))
+    problems, _ = await health.readiness(app)
+    return render(stats, figures, merged=merged, ready=not problems, backend=backend_of(store),
+                  wal_limit_bytes=config.wal_degraded_bytes)

@@ -344,6 +344,40 @@ class Stats:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class MetricFigures:
+    """Per live destination figures only /metrics shows (a removed destination has none).
+
+    Attributes:
+        attempts_by_destination: {destination: {outcome class: finished attempts}}, counting
+            what retention purged too, so the numbers never go down.
+        latency_by_destination: {destination: accept -> delivered latency of its done jobs},
+            purged ones included; destinations with no done job are missing.
+        destination_health: each live destination's pause state and failure run.
+    """
+
+    attempts_by_destination: dict[str, dict[str, int]] = field(default_factory=dict)
+    latency_by_destination: dict[str, LatencyHistogram] = field(default_factory=dict)
+    destination_health: tuple[DestinationHealth, ...] = ()
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DestinationHealth:
+    """One live destination's pause state and failure run, for /metrics.
+
+    Attributes:
+        name: the destination.
+        paused: whether it is paused.
+        paused_reason: why (an operator's text, or the circuit breaker's), None when running.
+        failure_streak: consecutive failed attempts since its last 2xx.
+    """
+
+    name: str
+    paused: bool
+    paused_reason: str | None
+    failure_streak: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class LatencyHistogram:
     """Accept -> delivered latency (job finished_at - event received_at, seconds) of the done
     jobs still stored, as a cumulative histogram.

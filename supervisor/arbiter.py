@@ -52,6 +52,7 @@ from shared.process.lifecycle import BOOT_ERROR_EXIT, touch, write_status
 from supervisor import sdnotify
 from supervisor.child_exits import describe_exit, respawn_delay_s, returncode
 from supervisor.heartbeat_watch import HeartbeatWatch
+from supervisor.metrics import SupervisorMetrics
 from supervisor.readiness import Readiness
 
 _HANDLED_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGCHLD, signal.SIGTTIN, signal.SIGTTOU)
@@ -123,6 +124,7 @@ class Arbiter:
         abort_grace_s: float = 1.0,
         status_file: str | Path | None = None,
         on_tick: Callable[[], None] | None = None,
+        metrics_folder: Path | None = None,
     ) -> None:
         """Prepare the arbiter; nothing starts before :meth:`run`.
 
@@ -145,6 +147,8 @@ class Arbiter:
                 health); None keeps none.
             on_tick: called from the main loop at least once a second (e.g. log rotation);
                 an OSError it raises is logged, not fatal.
+            metrics_folder: where the supervisor's /metrics snapshot goes (supervisor/metrics.py);
+                None keeps none.
 
         Raises:
             ValueError: two specs share a slot name.
@@ -165,6 +169,7 @@ class Arbiter:
         self._on_tick = on_tick
         self._unhealthy: frozenset[str] = frozenset()
         self._clock_steps = ClockStepDetector()
+        self._metrics = SupervisorMetrics(metrics_folder)
 
         self._children: dict[int, _Child] = {}
         self._failures: dict[str, int] = collections.defaultdict(int)
@@ -287,7 +292,13 @@ class Arbiter:
 
     def _tick(self, now: float) -> None:
         """Periodic duties of both loops: liveness, systemd's watchdog, the `on_tick` hook."""
-        self._clock_steps.check()
+        if self._clock_steps.check() is not None:
+            self._metrics.clock_stepped()
+        if self._metrics.due(now):
+            self._metrics.write(now, wanted=self._specs, alive=self.alive_slots(),
+                                heartbeat_ages_s={c.slot: c.heartbeat.age_s(now)
+                                                  for c in self._children.values()
+                                                  if c.heartbeat is not None})
         if not self._stopping:
             self._check_heartbeats(now)
             self._check_ready()
@@ -435,6 +446,7 @@ class Arbiter:
         if fields.get("exit_code") == BOOT_ERROR_EXIT:
             self._boot_failed(child.slot, child_pid=pid)
             return
+        self._metrics.restarted(child.slot, fields, hung=child.aborted_at is not None)
         self._schedule_respawn(child.slot, lived_s=lived_s)
         self._report_status()
 

@@ -121,7 +121,7 @@ def run(config: Config) -> int:
                       make_worker_spec=lambda n: worker_spec(config, n),
                       heartbeat_timeout_s=config.heartbeat_timeout_s,
                       status_file=folder / STATUS_FILE,
-                      on_tick=_log_rotator(config))
+                      on_tick=_log_rotator(config), metrics_folder=folder)
     try:
         return arbiter.run()
     finally:

@@ -86,6 +86,18 @@ def auto_pause_reason(result: AttemptResult, url: str, streak: int,
     return None
 
 
+AUTO_PAUSE_PREFIXES = ("410 Gone from ", "circuit breaker: ")
+"""How every reason :func:`auto_pause_reason` gives begins."""
+
+
+def pause_kind(paused_reason: str | None) -> str:
+    """`auto` when a paused destination's reason is the circuit breaker's or a 410's (see
+    :func:`auto_pause_reason`), else `manual` (an operator's pause, with or without text)."""
+    if paused_reason is not None and paused_reason.startswith(AUTO_PAUSE_PREFIXES):
+        return "auto"
+    return "manual"
+
+
 def rate_limit_allows(next_send_at: float, now_s: float, rate_per_s: float | None) -> bool:
     """True when one more request may be claimed now (GCRA, burst = one second's worth).
 

@@ -36,6 +36,7 @@ from shared.config import Config
 from shared.errors import StoreUnavailable
 from shared.faults import is_transient
 from shared.logs import configure_logging, get_logger
+from shared.metrics_catalog import WRITE_LOCK_WAIT_SECONDS
 from shared.process.clock import watch_clock
 from shared.process.lifecycle import (
     BOOT_ERROR_EXIT,
@@ -46,10 +47,18 @@ from shared.process.lifecycle import (
     heartbeat_path,
     install_stop_signals,
     ready_path,
+    runtime_dir,
     shorten_gil_switch_interval,
     watch_parent,
 )
-from shared.store import Store, store_for
+from shared.process.metrics_file import (
+    HistogramData,
+    ProcessMetrics,
+    SnapshotWriter,
+    write_snapshots,
+)
+from shared.store import Store, store_for, write_lock_waits
+from shared.store.write_lock import DurationHistogram
 
 
 class BootState:
@@ -69,6 +78,9 @@ class ChildContext:
         stop: set by SIGTERM/SIGINT, by the parent going away, or by the caller.
         store: the open store.
         boot: where readiness is recorded for :func:`run_child`.
+        metrics: what this process counts in memory for /metrics; its snapshot is written
+            to the runtime folder every few seconds (shared/process/metrics_file.py).
+        snapshots: writes that snapshot (ingest also writes it at each scrape).
     """
 
     config: Config
@@ -76,6 +88,8 @@ class ChildContext:
     stop: asyncio.Event
     store: Store
     boot: BootState
+    metrics: ProcessMetrics
+    snapshots: SnapshotWriter
 
     def mark_ready(self) -> None:
         """Record that this child serves: faults from here on are runtime faults, and the
@@ -127,9 +141,21 @@ async def child_context(config: Config, slot: str, *, stop: asyncio.Event | None
         except BaseException:
             await _close_quietly(store)  # a half-open store's thread would keep us alive
             raise
+        metrics = ProcessMetrics()
+        waits = write_lock_waits(store)
+        if waits is not None:  # SQLite: this process's waits for the single writer
+            metrics.histogram_sources.append(lambda: {WRITE_LOCK_WAIT_SECONDS.name: {
+                (): write_lock_histogram(waits)}})
+        snapshots = SnapshotWriter(runtime_dir(config), slot, metrics)
+        snapshots_done = asyncio.Event()
+        snapshot_task = asyncio.create_task(write_snapshots(snapshots, snapshots_done),
+                                            name="metrics-snapshots")
         try:
-            yield ChildContext(config, slot, stop, store, boot or BootState())
+            yield ChildContext(config, slot, stop, store, boot or BootState(), metrics,
+                               snapshots)
         finally:
+            snapshots_done.set()  # the task writes a last snapshot and returns
+            await snapshot_task
             await _close_quietly(store)
     finally:
         with contextlib.suppress(OSError):
@@ -141,6 +167,12 @@ async def child_context(config: Config, slot: str, *, stop: asyncio.Event | None
         await beat
         for signum in (signal.SIGTERM, signal.SIGINT):
             loop.remove_signal_handler(signum)
+
+
+def write_lock_histogram(waits: DurationHistogram) -> HistogramData:
+    """The write-lock wait histogram in snapshot form (seconds)."""
+    bounds, cumulative, count, total_s = waits.cumulative()
+    return {"bounds": bounds, "cumulative": cumulative, "count": count, "sum": total_s}
 
 
 async def _close_quietly(store: Store) -> None:

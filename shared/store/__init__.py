@@ -28,6 +28,7 @@ from shared.models import (
     EventBody,
     Job,
     JobStory,
+    MetricFigures,
     NewEvent,
     Outcome,
     PurgeResult,
@@ -40,6 +41,7 @@ from shared.policy.delivery import BreakerPolicy
 
 if TYPE_CHECKING:
     from shared.config import Config
+    from shared.store.write_lock import DurationHistogram
 
 
 class Store(Protocol):
@@ -206,6 +208,11 @@ class Store(Protocol):
         counts per destination and status, paused destinations, attempts by outcome and the
         accept -> delivered latency histogram (for `hookline stats` and /metrics).
         `wal_bytes` is filled by a store with :class:`SqliteDiagnostics` only (else None)."""
+
+    async def metric_figures(self) -> MetricFigures:
+        """What only /metrics shows, per live destination: finished attempts by outcome class
+        and accept -> delivered latency, both counting what retention purged (so they never go
+        down), and the pause state and failure run (read-only)."""
 
     async def maintenance(self) -> dict[str, int]:
         """Housekeeping that ingest runs periodically; cheap, never blocks writers for long.
@@ -431,6 +438,10 @@ class SqliteDiagnostics(Protocol):
         write transaction since open: {"wait": {...}, "hold": {...}}, each with `count`,
         `p50_ms`, `p99_ms`, `max_ms`, `total_ms` (milliseconds); None before open."""
 
+    def write_lock_waits(self) -> DurationHistogram | None:
+        """The live histogram of this process's waits for the write lock (seconds), for
+        /metrics; None before open."""
+
     def wal_bytes(self) -> int:
         """Size of the database's `-wal` file now, bytes (0 when there is none)."""
 
@@ -443,6 +454,12 @@ class SqliteDiagnostics(Protocol):
             `{"busy": 0|1, "log_frames": n, "checkpointed_frames": n, "wal_bytes": size of
             the -wal file after the checkpoint, bytes}`.
         """
+
+
+def write_lock_waits(store: Store) -> DurationHistogram | None:
+    """The store's write-lock wait histogram (:class:`SqliteDiagnostics`), None when it has
+    none (PostgreSQL)."""
+    return store.write_lock_waits() if isinstance(store, SqliteDiagnostics) else None
 
 
 def write_lock_stats(store: Store) -> dict[str, dict[str, float | int]] | None:

@@ -29,6 +29,7 @@ from shared.models import (
     EventBody,
     Job,
     JobStory,
+    MetricFigures,
     NewEvent,
     Outcome,
     PurgeResult,
@@ -53,6 +54,7 @@ from shared.store.operator_tx import (
     expire_previous_tx,
     get_job_tx,
     list_dead_tx,
+    metric_figures_tx,
     purge_tx,
     remove_destination_tx,
     replay_tx,
@@ -355,6 +357,10 @@ class StoreLogic(EventOperations):
     async def stats(self) -> Stats:
         """See :meth:`shared.store.Store.stats` (ages by the store's clock)."""
         return await self._transact(stats_tx(), write=False)
+
+    async def metric_figures(self) -> MetricFigures:
+        """See :meth:`shared.store.Store.metric_figures`."""
+        return await self._transact(metric_figures_tx(), write=False)
 
     # -- dashboard views -------------------------------------------------------------------
 

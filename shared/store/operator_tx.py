@@ -10,9 +10,11 @@ from typing import Any
 from shared.errors import Conflict, InvalidSetting, NotFound
 from shared.models import (
     DeadLetter,
+    DestinationHealth,
     DestinationSummary,
     Job,
     LatencyHistogram,
+    MetricFigures,
     PurgeResult,
     Stats,
     ThroughputBucket,
@@ -112,8 +114,11 @@ def list_dead_tx(destination: str | None, since: float | None,
 def purge_tx(bodies_before_s: float, metadata_before_s: float, dedupe_before_s: float,
              dead_before_s: float) -> Tx[PurgeResult]:
     bodies = yield count("purge_bodies", before=bodies_before_s)
+    # What is deleted is first added to the purged_* totals, so /metrics never goes down.
+    yield count("fold_purged_attempts", before=metadata_before_s, dead_before=dead_before_s)
     attempts = yield count("purge_attempts", before=metadata_before_s,
                            dead_before=dead_before_s)
+    yield count("fold_purged_latency", before=metadata_before_s)
     jobs = yield count("purge_jobs", before=metadata_before_s, dead_before=dead_before_s)
     events = yield count("purge_events", before=dedupe_before_s)
     return PurgeResult(bodies=bodies, attempts=attempts, jobs=jobs, events=events)
@@ -145,6 +150,21 @@ def stats_tx() -> Tx[Stats]:
         delivery_latency=latency((yield one("delivery_latency"))),
         wal_bytes=None,
     )
+
+
+def metric_figures_tx() -> Tx[MetricFigures]:
+    attempts_by_destination: dict[str, dict[str, int]] = {}
+    for r in (yield rows("attempts_by_destination_outcome")):
+        attempts_by_destination.setdefault(r["destination"], {})[r["outcome"]] = int(r["n"])
+    return MetricFigures(
+        attempts_by_destination=attempts_by_destination,
+        latency_by_destination={r["destination"]: latency(r)
+                                for r in (yield rows("latency_by_destination"))},
+        destination_health=tuple(
+            DestinationHealth(name=r["name"], paused=bool(r["paused"]),
+                              paused_reason=r["paused_reason"],
+                              failure_streak=int(r["failure_streak"] or 0))
+            for r in (yield rows("destination_health"))))
 
 
 def summaries_tx(window_s: float, scan_limit: int) -> Tx[list[DestinationSummary]]:
@@ -192,5 +212,5 @@ def latency(row: Any) -> LatencyHistogram:
         return "le_" + (f"{bound:g}").replace(".", "_")
 
     return LatencyHistogram(
-        buckets=tuple((float(b), row[column(b)] or 0) for b in LATENCY_BUCKETS_S),
-        count=row["n"], sum_s=float(row["total"]))
+        buckets=tuple((float(b), int(row[column(b)] or 0)) for b in LATENCY_BUCKETS_S),
+        count=int(row["n"] or 0), sum_s=float(row["total"] or 0))

@@ -44,7 +44,7 @@ from shared.store.ops import (
 )
 from shared.store.queries import load_migrations, load_queries
 from shared.store.wakeup import WakeListener, WakeNotifier, wake_dir_for
-from shared.store.write_lock import WriteLock
+from shared.store.write_lock import DurationHistogram, WriteLock
 
 T = TypeVar("T")
 Q = load_queries("sqlite")
@@ -179,6 +179,10 @@ class SqliteStore(StoreLogic):
         if self._conn is not None:
             await self._conn.close()
             self._conn = None
+
+    def write_lock_waits(self) -> DurationHistogram | None:
+        """See :meth:`shared.store.SqliteDiagnostics.write_lock_waits`."""
+        return None if self._write_lock is None else self._write_lock.waits
 
     def write_lock_stats(self) -> dict[str, dict[str, float | int]] | None:
         """See :meth:`shared.store.SqliteDiagnostics.write_lock_stats`: this connection's waits

@@ -45,6 +45,20 @@ class DurationHistogram:
         self.total_s += duration_s
         self.max_s = max(self.max_s, duration_s)
 
+    def cumulative(self, every: int = 4) -> tuple[list[float], list[int], int, float]:
+        """Prometheus-style buckets: every `every`-th bucket bound (seconds), the durations at
+        or below each (exact: the bounds are this histogram's own), the count and the sum.
+        Safe to call from another thread (a racing record may be missing from the sum)."""
+        counts = list(self.counts)  # one atomic copy under the GIL
+        bounds = list(_BOUNDS_S[::every])
+        cumulative, seen, index = [], 0, 0
+        for bound_index in range(0, len(_BOUNDS_S), every):
+            while index <= bound_index:
+                seen += counts[index]
+                index += 1
+            cumulative.append(seen)
+        return bounds, cumulative, sum(counts), self.total_s
+
     def percentile_s(self, fraction: float) -> float:
         """The upper bound of the bucket holding the nearest-rank `fraction` (0-1) percentile,
         in seconds, capped at the largest duration seen; 0.0 when nothing was recorded."""

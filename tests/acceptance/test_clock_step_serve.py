@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from procs import JSON_AUTH, ROOT, child_env, log_records, start_cli, stop, wait_until
+from procs import AUTH, JSON_AUTH, ROOT, child_env, log_records, start_cli, stop, wait_until
 
 from rehearsal.harness import free_port
 from tests.pg import skip_or_fail_in_ci
@@ -114,6 +114,11 @@ class SteppedHost:
             with urllib.request.urlopen(request, timeout=10) as resp:
                 assert resp.status in (200, 202)
 
+    def metrics(self) -> str:
+        request = urllib.request.Request(f"http://127.0.0.1:{self.port}/metrics", headers=AUTH)
+        with urllib.request.urlopen(request, timeout=10) as resp:
+            return str(resp.read().decode())
+
     def ready(self) -> bool:
         try:
             with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/readyz", timeout=5) as r:
@@ -181,6 +186,11 @@ def test_serve_rides_out_a_forward_and_a_backward_clock_step(host: SteppedHost) 
     processes = {p for p, _ in steps}
     assert {"supervisor", "ingest", "worker-1", "worker-2"} <= processes, steps
     assert all(abs(s - 3600) < 5 or abs(s + 7200) < 5 for _, s in steps), steps
+    # /metrics counts the supervisor's steps (its snapshot is written every 2 s).
+    supervisor_steps = len([p for p, _ in steps if p == "supervisor"])
+    assert supervisor_steps == 2, steps
+    wait_until(lambda: f"hookline_clock_steps_total {supervisor_steps}.0" in host.metrics(), 10,
+               "hookline_clock_steps_total in /metrics")
 
 
 def _eventually(predicate: Any, timeout_s: float) -> bool:

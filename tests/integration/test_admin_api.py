@@ -147,11 +147,37 @@ async def test_metrics_parse_and_count_from_the_database(client, real_store, sto
                for family in text_string_to_metric_families(text) for s in family.samples}
     assert samples[("hookline_jobs", (("destination", "a"), ("status", "done")))] == 2
     assert samples[("hookline_jobs", (("destination", "b"), ("status", "pending")))] == 2
-    assert samples[("hookline_destinations_paused", ())] == 1
-    assert samples[("hookline_attempts_total", (("outcome", "delivered"),))] == 2
-    assert samples[("hookline_delivery_latency_seconds_count", ())] == 2
-    assert samples[("hookline_delivery_latency_seconds_bucket", (("le", "+Inf"),))] == 2
+    assert samples[("hookline_destination_paused",
+                    (("destination", "b"), ("reason", "manual")))] == 1
+    assert samples[("hookline_destination_paused", (("destination", "a"), ("reason", "")))] == 0
+    assert samples[("hookline_attempts_total", (("destination", "a"), ("outcome", "delivered")))] \
+        == 2
+    assert samples[("hookline_attempts_total", (("destination", "a"), ("outcome", "http_5xx")))] \
+        == 0  # every outcome series exists from the start, so increase() sees a first failure
+    assert samples[("hookline_delivery_latency_seconds_count", (("destination", "a"),))] == 2
+    assert samples[("hookline_delivery_latency_seconds_bucket",
+                    (("destination", "a"), ("le", "+Inf")))] == 2
     assert ("hookline_oldest_pending_age_seconds", ()) in samples
+    assert samples[("hookline_ready", ())] == 0  # no supervisor: nothing would deliver
+
+    # Retention deletes the done jobs and their attempts: the counters stay where they were.
+    purged = await real_store.purge(bodies_before_s=1e12, metadata_before_s=1e12,
+                                    dedupe_before_s=0)
+    assert (purged.attempts, purged.jobs) == (2, 2)
+    async with client.get("/metrics", headers=AUTH) as resp:
+        text = await resp.text()
+    after = {(s.name, tuple(sorted(s.labels.items()))): s.value
+             for family in text_string_to_metric_families(text) for s in family.samples}
+    assert after.get(("hookline_jobs", (("destination", "a"), ("status", "done"))), 0) == 0
+    for key in [k for k in samples if k[0].startswith(("hookline_attempts_total",
+                                                        "hookline_delivery_latency_seconds_"))]:
+        assert after[key] == samples[key], key
+
+    # A removed destination's series disappear.
+    await real_store.remove_destination("a")
+    async with client.get("/metrics", headers=AUTH) as resp:
+        text = await resp.text()
+    assert 'destination="a"' not in text and 'destination="b"' in text
 
 
 async def test_without_token_every_request_refused_and_warned(real_store):

@@ -116,11 +116,19 @@ async def test_every_store_operation_runs_on_both_backends(store, clock):
         assert store.write_lock_stats()["hold"]["count"] > 0
     else:
         assert figures == {} and stats.wal_bytes is None
+    before = await s.metric_figures()
+    assert before.attempts_by_destination["d"]["delivered"] == 1
+    assert before.latency_by_destination["d"].count == 1
+    assert [(h.name, h.paused) for h in before.destination_health] == [("d", False)]
     clock.advance(7200)
     purged = await s.purge(bodies_before_s=clock(), metadata_before_s=clock() - 3600,
                            dedupe_before_s=clock() - 3600)
     # The delivered job and its one attempt end; its event loses its body, then its key.
     assert (purged.bodies, purged.attempts, purged.jobs, purged.events) == (1, 1, 1, 1)
+    # /metrics' counts keep what the purge deleted: they never go down.
+    after = await s.metric_figures()
+    assert after.attempts_by_destination == before.attempts_by_destination
+    assert after.latency_by_destination == before.latency_by_destination
 
     source = await s.add_source(name="gh", scheme="token", secret="t" * 32)
     with pytest.raises(Conflict):  # more of sources: test_sources_crud_on_both_backends
@@ -138,7 +146,7 @@ async def test_every_store_operation_runs_on_both_backends(store, clock):
 
 def test_only_sqlite_reports_write_lock_figures(tmp_path):
     """Write-lock figures are SQLite's diagnostics, not part of the contract."""
-    assert {"write_lock_stats", "wal_bytes"} & contract_methods() == set()
+    assert {"write_lock_stats", "write_lock_waits", "wal_bytes"} & contract_methods() == set()
     assert isinstance(SqliteStore(str(tmp_path / "x.db")), SqliteDiagnostics)
     assert not isinstance(PostgresStore("postgresql://u@127.0.0.1:1/db"), SqliteDiagnostics)
 

@@ -108,3 +108,110 @@ SELECT (SELECT MIN(id) FROM attempts) AS bottom, (SELECT MAX(id) FROM attempts) 
 
 -- first_attempt_after: the first attempt row after id :after_id (its start time)
 SELECT id, started_at FROM attempts WHERE id > :after_id ORDER BY id LIMIT 1
+
+-- fold_purged_attempts: add the attempts purge_attempts is about to delete to purged_attempts (outcome classes as in attempts_by_outcome)
+INSERT INTO purged_attempts (destination_id, outcome, n)
+SELECT j.destination_id, CASE
+        WHEN a.error LIKE 'lease expired%' OR a.error LIKE 'worker lost%' THEN 'worker_lost'
+        WHEN a.status_code BETWEEN 200 AND 299 THEN 'delivered'
+        WHEN a.status_code IS NOT NULL THEN 'http_' || CAST(a.status_code / 100 AS TEXT) || 'xx'
+        WHEN a.error LIKE 'handed back%' THEN 'handed_back'
+        WHEN a.error IS NOT NULL THEN 'transport_error'
+        ELSE 'in_flight'
+    END AS outcome, count(*) AS n
+FROM attempts a JOIN jobs j ON j.id = a.job_id
+WHERE (j.status = 'done' AND j.finished_at < :before)
+    OR (j.status = 'dead' AND j.finished_at < :dead_before)
+GROUP BY j.destination_id, 2
+ON CONFLICT (destination_id, outcome) DO UPDATE SET n = purged_attempts.n + excluded.n
+
+-- fold_purged_latency: add the done jobs purge_jobs is about to delete to purged_latency
+INSERT INTO purged_latency (destination_id, n, total, le_0_05, le_0_1, le_0_25, le_0_5, le_1, le_2_5, le_5, le_10, le_30, le_60, le_300, le_900, le_3600, le_21600, le_86400)
+SELECT destination_id, count(*) AS n, COALESCE(SUM(lat), 0) AS total,
+    SUM(CASE WHEN lat <= 0.05 THEN 1 ELSE 0 END) AS le_0_05,
+    SUM(CASE WHEN lat <= 0.1 THEN 1 ELSE 0 END) AS le_0_1,
+    SUM(CASE WHEN lat <= 0.25 THEN 1 ELSE 0 END) AS le_0_25,
+    SUM(CASE WHEN lat <= 0.5 THEN 1 ELSE 0 END) AS le_0_5,
+    SUM(CASE WHEN lat <= 1 THEN 1 ELSE 0 END) AS le_1,
+    SUM(CASE WHEN lat <= 2.5 THEN 1 ELSE 0 END) AS le_2_5,
+    SUM(CASE WHEN lat <= 5 THEN 1 ELSE 0 END) AS le_5,
+    SUM(CASE WHEN lat <= 10 THEN 1 ELSE 0 END) AS le_10,
+    SUM(CASE WHEN lat <= 30 THEN 1 ELSE 0 END) AS le_30,
+    SUM(CASE WHEN lat <= 60 THEN 1 ELSE 0 END) AS le_60,
+    SUM(CASE WHEN lat <= 300 THEN 1 ELSE 0 END) AS le_300,
+    SUM(CASE WHEN lat <= 900 THEN 1 ELSE 0 END) AS le_900,
+    SUM(CASE WHEN lat <= 3600 THEN 1 ELSE 0 END) AS le_3600,
+    SUM(CASE WHEN lat <= 21600 THEN 1 ELSE 0 END) AS le_21600,
+    SUM(CASE WHEN lat <= 86400 THEN 1 ELSE 0 END) AS le_86400
+FROM (SELECT j.destination_id, j.finished_at - e.received_at AS lat
+      FROM jobs j JOIN events e ON e.id = j.event_id
+      WHERE j.status = 'done' AND j.finished_at < :before) AS purged
+WHERE true
+GROUP BY destination_id
+ON CONFLICT (destination_id) DO UPDATE SET n = purged_latency.n + excluded.n,
+    total = purged_latency.total + excluded.total,
+    le_0_05 = purged_latency.le_0_05 + excluded.le_0_05,
+    le_0_1 = purged_latency.le_0_1 + excluded.le_0_1,
+    le_0_25 = purged_latency.le_0_25 + excluded.le_0_25,
+    le_0_5 = purged_latency.le_0_5 + excluded.le_0_5,
+    le_1 = purged_latency.le_1 + excluded.le_1,
+    le_2_5 = purged_latency.le_2_5 + excluded.le_2_5,
+    le_5 = purged_latency.le_5 + excluded.le_5,
+    le_10 = purged_latency.le_10 + excluded.le_10,
+    le_30 = purged_latency.le_30 + excluded.le_30,
+    le_60 = purged_latency.le_60 + excluded.le_60,
+    le_300 = purged_latency.le_300 + excluded.le_300,
+    le_900 = purged_latency.le_900 + excluded.le_900,
+    le_3600 = purged_latency.le_3600 + excluded.le_3600,
+    le_21600 = purged_latency.le_21600 + excluded.le_21600,
+    le_86400 = purged_latency.le_86400 + excluded.le_86400
+
+-- attempts_by_destination_outcome: finished attempts per live destination and outcome class (as attempts_by_outcome), stored rows plus what retention purged
+SELECT d.name AS destination, t.outcome, SUM(t.n) AS n
+FROM (SELECT j.destination_id, CASE
+        WHEN a.error LIKE 'lease expired%' OR a.error LIKE 'worker lost%' THEN 'worker_lost'
+        WHEN a.status_code BETWEEN 200 AND 299 THEN 'delivered'
+        WHEN a.status_code IS NOT NULL THEN 'http_' || CAST(a.status_code / 100 AS TEXT) || 'xx'
+        WHEN a.error LIKE 'handed back%' THEN 'handed_back'
+        WHEN a.error IS NOT NULL THEN 'transport_error'
+        ELSE 'in_flight'
+    END AS outcome, count(*) AS n
+      FROM attempts a JOIN jobs j ON j.id = a.job_id
+      GROUP BY j.destination_id, 2
+      UNION ALL
+      SELECT destination_id, outcome, n FROM purged_attempts) AS t
+JOIN destinations d ON d.id = t.destination_id
+WHERE d.deleted_at IS NULL AND t.outcome <> 'in_flight'
+GROUP BY d.name, t.outcome
+
+-- latency_by_destination: accept -> delivered seconds of done jobs per live destination, stored rows plus what retention purged, cumulative buckets
+SELECT d.name AS destination, SUM(t.n) AS n, SUM(t.total) AS total,
+    SUM(t.le_0_05) AS le_0_05, SUM(t.le_0_1) AS le_0_1, SUM(t.le_0_25) AS le_0_25, SUM(t.le_0_5) AS le_0_5, SUM(t.le_1) AS le_1, SUM(t.le_2_5) AS le_2_5, SUM(t.le_5) AS le_5, SUM(t.le_10) AS le_10, SUM(t.le_30) AS le_30, SUM(t.le_60) AS le_60, SUM(t.le_300) AS le_300, SUM(t.le_900) AS le_900, SUM(t.le_3600) AS le_3600, SUM(t.le_21600) AS le_21600, SUM(t.le_86400) AS le_86400
+FROM (SELECT destination_id, count(*) AS n, COALESCE(SUM(lat), 0) AS total,
+        SUM(CASE WHEN lat <= 0.05 THEN 1 ELSE 0 END) AS le_0_05,
+        SUM(CASE WHEN lat <= 0.1 THEN 1 ELSE 0 END) AS le_0_1,
+        SUM(CASE WHEN lat <= 0.25 THEN 1 ELSE 0 END) AS le_0_25,
+        SUM(CASE WHEN lat <= 0.5 THEN 1 ELSE 0 END) AS le_0_5,
+        SUM(CASE WHEN lat <= 1 THEN 1 ELSE 0 END) AS le_1,
+        SUM(CASE WHEN lat <= 2.5 THEN 1 ELSE 0 END) AS le_2_5,
+        SUM(CASE WHEN lat <= 5 THEN 1 ELSE 0 END) AS le_5,
+        SUM(CASE WHEN lat <= 10 THEN 1 ELSE 0 END) AS le_10,
+        SUM(CASE WHEN lat <= 30 THEN 1 ELSE 0 END) AS le_30,
+        SUM(CASE WHEN lat <= 60 THEN 1 ELSE 0 END) AS le_60,
+        SUM(CASE WHEN lat <= 300 THEN 1 ELSE 0 END) AS le_300,
+        SUM(CASE WHEN lat <= 900 THEN 1 ELSE 0 END) AS le_900,
+        SUM(CASE WHEN lat <= 3600 THEN 1 ELSE 0 END) AS le_3600,
+        SUM(CASE WHEN lat <= 21600 THEN 1 ELSE 0 END) AS le_21600,
+        SUM(CASE WHEN lat <= 86400 THEN 1 ELSE 0 END) AS le_86400
+      FROM (SELECT j.destination_id, j.finished_at - e.received_at AS lat
+            FROM jobs j JOIN events e ON e.id = j.event_id WHERE j.status = 'done') AS done_jobs
+      GROUP BY destination_id
+      UNION ALL
+      SELECT destination_id, n, total, le_0_05, le_0_1, le_0_25, le_0_5, le_1, le_2_5, le_5, le_10, le_30, le_60, le_300, le_900, le_3600, le_21600, le_86400 FROM purged_latency) AS t
+JOIN destinations d ON d.id = t.destination_id
+WHERE d.deleted_at IS NULL
+GROUP BY d.name
+
+-- destination_health: each live destination's pause state and current failure run
+SELECT name, paused, paused_reason, failure_streak FROM destinations
+WHERE deleted_at IS NULL ORDER BY id

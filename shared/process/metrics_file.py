@@ -1,0 +1,292 @@
+"""In-process metrics, and how every process's reach the one `/metrics` endpoint.
+
+Each process (the supervisor, ingest, every worker) counts in its own memory
+(:class:`ProcessMetrics`: a dict update per event, no lock, no I/O) and every
+:data:`SNAPSHOT_INTERVAL_S` writes a JSON snapshot to `<runtime_dir>/<slot>.metrics.json`
+(temp file + rename, so a reader never sees half of one). Ingest reads every snapshot in the
+folder when `/metrics` is scraped (:func:`read_snapshots`, :func:`merge_snapshots`), after
+writing its own, so what a scrape shows was persisted first.
+
+Counters and histograms never go down: a process starts from its slot's previous snapshot
+(:class:`SnapshotWriter` loads it as a base and adds to it), and families not kept per process
+are summed over every snapshot in the folder, including those of processes that have exited.
+A process killed between two snapshots loses at most the counts of that interval, never counts
+already scraped. Per-process families (`per_slot`) are shown only while the process that wrote
+them runs. Files of slots no longer run stay; removing the runtime folder resets everything.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import bisect
+import json
+import os
+import resource
+import time
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from shared.logs import get_logger
+from shared.metrics_catalog import (
+    BY_NAME,
+    PROCESS_CPU_SECONDS,
+    PROCESS_RESIDENT_MEMORY_BYTES,
+    PROCESS_START_TIME_SECONDS,
+    Family,
+)
+
+SNAPSHOT_INTERVAL_S = 2.0
+"""How often a process writes its snapshot, seconds (a scrape sees figures this much old)."""
+SNAPSHOT_SUFFIX = ".metrics.json"
+
+Labels = tuple[str, ...]
+HistogramData = dict[str, Any]
+"""A histogram in a snapshot: {"bounds": [...], "cumulative": [...], "count": n, "sum": s}
+(cumulative[i] = observations <= bounds[i]; count includes those above the last bound)."""
+
+
+class Histogram:
+    """Observation counts in fixed buckets, plus their count and sum (one per label set)."""
+
+    __slots__ = ("bounds", "count", "counts", "sum")
+
+    def __init__(self, bounds: tuple[float, ...]) -> None:
+        self.bounds = bounds
+        self.counts = [0] * (len(bounds) + 1)
+        self.count = 0
+        self.sum = 0.0
+
+    def observe(self, value: float) -> None:
+        """Add one observation (in the family's unit)."""
+        self.counts[bisect.bisect_left(self.bounds, value)] += 1
+        self.count += 1
+        self.sum += value
+
+    def data(self) -> HistogramData:
+        """The snapshot form (cumulative counts)."""
+        cumulative, seen = [], 0
+        for n in self.counts[:-1]:
+            seen += n
+            cumulative.append(seen)
+        return {"bounds": list(self.bounds), "cumulative": cumulative, "count": self.count,
+                "sum": self.sum}
+
+
+HistogramSource = Callable[[], Mapping[str, Mapping[Labels, HistogramData]]]
+
+
+@dataclass(slots=True)
+class ProcessMetrics:
+    """One process's counters, gauges and histograms, by family name and label values.
+
+    Meant for one thread (the event loop, or the supervisor's loop); figures kept by another
+    thread are read at snapshot time through `histogram_sources`.
+    """
+
+    values: dict[str, dict[Labels, float]] = field(default_factory=dict)
+    histograms: dict[str, dict[Labels, Histogram]] = field(default_factory=dict)
+    histogram_sources: list[HistogramSource] = field(default_factory=list)
+
+    def inc(self, family: Family, labels: Labels = (), amount: float = 1.0) -> None:
+        """Add `amount` to a counter."""
+        series = self.values.setdefault(family.name, {})
+        series[labels] = series.get(labels, 0.0) + amount
+
+    def set(self, family: Family, labels: Labels, value: float) -> None:
+        """Set a gauge."""
+        self.values.setdefault(family.name, {})[labels] = value
+
+    def clear(self, family: Family) -> None:
+        """Forget every series of a gauge (before setting the current ones)."""
+        self.values.pop(family.name, None)
+
+    def observe(self, family: Family, value: float, bounds: tuple[float, ...],
+                labels: Labels = ()) -> None:
+        """Add one observation to a histogram with these bucket bounds."""
+        series = self.histograms.setdefault(family.name, {})
+        histogram = series.get(labels)
+        if histogram is None:
+            histogram = series[labels] = Histogram(bounds)
+        histogram.observe(value)
+
+    def current(self) -> dict[str, dict[Labels, Any]]:
+        """Every family's series now: numbers, or :data:`HistogramData`."""
+        out: dict[str, dict[Labels, Any]] = {name: dict(series)
+                                             for name, series in self.values.items()}
+        for name, hseries in self.histograms.items():
+            out[name] = {labels: h.data() for labels, h in hseries.items()}
+        for source in self.histogram_sources:
+            for name, series in source().items():
+                out.setdefault(name, {}).update(series)
+        return out
+
+
+def snapshot_path(folder: Path, slot: str) -> Path:
+    """`<folder>/<slot>.metrics.json`."""
+    return folder / f"{slot}{SNAPSHOT_SUFFIX}"
+
+
+class SnapshotWriter:
+    """Writes one process's snapshots, continuing the carried families of its slot's last one.
+
+    Args:
+        folder: the runtime folder; None keeps no file (:meth:`write` does nothing, e.g. an
+            ingest app run inside a test, which still shows its own figures).
+        slot: the process's slot name (`supervisor`, `ingest`, `worker-2`).
+        metrics: what the process counts.
+    """
+
+    def __init__(self, folder: Path | None, slot: str, metrics: ProcessMetrics) -> None:
+        self.path = None if folder is None else snapshot_path(folder, slot)
+        self.slot = slot
+        self.metrics = metrics
+        self.base = {} if self.path is None else _carried(read_snapshot(self.path))
+        self._warned = False
+
+    def build(self) -> dict[str, Any]:
+        """The snapshot now: the base plus this process's figures, and its CPU and memory."""
+        families: dict[str, dict[Labels, Any]] = {}
+        for name, series in self.base.items():
+            families[name] = dict(series)
+        for name, series in self.metrics.current().items():
+            family = BY_NAME.get(name)
+            merged = families.setdefault(name, {})
+            for labels, value in series.items():
+                base = merged.get(labels) if family is not None and family.carried else None
+                merged[labels] = value if base is None else _add(base, value)
+        for family, value in process_figures().items():
+            families[family.name] = {(): value}
+        return {"slot": self.slot, "pid": os.getpid(), "written_at": time.time(),
+                "families": {name: [[list(labels), value] for labels, value in series.items()]
+                             for name, series in families.items()}}
+
+    def write(self) -> None:
+        """Replace the snapshot file (temp file + rename). An unwritable folder is logged
+        once, never fatal: the process works on, its figures are missing from /metrics."""
+        if self.path is None:
+            return
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            tmp = self.path.with_name(f".{self.path.name}.{os.getpid()}.tmp")
+            tmp.write_text(json.dumps(self.build()))
+            os.replace(tmp, self.path)
+            self._warned = False
+        except OSError as exc:
+            if not self._warned:
+                get_logger().warning("metrics_snapshot_failed", path=str(self.path),
+                                     error=str(exc))
+                self._warned = True
+
+
+async def write_snapshots(writer: SnapshotWriter, stop: asyncio.Event,
+                          interval_s: float = SNAPSHOT_INTERVAL_S) -> None:
+    """Write `writer`'s snapshot every `interval_s` seconds, and once more when `stop` is set
+    (a clean stop loses nothing). Runs as a task on the process's event loop."""
+    while not stop.is_set():
+        writer.write()
+        try:
+            await asyncio.wait_for(stop.wait(), timeout=interval_s)
+        except TimeoutError:
+            pass
+    writer.write()
+
+
+def process_figures() -> dict[Family, float]:
+    """This process's CPU seconds (user + system), resident memory bytes (Linux /proc; 0
+    elsewhere) and start time (unix seconds)."""
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return {PROCESS_CPU_SECONDS: usage.ru_utime + usage.ru_stime,
+            PROCESS_RESIDENT_MEMORY_BYTES: float(_resident_bytes()),
+            PROCESS_START_TIME_SECONDS: _START_TIME}
+
+
+_START_TIME = time.time()
+
+
+def _resident_bytes() -> int:
+    try:
+        with open("/proc/self/statm", "rb") as statm:
+            return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, IndexError):
+        return 0
+
+
+def read_snapshot(path: Path) -> dict[str, Any] | None:
+    """One snapshot file; None when missing or not a snapshot."""
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) and isinstance(data.get("families"), dict) else None
+
+
+def read_snapshots(folder: Path) -> list[dict[str, Any]]:
+    """Every snapshot in the runtime folder (unreadable ones are skipped)."""
+    try:
+        paths = sorted(folder.glob(f"*{SNAPSHOT_SUFFIX}"))
+    except OSError:
+        return []
+    return [s for s in (read_snapshot(p) for p in paths) if s is not None]
+
+
+def merge_snapshots(snapshots: Iterable[Mapping[str, Any]],
+                    alive: Callable[[int], bool]) -> dict[str, dict[Labels, Any]]:
+    """The families of all snapshots, as ingest exposes them.
+
+    Per-process families get the writer's slot as first label value and come only from
+    processes `alive(pid)` says run; gauges likewise (a dead process's gauge is no reading);
+    counters and histograms are summed over every snapshot, so they never go down when a
+    process exits. Unknown family names are ignored (a newer or older writer).
+    """
+    out: dict[str, dict[Labels, Any]] = {}
+    for snap in snapshots:
+        pid = snap.get("pid")
+        running = isinstance(pid, int) and alive(pid)
+        slot = str(snap.get("slot", "?"))
+        for name, series in snap["families"].items():
+            family = BY_NAME.get(name)
+            if family is None or not isinstance(series, list):
+                continue
+            if (family.per_slot or family.kind == "gauge") and not running:
+                continue
+            merged = out.setdefault(name, {})
+            for labels_list, value in series:
+                labels = tuple(str(v) for v in labels_list)
+                if family.per_slot:
+                    labels = (slot, *labels)
+                if len(labels) != len(family.labels) + family.per_slot:
+                    continue
+                base = merged.get(labels)
+                merged[labels] = value if base is None else _add(base, value)
+    return out
+
+
+def _carried(snapshot: Mapping[str, Any] | None) -> dict[str, dict[Labels, Any]]:
+    """The carried families of a previous snapshot (the base a restarted process adds to)."""
+    if snapshot is None:
+        return {}
+    out: dict[str, dict[Labels, Any]] = {}
+    for name, series in snapshot["families"].items():
+        family = BY_NAME.get(name)
+        if family is None or not family.carried or family.kind == "gauge" \
+                or not isinstance(series, list):
+            continue
+        out[name] = {tuple(str(v) for v in labels): value for labels, value in series}
+    return out
+
+
+def _add(a: Any, b: Any) -> Any:
+    """Sum of two counter values or two histograms (a histogram whose bounds differ from the
+    other's is replaced by it: the bucket layout changed)."""
+    if isinstance(a, dict) and isinstance(b, dict):
+        if a.get("bounds") != b.get("bounds"):
+            return b
+        return {"bounds": b["bounds"],
+                "cumulative": [x + y for x, y in zip(a["cumulative"], b["cumulative"],
+                                                     strict=True)],
+                "count": a["count"] + b["count"], "sum": a["sum"] + b["sum"]}
+    if isinstance(a, int | float) and isinstance(b, int | float):
+        return a + b
+    return b
