@@ -46,10 +46,11 @@ class Served:
             [sys.executable, "-m", "rehearsal.receiver", "--listen", f"127.0.0.1:{rport}",
              "--endpoint", f"ok={SECRET}:ok", "--endpoint", f"bad={SECRET}:status:500"],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=child_env(), cwd=ROOT)
-        for name in ("ok", "bad"):
+        for command in (["init"], *(["destinations", "add", name,
+                                     f"http://127.0.0.1:{rport}/{name}", "--secret", SECRET]
+                                    for name in ("ok", "bad"))):
             added = subprocess.run(
-                [sys.executable, "-m", "supervisor.cli", "destinations", "add", name,
-                 f"http://127.0.0.1:{rport}/{name}", "--secret", SECRET],
+                [sys.executable, "-m", "supervisor.cli", *command],
                 capture_output=True, text=True, env={**child_env(), **self.env}, cwd=ROOT,
                 timeout=60)
             assert added.returncode == 0, added.stderr
