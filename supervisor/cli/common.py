@@ -21,6 +21,7 @@ pass on retry or after changing the system.
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import json
 import sys
@@ -73,6 +74,13 @@ def run_command(fn: Callable[[], Coroutine[Any, Any, int]]) -> int:
         return fail_usage(exc)
     except HooklineError as exc:
         return fail(str(exc), RUNTIME_EXIT)
+
+
+def async_command(fn: Callable[[Config, argparse.Namespace], Coroutine[Any, Any, int]]
+                  ) -> Callable[[Config, argparse.Namespace], int]:
+    """A command handler running `async fn(config, args) -> exit code` in
+    :func:`run_command` (a ConfigError exits 2, any other HooklineError 1, with one line)."""
+    return lambda config, args: run_command(lambda: fn(config, args))
 
 
 def fail_usage(exc: ConfigError) -> int:

@@ -11,13 +11,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 import time
 from typing import Any
 
 from shared.config import Config
 from shared.errors import ConfigError
-from shared.logs import configure_logging, get_logger
+from shared.logs import get_logger
 from shared.policy import rules
 from shared.policy.netguard import vet_destination
 from shared.policy.rules import (
@@ -39,25 +38,14 @@ from shared.views import (
     resumed_view,
 )
 from supervisor.cli.common import (
+    async_command,
     fail,
     print_json,
     print_record,
     print_table,
-    run_command,
     with_store,
 )
 from supervisor.cli.human import show
-
-
-def _handler(fn: Any) -> Any:
-    """Wrap `async fn(config, args) -> int` in :func:`run_command` (a ConfigError exits 2,
-    any other HooklineError 1, with a one-line message)."""
-    def run(config: Config, args: argparse.Namespace) -> int:
-        # Audit log lines (destination_paused, jobs_replayed, ...) go to stderr as JSON, so
-        # stdout carries only the command's answer (`--json` output stays parseable).
-        configure_logging("cli", config.log_level, stream=sys.stderr)
-        return run_command(lambda: fn(config, args))
-    return run
 
 
 def add_destination_actions(dest: Any) -> None:
@@ -67,7 +55,7 @@ def add_destination_actions(dest: Any) -> None:
     show = dest.add_parser("show", help="one destination's settings (secret redacted)")
     show.add_argument("name")
     show.add_argument("--json", action="store_true")
-    show.set_defaults(handler=_handler(destinations_show))
+    show.set_defaults(handler=async_command(destinations_show))
 
     upd = dest.add_parser("update", help="change a destination's settings")
     upd.add_argument("name")
@@ -80,12 +68,12 @@ def add_destination_actions(dest: Any) -> None:
                      help="any changeable field (" + ", ".join(sorted(DESTINATION_UPDATERS))
                           + "); VALUE is parsed as JSON when it is valid JSON")
     upd.add_argument("--json", action="store_true")
-    upd.set_defaults(handler=_handler(destinations_update))
+    upd.set_defaults(handler=async_command(destinations_update))
 
     rm = dest.add_parser("remove", help="remove a destination (its unfinished jobs end dead)")
     rm.add_argument("name")
     rm.add_argument("--json", action="store_true")
-    rm.set_defaults(handler=_handler(destinations_remove))
+    rm.set_defaults(handler=async_command(destinations_remove))
 
 
 def register(sub: Any) -> None:
@@ -94,19 +82,19 @@ def register(sub: Any) -> None:
     pause.add_argument("name")
     pause.add_argument("--reason", default="paused by operator")
     pause.add_argument("--json", action="store_true")
-    pause.set_defaults(handler=_handler(pause_cmd))
+    pause.set_defaults(handler=async_command(pause_cmd))
 
     resume = sub.add_parser("resume", help="let a paused destination's jobs flow again")
     resume.add_argument("name")
     resume.add_argument("--json", action="store_true")
-    resume.set_defaults(handler=_handler(resume_cmd))
+    resume.set_defaults(handler=async_command(resume_cmd))
 
     dead = sub.add_parser("dead", help="list dead jobs with their last error")
     dead.add_argument("--destination")
     dead.add_argument("--since", help="died at or after TIME (ISO 8601, unix s, or 2h)")
     dead.add_argument("--limit", type=int, default=100)
     dead.add_argument("--json", action="store_true")
-    dead.set_defaults(handler=_handler(dead_cmd))
+    dead.set_defaults(handler=async_command(dead_cmd))
 
     replay = sub.add_parser("replay", help="give dead jobs a fresh attempt budget")
     which = replay.add_mutually_exclusive_group(required=True)
@@ -116,7 +104,7 @@ def register(sub: Any) -> None:
     replay.add_argument("--since", help="died at or after TIME (ISO 8601, unix s, or 2h)")
     replay.add_argument("--dry-run", action="store_true", help="only count")
     replay.add_argument("--json", action="store_true")
-    replay.set_defaults(handler=_handler(replay_cmd))
+    replay.set_defaults(handler=async_command(replay_cmd))
 
     purge = sub.add_parser("purge", help="retention: drop old bodies, then old metadata")
     purge.add_argument("--bodies-older-than", default=DEFAULT_BODIES_AGE,
@@ -129,12 +117,12 @@ def register(sub: Any) -> None:
                        help=f"keep events' idempotency keys this long (default "
                             f"{DEFAULT_DEDUPE_AGE})")
     purge.add_argument("--json", action="store_true")
-    purge.set_defaults(handler=_handler(purge_cmd))
+    purge.set_defaults(handler=async_command(purge_cmd))
 
     job = sub.add_parser("job", help="the story of one job: event, attempts, errors")
     job.add_argument("id", type=int)
     job.add_argument("--json", action="store_true")
-    job.set_defaults(handler=_handler(job_cmd))
+    job.set_defaults(handler=async_command(job_cmd))
 
 
 # -- destinations --------------------------------------------------------------------------

@@ -9,18 +9,17 @@ from __future__ import annotations
 import argparse
 import getpass
 import os
-import sys
 from typing import Any
 
 from shared.config import Config
 from shared.errors import ConfigError, InvalidSetting
-from shared.logs import configure_logging, get_logger
+from shared.logs import get_logger
 from shared.models import Destination
 from shared.policy import rules
 from shared.signing import generate_secret
 from shared.timeparse import parse_duration
 from shared.views import destination_secret_view, previous_secret_expired_view
-from supervisor.cli.common import print_json, run_command, with_store
+from supervisor.cli.common import async_command, print_json, with_store
 from supervisor.cli.human import iso_time
 
 
@@ -35,26 +34,20 @@ def add_secret_actions(dest: Any) -> None:
                         help="how long the old secret keeps signing, e.g. 90s, 30m, 24h, 7d "
                              "(0 to 7d; default 24h)")
     rotate.add_argument("--json", action="store_true")
-    rotate.set_defaults(handler=_handler(rotate_cmd))
+    rotate.set_defaults(handler=async_command(rotate_cmd))
 
     show = dest.add_parser("secret", help="print the current signing secret (audited)")
     show.add_argument("name")
     show.add_argument("--json", action="store_true")
-    show.set_defaults(handler=_handler(reveal_cmd))
+    show.set_defaults(handler=async_command(reveal_cmd))
 
     expire = dest.add_parser("expire-previous-secret",
                              help="end a rotation's overlap now: only the new secret signs")
     expire.add_argument("name")
     expire.add_argument("--json", action="store_true")
-    expire.set_defaults(handler=_handler(expire_cmd))
+    expire.set_defaults(handler=async_command(expire_cmd))
 
 
-def _handler(fn: Any) -> Any:
-    def run(config: Config, args: argparse.Namespace) -> int:
-        # The audit line goes to stderr as JSON, so stdout carries only the answer.
-        configure_logging("cli", config.log_level, stream=sys.stderr)
-        return run_command(lambda: fn(config, args))
-    return run
 
 
 def os_user() -> str:

@@ -14,13 +14,11 @@ from __future__ import annotations
 import argparse
 import getpass
 import json
-import sys
 import time
 from datetime import UTC, datetime
 from typing import Any
 
 from shared.config import Config
-from shared.logs import configure_logging
 from shared.operator_models import (
     BULK_DEFAULT_LIMIT,
     RESEND_STATUSES,
@@ -34,18 +32,11 @@ from shared.operator_models import (
 from shared.store import Store
 from shared.timeparse import parse_instant
 from shared.views import bulk_result_view, event_lookup_view, event_view, events_page_view
-from supervisor.cli.common import fail, print_table, run_command, with_store
+from supervisor.cli.common import async_command, fail, print_table, with_store
 
 TIME_HELP = "ISO 8601, unix seconds, or an age like 2h"
 
 
-def _handler(fn: Any) -> Any:
-    """Wrap `async fn(config, args) -> int` in run_command, logging to stderr (stdout
-    carries only the answer)."""
-    def run(config: Config, args: argparse.Namespace) -> int:
-        configure_logging("cli", config.log_level, stream=sys.stderr)
-        return run_command(lambda: fn(config, args))
-    return run
 
 
 def register(sub: Any) -> None:
@@ -56,7 +47,7 @@ def register(sub: Any) -> None:
     event.add_argument("--source", help="REF is the sender's id in this source (default: "
                                         "tried after the other forms, in source api)")
     event.add_argument("--json", action="store_true")
-    event.set_defaults(handler=_handler(event_cmd))
+    event.set_defaults(handler=async_command(event_cmd))
 
     events = sub.add_parser("events", help="events newest first, with their jobs' states")
     events.add_argument("--destination", help="events with a job for this destination")
@@ -68,16 +59,16 @@ def register(sub: Any) -> None:
     events.add_argument("--limit", type=int, default=100)
     events.add_argument("--before", type=int, metavar="ID", help="only ids below ID (paging)")
     events.add_argument("--json", action="store_true")
-    events.set_defaults(handler=_handler(events_cmd))
+    events.set_defaults(handler=async_command(events_cmd))
 
     resend = sub.add_parser("resend", help="send done or dead jobs again: same webhook-id "
                                            "and body, fresh attempt budget")
     _selection_flags(resend, statuses=True)
-    resend.set_defaults(handler=_handler(resend_cmd))
+    resend.set_defaults(handler=async_command(resend_cmd))
 
     retry = sub.add_parser("retry-now", help="bring pending jobs' next attempt forward to now")
     _selection_flags(retry, statuses=False)
-    retry.set_defaults(handler=_handler(retry_now_cmd))
+    retry.set_defaults(handler=async_command(retry_now_cmd))
 
 
 def _selection_flags(parser: argparse.ArgumentParser, *, statuses: bool) -> None:

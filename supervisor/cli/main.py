@@ -18,6 +18,7 @@ from typing import Any
 
 from shared.config import CONFIG_FILE_ENV, Config, unknown_env_warnings
 from shared.errors import ConfigError
+from shared.logs import configure_logging
 from shared.version import VERSION
 from supervisor.cli.common import fail
 
@@ -112,6 +113,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             config = load_config(args, dict(os.environ))
         except ConfigError as exc:
             return fail(f"configuration: {exc}", 2)
+        # Log lines (an operator action's audit line among them) go to stderr and the
+        # service's log file, so stdout carries only the answer (`--json` stays parseable);
+        # `serve` and the commands that run processes route their own.
+        configure_logging("cli", config.log_level, stream=sys.stderr, log_file=config.log_file)
         return int(args.handler(config, args))
     except BrokenPipeError:  # `hookline ... | head`: the reader left; not an error of ours
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
