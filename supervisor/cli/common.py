@@ -138,8 +138,3 @@ def print_json(value: Any) -> None:
 def _cell(column: str, value: Any) -> str:
     text = show(column, value)
     return text if len(text) <= 60 else text[:57] + "..."
-
-
-def as_dict(record: Any) -> dict[str, Any]:
-    """A slotted frozen dataclass row as a plain dict."""
-    return {name: getattr(record, name) for name in record.__slots__}

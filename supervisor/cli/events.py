@@ -13,9 +13,7 @@ from __future__ import annotations
 
 import argparse
 import getpass
-import json
 import time
-from datetime import UTC, datetime
 from typing import Any
 
 from shared.config import Config
@@ -32,11 +30,10 @@ from shared.operator_models import (
 from shared.store import Store
 from shared.timeparse import parse_instant
 from shared.views import bulk_result_view, event_lookup_view, event_view, events_page_view
-from supervisor.cli.common import async_command, fail, print_table, with_store
+from supervisor.cli.common import async_command, fail, print_json, print_table, with_store
+from supervisor.cli.human import iso_time
 
 TIME_HELP = "ISO 8601, unix seconds, or an age like 2h"
-
-
 
 
 def register(sub: Any) -> None:
@@ -94,27 +91,23 @@ async def event_cmd(config: Config, args: argparse.Namespace) -> int:
     """`hookline event REF [--source S]`: the event's facts and its jobs."""
     match: EventMatch = await with_store(config, lambda s: s.find_event(args.ref, args.source))
     if args.json:
-        print(json.dumps(event_lookup_view(match)))
+        print_json(event_lookup_view(match))
         return 0
     event = match.event
     print(f"event {event.id}: {event.type} {event.message_id} (matched by "
           f"{_MATCHED[match.matched_by]})")
     print(f"  source       {event.source}, sender's id {event.source_event_id}")
-    print(f"  received     {iso(event.received_at)}")
-    body = (f"purged {iso(event.body_purged_at)} (its jobs cannot be resent)"
+    print(f"  received     {iso_time(event.received_at)}")
+    body = (f"purged {iso_time(event.body_purged_at)} (its jobs cannot be resent)"
             if event.body_purged_at is not None else f"{event.body_bytes} bytes, stored")
     print(f"  body         {body}")
-    print_table([_job_row(j) for j in event_view(event)["jobs"]],
-                ["id", "destination", "status", "attempts", "next_run", "last_error"])
+    print_table(event_view(event)["jobs"],
+                ["id", "destination", "status", "attempts", "next_run_at", "last_error"])
     return 0
 
 
 _MATCHED = {"id": "internal id", "message_id": "webhook-id",
             "source_event_id": "sender's id"}
-
-
-def _job_row(job: dict[str, Any]) -> dict[str, Any]:
-    return {**job, "next_run": iso(job["next_run_at"])}
 
 
 async def events_cmd(config: Config, args: argparse.Namespace) -> int:
@@ -127,12 +120,11 @@ async def events_cmd(config: Config, args: argparse.Namespace) -> int:
     found: list[EventRecord] = await with_store(config, lambda s: s.list_events(flt))
     page = events_page_view(found, args.limit)
     if args.json:
-        print(json.dumps(page))
+        print_json(page)
         return 0
-    rows = [{**e, "received": iso(e["received_at"]),
-             "jobs": " ".join(f"{j['destination']}:{j['status']}" for j in e["jobs"])}
+    rows = [{**e, "jobs": " ".join(f"{j['destination']}:{j['status']}" for j in e["jobs"])}
             for e in page["events"]]
-    print_table(rows, ["id", "received", "type", "source", "source_event_id", "message_id",
+    print_table(rows, ["id", "received_at", "type", "source", "source_event_id", "message_id",
                        "jobs"])
     if page["next_before"] is not None:
         print(f"(more: --before {page['next_before']})")
@@ -173,7 +165,7 @@ async def _act(config: Config, args: argparse.Namespace, action: str) -> int:
     if not args.dry_run:
         audit(action, result, selection, args.reason, by="cli", os_user=_os_user())
     if args.json:
-        print(json.dumps(bulk_result_view(action, result)))
+        print_json(bulk_result_view(action, result))
         return 0
     verb = {"resend": ("resent", "would resend"),
             "retry_now": ("brought forward", "would bring forward")}[action][args.dry_run]
@@ -193,9 +185,3 @@ def _os_user() -> str:
     except (KeyError, OSError):  # no passwd entry and no LOGNAME/USER
         return "unknown"
 
-
-def iso(ts: float | None) -> str:
-    """Unix seconds as ISO 8601 UTC to the second (`-` for None)."""
-    if ts is None:
-        return "-"
-    return datetime.fromtimestamp(ts, UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
