@@ -97,7 +97,9 @@ export function bulkPanel(filters, onDone) {
       h("h2", {}, `Resend / retry now jobs of ${filters.destination}`),
       h("p", { class: "hint" },
         `Jobs of ${filters.destination}${range ? ` whose event was received ${range}` : ""}, ` +
-        "oldest first, at most 1,000 per run. A resend repeats the same webhook-id and body: " +
+        "oldest first, at most 1,000 per run" +
+        (filters.type ? " (the type filter does not apply here)" : "") +
+        ". A resend repeats the same webhook-id and body: " +
         "receivers that dedupe on it ignore it unless they accept repeats."),
       h("div", { class: "toolbar" },
         h("label", { for: "bulk-action" }, "Action"), action,

@@ -227,7 +227,8 @@ def test_retry_now_sends_a_job_waiting_an_hour_at_once(
 
 
 def test_bulk_resend_shows_a_dry_run_count_before_it_runs(
-        shared_page: Any, hookline: Hookline, receiver: ReceiverProcess) -> None:
+        shared_page: Any, hookline: Hookline, receiver: ReceiverProcess,
+        screenshots: Path) -> None:
     """Resend / retry now matching jobs of a destination counts them with a dry run (nothing
     is sent), then the confirmed run sends each once more."""
     expect, page = _expect(), shared_page
@@ -254,6 +255,7 @@ def test_bulk_resend_shows_a_dry_run_count_before_it_runs(
         f"{', '.join(f'#{j}' for j in jobs)}).")
     page.wait_for_timeout(300)
     assert _requests(receiver, "bulk") == sent  # a dry run sends nothing
+    page.screenshot(path=str(screenshots / "events-bulk.png"), full_page=True)
     page.click("#bulk-go")
     expect(page.locator("#bulk-result")).to_have_text("Done: 3 jobs of bulk resent.")
     _wait_for(lambda: _requests(receiver, "bulk") == sent + 3, "the three resent deliveries")
