@@ -101,10 +101,13 @@ export function bulkPanel(filters, onDone) {
         (filters.type ? " (the type filter does not apply here)" : "") +
         ". A resend repeats the same webhook-id and body: " +
         "receivers that dedupe on it ignore it unless they accept repeats."),
-      h("div", { class: "toolbar" },
+      h("form", { class: "toolbar", autocomplete: "off", onsubmit: (event) => {
+        event.preventDefault();  // Enter in the reason field runs the dry run
+        dryRun();
+      } },
         h("label", { for: "bulk-action" }, "Action"), action,
         h("label", { for: "bulk-reason" }, "Reason"), reason,
-        h("button", { type: "button", id: "bulk-dry-run", onclick: dryRun }, "Dry run"),
+        h("button", { type: "submit", id: "bulk-dry-run" }, "Dry run"),
         h("button", { type: "button", id: "bulk-close", onclick: () => {
           root.hidden = true;
         } }, "Close")),

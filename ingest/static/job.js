@@ -103,8 +103,8 @@ export function jobView({ arg, refreshNow }) {
       actionPanel.hidden = true;
       actionPanel.replaceChildren();
     };
-    const go = h("button", { type: "button", class: "primary", id: "job-action-go",
-                             onclick: async () => {
+    async function run() {
+      if (go.disabled || go.hidden) return;
       go.disabled = true;
       error.textContent = "";
       const body = reason.value.trim() ? { reason: reason.value.trim() } : {};
@@ -122,7 +122,9 @@ export function jobView({ arg, refreshNow }) {
         go.disabled = false;
       }
       await refreshNow();
-    } }, resend ? `Resend job #${id}` : `Retry job #${id} now`);
+    }
+    const go = h("button", { type: "submit", class: "primary", id: "job-action-go" },
+                 resend ? `Resend job #${id}` : `Retry job #${id} now`);
     const cancel = h("button", { type: "button", id: "job-action-cancel", onclick: close },
                      "Cancel");
     const text = resend
@@ -135,8 +137,10 @@ export function jobView({ arg, refreshNow }) {
     setChildren(actionPanel,
       h("h2", {}, resend ? "Resend" : "Retry now"),
       h("p", { id: "job-action-text" }, text),
-      h("div", { class: "toolbar" },
-        h("label", { for: "job-action-reason" }, "Reason"), reason, go, cancel),
+      h("form", { class: "toolbar", autocomplete: "off", onsubmit: (event) => {
+        event.preventDefault();  // Enter in the reason field runs it too
+        run();
+      } }, h("label", { for: "job-action-reason" }, "Reason"), reason, go, cancel),
       result, error);
     actionPanel.hidden = false;
     reason.focus();
