@@ -127,8 +127,16 @@ def test_an_event_is_found_by_each_form_of_reference_and_a_miss_names_them(
         f"Nothing matched: no event with internal id {missing} or sender's id '{missing}' "
         "from source 'api'.")
     asked: list[str] = []
-    page.on("request", lambda r: asked.append(r.url) if f"/events/{missing}" in r.url else None)
-    page.wait_for_timeout(2500)  # over a poll interval: a page still polling asks again
+
+    def count(request: Any) -> None:
+        if f"/events/{missing}" in request.url:
+            asked.append(request.url)
+
+    page.on("request", count)
+    try:
+        page.wait_for_timeout(2500)  # over a poll interval: a page still polling asks again
+    finally:
+        page.remove_listener("request", count)
     assert asked == []
 
 
