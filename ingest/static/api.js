@@ -1,7 +1,10 @@
 // The admin API client. The token lives in sessionStorage (this tab only) and goes out as a
 // Bearer header on every request; a 401 forgets it and sends the user back to the prompt.
+// Every change (a request other than GET) says it comes from the dashboard
+// (`X-Hookline-Actor`), so the admin API's audit lines name it.
 
 const TOKEN_KEY = "hookline.adminToken";
+const ACTOR = "dashboard";
 
 export class AuthError extends Error {}
 
@@ -30,6 +33,7 @@ export function setUnauthorizedHandler(handler) {
 /** Call the admin API; resolves to the JSON answer, rejects with AuthError or ApiError. */
 export async function api(method, path, body) {
   const headers = { Authorization: `Bearer ${getToken() ?? ""}` };
+  if (method !== "GET") headers["X-Hookline-Actor"] = ACTOR;
   const init = { method, headers, cache: "no-store", credentials: "omit" };
   if (body !== undefined) {
     headers["Content-Type"] = "application/json";

@@ -1,18 +1,19 @@
-// The dashboard shell: token prompt, hash router (#/, #/destinations, #/sources, #/dead,
-// #/jobs/ID) and a poll of the current view every 2 s while the tab is visible. A view is
+// The dashboard shell: token prompt, hash router (#/, #/destinations, #/sources, #/events,
+// #/events/REF, #/dead, #/jobs/ID) and a poll of the current view every 2 s while the tab is visible. A view is
 // {title, root, refresh(), finished?}: once it sets `finished`, it is not polled again.
 
 import { AuthError, clearToken, get, getToken, setToken, setUnauthorizedHandler } from "./api.js";
 import { deadView } from "./dead.js";
 import { destinationsView } from "./destinations.js";
 import { setChildren } from "./dom.js";
+import { eventsView } from "./events.js";
 import { jobView } from "./job.js";
 import { overviewView } from "./overview.js";
 import { sourcesView } from "./sources.js";
 
 const POLL_MS = 2000;
 const VIEWS = { overview: overviewView, destinations: destinationsView, sources: sourcesView,
-                dead: deadView, jobs: jobView };
+                events: eventsView, dead: deadView, jobs: jobView };
 
 const $ = (id) => document.getElementById(id);
 let current = null;

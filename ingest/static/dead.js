@@ -1,5 +1,6 @@
-// Dead letters: the newest dead jobs with their last error and attempts; replay one, the
-// selected ones, or all of a destination, each after a dry run counts what would happen.
+// Dead letters: the newest dead jobs with their last error, attempts and whether they can be
+// replayed (a purged body or a removed destination cannot); replay one, the selected ones, or
+// all of a destination, each after a dry run counts what would happen.
 
 import { get, post } from "./api.js";
 import { fmtCount, h, jobLink, setChildren, table, toast, when } from "./dom.js";
@@ -120,10 +121,12 @@ export function deadView({ params, refreshNow }) {
 
   function row(job) {
     const box = h("input", { type: "checkbox", checked: selected.has(job.id),
+                             disabled: !job.replayable,
                              "aria-label": `select job ${job.id}`, onchange: () => {
       if (box.checked) selected.add(job.id); else selected.delete(job.id);
       replaySelected.textContent = `Replay selected (${selected.size})`;
     } });
+    const why = job.not_replayable_reason ?? "not replayable";
     return h("tr", { "data-job": job.id },
       h("td", {}, box),
       h("td", {}, jobLink(job.id)),
@@ -132,7 +135,10 @@ export function deadView({ params, refreshNow }) {
       h("td", { class: "num" }, fmtCount(job.attempts)),
       h("td", { class: "error-text", "data-col": "last_error" }, job.last_error ?? ""),
       h("td", {}, when(job.finished_at)),
+      h("td", { "data-col": "replayable" }, job.replayable ? "yes" : `no: ${why}`),
       h("td", {}, h("button", { type: "button", "data-action": "replay",
+                                disabled: !job.replayable,
+                                title: job.replayable ? null : `Cannot be replayed: ${why}`,
                                 onclick: () => askOne(job.id) }, "Replay")));
   }
 
@@ -151,7 +157,8 @@ export function deadView({ params, refreshNow }) {
       return;
     }
     setChildren(list,
-      table(["", "Job", "Destination", "Event type", "Attempts", "Last error", "Dead since", ""],
+      table(["", "Job", "Destination", "Event type", "Attempts", "Last error", "Dead since",
+             "Replayable", ""],
             dead.map(row), { class: "grid-table" }),
       dead.length === LIMIT ? h("p", { class: "hint" }, `Showing the newest ${LIMIT}.`) : null);
   }

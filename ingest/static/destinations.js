@@ -92,7 +92,8 @@ export function destinationsView({ refreshNow }) {
       : "0";
     const rate = d.latency_samples > 0 ? d.delivered_samples / d.latency_samples : null;
     return h("tr", { "data-destination": d.name },
-      h("td", { class: "name" }, d.name),
+      h("td", { class: "name" },
+        h("a", { href: `#/events?destination=${seg(d.name)}`, title: "its events" }, d.name)),
       h("td", { "data-col": "state" },
         h("span", { class: `badge ${state.cls}`, title: state.title }, state.label)),
       h("td", { class: "num", "data-col": "in_flight" }, `${d.in_flight} / ${d.max_in_flight}`),

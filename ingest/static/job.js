@@ -1,9 +1,10 @@
-// A job's page: its event (payload pretty-printed, size-limited), every attempt, and the lease
-// history. The payload is untrusted: it only ever becomes text (textContent), never markup.
+// A job's page: its event (payload pretty-printed, size-limited), every attempt, the lease
+// history, and what can be done to it (replay, resend, retry now). The payload is untrusted:
+// it only ever becomes text (textContent), never markup.
 
 import { ApiError, get, post } from "./api.js";
-import { due, fmtBytes, fmtCount, fmtDuration, fmtTime, h, setChildren, table, toast,
-         when } from "./dom.js";
+import { due, fmtBytes, fmtCount, fmtDue, fmtDuration, fmtTime, h, setChildren, table,
+         toast, when } from "./dom.js";
 
 const BODY_BYTES = 64 * 1024;
 
@@ -42,6 +43,7 @@ export function jobView({ arg, refreshNow }) {
   let pretty = true;
   let event = null;
   const summary = h("div", { id: "job-summary" });
+  const actionPanel = h("div", { class: "panel", id: "job-action", hidden: true });
   const payloadNote = h("p", { class: "hint", id: "payload-note" });
   const payload = h("pre", { class: "payload", id: "payload" });
   const toggle = h("button", { type: "button", id: "payload-toggle", onclick: () => {
@@ -51,7 +53,7 @@ export function jobView({ arg, refreshNow }) {
   const attempts = h("div", { id: "attempts" });
   const leases = h("div", { id: "leases" });
   const title = h("h1", {}, `Job #${Number.isNaN(id) ? "?" : id}`);
-  const root = h("section", { class: "job" }, title, summary,
+  const root = h("section", { class: "job" }, title, summary, actionPanel,
     h("h2", {}, "Event payload"), h("div", { class: "toolbar" }, payloadNote, toggle), payload,
     h("h2", {}, "Attempts"), attempts,
     h("h2", {}, "Lease history"),
@@ -74,12 +76,74 @@ export function jobView({ arg, refreshNow }) {
     payload.textContent = text;
   }
 
-  /** The buttons for what can be done to the job in its status. */
+  /** The buttons for what can be done to the job in its status: replay a dead job, resend a
+   * finished one, bring a pending one's next attempt forward. */
   function actions(story) {
     return [
       story.status === "dead"
         ? h("button", { type: "button", id: "job-replay", onclick: replay }, "Replay") : null,
+      story.status === "done" || story.status === "dead"
+        ? h("button", { type: "button", id: "job-resend",
+                        onclick: () => openAction("resend", story) }, "Resend") : null,
+      story.status === "pending"
+        ? h("button", { type: "button", id: "job-retry-now",
+                        onclick: () => openAction("retry_now", story) }, "Retry now") : null,
     ];
+  }
+
+  /** The resend / retry now panel: what it does, an optional reason, then the answer (or
+   * why the server refused). It sits outside the polled summary, so it survives refreshes. */
+  function openAction(action, story) {
+    const resend = action === "resend";
+    const reason = h("input", { id: "job-action-reason", name: "reason", maxlength: 1000,
+                                placeholder: "optional, goes to the audit log", size: 40 });
+    const result = h("p", { id: "job-action-result", role: "status" });
+    const error = h("p", { class: "error", id: "job-action-error", role: "alert" });
+    const close = () => {
+      actionPanel.hidden = true;
+      actionPanel.replaceChildren();
+    };
+    async function run() {
+      if (go.disabled || go.hidden) return;
+      go.disabled = true;
+      error.textContent = "";
+      const body = reason.value.trim() ? { reason: reason.value.trim() } : {};
+      try {
+        const out = await post(`/v1/admin/jobs/${id}/${resend ? "resend" : "retry-now"}`, body);
+        result.textContent = resend
+          ? `Resent: job #${id} is pending and due now, a new attempt series.`
+          : out.count === 1 ? `Job #${id} is due now: its next attempt goes out at once.`
+            : `Job #${id} was already due: nothing changed.`;
+        go.hidden = true;
+        reason.disabled = true;
+        cancel.textContent = "Close";
+      } catch (err) {
+        error.textContent = `Refused: ${err instanceof ApiError ? err.detail : err.message}`;
+        go.disabled = false;
+      }
+      await refreshNow();
+    }
+    const go = h("button", { type: "submit", class: "primary", id: "job-action-go" },
+                 resend ? `Resend job #${id}` : `Retry job #${id} now`);
+    const cancel = h("button", { type: "button", id: "job-action-cancel", onclick: close },
+                     "Cancel");
+    const text = resend
+      ? `Resend job #${id} to ${story.destination} as a new attempt series (pending, due now, ` +
+        "a fresh attempt budget). It repeats the same webhook-id " +
+        `(${story.message_id}) and the same body bytes, newly signed: a receiver that ` +
+        "dedupes on webhook-id ignores it unless it accepts repeats."
+      : `Bring job #${id}'s next attempt forward from ${fmtDue(story.run_at)} to now; its ` +
+        "attempt count is kept. A paused destination still holds it until resumed.";
+    setChildren(actionPanel,
+      h("h2", {}, resend ? "Resend" : "Retry now"),
+      h("p", { id: "job-action-text" }, text),
+      h("form", { class: "toolbar", autocomplete: "off", onsubmit: (event) => {
+        event.preventDefault();  // Enter in the reason field runs it too
+        run();
+      } }, h("label", { for: "job-action-reason" }, "Reason"), reason, go, cancel),
+      result, error);
+    actionPanel.hidden = false;
+    reason.focus();
   }
 
   async function replay() {
@@ -123,7 +187,8 @@ export function jobView({ arg, refreshNow }) {
         actions(story)),
       facts([
         ["Destination", story.destination],
-        ["Event", `#${story.event_id} ${story.event_type}`],
+        ["Event", h("a", { href: `#/events/${Number(story.event_id)}` },
+          `#${story.event_id} ${story.event_type}`)],
         ["webhook-id", story.message_id],
         ["Source / id", `${story.source} / ${story.source_event_id}`],
         ["Received", when(story.received_at)],

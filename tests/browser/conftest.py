@@ -32,8 +32,9 @@ CHROMIUM_MISSING = (f"Chromium not found at {CHROMIUM}: install it with `apt-get
 PLAYWRIGHT_MISSING = ("the playwright package is not installed: `pip install -e '.[test]'`; "
                       "with CI set this is a failure")
 # Chromium logs every non-2xx fetch; the tests provoke the answers the page shows itself: a
-# refused token (401), a refused field (400) and a missing job (404).
-EXPECTED_CONSOLE = re.compile(r"Failed to load resource: .* status of (400|401|404) ")
+# refused token (401), a refused field or filter (400), a missing job or event (404) and a
+# refused resend (409).
+EXPECTED_CONSOLE = re.compile(r"Failed to load resource: .* status of (400|401|404|409) ")
 SCREENSHOTS_ENV = "DASHBOARD_SCREENSHOTS"
 """Environment variable: a folder to write the page screenshots to (e.g. docs/screenshots)."""
 

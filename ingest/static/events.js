@@ -1,0 +1,138 @@
+// Events (`#/events?destination=&status=&type=&since=&until=&before=&limit=`): newest first,
+// each with its jobs, filtered and paged by the admin API (`next_before`); a search box for one
+// event; and resend / retry now of a destination's matching jobs. The filters live in the
+// address, so a filtered page can be linked and reloaded.
+
+import { ApiError, get } from "./api.js";
+import { bulkPanel } from "./bulk.js";
+import { eventView, searchForm, statusBadge } from "./event.js";
+import { due, h, jobLink, setChildren, table, when } from "./dom.js";
+
+const PAGE = 50;
+const FILTERS = ["destination", "status", "type", "since", "until"];
+const STATUSES = ["pending", "running", "done", "dead"];
+
+/** `#/events` lists events; `#/events/REF` shows one. */
+export function eventsView(context) {
+  return context.arg === undefined ? eventListView(context) : eventView(context);
+}
+
+function hashFor(values) {
+  const query = new URLSearchParams();
+  for (const [key, value] of Object.entries(values)) if (value) query.set(key, value);
+  const text = query.toString();
+  return text ? `#/events?${text}` : "#/events";
+}
+
+function eventListView({ params, refreshNow }) {
+  const filters = Object.fromEntries(FILTERS.map((k) => [k, params.get(k) ?? ""]));
+  const before = params.get("before") ?? "";
+  const limit = Number.parseInt(params.get("limit") ?? "", 10) || PAGE;
+  let known = [];
+
+  const inputs = {
+    destination: h("select", { id: "events-destination", name: "destination" }),
+    status: h("select", { id: "events-status", name: "status" },
+      h("option", { value: "" }, "any status"),
+      STATUSES.map((s) => h("option", { value: s }, s))),
+    type: h("input", { id: "events-type", name: "type", size: 14, placeholder: "any type" }),
+    since: h("input", { id: "events-since", name: "since", size: 12, placeholder: "e.g. 2h" }),
+    until: h("input", { id: "events-until", name: "until", size: 12, placeholder: "now" }),
+  };
+  for (const key of FILTERS) inputs[key].value = filters[key];
+  const labels = { destination: "Destination", status: "Job status", type: "Type",
+                   since: "Since", until: "Until" };
+  const form = h("form", { class: "toolbar", id: "events-filters", autocomplete: "off",
+                           onsubmit: (event) => {
+    event.preventDefault();
+    const values = Object.fromEntries(FILTERS.map((k) => [k, inputs[k].value.trim()]));
+    location.hash = hashFor({ ...values, limit: limit === PAGE ? "" : limit });
+  } },
+    FILTERS.map((k) => [h("label", { for: inputs[k].id }, labels[k]), inputs[k]]),
+    h("button", { type: "submit", id: "events-apply" }, "Apply"));
+
+  const bulk = bulkPanel(filters, refreshNow);
+  const bulkOpen = h("button", { type: "button", id: "bulk-open", disabled: !filters.destination,
+                                 title: filters.destination ? null
+                                   : "Filter by a destination first", onclick: bulk.open },
+    "Resend / retry now matching jobs");
+  const newest = h("button", { type: "button", id: "events-newest", disabled: !before,
+                               onclick: () => {
+    location.hash = hashFor({ ...filters, limit: limit === PAGE ? "" : limit });
+  } }, "Newest");
+  const older = h("button", { type: "button", id: "events-older", disabled: true }, "Older");
+  const pageNote = h("span", { class: "hint", id: "events-page" });
+  const list = h("div", { id: "events-list" });
+  const root = h("section", {},
+    h("div", { class: "toolbar" }, h("h1", {}, "Events"), bulkOpen),
+    searchForm(),
+    form,
+    h("p", { class: "hint" }, "Since and until take an age (2h, 30m), an ISO 8601 time or unix ",
+      "seconds; they bound when the event was received. Job status keeps events with a job ",
+      "in that status."),
+    bulk.root,
+    list,
+    h("div", { class: "toolbar" }, newest, older, pageNote));
+
+  function syncDestinations(destinations) {
+    const names = destinations.map((d) => d.name);
+    if (filters.destination && !names.includes(filters.destination)) names.push(filters.destination);
+    if (names.join("\n") === known.join("\n")) return;
+    known = names;
+    setChildren(inputs.destination, h("option", { value: "" }, "all destinations"),
+      names.map((name) => h("option", { value: name }, name)));
+    inputs.destination.value = filters.destination;
+  }
+
+  function jobLine(job) {
+    return h("div", { class: "event-job", "data-job": job.id },
+      jobLink(job.id), " ", job.destination, " ", statusBadge(job.status),
+      job.next_run_at === null ? null : [" ", due(job.next_run_at)]);
+  }
+
+  function row(event) {
+    return h("tr", { "data-event": event.id },
+      h("td", {}, h("a", { href: `#/events/${Number(event.id)}` }, `#${Number(event.id)}`)),
+      h("td", {}, when(event.received_at)),
+      h("td", {}, event.type),
+      h("td", {}, `${event.source} / ${event.source_event_id}`),
+      h("td", {}, h("code", {}, event.message_id)),
+      h("td", { "data-col": "jobs" },
+        event.jobs.length === 0 ? h("span", { class: "hint" }, "no job") : event.jobs.map(jobLine)));
+  }
+
+  async function refresh() {
+    const query = new URLSearchParams({ limit: String(limit) });
+    for (const key of FILTERS) if (filters[key]) query.set(key, filters[key]);
+    if (before) query.set("before", before);
+    let page;
+    let destinations;
+    try {
+      [destinations, page] = await Promise.all([
+        get("/v1/admin/destinations"), get(`/v1/admin/events?${query}`)]);
+    } catch (err) {
+      if (err instanceof ApiError && err.status === 400) {
+        setChildren(list, h("p", { class: "error", id: "events-error", role: "alert" },
+          `The filters were refused: ${err.detail}`));
+        view.finished = true;  // the same filters would be refused again
+        return;
+      }
+      throw err;
+    }
+    syncDestinations(destinations);
+    older.disabled = page.next_before === null;
+    older.onclick = () => {
+      location.hash = hashFor({ ...filters, before: page.next_before,
+                                limit: limit === PAGE ? "" : limit });
+    };
+    pageNote.textContent = before ? `older than event #${before}` : "newest first";
+    setChildren(list, page.events.length === 0
+      ? h("p", { class: "empty", id: "events-empty" },
+        before ? "No older events match." : "No event matches.")
+      : table(["Event", "Received", "Type", "Source / sender's id", "webhook-id", "Jobs"],
+        page.events.map(row), { class: "grid-table", id: "events-table" }));
+  }
+
+  const view = { title: "Events", root, refresh, finished: false };
+  return view;
+}
