@@ -35,6 +35,11 @@ def configure_logging(process: str, level: str = "info", stream: Any = None,
     """
     if level not in _LEVELS:
         raise ValueError(f"unknown log level {level!r}; use one of {sorted(_LEVELS)}")
+    # sys.stdout / sys.stderr are looked up at each write, not now: whoever replaces them
+    # later (a test's capture, a daemon's redirect) gets the lines, and a closed one is
+    # never written to.
+    out = (_Standard("stderr") if stream is sys.stderr
+           else _Standard("stdout") if stream is None or stream is sys.stdout else stream)
     structlog.reset_defaults()
     structlog.configure(
         processors=[
@@ -48,13 +53,27 @@ def configure_logging(process: str, level: str = "info", stream: Any = None,
         # WriteLogger writes "line\n" in one call then flushes: processes sharing one output
         # file (children inherit the supervisor's stdout) never interleave within a line.
         logger_factory=structlog.WriteLoggerFactory(
-            # structlog calls only write() and flush(), which _Tee has.
-            file=cast(TextIO, _Tee(stream or sys.stdout, ReopeningFile(log_file))) if log_file
-            else stream or sys.stdout),
+            # structlog calls only write() and flush(), which _Tee and _Standard have.
+            file=cast(TextIO, _Tee(out, ReopeningFile(log_file)) if log_file else out)),
         cache_logger_on_first_use=False,
     )
     structlog.contextvars.clear_contextvars()
     structlog.contextvars.bind_contextvars(process=process, pid=os.getpid())
+
+
+class _Standard:
+    """sys.stdout or sys.stderr, whichever object it is at the time of each write."""
+
+    def __init__(self, name: str) -> None:
+        self._name = name
+
+    def write(self, text: str) -> int:
+        """Write `text` to the current sys.<name>."""
+        return int(getattr(sys, self._name).write(text))
+
+    def flush(self) -> None:
+        """Flush the current sys.<name>."""
+        getattr(sys, self._name).flush()
 
 
 def get_logger(**bound: Any) -> Any:

@@ -80,6 +80,7 @@ class SteppedHost:
              "--endpoint", f"slow={SECRET}:slow:{SLOW_S}", "--endpoint", f"flaky={SECRET}:fail:1",
              "--log", str(self.requests_log)],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=self.env, cwd=ROOT)
+        assert self.cli("init").returncode == 0
         for name in ("slow", "flaky"):
             added = self.cli("destinations", "add", name, f"http://127.0.0.1:{rport}/{name}",
                              "--secret", SECRET)
