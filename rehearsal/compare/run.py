@@ -8,7 +8,7 @@ front door and recording when each one was accepted. The run waits until the rec
 a verified arrival for every (endpoint, accepted event), then reads the receiver's receipts:
 accept -> first verified arrival is the latency, for all three alike. CPU seconds and peak
 RSS are read from /proc for every process of the system (not the receiver's nor the load
-generator's). Writes compare.json; see OPERATIONS.md, "Compared with Celery and Huey".
+generator's). Writes compare.json; see docs/benchmarks.md, "Compared with Celery and Huey".
 """
 
 from __future__ import annotations

@@ -37,7 +37,7 @@ def register(sub: Any) -> None:
     bench.add_argument("--compare", action="store_true",
                        help="the same workload through hookline, Celery (Redis broker) and "
                             "Huey (SQLite) in one run, and the ratios; writes compare.json "
-                            "(needs the `bench` extra and redis-server; see OPERATIONS.md)")
+                            "(needs the `bench` extra and redis-server; see docs/benchmarks.md)")
     scenario = bench.add_argument_group(
         "scenarios (memory and recovery targets; rehearsal/bench_scenarios.py): --scenario writes "
         "scenario-NAME.json to --out")
