@@ -20,11 +20,19 @@ Routes (JSON, same Bearer access and error shape as ingest/admin_api.py):
          "workers_healthy", "slots", "updated_at", "age_s"} from the supervisor's
         `status.json` in the runtime folder, or {"known": false, "detail"} when there is
         none, it is unreadable, or the supervisor that wrote it is gone.
+    GET /v1/admin/processes
+        {"supervised", "children": {"ingest"|"worker": {"wanted", "alive"}}, "restarts",
+         "clock_steps", "processes": [{"slot", "running", "cpu_s",
+         "resident_memory_bytes", "started_at", "heartbeat_age_s", "restarts": {cause: n}}]}:
+        the supervisor's children and each process's health, from the same merged
+        per-process snapshots /metrics reads (ingest.metrics.process_families).
 """
 
 from __future__ import annotations
 
+import re
 import time
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -32,7 +40,19 @@ from aiohttp import web
 
 from ingest.admin_api import BadRequest, guarded, int_param
 from ingest.app_state import app_config, request_store
+from ingest.metrics import process_families
+from shared.metrics_catalog import (
+    CHILD_RESTARTS,
+    CHILDREN_ALIVE,
+    CHILDREN_WANTED,
+    CLOCK_STEPS,
+    HEARTBEAT_AGE_SECONDS,
+    PROCESS_CPU_SECONDS,
+    PROCESS_RESIDENT_MEMORY_BYTES,
+    PROCESS_START_TIME_SECONDS,
+)
 from shared.process.lifecycle import STATUS_FILE, pid_alive, read_status, runtime_dir
+from shared.process.metrics_file import Labels
 from shared.timeparse import parse_duration
 from shared.views import destination_summary_view, throughput_view
 
@@ -53,6 +73,7 @@ def register(app: web.Application) -> None:
         ("GET", "/v1/admin/throughput", throughput),
         ("GET", "/v1/admin/jobs/{id}/event", job_event),
         ("GET", "/v1/admin/supervisor", supervisor),
+        ("GET", "/v1/admin/processes", processes),
     ]
     for method, path, handler in routes:
         app.router.add_route(method, path, guarded(handler))
@@ -146,3 +167,69 @@ def supervisor_view(path: Path, now_s: float) -> dict[str, Any]:
     return view
 
 
+
+
+async def processes(request: web.Request) -> web.Response:
+    """`GET /v1/admin/processes`: children wanted and alive, restarts by slot and cause, and
+    each process's heartbeat age, CPU and memory (see :func:`processes_view`)."""
+    return web.json_response(processes_view(process_families(request.app)))
+
+
+_SLOT_NUMBER = re.compile(r"([0-9]+)$")
+_PROCESS_FIGURES = (("cpu_s", PROCESS_CPU_SECONDS),
+                    ("resident_memory_bytes", PROCESS_RESIDENT_MEMORY_BYTES),
+                    ("started_at", PROCESS_START_TIME_SECONDS))
+
+
+def _slot_order(slot: str) -> tuple[int, str, int]:
+    """supervisor, ingest, then worker-1, worker-2, ..., worker-10 (numbers in order)."""
+    rank = {"supervisor": 0, "ingest": 1}.get(slot, 2)
+    number = _SLOT_NUMBER.search(slot)
+    return rank, _SLOT_NUMBER.sub("", slot), int(number.group(1)) if number else 0
+
+
+def processes_view(merged: Mapping[str, Mapping[Labels, Any]]) -> dict[str, Any]:
+    """What `GET /v1/admin/processes` answers, from the merged snapshot families.
+
+    Args:
+        merged: :func:`ingest.metrics.process_families` (what /metrics exposes).
+
+    Returns:
+        `supervised`: a running supervisor's figures are there (False when ingest runs
+        without `hookline serve`, or its supervisor is gone: `children` is then empty);
+        `children`: kind -> {"wanted", "alive"} process counts; `restarts`: every unexpected
+        exit the supervisor respawned, all slots and causes; `clock_steps`: wall-clock steps
+        it saw; `processes`: one row per slot that runs or was restarted, supervisor and
+        ingest first: `running` (its figures are from a live process), `cpu_s` (user +
+        system CPU of the current process, seconds), `resident_memory_bytes`, `started_at`
+        (unix seconds), `heartbeat_age_s` (seconds since its last heartbeat; null for the
+        supervisor and unwatched slots) and `restarts` (cause -> count, causes as in
+        `hookline_child_restarts_total`). Figures a process has not reported are null.
+    """
+    def series(family_name: str) -> Mapping[Labels, Any]:
+        return merged.get(family_name, {})
+
+    wanted, alive = series(CHILDREN_WANTED.name), series(CHILDREN_ALIVE.name)
+    children = {kind: {"wanted": int(wanted.get((kind,), 0)), "alive": int(alive.get((kind,), 0))}
+                for kind in sorted({k for (k,) in (*wanted, *alive)})}
+    rows: dict[str, dict[str, Any]] = {}
+
+    def row(slot: str) -> dict[str, Any]:
+        if slot not in rows:
+            rows[slot] = {"slot": slot, "running": False, "cpu_s": None,
+                          "resident_memory_bytes": None, "started_at": None,
+                          "heartbeat_age_s": None, "restarts": {}}
+        return rows[slot]
+
+    for key, family in _PROCESS_FIGURES:
+        for (slot,), value in series(family.name).items():
+            row(slot).update({key: value, "running": True})
+    for (slot,), age_s in series(HEARTBEAT_AGE_SECONDS.name).items():
+        row(slot)["heartbeat_age_s"] = age_s
+    restarts = 0
+    for (slot, cause), count in series(CHILD_RESTARTS.name).items():
+        row(slot)["restarts"][cause] = int(count)
+        restarts += int(count)
+    return {"supervised": bool(children), "children": children, "restarts": restarts,
+            "clock_steps": int(series(CLOCK_STEPS.name).get((), 0)),
+            "processes": [rows[slot] for slot in sorted(rows, key=_slot_order)]}

@@ -214,18 +214,27 @@ def render(stats: Stats, figures: MetricFigures, *,
     return generate_latest(registry)
 
 
+def process_families(app: web.Application) -> dict[str, dict[Labels, Any]]:
+    """Every process's in-memory families, merged as /metrics shows them (the dashboard's
+    processes view reads this too): family name -> label values -> number or histogram.
+
+    Ingest's own snapshot is written first, so what is shown was persisted: a restart cannot
+    go below it. An app without a runtime folder (tests) shows its own figures only."""
+    writer = app[SNAPSHOTS_KEY]
+    if writer.path is not None:
+        writer.write()
+        snapshots = read_snapshots(runtime_dir(app[CONFIG_KEY]))
+    else:
+        snapshots = [writer.build()]
+    return merge_snapshots(snapshots, lambda pid: pid == os.getpid() or pid_alive(pid))
+
+
 async def scrape(app: web.Application) -> bytes:
     """Everything /metrics answers for this ingest app (module docstring)."""
     store, config = app[STORE_KEY], app[CONFIG_KEY]
     stats = await store.stats()
     figures = await store.metric_figures()
-    writer = app[SNAPSHOTS_KEY]
-    if writer.path is not None:
-        writer.write()  # what we show is persisted first: a restart cannot go below it
-        snapshots = read_snapshots(runtime_dir(config))
-    else:  # an app without a runtime folder (tests): its own figures only
-        snapshots = [writer.build()]
-    merged = merge_snapshots(snapshots, lambda pid: pid == os.getpid() or pid_alive(pid))
+    merged = process_families(app)
     problems, _ = await health.readiness(app)
     return render(stats, figures, merged=merged, ready=not problems, backend=backend_of(store),
                   wal_limit_bytes=config.wal_degraded_bytes)

@@ -1,7 +1,7 @@
 // The admin API client. The token lives in sessionStorage (this tab only) and goes out as a
 // Bearer header on every request; a 401 forgets it and sends the user back to the prompt.
-// Every change (a request other than GET) says it comes from the dashboard
-// (`X-Hookline-Actor`), so the admin API's audit lines name it.
+// Every request says it comes from the dashboard (`X-Hookline-Actor`), so the admin API's
+// audit lines name it: every change, and the reads that are audited too (a secret's reveal).
 
 const TOKEN_KEY = "hookline.adminToken";
 const ACTOR = "dashboard";
@@ -32,8 +32,7 @@ export function setUnauthorizedHandler(handler) {
 
 /** Call the admin API; resolves to the JSON answer, rejects with AuthError or ApiError. */
 export async function api(method, path, body) {
-  const headers = { Authorization: `Bearer ${getToken() ?? ""}` };
-  if (method !== "GET") headers["X-Hookline-Actor"] = ACTOR;
+  const headers = { Authorization: `Bearer ${getToken() ?? ""}`, "X-Hookline-Actor": ACTOR };
   const init = { method, headers, cache: "no-store", credentials: "omit" };
   if (body !== undefined) {
     headers["Content-Type"] = "application/json";

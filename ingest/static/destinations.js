@@ -1,11 +1,13 @@
 // Destinations: state (active, failing with its streak, paused with the reason), in-flight,
-// pending, success rate and attempt latency; add, edit, pause, resume and remove.
+// pending, success rate and attempt latency, "rotating until" during a secret's overlap; add,
+// edit, pause, resume, remove, and the secret panel (rotate, reveal, expire the previous one).
 
 import { del, get, post, seg } from "./api.js";
 import { destinationForm } from "./destination_form.js";
 import { fmtCount, fmtDuration, fmtPercent, fmtTime, h, nowS, setChildren, table,
          toast } from "./dom.js";
 import { confirmPanel, showSecretOnce } from "./forms.js";
+import { rotating, secretPanel as secretEditor } from "./secret.js";
 
 const PAUSE_REASON = "paused from the dashboard";
 const WINDOW = "15m";
@@ -36,6 +38,7 @@ export function destinationsView({ refreshNow }) {
     },
     onSaved: refreshNow,
   });
+  const secrets = secretEditor({ onChanged: refreshNow });
   const root = h("section", {},
     h("div", { class: "toolbar" },
       h("h1", {}, "Destinations"),
@@ -47,7 +50,7 @@ export function destinationsView({ refreshNow }) {
       "Success and latency: attempts started in the last 15 minutes (nearest-rank ",
       "percentiles of their durations). A paused destination gets no request and its jobs ",
       "wait uncharged."),
-    secretPanel, form.root, confirmBox, body);
+    secretPanel, form.root, secrets.root, confirmBox, body);
 
   async function act(name, paused) {
     const path = `/v1/admin/destinations/${seg(name)}/${paused ? "resume" : "pause"}`;
@@ -58,6 +61,14 @@ export function destinationsView({ refreshNow }) {
       toast(`${name}: ${err.message}`, "error");
     }
     await refreshNow();
+  }
+
+  async function openSecret(name) {
+    try {
+      await secrets.open(name);
+    } catch (err) {
+      toast(`${name}: ${err.message}`, "error");
+    }
   }
 
   async function edit(name) {
@@ -85,7 +96,7 @@ export function destinationsView({ refreshNow }) {
     });
   }
 
-  function row(d) {
+  function row(d, stored) {
     const state = stateOf(d);
     const deadCell = d.dead > 0
       ? h("a", { href: `#/dead?destination=${seg(d.name)}` }, fmtCount(d.dead))
@@ -95,7 +106,12 @@ export function destinationsView({ refreshNow }) {
       h("td", { class: "name" },
         h("a", { href: `#/events?destination=${seg(d.name)}`, title: "its events" }, d.name)),
       h("td", { "data-col": "state" },
-        h("span", { class: `badge ${state.cls}`, title: state.title }, state.label)),
+        h("span", { class: `badge ${state.cls}`, title: state.title }, state.label),
+        rotating(stored)
+          ? h("div", { class: "sub", "data-col": "rotation",
+                       title: "the previous secret signs too until then" },
+            `rotating until ${fmtTime(stored.previous_secret_until)}`)
+          : null),
       h("td", { class: "num", "data-col": "in_flight" }, `${d.in_flight} / ${d.max_in_flight}`),
       h("td", { class: "num", "data-col": "pending" }, fmtCount(d.pending)),
       h("td", { class: "num" },
@@ -116,12 +132,18 @@ export function destinationsView({ refreshNow }) {
           d.paused ? "Resume" : "Pause"),
         h("button", { type: "button", "data-action": "edit", onclick: () => edit(d.name) },
           "Edit"),
+        h("button", { type: "button", "data-action": "secret", onclick: () => openSecret(d.name) },
+          "Secret"),
         h("button", { type: "button", class: "danger-text", "data-action": "remove",
                       onclick: () => askRemove(d) }, "Remove")));
   }
 
   async function refresh() {
-    const rows = await get(`/v1/admin/destination-stats?window=${WINDOW}`);
+    const [rows, destinations] = await Promise.all([
+      get(`/v1/admin/destination-stats?window=${WINDOW}`),
+      get("/v1/admin/destinations"),
+    ]);
+    const byName = new Map(destinations.map((d) => [d.name, d]));
     if (rows.length === 0) {
       setChildren(body, h("p", { class: "empty" },
         "No destinations yet: Add destination, or hookline destinations add NAME URL."));
@@ -130,7 +152,7 @@ export function destinationsView({ refreshNow }) {
     setChildren(body, table(
       ["Name", "State", "In flight", "Pending", "Oldest due", "Dead", "Failing streak",
        "Success", "p50", "p99", ""],
-      rows.map(row), { class: "grid-table" }));
+      rows.map((d) => row(d, byName.get(d.name))), { class: "grid-table" }));
   }
 
   return { title: "Destinations", root, refresh };

@@ -1,9 +1,11 @@
 // Overview: throughput chart (events, deliveries, failed attempts, dead jobs), jobs by status,
-// oldest pending age, dead count, WAL size and the supervisor's view of its workers.
+// oldest pending age, dead count, WAL size, the supervisor's view of its workers, and the
+// processes panel (children wanted and alive, restarts by cause, heartbeat age, CPU, memory:
+// the figures /metrics exposes, from GET /v1/admin/processes).
 
 import { get } from "./api.js";
 import { drawThroughput } from "./chart.js";
-import { fmtBytes, fmtCount, fmtDuration, h, setChildren } from "./dom.js";
+import { fmtBytes, fmtCount, fmtDuration, h, setChildren, table, when } from "./dom.js";
 
 function card(id, label, value, { detail, kind = "", href } = {}) {
   const valueNode = href ? h("a", { href }, value) : value;
@@ -25,10 +27,50 @@ function workersCard(workers) {
   });
 }
 
+/** "signal 1, crash 2" for a slot's restarts by cause; "0" for none. */
+export function fmtRestarts(byCause) {
+  const causes = Object.keys(byCause).sort();
+  return causes.length === 0 ? "0" : causes.map((c) => `${c} ${byCause[c]}`).join(", ");
+}
+
+/** "worker 2 of 2 alive · ingest 1 of 1 alive", or why the supervisor's figures are missing. */
+function childrenLine(figures) {
+  if (!figures.supervised) {
+    return "No supervisor figures: ingest runs without hookline serve, or its supervisor is gone.";
+  }
+  const known = Object.keys(figures.children);
+  const kinds = ["worker", "ingest"].filter((k) => known.includes(k))
+    .concat(known.filter((k) => k !== "worker" && k !== "ingest").sort());
+  return kinds.map((kind) => {
+    const { wanted, alive } = figures.children[kind];
+    return `${kind}: ${alive} of ${wanted} alive`;
+  }).join(" · ") + ` · restarts: ${fmtCount(figures.restarts)}`;
+}
+
+function processRow(p) {
+  const restarted = Object.keys(p.restarts).length > 0;
+  return h("tr", { "data-slot": p.slot },
+    h("td", { class: "name" }, p.slot),
+    h("td", { "data-col": "state" },
+      h("span", { class: `badge ${p.running ? "ok" : "warn"}` },
+        p.running ? "running" : "not running")),
+    h("td", { class: `num ${restarted ? "bad-text" : ""}`, "data-col": "restarts" },
+      fmtRestarts(p.restarts)),
+    h("td", { class: "num", "data-col": "heartbeat" }, fmtDuration(p.heartbeat_age_s)),
+    h("td", { class: "num", "data-col": "cpu" },
+      p.cpu_s === null ? "–" : `${p.cpu_s.toFixed(1)} s`),
+    h("td", { class: "num", "data-col": "memory" },
+      p.resident_memory_bytes === null ? "–" : fmtBytes(p.resident_memory_bytes)),
+    h("td", { class: "num", "data-col": "started" },
+      p.started_at === null ? "–" : when(p.started_at)));
+}
+
 /** The overview page; refresh() polls stats, the supervisor view and throughput. */
 export function overviewView() {
   const cards = h("div", { class: "cards", id: "overview-cards" });
   const chart = h("div", { class: "chart-box", id: "throughput-chart" });
+  const children = h("p", { class: "hint", id: "processes-summary" });
+  const processes = h("div", { id: "processes" });
   const root = h("section", { class: "overview" },
     h("h1", {}, "Overview"),
     cards,
@@ -38,13 +80,17 @@ export function overviewView() {
       h("span", { class: "key key-delivered" }), "deliveries (jobs done) ",
       h("span", { class: "key key-failed" }), "failed attempts (will be retried, or made the job dead) ",
       h("span", { class: "key key-dead" }), "jobs dead"),
-    chart);
+    chart,
+    h("h2", {}, "Processes"),
+    children,
+    processes);
 
   async function refresh() {
-    const [stats, workers, throughput] = await Promise.all([
+    const [stats, workers, throughput, figures] = await Promise.all([
       get("/v1/admin/stats"),
       get("/v1/admin/supervisor"),
       get("/v1/admin/throughput?window=30m&bucket=60"),
+      get("/v1/admin/processes"),
     ]);
     const buckets = throughput.buckets;
     const current = buckets[buckets.length - 1] ?? { events: 0, delivered: 0, failed: 0 };
@@ -74,6 +120,10 @@ export function overviewView() {
       workersCard(workers),
     );
     drawThroughput(chart, throughput);
+    children.textContent = childrenLine(figures);
+    setChildren(processes, table(
+      ["Process", "State", "Restarts (by cause)", "Heartbeat age", "CPU", "Memory", "Started"],
+      figures.processes.map(processRow), { class: "grid-table processes" }));
   }
 
   return { title: "Overview", root, refresh };

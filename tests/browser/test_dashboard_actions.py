@@ -1,7 +1,9 @@
 """The dashboard acting, in headless Chromium against a real service: adding, editing and
 removing destinations and sources through its forms (server refusals shown at the form), the
 failing badge, success rate and failed-attempts chart of a destination that refuses
-connections, "due now" for a waiting job, and a missing job that stops being polled.
+connections, "due now" for a waiting job, a missing job that stops being polled, a
+destination's secret rotated, revealed and expired (deliveries verified with
+`standardwebhooks`), and the processes panel counting a killed worker's restart.
 
 The tests share one `hookline serve` and one signed-in tab (tests/browser/conftest.py); each
 uses destinations and sources of its own. Set-up goes
@@ -10,10 +12,20 @@ through the admin API, every checked action through the page.
 
 from __future__ import annotations
 
+import json
+import os
 import re
+import signal
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
+from standardwebhooks.webhooks import Webhook, WebhookVerificationError
+
+from shared.process.lifecycle import STATUS_FILE
+from shared.signing import generate_secret
 from tests.browser.support import Hookline
 
 REFUSING_URL = "http://127.0.0.1:9/{}"  # nothing listens on the discard port: refused at once
@@ -198,3 +210,152 @@ def test_waiting_job_is_due_now_and_a_missing_job_stops_polling(
         assert len(asked) == 1, asked
     finally:
         page.remove_listener("request", count)
+
+
+class _Recorder(BaseHTTPRequestHandler):
+    """Answers 200 and keeps each request's headers and body bytes (a receiver whose
+    requests the test verifies with `standardwebhooks`)."""
+
+    received: ClassVar[list[tuple[dict[str, str], bytes]]] = []
+
+    def do_POST(self) -> None:
+        body = self.rfile.read(int(self.headers["Content-Length"]))
+        self.received.append((dict(self.headers.items()), body))
+        self.send_response(200)
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
+    def log_message(self, format: str, *args: Any) -> None:
+        """Quiet: the test reads the requests, not a log."""
+
+
+def _verifies(secret: str, request: tuple[dict[str, str], bytes]) -> bool:
+    """Whether a receiver holding only `secret` accepts the request (standardwebhooks)."""
+    headers, body = request
+    try:
+        Webhook(secret).verify(body, headers)
+    except WebhookVerificationError:
+        return False
+    return True
+
+
+def _audit_lines(hookline: Hookline, destination: str) -> list[tuple[str, Any, Any]]:
+    """(event, actor, generated) of the secret audit lines about `destination` so far."""
+    return [(e["event"], e.get("actor"), e.get("generated"))
+            for e in hookline.service.log_events()
+            if e.get("destination") == destination and e.get("event") in (
+                "secret_rotated", "secret_revealed", "previous_secret_expired")]
+
+
+def _deliver(page: Any, hookline: Hookline, event_id: str) -> tuple[dict[str, str], bytes]:
+    """Post a `vault.*` event and wait (through Playwright) until the receiver has it."""
+    seen = len(_Recorder.received)
+    hookline.post_event(event_id, "vault.opened", {"id": event_id})
+    for _ in range(150):
+        if len(_Recorder.received) > seen:
+            return _Recorder.received[-1]
+        page.wait_for_timeout(100)
+    raise AssertionError(f"{event_id} was not delivered within 15 s")
+
+
+def test_secret_is_rotated_revealed_and_expired_from_the_page(
+        shared_page: Any, hookline: Hookline, screenshots: Path) -> None:
+    """The secret panel rotates to a generated secret (shown once, with the time the previous
+    one stops signing) and to a pasted one, refuses an overlap out of bounds at its field,
+    marks the row "rotating until", and a delivery during the overlap verifies with both
+    secrets; expiring early (confirmed first) leaves only the new one signing; reveal shows
+    the current secret. Every audit line says actor dashboard."""
+    expect, page = _expect(), shared_page
+    _Recorder.received = []
+    receiver = ThreadingHTTPServer(("127.0.0.1", 0), _Recorder)
+    threading.Thread(target=receiver.serve_forever, daemon=True).start()
+    try:
+        original = generate_secret()
+        hookline.add_destination("vault", f"http://127.0.0.1:{receiver.server_port}/hook",
+                                 original, "vault.*")
+        page.click("#nav a[data-view=destinations]")
+        row = page.locator("tr[data-destination=vault]")
+        expect(row.locator("[data-col=rotation]")).to_have_count(0)
+        row.locator("button[data-action=secret]").click()
+        expect(page.locator("#secret-state")).to_contain_text("One secret signs")
+        expect(page.locator("#expire-previous")).to_be_hidden()
+
+        page.fill("#rotate-overlap", "8d")  # above the 7-day bound: refused at the field
+        page.click("#rotate-go")
+        expect(page.locator("#rotate-error")).to_contain_text("overlap_s")
+        expect(page.locator("#rotate-overlap")).to_have_attribute("aria-invalid", "true")
+
+        page.fill("#rotate-overlap", "2h")  # generated
+        page.click("#rotate-go")
+        expect(page.locator("#new-secret")).to_have_text(re.compile(r"^whsec_\S{20,}$"))
+        generated = page.locator("#new-secret").text_content()
+        expect(page.locator("#new-secret-note")).to_contain_text("keeps signing until")
+        until = _destination(hookline, "vault")["previous_secret_until"]
+        assert 7100 < until - time.time() < 7300
+        expect(row.locator("[data-col=rotation]")).to_contain_text("rotating until")
+        page.click("#new-secret-done")
+        expect(page.locator("#new-secret")).to_have_count(0)
+
+        pasted = generate_secret()  # pasted, default overlap (24 h)
+        page.fill("#rotate-secret", pasted)
+        page.fill("#rotate-overlap", "")
+        page.click("#rotate-go")
+        expect(page.locator("#new-secret")).to_have_text(pasted)
+        until = _destination(hookline, "vault")["previous_secret_until"]
+        assert 86_300 < until - time.time() < 86_500
+        expect(page.locator("#expire-previous")).to_be_visible()
+        page.screenshot(path=str(screenshots / "destination-secret.png"), full_page=True)
+        during = _deliver(page, hookline, "vault-1")
+        assert _verifies(pasted, during) and _verifies(generated, during)
+        assert not _verifies(original, during)
+
+        page.click("#expire-previous")
+        expect(page.locator("#expire-text")).to_contain_text("refuses every request")
+        page.click("#expire-go")
+        expect(page.locator("#expire-previous")).to_be_hidden()
+        expect(row.locator("[data-col=rotation]")).to_have_count(0)
+        assert _destination(hookline, "vault")["previous_secret"] is None
+        after = _deliver(page, hookline, "vault-2")
+        assert _verifies(pasted, after) and not _verifies(generated, after)
+
+        page.click("#reveal-secret")
+        expect(page.locator("#revealed-secret")).to_have_text(pasted)
+        expect(page.locator("#secret-shown")).to_contain_text("audit log")
+        page.click("#revealed-secret-done")
+        expect(page.locator("#revealed-secret")).to_have_count(0)
+        page.click("#secret-close")
+        expect(page.locator("#secret-panel")).to_be_hidden()
+    finally:
+        receiver.shutdown()
+        receiver.server_close()
+    assert _audit_lines(hookline, "vault") == [
+        ("secret_rotated", "dashboard", True), ("secret_rotated", "dashboard", False),
+        ("previous_secret_expired", "dashboard", None), ("secret_revealed", "dashboard", None)]
+
+
+def test_processes_panel_counts_a_killed_worker_restart(
+        shared_page: Any, hookline: Hookline, screenshots: Path) -> None:
+    """The overview's processes panel shows workers alive of wanted and each process's
+    figures; a worker killed with SIGKILL (its pid from the supervisor's status.json) shows
+    one restart caused by a signal once the supervisor has respawned it."""
+    expect, page = _expect(), shared_page
+    worker = page.locator("#processes tr[data-slot=worker-1]")
+    expect(page.locator("#processes-summary")).to_contain_text("worker: 1 of 1 alive")
+    expect(worker.locator("[data-col=state]")).to_have_text("running")
+    expect(worker.locator("[data-col=restarts]")).to_have_text("0")
+    expect(worker.locator("[data-col=cpu]")).to_have_text(re.compile(r"^\d+\.\d s$"))
+    expect(worker.locator("[data-col=memory]")).to_have_text(re.compile(r"MiB$"))
+    expect(worker.locator("[data-col=heartbeat]")).not_to_have_text("\u2013")
+    expect(page.locator("#processes tr[data-slot=supervisor]")).to_be_visible()
+
+    status_file = Path(f"{hookline.service.db}.run") / STATUS_FILE
+    pid = json.loads(status_file.read_text())["slots"]["worker-1"]["pid"]
+    os.kill(pid, signal.SIGKILL)
+    expect(worker.locator("[data-col=restarts]")).to_have_text("signal 1", timeout=20_000)
+    expect(page.locator("#processes-summary")).to_contain_text("worker: 1 of 1 alive",
+                                                               timeout=20_000)
+    expect(page.locator("#processes-summary")).to_contain_text("restarts: 1")
+    expect(worker.locator("[data-col=state]")).to_have_text("running")
+    page.locator("#processes").scroll_into_view_if_needed()
+    page.screenshot(path=str(screenshots / "processes.png"), full_page=True)
+    assert json.loads(status_file.read_text())["slots"]["worker-1"]["pid"] != pid

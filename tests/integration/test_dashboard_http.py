@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import time
 from collections.abc import AsyncIterator
@@ -19,8 +20,10 @@ from ingest.dashboard import CSP
 from shared.config import Config
 from shared.models import AttemptResult, Done, Retry
 from shared.process.lifecycle import STATUS_FILE, write_status
+from shared.process.metrics_file import ProcessMetrics, SnapshotWriter, snapshot_path
 from shared.signing import generate_secret
 from shared.store.sqlite import SqliteStore
+from supervisor.metrics import SupervisorMetrics
 from tests.conftest import new_event
 
 TOKEN = "t0ken-for-dashboard-tests"
@@ -66,7 +69,7 @@ async def test_page_and_assets_are_served_without_auth_under_a_strict_csp(client
     assert "<script>" not in html and " style=" not in html
     for name in ("app.js", "api.js", "dom.js", "chart.js", "overview.js", "destinations.js",
                  "destination_form.js", "forms.js", "sources.js", "dead.js", "job.js",
-                 "events.js", "event.js", "bulk.js", "style.css", "favicon.svg"):
+                 "events.js", "event.js", "bulk.js", "secret.js", "style.css", "favicon.svg"):
         async with client.get(f"/static/{name}") as resp:
             assert resp.status == 200, name
             assert resp.headers["Content-Security-Policy"] == CSP
@@ -174,6 +177,60 @@ async def test_supervisor_view_reads_status_json(client, runtime):
     assert out["known"] is True
     assert (out["workers_wanted"], out["workers_alive"], out["workers_healthy"]) == (3, 2, 1)
     assert 4 < out["age_s"] < 60
+
+
+async def test_processes_view_reads_the_snapshots_metrics_reads(real_store, runtime):
+    """`GET /v1/admin/processes` answers from the per-process snapshots /metrics merges:
+    without a supervisor only ingest's own row; with one, children wanted and alive by kind,
+    restarts by slot and cause (a slot whose process is gone keeps its count, not its CPU),
+    heartbeat ages, and rows in slot order; /metrics shows the same counts."""
+    config = Config(admin_token=TOKEN, db=real_store.path, runtime_dir=str(runtime))
+    writer = SnapshotWriter(runtime, "ingest", ProcessMetrics())
+    app = build_app(real_store, config, snapshots=writer)
+    async with TestClient(TestServer(app, host="127.0.0.1")) as client:
+        status, out = await _get(client, "/v1/admin/processes")
+        assert status == 200
+        assert (out["supervised"], out["children"], out["restarts"]) == (False, {}, 0)
+        [ingest] = out["processes"]
+        assert (ingest["slot"], ingest["running"], ingest["restarts"]) == ("ingest", True, {})
+        assert ingest["cpu_s"] > 0 and ingest["resident_memory_bytes"] > 0
+        assert abs(ingest["started_at"] - time.time()) < 3600
+
+        supervisor = SupervisorMetrics(runtime)  # written with this (live) process's pid
+        supervisor.restarted("worker-1", {"signal": 9}, hung=False)
+        supervisor.restarted("worker-1", {"exit_code": 1}, hung=False)
+        supervisor.restarted("worker-1", {"signal": 9}, hung=False)
+        supervisor.write(time.monotonic(),
+                         wanted=["ingest", "worker-1", "worker-2", "worker-10"],
+                         alive=["ingest", "worker-2", "worker-10"],
+                         heartbeat_ages_s={"ingest": 0.25, "worker-1": 7.5, "worker-2": 0.5,
+                                           "worker-10": 1.0})
+        gone = await asyncio.create_subprocess_exec("true")
+        await gone.wait()
+        snapshot_path(runtime, "worker-1").write_text(json.dumps({
+            "slot": "worker-1", "pid": gone.pid, "written_at": time.time(),
+            "families": {"hookline_process_cpu_seconds_total": [[[], 3.0]]}}))
+
+        status, out = await _get(client, "/v1/admin/processes")
+        assert status == 200 and out["supervised"] is True
+        assert out["children"] == {"ingest": {"wanted": 1, "alive": 1},
+                                   "worker": {"wanted": 3, "alive": 2}}
+        assert (out["restarts"], out["clock_steps"]) == (3, 0)
+        rows = {row["slot"]: row for row in out["processes"]}
+        assert [row["slot"] for row in out["processes"]] == [
+            "supervisor", "ingest", "worker-1", "worker-2", "worker-10"]
+        assert rows["worker-1"] == {
+            "slot": "worker-1", "running": False, "cpu_s": None, "resident_memory_bytes": None,
+            "started_at": None, "heartbeat_age_s": 7.5, "restarts": {"signal": 2, "crash": 1}}
+        assert rows["supervisor"]["running"] and rows["supervisor"]["heartbeat_age_s"] is None
+        assert (rows["ingest"]["heartbeat_age_s"], rows["worker-2"]["heartbeat_age_s"]) == (
+            0.25, 0.5)
+        assert rows["worker-2"]["running"] is False and rows["worker-2"]["restarts"] == {}
+
+        async with client.get("/metrics", headers=AUTH) as resp:
+            text = await resp.text()
+        assert 'hookline_child_restarts_total{cause="signal",slot="worker-1"} 2.0' in text
+        assert 'hookline_children_alive{kind="worker"} 2.0' in text
 
 
 async def test_without_an_admin_token_the_page_loads_but_no_data_does(real_store):
