@@ -55,7 +55,7 @@ test: $(STAMP) lint
 	             "install them for the tests that need them)" >&2; \
 	    fi; \
 	fi
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q -n 2
 
 # README.md's results table, regenerated from fresh runs on this machine (never edited by
 # hand): a flat-out run, a steady run at 1,000 events/s, then `hookline bench-table`; a

@@ -194,7 +194,9 @@ def _reanchor(db: sqlite3.Connection, stored: _Anchor | None, current_boot_id: s
     # Same boot: how far the store's time moved (the wall-clock steps since the last anchor).
     moved_s = (anchor_s - stored.anchor_s
                if stored is not None and stored.boot_id == current_boot_id else None)
-    get_logger().info("store_clock_anchored", reason=reason, moved_s=moved_s,
+    # A new database's first anchor moves nothing: not worth an info line (`hookline init`).
+    log = get_logger().info if stored is not None else get_logger().debug
+    log("store_clock_anchored", reason=reason, moved_s=moved_s,
                       rows_clamped=clamped, lease_bound_s=lease_bound_s,
                       delay_bound_s=delay_bound_s)
     return anchor_s

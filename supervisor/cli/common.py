@@ -114,11 +114,23 @@ def print_table(rows: Sequence[Mapping[str, Any]], columns: Sequence[str]) -> No
     characters. An empty table prints its header and `(none)`."""
     cells = [[_cell(c, r.get(c)) for c in columns] for r in rows]
     widths = [max([len(c)] + [len(row[i]) for row in cells]) for i, c in enumerate(columns)]
-    print("  ".join(c.upper().ljust(w) for c, w in zip(columns, widths, strict=True)).rstrip())
+    headers = [heading(c) for c in columns]
+    widths = [max(w, len(h)) for w, h in zip(widths, headers, strict=True)]
+    print("  ".join(h.ljust(w) for h, w in zip(headers, widths, strict=True)).rstrip())
     for row in cells:
         print("  ".join(v.ljust(w) for v, w in zip(row, widths, strict=True)).rstrip())
     if not rows:
         print("(none)")
+
+
+def heading(column: str) -> str:
+    """A column's heading: its name upper-cased, without a unit suffix the cells already
+    spell (`duration_s` -> `DURATION`, `body_bytes` -> `BODY`); times keep `_AT`."""
+    for suffix in ("_s", "_bytes"):
+        if (column.endswith(suffix) and not column.endswith("_per_s")
+                and show(column, 1) != "1"):
+            return column[: -len(suffix)].upper()
+    return column.upper()
 
 
 def print_record(record: Mapping[str, Any], keys: Sequence[str] | None = None) -> None:
