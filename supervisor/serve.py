@@ -12,6 +12,7 @@ import os
 import sys
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 from shared.config import CONFIG_ENV, Config
@@ -50,7 +51,7 @@ def worker_spec(config: Config, number: int) -> ChildSpec:
                      ready_file=str(ready_path(config, slot)))
 
 
-async def check(config: Config) -> None:
+async def check(config: Config) -> QuickCheck | None:
     """Check the database once for the whole service, then open it (applying migrations) and
     close it: run by `hookline serve` before any child starts, and by `serve --check`.
 
@@ -60,29 +61,59 @@ async def check(config: Config) -> None:
     runs here, once per service start, not in each child (children are respawned) nor in
     each CLI command.
 
+    Returns:
+        What `PRAGMA quick_check` found, or None when it did not run (PostgreSQL, or
+        `quick_check_timeout_s` = 0). The caller reports it: `serve` as a log line,
+        `serve --check` as a sentence.
+
     Raises:
         HooklineError: the database cannot be opened or migrated; StorageRefused when it
             cannot keep the delivery promise (damaged, in memory, network filesystem, ...).
     """
     path = sqlite_path(config.db)
+    checked = None
     if path is not None and config.quick_check_timeout_s > 0:
         refuse_network_filesystem(path, allowed=config.allow_network_filesystem)
         started = time.monotonic()
         finished = await asyncio.to_thread(quick_check, path,
                                            timeout_s=config.quick_check_timeout_s,
                                            busy_timeout_s=config.busy_timeout_s)
-        seconds = round(time.monotonic() - started, 3)
-        if finished:
-            get_logger().info("quick_check_ok", db=path, seconds=seconds)
-        else:
-            get_logger().warning("quick_check_incomplete", db=path, seconds=seconds,
-                                 reason="stopped at quick_check_timeout_s; starting with "
-                                        "the rest of the file unchecked")
+        checked = QuickCheck(db=path, finished=finished,
+                             seconds=round(time.monotonic() - started, 3))
     store = store_for(config)
     try:
         await store.open()
     finally:
         await store.close()  # also after a half-done open: no thread may keep us alive
+    return checked
+
+
+@dataclass(frozen=True)
+class QuickCheck:
+    """The outcome of `PRAGMA quick_check` on a SQLite database at start."""
+
+    db: str
+    finished: bool  # False: stopped at quick_check_timeout_s, the rest of the file unchecked
+    seconds: float
+
+    def log(self) -> None:
+        """Log it as `serve` does: `quick_check_ok`, or `quick_check_incomplete` (warning)."""
+        if self.finished:
+            get_logger().info("quick_check_ok", db=self.db, seconds=self.seconds)
+        else:
+            get_logger().warning("quick_check_incomplete", db=self.db, seconds=self.seconds,
+                                 reason=INCOMPLETE_REASON)
+
+    def sentence(self) -> str:
+        """It in words, for `serve --check`."""
+        took = f"{self.seconds * 1000:.0f} ms"
+        if self.finished:
+            return f"database {self.db}: PRAGMA quick_check ok ({took})"
+        return f"database {self.db}: PRAGMA quick_check {INCOMPLETE_REASON} ({took})"
+
+
+INCOMPLETE_REASON = ("stopped at quick_check_timeout_s; starting with the rest of the file "
+                     "unchecked")
 
 
 def run(config: Config) -> int:
@@ -98,7 +129,9 @@ def run(config: Config) -> int:
     """
     configure_logging("supervisor", config.log_level, log_file=config.log_file)
     try:
-        asyncio.run(check(config))
+        checked = asyncio.run(check(config))
+        if checked is not None:
+            checked.log()
         reanchor_at_serve_start(config.db, lease_s=config.lease_s, retry_cap_s=config.retry_cap_s,
                                 busy_timeout_s=config.busy_timeout_s)  # shared/store/clock.py
     except StoreUnavailable as exc:

@@ -75,7 +75,9 @@ def serve_command(config: Config, args: argparse.Namespace) -> int:
               "`hookline init` creates it", file=sys.stderr)
     else:
         async def probe() -> int:
-            await serve.check(config)
+            checked = await serve.check(config)
+            if checked is not None:  # a sentence, not serve's JSON log line
+                print(checked.sentence(), file=sys.stderr)
             return 0
 
         code = run_command(probe)

@@ -91,8 +91,12 @@ def test_serve_check(tmp_path: Path, capsys, monkeypatch: pytest.MonkeyPatch):
     monkeypatch.setenv("HOOKLINE_INGEST_TOKEN", "i" * 32)
     assert cli_main(check) == 0 and not db.exists()
     assert cli_main(["--db", str(db), "init"]) == 0
-    assert cli_main(check) == 0
     capsys.readouterr()
+    assert cli_main(check) == 0
+    # Sentences for a person at a terminal, not serve's JSON log lines.
+    err = capsys.readouterr().err
+    assert f"database {db}: PRAGMA quick_check ok (" in err and err.endswith("ok\n")
+    assert not any(line.startswith("{") for line in err.splitlines()), err
     host, port = listen.rsplit(":", 1)
     with socket.socket() as taken:
         taken.bind((host, int(port)))
