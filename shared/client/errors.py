@@ -23,7 +23,9 @@ class HooklineRejected(HooklineClientError):
 
     def __init__(self, status: int, code: str, message: str, field: str | None = None) -> None:
         where = f" ({field})" if field else ""
-        super().__init__(f"hookline refused the event: {status} {code}{where}: {message}")
+        # hookline's detail starts with the field's name ("type: must match ..."): say it once
+        reason = message.removeprefix(f"{field}: ") if field else message
+        super().__init__(f"hookline refused the event: {status} {code}{where}: {reason}")
         self.status = status
         self.code = code
         self.message = message

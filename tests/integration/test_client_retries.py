@@ -174,6 +174,16 @@ async def test_400_raises_the_typed_error_with_the_servers_reason(server, make_c
     assert len(script.seen) == 1  # never retried
 
 
+def test_the_rejection_names_the_field_once():
+    """hookline's detail repeats the field ("type: must match ..."); the message says it once,
+    while `message` keeps the server's detail whole."""
+    error = HooklineRejected(400, "invalid_event", "type: must match [A-Za-z0-9_.:-]{1,128}",
+                             "type")
+    assert str(error) == ("hookline refused the event: 400 invalid_event (type): "
+                          "must match [A-Za-z0-9_.:-]{1,128}")
+    assert error.message == "type: must match [A-Za-z0-9_.:-]{1,128}"
+
+
 @pytest.mark.parametrize(("answer", "code"), [
     ((401, {}, {"error": "unauthorized", "detail": "requires a valid Bearer token"}),
      "unauthorized"),
