@@ -90,7 +90,9 @@ def main() -> None:
     secrets = os.environ.get("WEBHOOK_SECRET", "").split()
     if not secrets:
         sys.exit("set WEBHOOK_SECRET to the destination's whsec_ secret")
-    web.run_app(build_app(secrets, args.db), host=args.host, port=args.port, print=None)
+    listening = f"receiving on http://{args.host}:{args.port}/webhooks (database {args.db})"
+    web.run_app(build_app(secrets, args.db), host=args.host, port=args.port,
+                print=lambda _: print(listening, file=sys.stderr, flush=True))
 
 
 if __name__ == "__main__":

@@ -2,7 +2,12 @@
 prefix: a venv at PREFIX/opt/hookline with only the runtime dependencies, the console script
 linked as PREFIX/usr/local/bin/hookline, deploy/hookline.toml as PREFIX/etc/hookline/
 hookline.toml with its paths moved under PREFIX, then the installed command's `--version`,
-`serve --check`, `init` and a command that refuses a missing database.
+`serve --check`, `init` and a command that refuses a missing database. Then OPERATIONS.md's
+"A first delivery on the installed service" on that install: `hookline serve` started by
+hand with the installed file (as the unit would), a destination pointing at the docs'
+aiohttp receiver example, one event published with the README's Python snippet and one with
+`hookline send`, each verified and applied by the receiver, the operator views of it, and a
+clean stop.
 
 The venv gets its runtime dependencies from this test environment without the network: only
 the distributions that pyproject.toml's `dependencies` need (followed through their own
@@ -17,15 +22,19 @@ import os
 import re
 import secrets
 import shutil
+import signal
 import socket
+import sqlite3
 import subprocess
 import sys
 import sysconfig
 import tomllib
+import urllib.request
 from importlib import metadata
 from pathlib import Path
 
 from packaging.requirements import Requirement
+from procs import wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
 # What the documented steps create, relative to the prefix (OPERATIONS.md, "Installing").
@@ -155,6 +164,105 @@ def test_documented_install_into_a_prefix(tmp_path: Path):
     # The runtime paths of the shipped config are under the relocated /run/hookline.
     assert re.search(rf'runtime_dir = "{re.escape(str(prefix))}/run/hookline"',
                      config.read_text())
+    _first_delivery(prefix, link, config, venv_python, source, env, tmp_path)
+
+
+def _first_delivery(prefix: Path, link: Path, config: Path, venv_python: Path, source: Path,
+                    env: dict[str, str], tmp_path: Path) -> None:
+    """OPERATIONS.md's "A first delivery on the installed service", on the install above."""
+    # echo 'allow_networks = "127.0.0.0/8"' >> /etc/hookline/hookline.toml
+    with config.open("a") as file:
+        file.write('allow_networks = "127.0.0.0/8"\n')
+    settings = tomllib.loads(config.read_text())
+    base, admin = f"http://{settings['listen']}", settings["admin_token"]
+    env = {**env, "HOOKLINE_CONFIG": str(config)}  # export HOOKLINE_CONFIG=...
+
+    def hookline(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([str(link), *args], capture_output=True, text=True, env=env,
+                              cwd="/", timeout=120, check=False)
+
+    def answers(path: str, token: str | None = None) -> tuple[int, str]:
+        headers = {"authorization": f"Bearer {token}"} if token else {}
+        try:
+            with urllib.request.urlopen(urllib.request.Request(base + path, headers=headers),
+                                        timeout=2) as resp:
+                return resp.status, resp.read().decode()
+        except OSError:
+            return 0, ""
+
+    # The service as the unit runs it (ExecStart=/usr/local/bin/hookline serve, working
+    # directory /, the file through HOOKLINE_CONFIG), started by hand.
+    serve_log = (tmp_path / "serve.out").open("wb")
+    serve = subprocess.Popen([str(link), "serve"], stdout=serve_log, stderr=subprocess.STDOUT,
+                             env=env, cwd="/")
+    receiver: subprocess.Popen[bytes] | None = None
+    try:
+        wait_until(lambda: answers("/readyz")[0] == 200, 30, "the installed service to be ready")
+        port = _free_port()
+        added = hookline("destinations", "add", "mine", f"http://127.0.0.1:{port}/webhooks",
+                         "--event-type", "invoice.*")
+        assert added.returncode == 0, added.stderr
+        [secret] = re.findall(r"signing secret \(shown once\): (whsec_\S+)", added.stdout)
+        # WEBHOOK_SECRET=whsec_... /opt/hookline/bin/python hookline/docs/examples/... &
+        received = tmp_path / "receiver.out"
+        with received.open("wb") as out:
+            receiver = subprocess.Popen(
+                [str(venv_python), str(source / "docs/examples/receiver_aiohttp.py"),
+                 "--port", str(port), "--db", str(tmp_path / "receiver.sqlite3")],
+                stdout=out, stderr=subprocess.STDOUT, cwd=tmp_path,
+                env={**env, "WEBHOOK_SECRET": secret})
+        wait_until(lambda: "receiving on" in received.read_text(), 30, "the receiver")
+
+        # README, "Publishing events": the snippet as printed, given the URL and the token.
+        readme = (ROOT / "README.md").read_text().split("## Publishing events", 1)[1]
+        snippet = readme.split("```python\n", 1)[1].split("```", 1)[0]
+        snippet = snippet.replace("http://127.0.0.1:8080", base)
+        published = subprocess.run(
+            [str(venv_python), "-c", f"token = {settings['ingest_token']!r}\n{snippet}"
+             "print(result.outcome, result.message_id)"],
+            capture_output=True, text=True, env=env, cwd=tmp_path, timeout=60, check=False)
+        assert published.returncode == 0, published.stderr
+        outcome, snippet_message = published.stdout.split()
+        assert outcome == "accepted", published.stdout
+        sent = hookline("send", "invoice.paid", "--data", '{"amount": 42}', "--id", "evt_1")
+        assert sent.returncode == 0 and sent.stdout.startswith("accepted: id evt_1"), sent
+        [sent_message] = re.findall(r"message (msg_\w+)", sent.stdout)
+
+        # The receiver verified each signature before applying it (an unverified request is
+        # answered 401 and recorded nowhere), once per webhook-id.
+        def applied() -> dict[str, int]:
+            with sqlite3.connect(tmp_path / "receiver.sqlite3") as db:
+                return dict(db.execute("SELECT webhook_id, count(*) FROM effects "
+                                       "GROUP BY webhook_id").fetchall())
+
+        wait_until(lambda: len(applied()) == 2, 30, "both deliveries at the receiver")
+        assert applied() == {snippet_message: 1, sent_message: 1}
+        lines = received.read_text()
+        for message in (snippet_message, sent_message):
+            assert f"processed {message} invoice.paid" in lines, lines
+
+        # What the operator sees of it.
+        event = hookline("event", "evt_1")
+        assert event.returncode == 0 and re.search(r"\bmine\s+done\s+1\b", event.stdout), event
+        logs = hookline("logs", "--event", "evt_1")
+        assert logs.returncode == 0 and "job_done" in logs.stdout, logs
+        assert answers("/")[0] == 200  # the dashboard's page
+        status, metrics = answers("/metrics", admin)
+        assert status == 200 and 'hookline_jobs{destination="mine",status="done"} 2' in metrics
+
+        # systemctl stop: SIGTERM to the supervisor, a clean stop.
+        serve.send_signal(signal.SIGTERM)
+        assert serve.wait(30) == 0
+    finally:
+        if serve.poll() is None:
+            serve.kill()
+            serve.wait()
+        serve_log.close()
+        if receiver is not None:
+            receiver.terminate()
+            receiver.wait(10)
+    log_file = Path(settings["log_file"])
+    assert '"event": "supervisor_stopped"' in log_file.read_text()
 
 
 def test_the_test_runs_the_documented_steps():
@@ -165,5 +273,12 @@ def test_the_test_runs_the_documented_steps():
                  f"ln -s /{VENV}/bin/hookline /{LINK}",
                  f"install -m 0640 -o root -g hookline hookline/deploy/hookline.toml /{ETC}",
                  "secrets.token_hex(32)", f"hookline --config /{ETC} init",
-                 f"hookline --config /{ETC} serve --check", " ".join(SYSTEM_DIRS)):
+                 f"hookline --config /{ETC} serve --check", " ".join(SYSTEM_DIRS),
+                 f"echo 'allow_networks = \"127.0.0.0/8\"' >> /{ETC}",
+                 f"export HOOKLINE_CONFIG=/{ETC}",
+                 "hl destinations add mine http://127.0.0.1:8000/webhooks",
+                 f"WEBHOOK_SECRET=whsec_... /{VENV}/bin/python "
+                 "hookline/docs/examples/receiver_aiohttp.py",
+                 "hl send invoice.paid --data '{\"amount\": 42}' --id evt_1",
+                 "hl event evt_1"):
         assert step in section, step
