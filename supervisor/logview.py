@@ -149,3 +149,29 @@ def _value(key: str, value: Any) -> str:
     else:
         text = show(key, value)
     return text if text and " " not in text and "=" not in text else json.dumps(text)
+
+
+class HumanLines:
+    """A writer that turns the JSON log lines written to it into `format_record` lines on
+    `out`: the CLI's own log lines (an operator action's audit line) for a person at a
+    terminal. Text that is not a JSON object passes through unchanged."""
+
+    def __init__(self, out: Any, *, colour: bool = False) -> None:
+        """`out`: a text stream, looked up as given (pass a wrapper for sys.stderr's current
+        value when it may be replaced); `colour`: add ANSI colours."""
+        self._out = out
+        self._colour = colour
+        self._partial = ""
+
+    def write(self, text: str) -> int:
+        """Render each complete line of `text`; keep an unfinished one for the next write."""
+        *lines, self._partial = (self._partial + text).split("\n")
+        for line in lines:
+            record = parse_line(line)
+            self._out.write((line if record is None
+                             else format_record(record, colour=self._colour)) + "\n")
+        return len(text)
+
+    def flush(self) -> None:
+        """Flush `out`."""
+        self._out.flush()

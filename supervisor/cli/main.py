@@ -116,7 +116,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         # Log lines (an operator action's audit line among them) go to stderr and the
         # service's log file, so stdout carries only the answer (`--json` stays parseable);
         # `serve` and the commands that run processes route their own.
-        configure_logging("cli", config.log_level, stream=sys.stderr, log_file=config.log_file)
+        configure_logging("cli", config.log_level, stream=_log_stream(),
+                          log_file=config.log_file)
         return int(args.handler(config, args))
     except BrokenPipeError:  # `hookline ... | head`: the reader left; not an error of ours
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
@@ -136,3 +137,13 @@ def _receiver_position(argv: list[str]) -> int | None:
     while i < len(argv) and argv[i] in ("--db", "--config", "--log-level"):
         i += 2
     return i if i < len(argv) and argv[i] == "receiver" else None
+
+
+def _log_stream() -> Any:
+    """Where the CLI's own log lines go: stderr as JSON lines, or as the readable lines of
+    `hookline logs` when stderr is a terminal (the log file always gets JSON)."""
+    if not sys.stderr.isatty():
+        return sys.stderr
+    from supervisor.logview import HumanLines  # noqa: PLC0415  (only for a terminal)
+
+    return HumanLines(sys.stderr, colour="NO_COLOR" not in os.environ)

@@ -7,7 +7,11 @@ fails when the service would refuse every request or cannot listen. In-process C
 from __future__ import annotations
 
 import os
+import pty
+import re
 import socket
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -15,6 +19,8 @@ import pytest
 import structlog
 
 from supervisor.cli import main as cli_main
+
+ROOT = Path(__file__).resolve().parents[2]
 
 # Commands that only use an existing database (the `with_store` ones).
 EXISTING_DB_COMMANDS = [
@@ -113,3 +119,42 @@ def test_serve_check(tmp_path: Path, capsys, monkeypatch: pytest.MonkeyPatch):
     monkeypatch.setenv("HOOKLINE_RUNTIME_DIR", str(not_a_folder / "run"))
     assert cli_main(check) == 2
     assert f"runtime_dir: cannot write {not_a_folder / 'run'}" in capsys.readouterr().err
+
+
+def test_an_action_s_audit_line_is_readable_at_a_terminal(tmp_path: Path):
+    """At a terminal the CLI's own log lines (here rotation's audit line) read like `hookline
+    logs`; piped, and in the log file, they stay JSON lines."""
+    db, log = tmp_path / "h.db", tmp_path / "h.log"
+    assert cli_main(["--db", str(db), "init"]) == 0
+    assert cli_main(["--db", str(db), "destinations", "add", "d1",
+                     "https://example.com/hook"]) == 0
+    rotate = [sys.executable, "-m", "supervisor.cli", "--db", str(db), "destinations",
+              "rotate-secret", "d1"]
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "NO_COLOR": "1",
+           "HOOKLINE_LOG_FILE": str(log)}
+    leader, follower = pty.openpty()
+    try:
+        done = subprocess.run(rotate, stdout=subprocess.DEVNULL, stderr=follower, env=env,
+                              cwd=tmp_path, timeout=60, check=False)
+        os.close(follower)
+        shown = b""
+        while chunk := _read_pty(leader):
+            shown += chunk
+    finally:
+        os.close(leader)
+    assert done.returncode == 0
+    [line] = [line for line in shown.decode().splitlines() if "secret_rotated" in line]
+    assert re.match(r"\d{4}-\d\d-\d\dT\S+Z info +cli\[\d+\] +secret_rotated +destination=d1 ",
+                    line), line
+    assert '"event": "secret_rotated"' in log.read_text()
+    piped = subprocess.run(rotate, capture_output=True, text=True, env=env, cwd=tmp_path,
+                           timeout=60, check=False)
+    assert piped.returncode == 0 and '"event": "secret_rotated"' in piped.stderr, piped
+
+
+def _read_pty(fd: int) -> bytes:
+    """What the terminal shows next; b"" once the writer closed it."""
+    try:
+        return os.read(fd, 4096)
+    except OSError:  # EIO: every writer is gone
+        return b""
