@@ -9,7 +9,7 @@ import itertools
 import sqlite3
 import sys
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +23,7 @@ from shared.models import Destination, NewEvent  # noqa: E402
 from shared.signing import generate_secret  # noqa: E402
 from shared.store import Store, open_store  # noqa: E402
 from shared.store.sqlite import SqliteStore  # noqa: E402
-from tests.pg import pg_server, pg_url  # noqa: E402,F401  (fixtures)
+from tests.pg import fresh_database, pg_server, pg_url  # noqa: E402,F401  (fixtures)
 
 
 class FakeClock:
@@ -69,6 +69,20 @@ def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     if request.param == "sqlite":
         return str(tmp_path / "hookline.db")
     return str(request.getfixturevalue("pg_url"))
+
+
+@pytest.fixture(scope="module", params=BACKENDS)
+def module_store_url(request: pytest.FixtureRequest,
+                     tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A fresh database shared by one module's tests, once per backend: a SQLite file, or a
+    new PostgreSQL database on the session's server (dropped after the module). For a
+    module that runs one `hookline serve` on it for all its tests; on PostgreSQL such
+    tests fail rather than skip under CI=true when no server can start (tests/pg.py)."""
+    if request.param == "sqlite":
+        yield str(tmp_path_factory.mktemp("store") / "hookline.db")
+        return
+    with fresh_database(request.getfixturevalue("pg_server")) as url:
+        yield url
 
 
 @pytest.fixture

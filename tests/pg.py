@@ -9,6 +9,7 @@ gets its own database, copied from a migrated template (fast, isolated).
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import os
 from collections.abc import Iterator
@@ -60,10 +61,20 @@ def _migrate_template(server: PgServer) -> None:
     run_coroutine(run)
 
 
+@contextlib.contextmanager
+def fresh_database(server: PgServer) -> Iterator[str]:
+    """A new, migrated database on `server` (its URL), copied from the template and
+    dropped when the block ends."""
+    url = server.create_database(f"t{next(_names)}", template=TEMPLATE)
+    try:
+        yield url
+    finally:
+        server.drop_database(url)
+
+
 @pytest.fixture
 def pg_url(pg_server: PgServer) -> Iterator[str]:
     """A fresh, migrated PostgreSQL database on the session's server (its URL), dropped
     after the test."""
-    url = pg_server.create_database(f"t{next(_names)}", template=TEMPLATE)
-    yield url
-    pg_server.drop_database(url)
+    with fresh_database(pg_server) as url:
+        yield url

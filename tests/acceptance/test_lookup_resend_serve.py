@@ -1,5 +1,6 @@
-"""Finding an event, resending and retrying now against a running `hookline serve` (SQLite),
-through the admin API and the real CLI, with a receiver on 127.0.0.1 checking what arrives.
+"""Finding an event, resending and retrying now against a running `hookline serve`, on a
+SQLite file and on PostgreSQL, through the admin API and the real CLI, with a receiver on
+127.0.0.1 checking what arrives.
 
 The workers poll only every 30 s, so a job that goes out within the test's timeouts was woken
 by the resend or retry now itself."""
@@ -22,7 +23,7 @@ from procs import JSON_AUTH, ROOT, child_env, log_records, start_cli, stop
 from rehearsal.harness import free_port
 from rehearsal.receiver import Endpoint, Receiver, parse_behaviour
 from shared.signing import generate_secret
-from shared.store.sqlite import SqliteStore
+from tests.conftest import opened_store
 
 SLOW_POLLS = {"HOOKLINE_POLL_INTERVAL_S": "30", "HOOKLINE_RETRY_BASE_S": "3600",
               "HOOKLINE_RETRY_CAP_S": "3600"}
@@ -63,16 +64,17 @@ async def until(predicate: Any, what: str, timeout_s: float = 20.0) -> None:
         await asyncio.sleep(0.05)
 
 
-async def test_lookup_resend_and_retry_now_on_a_running_service(tmp_path: Path):
+async def test_lookup_resend_and_retry_now_on_a_running_service(store_url: str,
+                                                                 tmp_path: Path):
     """Lookup by internal id, webhook-id and the sender's id agree (API and CLI); a dry run
     changes nothing; a delivered job resent reaches the receiver again with the same
     webhook-id and body bytes; a pending job retried now goes out long before its next run;
     both are audited; `hookline logs --event msg_...` finds the event's lines."""
-    db = str(tmp_path / "serve.db")
+    db = store_url
     secret = generate_secret()
     endpoints = [Endpoint("ok", secret), Endpoint("flaky", secret, parse_behaviour("fail:1"))]
     async with Receiver(endpoints) as receiver:
-        async with SqliteStore(db) as store:
+        async with opened_store(db) as store:
             await store.add_destination(name="ok", url=receiver.url("ok"), secret=secret,
                                         event_types=["push"], max_in_flight=2)
             await store.add_destination(name="flaky", url=receiver.url("flaky"),

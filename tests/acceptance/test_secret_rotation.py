@@ -1,8 +1,9 @@
-"""Secret rotation end to end: a running `hookline serve` delivers real requests to a
-receiver on 127.0.0.1 while an operator rotates, reveals and expires the destination's secret
-through the CLI and the admin API. Each request is verified with the `standardwebhooks`
-package twice, as a receiver holding only the old secret and one holding only the new one
-would: during the overlap both accept it, after early expiry only the new one does."""
+"""Secret rotation end to end: a running `hookline serve` (on a SQLite file, then on
+PostgreSQL) delivers real requests to a receiver on 127.0.0.1 while an operator rotates,
+reveals and expires the destination's secret through the CLI and the admin API. Each request
+is verified with the `standardwebhooks` package twice, as a receiver holding only the old
+secret and one holding only the new one would: during the overlap both accept it, after early
+expiry only the new one does."""
 
 from __future__ import annotations
 
@@ -44,10 +45,11 @@ class Recorder(BaseHTTPRequestHandler):
 
 
 class Service:
-    """A running `hookline serve` on a SQLite file, its receiver, and how to talk to both."""
+    """A running `hookline serve` on a database (a SQLite file or a PostgreSQL URL), its
+    receiver, and how to talk to both."""
 
-    def __init__(self, folder: Path, receiver: ThreadingHTTPServer) -> None:
-        self.db = str(folder / "rotation.db")
+    def __init__(self, db: str, folder: Path, receiver: ThreadingHTTPServer) -> None:
+        self.db = db
         self.log = folder / "serve.log"
         self.base = f"http://127.0.0.1:{free_port()}"
         self.receiver = receiver
@@ -102,12 +104,14 @@ def verifies(secret: str, request: tuple[dict[str, str], bytes]) -> bool:
 
 
 @pytest.fixture(scope="module")
-def service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Service]:
+def service(module_store_url: str, tmp_path_factory: pytest.TempPathFactory
+            ) -> Iterator[Service]:
+    """One `hookline serve` for the module's tests, on each backend in turn."""
     folder = tmp_path_factory.mktemp("rotation")
     Recorder.received = []
     receiver = ThreadingHTTPServer(("127.0.0.1", 0), Recorder)
     threading.Thread(target=receiver.serve_forever, daemon=True).start()
-    svc = Service(folder, receiver)
+    svc = Service(module_store_url, folder, receiver)
     settings = pytest.MonkeyPatch()  # the in-process CLI reads the service's settings too
     for name, value in TEST_SETTINGS.items():
         settings.setenv(name, value)
