@@ -8,7 +8,7 @@ One :class:`Writer` per worker process, with one asyncio task. It owns
 * the decision to write: ONE `store.finish_and_claim` call records every queued result and
   claims jobs for the slots free once they are recorded; with no result queued it claims
   alone, when a slot is free and work may be due (the store's wake-up, the poll interval,
-  or a claim that came back full). Results queued while no claim is wanted wait up to
+  or a claim that came back full). Results queued while no work is known to be due wait up to
   RESULT_LINGER_BATCHES batch intervals for the next wake-up, so that at moderate rates the
   finish and the next claim share one transaction (their sends are already done).
 
@@ -262,11 +262,13 @@ class Writer:
         while True:
             self._kick.clear()  # before looking: whatever sets it from now on is seen
             claim_wait_s = self._claim_wait_s()
-            if (self._finished and claim_wait_s is None and not self._stopping
+            if (self._finished and not self._look and not self._stopping
                     and len(self._finished) < MAX_BATCH
                     and (linger_s := self._linger_until - time.monotonic()) > 0):
-                # Results alone, no claim wanted: wait briefly for the next look (a wake-up)
-                # so they share its transaction; the sends are done, only their record waits.
+                # Results alone, no work known to be due: wait briefly for the next look (a
+                # wake-up) so they share its claim's transaction; the sends are done, only
+                # their record waits. With work due, results are written at once: they free
+                # the slots the claim needs.
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(self._kick.wait(), linger_s)
                 continue
