@@ -39,6 +39,9 @@ EXCERPT_BYTES = 1024
 HEADERS_EXCERPT_CHARS = 1024
 USER_AGENT = f"{PRODUCT} (+webhook delivery)"
 _NEVER_FORWARDED = RESERVED_HEADERS - MEANING_HEADERS  # signature, content type, framing
+_MAX_VETTED = 10_000  # destination URLs remembered as vetted (forgotten all at once past it)
+_NO_AIOHTTP_TIMEOUT = aiohttp.ClientTimeout(total=None, connect=None, sock_read=None,
+                                           sock_connect=None)
 
 
 class Sender:
@@ -57,8 +60,11 @@ class Sender:
                  max_connections: int = 64,
                  resolver: aiohttp.abc.AbstractResolver | None = None,
                  max_connection_age_s: float = 30.0) -> None:
-        self._timeout = aiohttp.ClientTimeout(total=timeout_s)
+        self._timeout_s = timeout_s
         self._policy = policy or AddressPolicy()
+        # URLs that passed vet_url under this sender's (fixed) policy: the check parses the
+        # URL, so it is done once per destination URL, not once per attempt.
+        self._vetted: set[str] = set()
         self._max_connections = max_connections
         self._inner_resolver = resolver
         self._max_connection_age_s = max_connection_age_s
@@ -69,9 +75,12 @@ class Sender:
             max_age_s=self._max_connection_age_s, limit=self._max_connections,
             keepalive_timeout=min(30.0, self._max_connection_age_s),
             resolver=GuardedResolver(self._policy, self._inner_resolver))
+        # No aiohttp timeout: each attempt is bounded by one asyncio.timeout (send), so no
+        # timer objects are made per request. No session headers: User-Agent is in each
+        # request's own dict (aiohttp would merge session headers into every request).
         self._session = aiohttp.ClientSession(
-            connector=connector, timeout=self._timeout, auto_decompress=False,
-            headers={"User-Agent": USER_AGENT}, trust_env=False)
+            connector=connector, timeout=_NO_AIOHTTP_TIMEOUT, auto_decompress=False,
+            trust_env=False)
         return self
 
     async def __aexit__(self, *exc: object) -> None:
@@ -105,14 +114,19 @@ class Sender:
                                  error=f"UnsendableHeader: {reason}", unsendable=True)
         headers = outgoing_headers(claim)
         headers.update(signed_headers(claim.message_id, claim.body,
-                                      list(claim.secrets or (claim.secret,)), started_at))
+                                      claim.secrets or (claim.secret,), started_at))
         headers["content-type"] = "application/json"
-        total_s = timeout_s if timeout_s is not None else self._timeout.total
+        headers["User-Agent"] = USER_AGENT
+        total_s = timeout_s if timeout_s is not None else self._timeout_s
         try:
-            vet_url(claim.url, self._policy)  # numeric hosts never reach the resolver
+            if claim.url not in self._vetted:
+                vet_url(claim.url, self._policy)  # numeric hosts never reach the resolver
+                if len(self._vetted) >= _MAX_VETTED:
+                    self._vetted.clear()
+                self._vetted.add(claim.url)
             async with asyncio.timeout(total_s), self._session.post(
-                    claim.url, data=claim.body, headers=headers, allow_redirects=False,
-                    timeout=aiohttp.ClientTimeout(total=total_s)) as response:
+                    claim.url, data=claim.body, headers=headers,
+                    allow_redirects=False) as response:
                 excerpt = await _read_excerpt(response.content, EXCERPT_BYTES)
                 return AttemptResult(
                     started_at=started_at, duration_s=time.monotonic() - t0,

@@ -8,7 +8,9 @@ One :class:`Writer` per worker process, with one asyncio task. It owns
 * the decision to write: ONE `store.finish_and_claim` call records every queued result and
   claims jobs for the slots free once they are recorded; with no result queued it claims
   alone, when a slot is free and work may be due (the store's wake-up, the poll interval,
-  or a claim that came back full).
+  or a claim that came back full). Results queued while no work is known to be due wait up to
+  RESULT_LINGER_BATCHES batch intervals for the next wake-up, so that at moderate rates the
+  finish and the next claim share one transaction (their sends are already done).
 
 Senders hand a result over with :meth:`Writer.finished` and are answered nothing: the writer
 logs the outcome and frees the slot. A busy worker so takes SQLite's single write lock, and
@@ -34,6 +36,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import contextlib
 import enum
 import time
 from collections import Counter
@@ -53,6 +56,11 @@ log = get_logger()
 
 MAX_BATCH = 256
 """Most results in one transaction."""
+
+RESULT_LINGER_BATCHES = 5
+"""Results queued while no claim is wanted wait up to this many batch intervals (10 ms by
+default) for the next wake-up's claim, so that at moderate rates a finish and the next
+claim share one transaction instead of taking the write lock (and an fsync) each."""
 
 _BUSY_RETRY_DELAYS_S = (0.05, 0.2, 1.0)
 
@@ -159,6 +167,9 @@ class Writer:
         self._claim_backoff = CappedBackoff()
         self._claim_not_before = 0.0  # monotonic; a failed claim alone waits until then
         self._last_write_at = float("-inf")
+        # Results with no claim to share a transaction wait at most this long for one.
+        self._linger_s = RESULT_LINGER_BATCHES * config.batch_interval_s
+        self._linger_until = 0.0  # monotonic; when the oldest queued result stops waiting
         self._stopping = False  # claim nothing more
         self._closing = False   # no attempt runs any more: end once the queue is written
         self._task: asyncio.Task[None] | None = None
@@ -192,6 +203,8 @@ class Writer:
         slot = self._slots.get(claim.lease_token)
         if slot is not None:
             slot.phase = Phase.FINISHING
+        if not self._finished:
+            self._linger_until = time.monotonic() + self._linger_s
         self._finished.append(Finished(claim, outcome, result))
         self._kick.set()
 
@@ -249,6 +262,16 @@ class Writer:
         while True:
             self._kick.clear()  # before looking: whatever sets it from now on is seen
             claim_wait_s = self._claim_wait_s()
+            if (self._finished and not self._look and not self._stopping
+                    and len(self._finished) < MAX_BATCH
+                    and (linger_s := self._linger_until - time.monotonic()) > 0):
+                # Results alone, no work known to be due: wait briefly for the next look (a
+                # wake-up) so they share its claim's transaction; the sends are done, only
+                # their record waits. With work due, results are written at once: they free
+                # the slots the claim needs.
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._kick.wait(), linger_s)
+                continue
             if not self._finished and claim_wait_s != 0.0:
                 if self._closing:
                     return
