@@ -35,6 +35,8 @@ def configure_logging(process: str, level: str = "info", stream: Any = None,
     """
     if level not in _LEVELS:
         raise ValueError(f"unknown log level {level!r}; use one of {sorted(_LEVELS)}")
+    global _least_level  # noqa: PLW0603  (one setting per process, like structlog's own)
+    _least_level = _LEVELS[level]
     structlog.reset_defaults()
     structlog.configure(
         processors=[
@@ -55,6 +57,15 @@ def configure_logging(process: str, level: str = "info", stream: Any = None,
     )
     structlog.contextvars.clear_contextvars()
     structlog.contextvars.bind_contextvars(process=process, pid=os.getpid())
+
+
+_least_level = 0
+"""The least level configure_logging lets through (0: every level, before it is called)."""
+
+
+def logs_info() -> bool:
+    """Whether info lines are written: a hot path asks before building a line's fields."""
+    return _least_level <= _LEVELS["info"]
 
 
 def get_logger(**bound: Any) -> Any:
