@@ -88,15 +88,10 @@ def _decode(body: bytes) -> Any:
         text = body.decode("utf-8")
     except UnicodeDecodeError as exc:
         _fail("body", f"is not valid UTF-8 (byte {exc.start})")
-    objects: list[list[tuple[str, Any]]] = []
-
-    def keep_pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-        objects.append(pairs)
-        return dict(pairs)
-
     try:
-        document = json.loads(text, object_pairs_hook=keep_pairs,
-                              parse_constant=_reject_constant)
+        if text.startswith("\ufeff"):  # as json.loads refuses it
+            raise json.JSONDecodeError("Unexpected UTF-8 BOM", text, 0)
+        document = _DECODER.decode(text)
     except RecursionError:
         # The C decoder recurses per level and stops at the interpreter's recursion limit,
         # far below a stack overflow; anything that deep is far past MAX_DEPTH anyway.
@@ -111,7 +106,7 @@ def _decode(body: bytes) -> Any:
         # The outermost object closes last, so its pairs are the last ones the hook saw.
         # A repeated key there would let us and a receiver read different ids or types.
         seen: set[str] = set()
-        for key, _ in objects[-1]:
+        for key, _ in _last_object[0]:
             if key in seen:
                 _fail(_clip(key), "appears more than once")
             seen.add(key)
@@ -120,6 +115,20 @@ def _decode(body: bytes) -> Any:
 
 def _reject_constant(name: str) -> NoReturn:
     raise ValueError(f"is not valid JSON: {name} is not a JSON number")
+
+
+_last_object: list[list[tuple[str, Any]]] = [[]]
+"""The key/value pairs of the object the decoder closed last (decoding is synchronous, so
+the one decoder below serves every request of the process in turn)."""
+
+
+def _keep_pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    _last_object[0] = pairs
+    return dict(pairs)
+
+
+# One decoder for the process: json.loads with hooks would build a new one per body.
+_DECODER = json.JSONDecoder(object_pairs_hook=_keep_pairs, parse_constant=_reject_constant)
 
 
 def _depth_exceeds(value: Any, limit: int) -> bool:

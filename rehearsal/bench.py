@@ -4,7 +4,9 @@ Starts a fresh database (a SQLite file; or, with `backend="postgres"`, a databas
 throwaway PostgreSQL server started here with its durability defaults, or on the server a
 `postgresql://` URL names), the receiver fixture (its own process, 3 endpoints = 3
 destinations per event), `hookline serve` with W workers, and drives load from a separate
-load-generator process. Reports ingest events/s, deliveries/s, accept->delivered latency,
+load-generator process. A flat-out run first measures the ceiling: the same load against a
+bare aiohttp server (rehearsal/bench_ceiling.py), and reports ingest's share of it
+(`ingest_vs_bare_aiohttp`). Reports ingest events/s, deliveries/s, accept->delivered latency,
 CPU seconds per 1,000 deliveries and peak RSS per process (plus the CPU of a throwaway
 PostgreSQL server), idle CPU, database and WAL size, and this disk's fsync latency (so
 figures can be read on slower disks). Writes bench.json, with a per-second timeline, and
@@ -31,10 +33,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from rehearsal import bench_plot, pgserver, wrk
+from rehearsal import bench_plot, pgserver
+from rehearsal.bench_ceiling import (
+    CEILING_TARGET,
+    ceiling_ratio,
+    drive_load,
+    measure_ceiling,
+)
 from rehearsal.drill import fresh_postgres_database
 from rehearsal.harness import (
-    INGEST_TOKEN,
     LOCAL_SETTINGS,
     children_of,
     free_port,
@@ -361,6 +368,8 @@ def _run(opts: BenchOptions, work: Path, db: str, postmaster: int | None) -> dic
     """One run against the database `db` (SQLite path or PostgreSQL URL); `postmaster`: the
     pid of a server started for it, whose CPU is then counted too."""
     env = bench_env(work)
+    # The ceiling first, on a quiet machine (flat-out runs only: a steady rate has none).
+    ceiling = measure_ceiling(opts, env) if opts.rate_per_s is None else None
     with receiver_process(env) as receiver:
         # Flat out: ingest alone, then delivery. At a steady --rate: both at once, so the
         # accept-to-delivered latency is the one a user sees.
@@ -372,6 +381,11 @@ def _run(opts: BenchOptions, work: Path, db: str, postmaster: int | None) -> dic
                               {**procs, "receiver": receiver.pid})
     # Each process leaves its write-lock report at exit: read once the service has stopped.
     result["write_lock"] = write_lock_figures(work / "run")
+    if ceiling is not None:
+        result["ceiling"] = ceiling
+        result["ingest_vs_bare_aiohttp"] = {
+            "ratio": ceiling_ratio(float(result["ingest"]["events_per_s"]), ceiling),
+            "target": CEILING_TARGET}
     return result
 
 
@@ -388,19 +402,7 @@ def _measure(opts: BenchOptions, work: Path, db: str, postmaster: int | None,
 
     cpu_before = {slot: cpu_s(slot, pid) for slot, pid in procs.items()}
     t0, start_s = time.monotonic(), time.time()
-    if opts.rate_per_s is None and opts.use_wrk and wrk.available():
-        # wrk runs for a duration; size it to offer about `events` at ~15,000/s.
-        ingest = wrk.run_wrk(f"http://127.0.0.1:{port}", max(3, opts.events // 15_000),
-                             opts.concurrency, opts.body_bytes, os.urandom(4).hex(),
-                             INGEST_TOKEN)
-    else:
-        load = subprocess.run(
-            [sys.executable, "-m", "rehearsal.loadgen", "--url",
-             f"http://127.0.0.1:{port}/v1/events", "--events", str(opts.events),
-             "--concurrency", str(opts.concurrency), "--body-bytes", str(opts.body_bytes),
-             *(["--rate", str(opts.rate_per_s)] if opts.rate_per_s else [])],
-            capture_output=True, text=True, env=env, check=True)
-        ingest = json.loads(load.stdout)
+    ingest = drive_load(opts, env, f"http://127.0.0.1:{port}")
     ingest["cpu_s"] = {slot: round(cpu_s(slot, pid) - cpu_before[slot], 2)
                        for slot, pid in procs.items()}
     accepted = count_events(db)
@@ -520,6 +522,10 @@ def print_report(result: dict[str, Any]) -> None:
     print(f"ingest ({mode}, load by {ing.get('tool', 'python')}): "
           f"{ing['events_per_s']} events/s accepted, latency ms "
           f"{_pairs(ing['latency_ms'])}, accepted {ing['accepted']}, cpu s {_pairs(ing['cpu_s'])}")
+    if "ceiling" in result:
+        versus = result["ingest_vs_bare_aiohttp"]
+        print(f"ceiling (bare aiohttp, same load): {result['ceiling']['events_per_s']} "
+              f"events/s; ingest_vs_bare_aiohttp {versus['ratio']} (target {versus['target']})")
     print(f"delivery: {dlv['deliveries_per_s']} deliveries/s, {dlv['delivered']} delivered, "
           f"accept->delivered ms {_pairs(dlv['latency_ms'])}")
     print(f"cpu s per 1000 deliveries: {_pairs(result['cpu_s_per_1000_deliveries'])}")

@@ -57,6 +57,9 @@ TARGETS = {
     "ingest_events_per_s": Target(measure="ingest, events/s accepted", limit=15_000,
                                   unit="events/s", higher_is_better=True,
                                   condition="at 64 connections"),
+    "ingest_vs_bare_aiohttp": Target(measure="ingest, share of a bare aiohttp server's rate",
+                                     limit=0.45, unit="of bare aiohttp",
+                                     higher_is_better=True, condition="same load, same run"),
     "ingest_p99_ms": Target(measure="ingest latency p99", limit=20, unit="ms",
                             higher_is_better=False, condition="at 64 connections"),
     "deliveries_per_s": Target(measure="deliveries/s from a backlog", limit=5_000,
@@ -117,7 +120,9 @@ def _bench_run(result: dict[str, Any], *, steady: bool) -> dict[str, Any]:
 
 def measures(flat: dict[str, Any], steady: dict[str, Any]) -> dict[str, float | None]:
     """Each TARGETS key's result, in the target's unit: ingest, deliveries/s, idle cost and
-    memory from the flat-out run, accept->delivered latency from the steady run (worker RSS:
+    memory and the share of the bare aiohttp ceiling (`ingest_vs_bare_aiohttp`, None in a
+    run without that phase) from the flat-out run, accept->delivered latency from the steady
+    run (worker RSS:
     the larger of the two runs'; measured in MiB, shown in MB). `idle_db_writes` is 1 when
     the idle service wrote to the database, else 0. None: the run has no such figure
     (e.g. nothing was delivered)."""
@@ -125,6 +130,7 @@ def measures(flat: dict[str, Any], steady: dict[str, Any]) -> dict[str, float | 
                   if slot.startswith("worker"))
     return {
         "ingest_events_per_s": flat["ingest"]["events_per_s"],
+        "ingest_vs_bare_aiohttp": flat.get("ingest_vs_bare_aiohttp", {}).get("ratio"),
         "ingest_p99_ms": flat["ingest"]["latency_ms"]["p99"],
         "deliveries_per_s": flat["delivery"]["deliveries_per_s"],
         "delivered_p50_ms": steady["delivery"]["latency_ms"]["p50"],
@@ -144,7 +150,11 @@ def _conditions(flat: dict[str, Any], steady: dict[str, Any]) -> dict[str, str]:
     latency = (f"{_number(float(s_opts['rate_per_s']))} events/s offered, "
                f"{_number(steady['ingest']['events_per_s'])} accepted, "
                f"{s_opts['workers']} workers")
+    ceiling = flat.get("ceiling", {}).get("events_per_s")
+    versus = "no ceiling in this run" if ceiling is None else \
+        f"bare aiohttp {_number(float(ceiling))} events/s, {ingest}"
     return {"ingest_events_per_s": ingest, "ingest_p99_ms": ingest,
+            "ingest_vs_bare_aiohttp": versus,
             "deliveries_per_s": f"{f_opts['workers']} workers",
             "delivered_p50_ms": latency, "delivered_p99_ms": latency,
             "idle_cpu_percent": f"over {float(f_opts['idle_s']):g} s",

@@ -40,6 +40,8 @@ def configure_logging(process: str, level: str = "info", stream: Any = None,
     # never written to.
     out = (_Standard("stderr") if stream is sys.stderr
            else _Standard("stdout") if stream is None or stream is sys.stdout else stream)
+    global _least_level  # noqa: PLW0603  (one setting per process, like structlog's own)
+    _least_level = _LEVELS[level]
     structlog.reset_defaults()
     structlog.configure(
         processors=[
@@ -74,6 +76,15 @@ class _Standard:
     def flush(self) -> None:
         """Flush the current sys.<name>."""
         getattr(sys, self._name).flush()
+
+
+_least_level = 0
+"""The least level configure_logging lets through (0: every level, before it is called)."""
+
+
+def logs_info() -> bool:
+    """Whether info lines are written: a hot path asks before building a line's fields."""
+    return _least_level <= _LEVELS["info"]
 
 
 def get_logger(**bound: Any) -> Any:

@@ -23,7 +23,9 @@ from shared.errors import ConfigError
 
 SECRET_PREFIX = "whsec_"
 _ID_ALPHABET = "0123456789abcdefghjkmnpqrstvwxyz"  # Crockford base32, lower case
-_RFC4648_TO_ID = bytes.maketrans(b"ABCDEFGHIJKLMNOPQRSTUVWXYZ234567", _ID_ALPHABET.encode())
+# Every 10-bit value as its two id digits: an id's 130 bits are 13 lookups.
+_DIGIT_PAIRS = tuple(a + b for a in _ID_ALPHABET for b in _ID_ALPHABET)
+_PAIR_SHIFTS = tuple(range(120, -1, -10))
 
 
 def generate_secret(n_bytes: int = 24) -> str:
@@ -54,12 +56,20 @@ def new_message_id(now_s: float | None = None) -> str:
 
     48 bits of milliseconds then 80 random bits; contains no `.`, as `webhook-id` requires.
     """
-    millis = int((time.time() if now_s is None else now_s) * 1000)
-    value = (millis << 80) | int.from_bytes(os.urandom(10), "big")
-    # 20 bytes are 32 base32 digits; the 128-bit value fills the last 26 (ingest's hot path:
-    # one C call instead of 26 divisions).
-    digits = base64.b32encode(value.to_bytes(20, "big"))[6:]
-    return "msg_" + digits.translate(_RFC4648_TO_ID).decode()
+    return new_message_ids(1, now_s)[0]
+
+
+def new_message_ids(count: int, now_s: float | None = None) -> list[str]:
+    """`count` ids as :func:`new_message_id` makes them, all of the same millisecond, their
+    random bits read from the OS in one call (ingest's hot path: one per group commit)."""
+    millis = int((time.time() if now_s is None else now_s) * 1000) << 80
+    random = os.urandom(10 * count)
+    pairs, shifts = _DIGIT_PAIRS, _PAIR_SHIFTS
+    ids = []
+    for n in range(0, 10 * count, 10):
+        value = millis | int.from_bytes(random[n:n + 10], "big")
+        ids.append("msg_" + "".join([pairs[(value >> s) & 1023] for s in shifts]))
+    return ids
 
 
 def sign(message_id: str, timestamp_s: int, body: bytes, secrets_: Sequence[str]) -> str:

@@ -48,7 +48,7 @@ from shared.policy.delivery import (
     is_failure,
 )
 from shared.policy.sources import check_source
-from shared.signing import new_message_id
+from shared.signing import new_message_ids
 from shared.store.events_tx import EventOperations
 from shared.store.operator_tx import (
     expire_previous_tx,
@@ -432,8 +432,10 @@ def _add_events_tx(events: Sequence[NewEvent]) -> Tx[list[Accepted | Duplicate]]
     inserted = {(r["source"], r["source_event_id"]): r for r in (yield Query(
         "insert_event", {"events": Rows(
             ("message_id", "source", "source_event_id", "type", "body", "forwarded_headers"),
-            [(new_message_id(now), e.source, e.source_event_id, e.type, e.body,
-              forwarding.encode(e.forwarded_headers)) for e in events])}, per_row=True))}
+            [(message_id, e.source, e.source_event_id, e.type, e.body,
+              forwarding.encode(e.forwarded_headers))
+             for message_id, e in zip(new_message_ids(len(events), now), events,
+                                      strict=True)])}, per_row=True))}
     keys = [(e.source, e.source_event_id) for e in events]
     missing = [k for k in dict.fromkeys(keys) if k not in inserted]
     existing = {(r["source"], r["source_event_id"]): r for r in (yield Query(

@@ -367,10 +367,12 @@ def _execute(db: sqlite3.Connection, op: Query, now: float) -> Any:
     params: dict[str, Any] = {"now": now}
     if op.per_row:  # one statement per row: in-process, a statement costs no round trip
         [batch] = [v for v in op.params.values() if isinstance(v, Rows)]
-        sql = Q[op.name]
-        return [found for row in batch.rows
-                for found in db.execute(sql, {**params, **dict(zip(batch.columns, row,
-                                                                   strict=True))})]
+        sql, columns = Q[op.name], batch.columns
+        found: list[Any] = []
+        for row in batch.rows:
+            params.update(zip(columns, row, strict=True))  # every row sets every column
+            found += db.execute(sql, params)
+        return found
     for name, value in op.params.items():
         if isinstance(value, Rows):
             params[name] = json.dumps([list(row) for row in value.rows])

@@ -22,6 +22,11 @@ def run_bench(args: list[str], tmp_path: Path) -> tuple[dict[str, Any], str]:
     return json.loads((out / "bench.json").read_text()), log_path.read_text()
 
 
+def ingest_rate(result: dict[str, Any]) -> float:
+    """Ingest's accepted events/s as bench.json records it."""
+    return float(result["ingest"]["events_per_s"])
+
+
 def check_figures(result: dict[str, Any], report: str, backend: str) -> None:
     """Every event accepted and delivered, and each headline figure present and sane."""
     ingest, delivery = result["ingest"], result["delivery"]
@@ -55,6 +60,12 @@ def test_bench_on_sqlite(tmp_path):
     assert sum(row["accepted"] for row in timeline) == result["ingest"]["accepted"]
     assert sum(row["delivered"] for row in timeline) == result["delivery"]["delivered"]
     assert result["plot"] == "bench.png" and "plot: bench.png" in report
+    # The ceiling: the same load against a bare aiohttp server, and ingest's share of it.
+    assert result["ceiling"]["events_per_s"] > 0 and result["ceiling"]["tool"] == "python"
+    versus = result["ingest_vs_bare_aiohttp"]
+    assert versus["target"] == 0.45
+    assert versus["ratio"] == round(ingest_rate(result) / result["ceiling"]["events_per_s"], 3)
+    assert f"ingest_vs_bare_aiohttp {versus['ratio']} (target 0.45)" in report
     assert (tmp_path / "bench" / "bench.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
@@ -80,3 +91,4 @@ def test_bench_on_a_given_postgres_server_at_a_steady_rate(pg_server, tmp_path):
     assert result["options"]["rate_per_s"] == "400.0"
     assert result["backend"]["database"] == "PostgreSQL server (given URL)"
     assert "postgres" not in result["cpu_s_per_1000_deliveries"]  # not ours to measure
+    assert "ceiling" not in result  # a steady rate has no ceiling to compare with

@@ -8,7 +8,13 @@ from svix.webhooks import Webhook as SvixWebhook
 from svix.webhooks import WebhookVerificationError as SvixVerificationError
 
 from shared.errors import ConfigError
-from shared.signing import generate_secret, new_message_id, secret_key, signed_headers
+from shared.signing import (
+    generate_secret,
+    new_message_id,
+    new_message_ids,
+    secret_key,
+    signed_headers,
+)
 
 BODY = '{"id":"e1","type":"push","data":{"name":"é ✓","n":[1, 2]}}'.encode()
 
@@ -74,3 +80,28 @@ def test_message_id_is_the_ulid_layout_in_crockford_base32(monkeypatch):
     alphabet = "0123456789abcdefghjkmnpqrstvwxyz"
     digits = "".join(alphabet[(value >> (5 * (25 - n))) & 31] for n in range(26))
     assert new_message_id(now_s) == "msg_" + digits
+
+
+def test_message_ids_of_one_batch_are_distinct_and_sort_after_earlier_ones():
+    """A batch's ids (one OS read of random bits for all) are distinct, of the ULID layout,
+    and sort after the ids of an earlier millisecond."""
+    earlier = new_message_id(1_700_000_000.0)
+    batch = new_message_ids(500, 1_700_000_000.002)
+    assert len(set(batch)) == 500
+    assert all(len(i) == 30 and i.startswith("msg_") and "." not in i for i in batch)
+    assert all(i[4:13] == batch[0][4:13] for i in batch)  # the same 48-bit millisecond
+    assert min(batch) > earlier
+
+
+def test_message_id_digits_are_the_ulid_layout_in_crockford_base32():
+    """The 128-bit value (48 bits of milliseconds, 80 random) reads back from its 26 digits,
+    as RFC 4648 base32 with Crockford's alphabet would write it."""
+    import base64
+
+    alphabet = "0123456789abcdefghjkmnpqrstvwxyz"
+    to_id = bytes.maketrans(b"ABCDEFGHIJKLMNOPQRSTUVWXYZ234567", alphabet.encode())
+    for message_id in new_message_ids(200, 1_700_000_000.123):
+        value = int("".join(f"{alphabet.index(c):05b}" for c in message_id[4:]), 2)
+        assert value >> 80 == 1_700_000_000_123
+        reference = base64.b32encode(value.to_bytes(20, "big"))[6:].translate(to_id).decode()
+        assert message_id == "msg_" + reference
