@@ -39,7 +39,7 @@ from typing import Any
 from aiohttp import hdrs, web
 
 from ingest import metrics
-from ingest.app_state import app_config, request_store
+from ingest.app_state import app_config, request_reader, request_store
 from ingest.auth import ADMIN_SETTING, check_bearer
 from ingest.http_common import error_response
 from shared.errors import ConfigError, Conflict, DestinationBlocked, InvalidSetting, NotFound
@@ -170,7 +170,7 @@ def int_param(value: Any, name: str, default: int | None = None, low: int = 1,
 
 async def stats(request: web.Request) -> web.Response:
     """`GET /v1/admin/stats`: the store's counts (see Store.stats)."""
-    return web.json_response(stats_view(await request_store(request).stats()))
+    return web.json_response(stats_view(await request_reader(request).stats()))
 
 
 async def list_destinations(request: web.Request) -> web.Response:

@@ -39,7 +39,7 @@ from typing import Any
 from aiohttp import web
 
 from ingest.admin_api import BadRequest, guarded, int_param
-from ingest.app_state import app_config, request_store
+from ingest.app_state import app_config, request_reader, request_store
 from ingest.metrics import process_families
 from shared.metrics_catalog import (
     CHILD_RESTARTS,
@@ -88,7 +88,7 @@ async def destination_stats(request: web.Request) -> web.Response:
     """`GET /v1/admin/destination-stats?window=15m`: state, job counts and latency per live
     destination (see the module docstring)."""
     window_s = _duration(request, "window", DEFAULT_LATENCY_WINDOW)
-    summaries = await request_store(request).destination_summaries(latency_window_s=window_s)
+    summaries = await request_reader(request).destination_summaries(latency_window_s=window_s)
     return web.json_response([destination_summary_view(s) for s in summaries])
 
 
@@ -99,7 +99,7 @@ async def throughput(request: web.Request) -> web.Response:
     bucket_s = int_param(request.query.get("bucket"), "bucket", default=DEFAULT_BUCKET_S)
     if window_s / bucket_s > MAX_THROUGHPUT_BUCKETS:
         raise BadRequest(f"window / bucket must be at most {MAX_THROUGHPUT_BUCKETS} buckets")
-    buckets = await request_store(request).throughput(window_s=window_s, bucket_s=bucket_s)
+    buckets = await request_reader(request).throughput(window_s=window_s, bucket_s=bucket_s)
     return web.json_response(throughput_view(bucket_s, buckets))
 
 

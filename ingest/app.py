@@ -52,6 +52,7 @@ from ingest.app_state import (
     OUTAGE_KEY,
     PROCESS_METRICS_KEY,
     RATE_LIMITER_KEY,
+    READ_STORE_KEY,
     SNAPSHOTS_KEY,
     STORE_KEY,
     WAL_HEALTH_KEY,
@@ -84,7 +85,8 @@ Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 def build_app(store: Store, config: Config, *,
               committer: GroupCommitter | None = None,
               wal_health: WalHealth | None = None,
-              snapshots: SnapshotWriter | None = None) -> web.Application:
+              snapshots: SnapshotWriter | None = None,
+              read_store: Store | None = None) -> web.Application:
     """Build the ingest application around an open store.
 
     The app starts the committer when it starts up and stops it at cleanup, which aiohttp
@@ -101,6 +103,8 @@ def build_app(store: Store, config: Config, *,
             None: /healthz reports no WAL check (PostgreSQL, or no maintenance task).
         snapshots: this process's metrics snapshot writer (the child lifecycle's); None: a
             new one that keeps no file, so /metrics shows this app's own figures only.
+        read_store: an open store on the same database for whole-table reads (/metrics,
+            stats, the dashboard's summaries); None: `store`. The caller opens and closes it.
 
     Returns:
         The application, ready for an AppRunner or aiohttp's TestServer.
@@ -112,6 +116,7 @@ def build_app(store: Store, config: Config, *,
     app[IN_FLIGHT_KEY] = InFlight()
     app[OUTAGE_KEY] = StoreOutage()
     app[STORE_KEY] = store
+    app[READ_STORE_KEY] = read_store if read_store is not None else store
     app[CONFIG_KEY] = config
     app[COMMITTER_KEY] = committer = committer if committer is not None else GroupCommitter(store)
     app[SNAPSHOTS_KEY] = snapshots = (snapshots if snapshots is not None

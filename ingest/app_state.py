@@ -61,6 +61,10 @@ class InFlight:
 
 
 STORE_KEY = web.AppKey("store", Store)
+READ_STORE_KEY = web.AppKey("read_store", Store)
+"""The store that whole-table reads go through (/metrics, stats, the dashboard's summaries):
+with SQLite a second connection on its own thread, so a long scan never holds up the group
+commit behind it on the writing connection's thread; otherwise the same store."""
 CONFIG_KEY = web.AppKey("config", Config)
 COMMITTER_KEY = web.AppKey("committer", GroupCommitter)
 RATE_LIMITER_KEY = web.AppKey("rate_limiter", SourceRateLimiter)
@@ -83,3 +87,8 @@ def app_config(app: web.Application) -> Config:
 def request_store(request: web.Request) -> Store:
     """The store the ingest app serves."""
     return request.app[STORE_KEY]
+
+
+def request_reader(request: web.Request) -> Store:
+    """The store for long reads (see READ_STORE_KEY)."""
+    return request.app[READ_STORE_KEY]

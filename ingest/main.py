@@ -21,7 +21,7 @@ from shared.errors import ConfigError
 from shared.logs import get_logger
 from shared.process.child import BootState, child_context, run_child
 from shared.process.lifecycle import report_write_lock
-from shared.store import write_lock_stats
+from shared.store import SqliteDiagnostics, store_for, write_lock_stats
 
 _LAST_STEP = 0.25
 """Share of graceful_timeout_s left to aiohttp's shutdown after our own drain step."""
@@ -70,10 +70,15 @@ async def serve(config: Config, *, ready: Callable[[int], None] | None = None,
             run_maintenance(store, config.maintenance_interval_s, stop, wal),
             name="maintenance")
         retention = asyncio.create_task(run_retention(store, config, stop), name="retention")
+        # SQLite: whole-table reads (/metrics, stats) on a second connection and thread, so a
+        # scan of a million rows never stalls the accepts waiting on the writing connection.
+        reader = store_for(config) if isinstance(store, SqliteDiagnostics) else None
         try:
+            if reader is not None:
+                await reader.open()
             committer = GroupCommitter(store, min_interval_s=config.batch_interval_s)
             app = build_app(store, config, committer=committer, wal_health=wal,
-                            snapshots=child.snapshots)
+                            snapshots=child.snapshots, read_store=reader)
             # Stopping happens in two steps within graceful_timeout_s: most of it to drain
             # (below), the rest for aiohttp's own shutdown of whatever is left.
             # Request-head limits are enforced by aiohttp's parser; IngestRunner answers a
@@ -112,6 +117,8 @@ async def serve(config: Config, *, ready: Callable[[int], None] | None = None,
             housekeeping.cancel()
             retention.cancel()
             await asyncio.gather(housekeeping, retention, return_exceptions=True)
+            if reader is not None:
+                await reader.close()
     log.info("ingest_stopped")
 
 

@@ -38,7 +38,7 @@ from prometheus_client.core import (
 from prometheus_client.registry import Collector
 
 from ingest import health
-from ingest.app_state import CONFIG_KEY, SNAPSHOTS_KEY, STORE_KEY
+from ingest.app_state import CONFIG_KEY, READ_STORE_KEY, SNAPSHOTS_KEY, STORE_KEY
 from shared.metrics_catalog import FAMILIES
 from shared.models import JOB_STATUSES, MetricFigures, Stats
 from shared.policy.delivery import pause_kind
@@ -232,8 +232,9 @@ def process_families(app: web.Application) -> dict[str, dict[Labels, Any]]:
 async def scrape(app: web.Application) -> bytes:
     """Everything /metrics answers for this ingest app (module docstring)."""
     store, config = app[STORE_KEY], app[CONFIG_KEY]
-    stats = await store.stats()
-    figures = await store.metric_figures()
+    reader = app[READ_STORE_KEY]  # a long scan must not hold up the group commit
+    stats = await reader.stats()
+    figures = await reader.metric_figures()
     merged = process_families(app)
     problems, _ = await health.readiness(app)
     return render(stats, figures, merged=merged, ready=not problems, backend=backend_of(store),
