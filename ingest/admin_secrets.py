@@ -19,6 +19,7 @@ from aiohttp import web
 
 from ingest import admin_api
 from ingest.app_state import request_store
+from ingest.http_common import requester
 from shared.errors import InvalidSetting
 from shared.logs import get_logger
 from shared.models import Destination
@@ -26,10 +27,6 @@ from shared.policy import rules
 from shared.signing import generate_secret
 from shared.views import destination_secret_view, previous_secret_expired_view
 
-ACTOR_HEADER = "X-Hookline-Actor"
-"""Optional request header naming the person or system acting, for the audit log."""
-MAX_ACTOR_CHARS = 128
-"""The actor is logged truncated to this many characters."""
 ROTATE_FIELDS = ("secret", "overlap_s")
 NO_STORE = {"Cache-Control": "no-store"}
 
@@ -42,15 +39,6 @@ def register(app: web.Application) -> None:
             ("GET", f"{base}/secret", reveal_secret),
             ("POST", f"{base}/expire-previous-secret", expire_previous_secret)):
         app.router.add_route(method, path, admin_api.guarded(handler))
-
-
-def requester(request: web.Request) -> dict[str, Any]:
-    """Who made an admin request, for an audit line: `client` (the peer address; a reverse
-    proxy's own when behind one) and `actor` (the X-Hookline-Actor header, or None)."""
-    actor = request.headers.get(ACTOR_HEADER)
-    if actor is not None:
-        actor = "".join(c if c.isprintable() else "?" for c in actor[:MAX_ACTOR_CHARS])
-    return {"by": "admin_api", "client": request.remote, "actor": actor}
 
 
 async def rotate_secret(request: web.Request) -> web.Response:

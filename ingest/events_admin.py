@@ -30,6 +30,7 @@ from aiohttp import web
 
 from ingest.admin_api import MAX_LIMIT, BadRequest, guarded, int_param, json_body
 from ingest.app_state import request_store
+from ingest.http_common import requester
 from shared.errors import ConfigError
 from shared.models import JOB_STATUSES
 from shared.operator_models import (
@@ -43,8 +44,6 @@ from shared.store import Store
 from shared.timeparse import parse_instant
 from shared.views import bulk_result_view, event_lookup_view, events_page_view
 
-ACTOR_HEADER = "X-Hookline-Actor"
-MAX_ACTOR_CHARS = 200
 MAX_REASON_CHARS = 1000
 _SINGLE_FIELDS = frozenset({"reason", "dry_run"})
 _BULK_FIELDS = frozenset({"destination", "since", "until", "limit", "dry_run", "reason"})
@@ -146,18 +145,8 @@ async def _run(request: web.Request, action: str, selection: JobSelection,
     operation = store.resend if action == "resend" else store.retry_now
     result = await operation(selection, dry_run=dry_run)
     if not dry_run:
-        audit(action, result, selection, reason, by="admin_api", client=request.remote,
-              actor=_actor(request))
+        audit(action, result, selection, reason, **requester(request))
     return web.json_response(bulk_result_view(action, result))
-
-
-def _actor(request: web.Request) -> str | None:
-    """The `X-Hookline-Actor` header (who the caller says it acts for), printable and
-    capped; None when absent."""
-    raw = request.headers.get(ACTOR_HEADER)
-    if raw is None:
-        return None
-    return "".join(c for c in raw if c.isprintable())[:MAX_ACTOR_CHARS] or None
 
 
 def _instant(value: Any, name: str) -> float | None:

@@ -122,3 +122,19 @@ async def read_bounded(request: web.Request, limit_bytes: int) -> bytes:
         if size > limit_bytes:
             raise BodyTooLarge(limit_bytes)
         chunks.append(chunk)
+
+
+ACTOR_HEADER = "X-Hookline-Actor"
+"""Optional request header naming the person or system an admin call acts for (audit lines)."""
+MAX_ACTOR_CHARS = 128
+"""The actor is logged cut to this many characters."""
+
+
+def requester(request: web.Request) -> dict[str, Any]:
+    """Who made an admin request, for its audit line: `by` "admin_api", `client` (the peer
+    address; a reverse proxy's own when behind one) and `actor` (the X-Hookline-Actor header,
+    unprintable characters as `?`, or None)."""
+    actor = request.headers.get(ACTOR_HEADER)
+    if actor is not None:
+        actor = "".join(c if c.isprintable() else "?" for c in actor[:MAX_ACTOR_CHARS])
+    return {"by": "admin_api", "client": request.remote, "actor": actor}

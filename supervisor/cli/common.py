@@ -23,7 +23,9 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import getpass
 import json
+import os
 import sys
 from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
 from typing import Any, TypeVar
@@ -100,6 +102,16 @@ async def add_named(add: Awaitable[T]) -> T:
         raise
     except ConfigError as exc:
         raise Conflict(str(exc)) from exc
+
+
+def operator() -> dict[str, str]:
+    """Who runs a CLI action, for its audit line: `by` "operator" and `os_user` (the login
+    name, or the uid when the system has none)."""
+    try:
+        user = getpass.getuser()
+    except (KeyError, OSError):  # no LOGNAME/USER and no passwd entry for the uid
+        user = str(os.getuid())
+    return {"by": "operator", "os_user": user}
 
 
 def fail(message: str, code: int = 1) -> int:

@@ -40,6 +40,7 @@ from shared.views import (
 from supervisor.cli.common import (
     async_command,
     fail,
+    operator,
     print_json,
     print_record,
     print_table,
@@ -196,7 +197,7 @@ async def pause_cmd(config: Config, args: argparse.Namespace) -> int:
     """`hookline pause NAME [--reason TEXT]`."""
     await with_store(config, lambda s: s.set_paused(args.name, True, args.reason))
     get_logger().info("destination_paused", destination=args.name, reason=args.reason,
-                      by="operator")
+                      **operator())
     if args.json:
         print_json(paused_view(args.name, args.reason))
     else:
@@ -207,7 +208,7 @@ async def pause_cmd(config: Config, args: argparse.Namespace) -> int:
 async def resume_cmd(config: Config, args: argparse.Namespace) -> int:
     """`hookline resume NAME`: its waiting jobs become claimable; workers are woken."""
     await with_store(config, lambda s: s.set_paused(args.name, False))
-    get_logger().info("destination_resumed", destination=args.name, by="operator")
+    get_logger().info("destination_resumed", destination=args.name, **operator())
     if args.json:
         print_json(resumed_view(args.name))
     else:
@@ -250,7 +251,7 @@ async def replay_cmd(config: Config, args: argparse.Namespace) -> int:
     count = await with_store(config, replay)
     if not args.dry_run:
         get_logger().info("jobs_replayed", count=count, job_id=args.job,
-                          destination=args.destination, since_s=since)
+                          destination=args.destination, since_s=since, **operator())
     if args.json:
         print_json(replay_result_view(count, args.dry_run))
     else:

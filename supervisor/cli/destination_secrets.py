@@ -7,8 +7,6 @@ user who ran it (never the secret). `--json` prints the admin API's answer for t
 from __future__ import annotations
 
 import argparse
-import getpass
-import os
 from typing import Any
 
 from shared.config import Config
@@ -19,7 +17,7 @@ from shared.policy import rules
 from shared.signing import generate_secret
 from shared.timeparse import parse_duration
 from shared.views import destination_secret_view, previous_secret_expired_view
-from supervisor.cli.common import async_command, print_json, with_store
+from supervisor.cli.common import async_command, operator, print_json, with_store
 from supervisor.cli.human import iso_time
 
 
@@ -48,14 +46,6 @@ def add_secret_actions(dest: Any) -> None:
     expire.set_defaults(handler=async_command(expire_cmd))
 
 
-
-
-def os_user() -> str:
-    """The OS user running the CLI (its uid when the name cannot be found)."""
-    try:
-        return getpass.getuser()
-    except (KeyError, OSError):  # no login name and no passwd entry for the uid
-        return str(os.getuid())
 
 
 def overlap_seconds(text: str) -> float:
@@ -108,5 +98,5 @@ async def expire_cmd(config: Config, args: argparse.Namespace) -> int:
 
 
 def _audit(event: str, dest: Destination, **facts: Any) -> None:
-    get_logger().info(event, destination=dest.name, by="operator", os_user=os_user(), **facts)
+    get_logger().info(event, destination=dest.name, **operator(), **facts)
 

@@ -12,7 +12,6 @@ run logs an audit line (`jobs_resent`, `jobs_retried_now`) on stderr with the OS
 from __future__ import annotations
 
 import argparse
-import getpass
 import time
 from typing import Any
 
@@ -30,7 +29,7 @@ from shared.operator_models import (
 from shared.store import Store
 from shared.timeparse import parse_instant
 from shared.views import bulk_result_view, event_lookup_view, event_view, events_page_view
-from supervisor.cli.common import async_command, fail, print_json, print_table, with_store
+from supervisor.cli.common import async_command, fail, operator, print_json, print_table, with_store
 from supervisor.cli.human import iso_time
 
 TIME_HELP = "ISO 8601, unix seconds, or an age like 2h"
@@ -163,7 +162,7 @@ async def _act(config: Config, args: argparse.Namespace, action: str) -> int:
 
     result: BulkResult = await with_store(config, run)
     if not args.dry_run:
-        audit(action, result, selection, args.reason, by="cli", os_user=_os_user())
+        audit(action, result, selection, args.reason, **operator())
     if args.json:
         print_json(bulk_result_view(action, result))
         return 0
@@ -177,11 +176,3 @@ async def _act(config: Config, args: argparse.Namespace, action: str) -> int:
     if result.more:
         print(f"more jobs matched than --limit {selection.limit}; run it again for the rest")
     return 0
-
-
-def _os_user() -> str:
-    try:
-        return getpass.getuser()
-    except (KeyError, OSError):  # no passwd entry and no LOGNAME/USER
-        return "unknown"
-

@@ -180,7 +180,7 @@ async def _retry_now(db: str, base: str, receiver: Receiver) -> None:
     [audit] = [json.loads(line) for line in done.stderr.splitlines()
                if "jobs_retried_now" in line]
     assert (audit["by"], audit["reason"], audit["filters"], audit["count"]) == (
-        "cli", "receiver fixed", {"job_id": job["id"]}, 1)
+        "operator", "receiver fixed", {"job_id": job["id"]}, 1)
     assert audit["os_user"]
     await until(lambda: len([r for r in receiver.requests if r.endpoint == "flaky"]) == 2,
                 "the retried delivery")
