@@ -15,7 +15,6 @@ the next interval, so a fast-growing WAL is checkpointed, or reported, within ab
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import time
 
 from ingest.wal_health import WalHealth
@@ -23,6 +22,7 @@ from shared.config import Config
 from shared.errors import StoreError
 from shared.logs import get_logger
 from shared.policy.rules import RetentionAges
+from shared.process.lifecycle import stopped_within
 from shared.store import Store
 
 WAL_WATCH_INTERVAL_S = 1.0
@@ -64,8 +64,7 @@ async def _wait_for_round(interval_s: float, stop: asyncio.Event, wal: WalHealth
     deadline = time.monotonic() + interval_s
     while (left := deadline - time.monotonic()) > 0:
         step = left if wal is None else min(left, WAL_WATCH_INTERVAL_S)
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(stop.wait(), timeout=step)
+        if await stopped_within(stop, step):
             return True
         if wal is not None and not wal.degraded and wal.over_limit_now():
             break
@@ -89,8 +88,7 @@ async def run_retention(store: Store, config: Config, stop: asyncio.Event) -> No
                          config.retention_dedupe_s,  # ordered: Config checked them
                          config.retention_dead_letters_s)
     while not stop.is_set():
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(stop.wait(), timeout=config.retention_interval_s)
+        if await stopped_within(stop, config.retention_interval_s):
             return
         try:
             result = await store.purge(**ages.cutoffs(time.time()))

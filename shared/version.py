@@ -18,13 +18,13 @@ def _read_version() -> str:
     """The version string, e.g. `0.1.0`; `0+unknown` when neither source has one."""
     # A checkout on PYTHONPATH wins over an older installed copy: its pyproject.toml
     # describes the code actually running.
-    try:
+    # An installed copy has no pyproject.toml beside it; a checkout's is ours, so a broken
+    # one is an error to see, not to hide.
+    if _PYPROJECT.is_file():
         with _PYPROJECT.open("rb") as fh:
             project = tomllib.load(fh).get("project", {})
         if project.get("name") == "hookline" and isinstance(project.get("version"), str):
             return str(project["version"])
-    except (OSError, tomllib.TOMLDecodeError):
-        pass
     try:
         return metadata.version("hookline")
     except metadata.PackageNotFoundError:

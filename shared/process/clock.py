@@ -20,6 +20,7 @@ import time
 from collections.abc import Callable
 
 from shared.logs import get_logger
+from shared.process.lifecycle import stopped_within
 
 CLOCK_STEP_THRESHOLD_S = 1.0
 """A difference between wall and monotonic advances beyond this, in seconds, is a step.
@@ -84,8 +85,5 @@ async def watch_clock(stop: asyncio.Event, interval_s: float = CLOCK_CHECK_INTER
     """
     detector = detector or ClockStepDetector()
     while not stop.is_set():
-        try:
-            await asyncio.wait_for(stop.wait(), timeout=interval_s)
-        except TimeoutError:
-            pass
+        await stopped_within(stop, interval_s)
         detector.check()

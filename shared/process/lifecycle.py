@@ -41,6 +41,16 @@ CRASH_EXIT = 1
 """Exit code of a child that ended on an unexpected error; respawned like TRANSIENT_EXIT."""
 
 
+async def stopped_within(stop: asyncio.Event, timeout_s: float) -> bool:
+    """Wait up to `timeout_s` seconds for `stop`; True when it is set, False when the time
+    ran out first (the usual outcome of a periodic task's pause, not an error)."""
+    try:
+        await asyncio.wait_for(stop.wait(), timeout=timeout_s)
+    except TimeoutError:
+        return False
+    return True
+
+
 async def watch_parent(stop: asyncio.Event, interval_s: float = 1.0) -> None:
     """Set `stop` when this process's parent changes, i.e. the supervisor died.
 
@@ -54,10 +64,7 @@ async def watch_parent(stop: asyncio.Event, interval_s: float = 1.0) -> None:
     """
     parent_pid = os.getppid()
     while not stop.is_set():
-        try:
-            await asyncio.wait_for(stop.wait(), timeout=interval_s)
-        except TimeoutError:
-            pass
+        await stopped_within(stop, interval_s)
         if os.getppid() != parent_pid:
             get_logger().warning("parent_gone", parent_pid=parent_pid, new_parent_pid=os.getppid())
             stop.set()
@@ -150,10 +157,7 @@ async def heartbeat(path: Path, interval_s: float, stop: asyncio.Event) -> None:
             if not warned:
                 get_logger().warning("heartbeat_failed", path=str(path), error=str(exc))
                 warned = True
-        try:
-            await asyncio.wait_for(stop.wait(), timeout=interval_s)
-        except TimeoutError:
-            pass
+        await stopped_within(stop, interval_s)
 
 
 def touch(path: Path) -> None:

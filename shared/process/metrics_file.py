@@ -36,6 +36,7 @@ from shared.metrics_catalog import (
     PROCESS_START_TIME_SECONDS,
     Family,
 )
+from shared.process.lifecycle import stopped_within
 
 SNAPSHOT_INTERVAL_S = 2.0
 """How often a process writes its snapshot, seconds (a scrape sees figures this much old)."""
@@ -186,10 +187,7 @@ async def write_snapshots(writer: SnapshotWriter, stop: asyncio.Event,
     (a clean stop loses nothing). Runs as a task on the process's event loop."""
     while not stop.is_set():
         writer.write()
-        try:
-            await asyncio.wait_for(stop.wait(), timeout=interval_s)
-        except TimeoutError:
-            pass
+        await stopped_within(stop, interval_s)
     writer.write()
 
 
