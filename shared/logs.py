@@ -87,6 +87,11 @@ def logs_info() -> bool:
     return _least_level <= _LEVELS["info"]
 
 
+def logs_debug() -> bool:
+    """Whether debug lines are written (see :func:`logs_info`)."""
+    return _least_level <= _LEVELS["debug"]
+
+
 def get_logger(**bound: Any) -> Any:
     """Return a structlog logger with `bound` key/values on every line."""
     return structlog.get_logger(**bound)

@@ -47,7 +47,7 @@ from typing import Any, NamedTuple
 from shared.config import Config
 from shared.errors import StoreBusy, StoreUnavailable
 from shared.faults import CappedBackoff, StoreOutage
-from shared.logs import get_logger
+from shared.logs import get_logger, logs_info
 from shared.models import AttemptResult, Claim, ClaimRequest, Dead, Done, Outcome, Retry
 from shared.policy.delivery import destination_slots, late_slots
 from shared.store import Store
@@ -383,10 +383,11 @@ class Writer:
     # -- attempts ---------------------------------------------------------------------------
 
     def _start(self, claim: Claim) -> None:
-        log.info("job_claimed", job_id=claim.job_id, event_id=claim.event_id,
-                 worker=self.worker_id, destination=claim.destination_name,
-                 attempt=claim.attempt, lease_token=claim.lease_token,
-                 lease_until=claim.lease_until)
+        if logs_info():  # one per delivery: its fields are not built when nobody reads them
+            log.info("job_claimed", job_id=claim.job_id, event_id=claim.event_id,
+                     worker=self.worker_id, destination=claim.destination_name,
+                     attempt=claim.attempt, lease_token=claim.lease_token,
+                     lease_until=claim.lease_until)
         if claim.taken_over:
             log.info("job_taken_over", job_id=claim.job_id, event_id=claim.event_id,
                      worker=self.worker_id, lease_token=claim.lease_token,
@@ -429,15 +430,18 @@ def log_outcome(finished: Finished, kept: bool, now_s: float) -> None:
     """Log what a written result did: job_done, job_retry_scheduled, job_dead (with
     attempt_failed before a failure), or lease_lost when the fenced write changed nothing."""
     claim, outcome, result = finished
+    done = isinstance(outcome, Done)
+    if kept and done and not logs_info():
+        return  # the common case, when info lines are not written: nothing to build
     ids = {"job_id": claim.job_id, "event_id": claim.event_id,
            "destination": claim.destination_name, "attempt": claim.attempt,
            "lease_token": claim.lease_token, "duration_s": round(result.duration_s, 4),
            "status": result.status_code}
-    if not isinstance(outcome, Done):
+    if not done:
         log.info("attempt_failed", error=result.error, **ids)
     if not kept:
         log.warning("lease_lost", during="finish", **ids)
-    elif isinstance(outcome, Done):
+    elif done:
         log.info("job_done", **ids)
     elif isinstance(outcome, Retry):
         log.info("job_retry_scheduled", run_at=outcome.run_at, reason=outcome.error,
