@@ -77,10 +77,12 @@ class Sender:
             resolver=GuardedResolver(self._policy, self._inner_resolver))
         # No aiohttp timeout: each attempt is bounded by one asyncio.timeout (send), so no
         # timer objects are made per request. No session headers: User-Agent is in each
-        # request's own dict (aiohttp would merge session headers into every request).
+        # request's own dict (aiohttp would merge session headers into every request). No
+        # cookie jar: a cookie one receiver sets (a load balancer's sticky cookie) is neither
+        # parsed and kept nor sent back, to it or to another destination on the same host.
         self._session = aiohttp.ClientSession(
             connector=connector, timeout=_NO_AIOHTTP_TIMEOUT, auto_decompress=False,
-            trust_env=False)
+            trust_env=False, cookie_jar=aiohttp.DummyCookieJar())
         return self
 
     async def __aexit__(self, *exc: object) -> None:

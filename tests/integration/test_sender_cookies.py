@@ -1,0 +1,65 @@
+"""The sender keeps no cookies: a receiver that sets one (a load balancer's sticky cookie)
+never gets it back, nor does another destination on the same host, through the real Sender
+to a real aiohttp server on 127.0.0.1, reached by a host name (aiohttp's cookie jar ignores
+cookies from numeric hosts)."""
+
+from __future__ import annotations
+
+import socket
+
+from aiohttp import web
+from aiohttp.abc import AbstractResolver, ResolveResult
+
+from shared.models import Claim
+from shared.policy.netguard import AddressPolicy
+from shared.signing import generate_secret
+from workers.sender import Sender
+
+HOST = "receiver.hookline.test"
+
+
+class _LocalResolver(AbstractResolver):
+    """Resolves every name to 127.0.0.1."""
+
+    async def resolve(self, host: str, port: int = 0,
+                      family: socket.AddressFamily = socket.AF_INET) -> list[ResolveResult]:
+        return [ResolveResult(hostname=host, host="127.0.0.1", port=port,
+                              family=socket.AF_INET, proto=0, flags=socket.AI_NUMERICHOST)]
+
+    async def close(self) -> None:
+        pass
+
+
+def _claim(url: str, n: int) -> Claim:
+    return Claim(job_id=n, event_id=n, message_id=f"msg_{n:026d}", event_type="t",
+                 destination_id=1, destination_name="d", url=url, secret=generate_secret(),
+                 body=b"{}", attempt=1, lease_token=f"lease-{n}", lease_owner="w",
+                 lease_until=0.0)
+
+
+async def test_a_cookie_set_by_a_receiver_is_never_sent_back():
+    seen: list[str | None] = []
+
+    async def answer(request: web.Request) -> web.Response:
+        seen.append(request.headers.get("Cookie"))
+        response = web.Response(status=204)
+        response.set_cookie("AWSALB", "sticky", path="/")
+        return response
+
+    app = web.Application()
+    app.router.add_post("/{name}", answer)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+    try:
+        async with Sender(timeout_s=5, policy=AddressPolicy.parse("127.0.0.0/8"),
+                          resolver=_LocalResolver()) as sender:
+            for n, name in enumerate(["a", "a", "b"]):
+                result = await sender.send(_claim(f"http://{HOST}:{port}/{name}", n))
+                assert result.status_code == 204, result
+                assert "AWSALB=sticky" in (result.response_headers or "")
+    finally:
+        await runner.cleanup()
+    assert seen == [None, None, None]
