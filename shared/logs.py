@@ -7,6 +7,7 @@ e.g. `worker-2`) and `pid`, plus ids given as keyword arguments at the call site
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import sys
@@ -14,6 +15,7 @@ import time
 from typing import Any, TextIO, cast
 
 import structlog
+from structlog.typing import EventDict
 
 _LEVELS = {"debug": logging.DEBUG, "info": logging.INFO, "warning": logging.WARNING,
            "error": logging.ERROR}
@@ -47,9 +49,9 @@ def configure_logging(process: str, level: str = "info", stream: Any = None,
         processors=[
             structlog.contextvars.merge_contextvars,
             structlog.processors.add_log_level,
-            structlog.processors.TimeStamper(fmt="iso", utc=True, key="ts"),
+            stamp_iso_utc,
             structlog.processors.format_exc_info,
-            structlog.processors.JSONRenderer(sort_keys=False),
+            render_json,
         ],
         wrapper_class=structlog.make_filtering_bound_logger(_LEVELS[level]),
         # WriteLogger writes "line\n" in one call then flushes: processes sharing one output
@@ -61,6 +63,42 @@ def configure_logging(process: str, level: str = "info", stream: Any = None,
     )
     structlog.contextvars.clear_contextvars()
     structlog.contextvars.bind_contextvars(process=process, pid=os.getpid())
+
+
+_stamped_second = -1
+_stamped_prefix = ""
+
+
+def stamp_iso_utc(_logger: Any, _name: str, event_dict: EventDict) -> EventDict:
+    """Add `ts`, the time now in ISO 8601 UTC with microseconds, exactly as structlog's
+    `TimeStamper(fmt="iso", utc=True)` writes it (`2026-01-02T03:04:05.123456Z`; no
+    fraction at a whole second), with the date and time formatted once per second."""
+    global _stamped_second, _stamped_prefix  # noqa: PLW0603  (a per-process cache)
+    second, nanos = divmod(time.time_ns(), 1_000_000_000)
+    if second != _stamped_second:
+        _stamped_prefix = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(second))
+        _stamped_second = second
+    micros = nanos // 1000
+    event_dict["ts"] = f"{_stamped_prefix}.{micros:06d}Z" if micros else f"{_stamped_prefix}Z"
+    return event_dict
+
+
+def _json_fallback(value: Any) -> Any:
+    """What structlog's JSONRenderer writes for a value JSON lacks: its `__structlog__()`,
+    else its repr."""
+    try:
+        return value.__structlog__()
+    except AttributeError:
+        return repr(value)
+
+
+# One encoder for every line (json.dumps with `default` would build one per call).
+_encode_json = json.JSONEncoder(default=_json_fallback).encode
+
+
+def render_json(_logger: Any, _name: str, event_dict: EventDict) -> str:
+    """The line: `event_dict` as JSON, keys in their order (as structlog's JSONRenderer)."""
+    return _encode_json(event_dict)
 
 
 class _Standard:
