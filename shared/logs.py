@@ -56,9 +56,11 @@ def configure_logging(process: str, level: str = "info", stream: Any = None,
         wrapper_class=structlog.make_filtering_bound_logger(_LEVELS[level]),
         # WriteLogger writes "line\n" in one call then flushes: processes sharing one output
         # file (children inherit the supervisor's stdout) never interleave within a line.
-        logger_factory=structlog.WriteLoggerFactory(
+        # One WriteLogger for every line: a module's logger proxy asks the factory on each
+        # call, and a new WriteLogger per line would cost a lock lookup each time.
+        logger_factory=_SharedLogger(structlog.WriteLogger(
             # structlog calls only write() and flush(), which _Tee and _Standard have.
-            file=cast(TextIO, _Tee(out, ReopeningFile(log_file)) if log_file else out)),
+            file=cast(TextIO, _Tee(out, ReopeningFile(log_file)) if log_file else out))),
         cache_logger_on_first_use=False,
     )
     structlog.contextvars.clear_contextvars()
@@ -99,6 +101,16 @@ _encode_json = json.JSONEncoder(default=_json_fallback).encode
 def render_json(_logger: Any, _name: str, event_dict: EventDict) -> str:
     """The line: `event_dict` as JSON, keys in their order (as structlog's JSONRenderer)."""
     return _encode_json(event_dict)
+
+
+class _SharedLogger:
+    """A structlog logger factory that hands out the same logger every time."""
+
+    def __init__(self, logger: structlog.WriteLogger) -> None:
+        self._logger = logger
+
+    def __call__(self, *_args: Any) -> structlog.WriteLogger:
+        return self._logger
 
 
 class _Standard:
