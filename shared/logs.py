@@ -67,21 +67,22 @@ def configure_logging(process: str, level: str = "info", stream: Any = None,
     structlog.contextvars.bind_contextvars(process=process, pid=os.getpid())
 
 
-_stamped_second = -1
-_stamped_prefix = ""
+_stamp: tuple[int, str] = (-1, "")
+"""(unix second, its `YYYY-MM-DDTHH:MM:SS` text): replaced whole, so a thread never pairs one
+second's text with another's fraction."""
 
 
 def stamp_iso_utc(_logger: Any, _name: str, event_dict: EventDict) -> EventDict:
     """Add `ts`, the time now in ISO 8601 UTC with microseconds, exactly as structlog's
     `TimeStamper(fmt="iso", utc=True)` writes it (`2026-01-02T03:04:05.123456Z`; no
     fraction at a whole second), with the date and time formatted once per second."""
-    global _stamped_second, _stamped_prefix  # noqa: PLW0603  (a per-process cache)
+    global _stamp  # noqa: PLW0603  (a per-process cache)
     second, nanos = divmod(time.time_ns(), 1_000_000_000)
-    if second != _stamped_second:
-        _stamped_prefix = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(second))
-        _stamped_second = second
+    stamp = _stamp
+    if stamp[0] != second:
+        stamp = _stamp = (second, time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(second)))
     micros = nanos // 1000
-    event_dict["ts"] = f"{_stamped_prefix}.{micros:06d}Z" if micros else f"{_stamped_prefix}Z"
+    event_dict["ts"] = f"{stamp[1]}.{micros:06d}Z" if micros else f"{stamp[1]}Z"
     return event_dict
 
 
