@@ -30,6 +30,7 @@ so the ingest modules import each other without a cycle.
 
 from __future__ import annotations
 
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 
 from aiohttp import web
@@ -61,7 +62,7 @@ from ingest.app_state import (
 from ingest.group_commit import GroupCommitter
 from ingest.http_common import error_response, store_fault_response
 from ingest.rate_limit import SourceRateLimiter
-from ingest.request_metrics import count_requests
+from ingest.request_metrics import count_answer, route_label
 from ingest.wal_health import WalHealth
 from shared.config import Config
 from shared.errors import StoreClosing, StoreUnavailable
@@ -111,7 +112,7 @@ def build_app(store: Store, config: Config, *,
     """
     # client_max_size bounds request.read()/post(); our handler reads with its own bound,
     # so this is a second fence should any code path use aiohttp's readers.
-    app = web.Application(middlewares=[count_requests, _track_in_flight, _json_errors],
+    app = web.Application(middlewares=[_boundary],
                           client_max_size=config.max_body_bytes)
     app[IN_FLIGHT_KEY] = InFlight()
     app[OUTAGE_KEY] = StoreOutage()
@@ -127,7 +128,6 @@ def build_app(store: Store, config: Config, *,
     app[RATE_LIMITER_KEY] = SourceRateLimiter.from_config(config)
     app[WAL_HEALTH_KEY] = wal_health
     app.cleanup_ctx.append(_run_committer)
-    app.on_response_prepare.append(_server_header)
     events_api.register(app)  # POST /v1/events
     health.register(app)  # GET /healthz, /readyz
     openapi.register(app)  # GET /openapi.json
@@ -140,11 +140,6 @@ def build_app(store: Store, config: Config, *,
     return app
 
 
-async def _server_header(request: web.Request, response: web.StreamResponse) -> None:
-    """Name hookline and its version instead of aiohttp's default `Server` value."""
-    response.headers["Server"] = PRODUCT
-
-
 async def _run_committer(app: web.Application) -> AsyncIterator[None]:
     committer = app[COMMITTER_KEY]
     committer.start()
@@ -153,35 +148,51 @@ async def _run_committer(app: web.Application) -> AsyncIterator[None]:
 
 
 @web.middleware
-async def _track_in_flight(request: web.Request, handler: Handler) -> web.StreamResponse:
-    """Count the request while it is handled; ask for the connection to close when draining."""
-    in_flight = request.app[IN_FLIGHT_KEY]
+async def _boundary(request: web.Request, handler: Handler) -> web.StreamResponse:
+    """Ingest's one middleware (one layer per request costs less than three on the hot path):
+
+    * counts the request in flight while it is handled, and asks for the connection to
+      close when draining;
+    * turns every error into the JSON shape, never leaking a stack trace or path;
+    * counts the answer for /metrics (ingest/request_metrics.py);
+    * names hookline and its version in `Server` instead of aiohttp's default.
+
+    A redirect (an HTTPException below 400) keeps aiohttp's handling and is re-raised, as is
+    a cancellation (the client went away: nobody is answered).
+    """
+    started_s = time.monotonic()
+    app = request.app
+    in_flight = app[IN_FLIGHT_KEY]
+    route = route_label(request)
     in_flight.enter()
     try:
-        response = await handler(request)
+        try:
+            response = await handler(request)
+        except web.HTTPException as exc:
+            if exc.status < 400:
+                exc.headers["Server"] = PRODUCT
+                count_answer(app[PROCESS_METRICS_KEY], route, exc.status, started_s, None)
+                raise
+            response = _json_error(request, exc)
+        except (StoreUnavailable, StoreClosing) as exc:  # 503, nothing was committed
+            response = store_fault_response(request, exc)
+        except Exception:  # noqa: BLE001  (the boundary: log it all, tell the client nothing)
+            get_logger().exception("request_failed", method=request.method, path=request.path)
+            response = error_response(500, "internal_error", "an unexpected error occurred")
         if in_flight.draining:
             response.force_close()
-        return response
     finally:
         in_flight.leave()
+    response.headers["Server"] = PRODUCT
+    count_answer(app[PROCESS_METRICS_KEY], route, response.status, started_s, response)
+    return response
 
 
-@web.middleware
-async def _json_errors(request: web.Request, handler: Handler) -> web.StreamResponse:
-    """Turn every error into the JSON shape; never leak a stack trace or path to the client."""
-    try:
-        return await handler(request)
-    except web.HTTPException as exc:
-        if exc.status < 400:
-            raise  # redirects and other non-errors keep aiohttp's handling
-        code = _HTTP_CODES.get(exc.status) or exc.reason.lower().replace(" ", "_")
-        detail = exc.reason if exc.status != 404 else f"no route for {request.path}"
-        if exc.status == 405:
-            detail = f"{request.method} is not allowed here"
-        headers = {k: v for k, v in exc.headers.items() if k.lower() not in _DROP_HEADERS}
-        return error_response(exc.status, code, detail, headers=headers)
-    except (StoreUnavailable, StoreClosing) as exc:  # 503, nothing was committed
-        return store_fault_response(request, exc)
-    except Exception:  # noqa: BLE001  (the boundary: log it all, tell the client nothing)
-        get_logger().exception("request_failed", method=request.method, path=request.path)
-        return error_response(500, "internal_error", "an unexpected error occurred")
+def _json_error(request: web.Request, exc: web.HTTPException) -> web.Response:
+    """The JSON answer for an HTTP error aiohttp or a handler raised (404, 405, 413, ...)."""
+    code = _HTTP_CODES.get(exc.status) or exc.reason.lower().replace(" ", "_")
+    detail = exc.reason if exc.status != 404 else f"no route for {request.path}"
+    if exc.status == 405:
+        detail = f"{request.method} is not allowed here"
+    headers = {k: v for k, v in exc.headers.items() if k.lower() not in _DROP_HEADERS}
+    return error_response(exc.status, code, detail, headers=headers)

@@ -41,25 +41,24 @@ async def post_event(request: web.Request) -> web.Response:
                           setting=INGEST_SETTING)
     if denied is not None:
         return denied
-    log = get_logger()
     try:
         check_content_type(request)
         body = await read_bounded(request, config.max_body_bytes)
         event = parse_event(body, config.max_body_bytes)
     except BodyTooLarge as exc:
-        log.info("event_rejected", error="body_too_large", detail=str(exc))
+        get_logger().info("event_rejected", error="body_too_large", detail=str(exc))
         return error_response(413, "body_too_large", str(exc))
     except UnsupportedMediaType as exc:
-        log.info("event_rejected", error="unsupported_media_type", detail=str(exc))
+        get_logger().info("event_rejected", error="unsupported_media_type", detail=str(exc))
         return error_response(415, "unsupported_media_type", str(exc))
     except InvalidEvent as exc:
-        log.info("event_rejected", error="invalid_event", detail=str(exc))
+        get_logger().info("event_rejected", error="invalid_event", detail=str(exc))
         return error_response(400, "invalid_event", str(exc), field=exc.field)
     if event.source != DEFAULT_SOURCE and await is_provider_source(request, event.source):
         # Its ids belong to the provider: a caller here could otherwise claim them first.
         detail = (f"source {event.source!r} is a configured provider source; its events "
                   f"arrive at /v1/sources/{event.source}")
-        log.info("event_rejected", error="invalid_event", detail=detail)
+        get_logger().info("event_rejected", error="invalid_event", detail=detail)
         return error_response(400, "invalid_event", detail, field="source")
     limited = check_rate(request.app, event.source)
     if limited is not None:

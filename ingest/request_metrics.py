@@ -1,9 +1,9 @@
 """Counting ingest's requests for /metrics: by route and status, event refusals by reason,
 and the accept latency of event routes.
 
-One middleware, outermost, so it sees the final answer (the JSON error included). Counting is
-a few dict updates in this process's memory (shared/process/metrics_file.py); nothing is
-written per request.
+Called by ingest's one middleware (ingest/app.py) once the final answer is known (the JSON
+error included). Counting is a few dict updates in this process's memory
+(shared/process/metrics_file.py); nothing is written per request.
 """
 
 from __future__ import annotations
@@ -11,19 +11,16 @@ from __future__ import annotations
 import json
 import re
 import time
-from collections.abc import Awaitable, Callable
 
 from aiohttp import web
 
-from ingest.app_state import PROCESS_METRICS_KEY
 from shared.metrics_catalog import (
     ACCEPT_SECONDS_BUCKETS,
     INGEST_ACCEPT_SECONDS,
     INGEST_REJECTIONS,
     INGEST_REQUESTS,
 )
-
-Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+from shared.process.metrics_file import ProcessMetrics
 
 EVENT_ROUTES = frozenset({"POST /v1/events", "POST /v1/sources/{name}"})
 """The routes that accept events: their refusals and accept latency are counted."""
@@ -58,28 +55,23 @@ def rejection_reason(response: web.StreamResponse) -> str:
     return f"http_{response.status}"
 
 
-@web.middleware
-async def count_requests(request: web.Request, handler: Handler) -> web.StreamResponse:
-    """Count the answer by route and status; on an event route, time a 2xx and count a
-    refusal by reason. An exception that escapes (a redirect, a cancelled request) is counted
-    by its HTTP status, or as status 500 for anything else, and re-raised."""
-    started = time.monotonic()
-    metrics = request.app[PROCESS_METRICS_KEY]
-    route = route_label(request)
-    try:
-        response = await handler(request)
-    except web.HTTPException as exc:
-        metrics.inc(INGEST_REQUESTS, (route, str(exc.status)))
-        raise
-    except Exception:
-        metrics.inc(INGEST_REQUESTS, (route, "500"))
-        raise
-    status = response.status
+def count_answer(metrics: ProcessMetrics, route: str, status: int, started_s: float,
+                 response: web.StreamResponse | None) -> None:
+    """Count one answer by route and status; on an event route, time a 2xx and count a
+    refusal by reason.
+
+    Args:
+        metrics: this process's counters.
+        route: the request's route_label.
+        status: the HTTP status answered (500 for an exception that escaped).
+        started_s: time.monotonic() when the request reached the app, seconds.
+        response: the answer, to read a refusal's error code; None when an exception
+            escaped instead.
+    """
     metrics.inc(INGEST_REQUESTS, (route, str(status)))
     if route in EVENT_ROUTES:
         if 200 <= status < 300:
-            metrics.observe(INGEST_ACCEPT_SECONDS, time.monotonic() - started,
+            metrics.observe(INGEST_ACCEPT_SECONDS, time.monotonic() - started_s,
                             ACCEPT_SECONDS_BUCKETS)
-        elif status >= 400:
+        elif status >= 400 and response is not None:
             metrics.inc(INGEST_REJECTIONS, (rejection_reason(response),))
-    return response

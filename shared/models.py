@@ -6,7 +6,7 @@ Times named `*_s` or `*_at` are unix seconds (float) unless a docstring says oth
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -53,6 +53,17 @@ class Duplicate:
     event_id: int
     message_id: str
     duplicate: Literal[True] = True
+
+
+def subscribes(event_types: Sequence[str], event_type: str) -> bool:
+    """True when one of the subscription patterns `event_types` matches `event_type`:
+    exactly, by `prefix.*`, or `*`."""
+    for pattern in event_types:
+        if pattern == "*" or pattern == event_type:
+            return True
+        if pattern.endswith(".*") and event_type.startswith(pattern[:-1]):
+            return True
+    return False
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -123,12 +134,7 @@ class Destination:
 
     def subscribes_to(self, event_type: str) -> bool:
         """True when one subscription matches `event_type` exactly, by `prefix.*`, or is `*`."""
-        for pattern in self.event_types:
-            if pattern == "*" or pattern == event_type:
-                return True
-            if pattern.endswith(".*") and event_type.startswith(pattern[:-1]):
-                return True
-        return False
+        return subscribes(self.event_types, event_type)
 
     def redacted(self) -> dict[str, Any]:
         """A dict for display: everything but the secret, which shows only its prefix."""

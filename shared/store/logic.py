@@ -38,6 +38,7 @@ from shared.models import (
     Stats,
     ThroughputBucket,
     parse_headers,
+    subscribes,
 )
 from shared.policy import forwarding, rules
 from shared.policy.delivery import (
@@ -104,7 +105,7 @@ class StoreLogic(EventOperations):
 
     async def add_events(self, events: Sequence[NewEvent]) -> list[Accepted | Duplicate]:
         """See :meth:`shared.store.Store.add_events` (workers are woken after the commit)."""
-        return await self._transact(_add_events_tx(events), write=True)
+        return await self._transact(_add_events_tx(events), write=False)  # see BEGIN_WRITE
 
     async def add_event(self, event: NewEvent) -> Accepted | Duplicate:
         """One event in its own transaction; see :meth:`add_events`."""
@@ -425,17 +426,23 @@ def _single(query: Query) -> Tx[Any]:
 def _add_events_tx(events: Sequence[NewEvent]) -> Tx[list[Accepted | Duplicate]]:
     """Insert a batch of events, then the jobs of all of them in one statement; each event
     that is new (not stored, nor earlier in the batch) is Accepted, the others Duplicate."""
-    destinations = [Destination.from_row(r) for r in (yield rows("live_destinations"))]
     if not events:
         return []
     now = yield NOW
+    # The rows are built before the write lock is taken: SQLite has one writer for every
+    # process, so ingest holds the lock only for the statements.
+    new_events = Rows(
+        ("message_id", "source", "source_event_id", "type", "body", "forwarded_headers"),
+        [(message_id, e.source, e.source_event_id, e.type, e.body,
+          forwarding.encode(e.forwarded_headers))
+         for message_id, e in zip(new_message_ids(len(events), now), events, strict=True)])
+    yield BEGIN_WRITE
+    # [id, event types] of each live destination, read as one row (one step, not one per
+    # destination: ingest's hot path).
+    subscriptions = [(destination_id, json.loads(event_types)) for destination_id, event_types
+                     in json.loads((yield one("subscriptions"))["subscriptions"])]
     inserted = {(r["source"], r["source_event_id"]): r for r in (yield Query(
-        "insert_event", {"events": Rows(
-            ("message_id", "source", "source_event_id", "type", "body", "forwarded_headers"),
-            [(message_id, e.source, e.source_event_id, e.type, e.body,
-              forwarding.encode(e.forwarded_headers))
-             for message_id, e in zip(new_message_ids(len(events), now), events,
-                                      strict=True)])}, per_row=True))}
+        "insert_event", {"events": new_events}, per_row=True))}
     keys = [(e.source, e.source_event_id) for e in events]
     missing = [k for k in dict.fromkeys(keys) if k not in inserted]
     existing = {(r["source"], r["source_event_id"]): r for r in (yield Query(
@@ -446,11 +453,13 @@ def _add_events_tx(events: Sequence[NewEvent]) -> Tx[list[Accepted | Duplicate]]
     for event, key in zip(events, keys, strict=True):
         if key in inserted and key not in first:
             first.add(key)
-            pairs += [(inserted[key]["id"], d.id) for d in destinations
-                      if d.subscribes_to(event.type)]
+            pairs += [(inserted[key]["id"], destination_id)
+                      for destination_id, event_types in subscriptions
+                      if subscribes(event_types, event.type)]
     job_ids: dict[int, list[int]] = {}
     if pairs:  # one statement for every job of the batch: this is ingest's hot path
-        for r in (yield rows("insert_jobs", pairs=Rows(("event_ids", "destination_ids"), pairs))):
+        for r in (yield Query("insert_jobs", {"pairs": Rows(("event_ids", "destination_ids"),
+                                                             pairs)}, per_row=True)):
             job_ids.setdefault(r["event_id"], []).append(r["id"])
         yield NOTIFY
     results: list[Accepted | Duplicate] = []

@@ -43,6 +43,7 @@ from shared.store.ops import (
     advance,
 )
 from shared.store.queries import load_migrations, load_queries
+from shared.store.sqlite_rows import STATEMENT_CACHE_SIZE, insert_rows, row_insert
 from shared.store.wakeup import WakeListener, WakeNotifier, wake_dir_for
 from shared.store.write_lock import DurationHistogram, WriteLock
 
@@ -128,6 +129,7 @@ class SqliteStore(StoreLogic):
         try:
             self._conn = await aiosqlite.connect(self.path, isolation_level=None,
                                                  check_same_thread=False,
+                                                 cached_statements=STATEMENT_CACHE_SIZE,
                                                  factory=_LockingConnection)
             await self._run(self._setup)
         except sqlite3.Error as exc:
@@ -244,13 +246,15 @@ class SqliteStore(StoreLogic):
                     else:
                         after.append(step)
                     step = advance(tx, answer)
-                return step.value
+            # Committed: wake the workers from here, so the event loop makes no system calls
+            # for it (ingest's loop is its busiest thread; this one waits on fsync anyway).
+            if notify and self._notifier is not None:
+                self._notifier.notify()
+            return step.value
 
         result = await self._run(drive)
         for step in after:
             step.fn()
-        if notify and self._notifier is not None:
-            self._notifier.notify()
         return result
 
     async def stats(self) -> Stats:
@@ -365,9 +369,12 @@ class _write:
 def _execute(db: sqlite3.Connection, op: Query, now: float) -> Any:
     """Run one named query with the transaction's `now`; a batch goes in as JSON text."""
     params: dict[str, Any] = {"now": now}
-    if op.per_row:  # one statement per row: in-process, a statement costs no round trip
+    if op.per_row:  # in-process, a statement costs no round trip: no arrays, no JSON
         [batch] = [v for v in op.params.values() if isinstance(v, Rows)]
         sql, columns = Q[op.name], batch.columns
+        insert = row_insert(sql)
+        if insert is not None:  # an insert: the whole batch in a few statements
+            return insert_rows(db, insert, columns, batch.rows, params)
         found: list[Any] = []
         for row in batch.rows:
             params.update(zip(columns, row, strict=True))  # every row sets every column

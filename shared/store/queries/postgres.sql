@@ -24,6 +24,12 @@ SELECT e.id, e.message_id, e.source, e.source_event_id
 FROM events e JOIN unnest(:source::text[], :source_event_id::text[]) AS k (source, sid)
     ON e.source = k.source AND e.source_event_id = k.sid
 
+-- subscriptions: [[id, event_types], ...] of the destinations that receive new events (paused
+-- ones too: their jobs wait), as one row holding a JSON array (the same shape as SQLite's)
+SELECT coalesce(json_agg(json_build_array(id, event_types) ORDER BY id), '[]')::text
+    AS subscriptions
+FROM destinations WHERE deleted_at IS NULL
+
 -- insert_jobs: the delivery jobs of a batch of events, one per (event id, destination id)
 -- pair, due now
 INSERT INTO jobs (event_id, destination_id, run_at, created_at, updated_at)

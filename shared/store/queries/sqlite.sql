@@ -2,7 +2,7 @@
 -- is a JSON array; :now is the transaction's instant (the store's clock).
 
 -- insert_event: store one event unless its (source, source_event_id) exists (the store runs it
--- once per event of a batch)
+-- for every event of a batch, as a few multi-row statements)
 INSERT INTO events (message_id, source, source_event_id, type, body, forwarded_headers,
     received_at)
 VALUES (:message_id, :source, :source_event_id, :type, :body, :forwarded_headers, :now)
@@ -13,11 +13,15 @@ RETURNING id, message_id, source, source_event_id
 SELECT id, message_id, source, source_event_id FROM events
 WHERE source = :source AND source_event_id = :source_event_id
 
--- insert_jobs: the delivery jobs of a batch of events, one per [event id, destination id] pair
--- of :pairs (a JSON array), due now
+-- subscriptions: [[id, event_types], ...] of the destinations that receive new events (paused
+-- ones too: their jobs wait), as ONE row holding a JSON array (one step on ingest's hot path)
+SELECT json_group_array(json_array(id, event_types)) AS subscriptions
+FROM (SELECT id, event_types FROM destinations WHERE deleted_at IS NULL ORDER BY id)
+
+-- insert_jobs: one delivery job, due now (the store runs it for every [event id, destination
+-- id] pair of a batch, as a few multi-row statements)
 INSERT INTO jobs (event_id, destination_id, run_at, created_at, updated_at)
-SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]'), :now, :now, :now
-FROM json_each(:pairs) WHERE true
+VALUES (:event_ids, :destination_ids, :now, :now, :now)
 RETURNING id, event_id
 
 -- destination_slots: free in-flight slots per active destination (expired leases do not count);

@@ -1,0 +1,106 @@
+"""Multi-row inserts on SQLite (shared/store/sqlite_rows.py), on real database files."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from shared.models import Accepted, Duplicate, NewEvent
+from shared.store.sqlite import Q, SqliteStore
+from shared.store.sqlite_rows import ROWS_PER_STATEMENT, chunk_sizes, insert_rows, row_insert
+
+_ITEMS = """
+CREATE TABLE items (id INTEGER PRIMARY KEY AUTOINCREMENT, name TEXT NOT NULL UNIQUE,
+                    size INTEGER NOT NULL, at REAL NOT NULL)
+"""
+_INSERT_ITEM = """-- insert_item: one item unless its name is taken
+INSERT INTO items (name, size, at) VALUES (:name, :size, :now)
+ON CONFLICT (name) DO NOTHING
+RETURNING id, name
+"""
+
+
+def test_the_store_inserts_are_recognised():
+    events, jobs = row_insert(Q["insert_event"]), row_insert(Q["insert_jobs"])
+    assert events is not None and events.table == "events"
+    assert events.returning == ("id", "message_id", "source", "source_event_id")
+    assert jobs is not None and jobs.table == "jobs" and jobs.returning == ("id", "event_id")
+    assert "RETURNING" not in events.sql(3)
+    assert events.sql(3).count("(?, ?, ?, ?, ?, ?, ?)") == 3
+
+
+@pytest.mark.parametrize("sql", [
+    "SELECT 1",
+    "UPDATE items SET size = :size",
+    "INSERT INTO items (name, size, at) VALUES (:name, :size + 1, :now)",
+    "INSERT INTO items (name, size, at) SELECT name, size, at FROM other",
+    "INSERT INTO items (name, size, at) VALUES (:name, :size, :now) RETURNING id + 1",
+])
+def test_other_statements_run_row_by_row(sql):
+    assert row_insert(sql) is None
+
+
+def test_chunks_are_full_first():
+    assert chunk_sizes(0, 64) == []
+    assert chunk_sizes(93, 64) == [64, 29]
+    assert chunk_sizes(128, 64) == [64, 64]
+    assert chunk_sizes(5, 1) == [1] * 5
+
+
+@pytest.fixture
+def items(tmp_path: Path):
+    db = sqlite3.connect(tmp_path / "items.db", isolation_level=None)
+    db.execute("PRAGMA journal_mode=WAL")
+    db.execute(_ITEMS)
+    yield db
+    db.close()
+
+
+def test_every_row_is_inserted_and_read_back_in_order(items):
+    insert = row_insert(_INSERT_ITEM)
+    assert insert is not None
+    rows = [(f"item-{n}", n) for n in range(ROWS_PER_STATEMENT * 2 + 7)]  # three statements
+    items.execute("BEGIN IMMEDIATE")
+    back = insert_rows(items, insert, ("name", "size"), rows, {"now": 1.5})
+    items.execute("COMMIT")
+    assert [r["name"] for r in back] == [name for name, _ in rows]
+    stored = items.execute("SELECT id, name, size, at FROM items ORDER BY id").fetchall()
+    assert [(r["id"], r["name"]) for r in back] == [(i, name) for i, name, _, _ in stored]
+    assert {(name, size, at) for _, name, size, at in stored} == {
+        (name, size, 1.5) for name, size in rows}
+
+
+def test_a_row_skipped_on_conflict_returns_nothing(items):
+    insert = row_insert(_INSERT_ITEM)
+    assert insert is not None
+    items.execute("BEGIN IMMEDIATE")
+    first = insert_rows(items, insert, ("name", "size"), [("a", 1), ("b", 2)], {"now": 0.0})
+    again = insert_rows(items, insert, ("name", "size"), [("b", 3), ("c", 4), ("a", 5)],
+                        {"now": 0.0})
+    items.execute("COMMIT")
+    assert [r["name"] for r in first] == ["a", "b"]
+    assert [r["name"] for r in again] == ["c"]
+    assert items.execute("SELECT size FROM items WHERE name = 'b'").fetchone()[0] == 2
+
+
+async def test_a_batch_larger_than_one_statement_fans_out_once_per_event(tmp_path: Path):
+    async with SqliteStore(str(tmp_path / "h.db")) as store:
+        for name in ("a", "b", "c"):
+            await store.add_destination(name=name, url=f"https://example.com/{name}",
+                                        secret="whsec_" + "A" * 32, event_types=["*"],
+                                        max_in_flight=8)
+        count = ROWS_PER_STATEMENT + 9  # events in two statements, jobs in four
+        events = [NewEvent(source="app", source_event_id=f"e{n % (count - 3)}", type="t",
+                           body=b"{}") for n in range(count)]  # the last 3 repeat the first 3
+        results = await store.add_events(events)
+        accepted = [r for r in results if isinstance(r, Accepted)]
+        assert len(accepted) == count - 3
+        assert all(isinstance(r, Duplicate) for r in results[-3:])
+        assert [r.event_id for r in results[-3:]] == [r.event_id for r in results[:3]]
+        assert all(len(r.job_ids) == 3 for r in accepted)
+        job_ids = [job for r in accepted for job in r.job_ids]
+        assert len(set(job_ids)) == len(job_ids) == 3 * (count - 3)
+        stored = {j.id: j.event_id for j in await store.list_jobs(limit=10_000)}
+        assert stored == {job: r.event_id for r in accepted for job in r.job_ids}
