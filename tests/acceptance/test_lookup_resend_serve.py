@@ -105,6 +105,12 @@ async def test_lookup_resend_and_retry_now_on_a_running_service(store_url: str,
     assert {"event_accepted", "job_claimed", "job_done"} <= {r["event"] for r in lines}
 
 
+def _delivered(base: str, event_id: int) -> bool:
+    """Whether every job of the event is done, as the admin API shows it."""
+    status, event = call("GET", f"{base}/v1/admin/events/{event_id}")
+    return status == 200 and all(job["status"] == "done" for job in event["jobs"])
+
+
 async def _lookup_and_resend(db: str, base: str, receiver: Receiver) -> dict[str, Any]:
     """Post evt_1, look it up every way, dry-run then resend its delivered job; returns
     ingest's answer to the post."""
@@ -112,6 +118,9 @@ async def _lookup_and_resend(db: str, base: str, receiver: Receiver) -> dict[str
     status, accepted = await asyncio.to_thread(call, "POST", f"{base}/v1/events", body)
     assert status == 202
     await until(lambda: len(receiver.requests) == 1, "the first delivery")
+    # The lookups are compared whole: the worker records the delivery just after the
+    # receiver has it, so wait for that first, or one answer may still show it running.
+    await until(lambda: _delivered(base, accepted["event_id"]), "the delivery recorded")
 
     answers = [await asyncio.to_thread(call, "GET", f"{base}/v1/admin/events/{ref}")
                for ref in (accepted["event_id"], accepted["message_id"], "evt_1",
