@@ -5,7 +5,6 @@ code the supervisor reads (shared/process/child.py: 0 clean stop, 3 misconfigure
 from __future__ import annotations
 
 import asyncio
-import sys
 from collections.abc import Callable
 
 from aiohttp import web
@@ -23,13 +22,6 @@ from shared.logs import get_logger
 from shared.process.child import BootState, child_context, run_child
 from shared.process.lifecycle import report_write_lock
 from shared.store import SqliteDiagnostics, store_for, write_lock_stats
-
-SWITCH_INTERVAL_S = 0.0002
-"""How long the event loop keeps the GIL while the database thread waits for it, seconds
-(CPython's default is 0.005). Each group commit needs the GIL between its SQLite calls, and
-every request waits for that commit; the event loop, busy parsing and answering, would
-otherwise make each of those turns wait up to 5 ms. Measured under wrk -c64: 3,558 and
-3,842 events/s at the default against 4,416 and 4,580 at 0.2 ms."""
 
 _LAST_STEP = 0.25
 """Share of graceful_timeout_s left to aiohttp's shutdown after our own drain step."""
@@ -70,7 +62,6 @@ async def serve(config: Config, *, ready: Callable[[int], None] | None = None,
             be bound.
     """
     log = get_logger()
-    sys.setswitchinterval(SWITCH_INTERVAL_S)
     host, port = listen_host_port(config.listen)
     async with child_context(config, slot, stop=stop, boot=boot) as child:
         store, stop = child.store, child.stop
