@@ -24,6 +24,7 @@ import time
 from collections.abc import Iterable
 
 import aiohttp
+from aiohttp import hdrs
 
 from shared.errors import DestinationBlocked
 from shared.models import AttemptResult, Claim
@@ -80,9 +81,12 @@ class Sender:
         # request's own dict (aiohttp would merge session headers into every request). No
         # cookie jar: a cookie one receiver sets (a load balancer's sticky cookie) is neither
         # parsed and kept nor sent back, to it or to another destination on the same host.
+        # No Accept-Encoding: the answer is not decompressed, so asking for gzip would store
+        # compressed bytes as the response excerpt operators read.
         self._session = aiohttp.ClientSession(
             connector=connector, timeout=_NO_AIOHTTP_TIMEOUT, auto_decompress=False,
-            trust_env=False, cookie_jar=aiohttp.DummyCookieJar())
+            trust_env=False, cookie_jar=aiohttp.DummyCookieJar(),
+            skip_auto_headers=(hdrs.ACCEPT_ENCODING,))
         return self
 
     async def __aexit__(self, *exc: object) -> None:

@@ -1,7 +1,8 @@
-"""The sender keeps no cookies: a receiver that sets one (a load balancer's sticky cookie)
-never gets it back, nor does another destination on the same host, through the real Sender
-to a real aiohttp server on 127.0.0.1, reached by a host name (aiohttp's cookie jar ignores
-cookies from numeric hosts)."""
+"""The sender asks nothing of receivers beyond the delivery, through the real Sender to a
+real aiohttp server on 127.0.0.1 reached by a host name (aiohttp's cookie jar ignores
+cookies from numeric hosts): it keeps no cookies, so a receiver that sets one (a load
+balancer's sticky cookie) never gets it back, nor does another destination on the same
+host; and it offers no compression, since the answer's excerpt is stored as received."""
 
 from __future__ import annotations
 
@@ -63,3 +64,33 @@ async def test_a_cookie_set_by_a_receiver_is_never_sent_back():
     finally:
         await runner.cleanup()
     assert seen == [None, None, None]
+
+
+async def test_a_receiver_is_not_asked_to_compress_its_answer():
+    """The answer is stored as an excerpt without decompressing it: a receiver offered gzip
+    (aiohttp's default Accept-Encoding) would compress it into unreadable bytes."""
+    offered: list[str | None] = []
+
+    async def answer(request: web.Request) -> web.Response:
+        offered.append(request.headers.get("Accept-Encoding"))
+        response = web.Response(status=200, text="received " * 40)
+        if "gzip" in (request.headers.get("Accept-Encoding") or ""):
+            response.enable_compression()
+        return response
+
+    app = web.Application()
+    app.router.add_post("/{name}", answer)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+    try:
+        async with Sender(timeout_s=5, policy=AddressPolicy.parse("127.0.0.0/8"),
+                          resolver=_LocalResolver()) as sender:
+            result = await sender.send(_claim(f"http://{HOST}:{port}/a", 1))
+    finally:
+        await runner.cleanup()
+    assert offered == [None]
+    assert result.status_code == 200, result
+    assert (result.response_excerpt or "").startswith("received received")
