@@ -248,8 +248,9 @@ class SqliteStore(StoreLogic):
                     step = advance(tx, answer)
             # Committed: wake the workers from here, so the event loop makes no system calls
             # for it (ingest's loop is its busiest thread; this one waits on fsync anyway).
-            if notify and self._notifier is not None:
-                self._notifier.notify()
+            notifier = self._notifier  # read once: close() may clear it meanwhile
+            if notify and notifier is not None:
+                notifier.notify()
             return step.value
 
         result = await self._run(drive)

@@ -38,6 +38,7 @@ _INSERT = re.compile(r"^\s*INSERT\s+INTO\s+(\w+)\s*\(", re.IGNORECASE)
 _VALUES = re.compile(r"\bVALUES\s*\(([^()]*)\)", re.IGNORECASE)
 _RETURNING = re.compile(r"\bRETURNING\b(.*)$", re.IGNORECASE | re.DOTALL)
 _NAME = re.compile(r"^\w+$")
+_DO_UPDATE = re.compile(r"\bDO\s+UPDATE\b", re.IGNORECASE)
 _PARAM = re.compile(r"^:(\w+)$")
 
 
@@ -70,7 +71,8 @@ class RowInsert:
 def row_insert(sql: str) -> RowInsert | None:
     """`sql` split as a RowInsert when it is an `INSERT INTO table (...)` whose one VALUES
     tuple holds only `:name` parameters and whose RETURNING clause (if any) names plain
-    columns; None for any other statement (run it once per row instead)."""
+    columns; None for any other statement (run it once per row instead), an upsert that
+    updates included: the row it updates keeps its rowid, so a read-back by rowid misses it."""
     code = "\n".join(line for line in sql.splitlines() if not line.lstrip().startswith("--"))
     table = _INSERT.match(code)
     found = list(_VALUES.finditer(code))
@@ -84,6 +86,8 @@ def row_insert(sql: str) -> RowInsert | None:
         names.append(param.group(1))
     start, end = found[0].span()
     tail = code[end:]
+    if _DO_UPDATE.search(tail):
+        return None
     returning: tuple[str, ...] = ()
     clause = _RETURNING.search(tail)
     if clause is not None:
@@ -118,6 +122,7 @@ def insert_rows(db: sqlite3.Connection, insert: RowInsert, columns: Sequence[str
         extra: the value of a tuple parameter that is not a column (e.g. `now`).
 
     Raises:
+        RuntimeError: `insert` has a RETURNING clause and `db` is not in a transaction.
         KeyError: a parameter of the tuple is neither a column nor in `extra`.
         sqlite3.Error: as the statement raises it (the caller's transaction rolls back).
     """
@@ -128,6 +133,9 @@ def insert_rows(db: sqlite3.Connection, insert: RowInsert, columns: Sequence[str
                                db.getlimit(sqlite3.SQLITE_LIMIT_VARIABLE_NUMBER)
                                // max(1, len(insert.names))))
     before = 0
+    if insert.returning and not db.in_transaction:  # else another writer could slip in
+        raise RuntimeError(f"a multi-row insert into {insert.table} read back by rowid "
+                           "needs the caller's write transaction")
     if insert.returning:
         largest = f"SELECT coalesce(max(rowid), 0) FROM {insert.table}"  # noqa: S608  (ours)
         before = db.execute(largest).fetchone()[0]

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import sqlite3
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -159,6 +160,7 @@ async def test_another_connection_writing_events_meanwhile_never_lands_in_a_batc
                 db.execute("INSERT INTO events (message_id, source, source_event_id, type, body,"
                            " received_at) VALUES (?, 'other', ?, 't', x'00', 0)",
                            (f"other-{n}", f"o{n}"))
+                time.sleep(0.001)  # SQLite's busy wait is not fair: leave the store a turn
             db.close()
 
         thread = threading.Thread(target=intrude)
@@ -204,5 +206,22 @@ RETURNING id, name"""
             back = insert_rows(db, insert, ("name", "size"), [("a", 3)], {})
             db.execute("COMMIT")
             assert [(r["id"], r["name"]) for r in back] == expected
+    finally:
+        db.close()
+
+
+def test_a_read_back_outside_a_transaction_is_refused(tmp_path: Path):
+    """Outside a transaction each statement commits alone and another writer's rows could
+    land between max(rowid) and the read-back: refused rather than answered wrong."""
+    from shared.store.sqlite_rows import insert_rows, row_insert
+
+    insert = row_insert("INSERT INTO items (name) VALUES (:name) RETURNING id, name")
+    assert insert is not None
+    db = sqlite3.connect(tmp_path / "items.db", isolation_level=None)
+    try:
+        db.execute("CREATE TABLE items (id INTEGER PRIMARY KEY AUTOINCREMENT, name TEXT)")
+        with pytest.raises(RuntimeError, match="write transaction"):
+            insert_rows(db, insert, ("name",), [("a",)], {})
+        assert db.execute("SELECT count(*) FROM items").fetchone() == (0,)
     finally:
         db.close()
