@@ -155,7 +155,8 @@ async def _boundary(request: web.Request, handler: Handler) -> web.StreamRespons
       close when draining;
     * turns every error into the JSON shape, never leaking a stack trace or path;
     * counts the answer for /metrics (ingest/request_metrics.py);
-    * names hookline and its version in `Server` instead of aiohttp's default.
+    * names hookline and its version in `Server` instead of aiohttp's default (set on the
+      answer a handler returns; a handler that prepares a streamed answer itself must set it).
 
     A redirect (an HTTPException below 400) keeps aiohttp's handling and is re-raised, as is
     a cancellation (the client went away: nobody is answered).

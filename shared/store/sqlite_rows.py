@@ -16,6 +16,8 @@ Two costs are avoided on purpose:
   4-6 us alone). Instead, the rows inserted are read back as ONE row: every rowid above the
   table's largest before the insert (the tables are AUTOINCREMENT, so a new rowid is above
   every earlier one, and the caller's transaction holds the write lock), as a JSON array.
+  So such an insert must let SQLite choose the rowid: a row given an explicit id below the
+  table's largest would not be read back.
 """
 
 from __future__ import annotations
