@@ -113,7 +113,7 @@ class StoreLogic(EventOperations):
 
     async def add_backlog(self, events: Sequence[NewEvent]) -> int:
         """See :meth:`shared.store.Store.add_backlog`: :meth:`add_events`'s transaction (its
-        jobs already go in one statement per batch), counting the jobs written."""
+        rows already go in a few statements per batch), counting the jobs written."""
         results = await self.add_events(events)
         return sum(len(r.job_ids) for r in results if isinstance(r, Accepted))
 
@@ -424,8 +424,8 @@ def _single(query: Query) -> Tx[Any]:
 
 
 def _add_events_tx(events: Sequence[NewEvent]) -> Tx[list[Accepted | Duplicate]]:
-    """Insert a batch of events, then the jobs of all of them in one statement; each event
-    that is new (not stored, nor earlier in the batch) is Accepted, the others Duplicate."""
+    """Insert a batch of events, then the jobs of all of them in one query; each event that is
+    new (not stored, nor earlier in the batch) is Accepted, the others Duplicate."""
     if not events:
         return []
     now = yield NOW
@@ -457,7 +457,7 @@ def _add_events_tx(events: Sequence[NewEvent]) -> Tx[list[Accepted | Duplicate]]
                       for destination_id, event_types in subscriptions
                       if subscribes(event_types, event.type)]
     job_ids: dict[int, list[int]] = {}
-    if pairs:  # one statement for every job of the batch: this is ingest's hot path
+    if pairs:  # one query for every job of the batch: this is ingest's hot path
         for r in (yield Query("insert_jobs", {"pairs": Rows(("event_ids", "destination_ids"),
                                                              pairs)}, per_row=True)):
             job_ids.setdefault(r["event_id"], []).append(r["id"])

@@ -32,9 +32,10 @@ class Query:
     array). The driver adds the transaction's instant (`now` on SQLite, `test_now_s` on
     PostgreSQL). `want` says what comes back: "all" (a list of rows), "one" (a row or None)
     or "count" (rows changed). A unique-key violation raises Conflict(`taken`) when `taken`
-    is set. `per_row`: the one Rows parameter is sent as one statement per row where a
-    statement costs no round trip (SQLite: each row's columns are its parameters, and the
-    rows every statement returns are concatenated), as one statement of arrays elsewhere.
+    is set. `per_row`: the one Rows parameter's rows are the query's parameters row by row
+    where a statement costs no round trip (SQLite: an INSERT ... VALUES runs as multi-row
+    statements, shared/store/sqlite_rows.py; any other query once per row, the rows it
+    returns concatenated), as one statement of arrays elsewhere.
     """
 
     name: str
