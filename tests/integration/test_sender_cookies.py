@@ -6,7 +6,9 @@ host; and it offers no compression, since the answer's excerpt is stored as rece
 
 from __future__ import annotations
 
+import contextlib
 import socket
+from collections.abc import AsyncIterator, Awaitable, Callable
 
 from aiohttp import web
 from aiohttp.abc import AbstractResolver, ResolveResult
@@ -38,15 +40,11 @@ def _claim(url: str, n: int) -> Claim:
                  lease_until=0.0)
 
 
-async def test_a_cookie_set_by_a_receiver_is_never_sent_back():
-    seen: list[str | None] = []
-
-    async def answer(request: web.Request) -> web.Response:
-        seen.append(request.headers.get("Cookie"))
-        response = web.Response(status=204)
-        response.set_cookie("AWSALB", "sticky", path="/")
-        return response
-
+@contextlib.asynccontextmanager
+async def _sender_to(answer: Callable[[web.Request], Awaitable[web.Response]]
+                     ) -> AsyncIterator[tuple[Sender, str]]:
+    """A real aiohttp server answering POST /{name} with `answer`, and a Sender to it; yields
+    (the sender, the server's base URL by host name)."""
     app = web.Application()
     app.router.add_post("/{name}", answer)
     runner = web.AppRunner(app)
@@ -57,12 +55,25 @@ async def test_a_cookie_set_by_a_receiver_is_never_sent_back():
     try:
         async with Sender(timeout_s=5, policy=AddressPolicy.parse("127.0.0.0/8"),
                           resolver=_LocalResolver()) as sender:
-            for n, name in enumerate(["a", "a", "b"]):
-                result = await sender.send(_claim(f"http://{HOST}:{port}/{name}", n))
-                assert result.status_code == 204, result
-                assert "AWSALB=sticky" in (result.response_headers or "")
+            yield sender, f"http://{HOST}:{port}"
     finally:
         await runner.cleanup()
+
+
+async def test_a_cookie_set_by_a_receiver_is_never_sent_back():
+    seen: list[str | None] = []
+
+    async def answer(request: web.Request) -> web.Response:
+        seen.append(request.headers.get("Cookie"))
+        response = web.Response(status=204)
+        response.set_cookie("AWSALB", "sticky", path="/")
+        return response
+
+    async with _sender_to(answer) as (sender, base):
+        for n, name in enumerate(["a", "a", "b"]):
+            result = await sender.send(_claim(f"{base}/{name}", n))
+            assert result.status_code == 204, result
+            assert "AWSALB=sticky" in (result.response_headers or "")
     assert seen == [None, None, None]
 
 
@@ -78,19 +89,8 @@ async def test_a_receiver_is_not_asked_to_compress_its_answer():
             response.enable_compression()
         return response
 
-    app = web.Application()
-    app.router.add_post("/{name}", answer)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
-    try:
-        async with Sender(timeout_s=5, policy=AddressPolicy.parse("127.0.0.0/8"),
-                          resolver=_LocalResolver()) as sender:
-            result = await sender.send(_claim(f"http://{HOST}:{port}/a", 1))
-    finally:
-        await runner.cleanup()
+    async with _sender_to(answer) as (sender, base):
+        result = await sender.send(_claim(f"{base}/a", 1))
     assert offered == [None]
     assert result.status_code == 200, result
     assert (result.response_excerpt or "").startswith("received received")
