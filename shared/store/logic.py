@@ -38,7 +38,6 @@ from shared.models import (
     Stats,
     ThroughputBucket,
     parse_headers,
-    subscribes,
 )
 from shared.policy import forwarding, rules
 from shared.policy.delivery import (
@@ -49,8 +48,8 @@ from shared.policy.delivery import (
     is_failure,
 )
 from shared.policy.sources import check_source
-from shared.signing import new_message_ids
 from shared.store.events_tx import EventOperations
+from shared.store.ingest_tx import add_events_tx
 from shared.store.operator_tx import (
     expire_previous_tx,
     get_job_tx,
@@ -105,7 +104,7 @@ class StoreLogic(EventOperations):
 
     async def add_events(self, events: Sequence[NewEvent]) -> list[Accepted | Duplicate]:
         """See :meth:`shared.store.Store.add_events` (workers are woken after the commit)."""
-        return await self._transact(_add_events_tx(events), write=False)  # see BEGIN_WRITE
+        return await self._transact(add_events_tx(events), write=False)  # see BEGIN_WRITE
 
     async def add_event(self, event: NewEvent) -> Accepted | Duplicate:
         """One event in its own transaction; see :meth:`add_events`."""
@@ -421,59 +420,6 @@ class StoreLogic(EventOperations):
 def _single(query: Query) -> Tx[Any]:
     """A transaction of one query."""
     return (yield query)
-
-
-def _add_events_tx(events: Sequence[NewEvent]) -> Tx[list[Accepted | Duplicate]]:
-    """Insert a batch of events, then the jobs of all of them in one query; each event that is
-    new (not stored, nor earlier in the batch) is Accepted, the others Duplicate."""
-    if not events:
-        return []
-    now = yield NOW
-    # The rows are built before the write lock is taken: SQLite has one writer for every
-    # process, so ingest holds the lock only for the statements.
-    new_events = Rows(
-        ("message_id", "source", "source_event_id", "type", "body", "forwarded_headers"),
-        [(message_id, e.source, e.source_event_id, e.type, e.body,
-          forwarding.encode(e.forwarded_headers))
-         for message_id, e in zip(new_message_ids(len(events), now), events, strict=True)])
-    yield BEGIN_WRITE
-    # [id, event types] of each live destination, read as one row (one step, not one per
-    # destination: ingest's hot path).
-    subscriptions = [(destination_id, json.loads(event_types)) for destination_id, event_types
-                     in json.loads((yield one("subscriptions"))["subscriptions"])]
-    inserted = {(r["source"], r["source_event_id"]): r for r in (yield Query(
-        "insert_event", {"events": new_events}, per_row=True))}
-    keys = [(e.source, e.source_event_id) for e in events]
-    missing = [k for k in dict.fromkeys(keys) if k not in inserted]
-    existing = {(r["source"], r["source_event_id"]): r for r in (yield Query(
-        "find_event", {"keys": Rows(("source", "source_event_id"), missing)},
-        per_row=True))} if missing else {}
-    pairs: list[tuple[int, int]] = []
-    first: set[tuple[str, str]] = set()
-    for event, key in zip(events, keys, strict=True):
-        if key in inserted and key not in first:
-            first.add(key)
-            pairs += [(inserted[key]["id"], destination_id)
-                      for destination_id, event_types in subscriptions
-                      if subscribes(event_types, event.type)]
-    job_ids: dict[int, list[int]] = {}
-    if pairs:  # one query for every job of the batch: this is ingest's hot path
-        for r in (yield Query("insert_jobs", {"pairs": Rows(("event_ids", "destination_ids"),
-                                                             pairs)}, per_row=True)):
-            job_ids.setdefault(r["event_id"], []).append(r["id"])
-        yield NOTIFY
-    results: list[Accepted | Duplicate] = []
-    seen: set[tuple[str, str]] = set()
-    for key in keys:
-        if key in inserted and key not in seen:
-            row = inserted[key]
-            results.append(Accepted(event_id=row["id"], message_id=row["message_id"],
-                                    job_ids=tuple(sorted(job_ids.get(row["id"], ())))))
-        else:
-            row = inserted.get(key) or existing[key]
-            results.append(Duplicate(event_id=row["id"], message_id=row["message_id"]))
-        seen.add(key)
-    return results
 
 
 def _extend_tx(claims: Sequence[Claim], lease_s: float) -> Tx[set[str]]:
