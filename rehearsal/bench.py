@@ -20,7 +20,6 @@ import contextlib
 import json
 import os
 import re
-import signal
 import sqlite3
 import stat
 import subprocess
@@ -46,6 +45,7 @@ from rehearsal.harness import (
     children_of,
     free_port,
     service_processes,
+    stop_process,
     wait_healthy,
 )
 from shared.db_url import is_postgres_url
@@ -325,7 +325,7 @@ def receiver_process(env: dict[str, str], behaviours: tuple[str, ...] | None = N
         port = json.loads(receiver.stdout.readline())["port"]
         yield Receiver(pid=receiver.pid, port=port, secrets=secrets)
     finally:
-        _stop(receiver)
+        stop_process(receiver)
 
 
 @contextlib.contextmanager
@@ -350,18 +350,7 @@ def service_process(db: str, work: Path, env: dict[str, str], *, workers: int,
         time.sleep(0.5)
         yield port, service_processes(service.pid)
     finally:
-        _stop(service)
-
-
-def _stop(proc: subprocess.Popen[bytes]) -> None:
-    """SIGTERM `proc` and wait; SIGKILL it after 30 s."""
-    if proc.poll() is None:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        stop_process(service)
 
 
 def _run(opts: BenchOptions, work: Path, db: str, postmaster: int | None) -> dict[str, Any]:

@@ -11,14 +11,13 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import signal
 import subprocess
 import sys
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 from rehearsal import wrk
-from rehearsal.harness import INGEST_TOKEN
+from rehearsal.harness import INGEST_TOKEN, stop_process
 
 if TYPE_CHECKING:
     from rehearsal.bench import BenchOptions
@@ -74,13 +73,7 @@ def bare_server(env: dict[str, str]) -> Iterator[int]:
         assert proc.stdout is not None
         yield int(json.loads(proc.stdout.readline())["port"])
     finally:
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGTERM)
-            try:
-                proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+        stop_process(proc, grace_s=10)
 
 
 def measure_ceiling(opts: BenchOptions, env: dict[str, str]) -> dict[str, Any]:

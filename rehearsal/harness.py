@@ -36,6 +36,19 @@ INGEST_HEADERS = {"content-type": "application/json", "authorization": f"Bearer 
 ADMIN_HEADERS = {"authorization": f"Bearer {ADMIN_TOKEN}"}
 
 
+def stop_process(proc: subprocess.Popen[bytes] | None, grace_s: float = 30.0) -> None:
+    """SIGTERM `proc` (a child the harness started), wait up to `grace_s` seconds, then
+    SIGKILL and reap it; nothing when it is None or has already exited."""
+    if proc is None or proc.poll() is not None:
+        return
+    proc.send_signal(signal.SIGTERM)
+    try:
+        proc.wait(timeout=grace_s)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+
+
 def free_port() -> int:
     """A TCP port on 127.0.0.1 that was free a moment ago."""
     with socket.socket() as sock:

@@ -18,7 +18,6 @@ import asyncio
 import contextlib
 import json
 import shutil
-import signal
 import subprocess
 import sys
 import time
@@ -26,7 +25,14 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from rehearsal.harness import LOCAL_SETTINGS, child_env, free_port, service_processes, wait_healthy
+from rehearsal.harness import (
+    LOCAL_SETTINGS,
+    child_env,
+    free_port,
+    service_processes,
+    stop_process,
+    wait_healthy,
+)
 from shared.store import open_store
 
 STOP_GRACE_S = 15.0
@@ -73,16 +79,9 @@ def check_available() -> None:
                                  "`apt-get install redis-server` (`make test` does, as root)")
 
 
-def stop(proc: subprocess.Popen[bytes] | None, grace_s: float = STOP_GRACE_S) -> None:
-    """SIGTERM `proc`, wait up to `grace_s` seconds, then SIGKILL and reap it."""
-    if proc is None or proc.poll() is not None:
-        return
-    proc.send_signal(signal.SIGTERM)
-    try:
-        proc.wait(timeout=grace_s)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait()
+def stop(proc: subprocess.Popen[bytes] | None) -> None:
+    """Stop a process of a system under test (rehearsal.harness.stop_process, STOP_GRACE_S)."""
+    stop_process(proc, STOP_GRACE_S)
 
 
 def _spawn(argv: list[str], log_path: Path, env: dict[str, str],

@@ -14,9 +14,9 @@ import urllib.error
 import urllib.request
 from collections.abc import Iterator
 from contextlib import redirect_stderr, redirect_stdout
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any
 
 import pytest
 import structlog
@@ -26,22 +26,10 @@ from standardwebhooks.webhooks import Webhook, WebhookVerificationError
 from rehearsal.harness import free_port
 from shared.signing import generate_secret
 from supervisor.cli import main as cli_main
+from tests.recording import recording_handler
 
-
-class Recorder(BaseHTTPRequestHandler):
-    """Answers 200 and keeps each request's headers and body bytes."""
-
-    received: ClassVar[list[tuple[dict[str, str], bytes]]] = []
-
-    def do_POST(self) -> None:
-        body = self.rfile.read(int(self.headers["Content-Length"]))
-        self.received.append((dict(self.headers.items()), body))
-        self.send_response(200)
-        self.send_header("Content-Length", "0")
-        self.end_headers()
-
-    def log_message(self, format: str, *args: Any) -> None:
-        """Quiet: the test reads the requests, not a log."""
+Recorder = recording_handler()
+"""Answers 200 and keeps each request's headers and body bytes."""
 
 
 class Service:

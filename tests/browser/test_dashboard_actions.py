@@ -18,15 +18,16 @@ import re
 import signal
 import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any
 
 from standardwebhooks.webhooks import Webhook, WebhookVerificationError
 
 from shared.process.lifecycle import STATUS_FILE
 from shared.signing import generate_secret
 from tests.browser.support import Hookline
+from tests.recording import recording_handler
 
 REFUSING_URL = "http://127.0.0.1:9/{}"  # nothing listens on the discard port: refused at once
 
@@ -212,21 +213,8 @@ def test_waiting_job_is_due_now_and_a_missing_job_stops_polling(
         page.remove_listener("request", count)
 
 
-class _Recorder(BaseHTTPRequestHandler):
-    """Answers 200 and keeps each request's headers and body bytes (a receiver whose
-    requests the test verifies with `standardwebhooks`)."""
-
-    received: ClassVar[list[tuple[dict[str, str], bytes]]] = []
-
-    def do_POST(self) -> None:
-        body = self.rfile.read(int(self.headers["Content-Length"]))
-        self.received.append((dict(self.headers.items()), body))
-        self.send_response(200)
-        self.send_header("Content-Length", "0")
-        self.end_headers()
-
-    def log_message(self, format: str, *args: Any) -> None:
-        """Quiet: the test reads the requests, not a log."""
+_Recorder = recording_handler()
+"""Answers 200 and keeps each request's headers and body bytes."""
 
 
 def _verifies(secret: str, request: tuple[dict[str, str], bytes]) -> bool:
