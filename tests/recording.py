@@ -6,6 +6,8 @@ from __future__ import annotations
 from http.server import BaseHTTPRequestHandler
 from typing import Any, ClassVar
 
+from standardwebhooks.webhooks import Webhook, WebhookVerificationError
+
 
 class RecordingHandler(BaseHTTPRequestHandler):
     """Answers every POST 200 and keeps its headers and body bytes in `received`."""
@@ -27,3 +29,13 @@ def recording_handler() -> type[RecordingHandler]:
     """A RecordingHandler class with a `received` list of its own, so two test modules
     running in one process never see each other's requests."""
     return type("Recorder", (RecordingHandler,), {"received": []})
+
+
+def verifies(secret: str, request: tuple[dict[str, str], bytes]) -> bool:
+    """Whether a receiver holding only `secret` accepts a recorded request (standardwebhooks)."""
+    headers, body = request
+    try:
+        Webhook(secret).verify(body, headers)
+    except WebhookVerificationError:
+        return False
+    return True

@@ -21,12 +21,11 @@ from typing import Any
 import pytest
 import structlog
 from procs import JSON_AUTH, TEST_SETTINGS, log_records, start_cli, stop, wait_until
-from standardwebhooks.webhooks import Webhook, WebhookVerificationError
 
 from rehearsal.harness import free_port
 from shared.signing import generate_secret
 from supervisor.cli import main as cli_main
-from tests.recording import recording_handler
+from tests.recording import recording_handler, verifies
 
 Recorder = recording_handler()
 """Answers 200 and keeps each request's headers and body bytes."""
@@ -79,16 +78,6 @@ class Service:
         wait_until(lambda: len(Recorder.received) >= self.events, 30, "the delivery")
         assert len(Recorder.received) == self.events
         return Recorder.received[-1]
-
-
-def verifies(secret: str, request: tuple[dict[str, str], bytes]) -> bool:
-    """Whether a receiver holding only `secret` accepts the request (standardwebhooks)."""
-    headers, body = request
-    try:
-        Webhook(secret).verify(body, headers)
-    except WebhookVerificationError:
-        return False
-    return True
 
 
 @pytest.fixture(scope="module")

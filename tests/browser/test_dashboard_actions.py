@@ -22,12 +22,10 @@ from http.server import ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
-from standardwebhooks.webhooks import Webhook, WebhookVerificationError
-
 from shared.process.lifecycle import STATUS_FILE
 from shared.signing import generate_secret
 from tests.browser.support import Hookline
-from tests.recording import recording_handler
+from tests.recording import recording_handler, verifies
 
 REFUSING_URL = "http://127.0.0.1:9/{}"  # nothing listens on the discard port: refused at once
 
@@ -217,16 +215,6 @@ _Recorder = recording_handler()
 """Answers 200 and keeps each request's headers and body bytes."""
 
 
-def _verifies(secret: str, request: tuple[dict[str, str], bytes]) -> bool:
-    """Whether a receiver holding only `secret` accepts the request (standardwebhooks)."""
-    headers, body = request
-    try:
-        Webhook(secret).verify(body, headers)
-    except WebhookVerificationError:
-        return False
-    return True
-
-
 def _audit_lines(hookline: Hookline, destination: str) -> list[tuple[str, Any, Any]]:
     """(event, actor, generated) of the secret audit lines about `destination` so far."""
     return [(e["event"], e.get("actor"), e.get("generated"))
@@ -294,8 +282,8 @@ def test_secret_is_rotated_revealed_and_expired_from_the_page(
         expect(page.locator("#expire-previous")).to_be_visible()
         page.screenshot(path=str(screenshots / "destination-secret.png"), full_page=True)
         during = _deliver(page, hookline, "vault-1")
-        assert _verifies(pasted, during) and _verifies(generated, during)
-        assert not _verifies(original, during)
+        assert verifies(pasted, during) and verifies(generated, during)
+        assert not verifies(original, during)
 
         page.click("#expire-previous")
         expect(page.locator("#expire-text")).to_contain_text("refuses every request")
@@ -304,7 +292,7 @@ def test_secret_is_rotated_revealed_and_expired_from_the_page(
         expect(row.locator("[data-col=rotation]")).to_have_count(0)
         assert _destination(hookline, "vault")["previous_secret"] is None
         after = _deliver(page, hookline, "vault-2")
-        assert _verifies(pasted, after) and not _verifies(generated, after)
+        assert verifies(pasted, after) and not verifies(generated, after)
 
         page.click("#reveal-secret")
         expect(page.locator("#revealed-secret")).to_have_text(pasted)
