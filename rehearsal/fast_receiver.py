@@ -9,7 +9,14 @@ Webhooks spec, signature section: HMAC-SHA256 over `id.timestamp.body`, any `v1,
 may match), the first request per `webhook-id` counted as an effect and later ones as
 duplicates (at-least-once delivery: receivers dedupe by webhook-id), answered `204` (or
 `401` for a bad signature, `404` for an unknown endpoint). `GET /_summary` serves the
-counts as JSON.
+counts per endpoint as JSON.
+
+For `hookline bench --compare`, which measures accept -> first verified arrival, each effect
+is also kept as (body SHA-256, unix seconds when the request completed): `GET /_receipts`
+serves `{"effects": [{"endpoint", "body_sha256", "received_at"}, ...], "requests": verified
+requests, "unverified": bad signatures}` and `GET /_count` `{"requests": verified requests,
+"effects": N}` (the fixture's keys, cheap enough to poll). Only a first arrival is hashed,
+and stored as a tuple; the dicts are built when served.
 
 CLI: `python -m rehearsal.fast_receiver --listen 127.0.0.1:0 --endpoint NAME=SECRET ...`;
 prints `{"port": N}` on its first stdout line, then serves until SIGTERM/SIGINT.
@@ -25,6 +32,7 @@ import hmac
 import json
 import signal
 import sys
+import time
 from dataclasses import dataclass, field
 from typing import cast
 
@@ -37,7 +45,8 @@ from shared.signing import secret_key
 @dataclass(slots=True)
 class EndpointCounts:
     """What one endpoint saw: verified requests, first deliveries per webhook-id (effects),
-    repeats of an id already seen (duplicates), and requests refused for their signature."""
+    repeats of an id already seen (duplicates), and requests refused for their signature;
+    `arrivals` holds each effect's (body SHA-256 hex, unix seconds received)."""
 
     key: bytes
     requests: int = 0
@@ -45,10 +54,21 @@ class EndpointCounts:
     duplicates: int = 0
     bad_signatures: int = 0
     seen: set[str] = field(default_factory=set)
+    arrivals: list[tuple[str, float]] = field(default_factory=list)
 
     def summary(self) -> dict[str, int]:
         return {"requests": self.requests, "effects": self.effects,
                 "duplicates": self.duplicates, "bad_signatures": self.bad_signatures}
+
+
+def receipts(endpoints: dict[str, EndpointCounts]) -> dict[str, object]:
+    """Every endpoint's effects (first verified arrival per webhook-id: `endpoint`,
+    `body_sha256`, `received_at` in unix seconds) and the counts of verified and refused
+    requests, as served by `GET /_receipts`."""
+    return {"effects": [{"endpoint": name, "body_sha256": sha, "received_at": at}
+                        for name, c in endpoints.items() for sha, at in c.arrivals],
+            "requests": sum(c.requests for c in endpoints.values()),
+            "unverified": sum(c.bad_signatures for c in endpoints.values())}
 
 
 def signature_ok(key: bytes, message_id: str, timestamp: str, body: bytes,
@@ -102,15 +122,24 @@ class _Connection(asyncio.Protocol):
             counts = {name: c.summary() for name, c in self.endpoints.items()}
             self._answer(200, json.dumps({"endpoints": counts}).encode())
             return
+        if method == b"GET" and path == "/_count":
+            self._answer(200, json.dumps({
+                "requests": sum(c.requests for c in self.endpoints.values()),
+                "effects": sum(c.effects for c in self.endpoints.values())}).encode())
+            return
+        if method == b"GET" and path == "/_receipts":
+            self._answer(200, json.dumps(receipts(self.endpoints)).encode())
+            return
         endpoint = self.endpoints.get(path.lstrip("/"))
         if method != b"POST" or endpoint is None:
             self._answer(404, b'{"error":"not_found"}')
             return
+        received_at = time.time()
         get = self.headers.get
         message_id = get(b"webhook-id", b"").decode("latin-1")
+        body = b"".join(self.body)
         if not signature_ok(endpoint.key, message_id,
-                            get(b"webhook-timestamp", b"").decode("latin-1"),
-                            b"".join(self.body),
+                            get(b"webhook-timestamp", b"").decode("latin-1"), body,
                             get(b"webhook-signature", b"").decode("latin-1")):
             endpoint.bad_signatures += 1
             self._answer(401, b'{"error":"bad_signature"}')
@@ -121,6 +150,7 @@ class _Connection(asyncio.Protocol):
         else:
             endpoint.seen.add(message_id)
             endpoint.effects += 1
+            endpoint.arrivals.append((hashlib.sha256(body).hexdigest(), received_at))
         self._answer(204, b"")
 
     def _answer(self, status: int, body: bytes, close: bool = False) -> None:

@@ -1,9 +1,12 @@
 """`hookline bench --compare`: one workload through hookline, Celery and Huey, in one run.
 
-For each system in turn: a fresh receiver fixture (its own process, 3 endpoints with their
-own `whsec_` secrets, `ok` behaviour), the system (rehearsal/compare/systems.py), then the
-load generator (its own process, the same concurrency for all, flat out unless a rate is
-given) posting the same N events (`bench-RUN-INDEX`, about 1.5 KB each) to the system's
+For each system in turn: a fresh receiver (its own process, 3 endpoints with their own
+`whsec_` secrets, `ok` behaviour; the same kind for every system: the lean one,
+rehearsal/fast_receiver.py, unless the options ask for the receiver fixture,
+rehearsal/receiver.py, whose CPU per delivery would on two cores be taken from the system
+under test), the system (rehearsal/compare/systems.py), then the load generator (its own
+process, the same concurrency for all, flat out unless a rate is given) posting the same N
+events (`bench-RUN-INDEX`, about 1.5 KB each) to the system's
 front door and recording when each one was accepted. The run waits until the receiver has
 a verified arrival for every (endpoint, accepted event), then reads the receiver's receipts:
 accept -> first verified arrival is the latency, for all three alike. CPU seconds and peak
@@ -31,12 +34,14 @@ from typing import Any
 from rehearsal.bench import proc_cpu_s, proc_peak_rss_mb
 from rehearsal.compare import systems
 from rehearsal.compare.systems import CompareError, Destination, Running
-from rehearsal.compare.workload import body_index, delivery_figures, ratios
+from rehearsal.compare.workload import body_index, delivery_figures, ratios, read_receipts
 from rehearsal.harness import LOCAL_SETTINGS, child_env
 from shared.signing import generate_secret
 
 SYSTEMS = ("hookline", "celery", "huey")
 DESTINATIONS = 3
+# The receiver each system delivers to: its module, run with `python -m`.
+RECEIVERS = {"lean": "rehearsal.fast_receiver", "fixture": "rehearsal.receiver"}
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -45,7 +50,8 @@ class CompareOptions:
     None = flat out), delivered to 3 destinations by `workers` processes of
     `worker_concurrency` in-flight requests each, in every system. `synchronous`: hookline's
     SQLite setting. `timeout_s`: longest wait for one system's deliveries (None: 60 s plus
-    100 deliveries/s). Results go to `out_dir`.
+    100 deliveries/s). `receiver`: a key of RECEIVERS, "lean" (rehearsal/fast_receiver.py)
+    or "fixture" (rehearsal/receiver.py), for every system. Results go to `out_dir`.
     """
 
     events: int = 20_000
@@ -58,15 +64,25 @@ class CompareOptions:
     out_dir: Path = Path("results/bench")
     timeout_s: float | None = None
     systems: tuple[str, ...] = SYSTEMS
+    receiver: str = "lean"
 
 
 @contextlib.contextmanager
-def receiver(work: Path, name: str) -> Iterator[tuple[str, list[Destination]]]:
-    """A fresh receiver process with 3 `ok` endpoints; yields (its base URL, destinations)."""
+def receiver(work: Path, name: str, kind: str = "lean"
+             ) -> Iterator[tuple[str, list[Destination]]]:
+    """A fresh receiver process (`kind`: a key of RECEIVERS) with 3 `ok` endpoints, logging
+    to `work/NAME-receiver.log`; yields (its base URL, destinations).
+
+    Raises:
+        ValueError: `kind` is not a key of RECEIVERS.
+        CompareError: the receiver did not start.
+    """
+    if kind not in RECEIVERS:
+        raise ValueError(f"unknown receiver {kind!r}; one of {sorted(RECEIVERS)}")
     secrets = [generate_secret() for _ in range(DESTINATIONS)]
     with (work / f"{name}-receiver.log").open("wb") as log:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "rehearsal.receiver", "--listen", "127.0.0.1:0",
+            [sys.executable, "-m", RECEIVERS[kind], "--listen", "127.0.0.1:0",
              *[arg for n, s in enumerate(secrets, 1)
                for arg in ("--endpoint", f"d{n}={s}:ok")]],
             stdout=subprocess.PIPE, stderr=log, env=child_env())
@@ -80,6 +96,8 @@ def receiver(work: Path, name: str) -> Iterator[tuple[str, list[Destination]]]:
                      for n, s in enumerate(secrets, 1)]
     finally:
         systems.stop(proc)
+        if proc.stdout is not None:
+            proc.stdout.close()
 
 
 def _get_json(url: str) -> Any:
@@ -118,7 +136,7 @@ def run_system(name: str, opts: CompareOptions, work: Path, run_id: str,
     folder = work / name
     folder.mkdir()
     accepts = folder / "accepts.json"
-    with receiver(work, name) as (receiver_url, dests), \
+    with receiver(work, name, opts.receiver) as (receiver_url, dests), \
             _start(name, folder, dests, opts) as running:
         cpu_before = {slot: proc_cpu_s(pid) for slot, pid in running.pids.items()}
         load_started_at = time.time()
@@ -140,12 +158,10 @@ def run_system(name: str, opts: CompareOptions, work: Path, run_id: str,
         cpu = {slot: round(proc_cpu_s(pid) - cpu_before[slot], 2)
                for slot, pid in running.pids.items()}
         rss = {slot: round(proc_peak_rss_mb(pid), 1) for slot, pid in running.pids.items()}
-        receipts = _get_json(f"{receiver_url}/_receipts")
+        effects, requests, unverified = read_receipts(_get_json(f"{receiver_url}/_receipts"))
     figures = delivery_figures(
-        effects=receipts["effects"], requests=len(receipts["requests"]),
-        accepted_at=accepted_at, index_by_sha=index_by_sha, destinations=DESTINATIONS,
-        load_started_at=load_started_at)
-    unverified = sum(not r["verified"] for r in receipts["requests"])
+        effects=effects, requests=requests, accepted_at=accepted_at,
+        index_by_sha=index_by_sha, destinations=DESTINATIONS, load_started_at=load_started_at)
     delivered = figures["delivered"]
     return {
         "accepted": accepted,
@@ -206,9 +222,12 @@ def run_compare(opts: CompareOptions,
         progress: called with a line of text as each system starts.
 
     Raises:
+        ValueError: `opts.receiver` is not a key of RECEIVERS.
         CompareUnavailable: the bench extra or redis-server is missing (checked first).
         CompareError: a system did not start.
     """
+    if opts.receiver not in RECEIVERS:
+        raise ValueError(f"unknown receiver {opts.receiver!r}; one of {sorted(RECEIVERS)}")
     systems.check_available()
     load_before = os.getloadavg()[0]
     opts.out_dir.mkdir(parents=True, exist_ok=True)

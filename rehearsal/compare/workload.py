@@ -23,6 +23,21 @@ def body_index(run_id: str, events: int, body_bytes: int) -> dict[str, int]:
             for i in range(events)}
 
 
+def read_receipts(receipts: Mapping[str, Any]) -> tuple[list[Mapping[str, Any]], int, int]:
+    """(effects, requests, unverified requests) from either receiver's `GET /_receipts`.
+
+    The receiver fixture (rehearsal/receiver.py) lists every request, each with `verified`;
+    the lean one (rehearsal/fast_receiver.py) counts them: `requests` verified and
+    `unverified`. Both list the effects alike. `requests` counts every request, verified or
+    not, retries and duplicates included.
+    """
+    listed = receipts["requests"]
+    if isinstance(listed, list):
+        unverified = sum(not request["verified"] for request in listed)
+        return receipts["effects"], len(listed), unverified
+    return receipts["effects"], listed + receipts["unverified"], receipts["unverified"]
+
+
 def delivery_figures(*, effects: Iterable[Mapping[str, Any]], requests: int,
                      accepted_at: Sequence[float | None], index_by_sha: Mapping[str, int],
                      destinations: int, load_started_at: float) -> dict[str, Any]:

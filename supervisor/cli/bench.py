@@ -38,6 +38,10 @@ def register(sub: Any) -> None:
                        help="the same workload through hookline, Celery (Redis broker) and "
                             "Huey (SQLite) in one run, and the ratios; writes compare.json "
                             "(needs the `bench` extra and redis-server; see docs/benchmarks.md)")
+    bench.add_argument("--compare-receiver", choices=["lean", "fixture"], default="lean",
+                       help="--compare: the receiver every system delivers to: lean "
+                            "(rehearsal/fast_receiver.py, little CPU) or fixture "
+                            "(rehearsal/receiver.py, records every request)")
     scenario = bench.add_argument_group(
         "scenarios (memory and recovery targets; rehearsal/bench_scenarios.py): --scenario writes "
         "scenario-NAME.json to --out")

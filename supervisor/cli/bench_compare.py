@@ -12,10 +12,11 @@ from shared.db_url import is_postgres_url
 
 def compare_command(config: Config, args: argparse.Namespace) -> int:
     """Run the comparison and print a table per system and the ratios; compare.json goes to
-    --out. Uses --events, --concurrency (load connections), --rate, --workers, --synchronous
-    and the config's `worker_concurrency` (in-flight requests per worker process, for every
-    system). Returns 1 with a message naming the install command when the bench extra or
-    redis-server is missing, or when a system could not start or did not deliver everything.
+    --out. Uses --events, --concurrency (load connections), --rate, --workers, --synchronous,
+    --compare-receiver and the config's `worker_concurrency` (in-flight requests per worker
+    process, for every system). Returns 1 with a message naming the install command when the
+    bench extra or redis-server is missing, or when a system could not start or did not
+    deliver everything.
     """
     from rehearsal.compare.run import CompareOptions, print_compare, run_compare  # noqa: PLC0415
     from rehearsal.compare.systems import CompareError, CompareUnavailable  # noqa: PLC0415
@@ -26,7 +27,7 @@ def compare_command(config: Config, args: argparse.Namespace) -> int:
     opts = CompareOptions(
         events=args.events, concurrency=args.concurrency, rate_per_s=args.rate,
         workers=args.workers, worker_concurrency=config.worker_concurrency,
-        synchronous=args.synchronous, out_dir=Path(args.out))
+        synchronous=args.synchronous, out_dir=Path(args.out), receiver=args.compare_receiver)
     try:
         result = run_compare(opts, progress=lambda text: print(text, flush=True))
     except CompareUnavailable as exc:

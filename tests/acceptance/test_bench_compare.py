@@ -32,6 +32,7 @@ def test_bench_compare_delivers_everything_everywhere_and_reports_the_ratios(tmp
     result = json.loads((out / "compare.json").read_text())
     report = log_path.read_text()
     assert list(result["systems"]) == ["hookline", "celery", "huey"]
+    assert result["options"]["receiver"] == "lean"
     for name, fig in result["systems"].items():
         assert fig["accepted"] == EVENTS, name
         assert fig["delivered"] == fig["expected"] == 3 * EVENTS, name

@@ -12,6 +12,7 @@ from aiohttp.test_utils import TestClient, TestServer
 
 from rehearsal.compare import peer_tasks
 from rehearsal.compare.peer_ingest import make_app
+from rehearsal.compare.workload import read_receipts
 from rehearsal.receiver import Endpoint, Receiver, parse_behaviour
 from shared.models import Done, Retry
 from shared.signing import generate_secret, new_message_id
@@ -49,6 +50,8 @@ async def test_a_failed_attempt_is_retried_by_hookline_backoff_then_done(receive
     assert [(r.verified, r.status, r.webhook_id) for r in rec.requests] == [
         (True, 500, message_id), (True, 200, message_id)]
     assert len(rec.effects) == 1
+    effects, requests, unverified = read_receipts(rec.receipts())
+    assert (len(effects), requests, unverified) == (1, 2, 0)
 
 
 async def test_no_response_is_a_transient_failure():
