@@ -43,7 +43,7 @@ from shared.store.ops import (
     advance,
 )
 from shared.store.queries import load_migrations, load_queries
-from shared.store.sqlite_rows import STATEMENT_CACHE_SIZE, insert_rows, row_insert
+from shared.store.sqlite_rows import STATEMENT_CACHE_SIZE, TableShape, insert_rows, row_insert
 from shared.store.wakeup import WakeListener, WakeNotifier, wake_dir_for
 from shared.store.write_lock import DurationHistogram, WriteLock
 
@@ -144,6 +144,7 @@ class SqliteStore(StoreLogic):
         assert isinstance(db, _LockingConnection)
         db.write_lock = self._write_lock = WriteLock(self.path + "-lock",
                                                      self._busy_timeout_ms / 1000)
+        db.table_shapes = {}  # sqlite_rows.table_shape: read once per table
         db.row_factory = sqlite3.Row
         db.execute(f"PRAGMA busy_timeout = {self._busy_timeout_ms}")
         enable_wal(db, self.path)
@@ -329,6 +330,7 @@ class _LockingConnection(sqlite3.Connection):
     """A sqlite3 connection carrying the cross-process :class:`WriteLock` of its database."""
 
     write_lock: WriteLock | None = None
+    table_shapes: dict[str, TableShape] | None = None
 
     def close(self) -> None:
         """Close the connection and its lock file."""

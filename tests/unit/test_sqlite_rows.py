@@ -104,3 +104,48 @@ async def test_a_batch_larger_than_one_statement_fans_out_once_per_event(tmp_pat
         assert len(set(job_ids)) == len(job_ids) == 3 * (count - 3)
         stored = {j.id: j.event_id for j in await store.list_jobs(limit=10_000)}
         assert stored == {job: r.event_id for r in accepted for job in r.job_ids}
+
+
+def test_rows_skipped_in_a_later_statement_read_every_row_back(items):
+    """The first statement inserts all its rows (their ids known from the statement), the
+    second skips one: every row of the batch is then read back, and a skipped row's used-up
+    rowid does not shift anyone's id."""
+    insert = row_insert(_INSERT_ITEM)
+    assert insert is not None
+    items.execute("INSERT INTO items (name, size, at) VALUES ('taken', 0, 0)")
+    rows = [(f"item-{n}", n) for n in range(ROWS_PER_STATEMENT)] + [("x", 1), ("taken", 2),
+                                                                    ("y", 3)]
+    items.execute("BEGIN IMMEDIATE")
+    back = insert_rows(items, insert, ("name", "size"), rows, {"now": 0.0})
+    items.execute("COMMIT")
+    stored = items.execute("SELECT id, name FROM items WHERE name != 'taken' ORDER BY id")
+    assert [(r["id"], r["name"]) for r in back] == stored.fetchall()
+    assert [r["name"] for r in back] == [name for name, _ in rows if name != "taken"]
+
+
+def test_ids_come_from_the_statement_when_no_row_is_skipped(items):
+    """With nothing skipped, the ids are the statement's last insert rowid counted back, and
+    the other columns the values bound: they match what is stored, after deleted rows and
+    across statements."""
+    insert = row_insert(_INSERT_ITEM)
+    assert insert is not None
+    items.execute("INSERT INTO items (name, size, at) VALUES ('old', 0, 0)")
+    items.execute("DELETE FROM items")  # AUTOINCREMENT: id 1 is never used again
+    rows = [(f"item-{n}", n) for n in range(ROWS_PER_STATEMENT + 3)]
+    items.execute("BEGIN IMMEDIATE")
+    back = insert_rows(items, insert, ("name", "size"), rows, {"now": 0.0})
+    items.execute("COMMIT")
+    stored = items.execute("SELECT id, name FROM items ORDER BY id").fetchall()
+    assert [(r["id"], r["name"]) for r in back] == stored
+    assert back[0]["id"] == 2
+
+
+def test_a_value_the_column_converts_is_answered_as_stored(items):
+    """SQLite's type affinity stores 7 bound to a TEXT column as '7': RETURNING answers
+    '7', and so must the batch (read back, not taken from the bound value)."""
+    insert = row_insert(_INSERT_ITEM)
+    assert insert is not None
+    items.execute("BEGIN IMMEDIATE")
+    back = insert_rows(items, insert, ("name", "size"), [(7, 1), ("eight", 2)], {"now": 0.0})
+    items.execute("COMMIT")
+    assert [r["name"] for r in back] == ["7", "eight"]

@@ -211,17 +211,25 @@ RETURNING id, name"""
 
 
 def test_a_read_back_outside_a_transaction_is_refused(tmp_path: Path):
-    """Outside a transaction each statement commits alone and another writer's rows could
-    land between max(rowid) and the read-back: refused rather than answered wrong."""
+    """An insert that may skip rows reads back by rowid above the table's largest: outside a
+    transaction each statement commits alone and another writer's rows could land between,
+    so it is refused rather than answered wrong. One that cannot skip takes its rowids from
+    the statement itself, inside a transaction or not."""
     from shared.store.sqlite_rows import insert_rows, row_insert
 
-    insert = row_insert("INSERT INTO items (name) VALUES (:name) RETURNING id, name")
-    assert insert is not None
+    may_skip = row_insert("INSERT INTO items (name) VALUES (:name) "
+                          "ON CONFLICT (name) DO NOTHING RETURNING id, name")
+    never_skips = row_insert("INSERT INTO items (name) VALUES (:name) RETURNING id, name")
+    assert may_skip is not None and never_skips is not None
     db = sqlite3.connect(tmp_path / "items.db", isolation_level=None)
     try:
-        db.execute("CREATE TABLE items (id INTEGER PRIMARY KEY AUTOINCREMENT, name TEXT)")
+        db.execute("CREATE TABLE items (id INTEGER PRIMARY KEY AUTOINCREMENT, "
+                   "name TEXT UNIQUE)")
         with pytest.raises(RuntimeError, match="write transaction"):
-            insert_rows(db, insert, ("name",), [("a",)], {})
+            insert_rows(db, may_skip, ("name",), [("a",)], {})
         assert db.execute("SELECT count(*) FROM items").fetchone() == (0,)
+        back = insert_rows(db, never_skips, ("name",), [("b",), ("c",)], {})
+        assert [(r["id"], r["name"]) for r in back] == db.execute(
+            "SELECT id, name FROM items ORDER BY id").fetchall() == [(1, "b"), (2, "c")]
     finally:
         db.close()
