@@ -240,9 +240,10 @@ COMPARE_FIGURES = (("events_per_s", "events/s accepted"),
 
 def compare_section(compare: dict[str, Any]) -> list[str]:
     """The markdown lines of `hookline bench --compare`'s compare.json: a sentence naming
-    the file, its date and its options, then a table with one row per system of `systems`
-    (name -> figures), one column per COMPARE_FIGURES entry any system has, each value with
-    its ratio to hookline's (system / hookline) when hookline is among them; a system whose
+    the file, its date and its options (the receiver among them), then a table with one row
+    per system of `systems` (name -> figures), one column per COMPARE_FIGURES entry any
+    system has, each value with its ratio to hookline's (system / hookline) when hookline is
+    among them; a system whose
     `complete` is false is marked incomplete.
 
     Raises:
@@ -270,10 +271,13 @@ def compare_section(compare: dict[str, Any]) -> list[str]:
 
     opts = compare.get("options", {})
     rate = opts.get("rate_per_s", "None")
+    # A run from before the choice existed delivered to the receiver fixture.
+    receiver = ("the lean receiver" if opts.get("receiver", "fixture") == "lean"
+                else "the receiver fixture")
     how = (f"{opts['events']} events, "
            f"{'flat out' if rate == 'None' else f'{float(rate):g} events/s'}, "
-           f"{opts['workers']} workers") if {"events", "workers"} <= opts.keys() else \
-        "options not recorded"
+           f"{opts['workers']} workers, delivered to {receiver}"
+           ) if {"events", "workers"} <= opts.keys() else "options not recorded"
     lines = [f"The same workload through other queues (`{compare['_path']}` of "
              f"{compare['_date']}, {how}; in brackets, the ratio to hookline's figure):", "",
              "| system | " + " | ".join(head for _, head in columns) + " |",

@@ -129,8 +129,14 @@ def test_compare_results_are_a_table_of_systems_with_ratios_to_hookline(tmp_path
     assert ("| celery (incomplete) | 1,000 (0.50x) | 1,000 (0.25x) | 10 (2.00x) "
             "| 80 (4.00x) |") in block
     assert "456" not in block
-    assert "2000 events, flat out, 2 workers; in brackets, the ratio to hookline's" in block
+    assert ("2000 events, flat out, 2 workers, delivered to the receiver fixture; in brackets, "
+            "the ratio to hookline's") in block
     assert f"--compare {compare}" in block
+    lean = json.loads(compare.read_text())
+    lean["options"]["receiver"] = "lean"
+    compare.write_text(json.dumps(lean))
+    assert "2 workers, delivered to the lean receiver;" in bench_table.render_block(
+        FLAT, STEADY, compare)
 
 
 def test_without_compare_results_there_is_no_compare_table_and_without_systems_an_error(
