@@ -243,8 +243,7 @@ def compare_section(compare: dict[str, Any]) -> list[str]:
     the file, its date and its options (the receiver among them), then a table with one row
     per system of `systems` (name -> figures), one column per COMPARE_FIGURES entry any
     system has, each value with its ratio to hookline's (system / hookline) when hookline is
-    among them; a system whose
-    `complete` is false is marked incomplete.
+    among them; a system whose `complete` is false is marked incomplete.
 
     Raises:
         BenchTableError: no `systems` in it.
