@@ -230,6 +230,22 @@ def bench_command(run: dict[str, Any]) -> str:
     return shlex.join(args)
 
 
+def compare_command(compare: dict[str, Any]) -> str | None:
+    """The `hookline bench --compare` command line that produced `compare`, from its
+    recorded options; None when they were not recorded."""
+    opts = compare.get("options", {})
+    if not {"events", "concurrency", "workers", "synchronous", "out_dir"} <= opts.keys():
+        return None
+    args = ["hookline", "bench", "--compare", "--events", opts["events"]]
+    if opts.get("rate_per_s", "None") != "None":
+        args += ["--rate", f"{float(opts['rate_per_s']):g}"]
+    args += ["--workers", opts["workers"], "--concurrency", opts["concurrency"],
+             "--synchronous", opts["synchronous"]]
+    if "receiver" in opts:
+        args += ["--compare-receiver", opts["receiver"]]
+    return shlex.join([*args, "--out", opts["out_dir"]])
+
+
 # compare.json figures the compare table shows: (path in a system's figures, heading).
 COMPARE_FIGURES = (("events_per_s", "events/s accepted"),
                    ("deliveries_per_s", "deliveries/s"),
@@ -309,14 +325,16 @@ def render_block(flat_path: Path, steady_path: Path, compare_path: Path | None =
     lines += results_table(flat, steady)
     lines += ["", "Ratios are result / target: at least 1 meets a throughput target, below 1 "
                   "a latency, CPU or memory one.", ""]
+    commands = [bench_command(flat), bench_command(steady)]
     if compare_path is not None:
-        lines += [*compare_section(load_result(compare_path)), ""]
+        compare = load_result(compare_path)
+        lines += [*compare_section(compare), ""]
+        commands += [command] if (command := compare_command(compare)) else []
         table_args += ["--compare", str(compare_path)]
     lines += machine_lines(flat, steady)
     lines += ["", "Produced by these commands (flat-out run of "
                   f"{flat['_date']}, steady run of {steady['_date']}):", "", "```sh",
-              bench_command(flat), bench_command(steady),
-              shlex.join([*table_args, "--readme", str(readme)]), "```", END]
+              *commands, shlex.join([*table_args, "--readme", str(readme)]), "```", END]
     return "\n".join(lines)
 
 

@@ -132,11 +132,15 @@ def test_compare_results_are_a_table_of_systems_with_ratios_to_hookline(tmp_path
     assert ("2000 events, flat out, 2 workers, delivered to the receiver fixture; in brackets, "
             "the ratio to hookline's") in block
     assert f"--compare {compare}" in block
+    assert "hookline bench --compare" not in block  # its options were not all recorded
     lean = json.loads(compare.read_text())
-    lean["options"]["receiver"] = "lean"
+    lean["options"].update(receiver="lean", concurrency="64", synchronous="FULL",
+                           out_dir="results/cmp")
     compare.write_text(json.dumps(lean))
-    assert "2 workers, delivered to the lean receiver;" in bench_table.render_block(
-        FLAT, STEADY, compare)
+    block = bench_table.render_block(FLAT, STEADY, compare)
+    assert "2 workers, delivered to the lean receiver;" in block
+    assert ("hookline bench --compare --events 2000 --workers 2 --concurrency 64 "
+            "--synchronous FULL --compare-receiver lean --out results/cmp\n") in block
 
 
 def test_without_compare_results_there_is_no_compare_table_and_without_systems_an_error(
