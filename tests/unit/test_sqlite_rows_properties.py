@@ -101,7 +101,7 @@ class Pair:
         table = insert.table
         returned = ", ".join(insert.returning)
         for answer in got:
-            stored = self.batched.execute(f"SELECT {returned} FROM {table} "  # noqa: S608
+            stored = self.batched.execute(f"SELECT {returned} FROM {table} "
                                           "WHERE id = ?", (answer["id"],)).fetchone()
             assert dict(stored) == answer
         return got
