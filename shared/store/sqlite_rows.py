@@ -27,7 +27,8 @@ Three costs are avoided on purpose:
   rowid: when one statement skipped any row, every row above that largest is read back
   at the end, in ONE statement, as ONE row of JSON (in the caller's transaction: it holds
   the write lock, so those rows are this batch's). So such an insert must let SQLite choose
-  the rowid.
+  the rowid, of an AUTOINCREMENT table (one that binds the rowid, or whose table is not
+  AUTOINCREMENT, is refused: its rowids need not follow each other).
 """
 
 from __future__ import annotations
@@ -135,8 +136,13 @@ _PYTHON_TYPES = {"INTEGER": int, "TEXT": str, "BLOB": bytes, "REAL": float}
 
 
 TableShape = tuple[str | None, dict[str, type]]
-"""(the column that is a table's rowid, an INTEGER PRIMARY KEY, or None; the Python type
-each column of a plain declared type stores a value of as given)."""
+"""(the column that is a table's rowid, its INTEGER PRIMARY KEY AUTOINCREMENT, or None for
+a table without one; the Python type each column of a plain declared type stores a value
+of as given)."""
+
+_QUOTED_OR_COMMENT = re.compile(r"'[^']*'|\"[^\"]*\"|`[^`]*`|\[[^\]]*\]|--[^\n]*|/\*.*?\*/",
+                                re.DOTALL)
+_AUTOINCREMENT = re.compile(r"\bAUTOINCREMENT\b", re.IGNORECASE)
 
 
 def table_shape(db: sqlite3.Connection, table: str) -> TableShape:
@@ -148,7 +154,14 @@ def table_shape(db: sqlite3.Connection, table: str) -> TableShape:
     info = db.execute(f"PRAGMA table_info({table})").fetchall()  # ours: row_insert's name
     keys = [row[1] for row in info if row[5]]
     declared = {row[1]: str(row[2]).upper() for row in info}
-    rowid = keys[0] if len(keys) == 1 and declared[keys[0]] == "INTEGER" else None
+    # Only AUTOINCREMENT makes every new rowid the next one (a plain rowid table at its
+    # largest rowid picks them at random), and SQLite allows it only on the rowid itself
+    # (not on `PRIMARY KEY DESC`, nor in a WITHOUT ROWID table).
+    found = db.execute("SELECT sql FROM sqlite_temp_master WHERE type = 'table' AND name = ?1 "
+                       "COLLATE NOCASE UNION ALL SELECT sql FROM sqlite_master "
+                       "WHERE type = 'table' AND name = ?1 COLLATE NOCASE", (table,)).fetchone()
+    autoincrement = found and _AUTOINCREMENT.search(_QUOTED_OR_COMMENT.sub(" ", found[0]))
+    rowid = keys[0] if autoincrement and len(keys) == 1 else None
     shape = (rowid, {column: _PYTHON_TYPES[kind] for column, kind in declared.items()
                      if kind in _PYTHON_TYPES})
     if shapes is not None:
@@ -171,8 +184,9 @@ def insert_rows(db: sqlite3.Connection, insert: RowInsert, columns: Sequence[str
         extra: the value of a tuple parameter that is not a column (e.g. `now`).
 
     Raises:
-        RuntimeError: `insert` may skip rows, has a RETURNING clause, and `db` is not in a
-            transaction.
+        RuntimeError: `insert` has a RETURNING clause and its table is not AUTOINCREMENT,
+            or it binds the rowid itself, or it may skip rows and `db` is not in a
+            transaction (nothing is inserted).
         KeyError: a parameter of the tuple is neither a column nor in `extra`.
         sqlite3.Error: as the statement raises it (the caller's transaction rolls back).
     """
@@ -183,13 +197,13 @@ def insert_rows(db: sqlite3.Connection, insert: RowInsert, columns: Sequence[str
                                db.getlimit(sqlite3.SQLITE_LIMIT_VARIABLE_NUMBER)
                                // max(1, len(insert.names))))
     before = 0
+    returned = _returned_from_rows(db, insert, where) if insert.returning else None
     if insert.returning and insert.skips:
         if not db.in_transaction:  # else another writer could slip in before the read-back
             raise RuntimeError(f"a multi-row insert into {insert.table} read back by rowid "
                                "needs the caller's write transaction")
         largest = f"SELECT coalesce(max(rowid), 0) FROM {insert.table}"  # noqa: S608  (ours)
         before = db.execute(largest).fetchone()[0]
-    returned = _returned_from_rows(db, insert, where) if insert.returning else None
     found: list[dict[str, Any]] = []
     skipped = False
     at = 0
@@ -232,8 +246,17 @@ def _returned_from_rows(db: sqlite3.Connection, insert: RowInsert,
     """How each RETURNING column comes from an inserted row without reading it back: None
     for the rowid, the row's value index or `extra`'s parameter name for a bound column,
     with the Python type the column stores as given; None when a column is neither (a
-    default, an expression: then rows are read back)."""
+    default, an expression: then rows are read back).
+
+    Raises:
+        RuntimeError: the table is not AUTOINCREMENT, or `insert` binds its rowid: the
+            rows' rowids cannot be counted back from the statement, nor read back above
+            the table's largest.
+    """
     rowid, types = table_shape(db, insert.table)
+    if rowid is None or rowid in insert.columns:
+        raise RuntimeError(f"a multi-row insert into {insert.table} returning rows needs an "
+                           "AUTOINCREMENT table that chooses each rowid itself")
     param_of = dict(zip(insert.columns, insert.names, strict=True))
     returned: _Returned = []
     for column in insert.returning:
@@ -257,4 +280,6 @@ def _as_stored(returned: _Returned, chunk: Sequence[Sequence[Any]],
         values = [row[index] for row in chunk] if isinstance(index, int) else [fixed[index]]
         if not all(value is None or type(value) is kind for value in values):
             return False
+        if kind is float and not all(value == value for value in values):
+            return False  # a NaN is stored as NULL
     return True

@@ -149,3 +149,60 @@ def test_a_value_the_column_converts_is_answered_as_stored(items):
     back = insert_rows(items, insert, ("name", "size"), [(7, 1), ("eight", 2)], {"now": 0.0})
     items.execute("COMMIT")
     assert [r["name"] for r in back] == ["7", "eight"]
+
+
+@pytest.mark.parametrize("table", [
+    pytest.param("CREATE TABLE things (id INTEGER PRIMARY KEY, name TEXT)", id="no AUTOINCREMENT"),
+    pytest.param("CREATE TABLE things (id INTEGER PRIMARY KEY DESC, name TEXT)",
+                 id="PRIMARY KEY DESC, not the rowid"),
+    pytest.param("CREATE TABLE things (id INTEGER PRIMARY KEY, name TEXT DEFAULT "
+                 "'AUTOINCREMENT' /* AUTOINCREMENT */)", id="the word only quoted"),
+])
+def test_returning_ids_needs_a_table_whose_new_rowids_follow_each_other(tmp_path: Path, table):
+    """Counting ids back from the statement (or reading rows back by rowid) holds only where
+    SQLite gives each new row the next rowid: an AUTOINCREMENT table. Elsewhere (a plain
+    rowid table at its largest rowid picks rowids at random; a `PRIMARY KEY DESC` column is
+    no rowid) the insert is refused before any row goes in, never answered with ids other
+    than those stored."""
+    db = sqlite3.connect(tmp_path / "things.db", isolation_level=None)
+    try:
+        db.execute(table)
+        db.execute("INSERT INTO things (id, name) VALUES (9223372036854775807, 'top')")
+        insert = row_insert("INSERT INTO things (name) VALUES (:name) RETURNING id, name")
+        assert insert is not None
+        db.execute("BEGIN IMMEDIATE")
+        with pytest.raises(RuntimeError, match="AUTOINCREMENT"):
+            insert_rows(db, insert, ("name",), [("a",), ("b",)], {})
+        db.execute("ROLLBACK")
+        assert db.execute("SELECT count(*) FROM things WHERE name != 'top'").fetchone() == (0,)
+        silent = row_insert("INSERT INTO things (id, name) VALUES (:id, :name)")
+        assert silent is not None  # an insert that returns nothing needs no ids
+        assert insert_rows(db, silent, ("id", "name"), [(1, "x"), (2, "y")], {}) == []
+    finally:
+        db.close()
+
+
+def test_a_batch_that_gives_the_ids_itself_is_refused(items):
+    """The ids are counted back from the statement, so SQLite must choose them: a batch that
+    binds the id column (here 5 then 3) is refused rather than answered 2 and 3."""
+    insert = row_insert("INSERT INTO items (id, name, size, at) "
+                        "VALUES (:id, :name, :size, :now) RETURNING id, name")
+    assert insert is not None
+    items.execute("BEGIN IMMEDIATE")
+    with pytest.raises(RuntimeError, match="chooses"):
+        insert_rows(items, insert, ("id", "name", "size"), [(5, "a", 1), (3, "b", 2)],
+                    {"now": 0.0})
+    items.execute("ROLLBACK")
+
+
+def test_a_nan_bound_to_a_real_column_is_answered_as_stored(items):
+    """SQLite stores a NaN as NULL: RETURNING answers None, and so must the batch (read
+    back, not taken from the bound value)."""
+    items.execute("CREATE TABLE readings (id INTEGER PRIMARY KEY AUTOINCREMENT, value REAL)")
+    insert = row_insert("INSERT INTO readings (value) VALUES (:value) RETURNING id, value")
+    assert insert is not None
+    items.execute("BEGIN IMMEDIATE")
+    back = insert_rows(items, insert, ("value",), [(float("nan"),), (1.5,)], {})
+    items.execute("COMMIT")
+    assert back == [{"id": 1, "value": None}, {"id": 2, "value": 1.5}]
+    assert items.execute("SELECT id, value FROM readings").fetchall() == [(1, None), (2, 1.5)]

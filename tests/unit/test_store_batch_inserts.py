@@ -143,9 +143,11 @@ async def test_a_failing_batch_rolls_back_releases_the_lock_and_wakes_nobody(tmp
 @pytest.mark.sqlite_only
 async def test_another_connection_writing_events_meanwhile_never_lands_in_a_batch(
         tmp_path: Path):
-    """Another connection (no hookline lock, as a foreign process) inserts events in a tight
-    loop while batches go in: each batch's answer still names only its own rows, because
-    BEGIN IMMEDIATE keeps the other writer out between max(rowid) and the read-back."""
+    """Another connection (no hookline lock, as a foreign process) inserts events and jobs
+    in a tight loop while batches go in: each batch's answer still names only its own rows,
+    whether its ids were counted back from the statements (nothing skipped) or read back
+    (odd batches repeat a stored event in their second statement), because BEGIN IMMEDIATE
+    keeps the other writer out between max(rowid) and the read-back."""
     path = str(tmp_path / "h.db")
     async with SqliteStore(path) as store:
         await store.add_destination(name="d", url="http://127.0.0.1:9/d", secret=SECRET,
@@ -157,9 +159,11 @@ async def test_another_connection_writing_events_meanwhile_never_lands_in_a_batc
             n = 0
             while not stop.is_set():
                 n += 1
-                db.execute("INSERT INTO events (message_id, source, source_event_id, type, body,"
-                           " received_at) VALUES (?, 'other', ?, 't', x'00', 0)",
-                           (f"other-{n}", f"o{n}"))
+                cursor = db.execute("INSERT INTO events (message_id, source, source_event_id,"
+                                    " type, body, received_at) VALUES (?, 'other', ?, 't',"
+                                    " x'00', 0)", (f"other-{n}", f"o{n}"))
+                db.execute("INSERT INTO jobs (event_id, destination_id, run_at, created_at,"
+                           " updated_at) VALUES (?, 1, 0, 0, 0)", (cursor.lastrowid,))
                 time.sleep(0.001)  # SQLite's busy wait is not fair: leave the store a turn
             db.close()
 
@@ -169,13 +173,24 @@ async def test_another_connection_writing_events_meanwhile_never_lands_in_a_batc
             for batch in range(8):
                 events = [NewEvent(source="api", source_event_id=f"b{batch}-{n}", type="t",
                                    body=b"x") for n in range(130)]
+                if batch % 2:
+                    events[100] = NewEvent(source="api", source_event_id="b0-7", type="t",
+                                           body=b"x")
                 results = await store.add_events(events)
-                assert all(isinstance(r, Accepted) for r in results)
+                assert [isinstance(r, Accepted) for r in results] == [
+                    e.source_event_id != "b0-7" or batch == 0 for e in events]
                 stored = {r["source_event_id"]: r["id"] for r in await query_db(
                     path, f"SELECT id, source_event_id FROM events "
-                          f"WHERE source_event_id LIKE 'b{batch}-%'")}
+                          f"WHERE source_event_id LIKE 'b{batch}-%' "
+                          f"OR source_event_id = 'b0-7'")}
                 assert [r.event_id for r in results] == [
                     stored[e.source_event_id] for e in events]
+                jobs = {r["event_id"]: (r["id"],) for r in await query_db(
+                    path, "SELECT id, event_id FROM jobs WHERE event_id IN "
+                          f"({', '.join(str(r.event_id) for r in results)})")}
+                assert {r.event_id: r.job_ids for r in results
+                        if isinstance(r, Accepted)} == {
+                    r.event_id: jobs[r.event_id] for r in results if isinstance(r, Accepted)}
                 await asyncio.sleep(0)
         finally:
             stop.set()
