@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from aiohttp import web
 
 ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
@@ -120,6 +121,19 @@ async def opened_store(url: str) -> AsyncIterator[Store]:
         yield s
     finally:
         await s.close()
+
+
+@contextlib.asynccontextmanager
+async def serving(app: web.Application) -> AsyncIterator[int]:
+    """`app` served by a real aiohttp server on 127.0.0.1, on a free port, for the block;
+    yields the port."""
+    runner = web.AppRunner(app)
+    await runner.setup()
+    await web.TCPSite(runner, "127.0.0.1", 0).start()
+    try:
+        yield int(runner.addresses[0][1])
+    finally:
+        await runner.cleanup()
 
 
 def is_postgres(url: str) -> bool:

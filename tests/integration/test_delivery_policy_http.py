@@ -21,7 +21,7 @@ from shared.config import Config
 from shared.models import Attempt
 from shared.signing import generate_secret
 from shared.store import Store
-from tests.conftest import new_event, settle
+from tests.conftest import new_event, serving, settle
 from workers.loop import Worker
 from workers.sender import Sender
 
@@ -55,14 +55,8 @@ async def redirector(status: int, location: str) -> AsyncIterator[tuple[str, lis
 
     app = web.Application()
     app.router.add_post("/r", handle)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    try:
-        yield f"http://127.0.0.1:{runner.addresses[0][1]}/r", hits
-    finally:
-        await runner.cleanup()
+    async with serving(app) as port:
+        yield f"http://127.0.0.1:{port}/r", hits
 
 
 def assert_no_overlap(attempts: list[Attempt]) -> None:

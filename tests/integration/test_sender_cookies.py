@@ -16,6 +16,7 @@ from aiohttp.abc import AbstractResolver, ResolveResult
 from shared.models import Claim
 from shared.policy.netguard import AddressPolicy
 from shared.signing import generate_secret
+from tests.conftest import serving
 from workers.sender import Sender
 
 HOST = "receiver.hookline.test"
@@ -47,17 +48,10 @@ async def _sender_to(answer: Callable[[web.Request], Awaitable[web.Response]]
     (the sender, the server's base URL by host name)."""
     app = web.Application()
     app.router.add_post("/{name}", answer)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
-    try:
-        async with Sender(timeout_s=5, policy=AddressPolicy.parse("127.0.0.0/8"),
-                          resolver=_LocalResolver()) as sender:
-            yield sender, f"http://{HOST}:{port}"
-    finally:
-        await runner.cleanup()
+    async with serving(app) as port, Sender(
+            timeout_s=5, policy=AddressPolicy.parse("127.0.0.0/8"),
+            resolver=_LocalResolver()) as sender:
+        yield sender, f"http://{HOST}:{port}"
 
 
 async def test_a_cookie_set_by_a_receiver_is_never_sent_back():
