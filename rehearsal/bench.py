@@ -44,6 +44,7 @@ from rehearsal.harness import (
     LOCAL_SETTINGS,
     children_of,
     free_port,
+    receiver_child,
     service_processes,
     stop_process,
     wait_healthy,
@@ -305,6 +306,9 @@ def receiver_process(env: dict[str, str], behaviours: tuple[str, ...] | None = N
     """A receiver in its own process on a free port, endpoints d1, d2, ... each with a fresh
     secret; stopped (SIGTERM, then SIGKILL after 30 s) on exit.
 
+    Raises:
+        ReceiverNotStarted: the receiver exited before announcing its port.
+
     Args:
         env: the children's environment (bench_env).
         behaviours: None: the lean receiver (rehearsal/fast_receiver.py; its CPU would
@@ -315,17 +319,10 @@ def receiver_process(env: dict[str, str], behaviours: tuple[str, ...] | None = N
     module = "rehearsal.fast_receiver" if behaviours is None else "rehearsal.receiver"
     behaviours = behaviours or ("ok", "ok", "ok")
     secrets = tuple(generate_secret() for _ in behaviours)
-    receiver = subprocess.Popen(
-        [sys.executable, "-m", module, "--listen", "127.0.0.1:0",
-         *[arg for n, (s, b) in enumerate(zip(secrets, behaviours, strict=True), 1)
-           for arg in ("--endpoint", f"d{n}={s}:{b}")]],
-        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env)
-    try:
-        assert receiver.stdout is not None
-        port = json.loads(receiver.stdout.readline())["port"]
-        yield Receiver(pid=receiver.pid, port=port, secrets=secrets)
-    finally:
-        stop_process(receiver)
+    specs = [f"d{n}={secret}:{behaviour}"
+             for n, (secret, behaviour) in enumerate(zip(secrets, behaviours, strict=True), 1)]
+    with receiver_child(module, specs, env) as (pid, port):
+        yield Receiver(pid=pid, port=port, secrets=secrets)
 
 
 @contextlib.contextmanager

@@ -6,6 +6,7 @@ Shared by the demo, the rehearsal and the benchmark. Everything listens on 127.0
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import csv
 import json
 import os
@@ -16,6 +17,7 @@ import subprocess
 import sys
 import time
 from collections import Counter
+from collections.abc import Iterator, Sequence
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -47,6 +49,45 @@ def stop_process(proc: subprocess.Popen[bytes] | None, grace_s: float = 30.0) ->
     except subprocess.TimeoutExpired:
         proc.kill()
         proc.wait()
+
+
+class ReceiverNotStarted(RuntimeError):
+    """A receiver process ended before it announced its port."""
+
+
+@contextlib.contextmanager
+def receiver_child(module: str, endpoints: Sequence[str], env: dict[str, str], *,
+                   stderr: Any = subprocess.DEVNULL, grace_s: float = 30.0
+                   ) -> Iterator[tuple[int, int]]:
+    """`python -m MODULE --listen 127.0.0.1:0 --endpoint SPEC ...`: a receiver (the fixture,
+    rehearsal/receiver.py, or the lean one, rehearsal/fast_receiver.py; both announce
+    `{"port": N, ...}` on their first stdout line) for the block; yields (its pid, its
+    port); stopped with stop_process(`grace_s`) on exit.
+
+    Args:
+        module: the receiver's module.
+        endpoints: `NAME=SECRET:BEHAVIOUR` specs, one per endpoint.
+        env: the child's environment.
+        stderr: where its log lines go (a file object, or subprocess.DEVNULL).
+        grace_s: seconds to wait after SIGTERM before SIGKILL.
+
+    Raises:
+        ReceiverNotStarted: it exited before announcing its port.
+    """
+    proc = subprocess.Popen(
+        [sys.executable, "-m", module, "--listen", "127.0.0.1:0",
+         *[arg for spec in endpoints for arg in ("--endpoint", spec)]],
+        stdout=subprocess.PIPE, stderr=stderr, env=env)
+    try:
+        assert proc.stdout is not None
+        line = proc.stdout.readline()
+        if not line:
+            raise ReceiverNotStarted(f"the receiver ({module}) did not start")
+        yield proc.pid, int(json.loads(line)["port"])
+    finally:
+        stop_process(proc, grace_s)
+        if proc.stdout is not None:
+            proc.stdout.close()
 
 
 def free_port() -> int:

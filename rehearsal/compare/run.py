@@ -35,7 +35,7 @@ from rehearsal.bench import proc_cpu_s, proc_peak_rss_mb
 from rehearsal.compare import systems
 from rehearsal.compare.systems import CompareError, Destination, Running
 from rehearsal.compare.workload import body_index, delivery_figures, ratios, read_receipts
-from rehearsal.harness import LOCAL_SETTINGS, child_env
+from rehearsal.harness import LOCAL_SETTINGS, ReceiverNotStarted, child_env, receiver_child
 from shared.signing import generate_secret
 
 SYSTEMS = ("hookline", "celery", "huey")
@@ -80,24 +80,16 @@ def receiver(work: Path, name: str, kind: str = "lean"
     if kind not in RECEIVERS:
         raise ValueError(f"unknown receiver {kind!r}; one of {sorted(RECEIVERS)}")
     secrets = [generate_secret() for _ in range(DESTINATIONS)]
+    specs = [f"d{n}={secret}:ok" for n, secret in enumerate(secrets, 1)]
     with (work / f"{name}-receiver.log").open("wb") as log:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", RECEIVERS[kind], "--listen", "127.0.0.1:0",
-             *[arg for n, s in enumerate(secrets, 1)
-               for arg in ("--endpoint", f"d{n}={s}:ok")]],
-            stdout=subprocess.PIPE, stderr=log, env=child_env())
-    try:
-        assert proc.stdout is not None
-        line = proc.stdout.readline()
-        if not line:
-            raise CompareError("the receiver did not start")
-        base = f"http://127.0.0.1:{json.loads(line)['port']}"
-        yield base, [Destination(name=f"d{n}", url=f"{base}/d{n}", secret=s)
-                     for n, s in enumerate(secrets, 1)]
-    finally:
-        systems.stop(proc)
-        if proc.stdout is not None:
-            proc.stdout.close()
+        try:
+            with receiver_child(RECEIVERS[kind], specs, child_env(), stderr=log,
+                                grace_s=systems.STOP_GRACE_S) as (_, port):
+                base = f"http://127.0.0.1:{port}"
+                yield base, [Destination(name=f"d{n}", url=f"{base}/d{n}", secret=secret)
+                             for n, secret in enumerate(secrets, 1)]
+        except ReceiverNotStarted as exc:
+            raise CompareError(str(exc)) from exc
 
 
 def _get_json(url: str) -> Any:

@@ -17,6 +17,7 @@ import pytest
 
 from rehearsal.compare.run import receiver
 from rehearsal.compare.workload import read_receipts
+from rehearsal.harness import ReceiverNotStarted, child_env, receiver_child
 from shared.signing import generate_secret, new_message_id, signed_headers
 
 BODY = b'{"id": "e1", "type": "bench.event", "data": {"n": 1}}'
@@ -84,3 +85,12 @@ def test_an_unknown_receiver_is_refused_before_anything_starts(tmp_path):
     with pytest.raises(ValueError, match="unknown receiver"), receiver(tmp_path, "x", "bare"):
         pass
     assert not list(tmp_path.iterdir())
+
+
+@pytest.mark.parametrize("module", ["rehearsal.fast_receiver", "rehearsal.receiver"])
+def test_a_receiver_that_exits_before_announcing_its_port_is_reported(module):
+    """A spec the receiver refuses (no secret) ends it before its first stdout line: the
+    harness says so, and leaves no process behind."""
+    with pytest.raises(ReceiverNotStarted, match="did not start"), \
+            receiver_child(module, ["d1"], child_env()):
+        pass
