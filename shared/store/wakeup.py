@@ -76,9 +76,12 @@ class WakeNotifier:
         self._targets: list[str] = []
         self._listed_at = -_LISTING_TTL_S
         self._dir_mtime_ns = -1
+        self._turn = 0  # who is poked first: each notify starts one listener further on
 
     def notify(self) -> None:
-        """Poke every listener; stale sockets (their process is gone) are removed."""
+        """Poke every listener, starting with the next one each time (the first poked tends
+        to claim first: no worker process is favoured); stale sockets (their process is
+        gone) are removed."""
         now = time.monotonic()
         try:  # a new listener changes the directory's mtime: list again at once
             mtime_ns = self._dir.stat().st_mtime_ns
@@ -91,7 +94,12 @@ class WakeNotifier:
                 self._targets = [str(p) for p in self._dir.glob("*.sock")]
             except OSError:
                 self._targets = []
-        for target in self._targets:
+        targets = self._targets
+        if targets:
+            start = self._turn % len(targets)
+            self._turn += 1
+            targets = targets[start:] + targets[:start]
+        for target in targets:
             try:
                 self._sock.sendto(b"!", target)
             except BlockingIOError:
