@@ -28,6 +28,7 @@ from shared.process.lifecycle import (
     ready_path,
     runtime_dir,
 )
+from shared.process.spawn import child_argv, child_import_env
 from shared.store import store_for
 from shared.store.checks import quick_check, refuse_network_filesystem
 from shared.store.clock import reanchor_at_serve_start
@@ -35,18 +36,20 @@ from supervisor.arbiter import Arbiter, ChildSpec
 
 
 def ingest_spec(config: Config) -> ChildSpec:
-    """The ingest child: `python -m ingest --slot ingest`, its Config in CONFIG_ENV."""
-    return ChildSpec(slot="ingest", argv=(sys.executable, "-m", "ingest", "--slot", "ingest"),
-                     env={CONFIG_ENV: config.to_json()},
+    """The ingest child: `python -P -m ingest --slot ingest`, its Config in CONFIG_ENV (see
+    shared/process/spawn.py for why -P and PYTHONPATH)."""
+    return ChildSpec(slot="ingest", argv=child_argv("ingest", "--slot", "ingest"),
+                     env={CONFIG_ENV: config.to_json(), **child_import_env()},
                      heartbeat_file=str(heartbeat_path(config, "ingest")),
                      ready_file=str(ready_path(config, "ingest")))
 
 
 def worker_spec(config: Config, number: int) -> ChildSpec:
-    """Worker child number `number` (1-based): slot `worker-N`, its Config in CONFIG_ENV."""
+    """Worker child number `number` (1-based): `python -P -m workers --slot worker-N`, its
+    Config in CONFIG_ENV."""
     slot = f"worker-{number}"
-    return ChildSpec(slot=slot, argv=(sys.executable, "-m", "workers", "--slot", slot),
-                     env={CONFIG_ENV: config.to_json()},
+    return ChildSpec(slot=slot, argv=child_argv("workers", "--slot", slot),
+                     env={CONFIG_ENV: config.to_json(), **child_import_env()},
                      heartbeat_file=str(heartbeat_path(config, slot)),
                      ready_file=str(ready_path(config, slot)))
 

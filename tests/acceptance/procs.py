@@ -42,13 +42,14 @@ def start_worker(config: Config, slot: str, log_path: Path) -> subprocess.Popen[
             stdout=log, stderr=subprocess.STDOUT, env=child_env(), cwd=ROOT)
 
 
-def start_cli(args: list[str], log_path: Path, env: dict[str, str] | None = None
-              ) -> subprocess.Popen[bytes]:
-    """Start `hookline ARGS` (the real CLI) as a process."""
+def start_cli(args: list[str], log_path: Path, env: dict[str, str] | None = None,
+              cwd: Path = ROOT) -> subprocess.Popen[bytes]:
+    """Start `hookline ARGS` (the real CLI, as the installed `hookline` script runs it) as a
+    process in `cwd`."""
     with log_path.open("ab") as log:
-        return subprocess.Popen([sys.executable, "-m", "supervisor.cli", *args], stdout=log,
-                                stderr=subprocess.STDOUT, env={**child_env(), **(env or {})},
-                                cwd=ROOT)
+        return subprocess.Popen([sys.executable, "-P", "-m", "supervisor.cli", *args],
+                                stdout=log, stderr=subprocess.STDOUT,
+                                env={**child_env(), **(env or {})}, cwd=cwd)
 
 
 def stop(proc: subprocess.Popen[bytes], timeout_s: float = 15.0) -> int:

@@ -47,7 +47,8 @@ class Service:
     """A receiver process plus `hookline serve`, on a fresh database under `tmp`."""
 
     def __init__(self, tmp: Path, behaviour: str, *, workers: int = 2,
-                 settings: dict[str, Any] | None = None, env: dict[str, str] | None = None):
+                 settings: dict[str, Any] | None = None, env: dict[str, str] | None = None,
+                 cwd: Path = ROOT):
         self.tmp = tmp
         self.db = str(tmp / "svc.db")
         self.port = free_port()
@@ -66,7 +67,8 @@ class Service:
                          "--secret", SECRET, env=self.env)
         assert added.returncode == 0, added.stderr
         self.proc = start_cli(["serve", "--workers", str(workers), "--listen",
-                               f"127.0.0.1:{self.port}"], self.out, env={**self.env, **(env or {})})
+                               f"127.0.0.1:{self.port}"], self.out, env={**self.env, **(env or {})},
+                               cwd=cwd)
 
     def close(self) -> None:
         if self.proc.poll() is None:
