@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import getpass
 import json
 import os
 import sys
@@ -34,6 +33,7 @@ from shared.config import Config
 from shared.errors import ConfigError, Conflict, HooklineError, InvalidSetting
 from shared.store import Store, store_for
 from supervisor.cli.human import show
+from supervisor.cli.who import invoking_user, user_name
 
 T = TypeVar("T")
 
@@ -105,13 +105,14 @@ async def add_named(add: Awaitable[T]) -> T:
 
 
 def operator() -> dict[str, str]:
-    """Who runs a CLI action, for its audit line: `by` "operator" and `os_user` (the login
-    name, or the uid when the system has none)."""
-    try:
-        user = getpass.getuser()
-    except (KeyError, OSError):  # no LOGNAME/USER and no passwd entry for the uid
-        user = str(os.getuid())
-    return {"by": "operator", "os_user": user}
+    """Who runs a CLI action, for its audit line: `by` "operator", `os_user` (the effective
+    user's login name, or the uid when the system has none) and, when someone switched to it
+    with `sudo -u`, `su` or `runuser`, `invoked_by` naming that person (supervisor/cli/who.py).
+    """
+    who = {"by": "operator", "os_user": user_name(os.geteuid())}
+    if (invoker := invoking_user()) is not None:
+        who["invoked_by"] = invoker
+    return who
 
 
 def fail(message: str, code: int = 1) -> int:

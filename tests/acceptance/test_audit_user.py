@@ -1,0 +1,73 @@
+"""An operator action's audit line names the person as well as the effective user when the
+CLI runs under `runuser -u` (or `sudo -u`): `os_user` is who did the work, `invoked_by` who
+switched to it."""
+
+from __future__ import annotations
+
+import json
+import os
+import pwd
+import subprocess
+import sys
+import sysconfig
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from procs import ROOT, child_env
+
+OTHER_USER = "postgres"  # exists wherever the tests' PostgreSQL server runs
+
+
+def cli(db: Path, *args: str, env: dict[str, str] | None = None,
+        prefix: tuple[str, ...] = (), python: str = sys.executable
+        ) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([*prefix, python, "-P", "-m", "supervisor.cli", "--db", str(db), *args],
+                          capture_output=True, text=True, env={**child_env(), **(env or {})},
+                          cwd="/", timeout=60)
+
+
+def audit_line(stderr: str, event: str) -> dict[str, Any]:
+    [line] = [json.loads(raw) for raw in stderr.splitlines()
+              if raw.startswith("{") and json.loads(raw)["event"] == event]
+    return line
+
+
+def python_for(user: pwd.struct_passwd) -> tuple[str, dict[str, str]]:
+    """An interpreter `user` may run, with the import path to this checkout and its packages.
+
+    This interpreter may live where another user cannot reach (a pyenv under /root); the
+    system's own python3 of the same version then runs the same code."""
+    reachable = subprocess.run(["runuser", "-u", user.pw_name, "--", "test", "-x",
+                                sys.executable]).returncode == 0
+    if reachable:
+        return sys.executable, {}
+    version = f"python{sys.version_info.major}.{sys.version_info.minor}"
+    system = Path("/usr/bin") / version
+    assert system.exists(), f"{user.pw_name} cannot run {sys.executable} and there is no {system}"
+    site = sysconfig.get_paths()["purelib"]
+    return str(system), {"PYTHONPATH": f"{ROOT}{os.pathsep}{site}"}
+
+
+def test_audit_line_under_runuser_names_the_effective_and_the_invoking_user():
+    """Root runs `runuser -u postgres -- hookline pause`: `os_user` postgres, `invoked_by`
+    root; SUDO_USER (what sudo sets) is named the same way."""
+    assert os.geteuid() == 0, "the acceptance tests run as root (as CI does)"
+    other = pwd.getpwnam(OTHER_USER)
+    with tempfile.TemporaryDirectory(prefix="hookline-audit-") as folder:
+        db = Path(folder) / "audit.db"
+        assert cli(db, "init").returncode == 0
+        added = cli(db, "destinations", "add", "d", "http://127.0.0.1:9/hook")
+        assert added.returncode == 0, added.stderr
+        for path in [Path(folder), *Path(folder).iterdir()]:
+            os.chown(path, other.pw_uid, other.pw_gid)
+        python, env = python_for(other)
+        paused = cli(db, "pause", "d", "--reason", "maintenance", env=env, python=python,
+                     prefix=("runuser", "-u", OTHER_USER, "--"))
+        assert paused.returncode == 0, paused.stderr
+        line = audit_line(paused.stderr, "destination_paused")
+        assert line["os_user"] == OTHER_USER and line["invoked_by"] == "root", line
+        resumed = cli(db, "resume", "d", env={"SUDO_USER": "alice"})
+        assert resumed.returncode == 0, resumed.stderr
+        line = audit_line(resumed.stderr, "destination_resumed")
+        assert line["os_user"] == "root" and line["invoked_by"] == "alice", line
