@@ -18,7 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from shared.config import CONFIG_ENV, Config
+from shared.config import CONFIG_ENV, Config, ingest_not_ready_reason
 from shared.db_url import sqlite_path
 from shared.errors import ConfigError, HooklineError, StoreUnavailable
 from shared.logs import configure_logging, get_logger, rotate_log_file
@@ -181,7 +181,8 @@ def _run_locked(config: Config) -> int:
                       make_worker_spec=lambda n: worker_spec(config, n),
                       heartbeat_timeout_s=config.heartbeat_timeout_s,
                       status_file=folder / STATUS_FILE,
-                      on_tick=_log_rotator(config), metrics_folder=folder)
+                      on_tick=_log_rotator(config), metrics_folder=folder,
+                      not_ready_reason=ingest_not_ready_reason(config))
     try:
         return arbiter.run()
     finally:
