@@ -50,8 +50,11 @@ def check_bearer(request: web.Request, token: str | None, *, what: str,
 def warn_if_unconfigured(config: Config) -> None:
     """Log `auth_not_configured` (warning) for each route family whose token is unset;
     ingest calls this once it listens, so the operator sees why requests get 403."""
+    if config.ingest_closed:
+        get_logger().info("ingest_closed", route="POST /v1/events",
+                          detail="closed on purpose (ingest_closed): every event is refused")
     for token, what, setting in ((config.admin_token, "admin API", ADMIN_SETTING),
                                  (config.ingest_token, "POST /v1/events", INGEST_SETTING)):
-        if token is None:
+        if token is None and not (config.ingest_closed and what == "POST /v1/events"):
             get_logger().warning("auth_not_configured", route=what,
                                  detail=f"{what} refuses every request until {setting} is set")

@@ -4,8 +4,10 @@
 `{"status": "ok"}`, or `{"status": "degraded", ...}` while the SQLite WAL is past
 wal_degraded_bytes (ingest/wal_health.py).
 
-Ready means all three of:
+Ready means able to serve, all four of:
 
+* POST /v1/events can accept events: an `ingest_token` is set, or `ingest_closed` says it is
+  closed on purpose (:func:`shared.config.ingest_not_ready_reason`);
 * the database takes writes (:meth:`shared.store.Store.check_writable`, bounded by
   `_PROBE_TIMEOUT_S`);
 * at least one worker is alive and heartbeating, per the supervisor's `status.json` in the
@@ -25,6 +27,7 @@ from typing import Any
 from aiohttp import web
 
 from ingest.app_state import CONFIG_KEY, IN_FLIGHT_KEY, STORE_KEY, WAL_HEALTH_KEY
+from shared.config import ingest_not_ready_reason
 from shared.errors import StoreError
 from shared.process.lifecycle import STATUS_FILE, read_status, runtime_dir
 
@@ -73,13 +76,19 @@ async def readiness(app: web.Application) -> tuple[list[str], dict[str, Any]]:
     if app[IN_FLIGHT_KEY].draining:
         problems.append("ingest is shutting down")
     checks["shutting_down"] = app[IN_FLIGHT_KEY].draining
+    config = app[CONFIG_KEY]
+    unable = ingest_not_ready_reason(config)
+    checks["ingest"] = ("closed on purpose (ingest_closed)" if config.ingest_closed
+                        else "open" if unable is None else "no ingest_token")
+    if unable is not None:
+        problems.append(unable)
     try:
         await asyncio.wait_for(app[STORE_KEY].check_writable(), _PROBE_TIMEOUT_S)
         checks["database"] = "writable"
     except (StoreError, TimeoutError) as exc:
         checks["database"] = f"not writable: {exc or 'timed out'}"
         problems.append("database is not writable")
-    status = read_status(runtime_dir(app[CONFIG_KEY]) / STATUS_FILE)
+    status = read_status(runtime_dir(config) / STATUS_FILE)
     if status is None:
         checks["workers"] = "unknown: no supervisor status"
         problems.append("no supervisor status")

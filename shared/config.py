@@ -112,6 +112,10 @@ class Config:
         "request; provider sources (/v1/sources/NAME) use their own signatures.")
     ingest_token_file: str | None = _opt(
         None, "Read ingest_token from this file (e.g. a systemd credential).")
+    ingest_closed: bool = _opt(
+        False, "POST /v1/events is closed on purpose (no ingest_token: events come only "
+        "through provider sources, or none at all); without it or an ingest_token the "
+        "service is not ready (/readyz 503, no READY=1).")
     allow_networks: str = _opt(
         "", "SSRF guard: comma-separated CIDRs and host names destinations may reach although "
         "they are not global (e.g. 127.0.0.0/8 for a local receiver, 10.0.0.0/8).")
@@ -219,6 +223,9 @@ class Config:
         for name in _SECRET_FIELDS:
             if getattr(self, name) is not None and not getattr(self, name).strip():
                 raise ConfigError(f"{name} must not be empty")
+        if self.ingest_closed and self.ingest_token is not None:
+            raise ConfigError("ingest_closed = true and an ingest_token are both set: unset "
+                              "one (ingest_closed says POST /v1/events is closed on purpose)")
         if not 0 <= self.ingest_rate_per_s < float("inf"):
             raise ConfigError("ingest_rate_per_s must be a finite number >= 0 (0 = off), not "
                               f"{self.ingest_rate_per_s}")
@@ -328,6 +335,20 @@ class Config:
     def docs() -> dict[str, str]:
         """Field name -> one-line description, for --help texts."""
         return {f.name: f.metadata["doc"] for f in dataclasses.fields(Config)}
+
+
+def ingest_not_ready_reason(config: Config) -> str | None:
+    """Why the service cannot count as ready whatever its processes do, or None.
+
+    Ready means able to serve: POST /v1/events needs an `ingest_token`, unless the operator
+    said that it is closed on purpose (`ingest_closed`). Checked by ingest's `/readyz` and by
+    the supervisor before systemd's `READY=1`.
+    """
+    if config.ingest_token is None and not config.ingest_closed:
+        return ("no ingest_token is set, so POST /v1/events refuses every event: set "
+                "ingest_token (HOOKLINE_INGEST_TOKEN or ingest_token_file), or ingest_closed = "
+                "true (HOOKLINE_INGEST_CLOSED=1) if it is closed on purpose")
+    return None
 
 
 def setting_env_names() -> frozenset[str]:

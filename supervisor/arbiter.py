@@ -12,7 +12,8 @@ a full argv. The loop follows the design of gunicorn's arbiter:
   exit (:data:`shared.process.lifecycle.TRANSIENT_EXIT`: the database was away; 1: a crash) is
   respawned;
 * ``READY=1`` goes to systemd once every initial slot has reported ready
-  (supervisor/readiness.py), not merely been spawned;
+  (supervisor/readiness.py), not merely been spawned, and never while the service cannot
+  serve (``not_ready_reason``, e.g. no ingest token);
 * graceful stop: SIGTERM to every child, reap every 0.1 s until ``graceful_timeout_s``, then
   SIGKILL what is left.
 
@@ -125,6 +126,7 @@ class Arbiter:
         status_file: str | Path | None = None,
         on_tick: Callable[[], None] | None = None,
         metrics_folder: Path | None = None,
+        not_ready_reason: str | None = None,
     ) -> None:
         """Prepare the arbiter; nothing starts before :meth:`run`.
 
@@ -149,6 +151,9 @@ class Arbiter:
                 an OSError it raises is logged, not fatal.
             metrics_folder: where the supervisor's /metrics snapshot goes (supervisor/metrics.py);
                 None keeps none.
+            not_ready_reason: why the service cannot be ready however its children do (e.g.
+                no ingest token): ``READY=1`` is then never sent (nor ``on_ready`` called),
+                the reason is logged as ``supervisor_not_ready`` and shown in ``STATUS=``.
 
         Raises:
             ValueError: two specs share a slot name.
@@ -170,6 +175,7 @@ class Arbiter:
         self._unhealthy: frozenset[str] = frozenset()
         self._clock_steps = ClockStepDetector()
         self._metrics = SupervisorMetrics(metrics_folder)
+        self._not_ready_reason = not_ready_reason
 
         self._children: dict[int, _Child] = {}
         self._failures: dict[str, int] = collections.defaultdict(int)
@@ -376,6 +382,11 @@ class Arbiter:
         for pid, child in self._children.items():
             live[child.slot].add(pid)
         if self._readiness.check(live, self._specs):
+            if self._not_ready_reason is not None:
+                self._log.warning("supervisor_not_ready", slots=sorted(self._specs),
+                                  reason=self._not_ready_reason)
+                self._report_status()
+                return
             self._log.info("supervisor_ready", slots=sorted(self._specs))
             sdnotify.notify("READY=1")
             self._report_status()  # STATUS= without "waiting for" from now on
@@ -565,6 +576,8 @@ class Arbiter:
     def _report_status(self) -> None:
         waiting = ("" if self._readiness.done
                    else f"; starting, waiting for {', '.join(self._readiness.pending)}")
+        if self._not_ready_reason is not None:
+            waiting += f"; not ready: {self._not_ready_reason}"
         sdnotify.notify(f"STATUS={len(self._children)} of {len(self._specs)} children running, "
                         f"{len(self._worker_slots())} workers wanted{waiting}")
         self._write_status()

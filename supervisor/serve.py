@@ -1,7 +1,10 @@
 """`hookline serve`: build the child process specs (ingest + N workers) and run the arbiter.
 
-Runtime files (see :mod:`shared.process.lifecycle`): the pid file (for `hookline scale`), and in the
-runtime folder one heartbeat file per slot plus `status.json` (read by ingest's `/readyz`).
+Before anything else it takes the service locks (:mod:`shared.process.service_lock`): one
+supervisor per database and per runtime folder. Runtime files (see
+:mod:`shared.process.lifecycle`): the pid file (for `hookline scale`), and in the runtime folder
+one heartbeat file per slot plus `status.json` (read by ingest's `/readyz`); a refused start
+writes none of them.
 """
 
 from __future__ import annotations
@@ -15,12 +18,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from shared.config import CONFIG_ENV, Config
+from shared.config import CONFIG_ENV, Config, ingest_not_ready_reason
 from shared.db_url import sqlite_path
-from shared.errors import HooklineError, StoreUnavailable
+from shared.errors import ConfigError, HooklineError, StoreUnavailable
 from shared.logs import configure_logging, get_logger, rotate_log_file
 from shared.process.lifecycle import (
     BOOT_ERROR_EXIT,
+    REFUSED_EXIT,
     STATUS_FILE,
     TRANSIENT_EXIT,
     heartbeat_path,
@@ -28,9 +32,10 @@ from shared.process.lifecycle import (
     ready_path,
     runtime_dir,
 )
+from shared.process.service_lock import ServiceLock, ServiceLocked
 from shared.process.spawn import child_argv, child_import_env
 from shared.store import store_for
-from shared.store.checks import quick_check, refuse_network_filesystem
+from shared.store.checks import quick_check, storage_preflight
 from shared.store.clock import reanchor_at_serve_start
 from supervisor.arbiter import Arbiter, ChildSpec
 
@@ -58,8 +63,9 @@ async def check(config: Config) -> QuickCheck | None:
     """Check the database once for the whole service, then open it (applying migrations) and
     close it: run by `hookline serve` before any child starts, and by `serve --check`.
 
-    On SQLite the file is first refused when its folder is on a network or FUSE filesystem
-    (without the opt-in) and then `PRAGMA quick_check`ed for at most
+    First the storage preflight (:func:`shared.store.checks.storage_preflight`: on SQLite the
+    folder exists, is writable and not world-writable, is not on a network or FUSE filesystem
+    without the opt-in, and takes WAL mode), then on SQLite `PRAGMA quick_check` for at most
     `config.quick_check_timeout_s` seconds (0 = skip). That check reads the whole file, so it
     runs here, once per service start, not in each child (children are respawned) nor in
     each CLI command.
@@ -73,10 +79,10 @@ async def check(config: Config) -> QuickCheck | None:
         HooklineError: the database cannot be opened or migrated; StorageRefused when it
             cannot keep the delivery promise (damaged, in memory, network filesystem, ...).
     """
+    storage_preflight(config.db, allow_network_filesystem=config.allow_network_filesystem)
     path = sqlite_path(config.db)
     checked = None
     if path is not None and config.quick_check_timeout_s > 0:
-        refuse_network_filesystem(path, allowed=config.allow_network_filesystem)
         started = time.monotonic()
         finished = await asyncio.to_thread(quick_check, path,
                                            timeout_s=config.quick_check_timeout_s,
@@ -122,15 +128,33 @@ INCOMPLETE_REASON = ("stopped at quick_check_timeout_s; starting with the rest o
 def run(config: Config) -> int:
     """Run ingest and `config.workers` workers under the arbiter until stopped.
 
-    The database is opened (and migrated) once here first, so that children never race to
-    migrate and a bad path stops the service before anything is spawned.
+    First of all the service locks are taken (:mod:`shared.process.service_lock`): while
+    another supervisor serves this database or runtime folder, this one stops at once and
+    touches nothing. Then the database is opened (and migrated) once, so that children never
+    race to migrate and a bad path stops the service before anything is spawned.
 
     Returns:
-        The process exit code: 0 after a clean stop, 3 when the database or a child is
-        misconfigured (permanent), 75 when the database is away at start (transient:
+        The process exit code: 0 after a clean stop; 2 (REFUSED_EXIT) when another supervisor
+        holds a service lock or the settings or storage are refused; 3 when the database or a
+        child is misconfigured (permanent); 75 when the database is away at start (transient:
         systemd's Restart=on-failure tries again).
     """
     configure_logging("supervisor", config.log_level, log_file=config.log_file)
+    try:
+        lock = ServiceLock.take(config)
+    except (ServiceLocked, ConfigError) as exc:
+        print(f"hookline: cannot start: {exc}", file=sys.stderr)
+        return REFUSED_EXIT
+    except OSError as exc:
+        print(f"hookline: cannot start: cannot write runtime files ({runtime_dir(config)}): "
+              f"{exc.strerror or exc}", file=sys.stderr)
+        return BOOT_ERROR_EXIT
+    with lock:
+        return _run_locked(config)
+
+
+def _run_locked(config: Config) -> int:
+    """:func:`run` once this process holds the service locks."""
     try:
         checked = asyncio.run(check(config))
         if checked is not None:
@@ -140,6 +164,9 @@ def run(config: Config) -> int:
     except StoreUnavailable as exc:
         print(f"hookline: cannot start yet: {exc}", file=sys.stderr)
         return TRANSIENT_EXIT
+    except ConfigError as exc:  # storage refused (StorageRefused), same code as serve --check
+        print(f"hookline: cannot start: {exc}", file=sys.stderr)
+        return REFUSED_EXIT
     except HooklineError as exc:
         print(f"hookline: cannot start: {exc}", file=sys.stderr)
         return BOOT_ERROR_EXIT
@@ -151,13 +178,14 @@ def run(config: Config) -> int:
     except OSError as exc:
         print(f"hookline: cannot start: cannot write runtime files ({folder}, {pid_path}): "
               f"{exc.strerror or exc}", file=sys.stderr)
-        return 3
+        return BOOT_ERROR_EXIT
     specs = [ingest_spec(config)] + [worker_spec(config, n) for n in range(1, config.workers + 1)]
     arbiter = Arbiter(specs, graceful_timeout_s=config.graceful_timeout_s + 2.0,
                       make_worker_spec=lambda n: worker_spec(config, n),
                       heartbeat_timeout_s=config.heartbeat_timeout_s,
                       status_file=folder / STATUS_FILE,
-                      on_tick=_log_rotator(config), metrics_folder=folder)
+                      on_tick=_log_rotator(config), metrics_folder=folder,
+                      not_ready_reason=ingest_not_ready_reason(config))
     try:
         return arbiter.run()
     finally:

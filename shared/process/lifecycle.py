@@ -1,7 +1,8 @@
 """Process lifecycle helpers shared by every child of the supervisor (ingest and workers).
 
 The supervisor and its children agree on a few things only: the exit codes
-:data:`BOOT_ERROR_EXIT` (permanent: stop the service) and :data:`TRANSIENT_EXIT` (respawn),
+:data:`BOOT_ERROR_EXIT` (permanent: stop the service) and :data:`TRANSIENT_EXIT` (respawn)
+(and `hookline serve` itself uses :data:`REFUSED_EXIT`),
 the heartbeat and readiness files, and that a child exits when its parent is gone. Nothing here
 imports the supervisor, so a child can be run on its own (for tests, or under another supervisor).
 """
@@ -21,6 +22,13 @@ from shared.config import Config
 from shared.db_url import parse_db_url
 from shared.errors import ConfigError
 from shared.logs import configure_logging, get_logger
+
+REFUSED_EXIT = 2
+"""Exit code of `hookline serve` refused before anything starts: an invalid setting, a database
+refused as unable to keep the delivery promise (a missing or world-writable folder, a network
+filesystem, a damaged file, ...), or another `hookline serve` already running on the same
+database or runtime folder (:mod:`shared.process.service_lock`). The same code as the CLI's
+usage and validation errors, so `serve`, `serve --check` and `init` agree."""
 
 BOOT_ERROR_EXIT = 3
 """Exit code of a child that cannot boot because of a permanent misconfiguration (bad

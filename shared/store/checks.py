@@ -8,12 +8,17 @@ supervisor (once per `hookline serve`) calls:
 - :func:`shared.db_url.sqlite_path` (the one parser of the `db` setting, used before these):
   the database URL names a plain file every process shares (never `:memory:`, a `file:` URI
   or an empty path);
+- :func:`check_database_folder`: the database's folder exists, is a folder, is not
+  world-writable and (where the file is to be created) is writable by this user;
 - :func:`refuse_network_filesystem`: the database's folder is not on a network or FUSE
   filesystem, where WAL's shared-memory index is unsafe, unless the operator opted in;
 - :func:`enable_wal`: `PRAGMA journal_mode = WAL` really switched to WAL;
 - :func:`quick_check`: `PRAGMA quick_check` finds no damage (time-bounded).
 
-PostgreSQL needs none of these; `sqlite_path` gives None for its URLs.
+:func:`storage_preflight` runs the folder, filesystem and journal-mode checks without
+creating the database (`hookline serve`, `serve --check`), so a check and a start refuse the
+same things with the same exception. PostgreSQL needs none of these; `sqlite_path` gives None
+for its URLs.
 """
 
 from __future__ import annotations
@@ -21,11 +26,13 @@ from __future__ import annotations
 import contextlib
 import os
 import sqlite3
+import stat
+import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from shared.db_url import StorageRefused
+from shared.db_url import StorageRefused, sqlite_path
 from shared.errors import StoreUnavailable
 from shared.faults import sqlite_fault
 
@@ -116,6 +123,90 @@ def refuse_network_filesystem(db_path: str, *, allowed: bool,
             "filesystem where SQLite's WAL shared memory and locks are unsafe; move it to a "
             "local disk, use PostgreSQL, or set allow_network_filesystem = true "
             "(HOOKLINE_ALLOW_NETWORK_FILESYSTEM=1) if this filesystem is known to be safe")
+
+
+def check_database_folder(db_path: str, *, writable: bool) -> None:
+    """Refuse a database whose folder is missing, not a folder, world-writable or (when
+    `writable`) not writable by this user.
+
+    Args:
+        db_path: the SQLite file (it may not exist yet; its folder is what counts).
+        writable: also require that this user can create files in the folder (the database,
+            its -wal and -shm files, the write lock); True where the file is to be created.
+
+    Raises:
+        StorageRefused: the message names the folder and what to do.
+    """
+    folder = Path(os.path.abspath(db_path)).parent
+    try:
+        mode = folder.stat().st_mode
+    except FileNotFoundError:
+        raise StorageRefused(
+            f"refusing database {db_path}: its folder {folder} does not exist (create it, "
+            "owned by the service user, or point db at an existing folder)") from None
+    except OSError as exc:
+        raise StorageRefused(f"refusing database {db_path}: cannot look at its folder "
+                             f"{folder}: {exc.strerror or exc}") from exc
+    if not stat.S_ISDIR(mode):
+        raise StorageRefused(f"refusing database {db_path}: {folder} is not a folder")
+    if mode & stat.S_IWOTH:
+        # Anyone could then swap the database, its -wal file or the write lock.
+        raise StorageRefused(f"refusing database {db_path}: its folder {folder} is "
+                             f"world-writable (chmod o-w {folder}, or pick another folder)")
+    if writable and not os.access(folder, os.W_OK | os.X_OK):
+        raise StorageRefused(f"refusing database {db_path}: its folder {folder} is not "
+                             "writable by this user (run as the service user, or fix the "
+                             "folder's owner)")
+
+
+def storage_preflight(db: str, *, allow_network_filesystem: bool) -> None:
+    """What opening the database for the service checks before touching it, also when the
+    SQLite file does not exist yet, creating nothing: the folder (:func:`check_database_folder`),
+    its filesystem (:func:`refuse_network_filesystem`) and, for a file still to be created,
+    that SQLite can put a file there in WAL mode (a scratch file, removed at once).
+    Nothing for PostgreSQL (opening it tells).
+
+    Args:
+        db: the `db` setting.
+        allow_network_filesystem: the operator's opt-in for a network or FUSE folder.
+
+    Raises:
+        StorageRefused: the database cannot be kept there; the message says why.
+    """
+    path = sqlite_path(db)
+    if path is None:
+        return
+    exists = os.path.exists(path)
+    check_database_folder(path, writable=not exists)
+    refuse_network_filesystem(path, allowed=allow_network_filesystem)
+    if not exists:
+        _probe_journal_mode(path)
+
+
+def _probe_journal_mode(db_path: str) -> None:
+    """Switch a scratch file beside `db_path` to WAL and remove it (and its -wal, -shm):
+    the journal-mode check of a database not created yet. Raises StorageRefused."""
+    folder = os.path.dirname(os.path.abspath(db_path))
+    try:
+        fd, scratch = tempfile.mkstemp(prefix=".hookline-check-", suffix=".db", dir=folder)
+    except OSError as exc:
+        raise StorageRefused(f"refusing database {db_path}: cannot create a file in "
+                             f"{folder}: {exc.strerror or exc}") from exc
+    os.close(fd)
+    try:
+        db = sqlite3.connect(scratch, isolation_level=None)
+        try:
+            row = db.execute("PRAGMA journal_mode = WAL").fetchone()
+        finally:
+            db.close()
+        check_journal_mode(row[0] if row else None, db_path)
+    except sqlite3.Error as exc:
+        raise StorageRefused(f"refusing database {db_path}: SQLite cannot use a file in "
+                             f"{folder}: {exc}") from exc
+    finally:
+        for leftover in (scratch, scratch + "-wal", scratch + "-shm"):
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(leftover)
 
 
 def enable_wal(db: sqlite3.Connection, db_path: str) -> None:

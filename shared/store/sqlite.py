@@ -14,11 +14,9 @@ import contextlib
 import json
 import os
 import sqlite3
-import stat
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import replace
-from pathlib import Path
 from typing import Any, TypeVar
 
 import aiosqlite
@@ -27,7 +25,7 @@ from shared.db_url import sqlite_path
 from shared.errors import Conflict, DatabaseMissing, StoreBusy, StoreError, StoreUnavailable
 from shared.faults import sqlite_fault
 from shared.models import Stats
-from shared.store.checks import enable_wal, refuse_network_filesystem
+from shared.store.checks import check_database_folder, enable_wal, refuse_network_filesystem
 from shared.store.clock import StoreClock, anchor_at_open
 from shared.store.logic import StoreLogic
 from shared.store.ops import (
@@ -54,18 +52,6 @@ WAL_SIZE_LIMIT_BYTES = 64 * 1024 * 1024
 MAINTENANCE_BUSY_TIMEOUT_MS = 100
 """How long Store.maintenance's checkpoint waits for the lock or for readers, milliseconds."""
 SCHEMA_VERSION = max(version for version, _ in load_migrations("sqlite"))
-
-
-def _refuse_world_writable(directory: Path) -> None:
-    """Raise StoreError if `directory` is writable by every user: anyone could then swap the
-    database, its -wal file or the write lock under the service."""
-    try:
-        mode = directory.stat().st_mode
-    except OSError:
-        return  # a missing folder is reported when the file is created
-    if mode & stat.S_IWOTH:
-        raise StoreError(f"refusing to use a database in {directory}: the folder is "
-                         f"world-writable (chmod o-w {directory}, or pick another folder)")
 
 
 class SqliteStore(StoreLogic):
@@ -110,19 +96,18 @@ class SqliteStore(StoreLogic):
         Raises:
             DatabaseMissing: the file does not exist and the store was built with
                 `create=False`. StoreError: the file is unusable. StorageRefused: it cannot
-                keep the delivery promise (an in-memory path, a network or FUSE folder
-                without the opt-in, a journal mode that stays out of WAL); see
+                keep the delivery promise (an in-memory path, a folder that does not
+                exist, is world-writable or, for a new file, not writable, a network or
+                FUSE folder without the opt-in, a journal mode that stays out of WAL); see
                 :mod:`shared.store.checks`.
         """
         sqlite_path(self.path)  # SqliteStore built directly, not through open_store
         refuse_network_filesystem(self.path, allowed=self._allow_network_filesystem)
-        _refuse_world_writable(Path(self.path).parent)
-        if not os.path.exists(self.path):  # noqa: ASYNC240  (once, at open)
-            if not self._create:
-                raise DatabaseMissing(os.path.abspath(self.path))  # noqa: ASYNC240
-            parent = Path(self.path).parent
-            if not parent.is_dir():
-                raise StoreError(f"cannot create database {self.path}: {parent} is not a directory")
+        exists = os.path.exists(self.path)  # noqa: ASYNC240  (once, at open)
+        if not exists and not self._create:
+            raise DatabaseMissing(os.path.abspath(self.path))  # noqa: ASYNC240
+        check_database_folder(self.path, writable=not exists)
+        if not exists:
             # Create the file 0600 before SQLite does: it holds destination secrets.
             fd = os.open(self.path, os.O_CREAT | os.O_WRONLY, 0o600)
             os.close(fd)

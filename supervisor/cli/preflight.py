@@ -1,5 +1,6 @@
 """What `hookline serve --check` verifies beyond the database: settings that would leave the
-service refusing every request, and the runtime paths and listen address it needs."""
+service refusing every request, that no other supervisor holds this service's locks, and the
+runtime paths and listen address it needs."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from pathlib import Path
 
 from shared.config import Config, listen_host_port
 from shared.process.lifecycle import pid_file, runtime_dir
+from shared.process.service_lock import held_service_locks
 
 _TOKENS = {
     "ingest_token": "POST /v1/events would refuse every event",
@@ -20,11 +22,22 @@ _TOKENS = {
 def service_problems(config: Config) -> list[str]:
     """Each reason `hookline serve` would start but not work as meant, as one sentence
     naming the setting to change; empty when there is none. Binds the listen address for
-    a moment (released at once); an address in use while the supervisor named by the pid
-    file runs is reported on stderr, not as a problem (a check before a restart)."""
+    a moment (released at once). A service lock held by another `hookline serve`
+    (:mod:`shared.process.service_lock`) is a problem, as `serve` would be refused; but that
+    lock, and an address in use, while held by the supervisor named by the pid file, are
+    reported on stderr, not as problems (a check before a restart)."""
     problems = [f"{name} is not set: {effect} (set {name} in the config file, "
                 f"HOOKLINE_{name.upper()} or {name}_file)"
                 for name, effect in _TOKENS.items() if getattr(config, name) is None]
+    running = _running_supervisor(pid_file(config))
+    for lock, what, holder in held_service_locks(config):
+        refusal = (f"lock held: another hookline serve runs on {what} ({holder.describe()}; "
+                   f"lock {lock}), so `hookline serve` would be refused now")
+        if holder.pid is not None and holder.pid == running:
+            print(f"{refusal} (the running service, as named by {pid_file(config)}: not "
+                  "counted)", file=sys.stderr)
+        else:
+            problems.append(refusal)
     for label, path in (("runtime_dir", runtime_dir(config)),
                         ("pid_file", pid_file(config).parent)):
         if (reason := _unwritable(path)) is not None:
@@ -32,7 +45,6 @@ def service_problems(config: Config) -> list[str]:
                             "writable place, e.g. /run/hookline under systemd's "
                             "RuntimeDirectory=hookline)")
     if (reason := _unbindable(config.listen)) is not None:
-        running = _running_supervisor(pid_file(config))
         if running is None:
             problems.append(f"listen: cannot listen on {config.listen}: {reason}")
         else:  # checking a new configuration before restarting the running service

@@ -11,6 +11,7 @@ from typing import Any
 from shared.config import Config
 from shared.db_url import sqlite_path
 from shared.logs import configure_logging
+from shared.store.checks import storage_preflight
 from supervisor.cli.common import fail, print_record, run_command, with_store
 from supervisor.cli.preflight import service_problems
 
@@ -22,10 +23,11 @@ def register(sub: Any) -> None:
     serve.add_argument("--workers", type=int, help=docs["workers"])
     serve.add_argument("--listen", help=docs["listen"])
     serve.add_argument("--check", action="store_true",
-                       help="validate configuration and database access (including PRAGMA "
-                            "quick_check), that both tokens are set and that the listen "
-                            "address can be bound; creates nothing; exit 0 ok, 1 failed, "
-                            "2 refused")
+                       help="validate configuration and database access (the storage "
+                            "checks of serve, including PRAGMA quick_check), that no other "
+                            "serve runs on this database or runtime folder, that both "
+                            "tokens are set and that the listen address can be bound; "
+                            "creates nothing; exit 0 ok, 1 failed, 2 refused")
     serve.set_defaults(handler=serve_command)
 
     init = sub.add_parser(
@@ -68,22 +70,28 @@ def serve_command(config: Config, args: argparse.Namespace) -> int:
 
     if not args.check:
         return serve.run(config)
-    path = sqlite_path(config.db)
-    if path is not None and not os.path.exists(path):
-        # --check creates nothing: a missing file is what serve (or init) will create.
-        print(f"database {os.path.abspath(path)} does not exist yet: `hookline serve` or "
-              "`hookline init` creates it", file=sys.stderr)
-    else:
-        async def probe() -> int:
-            checked = await serve.check(config)
-            if checked is not None:  # a sentence, not serve's JSON log line
-                print(checked.sentence(), file=sys.stderr)
-            return 0
 
-        code = run_command(probe)
-        if code != 0:
-            print("check failed", file=sys.stderr)
-            return code
+    path = sqlite_path(config.db)
+    missing = os.path.abspath(path) if path is not None and not os.path.exists(path) else None
+
+    async def probe() -> int:
+        # The storage preflight of `serve` (shared/store/checks.py), also for a database not
+        # created yet, raising the same refusals (exit 2, as `serve` and `init`).
+        storage_preflight(config.db, allow_network_filesystem=config.allow_network_filesystem)
+        if missing is not None:
+            # --check creates nothing: a missing file is what serve (or init) will create.
+            print(f"database {missing} does not exist yet: `hookline serve` or "
+                  "`hookline init` creates it", file=sys.stderr)
+            return 0
+        checked = await serve.check(config)
+        if checked is not None:  # a sentence, not serve's JSON log line
+            print(checked.sentence(), file=sys.stderr)
+        return 0
+
+    code = run_command(probe)
+    if code != 0:
+        print("check failed", file=sys.stderr)
+        return code
     problems = service_problems(config)
     for problem in problems:
         fail(problem, 2)

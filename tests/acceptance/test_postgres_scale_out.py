@@ -50,8 +50,12 @@ async def test_two_supervisors_share_one_postgres(pg_url, tmp_path):
             await store.add_destination(name=name, url=receiver.url(name), secret=secret,
                                         event_types=[types], max_in_flight=limit)
         ports = [free_port(), free_port()]
+        # Each host has its own runtime folder and pid file, as separate machines would:
+        # one runtime folder holds one supervisor.
         hosts = [start_cli(["serve", "--db", url, "--workers", "2", "--listen",
-                            f"127.0.0.1:{port}"], tmp_path / f"host{n}.log", env)
+                            f"127.0.0.1:{port}"], tmp_path / f"host{n}.log",
+                           {**env, "HOOKLINE_RUNTIME_DIR": str(tmp_path / f"host{n}.run"),
+                            "HOOKLINE_PID_FILE": str(tmp_path / f"host{n}.pid")})
                  for n, port in enumerate(ports, 1)]
         try:
             # Each host's ingest accepts events into the shared database (and NOTIFYs).

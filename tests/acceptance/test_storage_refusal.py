@@ -101,7 +101,7 @@ def test_serve_refuses_damaged_database_pointing_at_restore(tmp_path: Path):
     assert hookline("--db", str(db), "destinations", "list").returncode == 0  # still opens
 
     code, output, answered = serve_until_exit(str(db), tmp_path)
-    assert code == 3, output
+    assert code == 2, output  # refused before anything starts, as serve --check says
     assert "damaged" in output and "hookline restore SNAPSHOT --into NEWDIR" in output
     assert "child_started" not in output and answered == set()
     checked = hookline("--db", str(db), "serve", "--check")
@@ -142,7 +142,7 @@ def test_database_on_fuse_mount_refused_unless_opted_in(fuse_folder: Path, tmp_p
     assert "fuse filesystem" in added.stderr and "allow_network_filesystem" in added.stderr
     assert added.stdout == "" and not os.path.exists(db)
     code, output, answered = serve_until_exit(db, tmp_path)
-    assert code == 3 and "fuse filesystem" in output and answered == set()
+    assert code == 2 and "fuse filesystem" in output and answered == set()
 
     opted_in = {"HOOKLINE_ALLOW_NETWORK_FILESYSTEM": "1"}
     assert hookline("--db", db, "init", env=opted_in).returncode == 0

@@ -20,7 +20,8 @@ from aiohttp.test_utils import TestClient, TestServer
 
 from ingest.app import build_app
 from shared.config import Config
-from shared.errors import ConfigError, DestinationBlocked, StoreError
+from shared.db_url import StorageRefused
+from shared.errors import ConfigError, DestinationBlocked
 from shared.models import Claim
 from shared.policy.netguard import AddressPolicy, vet_destination
 from shared.signing import generate_secret
@@ -360,7 +361,7 @@ async def test_database_is_private_and_world_writable_folder_refused(tmp_path):
     shared_dir = tmp_path / "shared"
     shared_dir.mkdir()
     shared_dir.chmod(0o777)
-    with pytest.raises(StoreError, match="world-writable"):
+    with pytest.raises(StorageRefused, match="world-writable"):
         await SqliteStore(str(shared_dir / "x.db")).open()
     assert list(shared_dir.iterdir()) == []
 

@@ -11,12 +11,17 @@ import sys
 from pathlib import Path
 
 from shared.config import Config
-from shared.process.lifecycle import BOOT_ERROR_EXIT, TRANSIENT_EXIT, pid_file, runtime_dir
+from shared.process.lifecycle import (
+    BOOT_ERROR_EXIT,
+    REFUSED_EXIT,
+    TRANSIENT_EXIT,
+    pid_file,
+    runtime_dir,
+)
 from tests.pg import skip_or_fail_in_ci
 
 DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
 UNITS = ("hookline.service", "hookline-backup.service", "hookline-backup.timer")
-CONFIG_EXIT = 2  # supervisor/cli.py: an invalid configuration, said before anything starts
 
 
 def _settings(unit: str) -> dict[str, str]:
@@ -52,7 +57,7 @@ def test_restart_settings_match_exit_codes():
     service = _settings("hookline.service")
     assert service["Restart"] == "on-failure"  # restarts 75 (and a crash's 1)
     prevented = {int(code) for code in service["RestartPreventExitStatus"].split()}
-    assert prevented == {CONFIG_EXIT, BOOT_ERROR_EXIT}
+    assert prevented == {REFUSED_EXIT, BOOT_ERROR_EXIT}
     assert TRANSIENT_EXIT not in prevented
     assert service["Type"] == "notify"  # READY=1 is sent once every slot is ready
 
@@ -60,9 +65,10 @@ def test_restart_settings_match_exit_codes():
 def test_exit_codes_are_documented():
     """OPERATIONS.md names every exit code the unit's settings depend on."""
     operations = " ".join((DEPLOY.parent / "OPERATIONS.md").read_text().split())
-    for said in (f"{CONFIG_EXIT} the configuration is invalid",
-                 f"{BOOT_ERROR_EXIT} a permanent misconfiguration",
-                 f"{TRANSIENT_EXIT} the database is away", "RestartPreventExitStatus=2 3"):
+    for said in (f"| {REFUSED_EXIT} | refused before anything starts",
+                 f"| {BOOT_ERROR_EXIT} | a permanent misconfiguration",
+                 f"| {TRANSIENT_EXIT} | the database is away",
+                 f"RestartPreventExitStatus={REFUSED_EXIT} {BOOT_ERROR_EXIT}"):
         assert said in operations, said
 
 
