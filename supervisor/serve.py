@@ -29,6 +29,7 @@ from shared.process.lifecycle import (
     TRANSIENT_EXIT,
     heartbeat_path,
     pid_file,
+    read_status,
     ready_path,
     runtime_dir,
 )
@@ -155,6 +156,8 @@ def run(config: Config) -> int:
 
 def _run_locked(config: Config) -> int:
     """:func:`run` once this process holds the service locks."""
+    await_previous_children(runtime_dir(config) / STATUS_FILE,
+                            timeout_s=config.graceful_timeout_s + 2.0)
     try:
         checked = asyncio.run(check(config))
         if checked is not None:
@@ -190,6 +193,46 @@ def _run_locked(config: Config) -> int:
         return arbiter.run()
     finally:
         _remove_own_pid_file(pid_path)
+
+
+def await_previous_children(status_path: Path, timeout_s: float) -> list[int]:
+    """Wait for the children of a supervisor that died without stopping them (kill -9, OOM).
+
+    They notice their parent is gone within a second and stop gracefully (workers hand their
+    jobs back), but until then ingest may still hold the listen port and the workers their
+    claims; a new service started meanwhile would fail to bind. The dead supervisor's
+    `status.json` names them: each still running, and still one of our children by its command
+    line (a pid may have been reused), is waited for, at most `timeout_s` seconds in all.
+
+    Returns:
+        The pids that were still running when the wait began (logged as
+        `previous_children_awaited`, with those still running at the end, if any).
+    """
+    status = read_status(status_path) or {}
+    if status.get("pid") == os.getpid() or not isinstance(status.get("slots"), dict):
+        return []
+    pids = [slot.get("pid") for slot in status["slots"].values() if isinstance(slot, dict)]
+    running = [pid for pid in pids if isinstance(pid, int) and _is_service_child(pid)]
+    if not running:
+        return []
+    deadline = time.monotonic() + timeout_s
+    left = running
+    while left and time.monotonic() < deadline:
+        time.sleep(0.05)
+        left = [pid for pid in left if _is_service_child(pid)]
+    get_logger().info("previous_children_awaited", pids=running, still_running=left,
+                      waited_s=round(timeout_s - max(0.0, deadline - time.monotonic()), 3))
+    return running
+
+
+def _is_service_child(pid: int) -> bool:
+    """Whether `pid` runs and is an ingest or worker child (its command line has `--slot`)."""
+    try:
+        argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return False
+    return state != "Z" and b"--slot" in argv
 
 
 def _log_rotator(config: Config) -> Callable[[], None] | None:

@@ -132,12 +132,15 @@ def test_second_serve_is_refused_and_a_kill_9_frees_the_database(tmp_path: Path)
         children = [slot["pid"] for slot in status["slots"].values()]
         first.send_signal(signal.SIGKILL)
         first.wait(10)
-        replacement = data.serve(other_port, tmp_path / "replacement.out")
+        # Same port at once: the new supervisor waits for the old ingest to let go of it.
+        replacement = data.serve(port, tmp_path / "replacement.out")
         wait_until(lambda: not any(pid_alive(pid) for pid in children), 20,
                    "the killed supervisor's children to exit by themselves")
-        wait_until(lambda: get(other_port, "/readyz")[0] == 200, 20, "the new serve ready")
+        wait_until(lambda: get(port, "/readyz")[0] == 200, 20, "the new serve ready")
         assert pid_path.read_text().strip() == str(replacement.pid)
-        data.post_and_wait_delivered(other_port, "after-kill")
+        data.post_and_wait_delivered(port, "after-kill")
+        [awaited] = log_records(tmp_path / "replacement.out", "previous_children_awaited")
+        assert sorted(awaited["pids"]) == sorted(children) and awaited["still_running"] == []
     finally:
         for proc in (first, replacement):
             if proc is not None and proc.poll() is None:
