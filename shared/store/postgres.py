@@ -312,8 +312,9 @@ class PostgresStore(StoreLogic):
         except TimeoutError as exc:  # a deadline passed (a silent network, a stuck server)
             await self._timed_out("transaction", exc)
             raise StoreUnavailable(
-                f"database did not answer within {self.limits.transaction_timeout_s:g} s "
-                "(pg_transaction_timeout_s); the connection was closed") from exc
+                "database did not answer in time (pg_acquire_timeout_s "
+                f"{self.limits.acquire_timeout_s:g} s, pg_transaction_timeout_s "
+                f"{self.limits.transaction_timeout_s:g} s); the connection was closed") from exc
         except _RUNNING_ERRORS as exc:
             fault = driver_fault(exc, "database connection failed")
             if fault is None:
