@@ -10,6 +10,14 @@ one by one) each commit then carries several items instead of one, so the databa
 writer lock is taken less often. It adds at most `min_interval_s` of latency, only when the
 previous write was that recent.
 
+With `timeout_s`, no caller waits longer than that from its submit, however long a write
+takes (a database behind a silent network): it gets :class:`WriteTimedOut` (a
+StoreUnavailable, so ingest answers 503 with Retry-After), and a write still running past
+`timeout_s` is cancelled so the items queued behind it go on to the next one. A timed-out
+item's outcome is unknown (its write may have committed): the client retries with the same
+id, which dedupe makes safe. :attr:`Batcher.failing_since` says whether the last write
+failed, for readiness (ingest/health.py).
+
 Used by ingest's group commit (events + jobs, one transaction per batch). The workers do not
 use it: each has one writer task that owns its slots (workers/writer.py).
 """
@@ -34,6 +42,11 @@ class BatcherStopped(StoreClosing):
     down; the caller should retry elsewhere or later."""
 
 
+class WriteTimedOut(StoreUnavailable):
+    """An item's write did not finish within the batcher's `timeout_s`: its outcome is
+    unknown (it may yet have been committed)."""
+
+
 class Batcher(Generic[Item, Result]):
     """Queues items and writes them in batches.
 
@@ -45,20 +58,28 @@ class Batcher(Generic[Item, Result]):
         name: the background task's name and the `batch_failed` log field `batcher`.
         min_interval_s: least time between the starts of two writes while items keep
             coming, seconds (0 = write as soon as the previous write ends).
+        timeout_s: longest a submit waits, and a write may run, seconds (None = no bound).
 
     Attributes:
         batches: `write` calls made so far (successful or not).
         written: items in `write` calls that returned.
+        failing_since: time.monotonic() of the first failed (or timed-out) write since the
+            last one that succeeded; None while writes succeed.
+        last_error: what the last failed write raised ("" when none failed).
     """
 
     def __init__(self, write: Callable[[list[Item]], Awaitable[Sequence[Result]]], *,
-                 max_batch: int, name: str, min_interval_s: float = 0.0) -> None:
+                 max_batch: int, name: str, min_interval_s: float = 0.0,
+                 timeout_s: float | None = None) -> None:
         if max_batch < 1:
             raise ValueError(f"max_batch must be at least 1, not {max_batch}")
         self._write = write
         self.max_batch = max_batch
         self.name = name
         self.min_interval_s = min_interval_s
+        self.timeout_s = timeout_s
+        self.failing_since: float | None = None
+        self.last_error = ""
         self._last_write_at = float("-inf")
         self.batches = 0
         self.written = 0
@@ -68,6 +89,15 @@ class Batcher(Generic[Item, Result]):
         self._task: asyncio.Task[None] | None = None
         self._stopping = False
         self._writing = False
+
+    @property
+    def writing(self) -> bool:
+        """True while a write is in progress."""
+        return self._writing
+
+    def recovered(self) -> None:
+        """Forget a past failure (a probe on the same store succeeded while no write ran)."""
+        self.failing_since = None
 
     @property
     def running(self) -> bool:
@@ -102,6 +132,7 @@ class Batcher(Generic[Item, Result]):
 
         Raises:
             BatcherStopped: stopping, or never started.
+            WriteTimedOut: not written within `timeout_s` (its outcome is unknown).
             Exception: whatever `write` raised for the batch.
         """
         if self._stopping or not self.running:
@@ -111,7 +142,22 @@ class Batcher(Generic[Item, Result]):
         self._wakeup.set()
         # If this waiter is cancelled, its future is cancelled too and the batch skips it:
         # nobody was answered, so it need not be written.
-        return await future
+        if self.timeout_s is None:
+            return await future
+        try:
+            return await asyncio.wait_for(asyncio.shield(future), self.timeout_s)
+        except TimeoutError:
+            if future.done() and not future.cancelled():
+                return future.result()  # answered just as the deadline passed
+            future.cancel()  # still queued: skipped; in a running write: outcome unknown
+            if self.failing_since is None:
+                self.failing_since = time.monotonic()
+            self.last_error = f"WriteTimedOut: {self._timeout_message()}"
+            raise WriteTimedOut(self._timeout_message()) from None
+
+    def _timeout_message(self) -> str:
+        return (f"{self.name}: not written within {self.timeout_s:g} s; the outcome is "
+                "unknown, send it again (the same id is recognised)")
 
     async def _run(self) -> None:
         while True:
@@ -144,7 +190,14 @@ class Batcher(Generic[Item, Result]):
     async def _write_batch(self, batch: list[tuple[Item, asyncio.Future[Result]]]) -> None:
         self.batches += 1
         try:
-            results = await self._write([item for item, _ in batch])
+            if self.timeout_s is None:
+                results = await self._write([item for item, _ in batch])
+            else:
+                try:
+                    results = await asyncio.wait_for(self._write([item for item, _ in batch]),
+                                                     self.timeout_s)
+                except TimeoutError:
+                    raise WriteTimedOut(self._timeout_message()) from None
             if len(results) != len(batch):
                 raise RuntimeError(f"{self.name} wrote {len(batch)} items but got "
                                    f"{len(results)} results")
@@ -154,6 +207,9 @@ class Batcher(Generic[Item, Result]):
                 future.cancel()
             raise
         except Exception as exc:  # noqa: BLE001  (every waiter must learn of any failure)
+            if self.failing_since is None:
+                self.failing_since = time.monotonic()
+            self.last_error = f"{type(exc).__name__}: {exc}"
             if not isinstance(exc, StoreUnavailable):  # its callers log an outage once
                 get_logger().warning("batch_failed", batcher=self.name, items=len(batch),
                                      error=type(exc).__name__)
@@ -162,6 +218,7 @@ class Batcher(Generic[Item, Result]):
                     future.set_exception(exc)
             return
         self.written += len(batch)
+        self.failing_since = None
         for (_, future), result in zip(batch, results, strict=True):
             if not future.done():
                 future.set_result(result)

@@ -31,6 +31,8 @@ class GroupCommitter(Batcher[NewEvent, Accepted | Duplicate]):
         max_batch: most events in one transaction.
         min_interval_s: least time between two commits while events keep arriving, seconds
             (Config.batch_interval_s; see ingest/batcher.py).
+        timeout_s: longest an event waits for its commit, seconds (Config.
+            ingest_commit_timeout_s); past it submit raises WriteTimedOut (None = no bound).
 
     Attributes:
         batches: `add_events` calls made so far (successful or not).
@@ -42,9 +44,9 @@ class GroupCommitter(Batcher[NewEvent, Accepted | Duplicate]):
     """
 
     def __init__(self, store: Store, *, max_batch: int = DEFAULT_MAX_BATCH,
-                 min_interval_s: float = 0.0) -> None:
+                 min_interval_s: float = 0.0, timeout_s: float | None = None) -> None:
         super().__init__(self._add_events, max_batch=max_batch, name="group-commit",
-                         min_interval_s=min_interval_s)
+                         min_interval_s=min_interval_s, timeout_s=timeout_s)
         self.store = store
         self.batch_sizes = Histogram(BATCH_SIZE_BUCKETS)
 

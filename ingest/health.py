@@ -4,12 +4,16 @@
 `{"status": "ok"}`, or `{"status": "degraded", ...}` while the SQLite WAL is past
 wal_degraded_bytes (ingest/wal_health.py).
 
-Ready means able to serve, all four of:
+Ready means able to serve, all of:
 
 * POST /v1/events can accept events: an `ingest_token` is set, or `ingest_closed` says it is
   closed on purpose (:func:`shared.config.ingest_not_ready_reason`);
 * the database takes writes (:meth:`shared.store.Store.check_writable`, bounded by
   `_PROBE_TIMEOUT_S`);
+* ingest's own commits are not failing: after a commit failed or timed out (ingest/batcher.py)
+  this process is not ready until a write on its store succeeds again while no commit is
+  stuck (the probe above, or the next commit), so a probe on a fresh connection can never
+  report ready while the events themselves cannot be committed;
 * at least one worker is alive and heartbeating, per the supervisor's `status.json` in the
   runtime folder (:mod:`shared.process.lifecycle`), and the supervisor is not stopping;
 * this ingest process is not draining for shutdown.
@@ -22,11 +26,12 @@ is not ready: nothing would deliver what it accepts.
 from __future__ import annotations
 
 import asyncio
+import time
 from typing import Any
 
 from aiohttp import web
 
-from ingest.app_state import CONFIG_KEY, IN_FLIGHT_KEY, STORE_KEY, WAL_HEALTH_KEY
+from ingest.app_state import COMMITTER_KEY, CONFIG_KEY, IN_FLIGHT_KEY, STORE_KEY, WAL_HEALTH_KEY
 from shared.config import ingest_not_ready_reason
 from shared.errors import StoreError
 from shared.process.lifecycle import STATUS_FILE, read_status, runtime_dir
@@ -88,6 +93,16 @@ async def readiness(app: web.Application) -> tuple[list[str], dict[str, Any]]:
     except (StoreError, TimeoutError) as exc:
         checks["database"] = f"not writable: {exc or 'timed out'}"
         problems.append("database is not writable")
+    committer = app[COMMITTER_KEY]
+    if (committer.failing_since is not None and checks["database"] == "writable"
+            and not committer.writing):
+        committer.recovered()  # a write on the same store succeeded, and no commit is stuck
+    if committer.failing_since is None:
+        checks["commits"] = "ok"
+    else:
+        checks["commits"] = (f"failing for {time.monotonic() - committer.failing_since:.0f} s: "
+                             f"{committer.last_error}")
+        problems.append("ingest's commits are failing")
     status = read_status(runtime_dir(config) / STATUS_FILE)
     if status is None:
         checks["workers"] = "unknown: no supervisor status"

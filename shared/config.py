@@ -75,6 +75,43 @@ class Config:
         30.0, "`hookline serve` runs PRAGMA quick_check on the SQLite file before starting "
         "and refuses a damaged one; past this many seconds it stops checking, logs "
         "quick_check_incomplete and starts. 0 = skip the check.")
+    # PostgreSQL: every wait on the server is bounded (OPERATIONS.md, "PostgreSQL for many
+    # hosts"); SQLite ignores these.
+    pg_connect_timeout_s: float = _opt(
+        5.0, "PostgreSQL: longest time opening one connection may take, seconds.")
+    pg_acquire_timeout_s: float = _opt(
+        5.0, "PostgreSQL: longest wait for a pooled connection (opening one included), "
+        "seconds.")
+    pg_transaction_timeout_s: float = _opt(
+        15.0, "PostgreSQL: longest time one store transaction may take, from acquiring a "
+        "connection to its commit, seconds; past it the connection is closed (never reused) "
+        "and the call fails as an outage (retried).")
+    pg_statement_timeout_s: float = _opt(
+        10.0, "PostgreSQL: the server's statement_timeout for hookline's sessions, seconds "
+        "(0 = none).")
+    pg_idle_in_transaction_timeout_s: float = _opt(
+        10.0, "PostgreSQL: the server's idle_in_transaction_session_timeout: it ends a "
+        "session whose transaction waits this long for its client, releasing its row locks, "
+        "so a host cut off mid-transaction blocks others for at most pg_statement_timeout_s "
+        "+ this, seconds (0 = none: a lost host's locks may stay for hours).")
+    pg_lock_timeout_s: float = _opt(
+        5.0, "PostgreSQL: the server's lock_timeout: a statement waiting this long for a "
+        "row lock fails and is retried, seconds (0 = none).")
+    pg_keepalives_idle_s: float = _opt(
+        10.0, "PostgreSQL: TCP keepalive on both ends of each connection: probe an idle "
+        "connection after this long, seconds.")
+    pg_keepalives_interval_s: float = _opt(
+        5.0, "PostgreSQL: TCP keepalive: seconds between two probes.")
+    pg_keepalives_count: int = _opt(
+        3, "PostgreSQL: TCP keepalive: unanswered probes before the connection is dead.")
+    pg_tcp_user_timeout_s: float = _opt(
+        20.0, "PostgreSQL: TCP_USER_TIMEOUT on both ends (the server's from PostgreSQL 12): "
+        "data unacknowledged this long kills the connection, seconds (0 = system default).")
+    ingest_commit_timeout_s: float = _opt(
+        5.0, "Ingest: longest time an event waits for its commit, seconds; past it the answer "
+        "is 503 store_unavailable with Retry-After (the commit's outcome may be unknown: the "
+        "client sends the event again with the same id, and a stored one is answered as a "
+        "duplicate).")
     lease_s: float = _opt(30.0, "Lease length of a claim; extended while a request is in flight.")
     attempt_timeout_s: float = _opt(
         10.0, "Total time one attempt may take (connect, send, read); must be below lease_s.")
@@ -211,11 +248,19 @@ class Config:
                 raise ConfigError(f"{name} must be positive, not {getattr(self, name)}")
         for name in ("lease_s", "attempt_timeout_s", "retry_base_s", "retry_cap_s",
                      "poll_interval_s", "busy_timeout_s", "maintenance_interval_s",
-                     "heartbeat_timeout_s", "log_file_max_bytes", "max_connection_age_s"):
+                     "heartbeat_timeout_s", "log_file_max_bytes", "max_connection_age_s",
+                     "pg_connect_timeout_s", "pg_acquire_timeout_s", "pg_transaction_timeout_s",
+                     "pg_keepalives_interval_s", "pg_keepalives_count",
+                     "ingest_commit_timeout_s"):
             if getattr(self, name) <= 0:
                 raise ConfigError(f"{name} must be above zero, not {getattr(self, name)}")
         listen_host_port(self.listen)
         sqlite_path(self.db)  # refuses :memory: and other databases private to one process
+        for name in ("pg_statement_timeout_s", "pg_idle_in_transaction_timeout_s",
+                     "pg_lock_timeout_s", "pg_keepalives_idle_s", "pg_tcp_user_timeout_s"):
+            if not 0 <= getattr(self, name) < float("inf"):
+                raise ConfigError(f"{name} must be a finite number >= 0 (0 = none), not "
+                                  f"{getattr(self, name)}")
         if not 0 <= self.quick_check_timeout_s < float("inf"):
             raise ConfigError("quick_check_timeout_s must be a finite number >= 0 (0 = skip), "
                               f"not {self.quick_check_timeout_s}")

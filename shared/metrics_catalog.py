@@ -92,10 +92,14 @@ HEARTBEAT_AGE_SECONDS = Family(
 CLOCK_STEPS = Family(
     "hookline_clock_steps_total", "counter",
     "Wall-clock steps the supervisor saw (wall and monotonic clocks apart by more than 1 s).")
+STORE_TIMEOUTS = Family(
+    "hookline_store_timeouts_total", "counter",
+    "Database calls of the process that missed a deadline (PostgreSQL: pg_transaction_timeout_s"
+    ", a LISTEN ping; a silent network or a stuck server), per process.", per_slot=True)
 
 FAMILIES: tuple[Family, ...] = (
     INGEST_REQUESTS, INGEST_REJECTIONS, INGEST_ACCEPT_SECONDS, INGEST_BATCH_SIZE,
     WRITE_LOCK_WAIT_SECONDS, PROCESS_CPU_SECONDS, PROCESS_RESIDENT_MEMORY_BYTES,
     PROCESS_START_TIME_SECONDS, CHILDREN_WANTED, CHILDREN_ALIVE, CHILD_RESTARTS,
-    HEARTBEAT_AGE_SECONDS, CLOCK_STEPS)
+    HEARTBEAT_AGE_SECONDS, CLOCK_STEPS, STORE_TIMEOUTS)
 BY_NAME = {family.name: family for family in FAMILIES}

@@ -36,7 +36,7 @@ from shared.config import Config
 from shared.errors import StoreUnavailable
 from shared.faults import is_transient
 from shared.logs import configure_logging, get_logger
-from shared.metrics_catalog import WRITE_LOCK_WAIT_SECONDS
+from shared.metrics_catalog import STORE_TIMEOUTS, WRITE_LOCK_WAIT_SECONDS
 from shared.process.clock import watch_clock
 from shared.process.lifecycle import (
     BOOT_ERROR_EXIT,
@@ -57,7 +57,7 @@ from shared.process.metrics_file import (
     SnapshotWriter,
     write_snapshots,
 )
-from shared.store import Store, store_for, write_lock_waits
+from shared.store import Store, store_for, store_timeouts, write_lock_waits
 from shared.store.write_lock import DurationHistogram
 
 
@@ -146,6 +146,9 @@ async def child_context(config: Config, slot: str, *, stop: asyncio.Event | None
         if waits is not None:  # SQLite: this process's waits for the single writer
             metrics.histogram_sources.append(lambda: {WRITE_LOCK_WAIT_SECONDS.name: {
                 (): write_lock_histogram(waits)}})
+        if store_timeouts(store) is not None:  # PostgreSQL: calls that missed a deadline
+            metrics.value_sources.append(lambda: {STORE_TIMEOUTS.name: {
+                (): float(store_timeouts(store) or 0)}})
         snapshots = SnapshotWriter(runtime_dir(config), slot, metrics)
         snapshots_done = asyncio.Event()
         snapshot_task = asyncio.create_task(write_snapshots(snapshots, snapshots_done),

@@ -76,6 +76,7 @@ class Histogram:
 
 
 HistogramSource = Callable[[], Mapping[str, Mapping[Labels, HistogramData]]]
+ValueSource = Callable[[], Mapping[str, Mapping[Labels, float]]]
 
 
 @dataclass(slots=True)
@@ -83,12 +84,14 @@ class ProcessMetrics:
     """One process's counters, gauges and histograms, by family name and label values.
 
     Meant for one thread (the event loop, or the supervisor's loop); figures kept by another
-    thread are read at snapshot time through `histogram_sources`.
+    thread are read at snapshot time through `histogram_sources`, counts another object
+    keeps (a store's missed deadlines) through `value_sources`.
     """
 
     values: dict[str, dict[Labels, float]] = field(default_factory=dict)
     histograms: dict[str, dict[Labels, Histogram]] = field(default_factory=dict)
     histogram_sources: list[HistogramSource] = field(default_factory=list)
+    value_sources: list[ValueSource] = field(default_factory=list)
 
     def inc(self, family: Family, labels: Labels = (), amount: float = 1.0) -> None:
         """Add `amount` to a counter."""
@@ -118,7 +121,7 @@ class ProcessMetrics:
                                              for name, series in self.values.items()}
         for name, hseries in self.histograms.items():
             out[name] = {labels: h.data() for labels, h in hseries.items()}
-        for source in self.histogram_sources:
+        for source in (*self.histogram_sources, *self.value_sources):
             for name, series in source().items():
                 out.setdefault(name, {}).update(series)
         return out

@@ -38,6 +38,7 @@ from shared.models import (
 )
 from shared.operator_models import BulkResult, EventFilter, EventMatch, EventRecord, JobSelection
 from shared.policy.delivery import BreakerPolicy
+from shared.store.pg_limits import PostgresLimits
 
 if TYPE_CHECKING:
     from shared.config import Config
@@ -456,6 +457,21 @@ class SqliteDiagnostics(Protocol):
         """
 
 
+@runtime_checkable
+class TimeoutCounting(Protocol):
+    """A store that counts its calls that missed a deadline (PostgreSQL; check with
+    isinstance)."""
+
+    timeouts: int
+    """Store calls of this process that missed a deadline so far."""
+
+
+def store_timeouts(store: Store) -> int | None:
+    """How many of this process's store calls missed a deadline; None when the store does
+    not count them (SQLite: its waits are bounded by busy_timeout_s)."""
+    return store.timeouts if isinstance(store, TimeoutCounting) else None
+
+
 def write_lock_waits(store: Store) -> DurationHistogram | None:
     """The store's write-lock wait histogram (:class:`SqliteDiagnostics`), None when it has
     none (PostgreSQL)."""
@@ -486,7 +502,8 @@ class SqliteOptions:
     create: bool = True
 
 
-def open_store(url: str, sqlite: SqliteOptions | None = None) -> Store:
+def open_store(url: str, sqlite: SqliteOptions | None = None,
+               postgres: PostgresLimits | None = None) -> Store:
     """Build (not yet open) the store for a database URL.
 
     Args:
@@ -494,6 +511,7 @@ def open_store(url: str, sqlite: SqliteOptions | None = None) -> Store:
             as SQLAlchemy spells them.
             `postgresql://` / `postgres://` URLs select the PostgreSQL store (many hosts).
         sqlite: the SQLite store's settings (defaults when None).
+        postgres: the PostgreSQL store's timeouts and keepalives (defaults when None).
 
     Raises:
         ConfigError: the URL names an unsupported backend; StorageRefused (a ConfigError)
@@ -504,7 +522,7 @@ def open_store(url: str, sqlite: SqliteOptions | None = None) -> Store:
     if db.dsn is not None:
         from shared.store.postgres import PostgresStore  # noqa: PLC0415
 
-        return PostgresStore(db.dsn)
+        return PostgresStore(db.dsn, limits=postgres or PostgresLimits())
     from shared.store.sqlite import SqliteStore  # noqa: PLC0415  (backends load on demand)
 
     options = sqlite or SqliteOptions()
@@ -526,4 +544,20 @@ def store_for(config: Config, *, create: bool = True) -> Store:
     """
     return open_store(config.db, SqliteOptions(
         synchronous=config.synchronous, busy_timeout_s=config.busy_timeout_s,
-        allow_network_filesystem=config.allow_network_filesystem, create=create))
+        allow_network_filesystem=config.allow_network_filesystem, create=create),
+        postgres_limits(config))
+
+
+def postgres_limits(config: Config) -> PostgresLimits:
+    """The PostgreSQL store's bounds (shared/store/pg_limits.py) from the `pg_*` settings."""
+    return PostgresLimits(
+        connect_timeout_s=config.pg_connect_timeout_s,
+        acquire_timeout_s=config.pg_acquire_timeout_s,
+        transaction_timeout_s=config.pg_transaction_timeout_s,
+        statement_timeout_s=config.pg_statement_timeout_s,
+        idle_in_transaction_timeout_s=config.pg_idle_in_transaction_timeout_s,
+        lock_timeout_s=config.pg_lock_timeout_s,
+        keepalives_idle_s=config.pg_keepalives_idle_s,
+        keepalives_interval_s=config.pg_keepalives_interval_s,
+        keepalives_count=config.pg_keepalives_count,
+        tcp_user_timeout_s=config.pg_tcp_user_timeout_s)

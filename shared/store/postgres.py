@@ -13,7 +13,12 @@ shared server needs:
   job a fresh token. The locks last the few milliseconds of the claim transaction.
 * **Wake-ups** are LISTEN/NOTIFY on channel `hookline_jobs`; `pg_notify` runs inside the
   transaction that creates due work (delivered at commit). Waiters listen on a dedicated
-  connection and fall back to polling when it is gone.
+  connection and fall back to polling when it is gone; that connection is pinged every
+  few seconds and replaced when it stops answering (a silent network never closes it).
+* **Every wait is bounded** (shared/store/pg_limits.py): connect, pool acquire and each whole
+  transaction have deadlines; a connection that missed one is terminated, never reused, and
+  the pool's other connections are replaced too (they crossed the same network); the server
+  ends a session whose client went silent mid-transaction, releasing its locks.
 
 Test-only: `clock` replaces the database's clock by `clock()` in every query (and is the
 host clock too), so tests can move time on both backends. Production code never passes it.
@@ -23,6 +28,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 import re
 import time
@@ -40,6 +46,7 @@ from shared.errors import (
     StoreError,
     StoreUnavailable,
 )
+from shared.logs import get_logger
 from shared.store.logic import StoreLogic
 from shared.store.ops import (
     AfterCommit,
@@ -52,6 +59,7 @@ from shared.store.ops import (
     Tx,
     advance,
 )
+from shared.store.pg_limits import PostgresLimits
 from shared.store.queries import load_migrations, load_queries
 
 T = TypeVar("T")
@@ -64,6 +72,8 @@ SCHEMA_VERSION = max(version for version, _ in load_migrations("postgres"))
 # Any constant: serialises migrations of concurrently starting processes.
 _MIGRATION_LOCK = 0x686F6F6B
 _PARAM = re.compile(r"(?<![:\w]):([a-z_][a-z0-9_]*)")
+LISTEN_CHECK_INTERVAL_S = 5.0
+"""How often the LISTEN connection is pinged (a frozen one would never say it is gone)."""
 
 
 @cache
@@ -151,18 +161,30 @@ class PostgresStore(StoreLogic):
     Args:
         dsn: a `postgresql://` or `postgres://` URL (libpq syntax, as asyncpg reads it).
         pool_size: most connections this process keeps (each transaction holds one).
-        connect_timeout_s: how long opening a connection may take, seconds.
+        connect_timeout_s: how long opening a connection may take, seconds (overrides
+            `limits.connect_timeout_s` when given).
+        limits: every deadline, server-side limit and keepalive (defaults when None).
         clock: TEST ONLY: a unix-seconds clock that replaces the database's clock.
+
+    Attributes:
+        timeouts: store calls of this process that missed a deadline (a silent network or
+            a stuck server); exported as `hookline_store_timeouts_total`.
     """
 
     LOCKS_DESTINATIONS = True
     FINISH_AND_CLAIM_TOGETHER = False
 
-    def __init__(self, dsn: str, *, pool_size: int = 4, connect_timeout_s: float = 10.0,
+    def __init__(self, dsn: str, *, pool_size: int = 4, connect_timeout_s: float | None = None,
+                 limits: PostgresLimits | None = None,
                  clock: Callable[[], float] | None = None) -> None:
         self.dsn = dsn
         self._pool_size = pool_size
-        self._connect_timeout_s = connect_timeout_s
+        limits = limits or PostgresLimits()
+        if connect_timeout_s is not None:
+            limits = dataclasses.replace(limits, connect_timeout_s=connect_timeout_s)
+        self.limits = limits
+        self.timeouts = 0
+        self._listen_checked_at = 0.0
         self._clock = clock
         self._pool: asyncpg.Pool | None = None
         self._listen_conn: asyncpg.Connection | None = None
@@ -175,9 +197,13 @@ class PostgresStore(StoreLogic):
         """Connect and apply pending migrations. Raises StoreError when the server is
         unreachable, refuses us, or holds a newer schema."""
         try:
-            self._pool = await asyncpg.create_pool(
+            # The first connection is opened here: bounded like any other (init included).
+            self._pool = await asyncio.wait_for(asyncpg.create_pool(
                 self.dsn, min_size=1, max_size=self._pool_size,
-                timeout=self._connect_timeout_s, command_timeout=60)
+                timeout=self.limits.connect_timeout_s,
+                command_timeout=self.limits.command_timeout_s,
+                server_settings=self.limits.server_settings(), init=self._init_connection),
+                self.limits.connect_timeout_s + self.limits.acquire_timeout_s)
         except _DRIVER_ERRORS as exc:
             what = f"cannot connect to {_redact(self.dsn)}"
             raise (driver_fault(exc, what) or StoreError(f"{what}: {exc}")) from exc
@@ -194,7 +220,11 @@ class PostgresStore(StoreLogic):
     async def _migrate(self) -> None:
         if self._pool is None:
             raise StoreError("store is not open")
-        async with self._pool.acquire() as conn, conn.transaction():
+        async with self._pool.acquire(timeout=self.limits.acquire_timeout_s) as conn, \
+                conn.transaction():
+            # A migration may wait for another process's (the advisory lock) and rewrite big
+            # tables: the session's statement and lock timeouts are not for it.
+            await conn.execute("SET LOCAL statement_timeout = 0; SET LOCAL lock_timeout = 0")
             await conn.execute("SELECT pg_advisory_xact_lock($1)", _MIGRATION_LOCK)
             await conn.execute(
                 "CREATE TABLE IF NOT EXISTS schema_version (version integer NOT NULL)")
@@ -240,19 +270,72 @@ class PostgresStore(StoreLogic):
     def _host_now(self) -> float:
         return time.time() if self._clock is None else self._clock()
 
+    async def _init_connection(self, conn: asyncpg.Connection) -> None:
+        """Each new connection: keepalives and TCP_USER_TIMEOUT on our socket, and the
+        session settings only newer servers know (shared/store/pg_limits.py)."""
+        # asyncpg offers no socket options; its transport is the only way to the socket.
+        transport = conn._transport  # noqa: SLF001
+        if transport is not None:
+            self.limits.configure_socket(transport.get_extra_info("socket"))
+        for name, value in self.limits.late_settings(conn.get_server_version().major).items():
+            await conn.execute("SELECT set_config($1, $2, false)", name, value)
+
     @contextlib.asynccontextmanager
     async def _tx(self) -> AsyncIterator[_Tx]:
-        """One transaction on a pooled connection; driver errors become StoreError types."""
+        """One transaction on a pooled connection, within limits.transaction_timeout_s from
+        acquire to commit; driver errors become StoreError types.
+
+        A connection whose state is unknown afterwards (a deadline passed, the caller was
+        cancelled, the network failed) is terminated, never returned to the pool for reuse;
+        a statement's own error (constraint, lock timeout) is rolled back and the connection
+        kept.
+        """
         if self._pool is None:
             raise StoreError("store is not open")
+        pool = self._pool
+        conn: Any = None
+        reusable = False
         try:
-            async with self._pool.acquire() as conn, conn.transaction():
-                yield _Tx(conn, self._test_now())
+            async with asyncio.timeout(self.limits.transaction_timeout_s):
+                conn = await pool.acquire(timeout=self.limits.acquire_timeout_s)
+                tx = conn.transaction()
+                await tx.start()
+                try:
+                    yield _Tx(conn, self._test_now())
+                except (Exception, asyncio.CancelledError) as exc:
+                    if isinstance(exc, asyncpg.PostgresError | HooklineError):
+                        await tx.rollback()  # the server answered: the connection is sound
+                        reusable = True
+                    raise
+                await tx.commit()
+                reusable = True
+        except TimeoutError as exc:  # a deadline passed (a silent network, a stuck server)
+            await self._timed_out("transaction", exc)
+            raise StoreUnavailable(
+                "database did not answer in time (pg_acquire_timeout_s "
+                f"{self.limits.acquire_timeout_s:g} s, pg_transaction_timeout_s "
+                f"{self.limits.transaction_timeout_s:g} s); the connection was closed") from exc
         except _RUNNING_ERRORS as exc:
             fault = driver_fault(exc, "database connection failed")
             if fault is None:
                 raise  # a statement's own error (constraint, bug): not ours to classify
             raise fault from exc
+        finally:
+            if conn is not None:
+                if not reusable:
+                    conn.terminate()  # released at once below, replaced on a later acquire
+                with contextlib.suppress(*_RUNNING_ERRORS):
+                    await pool.release(conn, timeout=self.limits.acquire_timeout_s)
+
+    async def _timed_out(self, what: str, exc: BaseException) -> None:
+        """Count and log a missed deadline, and have the pool replace every connection
+        (the idle ones crossed the same network and may be frozen too)."""
+        self.timeouts += 1
+        get_logger().warning("store_timeout", during=what, timeouts=self.timeouts,
+                             limit_s=self.limits.transaction_timeout_s,
+                             error=f"{type(exc).__name__}: {exc}")
+        if self._pool is not None:
+            await self._pool.expire_connections()
 
     async def _transact(self, tx: Tx[T], *, write: bool) -> T:
         """Drive the store transaction `tx` on one pooled connection (`write` does not
@@ -300,24 +383,52 @@ class PostgresStore(StoreLogic):
         """
         async with self._listen_lock:
             if self._listen_conn is not None and not self._listen_conn.is_closed():
-                return True
+                if await self._listener_answers(self._listen_conn):
+                    return True
+                self._listen_conn.terminate()
             self._listen_conn = None
             if self._pool is None:
                 return False
             try:
-                conn = await asyncpg.connect(self.dsn, timeout=max(1.0, min(timeout_s, 5.0)))
+                conn = await asyncio.wait_for(asyncpg.connect(
+                    self.dsn, timeout=self.limits.connect_timeout_s,
+                    command_timeout=self.limits.command_timeout_s,
+                    server_settings=self.limits.server_settings()),
+                    self.limits.connect_timeout_s)
             except (TimeoutError, OSError, asyncpg.PostgresError):
                 return False
             try:
-                await conn.add_listener(CHANNEL, lambda *_: self._woken.set())
+                await asyncio.wait_for(self._init_connection(conn), self.limits.connect_timeout_s)
+                await asyncio.wait_for(conn.add_listener(CHANNEL, lambda *_: self._woken.set()),
+                                       self.limits.connect_timeout_s)
+            except (TimeoutError, OSError, asyncpg.PostgresError, asyncpg.InterfaceError):
+                conn.terminate()
+                return False
             except BaseException:
                 conn.terminate()
                 raise
             self._listen_conn = conn
+        self._listen_checked_at = time.monotonic()
         # Listening from here on; work committed before that sent its NOTIFY to nobody.
         with contextlib.suppress(StoreError):
             if await self._due_work_exists():
                 self._woken.set()
+        return True
+
+    async def _listener_answers(self, conn: asyncpg.Connection) -> bool:
+        """Ping the LISTEN connection at most every LISTEN_CHECK_INTERVAL_S; False (logged
+        `listen_connection_replaced`) when it did not answer within the connect timeout."""
+        if time.monotonic() - self._listen_checked_at < LISTEN_CHECK_INTERVAL_S:
+            return True
+        try:
+            await asyncio.wait_for(conn.fetchval("SELECT 1"), self.limits.connect_timeout_s)
+        except (TimeoutError, OSError, asyncpg.PostgresError, asyncpg.InterfaceError,
+                asyncpg.InternalClientError) as exc:
+            self.timeouts += isinstance(exc, TimeoutError)
+            get_logger().warning("listen_connection_replaced",
+                                 error=f"{type(exc).__name__}: {exc}")
+            return False
+        self._listen_checked_at = time.monotonic()
         return True
 
     async def maintenance(self) -> dict[str, int]:
@@ -325,18 +436,14 @@ class PostgresStore(StoreLogic):
         return {}
 
     async def check_writable(self) -> None:
-        """See :meth:`shared.store.Store.check_writable`: an UPDATE that matches no row
-        (refused on a read-only standby or in a read-only database), rolled back."""
-        if self._pool is None:
-            raise StoreError("store is not open")
+        """See :meth:`shared.store.Store.check_writable`: a transaction with an UPDATE that
+        matches no row (refused on a read-only standby or in a read-only database), under
+        the same deadlines as every store transaction."""
         try:
-            async with self._pool.acquire() as conn:
-                tx = conn.transaction()
-                await tx.start()
-                try:
-                    await conn.execute("UPDATE schema_version SET version = version WHERE false")
-                finally:
-                    await tx.rollback()
+            async with self._tx() as tx:  # bounded and cleaned up like every transaction
+                await tx.conn.execute("UPDATE schema_version SET version = version WHERE false")
+        except StoreError as exc:  # already classified by _tx: keep the kind, say what failed
+            raise type(exc)(f"database {_redact(self.dsn)} is not writable: {exc}") from exc
         except _RUNNING_ERRORS as exc:
             what = f"database {_redact(self.dsn)} is not writable"
             raise (driver_fault(exc, what) or StoreUnavailable(f"{what}: {exc}")) from exc

@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from ingest.batcher import Batcher, BatcherStopped
+from ingest.batcher import Batcher, BatcherStopped, WriteTimedOut
 
 
 class Recorder:
@@ -83,3 +83,33 @@ async def test_min_interval_spaces_writes_under_a_trickle_but_not_when_idle():
     await asyncio.gather(*waiters)
     await plain.stop()
     assert len(unpaced.batches) > 2 * len(write.batches)  # the spacing is what batched them
+
+
+async def test_a_stuck_write_answers_its_waiters_and_those_behind_it_within_timeout_s():
+    """A write that never returns (a database behind a silent network): its item and the
+    items queued behind it each get WriteTimedOut once timeout_s has passed since their own
+    submit, the stuck write is abandoned, the next write goes through, and failing_since
+    marks the failure until a write succeeds."""
+    stuck = asyncio.Event()
+    calls: list[list[int]] = []
+
+    async def write(items: list[int]) -> list[int]:
+        calls.append(list(items))
+        while not stuck.is_set():  # hangs until the test lets writes through
+            await asyncio.sleep(0.01)
+        return [item * 10 for item in items]
+
+    batcher = Batcher(write, max_batch=8, name="t", timeout_s=0.3)
+    batcher.start()
+    first = asyncio.create_task(batcher.submit(1))
+    await asyncio.sleep(0.1)
+    behind = asyncio.create_task(batcher.submit(2))  # queued while write 1 is stuck
+    with pytest.raises(WriteTimedOut, match="outcome is unknown"):
+        await first
+    assert batcher.failing_since is not None and "WriteTimedOut" in batcher.last_error
+    stuck.set()
+    # Item 2 waited behind the stuck write but never longer than its own timeout_s.
+    assert await behind == 20
+    assert batcher.failing_since is None
+    assert calls == [[1], [2]]
+    await batcher.stop()

@@ -1,0 +1,170 @@
+"""A silent network between hookline and PostgreSQL (tests/blackhole.py: a real TCP proxy in
+front of the test server that freezes every connection and then heals for new ones only).
+
+Bounded by the settings (shortened here): ingest answers 503 within its commit timeout during
+the partition and commits again within seconds of the heal, with no restart; readiness
+follows its own commits; a host cut off while holding a destination's row lock blocks the
+other hosts only until the server ends its transaction, and they then deliver all of that
+destination's jobs, the lost host's leased ones after their lease; a frozen LISTEN connection
+is replaced.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator
+
+import aiohttp
+import pytest
+
+from ingest.app import build_app
+from shared.config import Config
+from shared.errors import StoreBusy, StoreUnavailable
+from shared.models import AttemptResult, Done
+from shared.store import postgres as postgres_store
+from shared.store.pg_limits import PostgresLimits
+from shared.store.postgres import PostgresStore
+from tests.blackhole import BlackholeProxy
+from tests.conftest import new_event, serving
+
+# Every bound a few seconds at most, so each partition here lasts a few seconds.
+LIMITS = PostgresLimits(connect_timeout_s=1.0, acquire_timeout_s=1.0,
+                        transaction_timeout_s=1.5, statement_timeout_s=1.0,
+                        idle_in_transaction_timeout_s=2.0, lock_timeout_s=1.0)
+TOKEN = "partition-test-token"
+AUTH = {"Authorization": f"Bearer {TOKEN}"}
+OK = AttemptResult(started_at=0.0, duration_s=0.01, status_code=200)
+
+
+async def _open(url: str) -> PostgresStore:
+    store = PostgresStore(url, limits=LIMITS)
+    await store.open()
+    return store
+
+
+@pytest.fixture
+async def through_proxy(pg_url: str) -> AsyncIterator[tuple[BlackholeProxy, PostgresStore]]:
+    """A store whose every connection crosses a blackhole proxy, and the proxy."""
+    with BlackholeProxy.for_url(pg_url) as (proxy, url):
+        store = await _open(url)
+        try:
+            yield proxy, store
+        finally:
+            await asyncio.wait_for(store.close(), 15)
+
+
+async def _post(http: aiohttp.ClientSession, port: int, event_id: str) -> tuple[int, dict[str, str],
+                                                                                 float]:
+    started = time.monotonic()
+    async with http.post(f"http://127.0.0.1:{port}/v1/events", headers=AUTH,
+                         json={"id": event_id, "type": "push", "data": {}}) as answer:
+        body = await answer.json()
+        return answer.status, {"error": body.get("error", ""),
+                               "retry_after": answer.headers.get("Retry-After", "")}, (
+            time.monotonic() - started)
+
+
+async def _commits_check(http: aiohttp.ClientSession, port: int) -> str:
+    async with http.get(f"http://127.0.0.1:{port}/readyz") as answer:
+        return str((await answer.json())["checks"]["commits"])
+
+
+async def test_ingest_answers_503_during_a_partition_and_commits_again_after_the_heal(
+        through_proxy: tuple[BlackholeProxy, PostgresStore], pg_url: str) -> None:
+    """Before: 202. Frozen: each POST is answered 503 store_unavailable with Retry-After
+    within the commit timeout (not after the client gave up), /readyz says the commits fail.
+    Healed: a 202 again within seconds, same process, /readyz's commit check ok; the event
+    answered 503 is sent again with its id and stored once."""
+    proxy, store = through_proxy
+    config = Config(db=pg_url, ingest_token=TOKEN, ingest_commit_timeout_s=1.0)
+    app = build_app(store, config)
+    timeout = aiohttp.ClientTimeout(total=30)  # far past every bound: a hang fails the test
+    async with serving(app) as port, aiohttp.ClientSession(timeout=timeout) as http:
+        assert (await _post(http, port, "before"))[0] == 202
+        proxy.freeze()
+        during = [await _post(http, port, f"during-{n}") for n in range(3)]
+        for status, answer, took_s in during:
+            assert (status, answer["error"]) == (503, "store_unavailable"), answer
+            assert answer["retry_after"] and took_s < 10, (answer, took_s)
+        assert (await _commits_check(http, port)).startswith("failing"), "readyz lies"
+        proxy.heal()
+        healed_at = time.monotonic()
+        while (status := (await _post(http, port, "after"))[0]) != 202:
+            assert status == 503 and time.monotonic() - healed_at < 20, status
+        assert await _commits_check(http, port) == "ok"
+        # The client's retry of an event answered 503: stored exactly once.
+        assert (await _post(http, port, "during-0"))[0] in (200, 202)
+        assert (await _post(http, port, "during-0"))[0] == 200
+    assert store.timeouts >= 1
+
+
+async def test_a_host_cut_off_holding_a_destination_lock_blocks_the_others_only_briefly(
+        through_proxy: tuple[BlackholeProxy, PostgresStore], pg_url: str) -> None:
+    """The lost host leases two jobs, takes the destination's row lock as a claim does, and
+    is cut off. Its client gives up at its transaction deadline; the server ends the
+    orphaned transaction at idle_in_transaction_session_timeout, and the other host then
+    claims and delivers every job of that destination, the lost host's two after their
+    lease."""
+    proxy, lost = through_proxy
+    other = await _open(pg_url)
+    try:
+        destination = await other.add_destination(name="d", url="http://127.0.0.1:9/x",
+                                                  secret="whsec_" + "a" * 32,
+                                                  event_types=["push"], max_in_flight=100)
+        await other.add_events([new_event(f"e{n}") for n in range(6)])
+        leased = await lost.claim("lost-host", 2, 3.0, 5)
+        assert len(leased) == 2
+
+        async def hold_the_lock_and_get_cut_off() -> None:
+            async with lost._tx() as tx:
+                await tx.conn.execute("SELECT id FROM destinations WHERE id = $1 "
+                                      "FOR NO KEY UPDATE", destination.id)
+                proxy.freeze()
+                await asyncio.sleep(3600)  # the client deadline ends this
+
+        with pytest.raises(StoreUnavailable, match="did not answer in time"):
+            await asyncio.wait_for(hold_the_lock_and_get_cut_off(), 20)
+        cut_off_at = time.monotonic()
+        delivered: set[int] = set()
+        first_claim_after_s = None
+        while len(delivered) < 6:
+            assert time.monotonic() - cut_off_at < 30, f"stuck: {len(delivered)} of 6"
+            try:
+                claims = await other.claim("other-host", 10, 30.0, 5)
+            except (StoreBusy, StoreUnavailable):  # lock_timeout while the lock is held
+                continue
+            if claims and first_claim_after_s is None:
+                first_claim_after_s = time.monotonic() - cut_off_at
+            await other.finish([(claim, Done(), OK) for claim in claims])
+            delivered.update(claim.job_id for claim in claims)
+            await asyncio.sleep(0.2)
+        assert {claim.job_id for claim in leased} <= delivered
+        assert (await other.stats()).jobs_by_status["done"] == 6
+    finally:
+        await other.close()
+
+
+async def test_a_frozen_listen_connection_is_replaced(
+        through_proxy: tuple[BlackholeProxy, PostgresStore], pg_url: str,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The LISTEN connection freezes (the network healed for new connections only): it is
+    pinged, replaced, and the next commit's wake-up reaches the waiter again."""
+    monkeypatch.setattr(postgres_store, "LISTEN_CHECK_INTERVAL_S", 0.2)
+    proxy, store = through_proxy
+    assert not await store.wait_for_jobs(0.1)  # listening, nothing due
+    proxy.freeze()
+    proxy.heal()
+    for _ in range(4):  # pings fail within connect_timeout_s; a new listener is opened
+        await store.wait_for_jobs(0.3)
+    other = await _open(pg_url)
+    try:
+        await other.add_destination(name="d", url="http://127.0.0.1:9/x",
+                                    secret="whsec_" + "a" * 32, event_types=["push"],
+                                    max_in_flight=100)
+        waiter = asyncio.create_task(store.wait_for_jobs(5.0))
+        await asyncio.sleep(0.3)
+        await other.add_events([new_event("wake")])
+        assert await waiter, "the wake-up went to a frozen connection"
+    finally:
+        await other.close()
