@@ -32,7 +32,6 @@ admin_token configured every request gets 403 `auth_not_configured`.
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -48,7 +47,8 @@ from shared.models import JOB_STATUSES
 from shared.policy import rules
 from shared.policy.netguard import vet_destination
 from shared.signing import generate_secret
-from shared.timeparse import parse_instant
+from shared.store import resolve_instants
+from shared.timeparse import parse_instant_spec
 from shared.views import (
     dead_letter_view,
     destination_removed_view,
@@ -266,10 +266,12 @@ async def list_dead(request: web.Request) -> web.Response:
     """`GET /v1/admin/dead?destination=&since=&limit=`: most recently dead first, each
     saying whether it can be replayed (shared/views.py dead_letter_view)."""
     since = request.query.get("since")
-    jobs = await request_store(request).list_dead(
-        destination=request.query.get("destination"),
-        since_s=None if since is None else parse_instant(since, time.time()),
-        limit=int_param(request.query.get("limit"), "limit", default=100, high=MAX_LIMIT))
+    since_spec = None if since is None else parse_instant_spec(since)
+    limit = int_param(request.query.get("limit"), "limit", default=100, high=MAX_LIMIT)
+    store = request_store(request)
+    since_s, = await resolve_instants(store, since_spec)
+    jobs = await store.list_dead(destination=request.query.get("destination"),
+                                 since_s=since_s, limit=limit)
     return web.json_response([dead_letter_view(j) for j in jobs])
 
 
@@ -289,9 +291,10 @@ async def replay(request: web.Request) -> web.Response:
     if destination is not None and not isinstance(destination, str):
         raise BadRequest("destination must be a string")
     since = body.get("since")
-    since_s = None if since is None else parse_instant(since, time.time())
-    if job_id is not None and (destination is not None or since_s is not None):
+    since_spec = None if since is None else parse_instant_spec(since)
+    if job_id is not None and (destination is not None or since_spec is not None):
         raise BadRequest("destination and since filter all_dead, not job_id")
+    since_s, = await resolve_instants(request_store(request), since_spec)
     count = await request_store(request).replay(job_id=job_id, all_dead=all_dead,
                                          destination=destination, since_s=since_s,
                                          dry_run=dry_run)
@@ -308,7 +311,8 @@ async def purge(request: web.Request) -> web.Response:
     ages = rules.retention_ages(body.get("bodies_older_than", rules.DEFAULT_BODIES_AGE),
                                 body.get("metadata_older_than", rules.DEFAULT_METADATA_AGE),
                                 body.get("dedupe_keep", rules.DEFAULT_DEDUPE_AGE))
-    result = await request_store(request).purge(**ages.cutoffs(time.time()))
+    store = request_store(request)
+    result = await store.purge(**ages.cutoffs(await store.now_s()))
     out = purge_result_view(result)
     get_logger().info("purged", **out, by="admin_api")
     return web.json_response(out)

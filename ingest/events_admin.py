@@ -23,7 +23,6 @@ header), the `reason`, the filters, the count and the first job ids.
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 from aiohttp import web
@@ -40,8 +39,8 @@ from shared.operator_models import (
     JobSelection,
     audit,
 )
-from shared.store import Store
-from shared.timeparse import parse_instant
+from shared.store import Store, resolve_instants
+from shared.timeparse import InstantSpec, parse_instant_spec
 from shared.views import bulk_result_view, event_lookup_view, events_page_view
 
 MAX_REASON_CHARS = 1000
@@ -78,12 +77,14 @@ async def list_events(request: web.Request) -> web.Response:
         raise BadRequest(f"status must be one of {', '.join(JOB_STATUSES)}")
     before = query.get("before")
     limit = int_param(query.get("limit"), "limit", default=100, high=MAX_LIMIT)
+    since, until = _instant(query.get("since"), "since"), _instant(query.get("until"), "until")
+    before_id = None if before is None else int_param(before, "before")
+    store = request_store(request)
+    since_s, until_s = await resolve_instants(store, since, until)
     flt = EventFilter(destination=query.get("destination"), status=status,
-                      type=query.get("type"), since_s=_instant(query.get("since"), "since"),
-                      until_s=_instant(query.get("until"), "until"),
-                      before_id=None if before is None else int_param(before, "before"),
-                      limit=limit)
-    events = await request_store(request).list_events(flt)
+                      type=query.get("type"), since_s=since_s, until_s=until_s,
+                      before_id=before_id, limit=limit)
+    events = await store.list_events(flt)
     return web.json_response(events_page_view(events, limit))
 
 
@@ -124,12 +125,13 @@ async def _bulk(request: web.Request, action: str) -> web.Response:
     status = body.get("status")
     if status is not None and status not in ("done", "dead"):
         raise BadRequest("status must be done or dead")
-    selection = JobSelection(
-        destination=destination, status=status,
-        since_s=_instant(body.get("since"), "since"), until_s=_instant(body.get("until"), "until"),
-        limit=int_param(body.get("limit"), "limit", default=BULK_DEFAULT_LIMIT,
-                        high=BULK_MAX_LIMIT))
-    await request_store(request).get_destination(destination)  # NotFound: 404
+    since, until = _instant(body.get("since"), "since"), _instant(body.get("until"), "until")
+    limit = int_param(body.get("limit"), "limit", default=BULK_DEFAULT_LIMIT, high=BULK_MAX_LIMIT)
+    store = request_store(request)
+    since_s, until_s = await resolve_instants(store, since, until)
+    selection = JobSelection(destination=destination, status=status, since_s=since_s,
+                             until_s=until_s, limit=limit)
+    await store.get_destination(destination)  # NotFound: 404
     return await _run(request, action, selection, body)
 
 
@@ -149,12 +151,13 @@ async def _run(request: web.Request, action: str, selection: JobSelection,
     return web.json_response(bulk_result_view(action, result))
 
 
-def _instant(value: Any, name: str) -> float | None:
-    """An optional time (unix seconds, ISO 8601 or an age like `2h`) as unix seconds."""
+def _instant(value: Any, name: str) -> InstantSpec | None:
+    """An optional time (unix seconds, ISO 8601 or an age like `2h`), parsed; an age is
+    resolved later against the store's clock (:func:`shared.store.resolve_instants`)."""
     if value is None:
         return None
     try:
-        return parse_instant(value, time.time())
+        return parse_instant_spec(value)
     except ConfigError as exc:
         raise BadRequest(f"{name}: {exc}") from None
 

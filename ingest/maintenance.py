@@ -91,7 +91,9 @@ async def run_retention(store: Store, config: Config, stop: asyncio.Event) -> No
         if await stopped_within(stop, config.retention_interval_s):
             return
         try:
-            result = await store.purge(**ages.cutoffs(time.time()))
+            # Ages count back from the store's time, which the rows were written with: a
+            # wall-clock step must not make an event look an hour older than it is.
+            result = await store.purge(**ages.cutoffs(await store.now_s()))
         except StoreError as exc:
             log.warning("retention_failed", reason=str(exc))
             continue

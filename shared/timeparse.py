@@ -1,12 +1,15 @@
 """Operator time inputs: durations like `7d` and instants like `2h` ago, ISO 8601 or unix.
 
 Used by `hookline replay --since`, `hookline purge --bodies-older-than` and the admin API.
+An instant compared with stored ones is parsed with :func:`parse_instant_spec` and resolved
+against the store's clock (:func:`shared.store.resolve_instants`), not the wall clock.
 """
 
 from __future__ import annotations
 
 import math
 import re
+from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from shared.errors import ConfigError
@@ -33,6 +36,34 @@ def parse_duration(text: str) -> float:
     return seconds
 
 
+@dataclass(frozen=True, slots=True)
+class InstantSpec:
+    """A point in time as an operator gave it: unix seconds, or (`ago`) an age in seconds
+    before a "now" chosen later, so that "now" can be the clock the compared instants were
+    written with."""
+
+    seconds: float
+    ago: bool = False
+
+    def resolve(self, now_s: float) -> float:
+        """The instant in unix seconds; an age counts back from `now_s` (unix seconds)."""
+        return now_s - self.seconds if self.ago else self.seconds
+
+
+def parse_instant_spec(text: str | float | int) -> InstantSpec:
+    """Parse a point in time without resolving it yet (see :func:`parse_instant`).
+
+    Raises:
+        ConfigError: not a time, or not a finite number of seconds.
+    """
+    if isinstance(text, bool) or not isinstance(text, str | int | float):
+        raise ConfigError(f"not a time: {text!r}")
+    spec = _parse_instant(text)
+    if not math.isfinite(spec.seconds):
+        raise ConfigError(f"not a time: {text!r} (must be a finite number of seconds)")
+    return spec
+
+
 def parse_instant(text: str | float | int, now_s: float) -> float:
     """Parse a point in time into unix seconds.
 
@@ -43,22 +74,20 @@ def parse_instant(text: str | float | int, now_s: float) -> float:
         ConfigError: none of those forms (a value of another type included), or not a finite
             number of seconds.
     """
-    if isinstance(text, bool) or not isinstance(text, str | int | float):
-        raise ConfigError(f"not a time: {text!r}")
-    instant = _parse_instant(text, now_s)
+    instant = parse_instant_spec(text).resolve(now_s)
     if not math.isfinite(instant):
         raise ConfigError(f"not a time: {text!r} (must be a finite number of seconds)")
     return instant
 
 
-def _parse_instant(text: str | float | int, now_s: float) -> float:
+def _parse_instant(text: str | float | int) -> InstantSpec:
     if isinstance(text, int | float):
-        return float(text)
+        return InstantSpec(float(text))
     value = text.strip()
     if _DURATION.match(value):
-        return now_s - parse_duration(value)
+        return InstantSpec(parse_duration(value), ago=True)
     try:
-        return float(value)
+        return InstantSpec(float(value))
     except ValueError:
         pass
     try:
@@ -68,4 +97,4 @@ def _parse_instant(text: str | float | int, now_s: float) -> float:
                           "relative age like 2h)") from None
     if parsed.tzinfo is None:
         parsed = parsed.replace(tzinfo=UTC)
-    return parsed.timestamp()
+    return InstantSpec(parsed.timestamp())

@@ -39,6 +39,7 @@ from shared.models import (
 from shared.operator_models import BulkResult, EventFilter, EventMatch, EventRecord, JobSelection
 from shared.policy.delivery import BreakerPolicy
 from shared.store.pg_limits import PostgresLimits
+from shared.timeparse import InstantSpec
 
 if TYPE_CHECKING:
     from shared.config import Config
@@ -53,6 +54,19 @@ class Store(Protocol):
 
     async def close(self) -> None:
         """Release connections and wake-up sockets."""
+
+    async def now_s(self) -> float:
+        """The store's time now, unix seconds: the clock its instants (received, finished,
+        dead, run_at) are written with. Compare stored instants with this, never with the
+        wall clock: a retention age or a `since` like `10m` ago counts back from it.
+
+        SQLite: the host's monotonic clock anchored in the database, which a wall-clock step
+        while the service runs does not move (:mod:`shared.store.clock`); PostgreSQL: the
+        database server's now().
+
+        Raises:
+            StoreError: the database cannot be reached.
+        """
 
     async def add_events(self, events: Sequence[NewEvent]) -> list[Accepted | Duplicate]:
         """Store events and fan each out to one job per live subscribed destination.
@@ -483,6 +497,22 @@ def write_lock_stats(store: Store) -> dict[str, dict[str, float | int]] | None:
     return store.write_lock_stats() if isinstance(store, SqliteDiagnostics) else None
 
 
+async def resolve_instants(store: Store, *specs: InstantSpec | None) -> tuple[float | None, ...]:
+    """Operator times as unix seconds on the store's clock: an age (`10m` ago) counts back
+    from :meth:`Store.now_s`, asked once and only when some spec is an age.
+
+    Args:
+        store: an open store.
+        *specs: parsed times (:func:`shared.timeparse.parse_instant_spec`); None stays None.
+
+    Returns:
+        One instant (unix seconds) or None per spec, in order.
+
+    Raises:
+        StoreError: the store's time cannot be read.
+    """
+    now_s = await store.now_s() if any(s is not None and s.ago for s in specs) else 0.0
+    return tuple(None if s is None else s.resolve(now_s) for s in specs)
 
 
 @dataclass(frozen=True, slots=True)

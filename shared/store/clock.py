@@ -17,13 +17,18 @@ monotonic seconds) lives in the database's ``store_clock`` row with the host's b
 * at every ``hookline serve`` start (:func:`reanchor_file`), so a wall-clock correction made
   while the service ran reaches the store's timestamps at the next start.
 
-A re-anchor can move the store's time back (the wall clock was stepped back meanwhile, or was
-wrong before the reboot). Instants written on the old time could then lie far in the future,
-so re-anchoring clamps them to what the service can have produced: a lease to at most
-``lease_bound_s`` from now, a pending job's next attempt to at most ``delay_bound_s`` (the
-longest backoff or Retry-After), a rate limit's next slot to one second's burst plus one
-interval, and the start of a failure run to now. Nothing stalls longer than those bounds. A
-re-anchor forward only makes scheduled retries due sooner.
+A re-anchor moves the store's time by the wall-clock steps made since the last anchor. On the
+same boot that move is known exactly (monotonic time ran on), so the instants that schedule
+something (a pending job's next attempt, a lease, a rate limit's next slot, a rotation's
+overlap, the start of a failure run) are shifted by it: each keeps its distance from now, and
+a step back while the service was down or running stalls no retry. After a reboot (or on
+another host) the move is unknown; if the store's time went back, instants written on the old
+time could lie far in the future, so re-anchoring clamps them to what the service can have
+produced: a lease to at most ``lease_bound_s`` from now, a pending job's next attempt to at
+most ``delay_bound_s`` (the longest backoff or Retry-After), a rate limit's next slot to one
+second's burst plus one interval, and the start of a failure run to now. Nothing stalls longer
+than those bounds. A re-anchor forward after a reboot only makes scheduled retries due sooner.
+Past instants (received, finished) are not shifted: they stay on the old time (see below).
 
 Timestamps shown to operators (received, attempted, finished) then lag a wall-clock step made
 while the service runs, by the size of the step, until the next start. Attempt start times
@@ -59,6 +64,24 @@ _UPSERT = """INSERT INTO store_clock (id, boot_id, anchor_s, lease_bound_s, dela
 VALUES (1, :boot_id, :anchor_s, :lease_bound_s, :delay_bound_s)
 ON CONFLICT (id) DO UPDATE SET boot_id = excluded.boot_id, anchor_s = excluded.anchor_s,
     lease_bound_s = excluded.lease_bound_s, delay_bound_s = excluded.delay_bound_s"""
+SHIFT_MIN_S = 1.0
+"""A smaller move of the store's time at a re-anchor shifts nothing: it is NTP slewing, not a
+step, and rewriting every pending job for it would buy less than a second."""
+_SHIFTS = (
+    # Same boot, the store's time moved by :moved_s: what is scheduled keeps its distance from
+    # now. :from_s is the earlier of the old and new "now": anything due on neither clock.
+    """UPDATE jobs SET run_at = run_at + :moved_s
+       WHERE status = 'pending' AND run_at > :from_s""",
+    """UPDATE jobs SET lease_until = lease_until + :moved_s
+       WHERE status = 'running' AND lease_until > :from_s""",
+    """UPDATE destinations SET next_send_at = next_send_at + :moved_s
+       WHERE next_send_at > :from_s""",
+    """UPDATE destinations SET previous_secret_until = previous_secret_until + :moved_s
+       WHERE previous_secret_until > :from_s""",
+    # A failure run keeps its length (the circuit breaker's window).
+    """UPDATE destinations SET failing_since = failing_since + :moved_s
+       WHERE failing_since IS NOT NULL""",
+)
 _CLAMPS = (
     # Leases: only a running worker extends them, by lease_s at a time.
     """UPDATE jobs SET lease_until = :now + :lease_bound_s
@@ -184,21 +207,24 @@ def _reanchor(db: sqlite3.Connection, stored: _Anchor | None, current_boot_id: s
     anchor_s = time.time() - time.monotonic()
     now = anchor_s + time.monotonic()
     db.execute(_CREATE)
-    clamped = 0
+    # Same boot: how far the store's time moved (the wall-clock steps since the last anchor).
+    moved_s = (anchor_s - stored.anchor_s
+               if stored is not None and stored.boot_id == current_boot_id else None)
+    shifted = clamped = 0
+    if moved_s is not None and abs(moved_s) >= SHIFT_MIN_S:
+        shift = {"moved_s": moved_s, "from_s": min(now, now - moved_s)}
+        for statement in _SHIFTS:
+            shifted += db.execute(statement, shift).rowcount
     if stored is not None:  # a fresh database (or one from before the anchor) has nothing to clamp
         params = {"now": now, "lease_bound_s": lease_bound_s, "delay_bound_s": delay_bound_s}
         for statement in _CLAMPS:
             clamped += db.execute(statement, params).rowcount
     db.execute(_UPSERT, {"boot_id": current_boot_id, "anchor_s": anchor_s,
                          "lease_bound_s": lease_bound_s, "delay_bound_s": delay_bound_s})
-    # Same boot: how far the store's time moved (the wall-clock steps since the last anchor).
-    moved_s = (anchor_s - stored.anchor_s
-               if stored is not None and stored.boot_id == current_boot_id else None)
     # A new database's first anchor moves nothing: not worth an info line (`hookline init`).
     log = get_logger().info if stored is not None else get_logger().debug
-    log("store_clock_anchored", reason=reason, moved_s=moved_s,
-                      rows_clamped=clamped, lease_bound_s=lease_bound_s,
-                      delay_bound_s=delay_bound_s)
+    log("store_clock_anchored", reason=reason, moved_s=moved_s, rows_shifted=shifted,
+        rows_clamped=clamped, lease_bound_s=lease_bound_s, delay_bound_s=delay_bound_s)
     return anchor_s
 
 

@@ -100,6 +100,10 @@ class StoreLogic(EventOperations):
         """Drive `tx` as one transaction (`write`: it writes from the start)."""
         raise NotImplementedError
 
+    async def now_s(self) -> float:
+        """See :meth:`shared.store.Store.now_s`: the instant a transaction would read."""
+        return float(await self._transact(_now_tx(), write=False))
+
     # -- ingest ----------------------------------------------------------------------------
 
     async def add_events(self, events: Sequence[NewEvent]) -> list[Accepted | Duplicate]:
@@ -416,6 +420,11 @@ class StoreLogic(EventOperations):
 
 
 # -- transactions --------------------------------------------------------------------------
+
+def _now_tx() -> Tx[float]:
+    now: float = yield NOW
+    return now
+
 
 def _single(query: Query) -> Tx[Any]:
     """A transaction of one query."""

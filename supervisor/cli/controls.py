@@ -11,12 +11,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import time
 from typing import Any
 
 from shared.config import Config
 from shared.errors import ConfigError
 from shared.logs import get_logger
+from shared.models import DeadLetter, PurgeResult
 from shared.policy import rules
 from shared.policy.netguard import vet_destination
 from shared.policy.rules import (
@@ -25,8 +25,8 @@ from shared.policy.rules import (
     DEFAULT_METADATA_AGE,
     DESTINATION_UPDATERS,
 )
-from shared.store import Store
-from shared.timeparse import parse_instant
+from shared.store import Store, resolve_instants
+from shared.timeparse import parse_instant_spec
 from shared.views import (
     dead_letter_view,
     destination_removed_view,
@@ -222,9 +222,14 @@ async def resume_cmd(config: Config, args: argparse.Namespace) -> int:
 async def dead_cmd(config: Config, args: argparse.Namespace) -> int:
     """`hookline dead [--destination NAME] [--since TIME]`: most recently dead first, each
     with whether it can be replayed (`no: body purged`, `no: destination removed`)."""
-    since = None if args.since is None else parse_instant(args.since, time.time())
-    rows = [dead_letter_view(j) for j in await with_store(config, lambda s: s.list_dead(
-        destination=args.destination, since_s=since, limit=args.limit))]
+    since = None if args.since is None else parse_instant_spec(args.since)
+
+    async def list_dead(store: Store) -> list[DeadLetter]:
+        since_s, = await resolve_instants(store, since)  # `10m`: on the store's clock
+        return await store.list_dead(destination=args.destination, since_s=since_s,
+                                     limit=args.limit)
+
+    rows = [dead_letter_view(j) for j in await with_store(config, list_dead)]
     if args.json:
         print_json(rows)
         return 0
@@ -238,20 +243,22 @@ async def dead_cmd(config: Config, args: argparse.Namespace) -> int:
 
 async def replay_cmd(config: Config, args: argparse.Namespace) -> int:
     """`hookline replay --job ID | --all-dead [--destination] [--since] [--dry-run]`."""
-    since = None if args.since is None else parse_instant(args.since, time.time())
+    since = None if args.since is None else parse_instant_spec(args.since)
     if args.job is not None and (args.destination or since is not None):
         return fail("--destination and --since filter --all-dead, not --job", 2)
-    async def replay(store: Store) -> int:
+
+    async def replay(store: Store) -> tuple[float | None, int]:
+        since_s, = await resolve_instants(store, since)  # `10m`: on the store's clock
         if args.destination is not None:
             await store.get_destination(args.destination)  # NotFound: a one-line error, exit 1
-        return await store.replay(job_id=args.job, all_dead=args.all_dead,
-                                  destination=args.destination, since_s=since,
-                                  dry_run=args.dry_run)
+        return since_s, await store.replay(job_id=args.job, all_dead=args.all_dead,
+                                           destination=args.destination, since_s=since_s,
+                                           dry_run=args.dry_run)
 
-    count = await with_store(config, replay)
+    since_s, count = await with_store(config, replay)
     if not args.dry_run:
         get_logger().info("jobs_replayed", count=count, job_id=args.job,
-                          destination=args.destination, since_s=since, **operator())
+                          destination=args.destination, since_s=since_s, **operator())
     if args.json:
         print_json(replay_result_view(count, args.dry_run))
     else:
@@ -266,8 +273,12 @@ async def purge_cmd(config: Config, args: argparse.Namespace) -> int:
     """`hookline purge`: see OPERATIONS.md, "Purge and retention"."""
     ages = rules.retention_ages(args.bodies_older_than, args.metadata_older_than,
                                 args.dedupe_keep)
-    cutoffs = ages.cutoffs(time.time())
-    result = await with_store(config, lambda s: s.purge(**cutoffs))
+
+    async def purge(store: Store) -> PurgeResult:
+        # Ages count back from the store's time, which the rows were written with.
+        return await store.purge(**ages.cutoffs(await store.now_s()))
+
+    result = await with_store(config, purge)
     out = purge_result_view(result)
     get_logger().info("purged", **out)
     if args.json:

@@ -12,7 +12,6 @@ run logs an audit line (`jobs_resent`, `jobs_retried_now`) on stderr with the OS
 from __future__ import annotations
 
 import argparse
-import time
 from typing import Any
 
 from shared.config import Config
@@ -26,8 +25,8 @@ from shared.operator_models import (
     JobSelection,
     audit,
 )
-from shared.store import Store
-from shared.timeparse import parse_instant
+from shared.store import Store, resolve_instants
+from shared.timeparse import InstantSpec, parse_instant_spec
 from shared.views import bulk_result_view, event_lookup_view, event_view, events_page_view
 from supervisor.cli.common import async_command, fail, operator, print_json, print_table, with_store
 from supervisor.cli.human import iso_time
@@ -111,12 +110,15 @@ _MATCHED = {"id": "internal id", "message_id": "webhook-id",
 
 async def events_cmd(config: Config, args: argparse.Namespace) -> int:
     """`hookline events [filters]`: a page of events, newest first."""
-    now = time.time()
-    flt = EventFilter(destination=args.destination, status=args.status, type=args.type,
-                      since_s=None if args.since is None else parse_instant(args.since, now),
-                      until_s=None if args.until is None else parse_instant(args.until, now),
-                      before_id=args.before, limit=args.limit)
-    found: list[EventRecord] = await with_store(config, lambda s: s.list_events(flt))
+    since, until = _instant_spec(args.since), _instant_spec(args.until)
+
+    async def run(store: Store) -> list[EventRecord]:
+        since_s, until_s = await resolve_instants(store, since, until)
+        return await store.list_events(EventFilter(
+            destination=args.destination, status=args.status, type=args.type, since_s=since_s,
+            until_s=until_s, before_id=args.before, limit=args.limit))
+
+    found = await with_store(config, run)
     page = events_page_view(found, args.limit)
     if args.json:
         print_json(page)
@@ -143,24 +145,29 @@ async def retry_now_cmd(config: Config, args: argparse.Namespace) -> int:
     return await _act(config, args, "retry_now")
 
 
+def _instant_spec(text: str | None) -> InstantSpec | None:
+    """A `--since`/`--until` value parsed (bad input: ConfigError, exit 2); an age like `10m`
+    is counted back from the store's time once the store is open."""
+    return None if text is None else parse_instant_spec(text)
+
+
 async def _act(config: Config, args: argparse.Namespace, action: str) -> int:
     if (args.job_id is None) == (args.destination is None):
         return fail("give a JOB_ID or --destination NAME (one of them)", 2)
-    now = time.time()
-    selection = JobSelection(
-        job_id=args.job_id, destination=args.destination,
-        status=getattr(args, "status", None),
-        since_s=None if args.since is None else parse_instant(args.since, now),
-        until_s=None if args.until is None else parse_instant(args.until, now),
-        limit=args.limit).check(resend=action == "resend")  # usage errors exit 2
+    since, until = _instant_spec(args.since), _instant_spec(args.until)
 
-    async def run(store: Store) -> BulkResult:
+    async def run(store: Store) -> tuple[JobSelection, BulkResult]:
+        since_s, until_s = await resolve_instants(store, since, until)
+        selection = JobSelection(
+            job_id=args.job_id, destination=args.destination,
+            status=getattr(args, "status", None), since_s=since_s, until_s=until_s,
+            limit=args.limit).check(resend=action == "resend")  # usage errors exit 2
         if selection.destination is not None:
             await store.get_destination(selection.destination)  # NotFound: exit 1
         operation = store.resend if action == "resend" else store.retry_now
-        return await operation(selection, dry_run=args.dry_run)
+        return selection, await operation(selection, dry_run=args.dry_run)
 
-    result: BulkResult = await with_store(config, run)
+    selection, result = await with_store(config, run)
     if not args.dry_run:
         audit(action, result, selection, args.reason, **operator())
     if args.json:

@@ -117,3 +117,45 @@ async def test_reanchor_keeps_what_is_within_the_bounds(tmp_path: Path) -> None:
     before = raw(path, "SELECT lease_until FROM jobs")[0]["lease_until"]
     reanchor_file(str(path), lease_bound_s=30.0, delay_bound_s=60.0)
     assert raw(path, "SELECT lease_until FROM jobs")[0]["lease_until"] == before
+
+
+@pytest.mark.parametrize("moved_s", [-HOUR_S, HOUR_S])
+async def test_reanchor_on_the_same_boot_keeps_every_schedule(tmp_path: Path,
+                                                              moved_s: float) -> None:
+    """A `hookline serve` start after the wall clock was stepped (back or forward) on the same
+    boot shifts what is scheduled by the step: a retry due in 60 s, a lease with 30 s left, a
+    rotation overlap and a failure run keep their distance from the store's new time, well
+    inside bounds that would allow an hour (so no clamp hides a missing shift)."""
+    path = tmp_path / "hookline.db"
+    async with opened(path):
+        pass
+    # The rows are written on a store time `moved_s` behind the wall clock's next reading, as
+    # if the wall clock had been stepped by `moved_s` after the anchor was taken.
+    raw(path, f"UPDATE store_clock SET anchor_s = anchor_s - {moved_s}")
+    async with opened(path) as store:
+        await store.add_destination(name="d", url="http://127.0.0.1:9/x", secret=generate_secret(),
+                                    event_types=("*",), max_in_flight=10)
+        await store.rotate_secret("d", generate_secret(), overlap_s=600.0)
+        await store.add_events([new_event("leased"), new_event("retried")])
+        claims = await store.claim("w-old", limit=2, lease_s=30.0, max_attempts=5)
+        retried = next(c for c in claims if c.event_id == 2)
+        await store.finish([(retried, Retry(run_at=store.clock() + 60, error="HTTP 503"),
+                             FAILED)])
+        before = _schedule(path, store.clock())
+    assert before["failing_for"] >= 0
+    reanchor_file(str(path), lease_bound_s=2 * HOUR_S, delay_bound_s=2 * HOUR_S)
+    async with opened(path) as store:
+        assert store.clock() == pytest.approx(time.time(), abs=1.0)
+        after = _schedule(path, store.clock())
+    for name, left_s in before.items():  # seconds elapsed meanwhile: well under 1 s each
+        assert after[name] == pytest.approx(left_s, abs=1.0), (name, before, after)
+
+
+def _schedule(path: Path, now_s: float) -> dict[str, float]:
+    """How far the scheduled instants lie from `now_s`, seconds (a failure run: its age)."""
+    [leased] = raw(path, "SELECT lease_until FROM jobs WHERE status = 'running'")
+    [pending] = raw(path, "SELECT run_at FROM jobs WHERE status = 'pending'")
+    [dest] = raw(path, "SELECT failing_since, previous_secret_until FROM destinations")
+    return {"lease_left": leased["lease_until"] - now_s, "retry_in": pending["run_at"] - now_s,
+            "overlap_left": dest["previous_secret_until"] - now_s,
+            "failing_for": now_s - dest["failing_since"]}

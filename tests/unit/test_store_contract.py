@@ -121,6 +121,7 @@ async def test_every_store_operation_runs_on_both_backends(store, clock):
     assert before.latency_by_destination["d"].count == 1
     assert [(h.name, h.paused) for h in before.destination_health] == [("d", False)]
     clock.advance(7200)
+    assert await s.now_s() == clock()  # the clock the store writes with (here: the test's)
     purged = await s.purge(bodies_before_s=clock(), metadata_before_s=clock() - 3600,
                            dedupe_before_s=clock() - 3600)
     # The delivered job and its one attempt end; its event loses its body, then its key.
