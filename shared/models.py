@@ -201,6 +201,8 @@ class ClaimRequest:
         max_late: most late retries to take (None = no reservation).
         per_destination: most of the worker's slots one destination may hold (None = no cap).
         held: destination id -> the worker's slots it holds already (for per_destination).
+        may_take_over: the worker holds no other claim once this transaction commits, so a
+            job taken over (maybe a poison job) may be claimed, alone (False: skipped).
     """
 
     worker: str
@@ -211,6 +213,7 @@ class ClaimRequest:
     max_late: int | None = None
     per_destination: int | None = None
     held: Mapping[int, int] = field(default_factory=dict)
+    may_take_over: bool = True
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

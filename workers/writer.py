@@ -20,9 +20,32 @@ load) instead of once per attempt and once more per claim.
 Each claim is sized to the free slots (at most `claim_batch`), keeps the late-retry
 reservation (late retries hold at most `late_retry_share` of the slots) and the
 per-destination fair share (one destination holds at most `destination_slot_share` of
-them); the results being written no longer count toward either. A job taken over from a
-worker that died (maybe a poison job) is sent alone, and nothing is claimed while it waits
-or is sent.
+them); the results being written no longer count toward either.
+
+The quarantine. A job *taken over* (an earlier claim's attempt never finished: its worker
+died, maybe killed by this very job, a poison job) may kill this worker too; whatever else
+the worker then holds is lost with it: healthy jobs sent but not yet written are sent again
+and charged again. So a takeover is sent only when nothing else of this worker is in flight
+or unwritten, and it is the claim that guarantees it (shared/store/logic.py, the same on both
+backends), not a lock around the send:
+
+* a claim says whether it may take over: only when the worker holds no other claim once the
+  results in the same transaction are written (on PostgreSQL the finish commits first:
+  either way they are durable before the takeover is sent);
+* a claim that may take over and finds a takeover due takes exactly that one (the lowest job
+  id) and nothing else; while it is held nothing is claimed, so it is sent alone, and its
+  result is written before anything else is claimed (several takeovers go one at a time,
+  in job-id order);
+* a claim that may not take over skips takeovers but reports one waiting; the worker then
+  claims nothing new, sends and writes what it holds (its results are written at once, not
+  lingered), and its next claim, in the transaction of its last results, may take over.
+  Takeovers so cannot starve under a steady flow. The cost, only while a takeover waits:
+  the workers stop claiming fresh work until their attempts in flight end (well under a
+  second at normal latencies; at most `attempt_timeout_s` with a hanging destination).
+
+Why not a lock around the send (what this replaced): a claim could mix a takeover with fresh
+jobs; the takeover waited for their requests but not for their results, which the writer
+batches, and several takeovers in one claim raced for the lock.
 
 A database that is busy or away (StoreUnavailable, StoreBusy under it) never drops a result:
 a write that records results is retried with capped backoff (0.1 s doubling to 5 s) until it
@@ -90,14 +113,6 @@ class Slot:
     claim: Claim
     phase: Phase = Phase.SENDING
     task: asyncio.Task[None] | None = None
-    # Set once its result is written (or the slot is given up): a suspect keeps every other
-    # suspect waiting until then, so a crash of the next one cannot take this result along.
-    written: asyncio.Event = field(default_factory=asyncio.Event)
-
-    @property
-    def suspect(self) -> bool:
-        """Taken over from a worker that died: maybe what killed it; sent alone."""
-        return self.claim.taken_over
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,11 +124,13 @@ class Written:
             lease was lost, the fenced write changed nothing).
         asked: jobs the claim asked for (0: no claim was made).
         claims: the jobs it claimed.
+        takeover_waiting: the claim skipped a job to take over (module docstring).
     """
 
     recorded: list[tuple[Finished, bool]] = field(default_factory=list)
     asked: int = 0
     claims: list[Claim] = field(default_factory=list)
+    takeover_waiting: bool = False
 
     @property
     def took_all(self) -> bool:
@@ -173,8 +190,8 @@ class Writer:
         self._stopping = False  # claim nothing more
         self._closing = False   # no attempt runs any more: end once the queue is written
         self._task: asyncio.Task[None] | None = None
-        # Quarantined claims are sent one at a time.
-        self._alone = asyncio.Lock()
+        # A claim skipped a takeover: claim nothing until every held claim is written.
+        self._takeover_waiting = False
 
     # -- what others call -------------------------------------------------------------------
 
@@ -311,12 +328,13 @@ class Writer:
                 return Written()  # nothing left to claim for (stop, a take-over) since the look
             self.writes += 1
             try:
+                waiting = False
                 if request is None:
                     kept = await self.store.finish(batch, breaker=self.breaker)
                     claims: list[Claim] = []
                 else:
-                    kept, claims = await self.store.finish_and_claim(batch, self.breaker,
-                                                                     request)
+                    kept, claims, waiting = await self.store.finish_and_claim(
+                        batch, self.breaker, request)
             except StoreBusy as exc:
                 delay_s = next(busy_delays, None)
                 if delay_s is None:
@@ -337,7 +355,8 @@ class Writer:
             self._claim_backoff.reset()
             self._claim_not_before = 0.0
             return Written(recorded=list(zip(batch, kept, strict=True)),
-                           asked=request.limit if request is not None else 0, claims=claims)
+                           asked=request.limit if request is not None else 0, claims=claims,
+                           takeover_waiting=waiting)
 
     def _claim_failed(self) -> _ClaimFailed:
         # Never slower than an idle worker's poll, so work resumes within about
@@ -348,13 +367,16 @@ class Writer:
 
     def _claim_request(self, batch: list[Finished]) -> ClaimRequest | None:
         """The claim to make once `batch` is recorded (its slots count as free), or None:
-        stopping, a quarantined claim held outside the batch, or no free slot."""
+        stopping, a taken-over claim held outside the batch, a takeover waiting while other
+        claims are held (the quarantine: module docstring), or no free slot."""
         if self._stopping:
             return None
         leaving = {f.claim.lease_token for f in batch}
         staying = [slot.claim for token, slot in self._slots.items() if token not in leaving]
         if any(claim.taken_over for claim in staying):
-            return None  # claim nothing while a quarantined job waits or is sent
+            return None  # it is sent alone: nothing is claimed until its result is written
+        if staying and self._takeover_waiting:
+            return None  # drain first; the claim made once nothing is held may take it over
         free = self.config.worker_concurrency - len(staying)
         if free <= 0:
             return None
@@ -365,20 +387,22 @@ class Writer:
                             lease_s=cfg.lease_s, max_attempts=cfg.max_attempts,
                             late_after=late_after, max_late=max(0, self.late_slots - late_held),
                             per_destination=self.destination_slots,
-                            held=Counter(claim.destination_id for claim in staying))
+                            held=Counter(claim.destination_id for claim in staying),
+                            may_take_over=not staying)
 
     def _apply(self, written: Written) -> None:
         """Free the slots of the results written, log them, start the claims."""
         now_s = self.clock()
         for finished, kept in written.recorded:
-            slot = self._slots.pop(finished.claim.lease_token, None)
-            if slot is not None:
-                slot.written.set()
+            self._slots.pop(finished.claim.lease_token, None)
             log_outcome(finished, kept, now_s)
         for claim in written.claims:
             self._start(claim)
         if written.asked:
-            self._look = written.took_all  # full: more may be due right now
+            self._takeover_waiting = written.takeover_waiting
+            # Full: more may be due right now. A takeover waiting while claims are held: the
+            # drain writes each result at once (no linger), so the takeover is claimed soon.
+            self._look = written.took_all or (written.takeover_waiting and bool(self._slots))
 
     # -- attempts ---------------------------------------------------------------------------
 
@@ -398,25 +422,12 @@ class Writer:
 
     async def _attempt(self, slot: Slot) -> None:
         """Send `slot`'s claim and queue its result. A cancel (graceful stop) before the
-        result arrives leaves the slot sending: it is handed back."""
+        result arrives leaves the slot sending: it is handed back. A taken-over claim needs
+        no care here: the claim gave it to a worker holding nothing else (module docstring)."""
         try:
-            if slot.suspect:
-                async with self._alone:
-                    others = [s.task for s in self._slots.values()
-                              if s.phase is Phase.SENDING and not s.suspect
-                              and s.task is not None]
-                    if others:
-                        await asyncio.wait(others)
-                    outcome, result = await self._send(slot.claim)
-                    # Held until the result is durable: the next suspect may be the poison
-                    # job, and its crash must not lose this one's result (and charge it again).
-                    self.finished(slot.claim, outcome, result)
-                    await slot.written.wait()
-                    return
-            else:
-                outcome, result = await self._send(slot.claim)
+            outcome, result = await self._send(slot.claim)
         except Exception as exc:  # noqa: BLE001  (a bug in one attempt must not leak its slot)
-            # Nothing is written: its lease expires and the job is taken over (as a suspect).
+            # Nothing is written: its lease expires and the job is taken over (quarantined).
             log.error("attempt_crashed", job_id=slot.claim.job_id,
                       lease_token=slot.claim.lease_token,
                       error=f"{type(exc).__name__}: {exc}")

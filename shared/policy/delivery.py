@@ -7,7 +7,8 @@
   `next_send_at` (the theoretical arrival time) per destination and advances it in the claim
   transaction, so the limit holds across every worker process.
 - :func:`choose_claims`: which due jobs one claim takes (fresh work first, the late-retry
-  reservation, rate limits), the same on both backends.
+  reservation, rate limits), the same on both backends; :func:`choose_with_takeovers` puts
+  the poison-job quarantine on top (a takeover is claimed alone, or skipped and reported).
 - :func:`late_slots`: how many of a worker's slots late retries may hold (reserved capacity).
 - :func:`destination_slots`: how many of a worker's slots one destination may hold (fair
   share), whatever its max_in_flight.
@@ -20,7 +21,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from shared.models import AttemptResult, ClaimRequest
@@ -165,6 +166,44 @@ def choose_claims(candidates: Sequence[tuple[bool, float, int, int]], *, limit: 
         late_taken += late
         holding[destination_id] = holding.get(destination_id, 0) + 1
     return chosen, next_send
+
+
+def choose_with_takeovers(candidates: Sequence[tuple[bool, float, int, int]],
+                          takeovers: Collection[int], request: ClaimRequest, *,
+                          rates: Mapping[int, tuple[float, float]], now_s: float
+                          ) -> tuple[list[int], dict[int, float], bool]:
+    """Which of the due jobs one claim takes when some would be taken over (their last
+    worker was lost with them, maybe killed by them: a poison job).
+
+    A claim that may take over (`request.may_take_over`: its worker holds nothing else once
+    this transaction commits) takes exactly one takeover, the lowest job id :func:`choose_claims`
+    allows (rate limits), and nothing else. Otherwise the takeovers are skipped and the rest
+    chosen as :func:`choose_claims` does.
+
+    Args:
+        candidates: as :func:`choose_claims` takes them.
+        takeovers: the job ids among them that would be taken over.
+        request: the claim (limit, late-retry reservation, fair share, may_take_over).
+        rates: as :func:`choose_claims` takes them.
+        now_s: unix seconds.
+
+    Returns:
+        (the chosen job ids, the destinations' new next_send_at as :func:`choose_claims`
+        returns them, whether a takeover is left waiting for a claim that may take it).
+    """
+    def choose(offered: list[tuple[bool, float, int, int]], limit: int
+               ) -> tuple[list[int], dict[int, float]]:
+        return choose_claims(offered, limit=limit, max_late=request.max_late, rates=rates,
+                             now_s=now_s, per_destination=request.per_destination,
+                             held=request.held)
+
+    if request.may_take_over:
+        for job_id in sorted(takeovers):
+            chosen, next_send = choose([c for c in candidates if c[2] == job_id], 1)
+            if chosen:
+                return chosen, next_send, len(takeovers) > 1
+    chosen, next_send = choose([c for c in candidates if c[2] not in takeovers], request.limit)
+    return chosen, next_send, bool(takeovers)
 
 
 def next_send_after(next_send_at: float, now_s: float, rate_per_s: float | None) -> float:

@@ -99,7 +99,8 @@ class Store(Protocol):
     async def claim(self, worker: str, limit: int, lease_s: float,
                     max_attempts: int, *, late_after: int | None = None,
                     max_late: int | None = None, per_destination: int | None = None,
-                    held: Mapping[int, int] | None = None) -> list[Claim]:
+                    held: Mapping[int, int] | None = None,
+                    may_take_over: bool = True) -> list[Claim]:
         """Atomically take up to `limit` due jobs under fresh leases of `lease_s` seconds.
 
         Delivery policy (migration 003): jobs that already made `late_after` or more attempts
@@ -120,6 +121,13 @@ class Store(Protocol):
         makes it dead ("worker lost") instead of being claimed. The attempt a lost worker was
         sending (taken over, or dead at the cap) is closed in the same transaction: its
         error, and its duration up to now.
+
+        Quarantine: a job is *taken over* (`Claim.taken_over`) when an attempt of an earlier
+        claim never finished (its worker was lost, maybe killed by this very job: a poison
+        job), or it was replayed after dying "worker lost". Such a job is only ever claimed
+        alone: with `may_take_over` (the caller holds no other claim) a claim that finds one
+        due takes exactly that one, the lowest job id, and nothing else; without it, takeovers
+        are skipped (:meth:`finish_and_claim` reports one waiting).
         """
 
     async def extend(self, claims: Sequence[Claim], lease_s: float) -> list[Claim]:
@@ -141,7 +149,8 @@ class Store(Protocol):
 
     async def finish_and_claim(self, items: Sequence[tuple[Claim, Outcome, AttemptResult]],
                                breaker: BreakerPolicy | None,
-                               request: ClaimRequest) -> tuple[list[bool], list[Claim]]:
+                               request: ClaimRequest
+                               ) -> tuple[list[bool], list[Claim], bool]:
         """:meth:`finish` the items, then :meth:`claim` per `request` for the slots they free.
 
         SQLite runs both in ONE transaction: a busy worker then takes the single write lock
@@ -150,8 +159,14 @@ class Store(Protocol):
         queue on one lock, runs them as two transactions, the finish first. With no `items`
         it is a claim, which (like :meth:`claim`) writes nothing when nothing is claimable.
 
+        Either way the items are durable before any claim is returned, so a worker that holds
+        nothing else once they are written may take a job over (`request.may_take_over`).
+
         Returns:
-            (one kept-bool per item as :meth:`finish` returns, the new claims).
+            (one kept-bool per item as :meth:`finish` returns, the new claims, whether a
+            takeover was skipped because `request.may_take_over` was False or it could not
+            be sent now: the worker should then claim nothing new until it holds nothing,
+            and claim again with `may_take_over`).
         """
 
     async def hand_back(self, claims: Sequence[Claim]) -> int:

@@ -43,7 +43,7 @@ from shared.policy import forwarding, rules
 from shared.policy.delivery import (
     BreakerPolicy,
     auto_pause_reason,
-    choose_claims,
+    choose_with_takeovers,
     fair_room,
     is_failure,
 )
@@ -129,28 +129,30 @@ class StoreLogic(EventOperations):
     async def claim(self, worker: str, limit: int, lease_s: float,
                     max_attempts: int, *, late_after: int | None = None,
                     max_late: int | None = None, per_destination: int | None = None,
-                    held: Mapping[int, int] | None = None) -> list[Claim]:
+                    held: Mapping[int, int] | None = None,
+                    may_take_over: bool = True) -> list[Claim]:
         """See :meth:`shared.store.Store.claim`."""
         if limit <= 0:
             return []
         request = ClaimRequest(worker=worker, limit=limit, lease_s=lease_s,
                                max_attempts=max_attempts, late_after=late_after,
                                max_late=max_late, per_destination=per_destination,
-                               held=held or {})
-        return await self._transact(self._claim_tx(request), write=False)
+                               held=held or {}, may_take_over=may_take_over)
+        return (await self._transact(self._claim_tx(request), write=False))[0]
 
-    def _claim_tx(self, request: ClaimRequest) -> Tx[list[Claim]]:
+    def _claim_tx(self, request: ClaimRequest) -> Tx[tuple[list[Claim], bool]]:
         # Most wake-ups under load find the work already taken by the other workers:
         # a read costs no write lock, so only a claim that can take something writes.
         if not (yield one("claim_probe", max_attempts=request.max_attempts))["claimable"]:
-            return []
+            return [], False
         yield BEGIN_WRITE
         return (yield from self._claim_in(request))
 
-    def _claim_in(self, request: ClaimRequest) -> Tx[list[Claim]]:
+    def _claim_in(self, request: ClaimRequest) -> Tx[tuple[list[Claim], bool]]:
         """The claim itself (see Store.claim) inside a write transaction: choose the jobs,
         then lease them, record their attempts and read what sending needs, each in one
-        statement for the whole batch (a claim of 64 jobs is 4 statements, not 256)."""
+        statement for the whole batch (a claim of 64 jobs is 5 statements, not 320).
+        Returns the claims and whether a takeover was left waiting (see Store.claim)."""
         now = yield NOW
         killed = [r["id"] for r in (yield rows("kill_lost_at_cap",
                                               max_attempts=request.max_attempts))]
@@ -160,7 +162,7 @@ class StoreLogic(EventOperations):
         if self.LOCKS_DESTINATIONS:  # lock first (id order), then count the free slots
             ids = [r["id"] for r in (yield rows("lock_claimable_destinations"))]
             if not ids:
-                return []
+                return [], False
         # (late retry?, due since, job id, destination id): fresh work sorts first.
         candidates: list[tuple[bool, float, int, int]] = []
         rates: dict[int, tuple[float, float]] = {}  # id -> (per second, next_send_at)
@@ -174,15 +176,16 @@ class StoreLogic(EventOperations):
                                                                  min(slot["free"], room))):
                 late = request.late_after is not None and attempts >= request.late_after
                 candidates.append((late, due_at, job_id, slot["id"]))
-        chosen, next_send = choose_claims(candidates, limit=request.limit,
-                                          max_late=request.max_late, rates=rates, now_s=now,
-                                          per_destination=request.per_destination,
-                                          held=request.held)
+        # The quarantine: a job taken over is claimed alone, by a worker that holds nothing.
+        takeovers = {r["job_id"] for r in (yield rows(
+            "takeovers_among", job_ids=[c[2] for c in candidates]))} if candidates else set()
+        chosen, next_send, waiting = choose_with_takeovers(candidates, takeovers, request,
+                                                           rates=rates, now_s=now)
         for destination_id, next_send_at in next_send.items():
             yield count("advance_next_send", destination_id=destination_id,
                         next_send_at=next_send_at)
         if not chosen:
-            return []
+            return [], waiting
         # Every chosen job is still due (write lock, or row locks): one UPDATE leases them.
         by_id = {r["id"]: r for r in (yield rows("claim_job", job_ids=chosen,
                                                   worker=request.worker,
@@ -199,7 +202,7 @@ class StoreLogic(EventOperations):
             [(r["id"], r["attempts"], r["lease_token"]) for r in leased]))
         details = {d["job_id"]: d for d in (yield rows("claim_details", job_ids=job_ids))}
         return [_claim_from(r, details[r["id"]], request.worker, r["id"] in taken_over, now)
-                for r in leased]
+                for r in leased], waiting
 
     async def extend(self, claims: Sequence[Claim], lease_s: float) -> list[Claim]:
         """See :meth:`shared.store.Store.extend`."""
@@ -214,27 +217,29 @@ class StoreLogic(EventOperations):
         return await self._transact(_finish_all(items, breaker), write=True)
 
     async def finish_and_claim(self, items: Items, breaker: BreakerPolicy | None,
-                               request: ClaimRequest) -> tuple[list[bool], list[Claim]]:
+                               request: ClaimRequest
+                               ) -> tuple[list[bool], list[Claim], bool]:
         """See :meth:`shared.store.Store.finish_and_claim` (one transaction or two: see the
-        class docstring)."""
+        class docstring; either way the results are durable before a claim is returned)."""
         if not self.FINISH_AND_CLAIM_TOGETHER:
             kept = await self.finish(items, breaker) if items else []
-            return kept, await self.claim(
-                request.worker, request.limit, request.lease_s, request.max_attempts,
-                late_after=request.late_after, max_late=request.max_late,
-                per_destination=request.per_destination, held=request.held)
+            if request.limit <= 0:
+                return kept, [], False
+            return kept, *(await self._transact(self._claim_tx(request), write=False))
         return await self._transact(self._finish_and_claim_tx(items, breaker, request),
                                     write=False)
 
     def _finish_and_claim_tx(self, items: Items, breaker: BreakerPolicy | None,
-                             request: ClaimRequest) -> Tx[tuple[list[bool], list[Claim]]]:
+                             request: ClaimRequest
+                             ) -> Tx[tuple[list[bool], list[Claim], bool]]:
         if not items and not (yield one("claim_probe",
                                         max_attempts=request.max_attempts))["claimable"]:
-            return [], []  # a claim alone, with nothing to take: no write (see claim)
+            return [], [], False  # a claim alone, with nothing to take: no write (see claim)
         yield BEGIN_WRITE
         kept = yield from _finish_all(items, breaker)
-        claims = (yield from self._claim_in(request)) if request.limit > 0 else []
-        return kept, claims
+        if request.limit <= 0:
+            return kept, [], False
+        return kept, *(yield from self._claim_in(request))
 
     async def hand_back(self, claims: Sequence[Claim]) -> int:
         """See :meth:`shared.store.Store.hand_back`."""

@@ -49,7 +49,7 @@ class WriteRecorder:
 
     async def finish_and_claim(self, items: Sequence[tuple[Claim, Outcome, AttemptResult]],
                                breaker: Any, request: ClaimRequest
-                               ) -> tuple[list[bool], list[Claim]]:
+                               ) -> tuple[list[bool], list[Claim], bool]:
         self.writes.append((time.monotonic(), len(items)))
         return await self._store.finish_and_claim(items, breaker, request)
 

@@ -141,10 +141,12 @@ async def test_restored_database_continues_ids_and_reclaims_running_jobs(
         first = await again.claim("w2", 100, 30.0, 5)
         assert {c.job_id for c in first}.isdisjoint({c.job_id for c in claimed})
         clock.advance(31)
-        second = await again.claim("w2", 100, 30.0, 5)
-        taken = {c.job_id: c for c in second if c.job_id in {x.job_id for x in claimed}}
-        assert set(taken) == {c.job_id for c in claimed}
-        assert all(c.taken_over and c.attempt == 2 for c in taken.values())
+        taken = []  # each expired lease is taken over alone in its claim (the quarantine)
+        while second := await again.claim("w2", 100, 30.0, 5):
+            assert len(second) == 1 or not any(c.taken_over for c in second)
+            taken += [c for c in second if c.taken_over]
+        assert {c.job_id for c in claimed} <= {c.job_id for c in taken}
+        assert all(c.attempt == 2 for c in taken)
     finally:
         await again.close()
 

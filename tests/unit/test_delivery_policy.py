@@ -16,6 +16,7 @@ from shared.policy.delivery import (
     BreakerPolicy,
     auto_pause_reason,
     choose_claims,
+    choose_with_takeovers,
     destination_slots,
     effective_timeout_s,
     fair_room,
@@ -353,6 +354,23 @@ def test_choose_claims_caps_each_destination_at_its_share_of_the_worker():
     assert full == []
     uncapped, _ = choose_claims(hung, limit=10, max_late=None, rates={}, now_s=99.0)
     assert len(uncapped) == 10
+
+
+def test_a_takeover_is_chosen_alone_or_skipped_and_reported():
+    """May take over: the lowest-id takeover the rate limits allow, alone (job 4's
+    destination 2 has no budget left, so job 5 goes); may not: the rest, and a takeover
+    waiting."""
+    candidates = [(False, 1.0, 1, 1), (False, 2.0, 4, 2), (False, 3.0, 5, 1), (False, 4.0, 6, 1)]
+    request = ClaimRequest(worker="w", limit=8, lease_s=30.0, max_attempts=3)
+    limited = {2: (1.0, 100.0)}  # destination 2 may send again at t=100 s
+    assert choose_with_takeovers(candidates, {4, 5}, request, rates=limited, now_s=10.0) == (
+        [5], {}, True)
+    assert choose_with_takeovers(candidates, {5}, request, rates={}, now_s=10.0) == (
+        [5], {}, False)
+    skipped = replace(request, may_take_over=False)
+    assert choose_with_takeovers(candidates, {4, 5}, skipped, rates={}, now_s=10.0) == (
+        [1, 6], {}, True)
+    assert choose_with_takeovers(candidates, set(), skipped, rates={}, now_s=10.0)[2] is False
 
 
 def test_fair_room_is_what_the_share_leaves():

@@ -77,10 +77,10 @@ async def test_every_store_operation_runs_on_both_backends(store, clock):
     ok = AttemptResult(started_at=clock(), duration_s=0.01, status_code=200)
     failed = AttemptResult(started_at=clock(), duration_s=0.01, status_code=500)
     assert await s.finish([(claims[0], Done(), ok)]) == [True]
-    kept, more = await s.finish_and_claim(
+    kept, more, waiting = await s.finish_and_claim(
         [(claims[1], Retry(run_at=clock() + 3600, error="500"), failed)],
         BreakerPolicy(), ClaimRequest(worker="w1", limit=5, lease_s=30, max_attempts=5))
-    assert kept == [True] and len(more) == 1
+    assert kept == [True] and len(more) == 1 and not waiting
     assert await s.hand_back(more) == 1
     [again] = await s.claim("w1", 1, lease_s=30, max_attempts=5)
     assert await s.finish([(again, Dead(error="gone"), failed)]) == [True]

@@ -110,13 +110,14 @@ async def test_finish_and_claim_frees_slots_and_claims_into_them(store, destinat
     first = await store.claim("w1", 10, lease_s=30, max_attempts=5)
     assert len(first) == 2  # max_in_flight
     request = ClaimRequest(worker="w1", limit=10, lease_s=30, max_attempts=5)
-    kept, claims = await store.finish_and_claim([(c, Done(), OK) for c in first], None, request)
-    assert kept == [True, True]
+    kept, claims, waiting = await store.finish_and_claim([(c, Done(), OK) for c in first],
+                                                         None, request)
+    assert kept == [True, True] and not waiting
     assert len(claims) == 2 and {c.job_id for c in claims}.isdisjoint(c.job_id for c in first)
     assert all(c.attempt == 1 and c.lease_owner == "w1" for c in claims)
     # The stale finish of an already finished claim changes nothing and claims no more than
     # the free slots (none: both are held).
-    kept, more = await store.finish_and_claim([(first[0], Done(), OK)], None, request)
+    kept, more, _ = await store.finish_and_claim([(first[0], Done(), OK)], None, request)
     assert kept == [False] and more == []
     statuses = sorted(j.status for j in await store.list_jobs())
     assert statuses == ["done", "done", "pending", "running", "running"]
@@ -131,9 +132,9 @@ async def test_a_batch_of_deliveries_is_fenced_item_by_item(store, destination_f
     await store.add_events([new_event("e1"), new_event("e2")])
     [stale] = await store.claim("w1", 1, lease_s=30, max_attempts=5)
     clock.advance(31)
-    claims = await store.claim("w2", 5, lease_s=30, max_attempts=5)
-    assert sorted(c.job_id for c in claims) == [1, 2] and stale.job_id in {1, 2}
-    fresh = next(c for c in claims if c.job_id != stale.job_id)
+    [taker] = await store.claim("w2", 5, lease_s=30, max_attempts=5)  # a takeover: alone
+    [fresh] = await store.claim("w2", 5, lease_s=30, max_attempts=5)
+    assert taker.job_id == stale.job_id and fresh.job_id != stale.job_id
     delivered = AttemptResult(started_at=5.0, duration_s=0.25, status_code=204,
                               response_excerpt="ok")
     assert await store.finish([(stale, Done(), delivered), (fresh, Done(), delivered)]) == [
@@ -152,7 +153,8 @@ async def test_finish_and_claim_with_no_limit_only_finishes(store, destination_f
     await store.add_events([new_event(f"e{i}") for i in range(2)])
     [claim] = await store.claim("w1", 1, lease_s=30, max_attempts=5)
     request = ClaimRequest(worker="w1", limit=0, lease_s=30, max_attempts=5)
-    assert await store.finish_and_claim([(claim, Done(), OK)], None, request) == ([True], [])
+    assert await store.finish_and_claim([(claim, Done(), OK)], None, request) == (
+        [True], [], False)
     assert sorted(j.status for j in await store.list_jobs()) == ["done", "pending"]
 
 

@@ -124,6 +124,16 @@ UPDATE attempts SET error = 'worker lost (lease expired on the final attempt)',
     duration_s = GREATEST(hookline_now(:test_now_s) - started_at, 0)
 WHERE job_id = ANY(:job_ids::bigint[]) AND duration_s IS NULL AND error IS NULL
 
+-- takeovers_among: which of the offered jobs a claim would take over (the test of
+-- mark_attempt_lost, asked before the claim so that a takeover is claimed alone): an attempt
+-- of an earlier claim never finished (its worker was lost), or the latest attempt was closed
+-- "worker lost" at the cap (a replay of a job that died so)
+SELECT DISTINCT a.job_id FROM attempts a
+WHERE a.job_id = ANY(:job_ids::bigint[])
+    AND ((a.duration_s IS NULL AND a.error IS NULL)
+         OR (a.error LIKE 'worker lost%'
+             AND a.id = (SELECT max(b.id) FROM attempts b WHERE b.job_id = a.job_id)))
+
 -- claim_job: lease a batch of chosen jobs in ONE statement, each under a fresh token, still
 -- only if due; attempts are counted here, at claim
 UPDATE jobs SET status = 'running', attempts = attempts + 1,

@@ -87,6 +87,16 @@ UPDATE attempts SET error = 'worker lost (lease expired on the final attempt)',
     duration_s = max(:now - started_at, 0)
 WHERE job_id IN (SELECT value FROM json_each(:job_ids)) AND duration_s IS NULL AND error IS NULL
 
+-- takeovers_among: which of the offered jobs (:job_ids, a JSON array) a claim would take over
+-- (the test of mark_attempt_lost, asked before the claim so that a takeover is claimed alone):
+-- an attempt of an earlier claim never finished (its worker was lost), or the latest attempt
+-- was closed "worker lost" at the cap (a replay of a job that died so)
+SELECT DISTINCT a.job_id FROM attempts a
+WHERE a.job_id IN (SELECT value FROM json_each(:job_ids))
+    AND ((a.duration_s IS NULL AND a.error IS NULL)
+         OR (a.error LIKE 'worker lost%'
+             AND a.id = (SELECT max(b.id) FROM attempts b WHERE b.job_id = a.job_id)))
+
 -- claim_job: lease a batch of chosen jobs (:job_ids, a JSON array) in ONE statement, each
 -- under a fresh token, still only if due; attempts are counted here, at claim. (Unary + keeps
 -- the planner on the id lookup: without it, it walks every pending job through jobs_status.)
