@@ -86,13 +86,16 @@ async def test_host_cut_off_mid_claim_the_other_delivers_everything(pg_url: str,
                                     event_types=["*"], max_in_flight=100)
         with BlackholeProxy.for_url(pg_url) as (proxy, proxied_url):
             hosts: dict[str, tuple[subprocess.Popen[bytes], str]] = {}
-            for name, url in (("a", proxied_url), ("b", pg_url)):
+            # Host B, direct, would win nearly every claim race: two sends at a time keep it
+            # busy (5 jobs/s to this slow receiver), so host A holds leases when cut off.
+            for name, url, concurrency in (("a", proxied_url, "64"), ("b", pg_url, "2")):
                 port = free_port()
                 proc = start_cli(
                     ["serve", "--db", url, "--workers", "1", "--listen", f"127.0.0.1:{port}"],
                     tmp_path / f"host-{name}.log",
                     {**SETTINGS, "HOOKLINE_RUNTIME_DIR": str(tmp_path / f"host-{name}.run"),
-                     "HOOKLINE_PID_FILE": str(tmp_path / f"host-{name}.pid")})
+                     "HOOKLINE_PID_FILE": str(tmp_path / f"host-{name}.pid"),
+                     "HOOKLINE_WORKER_CONCURRENCY": concurrency})
                 hosts[name] = (proc, f"http://127.0.0.1:{port}")
             try:
                 await _run(store, receiver, proxy, hosts, tmp_path)
@@ -142,13 +145,22 @@ async def _run(store: PostgresStore, receiver: Receiver, proxy: BlackholeProxy,
         stop_flow = asyncio.Event()
         flowing = asyncio.create_task(flow(stop_flow))
         await asyncio.sleep(2.0)
+
+        async def leased_by_a() -> dict[int, str]:
+            return {job.id: job.message_id for job in await store.list_jobs(
+                status="running", limit=10_000) if job.lease_owner
+                and _pid(job.lease_owner) in workers_a}
+
+        async def a_holds_leases() -> bool:
+            return bool(await leased_by_a())
+        await _until(a_holds_leases, 10, "host A to hold leases")
         # Cut host A off in its next claim, once the server has answered its destination lock.
         proxy.freeze_mid_transaction(CLAIM_LOCK)
         assert await asyncio.to_thread(proxy.wait_frozen, 10), "host A never claimed"
         cut_at, cut_at_unix = time.monotonic(), time.time()
-        held_by_a = {job.id: job.message_id for job in await store.list_jobs(
-            status="running", limit=10_000) if job.lease_owner
-            and _pid(job.lease_owner) in workers_a}
+        held_by_a = await leased_by_a()
+        # From now on the receiver answers at once: host B alone carries the whole flow.
+        receiver.set_behaviour("d", parse_behaviour("ok"))
         await asyncio.sleep(1.0)  # host A's ingest is still sent some events: 503, resent
         use_a = False  # as a load balancer does once A's /readyz says 503
         readyz_a_during = await _status(http, "GET", f"{url_a}/readyz")
