@@ -106,6 +106,7 @@ async def test_host_cut_off_mid_claim_the_other_delivers_everything(pg_url: str,
 
 async def _run(store: PostgresStore, receiver: Receiver, proxy: BlackholeProxy,
                hosts: dict[str, tuple[subprocess.Popen[bytes], str]], tmp_path: Path) -> None:
+    """The flow, the cut, host B's deliveries, the heal, and the checks (the test's doc)."""
     (proc_a, url_a), (_, url_b) = hosts["a"], hosts["b"]
     timeout = aiohttp.ClientTimeout(total=10)  # past ingest_commit_timeout_s: a hang fails
     async with aiohttp.ClientSession(timeout=timeout) as http:
