@@ -13,7 +13,8 @@ from procs import ROOT, child_env
 
 def test_quick_rehearsal_passes_and_writes_its_report(tmp_path: Path):
     """The quick subset (worker killed mid-send, stale completion fenced, response loss,
-    poison job quarantined, rejected inputs, PostgreSQL outage, busy boot) passes;
+    poison job quarantined, rejected inputs, PostgreSQL outage, network partition to
+    PostgreSQL, busy boot) passes;
     completion.json, CSVs and the HTML report exist."""
     out = tmp_path / "rehearsal"
     result = subprocess.run([sys.executable, "-m", "supervisor.cli", "rehearse", "--quick",
@@ -23,7 +24,8 @@ def test_quick_rehearsal_passes_and_writes_its_report(tmp_path: Path):
     completion = json.loads((out / "completion.json").read_text())
     assert {c["name"] for c in completion} >= {"worker_killed_mid_send",
                                                 "stale_completion_fenced", "poison_job",
-                                                "postgres_outage", "busy_boot"}
+                                                "postgres_outage", "partition",
+                                                "busy_boot"}
     assert all(c["passed"] for c in completion)
     report = (out / "operations-report.html").read_text()
     assert "stale_completion_fenced" in report and "<svg" in report

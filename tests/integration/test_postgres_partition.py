@@ -1,4 +1,4 @@
-"""A silent network between hookline and PostgreSQL (tests/blackhole.py: a real TCP proxy in
+"""A silent network between hookline and PostgreSQL (rehearsal/blackhole.py: a real TCP proxy in
 front of the test server that freezes every connection and then heals for new ones only).
 
 Bounded by the settings (shortened here): ingest answers 503 within its commit timeout during
@@ -19,13 +19,13 @@ import aiohttp
 import pytest
 
 from ingest.app import build_app
+from rehearsal.blackhole import BlackholeProxy
 from shared.config import Config
 from shared.errors import StoreBusy, StoreUnavailable
 from shared.models import AttemptResult, Done
 from shared.store import postgres as postgres_store
 from shared.store.pg_limits import PostgresLimits
 from shared.store.postgres import PostgresStore
-from tests.blackhole import BlackholeProxy
 from tests.conftest import new_event, serving
 
 # Every bound a few seconds at most, so each partition here lasts a few seconds.
@@ -101,30 +101,27 @@ async def test_ingest_answers_503_during_a_partition_and_commits_again_after_the
 
 async def test_a_host_cut_off_holding_a_destination_lock_blocks_the_others_only_briefly(
         through_proxy: tuple[BlackholeProxy, PostgresStore], pg_url: str) -> None:
-    """The lost host leases two jobs, takes the destination's row lock as a claim does, and
-    is cut off. Its client gives up at its transaction deadline; the server ends the
-    orphaned transaction at idle_in_transaction_session_timeout, and the other host then
+    """The lost host leases two jobs, then is cut off in its next claim just after taking
+    the destination's row lock. Its client gives up at its transaction deadline; the server
+    ends the orphaned transaction at idle_in_transaction_session_timeout, and the other host then
     claims and delivers every job of that destination, the lost host's two after their
     lease."""
     proxy, lost = through_proxy
     other = await _open(pg_url)
     try:
-        destination = await other.add_destination(name="d", url="http://127.0.0.1:9/x",
-                                                  secret="whsec_" + "a" * 32,
-                                                  event_types=["push"], max_in_flight=100)
+        await other.add_destination(name="d", url="http://127.0.0.1:9/x",
+                                    secret="whsec_" + "a" * 32, event_types=["push"],
+                                    max_in_flight=100)
         await other.add_events([new_event(f"e{n}") for n in range(6)])
         leased = await lost.claim("lost-host", 2, 3.0, 5)
         assert len(leased) == 2
 
-        async def hold_the_lock_and_get_cut_off() -> None:
-            async with lost._tx() as tx:
-                await tx.conn.execute("SELECT id FROM destinations WHERE id = $1 "
-                                      "FOR NO KEY UPDATE", destination.id)
-                proxy.freeze()
-                await asyncio.sleep(3600)  # the client deadline ends this
-
+        # A real claim, cut off once the server has answered its destination lock: the
+        # server's session is left idle in transaction holding that row lock.
+        proxy.freeze_mid_transaction(b"FOR NO KEY UPDATE")
         with pytest.raises(StoreUnavailable, match="did not answer in time"):
-            await asyncio.wait_for(hold_the_lock_and_get_cut_off(), 20)
+            await asyncio.wait_for(lost.claim("lost-host", 4, 3.0, 5), 20)
+        assert proxy.frozen
         cut_off_at = time.monotonic()
         delivered: set[int] = set()
         first_claim_after_s = None
