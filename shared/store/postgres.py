@@ -322,9 +322,11 @@ class PostgresStore(StoreLogic):
             raise fault from exc
         finally:
             if conn is not None:
-                if not reusable:
-                    conn.terminate()  # released at once below, replaced on a later acquire
+                # A connection the server dropped (AdminShutdown, a reset) has already been
+                # handed back to the pool by asyncpg, and its proxy refuses both calls then.
                 with contextlib.suppress(*_RUNNING_ERRORS):
+                    if not reusable:
+                        conn.terminate()  # released at once below, replaced on a later acquire
                     await pool.release(conn, timeout=self.limits.acquire_timeout_s)
 
     async def _timed_out(self, what: str, exc: BaseException) -> None:

@@ -16,6 +16,7 @@ import time
 from collections.abc import AsyncIterator
 
 import aiohttp
+import asyncpg
 import pytest
 
 from ingest.app import build_app
@@ -165,3 +166,36 @@ async def test_a_frozen_listen_connection_is_replaced(
         assert await waiter, "the wake-up went to a frozen connection"
     finally:
         await other.close()
+
+
+async def test_a_connection_the_server_ends_mid_transaction_is_store_unavailable(
+        pg_url: str) -> None:
+    """The server ends a claim's session while it waits on a row lock (pg_terminate_backend:
+    AdminShutdown, as at a fast shutdown): the claim raises StoreUnavailable, which workers
+    retry and ingest answers 503, never asyncpg's InterfaceError from closing a connection
+    the pool had already taken back (which crashed the worker and answered 500)."""
+    store = await _open(pg_url)
+    holder = await asyncpg.connect(pg_url)
+    try:
+        await store.add_destination(name="d", url="http://127.0.0.1:9/x",
+                                    secret="whsec_" + "a" * 32, event_types=["push"],
+                                    max_in_flight=10)
+        await store.add_events([new_event("held")])
+        async with holder.transaction():
+            await holder.execute("SELECT 1 FROM destinations FOR UPDATE")
+            claim = asyncio.create_task(store.claim("w", 1, 3.0, 5))
+            deadline = time.monotonic() + 10
+            waiting: list[int] = []
+            while not waiting:
+                assert time.monotonic() < deadline, "the claim never waited on the lock"
+                await asyncio.sleep(0.02)
+                waiting = [r["pid"] for r in await holder.fetch(
+                    "SELECT pid FROM pg_stat_activity WHERE wait_event_type = 'Lock' "
+                    "AND pid <> pg_backend_pid() AND datname = current_database()")]
+            await holder.execute("SELECT pg_terminate_backend($1)", waiting[0])
+            with pytest.raises(StoreUnavailable):
+                await asyncio.wait_for(claim, 10)
+        assert [c.job_id for c in await store.claim("w", 1, 3.0, 5)]  # the pool recovers
+    finally:
+        await holder.close()
+        await store.close()
