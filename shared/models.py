@@ -249,9 +249,13 @@ class Done:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Retry:
-    """Finish outcome: try again at `run_at` (unix seconds)."""
+    """Finish outcome: try again `delay_s` seconds after the finish is written.
 
-    run_at: float
+    The store adds the delay to its own clock in the finishing transaction (`run_at = now +
+    delay`), so a host whose clock is off cannot move a job's next attempt.
+    """
+
+    delay_s: float
     error: str
 
 

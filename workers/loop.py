@@ -40,9 +40,9 @@ class Worker:
         config: settings (lease_s, attempt_timeout_s, worker_concurrency, claim_batch, ...).
         worker_id: this process's lease identity, e.g. `worker-2@host:4242`.
         sender: an entered :class:`Sender`.
-        clock: unix-seconds clock used for retry scheduling; None: the store's own clock
-            (SQLite's `store.clock`, which never moves with a wall-clock step), else the
-            host's wall clock (PostgreSQL turns it into a delay on the server's clock).
+        clock: unix-seconds wall clock, for an HTTP-date `Retry-After` and the logs (a
+            retry's delay is added to the store's own clock when its finish is written);
+            None: the host's.
     """
 
     def __init__(self, store: Store, config: Config, worker_id: str, sender: Sender,
@@ -51,9 +51,7 @@ class Worker:
         self.config = config
         self.worker_id = worker_id
         self.sender = sender
-        # Looks the store's clock up on every call, so a clock swapped later is used.
-        self.clock: Callable[[], float] = clock or (
-            lambda: getattr(store, "clock", time.time)())  # noqa: PLW0108
+        self.clock: Callable[[], float] = clock or time.time
         self.backoff = Backoff(base_s=config.retry_base_s, cap_s=config.retry_cap_s,
                                max_attempts=config.max_attempts)
         self.permanent_statuses = config.permanent_status_set

@@ -455,7 +455,8 @@ def log_outcome(finished: Finished, kept: bool, now_s: float) -> None:
     elif done:
         log.info("job_done", **ids)
     elif isinstance(outcome, Retry):
-        log.info("job_retry_scheduled", run_at=outcome.run_at, reason=outcome.error,
-                 retry_in_s=round(outcome.run_at - now_s, 3), **ids)
+        # run_at as this host's clock puts it; the store counted the delay on its own.
+        log.info("job_retry_scheduled", run_at=now_s + outcome.delay_s, reason=outcome.error,
+                 retry_in_s=round(outcome.delay_s, 3), **ids)
     elif isinstance(outcome, Dead):
         log.warning("job_dead", reason=outcome.error, **ids)

@@ -32,7 +32,6 @@ from shared.store.ops import (
     AfterCommit,
     BeginWrite,
     Finished,
-    HostNow,
     Notify,
     Now,
     Query,
@@ -221,7 +220,7 @@ class SqliteStore(StoreLogic):
                     answer: Any = None
                     if isinstance(step, Query):
                         answer = _execute(db, step, now)
-                    elif isinstance(step, (Now, HostNow)):
+                    elif isinstance(step, Now):
                         answer = now
                     elif isinstance(step, BeginWrite):
                         if not write:
