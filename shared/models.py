@@ -346,7 +346,6 @@ class Stats:
     events: int = 0
     attempts: int = 0
     oldest_pending_age_s: float | None = None
-    wal_bytes: int | None = None  # size of the SQLite -wal file, bytes (None: no such file)
     # Operator views and /metrics: per-destination job counts (removed
     # destinations appear as `name~removed-ID`), paused destinations with their reason,
     # attempts by outcome class, and accept -> delivered latency of done jobs still stored.

@@ -48,6 +48,7 @@ from shared.errors import (
     StoreUnavailable,
 )
 from shared.logs import get_logger
+from shared.store.health import StoreHealth
 from shared.store.logic import StoreLogic
 from shared.store.ops import (
     AfterCommit,
@@ -434,6 +435,11 @@ class PostgresStore(StoreLogic):
     async def maintenance(self) -> dict[str, int]:
         """See :meth:`shared.store.Store.maintenance`: nothing to do (autovacuum's job)."""
         return {}
+
+    async def health(self) -> StoreHealth:
+        """See :meth:`shared.store.Store.health`: no file of its own (the WAL is the
+        server's), so nothing but the backend's name."""
+        return StoreHealth(backend="postgresql")
 
     async def check_writable(self) -> None:
         """See :meth:`shared.store.Store.check_writable`: a transaction with an UPDATE that

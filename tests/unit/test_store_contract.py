@@ -112,10 +112,16 @@ async def test_every_store_operation_runs_on_both_backends(store, clock):
     figures = await s.maintenance()
     if isinstance(store, SqliteDiagnostics):  # the WAL checkpoint, and its figures
         assert set(figures) == {"busy", "log_frames", "checkpointed_frames", "wal_bytes"}
-        assert stats.wal_bytes is not None and store.wal_bytes() >= 0
+        health = await s.health()
+        assert health.backend == "sqlite" and health.wal_check is not None
+        assert health.wal_bytes == store.wal_bytes() >= 0 and not health.degraded
+        assert [g.name for g in health.gauges] == ["hookline_sqlite_wal_bytes",
+                                                   "hookline_sqlite_wal_limit_bytes"]
         assert store.write_lock_stats()["hold"]["count"] > 0
     else:
-        assert figures == {} and stats.wal_bytes is None
+        health = await s.health()
+        assert figures == {} and health.backend == "postgresql"
+        assert (health.wal_bytes, health.wal_check, health.gauges) == (None, None, ())
     before = await s.metric_figures()
     assert before.attempts_by_destination["d"]["delivered"] == 1
     assert before.latency_by_destination["d"].count == 1
