@@ -170,7 +170,8 @@ def int_param(value: Any, name: str, default: int | None = None, low: int = 1,
 
 async def stats(request: web.Request) -> web.Response:
     """`GET /v1/admin/stats`: the store's counts (see Store.stats)."""
-    return web.json_response(stats_view(await request_reader(request).stats()))
+    return web.json_response(stats_view(await request_reader(request).stats(),
+                                        (await request_store(request).health()).wal_bytes))
 
 
 async def list_destinations(request: web.Request) -> web.Response:

@@ -56,14 +56,12 @@ from ingest.app_state import (
     READ_STORE_KEY,
     SNAPSHOTS_KEY,
     STORE_KEY,
-    WAL_HEALTH_KEY,
     InFlight,
 )
 from ingest.group_commit import GroupCommitter
 from ingest.http_common import error_response, store_fault_response
 from ingest.rate_limit import SourceRateLimiter
 from ingest.request_metrics import count_answer, route_label
-from ingest.wal_health import WalHealth
 from shared.config import Config
 from shared.errors import StoreClosing, StoreUnavailable
 from shared.faults import StoreOutage
@@ -85,7 +83,6 @@ Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 def build_app(store: Store, config: Config, *,
               committer: GroupCommitter | None = None,
-              wal_health: WalHealth | None = None,
               snapshots: SnapshotWriter | None = None,
               read_store: Store | None = None) -> web.Application:
     """Build the ingest application around an open store.
@@ -100,8 +97,6 @@ def build_app(store: Store, config: Config, *,
             `ingest_rate_per_s`, `ingest_burst` are read here).
         committer: the group committer to use; a new one on `store` when None. Tests pass
             their own to read its counters; it is also at `app[COMMITTER_KEY]`.
-        wal_health: the WAL state the maintenance task keeps (SQLite), read by /healthz;
-            None: /healthz reports no WAL check (PostgreSQL, or no maintenance task).
         snapshots: this process's metrics snapshot writer (the child lifecycle's); None: a
             new one that keeps no file, so /metrics shows this app's own figures only.
         read_store: an open store on the same database for whole-table reads (/metrics,
@@ -127,7 +122,6 @@ def build_app(store: Store, config: Config, *,
     snapshots.metrics.histogram_sources.append(
         lambda: {INGEST_BATCH_SIZE.name: {(): committer.batch_sizes.data()}})
     app[RATE_LIMITER_KEY] = SourceRateLimiter.from_config(config)
-    app[WAL_HEALTH_KEY] = wal_health
     app.cleanup_ctx.append(_run_committer)
     events_api.register(app)  # POST /v1/events
     health.register(app)  # GET /healthz, /readyz

@@ -12,7 +12,6 @@ from aiohttp import web
 
 from ingest.group_commit import GroupCommitter
 from ingest.rate_limit import SourceRateLimiter
-from ingest.wal_health import WalHealth
 from shared.config import Config
 from shared.faults import StoreOutage
 from shared.process.metrics_file import ProcessMetrics, SnapshotWriter
@@ -63,14 +62,12 @@ class InFlight:
 STORE_KEY = web.AppKey("store", Store)
 READ_STORE_KEY = web.AppKey("read_store", Store)
 """The store that whole-table reads go through (/metrics, stats, the dashboard's summaries):
-with SQLite a second connection on its own thread, so a long scan never holds up the group
-commit behind it on the writing connection's thread; otherwise the same store."""
+:func:`shared.store.read_store_for`'s where there is one, so a long scan never holds up the
+group commit; otherwise the same store."""
 CONFIG_KEY = web.AppKey("config", Config)
 COMMITTER_KEY = web.AppKey("committer", GroupCommitter)
 RATE_LIMITER_KEY = web.AppKey("rate_limiter", SourceRateLimiter)
 IN_FLIGHT_KEY = web.AppKey("in_flight", InFlight)
-WAL_HEALTH_KEY: web.AppKey[WalHealth | None] = web.AppKey("wal_health")
-"""The WAL state the maintenance task keeps (SQLite); None when nothing checks it."""
 PROCESS_METRICS_KEY = web.AppKey("process_metrics", ProcessMetrics)
 """What this ingest process counts in memory for /metrics (ingest/request_metrics.py)."""
 SNAPSHOTS_KEY = web.AppKey("metrics_snapshots", SnapshotWriter)

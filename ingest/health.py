@@ -1,8 +1,8 @@
 """`GET /healthz` (is the process up?) and `GET /readyz` (may a load balancer send events here?).
 
-`/healthz` never touches the store and is always 200, since restarting ingest would not help:
-`{"status": "ok"}`, or `{"status": "degraded", ...}` while the SQLite WAL is past
-wal_degraded_bytes (ingest/wal_health.py).
+`/healthz` never touches the database and is always 200, since restarting ingest would not
+help: `{"status": "ok"}`, or `{"status": "degraded", ...}` while the store's own health is
+degraded (:meth:`shared.store.Store.health`: the SQLite WAL past wal_degraded_bytes).
 
 Ready means able to serve, all of:
 
@@ -31,7 +31,7 @@ from typing import Any
 
 from aiohttp import web
 
-from ingest.app_state import COMMITTER_KEY, CONFIG_KEY, IN_FLIGHT_KEY, STORE_KEY, WAL_HEALTH_KEY
+from ingest.app_state import COMMITTER_KEY, CONFIG_KEY, IN_FLIGHT_KEY, STORE_KEY
 from shared.config import ingest_not_ready_reason
 from shared.errors import StoreError
 from shared.process.lifecycle import STATUS_FILE, read_status, runtime_dir
@@ -46,19 +46,18 @@ def register(app: web.Application) -> None:
 
 
 async def healthz(request: web.Request) -> web.Response:
-    """`GET /healthz`: the process is up and serving (does not touch the store): always 200,
-    since restarting ingest would not help. The body is `{"status": "ok"}`, or `{"status":
-    "degraded", "detail": ..., "checks": {"wal": ...}}` while the SQLite WAL is past
-    `wal_degraded_bytes` (ingest/wal_health.py: size, limit, checkpoint result, holders)."""
-    wal = request.app[WAL_HEALTH_KEY]
-    if wal is None:
+    """`GET /healthz`: the process is up and serving (does not touch the database): always
+    200, since restarting ingest would not help. The body is `{"status": "ok"}` (with
+    `"checks": {"wal": ...}` where the store keeps a WAL file), or `{"status": "degraded",
+    "detail": ..., "checks": {"wal": ...}}` while the store's health is degraded
+    (:meth:`shared.store.Store.health`: size, limit, checkpoint result, holders)."""
+    found = await request.app[STORE_KEY].health()
+    if found.wal_check is None:
         return web.json_response({"status": "ok"})
-    check = wal.report()
-    if not wal.degraded:
-        return web.json_response({"status": "ok", "checks": {"wal": check}})
-    detail = (f"the SQLite WAL is {check['wal_bytes_at_check']} bytes after a checkpoint, past "
-              f"wal_degraded_bytes ({wal.limit_bytes}): {check['reason']}")
-    return web.json_response({"status": "degraded", "detail": detail, "checks": {"wal": check}})
+    checks = {"wal": found.wal_check}
+    if not found.degraded:
+        return web.json_response({"status": "ok", "checks": checks})
+    return web.json_response({"status": "degraded", "detail": found.detail, "checks": checks})
 
 
 async def readyz(request: web.Request) -> web.Response:

@@ -15,13 +15,12 @@ from ingest.app_state import IN_FLIGHT_KEY
 from ingest.group_commit import GroupCommitter
 from ingest.http_limits import IngestRunner, parser_limits
 from ingest.maintenance import run_maintenance, run_retention
-from ingest.wal_health import wal_health_for
 from shared.config import Config, listen_host_port
 from shared.errors import ConfigError
 from shared.logs import get_logger
 from shared.process.child import BootState, child_context, run_child
 from shared.process.lifecycle import report_write_lock
-from shared.store import SqliteDiagnostics, store_for, write_lock_stats
+from shared.store import read_store_for, write_lock_stats
 
 _LAST_STEP = 0.25
 """Share of graceful_timeout_s left to aiohttp's shutdown after our own drain step."""
@@ -65,21 +64,19 @@ async def serve(config: Config, *, ready: Callable[[int], None] | None = None,
     host, port = listen_host_port(config.listen)
     async with child_context(config, slot, stop=stop, boot=boot) as child:
         store, stop = child.store, child.stop
-        wal = wal_health_for(store, config)  # SQLite: the WAL size check of /healthz
         housekeeping = asyncio.create_task(  # WAL checkpoints (ingest/maintenance.py)
-            run_maintenance(store, config.maintenance_interval_s, stop, wal),
-            name="maintenance")
+            run_maintenance(store, config.maintenance_interval_s, stop), name="maintenance")
         retention = asyncio.create_task(run_retention(store, config, stop), name="retention")
-        # SQLite: whole-table reads (/metrics, stats) on a second connection and thread, so a
-        # scan of a million rows never stalls the accepts waiting on the writing connection.
-        reader = store_for(config) if isinstance(store, SqliteDiagnostics) else None
+        # Whole-table reads (/metrics, stats) on a second store where the first one's writes
+        # would wait behind a scan of a million rows (shared.store.read_store_for).
+        reader = read_store_for(config)
         try:
             if reader is not None:
                 await reader.open()
             committer = GroupCommitter(store, min_interval_s=config.batch_interval_s,
                                        timeout_s=config.ingest_commit_timeout_s)
-            app = build_app(store, config, committer=committer, wal_health=wal,
-                            snapshots=child.snapshots, read_store=reader)
+            app = build_app(store, config, committer=committer, snapshots=child.snapshots,
+                            read_store=reader)
             # Stopping happens in two steps within graceful_timeout_s: most of it to drain
             # (below), the rest for aiohttp's own shutdown of whatever is left.
             # Request-head limits are enforced by aiohttp's parser; IngestRunner answers a

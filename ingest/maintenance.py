@@ -6,10 +6,11 @@ shrink the `-wal` file, and cannot reset it while any reader holds an old snapsh
 checkpoint on SQLite, a no-op on PostgreSQL), so once long readers are gone the file goes
 back to zero bytes. Only ingest runs it: one process is enough for the whole database.
 
-WAL size: given a :class:`ingest.wal_health.WalHealth`, each round's result is judged against
-`wal_degraded_bytes` (degraded, and why, for `/healthz`), and between rounds the file's size is
-looked at every second (a stat): once it passes the limit a round runs at once instead of at
-the next interval, so a fast-growing WAL is checkpointed, or reported, within about a second.
+WAL size: the store judges each round's result against `wal_degraded_bytes` (degraded, and
+why, for `/healthz`: :meth:`shared.store.Store.health`), and between rounds this task looks at
+the store's health every second (a stat): once the file passes the limit a round runs at once
+instead of at the next interval, so a fast-growing WAL is checkpointed, or reported, within
+about a second. A store without such a file (PostgreSQL) is not watched.
 """
 
 from __future__ import annotations
@@ -17,7 +18,6 @@ from __future__ import annotations
 import asyncio
 import time
 
-from ingest.wal_health import WalHealth
 from shared.config import Config
 from shared.errors import StoreError
 from shared.logs import get_logger
@@ -29,24 +29,23 @@ WAL_WATCH_INTERVAL_S = 1.0
 """How often the `-wal` file's size is looked at between rounds, seconds (one stat)."""
 
 
-async def run_maintenance(store: Store, interval_s: float, stop: asyncio.Event,
-                          wal: WalHealth | None = None) -> None:
+async def run_maintenance(store: Store, interval_s: float, stop: asyncio.Event) -> None:
     """Call `store.maintenance()` every `interval_s` seconds until `stop` is set.
 
     A failed round is logged (`store_maintenance_failed`) and retried next interval; it never
     ends the task. Each round logs `wal_checkpoint` (debug, or warning when readers kept the
-    checkpoint from finishing) with the result.
+    checkpoint from finishing) with the result. A round runs early once the store's WAL
+    passes its limit while its health is not already degraded (module docstring).
 
     Args:
         store: an open store.
         interval_s: seconds between two rounds (> 0).
         stop: ends the task when set.
-        wal: SQLite only: judges each round's result (`WalHealth.assess`), and a round runs
-            early once the file passes its limit while it is not already degraded.
     """
     log = get_logger()
+    watch = (await store.health()).wal_check is not None
     while not stop.is_set():
-        if await _wait_for_round(interval_s, stop, wal):
+        if await _wait_for_round(store, interval_s, stop, watch):
             return
         try:
             result = await store.maintenance()
@@ -55,21 +54,21 @@ async def run_maintenance(store: Store, interval_s: float, stop: asyncio.Event,
             continue
         if result:
             (log.warning if result.get("busy") else log.debug)("wal_checkpoint", **result)
-            if wal is not None:
-                await asyncio.to_thread(wal.assess, result)  # /proc scan: off the loop
 
 
-async def _wait_for_round(interval_s: float, stop: asyncio.Event, wal: WalHealth | None) -> bool:
+async def _wait_for_round(store: Store, interval_s: float, stop: asyncio.Event,
+                          watch: bool) -> bool:
     """Wait `interval_s`, or less when the WAL passes its limit; True once `stop` is set."""
     deadline = time.monotonic() + interval_s
     while (left := deadline - time.monotonic()) > 0:
-        step = left if wal is None else min(left, WAL_WATCH_INTERVAL_S)
+        step = min(left, WAL_WATCH_INTERVAL_S) if watch else left
         if await stopped_within(stop, step):
             return True
-        if wal is not None and not wal.degraded and wal.over_limit_now():
-            break
+        if watch:
+            found = await store.health()
+            if found.wal_over_limit and not found.degraded:
+                break
     return stop.is_set()
-
 
 
 async def run_retention(store: Store, config: Config, stop: asyncio.Event) -> None:

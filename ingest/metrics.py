@@ -4,7 +4,8 @@ Two sources, both read at scrape time:
 
 * **The database** (:meth:`Store.stats`): jobs by destination and status, the oldest due job,
   attempts by destination and outcome, accept -> delivered latency per destination, pause state
-  and failure run per destination, the SQLite WAL. These are the same whichever host answers
+  and failure run per destination; and the store's own gauges (:meth:`Store.health`: the
+  SQLite WAL). These are the same whichever host answers
   and add up across every worker process, since they are the store's rows. Attempts and
   latency count what retention purged too (the purge adds it to `purged_attempts` and
   `purged_latency` in its own transaction), so these counters never go down. Only live
@@ -44,7 +45,7 @@ from shared.models import JOB_STATUSES, MetricFigures, Stats
 from shared.policy.delivery import pause_kind
 from shared.process.lifecycle import pid_alive, runtime_dir
 from shared.process.metrics_file import Labels, merge_snapshots, read_snapshots
-from shared.store import SqliteDiagnostics, Store
+from shared.store.health import Gauge
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 IN_FLIGHT = "in_flight"
@@ -60,17 +61,19 @@ class StatsCollector(Collector):
     Args:
         stats: the store's figures.
         figures: the per-destination figures only /metrics shows.
-        wal_limit_bytes: the WAL size past which /healthz says degraded (0 = off); its gauge
-            is exported beside the WAL size (SQLite only).
+        store_gauges: the store's own gauges (its health's: the WAL size and its limit on
+            SQLite, none on PostgreSQL).
     """
 
-    def __init__(self, stats: Stats, figures: MetricFigures, wal_limit_bytes: int = 0) -> None:
+    def __init__(self, stats: Stats, figures: MetricFigures,
+                 store_gauges: tuple[Gauge, ...] = ()) -> None:
         self.stats = stats
         self.figures = figures
-        self.wal_limit_bytes = wal_limit_bytes
+        self.store_gauges = store_gauges
 
     def collect(self) -> Iterator[Metric]:
-        """Jobs, oldest due age, attempts, latency, pause state, failure runs, events, WAL."""
+        """Jobs, oldest due age, attempts, latency, pause state, failure runs, events, and the
+        store's own gauges."""
         st, fig = self.stats, self.figures
         live = [d.name for d in fig.destination_health]
         jobs = GaugeMetricFamily("hookline_jobs", "Jobs by destination and status.",
@@ -128,14 +131,8 @@ class StatsCollector(Collector):
         yield streak
 
         yield GaugeMetricFamily("hookline_events_stored", "Events stored.", value=st.events)
-        if st.wal_bytes is not None:  # SQLite only: PostgreSQL's WAL is the server's
-            yield GaugeMetricFamily("hookline_sqlite_wal_bytes",
-                                    "Size of the SQLite -wal file now, bytes.",
-                                    value=st.wal_bytes)
-            yield GaugeMetricFamily(
-                "hookline_sqlite_wal_limit_bytes",
-                "WAL size past which /healthz says degraded (wal_degraded_bytes; 0 = off), "
-                "bytes.", value=self.wal_limit_bytes)
+        for gauge in self.store_gauges:
+            yield GaugeMetricFamily(gauge.name, gauge.help, value=gauge.value)
 
 
 class ProcessCollector(Collector):
@@ -198,17 +195,13 @@ def hookline_version() -> str:
         return "unknown"
 
 
-def backend_of(store: Store) -> str:
-    """`sqlite` or `postgresql`."""
-    return "sqlite" if isinstance(store, SqliteDiagnostics) else "postgresql"
-
-
 def render(stats: Stats, figures: MetricFigures, *,
            merged: Mapping[str, Mapping[Labels, Any]] | None = None, ready: bool = False,
-           backend: str = "sqlite", wal_limit_bytes: int = 0) -> bytes:
-    """Prometheus text exposition of the store's figures and the processes' snapshots."""
+           backend: str = "", store_gauges: tuple[Gauge, ...] = ()) -> bytes:
+    """Prometheus text exposition of the store's figures and the processes' snapshots
+    (`backend`: the store's, as its health names it)."""
     registry = CollectorRegistry(auto_describe=False)
-    registry.register(StatsCollector(stats, figures, wal_limit_bytes))
+    registry.register(StatsCollector(stats, figures, store_gauges))
     registry.register(ProcessCollector(merged or {}))
     registry.register(InfoCollector(ready, backend))
     return generate_latest(registry)
@@ -231,11 +224,11 @@ def process_families(app: web.Application) -> dict[str, dict[Labels, Any]]:
 
 async def scrape(app: web.Application) -> bytes:
     """Everything /metrics answers for this ingest app (module docstring)."""
-    store, config = app[STORE_KEY], app[CONFIG_KEY]
     reader = app[READ_STORE_KEY]  # a long scan must not hold up the group commit
     stats = await reader.stats()
     figures = await reader.metric_figures()
     merged = process_families(app)
     problems, _ = await health.readiness(app)
-    return render(stats, figures, merged=merged, ready=not problems, backend=backend_of(store),
-                  wal_limit_bytes=config.wal_degraded_bytes)
+    found = await app[STORE_KEY].health()
+    return render(stats, figures, merged=merged, ready=not problems, backend=found.backend,
+                  store_gauges=found.gauges)

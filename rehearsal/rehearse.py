@@ -20,6 +20,7 @@ from rehearsal.harness import write_csv
 from rehearsal.report import render
 from rehearsal.scenarios import SCENARIOS, Result, Scenario
 from rehearsal.store_scenarios import STORE_SCENARIOS
+from shared.db_url import is_postgres_url
 from shared.logs import configure_logging
 
 
@@ -80,9 +81,13 @@ async def rehearse(out_dir: Path, quick: bool, only: list[str] | None = None
 
 
 def run(out_dir: str = "results/rehearsal", quick: bool = False,
-        only: list[str] | None = None, postgres_url: str | None = None) -> int:
+        only: list[str] | None = None, postgres_url: str | None = None,
+        db: str | None = None) -> int:
     """Run and print one line per scenario; exit 0 when every scenario passed, else 1.
-    With `postgres_url`, every drill runs on a fresh database on that PostgreSQL server."""
+    With `postgres_url`, or a `db` setting naming a PostgreSQL server, every drill runs on a
+    fresh database on that server (else on SQLite files of its own)."""
+    if db is not None and is_postgres_url(db):
+        postgres_url = db
     configure_logging("rehearse", "warning", stream=sys.stderr)
     drill.POSTGRES_URL = postgres_url
     print(f"hookline rehearse{' --quick' if quick else ''}: results in {out_dir}/")

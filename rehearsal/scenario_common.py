@@ -5,8 +5,12 @@ Times: `*_unix` are unix seconds (time.time()); durations are seconds unless nam
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeVar
+
+from shared.db_url import is_postgres_url
 
 SCENARIOS = ("backlog", "outage")
 OUTAGE_KINDS = {"503": "status:503", "hang": "hang"}
@@ -64,3 +68,38 @@ class ScenarioOptions:
 def pick(sorted_values: list[float], fraction: float) -> float:
     """Nearest-rank percentile of an ascending, non-empty list."""
     return sorted_values[min(len(sorted_values) - 1, int(fraction * len(sorted_values)))]
+
+
+OptionsT = TypeVar("OptionsT")
+
+
+@dataclass(frozen=True, slots=True)
+class BenchDatabase:
+    """Which database a `hookline bench` run uses, from `--backend` and the `db` setting.
+
+    Attributes:
+        backend: `sqlite` (a fresh file) or `postgres`.
+        server_url: the server of a `db` setting that names one (a fresh database is made on
+            it), None for a throwaway server started for the run or for SQLite.
+    """
+
+    backend: str
+    server_url: str | None
+
+    @property
+    def on_server(self) -> bool:
+        """Whether the run uses a database server rather than a file."""
+        return self.backend != "sqlite"
+
+    def applied_to(self, opts: OptionsT) -> OptionsT:
+        """`opts` (a BenchOptions or ScenarioOptions) with this backend and server."""
+        return dataclasses.replace(opts, backend=self.backend,  # type: ignore[type-var]
+                                   postgres_url=self.server_url)
+
+
+def chosen_database(backend: str | None, db: str) -> BenchDatabase:
+    """The database of a bench run: `backend` as given (`--backend`), else `postgres` when the
+    `db` setting is a PostgreSQL URL (then on that server), else `sqlite`."""
+    server_url = db if is_postgres_url(db) else None
+    chosen = backend or ("postgres" if server_url else "sqlite")
+    return BenchDatabase(backend=chosen, server_url=server_url if chosen == "postgres" else None)

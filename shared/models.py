@@ -249,9 +249,13 @@ class Done:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Retry:
-    """Finish outcome: try again at `run_at` (unix seconds)."""
+    """Finish outcome: try again `delay_s` seconds after the finish is written.
 
-    run_at: float
+    The store adds the delay to its own clock in the finishing transaction (`run_at = now +
+    delay`), so a host whose clock is off cannot move a job's next attempt.
+    """
+
+    delay_s: float
     error: str
 
 
@@ -342,7 +346,6 @@ class Stats:
     events: int = 0
     attempts: int = 0
     oldest_pending_age_s: float | None = None
-    wal_bytes: int | None = None  # size of the SQLite -wal file, bytes (None: no such file)
     # Operator views and /metrics: per-destination job counts (removed
     # destinations appear as `name~removed-ID`), paused destinations with their reason,
     # attempts by outcome class, and accept -> delivered latency of done jobs still stored.

@@ -117,10 +117,16 @@ def job_story_view(story: JobStory) -> dict[str, Any]:
             "attempts": [attempt_view(a) for a in story.attempts]}
 
 
-def stats_view(stats: Stats) -> dict[str, Any]:
-    """The store's counts (schema `Stats`); `delivery_latency.buckets` are
-    `[upper bound s, count]` pairs."""
-    return dataclasses.asdict(stats)
+def stats_view(stats: Stats, wal_bytes: int | None) -> dict[str, Any]:
+    """The store's counts (schema `Stats`), with `wal_bytes` from its health
+    (:meth:`shared.store.Store.health`: the SQLite `-wal` file's size, bytes; None on
+    PostgreSQL); `delivery_latency.buckets` are `[upper bound s, count]` pairs."""
+    view: dict[str, Any] = {}
+    for key, value in dataclasses.asdict(stats).items():
+        view[key] = value
+        if key == "oldest_pending_age_s":  # where the answer has always carried it
+            view["wal_bytes"] = wal_bytes
+    return view
 
 
 def replay_result_view(count: int, dry_run: bool) -> dict[str, Any]:

@@ -15,11 +15,9 @@ import os
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 
 from shared.config import CONFIG_ENV, Config, ingest_not_ready_reason
-from shared.db_url import sqlite_path
 from shared.errors import ConfigError, HooklineError, StoreUnavailable
 from shared.logs import configure_logging, get_logger, rotate_log_file
 from shared.process.lifecycle import (
@@ -36,8 +34,8 @@ from shared.process.lifecycle import (
 from shared.process.service_lock import ServiceLock, ServiceLocked
 from shared.process.spawn import child_argv, child_import_env
 from shared.store import store_for
-from shared.store.checks import quick_check, storage_preflight
 from shared.store.clock import reanchor_at_serve_start
+from shared.store.preflight import QuickCheck, preflight
 from supervisor.arbiter import Arbiter, ChildSpec
 
 
@@ -64,66 +62,26 @@ async def check(config: Config) -> QuickCheck | None:
     """Check the database once for the whole service, then open it (applying migrations) and
     close it: run by `hookline serve` before any child starts, and by `serve --check`.
 
-    First the storage preflight (:func:`shared.store.checks.storage_preflight`: on SQLite the
+    First the store's preflight (:func:`shared.store.preflight.preflight`: on SQLite the
     folder exists, is writable and not world-writable, is not on a network or FUSE filesystem
-    without the opt-in, and takes WAL mode), then on SQLite `PRAGMA quick_check` for at most
-    `config.quick_check_timeout_s` seconds (0 = skip). That check reads the whole file, so it
-    runs here, once per service start, not in each child (children are respawned) nor in
-    each CLI command.
+    without the opt-in, takes WAL mode, and `PRAGMA quick_check` within
+    `config.quick_check_timeout_s`; nothing on PostgreSQL), then the open.
 
     Returns:
-        What `PRAGMA quick_check` found, or None when it did not run (PostgreSQL, or
-        `quick_check_timeout_s` = 0). The caller reports it: `serve` as a log line,
-        `serve --check` as a sentence.
+        What `PRAGMA quick_check` found, or None when it did not run. The caller reports
+        it: `serve` as a log line, `serve --check` as a sentence.
 
     Raises:
         HooklineError: the database cannot be opened or migrated; StorageRefused when it
             cannot keep the delivery promise (damaged, in memory, network filesystem, ...).
     """
-    storage_preflight(config.db, allow_network_filesystem=config.allow_network_filesystem)
-    path = sqlite_path(config.db)
-    checked = None
-    if path is not None and config.quick_check_timeout_s > 0:
-        started = time.monotonic()
-        finished = await asyncio.to_thread(quick_check, path,
-                                           timeout_s=config.quick_check_timeout_s,
-                                           busy_timeout_s=config.busy_timeout_s)
-        checked = QuickCheck(db=path, finished=finished,
-                             seconds=round(time.monotonic() - started, 3))
+    checked = await preflight(config)
     store = store_for(config)
     try:
         await store.open()
     finally:
         await store.close()  # also after a half-done open: no thread may keep us alive
     return checked
-
-
-@dataclass(frozen=True)
-class QuickCheck:
-    """The outcome of `PRAGMA quick_check` on a SQLite database at start."""
-
-    db: str
-    finished: bool  # False: stopped at quick_check_timeout_s, the rest of the file unchecked
-    seconds: float
-
-    def log(self) -> None:
-        """Log it as `serve` does: `quick_check_ok`, or `quick_check_incomplete` (warning)."""
-        if self.finished:
-            get_logger().info("quick_check_ok", db=self.db, seconds=self.seconds)
-        else:
-            get_logger().warning("quick_check_incomplete", db=self.db, seconds=self.seconds,
-                                 reason=INCOMPLETE_REASON)
-
-    def sentence(self) -> str:
-        """It in words, for `serve --check`."""
-        took = f"{self.seconds * 1000:.0f} ms"
-        if self.finished:
-            return f"database {self.db}: PRAGMA quick_check ok ({took})"
-        return f"database {self.db}: PRAGMA quick_check {INCOMPLETE_REASON} ({took})"
-
-
-INCOMPLETE_REASON = ("stopped at quick_check_timeout_s; starting with the rest of the file "
-                     "unchecked")
 
 
 def run(config: Config) -> int:

@@ -3,11 +3,11 @@
 One :class:`Worker` per process. It keeps up to `worker_concurrency` attempts in flight.
 Its :class:`~workers.writer.Writer` owns the slots and the one write loop: each transaction
 records the finished attempts and claims jobs for the slots they free (workers/writer.py),
-with the late-retry reservation and the per-destination fair share. The worker sends each
-claimed job (the :meth:`Worker.send` the writer starts per claim), extends all of its leases
-with one store call per interval while it holds any, and tells the writer when work may be
-due: the store's wake-up (ingest pokes it after each commit), with a poll as fallback. Each
-finish passes the circuit-breaker policy to the store (auto-pause on a failure run or a 410).
+with the late-retry reservation and the per-destination fair share, and extends the leases
+it holds between its writes. The worker sends each claimed job (the :meth:`Worker.send` the
+writer starts per claim) and tells the writer when work may be due: the store's wake-up
+(ingest pokes it after each commit), with a poll as fallback. Each finish passes the
+circuit-breaker policy to the store (auto-pause on a failure run or a 410).
 """
 
 from __future__ import annotations
@@ -19,7 +19,6 @@ import time
 from collections.abc import Callable
 
 from shared.config import Config
-from shared.errors import StoreUnavailable
 from shared.faults import StoreOutage
 from shared.logs import get_logger, logs_debug
 from shared.models import AttemptResult, Claim, Outcome
@@ -40,9 +39,9 @@ class Worker:
         config: settings (lease_s, attempt_timeout_s, worker_concurrency, claim_batch, ...).
         worker_id: this process's lease identity, e.g. `worker-2@host:4242`.
         sender: an entered :class:`Sender`.
-        clock: unix-seconds clock used for retry scheduling; None: the store's own clock
-            (SQLite's `store.clock`, which never moves with a wall-clock step), else the
-            host's wall clock (PostgreSQL turns it into a delay on the server's clock).
+        clock: unix-seconds wall clock, for an HTTP-date `Retry-After` and the logs (a
+            retry's delay is added to the store's own clock when its finish is written);
+            None: the host's.
     """
 
     def __init__(self, store: Store, config: Config, worker_id: str, sender: Sender,
@@ -51,9 +50,7 @@ class Worker:
         self.config = config
         self.worker_id = worker_id
         self.sender = sender
-        # Looks the store's clock up on every call, so a clock swapped later is used.
-        self.clock: Callable[[], float] = clock or (
-            lambda: getattr(store, "clock", time.time)())  # noqa: PLW0108
+        self.clock: Callable[[], float] = clock or time.time
         self.backoff = Backoff(base_s=config.retry_base_s, cap_s=config.retry_cap_s,
                                max_attempts=config.max_attempts)
         self.permanent_statuses = config.permanent_status_set
@@ -72,8 +69,7 @@ class Worker:
         (:meth:`workers.writer.Writer.stop`)."""
         self._stopping = False
         self.writer.start()
-        helpers = [asyncio.create_task(self._extend_leases()),
-                   asyncio.create_task(self._listen_for_jobs())]
+        helpers = [asyncio.create_task(self._listen_for_jobs())]
         stopped = asyncio.ensure_future(stop.wait())
         try:
             # The write loop ends early only by raising (a fault that is not transient);
@@ -118,28 +114,3 @@ class Worker:
                 log.warning("wake_up_failed", error=f"{type(exc).__name__}: {exc}")
                 await asyncio.sleep(self.config.poll_interval_s)
             self.writer.look()
-
-    async def _extend_leases(self) -> None:
-        """Every lease_s / 3, extend every held lease in one store call (a result waiting to
-        be written keeps its lease too)."""
-        interval_s = self.config.lease_s / 3
-        while True:
-            await asyncio.sleep(interval_s)
-            claims = self.writer.held()
-            if not claims:
-                continue
-            try:
-                lost = await self.store.extend(claims, self.config.lease_s)
-            except StoreUnavailable as exc:
-                # Tried again next interval; a lease that expires meanwhile is fenced.
-                self.outage.failed(exc, during="extend")
-                log.debug("lease_extend_failed", error=str(exc), leases=len(claims))
-                continue
-            self.outage.succeeded()
-            log.debug("lease_extended", leases=len(claims) - len(lost))
-            # A claim whose result was written meanwhile (or queued: the writer's write may
-            # land before this one) no longer holds a lease to lose.
-            for claim in lost:
-                if self.writer.sending(claim.lease_token):
-                    log.warning("lease_lost", job_id=claim.job_id, event_id=claim.event_id,
-                                lease_token=claim.lease_token, during="extend")

@@ -17,6 +17,12 @@ logs the outcome and frees the slot. A busy worker so takes SQLite's single writ
 pays for the commit's fsync, once per batch (at most once per `batch_interval_s` under steady
 load) instead of once per attempt and once more per claim.
 
+Leases are extended by the same loop, so the process has one writer: every `lease_s / 3`
+while it holds claims (sending, or results not yet written), ONE `store.extend` call pushes
+all of them to now + `lease_s`. Every wait of the loop ends by then, and a write that is
+retried while the database is busy or away extends between its tries, so an extension never
+waits behind a slow batch past the leases it keeps.
+
 Each claim is sized to the free slots (at most `claim_batch`), keeps the late-retry
 reservation (late retries hold at most `late_retry_share` of the slots) and the
 per-destination fair share (one destination holds at most `destination_slot_share` of
@@ -192,6 +198,7 @@ class Writer:
         self._task: asyncio.Task[None] | None = None
         # A claim skipped a takeover: claim nothing until every held claim is written.
         self._takeover_waiting = False
+        self._extend_at = 0.0  # monotonic; when the held leases are next extended
 
     # -- what others call -------------------------------------------------------------------
 
@@ -278,6 +285,8 @@ class Writer:
     async def _run(self) -> None:
         while True:
             self._kick.clear()  # before looking: whatever sets it from now on is seen
+            if self._extend_in_s() == 0.0:
+                await self._extend()
             claim_wait_s = self._claim_wait_s()
             if (self._finished and not self._look and not self._stopping
                     and len(self._finished) < MAX_BATCH
@@ -287,15 +296,15 @@ class Writer:
                 # their record waits. With work due, results are written at once: they free
                 # the slots the claim needs.
                 with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._kick.wait(), linger_s)
+                    await asyncio.wait_for(self._kick.wait(),
+                                           _sooner(linger_s, self._extend_in_s()))
                 continue
             if not self._finished and claim_wait_s != 0.0:
                 if self._closing:
                     return
-                try:
-                    await asyncio.wait_for(self._kick.wait(), claim_wait_s)
-                except TimeoutError:
-                    pass
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._kick.wait(),
+                                           _sooner(claim_wait_s, self._extend_in_s()))
                 continue
             wait_s = self._last_write_at + self.config.batch_interval_s - time.monotonic()
             if wait_s > 0 and len(self._finished) < MAX_BATCH and not self._stopping:
@@ -308,6 +317,32 @@ class Writer:
             except _ClaimFailed:
                 continue
             self._apply(written)
+
+    def _extend_in_s(self) -> float | None:
+        """Seconds until the held leases are due for extension (0: now); None: none held."""
+        if not self._slots:
+            return None
+        return max(0.0, self._extend_at - time.monotonic())
+
+    async def _extend(self) -> None:
+        """Extend every held lease in one store call (module docstring). A failure is tried
+        again at the next interval; a lease that expires meanwhile is fenced. A lease found
+        lost while its attempt is still sending is logged `lease_lost` (a claim whose
+        result is queued learns it when the result is written)."""
+        claims = self.held()
+        self._extend_at = time.monotonic() + self.config.lease_s / 3
+        try:
+            lost = await self.store.extend(claims, self.config.lease_s)
+        except StoreUnavailable as exc:
+            self.outage.failed(exc, during="extend")
+            log.debug("lease_extend_failed", error=str(exc), leases=len(claims))
+            return
+        self.outage.succeeded()
+        log.debug("lease_extended", leases=len(claims) - len(lost))
+        for claim in lost:
+            if self.sending(claim.lease_token):
+                log.warning("lease_lost", job_id=claim.job_id, event_id=claim.event_id,
+                            lease_token=claim.lease_token, during="extend")
 
     def _claim_wait_s(self) -> float | None:
         """0 when a claim alone is due now; seconds until a failed claim may be retried; None
@@ -343,13 +378,13 @@ class Writer:
                         raise self._claim_failed() from exc
                     delay_s = backoff.next_delay_s()
                 log.warning("finish_busy", attempts=len(batch), retry_in_s=delay_s)
-                await asyncio.sleep(delay_s)
+                await self._sleep_extending(delay_s)
                 continue
             except StoreUnavailable as exc:
                 self.outage.failed(exc, during=during)
                 if not batch:
                     raise self._claim_failed() from exc
-                await asyncio.sleep(backoff.next_delay_s())
+                await self._sleep_extending(backoff.next_delay_s())
                 continue
             self.outage.succeeded()
             self._claim_backoff.reset()
@@ -357,6 +392,16 @@ class Writer:
             return Written(recorded=list(zip(batch, kept, strict=True)),
                            asked=request.limit if request is not None else 0, claims=claims,
                            takeover_waiting=waiting)
+
+    async def _sleep_extending(self, delay_s: float) -> None:
+        """Sleep `delay_s` before a write's next try, extending the held leases on time."""
+        deadline = time.monotonic() + delay_s
+        while (left_s := deadline - time.monotonic()) > 0:
+            extend_in_s = self._extend_in_s()
+            if extend_in_s == 0.0:
+                await self._extend()
+                continue
+            await asyncio.sleep(left_s if extend_in_s is None else min(left_s, extend_in_s))
 
     def _claim_failed(self) -> _ClaimFailed:
         # Never slower than an idle worker's poll, so work resumes within about
@@ -416,6 +461,8 @@ class Writer:
             log.info("job_taken_over", job_id=claim.job_id, event_id=claim.event_id,
                      worker=self.worker_id, lease_token=claim.lease_token,
                      attempt=claim.attempt)
+        if not self._slots:  # the first lease held: extended lease_s / 3 from now
+            self._extend_at = time.monotonic() + self.config.lease_s / 3
         slot = Slot(claim)
         self._slots[claim.lease_token] = slot
         slot.task = asyncio.create_task(self._attempt(slot))
@@ -437,6 +484,11 @@ class Writer:
         self.finished(slot.claim, outcome, result)
 
 
+def _sooner(wait_s: float | None, other_s: float | None) -> float | None:
+    """The shorter of two waits, seconds (None: no limit)."""
+    return wait_s if other_s is None else other_s if wait_s is None else min(wait_s, other_s)
+
+
 def log_outcome(finished: Finished, kept: bool, now_s: float) -> None:
     """Log what a written result did: job_done, job_retry_scheduled, job_dead (with
     attempt_failed before a failure), or lease_lost when the fenced write changed nothing."""
@@ -455,7 +507,8 @@ def log_outcome(finished: Finished, kept: bool, now_s: float) -> None:
     elif done:
         log.info("job_done", **ids)
     elif isinstance(outcome, Retry):
-        log.info("job_retry_scheduled", run_at=outcome.run_at, reason=outcome.error,
-                 retry_in_s=round(outcome.run_at - now_s, 3), **ids)
+        # run_at as this host's clock puts it; the store counted the delay on its own.
+        log.info("job_retry_scheduled", run_at=now_s + outcome.delay_s, reason=outcome.error,
+                 retry_in_s=round(outcome.delay_s, 3), **ids)
     elif isinstance(outcome, Dead):
         log.warning("job_dead", reason=outcome.error, **ids)

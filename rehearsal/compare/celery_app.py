@@ -12,7 +12,6 @@ the command line (cluster chatter the bench does not need). The broker URL comes
 from __future__ import annotations
 
 import os
-import time
 from typing import Any
 
 from celery import Celery  # type: ignore[import-untyped]
@@ -43,7 +42,7 @@ def deliver(self: Any, destination: str, message_id: str, body: str) -> str:
     """
     outcome = attempt_delivery(destination, message_id, body, self.request.retries + 1)
     if isinstance(outcome, Retry):
-        raise self.retry(countdown=max(0.0, outcome.run_at - time.time()))
+        raise self.retry(countdown=max(0.0, outcome.delay_s))
     if isinstance(outcome, Dead):
         return f"dead: {outcome.error}"
     return "done"

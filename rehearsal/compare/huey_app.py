@@ -14,7 +14,6 @@ and keeps no attempt count, which hookline's attempt cap needs.
 from __future__ import annotations
 
 import os
-import time
 
 from huey import SqliteHuey  # type: ignore[import-untyped]
 
@@ -36,7 +35,7 @@ def deliver(destination: str, message_id: str, body: str, attempt: int = 1) -> s
     outcome = attempt_delivery(destination, message_id, body, attempt)
     if isinstance(outcome, Retry):
         deliver.schedule(args=(destination, message_id, body, attempt + 1),
-                         delay=max(0.0, outcome.run_at - time.time()))
+                         delay=max(0.0, outcome.delay_s))
         return "retry"
     if isinstance(outcome, Dead):
         return f"dead: {outcome.error}"

@@ -89,7 +89,7 @@ def attempt_delivery(destination: str, message_id: str, body: str, attempt: int)
         attempt: the number of this attempt, 1 for the first.
 
     Returns:
-        Done, Retry (the caller re-queues it `run_at - now` seconds later) or Dead.
+        Done, Retry (the caller re-queues it `delay_s` seconds later) or Dead.
 
     Raises:
         KeyError: unknown destination.

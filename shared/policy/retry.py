@@ -151,12 +151,13 @@ def next_attempt(attempt: int, result: AttemptResult, now_s: float, backoff: Bac
     Args:
         attempt: 1-based number of the attempt just made (counted at claim).
         result: what happened on the wire.
-        now_s: current unix time, seconds.
+        now_s: current unix time, seconds (wall clock: an HTTP-date `Retry-After` is read
+            against it).
         backoff: the schedule and the attempt cap.
 
     Returns:
         Done on 2xx; Dead for a permanent failure or when `attempt` reached the cap;
-        otherwise Retry at now_s + a jittered wait. On 429 and 503 with a valid
+        otherwise Retry after a jittered wait. On 429 and 503 with a valid
         `Retry-After`, the wait is max(server's delay, our backoff), clamped to
         `backoff.cap_s`; a junk Retry-After is ignored (see :func:`parse_retry_after`).
     """
@@ -173,4 +174,4 @@ def next_attempt(attempt: int, result: AttemptResult, now_s: float, backoff: Bac
         server_s = parse_retry_after(result.retry_after, now_s, cap_s=backoff.cap_s)
         if server_s is not None:
             wait_s = min(backoff.cap_s, max(server_s, wait_s))
-    return Retry(run_at=now_s + wait_s, error=error)
+    return Retry(delay_s=wait_s, error=error)

@@ -3,7 +3,8 @@
 One :class:`Store` protocol, and the factories that pick a backend for a database URL
 (:func:`open_store`, :func:`store_for`); the transactions are written once (`shared/store/logic.py`)
 and driven by a backend (`shared/store/sqlite.py`, `shared/store/postgres.py`). Callers never
-see SQL or a dialect; what only SQLite has is behind :class:`SqliteDiagnostics`. Instants are
+see SQL or a dialect; what only SQLite has is behind :class:`SqliteDiagnostics`, and what the
+service shows of it comes through :meth:`Store.health`. Instants are
 unix seconds; the store reads its own clock (SQLite: the host's; PostgreSQL: the server's
 now()). Driver errors are translated at this boundary into :mod:`shared.errors` types.
 """
@@ -38,6 +39,7 @@ from shared.models import (
 )
 from shared.operator_models import BulkResult, EventFilter, EventMatch, EventRecord, JobSelection
 from shared.policy.delivery import BreakerPolicy
+from shared.store.health import StoreHealth
 from shared.store.pg_limits import PostgresLimits
 from shared.timeparse import InstantSpec
 
@@ -236,8 +238,13 @@ class Store(Protocol):
     async def stats(self) -> Stats:
         """Counts by status, events, attempts, and the oldest due pending job's age; plus
         counts per destination and status, paused destinations, attempts by outcome and the
-        accept -> delivered latency histogram (for `hookline stats` and /metrics).
-        `wal_bytes` is filled by a store with :class:`SqliteDiagnostics` only (else None)."""
+        accept -> delivered latency histogram (for `hookline stats` and /metrics)."""
+
+    async def health(self) -> StoreHealth:
+        """The store's own health for `/healthz` and `/metrics`, without touching the
+        database: the backend's name and, on SQLite, the `-wal` file's size now and its
+        state as of the last :meth:`maintenance` round (degraded past `wal_degraded_bytes`,
+        with the checkpoint's result and the processes holding the files)."""
 
     async def metric_figures(self) -> MetricFigures:
         """What only /metrics shows, per live destination: finished attempts by outcome class
@@ -539,12 +546,14 @@ class SqliteOptions:
         busy_timeout_s: how long a statement waits for the write lock, seconds.
         allow_network_filesystem: accept a folder on a network or FUSE filesystem.
         create: create a missing database file (False: opening it raises DatabaseMissing).
+        wal_degraded_bytes: the `-wal` size past which :meth:`Store.health` is degraded.
     """
 
     synchronous: str = "FULL"
     busy_timeout_s: float = 5.0
     allow_network_filesystem: bool = False
     create: bool = True
+    wal_degraded_bytes: int = 256 * 1024 * 1024
 
 
 def open_store(url: str, sqlite: SqliteOptions | None = None,
@@ -574,7 +583,7 @@ def open_store(url: str, sqlite: SqliteOptions | None = None,
     return SqliteStore(str(db.path), synchronous=options.synchronous,
                        busy_timeout_s=options.busy_timeout_s,
                        allow_network_filesystem=options.allow_network_filesystem,
-                       create=options.create)
+                       create=options.create, wal_degraded_bytes=options.wal_degraded_bytes)
 
 
 def store_for(config: Config, *, create: bool = True) -> Store:
@@ -589,8 +598,19 @@ def store_for(config: Config, *, create: bool = True) -> Store:
     """
     return open_store(config.db, SqliteOptions(
         synchronous=config.synchronous, busy_timeout_s=config.busy_timeout_s,
-        allow_network_filesystem=config.allow_network_filesystem, create=create),
-        postgres_limits(config))
+        allow_network_filesystem=config.allow_network_filesystem, create=create,
+        wal_degraded_bytes=config.wal_degraded_bytes), postgres_limits(config))
+
+
+def read_store_for(config: Config) -> Store | None:
+    """A second store on `config`'s database for long whole-table reads (/metrics, stats),
+    or None when the store's own connections already serve them beside its writes.
+
+    SQLite: a store on its own connection and thread, so a scan of a million rows never
+    stalls the writes queued on the first one. PostgreSQL: None (a pool of connections).
+    Not opened; the caller opens and closes it.
+    """
+    return None if parse_db_url(config.db).dsn is not None else store_for(config)
 
 
 def postgres_limits(config: Config) -> PostgresLimits:

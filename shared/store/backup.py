@@ -140,8 +140,9 @@ class ScheduleResult:
     removed: tuple[Path, ...] = field(default=())
 
 
-def sqlite_path(url: str) -> str:
-    """The file path of a SQLite database URL (a path, or `sqlite:///PATH`).
+def backup_source(url: str) -> str:
+    """The file `hookline backup` copies: the path of a SQLite database URL (a path, or
+    `sqlite:///PATH`).
 
     Raises:
         BackupError: the URL names another backend (PostgreSQL: use pg_dump or

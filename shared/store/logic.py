@@ -66,7 +66,6 @@ from shared.store.operator_tx import (
 )
 from shared.store.ops import (
     BEGIN_WRITE,
-    HOST_NOW,
     NOTIFY,
     NOW,
     AfterCommit,
@@ -212,8 +211,7 @@ class StoreLogic(EventOperations):
         return [c for c in claims if c.lease_token not in kept]
 
     async def finish(self, items: Items, breaker: BreakerPolicy | None = None) -> list[bool]:
-        """See :meth:`shared.store.Store.finish`. A Retry's host-clock run_at is also given
-        as a delay, for a backend whose clock is the database's."""
+        """See :meth:`shared.store.Store.finish`."""
         return await self._transact(_finish_all(items, breaker), write=True)
 
     async def finish_and_claim(self, items: Items, breaker: BreakerPolicy | None,
@@ -496,11 +494,9 @@ def _finish_one(claim: Claim, outcome: Outcome, result: AttemptResult) -> Tx[boo
                 response_headers=result.response_headers, location=result.location)
     if isinstance(outcome, Done):
         changed = yield count("finish_done", **fence)
-    elif isinstance(outcome, Retry):
-        host_now = yield HOST_NOW
+    elif isinstance(outcome, Retry):  # due `delay_s` after now, on the store's clock
         changed = yield count("finish_retry", **fence, error=outcome.error,
-                              run_at=outcome.run_at,
-                              delay_s=max(0.0, outcome.run_at - host_now))
+                              delay_s=max(0.0, float(outcome.delay_s)))
     elif isinstance(outcome, Dead):
         changed = yield count("finish_dead", **fence, error=outcome.error)
     else:

@@ -148,7 +148,6 @@ def stats_tx() -> Tx[Stats]:
                              for r in (yield rows("paused_destinations"))},
         attempts_by_outcome={r["outcome"]: r["n"] for r in (yield rows("attempts_by_outcome"))},
         delivery_latency=latency((yield one("delivery_latency"))),
-        wal_bytes=None,
     )
 
 

@@ -29,8 +29,9 @@ class Query:
     """Run the named query (or `sql`, text with :named parameters valid in both dialects).
 
     `params` are by name; a list or tuple is a batch (SQLite: JSON text; PostgreSQL: an
-    array). The driver adds the transaction's instant (`now` on SQLite, `test_now_s` on
-    PostgreSQL). `want` says what comes back: "all" (a list of rows), "one" (a row or None)
+    array). `:now` is the transaction's instant in both dialects (the driver supplies it:
+    SQLite the store's clock, PostgreSQL `hookline_now()`, the server's).
+    `want` says what comes back: "all" (a list of rows), "one" (a row or None)
     or "count" (rows changed). A unique-key violation raises Conflict(`taken`) when `taken`
     is set. `per_row`: the one Rows parameter's rows are the query's parameters row by row
     where a statement costs no round trip (SQLite: an INSERT ... VALUES runs as multi-row
@@ -51,10 +52,6 @@ class Now:
     once per transaction; PostgreSQL: the server's clock, or the test clock)."""
 
 
-class HostNow:
-    """Ask for this host's clock in unix seconds (a worker's run_at is host time)."""
-
-
 class BeginWrite:
     """From here on the transaction writes (SQLite: take the write lock, BEGIN IMMEDIATE).
     Lets a transaction read first and take no lock when there is nothing to do."""
@@ -71,7 +68,7 @@ class AfterCommit:
     fn: Callable[[], None]
 
 
-Op = Query | Now | HostNow | BeginWrite | Notify | AfterCommit
+Op = Query | Now | BeginWrite | Notify | AfterCommit
 Tx = Generator[Op, Any, T]
 """A store transaction: yields operations, returns its result."""
 
@@ -92,7 +89,6 @@ def advance(tx: Tx[T], answer: Any) -> Op | Finished[T]:
         return Finished(stop.value)
 
 NOW = Now()
-HOST_NOW = HostNow()
 BEGIN_WRITE = BeginWrite()
 NOTIFY = Notify()
 

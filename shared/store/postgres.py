@@ -5,8 +5,9 @@ shared server needs:
 
 * **Time is the database's.** Every lease and run_at decision reads `hookline_now()`
   (`now()` in unix seconds, a function from migration 001), never a host clock, so clock skew
-  between hosts cannot steal leases. A worker's `Retry(run_at)` is host time: it is turned
-  into a delay (`run_at - host now`) and applied to the database's clock.
+  between hosts cannot steal leases; a worker's `Retry` carries a delay, added to it. A
+  query's `:now` means `hookline_now(:test_now_s)` (see :func:`_convert`), so a query whose
+  text is otherwise the same in both dialects is written once (common.sql).
 * **Claims** lock the destinations they serve (row locks, in id order), read the in-flight
   count only once those locks are held (so `max_in_flight` holds across hosts), pick due jobs
   with `FOR UPDATE SKIP LOCKED`, and lease the chosen batch in one `UPDATE` that gives each
@@ -20,8 +21,8 @@ shared server needs:
   the pool's other connections are replaced too (they crossed the same network); the server
   ends a session whose client went silent mid-transaction, releasing its locks.
 
-Test-only: `clock` replaces the database's clock by `clock()` in every query (and is the
-host clock too), so tests can move time on both backends. Production code never passes it.
+Test-only: `clock` replaces the database's clock by `clock()` in every query, so tests can
+move time on both backends. Production code never passes it.
 """
 
 from __future__ import annotations
@@ -47,11 +48,11 @@ from shared.errors import (
     StoreUnavailable,
 )
 from shared.logs import get_logger
+from shared.store.health import StoreHealth
 from shared.store.logic import StoreLogic
 from shared.store.ops import (
     AfterCommit,
     Finished,
-    HostNow,
     Notify,
     Now,
     Query,
@@ -72,6 +73,8 @@ SCHEMA_VERSION = max(version for version, _ in load_migrations("postgres"))
 # Any constant: serialises migrations of concurrently starting processes.
 _MIGRATION_LOCK = 0x686F6F6B
 _PARAM = re.compile(r"(?<![:\w]):([a-z_][a-z0-9_]*)")
+_NOW = re.compile(r"(?<![:\w]):now\b")
+"""The transaction's instant as both dialects spell it; here the database's clock."""
 LISTEN_CHECK_INTERVAL_S = 5.0
 """How often the LISTEN connection is pinged (a frozen one would never say it is gone)."""
 
@@ -83,7 +86,8 @@ def _query(name: str) -> tuple[str, tuple[str, ...]]:
 
 
 def _convert(text: str) -> tuple[str, tuple[str, ...]]:
-    """SQL with :params turned into $n, and the parameter names in $n order."""
+    """SQL with :params turned into $n (`:now` first into `hookline_now(:test_now_s)`), and
+    the parameter names in $n order."""
     names: list[str] = []
 
     def number(match: re.Match[str]) -> str:
@@ -93,7 +97,7 @@ def _convert(text: str) -> tuple[str, tuple[str, ...]]:
 
     text = "\n".join(line for line in text.splitlines()
                       if not line.lstrip().startswith("--"))
-    sql = _PARAM.sub(number, text)
+    sql = _PARAM.sub(number, _NOW.sub("hookline_now(:test_now_s)", text))
     return sql, tuple(names)
 
 
@@ -267,9 +271,6 @@ class PostgresStore(StoreLogic):
         """The pinned time of a test clock, else None (the database's clock decides)."""
         return None if self._clock is None else self._clock()
 
-    def _host_now(self) -> float:
-        return time.time() if self._clock is None else self._clock()
-
     async def _init_connection(self, conn: asyncpg.Connection) -> None:
         """Each new connection: keepalives and TCP_USER_TIMEOUT on our socket, and the
         session settings only newer servers know (shared/store/pg_limits.py)."""
@@ -351,8 +352,6 @@ class PostgresStore(StoreLogic):
                     answer = await conn.run(step)
                 elif isinstance(step, Now):
                     answer = await conn.now()
-                elif isinstance(step, HostNow):
-                    answer = self._host_now()
                 elif isinstance(step, Notify):
                     await conn.notify()
                 elif isinstance(step, AfterCommit):
@@ -436,6 +435,11 @@ class PostgresStore(StoreLogic):
     async def maintenance(self) -> dict[str, int]:
         """See :meth:`shared.store.Store.maintenance`: nothing to do (autovacuum's job)."""
         return {}
+
+    async def health(self) -> StoreHealth:
+        """See :meth:`shared.store.Store.health`: no file of its own (the WAL is the
+        server's), so nothing but the backend's name."""
+        return StoreHealth(backend="postgresql")
 
     async def check_writable(self) -> None:
         """See :meth:`shared.store.Store.check_writable`: a transaction with an UPDATE that

@@ -16,7 +16,6 @@ import os
 import sqlite3
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import replace
 from typing import Any, TypeVar
 
 import aiosqlite
@@ -24,15 +23,14 @@ import aiosqlite
 from shared.db_url import sqlite_path
 from shared.errors import Conflict, DatabaseMissing, StoreBusy, StoreError, StoreUnavailable
 from shared.faults import sqlite_fault
-from shared.models import Stats
 from shared.store.checks import check_database_folder, enable_wal, refuse_network_filesystem
 from shared.store.clock import StoreClock, anchor_at_open
+from shared.store.health import StoreHealth
 from shared.store.logic import StoreLogic
 from shared.store.ops import (
     AfterCommit,
     BeginWrite,
     Finished,
-    HostNow,
     Notify,
     Now,
     Query,
@@ -43,6 +41,7 @@ from shared.store.ops import (
 from shared.store.queries import load_migrations, load_queries
 from shared.store.sqlite_rows import STATEMENT_CACHE_SIZE, TableShape, insert_rows, row_insert
 from shared.store.wakeup import WakeListener, WakeNotifier, wake_dir_for
+from shared.store.wal_health import WalHealth
 from shared.store.write_lock import DurationHistogram, WriteLock
 
 T = TypeVar("T")
@@ -52,6 +51,8 @@ WAL_SIZE_LIMIT_BYTES = 64 * 1024 * 1024
 MAINTENANCE_BUSY_TIMEOUT_MS = 100
 """How long Store.maintenance's checkpoint waits for the lock or for readers, milliseconds."""
 SCHEMA_VERSION = max(version for version, _ in load_migrations("sqlite"))
+WAL_DEGRADED_BYTES = 256 * 1024 * 1024
+"""Default of Config.wal_degraded_bytes: past this after a checkpoint, health is degraded."""
 
 
 class SqliteStore(StoreLogic):
@@ -70,12 +71,16 @@ class SqliteStore(StoreLogic):
             :func:`shared.store.checks.refuse_network_filesystem`).
         create: create the file when it is missing (the service, `hookline init`); False
             makes :meth:`open` raise DatabaseMissing instead (every other command).
+        wal_degraded_bytes: past this size after a checkpoint the `-wal` file makes
+            :meth:`health` degraded (0: never), bytes.
     """
 
     def __init__(self, path: str, *, synchronous: str = "FULL", busy_timeout_s: float = 5.0,
                  clock: Callable[[], float] | None = None,
-                 allow_network_filesystem: bool = False, create: bool = True) -> None:
+                 allow_network_filesystem: bool = False, create: bool = True,
+                 wal_degraded_bytes: int = WAL_DEGRADED_BYTES) -> None:
         self.path = path
+        self._wal = WalHealth(db_path=path, limit_bytes=wal_degraded_bytes)
         self._create = create
         self._allow_network_filesystem = allow_network_filesystem
         self._injected_clock = clock
@@ -221,7 +226,7 @@ class SqliteStore(StoreLogic):
                     answer: Any = None
                     if isinstance(step, Query):
                         answer = _execute(db, step, now)
-                    elif isinstance(step, (Now, HostNow)):
+                    elif isinstance(step, Now):
                         answer = now
                     elif isinstance(step, BeginWrite):
                         if not write:
@@ -244,9 +249,10 @@ class SqliteStore(StoreLogic):
             step.fn()
         return result
 
-    async def stats(self) -> Stats:
-        """See :meth:`shared.store.Store.stats`; with the -wal file's size."""
-        return replace(await super().stats(), wal_bytes=self.wal_bytes())
+    async def health(self) -> StoreHealth:
+        """See :meth:`shared.store.Store.health`: the `-wal` file's size now and its state as
+        of the last :meth:`maintenance` round (:class:`shared.store.wal_health.WalHealth`)."""
+        return self._wal.health()
 
     def wal_bytes(self) -> int:
         """See :meth:`shared.store.SqliteDiagnostics.wal_bytes`."""
@@ -272,6 +278,8 @@ class SqliteStore(StoreLogic):
         The checkpoint runs on its own short-lived connection in a worker thread, not on
         the store's thread: a TRUNCATE checkpoint waits (here at most
         MAINTENANCE_BUSY_TIMEOUT_MS) for readers, and must not stall ingest's transactions.
+        Its result is judged against `wal_degraded_bytes` in that thread too (a scan of
+        /proc when it is past: :meth:`shared.store.wal_health.WalHealth.assess`).
         """
         def checkpoint() -> dict[str, int]:
             try:
@@ -288,8 +296,10 @@ class SqliteStore(StoreLogic):
                     raise StoreError(f"checkpoint of {self.path} failed: {exc}") from exc
             finally:
                 conn.close()
-            return {"busy": int(busy), "log_frames": int(log_frames),
-                    "checkpointed_frames": int(done), "wal_bytes": _wal_bytes(self.path)}
+            result = {"busy": int(busy), "log_frames": int(log_frames),
+                      "checkpointed_frames": int(done), "wal_bytes": _wal_bytes(self.path)}
+            self._wal.assess(result)
+            return result
 
         return await asyncio.to_thread(checkpoint)
 

@@ -22,11 +22,11 @@ from shared.store.backup import (
     BackupError,
     Manifest,
     Snapshot,
+    backup_source,
     list_snapshots,
     restore,
     rotate,
     run_schedule,
-    sqlite_path,
     take_snapshot,
     verify_snapshot,
 )
@@ -107,7 +107,7 @@ def backup_command(config: Config, args: argparse.Namespace) -> int:
     if args.every is not None and args.keep is None:
         return fail("backup: --every needs --keep K (how many snapshots to keep)", 2)
     try:
-        db_path = sqlite_path(config.db)
+        db_path = backup_source(config.db)
     except BackupError as exc:
         return fail(f"backup: {exc}", 2)
     try:

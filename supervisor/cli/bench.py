@@ -8,7 +8,6 @@ from pathlib import Path
 from typing import Any
 
 from shared.config import Config
-from shared.db_url import is_postgres_url
 from supervisor.cli.common import fail
 
 
@@ -79,14 +78,14 @@ def bench_command(config: Config, args: argparse.Namespace) -> int:
         return compare_command(config, args)
     if args.scenario:
         return _scenario_command(config, args)
-    server_url = config.db if is_postgres_url(config.db) else None
-    backend = args.backend or ("postgres" if server_url else "sqlite")
+    from rehearsal.scenario_common import chosen_database  # noqa: PLC0415
+
+    database = chosen_database(args.backend, config.db)
     try:
-        result = run_bench(BenchOptions(
+        result = run_bench(database.applied_to(BenchOptions(
             events=args.events, rate_per_s=args.rate, workers=args.workers,
             concurrency=args.concurrency, synchronous=args.synchronous, out_dir=Path(args.out),
-            backend=backend, postgres_url=server_url if backend == "postgres" else None,
-            idle_s=args.idle_s, use_wrk=args.load == "auto"))
+            idle_s=args.idle_s, use_wrk=args.load == "auto")))
     except (PgUnavailable, PgStartError) as exc:
         print(f"hookline: cannot start a PostgreSQL server for the benchmark: {exc}",
               file=sys.stderr)
@@ -109,17 +108,16 @@ def _scenario_command(config: Config, args: argparse.Namespace) -> int:
         print("hookline: --backlog-jobs must be at least 1; --deliver-s, --baseline-s and "
               "--outage-s above 0", file=sys.stderr)
         return 2
-    server_url = config.db if is_postgres_url(config.db) else None
-    backend = args.backend or ("postgres" if server_url else "sqlite")
+    from rehearsal.scenario_common import chosen_database  # noqa: PLC0415
+
+    database = chosen_database(args.backend, config.db)
     try:
-        result = run_scenario(ScenarioOptions(
+        result = run_scenario(database.applied_to(ScenarioOptions(
             scenario=args.scenario, out_dir=Path(args.out), workers=args.workers,
-            synchronous=args.synchronous, backend=backend,
-            postgres_url=server_url if backend == "postgres" else None,
-            backlog_jobs=args.backlog_jobs, deliver_s=args.deliver_s,
+            synchronous=args.synchronous, backlog_jobs=args.backlog_jobs, deliver_s=args.deliver_s,
             rate_per_s=args.rate or 300.0, concurrency=args.concurrency,
             baseline_s=args.baseline_s, outage_s=args.outage_s,
-            outage_kind=args.outage_kind, drain_rate_per_s=args.drain_rate), config)
+            outage_kind=args.outage_kind, drain_rate_per_s=args.drain_rate)), config)
     except ValueError as exc:
         print(f"hookline: {exc}", file=sys.stderr)
         return 2

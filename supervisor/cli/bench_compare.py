@@ -7,7 +7,6 @@ import sys
 from pathlib import Path
 
 from shared.config import Config
-from shared.db_url import is_postgres_url
 
 
 def compare_command(config: Config, args: argparse.Namespace) -> int:
@@ -20,8 +19,11 @@ def compare_command(config: Config, args: argparse.Namespace) -> int:
     """
     from rehearsal.compare.run import CompareOptions, print_compare, run_compare  # noqa: PLC0415
     from rehearsal.compare.systems import CompareError, CompareUnavailable  # noqa: PLC0415
+    from rehearsal.scenario_common import chosen_database  # noqa: PLC0415
 
-    if args.backend == "postgres" or is_postgres_url(config.db):
+    # Asked for a server, or configured with one: either way not a run on SQLite.
+    if (chosen_database(args.backend, config.db).on_server
+            or chosen_database(None, config.db).on_server):
         print("hookline: --compare runs hookline on SQLite only", file=sys.stderr)
         return 2
     opts = CompareOptions(

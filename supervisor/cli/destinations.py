@@ -9,9 +9,11 @@ from typing import Any
 
 from shared.config import Config
 from shared.errors import ConfigError, InvalidSetting
+from shared.models import Stats
 from shared.policy import rules
 from shared.policy.netguard import vet_destination
 from shared.signing import generate_secret
+from shared.store import Store
 from shared.timeparse import parse_duration
 from shared.views import destination_view, job_view, stats_view
 from supervisor.cli.common import (
@@ -161,7 +163,10 @@ async def jobs(config: Config, args: argparse.Namespace) -> int:
 async def stats(config: Config, args: argparse.Namespace) -> int:
     """`hookline stats`: counts by status, events, attempts, oldest pending age; with
     --json the admin API's `GET /v1/admin/stats` answer."""
-    view = stats_view(await with_store(config, lambda s: s.stats()))
+    async def figures(store: Store) -> tuple[Stats, int | None]:
+        return await store.stats(), (await store.health()).wal_bytes
+
+    view = stats_view(*await with_store(config, figures))
     if args.json:
         print_json(view)
         return 0

@@ -6,7 +6,6 @@ import argparse
 from typing import Any
 
 from shared.config import Config
-from shared.db_url import is_postgres_url
 
 
 def register(sub: Any) -> None:
@@ -23,5 +22,4 @@ def rehearse_command(config: Config, args: argparse.Namespace) -> int:
     every drill on a fresh database on that server (SQLite files otherwise)."""
     from rehearsal.rehearse import run  # noqa: PLC0415
 
-    postgres = config.db if is_postgres_url(config.db) else None
-    return run(out_dir=args.out, quick=args.quick, only=args.only, postgres_url=postgres)
+    return run(out_dir=args.out, quick=args.quick, only=args.only, db=config.db)

@@ -9,9 +9,9 @@ import sys
 from typing import Any
 
 from shared.config import Config
-from shared.db_url import sqlite_path
 from shared.logs import configure_logging
 from shared.store.checks import storage_preflight
+from shared.store.preflight import database_file, describe_database
 from supervisor.cli.common import fail, print_record, run_command, with_store
 from supervisor.cli.preflight import service_problems
 
@@ -71,8 +71,8 @@ def serve_command(config: Config, args: argparse.Namespace) -> int:
     if not args.check:
         return serve.run(config)
 
-    path = sqlite_path(config.db)
-    missing = os.path.abspath(path) if path is not None and not os.path.exists(path) else None
+    path = database_file(config.db)
+    missing = path if path is not None and not os.path.exists(path) else None
 
     async def probe() -> int:
         # The storage preflight of `serve` (shared/store/checks.py), also for a database not
@@ -105,7 +105,7 @@ def serve_command(config: Config, args: argparse.Namespace) -> int:
 def init_command(config: Config, args: argparse.Namespace) -> int:
     """Create the configured database if missing and migrate it; say which happened."""
     configure_logging("init", config.log_level, stream=sys.stderr)  # stdout: the summary
-    path = sqlite_path(config.db)
+    path = database_file(config.db)
     existed = path is None or os.path.exists(path)
 
     async def migrate() -> int:
@@ -116,12 +116,13 @@ def init_command(config: Config, args: argparse.Namespace) -> int:
     if code != 0:
         return code
     if path is None:
-        print("PostgreSQL database ready: every migration applied (nothing else changed)")
+        print(f"{describe_database(config.db)} ready: every migration applied (nothing else "
+              "changed)")
     elif existed:
-        print(f"database {os.path.abspath(path)} already existed: pending migrations applied, "
+        print(f"database {path} already existed: pending migrations applied, "
               "nothing else changed")
     else:
-        print(f"created database {os.path.abspath(path)} (mode 0600) with the current schema")
+        print(f"created database {path} (mode 0600) with the current schema")
     return 0
 
 

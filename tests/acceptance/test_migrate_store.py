@@ -38,7 +38,7 @@ async def test_migrate_store_copies_everything_with_ids(tmp_path, pg_url):
                               for i in range(4)])
         claims = await old.claim("w1", 3, lease_s=600, max_attempts=5)
         await old.finish([(claims[0], Done(), OK),
-                          (claims[1], Retry(run_at=1.0, error="HTTP 503"), FAILED),
+                          (claims[1], Retry(delay_s=0, error="HTTP 503"), FAILED),
                           (claims[2], Dead(error="HTTP 410"), FAILED)])
         await old.claim("w2", 1, lease_s=600, max_attempts=5)  # one stays running
         before_jobs = await old.list_jobs(limit=1000)

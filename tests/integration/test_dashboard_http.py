@@ -123,7 +123,7 @@ async def test_destination_stats_and_throughput(client, real_store):
 
     await real_store.set_paused("a", False)
     [claim] = await real_store.claim("w", 1, 30.0, 3)
-    await real_store.finish([(claim, Retry(run_at=time.time() + 3600, error="HTTP 503"),
+    await real_store.finish([(claim, Retry(delay_s=3600, error="HTTP 503"),
                               AttemptResult(started_at=time.time(), duration_s=0.5,
                                             status_code=503))])
     status, out = await _get(client, "/v1/admin/throughput?window=10m&bucket=60")

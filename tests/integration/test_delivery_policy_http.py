@@ -202,7 +202,7 @@ async def _age_backlog(store: Store, destination_id: int, rounds: int) -> None:
     for _ in range(rounds):
         claims = [c for c in await store.claim("ager", 1000, 30.0, 100)
                   if c.destination_id == destination_id]
-        await store.finish([(c, Retry(run_at=0.0, error="HTTP 503"), failed) for c in claims])
+        await store.finish([(c, Retry(delay_s=0.0, error="HTTP 503"), failed) for c in claims])
 
 
 async def _healthy_latency(store: Store, config: Config, wait_s: float) -> float | None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import sys
 import time
+from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
@@ -17,11 +18,10 @@ from structlog.testing import capture_logs
 
 from ingest.app import build_app
 from ingest.maintenance import run_maintenance
-from ingest.wal_health import wal_health_for
 from shared.config import Config
 from shared.models import AttemptResult, Done
 from shared.signing import generate_secret
-from shared.store import Store
+from shared.store import SqliteOptions, Store, open_store
 from shared.store.sqlite import SqliteStore
 from tests.conftest import is_postgres, new_event
 
@@ -79,6 +79,18 @@ async def test_in_flight_attempts_are_a_gauge_and_the_counter_only_counts_finish
             assert metrics["hookline_sqlite_wal_bytes"][0] == "gauge"
 
 
+@pytest.fixture
+async def sqlite_store(store_url: str) -> AsyncIterator[SqliteStore]:
+    """The SQLite store of `store_url`, its health degraded past LIMIT_BYTES of WAL."""
+    store = open_store(store_url, SqliteOptions(wal_degraded_bytes=LIMIT_BYTES))
+    assert isinstance(store, SqliteStore)
+    await store.open()
+    try:
+        yield store
+    finally:
+        await store.close()
+
+
 async def healthz(client: TestClient[Any, Any]) -> dict[str, Any]:
     async with client.get("/healthz") as resp:
         assert resp.status == 200  # degraded or not, the process is up
@@ -98,15 +110,14 @@ async def wait_for_status(client: TestClient[Any, Any], status: str,
 
 @pytest.mark.sqlite_only
 async def test_a_held_read_degrades_healthz_naming_the_reader_until_it_ends(
-        real_store: SqliteStore) -> None:
+        sqlite_store: SqliteStore) -> None:
     """Another process holds a read transaction while events go in through the store: the
     WAL passes the limit, /metrics shows its size, /healthz says degraded (still 200) with a
     busy checkpoint and the reader's pid and command line among the holders, and the warning
     is logged. Once the reader ends, a checkpoint empties the file and /healthz is ok."""
     config = Config(admin_token=TOKEN, allow_networks="127.0.0.0/8",
                     wal_degraded_bytes=LIMIT_BYTES, maintenance_interval_s=2.0)
-    wal = wal_health_for(real_store, config)
-    assert wal is not None
+    real_store = sqlite_store
     await real_store.add_destination(name="d", url="http://127.0.0.1:9/h",
                                       secret=generate_secret(), event_types=("*",),
                                       max_in_flight=10)
@@ -114,18 +125,18 @@ async def test_a_held_read_degrades_healthz_naming_the_reader_until_it_ends(
         sys.executable, "-c", READER, real_store.path,
         stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE)
     stop = asyncio.Event()
-    app = build_app(real_store, config, wal_health=wal)
+    app = build_app(real_store, config)
     try:
         assert reader.stdout is not None and reader.stdin is not None
         assert (await asyncio.wait_for(reader.stdout.readline(), 30)).strip() == b"reading"
         with capture_logs() as logs:
             housekeeping = asyncio.create_task(
-                run_maintenance(real_store, config.maintenance_interval_s, stop, wal))
+                run_maintenance(real_store, config.maintenance_interval_s, stop))
             async with TestClient(TestServer(app, host="127.0.0.1")) as client:
                 assert (await healthz(client))["status"] == "ok"
                 body = b'{"pad": "%s"}' % (b"x" * 2000)
                 n = 0
-                while wal.report()["wal_bytes"] <= LIMIT_BYTES:
+                while ((await real_store.health()).wal_bytes or 0) <= LIMIT_BYTES:
                     await real_store.add_events([new_event(f"e{n + i}", body=body)
                                                  for i in range(50)])
                     n += 50

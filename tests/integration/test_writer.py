@@ -181,3 +181,38 @@ async def test_graceful_stop_records_an_answer_that_arrives_within_the_grace(rea
     [job] = await real_store.list_jobs()
     assert job.status == "done" and job.attempts == 1
     assert len(receiver.requests) == 1
+
+
+class ExtendRecorder:
+    """The real store, noting which task calls `extend` (the worker's writer must)."""
+
+    def __init__(self, store: Store) -> None:
+        self._store = store
+        self.extended_by: list[str] = []
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._store, name)
+
+    async def extend(self, claims: Sequence[Claim], lease_s: float) -> list[Claim]:
+        task = asyncio.current_task()
+        self.extended_by.append(task.get_name() if task is not None else "")
+        return await self._store.extend(claims, lease_s)
+
+
+async def test_the_writer_extends_the_leases_it_holds(real_store):
+    """A request in flight past a third of its lease: its lease is pushed forward in the
+    database, every extension made by the writer's own task (the process's one writer)."""
+    secret = generate_secret()
+    config = replace(FAST, lease_s=1.5, attempt_timeout_s=1.2)
+    recorder = ExtendRecorder(real_store)
+    async with Receiver([Endpoint("hang", secret, parse_behaviour("hang"))]) as receiver:
+        await add(real_store, receiver, "hang", secret)
+        await real_store.add_events([new_event("e1")])
+        async with running_worker(recorder, config):
+            await until(lambda: receiver.in_flight("hang") > 0, 10, "the request")
+            [claimed] = await real_store.list_jobs(status="running")
+            await until(lambda: len(recorder.extended_by) >= 2, 10, "two extensions")
+            [extended] = await real_store.list_jobs(status="running")
+    assert extended.lease_until is not None and claimed.lease_until is not None
+    assert extended.lease_until > claimed.lease_until + 0.4
+    assert set(recorder.extended_by) == {"writer"}

@@ -93,7 +93,7 @@ async def _age(store, clock, destination: Destination, rounds: int) -> None:
     for _ in range(rounds):
         claims = [c for c in await store.claim("ager", 1000, 30.0, 100)
                   if c.destination_id == destination.id]
-        await store.finish([(c, Retry(run_at=clock() - 1, error="HTTP 503"), FAIL)
+        await store.finish([(c, Retry(delay_s=0, error="HTTP 503"), FAIL)
                             for c in claims])
 
 
@@ -126,7 +126,7 @@ async def test_ordered_destination_sends_oldest_unfinished_job_only(
     await store.add_events([new_event(f"e{i}") for i in range(3)])
     [first] = await store.claim("w", 10, 30.0, 5)
     assert await store.claim("w", 10, 30.0, 5) == []  # one in flight
-    await store.finish([(first, Retry(run_at=clock() + 60, error="HTTP 503"), FAIL)])
+    await store.finish([(first, Retry(delay_s=60, error="HTTP 503"), FAIL)])
     assert await store.claim("w", 10, 30.0, 5) == []  # the failing head holds the others
     clock.advance(61)
     [again] = await store.claim("w", 10, 30.0, 5)
@@ -245,7 +245,7 @@ async def test_breaker_auto_pauses_after_consecutive_failures_and_resume_resets(
     await destination_factory("flaky", max_in_flight=100)
     await store.add_events([new_event(f"e{i}") for i in range(6)])
     claims = await store.claim("w", 6, 30.0, 10)
-    retry = Retry(run_at=clock() + 60, error="HTTP 503")
+    retry = Retry(delay_s=60, error="HTTP 503")
     await store.finish([(claims[0], retry, FAIL), (claims[1], retry, FAIL)], breaker=POLICY)
     await store.finish([(claims[2], Done(), OK)], breaker=POLICY)
     assert (await store.get_destination("flaky")).failure_streak == 0

@@ -70,7 +70,7 @@ async def _jobs_written_an_hour_ahead(path: Path) -> float:
         claims = await ahead.claim("w-old", limit=2, lease_s=30.0, max_attempts=5)
         assert len(claims) == 2
         retried = next(c for c in claims if c.event_id == 2)
-        await ahead.finish([(retried, Retry(run_at=ahead.clock() + 60, error="HTTP 503"),
+        await ahead.finish([(retried, Retry(delay_s=60, error="HTTP 503"),
                              FAILED)])
         return ahead.clock.anchor_s  # type: ignore[attr-defined]
 
@@ -142,7 +142,7 @@ async def test_reanchor_on_the_same_boot_keeps_every_schedule(tmp_path: Path,
         await store.add_events([new_event("leased"), new_event("retried")])
         claims = await store.claim("w-old", limit=2, lease_s=30.0, max_attempts=5)
         retried = next(c for c in claims if c.event_id == 2)
-        await store.finish([(retried, Retry(run_at=store.clock() + 60, error="HTTP 503"),
+        await store.finish([(retried, Retry(delay_s=60, error="HTTP 503"),
                              FAILED)])
         before = _schedule(path, store.clock())
     assert before["failing_for"] >= 0

@@ -78,7 +78,7 @@ async def test_every_store_operation_runs_on_both_backends(store, clock):
     failed = AttemptResult(started_at=clock(), duration_s=0.01, status_code=500)
     assert await s.finish([(claims[0], Done(), ok)]) == [True]
     kept, more, waiting = await s.finish_and_claim(
-        [(claims[1], Retry(run_at=clock() + 3600, error="500"), failed)],
+        [(claims[1], Retry(delay_s=3600, error="500"), failed)],
         BreakerPolicy(), ClaimRequest(worker="w1", limit=5, lease_s=30, max_attempts=5))
     assert kept == [True] and len(more) == 1 and not waiting
     assert await s.hand_back(more) == 1
@@ -112,10 +112,16 @@ async def test_every_store_operation_runs_on_both_backends(store, clock):
     figures = await s.maintenance()
     if isinstance(store, SqliteDiagnostics):  # the WAL checkpoint, and its figures
         assert set(figures) == {"busy", "log_frames", "checkpointed_frames", "wal_bytes"}
-        assert stats.wal_bytes is not None and store.wal_bytes() >= 0
+        health = await s.health()
+        assert health.backend == "sqlite" and health.wal_check is not None
+        assert health.wal_bytes == store.wal_bytes() >= 0 and not health.degraded
+        assert [g.name for g in health.gauges] == ["hookline_sqlite_wal_bytes",
+                                                   "hookline_sqlite_wal_limit_bytes"]
         assert store.write_lock_stats()["hold"]["count"] > 0
     else:
-        assert figures == {} and stats.wal_bytes is None
+        health = await s.health()
+        assert figures == {} and health.backend == "postgresql"
+        assert (health.wal_bytes, health.wal_check, health.gauges) == (None, None, ())
     before = await s.metric_figures()
     assert before.attempts_by_destination["d"]["delivered"] == 1
     assert before.latency_by_destination["d"].count == 1
@@ -178,3 +184,53 @@ async def test_same_named_queries_return_the_same_columns(pg_url, tmp_path):
             assert [a.name for a in statement.get_attributes()] == columns, name
     finally:
         await conn.close()
+
+
+BATCH_COLUMNS = {
+    ("extend_lease", "claims"): {"job_ids", "lease_tokens"},
+    ("finish_delivered", "claims"): {"job_ids", "lease_tokens"},
+    ("insert_attempt", "claims"): {"job_ids", "attempts", "lease_tokens"},
+    ("record_attempts", "attempts"): {
+        "lease_tokens", "started_ats", "durations_s", "status_codes", "errors",
+        "response_excerpts", "response_headers", "locations"},
+}
+"""A batch parameter (shared.store.ops.Rows) reaches SQLite as one JSON array of arrays under
+its own name and PostgreSQL as one array per column: (query, SQLite name) -> the columns."""
+SQLITE_IGNORES = {"destination_slots": {"destination_ids"}}
+"""Parameters the logic passes that SQLite's query does not read: its single writer locks no
+destination, so it counts the free slots of every destination, not of the locked ones."""
+POSTGRES_ONLY = {"lock_claimable_destinations"}
+"""PostgreSQL's lock-then-count step of a claim (its claimers run concurrently)."""
+
+
+def _sqlite_parameters(sql: str) -> set[str]:
+    """The :named parameters sqlite3 binds in `sql` (comment lines are not SQL)."""
+    text = "\n".join(line for line in sql.splitlines() if not line.lstrip().startswith("--"))
+    return set(re.findall(r"(?<![:\w]):([a-z_][a-z0-9_]*)", text))
+
+
+def test_both_backends_define_the_same_queries_with_the_same_parameters():
+    """Every named query exists in both dialects (common.sql, sqlite.sql, postgres.sql as
+    loaded) and takes the same parameter names: PostgreSQL's as its driver binds them
+    (`:now` is its `hookline_now(:test_now_s)`), SQLite's as sqlite3 binds them, a batch
+    expanded into its columns. So the logic can call each query one way on both."""
+    sqlite, postgres = load_queries("sqlite"), load_queries("postgres")
+    assert set(sqlite) == set(postgres) - POSTGRES_ONLY
+    differences = {}
+    for name, sql in sqlite.items():
+        expected = set()
+        for param in _sqlite_parameters(sql) | SQLITE_IGNORES.get(name, set()):
+            expected |= BATCH_COLUMNS.get((name, param), {param})
+        expected = {"test_now_s" if p == "now" else p for p in expected}
+        bound = set(_query(name)[1])
+        if expected != bound:
+            differences[name] = (sorted(expected - bound), sorted(bound - expected))
+    assert differences == {}, "(SQLite only, PostgreSQL only) parameters per query"
+
+
+def test_finish_retry_is_one_query_of_a_delay():
+    """A retry's next attempt is `now + delay_s` on the store's clock in both dialects: one
+    text (common.sql), no instant from the caller's host."""
+    assert load_queries("sqlite")["finish_retry"] == load_queries("postgres")["finish_retry"]
+    assert _sqlite_parameters(load_queries("sqlite")["finish_retry"]) == {
+        "job_id", "lease_token", "error", "delay_s", "now"}

@@ -109,9 +109,9 @@ async def test_throughput_counts_failed_attempts_by_start(store, clock, destinat
     claims = await store.claim("w1", 5, LEASE_S, 5)
     at = clock()
     await store.finish([
-        (claims[0], Retry(run_at=at + 3600, error="HTTP 503"),
+        (claims[0], Retry(delay_s=3600, error="HTTP 503"),
          AttemptResult(started_at=at, duration_s=0.1, status_code=503)),
-        (claims[1], Retry(run_at=at + 3600, error="ClientConnectorError"),
+        (claims[1], Retry(delay_s=3600, error="ClientConnectorError"),
          AttemptResult(started_at=at, duration_s=0.1, error="ClientConnectorError")),
         (claims[2], Done(), AttemptResult(started_at=at, duration_s=0.1, status_code=200))])
     await store.hand_back([claims[3]])

@@ -139,7 +139,7 @@ async def test_retry_now_brings_pending_jobs_forward(store, clock, destination_f
     await destination_factory("a")
     await store.add_events([new_event(f"e{i}") for i in range(3)])
     far = clock() + 3600
-    ids = await _finish(store, clock, Retry(run_at=far, error="HTTP 503"))
+    ids = await _finish(store, clock, Retry(delay_s=3600, error="HTTP 503"))
     assert await store.claim("w1", 10, LEASE_S, 5) == []
 
     dry = await store.retry_now(JobSelection(destination="a", limit=2), dry_run=True)

@@ -56,7 +56,7 @@ async def test_a_replay_of_a_job_lost_at_the_cap_is_still_quarantined(store, sto
     assert await store.replay(job_id=job.id) == 1
     [replayed] = await store.claim("w2", 1, lease_s=30, max_attempts=1)
     assert replayed.taken_over
-    await store.finish([(replayed, Retry(run_at=clock(), error="HTTP 503"),
+    await store.finish([(replayed, Retry(delay_s=0, error="HTTP 503"),
                          AttemptResult(started_at=clock(), duration_s=0.1, status_code=503))])
     rows = await stored_attempts(store_url)
     assert [r["error"] for r in rows] == [LOST_AT_CAP, None]  # the lost row kept its error

@@ -197,7 +197,7 @@ async def test_retry_schedules_run_at(store, destination_factory, clock):
     await destination_factory()
     await store.add_events([new_event("e1")])
     [claim] = await store.claim("w1", 1, lease_s=30, max_attempts=5)
-    await store.finish([(claim, Retry(run_at=clock() + 60, error="HTTP 503"), FAILED)])
+    await store.finish([(claim, Retry(delay_s=60, error="HTTP 503"), FAILED)])
     job = (await store.list_jobs())[0]
     assert job.status == "pending" and job.last_error == "HTTP 503"
     assert await store.claim("w1", 1, lease_s=30, max_attempts=5) == []

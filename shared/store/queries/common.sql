@@ -1,5 +1,12 @@
 -- Named queries whose text is the same in both dialects; each backend's own file
--- (sqlite.sql, postgres.sql) adds the rest. Parameters are :named.
+-- (sqlite.sql, postgres.sql) adds the rest. Parameters are :named; :now is the transaction's
+-- instant on the store's clock (SQLite: the store's clock; PostgreSQL: hookline_now()).
+
+-- finish_retry: schedule the next attempt :delay_s seconds after now (the store's clock);
+-- fenced by the lease token
+UPDATE jobs SET status = 'pending', lease_token = NULL, lease_owner = NULL, lease_until = NULL,
+    run_at = :now + :delay_s, last_error = :error, updated_at = :now
+WHERE id = :job_id AND lease_token = :lease_token AND status = 'running'
 
 -- live_destinations: destinations that receive new events (paused ones too: their jobs wait)
 SELECT * FROM destinations WHERE deleted_at IS NULL ORDER BY id

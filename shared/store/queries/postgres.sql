@@ -182,12 +182,6 @@ UPDATE jobs SET status = 'done', lease_token = NULL, lease_owner = NULL, lease_u
     updated_at = hookline_now(:test_now_s)
 WHERE id = :job_id AND lease_token = :lease_token AND status = 'running'
 
--- finish_retry: schedule the next attempt after :delay_s seconds of the database's clock; fenced
-UPDATE jobs SET status = 'pending', lease_token = NULL, lease_owner = NULL, lease_until = NULL,
-    run_at = hookline_now(:test_now_s) + :delay_s, last_error = :error,
-    updated_at = hookline_now(:test_now_s)
-WHERE id = :job_id AND lease_token = :lease_token AND status = 'running'
-
 -- finish_dead: no more attempts; fenced by the lease token
 UPDATE jobs SET status = 'dead', lease_token = NULL, lease_owner = NULL, lease_until = NULL,
     last_error = :error, finished_at = hookline_now(:test_now_s),

@@ -145,11 +145,6 @@ UPDATE jobs SET status = 'done', lease_token = NULL, lease_owner = NULL, lease_u
     last_error = NULL, finished_at = :now, updated_at = :now
 WHERE id = :job_id AND lease_token = :lease_token AND status = 'running'
 
--- finish_retry: schedule the next attempt; fenced by the lease token
-UPDATE jobs SET status = 'pending', lease_token = NULL, lease_owner = NULL, lease_until = NULL,
-    run_at = :run_at, last_error = :error, updated_at = :now
-WHERE id = :job_id AND lease_token = :lease_token AND status = 'running'
-
 -- finish_dead: no more attempts; fenced by the lease token
 UPDATE jobs SET status = 'dead', lease_token = NULL, lease_owner = NULL, lease_until = NULL,
     last_error = :error, finished_at = :now, updated_at = :now

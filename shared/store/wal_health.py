@@ -12,9 +12,11 @@ are counted, never silently left out). Hookline's own processes appear too: they
 files open all the time, so the holder is among the others, or is a hookline process only
 if none are listed.
 
-`GET /healthz` reports the state (ingest/health.py); `/metrics` exports the live file size
-(`hookline_sqlite_wal_bytes`, ingest/metrics.py). PostgreSQL has no such file: there is no
-WalHealth for it and nothing is reported.
+The SQLite store keeps one WalHealth (shared/store/sqlite.py): its maintenance round (run by
+ingest, ingest/maintenance.py) assesses it, and :meth:`shared.store.Store.health` reports it:
+`GET /healthz` shows the state (ingest/health.py), `/metrics` the live file size
+(`hookline_sqlite_wal_bytes`, ingest/metrics.py). PostgreSQL has no such file: its health
+reports none.
 """
 
 from __future__ import annotations
@@ -25,10 +27,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from shared.config import Config
 from shared.logs import get_logger
-from shared.store import Store
-from shared.store.sqlite import SqliteStore
+from shared.store.health import Gauge, StoreHealth
 
 PROC = Path("/proc")
 
@@ -158,6 +158,24 @@ class WalHealth:
         }
         log.warning("wal_over_limit", **self.detail)
 
+    def health(self) -> StoreHealth:
+        """The SQLite store's :class:`StoreHealth`: this check, and the WAL gauges."""
+        check = self.report()
+        detail = None
+        if self.degraded:
+            detail = (f"the SQLite WAL is {check['wal_bytes_at_check']} bytes after a "
+                      f"checkpoint, past wal_degraded_bytes ({self.limit_bytes}): "
+                      f"{check['reason']}")
+        return StoreHealth(
+            backend="sqlite", wal_bytes=check["wal_bytes"], wal_check=check,
+            degraded=self.degraded, detail=detail,
+            wal_over_limit=0 < self.limit_bytes < check["wal_bytes"],
+            gauges=(Gauge("hookline_sqlite_wal_bytes", "Size of the SQLite -wal file now, bytes.",
+                          check["wal_bytes"]),
+                    Gauge("hookline_sqlite_wal_limit_bytes",
+                          "WAL size past which /healthz says degraded (wal_degraded_bytes; "
+                          "0 = off), bytes.", self.limit_bytes)))
+
     def report(self) -> dict[str, Any]:
         """The `wal` check of `/healthz`: size now, limit, and the diagnosis when degraded."""
         out: dict[str, Any] = {"status": "degraded" if self.degraded else "ok",
@@ -167,10 +185,3 @@ class WalHealth:
             out.update({k: v for k, v in self.detail.items() if k not in out})
             out["wal_bytes_at_check"] = self.detail["wal_bytes"]
         return out
-
-
-def wal_health_for(store: Store, config: Config) -> WalHealth | None:
-    """The WAL check for `store`'s database: a WalHealth on SQLite, None on PostgreSQL."""
-    if not isinstance(store, SqliteStore):
-        return None
-    return WalHealth(db_path=store.path, limit_bytes=config.wal_degraded_bytes)
