@@ -9,6 +9,7 @@ from typing import Any
 
 from shared.config import Config
 from shared.errors import ConfigError, InvalidSetting
+from shared.models import JOB_STATUSES
 from shared.policy import rules
 from shared.policy.netguard import vet_destination
 from shared.signing import generate_secret
@@ -52,7 +53,7 @@ def register(sub: Any) -> None:
     add_secret_actions(dest)  # rotate-secret, secret, expire-previous-secret
 
     jobs_p = sub.add_parser("jobs", help="list jobs, newest first")
-    jobs_p.add_argument("--status", choices=["pending", "running", "done", "dead"])
+    jobs_p.add_argument("--status", choices=JOB_STATUSES)
     jobs_p.add_argument("--limit", type=int, default=50)
     jobs_p.add_argument("--json", action="store_true")
     jobs_p.set_defaults(handler=lambda c, a: run_command(lambda: jobs(c, a)))
