@@ -11,7 +11,6 @@ from shared.config import Config
 from shared.errors import ConfigError, InvalidSetting
 from shared.models import JOB_STATUSES
 from shared.policy import rules
-from shared.policy.netguard import vet_destination
 from shared.signing import generate_secret
 from shared.timeparse import parse_duration
 from shared.views import destination_view, job_view, stats_view
@@ -21,6 +20,7 @@ from supervisor.cli.common import (
     print_record,
     print_table,
     run_command,
+    vet_url,
     with_store,
 )
 from supervisor.cli.human import show
@@ -113,15 +113,15 @@ def parse_header_options(values: list[str]) -> dict[str, str]:
 
 async def destinations_add(config: Config, args: argparse.Namespace) -> int:
     """`hookline destinations add NAME URL`: prints the secret once when it was generated.
-    An invalid field exits 2 (the rule book's message) before the store opens; a blocked
-    address or a taken name exits 1."""
+    An invalid field exits 2 (the rule book's message) before the store opens, and so does a
+    blocked address; a taken name exits 1."""
     secret = args.secret or generate_secret()
     new = rules.new_destination(
         name=args.name, url=args.url, secret=secret,
         event_types=args.event_type or list(rules.DEFAULT_EVENT_TYPES),
         max_in_flight=args.max_in_flight, headers=parse_header_options(args.header or []),
         **policy_options(args))
-    await vet_destination(new.url, config.address_policy)  # DestinationBlocked: exit 1
+    await vet_url(new.url, config)  # blocked: exit 2
     dest = await with_store(config, lambda s: add_named(s.add_destination(
         name=new.name, url=new.url, secret=new.secret, event_types=new.event_types,
         max_in_flight=new.max_in_flight, headers=new.headers, timeout_s=new.timeout_s,
