@@ -1,8 +1,10 @@
 """The admin HTTP API under `/v1/admin/`, and `GET /metrics`.
 
-Routes (all JSON; errors are `{"error": code, "detail": text}`, and a value the rule book
-(shared/policy/rules.py) refuses is 400 `invalid_request` with `"field"` naming it and the same
-`detail` text the CLI prints):
+Routes (all JSON; errors are `{"error": code, "detail": text}`, and input the rule book
+(shared/policy/rules.py, shared/policy/inputs.py) refuses is 400 `invalid_request` with
+`"field"` naming the body field, query or path parameter (`body` for the body as a whole) and
+the same `detail` text the CLI prints; a destination address the outbound guard refuses is 400
+`destination_blocked` with `"field": "url"`):
     GET    /v1/admin/stats                      store.stats()
     GET    /v1/admin/destinations               list (secrets redacted)
     POST   /v1/admin/destinations               add {name, url, secret?, event_types?,
@@ -41,14 +43,12 @@ from ingest import metrics
 from ingest.app_state import app_config, request_reader, request_store
 from ingest.auth import ADMIN_SETTING, check_bearer
 from ingest.http_common import error_response
-from shared.errors import ConfigError, Conflict, DestinationBlocked, InvalidSetting, NotFound
+from shared.errors import ConfigError, Conflict, DestinationBlocked, InvalidInput, NotFound
 from shared.logs import get_logger
-from shared.models import JOB_STATUSES
-from shared.policy import rules
+from shared.policy import inputs, rules
 from shared.policy.netguard import vet_destination
 from shared.signing import generate_secret
 from shared.store import resolve_instants
-from shared.timeparse import parse_instant_spec
 from shared.views import (
     dead_letter_view,
     destination_removed_view,
@@ -65,10 +65,9 @@ from shared.views import (
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 _MAX_ADMIN_BODY = 64 * 1024
-MAX_ID = 2**63 - 1
-"""Largest job id (a signed 64-bit integer in both backends); larger ids are 400, not 500."""
 MAX_LIMIT = 10_000
 """Most rows one list call (`limit=`) returns."""
+REPLAY_FIELDS = ("job_id", "all_dead", "destination", "since", "dry_run")
 
 
 def register(app: web.Application) -> None:
@@ -102,10 +101,6 @@ def _authorize(request: web.Request) -> web.Response | None:
                         setting=ADMIN_SETTING)
 
 
-class BadRequest(Exception):
-    """Malformed admin input (becomes 400 invalid_request)."""
-
-
 def guarded(handler: Handler) -> Handler:
     """Authorize, then map hookline errors to JSON: 400 bad input, 404, 409."""
     async def wrapped(request: web.Request) -> web.StreamResponse:
@@ -114,12 +109,12 @@ def guarded(handler: Handler) -> Handler:
             return denied
         try:
             return await handler(request)
-        except InvalidSetting as exc:
+        except InvalidInput as exc:
             return error_response(400, "invalid_request", str(exc), field=exc.field)
-        except (BadRequest, ConfigError) as exc:
+        except ConfigError as exc:  # a store refusal no rule names a field for
             return error_response(400, "invalid_request", str(exc))
-        except DestinationBlocked as exc:
-            return error_response(400, "destination_blocked", str(exc))
+        except DestinationBlocked as exc:  # only a destination's url is vetted
+            return error_response(400, "destination_blocked", str(exc), field="url")
         except NotFound as exc:
             return error_response(404, "not_found", str(exc))
         except Conflict as exc:
@@ -130,39 +125,21 @@ def guarded(handler: Handler) -> Handler:
 
 
 async def json_body(request: web.Request) -> dict[str, Any]:
-    """The request's JSON object body ({} when empty). Raises BadRequest."""
+    """The request's JSON object body ({} when empty). Raises InvalidInput("body")."""
     if request.content_length is not None and request.content_length > _MAX_ADMIN_BODY:
-        raise BadRequest(f"body larger than {_MAX_ADMIN_BODY} bytes")
+        raise InvalidInput("body", f"larger than {_MAX_ADMIN_BODY} bytes")
     raw = await request.content.read(_MAX_ADMIN_BODY + 1)
     if len(raw) > _MAX_ADMIN_BODY:
-        raise BadRequest(f"body larger than {_MAX_ADMIN_BODY} bytes")
+        raise InvalidInput("body", f"larger than {_MAX_ADMIN_BODY} bytes")
     if not raw.strip():
         return {}
     try:
         value = json.loads(raw)
     except ValueError as exc:
-        raise BadRequest(f"body is not valid JSON: {exc}") from None
+        raise InvalidInput("body", f"is not valid JSON: {exc}") from None
     if not isinstance(value, dict):
-        raise BadRequest("body must be a JSON object")
+        raise InvalidInput("body", "must be a JSON object")
     return value
-
-
-def int_param(value: Any, name: str, default: int | None = None, low: int = 1,
-               high: int = MAX_ID) -> int:
-    """`value` (a JSON number or query text) as an int in [low, high]. Raises BadRequest."""
-    if value is None:
-        if default is None:
-            raise BadRequest(f"{name} is required")
-        return default
-    if isinstance(value, bool) or (isinstance(value, float) and not value.is_integer()):
-        raise BadRequest(f"{name} must be an integer")
-    try:
-        number = int(value)
-    except (TypeError, ValueError, OverflowError):  # OverflowError: an infinite float
-        raise BadRequest(f"{name} must be an integer, not {str(value)[:40]!r}") from None
-    if not low <= number <= high:
-        raise BadRequest(f"{name} must be from {low} to {high}")
-    return number
 
 
 # -- handlers ------------------------------------------------------------------------------
@@ -231,7 +208,7 @@ async def pause(request: web.Request) -> web.Response:
     body = await json_body(request)
     reason = body.get("reason", "paused by operator")
     if not isinstance(reason, str):
-        raise BadRequest("reason must be a string")
+        raise InvalidInput("reason", "must be a string")
     name = request.match_info["name"]
     await request_store(request).set_paused(name, True, reason)
     get_logger().info("destination_paused", destination=name, reason=reason, by="admin_api")
@@ -248,17 +225,15 @@ async def resume(request: web.Request) -> web.Response:
 
 async def list_jobs(request: web.Request) -> web.Response:
     """`GET /v1/admin/jobs?status=S&limit=N`: newest first."""
-    status = request.query.get("status")
-    if status is not None and status not in JOB_STATUSES:
-        raise BadRequest(f"status must be one of {', '.join(JOB_STATUSES)}")
-    limit = int_param(request.query.get("limit"), "limit", default=100, high=MAX_LIMIT)
+    status = inputs.job_status("status", request.query.get("status"))
+    limit = inputs.whole_number("limit", request.query.get("limit"), default=100, high=MAX_LIMIT)
     jobs = await request_store(request).list_jobs(status=status, limit=limit)
     return web.json_response([job_view(j) for j in jobs])
 
 
 async def get_job(request: web.Request) -> web.Response:
     """`GET /v1/admin/jobs/{id}`: the job's story."""
-    job_id = int_param(request.match_info["id"], "job id")
+    job_id = inputs.whole_number("id", request.match_info["id"])
     story = await request_store(request).get_job(job_id)
     return web.json_response(job_story_view(story))
 
@@ -266,9 +241,8 @@ async def get_job(request: web.Request) -> web.Response:
 async def list_dead(request: web.Request) -> web.Response:
     """`GET /v1/admin/dead?destination=&since=&limit=`: most recently dead first, each
     saying whether it can be replayed (shared/views.py dead_letter_view)."""
-    since = request.query.get("since")
-    since_spec = None if since is None else parse_instant_spec(since)
-    limit = int_param(request.query.get("limit"), "limit", default=100, high=MAX_LIMIT)
+    since_spec = inputs.instant("since", request.query.get("since"))
+    limit = inputs.whole_number("limit", request.query.get("limit"), default=100, high=MAX_LIMIT)
     store = request_store(request)
     since_s, = await resolve_instants(store, since_spec)
     jobs = await store.list_dead(destination=request.query.get("destination"),
@@ -280,21 +254,20 @@ async def replay(request: web.Request) -> web.Response:
     """`POST /v1/admin/replay`: {"job_id": N} or {"all_dead": true, "destination"?,
     "since"?}, with "dry_run"? -> {"count", "dry_run"}."""
     body = await json_body(request)
-    unknown = sorted(set(body) - {"job_id", "all_dead", "destination", "since", "dry_run"})
-    if unknown:
-        raise BadRequest(f"unknown field(s): {', '.join(unknown)}")
-    job_id = None if body.get("job_id") is None else int_param(body["job_id"], "job_id")
-    all_dead = body.get("all_dead", False)
-    dry_run = body.get("dry_run", False)
+    inputs.refuse_unknown(body, REPLAY_FIELDS)
+    job_id = None if body.get("job_id") is None else inputs.whole_number("job_id",
+                                                                         body["job_id"])
+    all_dead = inputs.flag("all_dead", body.get("all_dead"))
+    dry_run = inputs.flag("dry_run", body.get("dry_run"))
     destination = body.get("destination")
-    if not isinstance(all_dead, bool) or not isinstance(dry_run, bool):
-        raise BadRequest("all_dead and dry_run must be booleans")
     if destination is not None and not isinstance(destination, str):
-        raise BadRequest("destination must be a string")
-    since = body.get("since")
-    since_spec = None if since is None else parse_instant_spec(since)
+        raise InvalidInput("destination", "must be a string")
+    since_spec = inputs.instant("since", body.get("since"))
     if job_id is not None and (destination is not None or since_spec is not None):
-        raise BadRequest("destination and since filter all_dead, not job_id")
+        raise InvalidInput("destination" if destination is not None else "since",
+                           "destination and since filter all_dead, not job_id")
+    if (job_id is None) == (not all_dead):
+        raise InvalidInput("job_id", "replay needs exactly one of a job id or all_dead")
     since_s, = await resolve_instants(request_store(request), since_spec)
     count = await request_store(request).replay(job_id=job_id, all_dead=all_dead,
                                          destination=destination, since_s=since_s,
@@ -309,6 +282,7 @@ async def purge(request: web.Request) -> web.Response:
     """`POST /v1/admin/purge`: {"bodies_older_than": "7d", "metadata_older_than": "30d",
     "dedupe_keep": "90d"} (all optional) -> what was removed."""
     body = await json_body(request)
+    inputs.refuse_unknown(body, rules.PURGE_FIELDS)
     ages = rules.retention_ages(body.get("bodies_older_than", rules.DEFAULT_BODIES_AGE),
                                 body.get("metadata_older_than", rules.DEFAULT_METADATA_AGE),
                                 body.get("dedupe_keep", rules.DEFAULT_DEDUPE_AGE))

@@ -24,6 +24,7 @@ from shared.errors import InvalidSetting
 from shared.logs import get_logger
 from shared.models import Destination
 from shared.policy import rules
+from shared.policy.inputs import refuse_unknown
 from shared.signing import generate_secret
 from shared.views import destination_secret_view, previous_secret_expired_view
 
@@ -44,10 +45,7 @@ def register(app: web.Application) -> None:
 async def rotate_secret(request: web.Request) -> web.Response:
     """`POST .../rotate-secret`: the new secret (given or generated) and its overlap."""
     body = await admin_api.json_body(request)
-    unknown = sorted(set(body) - set(ROTATE_FIELDS))
-    if unknown:
-        raise InvalidSetting(unknown[0], f"unknown field(s) {', '.join(unknown)}; accepted: "
-                                         f"{', '.join(ROTATE_FIELDS)}")
+    refuse_unknown(body, ROTATE_FIELDS, error=InvalidSetting)
     given = body.get("secret")
     dest = await request_store(request).rotate_secret(
         request.match_info["name"], generate_secret() if given is None else given,
@@ -67,10 +65,7 @@ async def reveal_secret(request: web.Request) -> web.Response:
 async def expire_previous_secret(request: web.Request) -> web.Response:
     """`POST .../expire-previous-secret`: the previous secret signs no more."""
     body = await admin_api.json_body(request)
-    if body:
-        field = sorted(body)[0]
-        raise InvalidSetting(field, f"unknown field(s) {', '.join(sorted(body))}; this "
-                                    "request takes none")
+    refuse_unknown(body, (), error=InvalidSetting)
     dest, expired = await request_store(request).expire_previous_secret(
         request.match_info["name"])
     _audit("previous_secret_expired", dest, request, expired=expired)

@@ -38,9 +38,10 @@ from typing import Any
 
 from aiohttp import web
 
-from ingest.admin_api import BadRequest, guarded, int_param
+from ingest.admin_api import guarded
 from ingest.app_state import app_config, request_reader, request_store
 from ingest.metrics import process_families
+from shared.errors import ConfigError, InvalidInput
 from shared.metrics_catalog import (
     CHILD_RESTARTS,
     CHILDREN_ALIVE,
@@ -51,6 +52,7 @@ from shared.metrics_catalog import (
     PROCESS_RESIDENT_MEMORY_BYTES,
     PROCESS_START_TIME_SECONDS,
 )
+from shared.policy.inputs import whole_number
 from shared.process.lifecycle import STATUS_FILE, pid_alive, read_status, runtime_dir
 from shared.process.metrics_file import Labels
 from shared.timeparse import parse_duration
@@ -80,8 +82,12 @@ def register(app: web.Application) -> None:
 
 
 def _duration(request: web.Request, name: str, default: str) -> float:
-    """A duration query parameter (`90s`, `15m`, `2h`), seconds. Raises ConfigError (400)."""
-    return parse_duration(request.query.get(name, default))
+    """A duration query parameter (`90s`, `15m`, `2h`), seconds. Raises InvalidInput(name)
+    (400)."""
+    try:
+        return parse_duration(request.query.get(name, default))
+    except ConfigError as exc:
+        raise InvalidInput(name, str(exc)) from None
 
 
 async def destination_stats(request: web.Request) -> web.Response:
@@ -96,18 +102,19 @@ async def throughput(request: web.Request) -> web.Response:
     """`GET /v1/admin/throughput?window=30m&bucket=60`: events accepted, jobs done/dead and
     failed attempts per bucket of `bucket` seconds (at most 1440 buckets)."""
     window_s = _duration(request, "window", DEFAULT_THROUGHPUT_WINDOW)
-    bucket_s = int_param(request.query.get("bucket"), "bucket", default=DEFAULT_BUCKET_S)
+    bucket_s = whole_number("bucket", request.query.get("bucket"), default=DEFAULT_BUCKET_S)
     if window_s / bucket_s > MAX_THROUGHPUT_BUCKETS:
-        raise BadRequest(f"window / bucket must be at most {MAX_THROUGHPUT_BUCKETS} buckets")
+        raise InvalidInput("bucket", f"window / bucket must be at most "
+                                     f"{MAX_THROUGHPUT_BUCKETS} buckets")
     buckets = await request_reader(request).throughput(window_s=window_s, bucket_s=bucket_s)
     return web.json_response(throughput_view(bucket_s, buckets))
 
 
 async def job_event(request: web.Request) -> web.Response:
     """`GET /v1/admin/jobs/{id}/event?max_bytes=N`: the start of a job's event body as text."""
-    job_id = int_param(request.match_info["id"], "job id")
-    max_bytes = int_param(request.query.get("max_bytes"), "max_bytes",
-                           default=DEFAULT_BODY_BYTES)
+    job_id = whole_number("id", request.match_info["id"])
+    max_bytes = whole_number("max_bytes", request.query.get("max_bytes"),
+                             default=DEFAULT_BODY_BYTES)
     body = await request_store(request).event_body(job_id, min(max_bytes, MAX_BODY_BYTES))
     text, valid = decode_head(body.head, truncated=body.truncated)
     return web.json_response({

@@ -1,7 +1,8 @@
 """The admin API's event lookup, event listing, resend and retry now (under `/v1/admin/`,
 behind the same bearer token and error mapping as ingest/admin_api.py).
 
-Routes (JSON shapes in shared/views.py; errors are `{"error": code, "detail": text}`):
+Routes (JSON shapes in shared/views.py; errors are `{"error": code, "detail": text}`, with
+`"field"` naming the input a 400 refuses, as in ingest/admin_api.py):
     GET  /v1/admin/events/{ref}?source=      one event and its jobs; `ref` is an internal id,
                                              a `msg_` webhook-id or the sender's id (in
                                              `source`, default `api`); 404 names what was
@@ -27,23 +28,21 @@ from typing import Any
 
 from aiohttp import web
 
-from ingest.admin_api import MAX_LIMIT, BadRequest, guarded, int_param, json_body
+from ingest.admin_api import MAX_LIMIT, guarded, json_body
 from ingest.app_state import request_store
 from ingest.http_common import requester
-from shared.errors import ConfigError
-from shared.models import JOB_STATUSES
 from shared.operator_models import (
     BULK_DEFAULT_LIMIT,
     BULK_MAX_LIMIT,
+    RESEND_STATUSES,
     EventFilter,
     JobSelection,
     audit,
 )
+from shared.policy import inputs
 from shared.store import Store, resolve_instants
-from shared.timeparse import InstantSpec, parse_instant_spec
 from shared.views import bulk_result_view, event_lookup_view, events_page_view
 
-MAX_REASON_CHARS = 1000
 _SINGLE_FIELDS = frozenset({"reason", "dry_run"})
 _BULK_FIELDS = frozenset({"destination", "since", "until", "limit", "dry_run", "reason"})
 
@@ -72,13 +71,12 @@ async def get_event(request: web.Request) -> web.Response:
 async def list_events(request: web.Request) -> web.Response:
     """`GET /v1/admin/events?...`: a page of events, newest first, with their jobs."""
     query = request.query
-    status = query.get("status")
-    if status is not None and status not in JOB_STATUSES:
-        raise BadRequest(f"status must be one of {', '.join(JOB_STATUSES)}")
+    status = inputs.job_status("status", query.get("status"))
     before = query.get("before")
-    limit = int_param(query.get("limit"), "limit", default=100, high=MAX_LIMIT)
-    since, until = _instant(query.get("since"), "since"), _instant(query.get("until"), "until")
-    before_id = None if before is None else int_param(before, "before")
+    limit = inputs.whole_number("limit", query.get("limit"), default=100, high=MAX_LIMIT)
+    since = inputs.instant("since", query.get("since"))
+    until = inputs.instant("until", query.get("until"))
+    before_id = None if before is None else inputs.whole_number("before", before)
     store = request_store(request)
     since_s, until_s = await resolve_instants(store, since, until)
     flt = EventFilter(destination=query.get("destination"), status=status,
@@ -110,23 +108,21 @@ async def retry_now_bulk(request: web.Request) -> web.Response:
 
 async def _single(request: web.Request, action: str) -> web.Response:
     body = await json_body(request)
-    _refuse_unknown(body, _SINGLE_FIELDS)
-    job_id = int_param(request.match_info["id"], "job id")
+    inputs.refuse_unknown(body, _SINGLE_FIELDS)
+    job_id = inputs.whole_number("id", request.match_info["id"])
     return await _run(request, action, JobSelection(job_id=job_id), body)
 
 
 async def _bulk(request: web.Request, action: str) -> web.Response:
     body = await json_body(request)
     allowed = _BULK_FIELDS | ({"status"} if action == "resend" else set())
-    _refuse_unknown(body, allowed)
-    destination = body.get("destination")
-    if not isinstance(destination, str) or not destination:
-        raise BadRequest("destination is required (a destination's name)")
-    status = body.get("status")
-    if status is not None and status not in ("done", "dead"):
-        raise BadRequest("status must be done or dead")
-    since, until = _instant(body.get("since"), "since"), _instant(body.get("until"), "until")
-    limit = int_param(body.get("limit"), "limit", default=BULK_DEFAULT_LIMIT, high=BULK_MAX_LIMIT)
+    inputs.refuse_unknown(body, allowed)
+    destination = inputs.required_name("destination", body.get("destination"))
+    status = inputs.job_status("status", body.get("status"), RESEND_STATUSES)
+    since = inputs.instant("since", body.get("since"))
+    until = inputs.instant("until", body.get("until"))
+    limit = inputs.whole_number("limit", body.get("limit"), default=BULK_DEFAULT_LIMIT,
+                                high=BULK_MAX_LIMIT)
     store = request_store(request)
     since_s, until_s = await resolve_instants(store, since, until)
     selection = JobSelection(destination=destination, status=status, since_s=since_s,
@@ -137,32 +133,11 @@ async def _bulk(request: web.Request, action: str) -> web.Response:
 
 async def _run(request: web.Request, action: str, selection: JobSelection,
                body: dict[str, Any]) -> web.Response:
-    dry_run = body.get("dry_run", False)
-    if not isinstance(dry_run, bool):
-        raise BadRequest("dry_run must be a boolean")
-    reason = body.get("reason")
-    if reason is not None and (not isinstance(reason, str) or len(reason) > MAX_REASON_CHARS):
-        raise BadRequest(f"reason must be a string of at most {MAX_REASON_CHARS} characters")
+    dry_run = inputs.flag("dry_run", body.get("dry_run"))
+    reason = inputs.optional_text("reason", body.get("reason"))
     store: Store = request_store(request)
     operation = store.resend if action == "resend" else store.retry_now
     result = await operation(selection, dry_run=dry_run)
     if not dry_run:
         audit(action, result, selection, reason, **requester(request))
     return web.json_response(bulk_result_view(action, result))
-
-
-def _instant(value: Any, name: str) -> InstantSpec | None:
-    """An optional time (unix seconds, ISO 8601 or an age like `2h`), parsed; an age is
-    resolved later against the store's clock (:func:`shared.store.resolve_instants`)."""
-    if value is None:
-        return None
-    try:
-        return parse_instant_spec(value)
-    except ConfigError as exc:
-        raise BadRequest(f"{name}: {exc}") from None
-
-
-def _refuse_unknown(body: dict[str, Any], allowed: frozenset[str] | set[str]) -> None:
-    unknown = sorted(set(body) - allowed)
-    if unknown:
-        raise BadRequest(f"unknown field(s): {', '.join(unknown)}")

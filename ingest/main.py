@@ -15,7 +15,8 @@ from ingest.app_state import IN_FLIGHT_KEY
 from ingest.group_commit import GroupCommitter
 from ingest.http_limits import IngestRunner, parser_limits
 from ingest.maintenance import run_maintenance, run_retention
-from shared.config import Config, listen_host_port
+from shared.config import Config
+from shared.config_checks import listen_host_port
 from shared.errors import ConfigError
 from shared.logs import get_logger
 from shared.process.child import BootState, child_context, run_child

@@ -27,8 +27,9 @@ token     ``Authorization: Bearer <token>``           ``Idempotency-Key``     ``
 GitHub's type is ``<X-GitHub-Event>.<action>`` when the payload has a string ``action``, else
 the header alone (``push``), as :mod:`rehearsal.github_samples` builds it. Every body must be
 a UTF-8 JSON document (GitHub webhooks must use content type ``application/json``, not
-form encoding). Ids and types must match :data:`ingest.validation.ID_RE` and
-:data:`ingest.validation.TYPE_RE`, as on ``POST /v1/events``.
+form encoding). Ids and types must match
+:data:`shared.policy.inputs.EVENT_ID_RE` and
+:data:`shared.policy.inputs.EVENT_TYPE_RE`, as on ``POST /v1/events``.
 
 The id and type also travel onward: every delivery carries ``webhook-event-type`` and, for a
 source event, ``webhook-source``, ``webhook-source-id`` (the id above) and the scheme's
@@ -46,9 +47,9 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from ingest.validation import ID_RE, TYPE_RE
 from shared.errors import ConfigError, InvalidEvent, SignatureInvalid
 from shared.models import Source
+from shared.policy.inputs import EVENT_ID_RE, EVENT_TYPE_RE, token
 from shared.signing import secret_key
 
 DEFAULT_TOLERANCE_S = 300
@@ -328,13 +329,9 @@ def _body_str(document: Any, name: str) -> str:
 
 def _checked(event_id: str, event_type: str, *, id_field: str = "id",
              type_field: str = "type") -> EventKey:
-    if not ID_RE.fullmatch(event_id):
-        raise InvalidEvent(id_field, f"{_echo(event_id)} is not a valid event id "
-                           "(1-128 of A-Z a-z 0-9 _ : -)")
-    if not TYPE_RE.fullmatch(event_type):
-        raise InvalidEvent(type_field, f"{_echo(event_type)} is not a valid event type "
-                           "(1-128 of A-Z a-z 0-9 _ . : -)")
-    return event_id, event_type
+    """The event's id and type, by the rules POST /v1/events applies."""
+    return (token(id_field, event_id, EVENT_ID_RE, error=InvalidEvent),
+            token(type_field, event_type, EVENT_TYPE_RE, error=InvalidEvent))
 
 
 def _echo(value: str) -> str:

@@ -45,15 +45,18 @@ from ingest.app_state import CONFIG_KEY, request_store
 from ingest.http_common import check_rate, error_response, read_bounded
 from ingest.source_verify import DEFAULT_TOLERANCE_S, verify
 from ingest.validation import BodyTooLarge
-from shared.errors import InvalidEvent, NotFound, SignatureInvalid
+from shared.errors import InvalidEvent, InvalidSetting, NotFound, SignatureInvalid
 from shared.logs import get_logger
 from shared.models import NewEvent, Source
 from shared.policy import rules
 from shared.policy.forwarding import source_headers
+from shared.policy.inputs import refuse_unknown
 from shared.policy.sources import check_source, generate_source_secret
 from shared.store import Store
 from shared.views import source_removed_view, source_view
 
+SOURCE_FIELDS = ("name", "scheme", "secret")
+"""The fields `POST /v1/admin/sources` takes."""
 SOURCE_CACHE_TTL_S = 1.0
 """How long a looked-up source (or its absence) is reused before reading the store again, s."""
 
@@ -174,8 +177,9 @@ async def list_sources(request: web.Request) -> web.Response:
 
 async def add_source(request: web.Request) -> web.Response:
     """`POST /v1/admin/sources` {"name", "scheme", "secret"?}: 201 with the source (400 bad
-    field, 409 name taken); a generated secret is in the answer, once."""
+    or unknown field, 409 name taken); a generated secret is in the answer, once."""
     body: dict[str, Any] = await admin_api.json_body(request)
+    refuse_unknown(body, SOURCE_FIELDS, error=InvalidSetting)
     name, scheme = rules.source_name(body.get("name")), rules.source_scheme(body.get("scheme"))
     given = body.get("secret")
     secret = given if given is not None else generate_source_secret(scheme)

@@ -15,22 +15,21 @@ from typing import Any, NoReturn
 
 from shared.errors import InvalidEvent
 from shared.models import NewEvent
+from shared.policy.inputs import (
+    EVENT_ID_RE,
+    EVENT_TYPE_RE,
+    SOURCE_NAME_RE,
+    clip,
+    json_kind,
+    refuse_unknown,
+    token,
+)
 
 MAX_DEPTH = 64
 """Deepest JSON nesting accepted; the top-level object is level 1."""
 
 DEFAULT_SOURCE = "api"
 
-ID_RE = re.compile(r"[A-Za-z0-9_:-]{1,128}")
-"""An event id. No `.`: Standard Webhooks ids must not contain one, and ids are built from it."""
-
-TYPE_RE = re.compile(r"[A-Za-z0-9_.:-]{1,128}")
-"""An event type: a strict token (no spaces or control characters), dots allowed."""
-
-SOURCE_RE = re.compile(r"[A-Za-z0-9_-]{1,64}")
-
-_MAX_NAMED = 5  # unknown keys named in one error; the client's key names are echoed capped
-_MAX_ECHO_CHARS = 40
 _REQUIRED = ("id", "type", "data")
 _ALLOWED = frozenset({*_REQUIRED, "source"})
 
@@ -62,20 +61,15 @@ def parse_event(body: bytes, max_body_bytes: int) -> NewEvent:
         raise BodyTooLarge(max_body_bytes)
     document = _decode(body)
     if not isinstance(document, dict):
-        _fail("body", f"must be a JSON object, not {_json_kind(document)}")
-    unknown = sorted(set(document) - _ALLOWED)
-    if unknown:
-        shown = ", ".join(repr(_clip(key)) for key in unknown[:_MAX_NAMED])
-        more = f" and {len(unknown) - _MAX_NAMED} more" if len(unknown) > _MAX_NAMED else ""
-        _fail(_clip(unknown[0]), f"unknown key(s) {shown}{more}; "
-                                  f"allowed: {', '.join(sorted(_ALLOWED))}")
+        _fail("body", f"must be a JSON object, not {json_kind(document)}")
+    refuse_unknown(document, _ALLOWED, error=InvalidEvent, what="key")
     for name in _REQUIRED:
         if name not in document:
             _fail(name, "is required")
     return NewEvent(
-        source=_token(document, "source", SOURCE_RE, default=DEFAULT_SOURCE),
-        source_event_id=_token(document, "id", ID_RE),
-        type=_token(document, "type", TYPE_RE),
+        source=_token(document, "source", SOURCE_NAME_RE, default=DEFAULT_SOURCE),
+        source_event_id=_token(document, "id", EVENT_ID_RE),
+        type=_token(document, "type", EVENT_TYPE_RE),
         body=bytes(body),
     )
 
@@ -108,7 +102,7 @@ def _decode(body: bytes) -> Any:
         seen: set[str] = set()
         for key, _ in _last_object[0]:
             if key in seen:
-                _fail(_clip(key), "appears more than once")
+                _fail(clip(key), "appears more than once")
             seen.add(key)
     return document
 
@@ -158,33 +152,7 @@ def _token(document: dict[str, Any], name: str, pattern: re.Pattern[str],
     """The string at `document[name]`, checked against `pattern` (whole string)."""
     if name not in document and default is not None:
         return default
-    value = document[name]
-    if not isinstance(value, str):
-        _fail(name, f"must be a string, not {_json_kind(value)}")
-    if pattern.fullmatch(value) is None:
-        # Never echo the value: it may be huge or hold control characters.
-        _fail(name, f"must match {pattern.pattern} (got {len(value)} characters)")
-    return value
-
-
-def _clip(key: str) -> str:
-    """A client-chosen key name as it may appear in an error: capped in length."""
-    return key if len(key) <= _MAX_ECHO_CHARS else key[:_MAX_ECHO_CHARS - 1] + "…"
-
-
-def _json_kind(value: Any) -> str:
-    """JSON's name for the kind of a parsed value, for error messages."""
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "a boolean"
-    if isinstance(value, (int, float)):
-        return "a number"
-    if isinstance(value, str):
-        return "a string"
-    if isinstance(value, list):
-        return "an array"
-    return "an object"
+    return token(name, document[name], pattern, error=InvalidEvent)
 
 
 def _fail(field: str, detail: str) -> NoReturn:

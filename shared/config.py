@@ -11,21 +11,21 @@ import dataclasses
 import difflib
 import json
 import tomllib
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from shared import config_checks as checks
+from shared.config_checks import listen_host_port
 from shared.db_url import sqlite_path
-from shared.errors import ConfigError
+from shared.errors import ConfigError, InvalidSetting
 from shared.policy.netguard import AddressPolicy
 from shared.policy.rules import (
-    CONFIG_DEAD_LETTERS_FIELD,
     CONFIG_RETENTION_FIELDS,
     DEFAULT_BODIES_AGE,
     DEFAULT_DEDUPE_AGE,
     DEFAULT_METADATA_AGE,
-    retention_age,
     retention_ages,
 )
 from shared.timeparse import parse_duration
@@ -51,8 +51,15 @@ _TRUE = frozenset({"1", "true", "yes", "on"})
 _FALSE = frozenset({"0", "false", "no", "off"})
 
 
-def _opt(default: Any, doc: str) -> Any:
-    return field(default=default, metadata={"doc": doc})
+def _opt(default: Any, doc: str, check: checks.Check | None = None) -> Any:
+    """A Config field: its default, its one-line description and its rule, side by side."""
+    return field(default=default, metadata={"doc": doc, "check": check})
+
+
+def _database(name: str, value: Any) -> None:
+    # Refuses :memory: and other databases private to one process; its StorageRefused names
+    # the database and says what to use instead.
+    sqlite_path(value)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -60,13 +67,18 @@ class Config:
     """Every setting of a hookline process. Units are in the names (`_s` = seconds)."""
 
     db: str = _opt("hookline.db", "Database: a SQLite file path or sqlite:///PATH, or a "
-                                  "postgresql:// URL (many hosts).")
-    listen: str = _opt("127.0.0.1:8080", "Ingest listen address, HOST:PORT.")
-    workers: int = _opt(2, "Number of worker processes `hookline serve` starts.")
+                                  "postgresql:// URL (many hosts).",
+        check=_database)
+    listen: str = _opt("127.0.0.1:8080", "Ingest listen address, HOST:PORT.",
+        check=checks.as_setting(listen_host_port))
+    workers: int = _opt(2, "Number of worker processes `hookline serve` starts.",
+        check=checks.at_least(0))
     synchronous: str = _opt(
         "FULL", "SQLite synchronous mode: FULL (an answered event survives power loss) or "
-        "NORMAL (faster; the last commits may be lost on power loss, never on a crash).")
-    busy_timeout_s: float = _opt(5.0, "How long a SQLite statement waits for the write lock.")
+        "NORMAL (faster; the last commits may be lost on power loss, never on a crash).",
+        check=checks.one_of("FULL", "NORMAL"))
+    busy_timeout_s: float = _opt(5.0, "How long a SQLite statement waits for the write lock.",
+        check=checks.above_zero)
     allow_network_filesystem: bool = _opt(
         False, "Accept a SQLite database whose folder is on a network or FUSE filesystem "
         "(nfs, cifs, 9p, virtiofs, sshfs, ...), where WAL's shared memory is unsafe; refused "
@@ -74,79 +86,105 @@ class Config:
     quick_check_timeout_s: float = _opt(
         30.0, "`hookline serve` runs PRAGMA quick_check on the SQLite file before starting "
         "and refuses a damaged one; past this many seconds it stops checking, logs "
-        "quick_check_incomplete and starts. 0 = skip the check.")
+        "quick_check_incomplete and starts. 0 = skip the check.",
+        check=checks.finite_or_zero("skip the check"))
     # PostgreSQL: every wait on the server is bounded (OPERATIONS.md, "PostgreSQL for many
     # hosts"); SQLite ignores these.
     pg_connect_timeout_s: float = _opt(
-        5.0, "PostgreSQL: longest time opening one connection may take, seconds.")
+        5.0, "PostgreSQL: longest time opening one connection may take, seconds.",
+        check=checks.above_zero)
     pg_acquire_timeout_s: float = _opt(
         5.0, "PostgreSQL: longest wait for a pooled connection (opening one included), "
-        "seconds.")
+        "seconds.",
+        check=checks.above_zero)
     pg_transaction_timeout_s: float = _opt(
         15.0, "PostgreSQL: longest time one store transaction may take, from acquiring a "
         "connection to its commit, seconds; past it the connection is closed (never reused) "
-        "and the call fails as an outage (retried).")
+        "and the call fails as an outage (retried).",
+        check=checks.above_zero)
     pg_statement_timeout_s: float = _opt(
         10.0, "PostgreSQL: the server's statement_timeout for hookline's sessions, seconds "
-        "(0 = none).")
+        "(0 = none).",
+        check=checks.finite_or_zero("none"))
     pg_idle_in_transaction_timeout_s: float = _opt(
         10.0, "PostgreSQL: the server's idle_in_transaction_session_timeout: it ends a "
         "session whose transaction waits this long for its client, releasing its row locks, "
         "so a host cut off mid-transaction blocks others for at most pg_statement_timeout_s "
-        "+ this, seconds (0 = none: a lost host's locks may stay for hours).")
+        "+ this, seconds (0 = none: a lost host's locks may stay for hours).",
+        check=checks.finite_or_zero("none"))
     pg_lock_timeout_s: float = _opt(
         5.0, "PostgreSQL: the server's lock_timeout: a statement waiting this long for a "
-        "row lock fails and is retried, seconds (0 = none).")
+        "row lock fails and is retried, seconds (0 = none).",
+        check=checks.finite_or_zero("none"))
     pg_keepalives_idle_s: float = _opt(
         10.0, "PostgreSQL: TCP keepalive on both ends of each connection: probe an idle "
-        "connection after this long, seconds.")
+        "connection after this long, seconds.",
+        check=checks.finite_or_zero("none"))
     pg_keepalives_interval_s: float = _opt(
-        5.0, "PostgreSQL: TCP keepalive: seconds between two probes.")
+        5.0, "PostgreSQL: TCP keepalive: seconds between two probes.",
+        check=checks.above_zero)
     pg_keepalives_count: int = _opt(
-        3, "PostgreSQL: TCP keepalive: unanswered probes before the connection is dead.")
+        3, "PostgreSQL: TCP keepalive: unanswered probes before the connection is dead.",
+        check=checks.above_zero)
     pg_tcp_user_timeout_s: float = _opt(
         20.0, "PostgreSQL: TCP_USER_TIMEOUT on both ends (the server's from PostgreSQL 12): "
-        "data unacknowledged this long kills the connection, seconds (0 = system default).")
+        "data unacknowledged this long kills the connection, seconds (0 = system default).",
+        check=checks.finite_or_zero("system default"))
     ingest_commit_timeout_s: float = _opt(
         5.0, "Ingest: longest time an event waits for its commit, seconds; past it the answer "
         "is 503 store_unavailable with Retry-After (the commit's outcome may be unknown: the "
         "client sends the event again with the same id, and a stored one is answered as a "
-        "duplicate).")
-    lease_s: float = _opt(30.0, "Lease length of a claim; extended while a request is in flight.")
+        "duplicate).",
+        check=checks.above_zero)
+    lease_s: float = _opt(30.0, "Lease length of a claim; extended while a request is in flight.",
+        check=checks.above_zero)
     attempt_timeout_s: float = _opt(
-        10.0, "Total time one attempt may take (connect, send, read); must be below lease_s.")
-    max_attempts: int = _opt(18, "Attempts per job before it is dead (the attempt cap).")
-    retry_base_s: float = _opt(10.0, "Backoff: wait before the 2nd attempt (doubles each time).")
-    retry_cap_s: float = _opt(8 * 3600.0, "Backoff: longest single wait between attempts.")
+        10.0, "Total time one attempt may take (connect, send, read); must be below lease_s.",
+        check=checks.above_zero)
+    max_attempts: int = _opt(18, "Attempts per job before it is dead (the attempt cap).",
+        check=checks.at_least(1))
+    retry_base_s: float = _opt(10.0, "Backoff: wait before the 2nd attempt (doubles each time).",
+        check=checks.above_zero)
+    retry_cap_s: float = _opt(8 * 3600.0, "Backoff: longest single wait between attempts.",
+        check=checks.above_zero)
     poll_interval_s: float = _opt(
-        1.0, "Idle workers look for due jobs this often when no wake-up arrives.")
-    worker_concurrency: int = _opt(64, "Most requests one worker process has in flight.")
+        1.0, "Idle workers look for due jobs this often when no wake-up arrives.",
+        check=checks.above_zero)
+    worker_concurrency: int = _opt(64, "Most requests one worker process has in flight.",
+        check=checks.at_least(1))
     max_connection_age_s: float = _opt(
         30.0, "A keep-alive connection to a destination older than this, seconds, is closed "
         "instead of reused, so a destination whose DNS name moved is followed within "
-        "max_connection_age_s + min(10, max_connection_age_s) (the DNS cache).")
+        "max_connection_age_s + min(10, max_connection_age_s) (the DNS cache).",
+        check=checks.above_zero)
     destination_slot_share: float = _opt(
         0.5, "Most of a worker's slots (fraction of worker_concurrency, rounded up, at least "
         "1) that one destination may hold, whatever its max_in_flight, so a hanging "
-        "destination cannot take every slot.")
-    claim_batch: int = _opt(64, "Most jobs one claim takes (claims are also sized to free slots).")
+        "destination cannot take every slot.",
+        check=checks.share)
+    claim_batch: int = _opt(64, "Most jobs one claim takes (claims are also sized to free slots).",
+        check=checks.at_least(1))
     batch_interval_s: float = _opt(
         0.002, "Under steady load, least time between two write transactions of one kind "
         "in one process (ingest commits, worker claims, worker finishes), seconds: each "
         "commit then carries several items, so SQLite's single write lock is taken less "
-        "often. Adds at most this much latency; an idle service writes at once. 0 = off.")
+        "often. Adds at most this much latency; an idle service writes at once. 0 = off.",
+        check=checks.between_zero_and_one)
     graceful_timeout_s: float = _opt(
         10.0, "On stop, how long in-flight sends may finish before they are handed back.")
     max_body_bytes: int = _opt(1024 * 1024, "Largest event body ingest accepts.")
-    log_level: str = _opt("info", "Minimum log level: debug, info, warning, error.")
+    log_level: str = _opt("info", "Minimum log level: debug, info, warning, error.",
+        check=checks.one_of("debug", "info", "warning", "error"))
     admin_token: str | None = _opt(
         None, "Bearer token the admin API, /metrics and the dashboard's data require (secret). "
-        "Unset: the admin API refuses every request.")
+        "Unset: the admin API refuses every request.",
+        check=checks.not_blank)
     admin_token_file: str | None = _opt(
         None, "Read admin_token from this file (e.g. a systemd credential).")
     ingest_token: str | None = _opt(
         None, "Bearer token POST /v1/events requires (secret). Unset: /v1/events refuses every "
-        "request; provider sources (/v1/sources/NAME) use their own signatures.")
+        "request; provider sources (/v1/sources/NAME) use their own signatures.",
+        check=checks.not_blank)
     ingest_token_file: str | None = _opt(
         None, "Read ingest_token from this file (e.g. a systemd credential).")
     ingest_closed: bool = _opt(
@@ -155,65 +193,83 @@ class Config:
         "service is not ready (/readyz 503, no READY=1).")
     allow_networks: str = _opt(
         "", "SSRF guard: comma-separated CIDRs and host names destinations may reach although "
-        "they are not global (e.g. 127.0.0.0/8 for a local receiver, 10.0.0.0/8).")
+        "they are not global (e.g. 127.0.0.0/8 for a local receiver, 10.0.0.0/8).",
+        check=checks.as_setting(AddressPolicy.parse))
     https_only: bool = _opt(False, "Refuse destinations whose URL is not https://.")
     max_header_bytes: int = _opt(
         8190, "Ingest: longest accepted request header field (name + value), bytes; a longer "
-        "one is answered 431 before any handler runs.")
+        "one is answered 431 before any handler runs.",
+        check=checks.at_least(1))
     max_headers: int = _opt(
         100, "Ingest: most request header fields accepted on one request; more is answered "
-        "431 before any handler runs.")
+        "431 before any handler runs.",
+        check=checks.at_least(1))
     ingest_rate_per_s: float = _opt(
         0.0, "Ingest: events per second accepted per source (token bucket, refilled "
-        "continuously); over it, 429 with Retry-After. 0 = no limit (the default).")
+        "continuously); over it, 429 with Retry-After. 0 = no limit (the default).",
+        check=checks.finite_or_zero("off"))
     ingest_burst: int = _opt(
         100, "Ingest: events a source may send at once above ingest_rate_per_s (the bucket "
-        "size); used only when ingest_rate_per_s > 0.")
+        "size); used only when ingest_rate_per_s > 0.",
+        check=checks.at_least(1))
     retention_interval_s: float = _opt(
         3600.0, "How often ingest runs the retention purge; 0 turns it off (seconds).")
     retention_bodies_s: float = _opt(
         parse_duration(DEFAULT_BODIES_AGE),
-        "Retention: empty the bodies of finished events older than this (s).")
+        "Retention: empty the bodies of finished events older than this (s).",
+        check=checks.retention)
     retention_metadata_s: float = _opt(
         parse_duration(DEFAULT_METADATA_AGE),
-        "Retention: delete finished jobs and attempts older than this (s).")
+        "Retention: delete finished jobs and attempts older than this (s).",
+        check=checks.retention)
     retention_dedupe_s: float = _opt(
         parse_duration(DEFAULT_DEDUPE_AGE),
-        "Retention: keep (source, id) dedupe keys at least this long (s).")
+        "Retention: keep (source, id) dedupe keys at least this long (s).",
+        check=checks.retention)
     retention_dead_letters_s: float | None = _opt(
         None, "Retention: delete dead jobs (dead letters) and their attempts once they died "
         "longer ago than this (s); their event bodies are kept while they are. Unset: the same "
-        "as retention_metadata_s.")
+        "as retention_metadata_s.",
+        check=checks.retention)
     test_crash_event_type: str | None = _opt(
         None, "TEST HOOK for rehearsals: a worker SIGKILLs itself when it is about to send an "
         "event of this type (a poison job). Never set it in production.")
     # Delivery policy (see OPERATIONS.md).
     permanent_statuses: str = _opt(
         "400,401,403,404,405,410,413,415,422",
-        "Comma-separated 4xx statuses that make a job dead at once (others are retried).")
+        "Comma-separated 4xx statuses that make a job dead at once (others are retried).",
+        check=checks.as_setting(checks.permanent_codes))
     breaker_failures: int = _opt(
         100, "Circuit breaker: auto-pause a destination after this many consecutive failed "
-        "attempts (0 = off).")
+        "attempts (0 = off).",
+        check=checks.not_negative("off"))
     breaker_min_span_s: float = _opt(
         300.0, "Circuit breaker: breaker_failures trips only once the failure run has lasted "
-        "this long, seconds (a burst of failures does not).")
+        "this long, seconds (a burst of failures does not).",
+        check=checks.not_negative("none"))
     breaker_window_s: float = _opt(
         86400.0, "Circuit breaker: auto-pause a destination failing without a success for "
-        "this long, seconds (0 = off).")
+        "this long, seconds (0 = off).",
+        check=checks.not_negative("off"))
     late_retry_after_attempts: int = _opt(
-        3, "A job that already made this many attempts is a late retry (reserved capacity).")
+        3, "A job that already made this many attempts is a late retry (reserved capacity).",
+        check=checks.at_least(1))
     late_retry_share: float = _opt(
         0.5, "Most of a worker's slots (fraction of worker_concurrency, at least 1) that late "
-        "retries may hold; the rest is kept for first attempts and early retries.")
+        "retries may hold; the rest is kept for first attempts and early retries.",
+        check=checks.share)
     maintenance_interval_s: float = _opt(
-        30.0, "How often ingest checkpoints the SQLite WAL so the -wal file stays bounded.")
+        30.0, "How often ingest checkpoints the SQLite WAL so the -wal file stays bounded.",
+        check=checks.above_zero)
     wal_degraded_bytes: int = _opt(
         256 * 1024 * 1024, "GET /healthz reports degraded while the SQLite -wal file stays "
-        "larger than this after a checkpoint, bytes (a reader holds it open; 0 = off).")
+        "larger than this after a checkpoint, bytes (a reader holds it open; 0 = off).",
+        check=checks.not_negative("off"))
     # Supervisor for production (see OPERATIONS.md "Running under systemd").
     heartbeat_timeout_s: float = _opt(
         30.0, "A child whose event loop has not heartbeated for this long, seconds, is hung: "
-        "it gets SIGABRT, then SIGKILL, and is replaced.")
+        "it gets SIGABRT, then SIGKILL, and is replaced.",
+        check=checks.above_zero)
     runtime_dir: str | None = _opt(
         None, "Folder for heartbeat files and the supervisor's status.json (default: DB.run "
         "beside a SQLite database, ./hookline.run with PostgreSQL; under systemd "
@@ -225,85 +281,28 @@ class Config:
     log_file: str | None = _opt(
         None, "Also append the JSON log lines to this file (rotated by the supervisor).")
     log_file_max_bytes: int = _opt(
-        10 * 1024 * 1024, "The supervisor rotates log_file once it grows past this, bytes.")
+        10 * 1024 * 1024, "The supervisor rotates log_file once it grows past this, bytes.",
+        check=checks.above_zero)
     log_file_backups: int = _opt(5, "Rotated log files kept (LOG.1 ... LOG.N).")
 
     def __post_init__(self) -> None:
-        if self.log_level not in ("debug", "info", "warning", "error"):
-            raise ConfigError(f"log_level must be debug, info, warning or error, "
-                              f"not {self.log_level!r}")
-        if self.synchronous.upper() not in ("FULL", "NORMAL"):
-            raise ConfigError(f"synchronous must be FULL or NORMAL, not {self.synchronous!r}")
-        retention_ages(self.retention_bodies_s, self.retention_metadata_s,
-                       self.retention_dedupe_s, fields=CONFIG_RETENTION_FIELDS)
-        if self.retention_dead_letters_s is not None:
-            retention_age(CONFIG_DEAD_LETTERS_FIELD, self.retention_dead_letters_s)
-        if self.attempt_timeout_s >= self.lease_s:
-            raise ConfigError(
-                f"attempt_timeout_s ({self.attempt_timeout_s}) must be below lease_s "
-                f"({self.lease_s}), or a slow request could outlive its lease")
-        for name in ("workers", "max_attempts", "worker_concurrency", "claim_batch",
-                     "max_header_bytes", "max_headers", "ingest_burst"):
-            if getattr(self, name) < (0 if name == "workers" else 1):
-                raise ConfigError(f"{name} must be positive, not {getattr(self, name)}")
-        for name in ("lease_s", "attempt_timeout_s", "retry_base_s", "retry_cap_s",
-                     "poll_interval_s", "busy_timeout_s", "maintenance_interval_s",
-                     "heartbeat_timeout_s", "log_file_max_bytes", "max_connection_age_s",
-                     "pg_connect_timeout_s", "pg_acquire_timeout_s", "pg_transaction_timeout_s",
-                     "pg_keepalives_interval_s", "pg_keepalives_count",
-                     "ingest_commit_timeout_s"):
-            if getattr(self, name) <= 0:
-                raise ConfigError(f"{name} must be above zero, not {getattr(self, name)}")
-        listen_host_port(self.listen)
-        sqlite_path(self.db)  # refuses :memory: and other databases private to one process
-        for name in ("pg_statement_timeout_s", "pg_idle_in_transaction_timeout_s",
-                     "pg_lock_timeout_s", "pg_keepalives_idle_s", "pg_tcp_user_timeout_s"):
-            if not 0 <= getattr(self, name) < float("inf"):
-                raise ConfigError(f"{name} must be a finite number >= 0 (0 = none), not "
-                                  f"{getattr(self, name)}")
-        if not 0 <= self.quick_check_timeout_s < float("inf"):
-            raise ConfigError("quick_check_timeout_s must be a finite number >= 0 (0 = skip), "
-                              f"not {self.quick_check_timeout_s}")
-        _ = self.address_policy
-        for name in _SECRET_FIELDS:
-            if getattr(self, name) is not None and not getattr(self, name).strip():
-                raise ConfigError(f"{name} must not be empty")
-        if self.ingest_closed and self.ingest_token is not None:
-            raise ConfigError("ingest_closed = true and an ingest_token are both set: unset "
-                              "one (ingest_closed says POST /v1/events is closed on purpose)")
-        if not 0 <= self.ingest_rate_per_s < float("inf"):
-            raise ConfigError("ingest_rate_per_s must be a finite number >= 0 (0 = off), not "
-                              f"{self.ingest_rate_per_s}")
-        _ = self.permanent_status_set
-        if self.wal_degraded_bytes < 0:
-            raise ConfigError(f"wal_degraded_bytes must not be negative (0 = off), not "
-                              f"{self.wal_degraded_bytes}")
-        if min(self.breaker_failures, self.breaker_window_s, self.breaker_min_span_s) < 0:
-            raise ConfigError("breaker_failures, breaker_min_span_s and breaker_window_s must "
-                              "not be negative")
-        if self.late_retry_after_attempts < 1:
-            raise ConfigError("late_retry_after_attempts must be at least 1, not "
-                              f"{self.late_retry_after_attempts}")
-        if not 0 <= self.batch_interval_s <= 1:
-            raise ConfigError(f"batch_interval_s must be from 0 to 1 second, not "
-                              f"{self.batch_interval_s}")
-        if not 0 < self.late_retry_share <= 1:
-            raise ConfigError(f"late_retry_share must be in (0, 1], not {self.late_retry_share}")
-        if not 0 < self.destination_slot_share <= 1:
-            raise ConfigError("destination_slot_share must be in (0, 1], not "
-                              f"{self.destination_slot_share}")
+        """Apply each field's rule (declared beside it), then the rules between fields.
+
+        Raises:
+            InvalidSetting: naming the first setting, in declaration order, that breaks its
+                rule (or, for a rule between fields, the one to change).
+        """
+        for f in dataclasses.fields(self):
+            value = getattr(self, f.name)
+            if f.metadata["check"] is not None and value is not None:
+                f.metadata["check"](f.name, value)
+        for rule in _BETWEEN_FIELDS:
+            rule(self)
 
     @property
     def permanent_status_set(self) -> frozenset[int]:
-        """:attr:`permanent_statuses` parsed. Raises ConfigError unless each is a 4xx code."""
-        codes = set()
-        for part in self.permanent_statuses.split(","):
-            if not part.strip():
-                continue
-            if not part.strip().isdigit() or not 400 <= int(part) <= 499:
-                raise ConfigError(f"permanent_statuses must list 4xx codes, not {part.strip()!r}")
-            codes.add(int(part))
-        return frozenset(codes)
+        """:attr:`permanent_statuses` parsed (checked when the Config was built)."""
+        return checks.permanent_codes(self.permanent_statuses)
 
     @property
     def address_policy(self) -> AddressPolicy:
@@ -382,6 +381,30 @@ class Config:
         return {f.name: f.metadata["doc"] for f in dataclasses.fields(Config)}
 
 
+def _attempt_within_lease(config: Config) -> None:
+    if config.attempt_timeout_s >= config.lease_s:
+        raise InvalidSetting("attempt_timeout_s", f"({config.attempt_timeout_s}) must be below "
+                                                  f"lease_s ({config.lease_s}), or a slow "
+                                                  "request could outlive its lease")
+
+
+def _retention_order(config: Config) -> None:
+    retention_ages(config.retention_bodies_s, config.retention_metadata_s,
+                   config.retention_dedupe_s, fields=CONFIG_RETENTION_FIELDS)
+
+
+def _ingest_closed_or_token(config: Config) -> None:
+    if config.ingest_closed and config.ingest_token is not None:
+        raise InvalidSetting("ingest_closed", "true and an ingest_token are both set: unset "
+                                              "one (ingest_closed says POST /v1/events is "
+                                              "closed on purpose)")
+
+
+_BETWEEN_FIELDS: tuple[Callable[[Config], None], ...] = (
+    _attempt_within_lease, _retention_order, _ingest_closed_or_token)
+"""The rules that relate two settings, applied after every field's own rule."""
+
+
 def ingest_not_ready_reason(config: Config) -> str | None:
     """Why the service cannot count as ready whatever its processes do, or None.
 
@@ -416,14 +439,6 @@ def unknown_env_warnings(env: Mapping[str, str]) -> list[str]:
                 else "`hookline --help` lists the settings")
         warnings.append(f"unknown environment variable {name} is ignored ({hint})")
     return warnings
-
-
-def listen_host_port(listen: str) -> tuple[str, int]:
-    """Split `HOST:PORT` (IPv6 as `[::1]:8080`). Raises ConfigError when malformed."""
-    host, sep, port = listen.rpartition(":")
-    if not sep or not port.isdigit() or not host or int(port) > 65535:
-        raise ConfigError(f"listen must be HOST:PORT, not {listen!r}")
-    return host.strip("[]"), int(port)
 
 
 def _read_secret(name: str, path: str | None, credentials_dir: str | None) -> str | None:

@@ -6,7 +6,8 @@ class HooklineError(Exception):
 
 
 class ConfigError(HooklineError):
-    """A setting is missing, malformed or contradicts another (raised before anything starts)."""
+    """A setting, argument or request value is missing, malformed or contradicts another: the
+    caller must fix its input (the CLI exits 2); nothing was changed."""
 
 
 class DatabaseMissing(ConfigError):
@@ -21,14 +22,22 @@ class DatabaseMissing(ConfigError):
         self.path = path
 
 
-class InvalidSetting(ConfigError):
-    """A destination, source or retention value breaks the rule book (shared/policy/rules.py);
-    `field` names it as the admin API spells it. Every entry point shows the same text."""
+class InvalidInput(ConfigError):
+    """A value breaks the rule book (shared/policy/rules.py, shared/policy/inputs.py,
+    shared/config.py); `field` names it as the admin API, the config file or the event body
+    spells it. The one error every input rule raises: the CLI prints it and exits 2, the
+    admin API answers 400 with `field`, ingest answers 400 with `field`."""
 
     def __init__(self, field: str, detail: str) -> None:
         super().__init__(f"{field}: {detail}")
         self.field = field
         self.detail = detail
+
+
+class InvalidSetting(InvalidInput):
+    """A destination, source, retention or `Config` value breaks the rule book; `field` names
+    it as the admin API (or the config file) spells it. Every entry point shows the same
+    text."""
 
 
 class StoreError(HooklineError):
@@ -54,13 +63,8 @@ class StoreClosing(HooklineError):
     database fault: the caller stops (or hands its work back) instead of retrying."""
 
 
-class InvalidEvent(HooklineError):
+class InvalidEvent(InvalidInput):
     """An inbound event failed validation; `field` names the offending part of the input."""
-
-    def __init__(self, field: str, detail: str) -> None:
-        super().__init__(f"{field}: {detail}")
-        self.field = field
-        self.detail = detail
 
 
 class SignatureInvalid(HooklineError):

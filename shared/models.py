@@ -12,6 +12,10 @@ from typing import Any, Literal
 
 JobStatus = Literal["pending", "running", "done", "dead"]
 JOB_STATUSES: tuple[JobStatus, ...] = ("pending", "running", "done", "dead")
+"""Every job status, in a job's life order: the one list the SQL filters, the CLI's choices and
+the admin API's checks use (the schema's CHECK constraint spells the same four)."""
+FINISHED_STATUSES: tuple[JobStatus, ...] = ("done", "dead")
+"""A finished job: delivered, or given up on (a dead letter). Only these can be resent."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

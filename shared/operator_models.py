@@ -8,23 +8,28 @@ An event is named by a *reference*: its internal id (`42`, what ingest answers a
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from shared.errors import ConfigError
+from shared.errors import InvalidInput
 from shared.logs import get_logger
+from shared.models import FINISHED_STATUSES
+from shared.policy.inputs import MAX_ID, job_status, time_range
 
 DEFAULT_SOURCE = "api"
 """The source of events posted to `POST /v1/events` (the sender's ids are unique per source)."""
-MAX_EVENT_ID = 2**63 - 1
+MAX_EVENT_ID = MAX_ID
+MAX_REF_CHARS = 512
+"""Longest event reference or source name a lookup takes, characters."""
 BULK_DEFAULT_LIMIT = 1000
 """Jobs one bulk resend or retry now touches when no `limit` is given."""
 BULK_MAX_LIMIT = 10_000
 """Most jobs one bulk resend or retry now touches (run it again for more)."""
 SAMPLE_IDS = 100
 """Most job ids a bulk answer lists (the first ones, by id)."""
-RESEND_STATUSES = ("done", "dead")
+RESEND_STATUSES = FINISHED_STATUSES
+LIST_MAX_LIMIT = 10_000
+"""Most events one `list_events` page holds."""
 AUDIT_EVENTS = {"resend": "jobs_resent", "retry_now": "jobs_retried_now"}
 """The audit log line of each action."""
 
@@ -64,13 +69,16 @@ def parse_event_ref(text: str, source: str | None = None) -> EventRef:
     `webhook-id`, and then either as the sender's id in source `api`.
 
     Raises:
-        ConfigError: `text` or `source` is empty or longer than 512 characters.
+        InvalidInput: `text` ("ref") or `source` ("source") is empty or longer than
+            MAX_REF_CHARS characters.
     """
-    if not isinstance(text, str) or not text or len(text) > 512:
-        raise ConfigError("an event reference is an internal id, a msg_ id or the sender's id "
-                          "(1 to 512 characters)")
-    if source is not None and (not isinstance(source, str) or not source or len(source) > 512):
-        raise ConfigError("source must be a source name (1 to 512 characters)")
+    if not isinstance(text, str) or not text or len(text) > MAX_REF_CHARS:
+        raise InvalidInput("ref", f"an event reference is an internal id, a msg_ id or the "
+                                  f"sender's id (1 to {MAX_REF_CHARS} characters)")
+    if source is not None and (not isinstance(source, str) or not source
+                               or len(source) > MAX_REF_CHARS):
+        raise InvalidInput("source", f"must be a source name (1 to {MAX_REF_CHARS} "
+                                     "characters)")
     if source is not None:
         return EventRef(text, None, None, source)
     internal = int(text) if text.isascii() and text.isdigit() else None
@@ -167,6 +175,19 @@ class EventFilter:
     before_id: int | None = None
     limit: int = 100
 
+    def check(self) -> EventFilter:
+        """Return self when it is a valid filter.
+
+        Raises:
+            InvalidInput: a status that is not a job status, a limit outside 1 to
+                LIST_MAX_LIMIT, or a time range whose end is not after its start.
+        """
+        job_status("status", self.status)
+        if not 1 <= self.limit <= LIST_MAX_LIMIT:
+            raise InvalidInput("limit", f"must be from 1 to {LIST_MAX_LIMIT}")
+        time_range(self.since_s, self.until_s)
+        return self
+
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class JobSelection:
@@ -191,26 +212,26 @@ class JobSelection:
         """Return self when it is a valid selection.
 
         Raises:
-            ConfigError: neither or both of a job id and a destination, a filter beside a
-                job id, a status other than done/dead (or any status for retry now), a limit
-                out of range, or a time range whose end is not after its start.
+            InvalidInput: naming the field: neither or both of a job id and a destination,
+                a filter beside a job id, a status other than done/dead (or any status for
+                retry now), a limit out of range, or a time range whose end is not after its
+                start.
         """
         if (self.job_id is None) == (self.destination is None):
-            raise ConfigError("give exactly one of a job id or a destination")
-        narrowed = (self.status, self.since_s, self.until_s)
-        if self.job_id is not None and any(v is not None for v in narrowed):
-            raise ConfigError("status, since and until narrow a destination's jobs, not one job")
-        if self.status is not None and not (resend and self.status in RESEND_STATUSES):
-            raise ConfigError("status must be done or dead (resend only; retry now takes "
-                              "pending jobs)")
+            raise InvalidInput("destination" if self.job_id is None else "job_id",
+                               "give exactly one of a job id or a destination")
+        narrowed = {"status": self.status, "since": self.since_s, "until": self.until_s}
+        given = [name for name, value in narrowed.items() if value is not None]
+        if self.job_id is not None and given:
+            raise InvalidInput(given[0], "status, since and until narrow a destination's "
+                                         "jobs, not one job")
+        if self.status is not None and not resend:
+            raise InvalidInput("status", "retry now takes pending jobs; status narrows a "
+                                         "resend only")
+        job_status("status", self.status, RESEND_STATUSES)
         if not 1 <= self.limit <= BULK_MAX_LIMIT:
-            raise ConfigError(f"limit must be from 1 to {BULK_MAX_LIMIT}")
-        for name, value in (("since", self.since_s), ("until", self.until_s)):
-            if value is not None and not math.isfinite(value):
-                raise ConfigError(f"{name} must be a finite time")
-        if self.since_s is not None and self.until_s is not None \
-                and self.until_s <= self.since_s:
-            raise ConfigError("until must be after since")
+            raise InvalidInput("limit", f"must be from 1 to {BULK_MAX_LIMIT}")
+        time_range(self.since_s, self.until_s)
         return self
 
 

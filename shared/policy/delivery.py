@@ -20,18 +20,13 @@
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from shared.models import AttemptResult, ClaimRequest
+from shared.policy.rules import header_problem
 
 GONE = 410
-# RFC 9110 section 5.6.2: a header name is a token.
-_TOKEN_RE = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")
-# RFC 9110 section 5.5: control characters other than HTAB (CR and LF above all: they would
-# end the header and start another) cannot be in a field value.
-_FORBIDDEN_VALUE_RE = re.compile(r"[\x00-\x08\x0a-\x1f\x7f]")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -246,16 +241,14 @@ def effective_timeout_s(override_s: float | None, default_s: float, lease_s: flo
 def unsendable_header(headers: Iterable[tuple[str, str]]) -> str | None:
     """Why one of these request headers cannot be sent, naming it, or None when all can.
 
-    A name must be an RFC 9110 token; a value may not hold control characters other than tab
-    (CR or LF would inject a header). The destination settings refuse such headers when they
-    are saved, but a value written before that check, or directly into the database, can
-    still reach a worker; retrying it would fail the same way until the attempt cap.
+    The header rule of the rule book (:func:`shared.policy.rules.header_problem`), lenient
+    toward stored rows: a name must be an RFC 9110 token; a value may not hold control
+    characters other than tab (CR or LF would inject a header). The destination settings
+    refuse such headers when they are saved (the strict form), but a value written before
+    that check, or directly into the database, can still reach a worker; retrying it would
+    fail the same way until the attempt cap.
     """
     for name, value in headers:
-        if not _TOKEN_RE.fullmatch(name):
-            return f"header name {name[:64]!r} is not a valid HTTP header name"
-        if (bad := _FORBIDDEN_VALUE_RE.search(value)) is not None:
-            char = {"\r": "CR", "\n": "LF"}.get(bad.group(), f"control character {bad.group()!r}")
-            return (f"header {name!r} has a value holding {char}, which cannot be sent; fix the "
-                    "destination's headers")
+        if (problem := header_problem(name, value, stored=True)) is not None:
+            return problem
     return None

@@ -21,6 +21,7 @@ from urllib.parse import urlsplit
 from shared.errors import ConfigError, InvalidSetting
 from shared.models import SOURCE_SCHEMES, SourceScheme
 from shared.policy.forwarding import MEANING_HEADERS
+from shared.policy.inputs import EVENT_TYPE_RE, SOURCE_NAME_RE, refuse_unknown
 from shared.signing import secret_key
 from shared.timeparse import parse_duration
 
@@ -37,7 +38,7 @@ DEFAULT_MAX_IN_FLIGHT = 10
 """Concurrent requests to a destination across all workers when none is given."""
 MAX_IN_FLIGHT_LIMIT = 1_000_000
 """Largest accepted `max_in_flight` (the column is a 32-bit integer on PostgreSQL)."""
-EVENT_TYPE_PATTERN = re.compile(r"\*|[A-Za-z0-9_.:-]{1,128}(\.\*)?")
+EVENT_TYPE_PATTERN = re.compile(rf"\*|{EVENT_TYPE_RE.pattern}(\.\*)?")
 """A subscription: an event type (ingest's token rule), `prefix.*`, or `*`."""
 
 HEADER_NAME_RE = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]{1,64}")
@@ -46,6 +47,11 @@ line breaks."""
 HEADER_VALUE_RE = re.compile(r"[\x20-\x7e]{0,1024}")
 """A custom header value: printable ASCII only (no CR, LF or other control characters, which
 could end the header and inject another)."""
+_WIRE_TOKEN_RE = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
+"""A header name as HTTP accepts it: an RFC 9110 token of any length."""
+_FORBIDDEN_VALUE_RE = re.compile(r"[\x00-\x08\x0a-\x1f\x7f]")
+"""What no header value may hold on the wire: control characters other than tab (RFC 9110
+section 5.5); CR and LF above all, which would end the header and start another."""
 MAX_CUSTOM_HEADERS = 20
 RESERVED_HEADERS = frozenset({
     "webhook-id", "webhook-timestamp", "webhook-signature", "content-type", "content-length",
@@ -127,20 +133,51 @@ def headers(value: Any) -> dict[str, str]:
                                         f"not {len(value)}")
     seen: set[str] = set()
     for name, text in value.items():
-        if not isinstance(name, str) or not HEADER_NAME_RE.fullmatch(name):
-            raise InvalidSetting("headers", f"header name {name!r} must be a token of 1-64 "
-                                            "characters (letters, digits, !#$%&'*+-.^_`|~)")
+        if (problem := header_problem(name, text)) is not None:
+            raise InvalidSetting("headers", problem)
         if name.lower() in RESERVED_HEADERS:
             raise InvalidSetting("headers", f"header {name!r} is set by hookline or HTTP and "
                                             "cannot be overridden")
         if name.lower() in seen:
             raise InvalidSetting("headers", f"header {name!r} is given twice")
         seen.add(name.lower())
-        if not isinstance(text, str) or not HEADER_VALUE_RE.fullmatch(text):
-            raise InvalidSetting("headers", f"header {name!r}: the value must be printable "
-                                            "ASCII of at most 1024 characters (no control "
-                                            "characters)")
     return dict(value)
+
+
+def header_problem(name: Any, value: Any, *, stored: bool = False) -> str | None:
+    """Why one request header breaks the header rule, naming it, or None when it is fine.
+
+    The rule: a name is an RFC 9110 token (section 5.1); a value holds no control character
+    that would end the header and start another (CR, LF). Saving a destination's headers
+    applies it strictly (`stored` False): names of 1-64 characters (HEADER_NAME_RE), values
+    of printable ASCII up to 1024 characters (HEADER_VALUE_RE). At send time (`stored` True)
+    it is lenient toward rows written before the strict form, or directly into the database,
+    and toward headers forwarded from a provider: any token, and any value without control
+    characters other than tab (RFC 9110 section 5.5) can still go on the wire.
+
+    Args:
+        name: the header name.
+        value: its value.
+        stored: apply the lenient form (a stored header about to be sent).
+
+    Returns:
+        The reason (the header named, its value never echoed), or None.
+    """
+    if stored:
+        if not isinstance(name, str) or not _WIRE_TOKEN_RE.fullmatch(name):
+            return f"header name {str(name)[:64]!r} is not a valid HTTP header name"
+        if (bad := _FORBIDDEN_VALUE_RE.search(value)) is not None:
+            char = {"\r": "CR", "\n": "LF"}.get(bad.group(), f"control character {bad.group()!r}")
+            return (f"header {name!r} has a value holding {char}, which cannot be sent; fix the "
+                    "destination's headers")
+        return None
+    if not isinstance(name, str) or not HEADER_NAME_RE.fullmatch(name):
+        return (f"header name {name!r} must be a token of 1-64 characters (letters, digits, "
+                "!#$%&'*+-.^_`|~)")
+    if not isinstance(value, str) or not HEADER_VALUE_RE.fullmatch(value):
+        return (f"header {name!r}: the value must be printable ASCII of at most 1024 "
+                "characters (no control characters)")
+    return None
 
 
 def optional_positive(field: str, value: Any) -> float | None:
@@ -194,16 +231,12 @@ def destination_changes(changes: Mapping[str, Any]) -> dict[str, Any]:
         InvalidSetting: empty (field "changes"), an unknown field (named), or an invalid
             value.
     """
-    changeable = ", ".join(sorted(DESTINATION_UPDATERS))
     if not changes:
         raise InvalidSetting("changes", f"nothing to change: give at least one of "
-                                        f"{changeable}")
-    unknown = sorted(set(changes) - set(DESTINATION_UPDATERS))
-    if unknown:
-        rotate = ("; a secret is rotated instead (hookline destinations rotate-secret, POST "
-                  "/v1/admin/destinations/NAME/rotate-secret)" if "secret" in unknown else "")
-        raise InvalidSetting(unknown[0], f"cannot change {', '.join(unknown)}; changeable: "
-                                         f"{changeable}{rotate}")
+                                        f"{', '.join(sorted(DESTINATION_UPDATERS))}")
+    rotate = ("; a secret is rotated instead (hookline destinations rotate-secret, POST "
+              "/v1/admin/destinations/NAME/rotate-secret)" if "secret" in changes else "")
+    refuse_unknown(changes, DESTINATION_UPDATERS, error=InvalidSetting, hint=rotate)
     return {k: DESTINATION_UPDATERS[k](v) for k, v in changes.items()}
 
 
@@ -259,10 +292,7 @@ def destination_fields(fields: Mapping[str, Any], generated_secret: str) -> NewD
         InvalidSetting: an unknown field (the first named, all listed), a missing name or
             url, or an invalid value.
     """
-    unknown = sorted(set(fields) - set(DESTINATION_FIELDS))
-    if unknown:
-        raise InvalidSetting(unknown[0], f"unknown field(s) {', '.join(unknown)}; accepted: "
-                                         f"{', '.join(DESTINATION_FIELDS)}")
+    refuse_unknown(fields, DESTINATION_FIELDS, error=InvalidSetting)
     given = {k: v for k, v in fields.items() if k not in ("name", "url", "secret")}
     secret = fields.get("secret")
     return new_destination(name=fields.get("name"), url=fields.get("url"),
@@ -289,8 +319,6 @@ def rotation_overlap(value: Any) -> float:
 
 # -- inbound sources -----------------------------------------------------------------------
 
-SOURCE_NAME_RE = re.compile(r"[A-Za-z0-9_-]{1,64}")
-"""A source name: it is a URL path segment and the events' `source`, as in POST /v1/events."""
 RESERVED_SOURCE_NAMES = frozenset({"api"})
 """`api` is the source of events posted to POST /v1/events without one."""
 MIN_SOURCE_SECRET_CHARS = 16

@@ -42,6 +42,7 @@ from typing import Any
 from shared.db_url import parse_db_url
 from shared.errors import ConfigError, HooklineError
 from shared.logs import get_logger
+from shared.models import JOB_STATUSES
 from shared.process.lifecycle import pid_alive
 
 MANIFEST_FORMAT = 1
@@ -49,7 +50,6 @@ SNAPSHOT_NAME = re.compile(r"^hookline-(\d{8}T\d{6}Z)(?:-(\d+))?\.db$")
 TEMP_PREFIX = ".tmp-hookline-"
 RESTORED_NAME = "hookline.db"
 _TEMP_NAME = re.compile(r"^\.tmp-hookline-.*-(\d+)\.(db|json)(-journal|-wal|-shm)?$")
-_JOB_STATUSES = ("pending", "running", "done", "dead")
 
 
 class BackupError(HooklineError):
@@ -286,7 +286,7 @@ def _check_copy(path: Path, *, expected_version: int | None) -> dict[str, Any]:
         # Table names come from sqlite_master, not from input.
         counts = {t: conn.execute(f'SELECT COUNT(*) FROM "{t}"').fetchone()[0]  # noqa: S608
                   for t in tables}
-        by_status = {s: 0 for s in _JOB_STATUSES}
+        by_status = {s: 0 for s in JOB_STATUSES}
         if "jobs" in tables:
             by_status.update(dict(conn.execute(
                 "SELECT status, COUNT(*) FROM jobs GROUP BY status").fetchall()))

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from typing import Any, TypeVar
 
-from shared.errors import ConfigError, Conflict, NotFound
-from shared.models import JOB_STATUSES
+from shared.errors import Conflict, NotFound
+from shared.models import FINISHED_STATUSES
 from shared.operator_models import (
     SAMPLE_IDS,
     BulkResult,
@@ -37,11 +37,7 @@ class EventOperations:
 
     async def list_events(self, flt: EventFilter) -> list[EventRecord]:
         """See :meth:`shared.store.Store.list_events`."""
-        if flt.status is not None and flt.status not in JOB_STATUSES:
-            raise ConfigError(f"status must be one of {', '.join(JOB_STATUSES)}")
-        if not 1 <= flt.limit <= 10_000:
-            raise ConfigError("limit must be from 1 to 10000")
-        return await self._transact(list_events_tx(flt), write=False)
+        return await self._transact(list_events_tx(flt.check()), write=False)
 
     async def resend(self, selection: JobSelection, *, dry_run: bool = False) -> BulkResult:
         """See :meth:`shared.store.Store.resend`."""
@@ -105,7 +101,7 @@ def retry_now_tx(sel: JobSelection, dry_run: bool) -> Tx[BulkResult]:
         if state["status"] != "pending":
             raise Conflict(f"job {sel.job_id} is {state['status']}, not pending; only a "
                            "pending job's next attempt can be brought forward"
-                           + ("; resend it instead" if state["status"] in ("done", "dead")
+                           + ("; resend it instead" if state["status"] in FINISHED_STATUSES
                               else ""))
     ids = [r["id"] for r in (yield rows(
         "retry_now_candidates", job_id=sel.job_id, destination=sel.destination,
@@ -131,7 +127,7 @@ def check_resendable(job_id: int, row: Any) -> None:
     """Raise NotFound or Conflict when one job cannot be resent (see Store.resend)."""
     if row is None:
         raise NotFound(f"no job with id {job_id}")
-    if row["status"] not in ("done", "dead"):
+    if row["status"] not in FINISHED_STATUSES:
         raise Conflict(f"job {job_id} is {row['status']}: it has not finished, so it cannot "
                        "be resent; use retry now to bring its next attempt forward")
     if row["body_purged_at"] is not None:

@@ -9,6 +9,7 @@ from typing import Any
 
 from shared.errors import Conflict, InvalidSetting, NotFound
 from shared.models import (
+    JOB_STATUSES,
     DeadLetter,
     DestinationHealth,
     DestinationSummary,
@@ -132,7 +133,7 @@ def get_job_tx(job_id: int) -> Tx[tuple[Any, list[Any]]]:
 
 def stats_tx() -> Tx[Stats]:
     now = yield NOW
-    by_status = {s: 0 for s in ("pending", "running", "done", "dead")}
+    by_status: dict[str, int] = {s: 0 for s in JOB_STATUSES}
     by_status.update({r["status"]: r["n"] for r in (yield rows("jobs_by_status"))})
     oldest = (yield one("oldest_pending"))["oldest"]
     per_destination: dict[str, dict[str, int]] = {}

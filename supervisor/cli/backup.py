@@ -110,6 +110,10 @@ def backup_command(config: Config, args: argparse.Namespace) -> int:
         db_path = backup_source(config.db)
     except BackupError as exc:
         return fail(f"backup: {exc}", 2)
+    if not os.path.isfile(db_path):  # bad input, not a failed snapshot: exit 2
+        return fail(f"backup: no database file at {db_path} (--db / HOOKLINE_DB)", 2)
+    if os.path.exists(args.out) and not os.path.isdir(args.out):
+        return fail(f"backup: --out {args.out} exists and is not a directory", 2)
     try:
         pause_s = float(os.environ.get(PAUSE_ENV, "0"))
     except ValueError:

@@ -13,9 +13,10 @@ Output, the same in every command:
   f-string; use `show(name, value)` from supervisor/cli/human.py inside a sentence.
 
 Exit codes, the same in every command: 0 success; 1 a runtime failure (not found, conflict,
-a name already taken, a blocked destination address, the store unreachable); 2 a usage or
-validation error (bad flags, a value the rule book refuses, a configuration error, a database
-refused as unable to keep the delivery promise). Fix a 2 by changing the command; a 1 may
+a name already taken, the store unreachable); 2 a usage or validation error (bad flags, a
+value the rule book refuses, a destination address the outbound guard blocks, a missing
+input file, a configuration error, a database refused as unable to keep the delivery
+promise). Fix a 2 by changing the command; a 1 may
 pass on retry or after changing the system.
 """
 
@@ -30,7 +31,8 @@ from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
 from typing import Any, TypeVar
 
 from shared.config import Config
-from shared.errors import ConfigError, Conflict, HooklineError, InvalidSetting
+from shared.errors import ConfigError, Conflict, DestinationBlocked, HooklineError, InvalidSetting
+from shared.policy.netguard import vet_destination
 from shared.store import Store, store_for
 from supervisor.cli.human import show
 from supervisor.cli.who import invoking_user, user_name
@@ -91,6 +93,20 @@ def fail_usage(exc: ConfigError) -> int:
     flag = FIELD_FLAGS.get(exc.field) if isinstance(exc, InvalidSetting) else None
     text = str(exc)
     return fail(f"{text} ({flag})" if flag and flag not in text else text, USAGE_EXIT)
+
+
+async def vet_url(url: str, config: Config) -> None:
+    """The outbound guard's creation-time check of a destination URL, as a usage error: a
+    blocked address is bad input (exit 2), fixed by another URL or by `allow_networks`.
+
+    Raises:
+        InvalidSetting("url"): the guard refuses the address (its reason names the setting
+            that would allow it).
+    """
+    try:
+        await vet_destination(url, config.address_policy)
+    except DestinationBlocked as exc:
+        raise InvalidSetting("url", str(exc)) from None
 
 
 async def add_named(add: Awaitable[T]) -> T:

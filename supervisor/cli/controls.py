@@ -18,7 +18,6 @@ from shared.errors import ConfigError
 from shared.logs import get_logger
 from shared.models import DeadLetter, PurgeResult
 from shared.policy import rules
-from shared.policy.netguard import vet_destination
 from shared.policy.rules import (
     DEFAULT_BODIES_AGE,
     DEFAULT_DEDUPE_AGE,
@@ -44,6 +43,7 @@ from supervisor.cli.common import (
     print_json,
     print_record,
     print_table,
+    vet_url,
     with_store,
 )
 from supervisor.cli.human import show
@@ -169,7 +169,7 @@ async def destinations_update(config: Config, args: argparse.Namespace) -> int:
             changes[key] = value
     rules.destination_changes(changes)  # usage errors exit 2 before the store opens
     if "url" in changes:
-        await vet_destination(changes["url"], config.address_policy)
+        await vet_url(changes["url"], config)  # blocked: exit 2
     dest = await with_store(config, lambda s: s.update_destination(args.name, **changes))
     get_logger().info("destination_updated", destination=dest.name, fields=sorted(changes))
     if args.json:

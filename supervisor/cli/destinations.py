@@ -9,9 +9,8 @@ from typing import Any
 
 from shared.config import Config
 from shared.errors import ConfigError, InvalidSetting
-from shared.models import Stats
+from shared.models import JOB_STATUSES, Stats
 from shared.policy import rules
-from shared.policy.netguard import vet_destination
 from shared.signing import generate_secret
 from shared.store import Store
 from shared.timeparse import parse_duration
@@ -22,6 +21,7 @@ from supervisor.cli.common import (
     print_record,
     print_table,
     run_command,
+    vet_url,
     with_store,
 )
 from supervisor.cli.human import show
@@ -54,7 +54,7 @@ def register(sub: Any) -> None:
     add_secret_actions(dest)  # rotate-secret, secret, expire-previous-secret
 
     jobs_p = sub.add_parser("jobs", help="list jobs, newest first")
-    jobs_p.add_argument("--status", choices=["pending", "running", "done", "dead"])
+    jobs_p.add_argument("--status", choices=JOB_STATUSES)
     jobs_p.add_argument("--limit", type=int, default=50)
     jobs_p.add_argument("--json", action="store_true")
     jobs_p.set_defaults(handler=lambda c, a: run_command(lambda: jobs(c, a)))
@@ -114,15 +114,15 @@ def parse_header_options(values: list[str]) -> dict[str, str]:
 
 async def destinations_add(config: Config, args: argparse.Namespace) -> int:
     """`hookline destinations add NAME URL`: prints the secret once when it was generated.
-    An invalid field exits 2 (the rule book's message) before the store opens; a blocked
-    address or a taken name exits 1."""
+    An invalid field exits 2 (the rule book's message) before the store opens, and so does a
+    blocked address; a taken name exits 1."""
     secret = args.secret or generate_secret()
     new = rules.new_destination(
         name=args.name, url=args.url, secret=secret,
         event_types=args.event_type or list(rules.DEFAULT_EVENT_TYPES),
         max_in_flight=args.max_in_flight, headers=parse_header_options(args.header or []),
         **policy_options(args))
-    await vet_destination(new.url, config.address_policy)  # DestinationBlocked: exit 1
+    await vet_url(new.url, config)  # blocked: exit 2
     dest = await with_store(config, lambda s: add_named(s.add_destination(
         name=new.name, url=new.url, secret=new.secret, event_types=new.event_types,
         max_in_flight=new.max_in_flight, headers=new.headers, timeout_s=new.timeout_s,

@@ -15,6 +15,7 @@ import argparse
 from typing import Any
 
 from shared.config import Config
+from shared.models import JOB_STATUSES
 from shared.operator_models import (
     BULK_DEFAULT_LIMIT,
     RESEND_STATUSES,
@@ -46,7 +47,7 @@ def register(sub: Any) -> None:
 
     events = sub.add_parser("events", help="events newest first, with their jobs' states")
     events.add_argument("--destination", help="events with a job for this destination")
-    events.add_argument("--status", choices=("pending", "running", "done", "dead"),
+    events.add_argument("--status", choices=JOB_STATUSES,
                         help="events with a job in this status")
     events.add_argument("--type", help="events of exactly this type")
     events.add_argument("--since", help=f"received at or after TIME ({TIME_HELP})")

@@ -42,7 +42,7 @@ def migrate_store_command(config: Config, args: argparse.Namespace) -> int:
     import os  # noqa: PLC0415
 
     if not os.path.isfile(path):
-        return fail(f"no SQLite database at {path}")
+        return fail(f"--from: no SQLite database at {path}", 2)
 
     async def run() -> int:
         result = await copy_sqlite_to_postgres(path, args.target)

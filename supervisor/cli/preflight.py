@@ -9,7 +9,8 @@ import socket
 import sys
 from pathlib import Path
 
-from shared.config import Config, listen_host_port
+from shared.config import Config
+from shared.config_checks import listen_host_port
 from shared.process.lifecycle import pid_file, runtime_dir
 from shared.process.service_lock import held_service_locks
 

@@ -19,7 +19,8 @@ from pathlib import Path
 from typing import Any
 
 from shared.client import HooklineClient, HooklineRejected, HooklineUnavailable, SendResult
-from shared.config import Config, listen_host_port
+from shared.config import Config
+from shared.config_checks import listen_host_port
 from shared.errors import ConfigError
 from supervisor.cli.common import RUNTIME_EXIT, USAGE_EXIT, fail
 

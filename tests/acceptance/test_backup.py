@@ -219,7 +219,7 @@ def test_backup_usage_errors_and_postgresql_refusal(tmp_path: Path):
     assert hookline("--db", str(tmp_path / "x.db"), "backup", "--out", str(tmp_path / "s"),
                     "--every", "1").returncode == 2
     missing = hookline("--db", str(tmp_path / "x.db"), "backup", "--out", str(tmp_path / "s"))
-    assert missing.returncode == 1 and "no database file" in missing.stderr
+    assert missing.returncode == 2 and "no database file" in missing.stderr
     assert not (tmp_path / "x.db").exists()
     bad = tmp_path / "bad.db"
     bad.write_bytes(b"not a database")

@@ -46,6 +46,26 @@ USAGE_ERRORS = [
     (["migrate-store", "--from", "postgresql://h/db", "--to", "postgresql://h/db2"],
      "--from must be a SQLite"),
     (["jobs", "--status", "nope"], "invalid choice"),
+    (["events", "--status", "nope"], "invalid choice"),
+    (["destinations", "add", "meta", "http://169.254.169.254/latest/meta-data"],
+     "url: destination address"),
+    (["destinations", "update", "d", "--url", "http://169.254.169.254/h"], "url: destination"),
+    (["backup", "--out", "snaps"], "no database file"),
+    (["migrate-store", "--from", "missing.db", "--to", "postgresql://h/db"],
+     "--from: no SQLite database"),
+    (["resend", "3", "--destination", "d"], "give a JOB_ID or --destination"),
+]
+
+USAGE_ERRORS_ON_A_DATABASE = [
+    # (arguments, text the one-line message contains): checked once the store is open
+    (["resend", "--destination", "d", "--limit", "0"], "limit: must be from 1"),
+    (["resend", "--destination", "d", "--since", "1h", "--until", "2h"],
+     "until: must be after since"),
+    (["retry-now", "--destination", "d", "--limit", "20000"], "limit: must be from 1"),
+    (["event", "x" * 600], "ref: an event reference"),
+    (["event", "e1", "--source", "s" * 600], "source: must be a source name"),
+    (["events", "--limit", "0"], "limit: must be from 1"),
+    (["events", "--since", "1h", "--until", "2h"], "until: must be after since"),
 ]
 
 
@@ -61,6 +81,20 @@ def test_usage_and_validation_errors_exit_2_with_one_line(tmp_path: Path, args: 
     assert message in done.stderr and "Traceback" not in done.stderr, done.stderr
     if "argument" not in done.stderr:  # argparse prints its usage first; ours is one line
         assert done.stderr.count("\n") == 1, done.stderr
+
+
+@pytest.mark.parametrize(("args", "message"), USAGE_ERRORS_ON_A_DATABASE,
+                         ids=[" ".join(a)[:50] for a, _ in USAGE_ERRORS_ON_A_DATABASE])
+def test_validation_errors_on_an_existing_database_exit_2(tmp_path: Path, args: list[str],
+                                                          message: str):
+    """Selections checked once the store is open (ages are counted on its clock) are bad
+    input too: exit 2 with the rule book's one line naming the field."""
+    db = tmp_path / "h.db"
+    assert hookline(db, "init").returncode == 0
+    done = hookline(db, *args)
+    assert done.returncode == 2, (done.returncode, done.stderr)
+    assert message in done.stderr and "Traceback" not in done.stderr, done.stderr
+    assert done.stderr.count("\n") == 1, done.stderr
 
 
 def test_runtime_failures_exit_1(tmp_path: Path):

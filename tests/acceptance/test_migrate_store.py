@@ -78,7 +78,7 @@ async def test_migrate_store_copies_everything_with_ids(tmp_path, pg_url):
 
 
 def test_migrate_store_refuses_bad_urls(tmp_path):
-    """--from must be SQLite and exist, --to must be PostgreSQL: one-line errors, exit 2/1."""
+    """--from must be SQLite and exist, --to must be PostgreSQL: one-line errors, exit 2."""
     wrong_way = hookline("migrate-store", "--from", "postgresql://x@127.0.0.1/db",
                          "--to", "postgresql://y@127.0.0.1/db")
     assert wrong_way.returncode == 2 and "--from must be a SQLite" in wrong_way.stderr
@@ -86,4 +86,4 @@ def test_migrate_store_refuses_bad_urls(tmp_path):
     assert not_pg.returncode == 2 and "--to must be a postgresql://" in not_pg.stderr
     missing = hookline("migrate-store", "--from", str(tmp_path / "none.db"),
                        "--to", "postgresql://y@127.0.0.1/db")
-    assert missing.returncode == 1 and "no SQLite database" in missing.stderr
+    assert missing.returncode == 2 and "no SQLite database" in missing.stderr

@@ -64,7 +64,7 @@ async def test_creation_takes_every_settable_field_and_refuses_unknown_ones(clie
         status, refused, _ = await _call(client, "POST", BASE, json=body)
         assert (status, refused["error"], refused["field"]) == (400, "invalid_request", field)
         if field == "colour":
-            assert refused["detail"].startswith("colour: unknown field(s) colour, timeout;")
+            assert refused["detail"].startswith("colour: unknown field(s) 'colour', 'timeout';")
     assert [d.name for d in await real_store.list_destinations()] == ["full"]
 
 

@@ -63,24 +63,27 @@ async def test_lookup_listing_and_refusals(client, real_store, store_url):
     assert [e["jobs"][0]["id"] for e in found["events"]] == [pending]
     assert found["events"][0]["jobs"][0]["next_run_at"] is not None
 
-    for method, path, body, words in [
-        ("GET", "/v1/admin/events?status=lost", None, "status must be one of"),
-        ("GET", "/v1/admin/events?since=yesterday", None, "since"),
-        ("GET", "/v1/admin/events/" + "x" * 600, None, "1 to 512 characters"),
-        ("POST", "/v1/admin/resend", {}, "destination is required"),
-        ("POST", "/v1/admin/resend", {"destination": "d", "status": "pending"},
-         "done or dead"),
-        ("POST", "/v1/admin/retry-now", {"destination": "d", "status": "done"}, "status"),
-        ("POST", "/v1/admin/resend", {"destination": "d", "limit": 0}, "limit"),
+    for method, path, body, field, words in [
+        ("GET", "/v1/admin/events?status=lost", None, "status", "status: must be one of"),
+        ("GET", "/v1/admin/events?since=yesterday", None, "since", "since"),
+        ("GET", "/v1/admin/events/" + "x" * 600, None, "ref", "1 to 512 characters"),
+        ("POST", "/v1/admin/resend", {}, "destination", "destination: is required"),
+        ("POST", "/v1/admin/resend", {"destination": "d", "status": "pending"}, "status",
+         "done, dead"),
+        ("POST", "/v1/admin/retry-now", {"destination": "d", "status": "done"}, "status",
+         "status"),
+        ("POST", "/v1/admin/resend", {"destination": "d", "limit": 0}, "limit", "limit"),
         ("POST", "/v1/admin/resend", {"destination": "d", "since": "1h", "until": "2h"},
-         "until must be after since"),
-        ("POST", "/v1/admin/resend", {"destination": "d", "bogus": 1}, "bogus"),
-        ("POST", f"/v1/admin/jobs/{done_1}/resend", {"dry_run": "yes"}, "dry_run"),
-        ("POST", f"/v1/admin/jobs/{done_1}/resend", {"reason": "x" * 1001}, "reason"),
+         "until", "until: must be after since"),
+        ("POST", "/v1/admin/resend", {"destination": "d", "bogus": 1}, "bogus", "bogus"),
+        ("POST", f"/v1/admin/jobs/{done_1}/resend", {"dry_run": "yes"}, "dry_run", "dry_run"),
+        ("POST", f"/v1/admin/jobs/{done_1}/resend", {"reason": "x" * 1001}, "reason",
+         "reason"),
     ]:
         status, answer = await _call(client, method, path, json=body)
         assert (status, answer["error"]) == (400, "invalid_request"), (path, body, answer)
         assert words in answer["detail"], (path, body, answer)
+        assert answer["field"] == field, (path, body, answer)
 
     for path, body in [("/v1/admin/resend", {"destination": "nope"}),
                        ("/v1/admin/retry-now", {"destination": "nope"}),

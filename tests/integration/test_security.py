@@ -148,15 +148,15 @@ async def test_https_only_and_rebinding_resolver_at_creation():
 
 
 def test_cli_refuses_a_blocked_destination(tmp_path):
-    """`hookline destinations add` exits 1 with a one-line reason naming the setting; with
-    HOOKLINE_ALLOW_NETWORKS covering the address it is added."""
+    """`hookline destinations add` exits 2 (bad input) with a one-line reason naming the
+    setting; with HOOKLINE_ALLOW_NETWORKS covering the address it is added."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("HOOKLINE_")}
     env["PYTHONPATH"] = str(ROOT)
     db = str(tmp_path / "cli.db")
     cmd = [sys.executable, "-m", "supervisor.cli", "--db", db, "destinations", "add", "meta",
            "http://169.254.169.254/latest/meta-data"]
     refused = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=60)
-    assert refused.returncode == 1
+    assert refused.returncode == 2
     assert "link-local" in refused.stderr and "HOOKLINE_ALLOW_NETWORKS" in refused.stderr
     assert "Traceback" not in refused.stderr
     subprocess.run([*cmd[:5], "init"], check=True, capture_output=True, env=env, timeout=60)

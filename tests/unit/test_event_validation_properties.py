@@ -11,8 +11,9 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ingest.validation import DEFAULT_SOURCE, _clip, parse_event
+from ingest.validation import DEFAULT_SOURCE, parse_event
 from shared.errors import InvalidEvent
+from shared.policy.inputs import clip
 
 PROPERTY = settings(max_examples=200, derandomize=True, database=None, deadline=None)
 LIMIT = 64 * 1024
@@ -58,7 +59,7 @@ def test_arbitrary_bytes_raise_only_invalid_event(body):
         except ValueError:
             document = None
         if isinstance(document, dict):
-            fields |= {_clip(key) for key in document}
+            fields |= {clip(key) for key in document}
         assert exc.field in fields, (exc.field, body)
         return
     assert event.body == body

@@ -1,0 +1,168 @@
+"""The rule book for input that is not a destination, source or retention setting (those are
+in shared/policy/rules.py): event ids, types and source names, job statuses, the operator's
+selections (limits, times, reasons, flags), and the one :func:`refuse_unknown` every
+object-shaped input goes through.
+
+Pure functions that check one value each and raise :class:`shared.errors.InvalidInput` (or
+the subclass the caller passes, such as :class:`shared.errors.InvalidEvent` for ingest)
+naming the field. Ingest, the admin API, the CLI and the store call these same functions, so
+one bad value gets one message wherever it is typed.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Collection, Iterable
+from typing import Any, cast
+
+from shared.errors import ConfigError, InvalidInput
+from shared.models import JOB_STATUSES, JobStatus
+from shared.timeparse import InstantSpec, parse_instant_spec
+
+EVENT_ID_RE = re.compile(r"[A-Za-z0-9_:-]{1,128}")
+"""An event id. No `.`: Standard Webhooks ids must not contain one, and ids are built from it."""
+EVENT_TYPE_RE = re.compile(r"[A-Za-z0-9_.:-]{1,128}")
+"""An event type: a strict token (no spaces or control characters), dots allowed."""
+SOURCE_NAME_RE = re.compile(r"[A-Za-z0-9_-]{1,64}")
+"""A source name: a URL path segment and the events' `source`, as in POST /v1/events."""
+
+MAX_NAMED_UNKNOWN = 5
+"""Most unknown field names one error lists (they are the client's, so the list is capped)."""
+MAX_ECHO_CHARS = 40
+"""A client-chosen name is cut to this many characters when an error repeats it."""
+MAX_ID = 2**63 - 1
+"""Largest event or job id (a signed 64-bit integer in both backends)."""
+MAX_REASON_CHARS = 1000
+"""Longest `reason` an operator action takes (it goes into the audit line)."""
+
+
+def clip(name: str) -> str:
+    """A client-chosen name as it may appear in an error: cut to MAX_ECHO_CHARS characters."""
+    return name if len(name) <= MAX_ECHO_CHARS else name[:MAX_ECHO_CHARS - 1] + "…"
+
+
+def refuse_unknown(fields: Iterable[str], allowed: Collection[str], *,
+                   error: type[InvalidInput] = InvalidInput, what: str = "field",
+                   hint: str = "") -> None:
+    """Refuse any of `fields` that is not in `allowed`.
+
+    Args:
+        fields: the names given (an object's keys, a change set's fields).
+        allowed: the names accepted.
+        error: the InvalidInput subclass to raise (InvalidEvent for ingest's bodies).
+        what: what a name is called in the message (`field`, `key`).
+        hint: text appended to the message (e.g. where a refused field is changed instead).
+
+    Raises:
+        InvalidInput: (or `error`) naming the first unknown name, sorted; the message lists
+            up to MAX_NAMED_UNKNOWN of them and every accepted one.
+    """
+    unknown = sorted(set(fields) - set(allowed))
+    if not unknown:
+        return
+    shown = ", ".join(repr(clip(name)) for name in unknown[:MAX_NAMED_UNKNOWN])
+    more = (f" and {len(unknown) - MAX_NAMED_UNKNOWN} more"
+            if len(unknown) > MAX_NAMED_UNKNOWN else "")
+    accepted = ", ".join(sorted(allowed)) or "none"
+    raise error(clip(unknown[0]), f"unknown {what}(s) {shown}{more}; accepted: "
+                                  f"{accepted}{hint}")
+
+
+def token(field: str, value: Any, pattern: re.Pattern[str], *,
+          error: type[InvalidInput] = InvalidInput) -> str:
+    """A string matching `pattern` whole (an event id, type or source name). The value is
+    never echoed: it may be huge or hold control characters. Raises `error`(field)."""
+    if not isinstance(value, str):
+        raise error(field, f"must be a string, not {json_kind(value)}")
+    if pattern.fullmatch(value) is None:
+        raise error(field, f"must match {pattern.pattern} (got {len(value)} characters)")
+    return value
+
+
+def json_kind(value: Any) -> str:
+    """JSON's name for the kind of a parsed value, for error messages."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, int | float):
+        return "a number"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, list):
+        return "an array"
+    return "an object"
+
+
+def job_status(field: str, value: Any,
+               allowed: tuple[JobStatus, ...] = JOB_STATUSES) -> JobStatus | None:
+    """None, or one of `allowed` (default: every job status). Raises InvalidInput(field)."""
+    if value is not None and value not in allowed:
+        raise InvalidInput(field, f"must be one of {', '.join(allowed)}, not "
+                                  f"{clip(str(value))!r}")
+    return cast("JobStatus | None", value)
+
+
+def whole_number(field: str, value: Any, *, default: int | None = None, low: int = 1,
+                 high: int = MAX_ID) -> int:
+    """A JSON integer or query text as an int from `low` to `high`; `default` when None
+    (required when there is no default). Raises InvalidInput(field)."""
+    if value is None:
+        if default is None:
+            raise InvalidInput(field, "is required")
+        return default
+    if isinstance(value, bool) or (isinstance(value, float) and not value.is_integer()):
+        raise InvalidInput(field, "must be an integer")
+    try:
+        number = int(value)
+    except (TypeError, ValueError, OverflowError):  # OverflowError: an infinite float
+        raise InvalidInput(field, f"must be an integer, not {str(value)[:40]!r}") from None
+    if not low <= number <= high:
+        raise InvalidInput(field, f"must be from {low} to {high}")
+    return number
+
+
+def flag(field: str, value: Any, default: bool = False) -> bool:
+    """true or false; `default` when None. Raises InvalidInput(field)."""
+    if value is None:
+        return default
+    if not isinstance(value, bool):
+        raise InvalidInput(field, "must be a boolean")
+    return value
+
+
+def optional_text(field: str, value: Any, max_chars: int = MAX_REASON_CHARS) -> str | None:
+    """None, or a string of at most `max_chars` characters. Raises InvalidInput(field)."""
+    if value is not None and (not isinstance(value, str) or len(value) > max_chars):
+        raise InvalidInput(field, f"must be a string of at most {max_chars} characters")
+    return value
+
+
+def required_name(field: str, value: Any, what: str = "a destination's name") -> str:
+    """A non-empty string (a name looked up later). Raises InvalidInput(field)."""
+    if not isinstance(value, str) or not value:
+        raise InvalidInput(field, f"is required ({what})")
+    return value
+
+
+def instant(field: str, value: Any) -> InstantSpec | None:
+    """None, or a time (unix seconds, ISO 8601, or an age like `2h` resolved later against
+    the store's clock). Raises InvalidInput(field)."""
+    if value is None:
+        return None
+    try:
+        return parse_instant_spec(value)
+    except ConfigError as exc:
+        raise InvalidInput(field, str(exc)) from None
+
+
+def time_range(since_s: float | None, until_s: float | None, *,
+               fields: tuple[str, str] = ("since", "until")) -> None:
+    """Finite instants (unix seconds), the end after the start. Raises InvalidInput naming
+    the bad end."""
+    for name, value in zip(fields, (since_s, until_s), strict=True):
+        if value is not None and not math.isfinite(value):
+            raise InvalidInput(name, "must be a finite time")
+    if since_s is not None and until_s is not None and until_s <= since_s:
+        raise InvalidInput(fields[1], f"must be after {fields[0]}")

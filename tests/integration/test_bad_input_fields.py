@@ -1,0 +1,131 @@
+"""Every admin 4xx caused by bad input names its `field`: each route of the admin API with the
+bad inputs it refuses, through the real ingest app on 127.0.0.1 on a real SQLite file.
+
+The field is the body field, query or path parameter the operator must change (`body` for a
+body that is not a JSON object), and the detail starts with it, as the CLI prints it."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+from aiohttp.test_utils import TestClient, TestServer
+
+from ingest.app import build_app
+from shared.config import Config
+from shared.store import Store
+
+TOKEN = "t0ken-for-tests"
+AUTH = {"Authorization": f"Bearer {TOKEN}"}
+GOOD_URL = "http://127.0.0.1:9/h"
+SECRET = "whsec_" + "A" * 43 + "="
+
+# (method, path, JSON body or raw bytes or None, status, error code, field)
+BAD_INPUTS: list[tuple[str, str, Any, int, str, str]] = [
+    ("POST", "/v1/admin/destinations", b"[1]", 400, "invalid_request", "body"),
+    ("POST", "/v1/admin/destinations", b"{not json", 400, "invalid_request", "body"),
+    ("POST", "/v1/admin/destinations", {"name": "x", "url": "ftp://x/"}, 400,
+     "invalid_request", "url"),
+    ("POST", "/v1/admin/destinations", {"name": "x", "url": GOOD_URL, "colour": 1}, 400,
+     "invalid_request", "colour"),
+    ("POST", "/v1/admin/destinations", {"name": "x", "url": "http://169.254.169.254/"}, 400,
+     "destination_blocked", "url"),
+    ("PATCH", "/v1/admin/destinations/d", {"max_in_flight": 0}, 400, "invalid_request",
+     "max_in_flight"),
+    ("PATCH", "/v1/admin/destinations/d", {}, 400, "invalid_request", "changes"),
+    ("PATCH", "/v1/admin/destinations/d", {"url": "http://169.254.169.254/"}, 400,
+     "destination_blocked", "url"),
+    ("POST", "/v1/admin/destinations/d/pause", {"reason": 5}, 400, "invalid_request", "reason"),
+    ("POST", "/v1/admin/destinations/d/rotate-secret", {"overlap": 1}, 400, "invalid_request",
+     "overlap"),
+    ("POST", "/v1/admin/destinations/d/rotate-secret", {"overlap_s": -1}, 400,
+     "invalid_request", "overlap_s"),
+    ("POST", "/v1/admin/destinations/d/expire-previous-secret", {"now": True}, 400,
+     "invalid_request", "now"),
+    ("POST", "/v1/admin/sources", {"name": "a/b", "scheme": "token", "secret": "t" * 20}, 400,
+     "invalid_request", "name"),
+    ("POST", "/v1/admin/sources", {"name": "gh", "scheme": "gh", "secret": "t" * 20}, 400,
+     "invalid_request", "scheme"),
+    ("POST", "/v1/admin/sources", {"name": "gh", "scheme": "token", "token": "t" * 20}, 400,
+     "invalid_request", "token"),
+    ("GET", "/v1/admin/jobs?status=lost", None, 400, "invalid_request", "status"),
+    ("GET", "/v1/admin/jobs?limit=0", None, 400, "invalid_request", "limit"),
+    ("GET", "/v1/admin/jobs/abc", None, 400, "invalid_request", "id"),
+    ("GET", "/v1/admin/jobs/99999999999999999999", None, 400, "invalid_request", "id"),
+    ("GET", "/v1/admin/jobs/abc/event", None, 400, "invalid_request", "id"),
+    ("GET", "/v1/admin/jobs/1/event?max_bytes=many", None, 400, "invalid_request",
+     "max_bytes"),
+    ("GET", "/v1/admin/dead?since=never", None, 400, "invalid_request", "since"),
+    ("GET", "/v1/admin/dead?limit=100000", None, 400, "invalid_request", "limit"),
+    ("POST", "/v1/admin/replay", {}, 400, "invalid_request", "job_id"),
+    ("POST", "/v1/admin/replay", {"job_id": "one"}, 400, "invalid_request", "job_id"),
+    ("POST", "/v1/admin/replay", {"all_dead": "yes"}, 400, "invalid_request", "all_dead"),
+    ("POST", "/v1/admin/replay", {"job_id": 1, "dry_run": 1}, 400, "invalid_request",
+     "dry_run"),
+    ("POST", "/v1/admin/replay", {"job_id": 1, "destination": "d"}, 400, "invalid_request",
+     "destination"),
+    ("POST", "/v1/admin/replay", {"all_dead": True, "since": "someday"}, 400,
+     "invalid_request", "since"),
+    ("POST", "/v1/admin/replay", {"job": 1}, 400, "invalid_request", "job"),
+    ("POST", "/v1/admin/purge", {"bodies_older_than": "40d"}, 400, "invalid_request",
+     "bodies_older_than"),
+    ("POST", "/v1/admin/purge", {"dedupe_keep": "soon"}, 400, "invalid_request",
+     "dedupe_keep"),
+    ("POST", "/v1/admin/purge", {"older_than": "1d"}, 400, "invalid_request", "older_than"),
+    ("GET", "/v1/admin/events?status=lost", None, 400, "invalid_request", "status"),
+    ("GET", "/v1/admin/events?limit=0", None, 400, "invalid_request", "limit"),
+    ("GET", "/v1/admin/events?before=x", None, 400, "invalid_request", "before"),
+    ("GET", "/v1/admin/events?since=yesterday", None, 400, "invalid_request", "since"),
+    ("GET", "/v1/admin/events?since=1h&until=2h", None, 400, "invalid_request", "until"),
+    ("GET", "/v1/admin/events/" + "x" * 600, None, 400, "invalid_request", "ref"),
+    ("GET", "/v1/admin/events/e1?source=" + "s" * 600, None, 400, "invalid_request", "source"),
+    ("POST", "/v1/admin/resend", {}, 400, "invalid_request", "destination"),
+    ("POST", "/v1/admin/resend", {"destination": "d", "status": "pending"}, 400,
+     "invalid_request", "status"),
+    ("POST", "/v1/admin/resend", {"destination": "d", "limit": 0}, 400, "invalid_request",
+     "limit"),
+    ("POST", "/v1/admin/resend", {"destination": "d", "since": "1h", "until": "2h"}, 400,
+     "invalid_request", "until"),
+    ("POST", "/v1/admin/resend", {"destination": "d", "bogus": 1}, 400, "invalid_request",
+     "bogus"),
+    ("POST", "/v1/admin/retry-now", {"destination": "d", "status": "done"}, 400,
+     "invalid_request", "status"),
+    ("POST", "/v1/admin/jobs/x/resend", None, 400, "invalid_request", "id"),
+    ("POST", "/v1/admin/jobs/1/resend", {"dry_run": "yes"}, 400, "invalid_request", "dry_run"),
+    ("POST", "/v1/admin/jobs/1/resend", {"reason": "x" * 1001}, 400, "invalid_request",
+     "reason"),
+    ("POST", "/v1/admin/jobs/1/retry-now", {"job": 1}, 400, "invalid_request", "job"),
+    ("GET", "/v1/admin/destination-stats?window=soon", None, 400, "invalid_request", "window"),
+    ("GET", "/v1/admin/throughput?bucket=0", None, 400, "invalid_request", "bucket"),
+    ("GET", "/v1/admin/throughput?window=30d&bucket=1", None, 400, "invalid_request",
+     "bucket"),
+]
+
+
+@pytest.fixture
+async def client(real_store: Store) -> AsyncIterator[TestClient[Any, Any]]:
+    """The ingest app with the admin token, on a store holding destination `d`."""
+    await real_store.add_destination(name="d", url=GOOD_URL, secret=SECRET,
+                                     event_types=["*"], max_in_flight=1)
+    app = build_app(real_store, Config(admin_token=TOKEN, allow_networks="127.0.0.0/8"))
+    async with TestClient(TestServer(app, host="127.0.0.1")) as c:
+        yield c
+
+
+@pytest.mark.sqlite_only  # the rules run before the store; one backend shows them
+@pytest.mark.parametrize(("method", "path", "body", "status", "code", "field"), BAD_INPUTS,
+                         ids=[f"{m} {p[:60]} {f}" for m, p, _, _, _, f in BAD_INPUTS])
+async def test_bad_admin_input_names_its_field(client: TestClient[Any, Any], method: str,
+                                               path: str, body: Any, status: int, code: str,
+                                               field: str) -> None:
+    """The answer is the 4xx with its code, `field` naming the input, and a detail that
+    starts with the field (the rule book's one message)."""
+    sent: dict[str, Any] = ({"data": body} if isinstance(body, bytes)
+                            else {} if body is None else {"json": body})
+    async with client.request(method, path, headers=AUTH, **sent) as resp:
+        answer = await resp.json()
+        assert (resp.status, answer["error"]) == (status, code), answer
+    assert answer.get("field") == field, answer
+    if code == "invalid_request":
+        assert answer["detail"].startswith(f"{field}: "), answer
