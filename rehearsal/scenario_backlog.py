@@ -130,7 +130,7 @@ def query_plans(db: str) -> dict[str, dict[str, Any]]:
     values = {"now": time.time(), "destination_id": 1, "limit": 16, "id": 1, "job_id": 1,
               "event_id": 1, "worker": "w", "lease_s": 30.0, "max_attempts": 18,
               "lease_token": "t", "attempt": 1, "next_send_at": 0.0, "until": 0.0,
-              "run_at": 0.0, "error": None, "duration_s": 0.1, "status_code": 200,
+              "run_at": 0.0, "delay_s": 1.0, "error": None, "duration_s": 0.1, "status_code": 200,
               "response_excerpt": None, "started_at": 0.0, "response_headers": None,
               "location": None, "job_ids": "[1, 2]", "lease_tokens": '["t"]',
               "claims": '[[1, "t"]]', "attempts": '[["t", 0.0, 0.1, 200]]'}
