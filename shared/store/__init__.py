@@ -16,29 +16,12 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from shared.db_url import parse_db_url
-from shared.models import (
-    Accepted,
-    Attempt,
-    AttemptResult,
-    Claim,
-    ClaimRequest,
-    DeadLetter,
-    Destination,
-    DestinationSummary,
-    Duplicate,
-    EventBody,
-    Job,
-    JobStory,
-    MetricFigures,
-    NewEvent,
-    Outcome,
-    PurgeResult,
-    Source,
-    Stats,
-    ThroughputBucket,
-)
+from shared.endpoint_models import Destination, Source
+from shared.models import Accepted, AttemptResult, Claim, ClaimRequest, Duplicate, NewEvent, Outcome
 from shared.operator_models import BulkResult, EventFilter, EventMatch, EventRecord, JobSelection
 from shared.policy.delivery import BreakerPolicy
+from shared.record_models import Attempt, DeadLetter, EventBody, Job, JobStory, PurgeResult
+from shared.report_models import DestinationSummary, MetricFigures, Stats, ThroughputBucket
 from shared.store.health import StoreHealth
 from shared.store.pg_limits import PostgresLimits
 from shared.timeparse import InstantSpec

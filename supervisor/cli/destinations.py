@@ -9,8 +9,9 @@ from typing import Any
 
 from shared.config import Config
 from shared.errors import ConfigError, InvalidSetting
-from shared.models import JOB_STATUSES, Stats
+from shared.models import JOB_STATUSES
 from shared.policy import rules
+from shared.report_models import Stats
 from shared.signing import generate_secret
 from shared.store import Store
 from shared.timeparse import parse_duration

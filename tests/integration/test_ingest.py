@@ -26,8 +26,8 @@ from ingest.group_commit import GroupCommitter
 from ingest.main import serve
 from shared.config import Config
 from shared.errors import StoreBusy, StoreClosing
-from shared.models import Stats
 from shared.process.lifecycle import BOOT_ERROR_EXIT
+from shared.report_models import Stats
 from shared.signing import generate_secret
 from shared.store import Store
 from tests.conftest import is_postgres, new_event, opened_store
