@@ -53,7 +53,7 @@ def open_store(url: str, sqlite: SqliteOptions | None = None,
     """
     db = parse_db_url(url)
     if db.dsn is not None:
-        from shared.store.postgres import PostgresStore  # noqa: PLC0415
+        from shared.store.postgres import PostgresStore  # noqa: PLC0415  (backends load on demand)
 
         return PostgresStore(db.dsn, limits=postgres or PostgresLimits())
     from shared.store.sqlite import SqliteStore  # noqa: PLC0415  (backends load on demand)

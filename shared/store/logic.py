@@ -288,7 +288,7 @@ class StoreLogic(EventOperations):
         values = rules.destination_changes(changes)
         # Column names come only from the validated DESTINATION_UPDATERS keys, never input.
         assignments = ", ".join(f"{column} = :{column}" for column in values)
-        sql = (f"UPDATE destinations SET {assignments} "  # noqa: S608
+        sql = (f"UPDATE destinations SET {assignments} "  # noqa: S608  (columns from DESTINATION_UPDATERS keys only)
                "WHERE name = :name AND deleted_at IS NULL RETURNING *")
         params = {k: json.dumps(v if isinstance(v, dict) else list(v))
                   if isinstance(v, list | tuple | dict) else v for k, v in values.items()}

@@ -264,7 +264,7 @@ async def test_stats_need_the_admin_token_when_one_is_set(real_store):
 def location(store: Store) -> str:
     """Where a store's data lives (a SQLite file path or a PostgreSQL URL): internals that
     must never reach a client."""
-    return str(getattr(store, "path", None) or getattr(store, "dsn"))  # noqa: B009
+    return str(getattr(store, "path", None) or getattr(store, "dsn"))  # noqa: B009  (`dsn` is no Store attribute: PostgreSQL only)
 
 
 class FailingStore:
