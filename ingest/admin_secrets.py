@@ -20,9 +20,9 @@ from aiohttp import web
 from ingest import admin_api
 from ingest.app_state import request_store
 from ingest.http_common import requester
+from shared.endpoint_models import Destination
 from shared.errors import InvalidSetting
 from shared.logs import get_logger
-from shared.models import Destination
 from shared.policy import rules
 from shared.policy.inputs import refuse_unknown
 from shared.signing import generate_secret

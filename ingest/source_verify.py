@@ -47,8 +47,8 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+from shared.endpoint_models import Source
 from shared.errors import ConfigError, InvalidEvent, SignatureInvalid
-from shared.models import Source
 from shared.policy.inputs import EVENT_ID_RE, EVENT_TYPE_RE, token
 from shared.signing import secret_key
 

@@ -45,9 +45,10 @@ from ingest.app_state import CONFIG_KEY, request_store
 from ingest.http_common import check_rate, error_response, read_bounded
 from ingest.source_verify import DEFAULT_TOLERANCE_S, verify
 from ingest.validation import BodyTooLarge
+from shared.endpoint_models import Source
 from shared.errors import InvalidEvent, InvalidSetting, NotFound, SignatureInvalid
 from shared.logs import get_logger
-from shared.models import NewEvent, Source
+from shared.models import NewEvent
 from shared.policy import rules
 from shared.policy.forwarding import source_headers
 from shared.policy.inputs import refuse_unknown

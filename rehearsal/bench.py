@@ -461,7 +461,7 @@ def _write_stamp(db: str) -> tuple[Any, ...]:
     backend may report up to 10 s late, nor its WAL, which autovacuum writes too."""
     if is_postgres(db):
         return tuple(query(db, " UNION ALL ".join(
-            f"SELECT '{t}', count(*), max(xmin::text::bigint) FROM {t}"  # noqa: S608
+            f"SELECT '{t}', count(*), max(xmin::text::bigint) FROM {t}"  # noqa: S608  (table names from the fixed _PG_TABLES)
             for t in _PG_TABLES)))
     wal = Path(f"{db}-wal")
     return Path(db).stat().st_mtime_ns, wal.stat().st_mtime_ns if wal.exists() else 0

@@ -91,7 +91,7 @@ def write_plot(result: dict[str, Any], path: Path) -> bool:
     except ImportError:
         return False
     matplotlib.use("Agg")  # files only, never a display
-    from matplotlib import pyplot, ticker  # noqa: PLC0415
+    from matplotlib import pyplot, ticker  # noqa: PLC0415  (optional: the `bench` extra)
 
     rows = result["timeline"]
     # Counts are steps over each whole second (one more edge closes the last one);

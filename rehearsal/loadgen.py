@@ -106,7 +106,7 @@ def main(argv: list[str] | None = None) -> int:
     work = run(args.url, args.events, args.concurrency, args.rate, args.body_bytes,
                args.run_id, accepted_at)
     try:
-        import uvloop  # noqa: PLC0415
+        import uvloop  # noqa: PLC0415  (optional: faster loop when installed)
 
         result = uvloop.run(work)
     except ImportError:

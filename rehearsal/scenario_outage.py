@@ -141,7 +141,7 @@ def _drive_outage(opts: ScenarioOptions, db: str, receiver_port: int,
     last_job = int(query(db, "SELECT COALESCE(MAX(id), 0) FROM jobs")[0][0])
     at_recovery = _d3_state(db, up_to_job_id=last_job)
     at_recovery["late_retries"] = int(query(
-        db, "SELECT COUNT(*) FROM jobs j JOIN destinations d ON d.id = j.destination_id "  # noqa: S608
+        db, "SELECT COUNT(*) FROM jobs j JOIN destinations d ON d.id = j.destination_id "  # noqa: S608  (the only value is an int())
             "WHERE d.name = 'd3' AND j.status IN ('pending', 'running') "
             f"AND j.attempts >= {int(late_after)}")[0][0])
     if opts.drain_rate_per_s:  # `hookline destinations update d3 --set rate_limit_per_s=R`

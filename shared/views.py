@@ -21,19 +21,10 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from shared.models import (
-    Attempt,
-    DeadLetter,
-    Destination,
-    DestinationSummary,
-    Job,
-    JobStory,
-    PurgeResult,
-    Source,
-    Stats,
-    ThroughputBucket,
-)
+from shared.endpoint_models import Destination, Source
 from shared.operator_models import BulkResult, EventJob, EventMatch, EventRecord
+from shared.record_models import Attempt, DeadLetter, Job, JobStory, PurgeResult
+from shared.report_models import DestinationSummary, Stats, ThroughputBucket
 
 
 def _fields(record: Any) -> dict[str, Any]:

@@ -4,7 +4,8 @@ Generic over what the children run: each child is a :class:`ChildSpec` holding a
 a full argv. The loop follows the design of gunicorn's arbiter:
 
 * signal handlers only queue the signal number; a self-pipe registered with
-  :func:`signal.set_wakeup_fd` wakes the loop, which dispatches to ``handle_<name>``;
+  :func:`signal.set_wakeup_fd` wakes the loop, which dispatches to ``handle_<name>``
+  (supervisor/signal_pipe.py);
 * children are reaped with ``waitpid(-1, WNOHANG)`` and respawned after a capped exponential
   backoff per slot (gunicorn respawns at once; a crash loop then burns a CPU);
 * a child exiting with :data:`shared.process.lifecycle.BOOT_ERROR_EXIT` is misconfigured for
@@ -18,7 +19,8 @@ a full argv. The loop follows the design of gunicorn's arbiter:
   SIGKILL what is left.
 
 Worker slots are named ``worker-<n>`` (n >= 1); SIGTTIN adds the lowest free number through
-``make_worker_spec(n)`` and SIGTTOU retires the highest one.
+``make_worker_spec(n)`` and SIGTTOU retires the highest one. What a slot runs, how a child is
+started and how worker slots are numbered: supervisor/children.py.
 
 Liveness: a child whose spec names a ``heartbeat_file`` must touch it from its event loop
 (:func:`shared.process.lifecycle.heartbeat`). The arbiter never compares that mtime with the wall
@@ -28,36 +30,32 @@ gets SIGABRT, then SIGKILL after ``abort_grace_s``, and is respawned. Wall-clock
 logged as ``clock_step`` (:mod:`shared.process.clock`).
 systemd's ``WATCHDOG=1`` is sent only while every such child is fresh. The supervisor's view
 (alive and healthy slots, stopping or not) is kept in ``status_file`` for ``GET /readyz`` and
-``hookline scale``.
+``hookline scale`` (supervisor/status_report.py).
 """
 
 from __future__ import annotations
 
 import collections
-import dataclasses
 import os
-import re
-import select
 import signal
-import subprocess
 import sys
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from types import FrameType
 from typing import Any
 
 from shared.logs import get_logger
 from shared.process.clock import ClockStepDetector
-from shared.process.lifecycle import BOOT_ERROR_EXIT, touch, write_status
+from shared.process.lifecycle import BOOT_ERROR_EXIT, write_status
 from supervisor import sdnotify
 from supervisor.child_exits import describe_exit, respawn_delay_s, returncode
-from supervisor.heartbeat_watch import HeartbeatWatch
+from supervisor.children import Child, ChildSpec, next_worker_number, start_child, worker_slots
 from supervisor.metrics import SupervisorMetrics
 from supervisor.readiness import Readiness
+from supervisor.signal_pipe import SignalPipe
+from supervisor.status_report import status_line, status_view
 
 _HANDLED_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGCHLD, signal.SIGTTIN, signal.SIGTTOU)
-_WORKER_SLOT = re.compile(r"worker-([1-9][0-9]*)")
 _REAP_INTERVAL_S = 0.1
 # After SIGKILL a process normally dies at once; bound the wait for one stuck in the kernel
 # (uninterruptible I/O) so `run()` still returns.
@@ -66,42 +64,6 @@ _KILL_REAP_TIMEOUT_S = 5.0
 _IDLE_WAKE_S = 1.0
 # How often readiness markers are looked at until every initial slot has reported.
 _READY_POLL_S = 0.05
-
-
-@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
-class ChildSpec:
-    """What to run in one slot.
-
-    Attributes:
-        slot: stable name of the slot, e.g. ``ingest`` or ``worker-1``; logged on every line.
-        argv: full command, e.g. ``(sys.executable, "-m", "workers", "--slot", "worker-1")``.
-        env: variables set on top of the supervisor's environment; None adds nothing.
-            systemd's `NOTIFY_SOCKET`/`WATCHDOG_*` are never passed on.
-        heartbeat_file: a file the child touches from its event loop; the arbiter touches it
-            at spawn and treats the child as hung once its mtime has not changed for
-            ``heartbeat_timeout_s`` of monotonic time. None: liveness is not checked.
-        ready_file: where the child writes its pid once it serves (supervisor/readiness.py);
-            ``READY=1`` waits for it. None: the slot counts as ready once started.
-    """
-
-    slot: str
-    argv: tuple[str, ...]
-    env: Mapping[str, str] | None = None
-    heartbeat_file: str | None = None
-    ready_file: str | None = None  # the child writes its pid here once it serves
-
-
-@dataclasses.dataclass(slots=True)
-class _Child:
-    """A running child process (mutable bookkeeping, private to the arbiter)."""
-
-    slot: str
-    popen: subprocess.Popen[bytes]
-    started_at: float  # time.monotonic()
-    retire_by: float | None = None  # monotonic deadline for SIGKILL once retired by SIGTTOU
-    killed_by_supervisor: bool = False
-    heartbeat: HeartbeatWatch | None = None  # None: liveness is not checked
-    aborted_at: float | None = None  # monotonic time SIGABRT was sent for a stale heartbeat
 
 
 class Arbiter:
@@ -177,15 +139,13 @@ class Arbiter:
         self._metrics = SupervisorMetrics(metrics_folder)
         self._not_ready_reason = not_ready_reason
 
-        self._children: dict[int, _Child] = {}
+        self._children: dict[int, Child] = {}
         self._failures: dict[str, int] = collections.defaultdict(int)
         self._respawn_at: dict[str, float] = {}
-        self._signals: collections.deque[int] = collections.deque()
+        self._signals = SignalPipe(_HANDLED_SIGNALS)
         self._stopping = False
         self._exit_code = 0
         self._log = get_logger()
-        self._wake_r = -1
-        self._wake_w = -1
         self._watchdog_s: float | None = None
         self._watchdog_due = 0.0
         self._readiness = Readiness({}, done=True)  # replaced when the children start
@@ -199,7 +159,7 @@ class Arbiter:
             0 after a graceful stop (SIGTERM or SIGINT); :data:`BOOT_ERROR_EXIT` when a child
             could not boot.
         """
-        old_handlers = self._install_signals()
+        self._signals.install()
         try:
             self._watchdog_s = sdnotify.watchdog_interval_s()
             self._start_all()
@@ -210,7 +170,7 @@ class Arbiter:
             # Never leave children behind, even when the loop itself failed.
             if self._children:
                 self._stop_children()
-            self._restore_signals(old_handlers)
+            self._signals.restore()
         return self._exit_code
 
     def alive_slots(self) -> list[str]:
@@ -239,21 +199,21 @@ class Arbiter:
         if self._make_worker_spec is None:
             self._log.warning("supervisor_scaled", direction="up", refused="scaling disabled")
             return
-        spec = self._make_worker_spec(self._next_worker_number())
+        spec = self._make_worker_spec(next_worker_number([*self._specs, *self.alive_slots()]))
         if spec.slot in self._specs or spec.slot in self.alive_slots():
             self._log.error("supervisor_scaled", direction="up", slot=spec.slot,
                             refused="slot already in use")
             return
         self._specs[spec.slot] = spec
         self._log.info("supervisor_scaled", direction="up", slot=spec.slot,
-                       workers=len(self._worker_slots()))
+                       workers=len(worker_slots(self._specs)))
         self._spawn(spec)
 
     def handle_ttou(self) -> None:
         """SIGTTOU: retire the highest-numbered worker gracefully; the last one stays."""
         if self._stopping:
             return
-        workers = self._worker_slots()
+        workers = worker_slots(self._specs)
         if len(workers) <= 1:
             self._log.warning("supervisor_scaled", direction="down", workers=len(workers),
                               refused="at least one worker must remain")
@@ -272,7 +232,7 @@ class Arbiter:
     # ------------------------------------------------------------------ the loop
 
     def _loop_once(self) -> None:
-        self._sleep(self._next_timeout_s())
+        self._signals.sleep(self._next_timeout_s())
         self._dispatch_signals()
         if self._stopping:
             return
@@ -351,8 +311,7 @@ class Arbiter:
             self._write_status()
 
     def _dispatch_signals(self) -> None:
-        while self._signals:
-            signum = self._signals.popleft()
+        while (signum := self._signals.pop()) is not None:
             name = signal.Signals(signum).name.removeprefix("SIG").lower()
             getattr(self, f"handle_{name}")()
 
@@ -405,27 +364,9 @@ class Arbiter:
         self._report_status()
 
     def _popen(self, spec: ChildSpec) -> None:
-        if spec.heartbeat_file is not None:
-            # A fresh mtime gives the new child heartbeat_timeout_s to boot.
-            touch(Path(spec.heartbeat_file))
-        if spec.ready_file is not None:
-            Readiness.clear(spec.ready_file)
-        popen = subprocess.Popen(spec.argv, env=self._child_env(spec), close_fds=True)
-        started_at = time.monotonic()
-        child = _Child(slot=spec.slot, popen=popen, started_at=started_at)
-        if spec.heartbeat_file is not None:
-            child.heartbeat = HeartbeatWatch(spec.heartbeat_file, seen_at=started_at)
-            child.heartbeat.age_s(started_at)  # the mtime at spawn is the baseline
-        self._children[popen.pid] = child
-        self._log.info("child_started", slot=spec.slot, child_pid=popen.pid)
-
-    @staticmethod
-    def _child_env(spec: ChildSpec) -> dict[str, str]:
-        env = dict(os.environ)
-        for name in sdnotify.SUPERVISOR_ONLY_ENV:
-            env.pop(name, None)
-        env.update(spec.env or {})
-        return env
+        child = start_child(spec)
+        self._children[child.popen.pid] = child
+        self._log.info("child_started", slot=spec.slot, child_pid=child.popen.pid)
 
     # ------------------------------------------------------------ children: exit
 
@@ -445,7 +386,7 @@ class Arbiter:
             child.popen.returncode = returncode(status)
             self._child_exited(pid, child, status)
 
-    def _child_exited(self, pid: int, child: _Child, status: int) -> None:
+    def _child_exited(self, pid: int, child: Child, status: int) -> None:
         lived_s = time.monotonic() - child.started_at
         fields = describe_exit(status, killed_by_supervisor=child.killed_by_supervisor)
         expected = self._stopping or child.retire_by is not None
@@ -511,7 +452,7 @@ class Arbiter:
             now = time.monotonic()
             if now >= deadline:
                 return
-            self._sleep(min(_REAP_INTERVAL_S, deadline - now))
+            self._signals.sleep(min(_REAP_INTERVAL_S, deadline - now))
             # Already stopping: further signals change nothing, SIGCHLD included (we reap).
             self._signals.clear()
             self._reap()
@@ -523,81 +464,21 @@ class Arbiter:
         except ProcessLookupError:
             pass  # it already exited; the next reap collects it
 
-    # ---------------------------------------------------------------- plumbing
-
-    def _install_signals(self) -> dict[int, Any]:
-        self._wake_r, self._wake_w = os.pipe()
-        os.set_blocking(self._wake_r, False)
-        os.set_blocking(self._wake_w, False)
-        old: dict[int, Any] = {}
-        for signum in _HANDLED_SIGNALS:
-            old[signum] = signal.signal(signum, self._record_signal)
-        # The C-level handler writes a byte to the pipe, so a signal arriving just before
-        # select() still wakes it (the classic self-pipe race).
-        old[-1] = signal.set_wakeup_fd(self._wake_w, warn_on_full_buffer=False)
-        return old
-
-    def _restore_signals(self, old: dict[int, Any]) -> None:
-        signal.set_wakeup_fd(old.pop(-1))
-        for signum, handler in old.items():
-            signal.signal(signum, handler)
-        os.close(self._wake_r)
-        os.close(self._wake_w)
-
-    def _record_signal(self, signum: int, frame: FrameType | None) -> None:
-        """The only code run by the signal handler: queue the signal for the main loop."""
-        # One pending SIGCHLD is enough: a single reap collects every exited child.
-        if signum != signal.SIGCHLD or signum not in self._signals:
-            self._signals.append(signum)
-
-    def _sleep(self, timeout_s: float) -> None:
-        """Sleep up to `timeout_s` seconds, waking early on any handled signal."""
-        ready, _, _ = select.select([self._wake_r], [], [], timeout_s)
-        if ready:
-            try:
-                while os.read(self._wake_r, 4096):
-                    pass
-            except BlockingIOError:
-                pass  # drained
-
-    def _next_worker_number(self) -> int:
-        taken = set(self._specs) | set(self.alive_slots())
-        number = 1
-        while f"worker-{number}" in taken:
-            number += 1
-        return number
-
-    def _worker_slots(self) -> list[str]:
-        """Return the wanted worker slots, lowest number first."""
-        numbered = [(int(m.group(1)), slot) for slot in self._specs
-                    if (m := _WORKER_SLOT.fullmatch(slot))]
-        return [slot for _, slot in sorted(numbered)]
+    # ---------------------------------------------------------------- status
 
     def _report_status(self) -> None:
-        waiting = ("" if self._readiness.done
-                   else f"; starting, waiting for {', '.join(self._readiness.pending)}")
-        if self._not_ready_reason is not None:
-            waiting += f"; not ready: {self._not_ready_reason}"
-        sdnotify.notify(f"STATUS={len(self._children)} of {len(self._specs)} children running, "
-                        f"{len(self._worker_slots())} workers wanted{waiting}")
+        sdnotify.notify("STATUS=" + status_line(
+            running=len(self._children), wanted=len(self._specs),
+            workers_wanted=len(worker_slots(self._specs)),
+            waiting_for=None if self._readiness.done else self._readiness.pending,
+            not_ready_reason=self._not_ready_reason))
         self._write_status()
 
     def status(self) -> dict[str, Any]:
-        """Return the supervisor's view: what `status_file` holds.
-
-        Returns:
-            ``{"pid", "stopping", "workers_wanted", "workers_alive", "workers_healthy",
-            "slots": {slot: {"pid", "healthy"}}, "updated_at"}`` (unix seconds).
-        """
-        slots = {child.slot: {"pid": pid, "healthy": child.slot not in self._unhealthy
-                              and child.retire_by is None}
-                 for pid, child in self._children.items()}
-        workers = [s for s in slots if _WORKER_SLOT.fullmatch(s)]
-        return {"pid": os.getpid(), "stopping": self._stopping,
-                "workers_wanted": len(self._worker_slots()),
-                "workers_alive": len(workers),
-                "workers_healthy": sum(1 for s in workers if slots[s]["healthy"]),
-                "slots": slots, "updated_at": time.time()}
+        """Return the supervisor's view: what `status_file` holds
+        (:func:`supervisor.status_report.status_view`)."""
+        return status_view(self._children, unhealthy=self._unhealthy, stopping=self._stopping,
+                           workers_wanted=len(worker_slots(self._specs)))
 
     def _write_status(self) -> None:
         if self._status_file is None:

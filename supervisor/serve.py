@@ -36,7 +36,8 @@ from shared.process.spawn import child_argv, child_import_env
 from shared.store import store_for
 from shared.store.clock import reanchor_at_serve_start
 from shared.store.preflight import QuickCheck, preflight
-from supervisor.arbiter import Arbiter, ChildSpec
+from supervisor.arbiter import Arbiter
+from supervisor.children import ChildSpec
 
 
 def ingest_spec(config: Config) -> ChildSpec:

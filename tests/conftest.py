@@ -20,10 +20,11 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from shared.models import Destination, NewEvent  # noqa: E402
-from shared.signing import generate_secret  # noqa: E402
-from shared.store import Store, open_store  # noqa: E402
-from shared.store.sqlite import SqliteStore  # noqa: E402
+from shared.endpoint_models import Destination  # noqa: E402  (after the sys.path insert above)
+from shared.models import NewEvent  # noqa: E402  (after the sys.path insert above)
+from shared.signing import generate_secret  # noqa: E402  (after the sys.path insert above)
+from shared.store import Store, open_store  # noqa: E402  (after the sys.path insert above)
+from shared.store.sqlite import SqliteStore  # noqa: E402  (after the sys.path insert above)
 from tests.pg import fresh_database, pg_server, pg_url  # noqa: E402,F401  (fixtures)
 
 

@@ -31,7 +31,7 @@ Enqueue = Callable[[str, str, str], None]  # (destination, message_id, body) -> 
 
 def celery_enqueue() -> Enqueue:
     """Enqueue with Celery's client: `deliver.apply_async(args=...)` to the Redis broker."""
-    from rehearsal.compare.celery_app import deliver  # noqa: PLC0415
+    from rehearsal.compare.celery_app import deliver  # noqa: PLC0415  (the bench extra loads only when used)
 
     def enqueue(destination: str, message_id: str, body: str) -> None:
         deliver.apply_async(args=(destination, message_id, body))
@@ -41,7 +41,7 @@ def celery_enqueue() -> Enqueue:
 
 def huey_enqueue() -> Enqueue:
     """Enqueue with Huey's client: calling the task writes it to the SQLite storage."""
-    from rehearsal.compare.huey_app import deliver  # noqa: PLC0415
+    from rehearsal.compare.huey_app import deliver  # noqa: PLC0415  (the bench extra loads only when used)
 
     def enqueue(destination: str, message_id: str, body: str) -> None:
         deliver(destination, message_id, body)

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import importlib.util
 import json
 import shutil
 import subprocess
@@ -66,8 +67,6 @@ class Running:
 def check_available() -> None:
     """Raise CompareUnavailable, naming the install command, when the bench extra (celery,
     huey, redis, requests) or the redis-server binary is missing."""
-    import importlib.util  # noqa: PLC0415
-
     missing = [name for name in ("celery", "huey", "redis", "requests")
                if importlib.util.find_spec(name) is None]
     if missing:

@@ -18,8 +18,8 @@ from dataclasses import dataclass
 from typing import Any, cast
 from urllib.parse import urlsplit
 
+from shared.endpoint_models import SOURCE_SCHEMES, SourceScheme
 from shared.errors import ConfigError, InvalidSetting
-from shared.models import SOURCE_SCHEMES, SourceScheme
 from shared.policy.forwarding import MEANING_HEADERS
 from shared.policy.inputs import EVENT_TYPE_RE, SOURCE_NAME_RE, refuse_unknown
 from shared.signing import secret_key
@@ -335,7 +335,7 @@ def source_name(value: Any) -> str:
 
 
 def source_scheme(value: Any) -> SourceScheme:
-    """One of :data:`shared.models.SOURCE_SCHEMES`. Raises InvalidSetting("scheme")."""
+    """One of :data:`shared.endpoint_models.SOURCE_SCHEMES`. Raises InvalidSetting("scheme")."""
     if value not in SOURCE_SCHEMES:
         raise InvalidSetting("scheme", f"must be one of {', '.join(SOURCE_SCHEMES)}, "
                                        f"not {value!r}")

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import secrets
 
+from shared.endpoint_models import SOURCE_SCHEMES, SourceScheme
 from shared.errors import InvalidSetting
-from shared.models import SOURCE_SCHEMES, SourceScheme
 from shared.policy.rules import new_source
 from shared.signing import generate_secret
 
@@ -20,7 +20,7 @@ def check_source(name: str, scheme: str, secret: str) -> SourceScheme:
 
     Args:
         name: 1 to 64 of `A-Z a-z 0-9 _ -`, not a reserved name.
-        scheme: one of :data:`shared.models.SOURCE_SCHEMES`.
+        scheme: one of :data:`shared.endpoint_models.SOURCE_SCHEMES`.
         secret: for `standard`, a `whsec_` secret (base64 key of at least 16 bytes); for the
             others, at least 16 characters without surrounding spaces.
 

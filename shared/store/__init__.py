@@ -1,51 +1,49 @@
 """The job store contract: what ingest, workers and the CLI may ask of a database.
 
-One :class:`Store` protocol, and the factories that pick a backend for a database URL
-(:func:`open_store`, :func:`store_for`); the transactions are written once (`shared/store/logic.py`)
-and driven by a backend (`shared/store/sqlite.py`, `shared/store/postgres.py`). Callers never
-see SQL or a dialect; what only SQLite has is behind :class:`SqliteDiagnostics`, and what the
-service shows of it comes through :meth:`Store.health`. Instants are
-unix seconds; the store reads its own clock (SQLite: the host's; PostgreSQL: the server's
-now()). Driver errors are translated at this boundary into :mod:`shared.errors` types.
+One :class:`Store` protocol, defined here; the package also offers the factories that pick a
+backend for a database URL (:func:`open_store`, :func:`store_for`: shared/store/factory.py)
+and what only some backends have (shared/store/capabilities.py). The transactions are written
+once (`shared/store/logic.py`) and driven by a backend (`shared/store/sqlite.py`,
+`shared/store/postgres.py`). Callers never see SQL or a dialect; what only SQLite has is
+behind :class:`SqliteDiagnostics`, and what the service shows of it comes through
+:meth:`Store.health`. Instants are unix seconds; the store reads its own clock (SQLite: the
+host's; PostgreSQL: the server's now()). Driver errors are translated at this boundary into
+:mod:`shared.errors` types.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from typing import Any, Protocol
 
-from shared.db_url import parse_db_url
-from shared.models import (
-    Accepted,
-    Attempt,
-    AttemptResult,
-    Claim,
-    ClaimRequest,
-    DeadLetter,
-    Destination,
-    DestinationSummary,
-    Duplicate,
-    EventBody,
-    Job,
-    JobStory,
-    MetricFigures,
-    NewEvent,
-    Outcome,
-    PurgeResult,
-    Source,
-    Stats,
-    ThroughputBucket,
-)
+from shared.endpoint_models import Destination, Source
+from shared.models import Accepted, AttemptResult, Claim, ClaimRequest, Duplicate, NewEvent, Outcome
 from shared.operator_models import BulkResult, EventFilter, EventMatch, EventRecord, JobSelection
 from shared.policy.delivery import BreakerPolicy
+from shared.record_models import Attempt, DeadLetter, EventBody, Job, JobStory, PurgeResult
+from shared.report_models import DestinationSummary, MetricFigures, Stats, ThroughputBucket
+from shared.store.capabilities import (
+    SqliteDiagnostics,
+    TimeoutCounting,
+    store_timeouts,
+    write_lock_stats,
+    write_lock_waits,
+)
+from shared.store.factory import (
+    SqliteOptions,
+    open_store,
+    postgres_limits,
+    read_store_for,
+    store_for,
+)
 from shared.store.health import StoreHealth
-from shared.store.pg_limits import PostgresLimits
 from shared.timeparse import InstantSpec
 
-if TYPE_CHECKING:
-    from shared.config import Config
-    from shared.store.write_lock import DurationHistogram
+__all__ = [
+    "SqliteDiagnostics", "SqliteOptions", "Store", "TimeoutCounting", "open_store",
+    "postgres_limits", "read_store_for", "resolve_instants", "store_for", "store_timeouts",
+    "write_lock_stats", "write_lock_waits",
+]
 
 
 class Store(Protocol):
@@ -465,60 +463,6 @@ class Store(Protocol):
         their jobs are untouched. Raises NotFound."""
 
 
-@runtime_checkable
-class SqliteDiagnostics(Protocol):
-    """What only the SQLite store reports (check with isinstance): its single writer is
-    shared by every process, and its busy handler is unfair."""
-
-    def write_lock_stats(self) -> dict[str, dict[str, float | int]] | None:
-        """How long this process waited for the database's write lock, and held it, per
-        write transaction since open: {"wait": {...}, "hold": {...}}, each with `count`,
-        `p50_ms`, `p99_ms`, `max_ms`, `total_ms` (milliseconds); None before open."""
-
-    def write_lock_waits(self) -> DurationHistogram | None:
-        """The live histogram of this process's waits for the write lock (seconds), for
-        /metrics; None before open."""
-
-    def wal_bytes(self) -> int:
-        """Size of the database's `-wal` file now, bytes (0 when there is none)."""
-
-    async def maintenance(self) -> dict[str, int]:
-        """`PRAGMA wal_checkpoint(TRUNCATE)` on a short-lived connection with a short busy
-        timeout, so the `-wal` file shrinks back to zero once no reader holds an old snapshot
-        (while one does, the checkpoint copies what it can and reports busy).
-
-        Returns:
-            `{"busy": 0|1, "log_frames": n, "checkpointed_frames": n, "wal_bytes": size of
-            the -wal file after the checkpoint, bytes}`.
-        """
-
-
-@runtime_checkable
-class TimeoutCounting(Protocol):
-    """A store that counts its calls that missed a deadline (PostgreSQL; check with
-    isinstance)."""
-
-    timeouts: int
-    """Store calls of this process that missed a deadline so far."""
-
-
-def store_timeouts(store: Store) -> int | None:
-    """How many of this process's store calls missed a deadline; None when the store does
-    not count them (SQLite: its waits are bounded by busy_timeout_s)."""
-    return store.timeouts if isinstance(store, TimeoutCounting) else None
-
-
-def write_lock_waits(store: Store) -> DurationHistogram | None:
-    """The store's write-lock wait histogram (:class:`SqliteDiagnostics`), None when it has
-    none (PostgreSQL)."""
-    return store.write_lock_waits() if isinstance(store, SqliteDiagnostics) else None
-
-
-def write_lock_stats(store: Store) -> dict[str, dict[str, float | int]] | None:
-    """The store's write-lock figures (:class:`SqliteDiagnostics`), None when it has none."""
-    return store.write_lock_stats() if isinstance(store, SqliteDiagnostics) else None
-
-
 async def resolve_instants(store: Store, *specs: InstantSpec | None) -> tuple[float | None, ...]:
     """Operator times as unix seconds on the store's clock: an age (`10m` ago) counts back
     from :meth:`Store.now_s`, asked once and only when some spec is an age.
@@ -535,94 +479,3 @@ async def resolve_instants(store: Store, *specs: InstantSpec | None) -> tuple[fl
     """
     now_s = await store.now_s() if any(s is not None and s.ago for s in specs) else 0.0
     return tuple(None if s is None else s.resolve(now_s) for s in specs)
-
-
-@dataclass(frozen=True, slots=True)
-class SqliteOptions:
-    """Settings only a SQLite store reads (a PostgreSQL URL ignores them).
-
-    Attributes:
-        synchronous: `FULL` or `NORMAL` (see Config.synchronous).
-        busy_timeout_s: how long a statement waits for the write lock, seconds.
-        allow_network_filesystem: accept a folder on a network or FUSE filesystem.
-        create: create a missing database file (False: opening it raises DatabaseMissing).
-        wal_degraded_bytes: the `-wal` size past which :meth:`Store.health` is degraded.
-    """
-
-    synchronous: str = "FULL"
-    busy_timeout_s: float = 5.0
-    allow_network_filesystem: bool = False
-    create: bool = True
-    wal_degraded_bytes: int = 256 * 1024 * 1024
-
-
-def open_store(url: str, sqlite: SqliteOptions | None = None,
-               postgres: PostgresLimits | None = None) -> Store:
-    """Build (not yet open) the store for a database URL.
-
-    Args:
-        url: a SQLite file path, or `sqlite:///PATH` (relative) / `sqlite:////PATH` (absolute),
-            as SQLAlchemy spells them.
-            `postgresql://` / `postgres://` URLs select the PostgreSQL store (many hosts).
-        sqlite: the SQLite store's settings (defaults when None).
-        postgres: the PostgreSQL store's timeouts and keepalives (defaults when None).
-
-    Raises:
-        ConfigError: the URL names an unsupported backend; StorageRefused (a ConfigError)
-            when it names a database private to one process (`:memory:`, a `file:` URI, an
-            empty path): see :func:`shared.db_url.parse_db_url`.
-    """
-    db = parse_db_url(url)
-    if db.dsn is not None:
-        from shared.store.postgres import PostgresStore  # noqa: PLC0415
-
-        return PostgresStore(db.dsn, limits=postgres or PostgresLimits())
-    from shared.store.sqlite import SqliteStore  # noqa: PLC0415  (backends load on demand)
-
-    options = sqlite or SqliteOptions()
-    return SqliteStore(str(db.path), synchronous=options.synchronous,
-                       busy_timeout_s=options.busy_timeout_s,
-                       allow_network_filesystem=options.allow_network_filesystem,
-                       create=options.create, wal_degraded_bytes=options.wal_degraded_bytes)
-
-
-def store_for(config: Config, *, create: bool = True) -> Store:
-    """Build (not yet open) the store `config` names, with every storage setting applied.
-
-    Args:
-        create: whether opening it may create a missing SQLite file (the service and
-            `hookline init`); with False, :meth:`Store.open` raises DatabaseMissing instead.
-
-    Raises:
-        ConfigError: as :func:`open_store`.
-    """
-    return open_store(config.db, SqliteOptions(
-        synchronous=config.synchronous, busy_timeout_s=config.busy_timeout_s,
-        allow_network_filesystem=config.allow_network_filesystem, create=create,
-        wal_degraded_bytes=config.wal_degraded_bytes), postgres_limits(config))
-
-
-def read_store_for(config: Config) -> Store | None:
-    """A second store on `config`'s database for long whole-table reads (/metrics, stats),
-    or None when the store's own connections already serve them beside its writes.
-
-    SQLite: a store on its own connection and thread, so a scan of a million rows never
-    stalls the writes queued on the first one. PostgreSQL: None (a pool of connections).
-    Not opened; the caller opens and closes it.
-    """
-    return None if parse_db_url(config.db).dsn is not None else store_for(config)
-
-
-def postgres_limits(config: Config) -> PostgresLimits:
-    """The PostgreSQL store's bounds (shared/store/pg_limits.py) from the `pg_*` settings."""
-    return PostgresLimits(
-        connect_timeout_s=config.pg_connect_timeout_s,
-        acquire_timeout_s=config.pg_acquire_timeout_s,
-        transaction_timeout_s=config.pg_transaction_timeout_s,
-        statement_timeout_s=config.pg_statement_timeout_s,
-        idle_in_transaction_timeout_s=config.pg_idle_in_transaction_timeout_s,
-        lock_timeout_s=config.pg_lock_timeout_s,
-        keepalives_idle_s=config.pg_keepalives_idle_s,
-        keepalives_interval_s=config.pg_keepalives_interval_s,
-        keepalives_count=config.pg_keepalives_count,
-        tcp_user_timeout_s=config.pg_tcp_user_timeout_s)

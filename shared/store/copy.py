@@ -79,7 +79,7 @@ async def _copy_all(source: sqlite3.Connection, conn: asyncpg.Connection) -> dic
         dst_columns.setdefault(r["table_name"], {})[r["column_name"]] = r["data_type"]
     tables = [t for t in TABLES if t in src_tables and t in dst_columns]
     for table in tables:
-        if await conn.fetchval(f"SELECT EXISTS (SELECT 1 FROM {table})"):  # noqa: S608
+        if await conn.fetchval(f"SELECT EXISTS (SELECT 1 FROM {table})"):  # noqa: S608  (table names from the fixed TABLES list)
             raise StoreError(f"the target already holds {table}; migrate-store copies into "
                              "an empty database only")
     copied: dict[str, int] = {}
@@ -89,12 +89,12 @@ async def _copy_all(source: sqlite3.Connection, conn: asyncpg.Connection) -> dic
         types = [dst_columns[table][c] for c in columns]
         records = [tuple(_convert(row[c], t) for c, t in zip(columns, types, strict=True))
                    for row in source.execute(
-                       f"SELECT {', '.join(columns)} FROM {table} ORDER BY id")]  # noqa: S608
+                       f"SELECT {', '.join(columns)} FROM {table} ORDER BY id")]  # noqa: S608  (names from TABLES and the target's catalogue)
         if records:
             await conn.copy_records_to_table(table, records=records, columns=columns)
         if "id" in columns:
             await conn.execute(
-                f"SELECT setval(pg_get_serial_sequence('{table}', 'id'), "  # noqa: S608
+                f"SELECT setval(pg_get_serial_sequence('{table}', 'id'), "  # noqa: S608  (table names from the fixed TABLES list)
                 f"coalesce((SELECT max(id) FROM {table}), 0) + 1, false)")
         copied[table] = len(records)
     return copied

@@ -7,7 +7,8 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 
-from shared.models import Accepted, Duplicate, NewEvent, subscribes
+from shared.endpoint_models import subscribes
+from shared.models import Accepted, Duplicate, NewEvent
 from shared.policy import forwarding
 from shared.signing import new_message_ids
 from shared.store.ops import BEGIN_WRITE, NOTIFY, NOW, Query, Rows, Tx, one

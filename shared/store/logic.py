@@ -12,32 +12,20 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any, TypeVar
 
+from shared.endpoint_models import Destination, Source, parse_headers
 from shared.errors import ConfigError, NotFound
 from shared.logs import get_logger
 from shared.models import (
     Accepted,
-    Attempt,
     AttemptResult,
     Claim,
     ClaimRequest,
     Dead,
-    DeadLetter,
-    Destination,
-    DestinationSummary,
     Done,
     Duplicate,
-    EventBody,
-    Job,
-    JobStory,
-    MetricFigures,
     NewEvent,
     Outcome,
-    PurgeResult,
     Retry,
-    Source,
-    Stats,
-    ThroughputBucket,
-    parse_headers,
 )
 from shared.policy import forwarding, rules
 from shared.policy.delivery import (
@@ -48,6 +36,8 @@ from shared.policy.delivery import (
     is_failure,
 )
 from shared.policy.sources import check_source
+from shared.record_models import Attempt, DeadLetter, EventBody, Job, JobStory, PurgeResult
+from shared.report_models import DestinationSummary, MetricFigures, Stats, ThroughputBucket
 from shared.store.events_tx import EventOperations
 from shared.store.ingest_tx import add_events_tx
 from shared.store.operator_tx import (
@@ -298,7 +288,7 @@ class StoreLogic(EventOperations):
         values = rules.destination_changes(changes)
         # Column names come only from the validated DESTINATION_UPDATERS keys, never input.
         assignments = ", ".join(f"{column} = :{column}" for column in values)
-        sql = (f"UPDATE destinations SET {assignments} "  # noqa: S608
+        sql = (f"UPDATE destinations SET {assignments} "  # noqa: S608  (columns from DESTINATION_UPDATERS keys only)
                "WHERE name = :name AND deleted_at IS NULL RETURNING *")
         params = {k: json.dumps(v if isinstance(v, dict) else list(v))
                   if isinstance(v, list | tuple | dict) else v for k, v in values.items()}

@@ -8,15 +8,13 @@ import dataclasses
 from typing import Any
 
 from shared.errors import Conflict, InvalidSetting, NotFound
-from shared.models import (
-    JOB_STATUSES,
-    DeadLetter,
+from shared.models import JOB_STATUSES
+from shared.record_models import DeadLetter, Job, PurgeResult
+from shared.report_models import (
     DestinationHealth,
     DestinationSummary,
-    Job,
     LatencyHistogram,
     MetricFigures,
-    PurgeResult,
     Stats,
     ThroughputBucket,
     fill_buckets,

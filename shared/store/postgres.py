@@ -275,7 +275,7 @@ class PostgresStore(StoreLogic):
         """Each new connection: keepalives and TCP_USER_TIMEOUT on our socket, and the
         session settings only newer servers know (shared/store/pg_limits.py)."""
         # asyncpg offers no socket options; its transport is the only way to the socket.
-        transport = conn._transport  # noqa: SLF001
+        transport = conn._transport  # noqa: SLF001  (asyncpg offers no socket options)
         if transport is not None:
             self.limits.configure_socket(transport.get_extra_info("socket"))
         for name, value in self.limits.late_settings(conn.get_server_version().major).items():

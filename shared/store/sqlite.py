@@ -110,7 +110,7 @@ class SqliteStore(StoreLogic):
         refuse_network_filesystem(self.path, allowed=self._allow_network_filesystem)
         exists = os.path.exists(self.path)  # noqa: ASYNC240  (once, at open)
         if not exists and not self._create:
-            raise DatabaseMissing(os.path.abspath(self.path))  # noqa: ASYNC240
+            raise DatabaseMissing(os.path.abspath(self.path))  # noqa: ASYNC240  (once, at open)
         check_database_folder(self.path, writable=not exists)
         if not exists:
             # Create the file 0600 before SQLite does: it holds destination secrets.
@@ -197,8 +197,8 @@ class SqliteStore(StoreLogic):
         try:
             # aiosqlite has no public "run this function on your thread" call; _execute is it
             # (tests/unit/test_dependency_contracts.py fails when it changes).
-            execute: Callable[[Callable[[], T]], Awaitable[T]] = conn._execute  # noqa: SLF001
-            return await execute(lambda: fn(conn._conn))  # noqa: SLF001
+            execute: Callable[[Callable[[], T]], Awaitable[T]] = conn._execute  # noqa: SLF001  (aiosqlite's only run-on-thread call)
+            return await execute(lambda: fn(conn._conn))  # noqa: SLF001  (the connection the thread owns)
         except sqlite3.OperationalError as exc:
             fault = sqlite_fault(exc, self.path)
             if isinstance(fault, StoreUnavailable):  # busy, disk full, read-only: retried

@@ -83,7 +83,7 @@ class RowInsert:
         arrays in rowid order."""
         columns = ", ".join(self.returning)  # identifiers of our own named query (row_insert)
         rowids = "rowid BETWEEN ? AND ?" if ranged else "rowid > ?"
-        return (f"SELECT json_group_array(json_array({columns})) FROM "  # noqa: S608
+        return (f"SELECT json_group_array(json_array({columns})) FROM "  # noqa: S608  (identifiers of our own named query)
                 f"(SELECT {columns} FROM {self.table} WHERE {rowids} ORDER BY rowid)")
 
 

@@ -1,6 +1,6 @@
 """`hookline backup`, `hookline backup verify`, `hookline restore`: checked online snapshots.
 
-SQLite only (shared/store/backup.py); for a PostgreSQL URL these commands refuse and point at
+SQLite only (shared/store/backup*.py); for a PostgreSQL URL these commands refuse and point at
 pg_dump / pg_basebackup. Exit codes: 0 ok, 1 a snapshot or restore failed, 2 usage. One
 human line per result on stdout; JSON log lines (`backup_taken`, `backup_failed`,
 `backup_rotated`, `restore_done`) on stderr.
@@ -18,18 +18,10 @@ from typing import Any
 
 from shared.config import Config
 from shared.logs import configure_logging
-from shared.store.backup import (
-    BackupError,
-    Manifest,
-    Snapshot,
-    backup_source,
-    list_snapshots,
-    restore,
-    rotate,
-    run_schedule,
-    take_snapshot,
-    verify_snapshot,
-)
+from shared.store.backup import backup_source, take_snapshot
+from shared.store.backup_format import BackupError, Manifest, Snapshot
+from shared.store.backup_restore import restore, verify_snapshot
+from shared.store.backup_schedule import list_snapshots, rotate, run_schedule
 from supervisor.cli.common import fail
 from supervisor.cli.human import iso_time, show, size
 

@@ -29,7 +29,7 @@ def register(sub: Any) -> None:
 
 def bench_table_command(config: Config, args: argparse.Namespace) -> int:
     """Rewrite the block; 1 with a message when a file or the block is missing or wrong."""
-    from rehearsal.bench_table import BenchTableError, update_readme  # noqa: PLC0415
+    from rehearsal.bench_table import BenchTableError, update_readme  # noqa: PLC0415  (the rehearsal loads only when it runs)
 
     try:
         update_readme(args.readme, args.flat, args.steady, args.compare)

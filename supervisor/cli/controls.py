@@ -16,7 +16,6 @@ from typing import Any
 from shared.config import Config
 from shared.errors import ConfigError
 from shared.logs import get_logger
-from shared.models import DeadLetter, PurgeResult
 from shared.policy import rules
 from shared.policy.rules import (
     DEFAULT_BODIES_AGE,
@@ -24,6 +23,7 @@ from shared.policy.rules import (
     DEFAULT_METADATA_AGE,
     DESTINATION_UPDATERS,
 )
+from shared.record_models import DeadLetter, PurgeResult
 from shared.store import Store, resolve_instants
 from shared.timeparse import parse_instant_spec
 from shared.views import (

@@ -10,9 +10,9 @@ import argparse
 from typing import Any
 
 from shared.config import Config
+from shared.endpoint_models import Destination
 from shared.errors import ConfigError, InvalidSetting
 from shared.logs import get_logger
-from shared.models import Destination
 from shared.policy import rules
 from shared.signing import generate_secret
 from shared.timeparse import parse_duration

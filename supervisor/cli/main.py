@@ -105,7 +105,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     receiver_at = _receiver_position(argv)
     try:
         if receiver_at is not None:  # its own parser: `hookline receiver -h`
-            from rehearsal.receiver import main as receiver_main  # noqa: PLC0415
+            from rehearsal.receiver import main as receiver_main  # noqa: PLC0415  (the rehearsal loads only for `hookline receiver`)
 
             return receiver_main(argv[receiver_at + 1:])
         args = build_parser().parse_args(argv)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 from typing import Any
 
 from shared.config import Config
@@ -39,7 +40,6 @@ def migrate_store_command(config: Config, args: argparse.Namespace) -> int:
                     f"{source!r}", 2)
     if not is_postgres_url(args.target):
         return fail(f"--to must be a postgresql:// URL, not {args.target!r}", 2)
-    import os  # noqa: PLC0415
 
     if not os.path.isfile(path):
         return fail(f"--from: no SQLite database at {path}", 2)

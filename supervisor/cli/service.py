@@ -132,6 +132,6 @@ async def _nothing(store: object) -> None:
 
 def demo_command(config: Config, args: argparse.Namespace) -> int:
     """Run the demo in its own fresh database under --out."""
-    from rehearsal.demo import run as run_demo  # noqa: PLC0415
+    from rehearsal.demo import run as run_demo  # noqa: PLC0415  (the rehearsal loads only for `hookline demo`)
 
     return run_demo(out_dir=args.out, workers=args.workers)

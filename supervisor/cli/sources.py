@@ -8,7 +8,7 @@ import argparse
 from typing import Any
 
 from shared.config import Config
-from shared.models import SOURCE_SCHEMES
+from shared.endpoint_models import SOURCE_SCHEMES
 from shared.policy.sources import check_source, generate_source_secret
 from shared.views import source_removed_view, source_view
 from supervisor.cli.common import add_named, print_json, print_table, run_command, with_store

@@ -16,7 +16,9 @@ from pathlib import Path
 from procs import JSON_AUTH, ROOT, child_env, start_cli, stop, wait_until
 
 from rehearsal.harness import free_port
-from shared.store.backup import TEMP_PREFIX, list_snapshots, verify_snapshot
+from shared.store.backup_format import TEMP_PREFIX
+from shared.store.backup_restore import verify_snapshot
+from shared.store.backup_schedule import list_snapshots
 from shared.store.sqlite import SqliteStore
 from tests.conftest import new_event
 

@@ -20,7 +20,7 @@ import aiohttp
 
 from rehearsal.drill import Drill, Target, drill
 from rehearsal.harness import INGEST_HEADERS, wait_settled
-from shared.models import Attempt, Job
+from shared.record_models import Attempt, Job
 
 POISON = "drill.poison"
 LEASE_S = 2.0

@@ -27,7 +27,7 @@ from procs import AUTH, log_records, start_cli, stop
 from rehearsal.blackhole import BlackholeProxy
 from rehearsal.harness import children_of, free_port
 from rehearsal.receiver import Endpoint, Receiver, parse_behaviour
-from shared.models import Attempt
+from shared.record_models import Attempt
 from shared.signing import generate_secret
 from shared.store.postgres import PostgresStore
 

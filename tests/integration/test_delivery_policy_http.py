@@ -18,7 +18,7 @@ from aiohttp import web
 
 from rehearsal.receiver import Endpoint, Receiver, parse_behaviour
 from shared.config import Config
-from shared.models import Attempt
+from shared.record_models import Attempt
 from shared.signing import generate_secret
 from shared.store import Store
 from tests.conftest import new_event, serving, settle

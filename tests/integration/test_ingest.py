@@ -26,8 +26,8 @@ from ingest.group_commit import GroupCommitter
 from ingest.main import serve
 from shared.config import Config
 from shared.errors import StoreBusy, StoreClosing
-from shared.models import Stats
 from shared.process.lifecycle import BOOT_ERROR_EXIT
+from shared.report_models import Stats
 from shared.signing import generate_secret
 from shared.store import Store
 from tests.conftest import is_postgres, new_event, opened_store
@@ -264,7 +264,7 @@ async def test_stats_need_the_admin_token_when_one_is_set(real_store):
 def location(store: Store) -> str:
     """Where a store's data lives (a SQLite file path or a PostgreSQL URL): internals that
     must never reach a client."""
-    return str(getattr(store, "path", None) or getattr(store, "dsn"))  # noqa: B009
+    return str(getattr(store, "path", None) or getattr(store, "dsn"))  # noqa: B009  (`dsn` is no Store attribute: PostgreSQL only)
 
 
 class FailingStore:

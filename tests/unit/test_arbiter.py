@@ -14,8 +14,9 @@ import pytest
 
 from shared.process import lifecycle
 from supervisor import sdnotify
-from supervisor.arbiter import Arbiter, ChildSpec
+from supervisor.arbiter import Arbiter
 from supervisor.child_exits import describe_exit, respawn_delay_s
+from supervisor.children import ChildSpec
 
 
 def _status_of(code: str) -> int:

@@ -1,4 +1,4 @@
-"""shared/store/backup.py and Store.maintenance on real SQLite files: snapshots, verify, restore,
+"""shared/store/backup*.py and Store.maintenance on real SQLite files: snapshots, verify, restore,
 rotation, and WAL hygiene."""
 
 from __future__ import annotations
@@ -14,17 +14,10 @@ from pathlib import Path
 import pytest
 
 from ingest.maintenance import run_maintenance
-from shared.store.backup import (
-    SNAPSHOT_NAME,
-    BackupError,
-    list_snapshots,
-    remove_stale_temporaries,
-    restore,
-    rotate,
-    run_schedule,
-    take_snapshot,
-    verify_snapshot,
-)
+from shared.store.backup import remove_stale_temporaries, take_snapshot
+from shared.store.backup_format import SNAPSHOT_NAME, BackupError
+from shared.store.backup_restore import restore, verify_snapshot
+from shared.store.backup_schedule import list_snapshots, rotate, run_schedule
 from shared.store.sqlite import SqliteStore
 from tests.conftest import FakeClock, new_event
 

@@ -9,8 +9,9 @@ from dataclasses import replace
 import pytest
 from structlog.testing import capture_logs
 
+from shared.endpoint_models import Destination
 from shared.errors import ConfigError, InvalidSetting, NotFound
-from shared.models import AttemptResult, ClaimRequest, Dead, Destination, Done, Retry
+from shared.models import AttemptResult, ClaimRequest, Dead, Done, Retry
 from shared.policy import rules
 from shared.policy.delivery import (
     BreakerPolicy,

@@ -20,8 +20,8 @@ from ingest.source_verify import (
     verify_stripe,
     verify_token,
 )
+from shared.endpoint_models import Source
 from shared.errors import InvalidEvent, SignatureInvalid
-from shared.models import Source
 from shared.policy.sources import check_source, generate_source_secret
 from shared.signing import generate_secret
 

@@ -1,0 +1,167 @@
+"""Counts and figures computed over the stored rows: `hookline stats`, /metrics, the
+dashboard's destination table and its throughput buckets.
+
+Times named `*_s` or `*_at` are unix seconds (float) unless a docstring says otherwise.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Stats:
+    """Counts for `hookline stats` and /metrics."""
+
+    jobs_by_status: dict[str, int] = field(default_factory=dict)
+    events: int = 0
+    attempts: int = 0
+    oldest_pending_age_s: float | None = None
+    # Operator views and /metrics: per-destination job counts (removed
+    # destinations appear as `name~removed-ID`), paused destinations with their reason,
+    # attempts by outcome class, and accept -> delivered latency of done jobs still stored.
+    jobs_by_destination: dict[str, dict[str, int]] = field(default_factory=dict)
+    paused_destinations: dict[str, str | None] = field(default_factory=dict)
+    attempts_by_outcome: dict[str, int] = field(default_factory=dict)
+    delivery_latency: LatencyHistogram | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class MetricFigures:
+    """Per live destination figures only /metrics shows (a removed destination has none).
+
+    Attributes:
+        attempts_by_destination: {destination: {outcome class: finished attempts}}, counting
+            what retention purged too, so the numbers never go down.
+        latency_by_destination: {destination: accept -> delivered latency of its done jobs},
+            purged ones included; destinations with no done job are missing.
+        destination_health: each live destination's pause state and failure run.
+    """
+
+    attempts_by_destination: dict[str, dict[str, int]] = field(default_factory=dict)
+    latency_by_destination: dict[str, LatencyHistogram] = field(default_factory=dict)
+    destination_health: tuple[DestinationHealth, ...] = ()
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DestinationHealth:
+    """One live destination's pause state and failure run, for /metrics.
+
+    Attributes:
+        name: the destination.
+        paused: whether it is paused.
+        paused_reason: why (an operator's text, or the circuit breaker's), None when running.
+        failure_streak: consecutive failed attempts since its last 2xx.
+    """
+
+    name: str
+    paused: bool
+    paused_reason: str | None
+    failure_streak: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LatencyHistogram:
+    """Accept -> delivered latency (job finished_at - event received_at, seconds) of the done
+    jobs still stored, as a cumulative histogram.
+
+    Attributes:
+        buckets: (upper bound in seconds, jobs at or below it), ascending; +Inf not included.
+        count: number of done jobs.
+        sum_s: total latency, seconds.
+    """
+
+    buckets: tuple[tuple[float, int], ...]
+    count: int
+    sum_s: float
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DestinationSummary:
+    """One live destination as the dashboard's table shows it.
+
+    Attributes:
+        name, paused, paused_reason, failure_streak, failing_since, max_in_flight: as on
+            :class:`Destination` (`paused_reason` also tells an auto-pause by the breaker).
+        in_flight: jobs running under an unexpired lease now.
+        pending: jobs waiting (due or scheduled for a retry).
+        dead: dead jobs still stored (replayable unless their body was purged).
+        oldest_pending_at: `run_at` (unix seconds) of its longest-waiting due pending job,
+            or None when none is due.
+        latency_samples: completed attempts the percentiles were taken over.
+        delivered_samples: how many of those got a 2xx (the success rate is
+            `delivered_samples / latency_samples`).
+        p50_s, p99_s: nearest-rank percentiles of those attempts' durations (request sent to
+            response read, or to the transport error), seconds; None without samples.
+    """
+
+    name: str
+    paused: bool
+    paused_reason: str | None
+    failure_streak: int
+    failing_since: float | None
+    max_in_flight: int
+    in_flight: int
+    pending: int
+    dead: int
+    oldest_pending_at: float | None
+    latency_samples: int = 0
+    delivered_samples: int = 0
+    p50_s: float | None = None
+    p99_s: float | None = None
+
+    @classmethod
+    def from_rows(cls, row: Any, latency: Any | None) -> DestinationSummary:
+        """Build from a `destination_summaries` row and its `destination_latency` row (None
+        when the destination has no recent completed attempt)."""
+        return cls(
+            name=row["name"], paused=bool(row["paused"]), paused_reason=row["paused_reason"],
+            failure_streak=int(row["failure_streak"] or 0), failing_since=row["failing_since"],
+            max_in_flight=row["max_in_flight"], in_flight=int(row["in_flight"]),
+            pending=int(row["pending"]), dead=int(row["dead"]),
+            oldest_pending_at=row["oldest_pending_at"],
+            latency_samples=0 if latency is None else int(latency["samples"]),
+            delivered_samples=0 if latency is None else int(latency["delivered_samples"] or 0),
+            p50_s=None if latency is None else latency["p50_s"],
+            p99_s=None if latency is None else latency["p99_s"])
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ThroughputBucket:
+    """Counts of one time bucket `[start_s, start_s + bucket_s)` (unix seconds).
+
+    Attributes:
+        start_s: the bucket's first instant, a multiple of the bucket length.
+        events: events accepted (by `received_at`).
+        delivered: jobs that ended done (by `finished_at`).
+        dead: jobs that ended dead (by `finished_at`).
+        failed: attempts that did not deliver (HTTP status other than 2xx, or a transport
+            error) by `started_at`; a lost worker or a hand-back is no delivery failure.
+            None when the bucket lies (even partly) before the newest attempt rows the
+            count scans (see :meth:`shared.store.Store.throughput`).
+    """
+
+    start_s: float
+    events: int = 0
+    delivered: int = 0
+    dead: int = 0
+    failed: int | None = 0
+
+
+def fill_buckets(counts: dict[int, dict[str, int]], *, first: int, last: int,
+                 bucket_s: int) -> list[ThroughputBucket]:
+    """Zero-filled buckets from bucket number `first` to `last` inclusive.
+
+    Args:
+        counts: bucket number (`floor(t / bucket_s)`) -> {"events"|"delivered"|"dead"|
+            "failed": n};
+            numbers outside [first, last] are ignored.
+        first, last: bucket numbers of the oldest and the newest bucket.
+        bucket_s: bucket length, seconds.
+
+    Returns:
+        One :class:`ThroughputBucket` per number, oldest first.
+    """
+    return [ThroughputBucket(start_s=float(n * bucket_s), **counts.get(n, {}))
+            for n in range(first, last + 1)]

@@ -1,0 +1,150 @@
+"""Verifying a snapshot and restoring one into a new directory.
+
+Restore copies a verified snapshot into a NEW, empty directory as `hookline.db`; it never
+opens the live database. Jobs that were `running` at snapshot time are left as they are:
+their leases expire (lease_until was at most `lease_s` after the snapshot) and the normal
+takeover path claims them again, marks the unfinished attempt as lost and applies the
+attempt cap, exactly as after a crashed worker, which is what a restore is to them.
+AUTOINCREMENT keeps new ids above every id in the snapshot (sqlite_sequence is restored).
+
+Blocking calls (stdlib sqlite3): run them in a thread from async code.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from shared.logs import get_logger
+from shared.store.backup_format import (
+    TEMP_PREFIX,
+    BackupError,
+    Manifest,
+    check_copy,
+    copy_private,
+    fsync_dir,
+    sha256_of,
+)
+
+RESTORED_NAME = "hookline.db"
+
+
+@dataclass(frozen=True, slots=True)
+class VerifyReport:
+    """The result of re-checking a snapshot; `ok` when `problems` is empty."""
+
+    path: Path
+    problems: tuple[str, ...]
+    manifest: Manifest | None
+
+    @property
+    def ok(self) -> bool:
+        """True when every check passed."""
+        return not self.problems
+
+
+def verify_snapshot(path: str | os.PathLike[str], *, require_manifest: bool = True
+                    ) -> VerifyReport:
+    """Re-check a snapshot: its manifest (hash, size, schema version, row counts), integrity.
+
+    Args:
+        path: the snapshot `.db` file; its manifest is the `.json` beside it.
+        require_manifest: when False a missing manifest is not a problem (only the
+            integrity and schema checks run).
+
+    Returns:
+        A report; `report.ok` when every check passed, else `report.problems` says why.
+        Never raises for a bad snapshot.
+    """
+    snap = Path(path)
+    problems: list[str] = []
+    manifest: Manifest | None = None
+    if not snap.is_file():
+        return VerifyReport(snap, (f"no snapshot file at {snap}",), None)
+    for sidecar in ("-wal", "-journal"):
+        if Path(f"{snap}{sidecar}").exists():
+            problems.append(f"a {sidecar} file lies beside the snapshot (it was opened for "
+                            "writing after it was taken)")
+    try:
+        manifest = Manifest.read(snap.with_suffix(".json"))
+    except BackupError as exc:
+        if require_manifest or snap.with_suffix(".json").exists():
+            problems.append(str(exc))
+    if manifest is not None:
+        size = snap.stat().st_size
+        if size != manifest.size_bytes:
+            problems.append(f"size is {size} bytes, the manifest says {manifest.size_bytes}")
+        digest = sha256_of(snap)
+        if digest != manifest.sha256:
+            problems.append(f"sha256 is {digest}, the manifest says {manifest.sha256}")
+    try:
+        facts = check_copy(snap, expected_version=None if manifest is None
+                            else manifest.schema_version)
+    except BackupError as exc:
+        problems.append(str(exc))
+    else:
+        if manifest is not None:
+            if facts["tables"] != manifest.tables:
+                problems.append(f"row counts {facts['tables']} differ from the manifest's "
+                                f"{manifest.tables}")
+            if facts["max_event_id"] != manifest.max_event_id:
+                problems.append(f"highest event id {facts['max_event_id']} differs from the "
+                                f"manifest's {manifest.max_event_id}")
+    return VerifyReport(snap, tuple(problems), manifest)
+
+
+def restore(snapshot: str | os.PathLike[str], into_dir: str | os.PathLike[str], *,
+            require_manifest: bool = True) -> Path:
+    """Verify a snapshot and write a ready-to-run database `into_dir/hookline.db`.
+
+    The live database is never opened. Running jobs are left running; they are claimed
+    again when their leases expire (see the module docstring for why).
+
+    Args:
+        snapshot: the snapshot `.db` file.
+        into_dir: a directory that does not exist yet, or an empty one.
+        require_manifest: False to restore a lone snapshot file without its manifest.
+
+    Returns:
+        The restored database file (mode 0600, in the new directory).
+
+    Raises:
+        BackupError: the snapshot failed verification, or `into_dir` is a file or is not
+            empty.
+    """
+    try:
+        return _restore(Path(snapshot), Path(into_dir), require_manifest=require_manifest)
+    except OSError as exc:
+        raise BackupError(f"{exc.strerror or exc}: {exc.filename or into_dir}") from exc
+
+
+def _restore(snapshot: Path, target_dir: Path, *, require_manifest: bool) -> Path:
+    if target_dir.exists():
+        if not target_dir.is_dir():
+            raise BackupError(f"{target_dir} exists and is not a directory")
+        if any(target_dir.iterdir()):
+            raise BackupError(f"{target_dir} is not empty; restore writes into a new, empty "
+                              "directory only")
+    report = verify_snapshot(snapshot, require_manifest=require_manifest)
+    if not report.ok:
+        raise BackupError(f"snapshot {snapshot} failed verification: "
+                          + "; ".join(report.problems))
+    target_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+    final = target_dir / RESTORED_NAME
+    tmp = target_dir / f"{TEMP_PREFIX}restore-{os.getpid()}.db"
+    try:
+        copy_private(snapshot, tmp)
+        if report.manifest is not None and sha256_of(tmp) != report.manifest.sha256:
+            raise BackupError("the copy's sha256 differs from the manifest (disk error?)")
+        os.replace(tmp, final)
+        fsync_dir(target_dir)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            tmp.unlink()
+        raise
+    running = 0 if report.manifest is None else report.manifest.jobs_by_status.get("running", 0)
+    get_logger().info("restore_done", snapshot=str(snapshot), path=str(final),
+                      running_jobs=running)
+    return final
