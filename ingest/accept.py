@@ -15,11 +15,11 @@ from typing import Any
 
 from aiohttp import web
 
-from ingest.app_state import COMMITTER_KEY, OUTAGE_KEY
-from ingest.http_common import JSON_TYPE, store_fault_response
-from shared.errors import StoreClosing, StoreUnavailable
-from shared.logs import get_logger, logs_info
-from shared.models import Accepted, Duplicate, NewEvent
+from hookline.ingest.app_state import COMMITTER_KEY, OUTAGE_KEY
+from hookline.ingest.http_common import JSON_TYPE, store_fault_response
+from hookline.shared.errors import StoreClosing, StoreUnavailable
+from hookline.shared.logs import get_logger, logs_info
+from hookline.shared.models import Accepted, Duplicate, NewEvent
 
 
 async def accept_event(request: web.Request, event: NewEvent) -> web.Response:

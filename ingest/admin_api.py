@@ -39,17 +39,17 @@ from typing import Any
 
 from aiohttp import hdrs, web
 
-from ingest import metrics
-from ingest.app_state import app_config, request_reader, request_store
-from ingest.auth import ADMIN_SETTING, check_bearer
-from ingest.http_common import error_response
-from shared.errors import ConfigError, Conflict, DestinationBlocked, InvalidInput, NotFound
-from shared.logs import get_logger
-from shared.policy import inputs, rules
-from shared.policy.netguard import vet_destination
-from shared.signing import generate_secret
-from shared.store import resolve_instants
-from shared.views import (
+from hookline.ingest import metrics
+from hookline.ingest.app_state import app_config, request_reader, request_store
+from hookline.ingest.auth import ADMIN_SETTING, check_bearer
+from hookline.ingest.http_common import error_response
+from hookline.shared.errors import ConfigError, Conflict, DestinationBlocked, InvalidInput, NotFound
+from hookline.shared.logs import get_logger
+from hookline.shared.policy import inputs, rules
+from hookline.shared.policy.netguard import vet_destination
+from hookline.shared.signing import generate_secret
+from hookline.shared.store import resolve_instants
+from hookline.shared.views import (
     dead_letter_view,
     destination_removed_view,
     destination_view,

@@ -17,16 +17,16 @@ from typing import Any
 
 from aiohttp import web
 
-from ingest import admin_api
-from ingest.app_state import request_store
-from ingest.http_common import requester
-from shared.endpoint_models import Destination
-from shared.errors import InvalidSetting
-from shared.logs import get_logger
-from shared.policy import rules
-from shared.policy.inputs import refuse_unknown
-from shared.signing import generate_secret
-from shared.views import destination_secret_view, previous_secret_expired_view
+from hookline.ingest import admin_api
+from hookline.ingest.app_state import request_store
+from hookline.ingest.http_common import requester
+from hookline.shared.endpoint_models import Destination
+from hookline.shared.errors import InvalidSetting
+from hookline.shared.logs import get_logger
+from hookline.shared.policy import rules
+from hookline.shared.policy.inputs import refuse_unknown
+from hookline.shared.signing import generate_secret
+from hookline.shared.views import destination_secret_view, previous_secret_expired_view
 
 ROTATE_FIELDS = ("secret", "overlap_s")
 NO_STORE = {"Cache-Control": "no-store"}

@@ -25,7 +25,7 @@ Routes (JSON, same Bearer access and error shape as ingest/admin_api.py):
          "clock_steps", "processes": [{"slot", "running", "cpu_s",
          "resident_memory_bytes", "started_at", "heartbeat_age_s", "restarts": {cause: n}}]}:
         the supervisor's children and each process's health, from the same merged
-        per-process snapshots /metrics reads (ingest.metrics.process_families).
+        per-process snapshots /metrics reads (hookline.ingest.metrics.process_families).
 """
 
 from __future__ import annotations
@@ -38,11 +38,11 @@ from typing import Any
 
 from aiohttp import web
 
-from ingest.admin_api import guarded
-from ingest.app_state import app_config, request_reader, request_store
-from ingest.metrics import process_families
-from shared.errors import ConfigError, InvalidInput
-from shared.metrics_catalog import (
+from hookline.ingest.admin_api import guarded
+from hookline.ingest.app_state import app_config, request_reader, request_store
+from hookline.ingest.metrics import process_families
+from hookline.shared.errors import ConfigError, InvalidInput
+from hookline.shared.metrics_catalog import (
     CHILD_RESTARTS,
     CHILDREN_ALIVE,
     CHILDREN_WANTED,
@@ -52,11 +52,11 @@ from shared.metrics_catalog import (
     PROCESS_RESIDENT_MEMORY_BYTES,
     PROCESS_START_TIME_SECONDS,
 )
-from shared.policy.inputs import whole_number
-from shared.process.lifecycle import STATUS_FILE, pid_alive, read_status, runtime_dir
-from shared.process.metrics_file import Labels
-from shared.timeparse import parse_duration
-from shared.views import destination_summary_view, throughput_view
+from hookline.shared.policy.inputs import whole_number
+from hookline.shared.process.lifecycle import STATUS_FILE, pid_alive, read_status, runtime_dir
+from hookline.shared.process.metrics_file import Labels
+from hookline.shared.timeparse import parse_duration
+from hookline.shared.views import destination_summary_view, throughput_view
 
 DEFAULT_LATENCY_WINDOW = "15m"
 DEFAULT_THROUGHPUT_WINDOW = "30m"
@@ -152,7 +152,7 @@ def supervisor_view(path: Path, now_s: float) -> dict[str, Any]:
     """What `GET /v1/admin/supervisor` answers for the status file at `path`.
 
     Args:
-        path: the supervisor's `status.json` (see :mod:`shared.process.lifecycle`).
+        path: the supervisor's `status.json` (see :mod:`hookline.shared.process.lifecycle`).
         now_s: current unix time, seconds (for `age_s`).
 
     Returns:
@@ -199,7 +199,7 @@ def processes_view(merged: Mapping[str, Mapping[Labels, Any]]) -> dict[str, Any]
     """What `GET /v1/admin/processes` answers, from the merged snapshot families.
 
     Args:
-        merged: :func:`ingest.metrics.process_families` (what /metrics exposes).
+        merged: :func:`hookline.ingest.metrics.process_families` (what /metrics exposes).
 
     Returns:
         `supervised`: a running supervisor's figures are there (False when ingest runs

@@ -35,7 +35,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 
 from aiohttp import web
 
-from ingest import (
+from hookline.ingest import (
     admin_api,
     admin_secrets,
     admin_views,
@@ -46,7 +46,7 @@ from ingest import (
     openapi,
     sources_api,
 )
-from ingest.app_state import (
+from hookline.ingest.app_state import (
     COMMITTER_KEY,
     CONFIG_KEY,
     IN_FLIGHT_KEY,
@@ -58,18 +58,18 @@ from ingest.app_state import (
     STORE_KEY,
     InFlight,
 )
-from ingest.group_commit import GroupCommitter
-from ingest.http_common import error_response, store_fault_response
-from ingest.rate_limit import SourceRateLimiter
-from ingest.request_metrics import count_answer, route_label
-from shared.config import Config
-from shared.errors import StoreClosing, StoreUnavailable
-from shared.faults import StoreOutage
-from shared.logs import get_logger
-from shared.metrics_catalog import INGEST_BATCH_SIZE
-from shared.process.metrics_file import ProcessMetrics, SnapshotWriter
-from shared.store import Store
-from shared.version import PRODUCT
+from hookline.ingest.group_commit import GroupCommitter
+from hookline.ingest.http_common import error_response, store_fault_response
+from hookline.ingest.rate_limit import SourceRateLimiter
+from hookline.ingest.request_metrics import count_answer, route_label
+from hookline.shared.config import Config
+from hookline.shared.errors import StoreClosing, StoreUnavailable
+from hookline.shared.faults import StoreOutage
+from hookline.shared.logs import get_logger
+from hookline.shared.metrics_catalog import INGEST_BATCH_SIZE
+from hookline.shared.process.metrics_file import ProcessMetrics, SnapshotWriter
+from hookline.shared.store import Store
+from hookline.shared.version import PRODUCT
 
 # Codes for the HTTP errors aiohttp raises itself (routing) or we raise; others derive from
 # the reason phrase ("Request Timeout" -> "request_timeout").

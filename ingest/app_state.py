@@ -10,12 +10,12 @@ import asyncio
 
 from aiohttp import web
 
-from ingest.group_commit import GroupCommitter
-from ingest.rate_limit import SourceRateLimiter
-from shared.config import Config
-from shared.faults import StoreOutage
-from shared.process.metrics_file import ProcessMetrics, SnapshotWriter
-from shared.store import Store
+from hookline.ingest.group_commit import GroupCommitter
+from hookline.ingest.rate_limit import SourceRateLimiter
+from hookline.shared.config import Config
+from hookline.shared.faults import StoreOutage
+from hookline.shared.process.metrics_file import ProcessMetrics, SnapshotWriter
+from hookline.shared.store import Store
 
 
 class InFlight:
@@ -23,7 +23,7 @@ class InFlight:
 
     aiohttp's own graceful shutdown (AppRunner.cleanup) stops reading from every connection
     before it waits for handlers, so a request still receiving its body then can never
-    finish. :func:`ingest.main.serve` therefore stops listening, calls :meth:`drain`, and
+    finish. :func:`hookline.ingest.main.serve` therefore stops listening, calls :meth:`drain`, and
     only then runs the cleanup.
 
     Attributes:
@@ -62,7 +62,7 @@ class InFlight:
 STORE_KEY = web.AppKey("store", Store)
 READ_STORE_KEY = web.AppKey("read_store", Store)
 """The store that whole-table reads go through (/metrics, stats, the dashboard's summaries):
-:func:`shared.store.read_store_for`'s where there is one, so a long scan never holds up the
+:func:`hookline.shared.store.read_store_for`'s where there is one, so a long scan never holds up the
 group commit; otherwise the same store."""
 CONFIG_KEY = web.AppKey("config", Config)
 COMMITTER_KEY = web.AppKey("committer", GroupCommitter)

@@ -13,8 +13,8 @@ import hmac
 
 from aiohttp import hdrs, web
 
-from shared.config import Config
-from shared.logs import get_logger
+from hookline.shared.config import Config
+from hookline.shared.logs import get_logger
 
 ADMIN_SETTING = "admin_token (HOOKLINE_ADMIN_TOKEN, or admin_token_file)"
 INGEST_SETTING = "ingest_token (HOOKLINE_INGEST_TOKEN, or ingest_token_file)"

@@ -30,8 +30,8 @@ import time
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Generic, TypeVar
 
-from shared.errors import StoreClosing, StoreUnavailable
-from shared.logs import get_logger
+from hookline.shared.errors import StoreClosing, StoreUnavailable
+from hookline.shared.logs import get_logger
 
 Item = TypeVar("Item")
 Result = TypeVar("Result")

@@ -44,7 +44,7 @@ STATIC_KEY = web.AppKey("dashboard_static", dict)
 def static_files() -> dict[str, Traversable]:
     """name -> file of every servable file in `ingest/static/` (a fixed allowlist, so no
     request path can name anything else)."""
-    folder = resources.files("ingest").joinpath("static")
+    folder = resources.files("hookline.ingest").joinpath("static")
     return {entry.name: entry for entry in folder.iterdir()
             if entry.is_file() and any(entry.name.endswith(ext) for ext in CONTENT_TYPES)}
 

@@ -28,10 +28,10 @@ from typing import Any
 
 from aiohttp import web
 
-from ingest.admin_api import MAX_LIMIT, guarded, json_body
-from ingest.app_state import request_store
-from ingest.http_common import requester
-from shared.operator_models import (
+from hookline.ingest.admin_api import MAX_LIMIT, guarded, json_body
+from hookline.ingest.app_state import request_store
+from hookline.ingest.http_common import requester
+from hookline.shared.operator_models import (
     BULK_DEFAULT_LIMIT,
     BULK_MAX_LIMIT,
     RESEND_STATUSES,
@@ -39,9 +39,9 @@ from shared.operator_models import (
     JobSelection,
     audit,
 )
-from shared.policy import inputs
-from shared.store import Store, resolve_instants
-from shared.views import bulk_result_view, event_lookup_view, events_page_view
+from hookline.shared.policy import inputs
+from hookline.shared.store import Store, resolve_instants
+from hookline.shared.views import bulk_result_view, event_lookup_view, events_page_view
 
 _SINGLE_FIELDS = frozenset({"reason", "dry_run"})
 _BULK_FIELDS = frozenset({"destination", "since", "until", "limit", "dry_run", "reason"})

@@ -12,20 +12,20 @@ from __future__ import annotations
 
 from aiohttp import web
 
-from ingest.accept import accept_event
-from ingest.app_state import CONFIG_KEY
-from ingest.auth import INGEST_SETTING, check_bearer
-from ingest.http_common import (
+from hookline.ingest.accept import accept_event
+from hookline.ingest.app_state import CONFIG_KEY
+from hookline.ingest.auth import INGEST_SETTING, check_bearer
+from hookline.ingest.http_common import (
     UnsupportedMediaType,
     check_content_type,
     check_rate,
     error_response,
     read_bounded,
 )
-from ingest.sources_api import is_provider_source
-from ingest.validation import DEFAULT_SOURCE, BodyTooLarge, parse_event
-from shared.errors import InvalidEvent
-from shared.logs import get_logger
+from hookline.ingest.sources_api import is_provider_source
+from hookline.ingest.validation import DEFAULT_SOURCE, BodyTooLarge, parse_event
+from hookline.shared.errors import InvalidEvent
+from hookline.shared.logs import get_logger
 
 
 def register(app: web.Application) -> None:

@@ -11,11 +11,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ingest.batcher import Batcher, BatcherStopped
-from shared.metrics_catalog import BATCH_SIZE_BUCKETS
-from shared.models import Accepted, Duplicate, NewEvent
-from shared.process.metrics_file import Histogram
-from shared.store import Store
+from hookline.ingest.batcher import Batcher, BatcherStopped
+from hookline.shared.metrics_catalog import BATCH_SIZE_BUCKETS
+from hookline.shared.models import Accepted, Duplicate, NewEvent
+from hookline.shared.process.metrics_file import Histogram
+from hookline.shared.store import Store
 
 DEFAULT_MAX_BATCH = 512
 

@@ -2,20 +2,20 @@
 
 `/healthz` never touches the database and is always 200, since restarting ingest would not
 help: `{"status": "ok"}`, or `{"status": "degraded", ...}` while the store's own health is
-degraded (:meth:`shared.store.Store.health`: the SQLite WAL past wal_degraded_bytes).
+degraded (:meth:`hookline.shared.store.Store.health`: the SQLite WAL past wal_degraded_bytes).
 
 Ready means able to serve, all of:
 
 * POST /v1/events can accept events: an `ingest_token` is set, or `ingest_closed` says it is
-  closed on purpose (:func:`shared.config.ingest_not_ready_reason`);
-* the database takes writes (:meth:`shared.store.Store.check_writable`, bounded by
+  closed on purpose (:func:`hookline.shared.config.ingest_not_ready_reason`);
+* the database takes writes (:meth:`hookline.shared.store.Store.check_writable`, bounded by
   `_PROBE_TIMEOUT_S`);
 * ingest's own commits are not failing: after a commit failed or timed out (ingest/batcher.py)
   this process is not ready until a write on its store succeeds again while no commit is
   stuck (the probe above, or the next commit), so a probe on a fresh connection can never
   report ready while the events themselves cannot be committed;
 * at least one worker is alive and heartbeating, per the supervisor's `status.json` in the
-  runtime folder (:mod:`shared.process.lifecycle`), and the supervisor is not stopping;
+  runtime folder (:mod:`hookline.shared.process.lifecycle`), and the supervisor is not stopping;
 * this ingest process is not draining for shutdown.
 
 The answer is 200 `{"ready": true, "checks": {...}}` or 503 `{"error": "not_ready",
@@ -31,10 +31,10 @@ from typing import Any
 
 from aiohttp import web
 
-from ingest.app_state import COMMITTER_KEY, CONFIG_KEY, IN_FLIGHT_KEY, STORE_KEY
-from shared.config import ingest_not_ready_reason
-from shared.errors import StoreError
-from shared.process.lifecycle import STATUS_FILE, read_status, runtime_dir
+from hookline.ingest.app_state import COMMITTER_KEY, CONFIG_KEY, IN_FLIGHT_KEY, STORE_KEY
+from hookline.shared.config import ingest_not_ready_reason
+from hookline.shared.errors import StoreError
+from hookline.shared.process.lifecycle import STATUS_FILE, read_status, runtime_dir
 
 _PROBE_TIMEOUT_S = 2.0
 
@@ -50,7 +50,7 @@ async def healthz(request: web.Request) -> web.Response:
     200, since restarting ingest would not help. The body is `{"status": "ok"}` (with
     `"checks": {"wal": ...}` where the store keeps a WAL file), or `{"status": "degraded",
     "detail": ..., "checks": {"wal": ...}}` while the store's health is degraded
-    (:meth:`shared.store.Store.health`: size, limit, checkpoint result, holders)."""
+    (:meth:`hookline.shared.store.Store.health`: size, limit, checkpoint result, holders)."""
     found = await request.app[STORE_KEY].health()
     if found.wal_check is None:
         return web.json_response({"status": "ok"})

@@ -13,11 +13,11 @@ from typing import Any
 from aiohttp import hdrs, web
 from aiohttp.typedefs import LooseHeaders
 
-from ingest.app_state import OUTAGE_KEY, RATE_LIMITER_KEY
-from ingest.rate_limit import retry_after_s
-from ingest.validation import BodyTooLarge
-from shared.errors import StoreBusy, StoreClosing, StoreUnavailable
-from shared.logs import get_logger
+from hookline.ingest.app_state import OUTAGE_KEY, RATE_LIMITER_KEY
+from hookline.ingest.rate_limit import retry_after_s
+from hookline.ingest.validation import BodyTooLarge
+from hookline.shared.errors import StoreBusy, StoreClosing, StoreUnavailable
+from hookline.shared.logs import get_logger
 
 RETRY_AFTER_S = 1
 """`Retry-After` of a 503 store fault, seconds."""

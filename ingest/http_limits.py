@@ -29,8 +29,8 @@ from aiohttp.http_exceptions import BadHttpMessage, LineTooLong
 from aiohttp.web_protocol import RequestHandler
 from aiohttp.web_request import BaseRequest
 
-from shared.config import Config
-from shared.logs import get_logger
+from hookline.shared.config import Config
+from hookline.shared.logs import get_logger
 
 MAX_REQUEST_LINE_BYTES = 8192
 """Longest accepted request line (method, target, version), bytes."""

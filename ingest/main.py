@@ -9,19 +9,19 @@ from collections.abc import Callable
 
 from aiohttp import web
 
-from ingest import auth
-from ingest.app import build_app
-from ingest.app_state import IN_FLIGHT_KEY
-from ingest.group_commit import GroupCommitter
-from ingest.http_limits import IngestRunner, parser_limits
-from ingest.maintenance import run_maintenance, run_retention
-from shared.config import Config
-from shared.config_checks import listen_host_port
-from shared.errors import ConfigError
-from shared.logs import get_logger
-from shared.process.child import BootState, child_context, run_child
-from shared.process.lifecycle import report_write_lock
-from shared.store import read_store_for, write_lock_stats
+from hookline.ingest import auth
+from hookline.ingest.app import build_app
+from hookline.ingest.app_state import IN_FLIGHT_KEY
+from hookline.ingest.group_commit import GroupCommitter
+from hookline.ingest.http_limits import IngestRunner, parser_limits
+from hookline.ingest.maintenance import run_maintenance, run_retention
+from hookline.shared.config import Config
+from hookline.shared.config_checks import listen_host_port
+from hookline.shared.errors import ConfigError
+from hookline.shared.logs import get_logger
+from hookline.shared.process.child import BootState, child_context, run_child
+from hookline.shared.process.lifecycle import report_write_lock
+from hookline.shared.store import read_store_for, write_lock_stats
 
 _LAST_STEP = 0.25
 """Share of graceful_timeout_s left to aiohttp's shutdown after our own drain step."""
@@ -69,7 +69,7 @@ async def serve(config: Config, *, ready: Callable[[int], None] | None = None,
             run_maintenance(store, config.maintenance_interval_s, stop), name="maintenance")
         retention = asyncio.create_task(run_retention(store, config, stop), name="retention")
         # Whole-table reads (/metrics, stats) on a second store where the first one's writes
-        # would wait behind a scan of a million rows (shared.store.read_store_for).
+        # would wait behind a scan of a million rows (hookline.shared.store.read_store_for).
         reader = read_store_for(config)
         try:
             if reader is not None:
@@ -130,7 +130,7 @@ def _bound_port(runner: web.AppRunner, requested: int) -> int:
 
 
 def run(config: Config, slot: str = "ingest") -> int:
-    """Run the ingest process to completion (:func:`shared.process.child.run_child`).
+    """Run the ingest process to completion (:func:`hookline.shared.process.child.run_child`).
 
     Args:
         config: settings for this process.

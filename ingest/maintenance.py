@@ -2,13 +2,13 @@
 
 WAL hygiene: SQLite's automatic checkpoints copy pages back into the database but never
 shrink the `-wal` file, and cannot reset it while any reader holds an old snapshot. Every
-`maintenance_interval_s` this task calls :meth:`shared.store.Store.maintenance` (a TRUNCATE
+`maintenance_interval_s` this task calls :meth:`hookline.shared.store.Store.maintenance` (a TRUNCATE
 checkpoint on SQLite, a no-op on PostgreSQL), so once long readers are gone the file goes
 back to zero bytes. Only ingest runs it: one process is enough for the whole database.
 
 WAL size: the store judges each round's result against `wal_degraded_bytes` (degraded, and
-why, for `/healthz`: :meth:`shared.store.Store.health`), and between rounds this task looks at
-the store's health every second (a stat): once the file passes the limit a round runs at once
+why, for `/healthz`: :meth:`hookline.shared.store.Store.health`), and between rounds this task looks
+at the store's health every second (a stat): once the file passes the limit a round runs at once
 instead of at the next interval, so a fast-growing WAL is checkpointed, or reported, within
 about a second. A store without such a file (PostgreSQL) is not watched.
 """
@@ -18,12 +18,12 @@ from __future__ import annotations
 import asyncio
 import time
 
-from shared.config import Config
-from shared.errors import StoreError
-from shared.logs import get_logger
-from shared.policy.rules import RetentionAges
-from shared.process.lifecycle import stopped_within
-from shared.store import Store
+from hookline.shared.config import Config
+from hookline.shared.errors import StoreError
+from hookline.shared.logs import get_logger
+from hookline.shared.policy.rules import RetentionAges
+from hookline.shared.process.lifecycle import stopped_within
+from hookline.shared.store import Store
 
 WAL_WATCH_INTERVAL_S = 1.0
 """How often the `-wal` file's size is looked at between rounds, seconds (one stat)."""
@@ -72,7 +72,7 @@ async def _wait_for_round(store: Store, interval_s: float, stop: asyncio.Event,
 
 
 async def run_retention(store: Store, config: Config, stop: asyncio.Event) -> None:
-    """Every `retention_interval_s`, purge by age (see :meth:`shared.store.Store.purge`):
+    """Every `retention_interval_s`, purge by age (see :meth:`hookline.shared.store.Store.purge`):
     bodies of finished events older than `retention_bodies_s`, finished jobs and attempts
     older than `retention_metadata_s` (dead ones: `retention_dead_letters_s`, unset = the
     same), dedupe keys older than `retention_dedupe_s`.

@@ -38,15 +38,15 @@ from prometheus_client.core import (
 )
 from prometheus_client.registry import Collector
 
-from ingest import health
-from ingest.app_state import CONFIG_KEY, READ_STORE_KEY, SNAPSHOTS_KEY, STORE_KEY
-from shared.metrics_catalog import FAMILIES
-from shared.models import JOB_STATUSES
-from shared.policy.delivery import pause_kind
-from shared.process.lifecycle import pid_alive, runtime_dir
-from shared.process.metrics_file import Labels, merge_snapshots, read_snapshots
-from shared.report_models import MetricFigures, Stats
-from shared.store.health import Gauge
+from hookline.ingest import health
+from hookline.ingest.app_state import CONFIG_KEY, READ_STORE_KEY, SNAPSHOTS_KEY, STORE_KEY
+from hookline.shared.metrics_catalog import FAMILIES
+from hookline.shared.models import JOB_STATUSES
+from hookline.shared.policy.delivery import pause_kind
+from hookline.shared.process.lifecycle import pid_alive, runtime_dir
+from hookline.shared.process.metrics_file import Labels, merge_snapshots, read_snapshots
+from hookline.shared.report_models import MetricFigures, Stats
+from hookline.shared.store.health import Gauge
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 IN_FLIGHT = "in_flight"

@@ -11,7 +11,7 @@ import importlib.resources
 
 from aiohttp import web
 
-from ingest.http_common import JSON_TYPE
+from hookline.ingest.http_common import JSON_TYPE
 
 OPENAPI_RESOURCE = "openapi.json"
 """The document's file name inside the `ingest` package."""
@@ -29,7 +29,7 @@ def openapi_bytes() -> bytes:
     Raises:
         OSError: the package data is missing (a broken install).
     """
-    return importlib.resources.files("ingest").joinpath(OPENAPI_RESOURCE).read_bytes()
+    return importlib.resources.files("hookline.ingest").joinpath(OPENAPI_RESOURCE).read_bytes()
 
 
 async def openapi_document(request: web.Request) -> web.Response:

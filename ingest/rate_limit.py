@@ -21,7 +21,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable
 
-from shared.config import Config
+from hookline.shared.config import Config
 
 MAX_SOURCES = 10_000
 """Most buckets kept at once (least recently used dropped first)."""

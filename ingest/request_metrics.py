@@ -14,13 +14,13 @@ import time
 
 from aiohttp import web
 
-from shared.metrics_catalog import (
+from hookline.shared.metrics_catalog import (
     ACCEPT_SECONDS_BUCKETS,
     INGEST_ACCEPT_SECONDS,
     INGEST_REJECTIONS,
     INGEST_REQUESTS,
 )
-from shared.process.metrics_file import ProcessMetrics
+from hookline.shared.process.metrics_file import ProcessMetrics
 
 EVENT_ROUTES = frozenset({"POST /v1/events", "POST /v1/sources/{name}"})
 """The routes that accept events: their refusals and accept latency are counted."""

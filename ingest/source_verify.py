@@ -25,15 +25,15 @@ token     ``Authorization: Bearer <token>``           ``Idempotency-Key``     ``
 ========  ==========================================  ======================  ==============
 
 GitHub's type is ``<X-GitHub-Event>.<action>`` when the payload has a string ``action``, else
-the header alone (``push``), as :mod:`rehearsal.github_samples` builds it. Every body must be
-a UTF-8 JSON document (GitHub webhooks must use content type ``application/json``, not
+the header alone (``push``), as :mod:`hookline.rehearsal.github_samples` builds it. Every body must
+be a UTF-8 JSON document (GitHub webhooks must use content type ``application/json``, not
 form encoding). Ids and types must match
-:data:`shared.policy.inputs.EVENT_ID_RE` and
-:data:`shared.policy.inputs.EVENT_TYPE_RE`, as on ``POST /v1/events``.
+:data:`hookline.shared.policy.inputs.EVENT_ID_RE` and
+:data:`hookline.shared.policy.inputs.EVENT_TYPE_RE`, as on ``POST /v1/events``.
 
 The id and type also travel onward: every delivery carries ``webhook-event-type`` and, for a
 source event, ``webhook-source``, ``webhook-source-id`` (the id above) and the scheme's
-allowlisted provider headers (:data:`shared.policy.forwarding.PROVIDER_HEADERS`).
+allowlisted provider headers (:data:`hookline.shared.policy.forwarding.PROVIDER_HEADERS`).
 """
 
 from __future__ import annotations
@@ -47,10 +47,10 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from shared.endpoint_models import Source
-from shared.errors import ConfigError, InvalidEvent, SignatureInvalid
-from shared.policy.inputs import EVENT_ID_RE, EVENT_TYPE_RE, token
-from shared.signing import secret_key
+from hookline.shared.endpoint_models import Source
+from hookline.shared.errors import ConfigError, InvalidEvent, SignatureInvalid
+from hookline.shared.policy.inputs import EVENT_ID_RE, EVENT_TYPE_RE, token
+from hookline.shared.signing import secret_key
 
 DEFAULT_TOLERANCE_S = 300
 """How far a signed timestamp may be from our clock, either way, seconds (Stripe and Standard

@@ -39,22 +39,22 @@ from typing import Any
 
 from aiohttp import hdrs, web
 
-from ingest import admin_api
-from ingest.accept import accept_event
-from ingest.app_state import CONFIG_KEY, request_store
-from ingest.http_common import check_rate, error_response, read_bounded
-from ingest.source_verify import DEFAULT_TOLERANCE_S, verify
-from ingest.validation import BodyTooLarge
-from shared.endpoint_models import Source
-from shared.errors import InvalidEvent, InvalidSetting, NotFound, SignatureInvalid
-from shared.logs import get_logger
-from shared.models import NewEvent
-from shared.policy import rules
-from shared.policy.forwarding import source_headers
-from shared.policy.inputs import refuse_unknown
-from shared.policy.sources import check_source, generate_source_secret
-from shared.store import Store
-from shared.views import source_removed_view, source_view
+from hookline.ingest import admin_api
+from hookline.ingest.accept import accept_event
+from hookline.ingest.app_state import CONFIG_KEY, request_store
+from hookline.ingest.http_common import check_rate, error_response, read_bounded
+from hookline.ingest.source_verify import DEFAULT_TOLERANCE_S, verify
+from hookline.ingest.validation import BodyTooLarge
+from hookline.shared.endpoint_models import Source
+from hookline.shared.errors import InvalidEvent, InvalidSetting, NotFound, SignatureInvalid
+from hookline.shared.logs import get_logger
+from hookline.shared.models import NewEvent
+from hookline.shared.policy import rules
+from hookline.shared.policy.forwarding import source_headers
+from hookline.shared.policy.inputs import refuse_unknown
+from hookline.shared.policy.sources import check_source, generate_source_secret
+from hookline.shared.store import Store
+from hookline.shared.views import source_removed_view, source_view
 
 SOURCE_FIELDS = ("name", "scheme", "secret")
 """The fields `POST /v1/admin/sources` takes."""

@@ -13,9 +13,9 @@ import re
 from collections.abc import Iterator
 from typing import Any, NoReturn
 
-from shared.errors import InvalidEvent
-from shared.models import NewEvent
-from shared.policy.inputs import (
+from hookline.shared.errors import InvalidEvent
+from hookline.shared.models import NewEvent
+from hookline.shared.policy.inputs import (
     EVENT_ID_RE,
     EVENT_TYPE_RE,
     SOURCE_NAME_RE,

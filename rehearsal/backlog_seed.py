@@ -11,9 +11,9 @@ from __future__ import annotations
 import asyncio
 import os
 
-from rehearsal.loadgen import event_body
-from shared.models import NewEvent
-from shared.store import SqliteOptions, Store, open_store
+from hookline.rehearsal.loadgen import event_body
+from hookline.shared.models import NewEvent
+from hookline.shared.store import SqliteOptions, Store, open_store
 
 EVENT_TYPE = "bench.event"
 """Type of every seeded event (the load generator's too)."""

@@ -1,6 +1,6 @@
 """The ceiling of `hookline bench`: the least an aiohttp server can do for the same POST.
 
-`python -m rehearsal.bare_server [--listen HOST:PORT]` serves `POST /v1/events` in one
+`python -m hookline.rehearsal.bare_server [--listen HOST:PORT]` serves `POST /v1/events` in one
 process, on the same event loop ingest runs on (uvloop when installed, else asyncio; see
 shared/process/child.py), reads the body and answers `202 {"accepted": true}` as JSON. No
 validation, no database, no access log (ingest has none either). It prints one JSON line,
@@ -19,7 +19,7 @@ import sys
 
 from aiohttp import web
 
-from shared.process.child import event_loop_runner
+from hookline.shared.process.child import event_loop_runner
 
 
 async def accept(request: web.Request) -> web.Response:
@@ -50,7 +50,7 @@ async def serve(host: str, port: int) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     """CLI entry; see the module docstring."""
-    parser = argparse.ArgumentParser(prog="python -m rehearsal.bare_server")
+    parser = argparse.ArgumentParser(prog="python -m hookline.rehearsal.bare_server")
     parser.add_argument("--listen", default="127.0.0.1:0", metavar="HOST:PORT")
     args = parser.parse_args(argv)
     host, _, port = args.listen.rpartition(":")

@@ -32,15 +32,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from rehearsal import bench_plot, pgserver
-from rehearsal.bench_ceiling import (
+from hookline.rehearsal import bench_plot, pgserver
+from hookline.rehearsal.bench_ceiling import (
     CEILING_TARGET,
     ceiling_ratio,
     drive_load,
     measure_ceiling,
 )
-from rehearsal.drill import fresh_postgres_database
-from rehearsal.harness import (
+from hookline.rehearsal.drill import fresh_postgres_database
+from hookline.rehearsal.harness import (
     LOCAL_SETTINGS,
     children_of,
     free_port,
@@ -49,9 +49,9 @@ from rehearsal.harness import (
     stop_process,
     wait_healthy,
 )
-from shared.db_url import is_postgres_url
-from shared.signing import generate_secret
-from shared.store import open_store
+from hookline.shared.db_url import is_postgres_url
+from hookline.shared.signing import generate_secret
+from hookline.shared.store import open_store
 
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 
@@ -313,10 +313,11 @@ def receiver_process(env: dict[str, str], behaviours: tuple[str, ...] | None = N
         env: the children's environment (bench_env).
         behaviours: None: the lean receiver (rehearsal/fast_receiver.py; its CPU would
             otherwise be taken from the service under test) with 3 endpoints that answer
-            2xx. A tuple of behaviour specs (rehearsal.receiver.parse_behaviour): the receiver
-            fixture with one endpoint per spec, whose behaviour `PUT /_behaviour/NAME` changes.
+            2xx. A tuple of behaviour specs (hookline.rehearsal.receiver.parse_behaviour): the
+            receiver fixture with one endpoint per spec, whose behaviour `PUT /_behaviour/NAME`
+            changes.
     """
-    module = "rehearsal.fast_receiver" if behaviours is None else "rehearsal.receiver"
+    module = "hookline.rehearsal.fast_receiver" if behaviours is None else "hookline.rehearsal.receiver"
     behaviours = behaviours or ("ok", "ok", "ok")
     secrets = tuple(generate_secret() for _ in behaviours)
     specs = [f"d{n}={secret}:{behaviour}"
@@ -338,7 +339,7 @@ def service_process(db: str, work: Path, env: dict[str, str], *, workers: int,
     port = free_port()
     with (work / "service.log").open("ab") as log:
         service = subprocess.Popen(
-            [sys.executable, "-m", "supervisor.cli", "--db", db, "--log-level",
+            [sys.executable, "-m", "hookline.supervisor.cli", "--db", db, "--log-level",
              "warning", "serve", "--workers", str(workers), "--listen",
              f"127.0.0.1:{port}"], stdout=log, stderr=subprocess.STDOUT,
             env={**env, "HOOKLINE_SYNCHRONOUS": synchronous})

@@ -16,11 +16,11 @@ import sys
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
-from rehearsal import wrk
-from rehearsal.harness import INGEST_TOKEN, stop_process
+from hookline.rehearsal import wrk
+from hookline.rehearsal.harness import INGEST_TOKEN, stop_process
 
 if TYPE_CHECKING:
-    from rehearsal.bench import BenchOptions
+    from hookline.rehearsal.bench import BenchOptions
 
 CEILING_TARGET = 0.45
 """Least share of the bare aiohttp ceiling that ingest should reach (a ratio, same run)."""
@@ -54,7 +54,7 @@ def drive_load(opts: BenchOptions, env: dict[str, str], base_url: str,
         return wrk.run_wrk(base_url, duration, opts.concurrency, opts.body_bytes,
                            os.urandom(4).hex(), INGEST_TOKEN)
     load = subprocess.run(
-        [sys.executable, "-m", "rehearsal.loadgen", "--url", f"{base_url}/v1/events",
+        [sys.executable, "-m", "hookline.rehearsal.loadgen", "--url", f"{base_url}/v1/events",
          "--events", str(opts.events), "--concurrency", str(opts.concurrency),
          "--body-bytes", str(opts.body_bytes),
          *(["--rate", str(opts.rate_per_s)] if opts.rate_per_s else [])],
@@ -67,7 +67,7 @@ def drive_load(opts: BenchOptions, env: dict[str, str], base_url: str,
 def bare_server(env: dict[str, str]) -> Iterator[int]:
     """rehearsal/bare_server.py in its own process on a free port; yields the port; stopped
     (SIGTERM, then SIGKILL after 10 s) on exit."""
-    proc = subprocess.Popen([sys.executable, "-m", "rehearsal.bare_server"],
+    proc = subprocess.Popen([sys.executable, "-m", "hookline.rehearsal.bare_server"],
                             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env)
     try:
         assert proc.stdout is not None

@@ -21,11 +21,11 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from rehearsal.bench import BenchOptions, bench_database, fsync_latency_ms, redact
-from rehearsal.scenario_backlog import print_backlog, run_backlog
-from rehearsal.scenario_common import OUTAGE_KINDS, SCENARIOS, ScenarioOptions
-from rehearsal.scenario_outage import print_outage, run_outage
-from shared.config import Config
+from hookline.rehearsal.bench import BenchOptions, bench_database, fsync_latency_ms, redact
+from hookline.rehearsal.scenario_backlog import print_backlog, run_backlog
+from hookline.rehearsal.scenario_common import OUTAGE_KINDS, SCENARIOS, ScenarioOptions
+from hookline.rehearsal.scenario_outage import print_outage, run_outage
+from hookline.shared.config import Config
 
 __all__ = ["ScenarioOptions", "print_scenario", "run_scenario"]
 

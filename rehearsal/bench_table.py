@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from shared.errors import HooklineError
+from hookline.shared.errors import HooklineError
 
 BEGIN = "<!-- bench-results:begin -->"
 END = "<!-- bench-results:end -->"

@@ -21,13 +21,13 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from rehearsal.demo_report import describe
-from rehearsal.github_samples import as_event_body, load_samples
-from rehearsal.harness import Service, post_events, wait_settled, write_csv
-from rehearsal.receiver import Endpoint, Receiver, parse_behaviour
-from shared.logs import configure_logging
-from shared.signing import generate_secret
-from shared.store import open_store
+from hookline.rehearsal.demo_report import describe
+from hookline.rehearsal.github_samples import as_event_body, load_samples
+from hookline.rehearsal.harness import Service, post_events, wait_settled, write_csv
+from hookline.rehearsal.receiver import Endpoint, Receiver, parse_behaviour
+from hookline.shared.logs import configure_logging
+from hookline.shared.signing import generate_secret
+from hookline.shared.store import open_store
 
 DEADLINE_S = 50.0
 

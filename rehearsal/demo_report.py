@@ -16,7 +16,7 @@ _WIDTH = 100
 
 
 class EndpointFacts(Protocol):
-    """What the report needs of a demo endpoint (rehearsal.demo.DemoEndpoint)."""
+    """What the report needs of a demo endpoint (hookline.rehearsal.demo.DemoEndpoint)."""
 
     @property
     def name(self) -> str: ...
@@ -26,7 +26,7 @@ class EndpointFacts(Protocol):
 
 def describe(summary: dict[str, Any], endpoints: Sequence[EndpointFacts],
              out_dir: str) -> list[str]:
-    """The report's lines for a demo `summary` (rehearsal.demo._summarise's dict).
+    """The report's lines for a demo `summary` (hookline.rehearsal.demo._summarise's dict).
 
     Args:
         summary: the demo's summary (also written as summary.json).

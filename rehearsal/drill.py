@@ -11,10 +11,10 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from rehearsal.harness import Service
-from rehearsal.receiver import Endpoint, Receiver, parse_behaviour
-from shared.signing import generate_secret
-from shared.store import Store, open_store
+from hookline.rehearsal.harness import Service
+from hookline.rehearsal.receiver import Endpoint, Receiver, parse_behaviour
+from hookline.shared.signing import generate_secret
+from hookline.shared.store import Store, open_store
 
 # Fast retries, short leases: drills end in seconds. A config choice, not a code path.
 DRILL_SETTINGS = {

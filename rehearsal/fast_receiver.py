@@ -18,7 +18,7 @@ requests, "unverified": bad signatures}` and `GET /_count` `{"requests": verifie
 "effects": N}` (the fixture's keys, cheap enough to poll). Only a first arrival is hashed,
 and stored as a tuple; the dicts are built when served.
 
-CLI: `python -m rehearsal.fast_receiver --listen 127.0.0.1:0 --endpoint NAME=SECRET ...`;
+CLI: `python -m hookline.rehearsal.fast_receiver --listen 127.0.0.1:0 --endpoint NAME=SECRET ...`;
 prints `{"port": N}` on its first stdout line, then serves until SIGTERM/SIGINT.
 """
 
@@ -38,8 +38,8 @@ from typing import cast
 
 import httptools
 
-from shared.errors import ConfigError
-from shared.signing import secret_key
+from hookline.shared.errors import ConfigError
+from hookline.shared.signing import secret_key
 
 
 @dataclass(slots=True)
@@ -194,7 +194,7 @@ def parse_endpoint(spec: str) -> tuple[str, EndpointCounts]:
 
 def main(argv: list[str] | None = None) -> int:
     """CLI entry; see the module docstring."""
-    parser = argparse.ArgumentParser(prog="python -m rehearsal.fast_receiver")
+    parser = argparse.ArgumentParser(prog="python -m hookline.rehearsal.fast_receiver")
     parser.add_argument("--listen", default="127.0.0.1:0", metavar="HOST:PORT")
     parser.add_argument("--endpoint", action="append", required=True, metavar="NAME=SECRET")
     args = parser.parse_args(argv)

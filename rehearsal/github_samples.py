@@ -23,7 +23,7 @@ class Sample:
 
 def samples_dir() -> Path:
     """The folder holding the payload examples."""
-    return Path(str(resources.files("rehearsal").joinpath("data", "github")))
+    return Path(str(resources.files("hookline.rehearsal").joinpath("data", "github")))
 
 
 def load_samples() -> list[Sample]:

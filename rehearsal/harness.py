@@ -24,7 +24,7 @@ from typing import Any
 
 import aiohttp
 
-from shared.store import Store
+from hookline.shared.store import Store
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -128,7 +128,7 @@ class Service:
         """Start the supervisor and wait until ingest answers /healthz."""
         with self.log_path.open("ab") as log:
             self.proc = subprocess.Popen(
-                [sys.executable, "-m", "supervisor.cli", "--db", str(self.db), "serve",
+                [sys.executable, "-m", "hookline.supervisor.cli", "--db", str(self.db), "serve",
                  "--workers", str(self.workers), "--listen", f"127.0.0.1:{self.port}"],
                 stdout=log, stderr=subprocess.STDOUT, env=child_env(self.settings), cwd=ROOT)
         await wait_healthy(self.base_url, healthy_timeout_s)

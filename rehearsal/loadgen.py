@@ -1,6 +1,6 @@
 """A bounded HTTP load generator for `hookline bench`: posts N events at up to R per second.
 
-Run as its own process (`python -m rehearsal.loadgen ...`) so it does not share a core's
+Run as its own process (`python -m hookline.rehearsal.loadgen ...`) so it does not share a core's
 event loop with what it measures. Prints one JSON line: counts, elapsed, and latency
 percentiles in milliseconds. Only ever targets the URL it is given (127.0.0.1 in the bench).
 """
@@ -92,7 +92,7 @@ def main(argv: list[str] | None = None) -> int:
     """CLI: --url URL --events N [--concurrency C] [--rate R] [--body-bytes B] [--run-id ID]
     [--accepts FILE] (FILE gets a JSON list: per event index, the unix time its 2xx was read,
     or null)."""
-    parser = argparse.ArgumentParser(prog="python -m rehearsal.loadgen")
+    parser = argparse.ArgumentParser(prog="python -m hookline.rehearsal.loadgen")
     parser.add_argument("--url", required=True)
     parser.add_argument("--events", type=int, required=True)
     parser.add_argument("--concurrency", type=int, default=64)

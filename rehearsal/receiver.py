@@ -31,9 +31,9 @@ import structlog
 from aiohttp import web
 from standardwebhooks.webhooks import Webhook, WebhookVerificationError
 
-from shared.errors import ConfigError
-from shared.logs import configure_logging
-from shared.signing import secret_key
+from hookline.shared.errors import ConfigError
+from hookline.shared.logs import configure_logging
+from hookline.shared.signing import secret_key
 
 log = structlog.get_logger()
 
@@ -466,7 +466,7 @@ def _drop(request: web.Request, webhook_id: str) -> web.StreamResponse:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ReceiverConfig:
-    """What `hookline receiver` / `python -m rehearsal.receiver` runs."""
+    """What `hookline receiver` / `python -m hookline.rehearsal.receiver` runs."""
 
     host: str = "127.0.0.1"
     port: int = 0

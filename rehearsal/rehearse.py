@@ -15,13 +15,13 @@ import traceback
 from pathlib import Path
 from typing import Any
 
-from rehearsal import drill
-from rehearsal.harness import write_csv
-from rehearsal.report import render
-from rehearsal.scenarios import SCENARIOS, Result, Scenario
-from rehearsal.store_scenarios import STORE_SCENARIOS
-from shared.db_url import is_postgres_url
-from shared.logs import configure_logging
+from hookline.rehearsal import drill
+from hookline.rehearsal.harness import write_csv
+from hookline.rehearsal.report import render
+from hookline.rehearsal.scenarios import SCENARIOS, Result, Scenario
+from hookline.rehearsal.store_scenarios import STORE_SCENARIOS
+from hookline.shared.db_url import is_postgres_url
+from hookline.shared.logs import configure_logging
 
 
 async def run_one(scenario: Scenario, out_dir: Path) -> tuple[dict[str, Any], Result | None]:

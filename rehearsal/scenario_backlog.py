@@ -25,8 +25,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from rehearsal.backlog_seed import fill_backlog
-from rehearsal.bench import (
+from hookline.rehearsal.backlog_seed import fill_backlog
+from hookline.rehearsal.bench import (
     bench_env,
     proc_peak_rss_mb,
     query,
@@ -34,11 +34,11 @@ from rehearsal.bench import (
     service_process,
     setup_destinations,
 )
-from rehearsal.scenario_common import ScenarioOptions, pick
-from shared.config import Config
-from shared.policy.delivery import late_slots
-from shared.store import SqliteOptions, open_store
-from shared.store.queries import load_queries
+from hookline.rehearsal.scenario_common import ScenarioOptions, pick
+from hookline.shared.config import Config
+from hookline.shared.policy.delivery import late_slots
+from hookline.shared.store import SqliteOptions, open_store
+from hookline.shared.store.queries import load_queries
 
 RSS_LIMIT_MIB = 80.0
 # "No steady growth": a worker's highest RSS in the last third of the delivery window is at

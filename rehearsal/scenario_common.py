@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
 
-from shared.db_url import is_postgres_url
+from hookline.shared.db_url import is_postgres_url
 
 SCENARIOS = ("backlog", "outage")
 OUTAGE_KINDS = {"503": "status:503", "hang": "hang"}
@@ -26,7 +26,7 @@ class ScenarioOptions:
         out_dir: folder for scenario-<name>.json and the run's work folder.
         workers: worker processes of `hookline serve`.
         synchronous: SQLite synchronous mode of the service and of the timed claims.
-        backend: `sqlite`, or `postgres` (outage only; see rehearsal.bench.BenchOptions).
+        backend: `sqlite`, or `postgres` (outage only; see hookline.rehearsal.bench.BenchOptions).
         postgres_url: a server to use instead of a throwaway one (postgres only).
         body_bytes: size of each event body, bytes (the bench's default).
         backlog_jobs: pending jobs of the backlog (split evenly over d1, d2, d3).

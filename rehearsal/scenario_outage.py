@@ -27,7 +27,7 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-from rehearsal.bench import (
+from hookline.rehearsal.bench import (
     bench_env,
     count_events,
     proc_peak_rss_mb,
@@ -37,9 +37,9 @@ from rehearsal.bench import (
     setup_destinations,
     wait_settled,
 )
-from rehearsal.scenario_common import OUTAGE_KINDS, ScenarioOptions, pick
-from shared.config import Config
-from shared.store import open_store
+from hookline.rehearsal.scenario_common import OUTAGE_KINDS, ScenarioOptions, pick
+from hookline.shared.config import Config
+from hookline.shared.store import open_store
 
 LATENCY_RATIO_LIMIT = 2.0
 
@@ -57,7 +57,7 @@ def run_outage(opts: ScenarioOptions, work: Path, db: str, config: Config) -> di
             events = int(opts.rate_per_s * (opts.baseline_s + opts.outage_s
                                             + drain_timeout_s + 30))
             load = subprocess.Popen(
-                [sys.executable, "-m", "rehearsal.loadgen", "--url",
+                [sys.executable, "-m", "hookline.rehearsal.loadgen", "--url",
                  f"http://127.0.0.1:{port}/v1/events", "--events", str(events),
                  "--concurrency", str(opts.concurrency), "--body-bytes", str(opts.body_bytes),
                  "--rate", str(opts.rate_per_s)],

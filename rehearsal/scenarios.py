@@ -22,8 +22,8 @@ from typing import Any
 
 import aiohttp
 
-from rehearsal.drill import Drill, Target, drill
-from rehearsal.harness import (
+from hookline.rehearsal.drill import Drill, Target, drill
+from hookline.rehearsal.harness import (
     INGEST_HEADERS,
     ROOT,
     Service,
@@ -32,7 +32,7 @@ from rehearsal.harness import (
     post_events,
     wait_settled,
 )
-from shared.store import open_store
+from hookline.shared.store import open_store
 
 
 @dataclass(slots=True)
@@ -296,8 +296,9 @@ async def poison_job(directory: Path) -> Result:
 
 
 def _hookline(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "supervisor.cli", *args], capture_output=True,
-                          text=True, env=child_env(), cwd=ROOT, timeout=120, check=False)
+    return subprocess.run([sys.executable, "-m", "hookline.supervisor.cli", *args],
+                          capture_output=True, text=True, env=child_env(), cwd=ROOT, timeout=120,
+                          check=False)
 
 
 async def backup_under_load(directory: Path) -> Result:

@@ -26,12 +26,12 @@ from typing import Any
 
 import aiohttp
 
-from rehearsal.blackhole import BlackholeProxy
-from rehearsal.drill import Drill, Target, drill
-from rehearsal.harness import INGEST_HEADERS, post_events, wait_settled
-from rehearsal.pgserver import start_server
-from rehearsal.scenarios import Result, Scenario, _collect, event_body, wait_for
-from shared.process.lifecycle import TRANSIENT_EXIT
+from hookline.rehearsal.blackhole import BlackholeProxy
+from hookline.rehearsal.drill import Drill, Target, drill
+from hookline.rehearsal.harness import INGEST_HEADERS, post_events, wait_settled
+from hookline.rehearsal.pgserver import start_server
+from hookline.rehearsal.scenarios import Result, Scenario, _collect, event_body, wait_for
+from hookline.shared.process.lifecycle import TRANSIENT_EXIT
 
 _OUTAGE_S = 3.0
 

@@ -16,19 +16,19 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from shared import config_checks as checks
-from shared.config_checks import listen_host_port
-from shared.db_url import sqlite_path
-from shared.errors import ConfigError, InvalidSetting
-from shared.policy.netguard import AddressPolicy
-from shared.policy.rules import (
+from hookline.shared import config_checks as checks
+from hookline.shared.config_checks import listen_host_port
+from hookline.shared.db_url import sqlite_path
+from hookline.shared.errors import ConfigError, InvalidSetting
+from hookline.shared.policy.netguard import AddressPolicy
+from hookline.shared.policy.rules import (
     CONFIG_RETENTION_FIELDS,
     DEFAULT_BODIES_AGE,
     DEFAULT_DEDUPE_AGE,
     DEFAULT_METADATA_AGE,
     retention_ages,
 )
-from shared.timeparse import parse_duration
+from hookline.shared.timeparse import parse_duration
 
 ENV_PREFIX = "HOOKLINE_"
 CONFIG_ENV = "HOOKLINE_CONFIG_JSON"
@@ -306,8 +306,8 @@ class Config:
 
     @property
     def address_policy(self) -> AddressPolicy:
-        """The SSRF guard's policy (:mod:`shared.policy.netguard`) from `allow_networks` and
-        `https_only`. Raises ConfigError for a malformed allow-list entry."""
+        """The SSRF guard's policy (:mod:`hookline.shared.policy.netguard`) from `allow_networks`
+        and `https_only`. Raises ConfigError for a malformed allow-list entry."""
         return AddressPolicy.parse(self.allow_networks, https_only=self.https_only)
 
     @classmethod

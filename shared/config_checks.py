@@ -1,6 +1,6 @@
 """The rules of single `Config` settings (shared/config.py declares each field's rule beside
-it): small checks that raise :class:`shared.errors.InvalidSetting` naming the setting, as the
-rule book's other rules do (shared/policy/rules.py)."""
+it): small checks that raise :class:`hookline.shared.errors.InvalidSetting` naming the setting, as
+the rule book's other rules do (shared/policy/rules.py)."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ import math
 from collections.abc import Callable
 from typing import Any
 
-from shared.errors import ConfigError, InvalidSetting
-from shared.policy.rules import retention_age
+from hookline.shared.errors import ConfigError, InvalidSetting
+from hookline.shared.policy.rules import retention_age
 
 Check = Callable[[str, Any], None]
 """A setting's rule: called with the field name and its value (never None: an unset optional

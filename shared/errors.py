@@ -48,8 +48,8 @@ class StoreUnavailable(StoreError):
     """The database is unreachable, restarting, busy or read-only for a while; retry.
 
     Transient by definition: whoever meets it retries with backoff (or exits with
-    :data:`shared.process.lifecycle.TRANSIENT_EXIT` so the supervisor respawns it), never stops the
-    service for it.
+    :data:`hookline.shared.process.lifecycle.TRANSIENT_EXIT` so the supervisor respawns it), never
+    stops the service for it.
     """
 
 

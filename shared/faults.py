@@ -1,14 +1,16 @@
 """One failure classification for every hookline process: transient or permanent.
 
 *Transient*: the database is unreachable, restarting, busy or read-only for a while
-(:class:`shared.errors.StoreUnavailable`), or something unexpected broke this process only.
+(:class:`hookline.shared.errors.StoreUnavailable`), or something unexpected broke this process only.
 A running process retries with capped backoff; a process that must exit exits with
-:data:`shared.process.lifecycle.TRANSIENT_EXIT` and the supervisor respawns it with backoff.
+:data:`hookline.shared.process.lifecycle.TRANSIENT_EXIT` and the supervisor respawns it with
+backoff.
 
 *Permanent*: a misconfiguration that no retry can fix (unparsable settings, a schema newer
 than the code, a path that cannot be a database, a bad password, a missing database, a port
-that cannot be bound). The process exits with :data:`shared.process.lifecycle.BOOT_ERROR_EXIT`, the
-supervisor stops the service, and the message says what to fix.
+that cannot be bound). The process exits with
+:data:`hookline.shared.process.lifecycle.BOOT_ERROR_EXIT`, the supervisor stops the service, and the
+message says what to fix.
 
 :class:`StoreOutage` logs one `store_unavailable` / `store_recovered` pair per outage, however
 many calls retry meanwhile; :class:`CappedBackoff` spaces those retries.
@@ -19,9 +21,15 @@ from __future__ import annotations
 import sqlite3
 import time
 
-from shared.errors import HooklineError, StoreBusy, StoreClosing, StoreError, StoreUnavailable
-from shared.logs import get_logger
-from shared.policy.retry import doubling_s
+from hookline.shared.errors import (
+    HooklineError,
+    StoreBusy,
+    StoreClosing,
+    StoreError,
+    StoreUnavailable,
+)
+from hookline.shared.logs import get_logger
+from hookline.shared.policy.retry import doubling_s
 
 RETRY_FIRST_S = 0.1
 """First wait before retrying a transient store fault, in seconds."""

@@ -1,9 +1,9 @@
 """The metric families hookline's processes count in memory, described once.
 
 The supervisor, ingest and every worker count these in their own memory
-(:class:`shared.process.metrics_file.ProcessMetrics`) and leave snapshots in the runtime folder;
-ingest's `/metrics` (ingest/metrics.py) turns the snapshots into families with the type, help
-and label names given here. The families read from the database at scrape time are described
+(:class:`hookline.shared.process.metrics_file.ProcessMetrics`) and leave snapshots in the runtime
+folder; ingest's `/metrics` (ingest/metrics.py) turns the snapshots into families with the type,
+help and label names given here. The families read from the database at scrape time are described
 in ingest/metrics.py.
 
 Label values are bounded: routes are the app's registered routes, reasons and causes are

@@ -99,8 +99,9 @@ class Claim:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ClaimRequest:
-    """The arguments of one claim (see :meth:`shared.store.Store.claim`), for a claim made in
-    the same transaction as a batch of finishes (:meth:`shared.store.Store.finish_and_claim`).
+    """The arguments of one claim (see :meth:`hookline.shared.store.Store.claim`), for a claim made
+    in the same transaction as a batch of finishes
+    (:meth:`hookline.shared.store.Store.finish_and_claim`).
 
     Attributes:
         worker: the lease identity, e.g. `worker-2@host:4242`.

@@ -1,5 +1,5 @@
 """Records of the operator's event lookup, event listing, resend and retry now (see
-:meth:`shared.store.Store.find_event`, `list_events`, `resend`, `retry_now`).
+:meth:`hookline.shared.store.Store.find_event`, `list_events`, `resend`, `retry_now`).
 
 An event is named by a *reference*: its internal id (`42`, what ingest answers as
 `event_id` and what log lines carry), its `webhook-id` (`msg_...`), or the sender's id
@@ -11,10 +11,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from shared.errors import InvalidInput
-from shared.logs import get_logger
-from shared.models import FINISHED_STATUSES
-from shared.policy.inputs import MAX_ID, job_status, time_range
+from hookline.shared.errors import InvalidInput
+from hookline.shared.logs import get_logger
+from hookline.shared.models import FINISHED_STATUSES
+from hookline.shared.policy.inputs import MAX_ID, job_status, time_range
 
 DEFAULT_SOURCE = "api"
 """The source of events posted to `POST /v1/events` (the sender's ids are unique per source)."""

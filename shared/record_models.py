@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from shared.models import JobStatus
+from hookline.shared.models import JobStatus
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

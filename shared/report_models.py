@@ -139,7 +139,7 @@ class ThroughputBucket:
         failed: attempts that did not deliver (HTTP status other than 2xx, or a transport
             error) by `started_at`; a lost worker or a hand-back is no delivery failure.
             None when the bucket lies (even partly) before the newest attempt rows the
-            count scans (see :meth:`shared.store.Store.throughput`).
+            count scans (see :meth:`hookline.shared.store.Store.throughput`).
     """
 
     start_s: float

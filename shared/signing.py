@@ -19,7 +19,7 @@ import secrets
 import time
 from collections.abc import Sequence
 
-from shared.errors import ConfigError
+from hookline.shared.errors import ConfigError
 
 SECRET_PREFIX = "whsec_"
 _ID_ALPHABET = "0123456789abcdefghjkmnpqrstvwxyz"  # Crockford base32, lower case

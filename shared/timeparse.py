@@ -2,7 +2,7 @@
 
 Used by `hookline replay --since`, `hookline purge --bodies-older-than` and the admin API.
 An instant compared with stored ones is parsed with :func:`parse_instant_spec` and resolved
-against the store's clock (:func:`shared.store.resolve_instants`), not the wall clock.
+against the store's clock (:func:`hookline.shared.store.resolve_instants`), not the wall clock.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import re
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from shared.errors import ConfigError
+from hookline.shared.errors import ConfigError
 
 _UNITS_S = {"s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, "w": 604800.0}
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhdw])\s*$")

@@ -21,10 +21,10 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from shared.endpoint_models import Destination, Source
-from shared.operator_models import BulkResult, EventJob, EventMatch, EventRecord
-from shared.record_models import Attempt, DeadLetter, Job, JobStory, PurgeResult
-from shared.report_models import DestinationSummary, Stats, ThroughputBucket
+from hookline.shared.endpoint_models import Destination, Source
+from hookline.shared.operator_models import BulkResult, EventJob, EventMatch, EventRecord
+from hookline.shared.record_models import Attempt, DeadLetter, Job, JobStory, PurgeResult
+from hookline.shared.report_models import DestinationSummary, Stats, ThroughputBucket
 
 
 def _fields(record: Any) -> dict[str, Any]:
@@ -110,7 +110,7 @@ def job_story_view(story: JobStory) -> dict[str, Any]:
 
 def stats_view(stats: Stats, wal_bytes: int | None) -> dict[str, Any]:
     """The store's counts (schema `Stats`), with `wal_bytes` from its health
-    (:meth:`shared.store.Store.health`: the SQLite `-wal` file's size, bytes; None on
+    (:meth:`hookline.shared.store.Store.health`: the SQLite `-wal` file's size, bytes; None on
     PostgreSQL); `delivery_latency.buckets` are `[upper bound s, count]` pairs."""
     view: dict[str, Any] = {}
     for key, value in dataclasses.asdict(stats).items():

@@ -8,10 +8,10 @@ a full argv. The loop follows the design of gunicorn's arbiter:
   (supervisor/signal_pipe.py);
 * children are reaped with ``waitpid(-1, WNOHANG)`` and respawned after a capped exponential
   backoff per slot (gunicorn respawns at once; a crash loop then burns a CPU);
-* a child exiting with :data:`shared.process.lifecycle.BOOT_ERROR_EXIT` is misconfigured for
-  good, so the whole service stops with that code rather than respawning it forever; every other
-  exit (:data:`shared.process.lifecycle.TRANSIENT_EXIT`: the database was away; 1: a crash) is
-  respawned;
+* a child exiting with :data:`hookline.shared.process.lifecycle.BOOT_ERROR_EXIT` is misconfigured
+  for good, so the whole service stops with that code rather than respawning it forever; every other
+  exit (:data:`hookline.shared.process.lifecycle.TRANSIENT_EXIT`: the database was away; 1: a crash)
+  is respawned;
 * ``READY=1`` goes to systemd once every initial slot has reported ready
   (supervisor/readiness.py), not merely been spawned, and never while the service cannot
   serve (``not_ready_reason``, e.g. no ingest token);
@@ -23,11 +23,11 @@ Worker slots are named ``worker-<n>`` (n >= 1); SIGTTIN adds the lowest free num
 started and how worker slots are numbered: supervisor/children.py.
 
 Liveness: a child whose spec names a ``heartbeat_file`` must touch it from its event loop
-(:func:`shared.process.lifecycle.heartbeat`). The arbiter never compares that mtime with the wall
-clock (which can be stepped): it notes, on its monotonic clock, when it last saw the mtime change
-(starting at spawn); once that is more than ``heartbeat_timeout_s`` ago the child is hung: it
+(:func:`hookline.shared.process.lifecycle.heartbeat`). The arbiter never compares that mtime with
+the wall clock (which can be stepped): it notes, on its monotonic clock, when it last saw the mtime
+change (starting at spawn); once that is more than ``heartbeat_timeout_s`` ago the child is hung: it
 gets SIGABRT, then SIGKILL after ``abort_grace_s``, and is respawned. Wall-clock steps are
-logged as ``clock_step`` (:mod:`shared.process.clock`).
+logged as ``clock_step`` (:mod:`hookline.shared.process.clock`).
 systemd's ``WATCHDOG=1`` is sent only while every such child is fresh. The supervisor's view
 (alive and healthy slots, stopping or not) is kept in ``status_file`` for ``GET /readyz`` and
 ``hookline scale`` (supervisor/status_report.py).
@@ -44,16 +44,22 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from shared.logs import get_logger
-from shared.process.clock import ClockStepDetector
-from shared.process.lifecycle import BOOT_ERROR_EXIT, write_status
-from supervisor import sdnotify
-from supervisor.child_exits import describe_exit, respawn_delay_s, returncode
-from supervisor.children import Child, ChildSpec, next_worker_number, start_child, worker_slots
-from supervisor.metrics import SupervisorMetrics
-from supervisor.readiness import Readiness
-from supervisor.signal_pipe import SignalPipe
-from supervisor.status_report import status_line, status_view
+from hookline.shared.logs import get_logger
+from hookline.shared.process.clock import ClockStepDetector
+from hookline.shared.process.lifecycle import BOOT_ERROR_EXIT, write_status
+from hookline.supervisor import sdnotify
+from hookline.supervisor.child_exits import describe_exit, respawn_delay_s, returncode
+from hookline.supervisor.children import (
+    Child,
+    ChildSpec,
+    next_worker_number,
+    start_child,
+    worker_slots,
+)
+from hookline.supervisor.metrics import SupervisorMetrics
+from hookline.supervisor.readiness import Readiness
+from hookline.supervisor.signal_pipe import SignalPipe
+from hookline.supervisor.status_report import status_line, status_view
 
 _HANDLED_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGCHLD, signal.SIGTTIN, signal.SIGTTOU)
 _REAP_INTERVAL_S = 0.1
@@ -476,7 +482,7 @@ class Arbiter:
 
     def status(self) -> dict[str, Any]:
         """Return the supervisor's view: what `status_file` holds
-        (:func:`supervisor.status_report.status_view`)."""
+        (:func:`hookline.supervisor.status_report.status_view`)."""
         return status_view(self._children, unhealthy=self._unhealthy, stopping=self._stopping,
                            workers_wanted=len(worker_slots(self._specs)))
 

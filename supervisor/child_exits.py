@@ -7,7 +7,7 @@ import os
 import signal
 from typing import Any
 
-from shared.policy.retry import doubling_s
+from hookline.shared.policy.retry import doubling_s
 
 
 def respawn_delay_s(consecutive_failures: int, base_s: float, cap_s: float) -> float:

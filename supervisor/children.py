@@ -15,10 +15,10 @@ import time
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
-from shared.process.lifecycle import touch
-from supervisor import sdnotify
-from supervisor.heartbeat_watch import HeartbeatWatch
-from supervisor.readiness import Readiness
+from hookline.shared.process.lifecycle import touch
+from hookline.supervisor import sdnotify
+from hookline.supervisor.heartbeat_watch import HeartbeatWatch
+from hookline.supervisor.readiness import Readiness
 
 WORKER_SLOT = re.compile(r"worker-([1-9][0-9]*)")
 

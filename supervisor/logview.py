@@ -13,7 +13,7 @@ import json
 from datetime import datetime
 from typing import Any
 
-from supervisor.cli.human import is_instant_field, iso_time_ms, show
+from hookline.supervisor.cli.human import is_instant_field, iso_time_ms, show
 
 LEVELS = ("debug", "info", "warning", "error", "critical")
 _COLOURS = {"debug": "\x1b[2m", "info": "\x1b[32m", "warning": "\x1b[33m",

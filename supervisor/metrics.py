@@ -5,7 +5,7 @@ The supervisor serves no HTTP; like every child it leaves a snapshot in the runt
 (`supervisor.metrics.json`, shared/process/metrics_file.py) that ingest's /metrics reads. The
 arbiter calls :meth:`SupervisorMetrics.restarted` and :meth:`clock_stepped` as things happen
 (memory only) and :meth:`write_if_due` from its loop, which writes at most every
-:data:`~shared.process.metrics_file.SNAPSHOT_INTERVAL_S`.
+:data:`~hookline.shared.process.metrics_file.SNAPSHOT_INTERVAL_S`.
 """
 
 from __future__ import annotations
@@ -15,15 +15,15 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from shared.metrics_catalog import (
+from hookline.shared.metrics_catalog import (
     CHILD_RESTARTS,
     CHILDREN_ALIVE,
     CHILDREN_WANTED,
     CLOCK_STEPS,
     HEARTBEAT_AGE_SECONDS,
 )
-from shared.process.lifecycle import TRANSIENT_EXIT
-from shared.process.metrics_file import SNAPSHOT_INTERVAL_S, ProcessMetrics, SnapshotWriter
+from hookline.shared.process.lifecycle import TRANSIENT_EXIT
+from hookline.shared.process.metrics_file import SNAPSHOT_INTERVAL_S, ProcessMetrics, SnapshotWriter
 
 SLOT = "supervisor"
 _WORKER_SLOT = re.compile(r"worker-[1-9][0-9]*")
@@ -38,7 +38,7 @@ def restart_cause(exit_fields: Mapping[str, Any], *, hung: bool) -> str:
     """Why a child the supervisor respawns ended, as one bounded word.
 
     Args:
-        exit_fields: :func:`supervisor.child_exits.describe_exit` of its status.
+        exit_fields: :func:`hookline.supervisor.child_exits.describe_exit` of its status.
         hung: the supervisor killed it for a stale heartbeat.
 
     Returns:

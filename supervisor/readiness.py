@@ -1,9 +1,9 @@
 """When the service is ready: every initial slot's first child says so.
 
 A child reports ready by writing its pid into its readiness marker (a file in the runtime
-folder, :func:`shared.process.lifecycle.ready_path`): ingest once it listens, a worker once it has
-opened the store (shared/process/child.py). The arbiter removes a slot's marker before it spawns a
-child there, and asks :meth:`Readiness.check` on every tick until every slot it started
+folder, :func:`hookline.shared.process.lifecycle.ready_path`): ingest once it listens, a worker once
+it has opened the store (shared/process/child.py). The arbiter removes a slot's marker before it
+spawns a child there, and asks :meth:`Readiness.check` on every tick until every slot it started
 with has a marker naming one of its live children; only then does systemd get `READY=1`,
 so units ordered after hookline never meet a refused connection.
 """

@@ -1,9 +1,9 @@
 """`hookline serve`: build the child process specs (ingest + N workers) and run the arbiter.
 
-Before anything else it takes the service locks (:mod:`shared.process.service_lock`): one
+Before anything else it takes the service locks (:mod:`hookline.shared.process.service_lock`): one
 supervisor per database and per runtime folder. Runtime files (see
-:mod:`shared.process.lifecycle`): the pid file (for `hookline scale`), and in the runtime folder
-one heartbeat file per slot plus `status.json` (read by ingest's `/readyz`); a refused start
+:mod:`hookline.shared.process.lifecycle`): the pid file (for `hookline scale`), and in the runtime
+folder one heartbeat file per slot plus `status.json` (read by ingest's `/readyz`); a refused start
 writes none of them.
 """
 
@@ -17,10 +17,10 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from shared.config import CONFIG_ENV, Config, ingest_not_ready_reason
-from shared.errors import ConfigError, HooklineError, StoreUnavailable
-from shared.logs import configure_logging, get_logger, rotate_log_file
-from shared.process.lifecycle import (
+from hookline.shared.config import CONFIG_ENV, Config, ingest_not_ready_reason
+from hookline.shared.errors import ConfigError, HooklineError, StoreUnavailable
+from hookline.shared.logs import configure_logging, get_logger, rotate_log_file
+from hookline.shared.process.lifecycle import (
     BOOT_ERROR_EXIT,
     REFUSED_EXIT,
     STATUS_FILE,
@@ -31,29 +31,29 @@ from shared.process.lifecycle import (
     ready_path,
     runtime_dir,
 )
-from shared.process.service_lock import ServiceLock, ServiceLocked
-from shared.process.spawn import child_argv, child_import_env
-from shared.store import store_for
-from shared.store.clock import reanchor_at_serve_start
-from shared.store.preflight import QuickCheck, preflight
-from supervisor.arbiter import Arbiter
-from supervisor.children import ChildSpec
+from hookline.shared.process.service_lock import ServiceLock, ServiceLocked
+from hookline.shared.process.spawn import child_argv, child_import_env
+from hookline.shared.store import store_for
+from hookline.shared.store.clock import reanchor_at_serve_start
+from hookline.shared.store.preflight import QuickCheck, preflight
+from hookline.supervisor.arbiter import Arbiter
+from hookline.supervisor.children import ChildSpec
 
 
 def ingest_spec(config: Config) -> ChildSpec:
-    """The ingest child: `python -P -m ingest --slot ingest`, its Config in CONFIG_ENV (see
+    """The ingest child: `python -P -m hookline.ingest --slot ingest`, its Config in CONFIG_ENV (see
     shared/process/spawn.py for why -P and PYTHONPATH)."""
-    return ChildSpec(slot="ingest", argv=child_argv("ingest", "--slot", "ingest"),
+    return ChildSpec(slot="ingest", argv=child_argv("hookline.ingest", "--slot", "ingest"),
                      env={CONFIG_ENV: config.to_json(), **child_import_env()},
                      heartbeat_file=str(heartbeat_path(config, "ingest")),
                      ready_file=str(ready_path(config, "ingest")))
 
 
 def worker_spec(config: Config, number: int) -> ChildSpec:
-    """Worker child number `number` (1-based): `python -P -m workers --slot worker-N`, its
+    """Worker child number `number` (1-based): `python -P -m hookline.workers --slot worker-N`, its
     Config in CONFIG_ENV."""
     slot = f"worker-{number}"
-    return ChildSpec(slot=slot, argv=child_argv("workers", "--slot", slot),
+    return ChildSpec(slot=slot, argv=child_argv("hookline.workers", "--slot", slot),
                      env={CONFIG_ENV: config.to_json(), **child_import_env()},
                      heartbeat_file=str(heartbeat_path(config, slot)),
                      ready_file=str(ready_path(config, slot)))
@@ -63,7 +63,7 @@ async def check(config: Config) -> QuickCheck | None:
     """Check the database once for the whole service, then open it (applying migrations) and
     close it: run by `hookline serve` before any child starts, and by `serve --check`.
 
-    First the store's preflight (:func:`shared.store.preflight.preflight`: on SQLite the
+    First the store's preflight (:func:`hookline.shared.store.preflight.preflight`: on SQLite the
     folder exists, is writable and not world-writable, is not on a network or FUSE filesystem
     without the opt-in, takes WAL mode, and `PRAGMA quick_check` within
     `config.quick_check_timeout_s`; nothing on PostgreSQL), then the open.
@@ -88,7 +88,7 @@ async def check(config: Config) -> QuickCheck | None:
 def run(config: Config) -> int:
     """Run ingest and `config.workers` workers under the arbiter until stopped.
 
-    First of all the service locks are taken (:mod:`shared.process.service_lock`): while
+    First of all the service locks are taken (:mod:`hookline.shared.process.service_lock`): while
     another supervisor serves this database or runtime folder, this one stops at once and
     touches nothing. Then the database is opened (and migrated) once, so that children never
     race to migrate and a bad path stops the service before anything is spawned.

@@ -9,7 +9,7 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from supervisor.children import WORKER_SLOT, Child
+from hookline.supervisor.children import WORKER_SLOT, Child
 
 
 def status_view(children: Mapping[int, Child], *, unhealthy: frozenset[str], stopping: bool,

@@ -20,11 +20,11 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from shared.endpoint_models import Destination  # noqa: E402  (after the sys.path insert above)
-from shared.models import NewEvent  # noqa: E402  (after the sys.path insert above)
-from shared.signing import generate_secret  # noqa: E402  (after the sys.path insert above)
-from shared.store import Store, open_store  # noqa: E402  (after the sys.path insert above)
-from shared.store.sqlite import SqliteStore  # noqa: E402  (after the sys.path insert above)
+from hookline.shared.endpoint_models import Destination  # noqa: E402  (after the sys.path insert above)
+from hookline.shared.models import NewEvent  # noqa: E402  (after the sys.path insert above)
+from hookline.shared.signing import generate_secret  # noqa: E402  (after the sys.path insert above)
+from hookline.shared.store import Store, open_store  # noqa: E402  (after the sys.path insert above)
+from hookline.shared.store.sqlite import SqliteStore  # noqa: E402  (after the sys.path insert above)
 from tests.pg import fresh_database, pg_server, pg_url  # noqa: E402,F401  (fixtures)
 
 
@@ -93,7 +93,7 @@ async def store(store_url: str, clock: FakeClock) -> AsyncIterator[Store]:
     (on PostgreSQL the fake clock replaces the database's clock: a test-only option)."""
     s: Store
     if store_url.startswith("postgresql://"):
-        from shared.store.postgres import PostgresStore
+        from hookline.shared.store.postgres import PostgresStore
 
         s = PostgresStore(store_url, clock=clock)
     else:

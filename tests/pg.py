@@ -1,6 +1,6 @@
 """A throwaway PostgreSQL server for the test session, and a fresh database per test.
 
-The server comes from :mod:`rehearsal.pgserver` (initdb + pg_ctl in a temp directory, on a
+The server comes from :mod:`hookline.rehearsal.pgserver` (initdb + pg_ctl in a temp directory, on a
 free 127.0.0.1 port, trust auth, no fsync: test data only; as the `postgres` user under
 root), started once per session and stopped and deleted at its end. Missing binaries: the
 tests fail with a clear message when CI=true, and skip with the reason locally. Each test
@@ -16,7 +16,13 @@ from collections.abc import Iterator
 
 import pytest
 
-from rehearsal.pgserver import PgServer, PgStartError, PgUnavailable, run_coroutine, start_server
+from hookline.rehearsal.pgserver import (
+    PgServer,
+    PgStartError,
+    PgUnavailable,
+    run_coroutine,
+    start_server,
+)
 
 TEMPLATE = "hookline_template"
 _names = itertools.count(1)  # t1, t2, ...: one database per test
@@ -52,7 +58,7 @@ def pg_server() -> Iterator[PgServer]:
 
 
 def _migrate_template(server: PgServer) -> None:
-    from shared.store.postgres import PostgresStore
+    from hookline.shared.store.postgres import PostgresStore
 
     async def run() -> None:
         async with PostgresStore(server.url(TEMPLATE)):

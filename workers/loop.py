@@ -1,7 +1,7 @@
 """The worker loop: claim -> send (outside any transaction) -> finish, fenced by lease token.
 
 One :class:`Worker` per process. It keeps up to `worker_concurrency` attempts in flight.
-Its :class:`~workers.writer.Writer` owns the slots and the one write loop: each transaction
+Its :class:`~hookline.workers.writer.Writer` owns the slots and the one write loop: each transaction
 records the finished attempts and claims jobs for the slots they free (workers/writer.py),
 with the late-retry reservation and the per-destination fair share, and extends the leases
 it holds between its writes. The worker sends each claimed job (the :meth:`Worker.send` the
@@ -18,15 +18,15 @@ import signal
 import time
 from collections.abc import Callable
 
-from shared.config import Config
-from shared.faults import StoreOutage
-from shared.logs import get_logger, logs_debug
-from shared.models import AttemptResult, Claim, Outcome
-from shared.policy.delivery import BreakerPolicy, effective_timeout_s
-from shared.policy.retry import Backoff, next_attempt
-from shared.store import Store
-from workers.sender import Sender
-from workers.writer import Writer
+from hookline.shared.config import Config
+from hookline.shared.faults import StoreOutage
+from hookline.shared.logs import get_logger, logs_debug
+from hookline.shared.models import AttemptResult, Claim, Outcome
+from hookline.shared.policy.delivery import BreakerPolicy, effective_timeout_s
+from hookline.shared.policy.retry import Backoff, next_attempt
+from hookline.shared.store import Store
+from hookline.workers.sender import Sender
+from hookline.workers.writer import Writer
 
 log = get_logger()
 
@@ -66,7 +66,7 @@ class Worker:
 
     async def run(self, stop: asyncio.Event) -> None:
         """Claim and deliver until `stop` is set; then drain within graceful_timeout_s
-        (:meth:`workers.writer.Writer.stop`)."""
+        (:meth:`hookline.workers.writer.Writer.stop`)."""
         self._stopping = False
         self.writer.start()
         helpers = [asyncio.create_task(self._listen_for_jobs())]
@@ -87,7 +87,7 @@ class Worker:
                 await asyncio.gather(*helpers, return_exceptions=True)
 
     async def send(self, claim: Claim) -> tuple[Outcome, AttemptResult]:
-        """One attempt of `claim` (the writer's :data:`~workers.writer.Send`): the POST,
+        """One attempt of `claim` (the writer's :data:`~hookline.workers.writer.Send`): the POST,
         bounded by the destination's timeout, and the outcome it earns."""
         if logs_debug():  # skipped unread: the fields cost microseconds on every delivery
             log.debug("attempt_started", job_id=claim.job_id, attempt=claim.attempt,

@@ -1,5 +1,5 @@
-"""Entry of a worker process: open the store, run a :class:`~workers.loop.Worker` until told to
-stop (SIGTERM/SIGINT, or the supervisor vanished), exit with a code the supervisor reads
+"""Entry of a worker process: open the store, run a :class:`~hookline.workers.loop.Worker` until
+told to stop (SIGTERM/SIGINT, or the supervisor vanished), exit with a code the supervisor reads
 (shared/process/child.py: 0 clean stop, 3 misconfigured, 75 database away, 1 crashed)."""
 
 from __future__ import annotations
@@ -8,13 +8,13 @@ import asyncio
 import os
 import socket
 
-from shared.config import Config
-from shared.logs import get_logger
-from shared.process.child import BootState, child_context, run_child
-from shared.process.lifecycle import report_write_lock
-from shared.store import write_lock_stats
-from workers.loop import Worker
-from workers.sender import Sender
+from hookline.shared.config import Config
+from hookline.shared.logs import get_logger
+from hookline.shared.process.child import BootState, child_context, run_child
+from hookline.shared.process.lifecycle import report_write_lock
+from hookline.shared.store import write_lock_stats
+from hookline.workers.loop import Worker
+from hookline.workers.sender import Sender
 
 
 def worker_identity(slot: str) -> str:
@@ -27,8 +27,8 @@ async def serve(config: Config, slot: str, stop: asyncio.Event | None = None,
     """Deliver jobs until `stop` is set (created and wired to signals when None).
 
     The lifecycle (signals, parent watch, heartbeat, store open and close) is
-    :func:`shared.process.child.child_context`; the worker reports ready once the store is open.
-    A database that goes away while running is retried inside the worker (workers/loop.py),
+    :func:`hookline.shared.process.child.child_context`; the worker reports ready once the store is
+    open. A database that goes away while running is retried inside the worker (workers/loop.py),
     never a reason to exit.
 
     Raises:

@@ -26,15 +26,15 @@ from collections.abc import Iterable
 import aiohttp
 from aiohttp import hdrs
 
-from shared.errors import DestinationBlocked
-from shared.models import AttemptResult, Claim
-from shared.policy.delivery import unsendable_header
-from shared.policy.forwarding import EVENT_TYPE_HEADER, MEANING_HEADERS
-from shared.policy.netguard import AddressPolicy, BlockedAddress, GuardedResolver, vet_url
-from shared.policy.rules import RESERVED_HEADERS
-from shared.signing import signed_headers
-from shared.version import PRODUCT
-from workers.connections import AgedConnector
+from hookline.shared.errors import DestinationBlocked
+from hookline.shared.models import AttemptResult, Claim
+from hookline.shared.policy.delivery import unsendable_header
+from hookline.shared.policy.forwarding import EVENT_TYPE_HEADER, MEANING_HEADERS
+from hookline.shared.policy.netguard import AddressPolicy, BlockedAddress, GuardedResolver, vet_url
+from hookline.shared.policy.rules import RESERVED_HEADERS
+from hookline.shared.signing import signed_headers
+from hookline.shared.version import PRODUCT
+from hookline.workers.connections import AgedConnector
 
 EXCERPT_BYTES = 1024
 HEADERS_EXCERPT_CHARS = 1024

@@ -73,13 +73,13 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
-from shared.config import Config
-from shared.errors import StoreBusy, StoreUnavailable
-from shared.faults import CappedBackoff, StoreOutage
-from shared.logs import get_logger, logs_info
-from shared.models import AttemptResult, Claim, ClaimRequest, Dead, Done, Outcome, Retry
-from shared.policy.delivery import destination_slots, late_slots
-from shared.store import Store
+from hookline.shared.config import Config
+from hookline.shared.errors import StoreBusy, StoreUnavailable
+from hookline.shared.faults import CappedBackoff, StoreOutage
+from hookline.shared.logs import get_logger, logs_info
+from hookline.shared.models import AttemptResult, Claim, ClaimRequest, Dead, Done, Outcome, Retry
+from hookline.shared.policy.delivery import destination_slots, late_slots
+from hookline.shared.store import Store
 
 log = get_logger()
 

@@ -1,6 +1,6 @@
 """The Celery side of `hookline bench --compare`: one task per delivery, Redis broker.
 
-Run by the bench as `celery -A rehearsal.compare.celery_app worker --pool threads
+Run by the bench as `celery -A hookline.rehearsal.compare.celery_app worker --pool threads
 --concurrency C` (two such processes). Settings a team wanting at-least-once delivery sets:
 `task_acks_late` (a task is acknowledged after it ran, so a killed worker's tasks are
 redelivered once Redis's visibility timeout passes) with `task_reject_on_worker_lost`; no
@@ -16,8 +16,8 @@ from typing import Any
 
 from celery import Celery  # type: ignore[import-untyped]
 
-from rehearsal.compare.peer_tasks import attempt_delivery
-from shared.models import Dead, Retry
+from hookline.rehearsal.compare.peer_tasks import attempt_delivery
+from hookline.shared.models import Dead, Retry
 
 app = Celery("hookline_compare",
              broker=os.environ.get("COMPARE_BROKER_URL", "redis://127.0.0.1:6379/0"))

@@ -1,7 +1,7 @@
 """The Huey side of `hookline bench --compare`: one task per delivery, SQLite storage.
 
-Run by the bench as `huey_consumer rehearsal.compare.huey_app.huey -k thread -w C` (two such
-processes on one SQLite file). Huey's SQLite storage keeps its defaults: WAL, SQLite's own
+Run by the bench as `huey_consumer hookline.rehearsal.compare.huey_app.huey -k thread -w C` (two
+such processes on one SQLite file). Huey's SQLite storage keeps its defaults: WAL, SQLite's own
 `synchronous` (FULL, like hookline's default), a task row deleted when a worker takes it (so
 a consumer killed mid-task loses that delivery: at most once). The database file comes from
 `COMPARE_HUEY_DB` (default huey.db).
@@ -17,8 +17,8 @@ import os
 
 from huey import SqliteHuey  # type: ignore[import-untyped]
 
-from rehearsal.compare.peer_tasks import attempt_delivery
-from shared.models import Dead, Retry
+from hookline.rehearsal.compare.peer_tasks import attempt_delivery
+from hookline.shared.models import Dead, Retry
 
 huey = SqliteHuey("hookline_compare", filename=os.environ.get("COMPARE_HUEY_DB", "huey.db"),
                   results=False)

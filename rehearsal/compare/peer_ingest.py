@@ -8,7 +8,7 @@ tasks are enqueued. The enqueue calls block (a Redis round trip, a SQLite commit
 made inline on the event loop, as a small app would; no bearer token. `GET /healthz`
 answers 200 once listening.
 
-CLI: `python -m rehearsal.compare.peer_ingest --queue celery|huey --listen HOST:PORT`, with
+CLI: `python -m hookline.rehearsal.compare.peer_ingest --queue celery|huey --listen HOST:PORT`, with
 the queue's module settings in the environment (COMPARE_DESTINATIONS, COMPARE_BROKER_URL or
 COMPARE_HUEY_DB).
 """
@@ -23,15 +23,15 @@ from collections.abc import Callable
 
 from aiohttp import web
 
-from rehearsal.compare.peer_tasks import DESTINATIONS
-from shared.signing import new_message_id
+from hookline.rehearsal.compare.peer_tasks import DESTINATIONS
+from hookline.shared.signing import new_message_id
 
 Enqueue = Callable[[str, str, str], None]  # (destination, message_id, body) -> None
 
 
 def celery_enqueue() -> Enqueue:
     """Enqueue with Celery's client: `deliver.apply_async(args=...)` to the Redis broker."""
-    from rehearsal.compare.celery_app import deliver  # noqa: PLC0415  (the bench extra loads only when used)
+    from hookline.rehearsal.compare.celery_app import deliver  # noqa: PLC0415  (the bench extra loads only when used)
 
     def enqueue(destination: str, message_id: str, body: str) -> None:
         deliver.apply_async(args=(destination, message_id, body))
@@ -41,7 +41,7 @@ def celery_enqueue() -> Enqueue:
 
 def huey_enqueue() -> Enqueue:
     """Enqueue with Huey's client: calling the task writes it to the SQLite storage."""
-    from rehearsal.compare.huey_app import deliver  # noqa: PLC0415  (the bench extra loads only when used)
+    from hookline.rehearsal.compare.huey_app import deliver  # noqa: PLC0415  (the bench extra loads only when used)
 
     def enqueue(destination: str, message_id: str, body: str) -> None:
         deliver(destination, message_id, body)
@@ -79,7 +79,7 @@ def make_app(enqueue: Enqueue, destinations: list[str]) -> web.Application:
 
 def main(argv: list[str] | None = None) -> int:
     """Serve until SIGTERM/SIGINT; returns the exit code (argparse exits 2 on bad args)."""
-    parser = argparse.ArgumentParser(prog="python -m rehearsal.compare.peer_ingest")
+    parser = argparse.ArgumentParser(prog="python -m hookline.rehearsal.compare.peer_ingest")
     parser.add_argument("--queue", choices=["celery", "huey"], required=True)
     parser.add_argument("--listen", default="127.0.0.1:8080", metavar="HOST:PORT")
     args = parser.parse_args(argv)

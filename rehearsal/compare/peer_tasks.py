@@ -20,10 +20,10 @@ import time
 
 import requests
 
-from shared.config import Config
-from shared.models import AttemptResult, Dead, Done, Outcome
-from shared.policy.retry import Backoff, next_attempt
-from shared.signing import signed_headers
+from hookline.shared.config import Config
+from hookline.shared.models import AttemptResult, Dead, Done, Outcome
+from hookline.shared.policy.retry import Backoff, next_attempt
+from hookline.shared.signing import signed_headers
 
 DESTINATIONS_ENV = "COMPARE_DESTINATIONS"
 USER_AGENT = "hookline-bench-peer/0.1"

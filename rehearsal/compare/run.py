@@ -31,17 +31,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from rehearsal.bench import proc_cpu_s, proc_peak_rss_mb
-from rehearsal.compare import systems
-from rehearsal.compare.systems import CompareError, Destination, Running
-from rehearsal.compare.workload import body_index, delivery_figures, ratios, read_receipts
-from rehearsal.harness import LOCAL_SETTINGS, ReceiverNotStarted, child_env, receiver_child
-from shared.signing import generate_secret
+from hookline.rehearsal.bench import proc_cpu_s, proc_peak_rss_mb
+from hookline.rehearsal.compare import systems
+from hookline.rehearsal.compare.systems import CompareError, Destination, Running
+from hookline.rehearsal.compare.workload import body_index, delivery_figures, ratios, read_receipts
+from hookline.rehearsal.harness import LOCAL_SETTINGS, ReceiverNotStarted, child_env, receiver_child
+from hookline.shared.signing import generate_secret
 
 SYSTEMS = ("hookline", "celery", "huey")
 DESTINATIONS = 3
 # The receiver each system delivers to: its module, run with `python -m`.
-RECEIVERS = {"lean": "rehearsal.fast_receiver", "fixture": "rehearsal.receiver"}
+RECEIVERS = {"lean": "hookline.rehearsal.fast_receiver", "fixture": "hookline.rehearsal.receiver"}
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -133,7 +133,7 @@ def run_system(name: str, opts: CompareOptions, work: Path, run_id: str,
         cpu_before = {slot: proc_cpu_s(pid) for slot, pid in running.pids.items()}
         load_started_at = time.time()
         load = subprocess.run(
-            [sys.executable, "-m", "rehearsal.loadgen", "--url", running.url,
+            [sys.executable, "-m", "hookline.rehearsal.loadgen", "--url", running.url,
              "--events", str(opts.events), "--concurrency", str(opts.concurrency),
              "--body-bytes", str(opts.body_bytes), "--run-id", run_id,
              "--accepts", str(accepts),

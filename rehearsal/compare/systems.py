@@ -26,7 +26,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from rehearsal.harness import (
+from hookline.rehearsal.harness import (
     LOCAL_SETTINGS,
     child_env,
     free_port,
@@ -34,7 +34,7 @@ from rehearsal.harness import (
     stop_process,
     wait_healthy,
 )
-from shared.store import open_store
+from hookline.shared.store import open_store
 
 STOP_GRACE_S = 15.0
 
@@ -79,7 +79,8 @@ def check_available() -> None:
 
 
 def stop(proc: subprocess.Popen[bytes] | None) -> None:
-    """Stop a process of a system under test (rehearsal.harness.stop_process, STOP_GRACE_S)."""
+    """Stop a process of a system under test (hookline.rehearsal.harness.stop_process,
+    STOP_GRACE_S)."""
     stop_process(proc, STOP_GRACE_S)
 
 
@@ -137,7 +138,7 @@ def hookline(work: Path, destinations: list[Destination], *, workers: int, concu
                      "HOOKLINE_PID_FILE": str(work / "hookline.pid"),
                      "HOOKLINE_SYNCHRONOUS": synchronous,
                      "HOOKLINE_WORKER_CONCURRENCY": str(concurrency)})
-    service = _spawn([sys.executable, "-m", "supervisor.cli", "--db", db, "--log-level",
+    service = _spawn([sys.executable, "-m", "hookline.supervisor.cli", "--db", db, "--log-level",
                       "warning", "serve", "--workers", str(workers), "--listen",
                       f"127.0.0.1:{port}"], work / "hookline.log", env)
     try:
@@ -208,12 +209,12 @@ def celery(work: Path, destinations: list[Destination], *, workers: int,
         port = free_port()
         procs: list[subprocess.Popen[bytes]] = []
         try:
-            procs.append(_spawn([sys.executable, "-m", "rehearsal.compare.peer_ingest",
+            procs.append(_spawn([sys.executable, "-m", "hookline.rehearsal.compare.peer_ingest",
                                  "--queue", "celery", "--listen", f"127.0.0.1:{port}"],
                                 work / "celery-front.log", env))
             for n in range(1, workers + 1):
                 procs.append(_spawn(
-                    [sys.executable, "-m", "celery", "-A", "rehearsal.compare.celery_app",
+                    [sys.executable, "-m", "celery", "-A", "hookline.rehearsal.compare.celery_app",
                      "worker", "--pool", "threads", "--concurrency", str(concurrency),
                      "--hostname", f"w{n}@bench", "--loglevel", "WARNING",
                      "--without-gossip", "--without-mingle", "--without-heartbeat"],
@@ -254,13 +255,13 @@ def huey(work: Path, destinations: list[Destination], *, workers: int,
     port = free_port()
     procs: list[subprocess.Popen[bytes]] = []
     try:
-        procs.append(_spawn([sys.executable, "-m", "rehearsal.compare.peer_ingest",
+        procs.append(_spawn([sys.executable, "-m", "hookline.rehearsal.compare.peer_ingest",
                              "--queue", "huey", "--listen", f"127.0.0.1:{port}"],
                             work / "huey-front.log", env))
         _healthy(f"http://127.0.0.1:{port}", procs, "the Huey front door")
         for n in range(1, workers + 1):
             procs.append(_spawn([sys.executable, "-m", "huey.bin.huey_consumer",
-                                 "rehearsal.compare.huey_app.huey", "-k", "thread", "-w",
+                                 "hookline.rehearsal.compare.huey_app.huey", "-k", "thread", "-w",
                                  str(concurrency), "-q"],
                                 work / f"huey-{n}.log", env, cwd=work))
         _wait_until(lambda: all(_threads(p.pid) > concurrency for p in procs[1:]),

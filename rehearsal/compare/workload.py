@@ -1,7 +1,7 @@
 """The one workload every system in `hookline bench --compare` gets, and the figures read
 from what the receiver saw: pure functions, no I/O.
 
-An event is `rehearsal.loadgen.event_body(index, run_id, body_bytes)`; each of the three
+An event is `hookline.rehearsal.loadgen.event_body(index, run_id, body_bytes)`; each of the three
 destinations must receive it once, signed and verified. A delivery is matched to its event
 by the SHA-256 of the body the receiver got (every system delivers the exact bytes it
 accepted), so the same code reads hookline's, Celery's and Huey's results. Times are unix
@@ -14,7 +14,7 @@ import hashlib
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from rehearsal.loadgen import event_body, percentile
+from hookline.rehearsal.loadgen import event_body, percentile
 
 
 def body_index(run_id: str, events: int, body_bytes: int) -> dict[str, int]:

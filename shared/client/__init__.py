@@ -5,8 +5,8 @@ Self-contained: it imports only the standard library and aiohttp, nothing else o
 so an application that publishes or receives needs none of the service's internals.
 """
 
-from shared.client.aio import AsyncHooklineClient
-from shared.client.errors import (
+from hookline.shared.client.aio import AsyncHooklineClient
+from hookline.shared.client.errors import (
     HooklineClientError,
     HooklineRejected,
     HooklineUnavailable,
@@ -14,9 +14,9 @@ from shared.client.errors import (
     TimestampOutOfTolerance,
     WebhookVerificationError,
 )
-from shared.client.policy import SendResult
-from shared.client.receiver import verify
-from shared.client.sync import HooklineClient
+from hookline.shared.client.policy import SendResult
+from hookline.shared.client.receiver import verify
+from hookline.shared.client.sync import HooklineClient
 
 __all__ = [
     "AsyncHooklineClient",

@@ -14,7 +14,7 @@ from typing import Any
 
 import aiohttp
 
-from shared.client.policy import (
+from hookline.shared.client.policy import (
     Attempts,
     RetryLater,
     SendPolicy,

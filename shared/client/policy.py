@@ -29,7 +29,7 @@ from importlib import metadata
 from typing import Any, Literal
 from urllib.parse import urlsplit
 
-from shared.client.errors import HooklineRejected, HooklineUnavailable
+from hookline.shared.client.errors import HooklineRejected, HooklineUnavailable
 
 EVENTS_PATH = "/v1/events"
 RETRY_STATUSES = frozenset({408, 429, 500, 502, 503, 504})

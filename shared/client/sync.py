@@ -15,7 +15,7 @@ from types import TracebackType
 from typing import Any
 from urllib.parse import urlsplit
 
-from shared.client.policy import (
+from hookline.shared.client.policy import (
     Attempts,
     RetryLater,
     SendPolicy,

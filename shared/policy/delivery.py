@@ -23,8 +23,8 @@ import math
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from shared.models import AttemptResult, ClaimRequest
-from shared.policy.rules import header_problem
+from hookline.shared.models import AttemptResult, ClaimRequest
+from hookline.shared.policy.rules import header_problem
 
 GONE = 410
 
@@ -241,7 +241,7 @@ def effective_timeout_s(override_s: float | None, default_s: float, lease_s: flo
 def unsendable_header(headers: Iterable[tuple[str, str]]) -> str | None:
     """Why one of these request headers cannot be sent, naming it, or None when all can.
 
-    The header rule of the rule book (:func:`shared.policy.rules.header_problem`), lenient
+    The header rule of the rule book (:func:`hookline.shared.policy.rules.header_problem`), lenient
     toward stored rows: a name must be an RFC 9110 token; a value may not hold control
     characters other than tab (CR or LF would inject a header). The destination settings
     refuse such headers when they are saved (the strict form), but a value written before

@@ -18,7 +18,7 @@ A provider's signature headers are never forwarded (`X-Hub-Signature-256`, `Stri
 a sender's `webhook-signature`): hookline signs each delivery itself, with the destination's
 secret, in `webhook-id` / `webhook-timestamp` / `webhook-signature`, and no forwarded header
 can replace those, `content-type` or any other name in
-:data:`shared.policy.rules.RESERVED_HEADERS`.
+:data:`hookline.shared.policy.rules.RESERVED_HEADERS`.
 
 The set is computed once at ingest (:func:`source_headers`), stored with the event as a small
 JSON object (:func:`encode`, at most :data:`MAX_STORED_CHARS`), and read back with each claim

@@ -3,8 +3,8 @@ in shared/policy/rules.py): event ids, types and source names, job statuses, the
 selections (limits, times, reasons, flags), and the one :func:`refuse_unknown` every
 object-shaped input goes through.
 
-Pure functions that check one value each and raise :class:`shared.errors.InvalidInput` (or
-the subclass the caller passes, such as :class:`shared.errors.InvalidEvent` for ingest)
+Pure functions that check one value each and raise :class:`hookline.shared.errors.InvalidInput` (or
+the subclass the caller passes, such as :class:`hookline.shared.errors.InvalidEvent` for ingest)
 naming the field. Ingest, the admin API, the CLI and the store call these same functions, so
 one bad value gets one message wherever it is typed.
 """
@@ -16,9 +16,9 @@ import re
 from collections.abc import Collection, Iterable
 from typing import Any, cast
 
-from shared.errors import ConfigError, InvalidInput
-from shared.models import JOB_STATUSES, JobStatus
-from shared.timeparse import InstantSpec, parse_instant_spec
+from hookline.shared.errors import ConfigError, InvalidInput
+from hookline.shared.models import JOB_STATUSES, JobStatus
+from hookline.shared.timeparse import InstantSpec, parse_instant_spec
 
 EVENT_ID_RE = re.compile(r"[A-Za-z0-9_:-]{1,128}")
 """An event id. No `.`: Standard Webhooks ids must not contain one, and ids are built from it."""

@@ -26,7 +26,7 @@ from urllib.parse import urlsplit
 from aiohttp.abc import AbstractResolver, ResolveResult
 from aiohttp.resolver import ThreadedResolver
 
-from shared.errors import ConfigError, DestinationBlocked
+from hookline.shared.errors import ConfigError, DestinationBlocked
 
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network

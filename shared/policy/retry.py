@@ -1,7 +1,7 @@
 """Retry policy: pure decisions, no I/O (unit tested without sockets).
 
 `classify` sorts one attempt's result into delivered / transient / permanent;
-`next_attempt` turns that into an :data:`~shared.models.Outcome` for the store.
+`next_attempt` turns that into an :data:`~hookline.shared.models.Outcome` for the store.
 
 Backoff formula ("equal jitter"): the n-th wait (after attempt n) is
     d = min(cap_s, base_s * 2 ** (n - 1));  wait = d / 2 + uniform(0, d / 2)
@@ -22,8 +22,8 @@ from datetime import UTC
 from email.utils import parsedate_to_datetime
 from enum import Enum
 
-from shared.logs import get_logger
-from shared.models import AttemptResult, Dead, Done, Outcome, Retry
+from hookline.shared.logs import get_logger
+from hookline.shared.models import AttemptResult, Dead, Done, Outcome, Retry
 
 log = get_logger()
 

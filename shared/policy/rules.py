@@ -1,7 +1,7 @@
 """The rule book: what a valid destination, source and retention setting is.
 
 Pure functions that check and normalise one value each and raise
-:class:`shared.errors.InvalidSetting` (field, detail) when it breaks its rule. The CLI, the
+:class:`hookline.shared.errors.InvalidSetting` (field, detail) when it breaks its rule. The CLI, the
 admin API and every store backend call these same functions, so one bad value gets one
 message wherever it is typed: the CLI prints it and exits 2, the admin API answers 400 with
 `{"error": "invalid_request", "field": ..., "detail": ...}`, the store raises it.
@@ -18,12 +18,12 @@ from dataclasses import dataclass
 from typing import Any, cast
 from urllib.parse import urlsplit
 
-from shared.endpoint_models import SOURCE_SCHEMES, SourceScheme
-from shared.errors import ConfigError, InvalidSetting
-from shared.policy.forwarding import MEANING_HEADERS
-from shared.policy.inputs import EVENT_TYPE_RE, SOURCE_NAME_RE, refuse_unknown
-from shared.signing import secret_key
-from shared.timeparse import parse_duration
+from hookline.shared.endpoint_models import SOURCE_SCHEMES, SourceScheme
+from hookline.shared.errors import ConfigError, InvalidSetting
+from hookline.shared.policy.forwarding import MEANING_HEADERS
+from hookline.shared.policy.inputs import EVENT_TYPE_RE, SOURCE_NAME_RE, refuse_unknown
+from hookline.shared.signing import secret_key
+from hookline.shared.timeparse import parse_duration
 
 # -- destinations --------------------------------------------------------------------------
 
@@ -335,7 +335,8 @@ def source_name(value: Any) -> str:
 
 
 def source_scheme(value: Any) -> SourceScheme:
-    """One of :data:`shared.endpoint_models.SOURCE_SCHEMES`. Raises InvalidSetting("scheme")."""
+    """One of :data:`hookline.shared.endpoint_models.SOURCE_SCHEMES`. Raises
+    InvalidSetting("scheme")."""
     if value not in SOURCE_SCHEMES:
         raise InvalidSetting("scheme", f"must be one of {', '.join(SOURCE_SCHEMES)}, "
                                        f"not {value!r}")
@@ -397,7 +398,7 @@ class RetentionAges:
     dead_letters_s: float | None = None
 
     def cutoffs(self, now_s: float) -> dict[str, float]:
-        """The instants :meth:`shared.store.Store.purge` takes (unix seconds), as keyword
+        """The instants :meth:`hookline.shared.store.Store.purge` takes (unix seconds), as keyword
         arguments: everything older than `now_s - age` goes."""
         dead_s = self.metadata_s if self.dead_letters_s is None else self.dead_letters_s
         return {"bodies_before_s": now_s - self.bodies_s,
@@ -407,8 +408,8 @@ class RetentionAges:
 
 
 def retention_age(field: str, value: Any) -> float:
-    """An age: a duration like `7d` (see :func:`shared.timeparse.parse_duration`) or a number
-    of seconds, finite and >= 0. Raises InvalidSetting(field)."""
+    """An age: a duration like `7d` (see :func:`hookline.shared.timeparse.parse_duration`) or a
+    number of seconds, finite and >= 0. Raises InvalidSetting(field)."""
     if isinstance(value, bool) or not isinstance(value, str | int | float):
         raise InvalidSetting(field, f"must be a duration like 7d, not {value!r}")
     try:

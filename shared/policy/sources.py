@@ -1,7 +1,7 @@
 """Inbound sources: the check of a new source's fields and fresh secrets.
 
-The rules themselves are in the rule book (:mod:`shared.policy.rules`, "inbound sources"); every
-store backend calls :func:`check_source` before inserting, and the CLI and the admin API
+The rules themselves are in the rule book (:mod:`hookline.shared.policy.rules`, "inbound sources");
+every store backend calls :func:`check_source` before inserting, and the CLI and the admin API
 before opening the store, so a source that is stored can always be verified.
 """
 
@@ -9,18 +9,18 @@ from __future__ import annotations
 
 import secrets
 
-from shared.endpoint_models import SOURCE_SCHEMES, SourceScheme
-from shared.errors import InvalidSetting
-from shared.policy.rules import new_source
-from shared.signing import generate_secret
+from hookline.shared.endpoint_models import SOURCE_SCHEMES, SourceScheme
+from hookline.shared.errors import InvalidSetting
+from hookline.shared.policy.rules import new_source
+from hookline.shared.signing import generate_secret
 
 
 def check_source(name: str, scheme: str, secret: str) -> SourceScheme:
-    """Validate a new source's fields (see :func:`shared.policy.rules.new_source`).
+    """Validate a new source's fields (see :func:`hookline.shared.policy.rules.new_source`).
 
     Args:
         name: 1 to 64 of `A-Z a-z 0-9 _ -`, not a reserved name.
-        scheme: one of :data:`shared.endpoint_models.SOURCE_SCHEMES`.
+        scheme: one of :data:`hookline.shared.endpoint_models.SOURCE_SCHEMES`.
         secret: for `standard`, a `whsec_` secret (base64 key of at least 16 bytes); for the
             others, at least 16 characters without surrounding spaces.
 

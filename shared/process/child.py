@@ -10,12 +10,12 @@ supervisor waits for before telling systemd READY=1.
 the exit code the supervisor reads (shared/faults.py classifies):
 
 * 0: a clean stop;
-* :data:`~shared.process.lifecycle.BOOT_ERROR_EXIT` (3): a permanent misconfiguration met before
-  the child was ready; the log line `boot_failed` says what to fix;
-* :data:`~shared.process.lifecycle.TRANSIENT_EXIT` (75): the database was away (unreachable,
-  restarting, busy, read-only), at boot or later;
-* :data:`~shared.process.lifecycle.CRASH_EXIT` (1): any other error (after boot a permanent fault
-  too: the respawned process checks it again at boot and exits 3 if it persists).
+* :data:`~hookline.shared.process.lifecycle.BOOT_ERROR_EXIT` (3): a permanent misconfiguration met
+  before the child was ready; the log line `boot_failed` says what to fix;
+* :data:`~hookline.shared.process.lifecycle.TRANSIENT_EXIT` (75): the database was away
+  (unreachable, restarting, busy, read-only), at boot or later;
+* :data:`~hookline.shared.process.lifecycle.CRASH_EXIT` (1): any other error (after boot a permanent
+  fault too: the respawned process checks it again at boot and exits 3 if it persists).
 
 The last two are respawned by the supervisor with its backoff.
 """
@@ -32,13 +32,13 @@ import threading
 from collections.abc import AsyncIterator, Callable, Coroutine
 from typing import Any, NoReturn
 
-from shared.config import Config
-from shared.errors import StoreUnavailable
-from shared.faults import is_transient
-from shared.logs import configure_logging, get_logger
-from shared.metrics_catalog import STORE_TIMEOUTS, WRITE_LOCK_WAIT_SECONDS
-from shared.process.clock import watch_clock
-from shared.process.lifecycle import (
+from hookline.shared.config import Config
+from hookline.shared.errors import StoreUnavailable
+from hookline.shared.faults import is_transient
+from hookline.shared.logs import configure_logging, get_logger
+from hookline.shared.metrics_catalog import STORE_TIMEOUTS, WRITE_LOCK_WAIT_SECONDS
+from hookline.shared.process.clock import watch_clock
+from hookline.shared.process.lifecycle import (
     BOOT_ERROR_EXIT,
     CRASH_EXIT,
     TRANSIENT_EXIT,
@@ -51,14 +51,14 @@ from shared.process.lifecycle import (
     shorten_gil_switch_interval,
     watch_parent,
 )
-from shared.process.metrics_file import (
+from hookline.shared.process.metrics_file import (
     HistogramData,
     ProcessMetrics,
     SnapshotWriter,
     write_snapshots,
 )
-from shared.store import Store, store_for, store_timeouts, write_lock_waits
-from shared.store.write_lock import DurationHistogram
+from hookline.shared.store import Store, store_for, store_timeouts, write_lock_waits
+from hookline.shared.store.write_lock import DurationHistogram
 
 
 class BootState:
@@ -93,8 +93,8 @@ class ChildContext:
 
     def mark_ready(self) -> None:
         """Record that this child serves: faults from here on are runtime faults, and the
-        supervisor's readiness marker (:func:`shared.process.lifecycle.ready_path`) gets our pid.
-        An unwritable marker is logged, never fatal (the supervisor then waits on)."""
+        supervisor's readiness marker (:func:`hookline.shared.process.lifecycle.ready_path`) gets
+        our pid. An unwritable marker is logged, never fatal (the supervisor then waits on)."""
         self.boot.booted = True
         path = ready_path(self.config, self.slot)
         try:

@@ -19,8 +19,8 @@ import asyncio
 import time
 from collections.abc import Callable
 
-from shared.logs import get_logger
-from shared.process.lifecycle import stopped_within
+from hookline.shared.logs import get_logger
+from hookline.shared.process.lifecycle import stopped_within
 
 CLOCK_STEP_THRESHOLD_S = 1.0
 """A difference between wall and monotonic advances beyond this, in seconds, is a step.
@@ -76,7 +76,8 @@ async def watch_clock(stop: asyncio.Event, interval_s: float = CLOCK_CHECK_INTER
                       detector: ClockStepDetector | None = None) -> None:
     """Log `clock_step` whenever the wall clock is stepped, until `stop` is set.
 
-    Runs as a task on a child's event loop, beside :func:`shared.process.lifecycle.watch_parent`.
+    Runs as a task on a child's event loop, beside
+    :func:`hookline.shared.process.lifecycle.watch_parent`.
 
     Args:
         stop: the process's stop event; the task returns once it is set.

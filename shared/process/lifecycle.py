@@ -18,16 +18,16 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from shared.config import Config
-from shared.db_url import parse_db_url
-from shared.errors import ConfigError
-from shared.logs import configure_logging, get_logger
+from hookline.shared.config import Config
+from hookline.shared.db_url import parse_db_url
+from hookline.shared.errors import ConfigError
+from hookline.shared.logs import configure_logging, get_logger
 
 REFUSED_EXIT = 2
 """Exit code of `hookline serve` refused before anything starts: an invalid setting, a database
 refused as unable to keep the delivery promise (a missing or world-writable folder, a network
 filesystem, a damaged file, ...), or another `hookline serve` already running on the same
-database or runtime folder (:mod:`shared.process.service_lock`). The same code as the CLI's
+database or runtime folder (:mod:`hookline.shared.process.service_lock`). The same code as the CLI's
 usage and validation errors, so `serve`, `serve --check` and `init` agree."""
 
 BOOT_ERROR_EXIT = 3
@@ -100,7 +100,7 @@ STATUS_FILE = "status.json"
 
 def _db_path(db: str) -> Path | None:
     """The SQLite file of a `db` setting, or None for a server URL (e.g. PostgreSQL).
-    Raises ConfigError as :func:`shared.db_url.parse_db_url` (Config already refused
+    Raises ConfigError as :func:`hookline.shared.db_url.parse_db_url` (Config already refused
     those)."""
     path = parse_db_url(db).path
     return None if path is None else Path(path)

@@ -28,15 +28,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from shared.logs import get_logger
-from shared.metrics_catalog import (
+from hookline.shared.logs import get_logger
+from hookline.shared.metrics_catalog import (
     BY_NAME,
     PROCESS_CPU_SECONDS,
     PROCESS_RESIDENT_MEMORY_BYTES,
     PROCESS_START_TIME_SECONDS,
     Family,
 )
-from shared.process.lifecycle import stopped_within
+from hookline.shared.process.lifecycle import stopped_within
 
 SNAPSHOT_INTERVAL_S = 2.0
 """How often a process writes its snapshot, seconds (a scrape sees figures this much old)."""

@@ -29,11 +29,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 
-from shared.config import Config
-from shared.db_url import StorageRefused, sqlite_path
-from shared.errors import HooklineError
-from shared.process.lifecycle import runtime_dir
-from shared.store.checks import check_database_folder, refuse_network_filesystem
+from hookline.shared.config import Config
+from hookline.shared.db_url import StorageRefused, sqlite_path
+from hookline.shared.errors import HooklineError
+from hookline.shared.process.lifecycle import runtime_dir
+from hookline.shared.store.checks import check_database_folder, refuse_network_filesystem
 
 LOCK_FILE = "serve.lock"
 """Name of the lock file inside the runtime folder."""

@@ -1,7 +1,7 @@
 """How the supervisor starts a child so that it imports hookline's own modules.
 
-`python -m ingest` puts the working directory first on the import path, so a service started
-from a folder holding packages named `shared`, `ingest` or `workers` (an application's own
+`python -m hookline.ingest` puts the working directory first on the import path, so a service
+started from a folder holding packages named `shared`, `ingest` or `workers` (an application's own
 repository, say) would run those instead, and every child would crash-loop on an import
 error. Children therefore start with `-P` (Python 3.11+: prepend nothing unsafe to the import
 path) and with the folder that holds this copy of hookline first on PYTHONPATH, ahead of

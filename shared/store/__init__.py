@@ -8,7 +8,7 @@ once (`shared/store/logic.py`) and driven by a backend (`shared/store/sqlite.py`
 behind :class:`SqliteDiagnostics`, and what the service shows of it comes through
 :meth:`Store.health`. Instants are unix seconds; the store reads its own clock (SQLite: the
 host's; PostgreSQL: the server's now()). Driver errors are translated at this boundary into
-:mod:`shared.errors` types.
+:mod:`hookline.shared.errors` types.
 """
 
 from __future__ import annotations
@@ -16,28 +16,42 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
 
-from shared.endpoint_models import Destination, Source
-from shared.models import Accepted, AttemptResult, Claim, ClaimRequest, Duplicate, NewEvent, Outcome
-from shared.operator_models import BulkResult, EventFilter, EventMatch, EventRecord, JobSelection
-from shared.policy.delivery import BreakerPolicy
-from shared.record_models import Attempt, DeadLetter, EventBody, Job, JobStory, PurgeResult
-from shared.report_models import DestinationSummary, MetricFigures, Stats, ThroughputBucket
-from shared.store.capabilities import (
+from hookline.shared.endpoint_models import Destination, Source
+from hookline.shared.models import (
+    Accepted,
+    AttemptResult,
+    Claim,
+    ClaimRequest,
+    Duplicate,
+    NewEvent,
+    Outcome,
+)
+from hookline.shared.operator_models import (
+    BulkResult,
+    EventFilter,
+    EventMatch,
+    EventRecord,
+    JobSelection,
+)
+from hookline.shared.policy.delivery import BreakerPolicy
+from hookline.shared.record_models import Attempt, DeadLetter, EventBody, Job, JobStory, PurgeResult
+from hookline.shared.report_models import DestinationSummary, MetricFigures, Stats, ThroughputBucket
+from hookline.shared.store.capabilities import (
     SqliteDiagnostics,
     TimeoutCounting,
     store_timeouts,
     write_lock_stats,
     write_lock_waits,
 )
-from shared.store.factory import (
+from hookline.shared.store.factory import (
     SqliteOptions,
     open_store,
     postgres_limits,
     read_store_for,
     store_for,
 )
-from shared.store.health import StoreHealth
-from shared.timeparse import InstantSpec
+from hookline.shared.store.health import StoreHealth
+from hookline.shared.timeparse import InstantSpec
 
 __all__ = [
     "SqliteDiagnostics", "SqliteOptions", "Store", "TimeoutCounting", "open_store",
@@ -61,7 +75,7 @@ class Store(Protocol):
         wall clock: a retention age or a `since` like `10m` ago counts back from it.
 
         SQLite: the host's monotonic clock anchored in the database, which a wall-clock step
-        while the service runs does not move (:mod:`shared.store.clock`); PostgreSQL: the
+        while the service runs does not move (:mod:`hookline.shared.store.clock`); PostgreSQL: the
         database server's now().
 
         Raises:
@@ -111,7 +125,7 @@ class Store(Protocol):
         oldest unfinished job (by id), and only when that job is due (pending and run_at passed,
         or running with an expired lease), so it never has two in flight. A destination with
         `rate_limit_per_s` yields a job only while its GCRA allows one (see
-        :mod:`shared.policy.delivery`); `next_send_at` is advanced in this transaction. The
+        :mod:`hookline.shared.policy.delivery`); `next_send_at` is advanced in this transaction. The
         claim carries the destination's active secrets (new first) and timeout override.
 
         Due means pending with run_at <= now, or running with an expired lease (takeover).
@@ -140,8 +154,8 @@ class Store(Protocol):
 
         Each attempt also updates its destination's failure run (`failure_streak`,
         `failing_since`; a 2xx resets both). With a `breaker`, a result for which
-        :func:`shared.policy.delivery.auto_pause_reason` gives a reason pauses the destination
-        in the same transaction and logs `destination_auto_paused`.
+        :func:`hookline.shared.policy.delivery.auto_pause_reason` gives a reason pauses the
+        destination in the same transaction and logs `destination_auto_paused`.
 
         Returns one bool per item: False when the lease was lost (a stale completion: the job
         row was not changed; the attempt row is still completed, since the request happened).
@@ -187,11 +201,11 @@ class Store(Protocol):
                               rate_limit_per_s: float | None = None,
                               ordered: bool = False) -> Destination:
         """Register a destination; `headers` are its custom request headers (see
-        :func:`shared.policy.rules.headers`); `timeout_s` (seconds) and `rate_limit_per_s`
+        :func:`hookline.shared.policy.rules.headers`); `timeout_s` (seconds) and `rate_limit_per_s`
         override the attempt timeout and limit its request rate (None: no override, no
         limit); `ordered` sends its jobs one at a time, oldest first. Every field is checked by
-        :func:`shared.policy.rules.new_destination` first. Raises InvalidSetting (a ConfigError) for
-        an invalid field, Conflict when a live destination has that name."""
+        :func:`hookline.shared.policy.rules.new_destination` first. Raises InvalidSetting (a
+        ConfigError) for an invalid field, Conflict when a live destination has that name."""
 
     async def list_destinations(self) -> list[Destination]:
         """Live destinations in creation order."""
@@ -211,7 +225,7 @@ class Store(Protocol):
             NotFound: no live destination has that name.
             InvalidSetting: `new_secret` is not a valid `whsec_` secret or equals the current
                 one (field "secret"), or `overlap_s` is outside 0 to
-                :data:`shared.policy.rules.MAX_ROTATION_OVERLAP_S` (field "overlap_s").
+                :data:`hookline.shared.policy.rules.MAX_ROTATION_OVERLAP_S` (field "overlap_s").
         """
 
     async def expire_previous_secret(self, name: str) -> tuple[Destination, bool]:
@@ -268,9 +282,10 @@ class Store(Protocol):
 
         Args:
             name: the destination.
-            **changes: field=value for fields in :data:`shared.policy.rules.DESTINATION_UPDATERS`
-                (validated and normalised by :func:`shared.policy.rules.destination_changes`);
-                lists are stored as JSON.
+            **changes: field=value for fields in
+                :data:`hookline.shared.policy.rules.DESTINATION_UPDATERS` (validated and normalised
+                by :func:`hookline.shared.policy.rules.destination_changes`); lists are stored as
+                JSON.
 
         Raises:
             ConfigError: no change given, an unknown field, or an invalid value.
@@ -328,10 +343,11 @@ class Store(Protocol):
     # -- finding events, resending, retrying now --------------------------------------------
 
     async def find_event(self, ref: str, source: str | None = None) -> EventMatch:
-        """One event and its jobs by a reference (:func:`shared.operator_models.parse_event_ref`):
-        with `source`, `ref` is the sender's id in that source; otherwise a whole number is
-        tried as the internal id, a `msg_` text as the webhook-id, then either as the
-        sender's id in source `api`. The answer says which matched.
+        """One event and its jobs by a reference
+        (:func:`hookline.shared.operator_models.parse_event_ref`): with `source`, `ref` is the
+        sender's id in that source; otherwise a whole number is tried as the internal id, a `msg_`
+        text as the webhook-id, then either as the sender's id in source `api`. The answer says
+        which matched.
 
         Raises:
             ConfigError: `ref` or `source` is empty or too long.
@@ -444,8 +460,8 @@ class Store(Protocol):
     async def add_source(self, *, name: str, scheme: str, secret: str) -> Source:
         """Register an inbound source (`POST /v1/sources/{name}`).
 
-        Fields are checked with :func:`shared.policy.sources.check_source` before anything is
-        stored.
+        Fields are checked with :func:`hookline.shared.policy.sources.check_source` before anything
+        is stored.
 
         Raises:
             ConfigError: a field is invalid. Conflict: a live source already has that name.
@@ -469,7 +485,8 @@ async def resolve_instants(store: Store, *specs: InstantSpec | None) -> tuple[fl
 
     Args:
         store: an open store.
-        *specs: parsed times (:func:`shared.timeparse.parse_instant_spec`); None stays None.
+        *specs: parsed times (:func:`hookline.shared.timeparse.parse_instant_spec`); None stays
+            None.
 
     Returns:
         One instant (unix seconds) or None per spec, in order.

@@ -30,11 +30,11 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 
-from shared.db_url import parse_db_url
-from shared.errors import ConfigError
-from shared.logs import get_logger
-from shared.process.lifecycle import pid_alive
-from shared.store.backup_format import (
+from hookline.shared.db_url import parse_db_url
+from hookline.shared.errors import ConfigError
+from hookline.shared.logs import get_logger
+from hookline.shared.process.lifecycle import pid_alive
+from hookline.shared.store.backup_format import (
     TEMP_PREFIX,
     BackupError,
     Manifest,

@@ -18,8 +18,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from shared.errors import HooklineError
-from shared.models import JOB_STATUSES
+from hookline.shared.errors import HooklineError
+from hookline.shared.models import JOB_STATUSES
 
 MANIFEST_FORMAT = 1
 SNAPSHOT_NAME = re.compile(r"^hookline-(\d{8}T\d{6}Z)(?:-(\d+))?\.db$")
@@ -148,7 +148,7 @@ def schema_version(conn: sqlite3.Connection) -> int:
     Raises:
         BackupError: it is not a hookline database, or a newer hookline wrote it.
     """
-    from shared.store.sqlite import SCHEMA_VERSION  # noqa: PLC0415  (loads the SQL lazily)
+    from hookline.shared.store.sqlite import SCHEMA_VERSION  # noqa: PLC0415  (loads the SQL lazily)
 
     try:
         version = conn.execute("SELECT MAX(version) FROM schema_version").fetchone()[0]

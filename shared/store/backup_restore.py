@@ -17,8 +17,8 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from shared.logs import get_logger
-from shared.store.backup_format import (
+from hookline.shared.logs import get_logger
+from hookline.shared.store.backup_format import (
     TEMP_PREFIX,
     BackupError,
     Manifest,

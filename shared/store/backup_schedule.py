@@ -14,9 +14,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from shared.logs import get_logger
-from shared.store.backup import take_snapshot
-from shared.store.backup_format import SNAPSHOT_NAME, BackupError, Snapshot, fsync_dir
+from hookline.shared.logs import get_logger
+from hookline.shared.store.backup import take_snapshot
+from hookline.shared.store.backup_format import SNAPSHOT_NAME, BackupError, Snapshot, fsync_dir
 
 
 @dataclass(frozen=True, slots=True)

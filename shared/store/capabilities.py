@@ -9,8 +9,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 if TYPE_CHECKING:
-    from shared.store import Store
-    from shared.store.write_lock import DurationHistogram
+    from hookline.shared.store import Store
+    from hookline.shared.store.write_lock import DurationHistogram
 
 
 @runtime_checkable

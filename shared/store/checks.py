@@ -5,8 +5,8 @@ the SQLite database must be one plain file on a local filesystem, in WAL mode, a
 damaged. This module holds the checks, each a small function the store (every open) or the
 supervisor (once per `hookline serve`) calls:
 
-- :func:`shared.db_url.sqlite_path` (the one parser of the `db` setting, used before these):
-  the database URL names a plain file every process shares (never `:memory:`, a `file:` URI
+- :func:`hookline.shared.db_url.sqlite_path` (the one parser of the `db` setting, used before
+  these): the database URL names a plain file every process shares (never `:memory:`, a `file:` URI
   or an empty path);
 - :func:`check_database_folder`: the database's folder exists, is a folder, is not
   world-writable and (where the file is to be created) is writable by this user;
@@ -32,9 +32,9 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from shared.db_url import StorageRefused, sqlite_path
-from shared.errors import StoreUnavailable
-from shared.faults import sqlite_fault
+from hookline.shared.db_url import StorageRefused, sqlite_path
+from hookline.shared.errors import StoreUnavailable
+from hookline.shared.faults import sqlite_fault
 
 MOUNTINFO = "/proc/self/mountinfo"
 NETWORK_FILESYSTEMS = frozenset({

@@ -43,9 +43,9 @@ import time
 from collections.abc import Callable
 from contextlib import AbstractContextManager
 
-from shared.db_url import sqlite_path
-from shared.faults import sqlite_fault
-from shared.logs import get_logger
+from hookline.shared.db_url import sqlite_path
+from hookline.shared.faults import sqlite_fault
+from hookline.shared.logs import get_logger
 
 BOOT_ID_PATH = "/proc/sys/kernel/random/boot_id"
 DEFAULT_LEASE_BOUND_S = 30.0

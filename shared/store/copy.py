@@ -17,9 +17,9 @@ from typing import Any
 
 import asyncpg
 
-from shared.errors import StoreError
-from shared.store.postgres import PostgresStore
-from shared.store.sqlite import SqliteStore
+from hookline.shared.errors import StoreError
+from hookline.shared.store.postgres import PostgresStore
+from hookline.shared.store.sqlite import SqliteStore
 
 # Parents before children (foreign keys); tables missing on either side are skipped.
 TABLES = ("destinations", "sources", "events", "jobs", "attempts")

@@ -1,14 +1,14 @@
 """The operator's event lookup, event listing, resend and retry now: transactions written
-once as generators of :mod:`shared.store.ops` operations, and the :class:`EventOperations`
-mixin that gives :class:`shared.store.logic.StoreLogic` their methods."""
+once as generators of :mod:`hookline.shared.store.ops` operations, and the :class:`EventOperations`
+mixin that gives :class:`hookline.shared.store.logic.StoreLogic` their methods."""
 
 from __future__ import annotations
 
 from typing import Any, TypeVar
 
-from shared.errors import Conflict, NotFound
-from shared.models import FINISHED_STATUSES
-from shared.operator_models import (
+from hookline.shared.errors import Conflict, NotFound
+from hookline.shared.models import FINISHED_STATUSES
+from hookline.shared.operator_models import (
     SAMPLE_IDS,
     BulkResult,
     EventFilter,
@@ -18,34 +18,34 @@ from shared.operator_models import (
     JobSelection,
     parse_event_ref,
 )
-from shared.store.ops import NOTIFY, Tx, count, one, rows
+from hookline.shared.store.ops import NOTIFY, Tx, count, one, rows
 
 T = TypeVar("T")
 
 
 class EventOperations:
     """Store methods for finding events and resending or hurrying their jobs (see
-    :class:`shared.store.Store`); the backend supplies `_transact`."""
+    :class:`hookline.shared.store.Store`); the backend supplies `_transact`."""
 
     async def _transact(self, tx: Tx[T], *, write: bool) -> T:
         """Drive `tx` as one transaction (the backend's)."""
         raise NotImplementedError
 
     async def find_event(self, ref: str, source: str | None = None) -> EventMatch:
-        """See :meth:`shared.store.Store.find_event`."""
+        """See :meth:`hookline.shared.store.Store.find_event`."""
         return await self._transact(find_event_tx(parse_event_ref(ref, source)), write=False)
 
     async def list_events(self, flt: EventFilter) -> list[EventRecord]:
-        """See :meth:`shared.store.Store.list_events`."""
+        """See :meth:`hookline.shared.store.Store.list_events`."""
         return await self._transact(list_events_tx(flt.check()), write=False)
 
     async def resend(self, selection: JobSelection, *, dry_run: bool = False) -> BulkResult:
-        """See :meth:`shared.store.Store.resend`."""
+        """See :meth:`hookline.shared.store.Store.resend`."""
         return await self._transact(resend_tx(selection.check(resend=True), dry_run),
                                     write=not dry_run)
 
     async def retry_now(self, selection: JobSelection, *, dry_run: bool = False) -> BulkResult:
-        """See :meth:`shared.store.Store.retry_now`."""
+        """See :meth:`hookline.shared.store.Store.retry_now`."""
         return await self._transact(retry_now_tx(selection.check(resend=False), dry_run),
                                     write=not dry_run)
 

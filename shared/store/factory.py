@@ -8,12 +8,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from shared.db_url import parse_db_url
-from shared.store.pg_limits import PostgresLimits
+from hookline.shared.db_url import parse_db_url
+from hookline.shared.store.pg_limits import PostgresLimits
 
 if TYPE_CHECKING:
-    from shared.config import Config
-    from shared.store import Store
+    from hookline.shared.config import Config
+    from hookline.shared.store import Store
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,14 +49,14 @@ def open_store(url: str, sqlite: SqliteOptions | None = None,
     Raises:
         ConfigError: the URL names an unsupported backend; StorageRefused (a ConfigError)
             when it names a database private to one process (`:memory:`, a `file:` URI, an
-            empty path): see :func:`shared.db_url.parse_db_url`.
+            empty path): see :func:`hookline.shared.db_url.parse_db_url`.
     """
     db = parse_db_url(url)
     if db.dsn is not None:
-        from shared.store.postgres import PostgresStore  # noqa: PLC0415  (backends load on demand)
+        from hookline.shared.store.postgres import PostgresStore  # noqa: PLC0415  (backends load on demand)
 
         return PostgresStore(db.dsn, limits=postgres or PostgresLimits())
-    from shared.store.sqlite import SqliteStore  # noqa: PLC0415  (backends load on demand)
+    from hookline.shared.store.sqlite import SqliteStore  # noqa: PLC0415  (backends load on demand)
 
     options = sqlite or SqliteOptions()
     return SqliteStore(str(db.path), synchronous=options.synchronous,

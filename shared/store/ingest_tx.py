@@ -1,5 +1,5 @@
 """Ingest's transaction, written once for both backends as a generator of
-:mod:`shared.store.ops` operations: a batch of events and the job of each subscribed
+:mod:`hookline.shared.store.ops` operations: a batch of events and the job of each subscribed
 destination, committed together (the store's `add_events` and `add_backlog`)."""
 
 from __future__ import annotations
@@ -7,11 +7,11 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 
-from shared.endpoint_models import subscribes
-from shared.models import Accepted, Duplicate, NewEvent
-from shared.policy import forwarding
-from shared.signing import new_message_ids
-from shared.store.ops import BEGIN_WRITE, NOTIFY, NOW, Query, Rows, Tx, one
+from hookline.shared.endpoint_models import subscribes
+from hookline.shared.models import Accepted, Duplicate, NewEvent
+from hookline.shared.policy import forwarding
+from hookline.shared.signing import new_message_ids
+from hookline.shared.store.ops import BEGIN_WRITE, NOTIFY, NOW, Query, Rows, Tx, one
 
 
 def add_events_tx(events: Sequence[NewEvent]) -> Tx[list[Accepted | Duplicate]]:

@@ -1,6 +1,6 @@
-"""Every store transaction, written once for both backends (see :mod:`shared.store.ops`).
+"""Every store transaction, written once for both backends (see :mod:`hookline.shared.store.ops`).
 
-:class:`StoreLogic` implements the :class:`shared.store.Store` operations as generators of
+:class:`StoreLogic` implements the :class:`hookline.shared.store.Store` operations as generators of
 named-query operations; a backend subclass supplies `_transact` (how one transaction is
 driven), the connection, the clock, wake-ups and maintenance. The named queries of both
 backends take the same parameters and return the same columns.
@@ -12,10 +12,10 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any, TypeVar
 
-from shared.endpoint_models import Destination, Source, parse_headers
-from shared.errors import ConfigError, NotFound
-from shared.logs import get_logger
-from shared.models import (
+from hookline.shared.endpoint_models import Destination, Source, parse_headers
+from hookline.shared.errors import ConfigError, NotFound
+from hookline.shared.logs import get_logger
+from hookline.shared.models import (
     Accepted,
     AttemptResult,
     Claim,
@@ -27,20 +27,20 @@ from shared.models import (
     Outcome,
     Retry,
 )
-from shared.policy import forwarding, rules
-from shared.policy.delivery import (
+from hookline.shared.policy import forwarding, rules
+from hookline.shared.policy.delivery import (
     BreakerPolicy,
     auto_pause_reason,
     choose_with_takeovers,
     fair_room,
     is_failure,
 )
-from shared.policy.sources import check_source
-from shared.record_models import Attempt, DeadLetter, EventBody, Job, JobStory, PurgeResult
-from shared.report_models import DestinationSummary, MetricFigures, Stats, ThroughputBucket
-from shared.store.events_tx import EventOperations
-from shared.store.ingest_tx import add_events_tx
-from shared.store.operator_tx import (
+from hookline.shared.policy.sources import check_source
+from hookline.shared.record_models import Attempt, DeadLetter, EventBody, Job, JobStory, PurgeResult
+from hookline.shared.report_models import DestinationSummary, MetricFigures, Stats, ThroughputBucket
+from hookline.shared.store.events_tx import EventOperations
+from hookline.shared.store.ingest_tx import add_events_tx
+from hookline.shared.store.operator_tx import (
     expire_previous_tx,
     get_job_tx,
     list_dead_tx,
@@ -54,7 +54,7 @@ from shared.store.operator_tx import (
     summaries_tx,
     throughput_tx,
 )
-from shared.store.ops import (
+from hookline.shared.store.ops import (
     BEGIN_WRITE,
     NOTIFY,
     NOW,
@@ -90,13 +90,14 @@ class StoreLogic(EventOperations):
         raise NotImplementedError
 
     async def now_s(self) -> float:
-        """See :meth:`shared.store.Store.now_s`: the instant a transaction would read."""
+        """See :meth:`hookline.shared.store.Store.now_s`: the instant a transaction would read."""
         return float(await self._transact(_now_tx(), write=False))
 
     # -- ingest ----------------------------------------------------------------------------
 
     async def add_events(self, events: Sequence[NewEvent]) -> list[Accepted | Duplicate]:
-        """See :meth:`shared.store.Store.add_events` (workers are woken after the commit)."""
+        """See :meth:`hookline.shared.store.Store.add_events` (workers are woken after the
+        commit)."""
         return await self._transact(add_events_tx(events), write=False)  # see BEGIN_WRITE
 
     async def add_event(self, event: NewEvent) -> Accepted | Duplicate:
@@ -104,8 +105,8 @@ class StoreLogic(EventOperations):
         return (await self.add_events([event]))[0]
 
     async def add_backlog(self, events: Sequence[NewEvent]) -> int:
-        """See :meth:`shared.store.Store.add_backlog`: :meth:`add_events`'s transaction (its
-        rows already go in a few statements per batch), counting the jobs written."""
+        """See :meth:`hookline.shared.store.Store.add_backlog`: :meth:`add_events`'s transaction
+        (its rows already go in a few statements per batch), counting the jobs written."""
         results = await self.add_events(events)
         return sum(len(r.job_ids) for r in results if isinstance(r, Accepted))
 
@@ -120,7 +121,7 @@ class StoreLogic(EventOperations):
                     max_late: int | None = None, per_destination: int | None = None,
                     held: Mapping[int, int] | None = None,
                     may_take_over: bool = True) -> list[Claim]:
-        """See :meth:`shared.store.Store.claim`."""
+        """See :meth:`hookline.shared.store.Store.claim`."""
         if limit <= 0:
             return []
         request = ClaimRequest(worker=worker, limit=limit, lease_s=lease_s,
@@ -194,20 +195,20 @@ class StoreLogic(EventOperations):
                 for r in leased], waiting
 
     async def extend(self, claims: Sequence[Claim], lease_s: float) -> list[Claim]:
-        """See :meth:`shared.store.Store.extend`."""
+        """See :meth:`hookline.shared.store.Store.extend`."""
         if not claims:
             return []
         kept = await self._transact(_extend_tx(claims, lease_s), write=True)
         return [c for c in claims if c.lease_token not in kept]
 
     async def finish(self, items: Items, breaker: BreakerPolicy | None = None) -> list[bool]:
-        """See :meth:`shared.store.Store.finish`."""
+        """See :meth:`hookline.shared.store.Store.finish`."""
         return await self._transact(_finish_all(items, breaker), write=True)
 
     async def finish_and_claim(self, items: Items, breaker: BreakerPolicy | None,
                                request: ClaimRequest
                                ) -> tuple[list[bool], list[Claim], bool]:
-        """See :meth:`shared.store.Store.finish_and_claim` (one transaction or two: see the
+        """See :meth:`hookline.shared.store.Store.finish_and_claim` (one transaction or two: see the
         class docstring; either way the results are durable before a claim is returned)."""
         if not self.FINISH_AND_CLAIM_TOGETHER:
             kept = await self.finish(items, breaker) if items else []
@@ -230,7 +231,7 @@ class StoreLogic(EventOperations):
         return kept, *(yield from self._claim_in(request))
 
     async def hand_back(self, claims: Sequence[Claim]) -> int:
-        """See :meth:`shared.store.Store.hand_back`."""
+        """See :meth:`hookline.shared.store.Store.hand_back`."""
         if not claims:
             return 0
         return await self._transact(_hand_back_tx(claims), write=True)
@@ -243,7 +244,7 @@ class StoreLogic(EventOperations):
                               timeout_s: float | None = None,
                               rate_limit_per_s: float | None = None,
                               ordered: bool = False) -> Destination:
-        """See :meth:`shared.store.Store.add_destination`."""
+        """See :meth:`hookline.shared.store.Store.add_destination`."""
         new = rules.new_destination(name=name, url=url, secret=secret, event_types=event_types,
                                     max_in_flight=max_in_flight, headers=headers,
                                     timeout_s=timeout_s, rate_limit_per_s=rate_limit_per_s,
@@ -257,34 +258,34 @@ class StoreLogic(EventOperations):
         return Destination.from_row(await self._transact(_single(query), write=True))
 
     async def list_destinations(self) -> list[Destination]:
-        """See :meth:`shared.store.Store.list_destinations`."""
+        """See :meth:`hookline.shared.store.Store.list_destinations`."""
         found = await self._transact(_single(rows("live_destinations")), write=False)
         return [Destination.from_row(r) for r in found]
 
     async def get_destination(self, name: str) -> Destination:
-        """See :meth:`shared.store.Store.get_destination`."""
+        """See :meth:`hookline.shared.store.Store.get_destination`."""
         row = await self._transact(_single(one("get_destination", name=name)), write=False)
         if row is None:
             raise NotFound(f"no destination named {name!r}")
         return Destination.from_row(row)
 
     async def set_paused(self, name: str, paused: bool, reason: str | None = None) -> None:
-        """See :meth:`shared.store.Store.set_paused` (a resume wakes waiting workers)."""
+        """See :meth:`hookline.shared.store.Store.set_paused` (a resume wakes waiting workers)."""
         await self._transact(set_paused_tx(name, paused, reason), write=True)
 
     async def rotate_secret(self, name: str, new_secret: str, overlap_s: float) -> Destination:
-        """See :meth:`shared.store.Store.rotate_secret`."""
+        """See :meth:`hookline.shared.store.Store.rotate_secret`."""
         secret, overlap = rules.destination_secret(new_secret), rules.rotation_overlap(overlap_s)
         return Destination.from_row(await self._transact(rotate_tx(name, secret, overlap),
                                                          write=True))
 
     async def expire_previous_secret(self, name: str) -> tuple[Destination, bool]:
-        """See :meth:`shared.store.Store.expire_previous_secret`."""
+        """See :meth:`hookline.shared.store.Store.expire_previous_secret`."""
         row, expired = await self._transact(expire_previous_tx(name), write=True)
         return Destination.from_row(row), expired
 
     async def update_destination(self, name: str, **changes: Any) -> Destination:
-        """See :meth:`shared.store.Store.update_destination`."""
+        """See :meth:`hookline.shared.store.Store.update_destination`."""
         values = rules.destination_changes(changes)
         # Column names come only from the validated DESTINATION_UPDATERS keys, never input.
         assignments = ", ".join(f"{column} = :{column}" for column in values)
@@ -299,33 +300,33 @@ class StoreLogic(EventOperations):
         return Destination.from_row(row)
 
     async def remove_destination(self, name: str) -> int:
-        """See :meth:`shared.store.Store.remove_destination`."""
+        """See :meth:`hookline.shared.store.Store.remove_destination`."""
         return await self._transact(remove_destination_tx(name), write=True)
 
     # -- operator views and controls -------------------------------------------------------
 
     async def list_jobs(self, status: str | None = None, limit: int = 100) -> list[Job]:
-        """See :meth:`shared.store.Store.list_jobs`."""
+        """See :meth:`hookline.shared.store.Store.list_jobs`."""
         found = await self._transact(_single(rows("list_jobs", status=status, limit=limit)),
                                      write=False)
         return [Job.from_row(r) for r in found]
 
     async def list_attempts(self, job_id: int | None = None, limit: int = 10_000) -> list[Attempt]:
-        """See :meth:`shared.store.Store.list_attempts`."""
+        """See :meth:`hookline.shared.store.Store.list_attempts`."""
         found = await self._transact(_single(rows("list_attempts", job_id=job_id,
                                                   limit=limit)), write=False)
         return [Attempt.from_row(r) for r in found]
 
     async def list_dead(self, destination: str | None = None, since_s: float | None = None,
                         limit: int = 100) -> list[DeadLetter]:
-        """See :meth:`shared.store.Store.list_dead`."""
+        """See :meth:`hookline.shared.store.Store.list_dead`."""
         return await self._transact(list_dead_tx(
             destination, None if since_s is None else float(since_s), limit), write=False)
 
     async def replay(self, *, job_id: int | None = None, all_dead: bool = False,
                      destination: str | None = None, since_s: float | None = None,
                      dry_run: bool = False) -> int:
-        """See :meth:`shared.store.Store.replay` (wakes waiting workers on commit)."""
+        """See :meth:`hookline.shared.store.Store.replay` (wakes waiting workers on commit)."""
         if (job_id is None) == (not all_dead):
             raise ConfigError("replay needs exactly one of a job id or all_dead")
         since = None if since_s is None else float(since_s)
@@ -334,14 +335,14 @@ class StoreLogic(EventOperations):
 
     async def purge(self, *, bodies_before_s: float, metadata_before_s: float,
                     dedupe_before_s: float, dead_before_s: float | None = None) -> PurgeResult:
-        """See :meth:`shared.store.Store.purge`."""
+        """See :meth:`hookline.shared.store.Store.purge`."""
         rules.purge_cutoffs(bodies_before_s, metadata_before_s, dedupe_before_s)
         dead = metadata_before_s if dead_before_s is None else dead_before_s
         return await self._transact(purge_tx(float(bodies_before_s), float(metadata_before_s),
                                              float(dedupe_before_s), float(dead)), write=True)
 
     async def get_job(self, job_id: int) -> JobStory:
-        """See :meth:`shared.store.Store.get_job`."""
+        """See :meth:`hookline.shared.store.Store.get_job`."""
         row, attempts = await self._transact(get_job_tx(job_id), write=False)
         if row is None:
             raise NotFound(f"no job with id {job_id}")
@@ -352,11 +353,11 @@ class StoreLogic(EventOperations):
             attempts=tuple(Attempt.from_row(a) for a in attempts))
 
     async def stats(self) -> Stats:
-        """See :meth:`shared.store.Store.stats` (ages by the store's clock)."""
+        """See :meth:`hookline.shared.store.Store.stats` (ages by the store's clock)."""
         return await self._transact(stats_tx(), write=False)
 
     async def metric_figures(self) -> MetricFigures:
-        """See :meth:`shared.store.Store.metric_figures`."""
+        """See :meth:`hookline.shared.store.Store.metric_figures`."""
         return await self._transact(metric_figures_tx(), write=False)
 
     # -- dashboard views -------------------------------------------------------------------
@@ -364,19 +365,19 @@ class StoreLogic(EventOperations):
     async def destination_summaries(self, *, latency_window_s: float = 900.0,
                                     latency_scan_limit: int = 20_000
                                     ) -> list[DestinationSummary]:
-        """See :meth:`shared.store.Store.destination_summaries` (the store's clock)."""
+        """See :meth:`hookline.shared.store.Store.destination_summaries` (the store's clock)."""
         return await self._transact(summaries_tx(float(latency_window_s),
                                                   int(latency_scan_limit)), write=False)
 
     async def throughput(self, *, window_s: float, bucket_s: int = 60,
                          failed_scan_limit: int = 100_000) -> list[ThroughputBucket]:
-        """See :meth:`shared.store.Store.throughput` (the store's clock)."""
+        """See :meth:`hookline.shared.store.Store.throughput` (the store's clock)."""
         rules.throughput_args(window_s, bucket_s)
         return await self._transact(throughput_tx(window_s, bucket_s, int(failed_scan_limit)),
                                     write=False)
 
     async def event_body(self, job_id: int, max_bytes: int) -> EventBody:
-        """See :meth:`shared.store.Store.event_body`."""
+        """See :meth:`hookline.shared.store.Store.event_body`."""
         row = await self._transact(_single(one("event_body_of_job", job_id=job_id,
                                                max_bytes=max(1, int(max_bytes)))), write=False)
         if row is None:
@@ -388,26 +389,26 @@ class StoreLogic(EventOperations):
     # -- inbound sources -------------------------------------------------------------------
 
     async def add_source(self, *, name: str, scheme: str, secret: str) -> Source:
-        """See :meth:`shared.store.Store.add_source`."""
+        """See :meth:`hookline.shared.store.Store.add_source`."""
         check_source(name, scheme, secret)
         query = Query("insert_source", {"name": name, "scheme": scheme, "secret": secret},
                       want="one", taken=f"a source named {name!r} already exists")
         return Source.from_row(await self._transact(_single(query), write=True))
 
     async def get_source(self, name: str) -> Source:
-        """See :meth:`shared.store.Store.get_source`."""
+        """See :meth:`hookline.shared.store.Store.get_source`."""
         row = await self._transact(_single(one("get_source", name=name)), write=False)
         if row is None:
             raise NotFound(f"no source named {name!r}")
         return Source.from_row(row)
 
     async def list_sources(self) -> list[Source]:
-        """See :meth:`shared.store.Store.list_sources`."""
+        """See :meth:`hookline.shared.store.Store.list_sources`."""
         found = await self._transact(_single(rows("live_sources")), write=False)
         return [Source.from_row(r) for r in found]
 
     async def remove_source(self, name: str) -> None:
-        """See :meth:`shared.store.Store.remove_source`."""
+        """See :meth:`hookline.shared.store.Store.remove_source`."""
         if await self._transact(_single(one("remove_source", name=name)), write=True) is None:
             raise NotFound(f"no source named {name!r}")
 

@@ -1,16 +1,16 @@
-"""The operator's and the dashboard's store transactions (see :mod:`shared.store.logic`):
+"""The operator's and the dashboard's store transactions (see :mod:`hookline.shared.store.logic`):
 destination controls, replay, retention, and the read-only views. Each is a generator of
-:mod:`shared.store.ops` operations, driven by a backend."""
+:mod:`hookline.shared.store.ops` operations, driven by a backend."""
 
 from __future__ import annotations
 
 import dataclasses
 from typing import Any
 
-from shared.errors import Conflict, InvalidSetting, NotFound
-from shared.models import JOB_STATUSES
-from shared.record_models import DeadLetter, Job, PurgeResult
-from shared.report_models import (
+from hookline.shared.errors import Conflict, InvalidSetting, NotFound
+from hookline.shared.models import JOB_STATUSES
+from hookline.shared.record_models import DeadLetter, Job, PurgeResult
+from hookline.shared.report_models import (
     DestinationHealth,
     DestinationSummary,
     LatencyHistogram,
@@ -19,7 +19,7 @@ from shared.report_models import (
     ThroughputBucket,
     fill_buckets,
 )
-from shared.store.ops import NOTIFY, NOW, Tx, count, one, rows
+from hookline.shared.store.ops import NOTIFY, NOW, Tx, count, one, rows
 
 
 def set_paused_tx(name: str, paused: bool, reason: str | None) -> Tx[None]:

@@ -1,7 +1,7 @@
 """What a store transaction may ask of its backend: the narrow connector under the store logic.
 
-Each transaction in :mod:`shared.store.logic` is a generator that yields these operations and
-receives their results (``rows = yield Query("claim_details", job_ids=ids)``). A backend
+Each transaction in :mod:`hookline.shared.store.logic` is a generator that yields these operations
+and receives their results (``rows = yield Query("claim_details", job_ids=ids)``). A backend
 drives it: SQLite synchronously on its database thread (the whole transaction is one thread
 hop), PostgreSQL with ``await`` on one pooled connection. Only the driver knows the dialect.
 """

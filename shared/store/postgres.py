@@ -1,7 +1,7 @@
 """The PostgreSQL store: many hookline hosts sharing one server.
 
-Same contract as :class:`shared.store.sqlite.SqliteStore` (shared/store/__init__.py), with what a
-shared server needs:
+Same contract as :class:`hookline.shared.store.sqlite.SqliteStore` (shared/store/__init__.py), with
+what a shared server needs:
 
 * **Time is the database's.** Every lease and run_at decision reads `hookline_now()`
   (`now()` in unix seconds, a function from migration 001), never a host clock, so clock skew
@@ -39,7 +39,7 @@ from typing import Any, TypeVar
 
 import asyncpg
 
-from shared.errors import (
+from hookline.shared.errors import (
     ConfigError,
     Conflict,
     HooklineError,
@@ -47,10 +47,10 @@ from shared.errors import (
     StoreError,
     StoreUnavailable,
 )
-from shared.logs import get_logger
-from shared.store.health import StoreHealth
-from shared.store.logic import StoreLogic
-from shared.store.ops import (
+from hookline.shared.logs import get_logger
+from hookline.shared.store.health import StoreHealth
+from hookline.shared.store.logic import StoreLogic
+from hookline.shared.store.ops import (
     AfterCommit,
     Finished,
     Notify,
@@ -60,8 +60,8 @@ from shared.store.ops import (
     Tx,
     advance,
 )
-from shared.store.pg_limits import PostgresLimits
-from shared.store.queries import load_migrations, load_queries
+from hookline.shared.store.pg_limits import PostgresLimits
+from hookline.shared.store.queries import load_migrations, load_queries
 
 T = TypeVar("T")
 # asyncpg's pool logs a warning with a traceback each time it fails to reconnect its idle
@@ -159,8 +159,8 @@ def driver_fault(exc: BaseException, what: str) -> HooklineError | None:
 
 
 class PostgresStore(StoreLogic):
-    """:class:`shared.store.Store` on a PostgreSQL server (see the module docstring); the
-    transactions themselves are :class:`shared.store.logic.StoreLogic`'s.
+    """:class:`hookline.shared.store.Store` on a PostgreSQL server (see the module docstring); the
+    transactions themselves are :class:`hookline.shared.store.logic.StoreLogic`'s.
 
     Args:
         dsn: a `postgresql://` or `postgres://` URL (libpq syntax, as asyncpg reads it).
@@ -363,7 +363,7 @@ class PostgresStore(StoreLogic):
         return step.value
 
     async def wait_for_jobs(self, timeout_s: float) -> bool:
-        """See :meth:`shared.store.Store.wait_for_jobs`: LISTEN on a dedicated connection;
+        """See :meth:`hookline.shared.store.Store.wait_for_jobs`: LISTEN on a dedicated connection;
         when it cannot be had, this is a plain sleep (polling). Right after the LISTEN
         connection is (re)opened it returns True at once if due work is already waiting:
         a commit that happened before LISTEN took effect notified nobody."""
@@ -433,16 +433,16 @@ class PostgresStore(StoreLogic):
         return True
 
     async def maintenance(self) -> dict[str, int]:
-        """See :meth:`shared.store.Store.maintenance`: nothing to do (autovacuum's job)."""
+        """See :meth:`hookline.shared.store.Store.maintenance`: nothing to do (autovacuum's job)."""
         return {}
 
     async def health(self) -> StoreHealth:
-        """See :meth:`shared.store.Store.health`: no file of its own (the WAL is the
+        """See :meth:`hookline.shared.store.Store.health`: no file of its own (the WAL is the
         server's), so nothing but the backend's name."""
         return StoreHealth(backend="postgresql")
 
     async def check_writable(self) -> None:
-        """See :meth:`shared.store.Store.check_writable`: a transaction with an UPDATE that
+        """See :meth:`hookline.shared.store.Store.check_writable`: a transaction with an UPDATE that
         matches no row (refused on a read-only standby or in a read-only database), under
         the same deadlines as every store transaction."""
         try:
@@ -471,7 +471,7 @@ class _Tx:
         return self._now
 
     async def run(self, op: Query) -> Any:
-        """Run one store operation's query (see :class:`shared.store.ops.Query`)."""
+        """Run one store operation's query (see :class:`hookline.shared.store.ops.Query`)."""
         params: dict[str, Any] = {}
         for name, value in op.params.items():
             if isinstance(value, Rows):  # one array per column

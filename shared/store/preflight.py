@@ -2,9 +2,9 @@
 
 :func:`preflight` runs the storage checks once per service start (`hookline serve`, and
 `serve --check`): on SQLite the folder, its filesystem and WAL mode
-(:func:`shared.store.checks.storage_preflight`), then `PRAGMA quick_check` within a time
+(:func:`hookline.shared.store.checks.storage_preflight`), then `PRAGMA quick_check` within a time
 budget; nothing on PostgreSQL (opening it tells). The clock is re-anchored separately, once
-the service holds its locks (:func:`shared.store.clock.reanchor_at_serve_start`).
+the service holds its locks (:func:`hookline.shared.store.clock.reanchor_at_serve_start`).
 :func:`database_file` and :func:`describe_database` let the CLI speak of the database without
 knowing its backend.
 """
@@ -17,12 +17,12 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from shared.db_url import sqlite_path
-from shared.logs import get_logger
-from shared.store.checks import quick_check, storage_preflight
+from hookline.shared.db_url import sqlite_path
+from hookline.shared.logs import get_logger
+from hookline.shared.store.checks import quick_check, storage_preflight
 
 if TYPE_CHECKING:
-    from shared.config import Config
+    from hookline.shared.config import Config
 
 INCOMPLETE_REASON = ("stopped at quick_check_timeout_s; starting with the rest of the file "
                      "unchecked")
@@ -82,7 +82,7 @@ def database_file(db: str) -> str | None:
     on a server (nothing local to create or look for).
 
     Raises:
-        ConfigError, StorageRefused: as :func:`shared.db_url.parse_db_url`.
+        ConfigError, StorageRefused: as :func:`hookline.shared.db_url.parse_db_url`.
     """
     path = sqlite_path(db)
     return None if path is None else os.path.abspath(path)
@@ -92,7 +92,7 @@ def describe_database(db: str) -> str:
     """The database in a few words for a message: `database /abs/path`, or the server's kind.
 
     Raises:
-        ConfigError, StorageRefused: as :func:`shared.db_url.parse_db_url`.
+        ConfigError, StorageRefused: as :func:`hookline.shared.db_url.parse_db_url`.
     """
     path = database_file(db)
     return "PostgreSQL database" if path is None else f"database {path}"

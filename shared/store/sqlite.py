@@ -20,14 +20,24 @@ from typing import Any, TypeVar
 
 import aiosqlite
 
-from shared.db_url import sqlite_path
-from shared.errors import Conflict, DatabaseMissing, StoreBusy, StoreError, StoreUnavailable
-from shared.faults import sqlite_fault
-from shared.store.checks import check_database_folder, enable_wal, refuse_network_filesystem
-from shared.store.clock import StoreClock, anchor_at_open
-from shared.store.health import StoreHealth
-from shared.store.logic import StoreLogic
-from shared.store.ops import (
+from hookline.shared.db_url import sqlite_path
+from hookline.shared.errors import (
+    Conflict,
+    DatabaseMissing,
+    StoreBusy,
+    StoreError,
+    StoreUnavailable,
+)
+from hookline.shared.faults import sqlite_fault
+from hookline.shared.store.checks import (
+    check_database_folder,
+    enable_wal,
+    refuse_network_filesystem,
+)
+from hookline.shared.store.clock import StoreClock, anchor_at_open
+from hookline.shared.store.health import StoreHealth
+from hookline.shared.store.logic import StoreLogic
+from hookline.shared.store.ops import (
     AfterCommit,
     BeginWrite,
     Finished,
@@ -38,11 +48,16 @@ from shared.store.ops import (
     Tx,
     advance,
 )
-from shared.store.queries import load_migrations, load_queries
-from shared.store.sqlite_rows import STATEMENT_CACHE_SIZE, TableShape, insert_rows, row_insert
-from shared.store.wakeup import WakeListener, WakeNotifier, wake_dir_for
-from shared.store.wal_health import WalHealth
-from shared.store.write_lock import DurationHistogram, WriteLock
+from hookline.shared.store.queries import load_migrations, load_queries
+from hookline.shared.store.sqlite_rows import (
+    STATEMENT_CACHE_SIZE,
+    TableShape,
+    insert_rows,
+    row_insert,
+)
+from hookline.shared.store.wakeup import WakeListener, WakeNotifier, wake_dir_for
+from hookline.shared.store.wal_health import WalHealth
+from hookline.shared.store.write_lock import DurationHistogram, WriteLock
 
 T = TypeVar("T")
 Q = load_queries("sqlite")
@@ -56,19 +71,19 @@ WAL_DEGRADED_BYTES = 256 * 1024 * 1024
 
 
 class SqliteStore(StoreLogic):
-    """:class:`shared.store.Store` on a SQLite file (see the module docstring); the
-    transactions themselves are :class:`shared.store.logic.StoreLogic`'s.
+    """:class:`hookline.shared.store.Store` on a SQLite file (see the module docstring); the
+    transactions themselves are :class:`hookline.shared.store.logic.StoreLogic`'s.
 
     Args:
         path: the database file; created (mode 0600) with its schema when missing.
         synchronous: `FULL` (default: a commit survives power loss) or `NORMAL`.
         busy_timeout_s: how long a statement waits for the write lock before StoreBusy.
         clock: unix-seconds clock; tests may pass a fake one. None (production): the
-            host's monotonic clock anchored in the database (:mod:`shared.store.clock`), the
-            same in every process and never moved by a wall-clock step; it is read through
+            host's monotonic clock anchored in the database (:mod:`hookline.shared.store.clock`),
+            the same in every process and never moved by a wall-clock step; it is read through
             `self.clock`, the store's one source of "now".
         allow_network_filesystem: accept a folder on a network or FUSE filesystem (see
-            :func:`shared.store.checks.refuse_network_filesystem`).
+            :func:`hookline.shared.store.checks.refuse_network_filesystem`).
         create: create the file when it is missing (the service, `hookline init`); False
             makes :meth:`open` raise DatabaseMissing instead (every other command).
         wal_degraded_bytes: past this size after a checkpoint the `-wal` file makes
@@ -104,7 +119,7 @@ class SqliteStore(StoreLogic):
                 keep the delivery promise (an in-memory path, a folder that does not
                 exist, is world-writable or, for a new file, not writable, a network or
                 FUSE folder without the opt-in, a journal mode that stays out of WAL); see
-                :mod:`shared.store.checks`.
+                :mod:`hookline.shared.store.checks`.
         """
         sqlite_path(self.path)  # SqliteStore built directly, not through open_store
         refuse_network_filesystem(self.path, allowed=self._allow_network_filesystem)
@@ -174,12 +189,13 @@ class SqliteStore(StoreLogic):
             self._conn = None
 
     def write_lock_waits(self) -> DurationHistogram | None:
-        """See :meth:`shared.store.SqliteDiagnostics.write_lock_waits`."""
+        """See :meth:`hookline.shared.store.SqliteDiagnostics.write_lock_waits`."""
         return None if self._write_lock is None else self._write_lock.waits
 
     def write_lock_stats(self) -> dict[str, dict[str, float | int]] | None:
-        """See :meth:`shared.store.SqliteDiagnostics.write_lock_stats`: this connection's waits
-        for the cross-process write lock and how long it held it (shared/store/write_lock.py)."""
+        """See :meth:`hookline.shared.store.SqliteDiagnostics.write_lock_stats`: this connection's
+        waits for the cross-process write lock and how long it held it
+        (shared/store/write_lock.py)."""
         return None if self._write_lock is None else self._write_lock.stats()
 
     async def __aenter__(self) -> SqliteStore:
@@ -250,17 +266,18 @@ class SqliteStore(StoreLogic):
         return result
 
     async def health(self) -> StoreHealth:
-        """See :meth:`shared.store.Store.health`: the `-wal` file's size now and its state as
-        of the last :meth:`maintenance` round (:class:`shared.store.wal_health.WalHealth`)."""
+        """See :meth:`hookline.shared.store.Store.health`: the `-wal` file's size now and its state
+        as of the last :meth:`maintenance` round
+        (:class:`hookline.shared.store.wal_health.WalHealth`)."""
         return self._wal.health()
 
     def wal_bytes(self) -> int:
-        """See :meth:`shared.store.SqliteDiagnostics.wal_bytes`."""
+        """See :meth:`hookline.shared.store.SqliteDiagnostics.wal_bytes`."""
         return _wal_bytes(self.path)
 
     async def wait_for_jobs(self, timeout_s: float) -> bool:
-        """See :meth:`shared.store.Store.wait_for_jobs` (a local datagram wake-up). The first
-        call binds the wake-up socket, then returns True at once if due work is already
+        """See :meth:`hookline.shared.store.Store.wait_for_jobs` (a local datagram wake-up). The
+        first call binds the wake-up socket, then returns True at once if due work is already
         waiting: a commit that happened before the socket existed poked nobody."""
         if self._listener is None:
             self._listener = WakeListener(wake_dir_for(self.path))
@@ -273,13 +290,13 @@ class SqliteStore(StoreLogic):
         return await self._listener.wait(timeout_s)
 
     async def maintenance(self) -> dict[str, int]:
-        """See :meth:`shared.store.SqliteDiagnostics.maintenance`.
+        """See :meth:`hookline.shared.store.SqliteDiagnostics.maintenance`.
 
         The checkpoint runs on its own short-lived connection in a worker thread, not on
         the store's thread: a TRUNCATE checkpoint waits (here at most
         MAINTENANCE_BUSY_TIMEOUT_MS) for readers, and must not stall ingest's transactions.
         Its result is judged against `wal_degraded_bytes` in that thread too (a scan of
-        /proc when it is past: :meth:`shared.store.wal_health.WalHealth.assess`).
+        /proc when it is past: :meth:`hookline.shared.store.wal_health.WalHealth.assess`).
         """
         def checkpoint() -> dict[str, int]:
             try:
@@ -304,7 +321,7 @@ class SqliteStore(StoreLogic):
         return await asyncio.to_thread(checkpoint)
 
     async def check_writable(self) -> None:
-        """See :meth:`shared.store.Store.check_writable`."""
+        """See :meth:`hookline.shared.store.Store.check_writable`."""
         def probe(db: sqlite3.Connection) -> None:
             lock = getattr(db, "write_lock", None)
             if lock is not None:

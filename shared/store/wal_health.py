@@ -13,8 +13,8 @@ files open all the time, so the holder is among the others, or is a hookline pro
 if none are listed.
 
 The SQLite store keeps one WalHealth (shared/store/sqlite.py): its maintenance round (run by
-ingest, ingest/maintenance.py) assesses it, and :meth:`shared.store.Store.health` reports it:
-`GET /healthz` shows the state (ingest/health.py), `/metrics` the live file size
+ingest, ingest/maintenance.py) assesses it, and :meth:`hookline.shared.store.Store.health` reports
+it: `GET /healthz` shows the state (ingest/health.py), `/metrics` the live file size
 (`hookline_sqlite_wal_bytes`, ingest/metrics.py). PostgreSQL has no such file: its health
 reports none.
 """
@@ -27,8 +27,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from shared.logs import get_logger
-from shared.store.health import Gauge, StoreHealth
+from hookline.shared.logs import get_logger
+from hookline.shared.store.health import Gauge, StoreHealth
 
 PROC = Path("/proc")
 
@@ -125,7 +125,8 @@ class WalHealth:
         return self.limit_bytes > 0 and wal_file_bytes(self.db_path) > self.limit_bytes
 
     def assess(self, checkpoint: dict[str, int]) -> None:
-        """Judge one checkpoint round's result (see :meth:`shared.store.Store.maintenance`).
+        """Judge one checkpoint round's result (see
+        :meth:`hookline.shared.store.Store.maintenance`).
 
         Past the limit: degraded, with the checkpoint's result and the processes holding the
         files, logged as the warning `wal_over_limit` (every round while it lasts). Back under

@@ -17,7 +17,7 @@ import math
 import os
 import time
 
-from shared.errors import StoreBusy
+from hookline.shared.errors import StoreBusy
 
 _FIRST_WAIT_S = 0.0001
 _LONGEST_WAIT_S = 0.002

@@ -1,7 +1,8 @@
 """The `hookline` command line, one module per command group.
 
-`main` (in :mod:`supervisor.cli.main`) is the console script's entry point
-(`hookline = "supervisor.cli:main"`); `python -m supervisor.cli` runs it too. Modules:
+`main` (in :mod:`hookline.supervisor.cli.main`) is the console script's entry point
+(`hookline = "hookline.supervisor.cli:main"`); `python -m hookline.supervisor.cli` runs it too.
+Modules:
 
 - main: the parser, global flags, configuration loading, the exit code;
 - common: store access, tables and records, `--json` printing, one-line errors and the exit
@@ -13,6 +14,6 @@
 - migrate_store; bench, bench_compare, bench_table; rehearse.
 """
 
-from supervisor.cli.main import main
+from hookline.supervisor.cli.main import main
 
 __all__ = ["main"]

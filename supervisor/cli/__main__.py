@@ -1,7 +1,7 @@
-"""`python -m supervisor.cli ...`: the same as the `hookline` console script."""
+"""`python -m hookline.supervisor.cli ...`: the same as the `hookline` console script."""
 
 import sys
 
-from supervisor.cli.main import main
+from hookline.supervisor.cli.main import main
 
 sys.exit(main())

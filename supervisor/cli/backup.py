@@ -16,14 +16,14 @@ import sys
 import threading
 from typing import Any
 
-from shared.config import Config
-from shared.logs import configure_logging
-from shared.store.backup import backup_source, take_snapshot
-from shared.store.backup_format import BackupError, Manifest, Snapshot
-from shared.store.backup_restore import restore, verify_snapshot
-from shared.store.backup_schedule import list_snapshots, rotate, run_schedule
-from supervisor.cli.common import fail
-from supervisor.cli.human import iso_time, show, size
+from hookline.shared.config import Config
+from hookline.shared.logs import configure_logging
+from hookline.shared.store.backup import backup_source, take_snapshot
+from hookline.shared.store.backup_format import BackupError, Manifest, Snapshot
+from hookline.shared.store.backup_restore import restore, verify_snapshot
+from hookline.shared.store.backup_schedule import list_snapshots, rotate, run_schedule
+from hookline.supervisor.cli.common import fail
+from hookline.supervisor.cli.human import iso_time, show, size
 
 PAUSE_ENV = "HOOKLINE_TEST_BACKUP_PAUSE_S"
 """Test hook: seconds to sleep after the checks, before the final rename."""

@@ -7,8 +7,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from shared.config import Config
-from supervisor.cli.common import fail
+from hookline.shared.config import Config
+from hookline.supervisor.cli.common import fail
 
 
 def register(sub: Any) -> None:
@@ -67,18 +67,18 @@ def register(sub: Any) -> None:
 
 def bench_command(config: Config, args: argparse.Namespace) -> int:
     """Run the benchmark and print the figures; bench.json goes to --out."""
-    from rehearsal.bench import BenchOptions, print_report, run_bench  # noqa: PLC0415  (the benchmark loads only when it runs)
-    from rehearsal.pgserver import PgStartError, PgUnavailable  # noqa: PLC0415  (the benchmark loads only when it runs)
+    from hookline.rehearsal.bench import BenchOptions, print_report, run_bench  # noqa: PLC0415  (the benchmark loads only when it runs)
+    from hookline.rehearsal.pgserver import PgStartError, PgUnavailable  # noqa: PLC0415  (the benchmark loads only when it runs)
 
     if args.events < 1 or args.workers < 1 or not args.idle_s > 0:
         return fail("--events and --workers must be at least 1, --idle-s above 0", 2)
     if args.compare:
-        from supervisor.cli.bench_compare import compare_command  # noqa: PLC0415  (loads the comparison only when asked for)
+        from hookline.supervisor.cli.bench_compare import compare_command  # noqa: PLC0415  (loads the comparison only when asked for)
 
         return compare_command(config, args)
     if args.scenario:
         return _scenario_command(config, args)
-    from rehearsal.scenario_common import chosen_database  # noqa: PLC0415  (the rehearsal loads only when it runs)
+    from hookline.rehearsal.scenario_common import chosen_database  # noqa: PLC0415  (the rehearsal loads only when it runs)
 
     database = chosen_database(args.backend, config.db)
     try:
@@ -96,19 +96,19 @@ def bench_command(config: Config, args: argparse.Namespace) -> int:
 
 def _scenario_command(config: Config, args: argparse.Namespace) -> int:
     """`hookline bench --scenario NAME`: run it, print the summary (PASS or FAIL last)."""
-    from rehearsal.bench_scenarios import (  # noqa: PLC0415  (the benchmark loads only when it runs)
+    from hookline.rehearsal.bench_scenarios import (  # noqa: PLC0415  (the benchmark loads only when it runs)
         ScenarioOptions,
         print_scenario,
         run_scenario,
     )
-    from rehearsal.pgserver import PgStartError, PgUnavailable  # noqa: PLC0415  (the benchmark loads only when it runs)
+    from hookline.rehearsal.pgserver import PgStartError, PgUnavailable  # noqa: PLC0415  (the benchmark loads only when it runs)
 
     if args.backlog_jobs < 1 or not (args.deliver_s > 0 and args.outage_s > 0
                                      and args.baseline_s > 0):
         print("hookline: --backlog-jobs must be at least 1; --deliver-s, --baseline-s and "
               "--outage-s above 0", file=sys.stderr)
         return 2
-    from rehearsal.scenario_common import chosen_database  # noqa: PLC0415  (the rehearsal loads only when it runs)
+    from hookline.rehearsal.scenario_common import chosen_database  # noqa: PLC0415  (the rehearsal loads only when it runs)
 
     database = chosen_database(args.backend, config.db)
     try:

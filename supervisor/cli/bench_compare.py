@@ -6,7 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from shared.config import Config
+from hookline.shared.config import Config
 
 
 def compare_command(config: Config, args: argparse.Namespace) -> int:
@@ -17,9 +17,9 @@ def compare_command(config: Config, args: argparse.Namespace) -> int:
     bench extra or redis-server is missing, or when a system could not start or did not
     deliver everything.
     """
-    from rehearsal.compare.run import CompareOptions, print_compare, run_compare  # noqa: PLC0415  (the bench extra loads only when it runs)
-    from rehearsal.compare.systems import CompareError, CompareUnavailable  # noqa: PLC0415  (the bench extra loads only when it runs)
-    from rehearsal.scenario_common import chosen_database  # noqa: PLC0415  (the rehearsal loads only when it runs)
+    from hookline.rehearsal.compare.run import CompareOptions, print_compare, run_compare  # noqa: PLC0415  (the bench extra loads only when it runs)
+    from hookline.rehearsal.compare.systems import CompareError, CompareUnavailable  # noqa: PLC0415  (the bench extra loads only when it runs)
+    from hookline.rehearsal.scenario_common import chosen_database  # noqa: PLC0415  (the rehearsal loads only when it runs)
 
     # Asked for a server, or configured with one: either way not a run on SQLite.
     if (chosen_database(args.backend, config.db).on_server

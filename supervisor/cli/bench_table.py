@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from shared.config import Config
+from hookline.shared.config import Config
 
 
 def register(sub: Any) -> None:
@@ -29,7 +29,7 @@ def register(sub: Any) -> None:
 
 def bench_table_command(config: Config, args: argparse.Namespace) -> int:
     """Rewrite the block; 1 with a message when a file or the block is missing or wrong."""
-    from rehearsal.bench_table import BenchTableError, update_readme  # noqa: PLC0415  (the rehearsal loads only when it runs)
+    from hookline.rehearsal.bench_table import BenchTableError, update_readme  # noqa: PLC0415  (the rehearsal loads only when it runs)
 
     try:
         update_readme(args.readme, args.flat, args.steady, args.compare)

@@ -30,12 +30,18 @@ import sys
 from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
 from typing import Any, TypeVar
 
-from shared.config import Config
-from shared.errors import ConfigError, Conflict, DestinationBlocked, HooklineError, InvalidSetting
-from shared.policy.netguard import vet_destination
-from shared.store import Store, store_for
-from supervisor.cli.human import show
-from supervisor.cli.who import invoking_user, user_name
+from hookline.shared.config import Config
+from hookline.shared.errors import (
+    ConfigError,
+    Conflict,
+    DestinationBlocked,
+    HooklineError,
+    InvalidSetting,
+)
+from hookline.shared.policy.netguard import vet_destination
+from hookline.shared.store import Store, store_for
+from hookline.supervisor.cli.human import show
+from hookline.supervisor.cli.who import invoking_user, user_name
 
 T = TypeVar("T")
 
@@ -139,7 +145,7 @@ def fail(message: str, code: int = 1) -> int:
 
 def print_table(rows: Sequence[Mapping[str, Any]], columns: Sequence[str]) -> None:
     """Print `rows` as an aligned text table of `columns` (headers upper-cased); each cell is
-    spelled by :func:`supervisor.cli.human.show` for its column name and cut to 60
+    spelled by :func:`hookline.supervisor.cli.human.show` for its column name and cut to 60
     characters. An empty table prints its header and `(none)`."""
     cells = [[_cell(c, r.get(c)) for c in columns] for r in rows]
     widths = [max([len(c)] + [len(row[i]) for row in cells]) for i, c in enumerate(columns)]
@@ -164,7 +170,7 @@ def heading(column: str) -> str:
 
 def print_record(record: Mapping[str, Any], keys: Sequence[str] | None = None) -> None:
     """Print one record as aligned `key  value` lines, in `keys` order (default: the
-    record's own order), each value spelled by :func:`supervisor.cli.human.show`."""
+    record's own order), each value spelled by :func:`hookline.supervisor.cli.human.show`."""
     names = list(record) if keys is None else list(keys)
     width = max((len(k) for k in names), default=0)
     for name in names:

@@ -13,20 +13,20 @@ import argparse
 import json
 from typing import Any
 
-from shared.config import Config
-from shared.errors import ConfigError
-from shared.logs import get_logger
-from shared.policy import rules
-from shared.policy.rules import (
+from hookline.shared.config import Config
+from hookline.shared.errors import ConfigError
+from hookline.shared.logs import get_logger
+from hookline.shared.policy import rules
+from hookline.shared.policy.rules import (
     DEFAULT_BODIES_AGE,
     DEFAULT_DEDUPE_AGE,
     DEFAULT_METADATA_AGE,
     DESTINATION_UPDATERS,
 )
-from shared.record_models import DeadLetter, PurgeResult
-from shared.store import Store, resolve_instants
-from shared.timeparse import parse_instant_spec
-from shared.views import (
+from hookline.shared.record_models import DeadLetter, PurgeResult
+from hookline.shared.store import Store, resolve_instants
+from hookline.shared.timeparse import parse_instant_spec
+from hookline.shared.views import (
     dead_letter_view,
     destination_removed_view,
     destination_view,
@@ -36,7 +36,7 @@ from shared.views import (
     replay_result_view,
     resumed_view,
 )
-from supervisor.cli.common import (
+from hookline.supervisor.cli.common import (
     async_command,
     fail,
     operator,
@@ -46,12 +46,12 @@ from supervisor.cli.common import (
     vet_url,
     with_store,
 )
-from supervisor.cli.human import show
+from hookline.supervisor.cli.human import show
 
 
 def add_destination_actions(dest: Any) -> None:
     """Add `show`, `update`, `remove` to the `hookline destinations` group."""
-    from supervisor.cli.destinations import add_policy_flags  # noqa: PLC0415  (no cycle)
+    from hookline.supervisor.cli.destinations import add_policy_flags  # noqa: PLC0415  (no cycle)
 
     show = dest.add_parser("show", help="one destination's settings (secret redacted)")
     show.add_argument("name")
@@ -160,7 +160,7 @@ def parse_set_options(pairs: list[str]) -> dict[str, Any]:
 async def destinations_update(config: Config, args: argparse.Namespace) -> int:
     """`hookline destinations update NAME --url ... --event-type ... --max-in-flight ...
     --timeout ... --rate-limit ... --[no-]ordered --set FIELD=VALUE`."""
-    from supervisor.cli.destinations import policy_options  # noqa: PLC0415  (no cycle)
+    from hookline.supervisor.cli.destinations import policy_options  # noqa: PLC0415  (no cycle)
 
     changes = parse_set_options(args.set)
     for key, value in (("url", args.url), ("event_types", args.event_type),

@@ -9,16 +9,16 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from shared.config import Config
-from shared.endpoint_models import Destination
-from shared.errors import ConfigError, InvalidSetting
-from shared.logs import get_logger
-from shared.policy import rules
-from shared.signing import generate_secret
-from shared.timeparse import parse_duration
-from shared.views import destination_secret_view, previous_secret_expired_view
-from supervisor.cli.common import async_command, operator, print_json, with_store
-from supervisor.cli.human import iso_time
+from hookline.shared.config import Config
+from hookline.shared.endpoint_models import Destination
+from hookline.shared.errors import ConfigError, InvalidSetting
+from hookline.shared.logs import get_logger
+from hookline.shared.policy import rules
+from hookline.shared.signing import generate_secret
+from hookline.shared.timeparse import parse_duration
+from hookline.shared.views import destination_secret_view, previous_secret_expired_view
+from hookline.supervisor.cli.common import async_command, operator, print_json, with_store
+from hookline.supervisor.cli.human import iso_time
 
 
 def add_secret_actions(dest: Any) -> None:

@@ -7,16 +7,16 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from shared.config import Config
-from shared.errors import ConfigError, InvalidSetting
-from shared.models import JOB_STATUSES
-from shared.policy import rules
-from shared.report_models import Stats
-from shared.signing import generate_secret
-from shared.store import Store
-from shared.timeparse import parse_duration
-from shared.views import destination_view, job_view, stats_view
-from supervisor.cli.common import (
+from hookline.shared.config import Config
+from hookline.shared.errors import ConfigError, InvalidSetting
+from hookline.shared.models import JOB_STATUSES
+from hookline.shared.policy import rules
+from hookline.shared.report_models import Stats
+from hookline.shared.signing import generate_secret
+from hookline.shared.store import Store
+from hookline.shared.timeparse import parse_duration
+from hookline.shared.views import destination_view, job_view, stats_view
+from hookline.supervisor.cli.common import (
     add_named,
     print_json,
     print_record,
@@ -25,7 +25,7 @@ from supervisor.cli.common import (
     vet_url,
     with_store,
 )
-from supervisor.cli.human import show
+from hookline.supervisor.cli.human import show
 
 
 def register(sub: Any) -> None:
@@ -48,8 +48,8 @@ def register(sub: Any) -> None:
     lst = dest.add_parser("list", help="list destinations (secrets hidden)")
     lst.add_argument("--json", action="store_true")
     lst.set_defaults(handler=lambda c, a: run_command(lambda: destinations_list(c, a)))
-    from supervisor.cli.controls import add_destination_actions  # noqa: PLC0415  (controls imports this module back)
-    from supervisor.cli.destination_secrets import add_secret_actions  # noqa: PLC0415  (destination_secrets imports this module back)
+    from hookline.supervisor.cli.controls import add_destination_actions  # noqa: PLC0415  (controls imports this module back)
+    from hookline.supervisor.cli.destination_secrets import add_secret_actions  # noqa: PLC0415  (destination_secrets imports this module back)
 
     add_destination_actions(dest)  # show, update, remove
     add_secret_actions(dest)  # rotate-secret, secret, expire-previous-secret

@@ -14,9 +14,9 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from shared.config import Config
-from shared.models import JOB_STATUSES
-from shared.operator_models import (
+from hookline.shared.config import Config
+from hookline.shared.models import JOB_STATUSES
+from hookline.shared.operator_models import (
     BULK_DEFAULT_LIMIT,
     RESEND_STATUSES,
     BulkResult,
@@ -26,11 +26,18 @@ from shared.operator_models import (
     JobSelection,
     audit,
 )
-from shared.store import Store, resolve_instants
-from shared.timeparse import InstantSpec, parse_instant_spec
-from shared.views import bulk_result_view, event_lookup_view, event_view, events_page_view
-from supervisor.cli.common import async_command, fail, operator, print_json, print_table, with_store
-from supervisor.cli.human import iso_time
+from hookline.shared.store import Store, resolve_instants
+from hookline.shared.timeparse import InstantSpec, parse_instant_spec
+from hookline.shared.views import bulk_result_view, event_lookup_view, event_view, events_page_view
+from hookline.supervisor.cli.common import (
+    async_command,
+    fail,
+    operator,
+    print_json,
+    print_table,
+    with_store,
+)
+from hookline.supervisor.cli.human import iso_time
 
 TIME_HELP = "ISO 8601, unix seconds, or an age like 2h"
 

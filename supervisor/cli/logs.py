@@ -25,14 +25,14 @@ from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import IO, Any, TypeVar
 
-from shared.config import Config
-from shared.db_url import parse_db_url
-from shared.errors import ConfigError, HooklineError
-from shared.process.lifecycle import STATUS_FILE, pid_file, read_status, runtime_dir
-from shared.store import Store
-from shared.timeparse import parse_instant
-from supervisor.cli.common import fail, with_store
-from supervisor.logview import LEVELS, LogFilter, format_record, parse_line
+from hookline.shared.config import Config
+from hookline.shared.db_url import parse_db_url
+from hookline.shared.errors import ConfigError, HooklineError
+from hookline.shared.process.lifecycle import STATUS_FILE, pid_file, read_status, runtime_dir
+from hookline.shared.store import Store
+from hookline.shared.timeparse import parse_instant
+from hookline.supervisor.cli.common import fail, with_store
+from hookline.supervisor.logview import LEVELS, LogFilter, format_record, parse_line
 
 T = TypeVar("T")
 _FOLLOW_POLL_S = 0.2

@@ -16,25 +16,25 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from shared.config import CONFIG_FILE_ENV, Config, unknown_env_warnings
-from shared.errors import ConfigError
-from shared.logs import configure_logging
-from shared.version import VERSION
-from supervisor.cli.common import fail
+from hookline.shared.config import CONFIG_FILE_ENV, Config, unknown_env_warnings
+from hookline.shared.errors import ConfigError
+from hookline.shared.logs import configure_logging
+from hookline.shared.version import VERSION
+from hookline.supervisor.cli.common import fail
 
 COMMAND_MODULES = (
-    "supervisor.cli.migrate_store",
-    "supervisor.cli.service",
-    "supervisor.cli.destinations",
-    "supervisor.cli.bench",
-    "supervisor.cli.bench_table",
-    "supervisor.cli.rehearse",
-    "supervisor.cli.backup",
-    "supervisor.cli.controls",
-    "supervisor.cli.events",
-    "supervisor.cli.logs",
-    "supervisor.cli.sources",
-    "supervisor.cli.send",
+    "hookline.supervisor.cli.migrate_store",
+    "hookline.supervisor.cli.service",
+    "hookline.supervisor.cli.destinations",
+    "hookline.supervisor.cli.bench",
+    "hookline.supervisor.cli.bench_table",
+    "hookline.supervisor.cli.rehearse",
+    "hookline.supervisor.cli.backup",
+    "hookline.supervisor.cli.controls",
+    "hookline.supervisor.cli.events",
+    "hookline.supervisor.cli.logs",
+    "hookline.supervisor.cli.sources",
+    "hookline.supervisor.cli.send",
 )
 _OWN_PACKAGES = frozenset({"shared", "ingest", "workers", "supervisor", "rehearsal"})
 _CONFIG_FLAGS = ("db", "log_level", "workers", "listen")
@@ -105,7 +105,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     receiver_at = _receiver_position(argv)
     try:
         if receiver_at is not None:  # its own parser: `hookline receiver -h`
-            from rehearsal.receiver import main as receiver_main  # noqa: PLC0415  (the rehearsal loads only for `hookline receiver`)
+            from hookline.rehearsal.receiver import main as receiver_main  # noqa: PLC0415  (the rehearsal loads only for `hookline receiver`)
 
             return receiver_main(argv[receiver_at + 1:])
         args = build_parser().parse_args(argv)
@@ -144,6 +144,6 @@ def _log_stream() -> Any:
     `hookline logs` when stderr is a terminal (the log file always gets JSON)."""
     if not sys.stderr.isatty():
         return sys.stderr
-    from supervisor.logview import HumanLines  # noqa: PLC0415  (only for a terminal)
+    from hookline.supervisor.logview import HumanLines  # noqa: PLC0415  (only for a terminal)
 
     return HumanLines(sys.stderr, colour="NO_COLOR" not in os.environ)

@@ -8,11 +8,11 @@ import json
 import os
 from typing import Any
 
-from shared.config import Config
-from shared.db_url import is_postgres_url, parse_db_url
-from shared.errors import ConfigError
-from shared.store.copy import copy_sqlite_to_postgres
-from supervisor.cli.common import fail, run_command
+from hookline.shared.config import Config
+from hookline.shared.db_url import is_postgres_url, parse_db_url
+from hookline.shared.errors import ConfigError
+from hookline.shared.store.copy import copy_sqlite_to_postgres
+from hookline.supervisor.cli.common import fail, run_command
 
 
 def register(sub: Any) -> None:

@@ -9,10 +9,10 @@ import socket
 import sys
 from pathlib import Path
 
-from shared.config import Config
-from shared.config_checks import listen_host_port
-from shared.process.lifecycle import pid_file, runtime_dir
-from shared.process.service_lock import held_service_locks
+from hookline.shared.config import Config
+from hookline.shared.config_checks import listen_host_port
+from hookline.shared.process.lifecycle import pid_file, runtime_dir
+from hookline.shared.process.service_lock import held_service_locks
 
 _TOKENS = {
     "ingest_token": "POST /v1/events would refuse every event",
@@ -24,8 +24,8 @@ def service_problems(config: Config) -> list[str]:
     """Each reason `hookline serve` would start but not work as meant, as one sentence
     naming the setting to change; empty when there is none. Binds the listen address for
     a moment (released at once). A service lock held by another `hookline serve`
-    (:mod:`shared.process.service_lock`) is a problem, as `serve` would be refused; but that
-    lock, and an address in use, while held by the supervisor named by the pid file, are
+    (:mod:`hookline.shared.process.service_lock`) is a problem, as `serve` would be refused; but
+    that lock, and an address in use, while held by the supervisor named by the pid file, are
     reported on stderr, not as problems (a check before a restart)."""
     problems = [f"{name} is not set: {effect} (set {name} in the config file, "
                 f"HOOKLINE_{name.upper()} or {name}_file)"

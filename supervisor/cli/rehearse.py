@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from shared.config import Config
+from hookline.shared.config import Config
 
 
 def register(sub: Any) -> None:
@@ -20,6 +20,6 @@ def register(sub: Any) -> None:
 def rehearse_command(config: Config, args: argparse.Namespace) -> int:
     """Run the rehearsal; exit 0 when every scenario passed. `--db postgresql://…` runs
     every drill on a fresh database on that server (SQLite files otherwise)."""
-    from rehearsal.rehearse import run  # noqa: PLC0415  (the rehearsal loads only when it runs)
+    from hookline.rehearsal.rehearse import run  # noqa: PLC0415  (the rehearsal loads only when it runs)
 
     return run(out_dir=args.out, quick=args.quick, only=args.only, db=config.db)

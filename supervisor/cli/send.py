@@ -18,11 +18,11 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from shared.client import HooklineClient, HooklineRejected, HooklineUnavailable, SendResult
-from shared.config import Config
-from shared.config_checks import listen_host_port
-from shared.errors import ConfigError
-from supervisor.cli.common import RUNTIME_EXIT, USAGE_EXIT, fail
+from hookline.shared.client import HooklineClient, HooklineRejected, HooklineUnavailable, SendResult
+from hookline.shared.config import Config
+from hookline.shared.config_checks import listen_host_port
+from hookline.shared.errors import ConfigError
+from hookline.supervisor.cli.common import RUNTIME_EXIT, USAGE_EXIT, fail
 
 _WILDCARDS = {"0.0.0.0": "127.0.0.1", "::": "::1", "": "127.0.0.1"}
 

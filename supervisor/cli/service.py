@@ -8,12 +8,12 @@ import os
 import sys
 from typing import Any
 
-from shared.config import Config
-from shared.logs import configure_logging
-from shared.store.checks import storage_preflight
-from shared.store.preflight import database_file, describe_database
-from supervisor.cli.common import fail, print_record, run_command, with_store
-from supervisor.cli.preflight import service_problems
+from hookline.shared.config import Config
+from hookline.shared.logs import configure_logging
+from hookline.shared.store.checks import storage_preflight
+from hookline.shared.store.preflight import database_file, describe_database
+from hookline.supervisor.cli.common import fail, print_record, run_command, with_store
+from hookline.supervisor.cli.preflight import service_problems
 
 
 def register(sub: Any) -> None:
@@ -66,7 +66,7 @@ def config_show(config: Config, args: argparse.Namespace) -> int:
 
 def serve_command(config: Config, args: argparse.Namespace) -> int:
     """Run the service, or with --check only probe the configuration, database and address."""
-    from supervisor import serve  # noqa: PLC0415  (keeps `hookline jobs` light)
+    from hookline.supervisor import serve  # noqa: PLC0415  (keeps `hookline jobs` light)
 
     if not args.check:
         return serve.run(config)
@@ -132,6 +132,6 @@ async def _nothing(store: object) -> None:
 
 def demo_command(config: Config, args: argparse.Namespace) -> int:
     """Run the demo in its own fresh database under --out."""
-    from rehearsal.demo import run as run_demo  # noqa: PLC0415  (the rehearsal loads only for `hookline demo`)
+    from hookline.rehearsal.demo import run as run_demo  # noqa: PLC0415  (the rehearsal loads only for `hookline demo`)
 
     return run_demo(out_dir=args.out, workers=args.workers)

@@ -7,11 +7,17 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from shared.config import Config
-from shared.endpoint_models import SOURCE_SCHEMES
-from shared.policy.sources import check_source, generate_source_secret
-from shared.views import source_removed_view, source_view
-from supervisor.cli.common import add_named, print_json, print_table, run_command, with_store
+from hookline.shared.config import Config
+from hookline.shared.endpoint_models import SOURCE_SCHEMES
+from hookline.shared.policy.sources import check_source, generate_source_secret
+from hookline.shared.views import source_removed_view, source_view
+from hookline.supervisor.cli.common import (
+    add_named,
+    print_json,
+    print_table,
+    run_command,
+    with_store,
+)
 
 
 def register(sub: Any) -> None:

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from shared.config import Config
+from hookline.shared.config import Config
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -35,10 +35,11 @@ def child_env() -> dict[str, str]:
 
 
 def start_worker(config: Config, slot: str, log_path: Path) -> subprocess.Popen[bytes]:
-    """Start `python -m workers` as a real OS process, logging to `log_path`."""
+    """Start `python -m hookline.workers` as a real OS process, logging to `log_path`."""
     with log_path.open("ab") as log:
         return subprocess.Popen(
-            [sys.executable, "-m", "workers", "--config-json", config.to_json(), "--slot", slot],
+            [sys.executable, "-m", "hookline.workers", "--config-json", config.to_json(), "--slot",
+             slot],
             stdout=log, stderr=subprocess.STDOUT, env=child_env(), cwd=ROOT)
 
 
@@ -47,7 +48,7 @@ def start_cli(args: list[str], log_path: Path, env: dict[str, str] | None = None
     """Start `hookline ARGS` (the real CLI, as the installed `hookline` script runs it) as a
     process in `cwd`."""
     with log_path.open("ab") as log:
-        return subprocess.Popen([sys.executable, "-P", "-m", "supervisor.cli", *args],
+        return subprocess.Popen([sys.executable, "-P", "-m", "hookline.supervisor.cli", *args],
                                 stdout=log, stderr=subprocess.STDOUT,
                                 env={**child_env(), **(env or {})}, cwd=cwd)
 

@@ -22,7 +22,7 @@ from typing import Any
 
 from procs import AUTH, JSON_AUTH, ROOT, child_env, log_records, start_cli, stop, wait_until
 
-from rehearsal.harness import free_port
+from hookline.rehearsal.harness import free_port
 from tests.pg import skip_or_fail_in_ci
 
 SECRET = "whsec_" + "c2VjcmV0LXNlY3JldC1zZWNyZXQtc2VjcmV0"
@@ -53,8 +53,8 @@ class SteppedHost:
 
     Args:
         tmp: a folder for the database, logs and the clock's offset file.
-        endpoints: receiver endpoint name -> behaviour (`rehearsal.receiver`); each becomes a
-            destination of the same name.
+        endpoints: receiver endpoint name -> behaviour (`hookline.rehearsal.receiver`); each becomes
+            a destination of the same name.
         settings: HOOKLINE_* settings of every hookline process (the CLI's too).
     """
 
@@ -76,7 +76,7 @@ class SteppedHost:
         self.requests_log = tmp / "requests.jsonl"
         rport = free_port()
         self.receiver = subprocess.Popen(
-            [sys.executable, "-m", "rehearsal.receiver", "--listen", f"127.0.0.1:{rport}",
+            [sys.executable, "-m", "hookline.rehearsal.receiver", "--listen", f"127.0.0.1:{rport}",
              *(arg for name, behaviour in endpoints.items()
                for arg in ("--endpoint", f"{name}={SECRET}:{behaviour}")),
              "--log", str(self.requests_log)],
@@ -109,7 +109,7 @@ class SteppedHost:
 
     def cli(self, *args: str) -> subprocess.CompletedProcess[str]:
         """Run `hookline ARGS` on the same database and clock."""
-        return subprocess.run([sys.executable, "-m", "supervisor.cli", *args],
+        return subprocess.run([sys.executable, "-m", "hookline.supervisor.cli", *args],
                               capture_output=True, text=True, env=self.env, cwd=ROOT, timeout=60,
                               check=False)
 

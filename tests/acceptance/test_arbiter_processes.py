@@ -45,9 +45,9 @@ while os.getppid() == parent:
 
 DRIVER = r"""
 import json, sys
-from shared.logs import configure_logging
-from supervisor.arbiter import Arbiter
-from supervisor.children import ChildSpec
+from hookline.shared.logs import configure_logging
+from hookline.supervisor.arbiter import Arbiter
+from hookline.supervisor.children import ChildSpec
 cfg = json.loads(sys.argv[1])
 configure_logging("supervisor")
 def spec(slot, mode):

@@ -22,7 +22,8 @@ OTHER_USER = "postgres"  # exists wherever the tests' PostgreSQL server runs
 def cli(db: Path, *args: str, env: dict[str, str] | None = None,
         prefix: tuple[str, ...] = (), python: str = sys.executable
         ) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([*prefix, python, "-P", "-m", "supervisor.cli", "--db", str(db), *args],
+    return subprocess.run([*prefix, python, "-P", "-m", "hookline.supervisor.cli", "--db", str(db),
+                           *args],
                           capture_output=True, text=True, env={**child_env(), **(env or {})},
                           cwd="/", timeout=60)
 

@@ -15,17 +15,17 @@ from pathlib import Path
 
 from procs import JSON_AUTH, ROOT, child_env, start_cli, stop, wait_until
 
-from rehearsal.harness import free_port
-from shared.store.backup_format import TEMP_PREFIX
-from shared.store.backup_restore import verify_snapshot
-from shared.store.backup_schedule import list_snapshots
-from shared.store.sqlite import SqliteStore
+from hookline.rehearsal.harness import free_port
+from hookline.shared.store.backup_format import TEMP_PREFIX
+from hookline.shared.store.backup_restore import verify_snapshot
+from hookline.shared.store.backup_schedule import list_snapshots
+from hookline.shared.store.sqlite import SqliteStore
 from tests.conftest import new_event
 
 WRITER = """
 import asyncio, sys
-from shared.store.sqlite import SqliteStore
-from shared.models import NewEvent
+from hookline.shared.store.sqlite import SqliteStore
+from hookline.shared.models import NewEvent
 
 async def main(path, name):
     store = SqliteStore(path)
@@ -46,8 +46,9 @@ asyncio.run(main(sys.argv[1], sys.argv[2]))
 
 
 def hookline(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "supervisor.cli", *args], capture_output=True,
-                          text=True, env={**child_env(), **(env or {})}, cwd=ROOT, timeout=60)
+    return subprocess.run([sys.executable, "-m", "hookline.supervisor.cli", *args],
+                          capture_output=True, text=True, env={**child_env(), **(env or {})},
+                          cwd=ROOT, timeout=60)
 
 
 def count(db: Path, sql: str) -> int:

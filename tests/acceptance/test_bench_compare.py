@@ -10,7 +10,7 @@ import shutil
 
 from procs import start_cli
 
-from rehearsal.harness import pid_alive
+from hookline.rehearsal.harness import pid_alive
 from tests.pg import skip_or_fail_in_ci
 
 EVENTS = 200  # x 3 destinations = 600 deliveries per system

@@ -12,13 +12,14 @@ from pathlib import Path
 
 from procs import JSON_AUTH, ROOT, child_env, start_cli, stop, wait_until
 
-from rehearsal.harness import free_port
+from hookline.rehearsal.harness import free_port
 from tests.integration.test_cli_output import PYTHON_REPR
 
 
 def hookline(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "supervisor.cli", *args], capture_output=True,
-                          text=True, env={**child_env(), **(env or {})}, cwd=ROOT, timeout=60)
+    return subprocess.run([sys.executable, "-m", "hookline.supervisor.cli", *args],
+                          capture_output=True, text=True, env={**child_env(), **(env or {})},
+                          cwd=ROOT, timeout=60)
 
 
 def post(url: str, body: bytes, content_type: str = "application/json") -> tuple[int, dict]:

@@ -155,7 +155,8 @@ def test_documented_install_into_a_prefix(tmp_path: Path):
     stats = hookline("--config", str(config), "stats")
     assert stats.returncode == 0, stats.stderr
     # What serve's children import loads from the runtime dependencies alone.
-    children = subprocess.run([str(venv_python), "-c", "import ingest.main, workers.main"],
+    children = subprocess.run([str(venv_python), "-c",
+                               "import hookline.ingest.main, hookline.workers.main"],
                               capture_output=True, text=True, env=env, cwd="/", timeout=60)
     assert children.returncode == 0, children.stderr
     # The demo's receiver verifies with a test-extra package: a one-line pointer, exit 2.

@@ -20,9 +20,9 @@ from typing import Any
 
 from procs import JSON_AUTH, ROOT, child_env, log_records, start_cli, stop
 
-from rehearsal.harness import free_port
-from rehearsal.receiver import Endpoint, Receiver, parse_behaviour
-from shared.signing import generate_secret
+from hookline.rehearsal.harness import free_port
+from hookline.rehearsal.receiver import Endpoint, Receiver, parse_behaviour
+from hookline.shared.signing import generate_secret
 from tests.conftest import opened_store
 
 SLOW_POLLS = {"HOOKLINE_POLL_INTERVAL_S": "30", "HOOKLINE_RETRY_BASE_S": "3600",
@@ -44,7 +44,7 @@ def call(method: str, url: str, body: Any = None,
 
 
 def hookline(db: str, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "supervisor.cli", "--db", db, *args],
+    return subprocess.run([sys.executable, "-m", "hookline.supervisor.cli", "--db", db, *args],
                           capture_output=True, text=True, env=child_env(), cwd=ROOT,
                           timeout=60, check=False)
 

@@ -23,8 +23,8 @@ import pytest
 from procs import AUTH, JSON_AUTH, ROOT, child_env, start_cli, stop, wait_until
 from prometheus_client.parser import text_string_to_metric_families
 
-from rehearsal.harness import free_port
-from shared.metrics_catalog import FAMILIES
+from hookline.rehearsal.harness import free_port
+from hookline.shared.metrics_catalog import FAMILIES
 from tests.promtool import GRAFANA_DASHBOARD, promtool
 
 SECRET = "whsec_" + "c2VjcmV0LXNlY3JldC1zZWNyZXQtc2VjcmV0"
@@ -43,14 +43,14 @@ class Served:
                     "HOOKLINE_MAX_ATTEMPTS": "2"}
         rport = free_port()
         self.receiver = subprocess.Popen(
-            [sys.executable, "-m", "rehearsal.receiver", "--listen", f"127.0.0.1:{rport}",
+            [sys.executable, "-m", "hookline.rehearsal.receiver", "--listen", f"127.0.0.1:{rport}",
              "--endpoint", f"ok={SECRET}:ok", "--endpoint", f"bad={SECRET}:status:500"],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=child_env(), cwd=ROOT)
         for command in (["init"], *(["destinations", "add", name,
                                      f"http://127.0.0.1:{rport}/{name}", "--secret", SECRET]
                                     for name in ("ok", "bad"))):
             added = subprocess.run(
-                [sys.executable, "-m", "supervisor.cli", *command],
+                [sys.executable, "-m", "hookline.supervisor.cli", *command],
                 capture_output=True, text=True, env={**child_env(), **self.env}, cwd=ROOT,
                 timeout=60)
             assert added.returncode == 0, added.stderr

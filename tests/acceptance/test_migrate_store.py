@@ -8,9 +8,9 @@ import sys
 
 from procs import ROOT, child_env
 
-from shared.models import AttemptResult, Dead, Done, Retry
-from shared.store.postgres import PostgresStore
-from shared.store.sqlite import SqliteStore
+from hookline.shared.models import AttemptResult, Dead, Done, Retry
+from hookline.shared.store.postgres import PostgresStore
+from hookline.shared.store.sqlite import SqliteStore
 from tests.conftest import new_event
 
 OK = AttemptResult(started_at=1.0, duration_s=0.01, status_code=200)
@@ -19,8 +19,8 @@ FAILED = AttemptResult(started_at=2.0, duration_s=0.02, status_code=503, error=N
 
 
 def hookline(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "supervisor.cli", *args], capture_output=True,
-                          text=True, env=child_env(), cwd=ROOT, timeout=60)
+    return subprocess.run([sys.executable, "-m", "hookline.supervisor.cli", *args],
+                          capture_output=True, text=True, env=child_env(), cwd=ROOT, timeout=60)
 
 
 async def test_migrate_store_copies_everything_with_ids(tmp_path, pg_url):

@@ -26,7 +26,7 @@ from procs import (
     wait_until,
 )
 
-from rehearsal.harness import free_port
+from hookline.rehearsal.harness import free_port
 
 SECRET = "whsec_" + "c2VjcmV0LXNlY3JldC1zZWNyZXQtc2VjcmV0"
 
@@ -35,8 +35,9 @@ def hookline(*args: str, env: dict[str, str], drop: tuple[str, ...] = ()
              ) -> subprocess.CompletedProcess[str]:
     """Run `hookline ARGS` to completion; `drop` removes variables child_env() sets."""
     full = {k: v for k, v in {**child_env(), **env}.items() if k not in drop}
-    return subprocess.run([sys.executable, "-m", "supervisor.cli", *args], capture_output=True,
-                          text=True, env=full, cwd=ROOT, timeout=60, check=False)
+    return subprocess.run([sys.executable, "-m", "hookline.supervisor.cli", *args],
+                          capture_output=True, text=True, env=full, cwd=ROOT, timeout=60,
+                          check=False)
 
 
 def get(port: int, path: str) -> tuple[int, dict[str, Any]]:
@@ -61,7 +62,7 @@ class Database:
         self.posted = 0
         rport = free_port()
         self.receiver = subprocess.Popen(
-            [sys.executable, "-m", "rehearsal.receiver", "--listen", f"127.0.0.1:{rport}",
+            [sys.executable, "-m", "hookline.rehearsal.receiver", "--listen", f"127.0.0.1:{rport}",
              "--endpoint", f"r={SECRET}:ok"], stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL, env=child_env(), cwd=ROOT)
         assert hookline("init", env=self.env).returncode == 0
@@ -169,7 +170,7 @@ def test_ready_needs_an_ingest_token_or_ingest_closed(tmp_path: Path):
                 env["HOOKLINE_INGEST_CLOSED"] = "1"
             with out.open("ab") as log:
                 proc = subprocess.Popen(
-                    [sys.executable, "-m", "supervisor.cli", "serve", "--workers", "1",
+                    [sys.executable, "-m", "hookline.supervisor.cli", "serve", "--workers", "1",
                      "--listen", f"127.0.0.1:{port}"], stdout=log, stderr=subprocess.STDOUT,
                     env=env, cwd=ROOT)
             try:

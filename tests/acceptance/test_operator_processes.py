@@ -13,11 +13,11 @@ from pathlib import Path
 
 from procs import ROOT, child_env, start_worker, stop
 
-from rehearsal.receiver import Endpoint, Receiver, parse_behaviour
-from shared.config import Config
-from shared.models import AttemptResult, Dead
-from shared.signing import generate_secret
-from shared.store.sqlite import SqliteStore
+from hookline.rehearsal.receiver import Endpoint, Receiver, parse_behaviour
+from hookline.shared.config import Config
+from hookline.shared.models import AttemptResult, Dead
+from hookline.shared.signing import generate_secret
+from hookline.shared.store.sqlite import SqliteStore
 from tests.conftest import new_event
 
 
@@ -58,7 +58,7 @@ async def test_max_in_flight_one_holds_with_three_worker_processes(tmp_path):
 
 
 def hookline(db: str, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "supervisor.cli", "--db", db, *args],
+    return subprocess.run([sys.executable, "-m", "hookline.supervisor.cli", "--db", db, *args],
                           capture_output=True, text=True, env=child_env(), cwd=ROOT,
                           timeout=60, check=False)
 

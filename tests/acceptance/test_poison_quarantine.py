@@ -18,9 +18,9 @@ from pathlib import Path
 
 import aiohttp
 
-from rehearsal.drill import Drill, Target, drill
-from rehearsal.harness import INGEST_HEADERS, wait_settled
-from shared.record_models import Attempt, Job
+from hookline.rehearsal.drill import Drill, Target, drill
+from hookline.rehearsal.harness import INGEST_HEADERS, wait_settled
+from hookline.shared.record_models import Attempt, Job
 
 POISON = "drill.poison"
 LEASE_S = 2.0

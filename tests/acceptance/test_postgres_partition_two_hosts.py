@@ -24,12 +24,12 @@ from typing import Any
 import aiohttp
 from procs import AUTH, log_records, start_cli, stop
 
-from rehearsal.blackhole import BlackholeProxy
-from rehearsal.harness import children_of, free_port
-from rehearsal.receiver import Endpoint, Receiver, parse_behaviour
-from shared.record_models import Attempt
-from shared.signing import generate_secret
-from shared.store.postgres import PostgresStore
+from hookline.rehearsal.blackhole import BlackholeProxy
+from hookline.rehearsal.harness import children_of, free_port
+from hookline.rehearsal.receiver import Endpoint, Receiver, parse_behaviour
+from hookline.shared.record_models import Attempt
+from hookline.shared.signing import generate_secret
+from hookline.shared.store.postgres import PostgresStore
 
 LEASE_S = 2.0
 STATEMENT_TIMEOUT_S = 2.0

@@ -12,10 +12,10 @@ from collections import defaultdict
 import aiohttp
 from procs import AUTH, pid_alive, start_cli, stop
 
-from rehearsal.harness import children_of, free_port
-from rehearsal.receiver import Endpoint, Receiver, parse_behaviour
-from shared.signing import generate_secret
-from shared.store.postgres import PostgresStore
+from hookline.rehearsal.harness import children_of, free_port
+from hookline.rehearsal.receiver import Endpoint, Receiver, parse_behaviour
+from hookline.shared.signing import generate_secret
+from hookline.shared.store.postgres import PostgresStore
 from tests.conftest import new_event
 
 EVENTS = 1500  # x 2 destinations = 3000 jobs, plus the kill drill's one

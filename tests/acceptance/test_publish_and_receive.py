@@ -28,23 +28,24 @@ from typing import Any
 import pytest
 from procs import ROOT, TEST_TOKEN, child_env, log_records, start_cli, stop, wait_until
 
-from rehearsal.harness import free_port
-from shared.client import (
+from hookline.rehearsal.harness import free_port
+from hookline.shared.client import (
     AsyncHooklineClient,
     HooklineClient,
     HooklineRejected,
     SendResult,
 )
-from shared.signing import generate_secret, signed_headers
-from shared.store import open_store
-from supervisor.cli.main import main as cli_main
+from hookline.shared.signing import generate_secret, signed_headers
+from hookline.shared.store import open_store
+from hookline.supervisor.cli.main import main as cli_main
 
 EXAMPLES = ("aiohttp", "flask")
 
 
 def hookline(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "supervisor.cli", *args], capture_output=True,
-                          text=True, env={**child_env(), **env}, cwd=ROOT, timeout=60)
+    return subprocess.run([sys.executable, "-m", "hookline.supervisor.cli", *args],
+                          capture_output=True, text=True, env={**child_env(), **env}, cwd=ROOT,
+                          timeout=60)
 
 
 @dataclass

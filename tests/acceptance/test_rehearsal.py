@@ -17,7 +17,7 @@ def test_quick_rehearsal_passes_and_writes_its_report(tmp_path: Path):
     PostgreSQL, busy boot) passes;
     completion.json, CSVs and the HTML report exist."""
     out = tmp_path / "rehearsal"
-    result = subprocess.run([sys.executable, "-m", "supervisor.cli", "rehearse", "--quick",
+    result = subprocess.run([sys.executable, "-m", "hookline.supervisor.cli", "rehearse", "--quick",
                              "--out", str(out)], capture_output=True, text=True,
                             env=child_env(), cwd=ROOT, timeout=240)
     assert result.returncode == 0, result.stdout + result.stderr[-3000:]

@@ -22,9 +22,9 @@ import pytest
 import structlog
 from procs import JSON_AUTH, TEST_SETTINGS, log_records, start_cli, stop, wait_until
 
-from rehearsal.harness import free_port
-from shared.signing import generate_secret
-from supervisor.cli import main as cli_main
+from hookline.rehearsal.harness import free_port
+from hookline.shared.signing import generate_secret
+from hookline.supervisor.cli import main as cli_main
 from tests.recording import recording_handler, verifies
 
 Recorder = recording_handler()

@@ -21,7 +21,8 @@ def clashing_folder(tmp: Path) -> Path:
 
 def test_serve_from_a_folder_with_clashing_packages_delivers(tmp_path: Path):
     """Ingest and both workers start once each from such a folder and an event is delivered;
-    before children started with -P, each crash-looped on `No module named 'shared.config'`."""
+    before children started with -P, each crash-looped on
+    `No module named 'hookline.shared.config'`."""
     svc = Service(tmp_path, "ok", cwd=clashing_folder(tmp_path))
     try:
         wait_until(svc.ready, 20, "/readyz to answer 200")

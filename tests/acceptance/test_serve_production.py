@@ -33,14 +33,15 @@ from procs import (
     wait_until,
 )
 
-from rehearsal.harness import free_port
+from hookline.rehearsal.harness import free_port
 
 SECRET = "whsec_" + "c2VjcmV0LXNlY3JldC1zZWNyZXQtc2VjcmV0"
 
 
 def hookline(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "supervisor.cli", *args], capture_output=True,
-                          text=True, env={**child_env(), **(env or {})}, cwd=ROOT, timeout=60)
+    return subprocess.run([sys.executable, "-m", "hookline.supervisor.cli", *args],
+                          capture_output=True, text=True, env={**child_env(), **(env or {})},
+                          cwd=ROOT, timeout=60)
 
 
 class Service:
@@ -59,7 +60,7 @@ class Service:
             **(settings or {})}.items()}
         rport = free_port()
         self.receiver = subprocess.Popen(
-            [sys.executable, "-m", "rehearsal.receiver", "--listen", f"127.0.0.1:{rport}",
+            [sys.executable, "-m", "hookline.rehearsal.receiver", "--listen", f"127.0.0.1:{rport}",
              "--endpoint", f"r={SECRET}:{behaviour}"], stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL, env=child_env(), cwd=ROOT)
         assert hookline("init", env=self.env).returncode == 0

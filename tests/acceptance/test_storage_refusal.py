@@ -17,13 +17,13 @@ from pathlib import Path
 import pytest
 from procs import JSON_AUTH, ROOT, child_env, start_cli, stop
 
-from rehearsal.harness import free_port
+from hookline.rehearsal.harness import free_port
 from tests.pg import skip_or_fail_in_ci
 from tests.unit.test_storage_checks import damage_middle_pages
 
 
 def hookline(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "supervisor.cli", *args], check=False,
+    return subprocess.run([sys.executable, "-m", "hookline.supervisor.cli", *args], check=False,
                           capture_output=True,
                           text=True, env={**child_env(), **(env or {})}, cwd=ROOT, timeout=60)
 

@@ -26,18 +26,18 @@ from typing import Any
 import pytest
 from procs import AUTH, JSON_AUTH, ROOT, child_env, log_records, start_cli, stop, wait_until
 
-from rehearsal.harness import free_port
-from rehearsal.pgserver import PgServer, PgStartError, PgUnavailable, start_server
-from shared.process.lifecycle import TRANSIENT_EXIT
+from hookline.rehearsal.harness import free_port
+from hookline.rehearsal.pgserver import PgServer, PgStartError, PgUnavailable, start_server
+from hookline.shared.process.lifecycle import TRANSIENT_EXIT
 from tests.pg import skip_or_fail_in_ci
 
 SECRET = "whsec_" + "c2VjcmV0LXNlY3JldC1zZWNyZXQtc2VjcmV0"
 
 
 def hookline(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "supervisor.cli", *args], capture_output=True,
-                          text=True, env={**child_env(), **env}, cwd=ROOT, timeout=60,
-                          check=False)
+    return subprocess.run([sys.executable, "-m", "hookline.supervisor.cli", *args],
+                          capture_output=True, text=True, env={**child_env(), **env}, cwd=ROOT,
+                          timeout=60, check=False)
 
 
 class Served:
@@ -54,7 +54,7 @@ class Served:
             "retry_base_s": 0.2, **(settings or {})}.items()}
         self.receiver_port = free_port()
         self.receiver = subprocess.Popen(
-            [sys.executable, "-m", "rehearsal.receiver", "--listen",
+            [sys.executable, "-m", "hookline.rehearsal.receiver", "--listen",
              f"127.0.0.1:{self.receiver_port}", "--endpoint", f"r={SECRET}:ok"],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=child_env(), cwd=ROOT)
         assert hookline("init", env=self.env).returncode == 0

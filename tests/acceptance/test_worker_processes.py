@@ -11,10 +11,10 @@ from collections import Counter
 
 from procs import start_worker, stop
 
-from rehearsal.receiver import Endpoint, Receiver, parse_behaviour
-from shared.config import Config
-from shared.signing import generate_secret
-from shared.store.sqlite import SqliteStore
+from hookline.rehearsal.receiver import Endpoint, Receiver, parse_behaviour
+from hookline.shared.config import Config
+from hookline.shared.signing import generate_secret
+from hookline.shared.store.sqlite import SqliteStore
 from tests.conftest import new_event
 
 

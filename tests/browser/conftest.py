@@ -6,8 +6,8 @@ binary the browser tests skip locally with :data:`CHROMIUM_MISSING` and FAIL whe
 so CI cannot pass by silently skipping them (`make test` apt-installs Chromium as root).
 
 The service is real: `hookline serve` (supervisor, ingest on 127.0.0.1, one worker process)
-on a SQLite file, and receiver fixture processes (`python -m rehearsal.receiver`) playing the
-destinations.
+on a SQLite file, and receiver fixture processes (`python -m hookline.rehearsal.receiver`) playing
+the destinations.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from typing import Any
 
 import pytest
 
-from rehearsal.harness import Service
+from hookline.rehearsal.harness import Service
 from tests.browser.support import INGEST_TOKEN, TOKEN, Hookline, ReceiverProcess
 from tests.pg import skip_or_fail_in_ci
 

@@ -12,14 +12,14 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-from rehearsal.harness import ROOT, Service, child_env
+from hookline.rehearsal.harness import ROOT, Service, child_env
 
 TOKEN = "browser-test-admin-token"
 INGEST_TOKEN = "browser-test-ingest-token"
 
 
 class ReceiverProcess:
-    """`python -m rehearsal.receiver` on 127.0.0.1, restartable on the same port with other
+    """`python -m hookline.rehearsal.receiver` on 127.0.0.1, restartable on the same port with other
     behaviours (how a test "fixes" a failing destination).
 
     Args:
@@ -37,7 +37,7 @@ class ReceiverProcess:
         Raises:
             RuntimeError: it did not announce its port within `timeout_s` seconds.
         """
-        args = [sys.executable, "-m", "rehearsal.receiver",
+        args = [sys.executable, "-m", "hookline.rehearsal.receiver",
                 "--listen", f"127.0.0.1:{self.port}"]
         for spec in endpoints:
             args += ["--endpoint", spec]
@@ -81,7 +81,7 @@ class Hookline:
     """A running `hookline serve` plus a tiny admin/ingest client for test set-up.
 
     Args:
-        service: the started service (rehearsal.harness.Service).
+        service: the started service (hookline.rehearsal.harness.Service).
     """
 
     def __init__(self, service: Service) -> None:

@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from shared.signing import generate_secret
+from hookline.shared.signing import generate_secret
 from tests.browser.support import TOKEN, Hookline, ReceiverProcess
 
 XSS_SCRIPT = "<script>window.__xss=1</script>"

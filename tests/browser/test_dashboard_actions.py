@@ -22,8 +22,8 @@ from http.server import ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
-from shared.process.lifecycle import STATUS_FILE
-from shared.signing import generate_secret
+from hookline.shared.process.lifecycle import STATUS_FILE
+from hookline.shared.signing import generate_secret
 from tests.browser.support import Hookline
 from tests.recording import recording_handler, verifies
 

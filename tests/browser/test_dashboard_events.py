@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from shared.signing import generate_secret
+from hookline.shared.signing import generate_secret
 from tests.browser.support import Hookline, ReceiverProcess
 
 SECRET = generate_secret()

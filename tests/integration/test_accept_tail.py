@@ -14,10 +14,10 @@ from typing import Any
 import pytest
 from aiohttp.test_utils import TestClient, TestServer
 
-from ingest.app import build_app
-from shared.config import Config
-from shared.signing import generate_secret
-from shared.store.sqlite import SqliteStore
+from hookline.ingest.app import build_app
+from hookline.shared.config import Config
+from hookline.shared.signing import generate_secret
+from hookline.shared.store.sqlite import SqliteStore
 
 INGEST_TOKEN = "ingest-token-for-tests"
 SOURCE_TOKEN = "source-token-for-tests-0123456789"

@@ -11,12 +11,12 @@ from aiohttp.test_utils import TestClient, TestServer
 from prometheus_client.parser import text_string_to_metric_families
 from structlog.testing import capture_logs
 
-from ingest.app import build_app
-from ingest.auth import warn_if_unconfigured
-from shared.config import Config
-from shared.models import AttemptResult, Dead, Done
-from shared.signing import generate_secret
-from shared.store import Store
+from hookline.ingest.app import build_app
+from hookline.ingest.auth import warn_if_unconfigured
+from hookline.shared.config import Config
+from hookline.shared.models import AttemptResult, Dead, Done
+from hookline.shared.signing import generate_secret
+from hookline.shared.store import Store
 from tests.conftest import new_event, opened_store
 
 TOKEN = "t0ken-for-tests"
@@ -203,7 +203,7 @@ async def test_without_token_every_request_refused_and_warned(real_store):
 
 
 def _secret() -> str:
-    from shared.signing import generate_secret
+    from hookline.shared.signing import generate_secret
 
     return generate_secret()
 

@@ -11,11 +11,11 @@ import pytest
 from aiohttp.test_utils import TestClient, TestServer
 from structlog.testing import capture_logs
 
-from ingest.app import build_app
-from shared.config import Config
-from shared.policy import rules
-from shared.signing import generate_secret
-from shared.store import Store
+from hookline.ingest.app import build_app
+from hookline.shared.config import Config
+from hookline.shared.policy import rules
+from hookline.shared.signing import generate_secret
+from hookline.shared.store import Store
 
 TOKEN = "t0ken-for-tests"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}

@@ -1,6 +1,6 @@
 """The running ingest process against its OpenAPI document (ingest/openapi.json).
 
-A real `python -m ingest` serves a real SQLite file on a free 127.0.0.1 port; schemathesis
+A real `python -m hookline.ingest` serves a real SQLite file on a free 127.0.0.1 port; schemathesis
 generates requests for every operation of the document (its examples, its coverage cases,
 then fuzzing, a bounded and derandomized number of each) and checks each answer: no 5xx, a
 documented status, the documented content type and headers, and a body matching the
@@ -30,12 +30,12 @@ import requests
 import schemathesis
 from schemathesis import checks as st_checks
 
-from ingest.openapi import openapi_bytes
-from shared.config import Config
-from shared.models import AttemptResult, Dead
-from shared.process.lifecycle import STATUS_FILE, runtime_dir, write_status
-from shared.signing import generate_secret
-from shared.store.sqlite import SqliteStore
+from hookline.ingest.openapi import openapi_bytes
+from hookline.shared.config import Config
+from hookline.shared.models import AttemptResult, Dead
+from hookline.shared.process.lifecycle import STATUS_FILE, runtime_dir, write_status
+from hookline.shared.signing import generate_secret
+from hookline.shared.store.sqlite import SqliteStore
 from tests.conftest import new_event
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -96,7 +96,7 @@ def _seed(config: Config) -> None:
 
 @pytest.fixture(scope="module")
 def base_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """`python -m ingest` on a fresh, seeded SQLite file and a free port; its base URL."""
+    """`python -m hookline.ingest` on a fresh, seeded SQLite file and a free port; its base URL."""
     folder = tmp_path_factory.mktemp("contract")
     config = Config(db=str(folder / "contract.db"), listen="127.0.0.1:0",
                     admin_token=ADMIN_TOKEN, ingest_token=INGEST_TOKEN,
@@ -108,7 +108,7 @@ def base_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 
 @pytest.fixture(scope="module")
 def tokenless_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """`python -m ingest` with neither admin_token nor ingest_token configured."""
+    """`python -m hookline.ingest` with neither admin_token nor ingest_token configured."""
     folder = tmp_path_factory.mktemp("tokenless")
     config = Config(db=str(folder / "tokenless.db"), listen="127.0.0.1:0",
                     retention_interval_s=0)
@@ -118,13 +118,13 @@ def tokenless_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 
 @contextmanager
 def _ingest(config: Config, folder: Path) -> Iterator[str]:
-    """Run `python -m ingest` with `config`, logging to `folder`; yield its base URL. On
+    """Run `python -m hookline.ingest` with `config`, logging to `folder`; yield its base URL. On
     exit stop it, and fail if it logged an unexpected error (`request_failed`)."""
     log_path = folder / "ingest.log"
     env = {k: v for k, v in os.environ.items() if not k.startswith("HOOKLINE_")}
     env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
     with log_path.open("ab") as log:
-        proc = subprocess.Popen([sys.executable, "-m", "ingest", "--config-json",
+        proc = subprocess.Popen([sys.executable, "-m", "hookline.ingest", "--config-json",
                                  config.to_json()], stdout=log, stderr=subprocess.STDOUT,
                                 env=env, cwd=ROOT)
     try:
@@ -228,7 +228,7 @@ def test_served_document_is_the_packaged_file(base_url):
 
 def registered_routes() -> set[tuple[str, str]]:
     """(METHOD, path) of every route the ingest app registers (HEAD twins of GET left out)."""
-    from ingest.app import build_app
+    from hookline.ingest.app import build_app
 
     app = build_app(_NoStore(), Config())  # type: ignore[arg-type]  (routes only)
     return {(route.method, route.resource.canonical) for route in app.router.routes()

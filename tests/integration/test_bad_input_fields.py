@@ -12,9 +12,9 @@ from typing import Any
 import pytest
 from aiohttp.test_utils import TestClient, TestServer
 
-from ingest.app import build_app
-from shared.config import Config
-from shared.store import Store
+from hookline.ingest.app import build_app
+from hookline.shared.config import Config
+from hookline.shared.store import Store
 
 TOKEN = "t0ken-for-tests"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}

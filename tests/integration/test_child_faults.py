@@ -1,6 +1,6 @@
 """How a child process ends when its database is away or misconfigured (shared/process/child.py,
-shared/faults.py): real `python -m workers` / `python -m ingest` processes against a real
-PostgreSQL server, a port where nothing listens, and a real SQLite file whose write lock
+shared/faults.py): real `python -m hookline.workers` / `python -m hookline.ingest` processes against
+a real PostgreSQL server, a port where nothing listens, and a real SQLite file whose write lock
 another connection holds."""
 
 from __future__ import annotations
@@ -19,12 +19,12 @@ from typing import Any
 
 import pytest
 
-from shared.config import Config
-from shared.errors import ConfigError, StoreError, StoreUnavailable
-from shared.faults import is_transient
-from shared.process.lifecycle import BOOT_ERROR_EXIT, TRANSIENT_EXIT, ready_path
-from shared.store import open_store
-from shared.store.postgres import PostgresStore
+from hookline.shared.config import Config
+from hookline.shared.errors import ConfigError, StoreError, StoreUnavailable
+from hookline.shared.faults import is_transient
+from hookline.shared.process.lifecycle import BOOT_ERROR_EXIT, TRANSIENT_EXIT, ready_path
+from hookline.shared.store import open_store
+from hookline.shared.store.postgres import PostgresStore
 
 ROOT = Path(__file__).resolve().parents[2]
 

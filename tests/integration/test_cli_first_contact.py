@@ -2,7 +2,7 @@
 other command refuses a missing SQLite file with exit 2, naming the path and `init`), a
 mistyped HOOKLINE_* variable is warned about with the closest name, and `serve --check`
 fails when the service would refuse every request or cannot listen. In-process CLI calls
-(`supervisor.cli.main`) on real files and sockets."""
+(`hookline.supervisor.cli.main`) on real files and sockets."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 import structlog
 
-from supervisor.cli import main as cli_main
+from hookline.supervisor.cli import main as cli_main
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -128,7 +128,7 @@ def test_an_action_s_audit_line_is_readable_at_a_terminal(tmp_path: Path):
     assert cli_main(["--db", str(db), "init"]) == 0
     assert cli_main(["--db", str(db), "destinations", "add", "d1",
                      "https://example.com/hook"]) == 0
-    rotate = [sys.executable, "-m", "supervisor.cli", "--db", str(db), "destinations",
+    rotate = [sys.executable, "-m", "hookline.supervisor.cli", "--db", str(db), "destinations",
               "rotate-secret", "d1"]
     env = {**os.environ, "PYTHONPATH": str(ROOT), "NO_COLOR": "1",
            "HOOKLINE_LOG_FILE": str(log)}

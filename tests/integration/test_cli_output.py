@@ -21,13 +21,13 @@ from typing import Any
 import pytest
 from aiohttp import web
 
-from ingest.app import build_app
-from rehearsal.harness import free_port
-from shared.config import Config
-from shared.models import AttemptResult, Dead, Done
-from shared.store.sqlite import SqliteStore
-from supervisor.cli.human import duration, iso_time, show, size
-from supervisor.cli.main import main as hookline_main
+from hookline.ingest.app import build_app
+from hookline.rehearsal.harness import free_port
+from hookline.shared.config import Config
+from hookline.shared.models import AttemptResult, Dead, Done
+from hookline.shared.store.sqlite import SqliteStore
+from hookline.supervisor.cli.human import duration, iso_time, show, size
+from hookline.supervisor.cli.main import main as hookline_main
 from tests.conftest import new_event
 
 TOKEN = "t0ken-for-output-tests"

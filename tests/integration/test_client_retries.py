@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 from aiohttp import web
 
-from shared.client import (
+from hookline.shared.client import (
     AsyncHooklineClient,
     HooklineClient,
     HooklineRejected,

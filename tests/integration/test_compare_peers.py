@@ -9,12 +9,12 @@ import asyncio
 import pytest
 from aiohttp.test_utils import TestClient, TestServer
 
-from rehearsal.compare import peer_tasks
-from rehearsal.compare.peer_ingest import make_app
-from rehearsal.compare.workload import read_receipts
-from rehearsal.receiver import Endpoint, Receiver, parse_behaviour
-from shared.models import Done, Retry
-from shared.signing import generate_secret, new_message_id
+from hookline.rehearsal.compare import peer_tasks
+from hookline.rehearsal.compare.peer_ingest import make_app
+from hookline.rehearsal.compare.workload import read_receipts
+from hookline.rehearsal.receiver import Endpoint, Receiver, parse_behaviour
+from hookline.shared.models import Done, Retry
+from hookline.shared.signing import generate_secret, new_message_id
 
 BODY = '{"id": "e1", "type": "bench.event", "data": {}}'
 
@@ -62,7 +62,7 @@ async def test_no_response_is_a_transient_failure():
 async def test_the_celery_task_retries_with_the_backoff_countdown(receiver, monkeypatch):
     """Run eagerly (no broker), the Celery task retries a 500 with `self.retry` and is done
     on the next attempt: two verified requests, one effect."""
-    from rehearsal.compare.celery_app import app, deliver
+    from hookline.rehearsal.compare.celery_app import app, deliver
 
     rec, secret = receiver
     monkeypatch.setitem(peer_tasks.DESTINATIONS, "flaky", (rec.url("flaky"), secret))

@@ -15,10 +15,10 @@ from typing import Any
 
 import pytest
 
-from rehearsal.compare.run import receiver
-from rehearsal.compare.workload import read_receipts
-from rehearsal.harness import ReceiverNotStarted, child_env, receiver_child
-from shared.signing import generate_secret, new_message_id, signed_headers
+from hookline.rehearsal.compare.run import receiver
+from hookline.rehearsal.compare.workload import read_receipts
+from hookline.rehearsal.harness import ReceiverNotStarted, child_env, receiver_child
+from hookline.shared.signing import generate_secret, new_message_id, signed_headers
 
 BODY = b'{"id": "e1", "type": "bench.event", "data": {"n": 1}}'
 
@@ -87,7 +87,8 @@ def test_an_unknown_receiver_is_refused_before_anything_starts(tmp_path):
     assert not list(tmp_path.iterdir())
 
 
-@pytest.mark.parametrize("module", ["rehearsal.fast_receiver", "rehearsal.receiver"])
+@pytest.mark.parametrize("module", ["hookline.rehearsal.fast_receiver",
+                                    "hookline.rehearsal.receiver"])
 def test_a_receiver_that_exits_before_announcing_its_port_is_reported(module):
     """A spec the receiver refuses (no secret) ends it before its first stdout line: the
     harness says so, and leaves no process behind."""

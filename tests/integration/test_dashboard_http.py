@@ -14,16 +14,16 @@ from typing import Any
 import pytest
 from aiohttp.test_utils import TestClient, TestServer
 
-from ingest.admin_views import decode_head
-from ingest.app import build_app
-from ingest.dashboard import CSP
-from shared.config import Config
-from shared.models import AttemptResult, Done, Retry
-from shared.process.lifecycle import STATUS_FILE, write_status
-from shared.process.metrics_file import ProcessMetrics, SnapshotWriter, snapshot_path
-from shared.signing import generate_secret
-from shared.store.sqlite import SqliteStore
-from supervisor.metrics import SupervisorMetrics
+from hookline.ingest.admin_views import decode_head
+from hookline.ingest.app import build_app
+from hookline.ingest.dashboard import CSP
+from hookline.shared.config import Config
+from hookline.shared.models import AttemptResult, Done, Retry
+from hookline.shared.process.lifecycle import STATUS_FILE, write_status
+from hookline.shared.process.metrics_file import ProcessMetrics, SnapshotWriter, snapshot_path
+from hookline.shared.signing import generate_secret
+from hookline.shared.store.sqlite import SqliteStore
+from hookline.supervisor.metrics import SupervisorMetrics
 from tests.conftest import new_event
 
 TOKEN = "t0ken-for-dashboard-tests"

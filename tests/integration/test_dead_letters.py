@@ -13,15 +13,15 @@ import pytest
 import structlog
 from aiohttp.test_utils import TestClient, TestServer
 
-from ingest.app import build_app
-from ingest.maintenance import run_retention
-from shared.config import Config
-from shared.errors import ConfigError, Conflict
-from shared.models import AttemptResult, Dead
-from shared.policy.rules import RetentionAges
-from shared.signing import generate_secret
-from shared.store import Store
-from supervisor.cli import main as cli_main
+from hookline.ingest.app import build_app
+from hookline.ingest.maintenance import run_retention
+from hookline.shared.config import Config
+from hookline.shared.errors import ConfigError, Conflict
+from hookline.shared.models import AttemptResult, Dead
+from hookline.shared.policy.rules import RetentionAges
+from hookline.shared.signing import generate_secret
+from hookline.shared.store import Store
+from hookline.supervisor.cli import main as cli_main
 from tests.conftest import execute_db, new_event
 
 ADMIN_TOKEN = "admin-token-for-tests"

@@ -16,14 +16,14 @@ from dataclasses import replace
 import pytest
 from aiohttp import web
 
-from rehearsal.receiver import Endpoint, Receiver, parse_behaviour
-from shared.config import Config
-from shared.record_models import Attempt
-from shared.signing import generate_secret
-from shared.store import Store
+from hookline.rehearsal.receiver import Endpoint, Receiver, parse_behaviour
+from hookline.shared.config import Config
+from hookline.shared.record_models import Attempt
+from hookline.shared.signing import generate_secret
+from hookline.shared.store import Store
+from hookline.workers.loop import Worker
+from hookline.workers.sender import Sender
 from tests.conftest import new_event, serving, settle
-from workers.loop import Worker
-from workers.sender import Sender
 
 FAST = Config(allow_networks="127.0.0.0/8", retry_base_s=0.05, retry_cap_s=0.1, max_attempts=3,
               lease_s=3.0, attempt_timeout_s=1.0, poll_interval_s=0.2, graceful_timeout_s=0.5)
@@ -196,7 +196,7 @@ async def test_rotation_sends_both_signatures_during_overlap(real_store):
 async def _age_backlog(store: Store, destination_id: int, rounds: int) -> None:
     """Charge every job of one destination `rounds` failed attempts (via claim/finish),
     leaving them due now: a backlog of late retries."""
-    from shared.models import AttemptResult, Retry
+    from hookline.shared.models import AttemptResult, Retry
 
     failed = AttemptResult(started_at=time.time(), duration_s=0.01, status_code=503)
     for _ in range(rounds):

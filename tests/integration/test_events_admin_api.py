@@ -12,10 +12,10 @@ import pytest
 from aiohttp.test_utils import TestClient, TestServer
 from structlog.testing import capture_logs
 
-from ingest.app import build_app
-from shared.config import Config
-from shared.models import AttemptResult, Done
-from shared.store import Store
+from hookline.ingest.app import build_app
+from hookline.shared.config import Config
+from hookline.shared.models import AttemptResult, Done
+from hookline.shared.store import Store
 from tests.conftest import execute_db, new_event
 
 TOKEN = "t0ken-for-tests"

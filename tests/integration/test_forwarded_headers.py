@@ -15,11 +15,11 @@ from aiohttp.test_utils import TestClient, TestServer
 from multidict import CIMultiDictProxy
 from standardwebhooks.webhooks import Webhook
 
-from ingest.app import build_app
-from rehearsal.github_samples import load_samples
-from shared.config import Config
-from shared.signing import generate_secret
-from shared.store import Store
+from hookline.ingest.app import build_app
+from hookline.rehearsal.github_samples import load_samples
+from hookline.shared.config import Config
+from hookline.shared.signing import generate_secret
+from hookline.shared.store import Store
 from tests.conftest import settle
 from tests.integration.test_sources_api import (
     ADMIN_TOKEN,
@@ -140,8 +140,8 @@ async def test_source_events_reach_destinations_with_their_type_origin_and_provi
 
 def test_meaning_headers_cannot_be_a_destinations_custom_headers() -> None:
     """webhook-event-type, webhook-source and webhook-source-id are hookline's to set."""
-    from shared.errors import InvalidSetting
-    from shared.policy import rules
+    from hookline.shared.errors import InvalidSetting
+    from hookline.shared.policy import rules
     for name in ("webhook-event-type", "Webhook-Source", "webhook-source-id"):
         with pytest.raises(InvalidSetting, match="cannot be overridden"):
             rules.headers({name: "x"})
@@ -150,7 +150,7 @@ def test_meaning_headers_cannot_be_a_destinations_custom_headers() -> None:
 def test_forwarded_values_must_be_single_and_printable() -> None:
     """A provider header sent twice, too long or not printable ASCII is left out (the event is
     still accepted); names outside the scheme's allowlist are never forwarded."""
-    from shared.policy.forwarding import MAX_VALUE_CHARS, source_headers
+    from hookline.shared.policy.forwarding import MAX_VALUE_CHARS, source_headers
     sent = {"x-github-event": ["issues"], "x-github-delivery": ["d1", "d2"],
             "x-github-hook-id": ["9" * (MAX_VALUE_CHARS + 1)], "x-hub-signature-256": ["s"]}
     got = source_headers("gh", "github", "d1", lambda n: sent.get(n.lower(), []))

@@ -1,5 +1,5 @@
 """The ingest app on 127.0.0.1 against a real database (each backend in turn: a SQLite file,
-then PostgreSQL), and `python -m ingest` as a process."""
+then PostgreSQL), and `python -m hookline.ingest` as a process."""
 
 from __future__ import annotations
 
@@ -20,16 +20,16 @@ import pytest
 from aiohttp.test_utils import TestClient, TestServer
 from structlog.testing import capture_logs
 
-from ingest.app import build_app
-from ingest.app_state import COMMITTER_KEY
-from ingest.group_commit import GroupCommitter
-from ingest.main import serve
-from shared.config import Config
-from shared.errors import StoreBusy, StoreClosing
-from shared.process.lifecycle import BOOT_ERROR_EXIT
-from shared.report_models import Stats
-from shared.signing import generate_secret
-from shared.store import Store
+from hookline.ingest.app import build_app
+from hookline.ingest.app_state import COMMITTER_KEY
+from hookline.ingest.group_commit import GroupCommitter
+from hookline.ingest.main import serve
+from hookline.shared.config import Config
+from hookline.shared.errors import StoreBusy, StoreClosing
+from hookline.shared.process.lifecycle import BOOT_ERROR_EXIT
+from hookline.shared.report_models import Stats
+from hookline.shared.signing import generate_secret
+from hookline.shared.store import Store
 from tests.conftest import is_postgres, new_event, opened_store
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -240,7 +240,8 @@ async def test_healthz_and_stats(client, real_store):
     await post(client, event_body("a"))
     async with client.get("/healthz") as resp:
         body = await resp.json()
-        # The store's own check (the SQLite WAL: shared.store.Store.health) where it has one.
+        # The store's own check (the SQLite WAL: hookline.shared.store.Store.health) where it has
+        # one.
         assert (resp.status, body["status"], set(body.get("checks", {})) <= {"wal"}) == (
             200, "ok", True)
     async with client.get("/v1/admin/stats", headers=AUTH) as resp:
@@ -421,12 +422,12 @@ async def test_stop_lets_a_request_still_sending_its_body_finish(store_url, tmp_
 
 
 def start_ingest(config: Config, log_path: Path) -> subprocess.Popen[bytes]:
-    """`python -m ingest --config-json ...` as a real process, logging to `log_path`."""
+    """`python -m hookline.ingest --config-json ...` as a real process, logging to `log_path`."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("HOOKLINE_")}
     env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
     with log_path.open("ab") as log:
         return subprocess.Popen(
-            [sys.executable, "-m", "ingest", "--config-json", config.to_json()],
+            [sys.executable, "-m", "hookline.ingest", "--config-json", config.to_json()],
             stdout=log, stderr=subprocess.STDOUT, env=env, cwd=ROOT)
 
 
@@ -455,7 +456,7 @@ def listening_port(proc: subprocess.Popen[bytes], log_path: Path) -> int:
 
 
 async def test_process_serves_and_exits_0_on_sigterm(store_url, tmp_path):
-    """The real `python -m ingest` accepts an event over a socket, then SIGTERM ends it
+    """The real `python -m hookline.ingest` accepts an event over a socket, then SIGTERM ends it
     cleanly with exit code 0 and the event committed."""
     config = Config(db=store_url, listen="127.0.0.1:0", ingest_token=TOKEN,
                     runtime_dir=str(tmp_path / "run"))

@@ -8,12 +8,12 @@ from pathlib import Path
 from aiohttp import web
 from aiohttp.test_utils import TestClient, TestServer
 
-from ingest.app import build_app
-from ingest.app_state import IN_FLIGHT_KEY, PROCESS_METRICS_KEY
-from shared.config import Config
-from shared.metrics_catalog import INGEST_REJECTIONS, INGEST_REQUESTS
-from shared.store.sqlite import SqliteStore
-from shared.version import PRODUCT
+from hookline.ingest.app import build_app
+from hookline.ingest.app_state import IN_FLIGHT_KEY, PROCESS_METRICS_KEY
+from hookline.shared.config import Config
+from hookline.shared.metrics_catalog import INGEST_REJECTIONS, INGEST_REQUESTS
+from hookline.shared.store.sqlite import SqliteStore
+from hookline.shared.version import PRODUCT
 
 
 async def _fails(request: web.Request) -> web.Response:

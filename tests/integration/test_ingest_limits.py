@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 from structlog.testing import capture_logs
 
-from shared.config import Config
-from shared.store.sqlite import SqliteStore
+from hookline.shared.config import Config
+from hookline.shared.store.sqlite import SqliteStore
 from tests.integration.test_ingest import event_body, start_serve
 
 LIMITS = {"max_header_bytes": 1024, "max_headers": 20}

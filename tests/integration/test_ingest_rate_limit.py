@@ -12,9 +12,9 @@ import pytest
 from aiohttp.test_utils import TestClient, TestServer
 from structlog.testing import capture_logs
 
-from ingest.app import build_app
-from shared.config import Config
-from shared.store.sqlite import SqliteStore
+from hookline.ingest.app import build_app
+from hookline.shared.config import Config
+from hookline.shared.store.sqlite import SqliteStore
 from tests.integration.test_ingest import event_body
 from tests.integration.test_sources_api import GH_SECRET, github_headers
 

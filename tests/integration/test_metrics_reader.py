@@ -10,9 +10,9 @@ from pathlib import Path
 
 from aiohttp.test_utils import TestClient, TestServer
 
-from ingest.app import build_app
-from shared.config import Config
-from shared.store.sqlite import SqliteStore
+from hookline.ingest.app import build_app
+from hookline.shared.config import Config
+from hookline.shared.store.sqlite import SqliteStore
 from tests.conftest import opened_store
 
 ADMIN, INGEST = "admin-t0ken-for-tests", "ingest-t0ken-for-tests"

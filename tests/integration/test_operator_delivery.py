@@ -9,13 +9,13 @@ import hashlib
 import time
 from collections.abc import AsyncIterator, Callable
 
-from rehearsal.receiver import Endpoint, Receiver, parse_behaviour
-from shared.config import Config
-from shared.signing import generate_secret
-from shared.store import Store
+from hookline.rehearsal.receiver import Endpoint, Receiver, parse_behaviour
+from hookline.shared.config import Config
+from hookline.shared.signing import generate_secret
+from hookline.shared.store import Store
+from hookline.workers.loop import Worker
+from hookline.workers.sender import Sender
 from tests.conftest import new_event
-from workers.loop import Worker
-from workers.sender import Sender
 
 # Polls often, so a paused destination's due retry would be claimed if pause leaked.
 POLLING = Config(allow_networks="127.0.0.0/8", retry_base_s=0.5, retry_cap_s=0.5, max_attempts=5,

@@ -14,14 +14,14 @@ import aiohttp
 import pytest
 from aiohttp.abc import AbstractResolver, ResolveResult
 
-from rehearsal.receiver import Endpoint, Receiver
-from shared.config import Config
-from shared.signing import generate_secret
-from shared.store import Store
+from hookline.rehearsal.receiver import Endpoint, Receiver
+from hookline.shared.config import Config
+from hookline.shared.signing import generate_secret
+from hookline.shared.store import Store
+from hookline.workers.connections import AgedConnector, follow_bound_s
+from hookline.workers.loop import Worker
+from hookline.workers.sender import Sender
 from tests.conftest import new_event
-from workers.connections import AgedConnector, follow_bound_s
-from workers.loop import Worker
-from workers.sender import Sender
 
 HOST = "moved.hookline.test"
 CONFIG = Config(allow_networks="127.0.0.0/8", retry_base_s=0.05, retry_cap_s=0.1,
@@ -130,7 +130,7 @@ async def test_guard_resolves_with_the_threaded_resolver():
     not DefaultResolver, which silently becomes aiodns once that package is installed."""
     from aiohttp.resolver import ThreadedResolver
 
-    from shared.policy import netguard
+    from hookline.shared.policy import netguard
 
     guard = netguard.GuardedResolver(CONFIG.address_policy)
     assert type(guard._inner) is ThreadedResolver

@@ -19,14 +19,14 @@ import aiohttp
 import asyncpg
 import pytest
 
-from ingest.app import build_app
-from rehearsal.blackhole import BlackholeProxy
-from shared.config import Config
-from shared.errors import StoreBusy, StoreUnavailable
-from shared.models import AttemptResult, Done
-from shared.store import postgres as postgres_store
-from shared.store.pg_limits import PostgresLimits
-from shared.store.postgres import PostgresStore
+from hookline.ingest.app import build_app
+from hookline.rehearsal.blackhole import BlackholeProxy
+from hookline.shared.config import Config
+from hookline.shared.errors import StoreBusy, StoreUnavailable
+from hookline.shared.models import AttemptResult, Done
+from hookline.shared.store import postgres as postgres_store
+from hookline.shared.store.pg_limits import PostgresLimits
+from hookline.shared.store.postgres import PostgresStore
 from tests.conftest import new_event, serving
 
 # Every bound a few seconds at most, so each partition here lasts a few seconds.

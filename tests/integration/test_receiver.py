@@ -18,7 +18,7 @@ import aiohttp
 import pytest
 from standardwebhooks.webhooks import Webhook
 
-from rehearsal.receiver import (
+from hookline.rehearsal.receiver import (
     Behaviour,
     Endpoint,
     Receiver,
@@ -26,7 +26,7 @@ from rehearsal.receiver import (
     parse_behaviour,
     parse_endpoint,
 )
-from shared.errors import ConfigError
+from hookline.shared.errors import ConfigError
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 EndpointFactory = Callable[..., Endpoint]
@@ -304,7 +304,7 @@ async def test_cli_subprocess_serves_and_exits_0_on_sigterm_with_summary(
     secret = new_secret()
     env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
     proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "rehearsal.receiver", "--listen", "127.0.0.1:0",
+        sys.executable, "-m", "hookline.rehearsal.receiver", "--listen", "127.0.0.1:0",
         "--endpoint", f"a={secret}:ok", "--endpoint", f"d={new_secret()}:fail:2",
         cwd=REPO_ROOT, env=env, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
     try:

@@ -8,11 +8,11 @@ import time
 
 import pytest
 
-from ingest.maintenance import run_retention
-from shared.config import Config
-from shared.errors import ConfigError
-from shared.models import AttemptResult, Done
-from shared.signing import generate_secret
+from hookline.ingest.maintenance import run_retention
+from hookline.shared.config import Config
+from hookline.shared.errors import ConfigError
+from hookline.shared.models import AttemptResult, Done
+from hookline.shared.signing import generate_secret
 from tests.conftest import new_event
 
 

@@ -13,13 +13,13 @@ import pytest
 import structlog
 from aiohttp.test_utils import TestClient, TestServer
 
-from ingest.app import build_app
-from shared.config import Config
-from shared.errors import InvalidSetting
-from shared.policy import rules
-from shared.signing import generate_secret
-from shared.store import Store
-from supervisor.cli import main as cli_main
+from hookline.ingest.app import build_app
+from hookline.shared.config import Config
+from hookline.shared.errors import InvalidSetting
+from hookline.shared.policy import rules
+from hookline.shared.signing import generate_secret
+from hookline.shared.store import Store
+from hookline.supervisor.cli import main as cli_main
 from tests.conftest import opened_store
 
 TOKEN = "t0ken-for-tests"

@@ -18,16 +18,16 @@ from aiohttp import web
 from aiohttp.abc import AbstractResolver, ResolveResult
 from aiohttp.test_utils import TestClient, TestServer
 
-from ingest.app import build_app
-from shared.config import Config
-from shared.db_url import StorageRefused
-from shared.errors import ConfigError, DestinationBlocked
-from shared.models import Claim
-from shared.policy.netguard import AddressPolicy, vet_destination
-from shared.signing import generate_secret
-from shared.store import Store
-from shared.store.sqlite import SqliteStore
-from workers.sender import Sender
+from hookline.ingest.app import build_app
+from hookline.shared.config import Config
+from hookline.shared.db_url import StorageRefused
+from hookline.shared.errors import ConfigError, DestinationBlocked
+from hookline.shared.models import Claim
+from hookline.shared.policy.netguard import AddressPolicy, vet_destination
+from hookline.shared.signing import generate_secret
+from hookline.shared.store import Store
+from hookline.shared.store.sqlite import SqliteStore
+from hookline.workers.sender import Sender
 
 ROOT = Path(__file__).resolve().parents[2]
 TOKEN = "security-test-token"
@@ -153,8 +153,8 @@ def test_cli_refuses_a_blocked_destination(tmp_path):
     env = {k: v for k, v in os.environ.items() if not k.startswith("HOOKLINE_")}
     env["PYTHONPATH"] = str(ROOT)
     db = str(tmp_path / "cli.db")
-    cmd = [sys.executable, "-m", "supervisor.cli", "--db", db, "destinations", "add", "meta",
-           "http://169.254.169.254/latest/meta-data"]
+    cmd = [sys.executable, "-m", "hookline.supervisor.cli", "--db", db, "destinations", "add",
+           "meta", "http://169.254.169.254/latest/meta-data"]
     refused = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=60)
     assert refused.returncode == 2
     assert "link-local" in refused.stderr and "HOOKLINE_ALLOW_NETWORKS" in refused.stderr

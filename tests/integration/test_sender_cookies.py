@@ -13,11 +13,11 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from aiohttp import web
 from aiohttp.abc import AbstractResolver, ResolveResult
 
-from shared.models import Claim
-from shared.policy.netguard import AddressPolicy
-from shared.signing import generate_secret
+from hookline.shared.models import Claim
+from hookline.shared.policy.netguard import AddressPolicy
+from hookline.shared.signing import generate_secret
+from hookline.workers.sender import Sender
 from tests.conftest import serving
-from workers.sender import Sender
 
 HOST = "receiver.hookline.test"
 

@@ -19,12 +19,12 @@ import pytest
 from aiohttp.test_utils import TestClient, TestServer
 from standardwebhooks.webhooks import Webhook
 
-from ingest.app import build_app
-from rehearsal.github_samples import load_samples
-from shared.config import Config
-from shared.signing import generate_secret
-from shared.store import Store
-from supervisor.cli import main as cli_main
+from hookline.ingest.app import build_app
+from hookline.rehearsal.github_samples import load_samples
+from hookline.shared.config import Config
+from hookline.shared.signing import generate_secret
+from hookline.shared.store import Store
+from hookline.supervisor.cli import main as cli_main
 from tests.conftest import opened_store, query_db
 
 GH_SECRET = "It's a Secret to Everybody"

@@ -23,15 +23,15 @@ from typing import Any
 import pytest
 from aiohttp.test_utils import TestClient, TestServer
 
-from ingest.app import build_app
-from ingest.maintenance import run_retention
-from shared.config import Config
-from shared.models import AttemptResult, Dead, Done
-from shared.signing import generate_secret
-from shared.store import Store, resolve_instants
-from shared.store.sqlite import SqliteStore
-from shared.timeparse import parse_instant_spec
-from supervisor.cli.main import main as hookline_main
+from hookline.ingest.app import build_app
+from hookline.ingest.maintenance import run_retention
+from hookline.shared.config import Config
+from hookline.shared.models import AttemptResult, Dead, Done
+from hookline.shared.signing import generate_secret
+from hookline.shared.store import Store, resolve_instants
+from hookline.shared.store.sqlite import SqliteStore
+from hookline.shared.timeparse import parse_instant_spec
+from hookline.supervisor.cli.main import main as hookline_main
 from tests.conftest import FakeClock, new_event
 
 HOUR_S = 3600.0

@@ -8,9 +8,9 @@ from __future__ import annotations
 import json
 import sqlite3
 
-from rehearsal.receiver import Endpoint, Receiver
-from shared.policy.delivery import unsendable_header
-from shared.signing import generate_secret
+from hookline.rehearsal.receiver import Endpoint, Receiver
+from hookline.shared.policy.delivery import unsendable_header
+from hookline.shared.signing import generate_secret
 from tests.conftest import is_postgres, new_event, query_db
 from tests.integration.test_worker import running_worker, settle
 

@@ -9,14 +9,14 @@ from pathlib import Path
 from aiohttp import web
 from aiohttp.test_utils import TestClient, TestServer
 
-from ingest.app import build_app
-from shared.config import Config
-from shared.models import Claim
-from shared.policy.netguard import AddressPolicy
-from shared.signing import generate_secret
-from shared.store.sqlite import SqliteStore
-from shared.version import PRODUCT, VERSION
-from workers.sender import Sender
+from hookline.ingest.app import build_app
+from hookline.shared.config import Config
+from hookline.shared.models import Claim
+from hookline.shared.policy.netguard import AddressPolicy
+from hookline.shared.signing import generate_secret
+from hookline.shared.store.sqlite import SqliteStore
+from hookline.shared.version import PRODUCT, VERSION
+from hookline.workers.sender import Sender
 
 PYPROJECT = Path(__file__).resolve().parents[2] / "pyproject.toml"
 

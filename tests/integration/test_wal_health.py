@@ -16,13 +16,13 @@ from aiohttp.test_utils import TestClient, TestServer
 from prometheus_client.parser import text_string_to_metric_families
 from structlog.testing import capture_logs
 
-from ingest.app import build_app
-from ingest.maintenance import run_maintenance
-from shared.config import Config
-from shared.models import AttemptResult, Done
-from shared.signing import generate_secret
-from shared.store import SqliteOptions, Store, open_store
-from shared.store.sqlite import SqliteStore
+from hookline.ingest.app import build_app
+from hookline.ingest.maintenance import run_maintenance
+from hookline.shared.config import Config
+from hookline.shared.models import AttemptResult, Done
+from hookline.shared.signing import generate_secret
+from hookline.shared.store import SqliteOptions, Store, open_store
+from hookline.shared.store.sqlite import SqliteStore
 from tests.conftest import is_postgres, new_event
 
 TOKEN = "t0ken-for-tests"

@@ -8,13 +8,13 @@ import contextlib
 import time
 from dataclasses import replace
 
-from rehearsal.receiver import Endpoint, Receiver, parse_behaviour
-from shared.config import Config
-from shared.signing import generate_secret
-from shared.store import Store
+from hookline.rehearsal.receiver import Endpoint, Receiver, parse_behaviour
+from hookline.shared.config import Config
+from hookline.shared.signing import generate_secret
+from hookline.shared.store import Store
+from hookline.workers.loop import Worker
+from hookline.workers.sender import Sender
 from tests.conftest import new_event, settle
-from workers.loop import Worker
-from workers.sender import Sender
 
 FAST = Config(allow_networks="127.0.0.0/8", retry_base_s=0.05, retry_cap_s=0.1, max_attempts=3,
               lease_s=3.0, attempt_timeout_s=1.0, poll_interval_s=0.2, graceful_timeout_s=0.5)

@@ -16,15 +16,15 @@ from typing import Any
 
 import pytest
 
-from rehearsal.receiver import Endpoint, Receiver, parse_behaviour
-from shared.config import Config
-from shared.models import AttemptResult, Claim, ClaimRequest, Outcome
-from shared.signing import generate_secret
-from shared.store import Store
-from shared.store.sqlite import SqliteStore
+from hookline.rehearsal.receiver import Endpoint, Receiver, parse_behaviour
+from hookline.shared.config import Config
+from hookline.shared.models import AttemptResult, Claim, ClaimRequest, Outcome
+from hookline.shared.signing import generate_secret
+from hookline.shared.store import Store
+from hookline.shared.store.sqlite import SqliteStore
+from hookline.workers.loop import Worker
+from hookline.workers.sender import Sender
 from tests.conftest import new_event, settle
-from workers.loop import Worker
-from workers.sender import Sender
 
 FAST = Config(allow_networks="127.0.0.0/8", retry_base_s=0.05, retry_cap_s=0.1, max_attempts=3,
               lease_s=10.0, attempt_timeout_s=5.0, poll_interval_s=0.2,

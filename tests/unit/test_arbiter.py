@@ -12,11 +12,11 @@ from pathlib import Path
 
 import pytest
 
-from shared.process import lifecycle
-from supervisor import sdnotify
-from supervisor.arbiter import Arbiter
-from supervisor.child_exits import describe_exit, respawn_delay_s
-from supervisor.children import ChildSpec
+from hookline.shared.process import lifecycle
+from hookline.supervisor import sdnotify
+from hookline.supervisor.arbiter import Arbiter
+from hookline.supervisor.child_exits import describe_exit, respawn_delay_s
+from hookline.supervisor.children import ChildSpec
 
 
 def _status_of(code: str) -> int:

@@ -13,12 +13,12 @@ from pathlib import Path
 
 import pytest
 
-from ingest.maintenance import run_maintenance
-from shared.store.backup import remove_stale_temporaries, take_snapshot
-from shared.store.backup_format import SNAPSHOT_NAME, BackupError
-from shared.store.backup_restore import restore, verify_snapshot
-from shared.store.backup_schedule import list_snapshots, rotate, run_schedule
-from shared.store.sqlite import SqliteStore
+from hookline.ingest.maintenance import run_maintenance
+from hookline.shared.store.backup import remove_stale_temporaries, take_snapshot
+from hookline.shared.store.backup_format import SNAPSHOT_NAME, BackupError
+from hookline.shared.store.backup_restore import restore, verify_snapshot
+from hookline.shared.store.backup_schedule import list_snapshots, rotate, run_schedule
+from hookline.shared.store.sqlite import SqliteStore
 from tests.conftest import FakeClock, new_event
 
 pytestmark = pytest.mark.sqlite_only  # snapshots and the -wal file are SQLite's

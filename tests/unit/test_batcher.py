@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from ingest.batcher import Batcher, BatcherStopped, WriteTimedOut
+from hookline.ingest.batcher import Batcher, BatcherStopped, WriteTimedOut
 
 
 class Recorder:

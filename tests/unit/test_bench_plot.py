@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from rehearsal import bench_plot
-from rehearsal.bench import print_report
+from hookline.rehearsal import bench_plot
+from hookline.rehearsal.bench import print_report
 
 START_S = 1_800_000_000.0
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"

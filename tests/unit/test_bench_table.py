@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from rehearsal import bench_table
-from rehearsal.bench_table import BEGIN, END, BenchTableError
-from supervisor.cli import main
+from hookline.rehearsal import bench_table
+from hookline.rehearsal.bench_table import BEGIN, END, BenchTableError
+from hookline.supervisor.cli import main
 
 DATA = Path(__file__).parent / "data" / "bench"
 FLAT, STEADY = DATA / "flat.json", DATA / "steady.json"

@@ -13,8 +13,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from standardwebhooks.webhooks import Webhook, WebhookVerificationError
 
-from shared.client import InvalidSignature, TimestampOutOfTolerance, verify
-from shared.signing import generate_secret, signed_headers
+from hookline.shared.client import InvalidSignature, TimestampOutOfTolerance, verify
+from hookline.shared.signing import generate_secret, signed_headers
 
 OLD, NEW, OTHER = generate_secret(), generate_secret(32), generate_secret()
 BODY = b'{"id":"evt_1","type":"invoice.paid","data":{"amount":42}}'

@@ -8,8 +8,8 @@ import json
 
 import pytest
 
-from shared.logs import configure_logging
-from shared.process.clock import CLOCK_STEP_THRESHOLD_S, ClockStepDetector, watch_clock
+from hookline.shared.logs import configure_logging
+from hookline.shared.process.clock import CLOCK_STEP_THRESHOLD_S, ClockStepDetector, watch_clock
 
 
 class Clocks:

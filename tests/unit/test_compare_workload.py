@@ -7,9 +7,9 @@ import hashlib
 
 import pytest
 
-from rehearsal.compare.peer_tasks import load_destinations
-from rehearsal.compare.workload import body_index, delivery_figures, ratios
-from rehearsal.loadgen import event_body
+from hookline.rehearsal.compare.peer_tasks import load_destinations
+from hookline.rehearsal.compare.workload import body_index, delivery_figures, ratios
+from hookline.rehearsal.loadgen import event_body
 
 
 def sha(index: int) -> str:

@@ -9,11 +9,11 @@ from dataclasses import replace
 import pytest
 from structlog.testing import capture_logs
 
-from shared.endpoint_models import Destination
-from shared.errors import ConfigError, InvalidSetting, NotFound
-from shared.models import AttemptResult, ClaimRequest, Dead, Done, Retry
-from shared.policy import rules
-from shared.policy.delivery import (
+from hookline.shared.endpoint_models import Destination
+from hookline.shared.errors import ConfigError, InvalidSetting, NotFound
+from hookline.shared.models import AttemptResult, ClaimRequest, Dead, Done, Retry
+from hookline.shared.policy import rules
+from hookline.shared.policy.delivery import (
     BreakerPolicy,
     auto_pause_reason,
     choose_claims,
@@ -25,7 +25,7 @@ from shared.policy.delivery import (
     next_send_after,
     rate_limit_allows,
 )
-from shared.signing import generate_secret
+from hookline.shared.signing import generate_secret
 from tests.conftest import new_event
 
 NOW = 1_800_000_000.0

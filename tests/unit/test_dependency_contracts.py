@@ -15,9 +15,9 @@ import aiosqlite
 from aiohttp import web
 from aiohttp.web_protocol import RequestHandler
 
-from ingest.http_limits import IngestRequestHandler, IngestRunner, parser_limits
-from shared.config import Config
-from shared.store.sqlite import SqliteStore
+from hookline.ingest.http_limits import IngestRequestHandler, IngestRunner, parser_limits
+from hookline.shared.config import Config
+from hookline.shared.store.sqlite import SqliteStore
 
 AIOSQLITE_HOOK = (f"aiosqlite {aiosqlite.__version__}: SqliteStore._run runs each whole "
                   "transaction through the private Connection._execute(fn, *args, **kwargs) "

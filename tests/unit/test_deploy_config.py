@@ -8,7 +8,7 @@ import dataclasses
 import re
 from pathlib import Path
 
-from shared.config import Config
+from hookline.shared.config import Config
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "deploy" / "hookline.toml"
 _SETTING_LINE = re.compile(r"^(?:# )?([a-z_]+) = (.+?)(?:\s+# .*)?$")

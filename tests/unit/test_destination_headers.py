@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import pytest
 
-from shared.errors import ConfigError
-from shared.policy.rules import MAX_CUSTOM_HEADERS
-from shared.policy.rules import headers as check_headers
-from shared.signing import generate_secret
-from supervisor.cli.destinations import parse_header_options
+from hookline.shared.errors import ConfigError
+from hookline.shared.policy.rules import MAX_CUSTOM_HEADERS
+from hookline.shared.policy.rules import headers as check_headers
+from hookline.shared.signing import generate_secret
+from hookline.supervisor.cli.destinations import parse_header_options
 from tests.conftest import new_event
 
 

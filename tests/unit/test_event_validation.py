@@ -1,4 +1,5 @@
-"""ingest.validation.parse_event: every rule of the POST /v1/events envelope, without a socket."""
+"""hookline.ingest.validation.parse_event: every rule of the POST /v1/events envelope, without a
+socket."""
 
 from __future__ import annotations
 
@@ -6,8 +7,8 @@ import json
 
 import pytest
 
-from ingest.validation import MAX_DEPTH, BodyTooLarge, parse_event
-from shared.errors import InvalidEvent
+from hookline.ingest.validation import MAX_DEPTH, BodyTooLarge, parse_event
+from hookline.shared.errors import InvalidEvent
 
 LIMIT = 1024 * 1024
 

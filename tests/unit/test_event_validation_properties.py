@@ -11,9 +11,9 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ingest.validation import DEFAULT_SOURCE, parse_event
-from shared.errors import InvalidEvent
-from shared.policy.inputs import clip
+from hookline.ingest.validation import DEFAULT_SOURCE, parse_event
+from hookline.shared.errors import InvalidEvent
+from hookline.shared.policy.inputs import clip
 
 PROPERTY = settings(max_examples=200, derandomize=True, database=None, deadline=None)
 LIMIT = 64 * 1024

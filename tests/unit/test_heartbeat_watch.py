@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import os
 
-from supervisor.heartbeat_watch import HeartbeatWatch
+from hookline.supervisor.heartbeat_watch import HeartbeatWatch
 
 
 def test_age_counts_from_the_last_change_whatever_the_mtime(tmp_path):

@@ -77,13 +77,15 @@ def test_no_ingest_module_imports_another_inside_a_function() -> None:
 
 def test_the_app_assembly_imports_every_route_module_and_none_imports_it() -> None:
     graph = ingest_imports(INGEST_DIR)
-    importers = sorted(m for m, edges in graph.items() if "ingest.app" in edges)
-    assert importers == ["ingest.main"]
-    assert {"ingest.events_api", "ingest.sources_api", "ingest.admin_api",
-            "ingest.health"} <= set(graph["ingest.app"])
+    importers = sorted(m for m, edges in graph.items() if "hookline.ingest.app" in edges)
+    assert importers == ["hookline.ingest.main"]
+    assert {"hookline.ingest.events_api", "hookline.ingest.sources_api",
+            "hookline.ingest.admin_api",
+            "hookline.ingest.health"} <= set(graph["hookline.ingest.app"])
 
 
-@pytest.mark.parametrize("module", sorted(set(ingest_imports(INGEST_DIR)) - {"ingest.__main__"}))
+@pytest.mark.parametrize("module",
+                         sorted(set(ingest_imports(INGEST_DIR)) - {"hookline.ingest.__main__"}))
 def test_every_ingest_module_imports(module: str) -> None:
     importlib.import_module(module)
 

@@ -7,10 +7,10 @@ from typing import Any
 
 import pytest
 
-from shared.config import Config
-from shared.errors import InvalidInput, InvalidSetting
-from shared.policy.inputs import refuse_unknown
-from shared.policy.rules import header_problem
+from hookline.shared.config import Config
+from hookline.shared.errors import InvalidInput, InvalidSetting
+from hookline.shared.policy.inputs import refuse_unknown
+from hookline.shared.policy.rules import header_problem
 
 BAD_SETTINGS: list[tuple[dict[str, Any], str]] = [
     ({"workers": -1}, "workers"),

@@ -9,7 +9,7 @@ import time
 import pytest
 import structlog
 
-from shared.logs import render_json, stamp_iso_utc
+from hookline.shared.logs import render_json, stamp_iso_utc
 
 
 @pytest.mark.parametrize("nanos", [

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from shared.store.sqlite import SqliteStore
-from supervisor.cli.main import main
+from hookline.shared.store.sqlite import SqliteStore
+from hookline.supervisor.cli.main import main
 from tests.conftest import new_event
 
 

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from shared.logs import ReopeningFile, rotate_log_file
-from supervisor.cli.logs import _follow_file
-from supervisor.logview import LogFilter, format_record, parse_line
+from hookline.shared.logs import ReopeningFile, rotate_log_file
+from hookline.supervisor.cli.logs import _follow_file
+from hookline.supervisor.logview import LogFilter, format_record, parse_line
 
 
 def rec(event: str, **fields: object) -> dict[str, object]:

@@ -8,19 +8,19 @@ import json
 import os
 from pathlib import Path
 
-from shared.metrics_catalog import (
+from hookline.shared.metrics_catalog import (
     ACCEPT_SECONDS_BUCKETS,
     CHILDREN_ALIVE,
     INGEST_ACCEPT_SECONDS,
     INGEST_REQUESTS,
 )
-from shared.process.metrics_file import (
+from hookline.shared.process.metrics_file import (
     ProcessMetrics,
     SnapshotWriter,
     merge_snapshots,
     read_snapshots,
 )
-from supervisor.metrics import restart_cause
+from hookline.supervisor.metrics import restart_cause
 
 ROUTE = ("POST /v1/events", "202")
 

@@ -12,9 +12,9 @@ from aiohttp.abc import AbstractResolver
 from hypothesis import given
 from hypothesis import strategies as st
 
-from rehearsal.receiver import Endpoint, Receiver
-from shared.errors import DestinationBlocked
-from shared.policy.netguard import (
+from hookline.rehearsal.receiver import Endpoint, Receiver
+from hookline.shared.errors import DestinationBlocked
+from hookline.shared.policy.netguard import (
     AddressPolicy,
     BlockedAddress,
     GuardedResolver,
@@ -22,7 +22,7 @@ from shared.policy.netguard import (
     parse_numeric_host,
     vet_url,
 )
-from shared.signing import generate_secret
+from hookline.shared.signing import generate_secret
 
 DEFAULT = AddressPolicy()
 BLOCKED_HOSTS = [

@@ -16,8 +16,8 @@ import ipaddress
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from shared.errors import DestinationBlocked
-from shared.policy.netguard import (
+from hookline.shared.errors import DestinationBlocked
+from hookline.shared.policy.netguard import (
     _EXTRA_BLOCKED,
     AddressPolicy,
     blocked_reason,

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from ingest.rate_limit import SourceRateLimiter, retry_after_s
-from shared.config import Config
-from shared.errors import ConfigError
+from hookline.ingest.rate_limit import SourceRateLimiter, retry_after_s
+from hookline.shared.config import Config
+from hookline.shared.errors import ConfigError
 from tests.conftest import FakeClock
 
 

@@ -7,9 +7,9 @@ from pathlib import Path
 
 from structlog.testing import capture_logs
 
-from shared.errors import ConfigError, StoreBusy, StoreError, StoreUnavailable
-from shared.faults import CappedBackoff, StoreOutage, is_transient
-from supervisor.readiness import Readiness
+from hookline.shared.errors import ConfigError, StoreBusy, StoreError, StoreUnavailable
+from hookline.shared.faults import CappedBackoff, StoreOutage, is_transient
+from hookline.supervisor.readiness import Readiness
 
 
 def test_ready_only_when_every_slot_marker_names_a_live_child(tmp_path: Path) -> None:

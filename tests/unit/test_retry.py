@@ -6,8 +6,8 @@ import random
 
 import pytest
 
-from shared.models import AttemptResult, Dead, Done, Retry
-from shared.policy.retry import Backoff, Verdict, classify, next_attempt
+from hookline.shared.models import AttemptResult, Dead, Done, Retry
+from hookline.shared.policy.retry import Backoff, Verdict, classify, next_attempt
 
 BACKOFF = Backoff(base_s=10.0, cap_s=3600.0, max_attempts=5)
 
@@ -69,7 +69,7 @@ def test_redirect_is_recorded_with_location():
 
 def test_default_schedule_outlasts_a_day():
     """With the shipped defaults the shortest total schedule is longer than 24 hours."""
-    from shared.config import Config
+    from hookline.shared.config import Config
 
     cfg = Config()
     b = Backoff(base_s=cfg.retry_base_s, cap_s=cfg.retry_cap_s, max_attempts=cfg.max_attempts)

@@ -11,10 +11,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from structlog.testing import capture_logs
 
-from shared.config import Config
-from shared.errors import ConfigError
-from shared.models import AttemptResult, Dead, Retry
-from shared.policy.retry import Backoff, Verdict, classify, next_attempt, parse_retry_after
+from hookline.shared.config import Config
+from hookline.shared.errors import ConfigError
+from hookline.shared.models import AttemptResult, Dead, Retry
+from hookline.shared.policy.retry import Backoff, Verdict, classify, next_attempt, parse_retry_after
 
 NOW = 1_800_000_000.0  # 2027-01-15T08:00:00Z
 BACKOFF = Backoff(base_s=10.0, cap_s=3600.0, max_attempts=10)

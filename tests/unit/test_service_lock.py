@@ -9,16 +9,16 @@ from pathlib import Path
 
 import pytest
 
-from shared.config import Config, ingest_not_ready_reason
-from shared.db_url import StorageRefused
-from shared.errors import ConfigError
-from shared.process.service_lock import (
+from hookline.shared.config import Config, ingest_not_ready_reason
+from hookline.shared.db_url import StorageRefused
+from hookline.shared.errors import ConfigError
+from hookline.shared.process.service_lock import (
     ServiceLock,
     ServiceLocked,
     held_service_locks,
     service_lock_paths,
 )
-from shared.store.checks import check_database_folder, storage_preflight
+from hookline.shared.store.checks import check_database_folder, storage_preflight
 
 
 def test_sqlite_locks_the_database_and_the_runtime_folder_postgresql_only_the_folder(

@@ -7,8 +7,8 @@ from standardwebhooks.webhooks import Webhook, WebhookVerificationError
 from svix.webhooks import Webhook as SvixWebhook
 from svix.webhooks import WebhookVerificationError as SvixVerificationError
 
-from shared.errors import ConfigError
-from shared.signing import (
+from hookline.shared.errors import ConfigError
+from hookline.shared.signing import (
     generate_secret,
     new_message_id,
     new_message_ids,
@@ -74,7 +74,7 @@ def test_message_id_is_the_ulid_layout_in_crockford_base32(monkeypatch):
     """msg_ + 26 digits: 48 bits of milliseconds then the 80 random bits, most significant
     first, in lower-case Crockford base32 (checked against a digit-by-digit encoding)."""
     random_bits = bytes(range(1, 11))
-    monkeypatch.setattr("shared.signing.os.urandom", lambda n: random_bits)
+    monkeypatch.setattr("hookline.shared.signing.os.urandom", lambda n: random_bits)
     now_s = 1_796_000_000.123
     value = (int(now_s * 1000) << 80) | int.from_bytes(random_bits, "big")
     alphabet = "0123456789abcdefghjkmnpqrstvwxyz"

@@ -13,17 +13,17 @@ from datetime import UTC, datetime
 import pytest
 from standardwebhooks.webhooks import Webhook
 
-from ingest.source_verify import (
+from hookline.ingest.source_verify import (
     verify,
     verify_github,
     verify_standard,
     verify_stripe,
     verify_token,
 )
-from shared.endpoint_models import Source
-from shared.errors import InvalidEvent, SignatureInvalid
-from shared.policy.sources import check_source, generate_source_secret
-from shared.signing import generate_secret
+from hookline.shared.endpoint_models import Source
+from hookline.shared.errors import InvalidEvent, SignatureInvalid
+from hookline.shared.policy.sources import check_source, generate_source_secret
+from hookline.shared.signing import generate_secret
 
 NOW = 1_800_000_000
 GH_SECRET = "It's a Secret to Everybody"
@@ -331,7 +331,7 @@ def test_source_rules_and_generated_secrets():
     """Names are URL-safe tokens (not `api`), schemes are the four known, standard needs a
     whsec_ secret, others 16+ characters; generated secrets pass the rules; stripe secrets
     are never generated."""
-    from shared.errors import ConfigError
+    from hookline.shared.errors import ConfigError
 
     for scheme in ("github", "standard", "token"):
         assert check_source("src", scheme, generate_source_secret(scheme)) == scheme

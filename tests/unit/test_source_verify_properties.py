@@ -13,8 +13,13 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ingest.source_verify import verify_github, verify_standard, verify_stripe, verify_token
-from shared.errors import InvalidEvent, SignatureInvalid
+from hookline.ingest.source_verify import (
+    verify_github,
+    verify_standard,
+    verify_stripe,
+    verify_token,
+)
+from hookline.shared.errors import InvalidEvent, SignatureInvalid
 
 NOW = 1_800_000_000
 PROPERTY = settings(max_examples=200, derandomize=True, database=None, deadline=None)

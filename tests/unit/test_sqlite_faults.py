@@ -1,4 +1,4 @@
-"""SQLite driver errors are classified in one place (shared.faults.sqlite_fault): a lock
+"""SQLite driver errors are classified in one place (hookline.shared.faults.sqlite_fault): a lock
 held past the busy timeout, a full disk and a read-only file are transient (StoreUnavailable: the
 service retries and ingest answers 503), a file that is not a database is permanent. Every
 error here is raised by a real SQLite file, none is built by hand."""
@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from shared.errors import StoreBusy, StoreError, StoreUnavailable
-from shared.faults import sqlite_fault
-from shared.store.sqlite import SqliteStore
+from hookline.shared.errors import StoreBusy, StoreError, StoreUnavailable
+from hookline.shared.faults import sqlite_fault
+from hookline.shared.store.sqlite import SqliteStore
 from tests.conftest import new_event
 
 

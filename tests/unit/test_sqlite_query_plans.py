@@ -10,7 +10,7 @@ import sqlite3
 
 import pytest
 
-from shared.store.queries import load_queries
+from hookline.shared.store.queries import load_queries
 from tests.conftest import new_event
 
 HOT_PATH = ("claim_probe", "due_work_exists", "destination_slots", "due_jobs", "kill_lost_at_cap",

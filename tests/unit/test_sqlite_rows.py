@@ -7,9 +7,14 @@ from pathlib import Path
 
 import pytest
 
-from shared.models import Accepted, Duplicate, NewEvent
-from shared.store.sqlite import Q, SqliteStore
-from shared.store.sqlite_rows import ROWS_PER_STATEMENT, chunk_sizes, insert_rows, row_insert
+from hookline.shared.models import Accepted, Duplicate, NewEvent
+from hookline.shared.store.sqlite import Q, SqliteStore
+from hookline.shared.store.sqlite_rows import (
+    ROWS_PER_STATEMENT,
+    chunk_sizes,
+    insert_rows,
+    row_insert,
+)
 
 _ITEMS = """
 CREATE TABLE items (id INTEGER PRIMARY KEY AUTOINCREMENT, name TEXT NOT NULL UNIQUE,

@@ -21,8 +21,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from shared.store.sqlite import Q, SqliteStore
-from shared.store.sqlite_rows import ROWS_PER_STATEMENT, TableShape, insert_rows, row_insert
+from hookline.shared.store.sqlite import Q, SqliteStore
+from hookline.shared.store.sqlite_rows import (
+    ROWS_PER_STATEMENT,
+    TableShape,
+    insert_rows,
+    row_insert,
+)
 
 PROPERTY = settings(max_examples=60, derandomize=True, database=None, deadline=None)
 EVENT_COLUMNS = ("message_id", "source", "source_event_id", "type", "body",

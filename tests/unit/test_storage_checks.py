@@ -10,11 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from shared.config import Config
-from shared.db_url import StorageRefused, sqlite_path
-from shared.errors import ConfigError
-from shared.store import open_store
-from shared.store.checks import (
+from hookline.shared.config import Config
+from hookline.shared.db_url import StorageRefused, sqlite_path
+from hookline.shared.errors import ConfigError
+from hookline.shared.store import open_store
+from hookline.shared.store.checks import (
     check_journal_mode,
     enable_wal,
     mount_of,
@@ -23,7 +23,7 @@ from shared.store.checks import (
     refuse_network_filesystem,
     unsafe_filesystem,
 )
-from shared.store.sqlite import SqliteStore
+from hookline.shared.store.sqlite import SqliteStore
 
 # Real /proc/self/mountinfo lines (proc(5) format), from a host with NFS, sshfs, virtiofs,
 # a bindfs mount and a mount point with a space (escaped as \040).

@@ -3,9 +3,9 @@ SQLite and PostgreSQL (the backlog benchmark seeds its database this way)."""
 
 from __future__ import annotations
 
-from shared.models import NewEvent
-from shared.signing import generate_secret
-from shared.store import Store
+from hookline.shared.models import NewEvent
+from hookline.shared.signing import generate_secret
+from hookline.shared.store import Store
 
 SECRET = generate_secret()
 

@@ -12,10 +12,10 @@ from typing import Any
 
 import pytest
 
-from shared.models import Accepted, Duplicate, NewEvent
-from shared.store import Store
-from shared.store.sqlite import SqliteStore
-from shared.store.wakeup import WakeListener, wake_dir_for
+from hookline.shared.models import Accepted, Duplicate, NewEvent
+from hookline.shared.store import Store
+from hookline.shared.store.sqlite import SqliteStore
+from hookline.shared.store.wakeup import WakeListener, wake_dir_for
 from tests.conftest import query_db
 
 SECRET = "whsec_" + "A" * 32
@@ -203,7 +203,7 @@ def test_an_upsert_that_updates_runs_row_by_row(tmp_path: Path):
     """RETURNING names an updated row too, but an updated row keeps its rowid (not above
     the table's largest before the insert): the read-back by rowid would drop it, so an
     upsert that updates must not take the multi-row path."""
-    from shared.store.sqlite_rows import insert_rows, row_insert
+    from hookline.shared.store.sqlite_rows import insert_rows, row_insert
 
     upsert = """INSERT INTO items (name, size) VALUES (:name, :size)
 ON CONFLICT (name) DO UPDATE SET size = excluded.size
@@ -230,7 +230,7 @@ def test_a_read_back_outside_a_transaction_is_refused(tmp_path: Path):
     transaction each statement commits alone and another writer's rows could land between,
     so it is refused rather than answered wrong. One that cannot skip takes its rowids from
     the statement itself, inside a transaction or not."""
-    from shared.store.sqlite_rows import insert_rows, row_insert
+    from hookline.shared.store.sqlite_rows import insert_rows, row_insert
 
     may_skip = row_insert("INSERT INTO items (name) VALUES (:name) "
                           "ON CONFLICT (name) DO NOTHING RETURNING id, name")

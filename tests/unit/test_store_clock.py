@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from shared.models import AttemptResult, Retry
-from shared.signing import generate_secret
-from shared.store.clock import StoreClock, boot_id, reanchor_file
-from shared.store.sqlite import SqliteStore
+from hookline.shared.models import AttemptResult, Retry
+from hookline.shared.signing import generate_secret
+from hookline.shared.store.clock import StoreClock, boot_id, reanchor_file
+from hookline.shared.store.sqlite import SqliteStore
 from tests.conftest import new_event
 
 FAILED = AttemptResult(started_at=0.0, duration_s=0.01, status_code=503)

@@ -14,14 +14,22 @@ from typing import Any
 import asyncpg
 import pytest
 
-from shared.errors import ConfigError, Conflict, NotFound
-from shared.models import Accepted, AttemptResult, ClaimRequest, Dead, Done, Duplicate, Retry
-from shared.operator_models import EventFilter, JobSelection
-from shared.policy.delivery import BreakerPolicy
-from shared.store import SqliteDiagnostics, Store
-from shared.store.postgres import PostgresStore, _query
-from shared.store.queries import load_queries
-from shared.store.sqlite import SqliteStore
+from hookline.shared.errors import ConfigError, Conflict, NotFound
+from hookline.shared.models import (
+    Accepted,
+    AttemptResult,
+    ClaimRequest,
+    Dead,
+    Done,
+    Duplicate,
+    Retry,
+)
+from hookline.shared.operator_models import EventFilter, JobSelection
+from hookline.shared.policy.delivery import BreakerPolicy
+from hookline.shared.store import SqliteDiagnostics, Store
+from hookline.shared.store.postgres import PostgresStore, _query
+from hookline.shared.store.queries import load_queries
+from hookline.shared.store.sqlite import SqliteStore
 from tests.conftest import new_event
 
 SECRET = "whsec_" + "A" * 32
@@ -194,8 +202,8 @@ BATCH_COLUMNS = {
         "lease_tokens", "started_ats", "durations_s", "status_codes", "errors",
         "response_excerpts", "response_headers", "locations"},
 }
-"""A batch parameter (shared.store.ops.Rows) reaches SQLite as one JSON array of arrays under
-its own name and PostgreSQL as one array per column: (query, SQLite name) -> the columns."""
+"""A batch parameter (hookline.shared.store.ops.Rows) reaches SQLite as one JSON array of arrays
+under its own name and PostgreSQL as one array per column: (query, SQLite name) -> the columns."""
 SQLITE_IGNORES = {"destination_slots": {"destination_ids"}}
 """Parameters the logic passes that SQLite's query does not read: its single writer locks no
 destination, so it counts the free slots of every destination, not of the locked ones."""

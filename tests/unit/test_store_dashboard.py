@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from shared.errors import ConfigError, NotFound
-from shared.models import AttemptResult, Dead, Done, Retry
+from hookline.shared.errors import ConfigError, NotFound
+from hookline.shared.models import AttemptResult, Dead, Done, Retry
 from tests.conftest import new_event
 
 LEASE_S = 30.0

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from shared.errors import ConfigError, Conflict, NotFound
-from shared.models import AttemptResult, Dead, Done, Retry
-from shared.operator_models import EventFilter, JobSelection
+from hookline.shared.errors import ConfigError, Conflict, NotFound
+from hookline.shared.models import AttemptResult, Dead, Done, Retry
+from hookline.shared.operator_models import EventFilter, JobSelection
 from tests.conftest import execute_db, new_event
 
 LEASE_S = 30.0

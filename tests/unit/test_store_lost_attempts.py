@@ -5,7 +5,7 @@ job over or makes it dead; a closed attempt's outcome never changes afterwards, 
 
 from __future__ import annotations
 
-from shared.models import AttemptResult, Done, Retry
+from hookline.shared.models import AttemptResult, Done, Retry
 from tests.conftest import execute_db, new_event, opened_store, query_db
 
 LOST_AT_CAP = "worker lost (lease expired on the final attempt)"

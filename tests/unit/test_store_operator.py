@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from shared.errors import ConfigError, Conflict, NotFound
-from shared.models import AttemptResult, Dead, Done
+from hookline.shared.errors import ConfigError, Conflict, NotFound
+from hookline.shared.models import AttemptResult, Dead, Done
 from tests.conftest import execute_db, new_event
 
 LEASE_S = 30.0

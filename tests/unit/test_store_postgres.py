@@ -9,12 +9,12 @@ from collections import Counter
 
 import pytest
 
-from shared.errors import StoreError
-from shared.models import AttemptResult, Done
-from shared.store import open_store
-from shared.store.postgres import PostgresStore
-from shared.store.queries import load_migrations, load_queries
-from shared.store.sqlite import SqliteStore
+from hookline.shared.errors import StoreError
+from hookline.shared.models import AttemptResult, Done
+from hookline.shared.store import open_store
+from hookline.shared.store.postgres import PostgresStore
+from hookline.shared.store.queries import load_migrations, load_queries
+from hookline.shared.store.sqlite import SqliteStore
 from tests.conftest import new_event
 
 OK = AttemptResult(started_at=0.0, duration_s=0.01, status_code=200)
@@ -134,7 +134,7 @@ async def test_check_writable_passes_and_refuses_a_read_only_database(pg_url, pg
 async def test_sources_crud_on_both_backends(store):
     """Sources: add, refuse a taken name (Conflict), get, list, soft-remove (the name is
     free again), NotFound for missing names: the same on SQLite and PostgreSQL."""
-    from shared.errors import Conflict, NotFound
+    from hookline.shared.errors import Conflict, NotFound
 
     added = await store.add_source(name="gh", scheme="github", secret="s" * 32)
     with pytest.raises(Conflict):
@@ -169,7 +169,7 @@ async def test_claim_reads_only_what_it_takes_however_long_the_backlog(pg_url, a
     table statistics nor before autovacuum has gathered any (a burst into a new table)."""
     import asyncpg
 
-    from shared.store.postgres import _query  # the named SQL itself
+    from hookline.shared.store.postgres import _query  # the named SQL itself
 
     async with PostgresStore(pg_url) as store:
         await store.add_destination(name="d", url="http://127.0.0.1:9/", event_types=["*"],

@@ -4,7 +4,7 @@ that may take over; one that may not skips it and reports it waiting."""
 
 from __future__ import annotations
 
-from shared.models import AttemptResult, ClaimRequest, Done
+from hookline.shared.models import AttemptResult, ClaimRequest, Done
 from tests.conftest import new_event
 
 OK = AttemptResult(started_at=0.0, duration_s=0.01, status_code=200)

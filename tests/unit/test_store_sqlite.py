@@ -8,8 +8,16 @@ import sqlite3
 
 import pytest
 
-from shared.errors import Conflict, NotFound
-from shared.models import Accepted, AttemptResult, ClaimRequest, Dead, Done, Duplicate, Retry
+from hookline.shared.errors import Conflict, NotFound
+from hookline.shared.models import (
+    Accepted,
+    AttemptResult,
+    ClaimRequest,
+    Dead,
+    Done,
+    Duplicate,
+    Retry,
+)
 from tests.conftest import new_event
 
 OK = AttemptResult(started_at=0.0, duration_s=0.01, status_code=200)
@@ -286,7 +294,7 @@ async def test_body_bytes_are_stored_exactly(store, destination_factory):
 
 async def test_reopen_keeps_schema_and_data(tmp_path, clock):
     """Opening an existing file applies no migration twice and keeps its rows; file is 0600."""
-    from shared.store.sqlite import SqliteStore
+    from hookline.shared.store.sqlite import SqliteStore
 
     path = tmp_path / "x.db"
     async with SqliteStore(str(path), clock=clock) as s:

@@ -10,8 +10,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from shared.config import Config
-from shared.process.lifecycle import (
+from hookline.shared.config import Config
+from hookline.shared.process.lifecycle import (
     BOOT_ERROR_EXIT,
     REFUSED_EXIT,
     TRANSIENT_EXIT,

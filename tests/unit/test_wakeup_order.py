@@ -8,7 +8,7 @@ import socket
 import struct
 from pathlib import Path
 
-from shared.store.wakeup import WakeNotifier
+from hookline.shared.store.wakeup import WakeNotifier
 
 SO_TIMESTAMPNS = getattr(socket, "SO_TIMESTAMPNS", 35)  # Linux's value; Python 3.11 lacks it
 

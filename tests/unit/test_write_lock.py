@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from shared.errors import StoreBusy
-from shared.store.write_lock import DurationHistogram, WriteLock
+from hookline.shared.errors import StoreBusy
+from hookline.shared.store.write_lock import DurationHistogram, WriteLock
 from tests.conftest import new_event
 
 
