@@ -50,6 +50,7 @@ from hookline.rehearsal.harness import (
     wait_healthy,
 )
 from hookline.shared.db_url import is_postgres_url
+from hookline.shared.process.spawn import child_import_env
 from hookline.shared.signing import generate_secret
 from hookline.shared.store import open_store
 
@@ -295,7 +296,7 @@ class Receiver:
 def bench_env(work: Path) -> dict[str, str]:
     """The environment of the bench's children: this checkout importable, LOCAL_SETTINGS, and
     runtime files in `work` (a server database has no folder, so they go there on SQLite too)."""
-    return {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1]),
+    return {**os.environ, **child_import_env(),
             **LOCAL_SETTINGS, "HOOKLINE_RUNTIME_DIR": str(work / "run"),
             "HOOKLINE_PID_FILE": str(work / "hookline.pid")}
 
@@ -317,7 +318,8 @@ def receiver_process(env: dict[str, str], behaviours: tuple[str, ...] | None = N
             receiver fixture with one endpoint per spec, whose behaviour `PUT /_behaviour/NAME`
             changes.
     """
-    module = "hookline.rehearsal.fast_receiver" if behaviours is None else "hookline.rehearsal.receiver"
+    module = ("hookline.rehearsal.fast_receiver" if behaviours is None
+              else "hookline.rehearsal.receiver")
     behaviours = behaviours or ("ok", "ok", "ok")
     secrets = tuple(generate_secret() for _ in behaviours)
     specs = [f"d{n}={secret}:{behaviour}"

@@ -24,9 +24,11 @@ from typing import Any
 
 import aiohttp
 
+from hookline.shared.process.spawn import CODE_ROOT, child_import_env
 from hookline.shared.store import Store
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = CODE_ROOT
+"""The folder holding the `hookline` package: the children's working directory."""
 
 # Drills run on 127.0.0.1 with tokens made up per run, and let destinations reach loopback
 # (the SSRF guard refuses it by default).
@@ -100,7 +102,7 @@ def free_port() -> int:
 def child_env(settings: dict[str, str] | None = None) -> dict[str, str]:
     """This environment with this checkout importable and `settings` (HOOKLINE_*) applied."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("HOOKLINE_")}
-    env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
+    env.update(child_import_env(env))
     return {**env, **(settings or {})}
 
 

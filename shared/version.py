@@ -11,7 +11,11 @@ import tomllib
 from importlib import metadata
 from pathlib import Path
 
-_PYPROJECT = Path(__file__).resolve().parents[1] / "pyproject.toml"
+import hookline
+
+# hookline/__init__.py is a real file (in a checkout hookline/shared is a symlink to shared/):
+# the folder above its own is the checkout, or site-packages when installed.
+_PYPROJECT = Path(hookline.__file__).resolve().parents[1] / "pyproject.toml"
 
 
 def _read_version() -> str:

@@ -29,7 +29,8 @@ class ChildSpec:
 
     Attributes:
         slot: stable name of the slot, e.g. ``ingest`` or ``worker-1``; logged on every line.
-        argv: full command, e.g. ``(sys.executable, "-m", "workers", "--slot", "worker-1")``.
+        argv: full command, e.g.
+            ``(sys.executable, "-P", "-m", "hookline.workers", "--slot", "worker-1")``.
         env: variables set on top of the supervisor's environment; None adds nothing.
             systemd's `NOTIFY_SOCKET`/`WATCHDOG_*` are never passed on.
         heartbeat_file: a file the child touches from its event loop; the arbiter touches it

@@ -1,10 +1,9 @@
 """How the supervisor starts a child so that it imports hookline's own modules.
 
 `python -m hookline.ingest` puts the working directory first on the import path, so a service
-started from a folder holding packages named `shared`, `ingest` or `workers` (an application's own
-repository, say) would run those instead, and every child would crash-loop on an import
-error. Children therefore start with `-P` (Python 3.11+: prepend nothing unsafe to the import
-path) and with the folder that holds this copy of hookline first on PYTHONPATH, ahead of
+started from a folder holding a package named `hookline` (another checkout, say) would run that
+one instead. Children therefore start with `-P` (Python 3.11+: prepend nothing unsafe to the
+import path) and with the folder that holds this copy of hookline first on PYTHONPATH, ahead of
 whatever the caller's PYTHONPATH holds.
 """
 
@@ -15,8 +14,13 @@ import sys
 from collections.abc import Mapping
 from pathlib import Path
 
-CODE_ROOT = Path(__file__).resolve().parents[2]
-"""The folder that holds the running `shared` package (a checkout, or site-packages)."""
+import hookline
+
+# hookline/__init__.py is a real file in a checkout (where hookline/shared and its siblings are
+# symlinks to the top-level folders) and in site-packages alike: its folder's parent is the
+# import root either way, which this module's own resolved path would not be in a checkout.
+CODE_ROOT = Path(hookline.__file__).resolve().parents[1]
+"""The folder that holds the running `hookline` package (a checkout, or site-packages)."""
 
 
 def child_argv(module: str, *args: str) -> tuple[str, ...]:

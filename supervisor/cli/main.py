@@ -36,7 +36,7 @@ COMMAND_MODULES = (
     "hookline.supervisor.cli.sources",
     "hookline.supervisor.cli.send",
 )
-_OWN_PACKAGES = frozenset({"shared", "ingest", "workers", "supervisor", "rehearsal"})
+_OWN_PACKAGE = "hookline"
 _CONFIG_FLAGS = ("db", "log_level", "workers", "listen")
 
 
@@ -123,7 +123,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
     except ModuleNotFoundError as exc:
-        if exc.name is None or exc.name.partition(".")[0] in _OWN_PACKAGES:
+        if exc.name is None or exc.name.partition(".")[0] == _OWN_PACKAGE:
             raise  # a broken install of hookline itself: the traceback is the report
         # demo, receiver, rehearse and bench use packages the runtime-only install lacks.
         return fail(f"this command needs the Python package {exc.name!r}, which is not "

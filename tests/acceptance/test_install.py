@@ -129,11 +129,14 @@ def test_documented_install_into_a_prefix(tmp_path: Path):
     assert list(venv_site.glob("hookline-*.dist-info/**/LICENSE")), "LICENSE not shipped"
     shown = hookline("--version")
     assert shown.returncode == 0 and shown.stdout.strip() == f"hookline {version}", shown
-    # The installed code, not this checkout, answers; the test extras are not importable.
-    where = subprocess.run([str(venv_python), "-c", "import shared, importlib.util as u; "
-                            "print(shared.__file__, u.find_spec('pytest'))"],
+    # The installed code, not this checkout, answers under its one import name; neither the
+    # repository's folder names nor the test extras are importable.
+    where = subprocess.run([str(venv_python), "-c", "import hookline, importlib.util as u; "
+                            "print(hookline.__file__, [n for n in ('shared', 'ingest', "
+                            "'workers', 'supervisor', 'rehearsal') if u.find_spec(n)], "
+                            "u.find_spec('pytest'))"],
                            capture_output=True, text=True, env=env, cwd="/", timeout=60)
-    assert str(venv_site) in where.stdout and where.stdout.strip().endswith("None"), where
+    assert str(venv_site) in where.stdout and where.stdout.strip().endswith("[] None"), where
 
     db = prefix / "var/lib/hookline/hookline.db"
     refused = hookline("--config", str(config), "stats")

@@ -38,12 +38,14 @@ def closed_port() -> int:
 
 def run_child(module: str, config: Config, tmp_path: Path, timeout_s: float = 30
               ) -> tuple[int, list[dict[str, Any]], float]:
-    """Run `python -m MODULE` to its end; (exit code, its JSON log lines, seconds taken)."""
+    """Run `python -m hookline.MODULE` (`workers` or `ingest`) to its end; (exit code, its
+    JSON log lines, seconds taken)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("HOOKLINE_")}
     env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
     started = time.monotonic()
-    done = subprocess.run([sys.executable, "-m", module, "--config-json", config.to_json(),
-                           "--slot", "worker-1" if module == "workers" else "ingest"],
+    done = subprocess.run([sys.executable, "-m", f"hookline.{module}", "--config-json",
+                           config.to_json(), "--slot",
+                           "worker-1" if module == "workers" else "ingest"],
                           capture_output=True, text=True, env=env, cwd=ROOT,
                           timeout=timeout_s, check=False)
     took_s = time.monotonic() - started

@@ -19,10 +19,12 @@ NODES = ("supervisor/", "ingest/", "workers/", "rehearsal/",
 
 
 def _node(module: str) -> str | None:
-    """The graph node of a dotted module name, or None for a module outside the product."""
+    """The graph node of a dotted module name (`hookline.shared.store.sqlite`), or None for a
+    module outside the product."""
     parts = module.split(".")
-    if parts[0] not in FOLDERS:
+    if parts[0] != "hookline" or len(parts) < 2 or parts[1] not in FOLDERS:
         return None
+    parts = parts[1:]
     if parts[0] == "shared" and len(parts) > 1 and parts[1] in SHARED_PACKAGES:
         return f"shared/{parts[1]}/"
     return f"{parts[0]}/"
@@ -33,14 +35,14 @@ def import_graph() -> dict[str, set[str]]:
     graph: dict[str, set[str]] = {node: set() for node in NODES}
     for folder in FOLDERS:
         for path in sorted((ROOT / folder).rglob("*.py")):
-            source = _node(".".join(path.relative_to(ROOT).with_suffix("").parts))
+            source = _node(".".join(("hookline", *path.relative_to(ROOT).with_suffix("").parts)))
             assert source is not None
             for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
                 targets: list[str] = []
                 if isinstance(node, ast.Import):
                     targets = [alias.name for alias in node.names]
                 elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
-                    # `from shared import store` names a subpackage, not a shared module
+                    # `from hookline.shared import store` names a subpackage, not a shared module
                     targets = [f"{node.module}.{alias.name}" for alias in node.names]
                 for target in targets:
                     imported = _node(target)

@@ -16,15 +16,18 @@ import pytest
 INGEST_DIR = Path(__file__).resolve().parents[2] / "ingest"
 
 
-def ingest_imports(package_dir: Path) -> dict[str, dict[str, bool]]:
+def ingest_imports(package_dir: Path, package: str = "hookline.ingest"
+                   ) -> dict[str, dict[str, bool]]:
     """Which ingest modules each module of `package_dir` imports.
+
+    Args:
+        package_dir: the package's folder.
+        package: the dotted name its modules are imported as.
 
     Returns:
         {module: {imported ingest module: True when imported at module level, False when
         only inside a function or class body}} for every `*.py` in `package_dir`.
     """
-    package = package_dir.name
-
     def name(path: Path) -> str:
         return package if path.stem == "__init__" else f"{package}.{path.stem}"
 
@@ -79,9 +82,8 @@ def test_the_app_assembly_imports_every_route_module_and_none_imports_it() -> No
     graph = ingest_imports(INGEST_DIR)
     importers = sorted(m for m, edges in graph.items() if "hookline.ingest.app" in edges)
     assert importers == ["hookline.ingest.main"]
-    assert {"hookline.ingest.events_api", "hookline.ingest.sources_api",
-            "hookline.ingest.admin_api",
-            "hookline.ingest.health"} <= set(graph["hookline.ingest.app"])
+    assert {f"hookline.ingest.{name}" for name in ("events_api", "sources_api", "admin_api",
+                                                   "health")} <= set(graph["hookline.ingest.app"])
 
 
 @pytest.mark.parametrize("module",
@@ -96,6 +98,6 @@ def test_the_checker_finds_a_cycle_hidden_in_a_function(tmp_path: Path) -> None:
     (package / "__init__.py").write_text("")
     (package / "a.py").write_text("from ingest import b\n")
     (package / "b.py").write_text("def f():\n    from ingest.a import x\n    return x\n")
-    graph = ingest_imports(package)
+    graph = ingest_imports(package, "ingest")
     assert graph["ingest.b"] == {"ingest.a": False}
     assert cycle_in(graph) is not None
