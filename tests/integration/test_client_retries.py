@@ -216,8 +216,13 @@ async def test_past_the_deadline_it_is_unavailable(server, make_client):
         await close()
     assert time.monotonic() - started < 1.2  # gave up at the deadline, not after
     error = caught.value
-    assert error.event_id == "late-1" and error.attempts == len(script.seen) >= 3
-    assert "503 store_unavailable: retry shortly" in error.last_error
+    assert error.event_id == "late-1" and len(script.seen) >= 3
+    if "no answer" in error.last_error:
+        # The last attempt ran into the deadline (a slow machine): counted, maybe never seen.
+        assert error.attempts - len(script.seen) in (0, 1)
+    else:
+        assert error.attempts == len(script.seen)
+        assert "503 store_unavailable: retry shortly" in error.last_error
 
 
 async def test_a_retry_after_beyond_the_deadline_gives_up_at_once(server):
