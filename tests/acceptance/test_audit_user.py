@@ -4,13 +4,16 @@ switched to it."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import pwd
+import stat
 import subprocess
 import sys
 import sysconfig
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -50,6 +53,27 @@ def python_for(user: pwd.struct_passwd) -> tuple[str, dict[str, str]]:
     return str(system), {"PYTHONPATH": f"{ROOT}{os.pathsep}{site}"}
 
 
+@contextlib.contextmanager
+def traversable(paths: list[Path]) -> Iterator[None]:
+    """Let every user pass through the folders above `paths` for the test's duration.
+
+    A checkout may sit under a private folder (`mktemp -d` makes 0700 ones); the other user
+    must reach this checkout and its environment's packages to run the CLI. Only the search
+    bit is added (nothing becomes listable), and each folder's mode is put back after."""
+    changed: dict[Path, int] = {}
+    for path in paths:
+        for folder in [path, *path.parents]:
+            mode = folder.stat().st_mode
+            if folder not in changed and not mode & stat.S_IXOTH:
+                changed[folder] = stat.S_IMODE(mode)
+                folder.chmod(stat.S_IMODE(mode) | stat.S_IXOTH)
+    try:
+        yield
+    finally:
+        for folder, mode in changed.items():
+            folder.chmod(mode)
+
+
 def test_audit_line_under_runuser_names_the_effective_and_the_invoking_user():
     """Root runs `runuser -u postgres -- hookline pause`: `os_user` postgres, `invoked_by`
     root; SUDO_USER (what sudo sets) is named the same way."""
@@ -62,9 +86,11 @@ def test_audit_line_under_runuser_names_the_effective_and_the_invoking_user():
         assert added.returncode == 0, added.stderr
         for path in [Path(folder), *Path(folder).iterdir()]:
             os.chown(path, other.pw_uid, other.pw_gid)
-        python, env = python_for(other)
-        paused = cli(db, "pause", "d", "--reason", "maintenance", env=env, python=python,
-                     prefix=("runuser", "-u", OTHER_USER, "--"))
+        site = Path(sysconfig.get_paths()["purelib"])
+        with traversable([ROOT, site, Path(folder)]):
+            python, env = python_for(other)
+            paused = cli(db, "pause", "d", "--reason", "maintenance", env=env, python=python,
+                         prefix=("runuser", "-u", OTHER_USER, "--"))
         assert paused.returncode == 0, paused.stderr
         line = audit_line(paused.stderr, "destination_paused")
         assert line["os_user"] == OTHER_USER and line["invoked_by"] == "root", line
