@@ -33,7 +33,7 @@ lint: $(STAMP)
 # server), libfaketime (the clock-step test steps a real `hookline serve`'s wall clock),
 # bindfs (the test that a database on a FUSE mount is refused mounts one) and systemd
 # (`systemd-analyze verify` checks the units in deploy/) and prometheus (promtool checks the
-# rules in deploy/prometheus and a live /metrics). Missing ones are installed with
+# rules in deploy/prometheus and a live /metrics), wrk (`hookline bench`'s load). Missing ones are installed with
 # apt-get when root on Debian (CI); elsewhere the tests that need them skip locally and fail
 # when CI is set.
 LIBFAKETIME = $(wildcard /usr/lib/*/faketime/libfaketime.so.1)
@@ -48,6 +48,7 @@ test: $(STAMP) lint
 	command -v bindfs >/dev/null || missing="$$missing bindfs"; \
 	command -v systemd-analyze >/dev/null || missing="$$missing systemd"; \
 	command -v promtool >/dev/null || missing="$$missing prometheus"; \
+	command -v wrk >/dev/null || missing="$$missing wrk"; \
 	if [ -n "$$missing" ]; then \
 	    if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
 	        apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y $$missing; \
@@ -62,7 +63,8 @@ test: $(STAMP) lint
 # hand): a flat-out run, a steady run at 1,000 events/s, then `hookline bench-table`; a
 # compare.json at COMPARE_JSON is included when present (make it first with
 # `hookline bench --compare --out results/readme/compare`).
-# Quick trial: make bench-readme BENCH_EVENTS=3000 BENCH_ARGS='--load python --idle-s 2'
+# Quick trial: make bench-readme BENCH_EVENTS=3000 BENCH_ARGS='--idle-s 2' (needs wrk:
+# bench-table refuses a flat-out run loaded by the Python generator)
 BENCH_EVENTS ?= 20000
 BENCH_ARGS ?=
 BENCH_OUT := results/readme

@@ -37,6 +37,7 @@ from hookline.rehearsal.bench_ceiling import (
     CEILING_TARGET,
     ceiling_ratio,
     drive_load,
+    load_generator,
     measure_ceiling,
 )
 from hookline.rehearsal.drill import fresh_postgres_database
@@ -275,6 +276,8 @@ def run_bench(opts: BenchOptions) -> dict[str, Any]:
     with bench_database(opts, work) as (db, description, postmaster):
         result = _run(opts, work, db, postmaster)
     result["backend"] = {"name": opts.backend, "database": description}
+    # In words, so a fallback to the Python generator is never mistaken for a wrk figure.
+    result["load_generator"] = load_generator(opts)
     # Other work on the machine skews every figure: say how busy it was.
     result["machine"]["load_average_1m"] = {"before": round(load_before, 2),
                                             "after": round(os.getloadavg()[0], 2)}
@@ -508,6 +511,7 @@ def print_report(result: dict[str, Any]) -> None:
     mode = "steady rate, delivering" if result["options"]["rate_per_s"] != "None" else \
         "destinations paused"
     print(f"backend: {result['backend']['name']} ({result['backend']['database']})")
+    print(f"load generator: {result.get('load_generator', ing.get('tool', 'python'))}")
     print(f"ingest ({mode}, load by {ing.get('tool', 'python')}): "
           f"{ing['events_per_s']} events/s accepted, latency ms "
           f"{_pairs(ing['latency_ms'])}, accepted {ing['accepted']}, cpu s {_pairs(ing['cpu_s'])}")

@@ -34,6 +34,22 @@ def uses_wrk(opts: BenchOptions) -> bool:
     return opts.rate_per_s is None and opts.use_wrk and wrk.available()
 
 
+WRK_MISSING = "wrk not found: install the wrk package for figures comparable to the README's"
+"""Why a flat-out run fell back to the Python generator when wrk was asked for."""
+
+
+def load_generator(opts: BenchOptions) -> str:
+    """The tool that drives this run's load, in words: `wrk`, or `python (why)`; bench.json
+    keeps it as `load_generator` and `hookline bench-table` accepts only `wrk` flat-out runs."""
+    if uses_wrk(opts):
+        return "wrk"
+    if opts.rate_per_s is not None:
+        return "python (a steady --rate is paced by the Python generator; wrk drives flat-out runs)"
+    if not opts.use_wrk:
+        return "python (asked for with --load python)"
+    return f"python ({WRK_MISSING})"
+
+
 def drive_load(opts: BenchOptions, env: dict[str, str], base_url: str,
                wrk_duration_s: int | None = None) -> dict[str, Any]:
     """Post events to `base_url`/v1/events as `opts` asks and return the load's figures

@@ -29,6 +29,11 @@ class BenchTableError(HooklineError):
     markers missing, duplicated or out of order)."""
 
 
+class BenchRunRefused(BenchTableError):
+    """A readable bench.json the README table must not be made from: its flat-out load did
+    not come from wrk, so its figures are not comparable to the README's."""
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Target:
     """One of the project's performance targets: `limit` in `unit`, under `condition`
@@ -108,6 +113,7 @@ def _bench_run(result: dict[str, Any], *, steady: bool) -> dict[str, Any]:
 
     Raises:
         BenchTableError: it is not a bench.json, or of the other kind.
+        BenchRunRefused: a flat-out run whose load did not come from wrk.
     """
     if not {"options", "ingest", "delivery", "machine"} <= result.keys():
         raise BenchTableError(f"{result['_path']} is not a bench.json of `hookline bench`")
@@ -115,6 +121,13 @@ def _bench_run(result: dict[str, Any], *, steady: bool) -> dict[str, Any]:
     if is_steady != steady:
         kind = "a steady `--rate` run" if steady else "a flat-out run (no --rate)"
         raise BenchTableError(f"{result['_path']} should be {kind}")
+    # The steady run is always paced by the Python generator; the flat-out figures must be
+    # wrk's (the Python generator saturates a core well below ingest's rate).
+    if not steady and result["ingest"].get("tool") != "wrk":
+        how = result.get("load_generator", "python (no load_generator recorded)")
+        raise BenchRunRefused(
+            f"refusing {result['_path']}: its load generator was {how}, not wrk; rerun "
+            f"`hookline bench` with wrk installed (`make test` installs it)")
     return result
 
 

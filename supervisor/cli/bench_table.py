@@ -28,11 +28,19 @@ def register(sub: Any) -> None:
 
 
 def bench_table_command(config: Config, args: argparse.Namespace) -> int:
-    """Rewrite the block; 1 with a message when a file or the block is missing or wrong."""
-    from hookline.rehearsal.bench_table import BenchTableError, update_readme  # noqa: PLC0415  (the rehearsal loads only when it runs)
+    """Rewrite the block; 2 with a message when a run is refused (its flat-out load was not
+    wrk's), 1 when a file or the block is missing or wrong."""
+    from hookline.rehearsal.bench_table import (  # noqa: PLC0415  (the rehearsal loads only when it runs)
+        BenchRunRefused,
+        BenchTableError,
+        update_readme,
+    )
 
     try:
         update_readme(args.readme, args.flat, args.steady, args.compare)
+    except BenchRunRefused as exc:
+        print(f"hookline bench-table: {exc}", file=sys.stderr)
+        return 2
     except BenchTableError as exc:
         print(f"hookline bench-table: {exc}", file=sys.stderr)
         return 1

@@ -1,6 +1,7 @@
 """README.md's benchmark results block (rehearsal/bench_table.py, `hookline bench-table`),
 rendered from real bench.json files of a small run (tests/unit/data/bench/: `hookline bench
---events 3000 --load python` and the same with `--rate 1000`)."""
+--events 3000` and the same with `--rate 1000`; flat.json's load is recorded as wrk's, the
+only flat-out load the table accepts)."""
 
 from __future__ import annotations
 
@@ -175,8 +176,42 @@ def test_ratio_to_the_bare_aiohttp_ceiling_has_its_row(tmp_path):
     with_ceiling.write_text(json.dumps(flat))
     block = bench_table.render_block(with_ceiling, STEADY)
     assert ("| ingest, share of a bare aiohttp server's rate (bare aiohttp 20,000 events/s, "
-            "flat out, 64 connections, load by python) | 0.5 of bare aiohttp "
+            "flat out, 64 connections, load by wrk) | 0.5 of bare aiohttp "
             "| >= 0.45 of bare aiohttp same load, same run | 1.11 | yes |") in block
     assert ("| ingest, share of a bare aiohttp server's rate (no ceiling in this run) | n/a "
             "| >= 0.45 of bare aiohttp same load, same run | n/a | no |"
             ) in bench_table.render_block(FLAT, STEADY)
+
+
+def python_load_run(tmp_path: Path) -> Path:
+    """flat.json as a run that fell back to the Python generator because wrk was missing."""
+    run = json.loads(FLAT.read_text())
+    run["ingest"].pop("tool")
+    run["options"]["use_wrk"] = "True"
+    run["load_generator"] = ("python (wrk not found: install the wrk package for figures "
+                             "comparable to the README's)")
+    path = tmp_path / "flat-python.json"
+    path.write_text(json.dumps(run))
+    return path
+
+
+def test_a_flat_out_run_not_loaded_by_wrk_is_refused(tmp_path):
+    """A flat-out run whose load came from the Python generator cannot make the table: the
+    error names the file and the generator it used."""
+    path = python_load_run(tmp_path)
+    with pytest.raises(bench_table.BenchRunRefused,
+                       match=f"refusing {path}: its load generator was python \\(wrk not found"):
+        bench_table.render_block(path, STEADY)
+
+
+def test_cli_exits_2_and_leaves_the_readme_when_the_run_was_not_loaded_by_wrk(
+        readme, tmp_path, capsys):
+    """`hookline bench-table` on a Python-generator run: exit 2, the reason, README untouched."""
+    before = readme.read_text()
+    path = python_load_run(tmp_path)
+    code = main(["bench-table", "--flat", str(path), "--steady", str(STEADY),
+                 "--readme", str(readme)])
+    assert code == 2
+    err = capsys.readouterr().err
+    assert f"refusing {path}" in err and "not wrk" in err
+    assert readme.read_text() == before
