@@ -40,9 +40,12 @@ def check_figures(result: dict[str, Any], report: str, backend: str) -> None:
     assert result["db_bytes"] > 0
     assert result["idle"]["database_written"] is False  # an idle service writes nothing
     assert f"backend: {backend}" in report and "deliveries/s" in report
-    # Which load generator, and why not wrk, in words in both bench.json and the report.
-    assert result["load_generator"] == "python (asked for with --load python)"
-    assert "load generator: python (asked for with --load python)" in report
+    # Which load generator, and why not wrk, in words in both bench.json and the report
+    # (these runs ask for --load python; a steady --rate says it paces the load itself).
+    assert result["load_generator"] in (
+        "python (asked for with --load python)",
+        "python (a steady --rate is paced by the Python generator; wrk drives flat-out runs)")
+    assert f"load generator: {result['load_generator']}" in report
     # The receiver verified every signature and saw each webhook-id's effect once.
     assert sum(e["effects"] for e in result["receiver"].values()) == 3 * EVENTS
     assert all(e["bad_signatures"] == 0 for e in result["receiver"].values())
