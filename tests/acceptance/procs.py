@@ -8,6 +8,8 @@ import signal
 import subprocess
 import sys
 import time
+import urllib.error
+import urllib.request
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -51,6 +53,28 @@ def start_cli(args: list[str], log_path: Path, env: dict[str, str] | None = None
         return subprocess.Popen([sys.executable, "-P", "-m", "hookline.supervisor.cli", *args],
                                 stdout=log, stderr=subprocess.STDOUT,
                                 env={**child_env(), **(env or {})}, cwd=cwd)
+
+
+def run_cli(*args: str, env: dict[str, str] | None = None, drop: tuple[str, ...] = ()
+            ) -> subprocess.CompletedProcess[str]:
+    """Run `hookline ARGS` to completion with child_env() plus `env`; `drop` removes
+    variables child_env() sets (e.g. a token, to start without one)."""
+    full = {k: v for k, v in {**child_env(), **(env or {})}.items() if k not in drop}
+    return subprocess.run([sys.executable, "-m", "hookline.supervisor.cli", *args],
+                          capture_output=True, text=True, env=full, cwd=ROOT, timeout=60,
+                          check=False)
+
+
+def get_json(url: str) -> tuple[int, dict[str, Any]]:
+    """GET `url` with the test token: (status, JSON body), or (0, {}) when nothing answers."""
+    try:
+        request = urllib.request.Request(url, headers=AUTH)
+        with urllib.request.urlopen(request, timeout=5) as resp:
+            return resp.status, json.loads(resp.read())
+    except urllib.error.HTTPError as exc:
+        return exc.code, json.loads(exc.read())
+    except OSError:
+        return 0, {}
 
 
 def stop(proc: subprocess.Popen[bytes], timeout_s: float = 15.0) -> int:

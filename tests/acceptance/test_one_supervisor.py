@@ -15,12 +15,13 @@ from pathlib import Path
 from typing import Any
 
 from procs import (
-    AUTH,
     JSON_AUTH,
     ROOT,
     child_env,
+    get_json,
     log_records,
     pid_alive,
+    run_cli,
     start_cli,
     stop,
     wait_until,
@@ -33,23 +34,11 @@ SECRET = "whsec_" + "c2VjcmV0LXNlY3JldC1zZWNyZXQtc2VjcmV0"
 
 def hookline(*args: str, env: dict[str, str], drop: tuple[str, ...] = ()
              ) -> subprocess.CompletedProcess[str]:
-    """Run `hookline ARGS` to completion; `drop` removes variables child_env() sets."""
-    full = {k: v for k, v in {**child_env(), **env}.items() if k not in drop}
-    return subprocess.run([sys.executable, "-m", "hookline.supervisor.cli", *args],
-                          capture_output=True, text=True, env=full, cwd=ROOT, timeout=60,
-                          check=False)
+    return run_cli(*args, env=env, drop=drop)
 
 
 def get(port: int, path: str) -> tuple[int, dict[str, Any]]:
-    """GET `path` on 127.0.0.1:`port`: (status, JSON body), or (0, {}) when nothing answers."""
-    try:
-        request = urllib.request.Request(f"http://127.0.0.1:{port}{path}", headers=AUTH)
-        with urllib.request.urlopen(request, timeout=5) as resp:
-            return resp.status, json.loads(resp.read())
-    except urllib.error.HTTPError as exc:
-        return exc.code, json.loads(exc.read())
-    except OSError:
-        return 0, {}
+    return get_json(f"http://127.0.0.1:{port}{path}")
 
 
 class Database:

@@ -21,13 +21,14 @@ from pathlib import Path
 from typing import Any
 
 from procs import (
-    AUTH,
     JSON_AUTH,
     ROOT,
     TEST_TOKEN,
     child_env,
+    get_json,
     log_records,
     pid_alive,
+    run_cli,
     start_cli,
     stop,
     wait_until,
@@ -39,9 +40,7 @@ SECRET = "whsec_" + "c2VjcmV0LXNlY3JldC1zZWNyZXQtc2VjcmV0"
 
 
 def hookline(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "hookline.supervisor.cli", *args],
-                          capture_output=True, text=True, env={**child_env(), **(env or {})},
-                          cwd=ROOT, timeout=60)
+    return run_cli(*args, env=env)
 
 
 class Service:
@@ -81,14 +80,7 @@ class Service:
         return log_records(self.out, event, **match)
 
     def get(self, path: str) -> tuple[int, dict[str, Any]]:
-        try:
-            request = urllib.request.Request(self.base + path, headers=AUTH)
-            with urllib.request.urlopen(request, timeout=5) as resp:
-                return resp.status, json.loads(resp.read())
-        except urllib.error.HTTPError as exc:
-            return exc.code, json.loads(exc.read())
-        except OSError:
-            return 0, {}
+        return get_json(self.base + path)
 
     def post_event(self, event_id: str) -> dict[str, Any]:
         body = json.dumps({"id": event_id, "type": "push", "data": {}}).encode()
