@@ -55,18 +55,25 @@ def python_for(user: pwd.struct_passwd) -> tuple[str, dict[str, str]]:
 
 @contextlib.contextmanager
 def traversable(paths: list[Path]) -> Iterator[None]:
-    """Let every user pass through the folders above `paths` for the test's duration.
+    """Let every user read the folders `paths` (import path entries) and pass through the
+    folders above them, for the test's duration.
 
-    A checkout may sit under a private folder (`mktemp -d` makes 0700 ones); the other user
-    must reach this checkout and its environment's packages to run the CLI. Only the search
-    bit is added (nothing becomes listable), and each folder's mode is put back after."""
+    A checkout may sit in or under a private folder (`mktemp -d` makes 0700 ones); the other
+    user must reach this checkout and its environment's packages to run the CLI, and Python's
+    importer lists each import path entry. Above those only the search bit is added (nothing
+    there becomes listable); each folder's mode is put back after."""
     changed: dict[Path, int] = {}
+
+    def allow(folder: Path, bits: int) -> None:
+        mode = stat.S_IMODE(folder.stat().st_mode)
+        if mode & bits != bits:
+            changed.setdefault(folder, mode)
+            folder.chmod(mode | bits)
+
     for path in paths:
-        for folder in [path, *path.parents]:
-            mode = folder.stat().st_mode
-            if folder not in changed and not mode & stat.S_IXOTH:
-                changed[folder] = stat.S_IMODE(mode)
-                folder.chmod(stat.S_IMODE(mode) | stat.S_IXOTH)
+        allow(path, stat.S_IROTH | stat.S_IXOTH)
+        for folder in path.parents:
+            allow(folder, stat.S_IXOTH)
     try:
         yield
     finally:
