@@ -115,7 +115,8 @@ def build_app(store: Store, config: Config, *,
     app[READ_STORE_KEY] = read_store if read_store is not None else store
     app[CONFIG_KEY] = config
     app[COMMITTER_KEY] = committer = (committer if committer is not None else GroupCommitter(
-        store, timeout_s=config.ingest_commit_timeout_s))
+        store, timeout_s=config.ingest_commit_timeout_s,
+        create_tenants=config.tenants_auto_create))
     app[SNAPSHOTS_KEY] = snapshots = (snapshots if snapshots is not None
                                       else SnapshotWriter(None, "ingest", ProcessMetrics()))
     app[PROCESS_METRICS_KEY] = snapshots.metrics

@@ -196,6 +196,9 @@ class Config:
         "they are not global (e.g. 127.0.0.0/8 for a local receiver, 10.0.0.0/8).",
         check=checks.as_setting(AddressPolicy.parse))
     https_only: bool = _opt(False, "Refuse destinations whose URL is not https://.")
+    tenants_auto_create: bool = _opt(
+        False, "POST /v1/events for a tenant that does not exist creates it (with defaults) "
+        "instead of answering 404 tenant_not_found.")
     max_header_bytes: int = _opt(
         8190, "Ingest: longest accepted request header field (name + value), bytes; a longer "
         "one is answered 431 before any handler runs.",

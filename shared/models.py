@@ -18,6 +18,9 @@ JobStatus = Literal["pending", "running", "done", "dead"]
 JOB_STATUSES: tuple[JobStatus, ...] = ("pending", "running", "done", "dead")
 """Every job status, in a job's life order: the one list the SQL filters, the CLI's choices and
 the admin API's checks use (the schema's CHECK constraint spells the same four)."""
+DEFAULT_TENANT = "_default"
+"""The reserved tenant that owns every destination and event not published for a tenant (and
+everything stored before tenants existed). Tenant ids starting with `_` are reserved."""
 FINISHED_STATUSES: tuple[JobStatus, ...] = ("done", "dead")
 """A finished job: delivered, or given up on (a dead letter). Only these can be resent."""
 
@@ -28,8 +31,8 @@ class NewEvent:
 
     Attributes:
         source: who sent it (`api` for POST /v1/events, else a configured source name).
-        source_event_id: the sender's id for the event; (source, source_event_id) is the
-            idempotency key.
+        source_event_id: the sender's id for the event; (tenant, source, source_event_id) is
+            the idempotency key.
         type: event type, e.g. `pull_request.opened`; matched against subscriptions.
         body: the exact bytes to deliver; never re-serialised.
         forwarded_headers: (name, value) pairs every delivery of a source event carries (its
@@ -42,6 +45,8 @@ class NewEvent:
     type: str
     body: bytes
     forwarded_headers: tuple[tuple[str, str], ...] = ()
+    tenant: str = DEFAULT_TENANT
+    """The tenant it is published for: only that tenant's destinations receive it."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -56,11 +61,28 @@ class Accepted:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Duplicate:
-    """`add_events` result for an event whose (source, source_event_id) was already stored."""
+    """`add_events` result for an event whose (tenant, source, source_event_id) was already
+    stored."""
 
     event_id: int
     message_id: str
     duplicate: Literal[True] = True
+
+
+TenantRefusal = Literal["tenant_not_found", "tenant_disabled"]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TenantRefused:
+    """`add_events` result for an event whose tenant does not exist (and is not created on
+    first use) or is disabled: nothing of it is stored."""
+
+    tenant: str
+    reason: TenantRefusal
+
+
+StoreResult = Accepted | Duplicate | TenantRefused
+"""What `add_events` answers for each event of a batch."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

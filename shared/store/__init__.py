@@ -18,13 +18,13 @@ from typing import Any, Protocol
 
 from hookline.shared.endpoint_models import Destination, Source
 from hookline.shared.models import (
-    Accepted,
+    DEFAULT_TENANT,
     AttemptResult,
     Claim,
     ClaimRequest,
-    Duplicate,
     NewEvent,
     Outcome,
+    StoreResult,
 )
 from hookline.shared.operator_models import (
     BulkResult,
@@ -51,6 +51,8 @@ from hookline.shared.store.factory import (
     store_for,
 )
 from hookline.shared.store.health import StoreHealth
+from hookline.shared.store.tenants_tx import TenantRemoval
+from hookline.shared.tenant_models import Tenant, TenantFields
 from hookline.shared.timeparse import InstantSpec
 
 __all__ = [
@@ -82,13 +84,17 @@ class Store(Protocol):
             StoreError: the database cannot be reached.
         """
 
-    async def add_events(self, events: Sequence[NewEvent]) -> list[Accepted | Duplicate]:
-        """Store events and fan each out to one job per live subscribed destination.
+    async def add_events(self, events: Sequence[NewEvent], *,
+                         create_tenants: bool = False) -> list[StoreResult]:
+        """Store events and fan each out to one job per live subscribed destination of its
+        tenant (the subscription index: see shared/store/ingest_tx.py).
 
         All of `events` commit in ONE transaction (group commit): when this returns, every
         Accepted event and its jobs are durable; when it raises, none of them is stored.
-        An event whose (source, source_event_id) already exists, or repeats earlier in the
-        batch, is a Duplicate and creates nothing. Workers are woken after the commit.
+        An event whose (tenant, source, source_event_id) already exists, or repeats earlier
+        in the batch, is a Duplicate and creates nothing. An event whose tenant does not
+        exist (unless `create_tenants`: then it is created with defaults) or is disabled is
+        TenantRefused and stores nothing. Workers are woken after the commit.
 
         Raises:
             StoreBusy: the write lock stayed taken past the busy timeout.
@@ -107,7 +113,7 @@ class Store(Protocol):
             StoreBusy: the write lock stayed taken past the busy timeout.
         """
 
-    async def add_event(self, event: NewEvent) -> Accepted | Duplicate:
+    async def add_event(self, event: NewEvent, *, create_tenants: bool = False) -> StoreResult:
         """One event in its own transaction; see :meth:`add_events`."""
 
     async def claim(self, worker: str, limit: int, lease_s: float,
@@ -199,25 +205,30 @@ class Store(Protocol):
                               headers: Mapping[str, str] | None = None,
                               timeout_s: float | None = None,
                               rate_limit_per_s: float | None = None,
-                              ordered: bool = False) -> Destination:
-        """Register a destination; `headers` are its custom request headers (see
+                              ordered: bool = False,
+                              tenant: str = DEFAULT_TENANT) -> Destination:
+        """Register a destination of `tenant` (names are unique within a tenant); `headers`
+        are its custom request headers (see
         :func:`hookline.shared.policy.rules.headers`); `timeout_s` (seconds) and `rate_limit_per_s`
         override the attempt timeout and limit its request rate (None: no override, no
         limit); `ordered` sends its jobs one at a time, oldest first. Every field is checked by
         :func:`hookline.shared.policy.rules.new_destination` first. Raises InvalidSetting (a
-        ConfigError) for an invalid field, Conflict when a live destination has that name."""
+        ConfigError) for an invalid field, Conflict when a live destination of the tenant has
+        that name or the tenant has its `max_destinations`, NotFound for an unknown tenant."""
 
-    async def list_destinations(self) -> list[Destination]:
-        """Live destinations in creation order."""
+    async def list_destinations(self, tenant: str | None = None) -> list[Destination]:
+        """Live destinations in creation order (of `tenant` only, unless None)."""
 
-    async def get_destination(self, name: str) -> Destination:
-        """One destination by name. Raises NotFound."""
+    async def get_destination(self, name: str, *, tenant: str = DEFAULT_TENANT) -> Destination:
+        """One destination of `tenant` by name. Raises NotFound."""
 
-    async def set_paused(self, name: str, paused: bool, reason: str | None = None) -> None:
+    async def set_paused(self, name: str, paused: bool, reason: str | None = None, *,
+                         tenant: str = DEFAULT_TENANT) -> None:
         """Pause (no claims, no charges) or resume a destination; resuming also resets its
         failure run (circuit breaker). Raises NotFound."""
 
-    async def rotate_secret(self, name: str, new_secret: str, overlap_s: float) -> Destination:
+    async def rotate_secret(self, name: str, new_secret: str, overlap_s: float, *,
+                            tenant: str = DEFAULT_TENANT) -> Destination:
         """Make `new_secret` the destination's secret; the old one stays active (both
         signatures are sent, new first) for `overlap_s` seconds from now.
 
@@ -228,7 +239,8 @@ class Store(Protocol):
                 :data:`hookline.shared.policy.rules.MAX_ROTATION_OVERLAP_S` (field "overlap_s").
         """
 
-    async def expire_previous_secret(self, name: str) -> tuple[Destination, bool]:
+    async def expire_previous_secret(self, name: str, *,
+                                     tenant: str = DEFAULT_TENANT) -> tuple[Destination, bool]:
         """End a rotation's overlap now: the previous secret is forgotten, and every claim
         from now on signs with the current secret only (a request already in flight keeps
         the signatures it was sent with).
@@ -277,7 +289,8 @@ class Store(Protocol):
 
     # -- operator controls ------------------------------------------------------------------
 
-    async def update_destination(self, name: str, **changes: Any) -> Destination:
+    async def update_destination(self, name: str, *, tenant: str = DEFAULT_TENANT,
+                                 **changes: Any) -> Destination:
         """Change settings of a live destination; returns it as stored afterwards.
 
         Args:
@@ -292,7 +305,7 @@ class Store(Protocol):
             NotFound: no live destination has that name.
         """
 
-    async def remove_destination(self, name: str) -> int:
+    async def remove_destination(self, name: str, *, tenant: str = DEFAULT_TENANT) -> int:
         """Soft-delete a destination: it stops receiving new events, its row stays for history
         under the name `NAME~removed-ID` (so NAME can be reused), and its pending and running
         jobs become dead with the error "destination removed" (a running attempt's finish is
@@ -456,6 +469,35 @@ class Store(Protocol):
         """
 
     # -- inbound sources --------------------------------------------------------------------
+
+    # -- tenants ---------------------------------------------------------------------------
+
+    async def put_tenant(self, tenant: str, fields: TenantFields) -> tuple[Tenant, bool]:
+        """Create the tenant, or change the fields given (None: unchanged).
+
+        Returns:
+            The tenant as stored, and whether it was created.
+
+        Raises:
+            InvalidInput: a bad or reserved id (field "id").
+        """
+
+    async def get_tenant(self, tenant: str) -> Tenant:
+        """One tenant by id. Raises NotFound."""
+
+    async def list_tenants(self, *, after: str | None = None, prefix: str | None = None,
+                           limit: int = 100) -> list[Tenant]:
+        """Tenants in id order after `after` (keyset paging), those whose id starts with
+        `prefix` only when given; at most `limit` (1 to 1000, else InvalidInput)."""
+
+    async def delete_tenant(self, tenant: str, *, dry_run: bool = False) -> TenantRemoval:
+        """Delete a tenant: its live destinations are removed (their unfinished jobs end dead,
+        their history stays until retention) and the tenant is forgotten. `dry_run` only
+        counts. Raises NotFound, or Conflict for the default tenant."""
+
+    async def revoke_tenant_tokens(self, tenant: str) -> Tenant:
+        """Raise the tenant's token epoch: every token minted before stops working.
+        Raises NotFound."""
 
     async def add_source(self, *, name: str, scheme: str, secret: str) -> Source:
         """Register an inbound source (`POST /v1/sources/{name}`).

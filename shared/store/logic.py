@@ -16,16 +16,17 @@ from hookline.shared.endpoint_models import Destination, Source, parse_headers
 from hookline.shared.errors import ConfigError, NotFound
 from hookline.shared.logs import get_logger
 from hookline.shared.models import (
+    DEFAULT_TENANT,
     Accepted,
     AttemptResult,
     Claim,
     ClaimRequest,
     Dead,
     Done,
-    Duplicate,
     NewEvent,
     Outcome,
     Retry,
+    StoreResult,
 )
 from hookline.shared.policy import forwarding, rules
 from hookline.shared.policy.delivery import (
@@ -66,13 +67,14 @@ from hookline.shared.store.ops import (
     one,
     rows,
 )
+from hookline.shared.store.tenants_tx import TenantOperations, add_destination_tx
 
 T = TypeVar("T")
 log = get_logger()
 Items = Sequence[tuple[Claim, Outcome, AttemptResult]]
 
 
-class StoreLogic(EventOperations):
+class StoreLogic(EventOperations, TenantOperations):
     """The store operations once; subclasses drive transactions (see module docstring).
 
     `LOCKS_DESTINATIONS`: the claim locks the destinations it serves before counting their
@@ -95,14 +97,17 @@ class StoreLogic(EventOperations):
 
     # -- ingest ----------------------------------------------------------------------------
 
-    async def add_events(self, events: Sequence[NewEvent]) -> list[Accepted | Duplicate]:
+    async def add_events(self, events: Sequence[NewEvent], *,
+                         create_tenants: bool = False) -> list[StoreResult]:
         """See :meth:`hookline.shared.store.Store.add_events` (workers are woken after the
         commit)."""
-        return await self._transact(add_events_tx(events), write=False)  # see BEGIN_WRITE
+        return await self._transact(add_events_tx(events, create_tenants=create_tenants),
+                                    write=False)  # see BEGIN_WRITE
 
-    async def add_event(self, event: NewEvent) -> Accepted | Duplicate:
+    async def add_event(self, event: NewEvent, *,
+                        create_tenants: bool = False) -> StoreResult:
         """One event in its own transaction; see :meth:`add_events`."""
-        return (await self.add_events([event]))[0]
+        return (await self.add_events([event], create_tenants=create_tenants))[0]
 
     async def add_backlog(self, events: Sequence[NewEvent]) -> int:
         """See :meth:`hookline.shared.store.Store.add_backlog`: :meth:`add_events`'s transaction
@@ -243,65 +248,73 @@ class StoreLogic(EventOperations):
                               headers: Mapping[str, str] | None = None,
                               timeout_s: float | None = None,
                               rate_limit_per_s: float | None = None,
-                              ordered: bool = False) -> Destination:
+                              ordered: bool = False,
+                              tenant: str = DEFAULT_TENANT) -> Destination:
         """See :meth:`hookline.shared.store.Store.add_destination`."""
         new = rules.new_destination(name=name, url=url, secret=secret, event_types=event_types,
                                     max_in_flight=max_in_flight, headers=headers,
                                     timeout_s=timeout_s, rate_limit_per_s=rate_limit_per_s,
                                     ordered=ordered)
         query = Query("insert_destination", {
-            "name": new.name, "url": new.url, "secret": new.secret,
+            "tenant": tenant, "name": new.name, "url": new.url, "secret": new.secret,
             "max_in_flight": new.max_in_flight, "event_types": json.dumps(new.event_types),
             "headers": json.dumps(new.headers), "timeout_s": new.timeout_s,
             "rate_limit_per_s": new.rate_limit_per_s, "ordered": int(new.ordered)},
             want="one", taken=f"a destination named {name!r} already exists")
-        return Destination.from_row(await self._transact(_single(query), write=True))
+        return Destination.from_row(await self._transact(add_destination_tx(tenant, query),
+                                                         write=True))
 
-    async def list_destinations(self) -> list[Destination]:
+    async def list_destinations(self, tenant: str | None = None) -> list[Destination]:
         """See :meth:`hookline.shared.store.Store.list_destinations`."""
         found = await self._transact(_single(rows("live_destinations")), write=False)
-        return [Destination.from_row(r) for r in found]
+        return [d for d in map(Destination.from_row, found) if tenant in (None, d.tenant)]
 
-    async def get_destination(self, name: str) -> Destination:
+    async def get_destination(self, name: str, *, tenant: str = DEFAULT_TENANT) -> Destination:
         """See :meth:`hookline.shared.store.Store.get_destination`."""
-        row = await self._transact(_single(one("get_destination", name=name)), write=False)
+        row = await self._transact(_single(one("get_destination", tenant=tenant, name=name)),
+                                   write=False)
         if row is None:
             raise NotFound(f"no destination named {name!r}")
         return Destination.from_row(row)
 
-    async def set_paused(self, name: str, paused: bool, reason: str | None = None) -> None:
+    async def set_paused(self, name: str, paused: bool, reason: str | None = None, *,
+                         tenant: str = DEFAULT_TENANT) -> None:
         """See :meth:`hookline.shared.store.Store.set_paused` (a resume wakes waiting workers)."""
-        await self._transact(set_paused_tx(name, paused, reason), write=True)
+        await self._transact(set_paused_tx(tenant, name, paused, reason), write=True)
 
-    async def rotate_secret(self, name: str, new_secret: str, overlap_s: float) -> Destination:
+    async def rotate_secret(self, name: str, new_secret: str, overlap_s: float, *,
+                            tenant: str = DEFAULT_TENANT) -> Destination:
         """See :meth:`hookline.shared.store.Store.rotate_secret`."""
         secret, overlap = rules.destination_secret(new_secret), rules.rotation_overlap(overlap_s)
-        return Destination.from_row(await self._transact(rotate_tx(name, secret, overlap),
-                                                         write=True))
+        return Destination.from_row(await self._transact(
+            rotate_tx(tenant, name, secret, overlap), write=True))
 
-    async def expire_previous_secret(self, name: str) -> tuple[Destination, bool]:
+    async def expire_previous_secret(self, name: str, *,
+                                     tenant: str = DEFAULT_TENANT) -> tuple[Destination, bool]:
         """See :meth:`hookline.shared.store.Store.expire_previous_secret`."""
-        row, expired = await self._transact(expire_previous_tx(name), write=True)
+        row, expired = await self._transact(expire_previous_tx(tenant, name), write=True)
         return Destination.from_row(row), expired
 
-    async def update_destination(self, name: str, **changes: Any) -> Destination:
+    async def update_destination(self, name: str, *, tenant: str = DEFAULT_TENANT,
+                                 **changes: Any) -> Destination:
         """See :meth:`hookline.shared.store.Store.update_destination`."""
         values = rules.destination_changes(changes)
         # Column names come only from the validated DESTINATION_UPDATERS keys, never input.
         assignments = ", ".join(f"{column} = :{column}" for column in values)
         sql = (f"UPDATE destinations SET {assignments} "  # noqa: S608  (columns from DESTINATION_UPDATERS keys only)
-               "WHERE name = :name AND deleted_at IS NULL RETURNING *")
+               "WHERE tenant_id = :tenant AND name = :name AND deleted_at IS NULL RETURNING *")
         params = {k: json.dumps(v if isinstance(v, dict) else list(v))
                   if isinstance(v, list | tuple | dict) else v for k, v in values.items()}
-        query = Query("update_destination", {**params, "name": name}, want="one", sql=sql)
+        query = Query("update_destination", {**params, "tenant": tenant, "name": name},
+                      want="one", sql=sql)
         row = await self._transact(_single(query), write=True)
         if row is None:
             raise NotFound(f"no destination named {name!r}")
         return Destination.from_row(row)
 
-    async def remove_destination(self, name: str) -> int:
+    async def remove_destination(self, name: str, *, tenant: str = DEFAULT_TENANT) -> int:
         """See :meth:`hookline.shared.store.Store.remove_destination`."""
-        return await self._transact(remove_destination_tx(name), write=True)
+        return await self._transact(remove_destination_tx(tenant, name), write=True)
 
     # -- operator views and controls -------------------------------------------------------
 

@@ -22,8 +22,8 @@ from hookline.shared.report_models import (
 from hookline.shared.store.ops import NOTIFY, NOW, Tx, count, one, rows
 
 
-def set_paused_tx(name: str, paused: bool, reason: str | None) -> Tx[None]:
-    changed = yield count("set_paused", name=name, paused=bool(paused),
+def set_paused_tx(tenant: str, name: str, paused: bool, reason: str | None) -> Tx[None]:
+    changed = yield count("set_paused", tenant=tenant, name=name, paused=bool(paused),
                           reason=reason if paused else None)
     if not changed:
         raise NotFound(f"no destination named {name!r}")
@@ -31,31 +31,32 @@ def set_paused_tx(name: str, paused: bool, reason: str | None) -> Tx[None]:
         yield NOTIFY
 
 
-def rotate_tx(name: str, new_secret: str, overlap_s: float) -> Tx[Any]:
+def rotate_tx(tenant: str, name: str, new_secret: str, overlap_s: float) -> Tx[Any]:
     """Make `new_secret` (already checked) the secret; the current one signs on for
     `overlap_s` seconds. Returns the destination row."""
-    current = yield one("get_destination", name=name)
+    current = yield one("get_destination", tenant=tenant, name=name)
     if current is None:
         raise NotFound(f"no destination named {name!r}")
     if current["secret"] == new_secret:
         raise InvalidSetting("secret", "the new secret equals the current one")
-    return (yield one("rotate_secret", name=name, secret=new_secret, overlap_s=overlap_s))
+    return (yield one("rotate_secret", tenant=tenant, name=name, secret=new_secret,
+                      overlap_s=overlap_s))
 
 
-def expire_previous_tx(name: str) -> Tx[tuple[Any, bool]]:
+def expire_previous_tx(tenant: str, name: str) -> Tx[tuple[Any, bool]]:
     """Forget the previous secret now: later claims sign with the current one only. Returns
     the destination row and whether a previous secret was still signing."""
     now = yield NOW
-    current = yield one("get_destination", name=name)
+    current = yield one("get_destination", tenant=tenant, name=name)
     if current is None:
         raise NotFound(f"no destination named {name!r}")
     was_signing = bool(current["previous_secret"]) and (
         current["previous_secret_until"] or 0) > now
-    return (yield one("expire_previous_secret", name=name)), was_signing
+    return (yield one("expire_previous_secret", tenant=tenant, name=name)), was_signing
 
 
-def remove_destination_tx(name: str) -> Tx[int]:
-    row = yield one("remove_destination", name=name)
+def remove_destination_tx(tenant: str, name: str) -> Tx[int]:
+    row = yield one("remove_destination", tenant=tenant, name=name)
     if row is None:
         raise NotFound(f"no destination named {name!r}")
     return int((yield count("kill_jobs_of_destination", destination_id=row["id"])))

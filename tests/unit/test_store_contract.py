@@ -30,13 +30,14 @@ from hookline.shared.store import SqliteDiagnostics, Store
 from hookline.shared.store.postgres import PostgresStore, _query
 from hookline.shared.store.queries import load_queries
 from hookline.shared.store.sqlite import SqliteStore
+from hookline.shared.tenant_models import TenantFields
 from tests.conftest import new_event
 
 SECRET = "whsec_" + "A" * 32
 OTHER_SECRET = "whsec_" + "B" * 32
 SAMPLE_VALUES = {"scheme": "token", **dict.fromkeys(
     ("pairs", "claims", "attempts", "job_ids", "lease_tokens", "destination_ids",
-     "event_ids"), "[]")}
+     "event_ids", "tenants", "keys"), "[]")}
 """Parameter values the SQLite queries accept on an empty database (the rest get 1)."""
 
 
@@ -155,6 +156,12 @@ async def test_every_store_operation_runs_on_both_backends(store, clock):
     with pytest.raises(NotFound):
         await s.get_destination("d")
 
+    tenant, created = await s.put_tenant("acme", TenantFields(max_destinations=3))
+    assert created and (await s.get_tenant("acme")).max_destinations == 3
+    assert [t.id for t in await s.list_tenants(after="_default")] == ["acme"]
+    assert (await s.revoke_tenant_tokens("acme")).token_epoch != tenant.token_epoch
+    assert (await s.delete_tenant("acme")).destinations == 0
+
     s.called.discard("store")
     assert contract_methods() - s.called - {"open", "close"} == set()
 
@@ -201,6 +208,9 @@ BATCH_COLUMNS = {
     ("record_attempts", "attempts"): {
         "lease_tokens", "started_ats", "durations_s", "status_codes", "errors",
         "response_excerpts", "response_headers", "locations"},
+    ("fan_out", "keys"): {"tenant_id", "pattern"},
+    ("tenant_states", "tenants"): {"id"},
+    ("create_tenants", "tenants"): {"id"},
 }
 """A batch parameter (hookline.shared.store.ops.Rows) reaches SQLite as one JSON array of arrays
 under its own name and PostgreSQL as one array per column: (query, SQLite name) -> the columns."""

@@ -16,11 +16,11 @@ UPDATE attempts SET error = 'handed back (graceful stop)' WHERE lease_token = :l
     AND duration_s IS NULL
 
 -- get_destination: one live destination by name
-SELECT * FROM destinations WHERE name = :name AND deleted_at IS NULL
+SELECT * FROM destinations WHERE tenant_id = :tenant AND name = :name AND deleted_at IS NULL
 
 -- expire_previous_secret: forget the secret before the last rotation (it signs no more)
 UPDATE destinations SET previous_secret = NULL, previous_secret_until = NULL
-WHERE name = :name AND deleted_at IS NULL
+WHERE tenant_id = :tenant AND name = :name AND deleted_at IS NULL
 RETURNING *
 
 -- jobs_by_status: job counts per status
@@ -222,3 +222,47 @@ GROUP BY d.name
 -- destination_health: each live destination's pause state and current failure run
 SELECT name, paused, paused_reason, failure_streak FROM destinations
 WHERE deleted_at IS NULL ORDER BY id
+
+-- get_tenant: one tenant by id
+SELECT * FROM tenants WHERE id = :id
+
+-- put_tenant: create a tenant, or change the given fields of an existing one (a NULL field
+-- is left as it is; :clear_max removes the destination limit)
+INSERT INTO tenants (id, name, metadata, max_destinations, disabled, token_epoch, created_at,
+    updated_at)
+VALUES (:id, COALESCE(:name, ''), COALESCE(:metadata, '{}'), :max_destinations,
+    COALESCE(:disabled, false), :epoch, :now, :now)
+ON CONFLICT (id) DO UPDATE SET name = COALESCE(:name, tenants.name),
+    metadata = COALESCE(:metadata, tenants.metadata),
+    max_destinations = CASE WHEN :clear_max THEN NULL
+                            ELSE COALESCE(:max_destinations, tenants.max_destinations) END,
+    disabled = COALESCE(:disabled, tenants.disabled), updated_at = :now
+RETURNING *
+
+-- list_tenants: tenants after :after in id order (keyset paging), optionally those whose id
+-- starts with :prefix
+SELECT * FROM tenants
+WHERE id > COALESCE(:after, '')
+    AND (CAST(:prefix AS text) IS NULL OR substr(id, 1, length(:prefix)) = :prefix)
+ORDER BY id LIMIT :limit
+
+-- tenant_destination_count: live destinations of a tenant
+SELECT COUNT(*) AS n FROM destinations WHERE tenant_id = :tenant AND deleted_at IS NULL
+
+-- tenant_unfinished_jobs: pending and running jobs of a tenant's live destinations
+SELECT COUNT(*) AS n FROM jobs j JOIN destinations d ON d.id = j.destination_id
+WHERE d.tenant_id = :tenant AND d.deleted_at IS NULL AND j.status IN ('pending', 'running')
+
+-- remove_tenant_destinations: soft delete every live destination of a tenant (names freed)
+UPDATE destinations SET deleted_at = :now, name = name || '~removed-' || id
+WHERE tenant_id = :tenant AND deleted_at IS NULL
+RETURNING id
+
+-- delete_tenant: forget a tenant (its removed destinations and stored events stay for
+-- their history, until retention)
+DELETE FROM tenants WHERE id = :id AND id <> '_default'
+
+-- revoke_tenant_tokens: give a tenant a new (random) token epoch: every token minted before
+-- stops working
+UPDATE tenants SET token_epoch = :epoch WHERE id = :id
+RETURNING *

@@ -5,30 +5,39 @@
 -- events where SQLite's run once per event (here a statement costs a round trip).
 
 -- insert_event: store a batch of events (each parameter an array, one element per event, in
--- batch order); an event whose (source, source_event_id) exists, or repeats earlier in the
--- batch, is skipped
-INSERT INTO events (message_id, source, source_event_id, type, body, forwarded_headers,
-    received_at)
-SELECT u.message_id, u.source, u.source_event_id, u.type, u.body, u.forwarded_headers,
-    hookline_now(:test_now_s)
-FROM unnest(:message_id::text[], :source::text[], :source_event_id::text[], :type::text[],
-            :body::bytea[], :forwarded_headers::text[])
-        WITH ORDINALITY AS u (message_id, source, source_event_id, type, body,
+-- batch order); an event whose (tenant, source, source_event_id) exists, or repeats earlier in
+-- the batch, is skipped
+INSERT INTO events (message_id, tenant_id, source, source_event_id, type, body,
+    forwarded_headers, received_at)
+SELECT u.message_id, u.tenant_id, u.source, u.source_event_id, u.type, u.body,
+    u.forwarded_headers, hookline_now(:test_now_s)
+FROM unnest(:message_id::text[], :tenant_id::text[], :source::text[], :source_event_id::text[],
+            :type::text[], :body::bytea[], :forwarded_headers::text[])
+        WITH ORDINALITY AS u (message_id, tenant_id, source, source_event_id, type, body,
                               forwarded_headers, ord)
 ORDER BY u.ord
-ON CONFLICT (source, source_event_id) DO NOTHING
-RETURNING id, message_id, source, source_event_id
+ON CONFLICT (tenant_id, source, source_event_id) DO NOTHING
+RETURNING id, message_id, tenant_id, source, source_event_id
 
 -- find_event: the stored events for a batch of idempotency keys (arrays)
-SELECT e.id, e.message_id, e.source, e.source_event_id
-FROM events e JOIN unnest(:source::text[], :source_event_id::text[]) AS k (source, sid)
-    ON e.source = k.source AND e.source_event_id = k.sid
+SELECT e.id, e.message_id, e.tenant_id, e.source, e.source_event_id
+FROM events e JOIN unnest(:tenant_id::text[], :source::text[], :source_event_id::text[])
+        AS k (tenant_id, source, sid)
+    ON e.tenant_id = k.tenant_id AND e.source = k.source AND e.source_event_id = k.sid
 
--- subscriptions: [[id, event_types], ...] of the destinations that receive new events (paused
--- ones too: their jobs wait), as one row holding a JSON array (the same shape as SQLite's)
-SELECT coalesce(json_agg(json_build_array(id, event_types) ORDER BY id), '[]')::text
-    AS subscriptions
-FROM destinations WHERE deleted_at IS NULL
+-- fan_out: the live destinations subscribed to each (tenant, pattern) of the arrays (the
+-- subscription index; one lookup per key)
+SELECT k.tenant_id, k.pattern, s.destination_id
+FROM unnest(:tenant_id::text[], :pattern::text[]) AS k (tenant_id, pattern)
+JOIN destination_subscriptions s ON s.tenant_id = k.tenant_id AND s.pattern = k.pattern
+
+-- tenant_states: whether each tenant of :id exists (a row) and is disabled
+SELECT id, disabled FROM tenants WHERE id = ANY(:id::text[])
+
+-- create_tenants: the tenants of :id that do not exist yet, with defaults
+INSERT INTO tenants (id, created_at, updated_at)
+SELECT t.id, hookline_now(:test_now_s), hookline_now(:test_now_s) FROM unnest(:id::text[]) AS t (id)
+ON CONFLICT (id) DO NOTHING
 
 -- insert_jobs: the delivery jobs of a batch of events, one per (event id, destination id)
 -- pair, due now
@@ -228,9 +237,9 @@ UPDATE jobs SET status = 'pending', attempts = attempts - 1, lease_token = NULL,
 WHERE id = :job_id AND lease_token = :lease_token AND status = 'running'
 
 -- insert_destination: register a destination
-INSERT INTO destinations (name, url, secret, event_types, max_in_flight, headers, timeout_s,
-    rate_limit_per_s, ordered, created_at)
-VALUES (:name, :url, :secret, :event_types, :max_in_flight, :headers, :timeout_s,
+INSERT INTO destinations (tenant_id, name, url, secret, event_types, max_in_flight, headers,
+    timeout_s, rate_limit_per_s, ordered, created_at)
+VALUES (:tenant, :name, :url, :secret, :event_types, :max_in_flight, :headers, :timeout_s,
     :rate_limit_per_s, :ordered, hookline_now(:test_now_s))
 RETURNING *
 
@@ -238,7 +247,7 @@ RETURNING *
 UPDATE destinations SET paused = :paused, paused_reason = :reason,
     failure_streak = CASE WHEN :paused THEN failure_streak ELSE 0 END,
     failing_since = CASE WHEN :paused THEN failing_since ELSE NULL END
-WHERE name = :name AND deleted_at IS NULL
+WHERE tenant_id = :tenant AND name = :name AND deleted_at IS NULL
 
 -- list_jobs: jobs with their event and destination, newest first
 SELECT j.id, j.event_id, e.message_id, e.type AS event_type, d.name AS destination, j.status,
@@ -258,7 +267,7 @@ FROM jobs WHERE status = 'pending' AND run_at <= hookline_now(:test_now_s)
 
 -- remove_destination: soft delete; the name is freed (renamed name~removed-ID) for reuse
 UPDATE destinations SET deleted_at = hookline_now(:test_now_s), name = name || '~removed-' || id
-WHERE name = :name AND deleted_at IS NULL
+WHERE tenant_id = :tenant AND name = :name AND deleted_at IS NULL
 RETURNING id
 
 -- kill_jobs_of_destination: a removed destination's unfinished jobs end dead
@@ -338,7 +347,7 @@ WHERE id = :destination_id AND NOT paused
 -- rotate_secret: new secret now, previous one still signed with for :overlap_s seconds
 UPDATE destinations SET previous_secret = secret,
     previous_secret_until = hookline_now(:test_now_s) + :overlap_s, secret = :secret
-WHERE name = :name AND deleted_at IS NULL
+WHERE tenant_id = :tenant AND name = :name AND deleted_at IS NULL
 RETURNING *
 
 -- insert_source: register an inbound source

@@ -1,22 +1,34 @@
 -- Named queries for the SQLite store (shared/store/sqlite.py). Parameters are :named; a batch
 -- is a JSON array; :now is the transaction's instant (the store's clock).
 
--- insert_event: store one event unless its (source, source_event_id) exists (the store runs it
--- for every event of a batch, as a few multi-row statements)
-INSERT INTO events (message_id, source, source_event_id, type, body, forwarded_headers,
-    received_at)
-VALUES (:message_id, :source, :source_event_id, :type, :body, :forwarded_headers, :now)
-ON CONFLICT (source, source_event_id) DO NOTHING
-RETURNING id, message_id, source, source_event_id
+-- insert_event: store one event unless its (tenant, source, source_event_id) exists (the store
+-- runs it for every event of a batch, as a few multi-row statements)
+INSERT INTO events (message_id, tenant_id, source, source_event_id, type, body,
+    forwarded_headers, received_at)
+VALUES (:message_id, :tenant_id, :source, :source_event_id, :type, :body, :forwarded_headers,
+    :now)
+ON CONFLICT (tenant_id, source, source_event_id) DO NOTHING
+RETURNING id, message_id, tenant_id, source, source_event_id
 
 -- find_event: the stored event for an idempotency key (run once per key)
-SELECT id, message_id, source, source_event_id FROM events
-WHERE source = :source AND source_event_id = :source_event_id
+SELECT id, message_id, tenant_id, source, source_event_id FROM events
+WHERE tenant_id = :tenant_id AND source = :source AND source_event_id = :source_event_id
 
--- subscriptions: [[id, event_types], ...] of the destinations that receive new events (paused
--- ones too: their jobs wait), as ONE row holding a JSON array (one step on ingest's hot path)
-SELECT json_group_array(json_array(id, event_types)) AS subscriptions
-FROM (SELECT id, event_types FROM destinations WHERE deleted_at IS NULL ORDER BY id)
+-- fan_out: the live destinations subscribed to each (tenant, pattern) of :keys (the
+-- subscription index; one lookup per key)
+SELECT json_extract(k.value, '$[0]') AS tenant_id, json_extract(k.value, '$[1]') AS pattern,
+    s.destination_id
+FROM json_each(:keys) k JOIN destination_subscriptions s
+    ON s.tenant_id = json_extract(k.value, '$[0]') AND s.pattern = json_extract(k.value, '$[1]')
+
+-- tenant_states: whether each tenant of :tenants exists (a row) and is disabled
+SELECT id, disabled FROM tenants
+WHERE id IN (SELECT json_extract(value, '$[0]') FROM json_each(:tenants))
+
+-- create_tenants: the tenants of :tenants that do not exist yet, with defaults
+INSERT INTO tenants (id, created_at, updated_at)
+SELECT json_extract(value, '$[0]'), :now, :now FROM json_each(:tenants) WHERE true
+ON CONFLICT (id) DO NOTHING
 
 -- insert_jobs: one delivery job, due now (the store runs it for every [event id, destination
 -- id] pair of a batch, as a few multi-row statements)
@@ -185,9 +197,9 @@ UPDATE jobs SET status = 'pending', attempts = attempts - 1, lease_token = NULL,
 WHERE id = :job_id AND lease_token = :lease_token AND status = 'running'
 
 -- insert_destination: register a destination
-INSERT INTO destinations (name, url, secret, event_types, max_in_flight, headers, timeout_s,
-    rate_limit_per_s, ordered, created_at)
-VALUES (:name, :url, :secret, :event_types, :max_in_flight, :headers, :timeout_s,
+INSERT INTO destinations (tenant_id, name, url, secret, event_types, max_in_flight, headers,
+    timeout_s, rate_limit_per_s, ordered, created_at)
+VALUES (:tenant, :name, :url, :secret, :event_types, :max_in_flight, :headers, :timeout_s,
     :rate_limit_per_s, :ordered, :now)
 RETURNING *
 
@@ -195,7 +207,7 @@ RETURNING *
 UPDATE destinations SET paused = :paused, paused_reason = :reason,
     failure_streak = CASE WHEN :paused = 0 THEN 0 ELSE failure_streak END,
     failing_since = CASE WHEN :paused = 0 THEN NULL ELSE failing_since END
-WHERE name = :name AND deleted_at IS NULL
+WHERE tenant_id = :tenant AND name = :name AND deleted_at IS NULL
 
 -- list_jobs: jobs with their event and destination, newest first
 SELECT j.id, j.event_id, e.message_id, e.type AS event_type, d.name AS destination, j.status,
@@ -214,7 +226,7 @@ SELECT MIN(run_at) AS oldest FROM jobs WHERE status = 'pending' AND run_at <= :n
 
 -- remove_destination: soft delete; the name is freed (renamed name~removed-ID) for reuse
 UPDATE destinations SET deleted_at = :now, name = name || '~removed-' || id
-WHERE name = :name AND deleted_at IS NULL
+WHERE tenant_id = :tenant AND name = :name AND deleted_at IS NULL
 RETURNING id
 
 -- kill_jobs_of_destination: a removed destination's unfinished jobs end dead
@@ -293,7 +305,7 @@ WHERE id = :destination_id AND paused = 0
 -- rotate_secret: new secret now, previous one still signed with for :overlap_s seconds
 UPDATE destinations SET previous_secret = secret, previous_secret_until = :now + :overlap_s,
     secret = :secret
-WHERE name = :name AND deleted_at IS NULL
+WHERE tenant_id = :tenant AND name = :name AND deleted_at IS NULL
 RETURNING *
 
 -- insert_source: register an inbound source
