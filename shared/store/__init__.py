@@ -499,6 +499,10 @@ class Store(Protocol):
         their history stays until retention) and the tenant is forgotten. `dry_run` only
         counts. Raises NotFound, or Conflict for the default tenant."""
 
+    async def tenant_destination_counts(self, tenants: Sequence[str]) -> dict[str, int]:
+        """Live destinations of each of `tenants` (0 for one without any or unknown): one
+        indexed read over their id range (a page of :meth:`list_tenants`)."""
+
     async def revoke_tenant_tokens(self, tenant: str) -> Tenant:
         """Raise the tenant's token epoch: every token minted before stops working.
         Raises NotFound."""

@@ -68,6 +68,7 @@ from hookline.shared.store.ops import (
     one,
     rows,
 )
+from hookline.shared.store.tenant_counts_tx import TenantCounts
 from hookline.shared.store.tenants_tx import TenantOperations, add_destination_tx
 
 T = TypeVar("T")
@@ -75,7 +76,7 @@ log = get_logger()
 Items = Sequence[tuple[Claim, Outcome, AttemptResult]]
 
 
-class StoreLogic(EventOperations, TenantOperations):
+class StoreLogic(EventOperations, TenantOperations, TenantCounts):
     """The store operations once; subclasses drive transactions (see module docstring).
 
     `LOCKS_DESTINATIONS`: the claim locks the destinations it serves before counting their
