@@ -363,7 +363,7 @@ WHERE name = :name AND deleted_at IS NULL
 RETURNING id
 
 -- destination_summaries: per live destination, its state and jobs in flight, pending and dead
-SELECT d.id, d.name, d.paused, d.paused_reason, d.failure_streak, d.failing_since,
+SELECT d.id, d.tenant_id, d.name, d.paused, d.paused_reason, d.failure_streak, d.failing_since,
     d.max_in_flight,
     (SELECT count(*) FROM jobs j WHERE j.destination_id = d.id AND j.status = 'running'
         AND j.lease_until > hookline_now(:test_now_s)) AS in_flight,
