@@ -1,8 +1,8 @@
-"""The operator's tenant commands against a running `hookline serve` (a SQLite file, then
-PostgreSQL), through the real CLI as OS processes: tenants put and delete, `destinations add
+"""The operator's tenant commands against a running `hookline serve` (a SQLite file; the
+same commands run on both backends in-process in tests/integration/test_tenants_cli.py),
+through the real CLI as OS processes: tenants put and delete, `destinations add
 --tenant`, `hookline send --tenant`, with a receiver on 127.0.0.1 checking that the tenant's
-event reaches only its endpoint, not the same-named destination of the default tenant. The
-rest of the commands run in-process in tests/integration/test_tenants_cli.py."""
+event reaches only its endpoint, not the same-named destination of the default tenant."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ import sys
 import urllib.request
 from pathlib import Path
 
+import pytest
 from procs import ROOT, child_env, log_records, start_cli, stop
 
 from hookline.rehearsal.harness import free_port
@@ -47,6 +48,7 @@ async def until(predicate: object, what: str, timeout_s: float = 20.0) -> None:
         await asyncio.sleep(0.05)
 
 
+@pytest.mark.sqlite_only
 async def test_tenant_commands_on_a_running_service(store_url: str, tmp_path: Path):
     db = store_url
     secret = generate_secret()
