@@ -15,7 +15,8 @@ Routes (each in its own module, which documents its answers):
     /v1/admin/*, /metrics  the admin API and Prometheus metrics (ingest/admin_api.py), a
                          destination's secret (ingest/admin_secrets.py), the sources admin
                          API (ingest/sources_api.py), event lookup, resend and retry now
-                         (ingest/events_admin.py) and the dashboard's views
+                         (ingest/events_admin.py), tenants (ingest/tenants_admin.py)
+                         and the dashboard's views
                          (ingest/admin_views.py).
     GET  /, /static/*    the operator dashboard (ingest/dashboard.py).
 
@@ -45,6 +46,7 @@ from hookline.ingest import (
     health,
     openapi,
     sources_api,
+    tenants_admin,
 )
 from hookline.ingest.app_state import (
     COMMITTER_KEY,
@@ -130,6 +132,7 @@ def build_app(store: Store, config: Config, *,
     admin_api.register(app)  # /v1/admin/* and /metrics
     admin_secrets.register(app)  # a destination's secret: rotate, reveal, expire the previous
     events_admin.register(app)  # /v1/admin/events, resend, retry now
+    tenants_admin.register(app)  # /v1/admin/tenants: create, change, list, delete
     sources_api.register(app)  # POST /v1/sources/{name}, /v1/admin/sources
     admin_views.register(app)  # the dashboard's views under /v1/admin/
     dashboard.register(app)  # GET / and /static/*

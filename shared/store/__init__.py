@@ -312,18 +312,20 @@ class Store(Protocol):
         then fenced out). Returns how many jobs were ended. Raises NotFound."""
 
     async def list_dead(self, destination: str | None = None, since_s: float | None = None,
-                        limit: int = 100) -> list[DeadLetter]:
+                        limit: int = 100, *, tenant: str | None = None) -> list[DeadLetter]:
         """Dead jobs, most recently dead first, with their last error and whether each can be
         replayed (else why not); optionally only those of one destination and/or dead at or
-        after `since_s` (unix seconds)."""
+        after `since_s` (unix seconds), and of one tenant's destinations (a `destination`
+        name means the default tenant's unless `tenant` is given)."""
 
     async def replay(self, *, job_id: int | None = None, all_dead: bool = False,
                      destination: str | None = None, since_s: float | None = None,
-                     dry_run: bool = False) -> int:
+                     dry_run: bool = False, tenant: str | None = None) -> int:
         """Return dead jobs to pending (attempts = 0, due now) and wake workers.
 
         Select one job (`job_id`) or every dead job (`all_dead`), narrowed by `destination`
-        and `since_s` (dead at or after, unix seconds). The event row is untouched, so the
+        (of `tenant`, default the default tenant's), `tenant` and `since_s` (dead at or
+        after, unix seconds). The event row is untouched, so the
         redelivery carries the same webhook-id and body bytes. Dead jobs of removed
         destinations and of purged events are skipped in bulk. Returns how many jobs were (or,
         with `dry_run`, would be) replayed.
@@ -355,10 +357,12 @@ class Store(Protocol):
 
     # -- finding events, resending, retrying now --------------------------------------------
 
-    async def find_event(self, ref: str, source: str | None = None) -> EventMatch:
+    async def find_event(self, ref: str, source: str | None = None, *,
+                         tenant: str = DEFAULT_TENANT) -> EventMatch:
         """One event and its jobs by a reference
         (:func:`hookline.shared.operator_models.parse_event_ref`): with `source`, `ref` is the
-        sender's id in that source; otherwise a whole number is tried as the internal id, a `msg_`
+        sender's id in that source (sender's ids are looked up within `tenant`); otherwise
+        a whole number is tried as the internal id, a `msg_`
         text as the webhook-id, then either as the sender's id in source `api`. The answer says
         which matched.
 
@@ -369,7 +373,7 @@ class Store(Protocol):
 
     async def list_events(self, flt: EventFilter) -> list[EventRecord]:
         """Events newest first (by id), each with its jobs, filtered by `flt` (a job's
-        destination and/or status, the event's type, received time); page with
+        destination and/or status, the event's tenant and type, received time); page with
         `flt.before_id` = the last id of the previous page.
 
         Raises:
@@ -494,6 +498,10 @@ class Store(Protocol):
         """Delete a tenant: its live destinations are removed (their unfinished jobs end dead,
         their history stays until retention) and the tenant is forgotten. `dry_run` only
         counts. Raises NotFound, or Conflict for the default tenant."""
+
+    async def tenant_destination_counts(self, tenants: Sequence[str]) -> dict[str, int]:
+        """Live destinations of each of `tenants` (0 for one without any or unknown): one
+        indexed read over their id range (a page of :meth:`list_tenants`)."""
 
     async def revoke_tenant_tokens(self, tenant: str) -> Tenant:
         """Raise the tenant's token epoch: every token minted before stops working.

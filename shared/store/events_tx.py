@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any, TypeVar
 
 from hookline.shared.errors import Conflict, NotFound
-from hookline.shared.models import FINISHED_STATUSES
+from hookline.shared.models import DEFAULT_TENANT, FINISHED_STATUSES
 from hookline.shared.operator_models import (
     SAMPLE_IDS,
     BulkResult,
@@ -17,6 +17,7 @@ from hookline.shared.operator_models import (
     EventRef,
     JobSelection,
     parse_event_ref,
+    scope_tenant,
 )
 from hookline.shared.store.ops import NOTIFY, Tx, count, one, rows
 
@@ -31,9 +32,11 @@ class EventOperations:
         """Drive `tx` as one transaction (the backend's)."""
         raise NotImplementedError
 
-    async def find_event(self, ref: str, source: str | None = None) -> EventMatch:
+    async def find_event(self, ref: str, source: str | None = None, *,
+                         tenant: str = DEFAULT_TENANT) -> EventMatch:
         """See :meth:`hookline.shared.store.Store.find_event`."""
-        return await self._transact(find_event_tx(parse_event_ref(ref, source)), write=False)
+        return await self._transact(find_event_tx(parse_event_ref(ref, source), tenant),
+                                    write=False)
 
     async def list_events(self, flt: EventFilter) -> list[EventRecord]:
         """See :meth:`hookline.shared.store.Store.list_events`."""
@@ -50,8 +53,9 @@ class EventOperations:
                                     write=not dry_run)
 
 
-def find_event_tx(ref: EventRef) -> Tx[EventMatch]:
-    """The event `ref` names (its candidates in order), with its jobs. Raises NotFound."""
+def find_event_tx(ref: EventRef, tenant: str = DEFAULT_TENANT) -> Tx[EventMatch]:
+    """The event `ref` names (its candidates in order; a sender's id within `tenant`), with
+    its jobs. Raises NotFound."""
     found: Any = None
     matched: Any = None
     if ref.internal_id is not None:
@@ -60,7 +64,7 @@ def find_event_tx(ref: EventRef) -> Tx[EventMatch]:
         found = yield one("find_event_by_message_id", message_id=ref.message_id)
         matched = "message_id"
     if found is None:
-        found = yield one("find_event_by_source_id", source=ref.source,
+        found = yield one("find_event_by_source_id", tenant=tenant, source=ref.source,
                           source_event_id=ref.text)
         matched = "source_event_id"
     if found is None:
@@ -71,7 +75,8 @@ def find_event_tx(ref: EventRef) -> Tx[EventMatch]:
 
 def list_events_tx(flt: EventFilter) -> Tx[list[EventRecord]]:
     """Events newest first per `flt`, each with its jobs."""
-    found = yield rows("list_events", destination=flt.destination, status=flt.status,
+    found = yield rows("list_events", destination=flt.destination,
+                       tenant=scope_tenant(flt.destination, flt.tenant), status=flt.status,
                        type=flt.type, since=flt.since_s, until=flt.until_s,
                        before=flt.before_id, limit=flt.limit)
     if not found:
@@ -88,6 +93,7 @@ def resend_tx(sel: JobSelection, dry_run: bool) -> Tx[BulkResult]:
         check_resendable(sel.job_id, (yield one("replay_job_state", job_id=sel.job_id)))
     ids = [r["id"] for r in (yield rows(
         "resend_candidates", job_id=sel.job_id, destination=sel.destination,
+        tenant=scope_tenant(sel.destination, sel.tenant),
         status=sel.status, since=sel.since_s, until=sel.until_s, limit=sel.limit + 1))]
     return (yield from _apply("resend_jobs", ids, sel.limit, dry_run))
 
@@ -105,6 +111,7 @@ def retry_now_tx(sel: JobSelection, dry_run: bool) -> Tx[BulkResult]:
                               else ""))
     ids = [r["id"] for r in (yield rows(
         "retry_now_candidates", job_id=sel.job_id, destination=sel.destination,
+        tenant=scope_tenant(sel.destination, sel.tenant),
         since=sel.since_s, until=sel.until_s, limit=sel.limit + 1))]
     return (yield from _apply("retry_now_jobs", ids, sel.limit, dry_run))
 

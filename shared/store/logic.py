@@ -28,6 +28,7 @@ from hookline.shared.models import (
     Retry,
     StoreResult,
 )
+from hookline.shared.operator_models import scope_tenant
 from hookline.shared.policy import forwarding, rules
 from hookline.shared.policy.delivery import (
     BreakerPolicy,
@@ -67,6 +68,7 @@ from hookline.shared.store.ops import (
     one,
     rows,
 )
+from hookline.shared.store.tenant_counts_tx import TenantCounts
 from hookline.shared.store.tenants_tx import TenantOperations, add_destination_tx
 
 T = TypeVar("T")
@@ -74,7 +76,7 @@ log = get_logger()
 Items = Sequence[tuple[Claim, Outcome, AttemptResult]]
 
 
-class StoreLogic(EventOperations, TenantOperations):
+class StoreLogic(EventOperations, TenantOperations, TenantCounts):
     """The store operations once; subclasses drive transactions (see module docstring).
 
     `LOCKS_DESTINATIONS`: the claim locks the destinations it serves before counting their
@@ -266,8 +268,10 @@ class StoreLogic(EventOperations, TenantOperations):
 
     async def list_destinations(self, tenant: str | None = None) -> list[Destination]:
         """See :meth:`hookline.shared.store.Store.list_destinations`."""
-        found = await self._transact(_single(rows("live_destinations")), write=False)
-        return [d for d in map(Destination.from_row, found) if tenant in (None, d.tenant)]
+        query = (rows("live_destinations") if tenant is None
+                 else rows("live_destinations_of_tenant", tenant=tenant))
+        found = await self._transact(_single(query), write=False)
+        return [Destination.from_row(r) for r in found]
 
     async def get_destination(self, name: str, *, tenant: str = DEFAULT_TENANT) -> Destination:
         """See :meth:`hookline.shared.store.Store.get_destination`."""
@@ -331,20 +335,21 @@ class StoreLogic(EventOperations, TenantOperations):
         return [Attempt.from_row(r) for r in found]
 
     async def list_dead(self, destination: str | None = None, since_s: float | None = None,
-                        limit: int = 100) -> list[DeadLetter]:
+                        limit: int = 100, *, tenant: str | None = None) -> list[DeadLetter]:
         """See :meth:`hookline.shared.store.Store.list_dead`."""
         return await self._transact(list_dead_tx(
-            destination, None if since_s is None else float(since_s), limit), write=False)
+            destination, None if since_s is None else float(since_s), limit,
+            scope_tenant(destination, tenant)), write=False)
 
     async def replay(self, *, job_id: int | None = None, all_dead: bool = False,
                      destination: str | None = None, since_s: float | None = None,
-                     dry_run: bool = False) -> int:
+                     dry_run: bool = False, tenant: str | None = None) -> int:
         """See :meth:`hookline.shared.store.Store.replay` (wakes waiting workers on commit)."""
         if (job_id is None) == (not all_dead):
             raise ConfigError("replay needs exactly one of a job id or all_dead")
         since = None if since_s is None else float(since_s)
-        return await self._transact(replay_tx(job_id, destination, since, dry_run),
-                                    write=True)
+        return await self._transact(replay_tx(job_id, destination, since, dry_run,
+                                              scope_tenant(destination, tenant)), write=True)
 
     async def purge(self, *, bodies_before_s: float, metadata_before_s: float,
                     dedupe_before_s: float, dead_before_s: float | None = None) -> PurgeResult:

@@ -63,11 +63,12 @@ def remove_destination_tx(tenant: str, name: str) -> Tx[int]:
 
 
 def replay_tx(job_id: int | None, destination: str | None, since: float | None,
-               dry_run: bool) -> Tx[int]:
+               dry_run: bool, tenant: str | None = None) -> Tx[int]:
     if job_id is not None:
         check_replayable(job_id, (yield one("replay_job_state", job_id=job_id)))
     ids = [r["id"] for r in (yield rows("replay_candidates", job_id=job_id,
-                                        destination=destination, since=since))]
+                                        destination=destination, tenant=tenant,
+                                        since=since))]
     if dry_run or not ids:
         return len(ids)
     replayed = int((yield count("replay_job", job_ids=ids)))
@@ -104,9 +105,10 @@ def check_replayable(job_id: int, row: Any) -> None:
         raise Conflict(f"job {job_id} cannot be replayed: its destination was removed")
 
 
-def list_dead_tx(destination: str | None, since: float | None,
-                 limit: int) -> Tx[list[DeadLetter]]:
-    found = yield rows("list_dead", destination=destination, since=since, limit=limit)
+def list_dead_tx(destination: str | None, since: float | None, limit: int,
+                 tenant: str | None = None) -> Tx[list[DeadLetter]]:
+    found = yield rows("list_dead", destination=destination, tenant=tenant, since=since,
+                       limit=limit)
     return [DeadLetter(job=Job.from_row(r), not_replayable_reason=not_replayable_reason(
         r["body_purged_at"], r["destination_deleted_at"])) for r in found]
 

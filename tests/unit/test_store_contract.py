@@ -159,6 +159,8 @@ async def test_every_store_operation_runs_on_both_backends(store, clock):
     tenant, created = await s.put_tenant("acme", TenantFields(max_destinations=3))
     assert created and (await s.get_tenant("acme")).max_destinations == 3
     assert [t.id for t in await s.list_tenants(after="_default")] == ["acme"]
+    assert await s.tenant_destination_counts(["_default", "acme", "ghost"]) == {
+        "_default": 0, "acme": 0, "ghost": 0}
     assert (await s.revoke_tenant_tokens("acme")).token_epoch != tenant.token_epoch
     assert (await s.delete_tenant("acme")).destinations == 0
 

@@ -99,10 +99,11 @@ SELECT id, message_id, source, source_event_id, type, received_at,
     length(body) AS body_bytes, body_purged_at
 FROM events WHERE message_id = :message_id
 
--- find_event_by_source_id: one event's facts by the sender's id within its source
+-- find_event_by_source_id: one event's facts by the sender's id within its tenant and source
 SELECT id, message_id, source, source_event_id, type, received_at,
     length(body) AS body_bytes, body_purged_at
-FROM events WHERE source = :source AND source_event_id = :source_event_id
+FROM events
+WHERE tenant_id = :tenant AND source = :source AND source_event_id = :source_event_id
 
 -- event_jobs: an event's jobs with their destination's name, by id
 SELECT j.id, j.event_id, d.name AS destination, j.status, j.attempts, j.run_at, j.last_error,
@@ -266,3 +267,14 @@ DELETE FROM tenants WHERE id = :id AND id <> '_default'
 -- stops working
 UPDATE tenants SET token_epoch = :epoch WHERE id = :id
 RETURNING *
+
+-- tenant-ops: the operator's side of tenants
+
+-- live_destinations_of_tenant: one tenant's live destinations (paused ones too)
+SELECT * FROM destinations WHERE tenant_id = :tenant AND deleted_at IS NULL ORDER BY id
+
+-- tenant_destination_counts: live destinations per tenant, for the tenants from :first to
+-- :last in id order (one page of list_tenants)
+SELECT tenant_id, COUNT(*) AS n FROM destinations
+WHERE deleted_at IS NULL AND tenant_id >= :first AND tenant_id <= :last
+GROUP BY tenant_id

@@ -283,6 +283,7 @@ SELECT j.id, j.event_id, e.message_id, e.type AS event_type, d.name AS destinati
     j.updated_at, j.finished_at, e.body_purged_at, d.deleted_at AS destination_deleted_at
 FROM jobs j JOIN events e ON e.id = j.event_id JOIN destinations d ON d.id = j.destination_id
 WHERE j.status = 'dead' AND (:destination::text IS NULL OR d.name = :destination)
+    AND (:tenant::text IS NULL OR d.tenant_id = :tenant)
     AND (:since::double precision IS NULL OR j.finished_at >= :since)
 ORDER BY j.finished_at DESC, j.id DESC LIMIT :limit
 
@@ -291,6 +292,7 @@ SELECT j.id FROM jobs j JOIN events e ON e.id = j.event_id JOIN destinations d O
 WHERE j.status = 'dead' AND d.deleted_at IS NULL AND e.body_purged_at IS NULL
     AND (:job_id::bigint IS NULL OR j.id = :job_id)
     AND (:destination::text IS NULL OR d.name = :destination)
+    AND (:tenant::text IS NULL OR d.tenant_id = :tenant)
     AND (:since::double precision IS NULL OR j.finished_at >= :since)
 ORDER BY j.id
 
@@ -361,7 +363,7 @@ WHERE name = :name AND deleted_at IS NULL
 RETURNING id
 
 -- destination_summaries: per live destination, its state and jobs in flight, pending and dead
-SELECT d.id, d.name, d.paused, d.paused_reason, d.failure_streak, d.failing_since,
+SELECT d.id, d.tenant_id, d.name, d.paused, d.paused_reason, d.failure_streak, d.failing_since,
     d.max_in_flight,
     (SELECT count(*) FROM jobs j WHERE j.destination_id = d.id AND j.status = 'running'
         AND j.lease_until > hookline_now(:test_now_s)) AS in_flight,
@@ -426,9 +428,11 @@ WHERE (:type::text IS NULL OR e.type = :type)
     AND (:since::double precision IS NULL OR e.received_at >= :since)
     AND (:until::double precision IS NULL OR e.received_at < :until)
     AND (:before::bigint IS NULL OR e.id < :before)
+    AND (:tenant::text IS NULL OR e.tenant_id = :tenant)
     AND ((:destination::text IS NULL AND :status::text IS NULL) OR EXISTS (
         SELECT 1 FROM jobs j JOIN destinations d ON d.id = j.destination_id
         WHERE j.event_id = e.id AND (:destination::text IS NULL OR d.name = :destination)
+            AND (:tenant::text IS NULL OR d.tenant_id = :tenant)
             AND (:status::text IS NULL OR j.status = :status)))
 ORDER BY e.id DESC LIMIT :limit
 
@@ -446,6 +450,7 @@ WHERE j.status IN ('done', 'dead') AND d.deleted_at IS NULL AND e.body_purged_at
     AND (:status::text IS NULL OR j.status = :status)
     AND (:job_id::bigint IS NULL OR j.id = :job_id)
     AND (:destination::text IS NULL OR d.name = :destination)
+    AND (:tenant::text IS NULL OR d.tenant_id = :tenant)
     AND (:since::double precision IS NULL OR j.created_at >= :since)
     AND (:until::double precision IS NULL OR j.created_at < :until)
 ORDER BY j.id LIMIT :limit
@@ -462,6 +467,7 @@ SELECT j.id FROM jobs j JOIN destinations d ON d.id = j.destination_id
 WHERE j.status = 'pending' AND j.run_at > hookline_now(:test_now_s)
     AND (:job_id::bigint IS NULL OR j.id = :job_id)
     AND (:destination::text IS NULL OR d.name = :destination)
+    AND (:tenant::text IS NULL OR d.tenant_id = :tenant)
     AND (:since::double precision IS NULL OR j.created_at >= :since)
     AND (:until::double precision IS NULL OR j.created_at < :until)
 ORDER BY j.id LIMIT :limit
