@@ -111,7 +111,7 @@ async def test_tenant_crud_limits_and_delete(store):
     assert [t.id for t in await store.list_tenants(after="acme", limit=10)] == ["t0", "t1", "t2"]
     assert [t.id for t in await store.list_tenants(prefix="t")] == ["t0", "t1", "t2"]
     epoch = (await store.get_tenant("acme")).token_epoch
-    assert (await store.revoke_tenant_tokens("acme")).token_epoch > epoch
+    assert (await store.revoke_tenant_tokens("acme")).token_epoch != epoch
 
     await store.add_events([new_event("e1", tenant="acme"), new_event("e2", tenant="acme")])
     plan = await store.delete_tenant("acme", dry_run=True)
