@@ -93,15 +93,14 @@ def request_reader(request: web.Request) -> Store:
     return request.app[READ_STORE_KEY]
 
 
-TENANT_CLAIMS = "hookline.tenant_claims"
+TENANT_CLAIMS = web.RequestKey("tenant_claims", TokenClaims)
 """The request key under which ingest/tenant_auth.py leaves a verified tenant token's claims."""
 
 
 def request_claims(request: web.Request) -> TokenClaims | None:
     """The claims of the tenant token the request was authorized with (None: not a tenant
     API request)."""
-    claims: TokenClaims | None = request.get(TENANT_CLAIMS)
-    return claims
+    return request.get(TENANT_CLAIMS)
 
 
 def request_tenant(request: web.Request) -> str:
