@@ -21,7 +21,7 @@ from hookline.ingest.http_common import requester
 from hookline.shared.logs import get_logger
 from hookline.shared.policy.inputs import refuse_unknown
 from hookline.shared.tenant_models import tenant_id
-from hookline.shared.tenant_tokens import grant, issue, portal_url, ttl_seconds
+from hookline.shared.tenant_tokens import grant, issue, issued_view, ttl_seconds
 
 MINT_FIELDS = ("ttl_s", "read_only", "capabilities")
 NO_STORE = {"Cache-Control": "no-store"}
@@ -46,11 +46,8 @@ async def mint_token(request: web.Request) -> web.Response:
     get_logger().info("tenant_token_minted", tenant=tenant, expires_at=claims.expires_at,
                       capabilities=list(capabilities), read_only=read_only,
                       **requester(request))
-    return web.json_response({
-        "token": token, "expires_at": claims.expires_at, "capabilities": list(capabilities),
-        "read_only": read_only,
-        "portal_url": portal_url(f"{request.scheme}://{request.host}", token)},
-        status=201, headers=NO_STORE)
+    return web.json_response(issued_view(token, claims, f"{request.scheme}://{request.host}"),
+                             status=201, headers=NO_STORE)
 
 
 async def revoke_tokens(request: web.Request) -> web.Response:

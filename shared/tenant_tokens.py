@@ -217,6 +217,14 @@ def portal_url(base_url: str, token: str) -> str:
     return f"{base_url.rstrip('/')}/portal/#token={token}"
 
 
+def issued_view(token: str, claims: TokenClaims, base_url: str) -> dict[str, Any]:
+    """What minting a token answers (the admin API and `hookline tenants token --json`):
+    the token, its expiry (unix s), capabilities, read-only flag and portal URL."""
+    return {"token": token, "expires_at": claims.expires_at,
+            "capabilities": list(claims.capabilities), "read_only": claims.read_only,
+            "portal_url": portal_url(base_url, token)}
+
+
 def _claims(raw: Any) -> TokenClaims:
     tenant, epoch, exp = raw["tenant"], raw["epoch"], raw["exp"]
     capabilities, read_only = raw["capabilities"], raw["read_only"]

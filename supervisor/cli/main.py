@@ -26,6 +26,7 @@ COMMAND_MODULES = (
     "hookline.supervisor.cli.migrate_store",
     "hookline.supervisor.cli.service",
     "hookline.supervisor.cli.destinations",
+    "hookline.supervisor.cli.tenants",
     "hookline.supervisor.cli.bench",
     "hookline.supervisor.cli.bench_table",
     "hookline.supervisor.cli.rehearse",
