@@ -165,7 +165,7 @@ class EventFilter:
         since_s, until_s: received at or after / before, unix seconds.
         before_id: only ids below this one (keyset paging: the last page's `next_before`).
         limit: most events answered.
-        tenant: events of this tenant only, read by the tenant's own query (None: every
+        tenant: events of this tenant only, a parameter of the query (None: every
             tenant's, the operator's view).
     """
 
@@ -202,9 +202,8 @@ class JobSelection:
         status: resend only: `done` or `dead` (None: both).
         since_s, until_s: jobs created (their event received) at or after / before, unix s.
         limit: most jobs touched, the oldest first (1 to BULK_MAX_LIMIT).
-        tenant: jobs of this tenant's destinations only, read by the tenant's own queries
-            (None: every tenant's; the destination name is then the default tenant's).
-            Resend only; retry now takes every tenant's.
+        tenant: jobs of this tenant's destinations only, a parameter of the queries
+            (None: every tenant's). Resend only; retry now takes every tenant's.
     """
 
     job_id: int | None = None

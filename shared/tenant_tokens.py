@@ -21,12 +21,10 @@ import hashlib
 import hmac
 import json
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal, Protocol
 
 from hookline.shared.errors import Conflict, InvalidInput
-
-if TYPE_CHECKING:
-    from hookline.shared.store import Store
+from hookline.shared.tenant_models import Tenant
 
 PREFIX = "hlt_"
 CAPABILITIES = ("view", "view_secret", "manage_secret", "manage_destinations", "resend")
@@ -182,7 +180,21 @@ def verify_signature(key: bytes, token: str) -> TokenClaims:
     return claims
 
 
-async def issue(store: Store, tenant: str, *, ttl_s: int, capabilities: tuple[str, ...],
+class TokenStore(Protocol):
+    """What minting reads of the store (:class:`hookline.shared.store.Store` has it all;
+    named here so that shared/ does not import the store package)."""
+
+    async def get_tenant(self, tenant: str) -> Tenant:
+        """One tenant by id. Raises NotFound."""
+
+    async def now_s(self) -> float:
+        """The store's time now, unix seconds."""
+
+    async def token_signing_key(self, purpose: str) -> bytes:
+        """The database's signing key for `purpose`."""
+
+
+async def issue(store: TokenStore, tenant: str, *, ttl_s: int, capabilities: tuple[str, ...],
                 read_only: bool) -> tuple[str, TokenClaims]:
     """Mint a token for `tenant` with the database's key, expiring `ttl_s` seconds from the
     store's now (the clock tokens are checked against).

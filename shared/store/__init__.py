@@ -374,7 +374,7 @@ class Store(Protocol):
         """Events newest first (by id), each with its jobs, filtered by `flt` (a job's
         destination and/or status, the event's type, received time); page with
         `flt.before_id` = the last id of the previous page. `flt.tenant` reads that tenant's
-        events only (its own query).
+        events only (a parameter of the query).
 
         Raises:
             ConfigError: an unknown status, or a limit outside 1..10000.
@@ -387,7 +387,7 @@ class Store(Protocol):
         are woken after the commit; a paused destination's resent jobs wait for its resume.
         In bulk (a destination, narrowed by status and creation time) jobs of removed
         destinations and of events whose body was purged are skipped. `selection.tenant`
-        takes jobs of that tenant's destinations only (its own queries).
+        takes jobs of that tenant's destinations only (a parameter of the queries).
 
         Raises:
             ConfigError: an invalid selection (:meth:`JobSelection.check`).

@@ -85,9 +85,9 @@ def find_event_tx(ref: EventRef, tenant: str | None = None) -> Tx[EventMatch]:
 
 def list_events_tx(flt: EventFilter) -> Tx[list[EventRecord]]:
     """Events newest first per `flt`, each with its jobs."""
-    found = yield scoped("list_events", flt.tenant, destination=flt.destination,
-                         status=flt.status, type=flt.type, since=flt.since_s,
-                         until=flt.until_s, before=flt.before_id, limit=flt.limit)
+    found = yield rows("list_events", destination=flt.destination, tenant=flt.tenant,
+                       status=flt.status, type=flt.type, since=flt.since_s, until=flt.until_s,
+                       before=flt.before_id, limit=flt.limit)
     if not found:
         return []
     jobs: dict[int, list[Any]] = {}
@@ -101,9 +101,10 @@ def resend_tx(sel: JobSelection, dry_run: bool) -> Tx[BulkResult]:
     if sel.job_id is not None:
         check_resendable(sel.job_id, (yield scoped("replay_job_state", sel.tenant, want="one",
                                                    job_id=sel.job_id)))
-    ids = [r["id"] for r in (yield scoped(
-        "resend_candidates", sel.tenant, job_id=sel.job_id, destination=sel.destination,
-        status=sel.status, since=sel.since_s, until=sel.until_s, limit=sel.limit + 1))]
+    ids = [r["id"] for r in (yield rows(
+        "resend_candidates", job_id=sel.job_id, destination=sel.destination,
+        tenant=sel.tenant, status=sel.status, since=sel.since_s, until=sel.until_s,
+        limit=sel.limit + 1))]
     return (yield from _apply("resend_jobs", ids, sel.limit, dry_run))
 
 

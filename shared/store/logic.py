@@ -268,9 +268,9 @@ class StoreLogic(EventOperations, TenantOperations, TenantReadOperations):
     async def list_destinations(self, tenant: str | None = None) -> list[Destination]:
         """See :meth:`hookline.shared.store.Store.list_destinations`."""
         query = (rows("live_destinations") if tenant is None
-                 else rows("tenant_live_destinations", tenant=tenant))
-        return [Destination.from_row(r) for r in await self._transact(_single(query),
-                                                                       write=False)]
+                 else rows("live_destinations_of_tenant", tenant=tenant))
+        found = await self._transact(_single(query), write=False)
+        return [Destination.from_row(r) for r in found]
 
     async def get_destination(self, name: str, *, tenant: str = DEFAULT_TENANT) -> Destination:
         """See :meth:`hookline.shared.store.Store.get_destination`."""

@@ -280,7 +280,7 @@ ON CONFLICT (purpose) DO NOTHING
 SELECT :now AS now, t.id, t.disabled, t.token_epoch
 FROM (SELECT 1 AS one) AS clock LEFT JOIN tenants t ON t.id = :tenant
 
--- tenant_live_destinations: one tenant's live destinations in creation order
+-- live_destinations_of_tenant: one tenant's live destinations (paused ones too)
 SELECT * FROM destinations WHERE tenant_id = :tenant AND deleted_at IS NULL ORDER BY id
 
 -- tenant_get_job: one job of a tenant's destinations with its event (the columns of get_job)
