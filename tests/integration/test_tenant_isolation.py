@@ -160,6 +160,8 @@ async def test_every_tenant_route_refuses_every_other_tenant_and_bad_token(clien
     routes = operations("/v1/tenant", "tenantToken")
     table = {(r.method, r.path): r for r in TENANT_ROUTES}
     assert sorted(routes) == sorted(table), "the document and TENANT_ROUTES differ"
+    documented = {(m, p): DOCUMENT["paths"][p][m.lower()]["x-capability"] for m, p in routes}
+    assert documented == {key: r.capability for key, r in table.items()}, "x-capability"
     before = (await _state(store, a), await _state(store, b))
     failures: list[str] = []
     walked = 0
