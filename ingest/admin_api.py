@@ -48,7 +48,7 @@ from aiohttp import hdrs, web
 from hookline.ingest import metrics
 from hookline.ingest.app_state import app_config, request_reader, request_store
 from hookline.ingest.auth import ADMIN_SETTING, check_bearer
-from hookline.ingest.http_common import error_response
+from hookline.ingest.http_common import acting, error_response
 from hookline.ingest.tenant_scope import TENANT_PARAM, existing_tenant_filter, request_tenant
 from hookline.shared.errors import ConfigError, Conflict, DestinationBlocked, InvalidInput, NotFound
 from hookline.shared.logs import get_logger
@@ -110,10 +110,23 @@ def _authorize(request: web.Request) -> web.Response | None:
 
 def guarded(handler: Handler) -> Handler:
     """Authorize, then map hookline errors to JSON: 400 bad input, 404, 409."""
+    answer = answering_errors(handler)
+
     async def wrapped(request: web.Request) -> web.StreamResponse:
         denied = _authorize(request)
         if denied is not None:
             return denied
+        return await answer(request)
+
+    wrapped.__doc__ = handler.__doc__
+    return wrapped
+
+
+def answering_errors(handler: Handler) -> Handler:
+    """Map the hookline errors `handler` raises to JSON answers: 400 `invalid_request` (with
+    `field`) or `destination_blocked`, 404 `not_found`, 409 `conflict` (the admin and the
+    tenant API alike)."""
+    async def wrapped(request: web.Request) -> web.StreamResponse:
         try:
             return await handler(request)
         except InvalidInput as exc:
@@ -183,7 +196,7 @@ async def add_destination(request: web.Request) -> web.Response:
                                        ordered=new.ordered,
                                        tenant=tenant)  # Conflict: name taken or tenant full
     get_logger().info("destination_added", destination=new.name, tenant=tenant,
-                      by="admin_api")
+                      by=acting(request))
     shown_once = new.secret if body.get("secret") is None else None  # like the CLI
     return web.json_response(destination_view(dest, generated_secret=shown_once), status=201)
 
@@ -206,7 +219,7 @@ async def update_destination(request: web.Request) -> web.Response:
         await vet_destination(changes["url"], app_config(request.app).address_policy)
     dest = await request_store(request).update_destination(name, tenant=tenant, **changes)
     get_logger().info("destination_updated", destination=name, tenant=tenant,
-                      fields=sorted(changes), by="admin_api")
+                      fields=sorted(changes), by=acting(request))
     return web.json_response(destination_view(dest))
 
 
@@ -216,21 +229,22 @@ async def remove_destination(request: web.Request) -> web.Response:
     tenant = await request_tenant(request)
     ended = await request_store(request).remove_destination(name, tenant=tenant)
     get_logger().info("destination_removed", destination=name, tenant=tenant,
-                      jobs_ended=ended, by="admin_api")
+                      jobs_ended=ended, by=acting(request))
     return web.json_response(destination_removed_view(name, ended))
 
 
 async def pause(request: web.Request) -> web.Response:
     """`POST /v1/admin/destinations/{name}/pause` with optional {"reason": text}."""
     body = await json_body(request)
-    reason = body.get("reason", "paused by operator")
+    reason = body.get("reason", "paused by operator" if acting(request) == "admin_api"
+                      else "paused by the tenant")
     if not isinstance(reason, str):
         raise InvalidInput("reason", "must be a string")
     name = request.match_info["name"]
     tenant = await request_tenant(request)
     await request_store(request).set_paused(name, True, reason, tenant=tenant)
     get_logger().info("destination_paused", destination=name, tenant=tenant, reason=reason,
-                      by="admin_api")
+                      by=acting(request))
     return web.json_response(paused_view(name, reason))
 
 
@@ -240,7 +254,7 @@ async def resume(request: web.Request) -> web.Response:
     tenant = await request_tenant(request)
     await request_store(request).set_paused(name, False, tenant=tenant)
     get_logger().info("destination_resumed", destination=name, tenant=tenant,
-                      by="admin_api")
+                      by=acting(request))
     return web.json_response(resumed_view(name))
 
 
@@ -299,7 +313,7 @@ async def replay(request: web.Request) -> web.Response:
     if not dry_run:
         get_logger().info("jobs_replayed", count=count, job_id=job_id,
                           destination=destination, tenant=tenant, since_s=since_s,
-                          by="admin_api")
+                          by=acting(request))
     return web.json_response(replay_result_view(count, dry_run))
 
 
@@ -314,7 +328,7 @@ async def purge(request: web.Request) -> web.Response:
     store = request_store(request)
     result = await store.purge(**ages.cutoffs(await store.now_s()))
     out = purge_result_view(result)
-    get_logger().info("purged", **out, by="admin_api")
+    get_logger().info("purged", **out, by=acting(request))
     return web.json_response(out)
 
 

@@ -18,6 +18,10 @@ Routes (each in its own module, which documents its answers):
                          (ingest/events_admin.py), tenants (ingest/tenants_admin.py)
                          and the dashboard's views
                          (ingest/admin_views.py).
+    /v1/admin/tenants/{id}/tokens, .../revoke-tokens  mint and revoke tenant tokens
+                         (ingest/tenant_api_tokens.py).
+    /v1/tenant/*         the tenant API, opened with a tenant token (ingest/tenant_api.py,
+                         ingest/tenant_api_deliveries.py, ingest/tenant_auth.py).
     GET  /, /static/*    the operator dashboard (ingest/dashboard.py).
 
 Every error is JSON `{"error": code, "detail": text}`, aiohttp's own 404/405 included. A
@@ -46,6 +50,8 @@ from hookline.ingest import (
     health,
     openapi,
     sources_api,
+    tenant_api,
+    tenant_api_tokens,
     tenants_admin,
 )
 from hookline.ingest.app_state import (
@@ -135,6 +141,8 @@ def build_app(store: Store, config: Config, *,
     tenants_admin.register(app)  # /v1/admin/tenants: create, change, list, delete
     sources_api.register(app)  # POST /v1/sources/{name}, /v1/admin/sources
     admin_views.register(app)  # the dashboard's views under /v1/admin/
+    tenant_api_tokens.register(app)  # mint and revoke tenant tokens (admin token)
+    tenant_api.register(app)  # /v1/tenant/* (tenant tokens)
     dashboard.register(app)  # GET / and /static/*
     return app
 

@@ -1,6 +1,8 @@
-"""Which tenant an admin request about destinations, jobs or events means: `?tenant=ID` (or
-`"tenant"` in the body), the default tenant when absent. Names are unique within a tenant
-only, so a destination name always comes with its tenant."""
+"""Which tenant a request about destinations, jobs or events means. A tenant API request (a
+tenant token, ingest/tenant_auth.py) means the token's tenant, always: `?tenant=` or a body's
+`"tenant"` is ignored there, so no input can reach another tenant. An admin request means
+`?tenant=ID` (or `"tenant"` in the body), the default tenant when absent. Names are unique
+within a tenant only, so a destination name always comes with its tenant."""
 
 from __future__ import annotations
 
@@ -8,7 +10,7 @@ from typing import Any
 
 from aiohttp import web
 
-from hookline.ingest.app_state import request_store
+from hookline.ingest.app_state import request_claims, request_store
 from hookline.shared.errors import InvalidInput
 from hookline.shared.models import DEFAULT_TENANT
 from hookline.shared.tenant_models import tenant_id
@@ -41,6 +43,9 @@ async def request_tenant(request: web.Request, body: dict[str, Any] | None = Non
         InvalidInput("tenant"): see :func:`tenant_filter`.
         NotFound: no such tenant (the message names it).
     """
+    claims = request_claims(request)
+    if claims is not None:
+        return claims.tenant
     tenant = tenant_filter(request, body)
     if tenant is None:
         return DEFAULT_TENANT
@@ -51,7 +56,11 @@ async def request_tenant(request: web.Request, body: dict[str, Any] | None = Non
 
 async def existing_tenant_filter(request: web.Request,
                                  body: dict[str, Any] | None = None) -> str | None:
-    """:func:`tenant_filter`, and the tenant named must exist (NotFound names it)."""
+    """:func:`tenant_filter`, and the tenant named must exist (NotFound names it); the
+    token's tenant for a tenant API request."""
+    claims = request_claims(request)
+    if claims is not None:
+        return claims.tenant
     tenant = tenant_filter(request, body)
     if tenant is not None and tenant != DEFAULT_TENANT:
         await request_store(request).get_tenant(tenant)

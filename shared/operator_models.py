@@ -209,9 +209,11 @@ class JobSelection:
     """The jobs a resend or retry now touches: one job, or a destination's jobs narrowed.
 
     Attributes:
-        job_id: one job (then no other filter may be given).
+        job_id: one job (then no filter but `tenant` may be given).
         destination: every matching job of this live destination (of `tenant`).
-        tenant: whose destination `destination` names (None: the default tenant's).
+        tenant: whose destination `destination` names (None: the default tenant's); with
+            `job_id`, the job only if it is one of this tenant's destinations' (a parameter
+            of the queries: the tenant API's isolation).
         status: resend only: `done` or `dead` (None: both).
         since_s, until_s: jobs created (their event received) at or after / before, unix s.
         limit: most jobs touched, the oldest first (1 to BULK_MAX_LIMIT).
@@ -238,12 +240,11 @@ class JobSelection:
             raise InvalidInput("destination" if self.job_id is None else "job_id",
                                "give exactly one of a job id or a destination")
         _check_tenant(self.tenant)
-        narrowed = {"tenant": self.tenant, "status": self.status, "since": self.since_s,
-                    "until": self.until_s}
+        narrowed = {"status": self.status, "since": self.since_s, "until": self.until_s}
         given = [name for name, value in narrowed.items() if value is not None]
         if self.job_id is not None and given:
-            raise InvalidInput(given[0], "tenant, status, since and until narrow a "
-                                         "destination's jobs, not one job")
+            raise InvalidInput(given[0], "status, since and until narrow a destination's "
+                                         "jobs, not one job")
         if self.status is not None and not resend:
             raise InvalidInput("status", "retry now takes pending jobs; status narrows a "
                                          "resend only")

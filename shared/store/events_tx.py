@@ -19,7 +19,7 @@ from hookline.shared.operator_models import (
     parse_event_ref,
     scope_tenant,
 )
-from hookline.shared.store.ops import NOTIFY, Tx, count, one, rows
+from hookline.shared.store.ops import NOTIFY, Query, Tx, count, one, rows
 
 T = TypeVar("T")
 
@@ -33,7 +33,7 @@ class EventOperations:
         raise NotImplementedError
 
     async def find_event(self, ref: str, source: str | None = None, *,
-                         tenant: str = DEFAULT_TENANT) -> EventMatch:
+                         tenant: str | None = None) -> EventMatch:
         """See :meth:`hookline.shared.store.Store.find_event`."""
         return await self._transact(find_event_tx(parse_event_ref(ref, source), tenant),
                                     write=False)
@@ -53,19 +53,32 @@ class EventOperations:
                                     write=not dry_run)
 
 
-def find_event_tx(ref: EventRef, tenant: str = DEFAULT_TENANT) -> Tx[EventMatch]:
-    """The event `ref` names (its candidates in order; a sender's id within `tenant`), with
+def scoped(name: str, tenant: str | None, *, want: str = "all", **params: Any) -> Query:
+    """The named query over every tenant (`tenant` None: the operator's view), or its
+    `tenant_` twin, which takes `tenant` as a required SQL parameter and reads that tenant's
+    rows only (the tenant API's isolation is in the query, not a filter afterwards)."""
+    if tenant is None:
+        return Query(name, params, want=want)
+    return Query(f"tenant_{name}", {**params, "tenant": tenant}, want=want)
+
+
+def find_event_tx(ref: EventRef, tenant: str | None = None) -> Tx[EventMatch]:
+    """The event `ref` names (its candidates in order; of `tenant` only, unless None: then
+    internal and webhook ids of every tenant, a sender's id in the default tenant), with
     its jobs. Raises NotFound."""
     found: Any = None
     matched: Any = None
     if ref.internal_id is not None:
-        found, matched = (yield one("find_event_by_id", event_id=ref.internal_id)), "id"
+        found = yield scoped("find_event_by_id", tenant, want="one", event_id=ref.internal_id)
+        matched = "id"
     if found is None and ref.message_id is not None:
-        found = yield one("find_event_by_message_id", message_id=ref.message_id)
+        found = yield scoped("find_event_by_message_id", tenant, want="one",
+                             message_id=ref.message_id)
         matched = "message_id"
     if found is None:
-        found = yield one("find_event_by_source_id", tenant=tenant, source=ref.source,
-                          source_event_id=ref.text)
+        # Sender's ids repeat across tenants: this one is always looked up within one.
+        found = yield one("find_event_by_source_id", tenant=tenant or DEFAULT_TENANT,
+                          source=ref.source, source_event_id=ref.text)
         matched = "source_event_id"
     if found is None:
         raise NotFound(f"no event with {ref.describe()}")
@@ -90,7 +103,8 @@ def list_events_tx(flt: EventFilter) -> Tx[list[EventRecord]]:
 def resend_tx(sel: JobSelection, dry_run: bool) -> Tx[BulkResult]:
     """Done or dead jobs back to pending, due now, with a fresh attempt budget."""
     if sel.job_id is not None:
-        check_resendable(sel.job_id, (yield one("replay_job_state", job_id=sel.job_id)))
+        check_resendable(sel.job_id, (yield scoped("replay_job_state", sel.tenant, want="one",
+                                                   job_id=sel.job_id)))
     ids = [r["id"] for r in (yield rows(
         "resend_candidates", job_id=sel.job_id, destination=sel.destination,
         tenant=scope_tenant(sel.destination, sel.tenant),
@@ -101,7 +115,7 @@ def resend_tx(sel: JobSelection, dry_run: bool) -> Tx[BulkResult]:
 def retry_now_tx(sel: JobSelection, dry_run: bool) -> Tx[BulkResult]:
     """Pending jobs not yet due become due now (their attempt count is kept)."""
     if sel.job_id is not None:
-        state = yield one("replay_job_state", job_id=sel.job_id)
+        state = yield scoped("replay_job_state", sel.tenant, want="one", job_id=sel.job_id)
         if state is None:
             raise NotFound(f"no job with id {sel.job_id}")
         if state["status"] != "pending":

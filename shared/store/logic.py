@@ -69,6 +69,7 @@ from hookline.shared.store.ops import (
     rows,
 )
 from hookline.shared.store.tenant_counts_tx import TenantCounts
+from hookline.shared.store.tenant_reads_tx import TenantReadOperations
 from hookline.shared.store.tenants_tx import TenantOperations, add_destination_tx
 
 T = TypeVar("T")
@@ -76,7 +77,7 @@ log = get_logger()
 Items = Sequence[tuple[Claim, Outcome, AttemptResult]]
 
 
-class StoreLogic(EventOperations, TenantOperations, TenantCounts):
+class StoreLogic(EventOperations, TenantOperations, TenantCounts, TenantReadOperations):
     """The store operations once; subclasses drive transactions (see module docstring).
 
     `LOCKS_DESTINATIONS`: the claim locks the destinations it serves before counting their
@@ -359,9 +360,9 @@ class StoreLogic(EventOperations, TenantOperations, TenantCounts):
         return await self._transact(purge_tx(float(bodies_before_s), float(metadata_before_s),
                                              float(dedupe_before_s), float(dead)), write=True)
 
-    async def get_job(self, job_id: int) -> JobStory:
+    async def get_job(self, job_id: int, *, tenant: str | None = None) -> JobStory:
         """See :meth:`hookline.shared.store.Store.get_job`."""
-        row, attempts = await self._transact(get_job_tx(job_id), write=False)
+        row, attempts = await self._transact(get_job_tx(job_id, tenant), write=False)
         if row is None:
             raise NotFound(f"no job with id {job_id}")
         return JobStory(

@@ -34,7 +34,7 @@ from hookline.supervisor.cli.common import (
     with_store,
 )
 
-ACTION_MODULES: tuple[str, ...] = ()
+ACTION_MODULES: tuple[str, ...] = ("hookline.supervisor.cli.tenant_tokens",)
 """Modules adding more `hookline tenants` actions (each: `add_actions(group)`)."""
 TENANT_HELP = "the tenant (customer) the destination belongs to (default: the default tenant)"
 

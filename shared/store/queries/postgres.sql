@@ -476,3 +476,16 @@ ORDER BY j.id LIMIT :limit
 UPDATE jobs SET run_at = hookline_now(:test_now_s), updated_at = hookline_now(:test_now_s)
 WHERE id = ANY(:job_ids::bigint[]) AND status = 'pending'
     AND run_at > hookline_now(:test_now_s)
+
+-- (tenant-api: the tenant API's reads and actions)
+
+-- tenant_list_jobs: one tenant's jobs newest first, optionally of one destination and/or status; keyset paging by id (:before)
+SELECT j.id, j.event_id, e.message_id, e.type AS event_type, d.name AS destination, j.status,
+    j.attempts, j.run_at, j.lease_owner, j.lease_until, j.last_error, j.created_at,
+    j.updated_at, j.finished_at
+FROM jobs j JOIN destinations d ON d.id = j.destination_id JOIN events e ON e.id = j.event_id
+WHERE d.tenant_id = :tenant
+    AND (:destination::text IS NULL OR d.name = :destination)
+    AND (:status::text IS NULL OR j.status = :status)
+    AND (:before::bigint IS NULL OR j.id < :before)
+ORDER BY j.id DESC LIMIT :limit

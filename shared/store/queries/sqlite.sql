@@ -429,3 +429,16 @@ ORDER BY j.id LIMIT :limit
 -- retry_now_jobs: pending jobs due now (:job_ids, a JSON array; attempts unchanged)
 UPDATE jobs SET run_at = :now, updated_at = :now
 WHERE id IN (SELECT value FROM json_each(:job_ids)) AND status = 'pending' AND run_at > :now
+
+-- (tenant-api: the tenant API's reads and actions)
+
+-- tenant_list_jobs: one tenant's jobs newest first, optionally of one destination and/or status; keyset paging by id (:before)
+SELECT j.id, j.event_id, e.message_id, e.type AS event_type, d.name AS destination, j.status,
+    j.attempts, j.run_at, j.lease_owner, j.lease_until, j.last_error, j.created_at,
+    j.updated_at, j.finished_at
+FROM jobs j JOIN destinations d ON d.id = j.destination_id JOIN events e ON e.id = j.event_id
+WHERE d.tenant_id = :tenant
+    AND (:destination IS NULL OR d.name = :destination)
+    AND (:status IS NULL OR j.status = :status)
+    AND (:before IS NULL OR j.id < :before)
+ORDER BY j.id DESC LIMIT :limit
