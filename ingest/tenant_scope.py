@@ -1,6 +1,6 @@
 """Which tenant a request about destinations, jobs or events means. A tenant API request (a
 tenant token, ingest/tenant_auth.py) means the token's tenant, always: `?tenant=` or a body's
-`"tenant"` is ignored there, so no input can reach another tenant. An admin request means
+`"tenant"` is refused there (400, field `tenant`), so no input can even name another tenant. An admin request means
 `?tenant=ID` (or `"tenant"` in the body), the default tenant when absent. Names are unique
 within a tenant only, so a destination name always comes with its tenant."""
 
@@ -45,7 +45,7 @@ async def request_tenant(request: web.Request, body: dict[str, Any] | None = Non
     """
     claims = request_claims(request)
     if claims is not None:
-        return claims.tenant
+        return _token_tenant(request, body, claims.tenant)
     tenant = tenant_filter(request, body)
     if tenant is None:
         return DEFAULT_TENANT
@@ -60,8 +60,20 @@ async def existing_tenant_filter(request: web.Request,
     token's tenant for a tenant API request."""
     claims = request_claims(request)
     if claims is not None:
-        return claims.tenant
+        return _token_tenant(request, body, claims.tenant)
     tenant = tenant_filter(request, body)
     if tenant is not None and tenant != DEFAULT_TENANT:
         await request_store(request).get_tenant(tenant)
+    return tenant
+
+
+def _token_tenant(request: web.Request, body: dict[str, Any] | None, tenant: str) -> str:
+    """The token's tenant, once the request is seen to name none itself.
+
+    Raises:
+        InvalidInput("tenant"): the query or the body names a tenant.
+    """
+    if TENANT_PARAM in request.query or (body is not None and TENANT_PARAM in body):
+        raise InvalidInput(TENANT_PARAM, "a tenant token acts for its own tenant only; "
+                                         "remove `tenant`")
     return tenant
