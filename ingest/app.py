@@ -18,6 +18,8 @@ Routes (each in its own module, which documents its answers):
                          (ingest/events_admin.py) and the dashboard's views
                          (ingest/admin_views.py).
     GET  /, /static/*    the operator dashboard (ingest/dashboard.py).
+    GET  /portal/, /portal/static/*, /portal/settings.json
+                         the customer portal, for tenant tokens (ingest/portal.py).
 
 Every error is JSON `{"error": code, "detail": text}`, aiohttp's own 404/405 included. A
 database that is busy answers 503 `store_busy`, one that is unreachable, restarting or
@@ -44,6 +46,7 @@ from hookline.ingest import (
     events_api,
     health,
     openapi,
+    portal,
     sources_api,
 )
 from hookline.ingest.app_state import (
@@ -133,6 +136,7 @@ def build_app(store: Store, config: Config, *,
     sources_api.register(app)  # POST /v1/sources/{name}, /v1/admin/sources
     admin_views.register(app)  # the dashboard's views under /v1/admin/
     dashboard.register(app)  # GET / and /static/*
+    portal.register(app)  # GET /portal/, /portal/static/*, /portal/settings.json
     return app
 
 
