@@ -24,9 +24,11 @@ export function destinationView({ arg: name, can, refreshNow }) {
   const shown = h("div", { class: "panel notice", id: "secret-shown", hidden: true });
   const recoverBox = h("div", { class: "panel", id: "recover-panel", hidden: true });
   const jobs = h("div", { id: "destination-jobs" });
-  const form = destinationForm({ onCreated: () => {}, onSaved: refreshNow });
+  // Built only for a token that may use it: a read-only page holds no action at all.
+  const form = can("manage_destinations")
+    ? destinationForm({ onCreated: () => {}, onSaved: refreshNow }) : null;
   const root = h("section", {}, h("p", {}, h("a", { href: "#/" }, "← Endpoints")), heading,
-    facts, actions, confirmBox, shown, form.root, recoverBox,
+    facts, actions, confirmBox, shown, form?.root, recoverBox,
     h("h2", {}, "Recent deliveries"), jobs);
   let latest = null;
   let paused = null;
@@ -80,7 +82,8 @@ export function destinationView({ arg: name, can, refreshNow }) {
           action: "Resend them",
           run: async () => {
             const done = await post(`${path}/recover`, span());
-            toast(`${fmtCount(done.count ?? 0)} deliveries of ${name} queued again`);
+            const sent = Number(done.count ?? 0);
+            toast(`${fmtCount(sent)} deliver${sent === 1 ? "y" : "ies"} of ${name} queued again`);
             recoverBox.hidden = true;
             await refreshNow();
           },

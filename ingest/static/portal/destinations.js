@@ -15,7 +15,7 @@ const MAX_STATS_CALLS = 25;
 export function destinationsView({ can, refreshNow }) {
   const body = h("div", { id: "destinations" });
   const shown = h("div", { class: "panel notice", id: "secret-shown", hidden: true });
-  const form = destinationForm({
+  const form = can("manage_destinations") ? destinationForm({
     onCreated: async (d) => {
       toast(`Added ${d.name}`);
       if (typeof d.secret === "string" && d.secret.startsWith("whsec_")) {
@@ -25,8 +25,8 @@ export function destinationsView({ can, refreshNow }) {
       await refreshNow();
     },
     onSaved: refreshNow,
-  });
-  const add = can("manage_destinations")
+  }) : null;
+  const add = form
     ? h("button", { type: "button", class: "primary", id: "add-destination", onclick: () => {
       shown.hidden = true;
       form.openCreate();
@@ -36,7 +36,7 @@ export function destinationsView({ can, refreshNow }) {
     h("div", { class: "toolbar" }, h("h1", {}, "Endpoints"), add),
     h("p", { class: "hint" }, "Success: attempts in the last 24 hours that got a 2xx answer. ",
       "A paused endpoint gets no request; its deliveries wait."),
-    shown, form.root, body);
+    shown, form?.root, body);
 
   async function statsOf(destinations) {
     const wanted = destinations.filter((d) => successRate(d, null) === null)

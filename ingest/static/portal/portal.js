@@ -63,7 +63,8 @@ function setLive(ok, message) {
   $("live").className = ok ? "live ok" : "live bad";
   $("live").textContent = ok ? `live · ${new Date().toLocaleTimeString()}` : `error: ${message}`;
   if (session?.expiresAt) {
-    $("expiry").textContent = `link expires ${fmtAgo(session.expiresAt)}`;
+    $("expiry").textContent =
+      `${session.readOnly ? "read-only · " : ""}link expires ${fmtAgo(session.expiresAt)}`;
     $("expiry").title = fmtTime(session.expiresAt);
   }
 }
