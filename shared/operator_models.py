@@ -165,6 +165,8 @@ class EventFilter:
         since_s, until_s: received at or after / before, unix seconds.
         before_id: only ids below this one (keyset paging: the last page's `next_before`).
         limit: most events answered.
+        tenant: events of this tenant only, read by the tenant's own query (None: every
+            tenant's, the operator's view).
     """
 
     destination: str | None = None
@@ -174,6 +176,7 @@ class EventFilter:
     until_s: float | None = None
     before_id: int | None = None
     limit: int = 100
+    tenant: str | None = None
 
     def check(self) -> EventFilter:
         """Return self when it is a valid filter.
@@ -199,6 +202,9 @@ class JobSelection:
         status: resend only: `done` or `dead` (None: both).
         since_s, until_s: jobs created (their event received) at or after / before, unix s.
         limit: most jobs touched, the oldest first (1 to BULK_MAX_LIMIT).
+        tenant: jobs of this tenant's destinations only, read by the tenant's own queries
+            (None: every tenant's; the destination name is then the default tenant's).
+            Resend only; retry now takes every tenant's.
     """
 
     job_id: int | None = None
@@ -207,6 +213,7 @@ class JobSelection:
     since_s: float | None = None
     until_s: float | None = None
     limit: int = BULK_DEFAULT_LIMIT
+    tenant: str | None = None
 
     def check(self, *, resend: bool) -> JobSelection:
         """Return self when it is a valid selection.

@@ -51,6 +51,7 @@ from hookline.shared.store.factory import (
     store_for,
 )
 from hookline.shared.store.health import StoreHealth
+from hookline.shared.store.tenant_reads_tx import DestinationStats, TenantTokenState, TestDelivery
 from hookline.shared.store.tenants_tx import TenantRemoval
 from hookline.shared.tenant_models import Tenant, TenantFields
 from hookline.shared.timeparse import InstantSpec
@@ -350,17 +351,19 @@ class Store(Protocol):
             ConfigError: the cutoffs are not ordered dedupe <= metadata <= bodies.
         """
 
-    async def get_job(self, job_id: int) -> JobStory:
-        """One job with its event facts and attempts. Raises NotFound."""
+    async def get_job(self, job_id: int, *, tenant: str | None = None) -> JobStory:
+        """One job with its event facts and attempts; with `tenant`, only a job of that
+        tenant's destinations (read by a query that takes the tenant). Raises NotFound."""
 
     # -- finding events, resending, retrying now --------------------------------------------
 
-    async def find_event(self, ref: str, source: str | None = None) -> EventMatch:
+    async def find_event(self, ref: str, source: str | None = None, *,
+                         tenant: str | None = None) -> EventMatch:
         """One event and its jobs by a reference
         (:func:`hookline.shared.operator_models.parse_event_ref`): with `source`, `ref` is the
         sender's id in that source; otherwise a whole number is tried as the internal id, a `msg_`
         text as the webhook-id, then either as the sender's id in source `api`. The answer says
-        which matched.
+        which matched. With `tenant`, only that tenant's events are looked at (in the query).
 
         Raises:
             ConfigError: `ref` or `source` is empty or too long.
@@ -370,7 +373,8 @@ class Store(Protocol):
     async def list_events(self, flt: EventFilter) -> list[EventRecord]:
         """Events newest first (by id), each with its jobs, filtered by `flt` (a job's
         destination and/or status, the event's type, received time); page with
-        `flt.before_id` = the last id of the previous page.
+        `flt.before_id` = the last id of the previous page. `flt.tenant` reads that tenant's
+        events only (its own query).
 
         Raises:
             ConfigError: an unknown status, or a limit outside 1..10000.
@@ -382,7 +386,8 @@ class Store(Protocol):
         row is untouched, so the receiver gets the same webhook-id and body bytes. Workers
         are woken after the commit; a paused destination's resent jobs wait for its resume.
         In bulk (a destination, narrowed by status and creation time) jobs of removed
-        destinations and of events whose body was purged are skipped.
+        destinations and of events whose body was purged are skipped. `selection.tenant`
+        takes jobs of that tenant's destinations only (its own queries).
 
         Raises:
             ConfigError: an invalid selection (:meth:`JobSelection.check`).
@@ -498,6 +503,41 @@ class Store(Protocol):
     async def revoke_tenant_tokens(self, tenant: str) -> Tenant:
         """Raise the tenant's token epoch: every token minted before stops working.
         Raises NotFound."""
+
+    # -- the tenant API (shared/store/tenant_reads_tx.py) -------------------------------------
+
+    async def token_signing_key(self, purpose: str) -> bytes:
+        """The database's signing key for `purpose` (`tenant_tokens`), made on first use:
+        every process and host of the database gets the same key (a race to make it is won
+        by one insert, which every racer then reads). 32 random bytes.
+
+        Raises:
+            StoreError: the database cannot be reached.
+        """
+
+    async def tenant_token_state(self, tenant: str) -> TenantTokenState:
+        """The store's time now and whether `tenant` exists, is disabled, and its token
+        epoch: what a tenant token is checked against, in one read."""
+
+    async def list_tenant_jobs(self, tenant: str, *, destination: str | None = None,
+                               status: str | None = None, before_id: int | None = None,
+                               limit: int = 100) -> list[Job]:
+        """Jobs of `tenant`'s destinations (removed ones included), newest first; optionally
+        of one destination (by name) and/or status, and with ids below `before_id` (keyset
+        paging)."""
+
+    async def destination_stats(self, name: str, *, tenant: str,
+                                window_s: float) -> DestinationStats:
+        """One destination of `tenant`: its jobs now and its attempts over the last
+        `window_s` seconds (success rate, p50/p99 duration, last failure). Raises NotFound."""
+
+    async def send_test_event(self, name: str, *, tenant: str) -> TestDelivery:
+        """Store a `hookline.test` event for `tenant` and one job for its destination `name`
+        only (no fan-out), in one transaction, and wake workers. Raises NotFound."""
+
+    async def tenant_event_types(self, tenant: str) -> list[str]:
+        """The event types of `tenant`'s newest events and its destinations' subscription
+        patterns, sorted, each once (what the portal's picker offers)."""
 
     async def add_source(self, *, name: str, scheme: str, secret: str) -> Source:
         """Register an inbound source (`POST /v1/sources/{name}`).

@@ -67,6 +67,7 @@ from hookline.shared.store.ops import (
     one,
     rows,
 )
+from hookline.shared.store.tenant_reads_tx import TenantReadOperations
 from hookline.shared.store.tenants_tx import TenantOperations, add_destination_tx
 
 T = TypeVar("T")
@@ -74,7 +75,7 @@ log = get_logger()
 Items = Sequence[tuple[Claim, Outcome, AttemptResult]]
 
 
-class StoreLogic(EventOperations, TenantOperations):
+class StoreLogic(EventOperations, TenantOperations, TenantReadOperations):
     """The store operations once; subclasses drive transactions (see module docstring).
 
     `LOCKS_DESTINATIONS`: the claim locks the destinations it serves before counting their
@@ -266,8 +267,10 @@ class StoreLogic(EventOperations, TenantOperations):
 
     async def list_destinations(self, tenant: str | None = None) -> list[Destination]:
         """See :meth:`hookline.shared.store.Store.list_destinations`."""
-        found = await self._transact(_single(rows("live_destinations")), write=False)
-        return [d for d in map(Destination.from_row, found) if tenant in (None, d.tenant)]
+        query = (rows("live_destinations") if tenant is None
+                 else rows("tenant_live_destinations", tenant=tenant))
+        return [Destination.from_row(r) for r in await self._transact(_single(query),
+                                                                       write=False)]
 
     async def get_destination(self, name: str, *, tenant: str = DEFAULT_TENANT) -> Destination:
         """See :meth:`hookline.shared.store.Store.get_destination`."""
@@ -354,9 +357,9 @@ class StoreLogic(EventOperations, TenantOperations):
         return await self._transact(purge_tx(float(bodies_before_s), float(metadata_before_s),
                                              float(dedupe_before_s), float(dead)), write=True)
 
-    async def get_job(self, job_id: int) -> JobStory:
+    async def get_job(self, job_id: int, *, tenant: str | None = None) -> JobStory:
         """See :meth:`hookline.shared.store.Store.get_job`."""
-        row, attempts = await self._transact(get_job_tx(job_id), write=False)
+        row, attempts = await self._transact(get_job_tx(job_id, tenant), write=False)
         if row is None:
             raise NotFound(f"no job with id {job_id}")
         return JobStory(

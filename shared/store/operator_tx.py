@@ -124,8 +124,12 @@ def purge_tx(bodies_before_s: float, metadata_before_s: float, dedupe_before_s: 
     return PurgeResult(bodies=bodies, attempts=attempts, jobs=jobs, events=events)
 
 
-def get_job_tx(job_id: int) -> Tx[tuple[Any, list[Any]]]:
-    row = yield one("get_job", job_id=job_id)
+def get_job_tx(job_id: int, tenant: str | None = None) -> Tx[tuple[Any, list[Any]]]:
+    """The job row (of `tenant`'s destinations only, unless None) and its attempts."""
+    row = yield (one("get_job", job_id=job_id) if tenant is None
+                 else one("tenant_get_job", job_id=job_id, tenant=tenant))
+    if row is None:
+        return None, []
     attempts = yield rows("list_attempts", job_id=job_id, limit=10_000)
     return row, attempts
 

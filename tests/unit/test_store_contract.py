@@ -156,6 +156,18 @@ async def test_every_store_operation_runs_on_both_backends(store, clock):
     with pytest.raises(NotFound):
         await s.get_destination("d")
 
+    key = await s.token_signing_key("tenant_tokens")
+    assert len(key) == 32 and await s.token_signing_key("tenant_tokens") == key
+    state = await s.tenant_token_state("_default")
+    assert state.exists and state.token_epoch is not None and state.now_s == clock()
+    assert not (await s.tenant_token_state("nobody")).exists
+    await s.add_destination(name="t", url="http://127.0.0.1:9/x", secret=SECRET,
+                            event_types=["order.*"], max_in_flight=5)
+    sent = await s.send_test_event("t", tenant="_default")
+    assert [j.id for j in await s.list_tenant_jobs("_default", destination="t")] == [sent.job_id]
+    assert (await s.destination_stats("t", tenant="_default", window_s=60)).pending == 1
+    assert await s.tenant_event_types("_default") == ["hookline.test", "order.*", "push"]
+
     tenant, created = await s.put_tenant("acme", TenantFields(max_destinations=3))
     assert created and (await s.get_tenant("acme")).max_destinations == 3
     assert [t.id for t in await s.list_tenants(after="_default")] == ["acme"]

@@ -266,3 +266,77 @@ DELETE FROM tenants WHERE id = :id AND id <> '_default'
 -- stops working
 UPDATE tenants SET token_epoch = :epoch WHERE id = :id
 RETURNING *
+
+-- (tenant-api: tenant tokens and the tenant API's reads and actions)
+
+-- signing_key: the key of one purpose (`tenant_tokens`), once made
+SELECT key FROM signing_keys WHERE purpose = :purpose
+
+-- insert_signing_key: make a purpose's key unless another process made it first
+INSERT INTO signing_keys (purpose, key, created_at) VALUES (:purpose, :key, :now)
+ON CONFLICT (purpose) DO NOTHING
+
+-- tenant_token_state: the store's clock and one tenant's token state (NULLs when it does not exist): the one read of every tenant API request
+SELECT :now AS now, t.id, t.disabled, t.token_epoch
+FROM (SELECT 1 AS one) AS clock LEFT JOIN tenants t ON t.id = :tenant
+
+-- tenant_live_destinations: one tenant's live destinations in creation order
+SELECT * FROM destinations WHERE tenant_id = :tenant AND deleted_at IS NULL ORDER BY id
+
+-- tenant_get_job: one job of a tenant's destinations with its event (the columns of get_job)
+SELECT j.id, j.event_id, e.message_id, e.type AS event_type, d.name AS destination, j.status,
+    j.attempts, j.run_at, j.lease_owner, j.lease_until, j.last_error, j.created_at,
+    j.updated_at, j.finished_at, j.replays, e.source, e.source_event_id, e.received_at,
+    length(e.body) AS body_bytes, e.body_purged_at
+FROM jobs j JOIN events e ON e.id = j.event_id JOIN destinations d ON d.id = j.destination_id
+WHERE j.id = :job_id AND d.tenant_id = :tenant
+
+-- tenant_replay_job_state: why one job of a tenant's destinations can or cannot be resent
+SELECT j.id, j.status, d.deleted_at, e.body_purged_at
+FROM jobs j JOIN events e ON e.id = j.event_id JOIN destinations d ON d.id = j.destination_id
+WHERE j.id = :job_id AND d.tenant_id = :tenant
+
+-- tenant_find_event_by_id: one event of a tenant by its internal id
+SELECT id, message_id, source, source_event_id, type, received_at,
+    length(body) AS body_bytes, body_purged_at
+FROM events WHERE id = :event_id AND tenant_id = :tenant
+
+-- tenant_find_event_by_message_id: one event of a tenant by its webhook-id
+SELECT id, message_id, source, source_event_id, type, received_at,
+    length(body) AS body_bytes, body_purged_at
+FROM events WHERE message_id = :message_id AND tenant_id = :tenant
+
+-- tenant_find_event_by_source_id: one event of a tenant by the sender's id within its source
+SELECT id, message_id, source, source_event_id, type, received_at,
+    length(body) AS body_bytes, body_purged_at
+FROM events WHERE tenant_id = :tenant AND source = :source AND source_event_id = :source_event_id
+
+-- tenant_event_types: the distinct types of a tenant's newest :limit events
+SELECT DISTINCT type FROM (
+    SELECT type FROM events WHERE tenant_id = :tenant ORDER BY id DESC LIMIT :limit) AS recent
+ORDER BY type
+
+-- tenant_subscription_patterns: the subscription patterns of a tenant's live destinations
+SELECT DISTINCT pattern FROM destination_subscriptions WHERE tenant_id = :tenant
+ORDER BY pattern
+
+-- destination_job_counts: one destination's jobs in flight, pending and dead, and the oldest due pending job's run_at
+SELECT
+    (SELECT COUNT(*) FROM jobs j WHERE j.destination_id = :destination_id
+        AND j.status = 'running' AND j.lease_until > :now) AS in_flight,
+    (SELECT COUNT(*) FROM jobs j WHERE j.destination_id = :destination_id
+        AND j.status = 'pending') AS pending,
+    (SELECT COUNT(*) FROM jobs j WHERE j.destination_id = :destination_id
+        AND j.status = 'dead') AS dead,
+    (SELECT MIN(j.run_at) FROM jobs j WHERE j.destination_id = :destination_id
+        AND j.status = 'pending' AND j.run_at <= :now) AS oldest_pending_at
+
+-- destination_recent_attempts: one destination's finished attempts started since :since, newest first, at most :limit (a worker lost or a hand-back is no delivery outcome)
+SELECT a.job_id, a.started_at, a.duration_s, a.status_code, a.error, a.response_excerpt
+FROM attempts a JOIN jobs j ON j.id = a.job_id
+WHERE j.destination_id = :destination_id AND a.started_at >= :since
+    AND a.duration_s IS NOT NULL
+    AND COALESCE(a.error, '') NOT LIKE 'lease expired%'
+    AND COALESCE(a.error, '') NOT LIKE 'worker lost%'
+    AND COALESCE(a.error, '') NOT LIKE 'handed back%'
+ORDER BY a.id DESC LIMIT :limit

@@ -470,3 +470,43 @@ ORDER BY j.id LIMIT :limit
 UPDATE jobs SET run_at = hookline_now(:test_now_s), updated_at = hookline_now(:test_now_s)
 WHERE id = ANY(:job_ids::bigint[]) AND status = 'pending'
     AND run_at > hookline_now(:test_now_s)
+
+-- (tenant-api: the tenant API's reads and actions)
+
+-- tenant_list_events: list_events for one tenant's events only
+SELECT e.id, e.message_id, e.source, e.source_event_id, e.type, e.received_at,
+    length(e.body) AS body_bytes, e.body_purged_at
+FROM events e
+WHERE e.tenant_id = :tenant
+    AND (:type::text IS NULL OR e.type = :type)
+    AND (:since::double precision IS NULL OR e.received_at >= :since)
+    AND (:until::double precision IS NULL OR e.received_at < :until)
+    AND (:before::bigint IS NULL OR e.id < :before)
+    AND ((:destination::text IS NULL AND :status::text IS NULL) OR EXISTS (
+        SELECT 1 FROM jobs j JOIN destinations d ON d.id = j.destination_id
+        WHERE j.event_id = e.id AND (:destination::text IS NULL OR d.name = :destination)
+            AND (:status::text IS NULL OR j.status = :status)))
+ORDER BY e.id DESC LIMIT :limit
+
+-- tenant_list_jobs: one tenant's jobs newest first, optionally of one destination and/or status; keyset paging by id (:before)
+SELECT j.id, j.event_id, e.message_id, e.type AS event_type, d.name AS destination, j.status,
+    j.attempts, j.run_at, j.lease_owner, j.lease_until, j.last_error, j.created_at,
+    j.updated_at, j.finished_at
+FROM jobs j JOIN destinations d ON d.id = j.destination_id JOIN events e ON e.id = j.event_id
+WHERE d.tenant_id = :tenant
+    AND (:destination::text IS NULL OR d.name = :destination)
+    AND (:status::text IS NULL OR j.status = :status)
+    AND (:before::bigint IS NULL OR j.id < :before)
+ORDER BY j.id DESC LIMIT :limit
+
+-- tenant_resend_candidates: resend_candidates among one tenant's destinations only
+SELECT j.id FROM jobs j JOIN events e ON e.id = j.event_id
+    JOIN destinations d ON d.id = j.destination_id
+WHERE d.tenant_id = :tenant
+    AND j.status IN ('done', 'dead') AND d.deleted_at IS NULL AND e.body_purged_at IS NULL
+    AND (:status::text IS NULL OR j.status = :status)
+    AND (:job_id::bigint IS NULL OR j.id = :job_id)
+    AND (:destination::text IS NULL OR d.name = :destination)
+    AND (:since::double precision IS NULL OR j.created_at >= :since)
+    AND (:until::double precision IS NULL OR j.created_at < :until)
+ORDER BY j.id LIMIT :limit
