@@ -40,9 +40,9 @@ from typing import Any
 from aiohttp import hdrs, web
 
 from hookline.ingest import metrics
-from hookline.ingest.app_state import app_config, request_reader, request_store
+from hookline.ingest.app_state import app_config, request_reader, request_store, request_tenant
 from hookline.ingest.auth import ADMIN_SETTING, check_bearer
-from hookline.ingest.http_common import error_response
+from hookline.ingest.http_common import acting, error_response
 from hookline.shared.errors import ConfigError, Conflict, DestinationBlocked, InvalidInput, NotFound
 from hookline.shared.logs import get_logger
 from hookline.shared.policy import inputs, rules
@@ -103,10 +103,23 @@ def _authorize(request: web.Request) -> web.Response | None:
 
 def guarded(handler: Handler) -> Handler:
     """Authorize, then map hookline errors to JSON: 400 bad input, 404, 409."""
+    answer = answering_errors(handler)
+
     async def wrapped(request: web.Request) -> web.StreamResponse:
         denied = _authorize(request)
         if denied is not None:
             return denied
+        return await answer(request)
+
+    wrapped.__doc__ = handler.__doc__
+    return wrapped
+
+
+def answering_errors(handler: Handler) -> Handler:
+    """Map the hookline errors `handler` raises to JSON answers: 400 `invalid_request` (with
+    `field`) or `destination_blocked`, 404 `not_found`, 409 `conflict` (the admin and the
+    tenant API alike)."""
+    async def wrapped(request: web.Request) -> web.StreamResponse:
         try:
             return await handler(request)
         except InvalidInput as exc:
@@ -169,15 +182,17 @@ async def add_destination(request: web.Request) -> web.Response:
                                        max_in_flight=new.max_in_flight, headers=new.headers,
                                        timeout_s=new.timeout_s,
                                        rate_limit_per_s=new.rate_limit_per_s,
-                                       ordered=new.ordered)  # Conflict: name taken
-    get_logger().info("destination_added", destination=new.name, by="admin_api")
+                                       ordered=new.ordered, tenant=request_tenant(request))
+    # Conflict: name taken, or the tenant's max_destinations reached
+    get_logger().info("destination_added", destination=new.name, by=acting(request))
     shown_once = new.secret if body.get("secret") is None else None  # like the CLI
     return web.json_response(destination_view(dest, generated_secret=shown_once), status=201)
 
 
 async def get_destination(request: web.Request) -> web.Response:
     """`GET /v1/admin/destinations/{name}`: one destination, secret redacted."""
-    dest = await request_store(request).get_destination(request.match_info["name"])
+    dest = await request_store(request).get_destination(request.match_info["name"],
+                                                        tenant=request_tenant(request))
     return web.json_response(destination_view(dest))
 
 
@@ -188,38 +203,42 @@ async def update_destination(request: web.Request) -> web.Response:
     rules.destination_changes(changes)  # every field, before the address is resolved
     if "url" in changes:
         await vet_destination(changes["url"], app_config(request.app).address_policy)
-    dest = await request_store(request).update_destination(name, **changes)
+    dest = await request_store(request).update_destination(
+        name, tenant=request_tenant(request), **changes)
     get_logger().info("destination_updated", destination=name, fields=sorted(changes),
-                      by="admin_api")
+                      by=acting(request))
     return web.json_response(destination_view(dest))
 
 
 async def remove_destination(request: web.Request) -> web.Response:
     """`DELETE /v1/admin/destinations/{name}`: soft delete; unfinished jobs end dead."""
     name = request.match_info["name"]
-    ended = await request_store(request).remove_destination(name)
+    ended = await request_store(request).remove_destination(name,
+                                                            tenant=request_tenant(request))
     get_logger().info("destination_removed", destination=name, jobs_ended=ended,
-                      by="admin_api")
+                      by=acting(request))
     return web.json_response(destination_removed_view(name, ended))
 
 
 async def pause(request: web.Request) -> web.Response:
     """`POST /v1/admin/destinations/{name}/pause` with optional {"reason": text}."""
     body = await json_body(request)
-    reason = body.get("reason", "paused by operator")
+    reason = body.get("reason", "paused by operator" if acting(request) == "admin_api"
+                      else "paused by the tenant")
     if not isinstance(reason, str):
         raise InvalidInput("reason", "must be a string")
     name = request.match_info["name"]
-    await request_store(request).set_paused(name, True, reason)
-    get_logger().info("destination_paused", destination=name, reason=reason, by="admin_api")
+    await request_store(request).set_paused(name, True, reason, tenant=request_tenant(request))
+    get_logger().info("destination_paused", destination=name, reason=reason,
+                      by=acting(request))
     return web.json_response(paused_view(name, reason))
 
 
 async def resume(request: web.Request) -> web.Response:
     """`POST /v1/admin/destinations/{name}/resume`."""
     name = request.match_info["name"]
-    await request_store(request).set_paused(name, False)
-    get_logger().info("destination_resumed", destination=name, by="admin_api")
+    await request_store(request).set_paused(name, False, tenant=request_tenant(request))
+    get_logger().info("destination_resumed", destination=name, by=acting(request))
     return web.json_response(resumed_view(name))
 
 

@@ -18,7 +18,7 @@ from typing import Any
 from aiohttp import web
 
 from hookline.ingest import admin_api
-from hookline.ingest.app_state import request_store
+from hookline.ingest.app_state import request_store, request_tenant
 from hookline.ingest.http_common import requester
 from hookline.shared.endpoint_models import Destination
 from hookline.shared.errors import InvalidSetting
@@ -49,7 +49,7 @@ async def rotate_secret(request: web.Request) -> web.Response:
     given = body.get("secret")
     dest = await request_store(request).rotate_secret(
         request.match_info["name"], generate_secret() if given is None else given,
-        body.get("overlap_s", rules.DEFAULT_ROTATION_OVERLAP_S))
+        body.get("overlap_s", rules.DEFAULT_ROTATION_OVERLAP_S), tenant=request_tenant(request))
     _audit("secret_rotated", dest, request, generated=given is None,
            previous_secret_until=dest.previous_secret_until)
     return web.json_response(destination_secret_view(dest), headers=NO_STORE)
@@ -57,7 +57,8 @@ async def rotate_secret(request: web.Request) -> web.Response:
 
 async def reveal_secret(request: web.Request) -> web.Response:
     """`GET .../secret`: the current secret, whole."""
-    dest = await request_store(request).get_destination(request.match_info["name"])
+    dest = await request_store(request).get_destination(request.match_info["name"],
+                                                        tenant=request_tenant(request))
     _audit("secret_revealed", dest, request)
     return web.json_response(destination_secret_view(dest), headers=NO_STORE)
 

@@ -17,6 +17,10 @@ Routes (each in its own module, which documents its answers):
                          API (ingest/sources_api.py), event lookup, resend and retry now
                          (ingest/events_admin.py) and the dashboard's views
                          (ingest/admin_views.py).
+    /v1/admin/tenants/{id}/tokens, .../revoke-tokens  mint and revoke tenant tokens
+                         (ingest/tenant_api_tokens.py).
+    /v1/tenant/*         the tenant API, opened with a tenant token (ingest/tenant_api.py,
+                         ingest/tenant_api_deliveries.py, ingest/tenant_auth.py).
     GET  /, /static/*    the operator dashboard (ingest/dashboard.py).
     GET  /portal/, /portal/static/*, /portal/settings.json
                          the customer portal, for tenant tokens (ingest/portal.py).
@@ -48,6 +52,8 @@ from hookline.ingest import (
     openapi,
     portal,
     sources_api,
+    tenant_api,
+    tenant_api_tokens,
 )
 from hookline.ingest.app_state import (
     COMMITTER_KEY,
@@ -135,6 +141,8 @@ def build_app(store: Store, config: Config, *,
     events_admin.register(app)  # /v1/admin/events, resend, retry now
     sources_api.register(app)  # POST /v1/sources/{name}, /v1/admin/sources
     admin_views.register(app)  # the dashboard's views under /v1/admin/
+    tenant_api_tokens.register(app)  # mint and revoke tenant tokens (admin token)
+    tenant_api.register(app)  # /v1/tenant/* (tenant tokens)
     dashboard.register(app)  # GET / and /static/*
     portal.register(app)  # GET /portal/, /portal/static/*, /portal/settings.json
     return app

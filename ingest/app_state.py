@@ -14,8 +14,10 @@ from hookline.ingest.group_commit import GroupCommitter
 from hookline.ingest.rate_limit import SourceRateLimiter
 from hookline.shared.config import Config
 from hookline.shared.faults import StoreOutage
+from hookline.shared.models import DEFAULT_TENANT
 from hookline.shared.process.metrics_file import ProcessMetrics, SnapshotWriter
 from hookline.shared.store import Store
+from hookline.shared.tenant_tokens import TokenClaims
 
 
 class InFlight:
@@ -89,3 +91,28 @@ def request_store(request: web.Request) -> Store:
 def request_reader(request: web.Request) -> Store:
     """The store for long reads (see READ_STORE_KEY)."""
     return request.app[READ_STORE_KEY]
+
+
+TENANT_CLAIMS = "hookline.tenant_claims"
+"""The request key under which ingest/tenant_auth.py leaves a verified tenant token's claims."""
+
+
+def request_claims(request: web.Request) -> TokenClaims | None:
+    """The claims of the tenant token the request was authorized with (None: not a tenant
+    API request)."""
+    claims: TokenClaims | None = request.get(TENANT_CLAIMS)
+    return claims
+
+
+def request_tenant(request: web.Request) -> str:
+    """The tenant whose destinations a request names: the tenant token's, or the default
+    tenant for the admin API."""
+    claims = request_claims(request)
+    return DEFAULT_TENANT if claims is None else claims.tenant
+
+
+def tenant_scope(request: web.Request) -> str | None:
+    """The tenant whose events and jobs a request may read or act on: the tenant token's
+    only, or None (every tenant's) for the admin API."""
+    claims = request_claims(request)
+    return None if claims is None else claims.tenant

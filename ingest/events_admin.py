@@ -29,7 +29,7 @@ from typing import Any
 from aiohttp import web
 
 from hookline.ingest.admin_api import MAX_LIMIT, guarded, json_body
-from hookline.ingest.app_state import request_store
+from hookline.ingest.app_state import request_store, request_tenant, tenant_scope
 from hookline.ingest.http_common import requester
 from hookline.shared.operator_models import (
     BULK_DEFAULT_LIMIT,
@@ -64,7 +64,8 @@ def register(app: web.Application) -> None:
 async def get_event(request: web.Request) -> web.Response:
     """`GET /v1/admin/events/{ref}?source=NAME`: the event and its jobs."""
     match = await request_store(request).find_event(request.match_info["ref"],
-                                                    request.query.get("source"))
+                                                    request.query.get("source"),
+                                                    tenant=tenant_scope(request))
     return web.json_response(event_lookup_view(match))
 
 
@@ -81,7 +82,7 @@ async def list_events(request: web.Request) -> web.Response:
     since_s, until_s = await resolve_instants(store, since, until)
     flt = EventFilter(destination=query.get("destination"), status=status,
                       type=query.get("type"), since_s=since_s, until_s=until_s,
-                      before_id=before_id, limit=limit)
+                      before_id=before_id, limit=limit, tenant=tenant_scope(request))
     events = await store.list_events(flt)
     return web.json_response(events_page_view(events, limit))
 
@@ -110,7 +111,8 @@ async def _single(request: web.Request, action: str) -> web.Response:
     body = await json_body(request)
     inputs.refuse_unknown(body, _SINGLE_FIELDS)
     job_id = inputs.whole_number("id", request.match_info["id"])
-    return await _run(request, action, JobSelection(job_id=job_id), body)
+    return await run_action(request, action,
+                            JobSelection(job_id=job_id, tenant=tenant_scope(request)), body)
 
 
 async def _bulk(request: web.Request, action: str) -> web.Response:
@@ -119,6 +121,19 @@ async def _bulk(request: web.Request, action: str) -> web.Response:
     inputs.refuse_unknown(body, allowed)
     destination = inputs.required_name("destination", body.get("destination"))
     status = inputs.job_status("status", body.get("status"), RESEND_STATUSES)
+    selection = await window_selection(request, body, destination=destination, status=status)
+    return await run_action(request, action, selection, body)
+
+
+async def window_selection(request: web.Request, body: dict[str, Any], *, destination: str,
+                           status: str | None) -> JobSelection:
+    """The jobs of one destination (of the request's tenant) created in the body's `since` /
+    `until` window, at most its `limit`, in `status` (None: any the action takes).
+
+    Raises:
+        InvalidInput: a bad `since`, `until` or `limit`.
+        NotFound: no such destination (404).
+    """
     since = inputs.instant("since", body.get("since"))
     until = inputs.instant("until", body.get("until"))
     limit = inputs.whole_number("limit", body.get("limit"), default=BULK_DEFAULT_LIMIT,
@@ -126,13 +141,16 @@ async def _bulk(request: web.Request, action: str) -> web.Response:
     store = request_store(request)
     since_s, until_s = await resolve_instants(store, since, until)
     selection = JobSelection(destination=destination, status=status, since_s=since_s,
-                             until_s=until_s, limit=limit)
-    await store.get_destination(destination)  # NotFound: 404
-    return await _run(request, action, selection, body)
+                             until_s=until_s, limit=limit, tenant=tenant_scope(request))
+    await store.get_destination(destination, tenant=request_tenant(request))  # NotFound: 404
+    return selection
 
 
-async def _run(request: web.Request, action: str, selection: JobSelection,
-               body: dict[str, Any]) -> web.Response:
+async def run_action(request: web.Request, action: str, selection: JobSelection,
+                     body: dict[str, Any]) -> web.Response:
+    """Resend or retry now (`action`) the jobs of `selection`, with the body's `dry_run`
+    and `reason`; audited (who: :func:`hookline.ingest.http_common.requester`) unless a dry
+    run. Answers the bulk result view."""
     dry_run = inputs.flag("dry_run", body.get("dry_run"))
     reason = inputs.optional_text("reason", body.get("reason"))
     store: Store = request_store(request)

@@ -21,9 +21,12 @@ import hashlib
 import hmac
 import json
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
-from hookline.shared.errors import InvalidInput
+from hookline.shared.errors import Conflict, InvalidInput
+
+if TYPE_CHECKING:
+    from hookline.shared.store import Store
 
 PREFIX = "hlt_"
 CAPABILITIES = ("view", "view_secret", "manage_secret", "manage_destinations", "resend")
@@ -37,7 +40,8 @@ MAX_TOKEN_CHARS = 4096
 SIGNING_KEY_PURPOSE = "tenant_tokens"
 """The `signing_keys` row tenant tokens are signed with."""
 
-TokenError = Literal["token_invalid", "token_expired"]
+TokenError = Literal["token_missing", "token_invalid", "token_expired", "token_revoked"]
+"""The 401 codes of the tenant API (docs/tenants.md)."""
 
 
 class TokenRefused(Exception):
@@ -130,7 +134,6 @@ def mint(key: bytes, claims: TokenClaims) -> str:
 def verify(key: bytes, token: str, now_s: float) -> TokenClaims:
     """The claims of a token signed with `key` that has not expired at `now_s`.
 
-    The signature is checked (in constant time) before anything in the claims is read.
     Whether the tenant still exists, is enabled and still has the token's epoch is the
     caller's to check against the store.
 
@@ -142,6 +145,25 @@ def verify(key: bytes, token: str, now_s: float) -> TokenClaims:
     Raises:
         TokenRefused: `token_invalid` (not a token, another key's, tampered with) or
             `token_expired`.
+    """
+    claims = verify_signature(key, token)
+    check_expiry(claims, now_s)
+    return claims
+
+
+def check_expiry(claims: TokenClaims, now_s: float) -> None:
+    """Raise TokenRefused(`token_expired`) when the token has expired at `now_s` (unix s)."""
+    if claims.expires_at <= now_s:
+        raise TokenRefused("token_expired", "the tenant token has expired; ask for a new one")
+
+
+def verify_signature(key: bytes, token: str) -> TokenClaims:
+    """The claims of a token signed with `key`, expired or not. The signature is checked
+    (in constant time) before anything in the claims is read.
+
+    Raises:
+        TokenRefused: `token_invalid`: not a tenant token, signed with another key, or
+            tampered with.
     """
     if len(token) > MAX_TOKEN_CHARS or not token.startswith(PREFIX):
         raise TokenRefused("token_invalid", "not a tenant token (they start with hlt_)")
@@ -157,9 +179,42 @@ def verify(key: bytes, token: str, now_s: float) -> TokenClaims:
     except (ValueError, KeyError, TypeError, binascii.Error):
         # Signed by us, so this is only an older or newer format: refuse it as invalid.
         raise TokenRefused("token_invalid", "the tenant token's claims are unreadable") from None
-    if claims.expires_at <= now_s:
-        raise TokenRefused("token_expired", "the tenant token has expired; ask for a new one")
     return claims
+
+
+async def issue(store: Store, tenant: str, *, ttl_s: int, capabilities: tuple[str, ...],
+                read_only: bool) -> tuple[str, TokenClaims]:
+    """Mint a token for `tenant` with the database's key, expiring `ttl_s` seconds from the
+    store's now (the clock tokens are checked against).
+
+    Args:
+        store: an open store.
+        tenant: the tenant id.
+        ttl_s: lifetime, seconds (checked by :func:`ttl_seconds`).
+        capabilities, read_only: the grant (checked by :func:`grant`).
+
+    Returns:
+        (the token, its claims).
+
+    Raises:
+        NotFound: no such tenant.
+        Conflict: the tenant is disabled (its tokens would be refused).
+    """
+    found = await store.get_tenant(tenant)
+    if found.disabled:
+        raise Conflict(f"tenant {found.id!r} is disabled: its tokens would be refused; "
+                       "enable it first")
+    now_s = await store.now_s()
+    claims = TokenClaims(tenant=found.id, epoch=found.token_epoch,
+                         expires_at=int(now_s) + ttl_s, capabilities=capabilities,
+                         read_only=read_only)
+    return mint(await store.token_signing_key(SIGNING_KEY_PURPOSE), claims), claims
+
+
+def portal_url(base_url: str, token: str) -> str:
+    """The portal's address opened with `token`, which rides in the fragment: browsers send
+    a fragment neither to servers nor in `Referer` headers, so it stays out of access logs."""
+    return f"{base_url.rstrip('/')}/portal/#token={token}"
 
 
 def _claims(raw: Any) -> TokenClaims:
