@@ -23,6 +23,8 @@ Routes (each in its own module, which documents its answers):
     /v1/tenant/*         the tenant API, opened with a tenant token (ingest/tenant_api.py,
                          ingest/tenant_api_deliveries.py, ingest/tenant_auth.py).
     GET  /, /static/*    the operator dashboard (ingest/dashboard.py).
+    GET  /portal/, /portal/static/*, /portal/settings.json
+                         the customer portal, for tenant tokens (ingest/portal.py).
 
 Every error is JSON `{"error": code, "detail": text}`, aiohttp's own 404/405 included. A
 database that is busy answers 503 `store_busy`, one that is unreachable, restarting or
@@ -49,6 +51,7 @@ from hookline.ingest import (
     events_api,
     health,
     openapi,
+    portal,
     sources_api,
     tenant_api,
     tenant_api_tokens,
@@ -144,6 +147,7 @@ def build_app(store: Store, config: Config, *,
     tenant_api_tokens.register(app)  # mint and revoke tenant tokens (admin token)
     tenant_api.register(app)  # /v1/tenant/* (tenant tokens)
     dashboard.register(app)  # GET / and /static/*
+    portal.register(app)  # GET /portal/, /portal/static/*, /portal/settings.json
     return app
 
 

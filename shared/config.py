@@ -199,6 +199,15 @@ class Config:
     tenants_auto_create: bool = _opt(
         False, "POST /v1/events for a tenant that does not exist creates it (with defaults) "
         "instead of answering 404 tenant_not_found.")
+    portal_frame_ancestors: str = _opt(
+        "", "Origins allowed to embed the customer portal (/portal/) in a frame, separated by "
+        "commas (e.g. https://app.example.com); sent as CSP frame-ancestors. Empty: no site "
+        "may frame it. The dashboard refuses every frame regardless.",
+        check=checks.as_setting(checks.frame_ancestors))
+    portal_owner_name: str = _opt(
+        "the service that gave you this link", "Who the customer portal names as the one to "
+        "ask for a new link once a tenant token has expired (e.g. your product's name).",
+        check=checks.not_blank)
     max_header_bytes: int = _opt(
         8190, "Ingest: longest accepted request header field (name + value), bytes; a longer "
         "one is answered 431 before any handler runs.",
