@@ -66,7 +66,7 @@ ORDER BY d.id
 FOR NO KEY UPDATE OF d
 
 -- destination_slots: free in-flight slots of the locked destinations (read after the locks)
-SELECT d.id, d.ordered, d.rate_limit_per_s, d.next_send_at, d.max_in_flight - (
+SELECT d.id, d.tenant_id, d.ordered, d.rate_limit_per_s, d.next_send_at, d.max_in_flight - (
     SELECT count(*) FROM jobs j
     WHERE j.destination_id = d.id AND j.status = 'running'
         AND j.lease_until > hookline_now(:test_now_s)
@@ -174,7 +174,7 @@ FROM unnest(:job_ids::bigint[], :attempts::integer[], :lease_tokens::text[])
 
 -- claim_details: what a worker needs to send claimed jobs (batch, by job id)
 SELECT j.id AS job_id, e.message_id, e.type, e.body, e.forwarded_headers, d.name, d.url,
-    d.secret, d.previous_secret, d.previous_secret_until, d.timeout_s, d.headers
+    d.secret, d.previous_secret, d.previous_secret_until, d.timeout_s, d.headers, d.tenant_id
 FROM jobs j JOIN events e ON e.id = j.event_id JOIN destinations d ON d.id = j.destination_id
 WHERE j.id = ANY(:job_ids::bigint[])
 
@@ -470,3 +470,9 @@ ORDER BY j.id LIMIT :limit
 UPDATE jobs SET run_at = hookline_now(:test_now_s), updated_at = hookline_now(:test_now_s)
 WHERE id = ANY(:job_ids::bigint[]) AND status = 'pending'
     AND run_at > hookline_now(:test_now_s)
+
+-- several_tenants: (fairness across tenants) whether live destinations of more than one
+-- tenant exist (the per-tenant fair share applies only then); the two ends of the
+-- destinations_tenant index, not a scan
+SELECT (SELECT min(tenant_id) FROM destinations WHERE deleted_at IS NULL)
+    <> (SELECT max(tenant_id) FROM destinations WHERE deleted_at IS NULL) AS several

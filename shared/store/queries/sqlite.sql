@@ -38,7 +38,7 @@ RETURNING id, event_id
 
 -- destination_slots: free in-flight slots per active destination (expired leases do not count);
 -- every one (the single writer needs no lock_claimable_destinations step)
-SELECT d.id, d.ordered, d.rate_limit_per_s, d.next_send_at, d.max_in_flight - (
+SELECT d.id, d.tenant_id, d.ordered, d.rate_limit_per_s, d.next_send_at, d.max_in_flight - (
     SELECT COUNT(*) FROM jobs j
     WHERE j.destination_id = d.id AND j.status = 'running' AND j.lease_until > :now
 ) AS free
@@ -139,7 +139,7 @@ SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]'), :worker,
 
 -- claim_details: what a worker needs to send claimed jobs (:job_ids, a JSON array)
 SELECT j.id AS job_id, e.message_id, e.type, e.body, e.forwarded_headers, d.name, d.url,
-    d.secret, d.previous_secret, d.previous_secret_until, d.timeout_s, d.headers
+    d.secret, d.previous_secret, d.previous_secret_until, d.timeout_s, d.headers, d.tenant_id
 FROM jobs j JOIN events e ON e.id = j.event_id JOIN destinations d ON d.id = j.destination_id
 WHERE j.id IN (SELECT value FROM json_each(:job_ids))
 
@@ -423,3 +423,9 @@ ORDER BY j.id LIMIT :limit
 -- retry_now_jobs: pending jobs due now (:job_ids, a JSON array; attempts unchanged)
 UPDATE jobs SET run_at = :now, updated_at = :now
 WHERE id IN (SELECT value FROM json_each(:job_ids)) AND status = 'pending' AND run_at > :now
+
+-- several_tenants: (fairness across tenants) whether live destinations of more than one
+-- tenant exist (the per-tenant fair share applies only then); the two ends of the
+-- destinations_tenant index, not a scan
+SELECT (SELECT min(tenant_id) FROM destinations WHERE deleted_at IS NULL)
+    <> (SELECT max(tenant_id) FROM destinations WHERE deleted_at IS NULL) AS several
