@@ -32,7 +32,6 @@ from typing import Any
 from hookline.rehearsal import wrk
 from hookline.rehearsal.bench import (
     bench_env,
-    count_events,
     proc_cpu_s,
     query,
     service_process,
@@ -116,23 +115,25 @@ def _ingest(opts: ScenarioOptions, db: str, port: int, procs: dict[str, int], la
     started = time.monotonic()
     asyncio.run(_with_store(db, setup))
     setup_s = time.monotonic() - started
-    events_before = count_events(db)
-    jobs_before = _count_jobs(db)
+    events_before, jobs_before = _count_events_and_jobs(db)
     cpu_before = {slot: proc_cpu_s(pid) for slot, pid in procs.items()}
     load = wrk.run_wrk(f"http://127.0.0.1:{port}", max(1, round(opts.phase_s)),
                        opts.concurrency, opts.body_bytes, f"{label}-{os.urandom(4).hex()}",
                        INGEST_TOKEN, type_count=type_count, tenant_count=tenant_count)
     cpu_s = {slot: round(proc_cpu_s(pid) - cpu_before[slot], 2) for slot, pid in procs.items()}
-    events = count_events(db) - events_before
-    jobs = _count_jobs(db) - jobs_before
+    time.sleep(0.5)  # requests wrk left open at its end still commit
+    events, jobs = (now - before for now, before in zip(
+        _count_events_and_jobs(db), (events_before, jobs_before), strict=True))
     return {"cpu_s": cpu_s, "events_per_s": load["events_per_s"], "accepted": events,
             "non_2xx": load["non_2xx"], "latency_ms": load["latency_ms"],
             "jobs_per_event": round(jobs / events, 3) if events else None,
             "setup_s": round(setup_s, 1)}
 
 
-def _count_jobs(db: str) -> int:
-    return int(query(db, "SELECT COUNT(*) FROM jobs")[0][0])
+def _count_events_and_jobs(db: str) -> tuple[int, int]:
+    """Events and jobs stored, read in one statement (one snapshot)."""
+    events, jobs = query(db, "SELECT (SELECT COUNT(*) FROM events), (SELECT COUNT(*) FROM jobs)")[0]
+    return int(events), int(jobs)
 
 
 async def _with_store(db: str, work: Any) -> None:

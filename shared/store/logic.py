@@ -160,14 +160,14 @@ class StoreLogic(EventOperations, TenantOperations):
             ids = [r["id"] for r in (yield rows("lock_claimable_destinations"))]
             if not ids:
                 return [], False
+        slots = list((yield rows("destination_slots", destination_ids=ids)))
         # The per-tenant share applies only while destinations of several tenants exist.
-        per_tenant = request.per_tenant if request.per_tenant is not None and (
-            yield one("several_tenants"))["several"] else None
+        per_tenant = request.per_tenant if slots and slots[0]["several_tenants"] else None
         # (late retry?, due since, job id, destination id): fresh work sorts first.
         candidates: list[tuple[bool, float, int, int]] = []
         rates: dict[int, tuple[float, float]] = {}  # id -> (per second, next_send_at)
         tenant_of: dict[int, str] = {}  # destination id -> tenant, of those offering jobs
-        for slot in (yield rows("destination_slots", destination_ids=ids)):
+        for slot in slots:
             room = fair_room(request, slot["id"])
             if per_tenant is not None:  # a tenant at its share offers nothing
                 room = min(room, per_tenant - request.held_tenants.get(slot["tenant_id"], 0))

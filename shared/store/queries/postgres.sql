@@ -65,12 +65,17 @@ WHERE NOT d.paused AND d.deleted_at IS NULL AND COALESCE(
 ORDER BY d.id
 FOR NO KEY UPDATE OF d
 
--- destination_slots: free in-flight slots of the locked destinations (read after the locks)
+-- destination_slots: free in-flight slots of the locked destinations (read after the locks);
+-- several_tenants (the same on every row): whether live destinations of more than one tenant
+-- exist, the two ends of the destinations_tenant index (the per-tenant fair share applies
+-- only then)
 SELECT d.id, d.tenant_id, d.ordered, d.rate_limit_per_s, d.next_send_at, d.max_in_flight - (
     SELECT count(*) FROM jobs j
     WHERE j.destination_id = d.id AND j.status = 'running'
         AND j.lease_until > hookline_now(:test_now_s)
-) AS free
+) AS free,
+    (SELECT min(tenant_id) FROM destinations WHERE deleted_at IS NULL)
+    <> (SELECT max(tenant_id) FROM destinations WHERE deleted_at IS NULL) AS several_tenants
 FROM destinations d WHERE d.id = ANY(:destination_ids::bigint[]) ORDER BY d.id
 
 -- due_jobs: claimable jobs of one destination, oldest due first; rows another transaction
@@ -470,9 +475,3 @@ ORDER BY j.id LIMIT :limit
 UPDATE jobs SET run_at = hookline_now(:test_now_s), updated_at = hookline_now(:test_now_s)
 WHERE id = ANY(:job_ids::bigint[]) AND status = 'pending'
     AND run_at > hookline_now(:test_now_s)
-
--- several_tenants: (fairness across tenants) whether live destinations of more than one
--- tenant exist (the per-tenant fair share applies only then); the two ends of the
--- destinations_tenant index, not a scan
-SELECT (SELECT min(tenant_id) FROM destinations WHERE deleted_at IS NULL)
-    <> (SELECT max(tenant_id) FROM destinations WHERE deleted_at IS NULL) AS several

@@ -37,11 +37,15 @@ VALUES (:event_ids, :destination_ids, :now, :now, :now)
 RETURNING id, event_id
 
 -- destination_slots: free in-flight slots per active destination (expired leases do not count);
--- every one (the single writer needs no lock_claimable_destinations step)
+-- every one (the single writer needs no lock_claimable_destinations step); several_tenants
+-- (the same on every row): whether live destinations of more than one tenant exist, the two
+-- ends of the destinations_tenant index (the per-tenant fair share applies only then)
 SELECT d.id, d.tenant_id, d.ordered, d.rate_limit_per_s, d.next_send_at, d.max_in_flight - (
     SELECT COUNT(*) FROM jobs j
     WHERE j.destination_id = d.id AND j.status = 'running' AND j.lease_until > :now
-) AS free
+) AS free,
+    (SELECT min(tenant_id) FROM destinations WHERE deleted_at IS NULL)
+    <> (SELECT max(tenant_id) FROM destinations WHERE deleted_at IS NULL) AS several_tenants
 FROM destinations d
 WHERE d.paused = 0 AND d.deleted_at IS NULL
 
@@ -423,9 +427,3 @@ ORDER BY j.id LIMIT :limit
 -- retry_now_jobs: pending jobs due now (:job_ids, a JSON array; attempts unchanged)
 UPDATE jobs SET run_at = :now, updated_at = :now
 WHERE id IN (SELECT value FROM json_each(:job_ids)) AND status = 'pending' AND run_at > :now
-
--- several_tenants: (fairness across tenants) whether live destinations of more than one
--- tenant exist (the per-tenant fair share applies only then); the two ends of the
--- destinations_tenant index, not a scan
-SELECT (SELECT min(tenant_id) FROM destinations WHERE deleted_at IS NULL)
-    <> (SELECT max(tenant_id) FROM destinations WHERE deleted_at IS NULL) AS several
