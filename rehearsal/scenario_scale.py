@@ -47,7 +47,7 @@ from hookline.shared.tenant_models import TenantFields
 
 DESTINATIONS_PER_TENANT = 3
 INGEST_RATIO_LIMIT = 0.9  # the many-destinations or many-tenants figure / the small one
-CLAIM_SAMPLES = 50
+CLAIM_SAMPLES = 20
 UNREACHABLE_URL = "http://127.0.0.1:9/hook"  # never called: every destination is paused
 
 
