@@ -1,8 +1,9 @@
 """`hookline bench --scenario fairness|destinations|tenants --quick` end to end: the real CLI,
 service, receiver, load generator and wrk processes, figures read back from
 scenario-NAME.json: fairness on both backends, the scale scenarios on one each (to keep the
-suite short; both run the same code on either backend). Speed is never asserted (a busy machine moves every figure):
-the structure is, and that every job that should be delivered was."""
+suite short; both run the same code on either backend). Speed is never asserted (a busy
+machine moves every figure): the structure is, and that every job that should be delivered
+was."""
 
 from __future__ import annotations
 
