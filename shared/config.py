@@ -162,6 +162,12 @@ class Config:
         "1) that one destination may hold, whatever its max_in_flight, so a hanging "
         "destination cannot take every slot.",
         check=checks.share)
+    tenant_slot_share: float = _opt(
+        0.5, "Most of a worker's slots (fraction of worker_concurrency, rounded up, at least "
+        "1) that one tenant's destinations may hold together while destinations of more than "
+        "one tenant exist, so one tenant's backlog or hanging endpoints cannot take another "
+        "tenant's slots.",
+        check=checks.share)
     claim_batch: int = _opt(64, "Most jobs one claim takes (claims are also sized to free slots).",
         check=checks.at_least(1))
     batch_interval_s: float = _opt(

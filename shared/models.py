@@ -117,6 +117,7 @@ class Claim:
     # A source event's origin and provider headers, sent after the custom headers
     # (shared/policy/forwarding.py); () for events posted to POST /v1/events.
     forwarded_headers: tuple[tuple[str, str], ...] = ()
+    tenant_id: str = DEFAULT_TENANT  # the destination's tenant (the per-tenant fair share)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -134,6 +135,9 @@ class ClaimRequest:
         max_late: most late retries to take (None = no reservation).
         per_destination: most of the worker's slots one destination may hold (None = no cap).
         held: destination id -> the worker's slots it holds already (for per_destination).
+        per_tenant: most of the worker's slots one tenant may hold while destinations of more
+            than one tenant exist (None = no cap).
+        held_tenants: tenant -> the worker's slots it holds already (for per_tenant).
         may_take_over: the worker holds no other claim once this transaction commits, so a
             job taken over (maybe a poison job) may be claimed, alone (False: skipped).
     """
@@ -147,6 +151,8 @@ class ClaimRequest:
     per_destination: int | None = None
     held: Mapping[int, int] = field(default_factory=dict)
     may_take_over: bool = True
+    per_tenant: int | None = None
+    held_tenants: Mapping[str, int] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

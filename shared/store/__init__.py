@@ -121,14 +121,19 @@ class Store(Protocol):
                     max_attempts: int, *, late_after: int | None = None,
                     max_late: int | None = None, per_destination: int | None = None,
                     held: Mapping[int, int] | None = None,
-                    may_take_over: bool = True) -> list[Claim]:
+                    may_take_over: bool = True, per_tenant: int | None = None,
+                    held_tenants: Mapping[str, int] | None = None) -> list[Claim]:
         """Atomically take up to `limit` due jobs under fresh leases of `lease_s` seconds.
 
         Delivery policy (migration 003): jobs that already made `late_after` or more attempts
         are late retries; they are claimed after every other due job and at most `max_late`
         of them (None = no reservation). Fair share: no destination ends up holding more
         than `per_destination` of this worker's slots, counting the `held` ones (destination
-        id -> slots it holds already; None = no cap). An `ordered` destination yields only its
+        id -> slots it holds already; None = no cap). Tenants take turns (each tenant's
+        first due job, then each one's second, ...; within a tenant its destinations take
+        turns), and while live destinations of more than one tenant exist no tenant ends up
+        holding more than `per_tenant` of this worker's slots, counting `held_tenants` (tenant
+        -> slots it holds already; None = no cap). An `ordered` destination yields only its
         oldest unfinished job (by id), and only when that job is due (pending and run_at passed,
         or running with an expired lease), so it never has two in flight. A destination with
         `rate_limit_per_s` yields a job only while its GCRA allows one (see

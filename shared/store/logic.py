@@ -128,14 +128,16 @@ class StoreLogic(EventOperations, TenantOperations, TenantCounts, TenantReadOper
                     max_attempts: int, *, late_after: int | None = None,
                     max_late: int | None = None, per_destination: int | None = None,
                     held: Mapping[int, int] | None = None,
-                    may_take_over: bool = True) -> list[Claim]:
+                    may_take_over: bool = True, per_tenant: int | None = None,
+                    held_tenants: Mapping[str, int] | None = None) -> list[Claim]:
         """See :meth:`hookline.shared.store.Store.claim`."""
         if limit <= 0:
             return []
         request = ClaimRequest(worker=worker, limit=limit, lease_s=lease_s,
                                max_attempts=max_attempts, late_after=late_after,
                                max_late=max_late, per_destination=per_destination,
-                               held=held or {}, may_take_over=may_take_over)
+                               held=held or {}, may_take_over=may_take_over,
+                               per_tenant=per_tenant, held_tenants=held_tenants or {})
         return (await self._transact(self._claim_tx(request), write=False))[0]
 
     def _claim_tx(self, request: ClaimRequest) -> Tx[tuple[list[Claim], bool]]:
@@ -161,11 +163,17 @@ class StoreLogic(EventOperations, TenantOperations, TenantCounts, TenantReadOper
             ids = [r["id"] for r in (yield rows("lock_claimable_destinations"))]
             if not ids:
                 return [], False
+        slots = list((yield rows("destination_slots", destination_ids=ids)))
+        # The per-tenant share applies only while destinations of several tenants exist.
+        per_tenant = request.per_tenant if slots and slots[0]["several_tenants"] else None
         # (late retry?, due since, job id, destination id): fresh work sorts first.
         candidates: list[tuple[bool, float, int, int]] = []
         rates: dict[int, tuple[float, float]] = {}  # id -> (per second, next_send_at)
-        for slot in (yield rows("destination_slots", destination_ids=ids)):
+        tenant_of: dict[int, str] = {}  # destination id -> tenant, of those offering jobs
+        for slot in slots:
             room = fair_room(request, slot["id"])
+            if per_tenant is not None:  # a tenant at its share offers nothing
+                room = min(room, per_tenant - request.held_tenants.get(slot["tenant_id"], 0))
             if slot["free"] <= 0 or room <= 0:
                 continue
             if slot["rate_limit_per_s"] is not None:
@@ -174,11 +182,15 @@ class StoreLogic(EventOperations, TenantOperations, TenantCounts, TenantReadOper
                                                                  min(slot["free"], room))):
                 late = request.late_after is not None and attempts >= request.late_after
                 candidates.append((late, due_at, job_id, slot["id"]))
+                tenant_of[slot["id"]] = slot["tenant_id"]
         # The quarantine: a job taken over is claimed alone, by a worker that holds nothing.
         takeovers = {r["job_id"] for r in (yield rows(
             "takeovers_among", job_ids=[c[2] for c in candidates]))} if candidates else set()
-        chosen, next_send, waiting = choose_with_takeovers(candidates, takeovers, request,
-                                                           rates=rates, now_s=now)
+        # Tenants take turns only when there are several to choose between.
+        several = per_tenant is not None or len(set(tenant_of.values())) > 1
+        chosen, next_send, waiting = choose_with_takeovers(
+            candidates, takeovers, request, rates=rates, now_s=now,
+            tenants=tenant_of if several else None, per_tenant=per_tenant)
         for destination_id, next_send_at in next_send.items():
             yield count("advance_next_send", destination_id=destination_id,
                         next_send_at=next_send_at)
@@ -568,4 +580,5 @@ def _claim_from(row: Any, details: Any, worker: str, taken_over: bool, now: floa
         lease_owner=worker, lease_until=row["lease_until"], taken_over=taken_over,
         secrets=secrets, timeout_s=details["timeout_s"],
         headers=parse_headers(details["headers"]),
-        forwarded_headers=forwarding.decode(details["forwarded_headers"]))
+        forwarded_headers=forwarding.decode(details["forwarded_headers"]),
+        tenant_id=details["tenant_id"])

@@ -65,12 +65,17 @@ WHERE NOT d.paused AND d.deleted_at IS NULL AND COALESCE(
 ORDER BY d.id
 FOR NO KEY UPDATE OF d
 
--- destination_slots: free in-flight slots of the locked destinations (read after the locks)
-SELECT d.id, d.ordered, d.rate_limit_per_s, d.next_send_at, d.max_in_flight - (
+-- destination_slots: free in-flight slots of the locked destinations (read after the locks);
+-- several_tenants (the same on every row): whether live destinations of more than one tenant
+-- exist, the two ends of the destinations_tenant index (the per-tenant fair share applies
+-- only then)
+SELECT d.id, d.tenant_id, d.ordered, d.rate_limit_per_s, d.next_send_at, d.max_in_flight - (
     SELECT count(*) FROM jobs j
     WHERE j.destination_id = d.id AND j.status = 'running'
         AND j.lease_until > hookline_now(:test_now_s)
-) AS free
+) AS free,
+    (SELECT min(tenant_id) FROM destinations WHERE deleted_at IS NULL)
+    <> (SELECT max(tenant_id) FROM destinations WHERE deleted_at IS NULL) AS several_tenants
 FROM destinations d WHERE d.id = ANY(:destination_ids::bigint[]) ORDER BY d.id
 
 -- due_jobs: claimable jobs of one destination, oldest due first; rows another transaction
@@ -174,7 +179,7 @@ FROM unnest(:job_ids::bigint[], :attempts::integer[], :lease_tokens::text[])
 
 -- claim_details: what a worker needs to send claimed jobs (batch, by job id)
 SELECT j.id AS job_id, e.message_id, e.type, e.body, e.forwarded_headers, d.name, d.url,
-    d.secret, d.previous_secret, d.previous_secret_until, d.timeout_s, d.headers
+    d.secret, d.previous_secret, d.previous_secret_until, d.timeout_s, d.headers, d.tenant_id
 FROM jobs j JOIN events e ON e.id = j.event_id JOIN destinations d ON d.id = j.destination_id
 WHERE j.id = ANY(:job_ids::bigint[])
 

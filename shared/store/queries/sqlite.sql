@@ -37,11 +37,15 @@ VALUES (:event_ids, :destination_ids, :now, :now, :now)
 RETURNING id, event_id
 
 -- destination_slots: free in-flight slots per active destination (expired leases do not count);
--- every one (the single writer needs no lock_claimable_destinations step)
-SELECT d.id, d.ordered, d.rate_limit_per_s, d.next_send_at, d.max_in_flight - (
+-- every one (the single writer needs no lock_claimable_destinations step); several_tenants
+-- (the same on every row): whether live destinations of more than one tenant exist, the two
+-- ends of the destinations_tenant index (the per-tenant fair share applies only then)
+SELECT d.id, d.tenant_id, d.ordered, d.rate_limit_per_s, d.next_send_at, d.max_in_flight - (
     SELECT COUNT(*) FROM jobs j
     WHERE j.destination_id = d.id AND j.status = 'running' AND j.lease_until > :now
-) AS free
+) AS free,
+    (SELECT min(tenant_id) FROM destinations WHERE deleted_at IS NULL)
+    <> (SELECT max(tenant_id) FROM destinations WHERE deleted_at IS NULL) AS several_tenants
 FROM destinations d
 WHERE d.paused = 0 AND d.deleted_at IS NULL
 
@@ -139,7 +143,7 @@ SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]'), :worker,
 
 -- claim_details: what a worker needs to send claimed jobs (:job_ids, a JSON array)
 SELECT j.id AS job_id, e.message_id, e.type, e.body, e.forwarded_headers, d.name, d.url,
-    d.secret, d.previous_secret, d.previous_secret_until, d.timeout_s, d.headers
+    d.secret, d.previous_secret, d.previous_secret_until, d.timeout_s, d.headers, d.tenant_id
 FROM jobs j JOIN events e ON e.id = j.event_id JOIN destinations d ON d.id = j.destination_id
 WHERE j.id IN (SELECT value FROM json_each(:job_ids))
 
