@@ -1,8 +1,9 @@
 """Which tenant a request about destinations, jobs or events means. A tenant API request (a
 tenant token, ingest/tenant_auth.py) means the token's tenant, always: `?tenant=` or a body's
-`"tenant"` is refused there (400, field `tenant`), so no input can even name another tenant. An admin request means
-`?tenant=ID` (or `"tenant"` in the body), the default tenant when absent. Names are unique
-within a tenant only, so a destination name always comes with its tenant."""
+`"tenant"` is refused there (400, field `tenant`), so no input can even name another tenant.
+An admin request means `?tenant=ID` (or `"tenant"` in the body), the default tenant when
+absent. Names are unique within a tenant only, so a destination name always comes with its
+tenant."""
 
 from __future__ import annotations
 
