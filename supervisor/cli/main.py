@@ -127,8 +127,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise  # a broken install of hookline itself: the traceback is the report
         # demo, receiver, rehearse and bench use packages the runtime-only install lacks.
         return fail(f"this command needs the Python package {exc.name!r}, which is not "
-                    "installed: it comes with hookline's test and bench extras "
-                    "(pip install 'hookline[test,bench]', or `make venv` in a checkout)", 2)
+                    "installed: the drills (demo, receiver, rehearse, bench) need hookline's "
+                    "bench extra (pip install 'hookline[bench]', or `make venv` in a "
+                    "checkout)", 2)
 
 
 def _receiver_position(argv: list[str]) -> int | None:

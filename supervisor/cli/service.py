@@ -47,6 +47,10 @@ def register(sub: Any) -> None:
     demo = sub.add_parser("demo", help="run the end-to-end demo on real GitHub payloads")
     demo.add_argument("--out", default="results", help="folder for the result files")
     demo.add_argument("--workers", type=int, default=3)
+    demo.add_argument("--data", metavar="DIR",
+                      help="folder of the GitHub payload examples (default: the source "
+                           "checkout's rehearsal/data/github/, which an installed hookline "
+                           "lacks)")
     demo.set_defaults(handler=demo_command)
 
     sub.add_parser("receiver", help="run the receiver fixture (see `hookline receiver -h`)",
@@ -133,5 +137,9 @@ async def _nothing(store: object) -> None:
 def demo_command(config: Config, args: argparse.Namespace) -> int:
     """Run the demo in its own fresh database under --out."""
     from hookline.rehearsal.demo import run as run_demo  # noqa: PLC0415  (the rehearsal loads only for `hookline demo`)
+    from hookline.rehearsal.github_samples import DemoDataMissing  # noqa: PLC0415  (as above)
 
-    return run_demo(out_dir=args.out, workers=args.workers)
+    try:
+        return run_demo(out_dir=args.out, workers=args.workers, data=args.data)
+    except DemoDataMissing as exc:
+        return fail(f"demo: {exc}", 2)
