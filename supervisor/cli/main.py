@@ -22,19 +22,21 @@ from hookline.shared.logs import configure_logging
 from hookline.shared.version import VERSION
 from hookline.supervisor.cli.common import fail
 
+# In `hookline --help`'s order: what operators use first, the drills (rehearse, demo,
+# receiver, bench) last.
 COMMAND_MODULES = (
-    "hookline.supervisor.cli.migrate_store",
     "hookline.supervisor.cli.service",
+    "hookline.supervisor.cli.send",
     "hookline.supervisor.cli.destinations",
+    "hookline.supervisor.cli.events",
+    "hookline.supervisor.cli.controls",
+    "hookline.supervisor.cli.sources",
+    "hookline.supervisor.cli.logs",
+    "hookline.supervisor.cli.backup",
+    "hookline.supervisor.cli.migrate_store",
+    "hookline.supervisor.cli.rehearse",
     "hookline.supervisor.cli.bench",
     "hookline.supervisor.cli.bench_table",
-    "hookline.supervisor.cli.rehearse",
-    "hookline.supervisor.cli.backup",
-    "hookline.supervisor.cli.controls",
-    "hookline.supervisor.cli.events",
-    "hookline.supervisor.cli.logs",
-    "hookline.supervisor.cli.sources",
-    "hookline.supervisor.cli.send",
 )
 _OWN_PACKAGE = "hookline"
 _CONFIG_FLAGS = ("db", "log_level", "workers", "listen")

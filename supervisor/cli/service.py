@@ -1,4 +1,4 @@
-"""`hookline serve`, `hookline init`, `hookline config show`, `hookline demo`."""
+"""`hookline serve`, `hookline init`, `hookline config show`."""
 
 from __future__ import annotations
 
@@ -44,17 +44,6 @@ def register(sub: Any) -> None:
     show.add_argument("--json", action="store_true")
     show.set_defaults(handler=config_show)
 
-    demo = sub.add_parser("demo", help="run the end-to-end demo on real GitHub payloads")
-    demo.add_argument("--out", default="results", help="folder for the result files")
-    demo.add_argument("--workers", type=int, default=3)
-    demo.add_argument("--data", metavar="DIR",
-                      help="folder of the GitHub payload examples (default: the source "
-                           "checkout's rehearsal/data/github/, which an installed hookline "
-                           "lacks)")
-    demo.set_defaults(handler=demo_command)
-
-    sub.add_parser("receiver", help="run the receiver fixture (see `hookline receiver -h`)",
-                   add_help=False)
 
 
 def config_show(config: Config, args: argparse.Namespace) -> int:
@@ -132,14 +121,3 @@ def init_command(config: Config, args: argparse.Namespace) -> int:
 
 async def _nothing(store: object) -> None:
     """Opening the store is the whole work of `hookline init` (it applies migrations)."""
-
-
-def demo_command(config: Config, args: argparse.Namespace) -> int:
-    """Run the demo in its own fresh database under --out."""
-    from hookline.rehearsal.demo import run as run_demo  # noqa: PLC0415  (the rehearsal loads only for `hookline demo`)
-    from hookline.rehearsal.github_samples import DemoDataMissing  # noqa: PLC0415  (as above)
-
-    try:
-        return run_demo(out_dir=args.out, workers=args.workers, data=args.data)
-    except DemoDataMissing as exc:
-        return fail(f"demo: {exc}", 2)

@@ -72,3 +72,19 @@ def test_the_hooked_service_runs_serve_only() -> None:
                          env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT)})
     assert run.returncode == 2, run.stderr
     assert "runs `serve` only" in run.stderr
+
+
+DRILLS = ("rehearse", "demo", "receiver", "bench", "bench-table")
+
+
+def test_help_lists_what_operators_use_first_and_the_drills_last() -> None:
+    """`hookline --help`: serve first, then the operators' commands, then the drills, each
+    marked as one; every drill is still there."""
+    [commands] = [a for a in build_parser()._subparsers._group_actions
+                  if a.dest == "command"]
+    names = [c.dest for c in commands._choices_actions]
+    helps = {c.dest: c.help or "" for c in commands._choices_actions}
+    assert names[0] == "serve"
+    assert names[-len(DRILLS):] == list(DRILLS), names
+    assert all(helps[n].startswith("drill: ") for n in DRILLS)
+    assert not [n for n in names[:-len(DRILLS)] if helps[n].startswith("drill")]
