@@ -166,9 +166,12 @@ def test_documented_install_into_a_prefix(tmp_path: Path):
                                "import hookline.ingest.main, hookline.workers.main"],
                               capture_output=True, text=True, env=env, cwd="/", timeout=60)
     assert children.returncode == 0, children.stderr
-    # The demo's receiver verifies with a test-extra package: a one-line pointer, exit 2.
+    # The demo's receiver verifies with a bench-extra package: a one-line pointer, exit 2.
     demo = hookline("demo", "--out", str(tmp_path / "demo"))
-    assert demo.returncode == 2 and "hookline[test,bench]" in demo.stderr, demo.stderr
+    assert demo.returncode == 2 and "hookline[bench]" in demo.stderr, demo.stderr
+    # The demo's payload examples stay in the repository, not in the installed package.
+    rehearsal = venv_site / "hookline" / "rehearsal"
+    assert (rehearsal / "demo.py").is_file() and not (rehearsal / "data").exists()
     # The runtime paths of the shipped config are under the relocated /run/hookline.
     assert re.search(rf'runtime_dir = "{re.escape(str(prefix))}/run/hookline"',
                      config.read_text())
