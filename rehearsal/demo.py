@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from hookline.rehearsal.demo_report import describe
-from hookline.rehearsal.github_samples import as_event_body, load_samples
+from hookline.rehearsal.github_samples import Sample, as_event_body, load_samples
 from hookline.rehearsal.harness import Service, post_events, wait_settled, write_csv
 from hookline.rehearsal.receiver import Endpoint, Receiver, parse_behaviour
 from hookline.shared.logs import configure_logging
@@ -66,8 +66,9 @@ DEMO_SETTINGS = {"HOOKLINE_RETRY_BASE_S": "0.2", "HOOKLINE_RETRY_CAP_S": "1.0",
                  "HOOKLINE_ATTEMPT_TIMEOUT_S": "5", "HOOKLINE_GRACEFUL_TIMEOUT_S": "5"}
 
 
-async def demo(out_dir: Path, workers: int) -> dict[str, Any]:
-    """Run the demo; returns the summary (see module docstring)."""
+async def demo(out_dir: Path, workers: int, samples: list[Sample]) -> dict[str, Any]:
+    """Run the demo with `samples` (the payload examples); returns the summary (see module
+    docstring)."""
     out_dir.mkdir(parents=True, exist_ok=True)
     out_dir = out_dir.resolve()  # the service runs in the checkout, not in our folder
     db = out_dir / "demo.db"
@@ -90,7 +91,6 @@ async def demo(out_dir: Path, workers: int) -> dict[str, Any]:
                                         max_in_flight=1)
         await service.start()
         base_url = service.base_url
-        samples = load_samples()
         bodies = [as_event_body(s) for s in samples]
         statuses = await post_events(base_url, bodies + bodies[:25])  # 25 repeats
         counts = await wait_settled(store, DEADLINE_S)
@@ -153,10 +153,24 @@ def _summarise(events: int, statuses: Counter[int], counts: dict[str, int],
     }
 
 
-def run(out_dir: str = "results", workers: int = 3) -> int:
-    """Run the demo and print its summary; exit code 0 when every check holds, else 1."""
+def run(out_dir: str = "results", workers: int = 3, data: str | None = None) -> int:
+    """Run the demo and print its summary.
+
+    Args:
+        out_dir: folder for the result files.
+        workers: worker processes of the service.
+        data: folder of the GitHub payload examples; None: the checkout's
+            `rehearsal/data/github/`.
+
+    Returns:
+        0 when every check holds, else 1.
+
+    Raises:
+        DemoDataMissing: no examples in `data` (checked before anything starts).
+    """
+    samples = load_samples(None if data is None else Path(data))
     # The receiver's per-request lines would bury the summary; the service logs to a file.
     configure_logging("demo", "warning", stream=sys.stderr)
-    summary = asyncio.run(demo(Path(out_dir), workers))
+    summary = asyncio.run(demo(Path(out_dir), workers, samples))
     print("\n".join(describe(summary, ENDPOINTS, out_dir)))
     return 0 if summary["ok"] else 1

@@ -99,14 +99,16 @@ class Drill:
 @asynccontextmanager
 async def drill(directory: Path, targets: Sequence[Target], *, workers: int = 2,
                 settings: dict[str, str] | None = None, start: bool = True,
-                db_url: str | None = None, service_db: str | None = None
-                ) -> AsyncIterator[Drill]:
+                db_url: str | None = None, service_db: str | None = None,
+                crash_event_type: str | None = None) -> AsyncIterator[Drill]:
     """A fresh database with `targets` as destinations, the receiver, and the service.
 
     `db_url`: an empty database to use instead (e.g. on a server the scenario runs itself).
     `service_db`: the URL the service reaches that same database by, when it differs from
     the drill's own (e.g. through a proxy the scenario cuts off); the drill's store keeps its
-    direct way in. The service is stopped (SIGTERM) and the receiver closed on exit.
+    direct way in. `crash_event_type`: the service's workers SIGKILL themselves on events of
+    this type (:class:`~hookline.rehearsal.harness.Service`'s hooked service). The service is
+    stopped (SIGTERM) and the receiver closed on exit.
     """
     directory.mkdir(parents=True, exist_ok=True)
     secrets = {t.name: generate_secret() for t in targets}
@@ -121,7 +123,8 @@ async def drill(directory: Path, targets: Sequence[Target], *, workers: int = 2,
     store = open_store(str(db))
     await store.open()
     service = Service(service_db or db, directory / "service.log", workers=workers,
-                      settings={**DRILL_SETTINGS, **(settings or {})})
+                      settings={**DRILL_SETTINGS, **(settings or {})},
+                      crash_event_type=crash_event_type)
     try:
         for t in targets:
             await store.add_destination(name=t.name, url=receiver.url(t.name),

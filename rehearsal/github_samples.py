@@ -1,5 +1,10 @@
-"""The GitHub webhook payload examples shipped in `rehearsal/data/github/` (octokit/webhooks,
-MIT licence), turned into hookline events for the demo, tests and benchmarks."""
+"""The GitHub webhook payload examples in `rehearsal/data/github/` (octokit/webhooks, MIT
+licence), turned into hookline events for the demo and the tests.
+
+They are part of the source repository, not of the installed package (273 files, 3.7 MB that
+the service never reads): `hookline demo` finds them in a checkout (`make demo`), and an
+installed hookline is pointed at a copy with `hookline demo --data DIR`.
+"""
 
 from __future__ import annotations
 
@@ -8,6 +13,16 @@ import json
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
+
+from hookline.shared.errors import ConfigError
+
+DATA_FOLDER = "rehearsal/data/github"
+"""Where the examples are in hookline's source repository."""
+
+
+class DemoDataMissing(ConfigError):
+    """The payload examples are not where the demo looks (an installed hookline, without a
+    source checkout): a usage error naming where to get them."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -22,19 +37,34 @@ class Sample:
 
 
 def samples_dir() -> Path:
-    """The folder holding the payload examples."""
+    """The folder holding the payload examples in a checkout (`rehearsal/data/github/`, reached
+    through the `hookline/rehearsal` symlink); absent from an installed wheel."""
     return Path(str(resources.files("hookline.rehearsal").joinpath("data", "github")))
 
 
-def load_samples() -> list[Sample]:
+def load_samples(folder: Path | None = None) -> list[Sample]:
     """Every example, sorted by file name.
 
     The event type is `<X-GitHub-Event>.<action>` when the payload has an action, else the
     header value alone (e.g. `pull_request.opened`, `push`). The delivery id is derived from
     the file name, so it is stable across runs (dedupe by it is meaningful).
+
+    Args:
+        folder: where the `*.json` examples are; None: :func:`samples_dir`.
+
+    Raises:
+        DemoDataMissing: the folder holds no `*.json` file.
     """
+    folder = samples_dir() if folder is None else folder
+    paths = sorted(folder.glob("*.json")) if folder.is_dir() else []
+    if not paths:
+        raise DemoDataMissing(
+            f"no GitHub payload examples (*.json) in {folder}: they ship with hookline's "
+            f"source repository ({DATA_FOLDER}/), not with the installed package; run the "
+            f"demo from a checkout (`make demo`), or copy that folder and pass "
+            f"`hookline demo --data DIR`")
     out = []
-    for path in sorted(samples_dir().glob("*.json")):
+    for path in paths:
         body = path.read_bytes()
         github_event = path.name.split("__", 1)[0].split(".", 1)[0]
         action = json.loads(body).get("action")

@@ -114,23 +114,30 @@ class Service:
         log_path: where the supervisor's and children's stdout go (appended).
         workers: worker processes.
         settings: HOOKLINE_* environment variables, over LOCAL_SETTINGS.
+        crash_event_type: None: `hookline serve` itself. An event type: the rehearsal's
+            hooked service (rehearsal/hooked_serve.py), whose workers SIGKILL themselves just
+            before sending an event of this type (a poison job).
     """
 
     def __init__(self, db: Path | str, log_path: Path, *, workers: int = 2,
-                 settings: dict[str, str] | None = None) -> None:
+                 settings: dict[str, str] | None = None,
+                 crash_event_type: str | None = None) -> None:
         self.db = db
         self.log_path = log_path
         self.workers = workers
         self.settings = {**LOCAL_SETTINGS, **(settings or {})}
+        self.crash_event_type = crash_event_type
         self.port = free_port()
         self.base_url = f"http://127.0.0.1:{self.port}"
         self.proc: subprocess.Popen[bytes] | None = None
 
     async def start(self, healthy_timeout_s: float = 20.0) -> None:
         """Start the supervisor and wait until ingest answers /healthz."""
+        entry = ["hookline.supervisor.cli"] if self.crash_event_type is None else [
+            "hookline.rehearsal.hooked_serve", "--crash-event-type", self.crash_event_type]
         with self.log_path.open("ab") as log:
             self.proc = subprocess.Popen(
-                [sys.executable, "-m", "hookline.supervisor.cli", "--db", str(self.db), "serve",
+                [sys.executable, "-m", *entry, "--db", str(self.db), "serve",
                  "--workers", str(self.workers), "--listen", f"127.0.0.1:{self.port}"],
                 stdout=log, stderr=subprocess.STDOUT, env=child_env(self.settings), cwd=ROOT)
         await wait_healthy(self.base_url, healthy_timeout_s)

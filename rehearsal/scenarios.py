@@ -276,9 +276,9 @@ async def sigterm_during_slow_sends(directory: Path) -> Result:
 
 
 async def poison_job(directory: Path) -> Result:
-    """An event whose send kills its worker every time (a test hook), among 20 good ones."""
-    settings = {"HOOKLINE_TEST_CRASH_EVENT_TYPE": "drill.poison"}
-    async with drill(directory, [Target("ok")], settings=settings) as d:
+    """An event whose send kills its worker every time (the hooked service's workers,
+    rehearsal/hooked_worker.py), among 20 good ones."""
+    async with drill(directory, [Target("ok")], crash_event_type="drill.poison") as d:
         await post_events(d.service.base_url, [event_body("poison", "drill.poison")]
                           + [event_body(f"e{i}") for i in range(20)])
         counts = await wait_settled(d.store, 60)

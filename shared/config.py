@@ -39,7 +39,6 @@ CONFIG_FILE_ENV = "HOOKLINE_CONFIG"
 """The config file (TOML) when no --config flag is given."""
 OTHER_ENV_NAMES = frozenset({
     CONFIG_FILE_ENV, CONFIG_ENV,
-    "HOOKLINE_TEST_BACKUP_PAUSE_S",  # test hook of `hookline backup` (supervisor/cli/backup.py)
     "HOOKLINE_PG_BIN",  # where rehearsals and tests find PostgreSQL's server binaries
 })
 """`HOOKLINE_*` variables that are not settings but are read by hookline on purpose."""
@@ -249,9 +248,6 @@ class Config:
         "longer ago than this (s); their event bodies are kept while they are. Unset: the same "
         "as retention_metadata_s.",
         check=checks.retention)
-    test_crash_event_type: str | None = _opt(
-        None, "TEST HOOK for rehearsals: a worker SIGKILLs itself when it is about to send an "
-        "event of this type (a poison job). Never set it in production.")
     # Delivery policy (see OPERATIONS.md).
     permanent_statuses: str = _opt(
         "400,401,403,404,405,410,413,415,422",

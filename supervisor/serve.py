@@ -49,11 +49,17 @@ def ingest_spec(config: Config) -> ChildSpec:
                      ready_file=str(ready_path(config, "ingest")))
 
 
-def worker_spec(config: Config, number: int) -> ChildSpec:
-    """Worker child number `number` (1-based): `python -P -m hookline.workers --slot worker-N`, its
-    Config in CONFIG_ENV."""
+WORKER_MODULE = "hookline.workers"
+"""What each worker child runs (`python -P -m WORKER_MODULE --slot worker-N`)."""
+
+
+def worker_spec(config: Config, number: int, module: str = WORKER_MODULE) -> ChildSpec:
+    """Worker child number `number` (1-based): `python -P -m MODULE --slot worker-N`, its
+    Config in CONFIG_ENV. `module` is :data:`WORKER_MODULE` in production; a harness running
+    the supervisor in its own entry point (rehearsal/hooked_serve.py) names its own module,
+    which runs the same worker with the harness's wrapper around it."""
     slot = f"worker-{number}"
-    return ChildSpec(slot=slot, argv=child_argv("hookline.workers", "--slot", slot),
+    return ChildSpec(slot=slot, argv=child_argv(module, "--slot", slot),
                      env={CONFIG_ENV: config.to_json(), **child_import_env()},
                      heartbeat_file=str(heartbeat_path(config, slot)),
                      ready_file=str(ready_path(config, slot)))
@@ -85,13 +91,17 @@ async def check(config: Config) -> QuickCheck | None:
     return checked
 
 
-def run(config: Config) -> int:
+def run(config: Config, *, worker_module: str = WORKER_MODULE) -> int:
     """Run ingest and `config.workers` workers under the arbiter until stopped.
 
     First of all the service locks are taken (:mod:`hookline.shared.process.service_lock`): while
     another supervisor serves this database or runtime folder, this one stops at once and
     touches nothing. Then the database is opened (and migrated) once, so that children never
     race to migrate and a bad path stops the service before anything is spawned.
+
+    Args:
+        config: the service's settings.
+        worker_module: what each worker child runs (:func:`worker_spec`).
 
     Returns:
         The process exit code: 0 after a clean stop; 2 (REFUSED_EXIT) when another supervisor
@@ -110,10 +120,10 @@ def run(config: Config) -> int:
               f"{exc.strerror or exc}", file=sys.stderr)
         return BOOT_ERROR_EXIT
     with lock:
-        return _run_locked(config)
+        return _run_locked(config, worker_module)
 
 
-def _run_locked(config: Config) -> int:
+def _run_locked(config: Config, worker_module: str) -> int:
     """:func:`run` once this process holds the service locks."""
     await_previous_children(runtime_dir(config) / STATUS_FILE,
                             timeout_s=config.graceful_timeout_s + 2.0)
@@ -141,9 +151,10 @@ def _run_locked(config: Config) -> int:
         print(f"hookline: cannot start: cannot write runtime files ({folder}, {pid_path}): "
               f"{exc.strerror or exc}", file=sys.stderr)
         return BOOT_ERROR_EXIT
-    specs = [ingest_spec(config)] + [worker_spec(config, n) for n in range(1, config.workers + 1)]
+    specs = [ingest_spec(config)] + [worker_spec(config, n, worker_module)
+                                     for n in range(1, config.workers + 1)]
     arbiter = Arbiter(specs, graceful_timeout_s=config.graceful_timeout_s + 2.0,
-                      make_worker_spec=lambda n: worker_spec(config, n),
+                      make_worker_spec=lambda n: worker_spec(config, n, worker_module),
                       heartbeat_timeout_s=config.heartbeat_timeout_s,
                       status_file=folder / STATUS_FILE,
                       on_tick=_log_rotator(config), metrics_folder=folder,

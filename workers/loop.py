@@ -13,8 +13,6 @@ circuit-breaker policy to the store (auto-pause on a failure run or a 410).
 from __future__ import annotations
 
 import asyncio
-import os
-import signal
 import time
 from collections.abc import Callable
 
@@ -25,7 +23,7 @@ from hookline.shared.models import AttemptResult, Claim, Outcome
 from hookline.shared.policy.delivery import BreakerPolicy, effective_timeout_s
 from hookline.shared.policy.retry import Backoff, next_attempt
 from hookline.shared.store import Store
-from hookline.workers.sender import Sender
+from hookline.workers.sender import SendsAttempts
 from hookline.workers.writer import Writer
 
 log = get_logger()
@@ -38,13 +36,13 @@ class Worker:
         store: an open store.
         config: settings (lease_s, attempt_timeout_s, worker_concurrency, claim_batch, ...).
         worker_id: this process's lease identity, e.g. `worker-2@host:4242`.
-        sender: an entered :class:`Sender`.
+        sender: what makes each attempt: an entered :class:`~hookline.workers.sender.Sender`.
         clock: unix-seconds wall clock, for an HTTP-date `Retry-After` and the logs (a
             retry's delay is added to the store's own clock when its finish is written);
             None: the host's.
     """
 
-    def __init__(self, store: Store, config: Config, worker_id: str, sender: Sender,
+    def __init__(self, store: Store, config: Config, worker_id: str, sender: SendsAttempts,
                  clock: Callable[[], float] | None = None) -> None:
         self.store = store
         self.config = config
@@ -94,9 +92,6 @@ class Worker:
                       destination=claim.destination_name, lease_token=claim.lease_token)
         timeout_s = effective_timeout_s(claim.timeout_s, self.config.attempt_timeout_s,
                                         self.config.lease_s)
-        if claim.event_type == self.config.test_crash_event_type:
-            log.warning("test_crash", job_id=claim.job_id, event_type=claim.event_type)
-            os.kill(os.getpid(), signal.SIGKILL)  # the rehearsal's poison job
         result = await self.sender.send(claim, timeout_s=timeout_s)
         outcome = next_attempt(claim.attempt, result, self.clock(), self.backoff,
                                permanent_statuses=self.permanent_statuses)

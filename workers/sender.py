@@ -22,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Iterable
+from typing import Protocol
 
 import aiohttp
 from aiohttp import hdrs
@@ -43,6 +44,15 @@ _NEVER_FORWARDED = RESERVED_HEADERS - MEANING_HEADERS  # signature, content type
 _MAX_VETTED = 10_000  # destination URLs remembered as vetted (forgotten all at once past it)
 _NO_AIOHTTP_TIMEOUT = aiohttp.ClientTimeout(total=None, connect=None, sock_read=None,
                                            sock_connect=None)
+
+
+class SendsAttempts(Protocol):
+    """What the worker loop needs to make one attempt: :class:`Sender` (in production), or
+    a harness's wrapper around one (the rehearsal's, rehearsal/hooked_worker.py)."""
+
+    async def send(self, claim: Claim, timeout_s: float | None = None) -> AttemptResult:
+        """One attempt of `claim`, bounded by `timeout_s` seconds (see :meth:`Sender.send`)."""
+        ...
 
 
 class Sender:

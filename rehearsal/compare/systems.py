@@ -72,7 +72,7 @@ def check_available() -> None:
     if missing:
         raise CompareUnavailable(
             f"the bench extra is not installed (missing: {', '.join(missing)}); install it "
-            "with `pip install -e '.[bench]'` (`make venv` does)")
+            "with `pip install 'hookline[bench]'` (in a checkout, `make venv` does)")
     if shutil.which("redis-server") is None:
         raise CompareUnavailable("redis-server is not installed; on Debian: "
                                  "`apt-get install redis-server` (`make test` does, as root)")

@@ -69,7 +69,7 @@ def backup_source(url: str) -> str:
 
 
 def take_snapshot(db_path: str | os.PathLike[str], out_dir: str | os.PathLike[str], *,
-                  busy_timeout_s: float = 5.0, pause_before_rename_s: float = 0.0,
+                  busy_timeout_s: float = 5.0, before_rename: Callable[[], None] | None = None,
                   clock: Callable[[], float] = time.time) -> Snapshot:
     """Take one checked online snapshot of the live database into `out_dir`.
 
@@ -79,8 +79,9 @@ def take_snapshot(db_path: str | os.PathLike[str], out_dir: str | os.PathLike[st
         db_path: the live SQLite database; never created, never written.
         out_dir: folder for snapshots; created (0700) when missing.
         busy_timeout_s: how long opening the source may wait on a lock, seconds.
-        pause_before_rename_s: sleep this long after the checks, before the final rename
-            (a test hook: lets a test kill the process at the worst moment).
+        before_rename: called once the copy is checked and its manifest written, just before
+            the renames that publish them (None in production; a test's way to kill the
+            process at the worst moment, tests/acceptance/test_backup.py).
         clock: unix-seconds clock for the snapshot's name and manifest time.
 
     Returns:
@@ -93,13 +94,14 @@ def take_snapshot(db_path: str | os.PathLike[str], out_dir: str | os.PathLike[st
     """
     try:
         return _take_snapshot(Path(db_path), Path(out_dir), busy_timeout_s=busy_timeout_s,
-                              pause_before_rename_s=pause_before_rename_s, clock=clock)
+                              before_rename=before_rename, clock=clock)
     except OSError as exc:
         raise BackupError(f"{exc.strerror or exc}: {exc.filename or out_dir}") from exc
 
 
 def _take_snapshot(src_path: Path, out: Path, *, busy_timeout_s: float,
-                   pause_before_rename_s: float, clock: Callable[[], float]) -> Snapshot:
+                   before_rename: Callable[[], None] | None,
+                   clock: Callable[[], float]) -> Snapshot:
     if not src_path.is_file():
         raise BackupError(f"no database file at {src_path}")
     if out.exists() and not out.is_dir():
@@ -125,8 +127,8 @@ def _take_snapshot(src_path: Path, out: Path, *, busy_timeout_s: float,
             created_at_unix=created_unix, duration_s=round(time.monotonic() - started, 3),
             source=str(src_path.resolve()))
         write_private(tmp_manifest, manifest.to_json().encode())
-        if pause_before_rename_s > 0:
-            time.sleep(pause_before_rename_s)
+        if before_rename is not None:
+            before_rename()
         # Manifest first: a snapshot at a final name always has its manifest beside it.
         final_manifest = final_db.with_suffix(".json")
         os.replace(tmp_manifest, final_manifest)

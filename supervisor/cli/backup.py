@@ -25,9 +25,6 @@ from hookline.shared.store.backup_schedule import list_snapshots, rotate, run_sc
 from hookline.supervisor.cli.common import fail
 from hookline.supervisor.cli.human import iso_time, show, size
 
-PAUSE_ENV = "HOOKLINE_TEST_BACKUP_PAUSE_S"
-"""Test hook: seconds to sleep after the checks, before the final rename."""
-
 
 def register(sub: Any) -> None:
     """Add `backup` (with its `verify` action) and `restore` to the CLI."""
@@ -106,14 +103,9 @@ def backup_command(config: Config, args: argparse.Namespace) -> int:
         return fail(f"backup: no database file at {db_path} (--db / HOOKLINE_DB)", 2)
     if os.path.exists(args.out) and not os.path.isdir(args.out):
         return fail(f"backup: --out {args.out} exists and is not a directory", 2)
-    try:
-        pause_s = float(os.environ.get(PAUSE_ENV, "0"))
-    except ValueError:
-        return fail(f"backup: {PAUSE_ENV} must be a number of seconds", 2)
     if args.every is None:
         try:
-            snap = take_snapshot(db_path, args.out, busy_timeout_s=config.busy_timeout_s,
-                                 pause_before_rename_s=pause_s)
+            snap = take_snapshot(db_path, args.out, busy_timeout_s=config.busy_timeout_s)
         except BackupError as exc:
             return fail(f"backup failed: {exc}")
         removed = None if args.keep is None else rotate(args.out, args.keep)
@@ -141,8 +133,7 @@ def backup_command(config: Config, args: argparse.Namespace) -> int:
     try:
         result = run_schedule(db_path, args.out, every_s=args.every, keep=args.keep,
                               count=args.count, stop=stop, on_snapshot=report,
-                              busy_timeout_s=config.busy_timeout_s,
-                              pause_before_rename_s=pause_s)
+                              busy_timeout_s=config.busy_timeout_s)
     except BackupError as exc:
         return fail(f"backup: {exc}", 2)
     kept = list_snapshots(args.out)

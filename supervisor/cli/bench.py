@@ -13,7 +13,8 @@ from hookline.supervisor.cli.common import fail
 
 def register(sub: Any) -> None:
     """Add `hookline bench` to the CLI."""
-    bench = sub.add_parser("bench", help="throughput, latency and cost on this machine")
+    bench = sub.add_parser("bench", help="drill: throughput, latency and cost on this machine "
+                                         "(--compare: against Celery, Huey)")
     bench.add_argument("--events", type=int, default=20_000)
     bench.add_argument("--rate", type=float, help="events/s to offer (default: flat out)")
     bench.add_argument("--workers", type=int, default=2)

@@ -13,9 +13,9 @@ def compare_command(config: Config, args: argparse.Namespace) -> int:
     """Run the comparison and print a table per system and the ratios; compare.json goes to
     --out. Uses --events, --concurrency (load connections), --rate, --workers, --synchronous,
     --compare-receiver and the config's `worker_concurrency` (in-flight requests per worker
-    process, for every system). Returns 1 with a message naming the install command when the
-    bench extra or redis-server is missing, or when a system could not start or did not
-    deliver everything.
+    process, for every system). Returns 2 with a message naming the install command when the
+    bench extra or redis-server is missing (nothing ran), 1 when a system could not start or
+    did not deliver everything.
     """
     from hookline.rehearsal.compare.run import CompareOptions, print_compare, run_compare  # noqa: PLC0415  (the bench extra loads only when it runs)
     from hookline.rehearsal.compare.systems import CompareError, CompareUnavailable  # noqa: PLC0415  (the bench extra loads only when it runs)
@@ -34,7 +34,7 @@ def compare_command(config: Config, args: argparse.Namespace) -> int:
         result = run_compare(opts, progress=lambda text: print(text, flush=True))
     except CompareUnavailable as exc:
         print(f"hookline: bench --compare cannot run: {exc}", file=sys.stderr)
-        return 1
+        return 2
     except CompareError as exc:
         print(f"hookline: bench --compare failed: {exc}", file=sys.stderr)
         return 1

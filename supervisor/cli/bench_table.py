@@ -14,7 +14,8 @@ from hookline.shared.config import Config
 def register(sub: Any) -> None:
     """Add `hookline bench-table` to the CLI."""
     table = sub.add_parser(
-        "bench-table", help="rewrite README.md's benchmark results table from result files")
+        "bench-table", help="drill: rewrite README.md's benchmark results table from "
+                            "result files")
     table.add_argument("--flat", required=True, type=Path,
                        help="bench.json of a flat-out run (`hookline bench`)")
     table.add_argument("--steady", required=True, type=Path,

@@ -22,20 +22,22 @@ from hookline.shared.logs import configure_logging
 from hookline.shared.version import VERSION
 from hookline.supervisor.cli.common import fail
 
+# In `hookline --help`'s order: what operators use first, the drills (rehearse, demo,
+# receiver, bench) last.
 COMMAND_MODULES = (
-    "hookline.supervisor.cli.migrate_store",
     "hookline.supervisor.cli.service",
+    "hookline.supervisor.cli.send",
     "hookline.supervisor.cli.destinations",
     "hookline.supervisor.cli.tenants",
+    "hookline.supervisor.cli.events",
+    "hookline.supervisor.cli.controls",
+    "hookline.supervisor.cli.sources",
+    "hookline.supervisor.cli.logs",
+    "hookline.supervisor.cli.backup",
+    "hookline.supervisor.cli.migrate_store",
+    "hookline.supervisor.cli.rehearse",
     "hookline.supervisor.cli.bench",
     "hookline.supervisor.cli.bench_table",
-    "hookline.supervisor.cli.rehearse",
-    "hookline.supervisor.cli.backup",
-    "hookline.supervisor.cli.controls",
-    "hookline.supervisor.cli.events",
-    "hookline.supervisor.cli.logs",
-    "hookline.supervisor.cli.sources",
-    "hookline.supervisor.cli.send",
 )
 _OWN_PACKAGE = "hookline"
 _CONFIG_FLAGS = ("db", "log_level", "workers", "listen")
@@ -128,8 +130,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise  # a broken install of hookline itself: the traceback is the report
         # demo, receiver, rehearse and bench use packages the runtime-only install lacks.
         return fail(f"this command needs the Python package {exc.name!r}, which is not "
-                    "installed: it comes with hookline's test and bench extras "
-                    "(pip install 'hookline[test,bench]', or `make venv` in a checkout)", 2)
+                    "installed: the drills (demo, receiver, rehearse, bench) need hookline's "
+                    "bench extra (pip install 'hookline[bench]', or `make venv` in a "
+                    "checkout)", 2)
 
 
 def _receiver_position(argv: list[str]) -> int | None:

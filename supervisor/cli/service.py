@@ -1,4 +1,4 @@
-"""`hookline serve`, `hookline init`, `hookline config show`, `hookline demo`."""
+"""`hookline serve`, `hookline init`, `hookline config show`."""
 
 from __future__ import annotations
 
@@ -44,13 +44,6 @@ def register(sub: Any) -> None:
     show.add_argument("--json", action="store_true")
     show.set_defaults(handler=config_show)
 
-    demo = sub.add_parser("demo", help="run the end-to-end demo on real GitHub payloads")
-    demo.add_argument("--out", default="results", help="folder for the result files")
-    demo.add_argument("--workers", type=int, default=3)
-    demo.set_defaults(handler=demo_command)
-
-    sub.add_parser("receiver", help="run the receiver fixture (see `hookline receiver -h`)",
-                   add_help=False)
 
 
 def config_show(config: Config, args: argparse.Namespace) -> int:
@@ -128,10 +121,3 @@ def init_command(config: Config, args: argparse.Namespace) -> int:
 
 async def _nothing(store: object) -> None:
     """Opening the store is the whole work of `hookline init` (it applies migrations)."""
-
-
-def demo_command(config: Config, args: argparse.Namespace) -> int:
-    """Run the demo in its own fresh database under --out."""
-    from hookline.rehearsal.demo import run as run_demo  # noqa: PLC0415  (the rehearsal loads only for `hookline demo`)
-
-    return run_demo(out_dir=args.out, workers=args.workers)

@@ -50,7 +50,10 @@ def python_for(user: pwd.struct_passwd) -> tuple[str, dict[str, str]]:
     system = Path("/usr/bin") / version
     assert system.exists(), f"{user.pw_name} cannot run {sys.executable} and there is no {system}"
     site = sysconfig.get_paths()["purelib"]
-    return str(system), {"PYTHONPATH": f"{ROOT}{os.pathsep}{site}"}
+    # The editable installs' path hooks live in site's .pth files, which a PYTHONPATH entry
+    # does not run: the checkout's two import roots are named here.
+    client = ROOT / "shared" / "client"
+    return str(system), {"PYTHONPATH": os.pathsep.join((str(ROOT), str(client), site))}
 
 
 @contextlib.contextmanager

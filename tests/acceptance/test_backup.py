@@ -44,6 +44,14 @@ async def main(path, name):
 asyncio.run(main(sys.argv[1], sys.argv[2]))
 """
 
+PAUSED_BACKUP = """
+import sys, time
+from hookline.shared.store.backup import take_snapshot
+
+# `hookline backup`'s snapshot, stopped for a minute once checked, just before its renames
+take_snapshot(sys.argv[1], sys.argv[2], before_rename=lambda: time.sleep(60))
+"""
+
 
 def hookline(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "hookline.supervisor.cli", *args],
@@ -171,8 +179,9 @@ def test_killed_backup_leaves_no_file_at_the_final_path(tmp_path: Path):
     out = tmp_path / "snaps"
     assert hookline("--db", str(live), "backup", "--out", str(out)).returncode == 0
     [good] = list_snapshots(out)
-    slow = start_cli(["--db", str(live), "backup", "--out", str(out)], tmp_path / "slow.log",
-                     env={"HOOKLINE_TEST_BACKUP_PAUSE_S": "60"})
+    with (tmp_path / "slow.log").open("ab") as log:
+        slow = subprocess.Popen([sys.executable, "-c", PAUSED_BACKUP, str(live), str(out)],
+                                stdout=log, stderr=subprocess.STDOUT, env=child_env(), cwd=ROOT)
     try:
         # The temporary manifest is written after the checks, just before the pause.
         wait_until(lambda: any(p.name.startswith(TEMP_PREFIX) and p.suffix == ".json"

@@ -7,8 +7,10 @@ from __future__ import annotations
 import importlib.util
 import json
 import shutil
+import subprocess
+import sys
 
-from procs import start_cli
+from procs import ROOT, child_env, start_cli
 
 from hookline.rehearsal.harness import pid_alive
 from tests.pg import skip_or_fail_in_ci
@@ -52,14 +54,33 @@ def test_bench_compare_delivers_everything_everywhere_and_reports_the_ratios(tmp
 
 
 def test_bench_compare_without_redis_server_names_the_install_command(tmp_path):
-    """With no redis-server on PATH, `--compare` exits 1 with the apt-get command (or the
+    """With no redis-server on PATH, `--compare` exits 2 with the apt-get command (or the
     pip one, first, when the bench extra is missing too), no traceback, and starts
     nothing."""
     log_path = tmp_path / "compare.log"
     proc = start_cli(["bench", "--compare", "--events", "10", "--out", str(tmp_path / "out")],
                      log_path, env={"PATH": str(tmp_path)})
-    assert proc.wait(timeout=30) == 1
+    assert proc.wait(timeout=30) == 2
     text = log_path.read_text()
-    assert "apt-get install redis-server" in text or "pip install -e '.[bench]'" in text
+    assert "apt-get install redis-server" in text or "pip install 'hookline[bench]'" in text
     assert "Traceback" not in text
     assert not (tmp_path / "out").exists()
+
+
+def test_bench_compare_without_the_bench_extra_says_how_to_install_it(tmp_path):
+    """With the peers' packages not importable (as in an install without the bench extra:
+    `None` in sys.modules is how Python marks a module it must not import), `bench --compare`
+    starts nothing, names the missing packages and the install command, and exits 2."""
+    script = ("import sys\n"
+              "for name in ('celery', 'huey', 'redis'):\n"
+              "    sys.modules[name] = None\n"
+              "from hookline.supervisor.cli import main\n"
+              "sys.exit(main(sys.argv[1:]))\n")
+    run = subprocess.run([sys.executable, "-P", "-c", script, "--db", str(tmp_path / "x.db"),
+                          "bench", "--compare", "--out", str(tmp_path / "bench")],
+                         capture_output=True, text=True, env=child_env(), cwd=ROOT,
+                         timeout=60, check=False)
+    assert run.returncode == 2, run.stdout + run.stderr
+    assert "missing: celery, huey, redis" in run.stderr
+    assert "pip install 'hookline[bench]'" in run.stderr
+    assert not (tmp_path / "bench").exists()

@@ -103,6 +103,17 @@ def test_serve_accepts_rejects_and_stops_cleanly(tmp_path: Path):
         assert not Path(f"/proc/{pid}").exists()
 
 
+def test_demo_without_its_payload_examples_says_where_they_are(tmp_path: Path):
+    """An installed hookline has no rehearsal/data/github/: the demo says where the examples
+    come from and exits 2 before starting anything; --data points it at a copy."""
+    empty = tmp_path / "no-examples"
+    empty.mkdir()
+    result = hookline("demo", "--out", str(tmp_path / "out"), "--data", str(empty))
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert "rehearsal/data/github/" in result.stderr and "--data DIR" in result.stderr
+    assert "make demo" in result.stderr and not (tmp_path / "out").exists()
+
+
 def test_demo_runs_and_every_check_holds(tmp_path: Path):
     """`hookline demo` delivers the GitHub examples and all its checks pass: one receiver
     effect per done job, retries on the response-loss endpoint, never two concurrent requests."""

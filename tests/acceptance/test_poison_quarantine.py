@@ -1,6 +1,6 @@
 """The poison-job quarantine on real processes: `hookline serve` with three workers, a receiver
-on 127.0.0.1, and events whose send SIGKILLs the worker (the HOOKLINE_TEST_CRASH_EVENT_TYPE
-hook) posted among a steady flow of healthy events.
+on 127.0.0.1, and events whose send SIGKILLs the worker (the rehearsal's hooked service,
+rehearsal/hooked_serve.py) posted among a steady flow of healthy events.
 
 A poison's first attempt is not known to be poison: it shares its worker with healthy jobs,
 and those it kills are taken over like it (charged their lost attempt, sent again). Every
@@ -26,7 +26,7 @@ POISON = "drill.poison"
 LEASE_S = 2.0
 MAX_ATTEMPTS = 3
 POISONS = 2
-SETTINGS = {"HOOKLINE_TEST_CRASH_EVENT_TYPE": POISON, "HOOKLINE_LEASE_S": str(LEASE_S),
+SETTINGS = {"HOOKLINE_LEASE_S": str(LEASE_S),
             "HOOKLINE_MAX_ATTEMPTS": str(MAX_ATTEMPTS), "HOOKLINE_ATTEMPT_TIMEOUT_S": "1.5",
             "HOOKLINE_POLL_INTERVAL_S": "0.2"}
 LOST = ("lease expired (worker lost)", "worker lost")
@@ -97,7 +97,7 @@ async def test_poison_jobs_among_a_steady_flow_cost_healthy_jobs_nothing(tmp_pat
     lost with a poison's first attempt (charged that attempt, sent at most twice, done
     within two leases)."""
     async with drill(tmp_path, [Target("ok", "slow:0.05", max_in_flight=30)], workers=3,
-                     settings=SETTINGS) as d:
+                     settings=SETTINGS, crash_event_type=POISON) as d:
         accepted = await flow_with_poisons(d, POISONS)
         counts = await wait_settled(d.store, 30)
         jobs = await d.store.list_jobs(limit=100_000)
