@@ -265,7 +265,7 @@ class Config:
     metrics_destination_series_max: int = _opt(
         100, "GET /metrics: at most this many destinations get series of their own (paused, "
         "failing, with the oldest due job first); the rest are added up under "
-        "destination=\"_other\" (every one: GET /v1/admin/metrics/destinations).",
+        "destination=\"_other\".",
         check=checks.not_negative("every destination folded"))
     wal_degraded_bytes: int = _opt(
         256 * 1024 * 1024, "GET /healthz reports degraded while the SQLite -wal file stays "
