@@ -4,12 +4,17 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint venv clean bench-readme
+.PHONY: demo test lint venv clean bench-readme dist
 
-$(STAMP): pyproject.toml
+# Both distributions in development (editable) mode: the service and hookline-client, which
+# it depends on at the same version (shared/client/hookline_client/_version.py).
+CLIENT := shared/client
+VERSION_FILE := $(CLIENT)/hookline_client/_version.py
+
+$(STAMP): pyproject.toml setup.py $(CLIENT)/pyproject.toml $(VERSION_FILE)
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[test,bench]'
+	$(BIN)/python -m pip install --quiet -e './$(CLIENT)[aio]' -e '.[test,bench]'
 	touch $(STAMP)
 
 venv: $(STAMP)
@@ -19,13 +24,15 @@ demo: $(STAMP)
 
 # The gates, before any test: ruff with the rule selection in pyproject.toml, and mypy
 # --strict on the `hookline` package (mypy follows its symlinks to the product
-# folders; ruff does not, so it gets the folders); a finding fails `make test`.
+# folders; ruff does not, so it gets the folders), then on `hookline_client` alone (it must
+# type-check without the service); a finding fails `make test`.
 LINTED := hookline supervisor workers ingest shared rehearsal tests
 TYPED := hookline
 
 lint: $(STAMP)
 	$(BIN)/ruff check $(LINTED)
 	$(BIN)/mypy --strict $(TYPED)
+	$(BIN)/mypy --strict -p hookline_client
 
 # What the tests need from the system, each from Debian's packages: Chromium (tests/browser
 # drive the dashboard; never `playwright install`), redis-server (`hookline bench --compare`
@@ -78,5 +85,15 @@ bench-readme: $(STAMP)
 	    --steady $(BENCH_OUT)/rate-1000/bench.json \
 	    $$(test -f $(COMPARE_JSON) && echo --compare $(COMPARE_JSON)) --readme README.md
 
+# The release files, in dist/: the sdist and the wheel of the service and of hookline-client
+# (each wheel built from its sdist, in an isolated environment), then `twine check` of their
+# metadata. A build leaves build/ behind (an old build/lib would be packed again): removed
+# first.
+dist: $(STAMP)
+	rm -rf dist build $(CLIENT)/build
+	$(BIN)/python -m build --outdir dist $(CLIENT)
+	$(BIN)/python -m build --outdir dist .
+	$(BIN)/twine check --strict dist/*
+
 clean:
-	rm -rf $(VENV) results .pytest_cache
+	rm -rf $(VENV) results .pytest_cache dist build $(CLIENT)/build

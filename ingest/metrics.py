@@ -28,7 +28,6 @@ from __future__ import annotations
 import os
 import platform
 from collections.abc import Iterator, Mapping
-from importlib import metadata
 from typing import Any
 
 from aiohttp import web
@@ -50,6 +49,7 @@ from hookline.shared.process.lifecycle import pid_alive, runtime_dir
 from hookline.shared.process.metrics_file import Labels, merge_snapshots, read_snapshots
 from hookline.shared.report_models import MetricFigures
 from hookline.shared.store.health import Gauge
+from hookline.shared.version import VERSION
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 OUTCOMES = ("delivered", "http_3xx", "http_4xx", "http_5xx", "transport_error", "worker_lost",
@@ -193,16 +193,8 @@ class InfoCollector(Collector):
         info = GaugeMetricFamily("hookline_build_info",
                                  "Always 1; the labels name the build.",
                                  labels=["version", "python", "backend"])
-        info.add_metric([hookline_version(), platform.python_version(), self.backend], 1)
+        info.add_metric([VERSION, platform.python_version(), self.backend], 1)
         yield info
-
-
-def hookline_version() -> str:
-    """The installed package's version, `unknown` when it is not installed."""
-    try:
-        return metadata.version("hookline")
-    except metadata.PackageNotFoundError:
-        return "unknown"
 
 
 def render(figures: MetricFigures, *,

@@ -7,7 +7,7 @@ Run it (the secret is the destination's, printed by `hookline destinations add`)
 then point a destination at it: `hookline destinations add mine http://HOST:8000/webhooks`.
 During a secret rotation put both secrets in WEBHOOK_SECRET, separated by a space.
 
-Each request is checked with hookline's receiver kit (`hookline.shared.client.verify`; the
+Each request is checked with hookline's receiver kit (`hookline_client.verify`; the
 `standardwebhooks` package works the same way), then recorded in SQLite keyed by
 `webhook-id`: hookline delivers at least once, so the same message can arrive again (a
 retry after a lost answer, a replay) and must take effect only once. The business effect
@@ -31,8 +31,7 @@ import sqlite3
 import sys
 
 from aiohttp import web
-
-from hookline.shared.client import WebhookVerificationError, verify
+from hookline_client import WebhookVerificationError, verify
 
 SECRETS_KEY = web.AppKey("secrets", list[str])
 DB_KEY = web.AppKey("db", sqlite3.Connection)

@@ -11,7 +11,7 @@ or under a production WSGI server, e.g.
 `hookline destinations add mine http://HOST:8000/webhooks`. During a secret rotation put
 both secrets in WEBHOOK_SECRET, separated by a space.
 
-Each request is checked with hookline's receiver kit (`hookline.shared.client.verify`; the
+Each request is checked with hookline's receiver kit (`hookline_client.verify`; the
 `standardwebhooks` package works the same way), then recorded in SQLite keyed by
 `webhook-id`: hookline delivers at least once, so the same message can arrive again (a
 retry after a lost answer, a replay) and must take effect only once. The business effect
@@ -35,8 +35,7 @@ import sqlite3
 
 from flask import Flask, jsonify, request
 from flask.typing import ResponseReturnValue
-
-from hookline.shared.client import WebhookVerificationError, verify
+from hookline_client import WebhookVerificationError, verify
 
 
 def create_app(secrets: list[str] | None = None, db_path: str | None = None) -> Flask:

@@ -1,6 +1,6 @@
 """`hookline send TYPE [--data JSON | --data-file F] [--id ID] [--source S] [--url URL]
 [--token T] [--deadline S] [--json]`: publish one event through the service's HTTP API with
-the publishing client (shared/client), retrying until it is confirmed or the deadline passes.
+the publishing client (hookline_client), retrying until it is confirmed or the deadline passes.
 
 The URL defaults to the `listen` setting (a wildcard address becomes loopback) and the token
 to the `ingest_token` setting (HOOKLINE_INGEST_TOKEN or ingest_token_file), so on the
@@ -18,7 +18,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from hookline.shared.client import HooklineClient, HooklineRejected, HooklineUnavailable, SendResult
+from hookline_client import HooklineClient, HooklineRejected, HooklineUnavailable, SendResult
+
 from hookline.shared.config import Config
 from hookline.shared.config_checks import listen_host_port
 from hookline.shared.errors import ConfigError

@@ -43,14 +43,16 @@ SYSTEM_DIRS = ("/var/lib/hookline", "/run/hookline", "/var/log/hookline")
 
 
 def _runtime_closure() -> list[metadata.Distribution]:
-    """The installed distributions pyproject's runtime `dependencies` need, transitively
-    (markers evaluated for this interpreter, extras not followed)."""
-    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
-    todo = [Requirement(r) for r in project["dependencies"]]
+    """The installed distributions hookline's runtime dependencies need, transitively
+    (markers evaluated for this interpreter, extras not followed), but hookline-client:
+    the test installs that from the checkout like the service."""
+    todo = [Requirement(r) for r in metadata.requires("hookline") or []]
     seen: dict[str, metadata.Distribution] = {}
     while todo:
         req = todo.pop()
         if req.marker is not None and not req.marker.evaluate({"extra": ""}):
+            continue
+        if req.name == "hookline-client":
             continue
         dist = metadata.distribution(req.name)
         key = dist.metadata["Name"].lower().replace("_", "-")
@@ -92,14 +94,16 @@ def test_documented_install_into_a_prefix(tmp_path: Path):
         check=True, capture_output=True, text=True, timeout=60).stdout.strip())
     _link_runtime_site(tmp_path / "runtime-deps")
     (venv_site / "runtime-deps.pth").write_text(f"{tmp_path / 'runtime-deps'}\n")
-    # /opt/hookline/bin/pip install ./hookline   (a copy: the build writes into its tree)
     source = tmp_path / "source"
     shutil.copytree(ROOT, source, ignore=shutil.ignore_patterns(
         ".git", ".venv", "results", "build", "*.egg-info", "__pycache__", ".*_cache", "tests",
         "*.db*"))
+    # /opt/hookline/bin/pip install ./hookline/shared/client ./hookline   (copies: a build
+    # writes into its tree)
     installed = subprocess.run(
         [sys.executable, "-m", "pip", "--python", str(venv_python), "install", "--quiet",
-         "--no-deps", "--disable-pip-version-check", str(source)],
+         "--no-deps", "--disable-pip-version-check", str(source / "shared" / "client"),
+         str(source)],
         capture_output=True, text=True, timeout=300, check=False)
     assert installed.returncode == 0, installed.stdout + installed.stderr
     # ln -s /opt/hookline/bin/hookline /usr/local/bin/hookline
@@ -125,7 +129,7 @@ def test_documented_install_into_a_prefix(tmp_path: Path):
         return subprocess.run([str(link), *args], capture_output=True, text=True, env=env,
                               cwd="/", timeout=120, check=False)
 
-    version = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"]
+    version = metadata.version("hookline-client")  # the one version of both (make venv)
     assert list(venv_site.glob("hookline-*.dist-info/**/LICENSE")), "LICENSE not shipped"
     shown = hookline("--version")
     assert shown.returncode == 0 and shown.stdout.strip() == f"hookline {version}", shown
@@ -273,7 +277,8 @@ def test_the_test_runs_the_documented_steps():
     """OPERATIONS.md's "Installing" shows the steps the test above runs (relocated)."""
     text = (ROOT / "OPERATIONS.md").read_text()
     section = text.split("## Installing", 1)[1].split("\n## ", 1)[0]
-    for step in (f"python3 -m venv /{VENV}", f"/{VENV}/bin/pip install ./hookline",
+    for step in (f"python3 -m venv /{VENV}",
+                 f"/{VENV}/bin/pip install ./hookline/shared/client ./hookline",
                  f"ln -s /{VENV}/bin/hookline /{LINK}",
                  f"install -m 0640 -o root -g hookline hookline/deploy/hookline.toml /{ETC}",
                  "secrets.token_hex(32)", f"hookline --config /{ETC} init",

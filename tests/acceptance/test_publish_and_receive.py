@@ -26,15 +26,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from procs import ROOT, TEST_TOKEN, child_env, log_records, start_cli, stop, wait_until
-
-from hookline.rehearsal.harness import free_port
-from hookline.shared.client import (
+from hookline_client import (
     AsyncHooklineClient,
     HooklineClient,
     HooklineRejected,
     SendResult,
 )
+from procs import ROOT, TEST_TOKEN, child_env, log_records, start_cli, stop, wait_until
+
+from hookline.rehearsal.harness import free_port
 from hookline.shared.signing import generate_secret, signed_headers
 from hookline.shared.store import open_store
 from hookline.supervisor.cli.main import main as cli_main

@@ -16,8 +16,7 @@ from typing import Any
 
 import pytest
 from aiohttp import web
-
-from hookline.shared.client import (
+from hookline_client import (
     AsyncHooklineClient,
     HooklineClient,
     HooklineRejected,

@@ -9,11 +9,11 @@ import time
 from typing import Any
 
 import pytest
+from hookline_client import InvalidSignature, TimestampOutOfTolerance, verify
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from standardwebhooks.webhooks import Webhook, WebhookVerificationError
 
-from hookline.shared.client import InvalidSignature, TimestampOutOfTolerance, verify
 from hookline.shared.signing import generate_secret, signed_headers
 
 OLD, NEW, OTHER = generate_secret(), generate_secret(32), generate_secret()

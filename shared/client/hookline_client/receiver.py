@@ -19,7 +19,7 @@ import hmac
 import time
 from collections.abc import Mapping, Sequence
 
-from hookline.shared.client.errors import InvalidSignature, TimestampOutOfTolerance
+from hookline_client.errors import InvalidSignature, TimestampOutOfTolerance
 
 DEFAULT_TOLERANCE_S = 300.0
 """How far `webhook-timestamp` may be from the receiver's clock, seconds (the Standard

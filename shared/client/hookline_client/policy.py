@@ -25,11 +25,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC
 from email.utils import parsedate_to_datetime
-from importlib import metadata
 from typing import Any, Literal
 from urllib.parse import urlsplit
 
-from hookline.shared.client.errors import HooklineRejected, HooklineUnavailable
+from hookline_client._version import __version__
+from hookline_client.errors import HooklineRejected, HooklineUnavailable
 
 EVENTS_PATH = "/v1/events"
 RETRY_STATUSES = frozenset({408, 429, 500, 502, 503, 504})
@@ -296,11 +296,4 @@ def request_headers(token: str) -> dict[str, str]:
             "Authorization": f"Bearer {token}", "User-Agent": USER_AGENT}
 
 
-def _version() -> str:
-    try:
-        return metadata.version("hookline")
-    except metadata.PackageNotFoundError:  # run from a checkout that was never installed
-        return "unknown"
-
-
-USER_AGENT = f"hookline-client/{_version()}"
+USER_AGENT = f"hookline-client/{__version__}"

@@ -2,7 +2,7 @@
 
 One aiohttp ClientSession per client (its connection pool is reused by every send; create
 the client once, not per event), or one the application passes in and keeps owning.
-Retries and answers: shared/client/policy.py.
+Retries and answers: hookline_client/policy.py.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from typing import Any
 
 import aiohttp
 
-from hookline.shared.client.policy import (
+from hookline_client.policy import (
     Attempts,
     RetryLater,
     SendPolicy,

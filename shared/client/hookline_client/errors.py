@@ -1,5 +1,5 @@
 """The errors the publishing client and the receiver kit raise (no hookline imports, so the
-`hookline.shared.client` package stands on its own)."""
+`hookline_client` package stands on its own)."""
 
 from __future__ import annotations
 

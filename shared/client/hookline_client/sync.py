@@ -2,7 +2,7 @@
 
 Standard library only (http.client): one kept-alive connection per client, reopened when the
 server closed it. Safe to share between threads (sends take turns on the connection); for
-parallel sends give each thread its own client. Retries and answers: shared/client/policy.py.
+parallel sends give each thread its own client. Retries and answers: hookline_client/policy.py.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from types import TracebackType
 from typing import Any
 from urllib.parse import urlsplit
 
-from hookline.shared.client.policy import (
+from hookline_client.policy import (
     Attempts,
     RetryLater,
     SendPolicy,
