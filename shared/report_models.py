@@ -59,6 +59,28 @@ class DestinationFigures:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class GaugeCorrection:
+    """One maintained gauge that the repair path (:meth:`Store.recount_metrics`) found
+    different from what the rows say, and set right.
+
+    Attributes:
+        family: `jobs` (by status), `attempts` (label `in_flight`), `oldest` (the oldest
+            pending job's run_at, unix seconds) or `events` (stored).
+        destination: the destination's name (a removed one's is `name~removed-ID`); None
+            for the totals over every destination (and for `events`).
+        label: the job status, `in_flight`, or "" (oldest, events).
+        before: the maintained value (None: no pending job / no row).
+        after: the value counted from the rows (None: no pending job).
+    """
+
+    family: str
+    destination: str | None
+    label: str
+    before: float | None
+    after: float | None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class MetricFigures:
     """What /metrics shows from the database.
 

@@ -27,6 +27,7 @@ from hookline.shared.record_models import Attempt, DeadLetter, Job, JobStory, Pu
 from hookline.shared.report_models import (
     DestinationFigures,
     DestinationSummary,
+    GaugeCorrection,
     Stats,
     ThroughputBucket,
 )
@@ -164,6 +165,12 @@ def metric_destinations_view(page: list[DestinationFigures], next_after: int | N
     """A page of destinations' /metrics figures (schema `MetricDestinationsPage`):
     `next_after` is the `after` value of the next page, null on the last page."""
     return {"destinations": [dataclasses.asdict(d) for d in page], "next_after": next_after}
+
+
+def gauge_corrections_view(corrections: list[GaugeCorrection]) -> dict[str, Any]:
+    """What `hookline maintenance recount-metrics --json` prints: each gauge the repair
+    path set right (`destination` null: the totals; `oldest` values are unix seconds)."""
+    return {"corrected": [_fields(c) for c in corrections]}
 
 
 def throughput_view(bucket_s: int, buckets: list[ThroughputBucket]) -> dict[str, Any]:

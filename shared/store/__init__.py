@@ -38,6 +38,7 @@ from hookline.shared.record_models import Attempt, DeadLetter, EventBody, Job, J
 from hookline.shared.report_models import (
     DestinationFigures,
     DestinationSummary,
+    GaugeCorrection,
     MetricFigures,
     Stats,
     ThroughputBucket,
@@ -300,11 +301,15 @@ class Store(Protocol):
             How many delta rows were folded.
         """
 
-    async def recount_metrics(self) -> None:
-        """The repair path: count the maintained gauges (jobs by status, attempts in
-        flight, each destination's oldest pending job, events stored) again from the rows,
-        in one write transaction. Finished attempts and deliveries, counters that include
-        what retention purged, are kept."""
+    async def recount_metrics(self) -> list[GaugeCorrection]:
+        """The repair path (`hookline maintenance recount-metrics`): count the maintained
+        gauges (jobs by status, attempts in flight, each destination's oldest pending job,
+        events stored) again from the rows, in one write transaction. Finished attempts and
+        deliveries, counters that include what retention purged, are kept.
+
+        Returns:
+            Each gauge that differed from the rows, with both values; [] when none did.
+        """
 
     async def maintenance(self) -> dict[str, int]:
         """Housekeeping that ingest runs periodically; cheap, never blocks writers for long.

@@ -11,6 +11,7 @@ from typing import Any
 from hookline.shared.models import JOB_STATUSES
 from hookline.shared.report_models import (
     DestinationFigures,
+    GaugeCorrection,
     LatencyHistogram,
     MetricFigures,
     Stats,
@@ -189,12 +190,47 @@ def fold_tx() -> Tx[int]:
     return int((yield one("fold_metric_deltas"))["folded"] or 0)
 
 
-def recount_tx() -> Tx[None]:
+def recount_tx() -> Tx[list[GaugeCorrection]]:
     """The repair path: the gauges (jobs by status, attempts in flight, each destination's
-    oldest pending job, events stored) counted again from the rows. The counters (finished
-    attempts, deliveries) include what retention purged and stay as they are."""
+    oldest pending job, events stored) counted again from the rows; returns each gauge whose
+    maintained value differed. The counters (finished attempts, deliveries) include what
+    retention purged and stay as they are."""
     yield BEGIN_WRITE
     yield one("fold_metric_deltas")
+    before = _gauges((yield rows("metric_gauges")))
     yield count("recount_metric_gauges")
     for name in RECOUNT_QUERIES:
         yield count(name)
+    after = _gauges((yield rows("metric_gauges")))
+    names = {**before.names, **after.names}
+    return [GaugeCorrection(family=key[0], destination=names.get(key[1]), label=key[2],
+                            before=before.get(key), after=after.get(key))
+            for key in sorted(before.keys() | after.keys(), key=_gauge_order)
+            if before.get(key) != after.get(key)]
+
+
+class _Gauges(dict[tuple[str, int, str], float | None]):
+    """Gauge rows by (family, destination id, label), with the destinations' names.
+    A missing count is 0 and a missing oldest is None, so neither differs from no row."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.names: dict[int, str] = {}
+
+
+def _gauges(found: Iterable[Any]) -> _Gauges:
+    gauges = _Gauges()
+    for r in found:
+        key = (r["family"], int(r["destination_id"]), r["label"])
+        value = r["total_s"] if r["family"] == "oldest" else int(r["n"])
+        if value:  # 0 counts and NULL oldest are the same as no row
+            gauges[key] = value
+        if r["destination"] is not None and r["destination_id"] != TOTALS:
+            gauges.names[int(r["destination_id"])] = r["destination"]
+    return gauges
+
+
+def _gauge_order(key: tuple[str, int, str]) -> tuple[int, int, str]:
+    """Totals first, then by destination id; within each, by family and label."""
+    family, destination_id, label = key
+    return destination_id, ["events", "jobs", "attempts", "oldest"].index(family), label

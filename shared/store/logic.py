@@ -40,6 +40,7 @@ from hookline.shared.record_models import Attempt, DeadLetter, EventBody, Job, J
 from hookline.shared.report_models import (
     DestinationFigures,
     DestinationSummary,
+    GaugeCorrection,
     MetricFigures,
     Stats,
     ThroughputBucket,
@@ -404,9 +405,9 @@ class StoreLogic(EventOperations):
         """See :meth:`hookline.shared.store.Store.fold_metric_deltas`."""
         return await self._transact(fold_tx(), write=False)
 
-    async def recount_metrics(self) -> None:
+    async def recount_metrics(self) -> list[GaugeCorrection]:
         """See :meth:`hookline.shared.store.Store.recount_metrics`."""
-        await self._transact(recount_tx(), write=False)
+        return await self._transact(recount_tx(), write=False)
 
     # -- dashboard views -------------------------------------------------------------------
 

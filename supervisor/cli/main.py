@@ -35,6 +35,7 @@ COMMAND_MODULES = (
     "hookline.supervisor.cli.logs",
     "hookline.supervisor.cli.sources",
     "hookline.supervisor.cli.send",
+    "hookline.supervisor.cli.maintenance",
 )
 _OWN_PACKAGE = "hookline"
 _CONFIG_FLAGS = ("db", "log_level", "workers", "listen")

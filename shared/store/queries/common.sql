@@ -132,6 +132,12 @@ WHERE d.deleted_at IS NULL AND d.id > :after_id ORDER BY d.id LIMIT :limit
 DELETE FROM metric_counts WHERE family IN ('jobs', 'oldest', 'events')
     OR (family = 'attempts' AND label = 'in_flight')
 
+-- metric_gauges: the maintained gauges as they stand (the repair path compares them before
+-- and after it counts them again); destination NULL: the totals (id 0)
+SELECT m.family, m.destination_id, d.name AS destination, m.label, m.n, m.total_s
+FROM metric_counts m LEFT JOIN destinations d ON d.id = m.destination_id
+WHERE m.family IN ('jobs', 'oldest', 'events') OR (m.family = 'attempts' AND m.label = 'in_flight')
+
 -- recount_jobs: jobs by destination and status from the rows, and their totals
 INSERT INTO metric_counts (family, destination_id, label, n)
 SELECT 'jobs', destination_id, status, count(*) FROM jobs GROUP BY destination_id, status

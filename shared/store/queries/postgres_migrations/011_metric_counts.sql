@@ -1,7 +1,7 @@
 -- hookline schema, version 11: the figures /metrics shows, kept by the transactions that change
 -- the rows (shared/store/metric_deltas.py), so a scrape reads this small table instead of
 -- every job, attempt and event. Filled here once from the rows and the purged_* totals
--- (which it replaces); `hookline store recount-metrics` fills the gauges again from the rows.
+-- (which it replaces); `hookline maintenance recount-metrics` fills the gauges again from the rows.
 --
 -- metric_counts(family, destination_id, label):
 --   jobs      per destination and status (a gauge)
