@@ -46,7 +46,12 @@ from hookline.shared.metrics_catalog import FAMILIES
 from hookline.shared.models import JOB_STATUSES
 from hookline.shared.policy.delivery import pause_kind
 from hookline.shared.process.lifecycle import pid_alive, runtime_dir
-from hookline.shared.process.metrics_file import Labels, merge_snapshots, read_snapshots
+from hookline.shared.process.metrics_file import (
+    Labels,
+    merge_snapshots,
+    read_snapshots,
+    retire_snapshots,
+)
 from hookline.shared.report_models import MetricFigures
 from hookline.shared.store.health import Gauge
 from hookline.shared.version import VERSION
@@ -218,7 +223,9 @@ def process_families(app: web.Application) -> dict[str, dict[Labels, Any]]:
     writer = app[SNAPSHOTS_KEY]
     if writer.path is not None:
         writer.write()
-        snapshots = read_snapshots(runtime_dir(app[CONFIG_KEY]))
+        folder = runtime_dir(app[CONFIG_KEY])
+        retire_snapshots(folder, pid_alive)
+        snapshots = read_snapshots(folder)
     else:
         snapshots = [writer.build()]
     return merge_snapshots(snapshots, lambda pid: pid == os.getpid() or pid_alive(pid))
