@@ -492,9 +492,12 @@ WITH moved AS (
 -- (data-modifying CTEs run whether read or not)
 SELECT count(*) AS folded FROM moved
 
--- metric_counts_of: the maintained figures of some destinations (0: the totals)
+-- metric_counts_of: the maintained figures of some destinations (0: the totals); every
+-- family named, so the primary key (family, destination_id, label) finds each destination's
+-- rows instead of scanning the table
 SELECT family, destination_id, label, n, total_s FROM metric_counts
-WHERE destination_id = ANY(:destination_ids::bigint[])
+WHERE family IN ('jobs', 'attempts', 'latency', 'oldest', 'events')
+    AND destination_id = ANY(:destination_ids::bigint[])
 
 -- unfinished_jobs_of_destination: the jobs kill_jobs_of_destination is about to end, with
 -- their status, locked so that no finish changes one in between

@@ -427,9 +427,11 @@ ON CONFLICT (family, destination_id, label) DO UPDATE SET
 SELECT 0 AS folded
 
 -- metric_counts_of: the maintained figures of some destinations (:destination_ids, a JSON
--- array; 0: the totals)
+-- array; 0: the totals); every family named, so the primary key (family, destination_id,
+-- label) finds each destination's rows instead of scanning the table
 SELECT family, destination_id, label, n, total_s FROM metric_counts
-WHERE destination_id IN (SELECT value FROM json_each(:destination_ids))
+WHERE family IN ('jobs', 'attempts', 'latency', 'oldest', 'events')
+    AND destination_id IN (SELECT value FROM json_each(:destination_ids))
 
 -- unfinished_jobs_of_destination: the jobs kill_jobs_of_destination is about to end, with
 -- their status (the single writer: nothing changes them in between)
