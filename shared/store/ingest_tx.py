@@ -11,6 +11,7 @@ from hookline.shared.endpoint_models import subscribes
 from hookline.shared.models import Accepted, Duplicate, NewEvent
 from hookline.shared.policy import forwarding
 from hookline.shared.signing import new_message_ids
+from hookline.shared.store.metric_deltas import MetricDeltas
 from hookline.shared.store.ops import BEGIN_WRITE, NOTIFY, NOW, Query, Rows, Tx, one
 
 
@@ -53,6 +54,11 @@ def add_events_tx(events: Sequence[NewEvent]) -> Tx[list[Accepted | Duplicate]]:
                                                              pairs)}, per_row=True)):
             job_ids.setdefault(r["event_id"], []).append(r["id"])
         yield NOTIFY
+    deltas = MetricDeltas()  # the figures /metrics reads, after the rows (oldest job probe)
+    deltas.events(len(inserted))
+    for _, destination_id in pairs:
+        deltas.jobs(destination_id, None, "pending")
+    yield from deltas.apply()
     results: list[Accepted | Duplicate] = []
     seen: set[tuple[str, str]] = set()
     for key in keys:
