@@ -7,6 +7,12 @@ Routes (JSON, same Bearer access and error shape as ingest/admin_api.py):
           "latency_samples", "delivered_samples", "p50_s", "p99_s"}, ...] per live
         destination, creation order; percentiles of attempt durations started within
         `window`, and how many of those attempts got a 2xx (Store.destination_summaries).
+    GET /v1/admin/metrics/destinations?after=0&limit=100
+        {"destinations": [{"name", "paused", "paused_reason", "failure_streak",
+          "oldest_due_age_s", "jobs", "attempts", "in_flight", "latency", "folded"}, ...],
+         "next_after"}: every live destination's /metrics figures, by id, a page at a time,
+        also of those /metrics adds up under `_other` (Store.destination_figures); the next
+        page is `after=next_after`, null on the last.
     GET /v1/admin/throughput?window=30m&bucket=60
         {"bucket_s", "buckets": [{"start_s", "events", "delivered", "dead", "failed"}, ...]},
         oldest first, zero-filled; the last bucket is still filling; `failed` (attempts that
@@ -56,12 +62,18 @@ from hookline.shared.policy.inputs import whole_number
 from hookline.shared.process.lifecycle import STATUS_FILE, pid_alive, read_status, runtime_dir
 from hookline.shared.process.metrics_file import Labels
 from hookline.shared.timeparse import parse_duration
-from hookline.shared.views import destination_summary_view, throughput_view
+from hookline.shared.views import (
+    destination_summary_view,
+    metric_destinations_view,
+    throughput_view,
+)
 
 DEFAULT_LATENCY_WINDOW = "15m"
 DEFAULT_THROUGHPUT_WINDOW = "30m"
 DEFAULT_BUCKET_S = 60
 MAX_THROUGHPUT_BUCKETS = 1440
+DEFAULT_FIGURES_PAGE = 100
+MAX_FIGURES_PAGE = 1000
 DEFAULT_BODY_BYTES = 64 * 1024
 MAX_BODY_BYTES = 1024 * 1024
 _SUPERVISOR_KEYS = ("pid", "stopping", "workers_wanted", "workers_alive", "workers_healthy",
@@ -72,6 +84,7 @@ def register(app: web.Application) -> None:
     """Add the dashboard's read-only admin routes (see the module docstring) to `app`."""
     routes = [
         ("GET", "/v1/admin/destination-stats", destination_stats),
+        ("GET", "/v1/admin/metrics/destinations", metric_destinations),
         ("GET", "/v1/admin/throughput", throughput),
         ("GET", "/v1/admin/jobs/{id}/event", job_event),
         ("GET", "/v1/admin/supervisor", supervisor),
@@ -96,6 +109,17 @@ async def destination_stats(request: web.Request) -> web.Response:
     window_s = _duration(request, "window", DEFAULT_LATENCY_WINDOW)
     summaries = await request_reader(request).destination_summaries(latency_window_s=window_s)
     return web.json_response([destination_summary_view(s) for s in summaries])
+
+
+async def metric_destinations(request: web.Request) -> web.Response:
+    """`GET /v1/admin/metrics/destinations?after=&limit=`: a page of every live destination's
+    /metrics figures (see the module docstring)."""
+    after = whole_number("after", request.query.get("after"), default=0, low=0)
+    limit = whole_number("limit", request.query.get("limit"), default=DEFAULT_FIGURES_PAGE,
+                         high=MAX_FIGURES_PAGE)
+    page, next_after = await request_reader(request).destination_figures(after_id=after,
+                                                                         limit=limit)
+    return web.json_response(metric_destinations_view(page, next_after))
 
 
 async def throughput(request: web.Request) -> web.Response:

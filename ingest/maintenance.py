@@ -30,7 +30,8 @@ WAL_WATCH_INTERVAL_S = 1.0
 
 
 async def run_maintenance(store: Store, interval_s: float, stop: asyncio.Event) -> None:
-    """Call `store.maintenance()` every `interval_s` seconds until `stop` is set.
+    """Call `store.fold_metric_deltas()` and `store.maintenance()` every `interval_s` seconds
+    until `stop` is set.
 
     A failed round is logged (`store_maintenance_failed`) and retried next interval; it never
     ends the task. Each round logs `wal_checkpoint` (debug, or warning when readers kept the
@@ -48,6 +49,7 @@ async def run_maintenance(store: Store, interval_s: float, stop: asyncio.Event) 
         if await _wait_for_round(store, interval_s, stop, watch):
             return
         try:
+            await store.fold_metric_deltas()  # PostgreSQL: the appended deltas stay few
             result = await store.maintenance()
         except StoreError as exc:
             log.warning("store_maintenance_failed", reason=str(exc))

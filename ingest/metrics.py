@@ -2,14 +2,17 @@
 
 Two sources, both read at scrape time:
 
-* **The database** (:meth:`Store.stats`): jobs by destination and status, the oldest due job,
-  attempts by destination and outcome, accept -> delivered latency per destination, pause state
-  and failure run per destination; and the store's own gauges (:meth:`Store.health`: the
-  SQLite WAL). These are the same whichever host answers
-  and add up across every worker process, since they are the store's rows. Attempts and
-  latency count what retention purged too (the purge adds it to `purged_attempts` and
-  `purged_latency` in its own transaction), so these counters never go down. Only live
-  destinations appear: a removed destination's series disappear. Every live destination has
+* **The database** (:meth:`Store.metric_figures`): jobs by destination and status, the oldest
+  due job, attempts by destination and outcome, accept -> delivered latency per destination,
+  pause state and failure run per destination, events stored; and the store's own gauges
+  (:meth:`Store.health`: the SQLite WAL). The store keeps these figures in the transactions
+  that change the rows (shared/store/metric_deltas.py), so a scrape reads a small table, not
+  the jobs: its cost grows with destinations, not jobs. They are the same whichever host
+  answers and add up across every worker process. Attempts and latency never go down
+  (retention deletes rows, not their counts). At most `metrics_destination_series_max`
+  destinations get series of their own (paused, failing, oldest due job first); the others,
+  and the jobs of removed destinations, are added up under `destination="_other"`, and
+  `hookline_destinations` says how many are shown and folded. Every destination shown has
   every outcome series from the start (0), so `increase()` sees its first failure.
 * **Each process's memory**, through the snapshots every process leaves in the runtime folder
   (shared/process/metrics_file.py; families in shared/metrics_catalog.py): ingest's requests,
@@ -43,95 +46,106 @@ from hookline.shared.metrics_catalog import FAMILIES
 from hookline.shared.models import JOB_STATUSES
 from hookline.shared.policy.delivery import pause_kind
 from hookline.shared.process.lifecycle import pid_alive, runtime_dir
-from hookline.shared.process.metrics_file import Labels, merge_snapshots, read_snapshots
-from hookline.shared.report_models import MetricFigures, Stats
+from hookline.shared.process.metrics_file import (
+    Labels,
+    merge_snapshots,
+    read_snapshots,
+    retire_snapshots,
+)
+from hookline.shared.report_models import MetricFigures
 from hookline.shared.store.health import Gauge
 from hookline.shared.version import VERSION
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
-IN_FLIGHT = "in_flight"
-"""The outcome class of attempts not finished yet (see the stores' attempts_by_outcome)."""
 OUTCOMES = ("delivered", "http_3xx", "http_4xx", "http_5xx", "transport_error", "worker_lost",
             "handed_back")
-"""The finished-attempt outcome classes every live destination shows from the start."""
+"""The finished-attempt outcome classes every destination shown has from the start."""
 
 
 class StatsCollector(Collector):
-    """Yields the database's metric families from one :class:`Stats` snapshot.
+    """Yields the database's metric families from one :class:`MetricFigures` read.
 
     Args:
-        stats: the store's figures.
-        figures: the per-destination figures only /metrics shows.
+        figures: the store's figures (of the destinations shown alone, the rest in `other`).
         store_gauges: the store's own gauges (its health's: the WAL size and its limit on
             SQLite, none on PostgreSQL).
     """
 
-    def __init__(self, stats: Stats, figures: MetricFigures,
-                 store_gauges: tuple[Gauge, ...] = ()) -> None:
-        self.stats = stats
+    def __init__(self, figures: MetricFigures, store_gauges: tuple[Gauge, ...] = ()) -> None:
         self.figures = figures
         self.store_gauges = store_gauges
 
     def collect(self) -> Iterator[Metric]:
-        """Jobs, oldest due age, attempts, latency, pause state, failure runs, events, and the
-        store's own gauges."""
-        st, fig = self.stats, self.figures
-        live = [d.name for d in fig.destination_health]
+        """Jobs, oldest due age, attempts, latency, pause state, failure runs, events, WAL."""
+        fig = self.figures
+        series = [*fig.destinations, *([fig.other] if fig.other is not None else [])]
+        shown = GaugeMetricFamily(
+            "hookline_destinations", "Live destinations, by whether /metrics shows them with "
+            "series of their own (shown) or adds them up under destination=\"_other\" "
+            "(folded; metrics_destination_series_max).", labels=["series"])
+        shown.add_metric(["shown"], len(fig.destinations))
+        shown.add_metric(["folded"], 0 if fig.other is None else fig.other.folded)
+        yield shown
         jobs = GaugeMetricFamily("hookline_jobs", "Jobs by destination and status.",
                                  labels=["destination", "status"])
-        for destination, counts in sorted(st.jobs_by_destination.items()):
+        for d in series:
             for status in JOB_STATUSES:
-                jobs.add_metric([destination, status], counts.get(status, 0))
+                jobs.add_metric([d.name, status], d.jobs.get(status, 0))
         yield jobs
 
         yield GaugeMetricFamily(
             "hookline_oldest_pending_age_seconds",
             "Age of the longest-waiting due pending job, seconds (0 when none is due).",
-            value=st.oldest_pending_age_s or 0.0)
+            value=fig.oldest_due_age_s or 0.0)
+        oldest = GaugeMetricFamily(
+            "hookline_destination_oldest_due_age_seconds",
+            "Age of each destination's longest-waiting due pending job, seconds (0 when none "
+            "is due).", labels=["destination"])
+        for d in series:
+            oldest.add_metric([d.name], d.oldest_due_age_s or 0.0)
+        yield oldest
 
-        # Finished attempts only: an attempt's outcome is fixed once it is closed, and what
-        # retention purges is kept in purged_attempts, so these never go down.
+        # Finished attempts only: an attempt's outcome is fixed once it is closed, and the
+        # purge deletes rows, not their counts, so these never go down (but see `_other`).
         attempts = CounterMetricFamily(
             "hookline_attempts", "Finished delivery attempts, by destination and outcome.",
             labels=["destination", "outcome"])
-        for name in sorted(live):
-            counts = fig.attempts_by_destination.get(name, {})
-            for outcome in sorted(set(OUTCOMES) | set(counts)):
-                attempts.add_metric([name, outcome], counts.get(outcome, 0))
+        for d in series:
+            for outcome in sorted(set(OUTCOMES) | set(d.attempts)):
+                attempts.add_metric([d.name, outcome], d.attempts.get(outcome, 0))
         yield attempts
         yield GaugeMetricFamily("hookline_attempts_in_flight",
-                                "Attempts started and not yet finished.",
-                                value=st.attempts_by_outcome.get(IN_FLIGHT, 0))
+                                "Attempts started and not yet finished.", value=fig.in_flight)
 
         latency = HistogramMetricFamily(
             "hookline_delivery_latency_seconds",
-            "Accept -> delivered time of done jobs, seconds, by destination.",
+            "Accept -> delivered time of each job delivery, seconds, by destination.",
             labels=["destination"])
-        for name in sorted(live):
-            found = fig.latency_by_destination.get(name)
-            if found is None:
+        for d in series:
+            if d.latency is None:
                 continue
-            buckets = [(f"{bound:g}", n) for bound, n in found.buckets]
-            buckets.append(("+Inf", found.count))
-            latency.add_metric([name], buckets, sum_value=found.sum_s)
+            buckets = [(f"{bound:g}", n) for bound, n in d.latency.buckets]
+            buckets.append(("+Inf", d.latency.count))
+            latency.add_metric([d.name], buckets, sum_value=d.latency.sum_s)
         yield latency
 
         paused = GaugeMetricFamily(
             "hookline_destination_paused",
-            "1 while a live destination is paused (reason: manual or auto), else 0.",
+            "1 while a live destination is paused (reason: manual or auto), else 0 "
+            "(_other: 1 when any destination it adds up is).",
             labels=["destination", "reason"])
         streak = GaugeMetricFamily(
             "hookline_destination_failure_streak",
-            "Consecutive failed attempts of each live destination since its last 2xx.",
-            labels=["destination"])
-        for d in fig.destination_health:
+            "Consecutive failed attempts of each live destination since its last 2xx "
+            "(_other: the longest).", labels=["destination"])
+        for d in series:
             reason = pause_kind(d.paused_reason) if d.paused else ""
             paused.add_metric([d.name, reason], 1 if d.paused else 0)
             streak.add_metric([d.name], d.failure_streak)
         yield paused
         yield streak
 
-        yield GaugeMetricFamily("hookline_events_stored", "Events stored.", value=st.events)
+        yield GaugeMetricFamily("hookline_events_stored", "Events stored.", value=fig.events)
         for gauge in self.store_gauges:
             yield GaugeMetricFamily(gauge.name, gauge.help, value=gauge.value)
 
@@ -188,13 +202,13 @@ class InfoCollector(Collector):
         yield info
 
 
-def render(stats: Stats, figures: MetricFigures, *,
+def render(figures: MetricFigures, *,
            merged: Mapping[str, Mapping[Labels, Any]] | None = None, ready: bool = False,
            backend: str = "", store_gauges: tuple[Gauge, ...] = ()) -> bytes:
     """Prometheus text exposition of the store's figures and the processes' snapshots
     (`backend`: the store's, as its health names it)."""
     registry = CollectorRegistry(auto_describe=False)
-    registry.register(StatsCollector(stats, figures, store_gauges))
+    registry.register(StatsCollector(figures, store_gauges))
     registry.register(ProcessCollector(merged or {}))
     registry.register(InfoCollector(ready, backend))
     return generate_latest(registry)
@@ -209,7 +223,9 @@ def process_families(app: web.Application) -> dict[str, dict[Labels, Any]]:
     writer = app[SNAPSHOTS_KEY]
     if writer.path is not None:
         writer.write()
-        snapshots = read_snapshots(runtime_dir(app[CONFIG_KEY]))
+        folder = runtime_dir(app[CONFIG_KEY])
+        retire_snapshots(folder, pid_alive)
+        snapshots = read_snapshots(folder)
     else:
         snapshots = [writer.build()]
     return merge_snapshots(snapshots, lambda pid: pid == os.getpid() or pid_alive(pid))
@@ -217,11 +233,10 @@ def process_families(app: web.Application) -> dict[str, dict[Labels, Any]]:
 
 async def scrape(app: web.Application) -> bytes:
     """Everything /metrics answers for this ingest app (module docstring)."""
-    reader = app[READ_STORE_KEY]  # a long scan must not hold up the group commit
-    stats = await reader.stats()
-    figures = await reader.metric_figures()
+    reader = app[READ_STORE_KEY]  # a read must not hold up the group commit
+    figures = await reader.metric_figures(app[CONFIG_KEY].metrics_destination_series_max)
     merged = process_families(app)
     problems, _ = await health.readiness(app)
     found = await app[STORE_KEY].health()
-    return render(stats, figures, merged=merged, ready=not problems, backend=found.backend,
+    return render(figures, merged=merged, ready=not problems, backend=found.backend,
                   store_gauges=found.gauges)

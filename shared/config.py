@@ -273,8 +273,14 @@ class Config:
         "retries may hold; the rest is kept for first attempts and early retries.",
         check=checks.share)
     maintenance_interval_s: float = _opt(
-        30.0, "How often ingest checkpoints the SQLite WAL so the -wal file stays bounded.",
+        30.0, "How often ingest checkpoints the SQLite WAL so the -wal file stays bounded "
+        "(and, on PostgreSQL, folds the appended metric deltas).",
         check=checks.above_zero)
+    metrics_destination_series_max: int = _opt(
+        100, "GET /metrics: at most this many destinations get series of their own (paused, "
+        "failing, with the oldest due job first); the rest are added up under "
+        "destination=\"_other\".",
+        check=checks.not_negative("every destination folded"))
     wal_degraded_bytes: int = _opt(
         256 * 1024 * 1024, "GET /healthz reports degraded while the SQLite -wal file stays "
         "larger than this after a checkpoint, bytes (a reader holds it open; 0 = off).",

@@ -118,6 +118,9 @@ class Claim:
     # (shared/policy/forwarding.py); () for events posted to POST /v1/events.
     forwarded_headers: tuple[tuple[str, str], ...] = ()
     tenant_id: str = DEFAULT_TENANT  # the destination's tenant (the per-tenant fair share)
+    # When the event was accepted, unix seconds: a delivery's accept -> delivered latency
+    # is counted from it (shared/store/metric_deltas.py); None: not known (no latency kept).
+    received_at: float | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

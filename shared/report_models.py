@@ -22,7 +22,8 @@ class Stats:
     oldest_pending_age_s: float | None = None
     # Operator views and /metrics: per-destination job counts (removed
     # destinations appear as `name~removed-ID`), paused destinations with their reason,
-    # attempts by outcome class, and accept -> delivered latency of done jobs still stored.
+    # attempts by outcome class, and accept -> delivered latency of every delivery (the
+    # maintained figures: what retention purged included).
     jobs_by_destination: dict[str, dict[str, int]] = field(default_factory=dict)
     paused_destinations: dict[str, str | None] = field(default_factory=dict)
     attempts_by_outcome: dict[str, int] = field(default_factory=dict)
@@ -30,43 +31,82 @@ class Stats:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class MetricFigures:
-    """Per live destination figures only /metrics shows (a removed destination has none).
+class DestinationFigures:
+    """One destination's /metrics figures, read from the maintained counts
+    (shared/store/metric_deltas.py), or the sum of those /metrics folds into `_other`.
 
     Attributes:
-        attempts_by_destination: {destination: {outcome class: finished attempts}}, counting
-            what retention purged too, so the numbers never go down.
-        latency_by_destination: {destination: accept -> delivered latency of its done jobs},
-            purged ones included; destinations with no done job are missing.
-        destination_health: each live destination's pause state and failure run.
-    """
-
-    attempts_by_destination: dict[str, dict[str, int]] = field(default_factory=dict)
-    latency_by_destination: dict[str, LatencyHistogram] = field(default_factory=dict)
-    destination_health: tuple[DestinationHealth, ...] = ()
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class DestinationHealth:
-    """One live destination's pause state and failure run, for /metrics.
-
-    Attributes:
-        name: the destination.
-        paused: whether it is paused.
-        paused_reason: why (an operator's text, or the circuit breaker's), None when running.
-        failure_streak: consecutive failed attempts since its last 2xx.
+        name: the destination (`_other` for the fold).
+        paused: whether it is paused (`_other`: any folded one is).
+        paused_reason: why (an operator's text, or the circuit breaker's); None when running.
+        failure_streak: consecutive failed attempts since its last 2xx (`_other`: the longest).
+        oldest_due_age_s: age of its longest-waiting due pending job, seconds (None: none due).
+        jobs: jobs by status (statuses with none left out).
+        attempts: finished attempts by outcome class, what retention purged included.
+        in_flight: attempts started and not finished.
+        latency: accept -> delivered latency of each delivery (None: none yet).
+        folded: how many live destinations these figures add up (1 for one destination).
     """
 
     name: str
-    paused: bool
-    paused_reason: str | None
-    failure_streak: int
+    paused: bool = False
+    paused_reason: str | None = None
+    failure_streak: int = 0
+    oldest_due_age_s: float | None = None
+    jobs: dict[str, int] = field(default_factory=dict)
+    attempts: dict[str, int] = field(default_factory=dict)
+    in_flight: int = 0
+    latency: LatencyHistogram | None = None
+    folded: int = 1
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class GaugeCorrection:
+    """One maintained gauge that the repair path (:meth:`Store.recount_metrics`) found
+    different from what the rows say, and set right.
+
+    Attributes:
+        family: `jobs` (by status), `attempts` (label `in_flight`), `oldest` (the oldest
+            pending job's run_at, unix seconds) or `events` (stored).
+        destination: the destination's name (a removed one's is `name~removed-ID`); None
+            for the totals over every destination (and for `events`).
+        label: the job status, `in_flight`, or "" (oldest, events).
+        before: the maintained value (None: no pending job / no row).
+        after: the value counted from the rows (None: no pending job).
+    """
+
+    family: str
+    destination: str | None
+    label: str
+    before: float | None
+    after: float | None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class MetricFigures:
+    """What /metrics shows from the database.
+
+    Attributes:
+        destinations: the destinations shown with series of their own.
+        other: the sum of every other live destination, and of the jobs removed
+            destinations left (None: nothing to fold).
+        events: events stored.
+        in_flight: attempts started and not finished, over every destination.
+        oldest_due_age_s: age of the longest-waiting due pending job, seconds (None: none).
+    """
+
+    destinations: tuple[DestinationFigures, ...] = ()
+    other: DestinationFigures | None = None
+    events: int = 0
+    in_flight: int = 0
+    oldest_due_age_s: float | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class LatencyHistogram:
-    """Accept -> delivered latency (job finished_at - event received_at, seconds) of the done
-    jobs still stored, as a cumulative histogram.
+    """Accept -> delivered latency (job finished_at - event received_at, seconds) of every
+    delivery (each time a job became done; what retention purged included), as a cumulative
+    histogram.
 
     Attributes:
         buckets: (upper bound in seconds, jobs at or below it), ascending; +Inf not included.

@@ -24,7 +24,13 @@ from typing import Any
 from hookline.shared.endpoint_models import Destination, Source
 from hookline.shared.operator_models import BulkResult, EventJob, EventMatch, EventRecord
 from hookline.shared.record_models import Attempt, DeadLetter, Job, JobStory, PurgeResult
-from hookline.shared.report_models import DestinationSummary, Stats, ThroughputBucket
+from hookline.shared.report_models import (
+    DestinationFigures,
+    DestinationSummary,
+    GaugeCorrection,
+    Stats,
+    ThroughputBucket,
+)
 
 
 def _fields(record: Any) -> dict[str, Any]:
@@ -152,6 +158,19 @@ def source_removed_view(name: str) -> dict[str, Any]:
 def destination_summary_view(summary: DestinationSummary) -> dict[str, Any]:
     """One destination's state, counts and latency (schema `DestinationSummary`)."""
     return dataclasses.asdict(summary)
+
+
+def metric_destinations_view(page: list[DestinationFigures], next_after: int | None
+                             ) -> dict[str, Any]:
+    """A page of destinations' /metrics figures (schema `MetricDestinationsPage`):
+    `next_after` is the `after` value of the next page, null on the last page."""
+    return {"destinations": [dataclasses.asdict(d) for d in page], "next_after": next_after}
+
+
+def gauge_corrections_view(corrections: list[GaugeCorrection]) -> dict[str, Any]:
+    """What `hookline maintenance recount-metrics --json` prints: each gauge the repair
+    path set right (`destination` null: the totals; `oldest` values are unix seconds)."""
+    return {"corrected": [_fields(c) for c in corrections]}
 
 
 def throughput_view(bucket_s: int, buckets: list[ThroughputBucket]) -> dict[str, Any]:

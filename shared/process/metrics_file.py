@@ -12,13 +12,18 @@ Counters and histograms never go down: a process starts from its slot's previous
 are summed over every snapshot in the folder, including those of processes that have exited.
 A process killed between two snapshots loses at most the counts of that interval, never counts
 already scraped. Per-process families (`per_slot`) are shown only while the process that wrote
-them runs. Files of slots no longer run stay; removing the runtime folder resets everything.
+them runs. The files of slots no longer run (a worker count lowered, a slot renamed) are
+aged out: once a file's process is gone and it is :data:`RETIRED_AFTER_S` old, its counters
+and histograms are added to `_retired.metrics.json` and the file is deleted
+(:func:`retire_snapshots`, at each scrape), so the folder and each scrape's work stay bounded
+while the sums never go down. Removing the runtime folder resets everything.
 """
 
 from __future__ import annotations
 
 import asyncio
 import bisect
+import fcntl
 import json
 import os
 import resource
@@ -41,6 +46,11 @@ from hookline.shared.process.lifecycle import stopped_within
 SNAPSHOT_INTERVAL_S = 2.0
 """How often a process writes its snapshot, seconds (a scrape sees figures this much old)."""
 SNAPSHOT_SUFFIX = ".metrics.json"
+RETIRED_SLOT = "_retired"
+"""The slot of the snapshot that holds the counts of aged-out slots."""
+RETIRED_AFTER_S = 3600.0
+"""How long the snapshot of an exited process stays before it is aged out, seconds: far
+beyond a supervisor's restart of the slot (which carries the file's counts on itself)."""
 
 Labels = tuple[str, ...]
 HistogramData = dict[str, Any]
@@ -173,9 +183,7 @@ class SnapshotWriter:
             return
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            tmp = self.path.with_name(f".{self.path.name}.{os.getpid()}.tmp")
-            tmp.write_text(json.dumps(self.build()))
-            os.replace(tmp, self.path)
+            _replace(self.path, self.build())
             self._warned = False
         except OSError as exc:
             if not self._warned:
@@ -242,7 +250,12 @@ def merge_snapshots(snapshots: Iterable[Mapping[str, Any]],
     process exits. Unknown family names are ignored (a newer or older writer).
     """
     out: dict[str, dict[Labels, Any]] = {}
+    snapshots = list(snapshots)
+    folded = {(str(slot), float(at)) for snap in snapshots if snap.get("slot") == RETIRED_SLOT
+              for slot, at in snap.get("folded", [])}
     for snap in snapshots:
+        if (str(snap.get("slot")), float(snap.get("written_at") or 0.0)) in folded:
+            continue  # already in the retired totals; its file is about to go
         pid = snap.get("pid")
         running = isinstance(pid, int) and alive(pid)
         slot = str(snap.get("slot", "?"))
@@ -262,6 +275,67 @@ def merge_snapshots(snapshots: Iterable[Mapping[str, Any]],
                 base = merged.get(labels)
                 merged[labels] = value if base is None else _add(base, value)
     return out
+
+
+def retire_snapshots(folder: Path, alive: Callable[[int], bool], *,
+                     older_than_s: float = RETIRED_AFTER_S, now_s: float | None = None) -> int:
+    """Age out the snapshots of exited processes last written more than `older_than_s`
+    seconds ago: their counters and histograms are added to the `_retired` snapshot, which
+    records which (slot, written_at) it holds, before their files are deleted, so a reader
+    at any moment counts each once. Under a lock file, so two ingest processes never fold
+    the same file twice. Filesystem errors are logged and leave everything for the next
+    scrape.
+
+    Args:
+        folder: the runtime folder.
+        alive: whether a pid's process runs.
+        older_than_s: age past which an exited process's file is aged out, seconds.
+        now_s: the time now, unix seconds (None: the clock).
+
+    Returns:
+        How many files were aged out.
+    """
+    now = time.time() if now_s is None else now_s
+    retired_path = snapshot_path(folder, RETIRED_SLOT)
+    try:
+        with open(folder / ".retire.lock", "a") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            retired = read_snapshot(retired_path) or {
+                "slot": RETIRED_SLOT, "pid": 0, "written_at": now, "families": {}}
+            done_before = {(str(slot), float(at)) for slot, at in retired.get("folded", [])}
+            stale = []
+            for path in sorted(folder.glob(f"*{SNAPSHOT_SUFFIX}")):
+                snap = read_snapshot(path)
+                if snap is None or path == retired_path or not isinstance(snap.get("pid"), int):
+                    continue
+                written = float(snap.get("written_at") or 0.0)
+                if (str(snap.get("slot")), written) in done_before:
+                    path.unlink(missing_ok=True)  # folded by a round that stopped before this
+                elif written < now - older_than_s and not alive(snap["pid"]):
+                    stale.append((path, snap))
+            if not stale:
+                return 0
+            totals = merge_snapshots([retired, *(snap for _, snap in stale)], lambda _: False)
+            _replace(retired_path, {
+                "slot": RETIRED_SLOT, "pid": 0, "written_at": now,
+                "families": {name: [[list(labels), value] for labels, value in series.items()]
+                             for name, series in totals.items()},
+                "folded": [[snap["slot"], snap["written_at"]] for _, snap in stale]})
+            for path, _ in stale:
+                path.unlink(missing_ok=True)
+            return len(stale)
+    except OSError as exc:
+        get_logger().warning("metrics_snapshot_retire_failed", folder=str(folder),
+                             error=str(exc))
+        return 0
+
+
+def _replace(path: Path, snapshot: Mapping[str, Any]) -> None:
+    """Write `snapshot` to `path` through a temp file and a rename (a reader sees the old
+    file or the new, never half of one)."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(snapshot))
+    os.replace(tmp, path)
 
 
 def _carried(snapshot: Mapping[str, Any] | None) -> dict[str, dict[Labels, Any]]:

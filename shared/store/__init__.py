@@ -35,7 +35,14 @@ from hookline.shared.operator_models import (
 )
 from hookline.shared.policy.delivery import BreakerPolicy
 from hookline.shared.record_models import Attempt, DeadLetter, EventBody, Job, JobStory, PurgeResult
-from hookline.shared.report_models import DestinationSummary, MetricFigures, Stats, ThroughputBucket
+from hookline.shared.report_models import (
+    DestinationFigures,
+    DestinationSummary,
+    GaugeCorrection,
+    MetricFigures,
+    Stats,
+    ThroughputBucket,
+)
 from hookline.shared.store.capabilities import (
     SqliteDiagnostics,
     TimeoutCounting,
@@ -276,10 +283,51 @@ class Store(Protocol):
         state as of the last :meth:`maintenance` round (degraded past `wal_degraded_bytes`,
         with the checkpoint's result and the processes holding the files)."""
 
-    async def metric_figures(self) -> MetricFigures:
-        """What only /metrics shows, per live destination: finished attempts by outcome class
-        and accept -> delivered latency, both counting what retention purged (so they never go
-        down), and the pause state and failure run (read-only)."""
+    async def metric_figures(self, series_max: int) -> MetricFigures:
+        """What /metrics shows from the database, read from the figures the store keeps as
+        rows change (shared/store/metric_deltas.py), never from the job rows: the cost grows
+        with destinations, not jobs (PostgreSQL folds the appended deltas first).
+
+        Args:
+            series_max: at most this many live destinations get figures of their own
+                (paused, failing, with the oldest due job, the largest backlog first); the
+                others, and what removed destinations left, are added up in `other`.
+
+        Returns:
+            Jobs by status, the oldest due job's age, finished attempts by outcome class and
+            accept -> delivered latency (both counting what retention purged, so they never
+            go down), attempts in flight, pause state and failure run, events stored.
+        """
+
+    async def destination_figures(self, *, after_id: int = 0, limit: int = 100
+                                  ) -> tuple[list[DestinationFigures], int | None]:
+        """Every live destination's /metrics figures, a page at a time (keyset paging).
+
+        Args:
+            after_id: the page starts after this destination id (0: from the first).
+            limit: at most this many destinations (at least 1).
+
+        Returns:
+            The page, by destination id, and the `after_id` of the next page (None: last).
+        """
+
+    async def fold_metric_deltas(self) -> int:
+        """Move the metric deltas PostgreSQL's writers appended into the maintained
+        figures (ingest's maintenance, and before each read); nothing on SQLite.
+
+        Returns:
+            How many delta rows were folded.
+        """
+
+    async def recount_metrics(self) -> list[GaugeCorrection]:
+        """The repair path (`hookline maintenance recount-metrics`): count the maintained
+        gauges (jobs by status, attempts in flight, each destination's oldest pending job,
+        events stored) again from the rows, in one write transaction. Finished attempts and
+        deliveries, counters that include what retention purged, are kept.
+
+        Returns:
+            Each gauge that differed from the rows, with both values; [] when none did.
+        """
 
     async def maintenance(self) -> dict[str, int]:
         """Housekeeping that ingest runs periodically; cheap, never blocks writers for long.

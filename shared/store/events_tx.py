@@ -19,7 +19,8 @@ from hookline.shared.operator_models import (
     parse_event_ref,
     scope_tenant,
 )
-from hookline.shared.store.ops import NOTIFY, Query, Tx, count, one, rows
+from hookline.shared.store.metric_deltas import MetricDeltas
+from hookline.shared.store.ops import NOTIFY, Query, Tx, one, rows
 
 T = TypeVar("T")
 
@@ -105,11 +106,11 @@ def resend_tx(sel: JobSelection, dry_run: bool) -> Tx[BulkResult]:
     if sel.job_id is not None:
         check_resendable(sel.job_id, (yield scoped("replay_job_state", sel.tenant, want="one",
                                                    job_id=sel.job_id)))
-    ids = [r["id"] for r in (yield rows(
+    found = yield rows(
         "resend_candidates", job_id=sel.job_id, destination=sel.destination,
         tenant=scope_tenant(sel.destination, sel.tenant),
-        status=sel.status, since=sel.since_s, until=sel.until_s, limit=sel.limit + 1))]
-    return (yield from _apply("resend_jobs", ids, sel.limit, dry_run))
+        status=sel.status, since=sel.since_s, until=sel.until_s, limit=sel.limit + 1)
+    return (yield from _apply("resend_jobs", found, sel.limit, dry_run))
 
 
 def retry_now_tx(sel: JobSelection, dry_run: bool) -> Tx[BulkResult]:
@@ -123,21 +124,30 @@ def retry_now_tx(sel: JobSelection, dry_run: bool) -> Tx[BulkResult]:
                            "pending job's next attempt can be brought forward"
                            + ("; resend it instead" if state["status"] in FINISHED_STATUSES
                               else ""))
-    ids = [r["id"] for r in (yield rows(
+    found = yield rows(
         "retry_now_candidates", job_id=sel.job_id, destination=sel.destination,
         tenant=scope_tenant(sel.destination, sel.tenant),
-        since=sel.since_s, until=sel.until_s, limit=sel.limit + 1))]
-    return (yield from _apply("retry_now_jobs", ids, sel.limit, dry_run))
+        since=sel.since_s, until=sel.until_s, limit=sel.limit + 1)
+    return (yield from _apply("retry_now_jobs", found, sel.limit, dry_run))
 
 
-def _apply(query: str, ids: list[int], limit: int, dry_run: bool) -> Tx[BulkResult]:
-    """Run the update `query` on the first `limit` of `ids` (unless `dry_run`), waking
-    workers; `ids` holds one more than `limit` when more jobs matched."""
-    more = len(ids) > limit
-    chosen = ids[:limit]
+def _apply(query: str, found: list[Any], limit: int, dry_run: bool) -> Tx[BulkResult]:
+    """Run the update `query` on the first `limit` of the candidate rows `found` (id,
+    status, destination_id; unless `dry_run`), making them pending and waking workers;
+    `found` holds one more than `limit` when more jobs matched."""
+    more = len(found) > limit
+    chosen = [r["id"] for r in found[:limit]]
+    candidate = {r["id"]: r for r in found[:limit]}
     changed = len(chosen)
     if chosen and not dry_run:
-        changed = int((yield count(query, job_ids=chosen)))
+        updated = yield rows(query, job_ids=chosen)
+        deltas = MetricDeltas()  # candidates read in this transaction: their status holds
+        for r in updated:
+            was = candidate[r["id"]]
+            deltas.jobs(was["destination_id"], was["status"], "pending")
+            deltas.pending_moved(was["destination_id"])
+        yield from deltas.apply()
+        changed = len(updated)
         if changed:
             yield NOTIFY
     return BulkResult(count=changed, job_ids=tuple(chosen[:SAMPLE_IDS]), more=more,

@@ -26,6 +26,7 @@ from hookline.shared.models import (
 )
 from hookline.shared.policy import forwarding
 from hookline.shared.signing import new_message_ids
+from hookline.shared.store.metric_deltas import MetricDeltas
 from hookline.shared.store.ops import BEGIN_WRITE, NOTIFY, NOW, Query, Rows, Tx
 
 EventKey = tuple[str, str, str]
@@ -86,6 +87,11 @@ def add_events_tx(events: Sequence[NewEvent], *,
                                                              pairs)}, per_row=True)):
             job_ids.setdefault(r["event_id"], []).append(r["id"])
         yield NOTIFY
+    deltas = MetricDeltas()  # the figures /metrics reads, after the rows (oldest job probe)
+    deltas.events(len(inserted))
+    for _, destination_id in pairs:
+        deltas.jobs(destination_id, None, "pending")
+    yield from deltas.apply()
     results: list[StoreResult] = []
     seen: set[EventKey] = set()
     for event in events:

@@ -39,20 +39,33 @@ from hookline.shared.policy.delivery import (
 )
 from hookline.shared.policy.sources import check_source
 from hookline.shared.record_models import Attempt, DeadLetter, EventBody, Job, JobStory, PurgeResult
-from hookline.shared.report_models import DestinationSummary, MetricFigures, Stats, ThroughputBucket
+from hookline.shared.report_models import (
+    DestinationFigures,
+    DestinationSummary,
+    GaugeCorrection,
+    MetricFigures,
+    Stats,
+    ThroughputBucket,
+)
 from hookline.shared.store.events_tx import EventOperations
+from hookline.shared.store.figures_tx import (
+    destination_page_tx,
+    fold_tx,
+    recount_tx,
+    shown_figures_tx,
+    stats_tx,
+)
 from hookline.shared.store.ingest_tx import add_events_tx
+from hookline.shared.store.metric_deltas import IN_FLIGHT, MetricDeltas, outcome_class
 from hookline.shared.store.operator_tx import (
     expire_previous_tx,
     get_job_tx,
     list_dead_tx,
-    metric_figures_tx,
     purge_tx,
     remove_destination_tx,
     replay_tx,
     rotate_tx,
     set_paused_tx,
-    stats_tx,
     summaries_tx,
     throughput_tx,
 )
@@ -146,18 +159,25 @@ class StoreLogic(EventOperations, TenantOperations, TenantCounts, TenantReadOper
         if not (yield one("claim_probe", max_attempts=request.max_attempts))["claimable"]:
             return [], False
         yield BEGIN_WRITE
-        return (yield from self._claim_in(request))
+        deltas = MetricDeltas()
+        claimed = yield from self._claim_in(request, deltas)
+        yield from deltas.apply()
+        return claimed
 
-    def _claim_in(self, request: ClaimRequest) -> Tx[tuple[list[Claim], bool]]:
+    def _claim_in(self, request: ClaimRequest,
+                  deltas: MetricDeltas) -> Tx[tuple[list[Claim], bool]]:
         """The claim itself (see Store.claim) inside a write transaction: choose the jobs,
         then lease them, record their attempts and read what sending needs, each in one
         statement for the whole batch (a claim of 64 jobs is 5 statements, not 320).
         Returns the claims and whether a takeover was left waiting (see Store.claim)."""
         now = yield NOW
-        killed = [r["id"] for r in (yield rows("kill_lost_at_cap",
-                                              max_attempts=request.max_attempts))]
+        killed = {r["id"]: r["destination_id"] for r in (yield rows(
+            "kill_lost_at_cap", max_attempts=request.max_attempts))}
         if killed:  # their in-flight attempts end with them, in this transaction
-            yield count("close_attempts_lost_at_cap", job_ids=killed)
+            for destination_id in killed.values():
+                deltas.jobs(destination_id, "running", "dead")
+            for r in (yield rows("close_attempts_lost_at_cap", job_ids=list(killed))):
+                deltas.attempts(killed[r["job_id"]], IN_FLIGHT, "worker_lost")
         ids: list[int] = []
         if self.LOCKS_DESTINATIONS:  # lock first (id order), then count the free slots
             ids = [r["id"] for r in (yield rows("lock_claimable_destinations"))]
@@ -168,6 +188,7 @@ class StoreLogic(EventOperations, TenantOperations, TenantCounts, TenantReadOper
         per_tenant = request.per_tenant if slots and slots[0]["several_tenants"] else None
         # (late retry?, due since, job id, destination id): fresh work sorts first.
         candidates: list[tuple[bool, float, int, int]] = []
+        status_of: dict[int, str] = {}  # each candidate's status now (pending, or running)
         rates: dict[int, tuple[float, float]] = {}  # id -> (per second, next_send_at)
         tenant_of: dict[int, str] = {}  # destination id -> tenant, of those offering jobs
         for slot in slots:
@@ -178,18 +199,20 @@ class StoreLogic(EventOperations, TenantOperations, TenantCounts, TenantReadOper
                 continue
             if slot["rate_limit_per_s"] is not None:
                 rates[slot["id"]] = (slot["rate_limit_per_s"], slot["next_send_at"])
-            for job_id, due_at, attempts in (yield from _due_of(slot, now,
-                                                                 min(slot["free"], room))):
+            for job_id, due_at, attempts, status in (yield from _due_of(
+                    slot, now, min(slot["free"], room))):
+                status_of[job_id] = status
                 late = request.late_after is not None and attempts >= request.late_after
                 candidates.append((late, due_at, job_id, slot["id"]))
                 tenant_of[slot["id"]] = slot["tenant_id"]
         # The quarantine: a job taken over is claimed alone, by a worker that holds nothing.
-        takeovers = {r["job_id"] for r in (yield rows(
-            "takeovers_among", job_ids=[c[2] for c in candidates]))} if candidates else set()
+        # {job id: its attempts still open}, of the jobs a claim would take over.
+        takeovers = {r["job_id"]: int(r["open_attempts"] or 0) for r in (yield rows(
+            "takeovers_among", job_ids=[c[2] for c in candidates]))} if candidates else {}
         # Tenants take turns only when there are several to choose between.
         several = per_tenant is not None or len(set(tenant_of.values())) > 1
         chosen, next_send, waiting = choose_with_takeovers(
-            candidates, takeovers, request, rates=rates, now_s=now,
+            candidates, set(takeovers), request, rates=rates, now_s=now,
             tenants=tenant_of if several else None, per_tenant=per_tenant)
         for destination_id, next_send_at in next_send.items():
             yield count("advance_next_send", destination_id=destination_id,
@@ -207,6 +230,12 @@ class StoreLogic(EventOperations, TenantOperations, TenantCounts, TenantReadOper
         # lease, or a replay of a job that died so) is taken over, and is sent in quarantine.
         taken_over = {r["job_id"] for r in (yield rows("mark_attempt_lost", job_ids=job_ids,
                                                         lease_tokens=tokens))}
+        for r in leased:
+            deltas.jobs(r["destination_id"], status_of[r["id"]], "running")
+            deltas.attempts(r["destination_id"], None, IN_FLIGHT)
+            if r["id"] in taken_over:  # its lost attempts were closed just now
+                deltas.attempts(r["destination_id"], IN_FLIGHT, "worker_lost",
+                                takeovers.get(r["id"], 0))
         yield count("insert_attempt", worker=request.worker, claims=Rows(
             ("job_ids", "attempts", "lease_tokens"),
             [(r["id"], r["attempts"], r["lease_token"]) for r in leased]))
@@ -223,7 +252,7 @@ class StoreLogic(EventOperations, TenantOperations, TenantCounts, TenantReadOper
 
     async def finish(self, items: Items, breaker: BreakerPolicy | None = None) -> list[bool]:
         """See :meth:`hookline.shared.store.Store.finish`."""
-        return await self._transact(_finish_all(items, breaker), write=True)
+        return await self._transact(_finish_tx(items, breaker), write=True)
 
     async def finish_and_claim(self, items: Items, breaker: BreakerPolicy | None,
                                request: ClaimRequest
@@ -245,10 +274,13 @@ class StoreLogic(EventOperations, TenantOperations, TenantCounts, TenantReadOper
                                         max_attempts=request.max_attempts))["claimable"]:
             return [], [], False  # a claim alone, with nothing to take: no write (see claim)
         yield BEGIN_WRITE
-        kept = yield from _finish_all(items, breaker)
-        if request.limit <= 0:
-            return kept, [], False
-        return kept, *(yield from self._claim_in(request))
+        deltas = MetricDeltas()
+        kept = yield from _finish_all(items, breaker, deltas)
+        claimed: tuple[list[Claim], bool] = ([], False)
+        if request.limit > 0:
+            claimed = yield from self._claim_in(request, deltas)
+        yield from deltas.apply()  # one statement for the finishes and the claim
+        return kept, *claimed
 
     async def hand_back(self, claims: Sequence[Claim]) -> int:
         """See :meth:`hookline.shared.store.Store.hand_back`."""
@@ -385,11 +417,28 @@ class StoreLogic(EventOperations, TenantOperations, TenantCounts, TenantReadOper
 
     async def stats(self) -> Stats:
         """See :meth:`hookline.shared.store.Store.stats` (ages by the store's clock)."""
+        await self.fold_metric_deltas()
         return await self._transact(stats_tx(), write=False)
 
-    async def metric_figures(self) -> MetricFigures:
+    async def metric_figures(self, series_max: int) -> MetricFigures:
         """See :meth:`hookline.shared.store.Store.metric_figures`."""
-        return await self._transact(metric_figures_tx(), write=False)
+        await self.fold_metric_deltas()
+        return await self._transact(shown_figures_tx(max(0, int(series_max))), write=False)
+
+    async def destination_figures(self, *, after_id: int = 0, limit: int = 100
+                                  ) -> tuple[list[DestinationFigures], int | None]:
+        """See :meth:`hookline.shared.store.Store.destination_figures`."""
+        await self.fold_metric_deltas()
+        return await self._transact(destination_page_tx(int(after_id), max(1, int(limit))),
+                                    write=False)
+
+    async def fold_metric_deltas(self) -> int:
+        """See :meth:`hookline.shared.store.Store.fold_metric_deltas`."""
+        return await self._transact(fold_tx(), write=False)
+
+    async def recount_metrics(self) -> list[GaugeCorrection]:
+        """See :meth:`hookline.shared.store.Store.recount_metrics`."""
+        return await self._transact(recount_tx(), write=False)
 
     # -- dashboard views -------------------------------------------------------------------
 
@@ -468,59 +517,101 @@ def _claim_keys(claims: Sequence[Claim]) -> Rows:
 
 def _hand_back_tx(claims: Sequence[Claim]) -> Tx[int]:
     handed = 0
+    deltas = MetricDeltas()
     for c in claims:
         if (yield count("hand_back", job_id=c.job_id, lease_token=c.lease_token)):
-            yield count("mark_attempt_handed_back", lease_token=c.lease_token)
+            deltas.jobs(c.destination_id, "running", "pending")
+            closed = yield count("mark_attempt_handed_back", lease_token=c.lease_token)
+            deltas.attempts(c.destination_id, IN_FLIGHT, "handed_back", closed)
             handed += 1
+    yield from deltas.apply()
     if handed:
         yield NOTIFY
     return handed
 
 
-def _finish_all(items: Items, breaker: BreakerPolicy | None) -> Tx[list[bool]]:
+def _finish_tx(items: Items, breaker: BreakerPolicy | None) -> Tx[list[bool]]:
+    deltas = MetricDeltas()
+    kept = yield from _finish_all(items, breaker, deltas)
+    yield from deltas.apply()
+    return kept
+
+
+def _finish_all(items: Items, breaker: BreakerPolicy | None,
+                deltas: MetricDeltas) -> Tx[list[bool]]:
     """Every item's fenced finish, then the failure runs of their destinations in id order
     (as claims lock them: two hosts finishing batches over the same destinations cannot
     deadlock); a destination the breaker pauses is logged after the commit."""
     if (all(isinstance(outcome, Done) and not is_failure(result) for _, outcome, result in items)
             and len({claim.job_id for claim, _, _ in items}) == len(items)):
-        return (yield from _finish_delivered(items))
+        return (yield from _finish_delivered(items, deltas))
     kept = []
     for claim, outcome, result in items:
-        kept.append((yield from _finish_one(claim, outcome, result)))
+        kept.append((yield from _finish_one(claim, outcome, result, deltas)))
     for claim, _, result in sorted(items, key=lambda item: item[0].destination_id):
         yield from _track_failure_run(claim, result, breaker)
     return kept
 
 
-def _finish_delivered(items: Items) -> Tx[list[bool]]:
+def _finish_delivered(items: Items, deltas: MetricDeltas) -> Tx[list[bool]]:
     """The common batch, every attempt acknowledged with a 2xx and no job twice: each step
     one statement for the whole batch (attempt rows, done jobs), then one failure-run reset
     per destination. Same effect as finishing them one by one."""
-    yield count("record_attempts", attempts=Rows(
+    recorded = yield rows("record_attempts", attempts=Rows(
         ("lease_tokens", "started_ats", "durations_s", "status_codes", "errors",
          "response_excerpts", "response_headers", "locations"),
         [(claim.lease_token, r.started_at, r.duration_s, r.status_code, r.error,
           r.response_excerpt, r.response_headers, r.location) for claim, _, r in items]))
+    # An attempt already closed as lost (its job taken over) keeps that outcome class.
+    closed_now = {r["lease_token"] for r in recorded if not r["was_lost"]}
+    for claim, _, result in items:
+        if claim.lease_token in closed_now:
+            deltas.attempts(claim.destination_id, IN_FLIGHT,
+                            outcome_class(result.error, result.status_code))
     done = {r["id"] for r in (yield rows("finish_delivered",
                                          claims=_claim_keys([c for c, _, _ in items])))}
+    if done:
+        now = yield NOW
+        for claim, _, _ in items:
+            if claim.job_id in done:
+                _delivered(deltas, claim, now)
     for destination_id in sorted({claim.destination_id for claim, _, _ in items}):
         yield count("destination_succeeded", destination_id=destination_id)
     return [claim.job_id in done for claim, _, _ in items]
 
 
-def _finish_one(claim: Claim, outcome: Outcome, result: AttemptResult) -> Tx[bool]:
+def _delivered(deltas: MetricDeltas, claim: Claim, now: float) -> None:
+    """Count a claim's job becoming done at `now` (running -> done, and its latency)."""
+    deltas.jobs(claim.destination_id, "running", "done")
+    if claim.received_at is not None:
+        deltas.delivered(claim.destination_id, now - claim.received_at)
+
+
+def _finish_one(claim: Claim, outcome: Outcome, result: AttemptResult,
+                deltas: MetricDeltas) -> Tx[bool]:
     fence = {"job_id": claim.job_id, "lease_token": claim.lease_token}
-    yield count("record_attempt", lease_token=claim.lease_token, started_at=result.started_at,
-                duration_s=result.duration_s, status_code=result.status_code,
-                error=result.error, response_excerpt=result.response_excerpt,
-                response_headers=result.response_headers, location=result.location)
+    recorded = yield rows("record_attempt", lease_token=claim.lease_token,
+                          started_at=result.started_at, duration_s=result.duration_s,
+                          status_code=result.status_code, error=result.error,
+                          response_excerpt=result.response_excerpt,
+                          response_headers=result.response_headers, location=result.location)
+    for r in recorded:  # a row already closed as lost keeps that outcome class
+        if not r["was_lost"]:
+            deltas.attempts(claim.destination_id, IN_FLIGHT,
+                            outcome_class(result.error, result.status_code))
     if isinstance(outcome, Done):
         changed = yield count("finish_done", **fence)
+        if changed == 1:
+            _delivered(deltas, claim, (yield NOW))
     elif isinstance(outcome, Retry):  # due `delay_s` after now, on the store's clock
         changed = yield count("finish_retry", **fence, error=outcome.error,
                               delay_s=max(0.0, float(outcome.delay_s)))
+        if changed == 1:
+            deltas.jobs(claim.destination_id, "running", "pending")
     elif isinstance(outcome, Dead):
         changed = yield count("finish_dead", **fence, error=outcome.error)
+        if changed == 1:
+            deltas.jobs(claim.destination_id, "running", "dead")
     else:
         raise TypeError(f"unknown outcome {outcome!r}")
     return bool(changed == 1)
@@ -548,22 +639,22 @@ def _track_failure_run(claim: Claim, result: AttemptResult,
 
 # -- helpers -------------------------------------------------------------------------------
 
-def _due_of(slot: Any, now: float, limit: int) -> Tx[list[tuple[int, float, int]]]:
-    """(job id, due since, attempts made) of one destination's claimable jobs.
+def _due_of(slot: Any, now: float, limit: int) -> Tx[list[tuple[int, float, int, str]]]:
+    """(job id, due since, attempts made, status) of one destination's claimable jobs.
 
     An ordered destination offers only its oldest unfinished job, and only when that job is
     due (pending with run_at passed, or running with an expired lease).
     """
     if not slot["ordered"]:
-        return [(r["id"], r["due_at"], r["attempts"]) for r in (yield rows(
+        return [(r["id"], r["due_at"], r["attempts"], r["status"]) for r in (yield rows(
             "due_jobs", destination_id=slot["id"], limit=limit))]
     head = yield one("ordered_head", destination_id=slot["id"])
     if head is None:
         return []
     if head["status"] == "pending" and head["run_at"] <= now:
-        return [(head["id"], head["run_at"], head["attempts"])]
+        return [(head["id"], head["run_at"], head["attempts"], "pending")]
     if head["status"] == "running" and head["lease_until"] <= now:
-        return [(head["id"], head["lease_until"], head["attempts"])]
+        return [(head["id"], head["lease_until"], head["attempts"], "running")]
     return []
 
 
@@ -581,4 +672,4 @@ def _claim_from(row: Any, details: Any, worker: str, taken_over: bool, now: floa
         secrets=secrets, timeout_s=details["timeout_s"],
         headers=parse_headers(details["headers"]),
         forwarded_headers=forwarding.decode(details["forwarded_headers"]),
-        tenant_id=details["tenant_id"])
+        tenant_id=details["tenant_id"], received_at=details["received_at"])

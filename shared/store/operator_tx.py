@@ -8,17 +8,9 @@ import dataclasses
 from typing import Any
 
 from hookline.shared.errors import Conflict, InvalidSetting, NotFound
-from hookline.shared.models import JOB_STATUSES
 from hookline.shared.record_models import DeadLetter, Job, PurgeResult
-from hookline.shared.report_models import (
-    DestinationHealth,
-    DestinationSummary,
-    LatencyHistogram,
-    MetricFigures,
-    Stats,
-    ThroughputBucket,
-    fill_buckets,
-)
+from hookline.shared.report_models import DestinationSummary, ThroughputBucket, fill_buckets
+from hookline.shared.store.metric_deltas import IN_FLIGHT, MetricDeltas
 from hookline.shared.store.ops import NOTIFY, NOW, Tx, count, one, rows
 
 
@@ -59,22 +51,39 @@ def remove_destination_tx(tenant: str, name: str) -> Tx[int]:
     row = yield one("remove_destination", tenant=tenant, name=name)
     if row is None:
         raise NotFound(f"no destination named {name!r}")
-    return int((yield count("kill_jobs_of_destination", destination_id=row["id"])))
+    return (yield from kill_jobs_of_destination_tx(row["id"]))
+
+
+def kill_jobs_of_destination_tx(destination_id: int) -> Tx[int]:
+    """A removed destination's unfinished jobs end dead (the maintained figures follow).
+    Returns how many."""
+    status_of = {r["id"]: r["status"] for r in (yield rows(
+        "unfinished_jobs_of_destination", destination_id=destination_id))}
+    killed = yield rows("kill_jobs_of_destination", destination_id=destination_id)
+    deltas = MetricDeltas()
+    for r in killed:
+        deltas.jobs(destination_id, status_of.get(r["id"], "pending"), "dead")
+    yield from deltas.apply()
+    return len(killed)
 
 
 def replay_tx(job_id: int | None, destination: str | None, since: float | None,
                dry_run: bool, tenant: str | None = None) -> Tx[int]:
     if job_id is not None:
         check_replayable(job_id, (yield one("replay_job_state", job_id=job_id)))
-    ids = [r["id"] for r in (yield rows("replay_candidates", job_id=job_id,
-                                        destination=destination, tenant=tenant,
-                                        since=since))]
-    if dry_run or not ids:
-        return len(ids)
-    replayed = int((yield count("replay_job", job_ids=ids)))
+    destination_of = {r["id"]: r["destination_id"] for r in (yield rows(
+        "replay_candidates", job_id=job_id, destination=destination, tenant=tenant,
+        since=since))}
+    if dry_run or not destination_of:
+        return len(destination_of)
+    replayed = yield rows("replay_job", job_ids=list(destination_of))
+    deltas = MetricDeltas()
+    for r in replayed:
+        deltas.jobs(destination_of[r["id"]], "dead", "pending")
+    yield from deltas.apply()
     if replayed:
         yield NOTIFY
-    return replayed
+    return len(replayed)
 
 
 BODY_PURGED = "body purged"
@@ -116,13 +125,19 @@ def list_dead_tx(destination: str | None, since: float | None, limit: int,
 def purge_tx(bodies_before_s: float, metadata_before_s: float, dedupe_before_s: float,
              dead_before_s: float) -> Tx[PurgeResult]:
     bodies = yield count("purge_bodies", before=bodies_before_s)
-    # What is deleted is first added to the purged_* totals, so /metrics never goes down.
-    yield count("fold_purged_attempts", before=metadata_before_s, dead_before=dead_before_s)
-    attempts = yield count("purge_attempts", before=metadata_before_s,
-                           dead_before=dead_before_s)
-    yield count("fold_purged_latency", before=metadata_before_s)
-    jobs = yield count("purge_jobs", before=metadata_before_s, dead_before=dead_before_s)
+    cutoffs = {"before": metadata_before_s, "dead_before": dead_before_s}
+    # The maintained figures lose the deleted jobs and any attempt still open, but keep the
+    # finished attempts and deliveries: those counters never go down.
+    deltas = MetricDeltas()
+    for r in (yield rows("open_attempts_to_purge", **cutoffs)):
+        deltas.attempts(r["destination_id"], IN_FLIGHT, None, int(r["n"]))
+    attempts = yield count("purge_attempts", **cutoffs)
+    for r in (yield rows("jobs_to_purge", **cutoffs)):
+        deltas.jobs(r["destination_id"], r["status"], None, int(r["n"]))
+    jobs = yield count("purge_jobs", **cutoffs)
     events = yield count("purge_events", before=dedupe_before_s)
+    deltas.events(-events)
+    yield from deltas.apply()
     return PurgeResult(bodies=bodies, attempts=attempts, jobs=jobs, events=events)
 
 
@@ -134,42 +149,6 @@ def get_job_tx(job_id: int, tenant: str | None = None) -> Tx[tuple[Any, list[Any
         return None, []
     attempts = yield rows("list_attempts", job_id=job_id, limit=10_000)
     return row, attempts
-
-
-def stats_tx() -> Tx[Stats]:
-    now = yield NOW
-    by_status: dict[str, int] = {s: 0 for s in JOB_STATUSES}
-    by_status.update({r["status"]: r["n"] for r in (yield rows("jobs_by_status"))})
-    oldest = (yield one("oldest_pending"))["oldest"]
-    per_destination: dict[str, dict[str, int]] = {}
-    for r in (yield rows("jobs_by_destination_status")):
-        per_destination.setdefault(r["destination"], {})[r["status"]] = r["n"]
-    return Stats(
-        jobs_by_status=by_status,
-        events=(yield one("count_events"))["n"],
-        attempts=(yield one("count_attempts"))["n"],
-        oldest_pending_age_s=None if oldest is None else now - oldest,
-        jobs_by_destination=per_destination,
-        paused_destinations={r["name"]: r["paused_reason"]
-                             for r in (yield rows("paused_destinations"))},
-        attempts_by_outcome={r["outcome"]: r["n"] for r in (yield rows("attempts_by_outcome"))},
-        delivery_latency=latency((yield one("delivery_latency"))),
-    )
-
-
-def metric_figures_tx() -> Tx[MetricFigures]:
-    attempts_by_destination: dict[str, dict[str, int]] = {}
-    for r in (yield rows("attempts_by_destination_outcome")):
-        attempts_by_destination.setdefault(r["destination"], {})[r["outcome"]] = int(r["n"])
-    return MetricFigures(
-        attempts_by_destination=attempts_by_destination,
-        latency_by_destination={r["destination"]: latency(r)
-                                for r in (yield rows("latency_by_destination"))},
-        destination_health=tuple(
-            DestinationHealth(name=r["name"], paused=bool(r["paused"]),
-                              paused_reason=r["paused_reason"],
-                              failure_streak=int(r["failure_streak"] or 0))
-            for r in (yield rows("destination_health"))))
 
 
 def summaries_tx(window_s: float, scan_limit: int) -> Tx[list[DestinationSummary]]:
@@ -206,16 +185,3 @@ def throughput_tx(window_s: float, bucket_s: int, failed_scan_limit: int
     # A bucket starting before the oldest scanned attempt may miss failures: not counted.
     return [b if b.start_s >= counted_from else dataclasses.replace(b, failed=None)
             for b in buckets]
-
-
-LATENCY_BUCKETS_S = (0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 900, 3600, 21600, 86400)
-
-
-def latency(row: Any) -> LatencyHistogram:
-    """The `delivery_latency` row as a histogram (columns le_<bound with _ for .>)."""
-    def column(bound: float) -> str:
-        return "le_" + (f"{bound:g}").replace(".", "_")
-
-    return LatencyHistogram(
-        buckets=tuple((float(b), int(row[column(b)] or 0)) for b in LATENCY_BUCKETS_S),
-        count=int(row["n"] or 0), sum_s=float(row["total"] or 0))

@@ -19,6 +19,7 @@ from hookline.shared.errors import NotFound, StoreError
 from hookline.shared.policy import forwarding
 from hookline.shared.record_models import Job
 from hookline.shared.signing import new_message_ids
+from hookline.shared.store.metric_deltas import MetricDeltas
 from hookline.shared.store.ops import BEGIN_WRITE, NOTIFY, NOW, Query, Rows, Tx, one, rows
 
 T = TypeVar("T")
@@ -223,6 +224,10 @@ def _test_delivery_tx(tenant: str, name: str) -> Tx[TestDelivery]:
     [job] = yield Query("insert_jobs", {"pairs": Rows(("event_ids", "destination_ids"),
                                                       [(event["id"], dest["id"])])},
                         per_row=True)
+    deltas = MetricDeltas()  # the figures /metrics reads, as ingest keeps them
+    deltas.events(1)
+    deltas.jobs(dest["id"], None, "pending")
+    yield from deltas.apply()
     yield NOTIFY
     return TestDelivery(event_id=int(event["id"]), message_id=str(event["message_id"]),
                         job_id=int(job["id"]), destination=name, type=TEST_EVENT_TYPE)

@@ -11,6 +11,7 @@ from typing import Any, TypeVar
 from hookline.shared.errors import Conflict, NotFound
 from hookline.shared.models import DEFAULT_TENANT
 from hookline.shared.policy import inputs
+from hookline.shared.store.operator_tx import kill_jobs_of_destination_tx
 from hookline.shared.store.ops import Query, Tx, count, one, rows
 from hookline.shared.tenant_models import Tenant, TenantFields, tenant_id
 
@@ -101,7 +102,7 @@ def _delete_tenant_tx(tenant: str, dry_run: bool) -> Tx[TenantRemoval]:
     unfinished = int((yield one("tenant_unfinished_jobs", tenant=tenant))["n"])
     if not dry_run:
         for row in (yield rows("remove_tenant_destinations", tenant=tenant)):
-            yield count("kill_jobs_of_destination", destination_id=row["id"])
+            yield from kill_jobs_of_destination_tx(row["id"])
         yield count("delete_tenant", id=tenant)
     return TenantRemoval(tenant=tenant, destinations=destinations,
                          unfinished_jobs=unfinished, dry_run=dry_run)

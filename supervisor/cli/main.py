@@ -34,6 +34,7 @@ COMMAND_MODULES = (
     "hookline.supervisor.cli.sources",
     "hookline.supervisor.cli.logs",
     "hookline.supervisor.cli.backup",
+    "hookline.supervisor.cli.maintenance",
     "hookline.supervisor.cli.migrate_store",
     "hookline.supervisor.cli.rehearse",
     "hookline.supervisor.cli.bench",

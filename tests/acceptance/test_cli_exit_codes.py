@@ -54,6 +54,8 @@ USAGE_ERRORS = [
     (["migrate-store", "--from", "missing.db", "--to", "postgresql://h/db"],
      "--from: no SQLite database"),
     (["resend", "3", "--destination", "d"], "give a JOB_ID or --destination"),
+    (["maintenance", "recount-metrics"], "no database at"),
+    (["maintenance", "recount-metrics", "--destination", "d"], "unrecognized arguments"),
 ]
 
 USAGE_ERRORS_ON_A_DATABASE = [

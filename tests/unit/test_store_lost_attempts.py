@@ -5,7 +5,7 @@ job over or makes it dead; a closed attempt's outcome never changes afterwards, 
 
 from __future__ import annotations
 
-from hookline.shared.models import AttemptResult, Done, Retry
+from hookline.shared.models import AttemptResult, Dead, Done, Retry
 from tests.conftest import execute_db, new_event, opened_store, query_db
 
 LOST_AT_CAP = "worker lost (lease expired on the final attempt)"
@@ -85,6 +85,37 @@ async def test_a_late_result_keeps_the_lost_outcome(store, store_url, destinatio
     rows = await stored_attempts(store_url)
     assert (rows[0]["error"], rows[0]["status_code"], rows[0]["duration_s"]) == (
         TAKEN_OVER, 204, 40.0)
+
+
+async def test_a_late_failed_result_keeps_the_lost_outcome(store, store_url,
+                                                           destination_factory, clock):
+    """The same for a slow worker whose late result is a failure (a retry after a 503, or a
+    dead end after a 410: the one-by-one finish path, not the delivered batch): its result is
+    recorded, the attempt stays `worker_lost`, in flight counts only the taker's attempt, and
+    the job, now the taker's, is not touched."""
+    await destination_factory()
+    await store.add_events([new_event("e1"), new_event("e2")])
+    stale = await store.claim("w1", 2, lease_s=30, max_attempts=5)
+    clock.advance(31)
+    takers = [*await store.claim("w2", 2, lease_s=30, max_attempts=5),  # taken over one by
+              *await store.claim("w2", 2, lease_s=30, max_attempts=5)]  # one (quarantine)
+    assert all(t.taken_over for t in takers) and len(takers) == 2
+    assert (await store.stats()).attempts_by_outcome == {"worker_lost": 2, "in_flight": 2}
+    late = [AttemptResult(started_at=clock() - 40, duration_s=40.0, status_code=code)
+            for code in (503, 410)]
+    assert await store.finish([(stale[0], Retry(delay_s=5, error="HTTP 503"), late[0]),
+                               (stale[1], Dead(error="HTTP 410"), late[1])]) == [False, False]
+    assert (await store.stats()).attempts_by_outcome == {"worker_lost": 2, "in_flight": 2}
+    [figures], _ = await store.destination_figures()
+    assert (figures.in_flight, figures.attempts, figures.jobs) == (
+        2, {"worker_lost": 2}, {"running": 2})
+    rows = await stored_attempts(store_url)
+    assert [(r["error"], r["status_code"]) for r in rows[:2]] == [(TAKEN_OVER, 503),
+                                                                  (TAKEN_OVER, 410)]
+    assert await store.finish([(t, Done(), AttemptResult(started_at=clock(), duration_s=0.2,
+                                                         status_code=200))
+                               for t in takers]) == [True, True]
+    assert (await store.stats()).attempts_by_outcome == {"worker_lost": 2, "delivered": 2}
 
 
 async def test_opening_closes_attempts_an_older_version_left_in_flight(store, store_url,

@@ -23,12 +23,6 @@ UPDATE destinations SET previous_secret = NULL, previous_secret_until = NULL
 WHERE tenant_id = :tenant AND name = :name AND deleted_at IS NULL
 RETURNING *
 
--- jobs_by_status: job counts per status
-SELECT status, count(*) AS n FROM jobs GROUP BY status
-
--- count_events: number of stored events
-SELECT count(*) AS n FROM events
-
 -- count_attempts: number of recorded attempts
 SELECT count(*) AS n FROM attempts
 
@@ -59,11 +53,6 @@ SELECT j.id, j.event_id, e.message_id, e.type AS event_type, d.name AS destinati
 FROM jobs j JOIN events e ON e.id = j.event_id JOIN destinations d ON d.id = j.destination_id
 WHERE j.id = :job_id
 
--- jobs_by_destination_status: job counts per destination and status (removed ones included)
-SELECT d.name AS destination, j.status, count(*) AS n
-FROM jobs j JOIN destinations d ON d.id = j.destination_id
-GROUP BY d.name, j.status
-
 -- ordered_head: an ordered destination's oldest unfinished job (FIFO: only it may be sent)
 SELECT id, status, run_at, lease_until, attempts FROM jobs
 WHERE destination_id = :destination_id AND status IN ('pending', 'running')
@@ -77,17 +66,6 @@ SELECT * FROM sources WHERE name = :name AND deleted_at IS NULL
 
 -- live_sources: live sources in creation order
 SELECT * FROM sources WHERE deleted_at IS NULL ORDER BY id
-
--- attempts_by_outcome: attempt counts by outcome class
-SELECT CASE
-        WHEN error LIKE 'lease expired%' OR error LIKE 'worker lost%' THEN 'worker_lost'
-        WHEN status_code BETWEEN 200 AND 299 THEN 'delivered'
-        WHEN status_code IS NOT NULL THEN 'http_' || CAST(status_code / 100 AS TEXT) || 'xx'
-        WHEN error LIKE 'handed back%' THEN 'handed_back'
-        WHEN error IS NOT NULL THEN 'transport_error'
-        ELSE 'in_flight'
-    END AS outcome, COUNT(*) AS n
-FROM attempts GROUP BY 1
 
 -- find_event_by_id: one event's facts by its internal id (the lookup shows no body)
 SELECT id, message_id, source, source_event_id, type, received_at,
@@ -117,112 +95,84 @@ SELECT (SELECT MIN(id) FROM attempts) AS bottom, (SELECT MAX(id) FROM attempts) 
 -- first_attempt_after: the first attempt row after id :after_id (its start time)
 SELECT id, started_at FROM attempts WHERE id > :after_id ORDER BY id LIMIT 1
 
--- fold_purged_attempts: add the attempts purge_attempts is about to delete to purged_attempts (outcome classes as in attempts_by_outcome)
-INSERT INTO purged_attempts (destination_id, outcome, n)
-SELECT j.destination_id, CASE
-        WHEN a.error LIKE 'lease expired%' OR a.error LIKE 'worker lost%' THEN 'worker_lost'
-        WHEN a.status_code BETWEEN 200 AND 299 THEN 'delivered'
-        WHEN a.status_code IS NOT NULL THEN 'http_' || CAST(a.status_code / 100 AS TEXT) || 'xx'
-        WHEN a.error LIKE 'handed back%' THEN 'handed_back'
-        WHEN a.error IS NOT NULL THEN 'transport_error'
-        ELSE 'in_flight'
-    END AS outcome, count(*) AS n
+-- jobs_to_purge: what purge_jobs is about to delete, per destination and status (for the
+-- maintained figures)
+SELECT destination_id, status, count(*) AS n FROM jobs
+WHERE (status = 'done' AND finished_at < :before) OR (status = 'dead' AND finished_at < :dead_before)
+GROUP BY destination_id, status
+
+-- open_attempts_to_purge: attempts still in flight among those purge_attempts is about to
+-- delete (of jobs that died while one was open: a removed destination's), per destination
+SELECT j.destination_id, count(*) AS n FROM attempts a JOIN jobs j ON j.id = a.job_id
+WHERE ((j.status = 'done' AND j.finished_at < :before)
+       OR (j.status = 'dead' AND j.finished_at < :dead_before))
+    AND a.duration_s IS NULL AND a.error IS NULL
+GROUP BY j.destination_id
+
+-- destination_ranking: one short row per live destination, what /metrics ranks them by: its
+-- pause state, failure run, oldest pending job and pending count (from metric_counts: no
+-- job row is read)
+SELECT d.id, d.name, d.paused, d.paused_reason, d.failure_streak, o.total_s AS oldest,
+    coalesce(p.n, 0) AS pending
+FROM destinations d
+LEFT JOIN metric_counts o ON o.family = 'oldest' AND o.destination_id = d.id AND o.label = ''
+LEFT JOIN metric_counts p ON p.family = 'jobs' AND p.destination_id = d.id
+    AND p.label = 'pending'
+WHERE d.deleted_at IS NULL ORDER BY d.id
+
+-- destination_page: live destinations after id :after_id, by id, at most :limit (keyset
+-- paging of GET /v1/admin/metrics/destinations)
+SELECT d.id, d.name, d.paused, d.paused_reason, d.failure_streak, o.total_s AS oldest
+FROM destinations d
+LEFT JOIN metric_counts o ON o.family = 'oldest' AND o.destination_id = d.id AND o.label = ''
+WHERE d.deleted_at IS NULL AND d.id > :after_id ORDER BY d.id LIMIT :limit
+
+-- recount_metric_gauges: the repair path: jobs by status, attempts in flight, the oldest
+-- pending job and events stored counted again from the rows (finished attempts and
+-- latency are counters that include what retention purged: kept as they are)
+DELETE FROM metric_counts WHERE family IN ('jobs', 'oldest', 'events')
+    OR (family = 'attempts' AND label = 'in_flight')
+
+-- metric_gauges: the maintained gauges as they stand (the repair path compares them before
+-- and after it counts them again); destination NULL: the totals (id 0)
+SELECT m.family, m.destination_id, d.name AS destination, m.label, m.n, m.total_s
+FROM metric_counts m LEFT JOIN destinations d ON d.id = m.destination_id
+WHERE m.family IN ('jobs', 'oldest', 'events') OR (m.family = 'attempts' AND m.label = 'in_flight')
+
+-- recount_jobs: jobs by destination and status from the rows, and their totals
+INSERT INTO metric_counts (family, destination_id, label, n)
+SELECT 'jobs', destination_id, status, count(*) FROM jobs GROUP BY destination_id, status
+UNION ALL
+SELECT 'jobs', 0, status, count(*) FROM jobs GROUP BY status
+ON CONFLICT (family, destination_id, label) DO UPDATE SET n = excluded.n, total_s = excluded.total_s
+
+-- recount_in_flight: attempts not finished yet per destination from the rows, and the total
+INSERT INTO metric_counts (family, destination_id, label, n)
+SELECT 'attempts', j.destination_id, 'in_flight', count(*)
 FROM attempts a JOIN jobs j ON j.id = a.job_id
-WHERE (j.status = 'done' AND j.finished_at < :before)
-    OR (j.status = 'dead' AND j.finished_at < :dead_before)
-GROUP BY j.destination_id, 2
-ON CONFLICT (destination_id, outcome) DO UPDATE SET n = purged_attempts.n + excluded.n
+WHERE a.duration_s IS NULL AND a.error IS NULL GROUP BY j.destination_id
+UNION ALL
+SELECT 'attempts', 0, 'in_flight', count(*) FROM attempts
+WHERE duration_s IS NULL AND error IS NULL
+ON CONFLICT (family, destination_id, label) DO UPDATE SET n = excluded.n, total_s = excluded.total_s
 
--- fold_purged_latency: add the done jobs purge_jobs is about to delete to purged_latency
-INSERT INTO purged_latency (destination_id, n, total, le_0_05, le_0_1, le_0_25, le_0_5, le_1, le_2_5, le_5, le_10, le_30, le_60, le_300, le_900, le_3600, le_21600, le_86400)
-SELECT destination_id, count(*) AS n, COALESCE(SUM(lat), 0) AS total,
-    SUM(CASE WHEN lat <= 0.05 THEN 1 ELSE 0 END) AS le_0_05,
-    SUM(CASE WHEN lat <= 0.1 THEN 1 ELSE 0 END) AS le_0_1,
-    SUM(CASE WHEN lat <= 0.25 THEN 1 ELSE 0 END) AS le_0_25,
-    SUM(CASE WHEN lat <= 0.5 THEN 1 ELSE 0 END) AS le_0_5,
-    SUM(CASE WHEN lat <= 1 THEN 1 ELSE 0 END) AS le_1,
-    SUM(CASE WHEN lat <= 2.5 THEN 1 ELSE 0 END) AS le_2_5,
-    SUM(CASE WHEN lat <= 5 THEN 1 ELSE 0 END) AS le_5,
-    SUM(CASE WHEN lat <= 10 THEN 1 ELSE 0 END) AS le_10,
-    SUM(CASE WHEN lat <= 30 THEN 1 ELSE 0 END) AS le_30,
-    SUM(CASE WHEN lat <= 60 THEN 1 ELSE 0 END) AS le_60,
-    SUM(CASE WHEN lat <= 300 THEN 1 ELSE 0 END) AS le_300,
-    SUM(CASE WHEN lat <= 900 THEN 1 ELSE 0 END) AS le_900,
-    SUM(CASE WHEN lat <= 3600 THEN 1 ELSE 0 END) AS le_3600,
-    SUM(CASE WHEN lat <= 21600 THEN 1 ELSE 0 END) AS le_21600,
-    SUM(CASE WHEN lat <= 86400 THEN 1 ELSE 0 END) AS le_86400
-FROM (SELECT j.destination_id, j.finished_at - e.received_at AS lat
-      FROM jobs j JOIN events e ON e.id = j.event_id
-      WHERE j.status = 'done' AND j.finished_at < :before) AS purged
-WHERE true
-GROUP BY destination_id
-ON CONFLICT (destination_id) DO UPDATE SET n = purged_latency.n + excluded.n,
-    total = purged_latency.total + excluded.total,
-    le_0_05 = purged_latency.le_0_05 + excluded.le_0_05,
-    le_0_1 = purged_latency.le_0_1 + excluded.le_0_1,
-    le_0_25 = purged_latency.le_0_25 + excluded.le_0_25,
-    le_0_5 = purged_latency.le_0_5 + excluded.le_0_5,
-    le_1 = purged_latency.le_1 + excluded.le_1,
-    le_2_5 = purged_latency.le_2_5 + excluded.le_2_5,
-    le_5 = purged_latency.le_5 + excluded.le_5,
-    le_10 = purged_latency.le_10 + excluded.le_10,
-    le_30 = purged_latency.le_30 + excluded.le_30,
-    le_60 = purged_latency.le_60 + excluded.le_60,
-    le_300 = purged_latency.le_300 + excluded.le_300,
-    le_900 = purged_latency.le_900 + excluded.le_900,
-    le_3600 = purged_latency.le_3600 + excluded.le_3600,
-    le_21600 = purged_latency.le_21600 + excluded.le_21600,
-    le_86400 = purged_latency.le_86400 + excluded.le_86400
+-- recount_oldest: each destination's oldest pending job from the rows (one jobs_due probe each)
+INSERT INTO metric_counts (family, destination_id, label, n, total_s)
+SELECT 'oldest', d.id, '', 0,
+    (SELECT min(run_at) FROM jobs j WHERE j.destination_id = d.id AND j.status = 'pending')
+FROM destinations d WHERE true
+ON CONFLICT (family, destination_id, label) DO UPDATE SET n = excluded.n, total_s = excluded.total_s
 
--- attempts_by_destination_outcome: finished attempts per live destination and outcome class (as attempts_by_outcome), stored rows plus what retention purged
-SELECT d.name AS destination, t.outcome, SUM(t.n) AS n
-FROM (SELECT j.destination_id, CASE
-        WHEN a.error LIKE 'lease expired%' OR a.error LIKE 'worker lost%' THEN 'worker_lost'
-        WHEN a.status_code BETWEEN 200 AND 299 THEN 'delivered'
-        WHEN a.status_code IS NOT NULL THEN 'http_' || CAST(a.status_code / 100 AS TEXT) || 'xx'
-        WHEN a.error LIKE 'handed back%' THEN 'handed_back'
-        WHEN a.error IS NOT NULL THEN 'transport_error'
-        ELSE 'in_flight'
-    END AS outcome, count(*) AS n
-      FROM attempts a JOIN jobs j ON j.id = a.job_id
-      GROUP BY j.destination_id, 2
-      UNION ALL
-      SELECT destination_id, outcome, n FROM purged_attempts) AS t
-JOIN destinations d ON d.id = t.destination_id
-WHERE d.deleted_at IS NULL AND t.outcome <> 'in_flight'
-GROUP BY d.name, t.outcome
+-- recount_events: events stored, from the rows
+INSERT INTO metric_counts (family, destination_id, label, n)
+SELECT 'events', 0, '', count(*) FROM events WHERE true
+ON CONFLICT (family, destination_id, label) DO UPDATE SET n = excluded.n, total_s = excluded.total_s
 
--- latency_by_destination: accept -> delivered seconds of done jobs per live destination, stored rows plus what retention purged, cumulative buckets
-SELECT d.name AS destination, SUM(t.n) AS n, SUM(t.total) AS total,
-    SUM(t.le_0_05) AS le_0_05, SUM(t.le_0_1) AS le_0_1, SUM(t.le_0_25) AS le_0_25, SUM(t.le_0_5) AS le_0_5, SUM(t.le_1) AS le_1, SUM(t.le_2_5) AS le_2_5, SUM(t.le_5) AS le_5, SUM(t.le_10) AS le_10, SUM(t.le_30) AS le_30, SUM(t.le_60) AS le_60, SUM(t.le_300) AS le_300, SUM(t.le_900) AS le_900, SUM(t.le_3600) AS le_3600, SUM(t.le_21600) AS le_21600, SUM(t.le_86400) AS le_86400
-FROM (SELECT destination_id, count(*) AS n, COALESCE(SUM(lat), 0) AS total,
-        SUM(CASE WHEN lat <= 0.05 THEN 1 ELSE 0 END) AS le_0_05,
-        SUM(CASE WHEN lat <= 0.1 THEN 1 ELSE 0 END) AS le_0_1,
-        SUM(CASE WHEN lat <= 0.25 THEN 1 ELSE 0 END) AS le_0_25,
-        SUM(CASE WHEN lat <= 0.5 THEN 1 ELSE 0 END) AS le_0_5,
-        SUM(CASE WHEN lat <= 1 THEN 1 ELSE 0 END) AS le_1,
-        SUM(CASE WHEN lat <= 2.5 THEN 1 ELSE 0 END) AS le_2_5,
-        SUM(CASE WHEN lat <= 5 THEN 1 ELSE 0 END) AS le_5,
-        SUM(CASE WHEN lat <= 10 THEN 1 ELSE 0 END) AS le_10,
-        SUM(CASE WHEN lat <= 30 THEN 1 ELSE 0 END) AS le_30,
-        SUM(CASE WHEN lat <= 60 THEN 1 ELSE 0 END) AS le_60,
-        SUM(CASE WHEN lat <= 300 THEN 1 ELSE 0 END) AS le_300,
-        SUM(CASE WHEN lat <= 900 THEN 1 ELSE 0 END) AS le_900,
-        SUM(CASE WHEN lat <= 3600 THEN 1 ELSE 0 END) AS le_3600,
-        SUM(CASE WHEN lat <= 21600 THEN 1 ELSE 0 END) AS le_21600,
-        SUM(CASE WHEN lat <= 86400 THEN 1 ELSE 0 END) AS le_86400
-      FROM (SELECT j.destination_id, j.finished_at - e.received_at AS lat
-            FROM jobs j JOIN events e ON e.id = j.event_id WHERE j.status = 'done') AS done_jobs
-      GROUP BY destination_id
-      UNION ALL
-      SELECT destination_id, n, total, le_0_05, le_0_1, le_0_25, le_0_5, le_1, le_2_5, le_5, le_10, le_30, le_60, le_300, le_900, le_3600, le_21600, le_86400 FROM purged_latency) AS t
-JOIN destinations d ON d.id = t.destination_id
-WHERE d.deleted_at IS NULL
-GROUP BY d.name
-
--- destination_health: each live destination's pause state and current failure run
-SELECT name, paused, paused_reason, failure_streak FROM destinations
-WHERE deleted_at IS NULL ORDER BY id
+-- jobs_counts_by_destination: the maintained job counts per destination (removed ones too,
+-- named name~removed-ID), for the operator's stats
+SELECT d.name AS destination, m.label AS status, m.n FROM metric_counts m
+JOIN destinations d ON d.id = m.destination_id
+WHERE m.family = 'jobs' AND m.n <> 0
 
 -- get_tenant: one tenant by id
 SELECT * FROM tenants WHERE id = :id
@@ -290,6 +240,7 @@ SELECT * FROM destinations WHERE tenant_id = :tenant AND deleted_at IS NULL ORDE
 SELECT tenant_id, COUNT(*) AS n FROM destinations
 WHERE deleted_at IS NULL AND tenant_id >= :first AND tenant_id <= :last
 GROUP BY tenant_id
+
 -- tenant_get_job: one job of a tenant's destinations with its event (the columns of get_job)
 SELECT j.id, j.event_id, e.message_id, e.type AS event_type, d.name AS destination, j.status,
     j.attempts, j.run_at, j.lease_owner, j.lease_until, j.last_error, j.created_at,

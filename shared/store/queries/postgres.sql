@@ -95,9 +95,9 @@ WITH due_pending AS (
     ORDER BY lease_until LIMIT :limit
     FOR UPDATE SKIP LOCKED
 )
-SELECT id, due_at, attempts FROM due_pending
+SELECT id, due_at, attempts, 'pending' AS status FROM due_pending
 UNION ALL
-SELECT id, due_at, attempts FROM lease_expired
+SELECT id, due_at, attempts, 'running' FROM lease_expired
 ORDER BY due_at LIMIT :limit
 
 -- due_work_exists: whether any job is claimable now (pending and due, or its lease expired)
@@ -130,23 +130,27 @@ UPDATE jobs SET status = 'dead', lease_token = NULL, lease_owner = NULL, lease_u
     finished_at = hookline_now(:test_now_s), updated_at = hookline_now(:test_now_s)
 WHERE status = 'running' AND lease_until <= hookline_now(:test_now_s)
     AND attempts >= :max_attempts
-RETURNING id
+RETURNING id, destination_id
 
 -- close_attempts_lost_at_cap: the attempt each job kill_lost_at_cap just made dead was in
 -- flight on is closed with the job's error and the time it ran
 UPDATE attempts SET error = 'worker lost (lease expired on the final attempt)',
     duration_s = GREATEST(hookline_now(:test_now_s) - started_at, 0)
 WHERE job_id = ANY(:job_ids::bigint[]) AND duration_s IS NULL AND error IS NULL
+RETURNING job_id
 
 -- takeovers_among: which of the offered jobs a claim would take over (the test of
 -- mark_attempt_lost, asked before the claim so that a takeover is claimed alone): an attempt
 -- of an earlier claim never finished (its worker was lost), or the latest attempt was closed
 -- "worker lost" at the cap (a replay of a job that died so)
-SELECT DISTINCT a.job_id FROM attempts a
+SELECT a.job_id,
+    count(*) FILTER (WHERE a.duration_s IS NULL AND a.error IS NULL) AS open_attempts
+FROM attempts a
 WHERE a.job_id = ANY(:job_ids::bigint[])
     AND ((a.duration_s IS NULL AND a.error IS NULL)
          OR (a.error LIKE 'worker lost%'
              AND a.id = (SELECT max(b.id) FROM attempts b WHERE b.job_id = a.job_id)))
+GROUP BY a.job_id
 
 -- claim_job: lease a batch of chosen jobs in ONE statement, each under a fresh token, still
 -- only if due; attempts are counted here, at claim
@@ -178,8 +182,9 @@ FROM unnest(:job_ids::bigint[], :attempts::integer[], :lease_tokens::text[])
     AS u (job_id, attempt, lease_token)
 
 -- claim_details: what a worker needs to send claimed jobs (batch, by job id)
-SELECT j.id AS job_id, e.message_id, e.type, e.body, e.forwarded_headers, d.name, d.url,
-    d.secret, d.previous_secret, d.previous_secret_until, d.timeout_s, d.headers, d.tenant_id
+SELECT j.id AS job_id, e.message_id, e.type, e.body, e.forwarded_headers, e.received_at,
+    d.name, d.url, d.secret, d.previous_secret, d.previous_secret_until, d.timeout_s, d.headers,
+    d.tenant_id
 FROM jobs j JOIN events e ON e.id = j.event_id JOIN destinations d ON d.id = j.destination_id
 WHERE j.id = ANY(:job_ids::bigint[])
 
@@ -210,6 +215,7 @@ UPDATE attempts SET duration_s = :duration_s, status_code = :status_code,
     response_excerpt = :response_excerpt, started_at = :started_at,
     response_headers = :response_headers, location = :location
 WHERE lease_token = :lease_token
+RETURNING (error LIKE 'lease expired%' OR error LIKE 'worker lost%') AS was_lost
 
 -- record_attempts: complete the attempt rows of many claims in one statement (arrays, one
 -- element per claim)
@@ -225,6 +231,8 @@ FROM unnest(:lease_tokens::text[], :started_ats::float8[], :durations_s::float8[
     AS u (lease_token, started_at, duration_s, status_code, error, response_excerpt,
           response_headers, location)
 WHERE a.lease_token = u.lease_token
+RETURNING a.lease_token,
+    coalesce(a.error LIKE 'lease expired%' OR a.error LIKE 'worker lost%', false) AS was_lost
 
 -- finish_delivered: many acknowledged claims to done in one statement (arrays of job ids and
 -- their lease tokens); fenced by each claim's token; returns the jobs it changed
@@ -280,6 +288,7 @@ UPDATE jobs SET status = 'dead', lease_token = NULL, lease_owner = NULL, lease_u
     last_error = 'destination removed', finished_at = hookline_now(:test_now_s),
     updated_at = hookline_now(:test_now_s)
 WHERE destination_id = :destination_id AND status IN ('pending', 'running')
+RETURNING id
 
 -- list_dead: dead jobs, most recently dead first, optionally of one destination / since a time,
 -- with what decides whether each can be replayed (its body purged, its destination removed)
@@ -293,7 +302,8 @@ WHERE j.status = 'dead' AND (:destination::text IS NULL OR d.name = :destination
 ORDER BY j.finished_at DESC, j.id DESC LIMIT :limit
 
 -- replay_candidates: dead jobs a replay would take (live destination, body not purged)
-SELECT j.id FROM jobs j JOIN events e ON e.id = j.event_id JOIN destinations d ON d.id = j.destination_id
+SELECT j.id, j.destination_id FROM jobs j JOIN events e ON e.id = j.event_id
+    JOIN destinations d ON d.id = j.destination_id
 WHERE j.status = 'dead' AND d.deleted_at IS NULL AND e.body_purged_at IS NULL
     AND (:job_id::bigint IS NULL OR j.id = :job_id)
     AND (:destination::text IS NULL OR d.name = :destination)
@@ -306,6 +316,7 @@ UPDATE jobs SET status = 'pending', attempts = 0, run_at = hookline_now(:test_no
     last_error = NULL, finished_at = NULL, replays = replays + 1,
     updated_at = hookline_now(:test_now_s)
 WHERE id = ANY(:job_ids::bigint[]) AND status = 'dead'
+RETURNING id
 
 -- purge_bodies: empty the body of events whose jobs all ended before the cutoff; a dead job
 -- keeps its event's body for as long as the job itself is kept, so it can be replayed
@@ -316,26 +327,6 @@ WHERE body_purged_at IS NULL AND received_at < :before
 
 -- paused_destinations: live destinations that are paused, with the reason
 SELECT name, paused_reason FROM destinations WHERE paused AND deleted_at IS NULL ORDER BY id
-
--- delivery_latency: accept -> delivered seconds of done jobs still stored, cumulative buckets
-SELECT count(*) AS n, COALESCE(SUM(lat), 0) AS total,
-    count(*) FILTER (WHERE lat <= 0.05) AS le_0_05,
-    count(*) FILTER (WHERE lat <= 0.1) AS le_0_1,
-    count(*) FILTER (WHERE lat <= 0.25) AS le_0_25,
-    count(*) FILTER (WHERE lat <= 0.5) AS le_0_5,
-    count(*) FILTER (WHERE lat <= 1) AS le_1,
-    count(*) FILTER (WHERE lat <= 2.5) AS le_2_5,
-    count(*) FILTER (WHERE lat <= 5) AS le_5,
-    count(*) FILTER (WHERE lat <= 10) AS le_10,
-    count(*) FILTER (WHERE lat <= 30) AS le_30,
-    count(*) FILTER (WHERE lat <= 60) AS le_60,
-    count(*) FILTER (WHERE lat <= 300) AS le_300,
-    count(*) FILTER (WHERE lat <= 900) AS le_900,
-    count(*) FILTER (WHERE lat <= 3600) AS le_3600,
-    count(*) FILTER (WHERE lat <= 21600) AS le_21600,
-    count(*) FILTER (WHERE lat <= 86400) AS le_86400
-FROM (SELECT j.finished_at - e.received_at AS lat
-      FROM jobs j JOIN events e ON e.id = j.event_id WHERE j.status = 'done') AS done_jobs
 
 -- destination_failed: extend a destination's failure run by one attempt
 UPDATE destinations SET failure_streak = failure_streak + 1,
@@ -449,7 +440,7 @@ WHERE j.event_id = ANY(:event_ids::bigint[]) ORDER BY j.id
 
 -- resend_candidates: done or dead jobs a resend would take (live destination, body stored),
 -- oldest first; since/until bound the job's creation (its event's receipt)
-SELECT j.id FROM jobs j JOIN events e ON e.id = j.event_id
+SELECT j.id, j.status, j.destination_id FROM jobs j JOIN events e ON e.id = j.event_id
     JOIN destinations d ON d.id = j.destination_id
 WHERE j.status IN ('done', 'dead') AND d.deleted_at IS NULL AND e.body_purged_at IS NULL
     AND (:status::text IS NULL OR j.status = :status)
@@ -459,6 +450,7 @@ WHERE j.status IN ('done', 'dead') AND d.deleted_at IS NULL AND e.body_purged_at
     AND (:since::double precision IS NULL OR j.created_at >= :since)
     AND (:until::double precision IS NULL OR j.created_at < :until)
 ORDER BY j.id LIMIT :limit
+FOR UPDATE OF j
 
 -- resend_jobs: done/dead -> pending, fresh attempt budget, due now (batch of ids; the event
 -- row is untouched, so the same webhook-id and body bytes go out; history stays)
@@ -466,9 +458,11 @@ UPDATE jobs SET status = 'pending', attempts = 0, run_at = hookline_now(:test_no
     last_error = NULL, finished_at = NULL, replays = replays + 1,
     updated_at = hookline_now(:test_now_s)
 WHERE id = ANY(:job_ids::bigint[]) AND status IN ('done', 'dead')
+RETURNING id
 
 -- retry_now_candidates: pending jobs not yet due a retry now would take, oldest first
-SELECT j.id FROM jobs j JOIN destinations d ON d.id = j.destination_id
+SELECT j.id, j.status, j.destination_id FROM jobs j
+    JOIN destinations d ON d.id = j.destination_id
 WHERE j.status = 'pending' AND j.run_at > hookline_now(:test_now_s)
     AND (:job_id::bigint IS NULL OR j.id = :job_id)
     AND (:destination::text IS NULL OR d.name = :destination)
@@ -481,6 +475,55 @@ ORDER BY j.id LIMIT :limit
 UPDATE jobs SET run_at = hookline_now(:test_now_s), updated_at = hookline_now(:test_now_s)
 WHERE id = ANY(:job_ids::bigint[]) AND status = 'pending'
     AND run_at > hookline_now(:test_now_s)
+RETURNING id
+
+-- add_metric_deltas: append one transaction's changes to the figures (arrays, one element
+-- per change; shared/store/metric_deltas.py): appended, never updated, so hosts writing at
+-- once never wait on a counter row; fold_metric_deltas moves them into metric_counts
+INSERT INTO metric_count_deltas (family, destination_id, label, n, total_s)
+SELECT * FROM unnest(:families::text[], :destination_ids::bigint[], :labels::text[],
+                     :ns::bigint[], :totals_s::float8[])
+
+-- fold_metric_deltas: move the appended changes into metric_counts (two folds at once each
+-- move a delta row once: the DELETE locks it; counter rows are upserted in key order); an
+-- `oldest` change reads its destination's oldest pending run_at anew (one jobs_due probe)
+WITH moved AS (
+    DELETE FROM metric_count_deltas
+    RETURNING family, destination_id, label, n, total_s
+), summed AS (
+    INSERT INTO metric_counts (family, destination_id, label, n, total_s)
+    SELECT family, destination_id, label, sum(n), sum(total_s) FROM moved
+    WHERE family <> 'oldest' GROUP BY family, destination_id, label
+    ORDER BY family, destination_id, label
+    ON CONFLICT (family, destination_id, label) DO UPDATE SET
+        n = metric_counts.n + excluded.n,
+        total_s = coalesce(metric_counts.total_s, 0) + coalesce(excluded.total_s, 0)
+    RETURNING 1
+), oldest AS (
+    INSERT INTO metric_counts (family, destination_id, label, n, total_s)
+    SELECT 'oldest', x.destination_id, '', 0,
+        (SELECT min(run_at) FROM jobs j
+         WHERE j.destination_id = x.destination_id AND j.status = 'pending')
+    FROM (SELECT DISTINCT destination_id FROM moved WHERE family = 'oldest') x
+    ORDER BY x.destination_id
+    ON CONFLICT (family, destination_id, label) DO UPDATE SET total_s = excluded.total_s
+    RETURNING 1
+)
+-- (data-modifying CTEs run whether read or not)
+SELECT count(*) AS folded FROM moved
+
+-- metric_counts_of: the maintained figures of some destinations (0: the totals); every
+-- family named, so the primary key (family, destination_id, label) finds each destination's
+-- rows instead of scanning the table
+SELECT family, destination_id, label, n, total_s FROM metric_counts
+WHERE family IN ('jobs', 'attempts', 'latency', 'oldest', 'events')
+    AND destination_id = ANY(:destination_ids::bigint[])
+
+-- unfinished_jobs_of_destination: the jobs kill_jobs_of_destination is about to end, with
+-- their status, locked so that no finish changes one in between
+SELECT id, status FROM jobs
+WHERE destination_id = :destination_id AND status IN ('pending', 'running')
+FOR UPDATE
 
 -- (tenant-api: the tenant API's reads and actions)
 

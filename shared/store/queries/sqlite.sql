@@ -50,13 +50,13 @@ FROM destinations d
 WHERE d.paused = 0 AND d.deleted_at IS NULL
 
 -- due_jobs: claimable jobs of one destination, oldest due first (pending due, or lease expired)
-SELECT id, run_at AS due_at, attempts FROM (
+SELECT id, run_at AS due_at, attempts, 'pending' AS status FROM (
     SELECT id, run_at, attempts FROM jobs
     WHERE destination_id = :destination_id AND status = 'pending' AND run_at <= :now
     ORDER BY run_at LIMIT :limit
 )
 UNION ALL
-SELECT id, lease_until, attempts FROM (
+SELECT id, lease_until, attempts, 'running' FROM (
     SELECT id, lease_until, attempts FROM jobs
     WHERE destination_id = :destination_id AND status = 'running' AND lease_until <= :now
     ORDER BY lease_until LIMIT :limit
@@ -95,23 +95,26 @@ UPDATE jobs SET status = 'dead', lease_token = NULL, lease_owner = NULL, lease_u
     last_error = 'worker lost (lease expired on the final attempt)', finished_at = :now,
     updated_at = :now
 WHERE status = 'running' AND lease_until <= :now AND attempts >= :max_attempts
-RETURNING id
+RETURNING id, destination_id
 
 -- close_attempts_lost_at_cap: the attempt each job kill_lost_at_cap just made dead was in
 -- flight on (:job_ids, a JSON array) is closed with the job's error and the time it ran
 UPDATE attempts SET error = 'worker lost (lease expired on the final attempt)',
     duration_s = max(:now - started_at, 0)
 WHERE job_id IN (SELECT value FROM json_each(:job_ids)) AND duration_s IS NULL AND error IS NULL
+RETURNING job_id
 
 -- takeovers_among: which of the offered jobs (:job_ids, a JSON array) a claim would take over
 -- (the test of mark_attempt_lost, asked before the claim so that a takeover is claimed alone):
 -- an attempt of an earlier claim never finished (its worker was lost), or the latest attempt
 -- was closed "worker lost" at the cap (a replay of a job that died so)
-SELECT DISTINCT a.job_id FROM attempts a
+SELECT a.job_id, sum(a.duration_s IS NULL AND a.error IS NULL) AS open_attempts
+FROM attempts a
 WHERE a.job_id IN (SELECT value FROM json_each(:job_ids))
     AND ((a.duration_s IS NULL AND a.error IS NULL)
          OR (a.error LIKE 'worker lost%'
              AND a.id = (SELECT max(b.id) FROM attempts b WHERE b.job_id = a.job_id)))
+GROUP BY a.job_id
 
 -- claim_job: lease a batch of chosen jobs (:job_ids, a JSON array) in ONE statement, each
 -- under a fresh token, still only if due; attempts are counted here, at claim. (Unary + keeps
@@ -142,8 +145,9 @@ SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]'), :worker,
     json_extract(value, '$[2]'), :now FROM json_each(:claims)
 
 -- claim_details: what a worker needs to send claimed jobs (:job_ids, a JSON array)
-SELECT j.id AS job_id, e.message_id, e.type, e.body, e.forwarded_headers, d.name, d.url,
-    d.secret, d.previous_secret, d.previous_secret_until, d.timeout_s, d.headers, d.tenant_id
+SELECT j.id AS job_id, e.message_id, e.type, e.body, e.forwarded_headers, e.received_at,
+    d.name, d.url, d.secret, d.previous_secret, d.previous_secret_until, d.timeout_s, d.headers,
+    d.tenant_id
 FROM jobs j JOIN events e ON e.id = j.event_id JOIN destinations d ON d.id = j.destination_id
 WHERE j.id IN (SELECT value FROM json_each(:job_ids))
 
@@ -174,6 +178,7 @@ UPDATE attempts SET duration_s = :duration_s, status_code = :status_code,
     response_excerpt = :response_excerpt, started_at = :started_at,
     response_headers = :response_headers, location = :location
 WHERE lease_token = :lease_token
+RETURNING (error LIKE 'lease expired%' OR error LIKE 'worker lost%') AS was_lost
 
 -- record_attempts: complete the attempt rows of many claims in one statement (:attempts, a
 -- JSON array of [lease token, started_at, duration_s, status_code, error, response_excerpt,
@@ -185,6 +190,8 @@ UPDATE attempts SET started_at = json_extract(u.value, '$[1]'),
     response_excerpt = json_extract(u.value, '$[5]'),
     response_headers = json_extract(u.value, '$[6]'), location = json_extract(u.value, '$[7]')
 FROM json_each(:attempts) AS u WHERE attempts.lease_token = json_extract(u.value, '$[0]')
+RETURNING attempts.lease_token,
+    (attempts.error LIKE 'lease expired%' OR attempts.error LIKE 'worker lost%') AS was_lost
 
 -- finish_delivered: many acknowledged claims to done in one statement (:claims, a JSON array
 -- of [job id, lease token]); fenced by each claim's token; returns the jobs it changed
@@ -237,6 +244,7 @@ RETURNING id
 UPDATE jobs SET status = 'dead', lease_token = NULL, lease_owner = NULL, lease_until = NULL,
     last_error = 'destination removed', finished_at = :now, updated_at = :now
 WHERE destination_id = :destination_id AND status IN ('pending', 'running')
+RETURNING id
 
 -- list_dead: dead jobs, most recently dead first, optionally of one destination / since a time,
 -- with what decides whether each can be replayed (its body purged, its destination removed)
@@ -250,7 +258,8 @@ WHERE j.status = 'dead' AND (:destination IS NULL OR d.name = :destination)
 ORDER BY j.finished_at DESC, j.id DESC LIMIT :limit
 
 -- replay_candidates: dead jobs a replay would take (live destination, body not purged)
-SELECT j.id FROM jobs j JOIN events e ON e.id = j.event_id JOIN destinations d ON d.id = j.destination_id
+SELECT j.id, j.destination_id FROM jobs j JOIN events e ON e.id = j.event_id
+    JOIN destinations d ON d.id = j.destination_id
 WHERE j.status = 'dead' AND d.deleted_at IS NULL AND e.body_purged_at IS NULL
     AND (:job_id IS NULL OR j.id = :job_id)
     AND (:destination IS NULL OR d.name = :destination)
@@ -263,6 +272,7 @@ ORDER BY j.id
 UPDATE jobs SET status = 'pending', attempts = 0, run_at = :now, last_error = NULL,
     finished_at = NULL, replays = replays + 1, updated_at = :now
 WHERE id IN (SELECT value FROM json_each(:job_ids)) AND status = 'dead'
+RETURNING id
 
 -- purge_bodies: empty the body of events whose jobs all ended before the cutoff; a dead job
 -- keeps its event's body for as long as the job itself is kept, so it can be replayed
@@ -273,26 +283,6 @@ WHERE body_purged_at IS NULL AND received_at < :before
 
 -- paused_destinations: live destinations that are paused, with the reason
 SELECT name, paused_reason FROM destinations WHERE paused = 1 AND deleted_at IS NULL ORDER BY id
-
--- delivery_latency: accept -> delivered seconds of done jobs still stored, cumulative buckets
-SELECT COUNT(*) AS n, COALESCE(SUM(lat), 0) AS total,
-    SUM(CASE WHEN lat <= 0.05 THEN 1 ELSE 0 END) AS le_0_05,
-    SUM(CASE WHEN lat <= 0.1 THEN 1 ELSE 0 END) AS le_0_1,
-    SUM(CASE WHEN lat <= 0.25 THEN 1 ELSE 0 END) AS le_0_25,
-    SUM(CASE WHEN lat <= 0.5 THEN 1 ELSE 0 END) AS le_0_5,
-    SUM(CASE WHEN lat <= 1 THEN 1 ELSE 0 END) AS le_1,
-    SUM(CASE WHEN lat <= 2.5 THEN 1 ELSE 0 END) AS le_2_5,
-    SUM(CASE WHEN lat <= 5 THEN 1 ELSE 0 END) AS le_5,
-    SUM(CASE WHEN lat <= 10 THEN 1 ELSE 0 END) AS le_10,
-    SUM(CASE WHEN lat <= 30 THEN 1 ELSE 0 END) AS le_30,
-    SUM(CASE WHEN lat <= 60 THEN 1 ELSE 0 END) AS le_60,
-    SUM(CASE WHEN lat <= 300 THEN 1 ELSE 0 END) AS le_300,
-    SUM(CASE WHEN lat <= 900 THEN 1 ELSE 0 END) AS le_900,
-    SUM(CASE WHEN lat <= 3600 THEN 1 ELSE 0 END) AS le_3600,
-    SUM(CASE WHEN lat <= 21600 THEN 1 ELSE 0 END) AS le_21600,
-    SUM(CASE WHEN lat <= 86400 THEN 1 ELSE 0 END) AS le_86400
-FROM (SELECT j.finished_at - e.received_at AS lat
-      FROM jobs j JOIN events e ON e.id = j.event_id WHERE j.status = 'done') AS done_jobs
 
 -- destination_failed: extend a destination's failure run by one attempt
 UPDATE destinations SET failure_streak = failure_streak + 1,
@@ -403,7 +393,7 @@ WHERE j.event_id IN (SELECT value FROM json_each(:event_ids)) ORDER BY j.id
 
 -- resend_candidates: done or dead jobs a resend would take (live destination, body stored),
 -- oldest first; since/until bound the job's creation (its event's receipt)
-SELECT j.id FROM jobs j JOIN events e ON e.id = j.event_id
+SELECT j.id, j.status, j.destination_id FROM jobs j JOIN events e ON e.id = j.event_id
     JOIN destinations d ON d.id = j.destination_id
 WHERE j.status IN ('done', 'dead') AND d.deleted_at IS NULL AND e.body_purged_at IS NULL
     AND (:status IS NULL OR j.status = :status)
@@ -419,9 +409,11 @@ ORDER BY j.id LIMIT :limit
 UPDATE jobs SET status = 'pending', attempts = 0, run_at = :now, last_error = NULL,
     finished_at = NULL, replays = replays + 1, updated_at = :now
 WHERE id IN (SELECT value FROM json_each(:job_ids)) AND status IN ('done', 'dead')
+RETURNING id
 
 -- retry_now_candidates: pending jobs not yet due a retry now would take, oldest first
-SELECT j.id FROM jobs j JOIN destinations d ON d.id = j.destination_id
+SELECT j.id, j.status, j.destination_id FROM jobs j
+    JOIN destinations d ON d.id = j.destination_id
 WHERE j.status = 'pending' AND j.run_at > :now
     AND (:job_id IS NULL OR j.id = :job_id)
     AND (:destination IS NULL OR d.name = :destination)
@@ -433,6 +425,40 @@ ORDER BY j.id LIMIT :limit
 -- retry_now_jobs: pending jobs due now (:job_ids, a JSON array; attempts unchanged)
 UPDATE jobs SET run_at = :now, updated_at = :now
 WHERE id IN (SELECT value FROM json_each(:job_ids)) AND status = 'pending' AND run_at > :now
+RETURNING id
+
+-- add_metric_deltas: add one transaction's changes to the maintained figures (:deltas, a JSON
+-- array of [family, destination id, label, n, total_s]; shared/store/metric_deltas.py); an
+-- `oldest` row sets its destination's oldest pending run_at anew (one jobs_due probe)
+INSERT INTO metric_counts (family, destination_id, label, n, total_s)
+SELECT f, d, l, CASE WHEN f = 'oldest' THEN 0 ELSE n END,
+    CASE WHEN f = 'oldest' THEN (SELECT min(run_at) FROM jobs
+                                 WHERE destination_id = d AND status = 'pending')
+         ELSE t END
+FROM (SELECT json_extract(value, '$[0]') AS f, json_extract(value, '$[1]') AS d,
+          json_extract(value, '$[2]') AS l, json_extract(value, '$[3]') AS n,
+          json_extract(value, '$[4]') AS t
+      FROM json_each(:deltas))
+WHERE true
+ON CONFLICT (family, destination_id, label) DO UPDATE SET
+    n = CASE WHEN excluded.family = 'oldest' THEN 0 ELSE n + excluded.n END,
+    total_s = CASE WHEN excluded.family = 'oldest' THEN excluded.total_s
+                   ELSE coalesce(total_s, 0) + coalesce(excluded.total_s, 0) END
+
+-- fold_metric_deltas: nothing to fold (SQLite's writers add to metric_counts directly)
+SELECT 0 AS folded
+
+-- metric_counts_of: the maintained figures of some destinations (:destination_ids, a JSON
+-- array; 0: the totals); every family named, so the primary key (family, destination_id,
+-- label) finds each destination's rows instead of scanning the table
+SELECT family, destination_id, label, n, total_s FROM metric_counts
+WHERE family IN ('jobs', 'attempts', 'latency', 'oldest', 'events')
+    AND destination_id IN (SELECT value FROM json_each(:destination_ids))
+
+-- unfinished_jobs_of_destination: the jobs kill_jobs_of_destination is about to end, with
+-- their status (the single writer: nothing changes them in between)
+SELECT id, status FROM jobs
+WHERE destination_id = :destination_id AND status IN ('pending', 'running')
 
 -- (tenant-api: the tenant API's reads and actions)
 

@@ -1,0 +1,236 @@
+"""The transactions that read the maintained figures (shared/store/metric_deltas.py): what a
+/metrics scrape shows, every destination's figures for the admin API, the operator's stats,
+and the repair that counts the gauges again from the rows. Each is a generator of
+:mod:`hookline.shared.store.ops` operations, driven by a backend."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from hookline.shared.models import JOB_STATUSES
+from hookline.shared.report_models import (
+    DestinationFigures,
+    GaugeCorrection,
+    LatencyHistogram,
+    MetricFigures,
+    Stats,
+)
+from hookline.shared.store.metric_deltas import (
+    IN_FLIGHT,
+    INF_LABEL,
+    LATENCY_BUCKETS_S,
+    TOTALS,
+    bound_label,
+)
+from hookline.shared.store.ops import BEGIN_WRITE, NOW, Tx, count, one, rows
+
+OTHER = "_other"
+"""The destination label /metrics adds up every destination not shown alone under."""
+RECOUNT_QUERIES = ("recount_jobs", "recount_in_flight", "recount_oldest", "recount_events")
+
+
+class Tally:
+    """One destination's (or the totals') metric_counts rows, by family."""
+
+    __slots__ = ("attempts", "events", "jobs", "latency")
+
+    def __init__(self) -> None:
+        self.jobs: dict[str, int] = {}
+        self.attempts: dict[str, int] = {}
+        self.latency: dict[str, tuple[int, float]] = {}
+        self.events = 0
+
+    def add(self, family: str, label: str, n: int, total_s: float | None) -> None:
+        """Add one metric_counts row."""
+        if family == "jobs":
+            self.jobs[label] = self.jobs.get(label, 0) + n
+        elif family == "attempts":
+            self.attempts[label] = self.attempts.get(label, 0) + n
+        elif family == "latency":
+            count_, total = self.latency.get(label, (0, 0.0))
+            self.latency[label] = (count_ + n, total + float(total_s or 0.0))
+        elif family == "events":
+            self.events += n
+
+    def subtract(self, other: Tally) -> None:
+        """Take another tally's figures away (totals minus those shown: the fold)."""
+        for status, n in other.jobs.items():
+            self.jobs[status] = self.jobs.get(status, 0) - n
+        for outcome, n in other.attempts.items():
+            self.attempts[outcome] = self.attempts.get(outcome, 0) - n
+        for label, (n, total_s) in other.latency.items():
+            count_, total = self.latency.get(label, (0, 0.0))
+            self.latency[label] = (count_ - n, total - total_s)
+
+    def histogram(self) -> LatencyHistogram | None:
+        """The latency rows as a cumulative histogram (None: no delivery)."""
+        if not any(n for n, _ in self.latency.values()):
+            return None
+        buckets, running = [], 0
+        for bound in LATENCY_BUCKETS_S:
+            running += self.latency.get(bound_label(bound), (0, 0.0))[0]
+            buckets.append((bound, running))
+        total = running + self.latency.get(INF_LABEL, (0, 0.0))[0]
+        return LatencyHistogram(buckets=tuple(buckets), count=total,
+                                sum_s=sum(t for _, t in self.latency.values()))
+
+    def figures(self, name: str, **state: Any) -> DestinationFigures:
+        """These figures as a DestinationFigures named `name` (`state`: pause state etc.)."""
+        return DestinationFigures(
+            name=name, jobs={k: n for k, n in self.jobs.items() if n},
+            attempts={k: n for k, n in self.attempts.items() if n and k != IN_FLIGHT},
+            in_flight=self.attempts.get(IN_FLIGHT, 0), latency=self.histogram(), **state)
+
+
+def rank_key(row: Any, now: float) -> tuple[int, int, float, int, str]:
+    """How /metrics orders destinations for series of their own: paused first, then the
+    longest failure run, then the longest-waiting due job, then the largest backlog."""
+    age = _due_age(row["oldest"], now)
+    return (0 if row["paused"] else 1, -int(row["failure_streak"] or 0),
+            -(age if age is not None else -1.0), -int(row["pending"] or 0), row["name"])
+
+
+def _due_age(oldest: float | None, now: float) -> float | None:
+    """Age of a pending job due since `oldest`, seconds (None: none, or not due yet)."""
+    return None if oldest is None or oldest > now else now - oldest
+
+
+def _state(row: Any, now: float) -> dict[str, Any]:
+    """A destination row's pause state, failure run and oldest due job's age."""
+    return {"paused": bool(row["paused"]), "paused_reason": row["paused_reason"],
+            "failure_streak": int(row["failure_streak"] or 0),
+            "oldest_due_age_s": _due_age(row["oldest"], now)}
+
+
+def _tallies(found: Iterable[Any]) -> dict[int, Tally]:
+    out: dict[int, Tally] = {}
+    for r in found:
+        out.setdefault(r["destination_id"], Tally()).add(
+            r["family"], r["label"], int(r["n"]), r["total_s"])
+    return out
+
+
+def shown_figures_tx(series_max: int) -> Tx[MetricFigures]:
+    """What one /metrics scrape shows: the figures of at most `series_max` live destinations
+    (:func:`rank_key` first) and one fold of the rest (the totals minus those shown). Reads
+    one short row per destination and the counts of those shown; no job row."""
+    now = yield NOW
+    ranking = list((yield rows("destination_ranking")))
+    ranking.sort(key=lambda r: rank_key(r, now))
+    shown, rest = ranking[:series_max], ranking[series_max:]
+    tallies = _tallies((yield rows("metric_counts_of",
+                                   destination_ids=[TOTALS, *(r["id"] for r in shown)])))
+    totals = tallies.pop(TOTALS, Tally())
+    figures = []
+    left = Tally()
+    for family, found in (("jobs", totals.jobs), ("attempts", totals.attempts)):
+        for label, n in found.items():
+            left.add(family, label, n, None)
+    for label, (n, total_s) in totals.latency.items():
+        left.add("latency", label, n, total_s)
+    for r in sorted(shown, key=lambda r: r["name"]):
+        tally = tallies.get(r["id"], Tally())
+        left.subtract(tally)
+        figures.append(tally.figures(r["name"], **_state(r, now)))
+    other = None
+    if rest or any(left.jobs.values()):
+        due = [r["oldest"] for r in rest if _due_age(r["oldest"], now) is not None]
+        other = left.figures(
+            OTHER, paused=any(bool(r["paused"]) for r in rest),
+            failure_streak=max((int(r["failure_streak"] or 0) for r in rest), default=0),
+            oldest_due_age_s=now - min(due) if due else None, folded=len(rest))
+    ages = [a for a in (_due_age(r["oldest"], now) for r in ranking) if a is not None]
+    return MetricFigures(destinations=tuple(figures), other=other, events=totals.events,
+                         in_flight=totals.attempts.get(IN_FLIGHT, 0),
+                         oldest_due_age_s=max(ages) if ages else None)
+
+
+def destination_page_tx(after_id: int, limit: int
+                        ) -> Tx[tuple[list[DestinationFigures], int | None]]:
+    """Up to `limit` live destinations' figures after id `after_id`, by id, and the id to
+    ask after for the next page (None: this was the last)."""
+    now = yield NOW
+    page = list((yield rows("destination_page", after_id=after_id, limit=limit + 1)))
+    more = len(page) > limit
+    page = page[:limit]
+    tallies = _tallies((yield rows("metric_counts_of",
+                                   destination_ids=[r["id"] for r in page]))) if page else {}
+    figures = [tallies.get(r["id"], Tally()).figures(r["name"], **_state(r, now))
+               for r in page]
+    return figures, (int(page[-1]["id"]) if more else None)
+
+
+def stats_tx() -> Tx[Stats]:
+    """The operator's counts, from the maintained figures (plus a count of attempt rows)."""
+    now = yield NOW
+    totals = _tallies((yield rows("metric_counts_of", destination_ids=[TOTALS]))).get(
+        TOTALS, Tally())
+    per_destination: dict[str, dict[str, int]] = {}
+    for r in (yield rows("jobs_counts_by_destination")):
+        per_destination.setdefault(r["destination"], {})[r["status"]] = int(r["n"])
+    ages = [a for a in (_due_age(r["oldest"], now)
+                        for r in (yield rows("destination_ranking"))) if a is not None]
+    by_status: dict[str, int] = {s: 0 for s in JOB_STATUSES}
+    by_status.update({k: n for k, n in totals.jobs.items() if n})
+    return Stats(
+        jobs_by_status=by_status, events=totals.events,
+        attempts=(yield one("count_attempts"))["n"],
+        oldest_pending_age_s=max(ages) if ages else None,
+        jobs_by_destination=per_destination,
+        paused_destinations={r["name"]: r["paused_reason"]
+                             for r in (yield rows("paused_destinations"))},
+        attempts_by_outcome={k: n for k, n in totals.attempts.items() if n},
+        delivery_latency=totals.histogram() or LatencyHistogram(
+            buckets=tuple((b, 0) for b in LATENCY_BUCKETS_S), count=0, sum_s=0.0))
+
+
+def fold_tx() -> Tx[int]:
+    """Move appended metric deltas into metric_counts (PostgreSQL; nothing on SQLite)."""
+    return int((yield one("fold_metric_deltas"))["folded"] or 0)
+
+
+def recount_tx() -> Tx[list[GaugeCorrection]]:
+    """The repair path: the gauges (jobs by status, attempts in flight, each destination's
+    oldest pending job, events stored) counted again from the rows; returns each gauge whose
+    maintained value differed. The counters (finished attempts, deliveries) include what
+    retention purged and stay as they are."""
+    yield BEGIN_WRITE
+    yield one("fold_metric_deltas")
+    before = _gauges((yield rows("metric_gauges")))
+    yield count("recount_metric_gauges")
+    for name in RECOUNT_QUERIES:
+        yield count(name)
+    after = _gauges((yield rows("metric_gauges")))
+    names = {**before.names, **after.names}
+    return [GaugeCorrection(family=key[0], destination=names.get(key[1]), label=key[2],
+                            before=before.get(key), after=after.get(key))
+            for key in sorted(before.keys() | after.keys(), key=_gauge_order)
+            if before.get(key) != after.get(key)]
+
+
+class _Gauges(dict[tuple[str, int, str], float | None]):
+    """Gauge rows by (family, destination id, label), with the destinations' names.
+    A missing count is 0 and a missing oldest is None, so neither differs from no row."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.names: dict[int, str] = {}
+
+
+def _gauges(found: Iterable[Any]) -> _Gauges:
+    gauges = _Gauges()
+    for r in found:
+        key = (r["family"], int(r["destination_id"]), r["label"])
+        value = r["total_s"] if r["family"] == "oldest" else int(r["n"])
+        if value:  # 0 counts and NULL oldest are the same as no row
+            gauges[key] = value
+        if r["destination"] is not None and r["destination_id"] != TOTALS:
+            gauges.names[int(r["destination_id"])] = r["destination"]
+    return gauges
+
+
+def _gauge_order(key: tuple[str, int, str]) -> tuple[int, int, str]:
+    """Totals first, then by destination id; within each, by family and label."""
+    family, destination_id, label = key
+    return destination_id, ["events", "jobs", "attempts", "oldest"].index(family), label
