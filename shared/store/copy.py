@@ -25,10 +25,14 @@ from hookline.shared.store.postgres import PostgresStore
 from hookline.shared.store.sqlite import SqliteStore
 
 # Parents before children (foreign keys); tables missing on either side are skipped.
-TABLES = ("tenants", "destinations", "sources", "events", "jobs", "attempts")
+# metric_counts holds /metrics' maintained figures (counters that include what retention
+# purged cannot be counted again from the rows, so they are copied too).
+TABLES = ("tenants", "destinations", "sources", "events", "jobs", "attempts", "metric_counts")
 # Rows a freshly migrated target already holds (table -> the condition selecting them): they
 # do not make it "not empty", and the source's copies replace them.
-SEEDED = {"tenants": "id = '_default'"}
+SEEDED = {"tenants": "id = '_default'", "metric_counts": "true"}
+ORDER = {"metric_counts": "family, destination_id, label"}
+"""The copy order of a table without an `id` (its primary key)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -99,7 +103,8 @@ async def _copy_all(source: sqlite3.Connection, conn: asyncpg.Connection) -> dic
         types = [dst_columns[table][c] for c in columns]
         records = [tuple(_convert(row[c], t) for c, t in zip(columns, types, strict=True))
                    for row in source.execute(
-                       f"SELECT {', '.join(columns)} FROM {table} ORDER BY id")]  # noqa: S608  (names from TABLES and the target's catalogue)
+                       f"SELECT {', '.join(columns)} FROM {table} "  # noqa: S608  (names from TABLES, ORDER and the target's catalogue)
+                       f"ORDER BY {ORDER.get(table, 'id')}")]
         if records:
             await conn.copy_records_to_table(table, records=records, columns=columns)
         if dst_columns[table].get("id") in ("integer", "bigint"):  # tenants' ids are text
