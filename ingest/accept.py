@@ -4,7 +4,10 @@ The event is committed with its jobs through the app's group committer (the stor
 workers as part of that commit), and only then answered:
 
 * 202 `{"event_id", "message_id", "jobs"}` for a new event (log `event_accepted`);
-* 200 `{..., "jobs": 0, "duplicate": true}` for a repeated (source, id) (`event_duplicate`);
+* 200 `{..., "jobs": 0, "duplicate": true}` for a repeated (tenant, source, id)
+  (`event_duplicate`);
+* 404 `tenant_not_found` / 403 `tenant_disabled` (field `tenant`) for an event whose tenant
+  does not exist (and Config.tenants_auto_create is off) or is disabled: nothing stored;
 * 503 `store_busy` / `store_unavailable` with `Retry-After` when the store could not commit
   it (ingest/http_common.py); any other error propagates to the app's 500 boundary.
 """
@@ -16,10 +19,11 @@ from typing import Any
 from aiohttp import web
 
 from hookline.ingest.app_state import COMMITTER_KEY, OUTAGE_KEY
-from hookline.ingest.http_common import JSON_TYPE, store_fault_response
+from hookline.ingest.http_common import JSON_TYPE, error_response, store_fault_response
 from hookline.shared.errors import StoreClosing, StoreUnavailable
 from hookline.shared.logs import get_logger, logs_info
-from hookline.shared.models import Accepted, Duplicate, NewEvent
+from hookline.shared.models import Accepted, Duplicate, NewEvent, TenantRefused
+from hookline.shared.policy.inputs import clip
 
 
 async def accept_event(request: web.Request, event: NewEvent) -> web.Response:
@@ -30,7 +34,8 @@ async def accept_event(request: web.Request, event: NewEvent) -> web.Response:
         event: the event to store and fan out.
 
     Returns:
-        202 accepted, 200 duplicate, or a 503 store fault answer (module docstring).
+        202 accepted, 200 duplicate, 404/403 for the tenant, or a 503 store fault answer
+        (module docstring).
     """
     app = request.app
     try:
@@ -44,6 +49,14 @@ async def accept_event(request: web.Request, event: NewEvent) -> web.Response:
                               jobs=len(result.job_ids), job_ids=list(result.job_ids))
         return web.Response(body=accepted_body(result), status=202,
                             content_type=JSON_TYPE, charset="utf-8")
+    if isinstance(result, TenantRefused):
+        get_logger().info("event_refused", reason=result.reason, tenant=result.tenant,
+                          source=event.source, source_event_id=event.source_event_id)
+        if result.reason == "tenant_not_found":
+            return error_response(404, result.reason, f"no tenant {clip(result.tenant)!r}",
+                                  field="tenant")
+        return error_response(403, result.reason, f"tenant {clip(result.tenant)!r} is "
+                              "disabled: its events are refused", field="tenant")
     get_logger().info("event_duplicate", **_ids(result, event))
     return web.json_response({"event_id": result.event_id, "message_id": result.message_id,
                               "jobs": 0, "duplicate": True}, status=200)

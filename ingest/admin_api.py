@@ -6,11 +6,13 @@ Routes (all JSON; errors are `{"error": code, "detail": text}`, and input the ru
 the same `detail` text the CLI prints; a destination address the outbound guard refuses is 400
 `destination_blocked` with `"field": "url"`):
     GET    /v1/admin/stats                      store.stats()
-    GET    /v1/admin/destinations               list (secrets redacted)
+    GET    /v1/admin/destinations?tenant=       list (secrets redacted), each with its
+                                                `tenant`; every tenant's when absent
     POST   /v1/admin/destinations               add {name, url, secret?, event_types?,
                                                 max_in_flight?, headers?, timeout_s?,
-                                                rate_limit_per_s?, ordered?} (others: 400);
-                                                a generated secret is returned once
+                                                rate_limit_per_s?, ordered?, tenant?}
+                                                (others: 400); a generated secret is
+                                                returned once
     GET    /v1/admin/destinations/{name}        one (secret redacted)
     PATCH  /v1/admin/destinations/{name}        change fields of DESTINATION_UPDATERS
     DELETE /v1/admin/destinations/{name}        soft delete; unfinished jobs end dead
@@ -20,12 +22,16 @@ the same `detail` text the CLI prints; a destination address the outbound guard 
            POST .../expire-previous-secret      a destination's secret (ingest/admin_secrets.py)
     GET    /v1/admin/jobs?status=&limit=        newest first
     GET    /v1/admin/jobs/{id}                  the job, its event facts, its attempts
-    GET    /v1/admin/dead?destination=&since=&limit=
-    POST   /v1/admin/replay                     {job_id | all_dead, destination?, since?,
-                                                dry_run?}
+    GET    /v1/admin/dead?destination=&tenant=&since=&limit=
+    POST   /v1/admin/replay                     {job_id | all_dead, destination?, tenant?,
+                                                since?, dry_run?}
     POST   /v1/admin/purge                      {bodies_older_than?, metadata_older_than?,
                                                 dedupe_keep?} (durations like "7d")
     GET    /metrics                             Prometheus text (ingest/metrics.py)
+
+Tenants: every route naming a destination takes `?tenant=ID` (the create body `"tenant"`):
+names are unique within a tenant only, so a name means the default tenant's (`_default`)
+unless a tenant is given; a tenant that does not exist is 404 naming it (ingest/tenant_scope.py).
 
 Access: every route requires `Authorization: Bearer <admin_token>` (ingest/auth.py); with no
 admin_token configured every request gets 403 `auth_not_configured`.
@@ -42,7 +48,8 @@ from aiohttp import hdrs, web
 from hookline.ingest import metrics
 from hookline.ingest.app_state import app_config, request_reader, request_store
 from hookline.ingest.auth import ADMIN_SETTING, check_bearer
-from hookline.ingest.http_common import error_response
+from hookline.ingest.http_common import acting, error_response
+from hookline.ingest.tenant_scope import TENANT_PARAM, existing_tenant_filter, request_tenant
 from hookline.shared.errors import ConfigError, Conflict, DestinationBlocked, InvalidInput, NotFound
 from hookline.shared.logs import get_logger
 from hookline.shared.policy import inputs, rules
@@ -67,7 +74,7 @@ Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 _MAX_ADMIN_BODY = 64 * 1024
 MAX_LIMIT = 10_000
 """Most rows one list call (`limit=`) returns."""
-REPLAY_FIELDS = ("job_id", "all_dead", "destination", "since", "dry_run")
+REPLAY_FIELDS = ("job_id", "all_dead", "destination", "tenant", "since", "dry_run")
 
 
 def register(app: web.Application) -> None:
@@ -103,10 +110,23 @@ def _authorize(request: web.Request) -> web.Response | None:
 
 def guarded(handler: Handler) -> Handler:
     """Authorize, then map hookline errors to JSON: 400 bad input, 404, 409."""
+    answer = answering_errors(handler)
+
     async def wrapped(request: web.Request) -> web.StreamResponse:
         denied = _authorize(request)
         if denied is not None:
             return denied
+        return await answer(request)
+
+    wrapped.__doc__ = handler.__doc__
+    return wrapped
+
+
+def answering_errors(handler: Handler) -> Handler:
+    """Map the hookline errors `handler` raises to JSON answers: 400 `invalid_request` (with
+    `field`) or `destination_blocked`, 404 `not_found`, 409 `conflict` (the admin and the
+    tenant API alike)."""
+    async def wrapped(request: web.Request) -> web.StreamResponse:
         try:
             return await handler(request)
         except InvalidInput as exc:
@@ -152,8 +172,10 @@ async def stats(request: web.Request) -> web.Response:
 
 
 async def list_destinations(request: web.Request) -> web.Response:
-    """`GET /v1/admin/destinations`: live destinations, secrets redacted."""
-    destinations = await request_store(request).list_destinations()
+    """`GET /v1/admin/destinations?tenant=`: live destinations, secrets redacted (of one
+    tenant, or of every tenant when none is named)."""
+    tenant = await existing_tenant_filter(request)
+    destinations = await request_store(request).list_destinations(tenant)
     return web.json_response([destination_view(d) for d in destinations])
 
 
@@ -161,7 +183,9 @@ async def add_destination(request: web.Request) -> web.Response:
     """`POST /v1/admin/destinations`: 201 with the destination; a generated secret once.
     Takes exactly rules.DESTINATION_FIELDS; an unknown field is 400 naming it."""
     body = await json_body(request)
-    new = rules.destination_fields(body, generated_secret=generate_secret())
+    tenant = await request_tenant(request, body)
+    fields = {k: v for k, v in body.items() if k != TENANT_PARAM}
+    new = rules.destination_fields(fields, generated_secret=generate_secret())
     await vet_destination(new.url, app_config(request.app).address_policy)
     store = request_store(request)
     dest = await store.add_destination(name=new.name, url=new.url, secret=new.secret,
@@ -169,15 +193,19 @@ async def add_destination(request: web.Request) -> web.Response:
                                        max_in_flight=new.max_in_flight, headers=new.headers,
                                        timeout_s=new.timeout_s,
                                        rate_limit_per_s=new.rate_limit_per_s,
-                                       ordered=new.ordered)  # Conflict: name taken
-    get_logger().info("destination_added", destination=new.name, by="admin_api")
+                                       ordered=new.ordered,
+                                       tenant=tenant)  # Conflict: name taken or tenant full
+    get_logger().info("destination_added", destination=new.name, tenant=tenant,
+                      by=acting(request))
     shown_once = new.secret if body.get("secret") is None else None  # like the CLI
     return web.json_response(destination_view(dest, generated_secret=shown_once), status=201)
 
 
 async def get_destination(request: web.Request) -> web.Response:
     """`GET /v1/admin/destinations/{name}`: one destination, secret redacted."""
-    dest = await request_store(request).get_destination(request.match_info["name"])
+    tenant = await request_tenant(request)
+    dest = await request_store(request).get_destination(request.match_info["name"],
+                                                        tenant=tenant)
     return web.json_response(destination_view(dest))
 
 
@@ -185,41 +213,48 @@ async def update_destination(request: web.Request) -> web.Response:
     """`PATCH /v1/admin/destinations/{name}`: JSON object of changeable fields."""
     changes = await json_body(request)
     name = request.match_info["name"]
+    tenant = await request_tenant(request)
     rules.destination_changes(changes)  # every field, before the address is resolved
     if "url" in changes:
         await vet_destination(changes["url"], app_config(request.app).address_policy)
-    dest = await request_store(request).update_destination(name, **changes)
-    get_logger().info("destination_updated", destination=name, fields=sorted(changes),
-                      by="admin_api")
+    dest = await request_store(request).update_destination(name, tenant=tenant, **changes)
+    get_logger().info("destination_updated", destination=name, tenant=tenant,
+                      fields=sorted(changes), by=acting(request))
     return web.json_response(destination_view(dest))
 
 
 async def remove_destination(request: web.Request) -> web.Response:
     """`DELETE /v1/admin/destinations/{name}`: soft delete; unfinished jobs end dead."""
     name = request.match_info["name"]
-    ended = await request_store(request).remove_destination(name)
-    get_logger().info("destination_removed", destination=name, jobs_ended=ended,
-                      by="admin_api")
+    tenant = await request_tenant(request)
+    ended = await request_store(request).remove_destination(name, tenant=tenant)
+    get_logger().info("destination_removed", destination=name, tenant=tenant,
+                      jobs_ended=ended, by=acting(request))
     return web.json_response(destination_removed_view(name, ended))
 
 
 async def pause(request: web.Request) -> web.Response:
     """`POST /v1/admin/destinations/{name}/pause` with optional {"reason": text}."""
     body = await json_body(request)
-    reason = body.get("reason", "paused by operator")
+    reason = body.get("reason", "paused by operator" if acting(request) == "admin_api"
+                      else "paused by the tenant")
     if not isinstance(reason, str):
         raise InvalidInput("reason", "must be a string")
     name = request.match_info["name"]
-    await request_store(request).set_paused(name, True, reason)
-    get_logger().info("destination_paused", destination=name, reason=reason, by="admin_api")
+    tenant = await request_tenant(request)
+    await request_store(request).set_paused(name, True, reason, tenant=tenant)
+    get_logger().info("destination_paused", destination=name, tenant=tenant, reason=reason,
+                      by=acting(request))
     return web.json_response(paused_view(name, reason))
 
 
 async def resume(request: web.Request) -> web.Response:
     """`POST /v1/admin/destinations/{name}/resume`."""
     name = request.match_info["name"]
-    await request_store(request).set_paused(name, False)
-    get_logger().info("destination_resumed", destination=name, by="admin_api")
+    tenant = await request_tenant(request)
+    await request_store(request).set_paused(name, False, tenant=tenant)
+    get_logger().info("destination_resumed", destination=name, tenant=tenant,
+                      by=acting(request))
     return web.json_response(resumed_view(name))
 
 
@@ -239,14 +274,15 @@ async def get_job(request: web.Request) -> web.Response:
 
 
 async def list_dead(request: web.Request) -> web.Response:
-    """`GET /v1/admin/dead?destination=&since=&limit=`: most recently dead first, each
-    saying whether it can be replayed (shared/views.py dead_letter_view)."""
+    """`GET /v1/admin/dead?destination=&tenant=&since=&limit=`: most recently dead first,
+    each saying whether it can be replayed (shared/views.py dead_letter_view)."""
     since_spec = inputs.instant("since", request.query.get("since"))
     limit = inputs.whole_number("limit", request.query.get("limit"), default=100, high=MAX_LIMIT)
     store = request_store(request)
     since_s, = await resolve_instants(store, since_spec)
+    tenant = await existing_tenant_filter(request)
     jobs = await store.list_dead(destination=request.query.get("destination"),
-                                 since_s=since_s, limit=limit)
+                                 since_s=since_s, limit=limit, tenant=tenant)
     return web.json_response([dead_letter_view(j) for j in jobs])
 
 
@@ -263,18 +299,21 @@ async def replay(request: web.Request) -> web.Response:
     if destination is not None and not isinstance(destination, str):
         raise InvalidInput("destination", "must be a string")
     since_spec = inputs.instant("since", body.get("since"))
-    if job_id is not None and (destination is not None or since_spec is not None):
-        raise InvalidInput("destination" if destination is not None else "since",
-                           "destination and since filter all_dead, not job_id")
+    tenant = await existing_tenant_filter(request, body)
+    narrowing = {"destination": destination, "tenant": tenant, "since": since_spec}
+    if job_id is not None and any(v is not None for v in narrowing.values()):
+        raise InvalidInput(next(k for k, v in narrowing.items() if v is not None),
+                           "destination, tenant and since filter all_dead, not job_id")
     if (job_id is None) == (not all_dead):
         raise InvalidInput("job_id", "replay needs exactly one of a job id or all_dead")
     since_s, = await resolve_instants(request_store(request), since_spec)
     count = await request_store(request).replay(job_id=job_id, all_dead=all_dead,
                                          destination=destination, since_s=since_s,
-                                         dry_run=dry_run)
+                                         dry_run=dry_run, tenant=tenant)
     if not dry_run:
         get_logger().info("jobs_replayed", count=count, job_id=job_id,
-                          destination=destination, since_s=since_s, by="admin_api")
+                          destination=destination, tenant=tenant, since_s=since_s,
+                          by=acting(request))
     return web.json_response(replay_result_view(count, dry_run))
 
 
@@ -289,7 +328,7 @@ async def purge(request: web.Request) -> web.Response:
     store = request_store(request)
     result = await store.purge(**ages.cutoffs(await store.now_s()))
     out = purge_result_view(result)
-    get_logger().info("purged", **out, by="admin_api")
+    get_logger().info("purged", **out, by=acting(request))
     return web.json_response(out)
 
 

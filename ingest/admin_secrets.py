@@ -2,7 +2,8 @@
 overlap early. Each call is audited: one log line naming the destination and who asked (the
 client address and the optional `X-Hookline-Actor` header; the secret itself never).
 
-Routes (JSON; the admin token is required, errors as in ingest/admin_api.py):
+Routes (JSON; the admin token is required, errors as in ingest/admin_api.py; each takes
+`?tenant=ID`, default the default tenant):
     POST /v1/admin/destinations/{name}/rotate-secret   {"secret"?: "whsec_...",
              "overlap_s"?: 86400} -> the new secret, whole, once; the previous one keeps
              signing (both signatures on every request) for overlap_s seconds, 0 to 7 days
@@ -20,6 +21,7 @@ from aiohttp import web
 from hookline.ingest import admin_api
 from hookline.ingest.app_state import request_store
 from hookline.ingest.http_common import requester
+from hookline.ingest.tenant_scope import request_tenant
 from hookline.shared.endpoint_models import Destination
 from hookline.shared.errors import InvalidSetting
 from hookline.shared.logs import get_logger
@@ -47,9 +49,10 @@ async def rotate_secret(request: web.Request) -> web.Response:
     body = await admin_api.json_body(request)
     refuse_unknown(body, ROTATE_FIELDS, error=InvalidSetting)
     given = body.get("secret")
+    tenant = await request_tenant(request)
     dest = await request_store(request).rotate_secret(
         request.match_info["name"], generate_secret() if given is None else given,
-        body.get("overlap_s", rules.DEFAULT_ROTATION_OVERLAP_S))
+        body.get("overlap_s", rules.DEFAULT_ROTATION_OVERLAP_S), tenant=tenant)
     _audit("secret_rotated", dest, request, generated=given is None,
            previous_secret_until=dest.previous_secret_until)
     return web.json_response(destination_secret_view(dest), headers=NO_STORE)
@@ -57,7 +60,8 @@ async def rotate_secret(request: web.Request) -> web.Response:
 
 async def reveal_secret(request: web.Request) -> web.Response:
     """`GET .../secret`: the current secret, whole."""
-    dest = await request_store(request).get_destination(request.match_info["name"])
+    dest = await request_store(request).get_destination(request.match_info["name"],
+                                                        tenant=await request_tenant(request))
     _audit("secret_revealed", dest, request)
     return web.json_response(destination_secret_view(dest), headers=NO_STORE)
 
@@ -67,10 +71,11 @@ async def expire_previous_secret(request: web.Request) -> web.Response:
     body = await admin_api.json_body(request)
     refuse_unknown(body, (), error=InvalidSetting)
     dest, expired = await request_store(request).expire_previous_secret(
-        request.match_info["name"])
+        request.match_info["name"], tenant=await request_tenant(request))
     _audit("previous_secret_expired", dest, request, expired=expired)
     return web.json_response(previous_secret_expired_view(dest, expired))
 
 
 def _audit(event: str, dest: Destination, request: web.Request, **facts: Any) -> None:
-    get_logger().info(event, destination=dest.name, **requester(request), **facts)
+    get_logger().info(event, destination=dest.name, tenant=dest.tenant, **requester(request),
+                      **facts)

@@ -15,9 +15,16 @@ Routes (each in its own module, which documents its answers):
     /v1/admin/*, /metrics  the admin API and Prometheus metrics (ingest/admin_api.py), a
                          destination's secret (ingest/admin_secrets.py), the sources admin
                          API (ingest/sources_api.py), event lookup, resend and retry now
-                         (ingest/events_admin.py) and the dashboard's views
+                         (ingest/events_admin.py), tenants (ingest/tenants_admin.py)
+                         and the dashboard's views
                          (ingest/admin_views.py).
+    /v1/admin/tenants/{id}/tokens, .../revoke-tokens  mint and revoke tenant tokens
+                         (ingest/tenant_api_tokens.py).
+    /v1/tenant/*         the tenant API, opened with a tenant token (ingest/tenant_api.py,
+                         ingest/tenant_api_deliveries.py, ingest/tenant_auth.py).
     GET  /, /static/*    the operator dashboard (ingest/dashboard.py).
+    GET  /portal/, /portal/static/*, /portal/settings.json
+                         the customer portal, for tenant tokens (ingest/portal.py).
 
 Every error is JSON `{"error": code, "detail": text}`, aiohttp's own 404/405 included. A
 database that is busy answers 503 `store_busy`, one that is unreachable, restarting or
@@ -44,7 +51,11 @@ from hookline.ingest import (
     events_api,
     health,
     openapi,
+    portal,
     sources_api,
+    tenant_api,
+    tenant_api_tokens,
+    tenants_admin,
 )
 from hookline.ingest.app_state import (
     COMMITTER_KEY,
@@ -115,7 +126,8 @@ def build_app(store: Store, config: Config, *,
     app[READ_STORE_KEY] = read_store if read_store is not None else store
     app[CONFIG_KEY] = config
     app[COMMITTER_KEY] = committer = (committer if committer is not None else GroupCommitter(
-        store, timeout_s=config.ingest_commit_timeout_s))
+        store, timeout_s=config.ingest_commit_timeout_s,
+        create_tenants=config.tenants_auto_create))
     app[SNAPSHOTS_KEY] = snapshots = (snapshots if snapshots is not None
                                       else SnapshotWriter(None, "ingest", ProcessMetrics()))
     app[PROCESS_METRICS_KEY] = snapshots.metrics
@@ -129,9 +141,13 @@ def build_app(store: Store, config: Config, *,
     admin_api.register(app)  # /v1/admin/* and /metrics
     admin_secrets.register(app)  # a destination's secret: rotate, reveal, expire the previous
     events_admin.register(app)  # /v1/admin/events, resend, retry now
+    tenants_admin.register(app)  # /v1/admin/tenants: create, change, list, delete
     sources_api.register(app)  # POST /v1/sources/{name}, /v1/admin/sources
     admin_views.register(app)  # the dashboard's views under /v1/admin/
+    tenant_api_tokens.register(app)  # mint and revoke tenant tokens (admin token)
+    tenant_api.register(app)  # /v1/tenant/* (tenant tokens)
     dashboard.register(app)  # GET / and /static/*
+    portal.register(app)  # GET /portal/, /portal/static/*, /portal/settings.json
     return app
 
 

@@ -16,6 +16,7 @@ from hookline.shared.config import Config
 from hookline.shared.faults import StoreOutage
 from hookline.shared.process.metrics_file import ProcessMetrics, SnapshotWriter
 from hookline.shared.store import Store
+from hookline.shared.tenant_tokens import TokenClaims
 
 
 class InFlight:
@@ -89,3 +90,33 @@ def request_store(request: web.Request) -> Store:
 def request_reader(request: web.Request) -> Store:
     """The store for long reads (see READ_STORE_KEY)."""
     return request.app[READ_STORE_KEY]
+
+
+TENANT_CLAIMS = web.RequestKey("tenant_claims", TokenClaims)
+"""The request key under which ingest/tenant_auth.py leaves a verified tenant token's claims."""
+
+
+def request_claims(request: web.Request) -> TokenClaims | None:
+    """The claims of the tenant token the request was authorized with (None: not a tenant
+    API request)."""
+    return request.get(TENANT_CLAIMS)
+
+
+def token_tenant(request: web.Request) -> str:
+    """The tenant of a tenant API request (its verified token's).
+
+    Raises:
+        RuntimeError: the request carries no verified tenant token (a route wiring error:
+            ingest/tenant_auth.py guards every `/v1/tenant/` route).
+    """
+    claims = request_claims(request)
+    if claims is None:
+        raise RuntimeError("a tenant API handler ran without a verified tenant token")
+    return claims.tenant
+
+
+def tenant_scope(request: web.Request) -> str | None:
+    """The tenant whose events and jobs a request may read or act on: the tenant token's
+    only, or None (every tenant's) for the admin API."""
+    claims = request_claims(request)
+    return None if claims is None else claims.tenant

@@ -3,19 +3,23 @@ behind the same bearer token and error mapping as ingest/admin_api.py).
 
 Routes (JSON shapes in shared/views.py; errors are `{"error": code, "detail": text}`, with
 `"field"` naming the input a 400 refuses, as in ingest/admin_api.py):
-    GET  /v1/admin/events/{ref}?source=      one event and its jobs; `ref` is an internal id,
-                                             a `msg_` webhook-id or the sender's id (in
-                                             `source`, default `api`); 404 names what was
-                                             looked for
-    GET  /v1/admin/events?destination=&status=&type=&since=&until=&limit=&before=
+    GET  /v1/admin/events/{ref}?source=&tenant=  one event and its jobs; `ref` is an
+                                             internal id, a `msg_` webhook-id or the
+                                             sender's id (in `source`, default `api`, of
+                                             `tenant`, default `_default`); 404 names what
+                                             was looked for
+    GET  /v1/admin/events?destination=&tenant=&status=&type=&since=&until=&limit=&before=
                                              newest first; `before` = the previous page's
                                              `next_before` (keyset paging by id)
     POST /v1/admin/jobs/{id}/resend          {reason?, dry_run?}: a done or dead job again
     POST /v1/admin/jobs/{id}/retry-now       {reason?, dry_run?}: a pending job due now
-    POST /v1/admin/resend                    {destination, status?, since?, until?, limit?,
+    POST /v1/admin/resend                    {destination, tenant?, status?, since?,
+                                             until?, limit?, dry_run?, reason?}
+    POST /v1/admin/retry-now                 {destination, tenant?, since?, until?, limit?,
                                              dry_run?, reason?}
-    POST /v1/admin/retry-now                 {destination, since?, until?, limit?, dry_run?,
-                                             reason?}
+
+A destination name means the default tenant's unless `tenant` is given; `tenant` alone
+narrows the event list to that tenant's events.
 
 Every resend and retry now that is not a dry run logs one audit line, `jobs_resent` or
 `jobs_retried_now`, with who asked (the client's address and the optional `X-Hookline-Actor`
@@ -29,8 +33,9 @@ from typing import Any
 from aiohttp import web
 
 from hookline.ingest.admin_api import MAX_LIMIT, guarded, json_body
-from hookline.ingest.app_state import request_store
+from hookline.ingest.app_state import request_store, tenant_scope
 from hookline.ingest.http_common import requester
+from hookline.ingest.tenant_scope import existing_tenant_filter, request_tenant
 from hookline.shared.operator_models import (
     BULK_DEFAULT_LIMIT,
     BULK_MAX_LIMIT,
@@ -44,7 +49,8 @@ from hookline.shared.store import Store, resolve_instants
 from hookline.shared.views import bulk_result_view, event_lookup_view, events_page_view
 
 _SINGLE_FIELDS = frozenset({"reason", "dry_run"})
-_BULK_FIELDS = frozenset({"destination", "since", "until", "limit", "dry_run", "reason"})
+_BULK_FIELDS = frozenset({"destination", "tenant", "since", "until", "limit", "dry_run",
+                          "reason"})
 
 
 def register(app: web.Application) -> None:
@@ -64,7 +70,8 @@ def register(app: web.Application) -> None:
 async def get_event(request: web.Request) -> web.Response:
     """`GET /v1/admin/events/{ref}?source=NAME`: the event and its jobs."""
     match = await request_store(request).find_event(request.match_info["ref"],
-                                                    request.query.get("source"))
+                                                    request.query.get("source"),
+                                                    tenant=await existing_tenant_filter(request))
     return web.json_response(event_lookup_view(match))
 
 
@@ -79,7 +86,8 @@ async def list_events(request: web.Request) -> web.Response:
     before_id = None if before is None else inputs.whole_number("before", before)
     store = request_store(request)
     since_s, until_s = await resolve_instants(store, since, until)
-    flt = EventFilter(destination=query.get("destination"), status=status,
+    flt = EventFilter(destination=query.get("destination"),
+                      tenant=await existing_tenant_filter(request), status=status,
                       type=query.get("type"), since_s=since_s, until_s=until_s,
                       before_id=before_id, limit=limit)
     events = await store.list_events(flt)
@@ -110,7 +118,8 @@ async def _single(request: web.Request, action: str) -> web.Response:
     body = await json_body(request)
     inputs.refuse_unknown(body, _SINGLE_FIELDS)
     job_id = inputs.whole_number("id", request.match_info["id"])
-    return await _run(request, action, JobSelection(job_id=job_id), body)
+    return await run_action(request, action,
+                            JobSelection(job_id=job_id, tenant=tenant_scope(request)), body)
 
 
 async def _bulk(request: web.Request, action: str) -> web.Response:
@@ -119,20 +128,37 @@ async def _bulk(request: web.Request, action: str) -> web.Response:
     inputs.refuse_unknown(body, allowed)
     destination = inputs.required_name("destination", body.get("destination"))
     status = inputs.job_status("status", body.get("status"), RESEND_STATUSES)
+    selection = await window_selection(request, body, destination=destination, status=status)
+    return await run_action(request, action, selection, body)
+
+
+async def window_selection(request: web.Request, body: dict[str, Any], *, destination: str,
+                           status: str | None) -> JobSelection:
+    """The jobs of one destination (of the request's tenant) created in the body's `since` /
+    `until` window, at most its `limit`, in `status` (None: any the action takes).
+
+    Raises:
+        InvalidInput: a bad `since`, `until` or `limit`.
+        NotFound: no such destination (404).
+    """
     since = inputs.instant("since", body.get("since"))
     until = inputs.instant("until", body.get("until"))
     limit = inputs.whole_number("limit", body.get("limit"), default=BULK_DEFAULT_LIMIT,
                                 high=BULK_MAX_LIMIT)
+    tenant = await request_tenant(request, body)
     store = request_store(request)
     since_s, until_s = await resolve_instants(store, since, until)
-    selection = JobSelection(destination=destination, status=status, since_s=since_s,
-                             until_s=until_s, limit=limit)
-    await store.get_destination(destination)  # NotFound: 404
-    return await _run(request, action, selection, body)
+    selection = JobSelection(destination=destination, tenant=tenant, status=status,
+                             since_s=since_s, until_s=until_s, limit=limit)
+    await store.get_destination(destination, tenant=tenant)  # NotFound: 404
+    return selection
 
 
-async def _run(request: web.Request, action: str, selection: JobSelection,
-               body: dict[str, Any]) -> web.Response:
+async def run_action(request: web.Request, action: str, selection: JobSelection,
+                     body: dict[str, Any]) -> web.Response:
+    """Resend or retry now (`action`) the jobs of `selection`, with the body's `dry_run`
+    and `reason`; audited (who: :func:`hookline.ingest.http_common.requester`) unless a dry
+    run. Answers the bulk result view."""
     dry_run = inputs.flag("dry_run", body.get("dry_run"))
     reason = inputs.optional_text("reason", body.get("reason"))
     store: Store = request_store(request)

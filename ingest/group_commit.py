@@ -13,7 +13,7 @@ from collections.abc import Sequence
 
 from hookline.ingest.batcher import Batcher, BatcherStopped
 from hookline.shared.metrics_catalog import BATCH_SIZE_BUCKETS
-from hookline.shared.models import Accepted, Duplicate, NewEvent
+from hookline.shared.models import NewEvent, StoreResult
 from hookline.shared.process.metrics_file import Histogram
 from hookline.shared.store import Store
 
@@ -23,7 +23,7 @@ CommitterStopped = BatcherStopped
 """`submit` was called after `stop()`: ingest is shutting down (answered 503, retry)."""
 
 
-class GroupCommitter(Batcher[NewEvent, Accepted | Duplicate]):
+class GroupCommitter(Batcher[NewEvent, StoreResult]):
     """Batches concurrent `add_events` calls into one transaction each.
 
     Args:
@@ -33,6 +33,8 @@ class GroupCommitter(Batcher[NewEvent, Accepted | Duplicate]):
             (Config.batch_interval_s; see ingest/batcher.py).
         timeout_s: longest an event waits for its commit, seconds (Config.
             ingest_commit_timeout_s); past it submit raises WriteTimedOut (None = no bound).
+        create_tenants: an event for an unknown tenant creates it (Config.
+            tenants_auto_create) instead of being refused.
 
     Attributes:
         batches: `add_events` calls made so far (successful or not).
@@ -44,15 +46,17 @@ class GroupCommitter(Batcher[NewEvent, Accepted | Duplicate]):
     """
 
     def __init__(self, store: Store, *, max_batch: int = DEFAULT_MAX_BATCH,
-                 min_interval_s: float = 0.0, timeout_s: float | None = None) -> None:
+                 min_interval_s: float = 0.0, timeout_s: float | None = None,
+                 create_tenants: bool = False) -> None:
         super().__init__(self._add_events, max_batch=max_batch, name="group-commit",
                          min_interval_s=min_interval_s, timeout_s=timeout_s)
         self.store = store
+        self.create_tenants = create_tenants
         self.batch_sizes = Histogram(BATCH_SIZE_BUCKETS)
 
-    async def _add_events(self, events: list[NewEvent]) -> Sequence[Accepted | Duplicate]:
+    async def _add_events(self, events: list[NewEvent]) -> Sequence[StoreResult]:
         self.batch_sizes.observe(len(events))
-        return await self.store.add_events(events)
+        return await self.store.add_events(events, create_tenants=self.create_tenants)
 
     @property
     def committed(self) -> int:

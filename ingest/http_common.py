@@ -13,7 +13,7 @@ from typing import Any
 from aiohttp import hdrs, web
 from aiohttp.typedefs import LooseHeaders
 
-from hookline.ingest.app_state import OUTAGE_KEY, RATE_LIMITER_KEY
+from hookline.ingest.app_state import OUTAGE_KEY, RATE_LIMITER_KEY, request_claims
 from hookline.ingest.rate_limit import retry_after_s
 from hookline.ingest.validation import BodyTooLarge
 from hookline.shared.errors import StoreBusy, StoreClosing, StoreUnavailable
@@ -131,10 +131,20 @@ MAX_ACTOR_CHARS = 128
 
 
 def requester(request: web.Request) -> dict[str, Any]:
-    """Who made an admin request, for its audit line: `by` "admin_api", `client` (the peer
-    address; a reverse proxy's own when behind one) and `actor` (the X-Hookline-Actor header,
-    unprintable characters as `?`, or None)."""
+    """Who made an admin or tenant API request, for its audit line: `by` "admin_api" or
+    "tenant_api", `client` (the peer address; a reverse proxy's own when behind one) and
+    `actor`: `tenant:<id>` for a tenant token, else the X-Hookline-Actor header (unprintable
+    characters as `?`), or None."""
+    claims = request_claims(request)
+    if claims is not None:
+        return {"by": "tenant_api", "client": request.remote, "actor": f"tenant:{claims.tenant}"}
     actor = request.headers.get(ACTOR_HEADER)
     if actor is not None:
         actor = "".join(c if c.isprintable() else "?" for c in actor[:MAX_ACTOR_CHARS])
     return {"by": "admin_api", "client": request.remote, "actor": actor}
+
+
+def acting(request: web.Request) -> str:
+    """Who acts, for a log line's `by`: "admin_api", or `tenant:<id>` for a tenant token."""
+    claims = request_claims(request)
+    return "admin_api" if claims is None else f"tenant:{claims.tenant}"

@@ -75,7 +75,8 @@ async def serve(config: Config, *, ready: Callable[[int], None] | None = None,
             if reader is not None:
                 await reader.open()
             committer = GroupCommitter(store, min_interval_s=config.batch_interval_s,
-                                       timeout_s=config.ingest_commit_timeout_s)
+                                       timeout_s=config.ingest_commit_timeout_s,
+                                       create_tenants=config.tenants_auto_create)
             app = build_app(store, config, committer=committer, snapshots=child.snapshots,
                             read_store=reader)
             # Stopping happens in two steps within graceful_timeout_s: most of it to drain

@@ -1,9 +1,9 @@
 """Validation of `POST /v1/events` bodies: pure functions, no I/O.
 
 The accepted body is a JSON object (UTF-8) of the form
-`{"id": str, "type": str, "data": any JSON, "source"?: str}`. What is stored and delivered
-is exactly the received bytes: the parsed value is used only to check the envelope and to
-pull out the idempotency key and the type, and is never re-serialised.
+`{"id": str, "type": str, "data": any JSON, "source"?: str, "tenant"?: str}`. What is
+stored and delivered is exactly the received bytes: the parsed value is used only to check the
+envelope and to pull out the idempotency key and the type, and is never re-serialised.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from typing import Any, NoReturn
 
 from hookline.shared.errors import InvalidEvent
-from hookline.shared.models import NewEvent
+from hookline.shared.models import DEFAULT_TENANT, NewEvent
 from hookline.shared.policy.inputs import (
     EVENT_ID_RE,
     EVENT_TYPE_RE,
@@ -24,6 +24,7 @@ from hookline.shared.policy.inputs import (
     refuse_unknown,
     token,
 )
+from hookline.shared.tenant_models import tenant_id
 
 MAX_DEPTH = 64
 """Deepest JSON nesting accepted; the top-level object is level 1."""
@@ -31,7 +32,7 @@ MAX_DEPTH = 64
 DEFAULT_SOURCE = "api"
 
 _REQUIRED = ("id", "type", "data")
-_ALLOWED = frozenset({*_REQUIRED, "source"})
+_ALLOWED = frozenset({*_REQUIRED, "source", "tenant"})
 
 
 class BodyTooLarge(InvalidEvent):
@@ -71,6 +72,8 @@ def parse_event(body: bytes, max_body_bytes: int) -> NewEvent:
         source_event_id=_token(document, "id", EVENT_ID_RE),
         type=_token(document, "type", EVENT_TYPE_RE),
         body=bytes(body),
+        tenant=(tenant_id(document["tenant"], reserved_ok=True, error=InvalidEvent)
+                if "tenant" in document else DEFAULT_TENANT),
     )
 
 

@@ -7,7 +7,11 @@ output folder:
   worker memory with a big backlog of pending jobs (seeded through the store,
   rehearsal/backlog_seed.py);
 * **outage** (rehearsal/scenario_outage.py): one destination down under steady load, the
-  others' latency before, during and after, and its drain.
+  others' latency before, during and after, and its drain;
+* **fairness** (rehearsal/scenario_fairness.py): tenant b's latency alone and while tenant a
+  has a big backlog and hanging endpoints;
+* **destinations** and **tenants** (rehearsal/scenario_scale.py): ingest events/s with many
+  destinations, or many tenants, against a small installation in the same run.
 
 Times: `*_unix` are unix seconds (time.time()); durations are seconds unless named `_ms`.
 """
@@ -24,7 +28,9 @@ from typing import Any
 from hookline.rehearsal.bench import BenchOptions, bench_database, fsync_latency_ms, redact
 from hookline.rehearsal.scenario_backlog import print_backlog, run_backlog
 from hookline.rehearsal.scenario_common import OUTAGE_KINDS, SCENARIOS, ScenarioOptions
+from hookline.rehearsal.scenario_fairness import print_fairness, run_fairness
 from hookline.rehearsal.scenario_outage import print_outage, run_outage
+from hookline.rehearsal.scenario_scale import print_scale, run_scale
 from hookline.shared.config import Config
 
 __all__ = ["ScenarioOptions", "print_scenario", "run_scenario"]
@@ -57,6 +63,10 @@ def run_scenario(opts: ScenarioOptions, config: Config | None = None) -> dict[st
     with bench_database(bench_opts, work) as (db, description, _postmaster):
         if opts.scenario == "backlog":
             figures = run_backlog(opts, work, db, config)
+        elif opts.scenario == "fairness":
+            figures = run_fairness(opts, work, db, config)
+        elif opts.scenario in ("destinations", "tenants"):
+            figures = run_scale(opts, work, db, config)
         else:
             figures = run_outage(opts, work, db, config)
     result = {
@@ -70,7 +80,8 @@ def run_scenario(opts: ScenarioOptions, config: Config | None = None) -> dict[st
         "policy": {name: getattr(config, name) for name in (
             "worker_concurrency", "claim_batch", "lease_s", "attempt_timeout_s",
             "max_attempts", "retry_base_s", "breaker_failures", "breaker_min_span_s",
-            "breaker_window_s", "late_retry_after_attempts", "late_retry_share")},
+            "breaker_window_s", "late_retry_after_attempts", "late_retry_share",
+            "destination_slot_share", "tenant_slot_share")},
         **figures,
     }
     (opts.out_dir / f"scenario-{opts.scenario}.json").write_text(json.dumps(result, indent=2))
@@ -85,6 +96,10 @@ def print_scenario(result: dict[str, Any]) -> None:
           f"{result['machine']['load_average_at_end']}")
     if result["scenario"] == "backlog":
         print_backlog(result)
+    elif result["scenario"] == "fairness":
+        print_fairness(result)
+    elif result["scenario"] in ("destinations", "tenants"):
+        print_scale(result)
     else:
         print_outage(result)
     print(f"checks: {result['checks']}")

@@ -17,9 +17,12 @@ import time
 import aiohttp
 
 
-def event_body(index: int, run_id: str, body_bytes: int) -> bytes:
-    """A `POST /v1/events` body of about `body_bytes` bytes with a unique id."""
-    head = f'{{"id": "bench-{run_id}-{index}", "type": "bench.event", "data": {{"pad": "'
+def event_body(index: int, run_id: str, body_bytes: int, *, type_: str = "bench.event",
+               tenant: str | None = None) -> bytes:
+    """A `POST /v1/events` body of about `body_bytes` bytes with a unique id, of type
+    `type_`, for `tenant` (None: no tenant field, the default tenant)."""
+    owner = "" if tenant is None else f'"tenant": "{tenant}", '
+    head = f'{{{owner}"id": "bench-{run_id}-{index}", "type": "{type_}", "data": {{"pad": "'
     tail = '"}}'
     pad = "x" * max(0, body_bytes - len(head) - len(tail))
     return (head + pad + tail).encode()
@@ -35,11 +38,14 @@ def percentile(sorted_values: list[float], fraction: float) -> float:
 
 async def run(url: str, events: int, concurrency: int, rate_per_s: float | None,
               body_bytes: int, run_id: str | None = None,
-              accepted_at: list[float | None] | None = None) -> dict[str, object]:
+              accepted_at: list[float | None] | None = None, *, type_: str = "bench.event",
+              tenant: str | None = None) -> dict[str, object]:
     """Post `events` bodies from `concurrency` connections; returns the figures.
 
     Args:
         run_id: the ids' run part (`bench-RUN-INDEX`); random when None.
+        type_: the events' type.
+        tenant: the tenant they are published for (None: no tenant field).
         accepted_at: when given, filled with one entry per event index: unix seconds when
             its 2xx answer was read, None when it got no 2xx.
     """
@@ -66,7 +72,8 @@ async def run(url: str, events: int, concurrency: int, rate_per_s: float | None,
                     await asyncio.sleep(delay)
             t0 = time.monotonic()
             try:
-                async with session.post(url, data=event_body(index, run_id, body_bytes),
+                async with session.post(url, data=event_body(index, run_id, body_bytes,
+                                                              type_=type_, tenant=tenant),
                                         headers=headers) as resp:
                     await resp.read()
                     key = str(resp.status)
@@ -90,8 +97,8 @@ async def run(url: str, events: int, concurrency: int, rate_per_s: float | None,
 
 def main(argv: list[str] | None = None) -> int:
     """CLI: --url URL --events N [--concurrency C] [--rate R] [--body-bytes B] [--run-id ID]
-    [--accepts FILE] (FILE gets a JSON list: per event index, the unix time its 2xx was read,
-    or null)."""
+    [--accepts FILE] [--type TYPE] [--tenant ID] (FILE gets a JSON list: per event index, the
+    unix time its 2xx was read, or null)."""
     parser = argparse.ArgumentParser(prog="python -m hookline.rehearsal.loadgen")
     parser.add_argument("--url", required=True)
     parser.add_argument("--events", type=int, required=True)
@@ -101,10 +108,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--body-bytes", type=int, default=1500)
     parser.add_argument("--run-id", help="the ids' run part (default: random)")
     parser.add_argument("--accepts", help="write each event's accept time (unix s) here")
+    parser.add_argument("--type", default="bench.event", help="the events' type")
+    parser.add_argument("--tenant", help="publish for this tenant (default: none)")
     args = parser.parse_args(argv)
     accepted_at: list[float | None] | None = [] if args.accepts else None
     work = run(args.url, args.events, args.concurrency, args.rate, args.body_bytes,
-               args.run_id, accepted_at)
+               args.run_id, accepted_at, type_=args.type, tenant=args.tenant)
     try:
         import uvloop  # noqa: PLC0415  (optional: faster loop when installed)
 

@@ -12,7 +12,7 @@ from typing import TypeVar
 
 from hookline.shared.db_url import is_postgres_url
 
-SCENARIOS = ("backlog", "outage")
+SCENARIOS = ("backlog", "outage", "fairness", "destinations", "tenants")
 OUTAGE_KINDS = {"503": "status:503", "hang": "hang"}
 """Outage kind -> the receiver behaviour d3 switches to (rehearsal/receiver.py)."""
 
@@ -22,18 +22,24 @@ class ScenarioOptions:
     """What to run.
 
     Attributes:
-        scenario: `backlog` or `outage`.
+        scenario: one of SCENARIOS.
         out_dir: folder for scenario-<name>.json and the run's work folder.
         workers: worker processes of `hookline serve`.
         synchronous: SQLite synchronous mode of the service and of the timed claims.
         backend: `sqlite`, or `postgres` (outage only; see hookline.rehearsal.bench.BenchOptions).
         postgres_url: a server to use instead of a throwaway one (postgres only).
         body_bytes: size of each event body, bytes (the bench's default).
-        backlog_jobs: pending jobs of the backlog (split evenly over d1, d2, d3).
+        backlog_jobs: pending jobs of the backlog (backlog: split evenly over d1, d2, d3;
+            fairness: tenant a's, over its destinations).
         small_backlog_jobs: pending jobs of the small backlog claims are compared with.
         claim_samples: timed claims against each backlog.
         deliver_s: seconds the service delivers from the backlog (less if it empties).
-        rate_per_s: events per second offered during the outage scenario (x3 deliveries).
+        rate_per_s: events per second offered during the outage scenario (x3 deliveries),
+            or by tenant b in the fairness scenario.
+        phase_s: seconds of each phase (fairness: b alone, then with a; destinations and
+            tenants: each ingest measurement).
+        destination_counts: the destinations scenario's sizes, one ingest measurement each.
+        tenants: the tenants scenario's tenants (3 destinations each).
         concurrency: connections of the load generator.
         baseline_s: seconds of load before the outage.
         outage_s: seconds d3 fails.
@@ -63,6 +69,9 @@ class ScenarioOptions:
     outage_kind: str = "503"
     drain_timeout_s: float | None = None
     drain_rate_per_s: float | None = None
+    phase_s: float = 20.0
+    destination_counts: tuple[int, ...] = (10, 1_000, 10_000)
+    tenants: int = 10_000
 
 
 def pick(sorted_values: list[float], fraction: float) -> float:

@@ -179,7 +179,7 @@ async def _update_d3(db: str, *, paused: bool | None = None,
     await store.open()
     try:
         if changes:
-            await store.update_destination("d3", **changes)
+            await store.update_destination("d3", **dict[str, Any](changes))
         if paused is not None:
             await store.set_paused("d3", paused)
     finally:

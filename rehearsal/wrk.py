@@ -20,10 +20,20 @@ function setup(thread)
   thread_no = thread_no + 1
   thread:set("tid", thread_no)
 end
+local type_count = %(type_count)d
+local tenant_count = %(tenant_count)d
 function request()
   counter = counter + 1
-  local body = '{"id":"' .. run .. "-" .. tid .. "-" .. counter ..
-    '","type":"bench.event","data":{"pad":"' .. pad .. '"}}'
+  local event_type = "bench.event"
+  if type_count > 0 then
+    event_type = "c" .. math.random(0, type_count - 1) .. ".invoice.paid"
+  end
+  local owner = ""
+  if tenant_count > 0 then
+    owner = '"tenant":"t' .. math.random(0, tenant_count - 1) .. '",'
+  end
+  local body = '{' .. owner .. '"id":"' .. run .. "-" .. tid .. "-" .. counter ..
+    '","type":"' .. event_type .. '","data":{"pad":"' .. pad .. '"}}'
   return wrk.format("POST", "/v1/events", {["Content-Type"] = "application/json",
                      ["Authorization"] = "Bearer %(token)s"}, body)
 end
@@ -37,11 +47,19 @@ def available() -> bool:
 
 
 def run_wrk(base_url: str, duration_s: int, connections: int, body_bytes: int,
-            run_id: str, token: str) -> dict[str, Any]:
+            run_id: str, token: str, *, type_count: int = 0,
+            tenant_count: int = 0) -> dict[str, Any]:
     """Run wrk for `duration_s` seconds against POST /v1/events (Bearer `token`); returns
-    requests/s, non-2xx count and latency percentiles (ms)."""
+    requests/s, non-2xx count and latency percentiles (ms).
+
+    Args:
+        type_count: 0: every event is of type `bench.event`; N: each is of type
+            `c{random 0..N-1}.invoice.paid` (the scale scenarios).
+        tenant_count: 0: no tenant field; N: each is for tenant `t{random 0..N-1}`.
+    """
     with tempfile.NamedTemporaryFile("w", suffix=".lua", delete=False) as fh:
-        fh.write(_SCRIPT % {"pad": max(0, body_bytes - 80), "run": run_id, "token": token})
+        fh.write(_SCRIPT % {"pad": max(0, body_bytes - 80), "run": run_id, "token": token,
+                            "type_count": type_count, "tenant_count": tenant_count})
         script = fh.name
     try:
         out = subprocess.run(

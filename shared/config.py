@@ -161,6 +161,12 @@ class Config:
         "1) that one destination may hold, whatever its max_in_flight, so a hanging "
         "destination cannot take every slot.",
         check=checks.share)
+    tenant_slot_share: float = _opt(
+        0.5, "Most of a worker's slots (fraction of worker_concurrency, rounded up, at least "
+        "1) that one tenant's destinations may hold together while destinations of more than "
+        "one tenant exist, so one tenant's backlog or hanging endpoints cannot take another "
+        "tenant's slots.",
+        check=checks.share)
     claim_batch: int = _opt(64, "Most jobs one claim takes (claims are also sized to free slots).",
         check=checks.at_least(1))
     batch_interval_s: float = _opt(
@@ -195,6 +201,18 @@ class Config:
         "they are not global (e.g. 127.0.0.0/8 for a local receiver, 10.0.0.0/8).",
         check=checks.as_setting(AddressPolicy.parse))
     https_only: bool = _opt(False, "Refuse destinations whose URL is not https://.")
+    tenants_auto_create: bool = _opt(
+        False, "POST /v1/events for a tenant that does not exist creates it (with defaults) "
+        "instead of answering 404 tenant_not_found.")
+    portal_frame_ancestors: str = _opt(
+        "", "Origins allowed to embed the customer portal (/portal/) in a frame, separated by "
+        "commas (e.g. https://app.example.com); sent as CSP frame-ancestors. Empty: no site "
+        "may frame it. The dashboard refuses every frame regardless.",
+        check=checks.as_setting(checks.frame_ancestors))
+    portal_owner_name: str = _opt(
+        "the service that gave you this link", "Who the customer portal names as the one to "
+        "ask for a new link once a tenant token has expired (e.g. your product's name).",
+        check=checks.not_blank)
     max_header_bytes: int = _opt(
         8190, "Ingest: longest accepted request header field (name + value), bytes; a longer "
         "one is answered 431 before any handler runs.",

@@ -5,6 +5,7 @@ the rule book's other rules do (shared/policy/rules.py)."""
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -109,3 +110,28 @@ def listen_host_port(listen: str) -> tuple[str, int]:
     if not sep or not port.isdigit() or not host or int(port) > 65535:
         raise InvalidSetting("listen", f"must be HOST:PORT, not {listen!r}")
     return host.strip("[]"), int(port)
+
+
+# One CSP source expression naming an origin: http(s), a host (DNS name, optionally with a
+# leading `*.` for its subdomains, an IPv4 address or a bracketed IPv6 one) and an optional
+# port; no path, no quotes, no keyword: nothing that could widen or break the header.
+_ORIGIN = re.compile(r"https?://(\*\.)?([A-Za-z0-9-]+(\.[A-Za-z0-9-]+)*|\[[0-9A-Fa-f:.]+\])"
+                     r"(:[0-9]{1,5})?")
+
+
+def frame_ancestors(text: str) -> tuple[str, ...]:
+    """`portal_frame_ancestors` parsed: origins separated by commas or spaces, each
+    `http(s)://HOST[:PORT]` (HOST may start with `*.`); blank means none.
+
+    Raises:
+        InvalidSetting("portal_frame_ancestors"): an entry that is not such an origin.
+    """
+    origins = []
+    for part in re.split(r"[,\s]+", text.strip()):
+        if not part:
+            continue
+        if _ORIGIN.fullmatch(part.rstrip("/")) is None:
+            raise InvalidSetting("portal_frame_ancestors",
+                                 f"must list origins like https://app.example.com, not {part!r}")
+        origins.append(part.rstrip("/").lower())
+    return tuple(origins)

@@ -10,6 +10,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from hookline.shared.models import DEFAULT_TENANT
+
 
 def subscribes(event_types: Sequence[str], event_type: str) -> bool:
     """True when one of the subscription patterns `event_types` matches `event_type`:
@@ -60,6 +62,7 @@ class Destination:
     failure_streak: int = 0
     failing_since: float | None = None
     headers: tuple[tuple[str, str], ...] = ()  # migration 005
+    tenant: str = DEFAULT_TENANT  # migration 012: the tenant it belongs to
 
     @classmethod
     def from_row(cls, row: Any) -> Destination:
@@ -79,6 +82,7 @@ class Destination:
             timeout_s=opt("timeout_s"), rate_limit_per_s=opt("rate_limit_per_s"),
             ordered=bool(opt("ordered", 0)), failure_streak=int(opt("failure_streak", 0)),
             failing_since=opt("failing_since"), headers=parse_headers(opt("headers")),
+            tenant=opt("tenant_id", DEFAULT_TENANT),
         )
 
     def active_secrets(self, now_s: float) -> tuple[str, ...]:
@@ -95,7 +99,7 @@ class Destination:
     def redacted(self) -> dict[str, Any]:
         """A dict for display: everything but the secret, which shows only its prefix."""
         return {
-            "id": self.id, "name": self.name, "url": self.url,
+            "id": self.id, "tenant": self.tenant, "name": self.name, "url": self.url,
             "secret": self.secret[:10] + "…", "event_types": list(self.event_types),
             "max_in_flight": self.max_in_flight, "paused": self.paused,
             "paused_reason": self.paused_reason, "created_at": self.created_at,

@@ -18,6 +18,9 @@ JobStatus = Literal["pending", "running", "done", "dead"]
 JOB_STATUSES: tuple[JobStatus, ...] = ("pending", "running", "done", "dead")
 """Every job status, in a job's life order: the one list the SQL filters, the CLI's choices and
 the admin API's checks use (the schema's CHECK constraint spells the same four)."""
+DEFAULT_TENANT = "_default"
+"""The reserved tenant that owns every destination and event not published for a tenant (and
+everything stored before tenants existed). Tenant ids starting with `_` are reserved."""
 FINISHED_STATUSES: tuple[JobStatus, ...] = ("done", "dead")
 """A finished job: delivered, or given up on (a dead letter). Only these can be resent."""
 
@@ -28,8 +31,8 @@ class NewEvent:
 
     Attributes:
         source: who sent it (`api` for POST /v1/events, else a configured source name).
-        source_event_id: the sender's id for the event; (source, source_event_id) is the
-            idempotency key.
+        source_event_id: the sender's id for the event; (tenant, source, source_event_id) is
+            the idempotency key.
         type: event type, e.g. `pull_request.opened`; matched against subscriptions.
         body: the exact bytes to deliver; never re-serialised.
         forwarded_headers: (name, value) pairs every delivery of a source event carries (its
@@ -42,6 +45,8 @@ class NewEvent:
     type: str
     body: bytes
     forwarded_headers: tuple[tuple[str, str], ...] = ()
+    tenant: str = DEFAULT_TENANT
+    """The tenant it is published for: only that tenant's destinations receive it."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -56,11 +61,28 @@ class Accepted:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Duplicate:
-    """`add_events` result for an event whose (source, source_event_id) was already stored."""
+    """`add_events` result for an event whose (tenant, source, source_event_id) was already
+    stored."""
 
     event_id: int
     message_id: str
     duplicate: Literal[True] = True
+
+
+TenantRefusal = Literal["tenant_not_found", "tenant_disabled"]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TenantRefused:
+    """`add_events` result for an event whose tenant does not exist (and is not created on
+    first use) or is disabled: nothing of it is stored."""
+
+    tenant: str
+    reason: TenantRefusal
+
+
+StoreResult = Accepted | Duplicate | TenantRefused
+"""What `add_events` answers for each event of a batch."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -95,6 +117,7 @@ class Claim:
     # A source event's origin and provider headers, sent after the custom headers
     # (shared/policy/forwarding.py); () for events posted to POST /v1/events.
     forwarded_headers: tuple[tuple[str, str], ...] = ()
+    tenant_id: str = DEFAULT_TENANT  # the destination's tenant (the per-tenant fair share)
     # When the event was accepted, unix seconds: a delivery's accept -> delivered latency
     # is counted from it (shared/store/metric_deltas.py); None: not known (no latency kept).
     received_at: float | None = None
@@ -115,6 +138,9 @@ class ClaimRequest:
         max_late: most late retries to take (None = no reservation).
         per_destination: most of the worker's slots one destination may hold (None = no cap).
         held: destination id -> the worker's slots it holds already (for per_destination).
+        per_tenant: most of the worker's slots one tenant may hold while destinations of more
+            than one tenant exist (None = no cap).
+        held_tenants: tenant -> the worker's slots it holds already (for per_tenant).
         may_take_over: the worker holds no other claim once this transaction commits, so a
             job taken over (maybe a poison job) may be claimed, alone (False: skipped).
     """
@@ -128,6 +154,8 @@ class ClaimRequest:
     per_destination: int | None = None
     held: Mapping[int, int] = field(default_factory=dict)
     may_take_over: bool = True
+    per_tenant: int | None = None
+    held_tenants: Mapping[str, int] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -13,8 +13,9 @@ from typing import Any, Literal
 
 from hookline.shared.errors import InvalidInput
 from hookline.shared.logs import get_logger
-from hookline.shared.models import FINISHED_STATUSES
+from hookline.shared.models import DEFAULT_TENANT, FINISHED_STATUSES
 from hookline.shared.policy.inputs import MAX_ID, job_status, time_range
+from hookline.shared.tenant_models import tenant_id
 
 DEFAULT_SOURCE = "api"
 """The source of events posted to `POST /v1/events` (the sender's ids are unique per source)."""
@@ -61,6 +62,15 @@ class EventRef:
             tried.append(f"webhook-id {self.message_id!r}")
         tried.append(f"sender's id {self.text!r} from source {self.source!r}")
         return " or ".join(tried)
+
+
+def scope_tenant(destination: str | None, tenant: str | None) -> str | None:
+    """The tenant a selection is narrowed to: `tenant` when given; else the default tenant
+    when a destination is named (a destination NAME means the default tenant's unless a
+    tenant is given: names are unique within a tenant only); else None (every tenant)."""
+    if tenant is not None:
+        return tenant
+    return DEFAULT_TENANT if destination is not None else None
 
 
 def parse_event_ref(text: str, source: str | None = None) -> EventRef:
@@ -159,7 +169,10 @@ class EventFilter:
     """Which events `list_events` answers (each given criterion must hold).
 
     Attributes:
-        destination: events with a job for this live destination.
+        destination: events with a job for this live destination (of `tenant`, default the
+            default tenant's).
+        tenant: events published for this tenant (None: every tenant, unless `destination`
+            is given: see :func:`scope_tenant`).
         status: events with a job in this status (with `destination`: that destination's job).
         type: events of exactly this type.
         since_s, until_s: received at or after / before, unix seconds.
@@ -168,6 +181,7 @@ class EventFilter:
     """
 
     destination: str | None = None
+    tenant: str | None = None
     status: str | None = None
     type: str | None = None
     since_s: float | None = None
@@ -183,6 +197,7 @@ class EventFilter:
                 LIST_MAX_LIMIT, or a time range whose end is not after its start.
         """
         job_status("status", self.status)
+        _check_tenant(self.tenant)
         if not 1 <= self.limit <= LIST_MAX_LIMIT:
             raise InvalidInput("limit", f"must be from 1 to {LIST_MAX_LIMIT}")
         time_range(self.since_s, self.until_s)
@@ -194,8 +209,11 @@ class JobSelection:
     """The jobs a resend or retry now touches: one job, or a destination's jobs narrowed.
 
     Attributes:
-        job_id: one job (then no other filter may be given).
-        destination: every matching job of this live destination.
+        job_id: one job (then no filter but `tenant` may be given).
+        destination: every matching job of this live destination (of `tenant`).
+        tenant: whose destination `destination` names (None: the default tenant's); with
+            `job_id`, the job only if it is one of this tenant's destinations' (a parameter
+            of the queries: the tenant API's isolation).
         status: resend only: `done` or `dead` (None: both).
         since_s, until_s: jobs created (their event received) at or after / before, unix s.
         limit: most jobs touched, the oldest first (1 to BULK_MAX_LIMIT).
@@ -203,6 +221,7 @@ class JobSelection:
 
     job_id: int | None = None
     destination: str | None = None
+    tenant: str | None = None
     status: str | None = None
     since_s: float | None = None
     until_s: float | None = None
@@ -220,6 +239,7 @@ class JobSelection:
         if (self.job_id is None) == (self.destination is None):
             raise InvalidInput("destination" if self.job_id is None else "job_id",
                                "give exactly one of a job id or a destination")
+        _check_tenant(self.tenant)
         narrowed = {"status": self.status, "since": self.since_s, "until": self.until_s}
         given = [name for name, value in narrowed.items() if value is not None]
         if self.job_id is not None and given:
@@ -233,6 +253,12 @@ class JobSelection:
             raise InvalidInput("limit", f"must be from 1 to {BULK_MAX_LIMIT}")
         time_range(self.since_s, self.until_s)
         return self
+
+
+def _check_tenant(tenant: str | None) -> None:
+    """A tenant filter is a tenant id (the default tenant's own id included)."""
+    if tenant is not None:
+        tenant_id(tenant, reserved_ok=True)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -258,6 +284,7 @@ def audit(action: str, result: BulkResult, selection: JobSelection, reason: str 
     who asked (`who`: by, and client and actor or os_user), why, the filters, what changed.
     The admin API and the CLI both call it."""
     filters = {"job_id": selection.job_id, "destination": selection.destination,
+               "tenant": scope_tenant(selection.destination, selection.tenant),
                "status": selection.status, "since_s": selection.since_s,
                "until_s": selection.until_s,
                "limit": selection.limit if selection.job_id is None else None}

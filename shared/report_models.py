@@ -9,6 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from hookline.shared.models import DEFAULT_TENANT
+
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Stats:
@@ -122,6 +124,7 @@ class DestinationSummary:
     """One live destination as the dashboard's table shows it.
 
     Attributes:
+        tenant: the tenant it belongs to (names are unique within a tenant only).
         name, paused, paused_reason, failure_streak, failing_since, max_in_flight: as on
             :class:`Destination` (`paused_reason` also tells an auto-pause by the breaker).
         in_flight: jobs running under an unexpired lease now.
@@ -150,6 +153,7 @@ class DestinationSummary:
     delivered_samples: int = 0
     p50_s: float | None = None
     p99_s: float | None = None
+    tenant: str = DEFAULT_TENANT
 
     @classmethod
     def from_rows(cls, row: Any, latency: Any | None) -> DestinationSummary:
@@ -164,7 +168,7 @@ class DestinationSummary:
             latency_samples=0 if latency is None else int(latency["samples"]),
             delivered_samples=0 if latency is None else int(latency["delivered_samples"] or 0),
             p50_s=None if latency is None else latency["p50_s"],
-            p99_s=None if latency is None else latency["p99_s"])
+            p99_s=None if latency is None else latency["p99_s"], tenant=row["tenant_id"])
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

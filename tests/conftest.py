@@ -21,7 +21,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from hookline.shared.endpoint_models import Destination  # noqa: E402  (after the sys.path insert above)
-from hookline.shared.models import NewEvent  # noqa: E402  (after the sys.path insert above)
+from hookline.shared.models import DEFAULT_TENANT, NewEvent  # noqa: E402  (after the sys.path insert above)
 from hookline.shared.signing import generate_secret  # noqa: E402  (after the sys.path insert above)
 from hookline.shared.store import Store, open_store  # noqa: E402  (after the sys.path insert above)
 from hookline.shared.store.sqlite import SqliteStore  # noqa: E402  (after the sys.path insert above)
@@ -208,7 +208,8 @@ def destination_factory(store: SqliteStore) -> Callable[..., Awaitable[Destinati
 
 
 def new_event(event_id: str, type_: str = "push", body: bytes | None = None,
-              source: str = "api") -> NewEvent:
+              source: str = "api", tenant: str = DEFAULT_TENANT) -> NewEvent:
     """A NewEvent with a small JSON body."""
     return NewEvent(source=source, source_event_id=event_id, type=type_,
-                    body=body if body is not None else b'{"n": "%s"}' % event_id.encode())
+                    body=body if body is not None else b'{"n": "%s"}' % event_id.encode(),
+                    tenant=tenant)

@@ -78,7 +78,7 @@ from hookline.shared.errors import StoreBusy, StoreUnavailable
 from hookline.shared.faults import CappedBackoff, StoreOutage
 from hookline.shared.logs import get_logger, logs_info
 from hookline.shared.models import AttemptResult, Claim, ClaimRequest, Dead, Done, Outcome, Retry
-from hookline.shared.policy.delivery import destination_slots, late_slots
+from hookline.shared.policy.delivery import destination_slots, late_slots, tenant_slots
 from hookline.shared.store import Store
 
 log = get_logger()
@@ -180,6 +180,7 @@ class Writer:
         self.late_slots = late_slots(config.worker_concurrency, config.late_retry_share)
         self.destination_slots = destination_slots(config.worker_concurrency,
                                                    config.destination_slot_share)
+        self.tenant_slots = tenant_slots(config.worker_concurrency, config.tenant_slot_share)
         self.writes = 0
         self._slots: dict[str, Slot] = {}
         self._finished: collections.deque[Finished] = collections.deque()
@@ -433,7 +434,8 @@ class Writer:
                             late_after=late_after, max_late=max(0, self.late_slots - late_held),
                             per_destination=self.destination_slots,
                             held=Counter(claim.destination_id for claim in staying),
-                            may_take_over=not staying)
+                            may_take_over=not staying, per_tenant=self.tenant_slots,
+                            held_tenants=Counter(claim.tenant_id for claim in staying))
 
     def _apply(self, written: Written) -> None:
         """Free the slots of the results written, log them, start the claims."""

@@ -64,3 +64,11 @@ export const del = (path) => api("DELETE", path);
 
 /** A path segment (destination name) made safe for a URL. */
 export const seg = (value) => encodeURIComponent(String(value));
+
+export const DEFAULT_TENANT = "_default";
+
+/** The admin path of a destination (names are unique within a tenant only), e.g.
+ * destPath("billing", "acme", "/pause") -> /v1/admin/destinations/billing/pause?tenant=acme. */
+export function destPath(name, tenant = DEFAULT_TENANT, suffix = "") {
+  return `/v1/admin/destinations/${seg(name)}${suffix}?tenant=${seg(tenant ?? DEFAULT_TENANT)}`;
+}

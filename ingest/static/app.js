@@ -1,4 +1,4 @@
-// The dashboard shell: token prompt, hash router (#/, #/destinations, #/sources, #/events,
+// The dashboard shell: token prompt, hash router (#/, #/destinations, #/tenants, #/sources, #/events,
 // #/events/REF, #/dead, #/jobs/ID) and a poll of the current view every 2 s while the tab is visible. A view is
 // {title, root, refresh(), finished?}: once it sets `finished`, it is not polled again.
 
@@ -10,10 +10,11 @@ import { eventsView } from "./events.js";
 import { jobView } from "./job.js";
 import { overviewView } from "./overview.js";
 import { sourcesView } from "./sources.js";
+import { tenantsView } from "./tenants.js";
 
 const POLL_MS = 2000;
 const VIEWS = { overview: overviewView, destinations: destinationsView, sources: sourcesView,
-                events: eventsView, dead: deadView, jobs: jobView };
+                events: eventsView, dead: deadView, jobs: jobView, tenants: tenantsView };
 
 const $ = (id) => document.getElementById(id);
 let current = null;

@@ -40,6 +40,7 @@ export function bulkPanel(filters, onDone) {
   function body(dryRun) {
     const chosen = ACTIONS[action.value];
     const out = { destination: filters.destination, dry_run: dryRun };
+    if (filters.tenant) out.tenant = filters.tenant;  // whose destination (default _default)
     if (chosen.status) out.status = chosen.status;
     if (filters.since) out.since = filters.since;
     if (filters.until) out.until = filters.until;

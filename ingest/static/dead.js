@@ -10,6 +10,7 @@ const LIMIT = 200;
 /** The dead letters page; `params.destination` filters it (from `#/dead?destination=X`). */
 export function deadView({ params, refreshNow }) {
   let destination = params.get("destination") ?? "";
+  const tenant = params.get("tenant") ?? "";  // whose destination (from the destinations page)
   let known = [];
   const selected = new Set();
 
@@ -143,7 +144,8 @@ export function deadView({ params, refreshNow }) {
   }
 
   async function refresh() {
-    const query = destination ? `&destination=${encodeURIComponent(destination)}` : "";
+    const query = (destination ? `&destination=${encodeURIComponent(destination)}` : "") +
+      (tenant ? `&tenant=${encodeURIComponent(tenant)}` : "");
     const [destinations, dead] = await Promise.all([
       get("/v1/admin/destinations"), get(`/v1/admin/dead?limit=${LIMIT}${query}`)]);
     syncSelect(destinations);

@@ -2,7 +2,7 @@
 // /v1/admin/destinations/NAME) with every settable field. The server checks every value; a
 // refusal (400 naming the field) is shown under the form with that field marked.
 
-import { ApiError, get, patch, post, seg } from "./api.js";
+import { ApiError, DEFAULT_TENANT, destPath, get, patch, post } from "./api.js";
 import { h, setChildren, toast } from "./dom.js";
 import { clearError, field, showError } from "./forms.js";
 
@@ -60,6 +60,7 @@ export function destinationForm({ onCreated, onSaved }) {
     headers: h("textarea", { name: "headers", id: "destination-headers", rows: 3, cols: 44,
                              placeholder: "X-Api-Key: value (one per line)" }),
     secret: input("secret", { placeholder: "generated", size: 44 }),
+    tenant: input("tenant", { placeholder: DEFAULT_TENANT }),
   };
   const title = h("h2", {});
   const errorLine = h("p", { class: "error", id: "destination-form-error", role: "alert" });
@@ -67,6 +68,8 @@ export function destinationForm({ onCreated, onSaved }) {
   const secretField = field("Secret", inputs.secret,
     "A whsec_ secret to sign with; leave empty to generate one (shown once).");
   const nameField = field("Name", inputs.name, "Letters, digits, _ and -; cannot be changed.");
+  const tenantField = field("Tenant", inputs.tenant,
+    "The customer it belongs to; empty: the default tenant. Cannot be changed.");
   const form = h("form", { id: "destination-form", class: "panel form", novalidate: true,
                            autocomplete: "off", hidden: true, onsubmit: (e) => {
     e.preventDefault();
@@ -78,6 +81,7 @@ export function destinationForm({ onCreated, onSaved }) {
   setChildren(form, title,
     h("div", { class: "form-grid" },
       nameField,
+      tenantField,
       field("URL", inputs.url, "Where events are POSTed (http or https)."),
       field("Event types", inputs.event_types,
             "Comma-separated: a type, prefix.* or *. Empty: every event."),
@@ -109,6 +113,7 @@ export function destinationForm({ onCreated, onSaved }) {
     headersShown = d ? Object.keys(d.headers).map((n) => `${n}: ${HIDDEN_VALUE}`).join("\n") : "";
     inputs.headers.value = headersShown;
     inputs.secret.value = "";
+    inputs.tenant.value = d?.tenant ?? "";
   }
 
   function openCreate() {
@@ -117,19 +122,21 @@ export function destinationForm({ onCreated, onSaved }) {
     title.textContent = "Add a destination";
     submit.textContent = "Add destination";
     inputs.name.disabled = false;
+    inputs.tenant.disabled = false;
     secretField.hidden = false;
     clearError(form, errorLine);
     form.hidden = false;
     inputs.name.focus();
   }
 
-  async function openEdit(name) {
-    const d = await get(`/v1/admin/destinations/${seg(name)}`);
+  async function openEdit(name, tenant = DEFAULT_TENANT) {
+    const d = await get(destPath(name, tenant));
     editing = d;
     fill(d);
     title.textContent = `Edit ${d.name}`;
     submit.textContent = "Save changes";
     inputs.name.disabled = true;
+    inputs.tenant.disabled = true;
     secretField.hidden = true;  // secrets are rotated, not edited
     clearError(form, errorLine);
     form.hidden = false;
@@ -157,6 +164,8 @@ export function destinationForm({ onCreated, onSaved }) {
     for (const key of ["timeout_s", "rate_limit_per_s"]) if (body[key] === null) delete body[key];
     const secret = inputs.secret.value.trim();
     if (secret) body.secret = secret;
+    const tenant = inputs.tenant.value.trim();
+    if (tenant) body.tenant = tenant;
     const created = await post("/v1/admin/destinations", body);
     // A service that takes these only after creation ignores them in the POST: set them now.
     const late = Object.fromEntries(LATE_FIELDS.filter((key) => key in body &&
@@ -165,9 +174,9 @@ export function destinationForm({ onCreated, onSaved }) {
     onCreated(created, secret ? null : created.secret);
     if (Object.keys(late).length > 0) {
       try {
-        await patch(`/v1/admin/destinations/${seg(created.name)}`, late);
+        await patch(destPath(created.name, created.tenant), late);
       } catch (err) {
-        await openEdit(created.name);
+        await openEdit(created.name, created.tenant);
         showError(form, errorLine, err, `${created.name} was added, but not changed: `);
         return false;
       }
@@ -189,7 +198,7 @@ export function destinationForm({ onCreated, onSaved }) {
       if (!same) changes[key] = value;
     }
     if (Object.keys(changes).length === 0) throw refuse("changes", "nothing changed");
-    await patch(`/v1/admin/destinations/${seg(editing.name)}`, changes);
+    await patch(destPath(editing.name, editing.tenant), changes);
     toast(`Saved ${editing.name}: ${Object.keys(changes).join(", ")}`);
     return true;
   }

@@ -2,7 +2,7 @@
 // pending, success rate and attempt latency, "rotating until" during a secret's overlap; add,
 // edit, pause, resume, remove, and the secret panel (rotate, reveal, expire the previous one).
 
-import { del, get, post, seg } from "./api.js";
+import { DEFAULT_TENANT, del, destPath, get, post, seg } from "./api.js";
 import { destinationForm } from "./destination_form.js";
 import { fmtCount, fmtDuration, fmtPercent, fmtTime, h, nowS, setChildren, table,
          toast } from "./dom.js";
@@ -27,9 +27,21 @@ export function stateOf(d) {
   return { label: "active", cls: "ok" };
 }
 
-/** The destinations page; every action goes through the admin API. */
-export function destinationsView({ refreshNow }) {
+/** The destinations page (`#/destinations?tenant=ID` shows one tenant's); every action goes
+ * through the admin API, naming the destination's tenant. */
+export function destinationsView({ params, refreshNow }) {
+  const tenantFilter = params?.get("tenant") ?? "";
   const body = h("div", { id: "destinations" });
+  const tenantInput = h("input", { id: "destinations-tenant", name: "tenant", size: 14,
+                                   placeholder: "every tenant", value: tenantFilter });
+  const filterForm = h("form", { class: "toolbar", id: "destinations-filter",
+                                 autocomplete: "off", onsubmit: (e) => {
+    e.preventDefault();
+    const tenant = tenantInput.value.trim();
+    location.hash = tenant ? `#/destinations?tenant=${seg(tenant)}` : "#/destinations";
+  } },
+    h("label", { for: "destinations-tenant" }, "Tenant"), tenantInput,
+    h("button", { type: "submit", id: "destinations-filter-apply" }, "Filter"));
   const secretPanel = h("div", { class: "panel notice", id: "destination-secret", hidden: true });
   const confirmBox = h("div", { class: "confirm", id: "destination-confirm", hidden: true });
   const form = destinationForm({
@@ -50,10 +62,11 @@ export function destinationsView({ refreshNow }) {
       "Success and latency: attempts started in the last 15 minutes (nearest-rank ",
       "percentiles of their durations). A paused destination gets no request and its jobs ",
       "wait uncharged."),
-    secretPanel, form.root, secrets.root, confirmBox, body);
+    filterForm, secretPanel, form.root, secrets.root, confirmBox, body);
 
-  async function act(name, paused) {
-    const path = `/v1/admin/destinations/${seg(name)}/${paused ? "resume" : "pause"}`;
+  async function act(d, paused) {
+    const name = d.name;
+    const path = destPath(name, d.tenant, paused ? "/resume" : "/pause");
     try {
       await post(path, paused ? {} : { reason: PAUSE_REASON });
       toast(`${name} ${paused ? "resumed" : "paused"}`);
@@ -63,17 +76,19 @@ export function destinationsView({ refreshNow }) {
     await refreshNow();
   }
 
-  async function openSecret(name) {
+  async function openSecret(d) {
+    const name = d.name;
     try {
-      await secrets.open(name);
+      await secrets.open(name, d.tenant);
     } catch (err) {
       toast(`${name}: ${err.message}`, "error");
     }
   }
 
-  async function edit(name) {
+  async function edit(d) {
+    const name = d.name;
     try {
-      await form.openEdit(name);
+      await form.openEdit(name, d.tenant);
     } catch (err) {
       toast(`${name}: ${err.message}`, "error");
     }
@@ -88,7 +103,7 @@ export function destinationsView({ refreshNow }) {
             "stay listed until retention removes them.",
       action: `Remove ${d.name}`,
       run: async () => {
-        const out = await del(`/v1/admin/destinations/${seg(d.name)}`);
+        const out = await del(destPath(d.name, d.tenant));
         toast(`Removed ${d.name}; ${fmtCount(out.jobs_ended)} unfinished ` +
               `job${out.jobs_ended === 1 ? "" : "s"} ended dead`);
         await refreshNow();
@@ -98,13 +113,17 @@ export function destinationsView({ refreshNow }) {
 
   function row(d, stored) {
     const state = stateOf(d);
+    const ofTenant = d.tenant === DEFAULT_TENANT ? "" : `&tenant=${seg(d.tenant)}`;
     const deadCell = d.dead > 0
-      ? h("a", { href: `#/dead?destination=${seg(d.name)}` }, fmtCount(d.dead))
+      ? h("a", { href: `#/dead?destination=${seg(d.name)}${ofTenant}` }, fmtCount(d.dead))
       : "0";
     const rate = d.latency_samples > 0 ? d.delivered_samples / d.latency_samples : null;
-    return h("tr", { "data-destination": d.name },
+    return h("tr", { "data-destination": d.name, "data-tenant": d.tenant },
       h("td", { class: "name" },
-        h("a", { href: `#/events?destination=${seg(d.name)}`, title: "its events" }, d.name)),
+        h("a", { href: `#/events?destination=${seg(d.name)}${ofTenant}`, title: "its events" },
+          d.name)),
+      h("td", { "data-col": "tenant" },
+        h("a", { href: `#/tenants?prefix=${seg(d.tenant)}`, title: "the tenant" }, d.tenant)),
       h("td", { "data-col": "state" },
         h("span", { class: `badge ${state.cls}`, title: state.title }, state.label),
         rotating(stored)
@@ -128,31 +147,37 @@ export function destinationsView({ refreshNow }) {
       h("td", { class: "actions" },
         h("button", { type: "button", class: d.paused ? "primary" : "",
                       "data-action": d.paused ? "resume" : "pause",
-                      onclick: () => act(d.name, d.paused) },
+                      onclick: () => act(d, d.paused) },
           d.paused ? "Resume" : "Pause"),
-        h("button", { type: "button", "data-action": "edit", onclick: () => edit(d.name) },
+        h("button", { type: "button", "data-action": "edit", onclick: () => edit(d) },
           "Edit"),
-        h("button", { type: "button", "data-action": "secret", onclick: () => openSecret(d.name) },
+        h("button", { type: "button", "data-action": "secret", onclick: () => openSecret(d) },
           "Secret"),
         h("button", { type: "button", class: "danger-text", "data-action": "remove",
                       onclick: () => askRemove(d) }, "Remove")));
   }
 
   async function refresh() {
-    const [rows, destinations] = await Promise.all([
+    const [allRows, destinations] = await Promise.all([
       get(`/v1/admin/destination-stats?window=${WINDOW}`),
       get("/v1/admin/destinations"),
     ]);
-    const byName = new Map(destinations.map((d) => [d.name, d]));
+    const key = (d) => `${d.tenant}/${d.name}`;  // names are unique within a tenant only
+    const byName = new Map(destinations.map((d) => [key(d), d]));
+    const rows = tenantFilter ? allRows.filter((d) => d.tenant === tenantFilter) : allRows;
+    if (rows.length === 0 && tenantFilter) {
+      setChildren(body, h("p", { class: "empty" }, `Tenant ${tenantFilter} has no destinations.`));
+      return;
+    }
     if (rows.length === 0) {
       setChildren(body, h("p", { class: "empty" },
         "No destinations yet: Add destination, or hookline destinations add NAME URL."));
       return;
     }
     setChildren(body, table(
-      ["Name", "State", "In flight", "Pending", "Oldest due", "Dead", "Failing streak",
+      ["Name", "Tenant", "State", "In flight", "Pending", "Oldest due", "Dead", "Failing streak",
        "Success", "p50", "p99", ""],
-      rows.map((d) => row(d, byName.get(d.name))), { class: "grid-table" }));
+      rows.map((d) => row(d, byName.get(key(d)))), { class: "grid-table" }));
   }
 
   return { title: "Destinations", root, refresh };

@@ -1,4 +1,4 @@
-// Events (`#/events?destination=&status=&type=&since=&until=&before=&limit=`): newest first,
+// Events (`#/events?tenant=&destination=&status=&type=&since=&until=&before=&limit=`): newest first,
 // each with its jobs, filtered and paged by the admin API (`next_before`); a search box for one
 // event; and resend / retry now of a destination's matching jobs. The filters live in the
 // address, so a filtered page can be linked and reloaded.
@@ -9,7 +9,7 @@ import { eventView, searchForm, statusBadge } from "./event.js";
 import { due, h, jobLink, setChildren, table, when } from "./dom.js";
 
 const PAGE = 50;
-const FILTERS = ["destination", "status", "type", "since", "until"];
+const FILTERS = ["tenant", "destination", "status", "type", "since", "until"];
 const STATUSES = ["pending", "running", "done", "dead"];
 
 /** `#/events` lists events; `#/events/REF` shows one. */
@@ -31,6 +31,8 @@ function eventListView({ params, refreshNow }) {
   let known = [];
 
   const inputs = {
+    tenant: h("input", { id: "events-tenant", name: "tenant", size: 12,
+                         placeholder: "any tenant" }),
     destination: h("select", { id: "events-destination", name: "destination" }),
     status: h("select", { id: "events-status", name: "status" },
       h("option", { value: "" }, "any status"),
@@ -40,7 +42,7 @@ function eventListView({ params, refreshNow }) {
     until: h("input", { id: "events-until", name: "until", size: 12, placeholder: "now" }),
   };
   for (const key of FILTERS) inputs[key].value = filters[key];
-  const labels = { destination: "Destination", status: "Job status", type: "Type",
+  const labels = { tenant: "Tenant", destination: "Destination", status: "Job status", type: "Type",
                    since: "Since", until: "Until" };
   const form = h("form", { class: "toolbar", id: "events-filters", autocomplete: "off",
                            onsubmit: (event) => {
@@ -75,7 +77,7 @@ function eventListView({ params, refreshNow }) {
     h("div", { class: "toolbar" }, newest, older, pageNote));
 
   function syncDestinations(destinations) {
-    const names = destinations.map((d) => d.name);
+    const names = [...new Set(destinations.map((d) => d.name))];  // one per name
     if (filters.destination && !names.includes(filters.destination)) names.push(filters.destination);
     if (names.join("\n") === known.join("\n")) return;
     known = names;
@@ -109,7 +111,9 @@ function eventListView({ params, refreshNow }) {
     let destinations;
     try {
       [destinations, page] = await Promise.all([
-        get("/v1/admin/destinations"), get(`/v1/admin/events?${query}`)]);
+        get(filters.tenant ? `/v1/admin/destinations?tenant=${encodeURIComponent(filters.tenant)}`
+          : "/v1/admin/destinations"),
+        get(`/v1/admin/events?${query}`)]);
     } catch (err) {
       if (err instanceof ApiError && err.status === 400) {
         setChildren(list, h("p", { class: "error", id: "events-error", role: "alert" },

@@ -3,7 +3,7 @@
 // expire the previous one early. Every call goes through the admin API's secret routes; a
 // secret is shown as text until dismissed and is never kept anywhere else.
 
-import { ApiError, get, post, seg } from "./api.js";
+import { ApiError, DEFAULT_TENANT, destPath, get, post } from "./api.js";
 import { fmtAgo, fmtTime, h, nowS, setChildren, toast } from "./dom.js";
 import { clearError, confirmPanel, field, showError } from "./forms.js";
 
@@ -74,6 +74,7 @@ export function secretPanel({ onChanged }) {
       "secret itself never is."),
     confirmBox, shown);
   let name = null;
+  let tenant = DEFAULT_TENANT;
 
   function close() {
     root.hidden = true;
@@ -111,13 +112,14 @@ export function secretPanel({ onChanged }) {
   }
 
   async function load() {
-    const d = await get(`/v1/admin/destinations/${seg(name)}`);
+    const d = await get(destPath(name, tenant));
     showState(d);
     return d;
   }
 
-  async function open(destination) {
+  async function open(destination, ofTenant = DEFAULT_TENANT) {
     name = destination;
+    tenant = ofTenant;
     title.textContent = `Secret of ${destination}`;
     inputs.secret.value = "";
     inputs.overlap.value = "";
@@ -138,7 +140,7 @@ export function secretPanel({ onChanged }) {
       if (pasted) body.secret = pasted;
       const overlap = overlapSeconds(inputs.overlap.value);
       if (overlap !== undefined) body.overlap_s = overlap;
-      const out = await post(`/v1/admin/destinations/${seg(name)}/rotate-secret`, body);
+      const out = await post(destPath(name, tenant, "/rotate-secret"), body);
       inputs.secret.value = "";
       const until = out.previous_secret_until;
       showSecret("new-secret",
@@ -160,7 +162,7 @@ export function secretPanel({ onChanged }) {
 
   async function reveal() {
     try {
-      const out = await get(`/v1/admin/destinations/${seg(name)}/secret`);
+      const out = await get(destPath(name, tenant, "/secret"));
       showSecret("revealed-secret",
         `The current secret of ${out.name}. This reveal was written to the audit log ` +
         "(secret_revealed, actor dashboard).", out.secret, null);
@@ -171,6 +173,7 @@ export function secretPanel({ onChanged }) {
 
   function askExpire() {
     const target = name;
+    const targetTenant = tenant;
     confirmPanel(confirmBox, {
       id: "expire",
       text: `Expire the previous secret of ${target} now? From the next attempt only the ` +
@@ -178,7 +181,7 @@ export function secretPanel({ onChanged }) {
             "every request.",
       action: "Expire previous secret",
       run: async () => {
-        const out = await post(`/v1/admin/destinations/${seg(target)}/expire-previous-secret`);
+        const out = await post(destPath(target, targetTenant, "/expire-previous-secret"));
         toast(out.expired ? `The previous secret of ${target} signs no more`
           : `${target} had no previous secret signing`);
         if (name === target) await load();

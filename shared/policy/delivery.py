@@ -11,7 +11,7 @@
   the poison-job quarantine on top (a takeover is claimed alone, or skipped and reported).
 - :func:`late_slots`: how many of a worker's slots late retries may hold (reserved capacity).
 - :func:`destination_slots`: how many of a worker's slots one destination may hold (fair
-  share), whatever its max_in_flight.
+  share), whatever its max_in_flight; :func:`tenant_slots` the same for one tenant.
 - :func:`effective_timeout_s`: a destination's attempt timeout, kept below the lease.
 - :func:`unsendable_header`: a request header that cannot go on the wire (the job fails
   permanently instead of retrying what can never be sent).
@@ -111,16 +111,21 @@ def rate_limit_allows(next_send_at: float, now_s: float, rate_per_s: float | Non
 def choose_claims(candidates: Sequence[tuple[bool, float, int, int]], *, limit: int,
                   max_late: int | None, rates: Mapping[int, tuple[float, float]],
                   now_s: float, per_destination: int | None = None,
-                  held: Mapping[int, int] | None = None) -> tuple[list[int], dict[int, float]]:
+                  held: Mapping[int, int] | None = None,
+                  tenants: Mapping[int, str] | None = None, per_tenant: int | None = None,
+                  held_tenants: Mapping[str, int] | None = None
+                  ) -> tuple[list[int], dict[int, float]]:
     """Which of the due jobs one claim takes.
 
     Args:
         candidates: (late retry?, due since in unix seconds, job id, destination id) of every
             due job offered (each destination offers at most its free slots, oldest first).
-            Fresh work comes before late retries; within each, destinations take turns
-            (each one's oldest, then each one's second oldest, ...; older first within a
-            turn), so a destination recovering from an outage with a deep backlog of
-            never-tried jobs cannot delay everybody else's fresh events.
+            Fresh work comes before late retries; within each, tenants take turns (each
+            tenant's first job, then each one's second, ...), and within a tenant its
+            destinations take turns (each one's oldest, then each one's second oldest, ...;
+            older first within a turn), so neither a tenant with a deep backlog over many
+            destinations nor a destination recovering from an outage can delay everybody
+            else's fresh events.
         limit: most jobs to take.
         max_late: most late retries to take (None = no reservation).
         rates: destination id -> (rate_limit_per_s, next_send_at in unix seconds) for the
@@ -129,6 +134,11 @@ def choose_claims(candidates: Sequence[tuple[bool, float, int, int]], *, limit: 
         per_destination: most slots of the claiming worker one destination may hold (the
             fair share, :func:`destination_slots`); None = no cap.
         held: destination id -> slots of the claiming worker it holds already.
+        tenants: destination id -> its tenant, for the destinations offered; None (or a
+            destination missing from it): one tenant for all.
+        per_tenant: most slots of the claiming worker one tenant may hold (:func:`tenant_slots`);
+            None = no cap.
+        held_tenants: tenant -> slots of the claiming worker it holds already.
 
     Returns:
         (the chosen job ids in claim order, destination id -> its new next_send_at for each
@@ -138,18 +148,17 @@ def choose_claims(candidates: Sequence[tuple[bool, float, int, int]], *, limit: 
     next_send: dict[int, float] = {}
     late_taken = 0
     holding = dict(held or {})  # destination -> the worker's slots it holds, with this claim
-    turn: dict[tuple[bool, int], int] = {}  # (late?, destination) -> jobs it offered so far
-    ranked = []
-    for late, due_at, job_id, destination_id in sorted(candidates):
-        rank = turn.get((late, destination_id), 0)
-        turn[(late, destination_id)] = rank + 1
-        ranked.append((late, rank, due_at, job_id, destination_id))
-    for late, _, _, job_id, destination_id in sorted(ranked):
+    tenant_holding = dict(held_tenants or {})  # tenant -> the same
+    tenant_of = tenants or {}
+    for late, _, _, job_id, destination_id in _turns(candidates, tenant_of):
         if len(chosen) >= limit:
             break
         if late and max_late is not None and late_taken >= max_late:
             continue
         if per_destination is not None and holding.get(destination_id, 0) >= per_destination:
+            continue
+        tenant = tenant_of.get(destination_id, "")
+        if per_tenant is not None and tenant_holding.get(tenant, 0) >= per_tenant:
             continue
         if destination_id in rates:
             rate_per_s, next_send_at = rates[destination_id]
@@ -160,12 +169,41 @@ def choose_claims(candidates: Sequence[tuple[bool, float, int, int]], *, limit: 
         chosen.append(job_id)
         late_taken += late
         holding[destination_id] = holding.get(destination_id, 0) + 1
+        tenant_holding[tenant] = tenant_holding.get(tenant, 0) + 1
     return chosen, next_send
+
+
+def _turns(candidates: Sequence[tuple[bool, float, int, int]], tenant_of: Mapping[int, str]
+           ) -> list[tuple[bool, int, int, int, int]]:
+    """The candidates in claim order (see :func:`choose_claims`), each as (late?, tenant turn,
+    destination turn, job id, destination id)."""
+    destination_turn: dict[tuple[bool, int], int] = {}  # (late?, destination) -> offered so far
+    by_destination = []
+    for late, due_at, job_id, destination_id in sorted(candidates):
+        rank = destination_turn.get((late, destination_id), 0)
+        destination_turn[(late, destination_id)] = rank + 1
+        by_destination.append((late, rank, due_at, job_id, destination_id))
+    by_destination.sort()
+    if not tenant_of:  # one tenant: its order is the destinations' turns
+        return [(late, rank, rank, job_id, destination_id)
+                for late, rank, _, job_id, destination_id in by_destination]
+    tenant_turn: dict[tuple[bool, str], int] = {}  # (late?, tenant) -> its jobs so far
+    ranked = []
+    for late, rank, due_at, job_id, destination_id in by_destination:
+        key = (late, tenant_of.get(destination_id, ""))
+        turn = tenant_turn.get(key, 0)
+        tenant_turn[key] = turn + 1
+        ranked.append((late, turn, rank, due_at, job_id, destination_id))
+    ranked.sort()
+    return [(late, turn, rank, job_id, destination_id)
+            for late, turn, rank, _, job_id, destination_id in ranked]
 
 
 def choose_with_takeovers(candidates: Sequence[tuple[bool, float, int, int]],
                           takeovers: Collection[int], request: ClaimRequest, *,
-                          rates: Mapping[int, tuple[float, float]], now_s: float
+                          rates: Mapping[int, tuple[float, float]], now_s: float,
+                          tenants: Mapping[int, str] | None = None,
+                          per_tenant: int | None = None
                           ) -> tuple[list[int], dict[int, float], bool]:
     """Which of the due jobs one claim takes when some would be taken over (their last
     worker was lost with them, maybe killed by them: a poison job).
@@ -181,6 +219,9 @@ def choose_with_takeovers(candidates: Sequence[tuple[bool, float, int, int]],
         request: the claim (limit, late-retry reservation, fair share, may_take_over).
         rates: as :func:`choose_claims` takes them.
         now_s: unix seconds.
+        tenants: destination id -> tenant, as :func:`choose_claims` takes it.
+        per_tenant: the tenant cap in force (the request's `per_tenant` when destinations of
+            more than one tenant exist, else None).
 
     Returns:
         (the chosen job ids, the destinations' new next_send_at as :func:`choose_claims`
@@ -190,7 +231,8 @@ def choose_with_takeovers(candidates: Sequence[tuple[bool, float, int, int]],
                ) -> tuple[list[int], dict[int, float]]:
         return choose_claims(offered, limit=limit, max_late=request.max_late, rates=rates,
                              now_s=now_s, per_destination=request.per_destination,
-                             held=request.held)
+                             held=request.held, tenants=tenants, per_tenant=per_tenant,
+                             held_tenants=request.held_tenants)
 
     if request.may_take_over:
         for job_id in sorted(takeovers):
@@ -220,6 +262,17 @@ def destination_slots(concurrency: int, share: float) -> int:
     Strict, even when the other slots are idle: a destination that starts hanging holds at
     most this many slots until its attempts time out, so the rest always serve the others
     at once. A destination alone still gets this share of every worker process."""
+    return max(1, math.ceil(concurrency * share - 1e-9))
+
+
+def tenant_slots(concurrency: int, share: float) -> int:
+    """Slots of a worker with `concurrency` slots that one tenant may hold while destinations
+    of more than one tenant exist: ceil(concurrency * share), at least 1.
+
+    Strict like :func:`destination_slots`: a tenant whose endpoints all hang holds at most
+    this many slots, so every other tenant's events find free slots at once. It does not
+    apply while a single tenant has destinations (an installation without tenants keeps every
+    slot)."""
     return max(1, math.ceil(concurrency * share - 1e-9))
 
 

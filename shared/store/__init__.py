@@ -18,13 +18,13 @@ from typing import Any, Protocol
 
 from hookline.shared.endpoint_models import Destination, Source
 from hookline.shared.models import (
-    Accepted,
+    DEFAULT_TENANT,
     AttemptResult,
     Claim,
     ClaimRequest,
-    Duplicate,
     NewEvent,
     Outcome,
+    StoreResult,
 )
 from hookline.shared.operator_models import (
     BulkResult,
@@ -58,6 +58,9 @@ from hookline.shared.store.factory import (
     store_for,
 )
 from hookline.shared.store.health import StoreHealth
+from hookline.shared.store.tenant_reads_tx import DestinationStats, TenantTokenState, TestDelivery
+from hookline.shared.store.tenants_tx import TenantRemoval
+from hookline.shared.tenant_models import Tenant, TenantFields
 from hookline.shared.timeparse import InstantSpec
 
 __all__ = [
@@ -89,13 +92,17 @@ class Store(Protocol):
             StoreError: the database cannot be reached.
         """
 
-    async def add_events(self, events: Sequence[NewEvent]) -> list[Accepted | Duplicate]:
-        """Store events and fan each out to one job per live subscribed destination.
+    async def add_events(self, events: Sequence[NewEvent], *,
+                         create_tenants: bool = False) -> list[StoreResult]:
+        """Store events and fan each out to one job per live subscribed destination of its
+        tenant (the subscription index: see shared/store/ingest_tx.py).
 
         All of `events` commit in ONE transaction (group commit): when this returns, every
         Accepted event and its jobs are durable; when it raises, none of them is stored.
-        An event whose (source, source_event_id) already exists, or repeats earlier in the
-        batch, is a Duplicate and creates nothing. Workers are woken after the commit.
+        An event whose (tenant, source, source_event_id) already exists, or repeats earlier
+        in the batch, is a Duplicate and creates nothing. An event whose tenant does not
+        exist (unless `create_tenants`: then it is created with defaults) or is disabled is
+        TenantRefused and stores nothing. Workers are woken after the commit.
 
         Raises:
             StoreBusy: the write lock stayed taken past the busy timeout.
@@ -114,21 +121,26 @@ class Store(Protocol):
             StoreBusy: the write lock stayed taken past the busy timeout.
         """
 
-    async def add_event(self, event: NewEvent) -> Accepted | Duplicate:
+    async def add_event(self, event: NewEvent, *, create_tenants: bool = False) -> StoreResult:
         """One event in its own transaction; see :meth:`add_events`."""
 
     async def claim(self, worker: str, limit: int, lease_s: float,
                     max_attempts: int, *, late_after: int | None = None,
                     max_late: int | None = None, per_destination: int | None = None,
                     held: Mapping[int, int] | None = None,
-                    may_take_over: bool = True) -> list[Claim]:
+                    may_take_over: bool = True, per_tenant: int | None = None,
+                    held_tenants: Mapping[str, int] | None = None) -> list[Claim]:
         """Atomically take up to `limit` due jobs under fresh leases of `lease_s` seconds.
 
         Delivery policy (migration 003): jobs that already made `late_after` or more attempts
         are late retries; they are claimed after every other due job and at most `max_late`
         of them (None = no reservation). Fair share: no destination ends up holding more
         than `per_destination` of this worker's slots, counting the `held` ones (destination
-        id -> slots it holds already; None = no cap). An `ordered` destination yields only its
+        id -> slots it holds already; None = no cap). Tenants take turns (each tenant's
+        first due job, then each one's second, ...; within a tenant its destinations take
+        turns), and while live destinations of more than one tenant exist no tenant ends up
+        holding more than `per_tenant` of this worker's slots, counting `held_tenants` (tenant
+        -> slots it holds already; None = no cap). An `ordered` destination yields only its
         oldest unfinished job (by id), and only when that job is due (pending and run_at passed,
         or running with an expired lease), so it never has two in flight. A destination with
         `rate_limit_per_s` yields a job only while its GCRA allows one (see
@@ -206,25 +218,30 @@ class Store(Protocol):
                               headers: Mapping[str, str] | None = None,
                               timeout_s: float | None = None,
                               rate_limit_per_s: float | None = None,
-                              ordered: bool = False) -> Destination:
-        """Register a destination; `headers` are its custom request headers (see
+                              ordered: bool = False,
+                              tenant: str = DEFAULT_TENANT) -> Destination:
+        """Register a destination of `tenant` (names are unique within a tenant); `headers`
+        are its custom request headers (see
         :func:`hookline.shared.policy.rules.headers`); `timeout_s` (seconds) and `rate_limit_per_s`
         override the attempt timeout and limit its request rate (None: no override, no
         limit); `ordered` sends its jobs one at a time, oldest first. Every field is checked by
         :func:`hookline.shared.policy.rules.new_destination` first. Raises InvalidSetting (a
-        ConfigError) for an invalid field, Conflict when a live destination has that name."""
+        ConfigError) for an invalid field, Conflict when a live destination of the tenant has
+        that name or the tenant has its `max_destinations`, NotFound for an unknown tenant."""
 
-    async def list_destinations(self) -> list[Destination]:
-        """Live destinations in creation order."""
+    async def list_destinations(self, tenant: str | None = None) -> list[Destination]:
+        """Live destinations in creation order (of `tenant` only, unless None)."""
 
-    async def get_destination(self, name: str) -> Destination:
-        """One destination by name. Raises NotFound."""
+    async def get_destination(self, name: str, *, tenant: str = DEFAULT_TENANT) -> Destination:
+        """One destination of `tenant` by name. Raises NotFound."""
 
-    async def set_paused(self, name: str, paused: bool, reason: str | None = None) -> None:
+    async def set_paused(self, name: str, paused: bool, reason: str | None = None, *,
+                         tenant: str = DEFAULT_TENANT) -> None:
         """Pause (no claims, no charges) or resume a destination; resuming also resets its
         failure run (circuit breaker). Raises NotFound."""
 
-    async def rotate_secret(self, name: str, new_secret: str, overlap_s: float) -> Destination:
+    async def rotate_secret(self, name: str, new_secret: str, overlap_s: float, *,
+                            tenant: str = DEFAULT_TENANT) -> Destination:
         """Make `new_secret` the destination's secret; the old one stays active (both
         signatures are sent, new first) for `overlap_s` seconds from now.
 
@@ -235,7 +252,8 @@ class Store(Protocol):
                 :data:`hookline.shared.policy.rules.MAX_ROTATION_OVERLAP_S` (field "overlap_s").
         """
 
-    async def expire_previous_secret(self, name: str) -> tuple[Destination, bool]:
+    async def expire_previous_secret(self, name: str, *,
+                                     tenant: str = DEFAULT_TENANT) -> tuple[Destination, bool]:
         """End a rotation's overlap now: the previous secret is forgotten, and every claim
         from now on signs with the current secret only (a request already in flight keeps
         the signatures it was sent with).
@@ -325,7 +343,8 @@ class Store(Protocol):
 
     # -- operator controls ------------------------------------------------------------------
 
-    async def update_destination(self, name: str, **changes: Any) -> Destination:
+    async def update_destination(self, name: str, *, tenant: str = DEFAULT_TENANT,
+                                 **changes: Any) -> Destination:
         """Change settings of a live destination; returns it as stored afterwards.
 
         Args:
@@ -340,25 +359,27 @@ class Store(Protocol):
             NotFound: no live destination has that name.
         """
 
-    async def remove_destination(self, name: str) -> int:
+    async def remove_destination(self, name: str, *, tenant: str = DEFAULT_TENANT) -> int:
         """Soft-delete a destination: it stops receiving new events, its row stays for history
         under the name `NAME~removed-ID` (so NAME can be reused), and its pending and running
         jobs become dead with the error "destination removed" (a running attempt's finish is
         then fenced out). Returns how many jobs were ended. Raises NotFound."""
 
     async def list_dead(self, destination: str | None = None, since_s: float | None = None,
-                        limit: int = 100) -> list[DeadLetter]:
+                        limit: int = 100, *, tenant: str | None = None) -> list[DeadLetter]:
         """Dead jobs, most recently dead first, with their last error and whether each can be
         replayed (else why not); optionally only those of one destination and/or dead at or
-        after `since_s` (unix seconds)."""
+        after `since_s` (unix seconds), and of one tenant's destinations (a `destination`
+        name means the default tenant's unless `tenant` is given)."""
 
     async def replay(self, *, job_id: int | None = None, all_dead: bool = False,
                      destination: str | None = None, since_s: float | None = None,
-                     dry_run: bool = False) -> int:
+                     dry_run: bool = False, tenant: str | None = None) -> int:
         """Return dead jobs to pending (attempts = 0, due now) and wake workers.
 
         Select one job (`job_id`) or every dead job (`all_dead`), narrowed by `destination`
-        and `since_s` (dead at or after, unix seconds). The event row is untouched, so the
+        (of `tenant`, default the default tenant's), `tenant` and `since_s` (dead at or
+        after, unix seconds). The event row is untouched, so the
         redelivery carries the same webhook-id and body bytes. Dead jobs of removed
         destinations and of purged events are skipped in bulk. Returns how many jobs were (or,
         with `dry_run`, would be) replayed.
@@ -385,17 +406,21 @@ class Store(Protocol):
             ConfigError: the cutoffs are not ordered dedupe <= metadata <= bodies.
         """
 
-    async def get_job(self, job_id: int) -> JobStory:
-        """One job with its event facts and attempts. Raises NotFound."""
+    async def get_job(self, job_id: int, *, tenant: str | None = None) -> JobStory:
+        """One job with its event facts and attempts; with `tenant`, only a job of that
+        tenant's destinations (read by a query that takes the tenant). Raises NotFound."""
 
     # -- finding events, resending, retrying now --------------------------------------------
 
-    async def find_event(self, ref: str, source: str | None = None) -> EventMatch:
+    async def find_event(self, ref: str, source: str | None = None, *,
+                         tenant: str | None = None) -> EventMatch:
         """One event and its jobs by a reference
         (:func:`hookline.shared.operator_models.parse_event_ref`): with `source`, `ref` is the
-        sender's id in that source; otherwise a whole number is tried as the internal id, a `msg_`
-        text as the webhook-id, then either as the sender's id in source `api`. The answer says
-        which matched.
+        sender's id in that source; otherwise a whole number is tried as the internal id, a
+        `msg_` text as the webhook-id, then either as the sender's id in source `api`. The
+        answer says which matched. With `tenant`, only that tenant's events are looked at (in
+        the query); without, internal ids and webhook-ids of every tenant, and senders' ids
+        (which repeat across tenants) in the default tenant.
 
         Raises:
             ConfigError: `ref` or `source` is empty or too long.
@@ -404,8 +429,9 @@ class Store(Protocol):
 
     async def list_events(self, flt: EventFilter) -> list[EventRecord]:
         """Events newest first (by id), each with its jobs, filtered by `flt` (a job's
-        destination and/or status, the event's type, received time); page with
-        `flt.before_id` = the last id of the previous page.
+        destination and/or status, the event's tenant and type, received time); page with
+        `flt.before_id` = the last id of the previous page. `flt.tenant` reads that tenant's
+        events only (a parameter of the query).
 
         Raises:
             ConfigError: an unknown status, or a limit outside 1..10000.
@@ -417,7 +443,8 @@ class Store(Protocol):
         row is untouched, so the receiver gets the same webhook-id and body bytes. Workers
         are woken after the commit; a paused destination's resent jobs wait for its resume.
         In bulk (a destination, narrowed by status and creation time) jobs of removed
-        destinations and of events whose body was purged are skipped.
+        destinations and of events whose body was purged are skipped. `selection.tenant`
+        takes jobs of that tenant's destinations only (a parameter of the queries).
 
         Raises:
             ConfigError: an invalid selection (:meth:`JobSelection.check`).
@@ -504,6 +531,74 @@ class Store(Protocol):
         """
 
     # -- inbound sources --------------------------------------------------------------------
+
+    # -- tenants ---------------------------------------------------------------------------
+
+    async def put_tenant(self, tenant: str, fields: TenantFields) -> tuple[Tenant, bool]:
+        """Create the tenant, or change the fields given (None: unchanged).
+
+        Returns:
+            The tenant as stored, and whether it was created.
+
+        Raises:
+            InvalidInput: a bad or reserved id (field "id").
+        """
+
+    async def get_tenant(self, tenant: str) -> Tenant:
+        """One tenant by id. Raises NotFound."""
+
+    async def list_tenants(self, *, after: str | None = None, prefix: str | None = None,
+                           limit: int = 100) -> list[Tenant]:
+        """Tenants in id order after `after` (keyset paging), those whose id starts with
+        `prefix` only when given; at most `limit` (1 to 1000, else InvalidInput)."""
+
+    async def delete_tenant(self, tenant: str, *, dry_run: bool = False) -> TenantRemoval:
+        """Delete a tenant: its live destinations are removed (their unfinished jobs end dead,
+        their history stays until retention) and the tenant is forgotten. `dry_run` only
+        counts. Raises NotFound, or Conflict for the default tenant."""
+
+    async def tenant_destination_counts(self, tenants: Sequence[str]) -> dict[str, int]:
+        """Live destinations of each of `tenants` (0 for one without any or unknown): one
+        indexed read over their id range (a page of :meth:`list_tenants`)."""
+
+    async def revoke_tenant_tokens(self, tenant: str) -> Tenant:
+        """Raise the tenant's token epoch: every token minted before stops working.
+        Raises NotFound."""
+
+    # -- the tenant API (shared/store/tenant_reads_tx.py) -------------------------------------
+
+    async def token_signing_key(self, purpose: str) -> bytes:
+        """The database's signing key for `purpose` (`tenant_tokens`), made on first use:
+        every process and host of the database gets the same key (a race to make it is won
+        by one insert, which every racer then reads). 32 random bytes.
+
+        Raises:
+            StoreError: the database cannot be reached.
+        """
+
+    async def tenant_token_state(self, tenant: str) -> TenantTokenState:
+        """The store's time now and whether `tenant` exists, is disabled, and its token
+        epoch: what a tenant token is checked against, in one read."""
+
+    async def list_tenant_jobs(self, tenant: str, *, destination: str | None = None,
+                               status: str | None = None, before_id: int | None = None,
+                               limit: int = 100) -> list[Job]:
+        """Jobs of `tenant`'s destinations (removed ones included), newest first; optionally
+        of one destination (by name) and/or status, and with ids below `before_id` (keyset
+        paging)."""
+
+    async def destination_stats(self, name: str, *, tenant: str,
+                                window_s: float) -> DestinationStats:
+        """One destination of `tenant`: its jobs now and its attempts over the last
+        `window_s` seconds (success rate, p50/p99 duration, last failure). Raises NotFound."""
+
+    async def send_test_event(self, name: str, *, tenant: str) -> TestDelivery:
+        """Store a `hookline.test` event for `tenant` and one job for its destination `name`
+        only (no fan-out), in one transaction, and wake workers. Raises NotFound."""
+
+    async def tenant_event_types(self, tenant: str) -> list[str]:
+        """The event types of `tenant`'s newest events and its destinations' subscription
+        patterns, sorted, each once (what the portal's picker offers)."""
 
     async def add_source(self, *, name: str, scheme: str, secret: str) -> Source:
         """Register an inbound source (`POST /v1/sources/{name}`).

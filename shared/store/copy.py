@@ -1,10 +1,13 @@
 """Copy a SQLite hookline database into an empty PostgreSQL one (`hookline migrate-store`).
 
-Everything moves with its ids: destinations, sources (when the table exists), events with
-their exact body bytes, jobs in every state (pending, running with their leases, done, dead)
-and attempts; the PostgreSQL id sequences are then moved past the copied ids. Both schemas are
-migrated to the newest version first, so their columns line up; a column only one side has is
-left to its default. The copy reads one SQLite snapshot and writes in ONE PostgreSQL
+Everything moves with its ids: tenants (the target's own `_default` row, made by its
+migration, is replaced by the source's), destinations, sources (when the table exists),
+events with their exact body bytes, jobs in every state (pending, running with their leases,
+done, dead) and attempts; the PostgreSQL id sequences are then moved past the copied ids.
+Both schemas are migrated to the newest version first, so their columns line up; a column
+only one side has is left to its default. The subscription index
+(`destination_subscriptions`) is not copied: the target's trigger fills it as each
+destination row arrives. The copy reads one SQLite snapshot and writes in ONE PostgreSQL
 transaction: it lands whole or not at all. Stop the service first: jobs claimed in SQLite
 after the snapshot would not be copied.
 """
@@ -22,7 +25,14 @@ from hookline.shared.store.postgres import PostgresStore
 from hookline.shared.store.sqlite import SqliteStore
 
 # Parents before children (foreign keys); tables missing on either side are skipped.
-TABLES = ("destinations", "sources", "events", "jobs", "attempts")
+# metric_counts holds /metrics' maintained figures (counters that include what retention
+# purged cannot be counted again from the rows, so they are copied too).
+TABLES = ("tenants", "destinations", "sources", "events", "jobs", "attempts", "metric_counts")
+# Rows a freshly migrated target already holds (table -> the condition selecting them): they
+# do not make it "not empty", and the source's copies replace them.
+SEEDED = {"tenants": "id = '_default'", "metric_counts": "true"}
+ORDER = {"metric_counts": "family, destination_id, label"}
+"""The copy order of a table without an `id` (its primary key)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -79,9 +89,13 @@ async def _copy_all(source: sqlite3.Connection, conn: asyncpg.Connection) -> dic
         dst_columns.setdefault(r["table_name"], {})[r["column_name"]] = r["data_type"]
     tables = [t for t in TABLES if t in src_tables and t in dst_columns]
     for table in tables:
-        if await conn.fetchval(f"SELECT EXISTS (SELECT 1 FROM {table})"):  # noqa: S608  (table names from the fixed TABLES list)
+        others = f" WHERE NOT ({SEEDED[table]})" if table in SEEDED else ""
+        if await conn.fetchval(f"SELECT EXISTS (SELECT 1 FROM {table}{others})"):  # noqa: S608  (table names and conditions from the fixed TABLES and SEEDED)
             raise StoreError(f"the target already holds {table}; migrate-store copies into "
                              "an empty database only")
+    for table, seeded in SEEDED.items():
+        if table in tables:
+            await conn.execute(f"DELETE FROM {table} WHERE {seeded}")  # noqa: S608  (from the fixed SEEDED)
     copied: dict[str, int] = {}
     for table in tables:
         src_cols = [r[1] for r in source.execute(f"PRAGMA table_info({table})")]
@@ -89,10 +103,11 @@ async def _copy_all(source: sqlite3.Connection, conn: asyncpg.Connection) -> dic
         types = [dst_columns[table][c] for c in columns]
         records = [tuple(_convert(row[c], t) for c, t in zip(columns, types, strict=True))
                    for row in source.execute(
-                       f"SELECT {', '.join(columns)} FROM {table} ORDER BY id")]  # noqa: S608  (names from TABLES and the target's catalogue)
+                       f"SELECT {', '.join(columns)} FROM {table} "  # noqa: S608  (names from TABLES, ORDER and the target's catalogue)
+                       f"ORDER BY {ORDER.get(table, 'id')}")]
         if records:
             await conn.copy_records_to_table(table, records=records, columns=columns)
-        if "id" in columns:
+        if dst_columns[table].get("id") in ("integer", "bigint"):  # tenants' ids are text
             await conn.execute(
                 f"SELECT setval(pg_get_serial_sequence('{table}', 'id'), "  # noqa: S608  (table names from the fixed TABLES list)
                 f"coalesce((SELECT max(id) FROM {table}), 0) + 1, false)")

@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any, TypeVar
 
 from hookline.shared.errors import Conflict, NotFound
-from hookline.shared.models import FINISHED_STATUSES
+from hookline.shared.models import DEFAULT_TENANT, FINISHED_STATUSES
 from hookline.shared.operator_models import (
     SAMPLE_IDS,
     BulkResult,
@@ -17,9 +17,10 @@ from hookline.shared.operator_models import (
     EventRef,
     JobSelection,
     parse_event_ref,
+    scope_tenant,
 )
 from hookline.shared.store.metric_deltas import MetricDeltas
-from hookline.shared.store.ops import NOTIFY, Tx, one, rows
+from hookline.shared.store.ops import NOTIFY, Query, Tx, one, rows
 
 T = TypeVar("T")
 
@@ -32,9 +33,11 @@ class EventOperations:
         """Drive `tx` as one transaction (the backend's)."""
         raise NotImplementedError
 
-    async def find_event(self, ref: str, source: str | None = None) -> EventMatch:
+    async def find_event(self, ref: str, source: str | None = None, *,
+                         tenant: str | None = None) -> EventMatch:
         """See :meth:`hookline.shared.store.Store.find_event`."""
-        return await self._transact(find_event_tx(parse_event_ref(ref, source)), write=False)
+        return await self._transact(find_event_tx(parse_event_ref(ref, source), tenant),
+                                    write=False)
 
     async def list_events(self, flt: EventFilter) -> list[EventRecord]:
         """See :meth:`hookline.shared.store.Store.list_events`."""
@@ -51,18 +54,32 @@ class EventOperations:
                                     write=not dry_run)
 
 
-def find_event_tx(ref: EventRef) -> Tx[EventMatch]:
-    """The event `ref` names (its candidates in order), with its jobs. Raises NotFound."""
+def scoped(name: str, tenant: str | None, *, want: str = "all", **params: Any) -> Query:
+    """The named query over every tenant (`tenant` None: the operator's view), or its
+    `tenant_` twin, which takes `tenant` as a required SQL parameter and reads that tenant's
+    rows only (the tenant API's isolation is in the query, not a filter afterwards)."""
+    if tenant is None:
+        return Query(name, params, want=want)
+    return Query(f"tenant_{name}", {**params, "tenant": tenant}, want=want)
+
+
+def find_event_tx(ref: EventRef, tenant: str | None = None) -> Tx[EventMatch]:
+    """The event `ref` names (its candidates in order; of `tenant` only, unless None: then
+    internal and webhook ids of every tenant, a sender's id in the default tenant), with
+    its jobs. Raises NotFound."""
     found: Any = None
     matched: Any = None
     if ref.internal_id is not None:
-        found, matched = (yield one("find_event_by_id", event_id=ref.internal_id)), "id"
+        found = yield scoped("find_event_by_id", tenant, want="one", event_id=ref.internal_id)
+        matched = "id"
     if found is None and ref.message_id is not None:
-        found = yield one("find_event_by_message_id", message_id=ref.message_id)
+        found = yield scoped("find_event_by_message_id", tenant, want="one",
+                             message_id=ref.message_id)
         matched = "message_id"
     if found is None:
-        found = yield one("find_event_by_source_id", source=ref.source,
-                          source_event_id=ref.text)
+        # Sender's ids repeat across tenants: this one is always looked up within one.
+        found = yield one("find_event_by_source_id", tenant=tenant or DEFAULT_TENANT,
+                          source=ref.source, source_event_id=ref.text)
         matched = "source_event_id"
     if found is None:
         raise NotFound(f"no event with {ref.describe()}")
@@ -72,7 +89,8 @@ def find_event_tx(ref: EventRef) -> Tx[EventMatch]:
 
 def list_events_tx(flt: EventFilter) -> Tx[list[EventRecord]]:
     """Events newest first per `flt`, each with its jobs."""
-    found = yield rows("list_events", destination=flt.destination, status=flt.status,
+    found = yield rows("list_events", destination=flt.destination,
+                       tenant=scope_tenant(flt.destination, flt.tenant), status=flt.status,
                        type=flt.type, since=flt.since_s, until=flt.until_s,
                        before=flt.before_id, limit=flt.limit)
     if not found:
@@ -86,9 +104,11 @@ def list_events_tx(flt: EventFilter) -> Tx[list[EventRecord]]:
 def resend_tx(sel: JobSelection, dry_run: bool) -> Tx[BulkResult]:
     """Done or dead jobs back to pending, due now, with a fresh attempt budget."""
     if sel.job_id is not None:
-        check_resendable(sel.job_id, (yield one("replay_job_state", job_id=sel.job_id)))
+        check_resendable(sel.job_id, (yield scoped("replay_job_state", sel.tenant, want="one",
+                                                   job_id=sel.job_id)))
     found = yield rows(
         "resend_candidates", job_id=sel.job_id, destination=sel.destination,
+        tenant=scope_tenant(sel.destination, sel.tenant),
         status=sel.status, since=sel.since_s, until=sel.until_s, limit=sel.limit + 1)
     return (yield from _apply("resend_jobs", found, sel.limit, dry_run))
 
@@ -96,7 +116,7 @@ def resend_tx(sel: JobSelection, dry_run: bool) -> Tx[BulkResult]:
 def retry_now_tx(sel: JobSelection, dry_run: bool) -> Tx[BulkResult]:
     """Pending jobs not yet due become due now (their attempt count is kept)."""
     if sel.job_id is not None:
-        state = yield one("replay_job_state", job_id=sel.job_id)
+        state = yield scoped("replay_job_state", sel.tenant, want="one", job_id=sel.job_id)
         if state is None:
             raise NotFound(f"no job with id {sel.job_id}")
         if state["status"] != "pending":
@@ -106,6 +126,7 @@ def retry_now_tx(sel: JobSelection, dry_run: bool) -> Tx[BulkResult]:
                               else ""))
     found = yield rows(
         "retry_now_candidates", job_id=sel.job_id, destination=sel.destination,
+        tenant=scope_tenant(sel.destination, sel.tenant),
         since=sel.since_s, until=sel.until_s, limit=sel.limit + 1)
     return (yield from _apply("retry_now_jobs", found, sel.limit, dry_run))
 

@@ -1,53 +1,86 @@
 """Ingest's transaction, written once for both backends as a generator of
 :mod:`hookline.shared.store.ops` operations: a batch of events and the job of each subscribed
-destination, committed together (the store's `add_events` and `add_backlog`)."""
+destination, committed together (the store's `add_events` and `add_backlog`).
+
+Fan-out reads the subscription index (`destination_subscriptions`, kept in step with the
+destinations table by triggers inside the same database): an event of type `a.b.c` for tenant
+T reaches the live destinations of T subscribed to `a.b.c`, `a.b.*`, `a.*` or `*`. The lookup
+runs inside the transaction that stores the event, so a destination created, changed, paused
+or removed by a transaction that committed before it (on any host) is honoured exactly; its
+cost follows the destinations an event reaches, not the destinations that exist.
+"""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
+from typing import Any
 
-from hookline.shared.endpoint_models import subscribes
-from hookline.shared.models import Accepted, Duplicate, NewEvent
+from hookline.shared.models import (
+    DEFAULT_TENANT,
+    Accepted,
+    Duplicate,
+    NewEvent,
+    StoreResult,
+    TenantRefusal,
+    TenantRefused,
+)
 from hookline.shared.policy import forwarding
 from hookline.shared.signing import new_message_ids
 from hookline.shared.store.metric_deltas import MetricDeltas
-from hookline.shared.store.ops import BEGIN_WRITE, NOTIFY, NOW, Query, Rows, Tx, one
+from hookline.shared.store.ops import BEGIN_WRITE, NOTIFY, NOW, Query, Rows, Tx
+
+EventKey = tuple[str, str, str]
+"""(tenant, source, source event id): the idempotency key."""
 
 
-def add_events_tx(events: Sequence[NewEvent]) -> Tx[list[Accepted | Duplicate]]:
+def subscription_patterns(event_type: str) -> list[str]:
+    """The subscription patterns that match `event_type`: itself, `*`, and `prefix.*` for
+    every `.` in it (the rule of :func:`hookline.shared.endpoint_models.subscribes`)."""
+    patterns = [event_type, "*"]
+    patterns += [event_type[:i + 1] + "*" for i, c in enumerate(event_type) if c == "."]
+    return patterns
+
+
+def add_events_tx(events: Sequence[NewEvent], *,
+                  create_tenants: bool = False) -> Tx[list[StoreResult]]:
     """Insert a batch of events, then the jobs of all of them in one query; each event that is
-    new (not stored, nor earlier in the batch) is Accepted, the others Duplicate."""
+    new (not stored, nor earlier in the batch) is Accepted, the others Duplicate; an event for
+    a tenant that does not exist (unless `create_tenants`) or is disabled is TenantRefused."""
     if not events:
         return []
     now = yield NOW
     # The rows are built before the write lock is taken: SQLite has one writer for every
     # process, so ingest holds the lock only for the statements.
-    new_events = Rows(
-        ("message_id", "source", "source_event_id", "type", "body", "forwarded_headers"),
-        [(message_id, e.source, e.source_event_id, e.type, e.body,
-          forwarding.encode(e.forwarded_headers))
-         for message_id, e in zip(new_message_ids(len(events), now), events, strict=True)])
+    event_rows = [(message_id, e.tenant, e.source, e.source_event_id, e.type, e.body,
+                   forwarding.encode(e.forwarded_headers))
+                  for message_id, e in zip(new_message_ids(len(events), now), events,
+                                           strict=True)]
     yield BEGIN_WRITE
-    # [id, event types] of each live destination, read as one row (one step, not one per
-    # destination: ingest's hot path).
-    subscriptions = [(destination_id, json.loads(event_types)) for destination_id, event_types
-                     in json.loads((yield one("subscriptions"))["subscriptions"])]
-    inserted = {(r["source"], r["source_event_id"]): r for r in (yield Query(
-        "insert_event", {"events": new_events}, per_row=True))}
-    keys = [(e.source, e.source_event_id) for e in events]
+    refused = yield from _tenant_refusals(events, create_tenants)
+    kept = [e for e in events if e.tenant not in refused]
+    new_events = Rows(
+        ("message_id", "tenant_id", "source", "source_event_id", "type", "body",
+         "forwarded_headers"),
+        [r for r, e in zip(event_rows, events, strict=True) if e.tenant not in refused]
+        if refused else event_rows)
+    inserted: dict[EventKey, Any] = {
+        (r["tenant_id"], r["source"], r["source_event_id"]): r for r in (yield Query(
+            "insert_event", {"events": new_events}, per_row=True))} if kept else {}
+    keys = [(e.tenant, e.source, e.source_event_id) for e in kept]
     missing = [k for k in dict.fromkeys(keys) if k not in inserted]
-    existing = {(r["source"], r["source_event_id"]): r for r in (yield Query(
-        "find_event", {"keys": Rows(("source", "source_event_id"), missing)},
-        per_row=True))} if missing else {}
-    pairs: list[tuple[int, int]] = []
-    first: set[tuple[str, str]] = set()
-    for event, key in zip(events, keys, strict=True):
-        if key in inserted and key not in first:
+    existing: dict[EventKey, Any] = {
+        (r["tenant_id"], r["source"], r["source_event_id"]): r for r in (yield Query(
+            "find_event", {"keys": Rows(("tenant_id", "source", "source_event_id"), missing)},
+            per_row=True))} if missing else {}
+    fresh = [(e, k) for e, k in zip(kept, keys, strict=True) if k in inserted]
+    reached = yield from _fan_out([e for e, _ in fresh])
+    pairs: list[tuple[Any, int]] = []
+    first: set[EventKey] = set()
+    for event, key in fresh:
+        if key not in first:
             first.add(key)
-            pairs += [(inserted[key]["id"], destination_id)
-                      for destination_id, event_types in subscriptions
-                      if subscribes(event_types, event.type)]
+            event_id = inserted[key]["id"]
+            pairs += [(event_id, d) for d in reached.get((event.tenant, event.type), ())]
     job_ids: dict[int, list[int]] = {}
     if pairs:  # one query for every job of the batch: this is ingest's hot path
         for r in (yield Query("insert_jobs", {"pairs": Rows(("event_ids", "destination_ids"),
@@ -59,9 +92,13 @@ def add_events_tx(events: Sequence[NewEvent]) -> Tx[list[Accepted | Duplicate]]:
     for _, destination_id in pairs:
         deltas.jobs(destination_id, None, "pending")
     yield from deltas.apply()
-    results: list[Accepted | Duplicate] = []
-    seen: set[tuple[str, str]] = set()
-    for key in keys:
+    results: list[StoreResult] = []
+    seen: set[EventKey] = set()
+    for event in events:
+        if event.tenant in refused:
+            results.append(TenantRefused(tenant=event.tenant, reason=refused[event.tenant]))
+            continue
+        key = (event.tenant, event.source, event.source_event_id)
         if key in inserted and key not in seen:
             row = inserted[key]
             results.append(Accepted(event_id=row["id"], message_id=row["message_id"],
@@ -71,3 +108,39 @@ def add_events_tx(events: Sequence[NewEvent]) -> Tx[list[Accepted | Duplicate]]:
             results.append(Duplicate(event_id=row["id"], message_id=row["message_id"]))
         seen.add(key)
     return results
+
+
+def _tenant_refusals(events: Sequence[NewEvent],
+                     create_tenants: bool) -> Tx[dict[str, TenantRefusal]]:
+    """{tenant: reason} for the batch's tenants that may not publish. The default tenant
+    always exists and cannot be disabled, so a batch without tenants reads nothing."""
+    named = sorted({e.tenant for e in events} - {DEFAULT_TENANT})
+    if not named:
+        return {}
+    if create_tenants:
+        yield Query("create_tenants", {"tenants": Rows(("id",), [(t,) for t in named])},
+                    want="count")
+    found = {r["id"]: bool(r["disabled"]) for r in (yield Query(
+        "tenant_states", {"tenants": Rows(("id",), [(t,) for t in named])}))}
+    return {t: "tenant_not_found" if t not in found else "tenant_disabled"
+            for t in named if found.get(t, True)}
+
+
+def _fan_out(events: Sequence[NewEvent]) -> Tx[dict[tuple[str, str], list[int]]]:
+    """{(tenant, event type): destination ids in id order} for the batch's new events, from
+    the subscription index in one query over the distinct (tenant, pattern) candidates."""
+    kinds = {(e.tenant, e.type) for e in events}
+    candidates = sorted({(tenant, pattern) for tenant, event_type in kinds
+                         for pattern in subscription_patterns(event_type)})
+    if not candidates:
+        return {}
+    by_pattern: dict[tuple[str, str], list[int]] = {}
+    for r in (yield Query("fan_out", {"keys": Rows(("tenant_id", "pattern"), candidates)})):
+        by_pattern.setdefault((r["tenant_id"], r["pattern"]), []).append(int(r["destination_id"]))
+    reached: dict[tuple[str, str], list[int]] = {}
+    for tenant, event_type in kinds:
+        ids = {d for pattern in subscription_patterns(event_type)
+               for d in by_pattern.get((tenant, pattern), ())}
+        if ids:
+            reached[(tenant, event_type)] = sorted(ids)
+    return reached

@@ -16,17 +16,19 @@ from hookline.shared.endpoint_models import Destination, Source, parse_headers
 from hookline.shared.errors import ConfigError, NotFound
 from hookline.shared.logs import get_logger
 from hookline.shared.models import (
+    DEFAULT_TENANT,
     Accepted,
     AttemptResult,
     Claim,
     ClaimRequest,
     Dead,
     Done,
-    Duplicate,
     NewEvent,
     Outcome,
     Retry,
+    StoreResult,
 )
+from hookline.shared.operator_models import scope_tenant
 from hookline.shared.policy import forwarding, rules
 from hookline.shared.policy.delivery import (
     BreakerPolicy,
@@ -79,13 +81,16 @@ from hookline.shared.store.ops import (
     one,
     rows,
 )
+from hookline.shared.store.tenant_counts_tx import TenantCounts
+from hookline.shared.store.tenant_reads_tx import TenantReadOperations
+from hookline.shared.store.tenants_tx import TenantOperations, add_destination_tx
 
 T = TypeVar("T")
 log = get_logger()
 Items = Sequence[tuple[Claim, Outcome, AttemptResult]]
 
 
-class StoreLogic(EventOperations):
+class StoreLogic(EventOperations, TenantOperations, TenantCounts, TenantReadOperations):
     """The store operations once; subclasses drive transactions (see module docstring).
 
     `LOCKS_DESTINATIONS`: the claim locks the destinations it serves before counting their
@@ -108,14 +113,17 @@ class StoreLogic(EventOperations):
 
     # -- ingest ----------------------------------------------------------------------------
 
-    async def add_events(self, events: Sequence[NewEvent]) -> list[Accepted | Duplicate]:
+    async def add_events(self, events: Sequence[NewEvent], *,
+                         create_tenants: bool = False) -> list[StoreResult]:
         """See :meth:`hookline.shared.store.Store.add_events` (workers are woken after the
         commit)."""
-        return await self._transact(add_events_tx(events), write=False)  # see BEGIN_WRITE
+        return await self._transact(add_events_tx(events, create_tenants=create_tenants),
+                                    write=False)  # see BEGIN_WRITE
 
-    async def add_event(self, event: NewEvent) -> Accepted | Duplicate:
+    async def add_event(self, event: NewEvent, *,
+                        create_tenants: bool = False) -> StoreResult:
         """One event in its own transaction; see :meth:`add_events`."""
-        return (await self.add_events([event]))[0]
+        return (await self.add_events([event], create_tenants=create_tenants))[0]
 
     async def add_backlog(self, events: Sequence[NewEvent]) -> int:
         """See :meth:`hookline.shared.store.Store.add_backlog`: :meth:`add_events`'s transaction
@@ -133,14 +141,16 @@ class StoreLogic(EventOperations):
                     max_attempts: int, *, late_after: int | None = None,
                     max_late: int | None = None, per_destination: int | None = None,
                     held: Mapping[int, int] | None = None,
-                    may_take_over: bool = True) -> list[Claim]:
+                    may_take_over: bool = True, per_tenant: int | None = None,
+                    held_tenants: Mapping[str, int] | None = None) -> list[Claim]:
         """See :meth:`hookline.shared.store.Store.claim`."""
         if limit <= 0:
             return []
         request = ClaimRequest(worker=worker, limit=limit, lease_s=lease_s,
                                max_attempts=max_attempts, late_after=late_after,
                                max_late=max_late, per_destination=per_destination,
-                               held=held or {}, may_take_over=may_take_over)
+                               held=held or {}, may_take_over=may_take_over,
+                               per_tenant=per_tenant, held_tenants=held_tenants or {})
         return (await self._transact(self._claim_tx(request), write=False))[0]
 
     def _claim_tx(self, request: ClaimRequest) -> Tx[tuple[list[Claim], bool]]:
@@ -173,12 +183,18 @@ class StoreLogic(EventOperations):
             ids = [r["id"] for r in (yield rows("lock_claimable_destinations"))]
             if not ids:
                 return [], False
+        slots = list((yield rows("destination_slots", destination_ids=ids)))
+        # The per-tenant share applies only while destinations of several tenants exist.
+        per_tenant = request.per_tenant if slots and slots[0]["several_tenants"] else None
         # (late retry?, due since, job id, destination id): fresh work sorts first.
         candidates: list[tuple[bool, float, int, int]] = []
         status_of: dict[int, str] = {}  # each candidate's status now (pending, or running)
         rates: dict[int, tuple[float, float]] = {}  # id -> (per second, next_send_at)
-        for slot in (yield rows("destination_slots", destination_ids=ids)):
+        tenant_of: dict[int, str] = {}  # destination id -> tenant, of those offering jobs
+        for slot in slots:
             room = fair_room(request, slot["id"])
+            if per_tenant is not None:  # a tenant at its share offers nothing
+                room = min(room, per_tenant - request.held_tenants.get(slot["tenant_id"], 0))
             if slot["free"] <= 0 or room <= 0:
                 continue
             if slot["rate_limit_per_s"] is not None:
@@ -188,12 +204,16 @@ class StoreLogic(EventOperations):
                 status_of[job_id] = status
                 late = request.late_after is not None and attempts >= request.late_after
                 candidates.append((late, due_at, job_id, slot["id"]))
+                tenant_of[slot["id"]] = slot["tenant_id"]
         # The quarantine: a job taken over is claimed alone, by a worker that holds nothing.
         # {job id: its attempts still open}, of the jobs a claim would take over.
         takeovers = {r["job_id"]: int(r["open_attempts"] or 0) for r in (yield rows(
             "takeovers_among", job_ids=[c[2] for c in candidates]))} if candidates else {}
-        chosen, next_send, waiting = choose_with_takeovers(candidates, set(takeovers), request,
-                                                           rates=rates, now_s=now)
+        # Tenants take turns only when there are several to choose between.
+        several = per_tenant is not None or len(set(tenant_of.values())) > 1
+        chosen, next_send, waiting = choose_with_takeovers(
+            candidates, set(takeovers), request, rates=rates, now_s=now,
+            tenants=tenant_of if several else None, per_tenant=per_tenant)
         for destination_id, next_send_at in next_send.items():
             yield count("advance_next_send", destination_id=destination_id,
                         next_send_at=next_send_at)
@@ -275,65 +295,75 @@ class StoreLogic(EventOperations):
                               headers: Mapping[str, str] | None = None,
                               timeout_s: float | None = None,
                               rate_limit_per_s: float | None = None,
-                              ordered: bool = False) -> Destination:
+                              ordered: bool = False,
+                              tenant: str = DEFAULT_TENANT) -> Destination:
         """See :meth:`hookline.shared.store.Store.add_destination`."""
         new = rules.new_destination(name=name, url=url, secret=secret, event_types=event_types,
                                     max_in_flight=max_in_flight, headers=headers,
                                     timeout_s=timeout_s, rate_limit_per_s=rate_limit_per_s,
                                     ordered=ordered)
         query = Query("insert_destination", {
-            "name": new.name, "url": new.url, "secret": new.secret,
+            "tenant": tenant, "name": new.name, "url": new.url, "secret": new.secret,
             "max_in_flight": new.max_in_flight, "event_types": json.dumps(new.event_types),
             "headers": json.dumps(new.headers), "timeout_s": new.timeout_s,
             "rate_limit_per_s": new.rate_limit_per_s, "ordered": int(new.ordered)},
             want="one", taken=f"a destination named {name!r} already exists")
-        return Destination.from_row(await self._transact(_single(query), write=True))
+        return Destination.from_row(await self._transact(add_destination_tx(tenant, query),
+                                                         write=True))
 
-    async def list_destinations(self) -> list[Destination]:
+    async def list_destinations(self, tenant: str | None = None) -> list[Destination]:
         """See :meth:`hookline.shared.store.Store.list_destinations`."""
-        found = await self._transact(_single(rows("live_destinations")), write=False)
+        query = (rows("live_destinations") if tenant is None
+                 else rows("live_destinations_of_tenant", tenant=tenant))
+        found = await self._transact(_single(query), write=False)
         return [Destination.from_row(r) for r in found]
 
-    async def get_destination(self, name: str) -> Destination:
+    async def get_destination(self, name: str, *, tenant: str = DEFAULT_TENANT) -> Destination:
         """See :meth:`hookline.shared.store.Store.get_destination`."""
-        row = await self._transact(_single(one("get_destination", name=name)), write=False)
+        row = await self._transact(_single(one("get_destination", tenant=tenant, name=name)),
+                                   write=False)
         if row is None:
             raise NotFound(f"no destination named {name!r}")
         return Destination.from_row(row)
 
-    async def set_paused(self, name: str, paused: bool, reason: str | None = None) -> None:
+    async def set_paused(self, name: str, paused: bool, reason: str | None = None, *,
+                         tenant: str = DEFAULT_TENANT) -> None:
         """See :meth:`hookline.shared.store.Store.set_paused` (a resume wakes waiting workers)."""
-        await self._transact(set_paused_tx(name, paused, reason), write=True)
+        await self._transact(set_paused_tx(tenant, name, paused, reason), write=True)
 
-    async def rotate_secret(self, name: str, new_secret: str, overlap_s: float) -> Destination:
+    async def rotate_secret(self, name: str, new_secret: str, overlap_s: float, *,
+                            tenant: str = DEFAULT_TENANT) -> Destination:
         """See :meth:`hookline.shared.store.Store.rotate_secret`."""
         secret, overlap = rules.destination_secret(new_secret), rules.rotation_overlap(overlap_s)
-        return Destination.from_row(await self._transact(rotate_tx(name, secret, overlap),
-                                                         write=True))
+        return Destination.from_row(await self._transact(
+            rotate_tx(tenant, name, secret, overlap), write=True))
 
-    async def expire_previous_secret(self, name: str) -> tuple[Destination, bool]:
+    async def expire_previous_secret(self, name: str, *,
+                                     tenant: str = DEFAULT_TENANT) -> tuple[Destination, bool]:
         """See :meth:`hookline.shared.store.Store.expire_previous_secret`."""
-        row, expired = await self._transact(expire_previous_tx(name), write=True)
+        row, expired = await self._transact(expire_previous_tx(tenant, name), write=True)
         return Destination.from_row(row), expired
 
-    async def update_destination(self, name: str, **changes: Any) -> Destination:
+    async def update_destination(self, name: str, *, tenant: str = DEFAULT_TENANT,
+                                 **changes: Any) -> Destination:
         """See :meth:`hookline.shared.store.Store.update_destination`."""
         values = rules.destination_changes(changes)
         # Column names come only from the validated DESTINATION_UPDATERS keys, never input.
         assignments = ", ".join(f"{column} = :{column}" for column in values)
         sql = (f"UPDATE destinations SET {assignments} "  # noqa: S608  (columns from DESTINATION_UPDATERS keys only)
-               "WHERE name = :name AND deleted_at IS NULL RETURNING *")
+               "WHERE tenant_id = :tenant AND name = :name AND deleted_at IS NULL RETURNING *")
         params = {k: json.dumps(v if isinstance(v, dict) else list(v))
                   if isinstance(v, list | tuple | dict) else v for k, v in values.items()}
-        query = Query("update_destination", {**params, "name": name}, want="one", sql=sql)
+        query = Query("update_destination", {**params, "tenant": tenant, "name": name},
+                      want="one", sql=sql)
         row = await self._transact(_single(query), write=True)
         if row is None:
             raise NotFound(f"no destination named {name!r}")
         return Destination.from_row(row)
 
-    async def remove_destination(self, name: str) -> int:
+    async def remove_destination(self, name: str, *, tenant: str = DEFAULT_TENANT) -> int:
         """See :meth:`hookline.shared.store.Store.remove_destination`."""
-        return await self._transact(remove_destination_tx(name), write=True)
+        return await self._transact(remove_destination_tx(tenant, name), write=True)
 
     # -- operator views and controls -------------------------------------------------------
 
@@ -350,20 +380,21 @@ class StoreLogic(EventOperations):
         return [Attempt.from_row(r) for r in found]
 
     async def list_dead(self, destination: str | None = None, since_s: float | None = None,
-                        limit: int = 100) -> list[DeadLetter]:
+                        limit: int = 100, *, tenant: str | None = None) -> list[DeadLetter]:
         """See :meth:`hookline.shared.store.Store.list_dead`."""
         return await self._transact(list_dead_tx(
-            destination, None if since_s is None else float(since_s), limit), write=False)
+            destination, None if since_s is None else float(since_s), limit,
+            scope_tenant(destination, tenant)), write=False)
 
     async def replay(self, *, job_id: int | None = None, all_dead: bool = False,
                      destination: str | None = None, since_s: float | None = None,
-                     dry_run: bool = False) -> int:
+                     dry_run: bool = False, tenant: str | None = None) -> int:
         """See :meth:`hookline.shared.store.Store.replay` (wakes waiting workers on commit)."""
         if (job_id is None) == (not all_dead):
             raise ConfigError("replay needs exactly one of a job id or all_dead")
         since = None if since_s is None else float(since_s)
-        return await self._transact(replay_tx(job_id, destination, since, dry_run),
-                                    write=True)
+        return await self._transact(replay_tx(job_id, destination, since, dry_run,
+                                              scope_tenant(destination, tenant)), write=True)
 
     async def purge(self, *, bodies_before_s: float, metadata_before_s: float,
                     dedupe_before_s: float, dead_before_s: float | None = None) -> PurgeResult:
@@ -373,9 +404,9 @@ class StoreLogic(EventOperations):
         return await self._transact(purge_tx(float(bodies_before_s), float(metadata_before_s),
                                              float(dedupe_before_s), float(dead)), write=True)
 
-    async def get_job(self, job_id: int) -> JobStory:
+    async def get_job(self, job_id: int, *, tenant: str | None = None) -> JobStory:
         """See :meth:`hookline.shared.store.Store.get_job`."""
-        row, attempts = await self._transact(get_job_tx(job_id), write=False)
+        row, attempts = await self._transact(get_job_tx(job_id, tenant), write=False)
         if row is None:
             raise NotFound(f"no job with id {job_id}")
         return JobStory(
@@ -641,4 +672,4 @@ def _claim_from(row: Any, details: Any, worker: str, taken_over: bool, now: floa
         secrets=secrets, timeout_s=details["timeout_s"],
         headers=parse_headers(details["headers"]),
         forwarded_headers=forwarding.decode(details["forwarded_headers"]),
-        received_at=details["received_at"])
+        tenant_id=details["tenant_id"], received_at=details["received_at"])

@@ -14,8 +14,8 @@ from hookline.shared.store.metric_deltas import IN_FLIGHT, MetricDeltas
 from hookline.shared.store.ops import NOTIFY, NOW, Tx, count, one, rows
 
 
-def set_paused_tx(name: str, paused: bool, reason: str | None) -> Tx[None]:
-    changed = yield count("set_paused", name=name, paused=bool(paused),
+def set_paused_tx(tenant: str, name: str, paused: bool, reason: str | None) -> Tx[None]:
+    changed = yield count("set_paused", tenant=tenant, name=name, paused=bool(paused),
                           reason=reason if paused else None)
     if not changed:
         raise NotFound(f"no destination named {name!r}")
@@ -23,34 +23,40 @@ def set_paused_tx(name: str, paused: bool, reason: str | None) -> Tx[None]:
         yield NOTIFY
 
 
-def rotate_tx(name: str, new_secret: str, overlap_s: float) -> Tx[Any]:
+def rotate_tx(tenant: str, name: str, new_secret: str, overlap_s: float) -> Tx[Any]:
     """Make `new_secret` (already checked) the secret; the current one signs on for
     `overlap_s` seconds. Returns the destination row."""
-    current = yield one("get_destination", name=name)
+    current = yield one("get_destination", tenant=tenant, name=name)
     if current is None:
         raise NotFound(f"no destination named {name!r}")
     if current["secret"] == new_secret:
         raise InvalidSetting("secret", "the new secret equals the current one")
-    return (yield one("rotate_secret", name=name, secret=new_secret, overlap_s=overlap_s))
+    return (yield one("rotate_secret", tenant=tenant, name=name, secret=new_secret,
+                      overlap_s=overlap_s))
 
 
-def expire_previous_tx(name: str) -> Tx[tuple[Any, bool]]:
+def expire_previous_tx(tenant: str, name: str) -> Tx[tuple[Any, bool]]:
     """Forget the previous secret now: later claims sign with the current one only. Returns
     the destination row and whether a previous secret was still signing."""
     now = yield NOW
-    current = yield one("get_destination", name=name)
+    current = yield one("get_destination", tenant=tenant, name=name)
     if current is None:
         raise NotFound(f"no destination named {name!r}")
     was_signing = bool(current["previous_secret"]) and (
         current["previous_secret_until"] or 0) > now
-    return (yield one("expire_previous_secret", name=name)), was_signing
+    return (yield one("expire_previous_secret", tenant=tenant, name=name)), was_signing
 
 
-def remove_destination_tx(name: str) -> Tx[int]:
-    row = yield one("remove_destination", name=name)
+def remove_destination_tx(tenant: str, name: str) -> Tx[int]:
+    row = yield one("remove_destination", tenant=tenant, name=name)
     if row is None:
         raise NotFound(f"no destination named {name!r}")
-    destination_id = row["id"]
+    return (yield from kill_jobs_of_destination_tx(row["id"]))
+
+
+def kill_jobs_of_destination_tx(destination_id: int) -> Tx[int]:
+    """A removed destination's unfinished jobs end dead (the maintained figures follow).
+    Returns how many."""
     status_of = {r["id"]: r["status"] for r in (yield rows(
         "unfinished_jobs_of_destination", destination_id=destination_id))}
     killed = yield rows("kill_jobs_of_destination", destination_id=destination_id)
@@ -62,11 +68,12 @@ def remove_destination_tx(name: str) -> Tx[int]:
 
 
 def replay_tx(job_id: int | None, destination: str | None, since: float | None,
-               dry_run: bool) -> Tx[int]:
+               dry_run: bool, tenant: str | None = None) -> Tx[int]:
     if job_id is not None:
         check_replayable(job_id, (yield one("replay_job_state", job_id=job_id)))
     destination_of = {r["id"]: r["destination_id"] for r in (yield rows(
-        "replay_candidates", job_id=job_id, destination=destination, since=since))}
+        "replay_candidates", job_id=job_id, destination=destination, tenant=tenant,
+        since=since))}
     if dry_run or not destination_of:
         return len(destination_of)
     replayed = yield rows("replay_job", job_ids=list(destination_of))
@@ -107,9 +114,10 @@ def check_replayable(job_id: int, row: Any) -> None:
         raise Conflict(f"job {job_id} cannot be replayed: its destination was removed")
 
 
-def list_dead_tx(destination: str | None, since: float | None,
-                 limit: int) -> Tx[list[DeadLetter]]:
-    found = yield rows("list_dead", destination=destination, since=since, limit=limit)
+def list_dead_tx(destination: str | None, since: float | None, limit: int,
+                 tenant: str | None = None) -> Tx[list[DeadLetter]]:
+    found = yield rows("list_dead", destination=destination, tenant=tenant, since=since,
+                       limit=limit)
     return [DeadLetter(job=Job.from_row(r), not_replayable_reason=not_replayable_reason(
         r["body_purged_at"], r["destination_deleted_at"])) for r in found]
 
@@ -133,8 +141,12 @@ def purge_tx(bodies_before_s: float, metadata_before_s: float, dedupe_before_s: 
     return PurgeResult(bodies=bodies, attempts=attempts, jobs=jobs, events=events)
 
 
-def get_job_tx(job_id: int) -> Tx[tuple[Any, list[Any]]]:
-    row = yield one("get_job", job_id=job_id)
+def get_job_tx(job_id: int, tenant: str | None = None) -> Tx[tuple[Any, list[Any]]]:
+    """The job row (of `tenant`'s destinations only, unless None) and its attempts."""
+    row = yield (one("get_job", job_id=job_id) if tenant is None
+                 else one("tenant_get_job", job_id=job_id, tenant=tenant))
+    if row is None:
+        return None, []
     attempts = yield rows("list_attempts", job_id=job_id, limit=10_000)
     return row, attempts
 

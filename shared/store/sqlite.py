@@ -155,8 +155,12 @@ class SqliteStore(StoreLogic):
         enable_wal(db, self.path)
         db.execute(f"PRAGMA journal_size_limit = {WAL_SIZE_LIMIT_BYTES}")
         db.execute(f"PRAGMA synchronous = {self._synchronous}")
-        db.execute("PRAGMA foreign_keys = ON")
+        # Off while migrating: a step that rebuilds a table (SQLite cannot drop a constraint
+        # in place) drops the old one under its children's references; _migrate checks
+        # every reference before it commits.
+        db.execute("PRAGMA foreign_keys = OFF")
         self._migrate(db)
+        db.execute("PRAGMA foreign_keys = ON")
         if self._injected_clock is None:
             self.clock = StoreClock(anchor_at_open(db, _write))
 
@@ -175,6 +179,10 @@ class SqliteStore(StoreLogic):
                     for statement in _split_statements(script):
                         db.execute(statement)
                     db.execute("INSERT INTO schema_version (version) VALUES (?)", (version,))
+            broken = db.execute("PRAGMA foreign_key_check").fetchall()
+            if broken:
+                raise StoreError(f"migration left {len(broken)} broken references (first: "
+                                 f"{tuple(broken[0])}); the database is unchanged")
 
     async def close(self) -> None:
         """Close the connection and the wake-up sockets (idempotent)."""
@@ -424,7 +432,8 @@ def _wal_bytes(path: str) -> int:
 
 
 def _split_statements(script: str) -> list[str]:
-    """Split a migration script on `;` at line ends (our migrations hold no triggers)."""
+    """Split a migration script on `;` at line ends (a trigger's body keeps its statements
+    on one line, so its inner `;` never ends a line)."""
     lines = [ln for ln in script.splitlines() if not ln.strip().startswith("--")]
     return [s.strip() for s in "\n".join(lines).split(";\n") if s.strip().rstrip(";")]
 

@@ -10,6 +10,7 @@ Modules:
 - service: serve, init, config show; preflight: what `serve --check` adds;
 - destinations: destinations add/list, jobs, stats; controls: destinations show/update/remove,
   pause, resume, dead, replay, purge, job;
+- tenants: tenants list/show/put/delete/disable/enable and the `--tenant` flag;
 - sources: sources add/list/remove; logs: logs, scale; backup: backup, verify, restore;
 - migrate_store; the drills, listed last: rehearse (rehearse, demo, receiver), bench,
   bench_compare, bench_table.

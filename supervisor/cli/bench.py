@@ -45,12 +45,31 @@ def register(sub: Any) -> None:
     scenario = bench.add_argument_group(
         "scenarios (memory and recovery targets; rehearsal/bench_scenarios.py): --scenario writes "
         "scenario-NAME.json to --out")
-    scenario.add_argument("--scenario", choices=["backlog", "outage"],
+    scenario.add_argument("--scenario",
+                          choices=["backlog", "outage", "fairness", "destinations", "tenants"],
                           help="backlog: claims and worker memory with a big backlog of "
                                "pending jobs; outage: one destination down under steady load, "
-                               "the others' latency")
-    scenario.add_argument("--backlog-jobs", type=int, default=1_000_000,
-                          help="backlog: pending jobs written before the service starts")
+                               "the others' latency; fairness: tenant b's latency alone and "
+                               "while tenant a has a backlog and hanging endpoints; "
+                               "destinations: ingest and /metrics with 10, 1,000 and 10,000 "
+                               "destinations; tenants: ingest with 10,000 tenants x 3 "
+                               "destinations against one tenant, and the claim latency")
+    scenario.add_argument("--backlog-jobs", type=int,
+                          help="backlog: pending jobs written before the service starts "
+                               "(default 1,000,000); fairness: tenant a's backlog (default "
+                               "100,000)")
+    scenario.add_argument("--phase-s", type=float,
+                          help="fairness: seconds tenant b publishes, alone then with a "
+                               "(default 20); destinations, tenants: seconds of each ingest "
+                               "measurement (default 8)")
+    scenario.add_argument("--destinations", default="10,1000,10000",
+                          help="destinations: the sizes measured, comma-separated")
+    scenario.add_argument("--tenants", type=int, default=10_000,
+                          help="tenants: how many tenants (3 destinations each)")
+    scenario.add_argument("--quick", action="store_true",
+                          help="fairness, destinations, tenants: small sizes, for tests "
+                               "(a 2,000-job backlog, 4 s phases; 10 and 100 destinations; "
+                               "20 tenants; 2 s of ingest)")
     scenario.add_argument("--deliver-s", type=float, default=30.0,
                           help="backlog: seconds of delivery while worker RSS is sampled")
     scenario.add_argument("--baseline-s", type=float, default=60.0,
@@ -104,10 +123,9 @@ def _scenario_command(config: Config, args: argparse.Namespace) -> int:
     )
     from hookline.rehearsal.pgserver import PgStartError, PgUnavailable  # noqa: PLC0415  (the benchmark loads only when it runs)
 
-    if args.backlog_jobs < 1 or not (args.deliver_s > 0 and args.outage_s > 0
-                                     and args.baseline_s > 0):
-        print("hookline: --backlog-jobs must be at least 1; --deliver-s, --baseline-s and "
-              "--outage-s above 0", file=sys.stderr)
+    sizes = _scenario_sizes(args)
+    if isinstance(sizes, str):
+        print(f"hookline: {sizes}", file=sys.stderr)
         return 2
     from hookline.rehearsal.scenario_common import chosen_database  # noqa: PLC0415  (the rehearsal loads only when it runs)
 
@@ -115,10 +133,9 @@ def _scenario_command(config: Config, args: argparse.Namespace) -> int:
     try:
         result = run_scenario(database.applied_to(ScenarioOptions(
             scenario=args.scenario, out_dir=Path(args.out), workers=args.workers,
-            synchronous=args.synchronous, backlog_jobs=args.backlog_jobs, deliver_s=args.deliver_s,
-            rate_per_s=args.rate or 300.0, concurrency=args.concurrency,
-            baseline_s=args.baseline_s, outage_s=args.outage_s,
-            outage_kind=args.outage_kind, drain_rate_per_s=args.drain_rate)), config)
+            synchronous=args.synchronous, deliver_s=args.deliver_s,
+            concurrency=args.concurrency, baseline_s=args.baseline_s, outage_s=args.outage_s,
+            outage_kind=args.outage_kind, drain_rate_per_s=args.drain_rate, **sizes)), config)
     except ValueError as exc:
         print(f"hookline: {exc}", file=sys.stderr)
         return 2
@@ -128,3 +145,30 @@ def _scenario_command(config: Config, args: argparse.Namespace) -> int:
         return 1
     print_scenario(result)
     return 0
+
+
+def _scenario_sizes(args: argparse.Namespace) -> dict[str, Any] | str:
+    """The sizes of a scenario run from the flags, the scenario's defaults and --quick, or
+    what is wrong with them."""
+    quick = args.quick
+    fairness = args.scenario == "fairness"
+    default_jobs = (2_000 if quick else 100_000) if fairness else 1_000_000
+    default_phase_s = (4.0 if quick else 20.0) if fairness else (2.0 if quick else 8.0)
+    try:
+        counts = tuple(int(n) for n in args.destinations.split(","))
+    except ValueError:
+        return f"--destinations must be comma-separated counts, not {args.destinations!r}"
+    sizes: dict[str, Any] = {
+        "backlog_jobs": args.backlog_jobs or default_jobs,
+        "phase_s": args.phase_s or default_phase_s,
+        "rate_per_s": args.rate or (20.0 if quick else 100.0) if fairness
+        else args.rate or 300.0,
+        "destination_counts": (10, 100) if quick else counts,
+        "tenants": 20 if quick else args.tenants}
+    if (sizes["backlog_jobs"] < 1 or not (args.deliver_s > 0 and args.outage_s > 0
+                                         and args.baseline_s > 0 and sizes["phase_s"] > 0)):
+        return ("--backlog-jobs must be at least 1; --deliver-s, --baseline-s, --outage-s "
+                "and --phase-s above 0")
+    if min(sizes["destination_counts"]) < 1 or sizes["tenants"] < 1:
+        return "--destinations and --tenants must be at least 1"
+    return sizes

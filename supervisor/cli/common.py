@@ -70,7 +70,8 @@ FIELD_FLAGS = {
     "secret": "--secret", "scheme": "--scheme", "bodies_older_than": "--bodies-older-than",
     "metadata_older_than": "--metadata-older-than", "dedupe_keep": "--dedupe-keep",
     "timeout_s": "--timeout", "rate_limit_per_s": "--rate-limit", "ordered": "--ordered",
-    "overlap_s": "--overlap",
+    "overlap_s": "--overlap", "tenant": "--tenant", "metadata": "--metadata",
+    "max_destinations": "--max-destinations",
 }
 
 

@@ -14,6 +14,7 @@ import json
 from typing import Any
 
 from hookline.shared.config import Config
+from hookline.shared.endpoint_models import Destination
 from hookline.shared.errors import ConfigError
 from hookline.shared.logs import get_logger
 from hookline.shared.policy import rules
@@ -47,6 +48,7 @@ from hookline.supervisor.cli.common import (
     with_store,
 )
 from hookline.supervisor.cli.human import show
+from hookline.supervisor.cli.tenants import add_tenant_flag, existing_tenant, tenant_arg
 
 
 def add_destination_actions(dest: Any) -> None:
@@ -55,6 +57,7 @@ def add_destination_actions(dest: Any) -> None:
 
     show = dest.add_parser("show", help="one destination's settings (secret redacted)")
     show.add_argument("name")
+    add_tenant_flag(show)
     show.add_argument("--json", action="store_true")
     show.set_defaults(handler=async_command(destinations_show))
 
@@ -68,11 +71,13 @@ def add_destination_actions(dest: Any) -> None:
     upd.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE",
                      help="any changeable field (" + ", ".join(sorted(DESTINATION_UPDATERS))
                           + "); VALUE is parsed as JSON when it is valid JSON")
+    add_tenant_flag(upd)
     upd.add_argument("--json", action="store_true")
     upd.set_defaults(handler=async_command(destinations_update))
 
     rm = dest.add_parser("remove", help="remove a destination (its unfinished jobs end dead)")
     rm.add_argument("name")
+    add_tenant_flag(rm)
     rm.add_argument("--json", action="store_true")
     rm.set_defaults(handler=async_command(destinations_remove))
 
@@ -82,16 +87,20 @@ def register(sub: Any) -> None:
     pause = sub.add_parser("pause", help="stop all requests to a destination; jobs wait")
     pause.add_argument("name")
     pause.add_argument("--reason", default="paused by operator")
+    add_tenant_flag(pause)
     pause.add_argument("--json", action="store_true")
     pause.set_defaults(handler=async_command(pause_cmd))
 
     resume = sub.add_parser("resume", help="let a paused destination's jobs flow again")
     resume.add_argument("name")
+    add_tenant_flag(resume)
     resume.add_argument("--json", action="store_true")
     resume.set_defaults(handler=async_command(resume_cmd))
 
     dead = sub.add_parser("dead", help="list dead jobs with their last error")
     dead.add_argument("--destination")
+    add_tenant_flag(dead, "only this tenant's destinations; --destination names one of its "
+                          "destinations (default: the default tenant's)")
     dead.add_argument("--since", help="died at or after TIME (ISO 8601, unix s, or 2h)")
     dead.add_argument("--limit", type=int, default=100)
     dead.add_argument("--json", action="store_true")
@@ -102,6 +111,8 @@ def register(sub: Any) -> None:
     which.add_argument("--job", type=int, help="one job by id")
     which.add_argument("--all-dead", action="store_true", help="every dead job (filtered)")
     replay.add_argument("--destination")
+    add_tenant_flag(replay, "only this tenant's destinations; --destination names one of "
+                            "its destinations (default: the default tenant's)")
     replay.add_argument("--since", help="died at or after TIME (ISO 8601, unix s, or 2h)")
     replay.add_argument("--dry-run", action="store_true", help="only count")
     replay.add_argument("--json", action="store_true")
@@ -131,7 +142,13 @@ def register(sub: Any) -> None:
 
 async def destinations_show(config: Config, args: argparse.Namespace) -> int:
     """`hookline destinations show NAME`: settings with the secret redacted."""
-    view = destination_view(await with_store(config, lambda s: s.get_destination(args.name)))
+    tenant = tenant_arg(args)
+
+    async def one(store: Store) -> Destination:
+        return await store.get_destination(args.name,
+                                           tenant=await existing_tenant(store, tenant))
+
+    view = destination_view(await with_store(config, one))
     if args.json:
         print_json(view)
     else:  # header values are never shown, so list only their names
@@ -170,8 +187,15 @@ async def destinations_update(config: Config, args: argparse.Namespace) -> int:
     rules.destination_changes(changes)  # usage errors exit 2 before the store opens
     if "url" in changes:
         await vet_url(changes["url"], config)  # blocked: exit 2
-    dest = await with_store(config, lambda s: s.update_destination(args.name, **changes))
-    get_logger().info("destination_updated", destination=dest.name, fields=sorted(changes))
+    tenant = tenant_arg(args)
+
+    async def update(store: Store) -> Destination:
+        return await store.update_destination(
+            args.name, tenant=await existing_tenant(store, tenant), **changes)
+
+    dest = await with_store(config, update)
+    get_logger().info("destination_updated", destination=dest.name, tenant=dest.tenant,
+                      fields=sorted(changes))
     if args.json:
         print_json(destination_view(dest))
     else:
@@ -181,8 +205,15 @@ async def destinations_update(config: Config, args: argparse.Namespace) -> int:
 
 async def destinations_remove(config: Config, args: argparse.Namespace) -> int:
     """`hookline destinations remove NAME`: soft delete; unfinished jobs end dead."""
-    ended = await with_store(config, lambda s: s.remove_destination(args.name))
-    get_logger().info("destination_removed", destination=args.name, jobs_ended=ended)
+    tenant = tenant_arg(args)
+
+    async def remove(store: Store) -> int:
+        return await store.remove_destination(args.name,
+                                              tenant=await existing_tenant(store, tenant))
+
+    ended = await with_store(config, remove)
+    get_logger().info("destination_removed", destination=args.name, tenant=tenant,
+                      jobs_ended=ended)
     if args.json:
         print_json(destination_removed_view(args.name, ended))
     else:
@@ -195,9 +226,9 @@ async def destinations_remove(config: Config, args: argparse.Namespace) -> int:
 
 async def pause_cmd(config: Config, args: argparse.Namespace) -> int:
     """`hookline pause NAME [--reason TEXT]`."""
-    await with_store(config, lambda s: s.set_paused(args.name, True, args.reason))
-    get_logger().info("destination_paused", destination=args.name, reason=args.reason,
-                      **operator())
+    await _set_paused(config, args, True)
+    get_logger().info("destination_paused", destination=args.name, tenant=tenant_arg(args),
+                      reason=args.reason, **operator())
     if args.json:
         print_json(paused_view(args.name, args.reason))
     else:
@@ -207,13 +238,24 @@ async def pause_cmd(config: Config, args: argparse.Namespace) -> int:
 
 async def resume_cmd(config: Config, args: argparse.Namespace) -> int:
     """`hookline resume NAME`: its waiting jobs become claimable; workers are woken."""
-    await with_store(config, lambda s: s.set_paused(args.name, False))
-    get_logger().info("destination_resumed", destination=args.name, **operator())
+    await _set_paused(config, args, False)
+    get_logger().info("destination_resumed", destination=args.name, tenant=tenant_arg(args),
+                      **operator())
     if args.json:
         print_json(resumed_view(args.name))
     else:
         print(f"resumed {args.name}")
     return 0
+
+
+async def _set_paused(config: Config, args: argparse.Namespace, paused: bool) -> None:
+    tenant = tenant_arg(args)
+
+    async def flip(store: Store) -> None:
+        await store.set_paused(args.name, paused, args.reason if paused else None,
+                               tenant=await existing_tenant(store, tenant))
+
+    await with_store(config, flip)
 
 
 # -- dead letters and replay ---------------------------------------------------------------
@@ -223,11 +265,14 @@ async def dead_cmd(config: Config, args: argparse.Namespace) -> int:
     """`hookline dead [--destination NAME] [--since TIME]`: most recently dead first, each
     with whether it can be replayed (`no: body purged`, `no: destination removed`)."""
     since = None if args.since is None else parse_instant_spec(args.since)
+    tenant = tenant_arg(args)
 
     async def list_dead(store: Store) -> list[DeadLetter]:
         since_s, = await resolve_instants(store, since)  # `10m`: on the store's clock
+        if tenant is not None:
+            await existing_tenant(store, tenant)
         return await store.list_dead(destination=args.destination, since_s=since_s,
-                                     limit=args.limit)
+                                     limit=args.limit, tenant=tenant)
 
     rows = [dead_letter_view(j) for j in await with_store(config, list_dead)]
     if args.json:
@@ -244,21 +289,26 @@ async def dead_cmd(config: Config, args: argparse.Namespace) -> int:
 async def replay_cmd(config: Config, args: argparse.Namespace) -> int:
     """`hookline replay --job ID | --all-dead [--destination] [--since] [--dry-run]`."""
     since = None if args.since is None else parse_instant_spec(args.since)
-    if args.job is not None and (args.destination or since is not None):
-        return fail("--destination and --since filter --all-dead, not --job", 2)
+    tenant = tenant_arg(args)
+    if args.job is not None and (args.destination or since is not None or tenant):
+        return fail("--destination, --tenant and --since filter --all-dead, not --job", 2)
 
     async def replay(store: Store) -> tuple[float | None, int]:
         since_s, = await resolve_instants(store, since)  # `10m`: on the store's clock
-        if args.destination is not None:
-            await store.get_destination(args.destination)  # NotFound: a one-line error, exit 1
+        if tenant is not None:
+            await existing_tenant(store, tenant)
+        if args.destination is not None:  # NotFound: a one-line error, exit 1
+            await store.get_destination(args.destination,
+                                        tenant=await existing_tenant(store, tenant))
         return since_s, await store.replay(job_id=args.job, all_dead=args.all_dead,
                                            destination=args.destination, since_s=since_s,
-                                           dry_run=args.dry_run)
+                                           dry_run=args.dry_run, tenant=tenant)
 
     since_s, count = await with_store(config, replay)
     if not args.dry_run:
         get_logger().info("jobs_replayed", count=count, job_id=args.job,
-                          destination=args.destination, since_s=since_s, **operator())
+                          destination=args.destination, tenant=tenant, since_s=since_s,
+                          **operator())
     if args.json:
         print_json(replay_result_view(count, args.dry_run))
     else:

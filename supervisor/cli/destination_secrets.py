@@ -15,10 +15,12 @@ from hookline.shared.errors import ConfigError, InvalidSetting
 from hookline.shared.logs import get_logger
 from hookline.shared.policy import rules
 from hookline.shared.signing import generate_secret
+from hookline.shared.store import Store
 from hookline.shared.timeparse import parse_duration
 from hookline.shared.views import destination_secret_view, previous_secret_expired_view
 from hookline.supervisor.cli.common import async_command, operator, print_json, with_store
 from hookline.supervisor.cli.human import iso_time
+from hookline.supervisor.cli.tenants import add_tenant_flag, existing_tenant, tenant_arg
 
 
 def add_secret_actions(dest: Any) -> None:
@@ -31,17 +33,20 @@ def add_secret_actions(dest: Any) -> None:
     rotate.add_argument("--overlap", default="24h",
                         help="how long the old secret keeps signing, e.g. 90s, 30m, 24h, 7d "
                              "(0 to 7d; default 24h)")
+    add_tenant_flag(rotate)
     rotate.add_argument("--json", action="store_true")
     rotate.set_defaults(handler=async_command(rotate_cmd))
 
     show = dest.add_parser("secret", help="print the current signing secret (audited)")
     show.add_argument("name")
+    add_tenant_flag(show)
     show.add_argument("--json", action="store_true")
     show.set_defaults(handler=async_command(reveal_cmd))
 
     expire = dest.add_parser("expire-previous-secret",
                              help="end a rotation's overlap now: only the new secret signs")
     expire.add_argument("name")
+    add_tenant_flag(expire)
     expire.add_argument("--json", action="store_true")
     expire.set_defaults(handler=async_command(expire_cmd))
 
@@ -62,7 +67,13 @@ async def rotate_cmd(config: Config, args: argparse.Namespace) -> int:
     """`hookline destinations rotate-secret NAME [--secret S] [--overlap 24h]`."""
     overlap = overlap_seconds(args.overlap)  # usage errors exit 2 before the store opens
     secret = rules.destination_secret(args.secret) if args.secret else generate_secret()
-    dest = await with_store(config, lambda s: s.rotate_secret(args.name, secret, overlap))
+    tenant = tenant_arg(args)
+
+    async def rotate(store: Store) -> Destination:
+        return await store.rotate_secret(args.name, secret, overlap,
+                                         tenant=await existing_tenant(store, tenant))
+
+    dest = await with_store(config, rotate)
     _audit("secret_rotated", dest, generated=not args.secret,
            previous_secret_until=dest.previous_secret_until)
     if args.json:
@@ -76,7 +87,13 @@ async def rotate_cmd(config: Config, args: argparse.Namespace) -> int:
 
 async def reveal_cmd(config: Config, args: argparse.Namespace) -> int:
     """`hookline destinations secret NAME`: the current secret, whole."""
-    dest = await with_store(config, lambda s: s.get_destination(args.name))
+    tenant = tenant_arg(args)
+
+    async def reveal(store: Store) -> Destination:
+        return await store.get_destination(args.name,
+                                           tenant=await existing_tenant(store, tenant))
+
+    dest = await with_store(config, reveal)
     _audit("secret_revealed", dest)
     if args.json:
         print_json(destination_secret_view(dest))
@@ -87,7 +104,13 @@ async def reveal_cmd(config: Config, args: argparse.Namespace) -> int:
 
 async def expire_cmd(config: Config, args: argparse.Namespace) -> int:
     """`hookline destinations expire-previous-secret NAME`."""
-    dest, expired = await with_store(config, lambda s: s.expire_previous_secret(args.name))
+    tenant = tenant_arg(args)
+
+    async def expire(store: Store) -> tuple[Destination, bool]:
+        return await store.expire_previous_secret(
+            args.name, tenant=await existing_tenant(store, tenant))
+
+    dest, expired = await with_store(config, expire)
     _audit("previous_secret_expired", dest, expired=expired)
     if args.json:
         print_json(previous_secret_expired_view(dest, expired))
@@ -98,5 +121,5 @@ async def expire_cmd(config: Config, args: argparse.Namespace) -> int:
 
 
 def _audit(event: str, dest: Destination, **facts: Any) -> None:
-    get_logger().info(event, destination=dest.name, **operator(), **facts)
+    get_logger().info(event, destination=dest.name, tenant=dest.tenant, **operator(), **facts)
 

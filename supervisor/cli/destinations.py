@@ -8,6 +8,7 @@ import argparse
 from typing import Any
 
 from hookline.shared.config import Config
+from hookline.shared.endpoint_models import Destination
 from hookline.shared.errors import ConfigError, InvalidSetting
 from hookline.shared.models import JOB_STATUSES
 from hookline.shared.policy import rules
@@ -26,6 +27,7 @@ from hookline.supervisor.cli.common import (
     with_store,
 )
 from hookline.supervisor.cli.human import show
+from hookline.supervisor.cli.tenants import add_tenant_flag, existing_tenant, tenant_arg
 
 
 def register(sub: Any) -> None:
@@ -43,9 +45,11 @@ def register(sub: Any) -> None:
     add.add_argument("--header", action="append", metavar="'NAME: VALUE'",
                      help="a custom request header sent with every attempt (repeatable)")
     add_policy_flags(add)
+    add_tenant_flag(add)
     add.add_argument("--json", action="store_true")
     add.set_defaults(handler=lambda c, a: run_command(lambda: destinations_add(c, a)))
     lst = dest.add_parser("list", help="list destinations (secrets hidden)")
+    add_tenant_flag(lst, "only this tenant's destinations (default: every tenant's)")
     lst.add_argument("--json", action="store_true")
     lst.set_defaults(handler=lambda c, a: run_command(lambda: destinations_list(c, a)))
     from hookline.supervisor.cli.controls import add_destination_actions  # noqa: PLC0415  (controls imports this module back)
@@ -123,28 +127,42 @@ async def destinations_add(config: Config, args: argparse.Namespace) -> int:
         event_types=args.event_type or list(rules.DEFAULT_EVENT_TYPES),
         max_in_flight=args.max_in_flight, headers=parse_header_options(args.header or []),
         **policy_options(args))
+    tenant = tenant_arg(args)
     await vet_url(new.url, config)  # blocked: exit 2
-    dest = await with_store(config, lambda s: add_named(s.add_destination(
-        name=new.name, url=new.url, secret=new.secret, event_types=new.event_types,
-        max_in_flight=new.max_in_flight, headers=new.headers, timeout_s=new.timeout_s,
-        rate_limit_per_s=new.rate_limit_per_s, ordered=new.ordered)))
+
+    async def add(store: Store) -> Destination:
+        return await add_named(store.add_destination(
+            name=new.name, url=new.url, secret=new.secret, event_types=new.event_types,
+            max_in_flight=new.max_in_flight, headers=new.headers, timeout_s=new.timeout_s,
+            rate_limit_per_s=new.rate_limit_per_s, ordered=new.ordered,
+            tenant=await existing_tenant(store, tenant)))
+
+    dest = await with_store(config, add)
     if args.json:  # a generated secret is shown once, as the admin API does
         print_json(destination_view(dest, generated_secret=None if args.secret else secret))
     else:
-        print(f"added destination {dest.name} -> {dest.url}")
+        print(f"added destination {dest.name} -> {dest.url}"
+              + (f" (tenant {dest.tenant})" if tenant is not None else ""))
         if not args.secret:
             print(f"signing secret (shown once): {secret}")
     return 0
 
 
 async def destinations_list(config: Config, args: argparse.Namespace) -> int:
-    """`hookline destinations list`: secrets are never shown."""
-    rows = [destination_view(d)
-            for d in await with_store(config, lambda s: s.list_destinations())]
+    """`hookline destinations list [--tenant ID]`: secrets are never shown; every tenant's
+    destinations unless --tenant names one."""
+    tenant = tenant_arg(args)
+
+    async def listed(store: Store) -> list[Destination]:
+        if tenant is not None:
+            await existing_tenant(store, tenant)
+        return await store.list_destinations(tenant)
+
+    rows = [destination_view(d) for d in await with_store(config, listed)]
     if args.json:
         print_json(rows)
         return 0
-    print_table(rows, ["name", "url", "event_types", "max_in_flight", "paused",
+    print_table(rows, ["tenant", "name", "url", "event_types", "max_in_flight", "paused",
                        "failure_streak", "created_at"])
     return 0
 

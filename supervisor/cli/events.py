@@ -38,6 +38,7 @@ from hookline.supervisor.cli.common import (
     with_store,
 )
 from hookline.supervisor.cli.human import iso_time
+from hookline.supervisor.cli.tenants import add_tenant_flag, existing_tenant, tenant_arg
 
 TIME_HELP = "ISO 8601, unix seconds, or an age like 2h"
 
@@ -49,11 +50,15 @@ def register(sub: Any) -> None:
     event.add_argument("ref", metavar="REF", help="internal id, msg_ id, or the sender's id")
     event.add_argument("--source", help="REF is the sender's id in this source (default: "
                                         "tried after the other forms, in source api)")
+    add_tenant_flag(event, "the sender's id is looked up in this tenant's events (default: "
+                           "the default tenant's)")
     event.add_argument("--json", action="store_true")
     event.set_defaults(handler=async_command(event_cmd))
 
     events = sub.add_parser("events", help="events newest first, with their jobs' states")
     events.add_argument("--destination", help="events with a job for this destination")
+    add_tenant_flag(events, "only this tenant's events; --destination names one of its "
+                            "destinations (default: the default tenant's)")
     events.add_argument("--status", choices=JOB_STATUSES,
                         help="events with a job in this status")
     events.add_argument("--type", help="events of exactly this type")
@@ -77,6 +82,8 @@ def register(sub: Any) -> None:
 def _selection_flags(parser: argparse.ArgumentParser, *, statuses: bool) -> None:
     parser.add_argument("job_id", nargs="?", type=int, metavar="JOB_ID", help="one job")
     parser.add_argument("--destination", help="every matching job of this destination")
+    add_tenant_flag(parser, "whose destination --destination names (default: the default "
+                            "tenant's)")
     if statuses:
         parser.add_argument("--status", choices=RESEND_STATUSES,
                             help="only jobs in this status (default both)")
@@ -95,7 +102,13 @@ def _selection_flags(parser: argparse.ArgumentParser, *, statuses: bool) -> None
 
 async def event_cmd(config: Config, args: argparse.Namespace) -> int:
     """`hookline event REF [--source S]`: the event's facts and its jobs."""
-    match: EventMatch = await with_store(config, lambda s: s.find_event(args.ref, args.source))
+    tenant = tenant_arg(args)
+
+    async def find(store: Store) -> EventMatch:
+        return await store.find_event(args.ref, args.source,
+                                      tenant=await existing_tenant(store, tenant))
+
+    match = await with_store(config, find)
     if args.json:
         print_json(event_lookup_view(match))
         return 0
@@ -119,12 +132,15 @@ _MATCHED = {"id": "internal id", "message_id": "webhook-id",
 async def events_cmd(config: Config, args: argparse.Namespace) -> int:
     """`hookline events [filters]`: a page of events, newest first."""
     since, until = _instant_spec(args.since), _instant_spec(args.until)
+    tenant = tenant_arg(args)
 
     async def run(store: Store) -> list[EventRecord]:
         since_s, until_s = await resolve_instants(store, since, until)
+        if tenant is not None:
+            await existing_tenant(store, tenant)
         return await store.list_events(EventFilter(
-            destination=args.destination, status=args.status, type=args.type, since_s=since_s,
-            until_s=until_s, before_id=args.before, limit=args.limit))
+            destination=args.destination, tenant=tenant, status=args.status, type=args.type,
+            since_s=since_s, until_s=until_s, before_id=args.before, limit=args.limit))
 
     found = await with_store(config, run)
     page = events_page_view(found, args.limit)
@@ -163,15 +179,17 @@ async def _act(config: Config, args: argparse.Namespace, action: str) -> int:
     if (args.job_id is None) == (args.destination is None):
         return fail("give a JOB_ID or --destination NAME (one of them)", 2)
     since, until = _instant_spec(args.since), _instant_spec(args.until)
+    tenant = tenant_arg(args)
 
     async def run(store: Store) -> tuple[JobSelection, BulkResult]:
         since_s, until_s = await resolve_instants(store, since, until)
         selection = JobSelection(
-            job_id=args.job_id, destination=args.destination,
+            job_id=args.job_id, destination=args.destination, tenant=tenant,
             status=getattr(args, "status", None), since_s=since_s, until_s=until_s,
             limit=args.limit).check(resend=action == "resend")  # usage errors exit 2
-        if selection.destination is not None:
-            await store.get_destination(selection.destination)  # NotFound: exit 1
+        if selection.destination is not None:  # NotFound: exit 1
+            await store.get_destination(selection.destination,
+                                        tenant=await existing_tenant(store, tenant))
         operation = store.resend if action == "resend" else store.retry_now
         return selection, await operation(selection, dry_run=args.dry_run)
 

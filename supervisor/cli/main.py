@@ -28,6 +28,7 @@ COMMAND_MODULES = (
     "hookline.supervisor.cli.service",
     "hookline.supervisor.cli.send",
     "hookline.supervisor.cli.destinations",
+    "hookline.supervisor.cli.tenants",
     "hookline.supervisor.cli.events",
     "hookline.supervisor.cli.controls",
     "hookline.supervisor.cli.sources",

@@ -1,6 +1,7 @@
-"""`hookline send TYPE [--data JSON | --data-file F] [--id ID] [--source S] [--url URL]
-[--token T] [--deadline S] [--json]`: publish one event through the service's HTTP API with
-the publishing client (hookline_client), retrying until it is confirmed or the deadline passes.
+"""`hookline send TYPE [--data JSON | --data-file F] [--id ID] [--source S] [--tenant T]
+[--url URL] [--token T] [--deadline S] [--json]`: publish one event through the service's HTTP
+API with the publishing client (hookline_client), retrying until it is confirmed or the
+deadline passes.
 
 The URL defaults to the `listen` setting (a wildcard address becomes loopback) and the token
 to the `ingest_token` setting (HOOKLINE_INGEST_TOKEN or ingest_token_file), so on the
@@ -42,6 +43,8 @@ def register(sub: Any) -> None:
     send.add_argument("--id", help="the event id (default: generated and printed); sending "
                                    "again with the same id is recognised as a duplicate")
     send.add_argument("--source", help="the id namespace (the service's default: api)")
+    send.add_argument("--tenant", help="the tenant (customer) it is for: only its destinations "
+                                       "receive it (default: the default tenant)")
     send.add_argument("--url", help="the service's base URL (default: http:// and the "
                                     "listen setting)")
     send.add_argument("--token", help="the ingest token (default: the ingest_token setting; "
@@ -65,7 +68,8 @@ def send_command(config: Config, args: argparse.Namespace) -> int:
                     "pass --token)", USAGE_EXIT)
     try:
         with HooklineClient(url, token, deadline_s=args.deadline) as client:
-            result = client.send(args.type, data, id=args.id, source=args.source)
+            result = client.send(args.type, data, id=args.id, source=args.source,
+                                 tenant=args.tenant)
     except ValueError as exc:  # a malformed --url or --deadline
         return fail(str(exc), USAGE_EXIT)
     except HooklineRejected as exc:

@@ -335,3 +335,65 @@ def test_processes_panel_counts_a_killed_worker_restart(
     page.locator("#processes").scroll_into_view_if_needed()
     page.screenshot(path=str(screenshots / "processes.png"), full_page=True)
     assert json.loads(status_file.read_text())["slots"]["worker-1"]["pid"] != pid
+
+
+def test_tenants_page_searches_pages_and_shows_each_tenants_destinations(
+        shared_page: Any, hookline: Hookline, screenshots: Path) -> None:
+    """The Tenants page finds tenants by id prefix, pages in id order, shows destination counts
+    and the disabled state, and lists one tenant's destinations; "Open portal" says so when
+    the server has no tenant token route yet. The Destinations page shows each destination's
+    tenant, filters by tenant, and pauses the tenant's destination, not the default tenant's
+    destination of the same name."""
+    expect, page = _expect(), shared_page
+    for tenant, body in (("tb-acme", {"name": "Acme Inc"}), ("tb-beta", {"disabled": True}),
+                         ("tb-gamma", {})):
+        status, out = hookline.call("PUT", f"/v1/admin/tenants/{tenant}", body)
+        assert status == 201, out
+    for tenant in ("tb-acme", None):  # the same name in acme and in the default tenant
+        status, out = hookline.call("POST", "/v1/admin/destinations", {
+            "name": "tb-hooks", "url": REFUSING_URL.format("tb-hooks"),
+            "event_types": ["never.*"], **({"tenant": tenant} if tenant else {})})
+        assert status == 201, out
+
+    page.click("#nav a[data-view=tenants]")
+    page.fill("#tenants-prefix", "tb-")
+    page.click("#tenants-search-apply")
+    rows = page.locator("#tenants-list tr[data-tenant]")
+    expect(rows).to_have_count(3)
+    acme = page.locator("#tenants-list tr[data-tenant=tb-acme]")
+    expect(acme).to_contain_text("Acme Inc")
+    expect(acme.locator("[data-col=destinations]")).to_have_text("1")
+    expect(page.locator("#tenants-list tr[data-tenant=tb-beta] [data-col=state]")).to_have_text(
+        "disabled")
+    expect(page.locator("#tenants-next")).to_be_disabled()
+
+    acme.locator("[data-action=destinations]").click()
+    panel = page.locator("#tenant-destinations")
+    expect(panel.locator("h2")).to_have_text("Destinations of tb-acme")
+    expect(panel.locator("tr[data-destination=tb-hooks]")).to_contain_text(
+        REFUSING_URL.format("tb-hooks"))
+    if os.environ.get("DASHBOARD_SCREENSHOTS"):
+        page.screenshot(path=str(screenshots / "tenants.png"))
+    with page.context.expect_page() as opened:
+        acme.locator("[data-action=portal]").click()
+    portal = opened.value
+    portal.wait_for_load_state()
+    assert "/portal/" in portal.url and "token=" not in portal.url  # the page drops it
+    expect(portal.locator("body")).to_contain_text("tb-hooks")
+    portal.close()
+
+    page.goto(page.url.split("#")[0] + "#/tenants?prefix=tb-&after=tb-acme")
+    expect(rows).to_have_count(2)
+    expect(page.locator("#tenants-list tr[data-tenant=tb-acme]")).to_have_count(0)
+
+    page.goto(page.url.split("#")[0] + "#/destinations")
+    page.fill("#destinations-tenant", "tb-acme")
+    page.click("#destinations-filter-apply")
+    listed = page.locator("#destinations tr[data-destination]")
+    expect(listed).to_have_count(1)
+    theirs = page.locator("#destinations tr[data-tenant=tb-acme][data-destination=tb-hooks]")
+    expect(theirs.locator("[data-col=tenant]")).to_have_text("tb-acme")
+    theirs.locator("[data-action=pause]").click()
+    expect(theirs.locator("[data-col=state]")).to_contain_text("paused")
+    assert _destination(hookline, "tb-hooks?tenant=tb-acme")["paused"]
+    assert not _destination(hookline, "tb-hooks")["paused"]

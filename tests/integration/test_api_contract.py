@@ -5,8 +5,11 @@ generates requests for every operation of the document (its examples, its covera
 then fuzzing, a bounded and derandomized number of each) and checks each answer: no 5xx, a
 documented status, the documented content type and headers, and a body matching the
 documented schema. Every operation that names a bearer scheme is also called without a valid
-token (401) and against a second ingest that has no tokens configured (403); the document
-must list exactly the routes the app registers.
+token (401) and against a second ingest that has no tokens configured (403; the tenant API's
+tokens need no setting, and that ingest's database has another key: 401 `token_invalid`);
+the tenant API is called with a tenant token of the default tenant, which owns the seeded
+rows (and must get past the token checks: the revoke example names another tenant). The
+document must list exactly the routes the app registers.
 
 Run it alone with `.venv/bin/python -m pytest -q tests/integration/test_api_contract.py`.
 """
@@ -36,6 +39,8 @@ from hookline.shared.models import AttemptResult, Dead
 from hookline.shared.process.lifecycle import STATUS_FILE, runtime_dir, write_status
 from hookline.shared.signing import generate_secret
 from hookline.shared.store.sqlite import SqliteStore
+from hookline.shared.tenant_models import TenantFields
+from hookline.shared.tenant_tokens import CAPABILITIES, issue
 from tests.conftest import new_event
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -44,6 +49,8 @@ ADMIN_TOKEN = "contract-admin-token"
 INGEST_TOKEN = "contract-ingest-token"
 MAX_EXAMPLES = 25
 """Generated cases per operation and phase: enough to find shape bugs, bounded for 2 cores."""
+TENANT_TOKEN: dict[str, str] = {}
+"""The tenant token the seeding minted (`token`), for the operations of the tenantToken scheme."""
 
 CHECKS = [st_checks.not_a_server_error, st_checks.status_code_conformance,
           st_checks.content_type_conformance, st_checks.response_schema_conformance,
@@ -60,14 +67,15 @@ SCHEMA = schemathesis.openapi.from_path(
 )
 
 
-def _seed(config: Config) -> None:
+def _seed(config: Config) -> str:
     """Fill the database the examples in the document name: destination `billing`, destination
     `signing` (the secret routes' example, which no DELETE example removes first), a source
     of each scheme named after it, and job 1 (dead, so replay and the job story have
     something to show); and write a supervisor status file naming a live pid (this test's),
     so `/v1/admin/supervisor` answers `known: true` with every field. Its worker is not
-    healthy, so `/readyz` still answers 503."""
-    async def seed() -> None:
+    healthy, so `/readyz` still answers 503. Returns a tenant token of the default tenant
+    (every capability), signed with the database's key."""
+    async def seed() -> str:
         async with SqliteStore(config.db) as store:
             await store.add_destination(name="billing", url="http://127.0.0.1:9/b",
                                         secret=generate_secret(), event_types=("*",),
@@ -84,14 +92,19 @@ def _seed(config: Config) -> None:
             await store.finish([(claim, Dead(error="seeded dead"),
                                  AttemptResult(started_at=time.time(), duration_s=0.01,
                                                status_code=410))])
+            await store.put_tenant("offboarded", TenantFields(name="revoke-tokens' example"))
+            token, _ = await issue(store, "_default", ttl_s=86_400, capabilities=CAPABILITIES,
+                                   read_only=False)
+            return token
 
-    asyncio.run(seed())
+    token = asyncio.run(seed())
     runtime = runtime_dir(config)
     runtime.mkdir(exist_ok=True)
     write_status(runtime / STATUS_FILE, {
         "pid": os.getpid(), "stopping": False, "workers_wanted": 1, "workers_alive": 1,
         "workers_healthy": 0, "slots": {"worker-0": {"pid": os.getpid(), "healthy": False}},
         "updated_at": time.time()})
+    return token
 
 
 @pytest.fixture(scope="module")
@@ -101,7 +114,7 @@ def base_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     config = Config(db=str(folder / "contract.db"), listen="127.0.0.1:0",
                     admin_token=ADMIN_TOKEN, ingest_token=INGEST_TOKEN,
                     retention_interval_s=0)
-    _seed(config)
+    TENANT_TOKEN["token"] = _seed(config)
     with _ingest(config, folder) as url:
         yield url
 
@@ -168,15 +181,18 @@ def _auth_for(case: schemathesis.Case) -> dict[str, str]:
         return {"Authorization": f"Bearer {ADMIN_TOKEN}"}
     if "ingestToken" in schemes:
         return {"Authorization": f"Bearer {INGEST_TOKEN}"}
+    if "tenantToken" in schemes:
+        return {"Authorization": f"Bearer {TENANT_TOKEN['token']}"}
     return {}
 
 
 def _protected_operations() -> list[Any]:
-    """Every documented operation that names a bearer scheme (adminToken or ingestToken)."""
+    """Every documented operation that names a bearer scheme (adminToken, ingestToken or
+    tenantToken)."""
     operations = [result.ok() for result in SCHEMA.get_all_operations()]
     return [op for op in operations
             if {name for requirement in op.definition.raw.get("security", [])
-                for name in requirement} & {"adminToken", "ingestToken"}]
+                for name in requirement} & {"adminToken", "ingestToken", "tenantToken"}]
 
 
 @pytest.mark.parametrize("operation", _protected_operations(), ids=lambda op: op.label)
@@ -185,15 +201,20 @@ def test_protected_operations_refuse_without_a_valid_token(operation, base_url, 
     """A missing, wrong or non-Bearer token gets the documented 401 `unauthorized` (with
     `WWW-Authenticate: Bearer`); a server with no token configured gets the documented 403
     `auth_not_configured`, even for the right token. Both come before any input is read, so
-    the request carries none."""
+    the request carries none. A tenant API operation answers the tenant codes instead:
+    `token_missing`, `token_invalid`, and `token_invalid` on the second ingest, whose
+    database signs with another key."""
     case = operation.Case(path_parameters={p.name: "1" for p in operation.path_parameters})
     right = _auth_for(case)
+    tenant = case.path.startswith("/v1/tenant")
     for url, headers, status, code in (
-            (base_url, {}, 401, "unauthorized"),
-            (base_url, {"Authorization": "Bearer not-the-token"}, 401, "unauthorized"),
+            (base_url, {}, 401, "token_missing" if tenant else "unauthorized"),
+            (base_url, {"Authorization": "Bearer not-the-token"}, 401,
+             "token_invalid" if tenant else "unauthorized"),
             (base_url, {"Authorization": right["Authorization"].replace("Bearer", "Basic")},
-             401, "unauthorized"),
-            (tokenless_url, right, 403, "auth_not_configured")):
+             401, "token_missing" if tenant else "unauthorized"),
+            (tokenless_url, right, *((401, "token_invalid") if tenant
+                                     else (403, "auth_not_configured")))):
         response = case.call_and_validate(base_url=url, session=session, headers=headers,
                                           checks=CHECKS, timeout=10)
         assert (response.status_code, response.json()["error"]) == (status, code), headers
@@ -209,8 +230,10 @@ def test_running_server_matches_its_openapi_document(case, base_url, session):
         # its documented 503 is the answer under test (its body is still checked against
         # NotReady).
         checks = [c for c in CHECKS if c is not st_checks.not_a_server_error]
-    case.call_and_validate(base_url=base_url, session=session, headers=_auth_for(case),
-                           checks=checks, timeout=10)
+    response = case.call_and_validate(base_url=base_url, session=session,
+                                      headers=_auth_for(case), checks=checks, timeout=10)
+    if case.path.startswith("/v1/tenant"):  # past the token checks, or nothing was tested
+        assert response.status_code != 401, response.text
 
 
 def test_served_document_is_the_packaged_file(base_url):
@@ -244,3 +267,13 @@ class _NoStore:
             raise AssertionError(f"the store was used: {name}")
 
         return never_called
+
+
+def test_the_tenant_token_opens_the_tenant_api(base_url, session):
+    """The tenant token the schemathesis run sends is accepted (so the tenant operations are
+    exercised past the token checks, not only refused)."""
+    response = session.get(f"{base_url}/v1/tenant", timeout=10,
+                           headers={"Authorization": f"Bearer {TENANT_TOKEN['token']}"})
+    assert response.status_code == 200, response.text
+    assert response.json()["tenant"]["id"] == "_default"
+    assert response.json()["capabilities"] == list(CAPABILITIES)

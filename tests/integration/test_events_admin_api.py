@@ -131,7 +131,7 @@ async def test_resend_and_retry_now_are_audited(client, real_store):
     assert [(e["event"], e["by"], e["client"], e["actor"], e["reason"], e["filters"],
              e["count"]) for e in audits] == [
         ("jobs_resent", "admin_api", "127.0.0.1", "alice", "lost",
-         {"destination": "d", "status": "done", "limit": 1}, 1),
+         {"destination": "d", "tenant": "_default", "status": "done", "limit": 1}, 1),
         ("jobs_retried_now", "admin_api", "127.0.0.1", None, None, {"job_id": pending}, 0)]
     story = await real_store.get_job(done_1)
     assert (story.job.status, story.job.attempts, story.replays) == ("pending", 0, 1)

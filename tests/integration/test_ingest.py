@@ -274,7 +274,7 @@ class FailingStore:
     def __init__(self, inner: Store, error: Exception) -> None:
         self.inner, self.error = inner, error
 
-    async def add_events(self, events: Any) -> Any:
+    async def add_events(self, events: Any, **options: Any) -> Any:
         raise self.error
 
     async def stats(self) -> Stats:

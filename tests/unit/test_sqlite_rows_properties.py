@@ -30,7 +30,7 @@ from hookline.shared.store.sqlite_rows import (
 )
 
 PROPERTY = settings(max_examples=60, derandomize=True, database=None, deadline=None)
-EVENT_COLUMNS = ("message_id", "source", "source_event_id", "type", "body",
+EVENT_COLUMNS = ("message_id", "tenant_id", "source", "source_event_id", "type", "body",
                  "forwarded_headers")
 JOB_COLUMNS = ("event_ids", "destination_ids")
 DESTINATIONS = 3
@@ -117,7 +117,7 @@ class Pair:
             self.serial += 1
             # An int or float key is stored as TEXT (type affinity), so answered as text.
             source = "api" if not isinstance(key, int) or key % 2 else "stripe"
-            rows.append((f"msg_{self.serial}", source, key, "t",
+            rows.append((f"msg_{self.serial}", "_default", source, key, "t",
                          b"\xff\x00" + self.serial.to_bytes(4, "big"), None))
         return self.insert("insert_event", EVENT_COLUMNS, rows, now)
 

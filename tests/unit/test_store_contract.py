@@ -30,13 +30,14 @@ from hookline.shared.store import SqliteDiagnostics, Store
 from hookline.shared.store.postgres import PostgresStore, _query
 from hookline.shared.store.queries import load_queries
 from hookline.shared.store.sqlite import SqliteStore
+from hookline.shared.tenant_models import TenantFields
 from tests.conftest import new_event
 
 SECRET = "whsec_" + "A" * 32
 OTHER_SECRET = "whsec_" + "B" * 32
 SAMPLE_VALUES = {"scheme": "token", **dict.fromkeys(
     ("pairs", "claims", "attempts", "job_ids", "lease_tokens", "destination_ids",
-     "event_ids", "deltas"), "[]")}
+     "event_ids", "tenants", "keys", "deltas"), "[]")}
 """Parameter values the SQLite queries accept on an empty database (the rest get 1)."""
 
 
@@ -160,6 +161,26 @@ async def test_every_store_operation_runs_on_both_backends(store, clock):
     with pytest.raises(NotFound):
         await s.get_destination("d")
 
+    key = await s.token_signing_key("tenant_tokens")
+    assert len(key) == 32 and await s.token_signing_key("tenant_tokens") == key
+    state = await s.tenant_token_state("_default")
+    assert state.exists and state.token_epoch is not None and state.now_s == clock()
+    assert not (await s.tenant_token_state("nobody")).exists
+    await s.add_destination(name="t", url="http://127.0.0.1:9/x", secret=SECRET,
+                            event_types=["order.*"], max_in_flight=5)
+    sent = await s.send_test_event("t", tenant="_default")
+    assert [j.id for j in await s.list_tenant_jobs("_default", destination="t")] == [sent.job_id]
+    assert (await s.destination_stats("t", tenant="_default", window_s=60)).pending == 1
+    assert await s.tenant_event_types("_default") == ["hookline.test", "order.*", "push"]
+
+    tenant, created = await s.put_tenant("acme", TenantFields(max_destinations=3))
+    assert created and (await s.get_tenant("acme")).max_destinations == 3
+    assert [t.id for t in await s.list_tenants(after="_default")] == ["acme"]
+    assert await s.tenant_destination_counts(["_default", "acme", "ghost"]) == {
+        "_default": 1, "acme": 0, "ghost": 0}  # "t", the test delivery's
+    assert (await s.revoke_tenant_tokens("acme")).token_epoch != tenant.token_epoch
+    assert (await s.delete_tenant("acme")).destinations == 0
+
     s.called.discard("store")
     assert contract_methods() - s.called - {"open", "close"} == set()
 
@@ -206,6 +227,9 @@ BATCH_COLUMNS = {
     ("record_attempts", "attempts"): {
         "lease_tokens", "started_ats", "durations_s", "status_codes", "errors",
         "response_excerpts", "response_headers", "locations"},
+    ("fan_out", "keys"): {"tenant_id", "pattern"},
+    ("tenant_states", "tenants"): {"id"},
+    ("create_tenants", "tenants"): {"id"},
     ("add_metric_deltas", "deltas"): {"families", "destination_ids", "labels", "ns",
                                       "totals_s"},
 }

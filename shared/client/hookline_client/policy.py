@@ -103,8 +103,10 @@ def new_event_id() -> str:
     return "evt_" + uuid.uuid4().hex
 
 
-def encode_event(type_: str, data: Any, event_id: str, source: str | None) -> bytes:
-    """The `POST /v1/events` body: `{"id", "type", "data", "source"?}` as UTF-8 JSON.
+def encode_event(type_: str, data: Any, event_id: str, source: str | None,
+                 tenant: str | None = None) -> bytes:
+    """The `POST /v1/events` body: `{"id", "type", "data", "source"?, "tenant"?}` as UTF-8
+    JSON.
 
     Raises:
         TypeError: `data` holds something JSON cannot represent.
@@ -113,6 +115,8 @@ def encode_event(type_: str, data: Any, event_id: str, source: str | None) -> by
     event: dict[str, Any] = {"id": event_id, "type": type_, "data": data}
     if source is not None:
         event["source"] = source
+    if tenant is not None:
+        event["tenant"] = tenant
     return json.dumps(event, ensure_ascii=False, allow_nan=False,
                       separators=(",", ":")).encode("utf-8")
 

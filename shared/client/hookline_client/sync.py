@@ -74,7 +74,7 @@ class HooklineClient:
         self._lock = threading.Lock()
 
     def send(self, type: str, data: Any, id: str | None = None,
-             source: str | None = None) -> SendResult:
+             source: str | None = None, tenant: str | None = None) -> SendResult:
         """Publish one event and wait until hookline has stored it.
 
         Every attempt sends the same id, so a retry after a lost answer is recognised as a
@@ -87,6 +87,8 @@ class HooklineClient:
                 generated when None (then reused by every retry of this call; read it back
                 from the result).
             source: the publisher's namespace for ids (default `api` on the server).
+            tenant: the tenant (your customer) it is for: only that tenant's destinations
+                receive it (default: the default tenant).
 
         Returns:
             SendResult: accepted or duplicate, with hookline's event number and message id.
@@ -99,7 +101,7 @@ class HooklineClient:
             TypeError, ValueError: `data` is not representable as JSON.
         """
         event_id = id if id is not None else new_event_id()
-        body = encode_event(type, data, event_id, source)
+        body = encode_event(type, data, event_id, source, tenant)
         attempts = Attempts(self.policy, event_id)
         while True:
             timeout_s = attempts.start()

@@ -16,11 +16,11 @@ UPDATE attempts SET error = 'handed back (graceful stop)' WHERE lease_token = :l
     AND duration_s IS NULL
 
 -- get_destination: one live destination by name
-SELECT * FROM destinations WHERE name = :name AND deleted_at IS NULL
+SELECT * FROM destinations WHERE tenant_id = :tenant AND name = :name AND deleted_at IS NULL
 
 -- expire_previous_secret: forget the secret before the last rotation (it signs no more)
 UPDATE destinations SET previous_secret = NULL, previous_secret_until = NULL
-WHERE name = :name AND deleted_at IS NULL
+WHERE tenant_id = :tenant AND name = :name AND deleted_at IS NULL
 RETURNING *
 
 -- count_attempts: number of recorded attempts
@@ -77,10 +77,11 @@ SELECT id, message_id, source, source_event_id, type, received_at,
     length(body) AS body_bytes, body_purged_at
 FROM events WHERE message_id = :message_id
 
--- find_event_by_source_id: one event's facts by the sender's id within its source
+-- find_event_by_source_id: one event's facts by the sender's id within its tenant and source
 SELECT id, message_id, source, source_event_id, type, received_at,
     length(body) AS body_bytes, body_purged_at
-FROM events WHERE source = :source AND source_event_id = :source_event_id
+FROM events
+WHERE tenant_id = :tenant AND source = :source AND source_event_id = :source_event_id
 
 -- event_jobs: an event's jobs with their destination's name, by id
 SELECT j.id, j.event_id, d.name AS destination, j.status, j.attempts, j.run_at, j.last_error,
@@ -172,3 +173,123 @@ ON CONFLICT (family, destination_id, label) DO UPDATE SET n = excluded.n, total_
 SELECT d.name AS destination, m.label AS status, m.n FROM metric_counts m
 JOIN destinations d ON d.id = m.destination_id
 WHERE m.family = 'jobs' AND m.n <> 0
+
+-- get_tenant: one tenant by id
+SELECT * FROM tenants WHERE id = :id
+
+-- put_tenant: create a tenant, or change the given fields of an existing one (a NULL field
+-- is left as it is; :clear_max removes the destination limit)
+INSERT INTO tenants (id, name, metadata, max_destinations, disabled, token_epoch, created_at,
+    updated_at)
+VALUES (:id, COALESCE(:name, ''), COALESCE(:metadata, '{}'), :max_destinations,
+    COALESCE(:disabled, false), :epoch, :now, :now)
+ON CONFLICT (id) DO UPDATE SET name = COALESCE(:name, tenants.name),
+    metadata = COALESCE(:metadata, tenants.metadata),
+    max_destinations = CASE WHEN :clear_max THEN NULL
+                            ELSE COALESCE(:max_destinations, tenants.max_destinations) END,
+    disabled = COALESCE(:disabled, tenants.disabled), updated_at = :now
+RETURNING *
+
+-- list_tenants: tenants after :after in id order (keyset paging), optionally those whose id
+-- starts with :prefix
+SELECT * FROM tenants
+WHERE id > COALESCE(:after, '')
+    AND (CAST(:prefix AS text) IS NULL OR substr(id, 1, length(:prefix)) = :prefix)
+ORDER BY id LIMIT :limit
+
+-- tenant_destination_count: live destinations of a tenant
+SELECT COUNT(*) AS n FROM destinations WHERE tenant_id = :tenant AND deleted_at IS NULL
+
+-- tenant_unfinished_jobs: pending and running jobs of a tenant's live destinations
+SELECT COUNT(*) AS n FROM jobs j JOIN destinations d ON d.id = j.destination_id
+WHERE d.tenant_id = :tenant AND d.deleted_at IS NULL AND j.status IN ('pending', 'running')
+
+-- remove_tenant_destinations: soft delete every live destination of a tenant (names freed)
+UPDATE destinations SET deleted_at = :now, name = name || '~removed-' || id
+WHERE tenant_id = :tenant AND deleted_at IS NULL
+RETURNING id
+
+-- delete_tenant: forget a tenant (its removed destinations and stored events stay for
+-- their history, until retention)
+DELETE FROM tenants WHERE id = :id AND id <> '_default'
+
+-- revoke_tenant_tokens: give a tenant a new (random) token epoch: every token minted before
+-- stops working
+UPDATE tenants SET token_epoch = :epoch WHERE id = :id
+RETURNING *
+
+-- tenant-ops: the operator's side of tenants
+-- (tenant-api: tenant tokens and the tenant API's reads and actions)
+
+-- signing_key: the key of one purpose (`tenant_tokens`), once made
+SELECT key FROM signing_keys WHERE purpose = :purpose
+
+-- insert_signing_key: make a purpose's key unless another process made it first
+INSERT INTO signing_keys (purpose, key, created_at) VALUES (:purpose, :key, :now)
+ON CONFLICT (purpose) DO NOTHING
+
+-- tenant_token_state: the store's clock and one tenant's token state (NULLs when it does not exist): the one read of every tenant API request
+SELECT :now AS now, t.id, t.disabled, t.token_epoch
+FROM (SELECT 1 AS one) AS clock LEFT JOIN tenants t ON t.id = :tenant
+
+-- live_destinations_of_tenant: one tenant's live destinations (paused ones too)
+SELECT * FROM destinations WHERE tenant_id = :tenant AND deleted_at IS NULL ORDER BY id
+
+-- tenant_destination_counts: live destinations per tenant, for the tenants from :first to
+-- :last in id order (one page of list_tenants)
+SELECT tenant_id, COUNT(*) AS n FROM destinations
+WHERE deleted_at IS NULL AND tenant_id >= :first AND tenant_id <= :last
+GROUP BY tenant_id
+
+-- tenant_get_job: one job of a tenant's destinations with its event (the columns of get_job)
+SELECT j.id, j.event_id, e.message_id, e.type AS event_type, d.name AS destination, j.status,
+    j.attempts, j.run_at, j.lease_owner, j.lease_until, j.last_error, j.created_at,
+    j.updated_at, j.finished_at, j.replays, e.source, e.source_event_id, e.received_at,
+    length(e.body) AS body_bytes, e.body_purged_at
+FROM jobs j JOIN events e ON e.id = j.event_id JOIN destinations d ON d.id = j.destination_id
+WHERE j.id = :job_id AND d.tenant_id = :tenant
+
+-- tenant_replay_job_state: why one job of a tenant's destinations can or cannot be resent
+SELECT j.id, j.status, d.deleted_at, e.body_purged_at
+FROM jobs j JOIN events e ON e.id = j.event_id JOIN destinations d ON d.id = j.destination_id
+WHERE j.id = :job_id AND d.tenant_id = :tenant
+
+-- tenant_find_event_by_id: one event of a tenant by its internal id
+SELECT id, message_id, source, source_event_id, type, received_at,
+    length(body) AS body_bytes, body_purged_at
+FROM events WHERE id = :event_id AND tenant_id = :tenant
+
+-- tenant_find_event_by_message_id: one event of a tenant by its webhook-id
+SELECT id, message_id, source, source_event_id, type, received_at,
+    length(body) AS body_bytes, body_purged_at
+FROM events WHERE message_id = :message_id AND tenant_id = :tenant
+
+-- tenant_event_types: the distinct types of a tenant's newest :limit events
+SELECT DISTINCT type FROM (
+    SELECT type FROM events WHERE tenant_id = :tenant ORDER BY id DESC LIMIT :limit) AS recent
+ORDER BY type
+
+-- tenant_subscription_patterns: the subscription patterns of a tenant's live destinations
+SELECT DISTINCT pattern FROM destination_subscriptions WHERE tenant_id = :tenant
+ORDER BY pattern
+
+-- destination_job_counts: one destination's jobs in flight, pending and dead, and the oldest due pending job's run_at
+SELECT
+    (SELECT COUNT(*) FROM jobs j WHERE j.destination_id = :destination_id
+        AND j.status = 'running' AND j.lease_until > :now) AS in_flight,
+    (SELECT COUNT(*) FROM jobs j WHERE j.destination_id = :destination_id
+        AND j.status = 'pending') AS pending,
+    (SELECT COUNT(*) FROM jobs j WHERE j.destination_id = :destination_id
+        AND j.status = 'dead') AS dead,
+    (SELECT MIN(j.run_at) FROM jobs j WHERE j.destination_id = :destination_id
+        AND j.status = 'pending' AND j.run_at <= :now) AS oldest_pending_at
+
+-- destination_recent_attempts: one destination's finished attempts started since :since, newest first, at most :limit (a worker lost or a hand-back is no delivery outcome)
+SELECT a.job_id, a.started_at, a.duration_s, a.status_code, a.error, a.response_excerpt
+FROM attempts a JOIN jobs j ON j.id = a.job_id
+WHERE j.destination_id = :destination_id AND a.started_at >= :since
+    AND a.duration_s IS NOT NULL
+    AND COALESCE(a.error, '') NOT LIKE 'lease expired%'
+    AND COALESCE(a.error, '') NOT LIKE 'worker lost%'
+    AND COALESCE(a.error, '') NOT LIKE 'handed back%'
+ORDER BY a.id DESC LIMIT :limit

@@ -5,30 +5,39 @@
 -- events where SQLite's run once per event (here a statement costs a round trip).
 
 -- insert_event: store a batch of events (each parameter an array, one element per event, in
--- batch order); an event whose (source, source_event_id) exists, or repeats earlier in the
--- batch, is skipped
-INSERT INTO events (message_id, source, source_event_id, type, body, forwarded_headers,
-    received_at)
-SELECT u.message_id, u.source, u.source_event_id, u.type, u.body, u.forwarded_headers,
-    hookline_now(:test_now_s)
-FROM unnest(:message_id::text[], :source::text[], :source_event_id::text[], :type::text[],
-            :body::bytea[], :forwarded_headers::text[])
-        WITH ORDINALITY AS u (message_id, source, source_event_id, type, body,
+-- batch order); an event whose (tenant, source, source_event_id) exists, or repeats earlier in
+-- the batch, is skipped
+INSERT INTO events (message_id, tenant_id, source, source_event_id, type, body,
+    forwarded_headers, received_at)
+SELECT u.message_id, u.tenant_id, u.source, u.source_event_id, u.type, u.body,
+    u.forwarded_headers, hookline_now(:test_now_s)
+FROM unnest(:message_id::text[], :tenant_id::text[], :source::text[], :source_event_id::text[],
+            :type::text[], :body::bytea[], :forwarded_headers::text[])
+        WITH ORDINALITY AS u (message_id, tenant_id, source, source_event_id, type, body,
                               forwarded_headers, ord)
 ORDER BY u.ord
-ON CONFLICT (source, source_event_id) DO NOTHING
-RETURNING id, message_id, source, source_event_id
+ON CONFLICT (tenant_id, source, source_event_id) DO NOTHING
+RETURNING id, message_id, tenant_id, source, source_event_id
 
 -- find_event: the stored events for a batch of idempotency keys (arrays)
-SELECT e.id, e.message_id, e.source, e.source_event_id
-FROM events e JOIN unnest(:source::text[], :source_event_id::text[]) AS k (source, sid)
-    ON e.source = k.source AND e.source_event_id = k.sid
+SELECT e.id, e.message_id, e.tenant_id, e.source, e.source_event_id
+FROM events e JOIN unnest(:tenant_id::text[], :source::text[], :source_event_id::text[])
+        AS k (tenant_id, source, sid)
+    ON e.tenant_id = k.tenant_id AND e.source = k.source AND e.source_event_id = k.sid
 
--- subscriptions: [[id, event_types], ...] of the destinations that receive new events (paused
--- ones too: their jobs wait), as one row holding a JSON array (the same shape as SQLite's)
-SELECT coalesce(json_agg(json_build_array(id, event_types) ORDER BY id), '[]')::text
-    AS subscriptions
-FROM destinations WHERE deleted_at IS NULL
+-- fan_out: the live destinations subscribed to each (tenant, pattern) of the arrays (the
+-- subscription index; one lookup per key)
+SELECT k.tenant_id, k.pattern, s.destination_id
+FROM unnest(:tenant_id::text[], :pattern::text[]) AS k (tenant_id, pattern)
+JOIN destination_subscriptions s ON s.tenant_id = k.tenant_id AND s.pattern = k.pattern
+
+-- tenant_states: whether each tenant of :id exists (a row) and is disabled
+SELECT id, disabled FROM tenants WHERE id = ANY(:id::text[])
+
+-- create_tenants: the tenants of :id that do not exist yet, with defaults
+INSERT INTO tenants (id, created_at, updated_at)
+SELECT t.id, hookline_now(:test_now_s), hookline_now(:test_now_s) FROM unnest(:id::text[]) AS t (id)
+ON CONFLICT (id) DO NOTHING
 
 -- insert_jobs: the delivery jobs of a batch of events, one per (event id, destination id)
 -- pair, due now
@@ -56,12 +65,17 @@ WHERE NOT d.paused AND d.deleted_at IS NULL AND COALESCE(
 ORDER BY d.id
 FOR NO KEY UPDATE OF d
 
--- destination_slots: free in-flight slots of the locked destinations (read after the locks)
-SELECT d.id, d.ordered, d.rate_limit_per_s, d.next_send_at, d.max_in_flight - (
+-- destination_slots: free in-flight slots of the locked destinations (read after the locks);
+-- several_tenants (the same on every row): whether live destinations of more than one tenant
+-- exist, the two ends of the destinations_tenant index (the per-tenant fair share applies
+-- only then)
+SELECT d.id, d.tenant_id, d.ordered, d.rate_limit_per_s, d.next_send_at, d.max_in_flight - (
     SELECT count(*) FROM jobs j
     WHERE j.destination_id = d.id AND j.status = 'running'
         AND j.lease_until > hookline_now(:test_now_s)
-) AS free
+) AS free,
+    (SELECT min(tenant_id) FROM destinations WHERE deleted_at IS NULL)
+    <> (SELECT max(tenant_id) FROM destinations WHERE deleted_at IS NULL) AS several_tenants
 FROM destinations d WHERE d.id = ANY(:destination_ids::bigint[]) ORDER BY d.id
 
 -- due_jobs: claimable jobs of one destination, oldest due first; rows another transaction
@@ -169,8 +183,8 @@ FROM unnest(:job_ids::bigint[], :attempts::integer[], :lease_tokens::text[])
 
 -- claim_details: what a worker needs to send claimed jobs (batch, by job id)
 SELECT j.id AS job_id, e.message_id, e.type, e.body, e.forwarded_headers, e.received_at,
-    d.name, d.url,
-    d.secret, d.previous_secret, d.previous_secret_until, d.timeout_s, d.headers
+    d.name, d.url, d.secret, d.previous_secret, d.previous_secret_until, d.timeout_s, d.headers,
+    d.tenant_id
 FROM jobs j JOIN events e ON e.id = j.event_id JOIN destinations d ON d.id = j.destination_id
 WHERE j.id = ANY(:job_ids::bigint[])
 
@@ -236,9 +250,9 @@ UPDATE jobs SET status = 'pending', attempts = attempts - 1, lease_token = NULL,
 WHERE id = :job_id AND lease_token = :lease_token AND status = 'running'
 
 -- insert_destination: register a destination
-INSERT INTO destinations (name, url, secret, event_types, max_in_flight, headers, timeout_s,
-    rate_limit_per_s, ordered, created_at)
-VALUES (:name, :url, :secret, :event_types, :max_in_flight, :headers, :timeout_s,
+INSERT INTO destinations (tenant_id, name, url, secret, event_types, max_in_flight, headers,
+    timeout_s, rate_limit_per_s, ordered, created_at)
+VALUES (:tenant, :name, :url, :secret, :event_types, :max_in_flight, :headers, :timeout_s,
     :rate_limit_per_s, :ordered, hookline_now(:test_now_s))
 RETURNING *
 
@@ -246,7 +260,7 @@ RETURNING *
 UPDATE destinations SET paused = :paused, paused_reason = :reason,
     failure_streak = CASE WHEN :paused THEN failure_streak ELSE 0 END,
     failing_since = CASE WHEN :paused THEN failing_since ELSE NULL END
-WHERE name = :name AND deleted_at IS NULL
+WHERE tenant_id = :tenant AND name = :name AND deleted_at IS NULL
 
 -- list_jobs: jobs with their event and destination, newest first
 SELECT j.id, j.event_id, e.message_id, e.type AS event_type, d.name AS destination, j.status,
@@ -266,7 +280,7 @@ FROM jobs WHERE status = 'pending' AND run_at <= hookline_now(:test_now_s)
 
 -- remove_destination: soft delete; the name is freed (renamed name~removed-ID) for reuse
 UPDATE destinations SET deleted_at = hookline_now(:test_now_s), name = name || '~removed-' || id
-WHERE name = :name AND deleted_at IS NULL
+WHERE tenant_id = :tenant AND name = :name AND deleted_at IS NULL
 RETURNING id
 
 -- kill_jobs_of_destination: a removed destination's unfinished jobs end dead
@@ -283,6 +297,7 @@ SELECT j.id, j.event_id, e.message_id, e.type AS event_type, d.name AS destinati
     j.updated_at, j.finished_at, e.body_purged_at, d.deleted_at AS destination_deleted_at
 FROM jobs j JOIN events e ON e.id = j.event_id JOIN destinations d ON d.id = j.destination_id
 WHERE j.status = 'dead' AND (:destination::text IS NULL OR d.name = :destination)
+    AND (:tenant::text IS NULL OR d.tenant_id = :tenant)
     AND (:since::double precision IS NULL OR j.finished_at >= :since)
 ORDER BY j.finished_at DESC, j.id DESC LIMIT :limit
 
@@ -292,6 +307,7 @@ SELECT j.id, j.destination_id FROM jobs j JOIN events e ON e.id = j.event_id
 WHERE j.status = 'dead' AND d.deleted_at IS NULL AND e.body_purged_at IS NULL
     AND (:job_id::bigint IS NULL OR j.id = :job_id)
     AND (:destination::text IS NULL OR d.name = :destination)
+    AND (:tenant::text IS NULL OR d.tenant_id = :tenant)
     AND (:since::double precision IS NULL OR j.finished_at >= :since)
 ORDER BY j.id
 
@@ -329,7 +345,7 @@ WHERE id = :destination_id AND NOT paused
 -- rotate_secret: new secret now, previous one still signed with for :overlap_s seconds
 UPDATE destinations SET previous_secret = secret,
     previous_secret_until = hookline_now(:test_now_s) + :overlap_s, secret = :secret
-WHERE name = :name AND deleted_at IS NULL
+WHERE tenant_id = :tenant AND name = :name AND deleted_at IS NULL
 RETURNING *
 
 -- insert_source: register an inbound source
@@ -343,7 +359,7 @@ WHERE name = :name AND deleted_at IS NULL
 RETURNING id
 
 -- destination_summaries: per live destination, its state and jobs in flight, pending and dead
-SELECT d.id, d.name, d.paused, d.paused_reason, d.failure_streak, d.failing_since,
+SELECT d.id, d.tenant_id, d.name, d.paused, d.paused_reason, d.failure_streak, d.failing_since,
     d.max_in_flight,
     (SELECT count(*) FROM jobs j WHERE j.destination_id = d.id AND j.status = 'running'
         AND j.lease_until > hookline_now(:test_now_s)) AS in_flight,
@@ -408,9 +424,11 @@ WHERE (:type::text IS NULL OR e.type = :type)
     AND (:since::double precision IS NULL OR e.received_at >= :since)
     AND (:until::double precision IS NULL OR e.received_at < :until)
     AND (:before::bigint IS NULL OR e.id < :before)
+    AND (:tenant::text IS NULL OR e.tenant_id = :tenant)
     AND ((:destination::text IS NULL AND :status::text IS NULL) OR EXISTS (
         SELECT 1 FROM jobs j JOIN destinations d ON d.id = j.destination_id
         WHERE j.event_id = e.id AND (:destination::text IS NULL OR d.name = :destination)
+            AND (:tenant::text IS NULL OR d.tenant_id = :tenant)
             AND (:status::text IS NULL OR j.status = :status)))
 ORDER BY e.id DESC LIMIT :limit
 
@@ -428,6 +446,7 @@ WHERE j.status IN ('done', 'dead') AND d.deleted_at IS NULL AND e.body_purged_at
     AND (:status::text IS NULL OR j.status = :status)
     AND (:job_id::bigint IS NULL OR j.id = :job_id)
     AND (:destination::text IS NULL OR d.name = :destination)
+    AND (:tenant::text IS NULL OR d.tenant_id = :tenant)
     AND (:since::double precision IS NULL OR j.created_at >= :since)
     AND (:until::double precision IS NULL OR j.created_at < :until)
 ORDER BY j.id LIMIT :limit
@@ -447,6 +466,7 @@ SELECT j.id, j.status, j.destination_id FROM jobs j
 WHERE j.status = 'pending' AND j.run_at > hookline_now(:test_now_s)
     AND (:job_id::bigint IS NULL OR j.id = :job_id)
     AND (:destination::text IS NULL OR d.name = :destination)
+    AND (:tenant::text IS NULL OR d.tenant_id = :tenant)
     AND (:since::double precision IS NULL OR j.created_at >= :since)
     AND (:until::double precision IS NULL OR j.created_at < :until)
 ORDER BY j.id LIMIT :limit
@@ -504,3 +524,16 @@ WHERE family IN ('jobs', 'attempts', 'latency', 'oldest', 'events')
 SELECT id, status FROM jobs
 WHERE destination_id = :destination_id AND status IN ('pending', 'running')
 FOR UPDATE
+
+-- (tenant-api: the tenant API's reads and actions)
+
+-- tenant_list_jobs: one tenant's jobs newest first, optionally of one destination and/or status; keyset paging by id (:before)
+SELECT j.id, j.event_id, e.message_id, e.type AS event_type, d.name AS destination, j.status,
+    j.attempts, j.run_at, j.lease_owner, j.lease_until, j.last_error, j.created_at,
+    j.updated_at, j.finished_at
+FROM jobs j JOIN destinations d ON d.id = j.destination_id JOIN events e ON e.id = j.event_id
+WHERE d.tenant_id = :tenant
+    AND (:destination::text IS NULL OR d.name = :destination)
+    AND (:status::text IS NULL OR j.status = :status)
+    AND (:before::bigint IS NULL OR j.id < :before)
+ORDER BY j.id DESC LIMIT :limit

@@ -1,22 +1,34 @@
 -- Named queries for the SQLite store (shared/store/sqlite.py). Parameters are :named; a batch
 -- is a JSON array; :now is the transaction's instant (the store's clock).
 
--- insert_event: store one event unless its (source, source_event_id) exists (the store runs it
--- for every event of a batch, as a few multi-row statements)
-INSERT INTO events (message_id, source, source_event_id, type, body, forwarded_headers,
-    received_at)
-VALUES (:message_id, :source, :source_event_id, :type, :body, :forwarded_headers, :now)
-ON CONFLICT (source, source_event_id) DO NOTHING
-RETURNING id, message_id, source, source_event_id
+-- insert_event: store one event unless its (tenant, source, source_event_id) exists (the store
+-- runs it for every event of a batch, as a few multi-row statements)
+INSERT INTO events (message_id, tenant_id, source, source_event_id, type, body,
+    forwarded_headers, received_at)
+VALUES (:message_id, :tenant_id, :source, :source_event_id, :type, :body, :forwarded_headers,
+    :now)
+ON CONFLICT (tenant_id, source, source_event_id) DO NOTHING
+RETURNING id, message_id, tenant_id, source, source_event_id
 
 -- find_event: the stored event for an idempotency key (run once per key)
-SELECT id, message_id, source, source_event_id FROM events
-WHERE source = :source AND source_event_id = :source_event_id
+SELECT id, message_id, tenant_id, source, source_event_id FROM events
+WHERE tenant_id = :tenant_id AND source = :source AND source_event_id = :source_event_id
 
--- subscriptions: [[id, event_types], ...] of the destinations that receive new events (paused
--- ones too: their jobs wait), as ONE row holding a JSON array (one step on ingest's hot path)
-SELECT json_group_array(json_array(id, event_types)) AS subscriptions
-FROM (SELECT id, event_types FROM destinations WHERE deleted_at IS NULL ORDER BY id)
+-- fan_out: the live destinations subscribed to each (tenant, pattern) of :keys (the
+-- subscription index; one lookup per key)
+SELECT json_extract(k.value, '$[0]') AS tenant_id, json_extract(k.value, '$[1]') AS pattern,
+    s.destination_id
+FROM json_each(:keys) k JOIN destination_subscriptions s
+    ON s.tenant_id = json_extract(k.value, '$[0]') AND s.pattern = json_extract(k.value, '$[1]')
+
+-- tenant_states: whether each tenant of :tenants exists (a row) and is disabled
+SELECT id, disabled FROM tenants
+WHERE id IN (SELECT json_extract(value, '$[0]') FROM json_each(:tenants))
+
+-- create_tenants: the tenants of :tenants that do not exist yet, with defaults
+INSERT INTO tenants (id, created_at, updated_at)
+SELECT json_extract(value, '$[0]'), :now, :now FROM json_each(:tenants) WHERE true
+ON CONFLICT (id) DO NOTHING
 
 -- insert_jobs: one delivery job, due now (the store runs it for every [event id, destination
 -- id] pair of a batch, as a few multi-row statements)
@@ -25,11 +37,15 @@ VALUES (:event_ids, :destination_ids, :now, :now, :now)
 RETURNING id, event_id
 
 -- destination_slots: free in-flight slots per active destination (expired leases do not count);
--- every one (the single writer needs no lock_claimable_destinations step)
-SELECT d.id, d.ordered, d.rate_limit_per_s, d.next_send_at, d.max_in_flight - (
+-- every one (the single writer needs no lock_claimable_destinations step); several_tenants
+-- (the same on every row): whether live destinations of more than one tenant exist, the two
+-- ends of the destinations_tenant index (the per-tenant fair share applies only then)
+SELECT d.id, d.tenant_id, d.ordered, d.rate_limit_per_s, d.next_send_at, d.max_in_flight - (
     SELECT COUNT(*) FROM jobs j
     WHERE j.destination_id = d.id AND j.status = 'running' AND j.lease_until > :now
-) AS free
+) AS free,
+    (SELECT min(tenant_id) FROM destinations WHERE deleted_at IS NULL)
+    <> (SELECT max(tenant_id) FROM destinations WHERE deleted_at IS NULL) AS several_tenants
 FROM destinations d
 WHERE d.paused = 0 AND d.deleted_at IS NULL
 
@@ -130,8 +146,8 @@ SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]'), :worker,
 
 -- claim_details: what a worker needs to send claimed jobs (:job_ids, a JSON array)
 SELECT j.id AS job_id, e.message_id, e.type, e.body, e.forwarded_headers, e.received_at,
-    d.name, d.url,
-    d.secret, d.previous_secret, d.previous_secret_until, d.timeout_s, d.headers
+    d.name, d.url, d.secret, d.previous_secret, d.previous_secret_until, d.timeout_s, d.headers,
+    d.tenant_id
 FROM jobs j JOIN events e ON e.id = j.event_id JOIN destinations d ON d.id = j.destination_id
 WHERE j.id IN (SELECT value FROM json_each(:job_ids))
 
@@ -192,9 +208,9 @@ UPDATE jobs SET status = 'pending', attempts = attempts - 1, lease_token = NULL,
 WHERE id = :job_id AND lease_token = :lease_token AND status = 'running'
 
 -- insert_destination: register a destination
-INSERT INTO destinations (name, url, secret, event_types, max_in_flight, headers, timeout_s,
-    rate_limit_per_s, ordered, created_at)
-VALUES (:name, :url, :secret, :event_types, :max_in_flight, :headers, :timeout_s,
+INSERT INTO destinations (tenant_id, name, url, secret, event_types, max_in_flight, headers,
+    timeout_s, rate_limit_per_s, ordered, created_at)
+VALUES (:tenant, :name, :url, :secret, :event_types, :max_in_flight, :headers, :timeout_s,
     :rate_limit_per_s, :ordered, :now)
 RETURNING *
 
@@ -202,7 +218,7 @@ RETURNING *
 UPDATE destinations SET paused = :paused, paused_reason = :reason,
     failure_streak = CASE WHEN :paused = 0 THEN 0 ELSE failure_streak END,
     failing_since = CASE WHEN :paused = 0 THEN NULL ELSE failing_since END
-WHERE name = :name AND deleted_at IS NULL
+WHERE tenant_id = :tenant AND name = :name AND deleted_at IS NULL
 
 -- list_jobs: jobs with their event and destination, newest first
 SELECT j.id, j.event_id, e.message_id, e.type AS event_type, d.name AS destination, j.status,
@@ -221,7 +237,7 @@ SELECT MIN(run_at) AS oldest FROM jobs WHERE status = 'pending' AND run_at <= :n
 
 -- remove_destination: soft delete; the name is freed (renamed name~removed-ID) for reuse
 UPDATE destinations SET deleted_at = :now, name = name || '~removed-' || id
-WHERE name = :name AND deleted_at IS NULL
+WHERE tenant_id = :tenant AND name = :name AND deleted_at IS NULL
 RETURNING id
 
 -- kill_jobs_of_destination: a removed destination's unfinished jobs end dead
@@ -237,6 +253,7 @@ SELECT j.id, j.event_id, e.message_id, e.type AS event_type, d.name AS destinati
     j.updated_at, j.finished_at, e.body_purged_at, d.deleted_at AS destination_deleted_at
 FROM jobs j JOIN events e ON e.id = j.event_id JOIN destinations d ON d.id = j.destination_id
 WHERE j.status = 'dead' AND (:destination IS NULL OR d.name = :destination)
+    AND (:tenant IS NULL OR d.tenant_id = :tenant)
     AND (:since IS NULL OR j.finished_at >= :since)
 ORDER BY j.finished_at DESC, j.id DESC LIMIT :limit
 
@@ -246,6 +263,7 @@ SELECT j.id, j.destination_id FROM jobs j JOIN events e ON e.id = j.event_id
 WHERE j.status = 'dead' AND d.deleted_at IS NULL AND e.body_purged_at IS NULL
     AND (:job_id IS NULL OR j.id = :job_id)
     AND (:destination IS NULL OR d.name = :destination)
+    AND (:tenant IS NULL OR d.tenant_id = :tenant)
     AND (:since IS NULL OR j.finished_at >= :since)
 ORDER BY j.id
 
@@ -283,7 +301,7 @@ WHERE id = :destination_id AND paused = 0
 -- rotate_secret: new secret now, previous one still signed with for :overlap_s seconds
 UPDATE destinations SET previous_secret = secret, previous_secret_until = :now + :overlap_s,
     secret = :secret
-WHERE name = :name AND deleted_at IS NULL
+WHERE tenant_id = :tenant AND name = :name AND deleted_at IS NULL
 RETURNING *
 
 -- insert_source: register an inbound source
@@ -297,7 +315,7 @@ WHERE name = :name AND deleted_at IS NULL
 RETURNING id
 
 -- destination_summaries: per live destination, its state and jobs in flight, pending and dead
-SELECT d.id, d.name, d.paused, d.paused_reason, d.failure_streak, d.failing_since,
+SELECT d.id, d.tenant_id, d.name, d.paused, d.paused_reason, d.failure_streak, d.failing_since,
     d.max_in_flight,
     (SELECT COUNT(*) FROM jobs j WHERE j.destination_id = d.id AND j.status = 'running'
         AND j.lease_until > :now) AS in_flight,
@@ -359,9 +377,11 @@ WHERE (:type IS NULL OR e.type = :type)
     AND (:since IS NULL OR e.received_at >= :since)
     AND (:until IS NULL OR e.received_at < :until)
     AND (:before IS NULL OR e.id < :before)
+    AND (:tenant IS NULL OR e.tenant_id = :tenant)
     AND ((:destination IS NULL AND :status IS NULL) OR EXISTS (
         SELECT 1 FROM jobs j JOIN destinations d ON d.id = j.destination_id
         WHERE j.event_id = e.id AND (:destination IS NULL OR d.name = :destination)
+            AND (:tenant IS NULL OR d.tenant_id = :tenant)
             AND (:status IS NULL OR j.status = :status)))
 ORDER BY e.id DESC LIMIT :limit
 
@@ -379,6 +399,7 @@ WHERE j.status IN ('done', 'dead') AND d.deleted_at IS NULL AND e.body_purged_at
     AND (:status IS NULL OR j.status = :status)
     AND (:job_id IS NULL OR j.id = :job_id)
     AND (:destination IS NULL OR d.name = :destination)
+    AND (:tenant IS NULL OR d.tenant_id = :tenant)
     AND (:since IS NULL OR j.created_at >= :since)
     AND (:until IS NULL OR j.created_at < :until)
 ORDER BY j.id LIMIT :limit
@@ -396,6 +417,7 @@ SELECT j.id, j.status, j.destination_id FROM jobs j
 WHERE j.status = 'pending' AND j.run_at > :now
     AND (:job_id IS NULL OR j.id = :job_id)
     AND (:destination IS NULL OR d.name = :destination)
+    AND (:tenant IS NULL OR d.tenant_id = :tenant)
     AND (:since IS NULL OR j.created_at >= :since)
     AND (:until IS NULL OR j.created_at < :until)
 ORDER BY j.id LIMIT :limit
@@ -437,3 +459,16 @@ WHERE family IN ('jobs', 'attempts', 'latency', 'oldest', 'events')
 -- their status (the single writer: nothing changes them in between)
 SELECT id, status FROM jobs
 WHERE destination_id = :destination_id AND status IN ('pending', 'running')
+
+-- (tenant-api: the tenant API's reads and actions)
+
+-- tenant_list_jobs: one tenant's jobs newest first, optionally of one destination and/or status; keyset paging by id (:before)
+SELECT j.id, j.event_id, e.message_id, e.type AS event_type, d.name AS destination, j.status,
+    j.attempts, j.run_at, j.lease_owner, j.lease_until, j.last_error, j.created_at,
+    j.updated_at, j.finished_at
+FROM jobs j JOIN destinations d ON d.id = j.destination_id JOIN events e ON e.id = j.event_id
+WHERE d.tenant_id = :tenant
+    AND (:destination IS NULL OR d.name = :destination)
+    AND (:status IS NULL OR j.status = :status)
+    AND (:before IS NULL OR j.id < :before)
+ORDER BY j.id DESC LIMIT :limit

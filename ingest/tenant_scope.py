@@ -1,0 +1,80 @@
+"""Which tenant a request about destinations, jobs or events means. A tenant API request (a
+tenant token, ingest/tenant_auth.py) means the token's tenant, always: `?tenant=` or a body's
+`"tenant"` is refused there (400, field `tenant`), so no input can even name another tenant.
+An admin request means `?tenant=ID` (or `"tenant"` in the body), the default tenant when
+absent. Names are unique within a tenant only, so a destination name always comes with its
+tenant."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from aiohttp import web
+
+from hookline.ingest.app_state import request_claims, request_store
+from hookline.shared.errors import InvalidInput
+from hookline.shared.models import DEFAULT_TENANT
+from hookline.shared.tenant_models import tenant_id
+
+TENANT_PARAM = "tenant"
+
+
+def tenant_filter(request: web.Request, body: dict[str, Any] | None = None) -> str | None:
+    """The tenant the request names (query `tenant`, or `"tenant"` in `body`), checked;
+    None when it names none.
+
+    Raises:
+        InvalidInput("tenant"): not a tenant id, or query and body name different tenants.
+    """
+    given = [value for value in (request.query.get(TENANT_PARAM),
+                                 None if body is None else body.get(TENANT_PARAM))
+             if value is not None]
+    if not given:
+        return None
+    checked = [tenant_id(value, reserved_ok=True) for value in given]
+    if len(set(checked)) > 1:
+        raise InvalidInput(TENANT_PARAM, "the query and the body name different tenants")
+    return checked[0]
+
+
+async def request_tenant(request: web.Request, body: dict[str, Any] | None = None) -> str:
+    """The tenant a destination route acts in (default: the default tenant), which must exist.
+
+    Raises:
+        InvalidInput("tenant"): see :func:`tenant_filter`.
+        NotFound: no such tenant (the message names it).
+    """
+    claims = request_claims(request)
+    if claims is not None:
+        return _token_tenant(request, body, claims.tenant)
+    tenant = tenant_filter(request, body)
+    if tenant is None:
+        return DEFAULT_TENANT
+    if tenant != DEFAULT_TENANT:
+        await request_store(request).get_tenant(tenant)  # NotFound names it
+    return tenant
+
+
+async def existing_tenant_filter(request: web.Request,
+                                 body: dict[str, Any] | None = None) -> str | None:
+    """:func:`tenant_filter`, and the tenant named must exist (NotFound names it); the
+    token's tenant for a tenant API request."""
+    claims = request_claims(request)
+    if claims is not None:
+        return _token_tenant(request, body, claims.tenant)
+    tenant = tenant_filter(request, body)
+    if tenant is not None and tenant != DEFAULT_TENANT:
+        await request_store(request).get_tenant(tenant)
+    return tenant
+
+
+def _token_tenant(request: web.Request, body: dict[str, Any] | None, tenant: str) -> str:
+    """The token's tenant, once the request is seen to name none itself.
+
+    Raises:
+        InvalidInput("tenant"): the query or the body names a tenant.
+    """
+    if TENANT_PARAM in request.query or (body is not None and TENANT_PARAM in body):
+        raise InvalidInput(TENANT_PARAM, "a tenant token acts for its own tenant only; "
+                                         "remove `tenant`")
+    return tenant

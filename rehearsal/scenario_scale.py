@@ -1,0 +1,239 @@
+"""`hookline bench --scenario destinations|tenants`: ingest with many destinations or many
+tenants, against a small installation in the same run.
+
+Both start `hookline serve` (W workers) on a fresh database and drive ingest with `wrk` (one
+thread, `concurrency` connections, `phase_s` seconds per measurement, ~1.5 KB events). Every
+destination is paused, so only ingest works (paused destinations still get their jobs), and
+each event matches exactly one destination:
+
+* **destinations**: for each N of `destination_counts` (ascending, in one database: the
+  destinations are added between measurements), destinations `c0 .. c{N-1}` of the default
+  tenant, `c{i}` subscribed to `c{i}.*`; events of type `c{random}.invoice.paid`. Reports
+  ingest events/s and the time and size of one `GET /metrics` per N.
+* **tenants**: first the default tenant alone with `c0 .. c2`, then `tenants` tenants
+  `t0 ..` each with `c0 .. c2`; events for random tenants, of type `c{random 0..2}.invoice.paid`.
+  Reports ingest events/s of both and their ratio, then (service stopped) the claim latency:
+  `store.claim` with the workers' arguments, timed with only the default tenant's 3
+  destinations live and then with every tenant's destinations live too (each claim's jobs
+  handed back).
+
+Times: `*_unix` are unix seconds; durations are seconds unless named `_ms`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+from hookline.rehearsal import wrk
+from hookline.rehearsal.bench import (
+    bench_env,
+    proc_cpu_s,
+    query,
+    service_process,
+)
+from hookline.rehearsal.harness import ADMIN_TOKEN, INGEST_TOKEN
+from hookline.rehearsal.scenario_common import ScenarioOptions, pick
+from hookline.shared.config import Config
+from hookline.shared.models import DEFAULT_TENANT
+from hookline.shared.policy.delivery import destination_slots, late_slots, tenant_slots
+from hookline.shared.signing import generate_secret
+from hookline.shared.store import Store, open_store
+from hookline.shared.tenant_models import TenantFields
+
+DESTINATIONS_PER_TENANT = 3
+INGEST_RATIO_LIMIT = 0.9  # the many-destinations or many-tenants figure / the small one
+CLAIM_SAMPLES = 20
+UNREACHABLE_URL = "http://127.0.0.1:9/hook"  # never called: every destination is paused
+
+
+def run_scale(opts: ScenarioOptions, work: Path, db: str, config: Config) -> dict[str, Any]:
+    """The destinations or tenants scenario (see the module doc); returns the figures.
+
+    Raises:
+        RuntimeError: wrk is not installed.
+    """
+    if not wrk.available():
+        raise RuntimeError("the destinations and tenants scenarios need wrk (Debian package "
+                           "wrk) for their load")
+    env = bench_env(work)
+    if opts.scenario == "destinations":
+        with service_process(db, work, env, workers=opts.workers,
+                             synchronous=opts.synchronous) as (port, procs):
+            return _destinations(opts, db, port, procs)
+    with service_process(db, work, env, workers=opts.workers,
+                         synchronous=opts.synchronous) as (port, procs):
+        single = _ingest(opts, db, port, procs, "single", type_count=DESTINATIONS_PER_TENANT,
+                         tenant_count=0,
+                         setup=lambda store: _add_tenant_destinations(store, DEFAULT_TENANT))
+        many = _ingest(opts, db, port, procs, "tenants", type_count=DESTINATIONS_PER_TENANT,
+                       tenant_count=opts.tenants,
+                       setup=lambda store: _add_tenants(store, opts.tenants))
+    ratio = round(many["events_per_s"] / single["events_per_s"], 3) \
+        if single["events_per_s"] else None
+    claims = asyncio.run(_time_claims(db, opts.tenants, config))
+    checks = {"every_event_has_one_job": single["jobs_per_event"] == 1.0
+              and many["jobs_per_event"] == 1.0,
+              "ingest_within_10_percent": ratio is not None and ratio >= INGEST_RATIO_LIMIT}
+    return {"ingest": {"single_tenant": single, "tenants": many}, "ingest_ratio": ratio,
+            "claim_ms": claims, "checks": checks, "pass": all(checks.values())}
+
+
+def _destinations(opts: ScenarioOptions, db: str, port: int,
+                  procs: dict[str, int]) -> dict[str, Any]:
+    """One ingest measurement and one /metrics scrape per N of opts.destination_counts."""
+    per_n: dict[str, Any] = {}
+    have = 0
+    for n in sorted(opts.destination_counts):
+        async def grow(store: Store, first: int = have, upto: int = n) -> None:
+            for i in range(first, upto):
+                await _add_paused(store, f"c{i}", DEFAULT_TENANT)
+        figures = _ingest(opts, db, port, procs, f"n{n}", type_count=n, tenant_count=0, setup=grow)
+        have = n
+        figures["metrics"] = _scrape_metrics(port)
+        per_n[str(n)] = figures
+    counts = [str(n) for n in sorted(opts.destination_counts)]
+    smallest, largest = per_n[counts[0]], per_n[counts[-1]]
+    ratio = round(largest["events_per_s"] / smallest["events_per_s"], 3) \
+        if smallest["events_per_s"] else None
+    checks = {"every_event_has_one_job": all(f["jobs_per_event"] == 1.0
+                                             for f in per_n.values()),
+              "ingest_within_10_percent": ratio is not None and ratio >= INGEST_RATIO_LIMIT}
+    return {"ingest": per_n, "ingest_ratio_largest_to_smallest": ratio, "checks": checks,
+            "pass": all(checks.values())}
+
+
+def _ingest(opts: ScenarioOptions, db: str, port: int, procs: dict[str, int], label: str, *,
+            type_count: int, tenant_count: int, setup: Any) -> dict[str, Any]:
+    """Run `setup(store)` (creating what this measurement needs), then wrk for opts.phase_s;
+    returns events/s, the jobs written per event accepted in this measurement, and the CPU
+    seconds each process of the service (`procs`: slot -> pid) used meanwhile."""
+    started = time.monotonic()
+    asyncio.run(_with_store(db, setup))
+    setup_s = time.monotonic() - started
+    events_before, jobs_before = _count_events_and_jobs(db)
+    cpu_before = {slot: proc_cpu_s(pid) for slot, pid in procs.items()}
+    load = wrk.run_wrk(f"http://127.0.0.1:{port}", max(1, round(opts.phase_s)),
+                       opts.concurrency, opts.body_bytes, f"{label}-{os.urandom(4).hex()}",
+                       INGEST_TOKEN, type_count=type_count, tenant_count=tenant_count)
+    cpu_s = {slot: round(proc_cpu_s(pid) - cpu_before[slot], 2) for slot, pid in procs.items()}
+    time.sleep(0.5)  # requests wrk left open at its end still commit
+    events, jobs = (now - before for now, before in zip(
+        _count_events_and_jobs(db), (events_before, jobs_before), strict=True))
+    return {"cpu_s": cpu_s, "events_per_s": load["events_per_s"], "accepted": events,
+            "non_2xx": load["non_2xx"], "latency_ms": load["latency_ms"],
+            "jobs_per_event": round(jobs / events, 3) if events else None,
+            "setup_s": round(setup_s, 1)}
+
+
+def _count_events_and_jobs(db: str) -> tuple[int, int]:
+    """Events and jobs stored, read in one statement (one snapshot)."""
+    events, jobs = query(db, "SELECT (SELECT COUNT(*) FROM events), (SELECT COUNT(*) FROM jobs)")[0]
+    return int(events), int(jobs)
+
+
+async def _with_store(db: str, work: Any) -> None:
+    store = open_store(db)
+    await store.open()
+    try:
+        await work(store)
+    finally:
+        await store.close()
+
+
+async def _add_paused(store: Store, name: str, tenant: str) -> None:
+    """Destination `name` of `tenant`, subscribed to `{name}.*`, paused."""
+    await store.add_destination(name=name, url=UNREACHABLE_URL, secret=generate_secret(),
+                                event_types=[f"{name}.*"], max_in_flight=64, tenant=tenant)
+    await store.set_paused(name, True, reason="bench: ingest only", tenant=tenant)
+
+
+async def _add_tenant_destinations(store: Store, tenant: str) -> None:
+    for i in range(DESTINATIONS_PER_TENANT):
+        await _add_paused(store, f"c{i}", tenant)
+
+
+async def _add_tenants(store: Store, tenants: int) -> None:
+    for t in range(tenants):
+        await store.put_tenant(f"t{t}", TenantFields())
+        await _add_tenant_destinations(store, f"t{t}")
+
+
+def _scrape_metrics(port: int) -> dict[str, Any]:
+    """One `GET /metrics`: seconds it took and lines it returned."""
+    request = urllib.request.Request(f"http://127.0.0.1:{port}/metrics",
+                                     headers={"authorization": f"Bearer {ADMIN_TOKEN}"})
+    started = time.monotonic()
+    with urllib.request.urlopen(request, timeout=120) as answer:  # noqa: S310  (127.0.0.1)
+        text = answer.read().decode()
+    return {"seconds": round(time.monotonic() - started, 3), "lines": text.count("\n")}
+
+
+async def _time_claims(db: str, tenants: int, config: Config) -> dict[str, Any]:
+    """Claim latency (the workers' own arguments; each claim's jobs handed back) with the
+    default tenant's 3 destinations live, then with every tenant's live too."""
+    store = open_store(db)
+    await store.open()
+    try:
+        figures: dict[str, Any] = {}
+        await _set_paused_all(store, DEFAULT_TENANT, paused=False)
+        figures["single_tenant"] = await _claims(store, config)
+        for t in range(tenants):
+            await _set_paused_all(store, f"t{t}", paused=False)
+        figures["tenants"] = await _claims(store, config)
+        live = figures["single_tenant"]["p50_ms"]
+        figures["p50_ratio"] = round(figures["tenants"]["p50_ms"] / live, 2) if live else None
+        return figures
+    finally:
+        await store.close()
+
+
+async def _set_paused_all(store: Store, tenant: str, *, paused: bool) -> None:
+    for i in range(DESTINATIONS_PER_TENANT):
+        await store.set_paused(f"c{i}", paused, tenant=tenant)
+
+
+async def _claims(store: Store, config: Config) -> dict[str, Any]:
+    """CLAIM_SAMPLES timed claims of `claim_batch` jobs, each handed back untimed."""
+    times_ms: list[float] = []
+    taken = 0
+    for _ in range(CLAIM_SAMPLES):
+        started = time.perf_counter()
+        claims = await store.claim(
+            "bench-claim-probe", config.claim_batch, config.lease_s, config.max_attempts,
+            late_after=config.late_retry_after_attempts,
+            max_late=late_slots(config.worker_concurrency, config.late_retry_share),
+            per_destination=destination_slots(config.worker_concurrency,
+                                              config.destination_slot_share),
+            per_tenant=tenant_slots(config.worker_concurrency, config.tenant_slot_share))
+        times_ms.append((time.perf_counter() - started) * 1000)
+        taken += len(claims)
+        await store.hand_back(claims)
+    times_ms.sort()
+    return {"p50_ms": round(pick(times_ms, 0.5), 3), "p99_ms": round(pick(times_ms, 0.99), 3),
+            "jobs_per_claim": round(taken / len(times_ms), 1)}
+
+
+def print_scale(result: dict[str, Any]) -> None:
+    """The destinations or tenants scenario's lines of the summary."""
+    if result["scenario"] == "destinations":
+        for n, figures in result["ingest"].items():
+            print(f"{n:>6} destinations: ingest {figures['events_per_s']} events/s "
+                  f"({figures['jobs_per_event']} jobs/event, {figures['non_2xx']} non-2xx); "
+                  f"GET /metrics {figures['metrics']['seconds']} s, "
+                  f"{figures['metrics']['lines']} lines")
+        print(f"ingest largest / smallest: {result['ingest_ratio_largest_to_smallest']}")
+        return
+    for label, figures in result["ingest"].items():
+        print(f"{label}: ingest {figures['events_per_s']} events/s "
+              f"({figures['jobs_per_event']} jobs/event, {figures['non_2xx']} non-2xx)")
+    print(f"ingest tenants / single tenant: {result['ingest_ratio']} "
+          f"(target >= {INGEST_RATIO_LIMIT})")
+    claims = result["claim_ms"]
+    for label in ("single_tenant", "tenants"):
+        print(f"claim {label}: p50 {claims[label]['p50_ms']} ms, p99 {claims[label]['p99_ms']} "
+              f"ms, {claims[label]['jobs_per_claim']} jobs per claim")

@@ -1,0 +1,134 @@
+"""Tenant transactions (create-or-update, read, list, delete, token revocation), written once
+as generators of :mod:`hookline.shared.store.ops` operations, and the :class:`TenantOperations`
+mixin that gives :class:`hookline.shared.store.logic.StoreLogic` their methods."""
+
+from __future__ import annotations
+
+import secrets
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from hookline.shared.errors import Conflict, NotFound
+from hookline.shared.models import DEFAULT_TENANT
+from hookline.shared.policy import inputs
+from hookline.shared.store.operator_tx import kill_jobs_of_destination_tx
+from hookline.shared.store.ops import Query, Tx, count, one, rows
+from hookline.shared.tenant_models import Tenant, TenantFields, tenant_id
+
+T = TypeVar("T")
+MAX_TENANT_PAGE = 1000
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TenantRemoval:
+    """What deleting a tenant removes (or would, for a dry run).
+
+    Attributes:
+        destinations: its live destinations, removed (names freed, history kept).
+        unfinished_jobs: their pending and running jobs, which end dead.
+    """
+
+    tenant: str
+    destinations: int
+    unfinished_jobs: int
+    dry_run: bool
+
+
+class TenantOperations:
+    """Store methods for tenants (see :class:`hookline.shared.store.Store`); the backend
+    supplies `_transact`."""
+
+    async def _transact(self, tx: Tx[T], *, write: bool) -> T:
+        """Drive `tx` as one transaction (the backend's)."""
+        raise NotImplementedError
+
+    async def put_tenant(self, tenant: str, fields: TenantFields) -> tuple[Tenant, bool]:
+        """See :meth:`hookline.shared.store.Store.put_tenant`."""
+        checked = tenant_id(tenant, field="id")
+        return await self._transact(_put_tenant_tx(checked, fields), write=True)
+
+    async def get_tenant(self, tenant: str) -> Tenant:
+        """See :meth:`hookline.shared.store.Store.get_tenant`."""
+        row = await self._transact(_one_tx(one("get_tenant", id=tenant)), write=False)
+        if row is None:
+            raise NotFound(f"no tenant {inputs.clip(tenant)!r}")
+        return Tenant.from_row(row)
+
+    async def list_tenants(self, *, after: str | None = None, prefix: str | None = None,
+                           limit: int = 100) -> list[Tenant]:
+        """See :meth:`hookline.shared.store.Store.list_tenants`."""
+        size = inputs.whole_number("limit", limit, high=MAX_TENANT_PAGE)
+        found = await self._transact(_one_tx(rows("list_tenants", after=after, prefix=prefix,
+                                                  limit=size)), write=False)
+        return [Tenant.from_row(r) for r in found]
+
+    async def delete_tenant(self, tenant: str, *, dry_run: bool = False) -> TenantRemoval:
+        """See :meth:`hookline.shared.store.Store.delete_tenant`."""
+        if tenant == DEFAULT_TENANT:
+            raise Conflict("the default tenant cannot be deleted")
+        return await self._transact(_delete_tenant_tx(tenant, dry_run), write=not dry_run)
+
+    async def revoke_tenant_tokens(self, tenant: str) -> Tenant:
+        """See :meth:`hookline.shared.store.Store.revoke_tenant_tokens`."""
+        row = await self._transact(_one_tx(one("revoke_tenant_tokens", id=tenant,
+                                               epoch=new_token_epoch())), write=True)
+        if row is None:
+            raise NotFound(f"no tenant {inputs.clip(tenant)!r}")
+        return Tenant.from_row(row)
+
+
+def new_token_epoch() -> int:
+    """A fresh token epoch: random (62 bits), so it never repeats a tenant's earlier one."""
+    return secrets.randbits(62)
+
+
+def _one_tx(query: Query) -> Tx[Any]:
+    return (yield query)
+
+
+def _put_tenant_tx(tenant: str, fields: TenantFields) -> Tx[tuple[Tenant, bool]]:
+    existed = (yield one("get_tenant", id=tenant)) is not None
+    row = yield one("put_tenant", id=tenant, name=fields.name, metadata=fields.metadata,
+                    max_destinations=fields.max_destinations,
+                    clear_max=fields.clear_max_destinations, disabled=fields.disabled,
+                    epoch=new_token_epoch())
+    return Tenant.from_row(row), not existed
+
+
+def _delete_tenant_tx(tenant: str, dry_run: bool) -> Tx[TenantRemoval]:
+    if (yield one("get_tenant", id=tenant)) is None:
+        raise NotFound(f"no tenant {inputs.clip(tenant)!r}")
+    destinations = int((yield one("tenant_destination_count", tenant=tenant))["n"])
+    unfinished = int((yield one("tenant_unfinished_jobs", tenant=tenant))["n"])
+    if not dry_run:
+        for row in (yield rows("remove_tenant_destinations", tenant=tenant)):
+            yield from kill_jobs_of_destination_tx(row["id"])
+        yield count("delete_tenant", id=tenant)
+    return TenantRemoval(tenant=tenant, destinations=destinations,
+                         unfinished_jobs=unfinished, dry_run=dry_run)
+
+
+def check_destination_room(tenant: str) -> Tx[None]:
+    """Inside a destination's insert: the tenant exists and is below its `max_destinations`.
+
+    Raises:
+        NotFound: no such tenant.
+        Conflict: the tenant has its maximum number of live destinations.
+    """
+    if tenant == DEFAULT_TENANT:
+        return
+    row = yield one("get_tenant", id=tenant)
+    if row is None:
+        raise NotFound(f"no tenant {inputs.clip(tenant)!r}")
+    limit = row["max_destinations"]
+    if limit is not None:
+        live = int((yield one("tenant_destination_count", tenant=tenant))["n"])
+        if live >= limit:
+            raise Conflict(f"tenant {inputs.clip(tenant)!r} already has {live} destinations "
+                           f"(its max_destinations is {limit})")
+
+
+def add_destination_tx(tenant: str, insert: Query) -> Tx[Any]:
+    """Insert a destination (`insert`) once the tenant has room for it; returns the row."""
+    yield from check_destination_room(tenant)
+    return (yield insert)

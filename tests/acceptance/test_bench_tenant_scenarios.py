@@ -1,0 +1,83 @@
+"""`hookline bench --scenario fairness|destinations|tenants --quick` end to end: the real CLI,
+service, receiver, load generator and wrk processes, figures read back from
+scenario-NAME.json: each scenario on one backend (to keep the suite short; every scenario
+runs the same code on either backend, and tests/unit/test_tenant_fairness.py checks the fair
+claim itself on both). Speed is never asserted (a busy machine moves every figure): the
+structure is, and that every job that should be delivered was."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+from procs import start_cli
+
+
+def run_quick(name: str, backend: str, tmp_path: Path) -> tuple[dict[str, Any], str]:
+    """Run `hookline bench --scenario NAME --quick --backend BACKEND`; the JSON and printout."""
+    out, log_path = tmp_path / "bench", tmp_path / "bench.log"
+    proc = start_cli(["bench", "--scenario", name, "--quick", "--backend", backend,
+                      "--out", str(out)], log_path)
+    assert proc.wait(timeout=170) == 0, log_path.read_text()[-3000:]
+    return json.loads((out / f"scenario-{name}.json").read_text()), log_path.read_text()
+
+
+def need_wrk() -> None:
+    if shutil.which("wrk") is None:
+        if os.environ.get("CI"):
+            pytest.fail("wrk is missing (make test installs it)")
+        pytest.skip("wrk is not installed (apt-get install wrk)")
+
+
+@pytest.mark.parametrize("backend", ["sqlite"])
+def test_fairness_scenario_reports_b_alone_and_with_a(backend, tmp_path):
+    """Tenant a: a small backlog over 20 healthy and 20 hanging destinations; tenant b
+    publishes alone, then with a: both phases' latencies, their ratio, and every b job
+    delivered."""
+    result, report = run_quick("fairness", backend, tmp_path)
+    assert result["a"]["backlog_jobs"] >= 2_000
+    assert result["a"]["destinations"] == {"healthy": 20, "hanging": 20}
+    assert result["a"]["delivered_while_b_published"] > 0
+    for phase in ("alone", "with_a"):
+        figures = result["b_latency_ms"][phase]
+        assert figures["n"] > 0 and 0 < figures["p50"] <= figures["p99"] <= figures["max"]
+    assert result["b_p99_ratio_with_a_to_alone"] > 0
+    assert result["checks"]["every_b_job_delivered"] is True
+    assert set(result["b"]["jobs_by_status"]) == {"done"}
+    assert result["policy"]["tenant_slot_share"] == 0.5
+    assert "b p99 with a / alone" in report and report.rstrip().endswith(("PASS", "FAIL"))
+
+
+@pytest.mark.parametrize("backend", ["sqlite"])
+def test_destinations_scenario_reports_ingest_and_metrics_per_size(backend, tmp_path):
+    """10 then 100 paused destinations, each event matching exactly one: ingest events/s
+    and one /metrics scrape per size."""
+    need_wrk()
+    result, report = run_quick("destinations", backend, tmp_path)
+    assert set(result["ingest"]) == {"10", "100"}
+    for figures in result["ingest"].values():
+        assert figures["events_per_s"] > 0 and figures["accepted"] > 0
+        assert figures["jobs_per_event"] == 1.0 and figures["non_2xx"] == 0
+        assert figures["metrics"]["seconds"] > 0 and figures["metrics"]["lines"] > 0
+    assert result["ingest_ratio_largest_to_smallest"] > 0
+    assert result["checks"]["every_event_has_one_job"] is True
+    assert "100 destinations: ingest" in report
+
+
+@pytest.mark.parametrize("backend", ["postgres"])
+def test_tenants_scenario_reports_ingest_ratio_and_claims(backend, tmp_path):
+    """One tenant with 3 destinations, then 20 tenants x 3: ingest of both, their ratio,
+    and claims timed with one tenant live and with every tenant live."""
+    need_wrk()
+    result, report = run_quick("tenants", backend, tmp_path)
+    for label in ("single_tenant", "tenants"):
+        figures = result["ingest"][label]
+        assert figures["events_per_s"] > 0 and figures["jobs_per_event"] == 1.0
+        claims = result["claim_ms"][label]
+        assert 0 < claims["p50_ms"] <= claims["p99_ms"] and claims["jobs_per_claim"] > 0
+    assert result["ingest_ratio"] > 0 and result["claim_ms"]["p50_ratio"] > 0
+    assert "ingest tenants / single tenant" in report

@@ -1,0 +1,190 @@
+"""The admin API's tenant routes and `?tenant=` on the destination, dead-letter, replay,
+event, resend and retry-now routes, through the real ingest app on 127.0.0.1 (each backend
+in turn: a SQLite file, then PostgreSQL)."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+from aiohttp.test_utils import TestClient, TestServer
+from structlog.testing import capture_logs
+
+from hookline.ingest.app import build_app
+from hookline.shared.config import Config
+from hookline.shared.models import AttemptResult, Dead
+from hookline.shared.store import Store
+from tests.conftest import new_event
+
+TOKEN = "t0ken-for-tests"
+AUTH = {"Authorization": f"Bearer {TOKEN}", "X-Hookline-Actor": "alice"}
+URL = "http://127.0.0.1:9/h"
+
+
+@pytest.fixture
+async def client(real_store: Store) -> AsyncIterator[TestClient[Any, Any]]:
+    app = build_app(real_store, Config(admin_token=TOKEN, allow_networks="127.0.0.0/8"))
+    async with TestClient(TestServer(app, host="127.0.0.1")) as c:
+        yield c
+
+
+async def _call(client: TestClient[Any, Any], method: str, path: str,
+                **kwargs: Any) -> tuple[int, Any]:
+    async with client.request(method, path, headers=AUTH, **kwargs) as resp:
+        return resp.status, await resp.json()
+
+
+async def test_tenant_crud_paging_and_the_default_tenant(client):
+    status, created = await _call(client, "PUT", "/v1/admin/tenants/acme", json={
+        "name": "Acme Inc", "metadata": {"plan": "pro"}, "max_destinations": 3})
+    assert status == 201
+    assert {k: created[k] for k in ("id", "name", "metadata", "max_destinations", "disabled",
+                                    "destinations")} == {
+        "id": "acme", "name": "Acme Inc", "metadata": {"plan": "pro"},
+        "max_destinations": 3, "disabled": False, "destinations": 0}
+    assert "token_epoch" not in created
+    status, changed = await _call(client, "PUT", "/v1/admin/tenants/acme",
+                                  json={"disabled": True})
+    assert status == 200 and changed["disabled"] and changed["name"] == "Acme Inc"
+    status, shown = await _call(client, "GET", "/v1/admin/tenants/acme")
+    assert status == 200 and shown["disabled"]
+
+    for bad_body, field in (({"name": 7}, "name"), ({"metadata": []}, "metadata"),
+                            ({"max_destinations": -1}, "max_destinations"),
+                            ({"disabled": "yes"}, "disabled"), ({"colour": "red"}, "colour"),
+                            ([], "body")):
+        status, error = await _call(client, "PUT", "/v1/admin/tenants/acme", json=bad_body)
+        assert (status, error["error"], error.get("field")) == (
+            400, "invalid_request", field), bad_body
+    status, error = await _call(client, "PUT", "/v1/admin/tenants/_mine", json={})
+    assert (status, error["field"]) == (400, "id")
+    status, error = await _call(client, "GET", "/v1/admin/tenants/nobody")
+    assert status == 404 and "nobody" in error["detail"]
+
+    # The default tenant: read, never disabled nor deleted.
+    status, default = await _call(client, "GET", "/v1/admin/tenants/_default")
+    assert status == 200 and default["id"] == "_default"
+    status, error = await _call(client, "PUT", "/v1/admin/tenants/_default",
+                                json={"disabled": True})
+    assert (status, error["field"]) == (400, "disabled")
+    status, error = await _call(client, "DELETE", "/v1/admin/tenants/_default")
+    assert (status, error["error"]) == (409, "conflict")
+
+    for tenant in ("acme-2", "beta", "acme-3"):
+        await _call(client, "PUT", f"/v1/admin/tenants/{tenant}", json={})
+    status, page = await _call(client, "GET", "/v1/admin/tenants?limit=2")
+    assert [t["id"] for t in page["tenants"]] == ["_default", "acme"]
+    assert page["next_after"] == "acme"
+    status, page = await _call(client, "GET", "/v1/admin/tenants?limit=2&after=acme")
+    assert [t["id"] for t in page["tenants"]] == ["acme-2", "acme-3"]
+    status, page = await _call(client, "GET", "/v1/admin/tenants?limit=2&after=acme-3")
+    assert [t["id"] for t in page["tenants"]] == ["beta"] and page["next_after"] is None
+    status, page = await _call(client, "GET", "/v1/admin/tenants?prefix=acme-")
+    assert [t["id"] for t in page["tenants"]] == ["acme-2", "acme-3"]
+    for query, field in (("limit=0", "limit"), ("limit=1001", "limit"),
+                         ("prefix=a%20b", "prefix"), ("after=%2F", "after")):
+        status, error = await _call(client, "GET", f"/v1/admin/tenants?{query}")
+        assert (status, error["field"]) == (400, field), query
+
+
+async def test_delete_counts_dry_run_first_and_is_audited(client, real_store, clock):
+    await _call(client, "PUT", "/v1/admin/tenants/acme", json={})
+    for name in ("a", "b"):
+        status, _ = await _call(client, "POST", "/v1/admin/destinations",
+                                json={"name": name, "url": URL, "tenant": "acme"})
+        assert status == 201
+    await real_store.add_event(new_event("e1", tenant="acme"))
+    status, page = await _call(client, "GET", "/v1/admin/tenants?prefix=acme")
+    assert page["tenants"][0]["destinations"] == 2
+    status, error = await _call(client, "DELETE", "/v1/admin/tenants/acme?dry_run=maybe")
+    assert (status, error["field"]) == (400, "dry_run")
+    with capture_logs() as logs:
+        status, dry = await _call(client, "DELETE", "/v1/admin/tenants/acme?dry_run=true")
+        assert (status, dry) == (200, {"tenant": "acme", "destinations": 2,
+                                       "unfinished_jobs": 2, "dry_run": True})
+        assert not [line for line in logs if line["event"] == "tenant_deleted"]
+        status, gone = await _call(client, "DELETE", "/v1/admin/tenants/acme")
+        assert (status, gone["dry_run"], gone["unfinished_jobs"]) == (200, False, 2)
+    [audit] = [line for line in logs if line["event"] == "tenant_deleted"]
+    assert (audit["tenant"], audit["actor"], audit["destinations"], audit["by"]) == (
+        "acme", "alice", 2, "admin_api")
+    status, _ = await _call(client, "GET", "/v1/admin/tenants/acme")
+    assert status == 404
+    assert [j.status for j in await real_store.list_jobs()] == ["dead", "dead"]
+
+
+async def test_destination_routes_take_a_tenant(client, real_store, clock):
+    await _call(client, "PUT", "/v1/admin/tenants/acme", json={"max_destinations": 1})
+    status, mine = await _call(client, "POST", "/v1/admin/destinations",
+                               json={"name": "hooks", "url": URL, "tenant": "acme"})
+    assert status == 201 and mine["tenant"] == "acme"
+    status, default = await _call(client, "POST", "/v1/admin/destinations",
+                                  json={"name": "hooks", "url": URL})
+    assert status == 201 and default["tenant"] == "_default"
+    status, error = await _call(client, "POST", "/v1/admin/destinations?tenant=acme",
+                                json={"name": "more", "url": URL})
+    assert status == 409 and "max_destinations" in error["detail"]
+    status, error = await _call(client, "POST", "/v1/admin/destinations?tenant=acme",
+                                json={"name": "more", "url": URL, "tenant": "beta"})
+    assert (status, error["field"]) == (400, "tenant")
+    status, error = await _call(client, "POST", "/v1/admin/destinations",
+                                json={"name": "x", "url": URL, "tenant": "ghost"})
+    assert status == 404 and "ghost" in error["detail"]
+
+    status, every = await _call(client, "GET", "/v1/admin/destinations")
+    assert sorted((d["tenant"], d["name"]) for d in every) == [
+        ("_default", "hooks"), ("acme", "hooks")]
+    status, acme = await _call(client, "GET", "/v1/admin/destinations?tenant=acme")
+    assert [d["id"] for d in acme] == [mine["id"]]
+    for path in ("/v1/admin/destinations?tenant=ghost",
+                 "/v1/admin/destinations/hooks?tenant=ghost"):
+        status, error = await _call(client, "GET", path)
+        assert status == 404 and "ghost" in error["detail"], path
+    status, error = await _call(client, "GET", "/v1/admin/destinations?tenant=a%20b")
+    assert (status, error["field"]) == (400, "tenant")
+
+    # Each action reaches the named tenant's destination only.
+    status, _ = await _call(client, "POST", "/v1/admin/destinations/hooks/pause?tenant=acme",
+                            json={"reason": "theirs"})
+    assert status == 200
+    status, patched = await _call(client, "PATCH", "/v1/admin/destinations/hooks?tenant=acme",
+                                  json={"max_in_flight": 2})
+    assert status == 200 and patched["id"] == mine["id"]
+    status, secret = await _call(client, "GET", "/v1/admin/destinations/hooks/secret?tenant=acme")
+    assert status == 200
+    assert secret["secret"] == (await real_store.get_destination("hooks", tenant="acme")).secret
+    assert not (await real_store.get_destination("hooks")).paused
+    assert (await real_store.get_destination("hooks", tenant="acme")).paused
+
+    # Dead letters, replay, event listing and resend by tenant.
+    await real_store.set_paused("hooks", False, tenant="acme")
+    await real_store.add_event(new_event("e1"))
+    await real_store.add_event(new_event("e1", tenant="acme"))
+    claims = await real_store.claim("w1", 10, 30.0, 5)
+    await real_store.finish([(c, Dead(error="gone"), AttemptResult(
+        started_at=clock(), duration_s=0.01, status_code=410)) for c in claims])
+    status, dead = await _call(client, "GET", "/v1/admin/dead?destination=hooks&tenant=acme")
+    acme_job = dead[0]["id"]
+    assert len(dead) == 1
+    status, dead = await _call(client, "GET", "/v1/admin/dead?destination=hooks")
+    assert len(dead) == 1 and dead[0]["id"] != acme_job
+    status, events = await _call(client, "GET", "/v1/admin/events?tenant=acme")
+    assert [j["id"] for e in events["events"] for j in e["jobs"]] == [acme_job]
+    status, found = await _call(client, "GET", "/v1/admin/events/e1?tenant=acme")
+    assert [j["id"] for j in found["jobs"]] == [acme_job]
+    status, counted = await _call(client, "POST", "/v1/admin/replay", json={
+        "all_dead": True, "tenant": "acme", "dry_run": True})
+    assert counted["count"] == 1
+    status, error = await _call(client, "POST", "/v1/admin/replay", json={
+        "job_id": acme_job, "tenant": "acme"})
+    assert (status, error["field"]) == (400, "tenant")
+    with capture_logs() as logs:
+        status, resent = await _call(client, "POST", "/v1/admin/resend", json={
+            "destination": "hooks", "tenant": "acme"})
+    assert status == 200 and resent["job_ids"] == [acme_job]
+    [audit] = [line for line in logs if line["event"] == "jobs_resent"]
+    assert audit["filters"]["tenant"] == "acme"
+    status, error = await _call(client, "POST", "/v1/admin/resend", json={
+        "destination": "hooks", "tenant": "ghost"})
+    assert status == 404 and "ghost" in error["detail"]

@@ -1,0 +1,151 @@
+"""`hookline tenants ...` and `--tenant` on the destination, control and event commands, run
+in-process on a real database (each backend in turn): exit codes (2 bad input naming the
+flag, 1 not found or refused), `--json` shapes, audit lines, and same-named destinations of
+two tenants kept apart."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any
+
+import pytest
+
+from hookline.shared.models import AttemptResult, Dead
+from hookline.supervisor.cli.main import main as hookline_main
+from tests.conftest import new_event, opened_store
+
+URL = "http://127.0.0.1:9/h"
+SECRET = "whsec_" + "B" * 32
+
+
+@pytest.fixture
+def cli(store_url: str, capsys: pytest.CaptureFixture[str],
+        monkeypatch: pytest.MonkeyPatch) -> Any:
+    """Run `hookline --db URL ARGS` in-process: (exit code, stdout, stderr)."""
+    monkeypatch.setenv("HOOKLINE_ALLOW_NETWORKS", "127.0.0.0/8")
+    asyncio.run(_create(store_url))
+
+    def run(*args: str) -> tuple[int, str, str]:
+        capsys.readouterr()  # drop what the test's own store logged
+        code = hookline_main(["--db", store_url, *args])
+        out = capsys.readouterr()
+        return code, out.out, out.err
+
+    return run
+
+
+async def _create(url: str) -> None:
+    async with opened_store(url):
+        pass
+
+
+def ok_json(cli: Any, *args: str) -> Any:
+    code, out, err = cli(*args, "--json")
+    assert code == 0, (args, err)
+    return json.loads(out)
+
+
+def test_tenants_commands(cli):
+    created = ok_json(cli, "tenants", "put", "acme", "--name", "Acme Inc", "--metadata",
+                      '{"plan": "pro"}', "--max-destinations", "1")
+    assert {k: created[k] for k in ("id", "name", "metadata", "max_destinations", "disabled",
+                                    "destinations")} == {
+        "id": "acme", "name": "Acme Inc", "metadata": {"plan": "pro"},
+        "max_destinations": 1, "disabled": False, "destinations": 0}
+    code, out, err = cli("tenants", "disable", "acme")
+    assert code == 0 and "updated tenant acme (disabled)" in out
+    assert json.loads(err.splitlines()[-1])["event"] == "tenant_put"
+    assert ok_json(cli, "tenants", "show", "acme")["disabled"] is True
+    assert ok_json(cli, "tenants", "enable", "acme")["disabled"] is False
+    assert ok_json(cli, "tenants", "put", "acme", "--max-destinations", "none")[
+        "max_destinations"] is None
+    for tenant in ("beta", "acme-2"):
+        assert cli("tenants", "put", tenant)[0] == 0
+    page = ok_json(cli, "tenants", "list", "--limit", "2")
+    assert [t["id"] for t in page["tenants"]] == ["_default", "acme"]
+    assert page["next_after"] == "acme"
+    code, out, _ = cli("tenants", "list", "--after", "acme")
+    assert code == 0 and "acme-2" in out and "beta" in out and "Acme Inc" not in out
+    assert [t["id"] for t in ok_json(cli, "tenants", "list", "--prefix", "acme")[
+        "tenants"]] == ["acme", "acme-2"]
+
+    for bad, named in ((("tenants", "put", "no spaces"), "id"),
+                       (("tenants", "put", "_mine"), "reserved"),
+                       (("tenants", "put", "acme", "--metadata", "[1"), "--metadata"),
+                       (("tenants", "put", "acme", "--metadata", "[1]"), "--metadata"),
+                       (("tenants", "put", "acme", "--max-destinations", "-3"),
+                        "--max-destinations"),
+                       (("tenants", "disable", "_default"), "default tenant"),
+                       (("tenants", "list", "--limit", "0"), "limit"),
+                       (("destinations", "list", "--tenant", "a b"), "--tenant")):
+        code, _, err = cli(*bad)
+        assert code == 2 and named in err, (bad, err)
+    code, _, err = cli("tenants", "show", "ghost")
+    assert code == 1 and "ghost" in err
+    code, _, err = cli("tenants", "delete", "_default")
+    assert code == 1 and "default tenant" in err
+
+
+def test_tenant_flag_on_destination_and_event_commands(cli, store_url, capsys):
+    assert cli("tenants", "put", "acme")[0] == 0
+    for tenant in ("acme", None):  # `hooks` in acme and in the default tenant
+        added = ok_json(cli, "destinations", "add", "hooks", URL, "--secret", SECRET,
+                        *(("--tenant", tenant) if tenant else ()))
+        assert added["tenant"] == (tenant or "_default")
+    code, _, err = cli("destinations", "add", "x", URL, "--tenant", "ghost")
+    assert code == 1 and "ghost" in err
+    every = ok_json(cli, "destinations", "list")
+    assert sorted((d["tenant"], d["name"]) for d in every) == [
+        ("_default", "hooks"), ("acme", "hooks")]
+    code, out, _ = cli("destinations", "list", "--tenant", "acme")
+    assert code == 0 and "TENANT" in out and "_default" not in out
+
+    assert cli("pause", "hooks", "--tenant", "acme", "--reason", "theirs")[0] == 0
+    assert ok_json(cli, "destinations", "show", "hooks", "--tenant", "acme")["paused"]
+    assert not ok_json(cli, "destinations", "show", "hooks")["paused"]
+    assert cli("resume", "hooks", "--tenant", "acme")[0] == 0
+    assert ok_json(cli, "destinations", "update", "hooks", "--tenant", "acme",
+                   "--max-in-flight", "3")["max_in_flight"] == 3
+    assert ok_json(cli, "destinations", "show", "hooks")["max_in_flight"] != 3
+    code, out, err = cli("destinations", "secret", "hooks", "--tenant", "acme")
+    assert code == 0 and out.strip() == SECRET
+    assert json.loads(err.splitlines()[-1])["tenant"] == "acme"
+    code, _, err = cli("destinations", "show", "hooks", "--tenant", "ghost")
+    assert code == 1 and "ghost" in err
+
+    asyncio.run(_dead_letter_each(store_url))
+    acme_dead = ok_json(cli, "dead", "--destination", "hooks", "--tenant", "acme")
+    default_dead = ok_json(cli, "dead", "--destination", "hooks")
+    assert len(acme_dead) == len(default_dead) == 1
+    assert acme_dead[0]["id"] != default_dead[0]["id"]
+    events = ok_json(cli, "events", "--tenant", "acme")["events"]
+    assert [j["id"] for e in events for j in e["jobs"]] == [acme_dead[0]["id"]]
+    found = ok_json(cli, "event", "e1", "--tenant", "acme")
+    assert [j["id"] for j in found["jobs"]] == [acme_dead[0]["id"]]
+    assert ok_json(cli, "replay", "--all-dead", "--tenant", "acme", "--dry-run")["count"] == 1
+    code, _, err = cli("replay", "--job", "1", "--tenant", "acme")
+    assert code == 2 and "--tenant" in err
+    resent = ok_json(cli, "resend", "--destination", "hooks", "--tenant", "acme")
+    assert resent["job_ids"] == [acme_dead[0]["id"]]
+    assert ok_json(cli, "dead", "--destination", "hooks") == default_dead
+
+    dry = ok_json(cli, "tenants", "delete", "acme", "--dry-run")
+    assert dry == {"tenant": "acme", "destinations": 1, "unfinished_jobs": 1,
+                   "dry_run": True}
+    code, out, err = cli("tenants", "delete", "acme")
+    assert code == 0 and "removed tenant acme: 1 destination(s), 1 unfinished" in out
+    [audit] = [json.loads(line) for line in err.splitlines() if "tenant_deleted" in line]
+    assert (audit["tenant"], audit["by"], audit["unfinished_jobs"]) == ("acme", "operator", 1)
+    assert [d["tenant"] for d in ok_json(cli, "destinations", "list")] == ["_default"]
+
+
+async def _dead_letter_each(url: str) -> None:
+    """One event for each tenant's `hooks` (the same sender's id), both jobs dead."""
+    async with opened_store(url) as store:
+        await store.add_event(new_event("e1"))
+        await store.add_event(new_event("e1", tenant="acme"))
+        claims = await store.claim("w1", 10, 30.0, 5)
+        await store.finish([(c, Dead(error="gone"), AttemptResult(
+            started_at=await store.now_s(), duration_s=0.01, status_code=410))
+            for c in claims])
