@@ -83,14 +83,6 @@ class Tally:
             in_flight=self.attempts.get(IN_FLIGHT, 0), latency=self.histogram(), **state)
 
 
-def rank_key(row: Any, now: float) -> tuple[int, int, float, int, str]:
-    """How /metrics orders destinations for series of their own: paused first, then the
-    longest failure run, then the longest-waiting due job, then the largest backlog."""
-    age = _due_age(row["oldest"], now)
-    return (0 if row["paused"] else 1, -int(row["failure_streak"] or 0),
-            -(age if age is not None else -1.0), -int(row["pending"] or 0), row["name"])
-
-
 def _due_age(oldest: float | None, now: float) -> float | None:
     """Age of a pending job due since `oldest`, seconds (None: none, or not due yet)."""
     return None if oldest is None or oldest > now else now - oldest
@@ -113,12 +105,13 @@ def _tallies(found: Iterable[Any]) -> dict[int, Tally]:
 
 def shown_figures_tx(series_max: int) -> Tx[MetricFigures]:
     """What one /metrics scrape shows: the figures of at most `series_max` live destinations
-    (:func:`rank_key` first) and one fold of the rest (the totals minus those shown). Reads
-    one short row per destination and the counts of those shown; no job row."""
+    (paused first, then the longest failure run, then the longest-waiting due job, then the
+    largest backlog: the `destination_ranking` query orders and limits them) and one fold of the
+    rest (the totals minus those shown, and the rest's state summed up in SQL). Reads
+    `series_max` short rows, one aggregate row and the counts of those shown; no job row."""
     now = yield NOW
-    ranking = list((yield rows("destination_ranking")))
-    ranking.sort(key=lambda r: rank_key(r, now))
-    shown, rest = ranking[:series_max], ranking[series_max:]
+    shown = list((yield rows("destination_ranking", limit=series_max))) if series_max else []
+    fold = yield one("destination_fold", shown_ids=[r["id"] for r in shown])
     tallies = _tallies((yield rows("metric_counts_of",
                                    destination_ids=[TOTALS, *(r["id"] for r in shown)])))
     totals = tallies.pop(TOTALS, Tally())
@@ -134,16 +127,17 @@ def shown_figures_tx(series_max: int) -> Tx[MetricFigures]:
         left.subtract(tally)
         figures.append(tally.figures(r["name"], **_state(r, now)))
     other = None
-    if rest or any(left.jobs.values()):
-        due = [r["oldest"] for r in rest if _due_age(r["oldest"], now) is not None]
+    folded = int(fold["folded"] or 0) if fold is not None else 0
+    if folded or any(left.jobs.values()):
+        oldest_due = None if fold is None else fold["oldest_due"]
         other = left.figures(
-            OTHER, paused=any(bool(r["paused"]) for r in rest),
-            failure_streak=max((int(r["failure_streak"] or 0) for r in rest), default=0),
-            oldest_due_age_s=now - min(due) if due else None, folded=len(rest))
-    ages = [a for a in (_due_age(r["oldest"], now) for r in ranking) if a is not None]
+            OTHER, paused=bool(fold is not None and fold["paused"]),
+            failure_streak=int(fold["failure_streak"] or 0) if fold is not None else 0,
+            oldest_due_age_s=None if oldest_due is None else now - oldest_due, folded=folded)
+    oldest_all = None if fold is None else fold["oldest_due_all"]
     return MetricFigures(destinations=tuple(figures), other=other, events=totals.events,
                          in_flight=totals.attempts.get(IN_FLIGHT, 0),
-                         oldest_due_age_s=max(ages) if ages else None)
+                         oldest_due_age_s=None if oldest_all is None else now - oldest_all)
 
 
 def destination_page_tx(after_id: int, limit: int
@@ -169,14 +163,13 @@ def stats_tx() -> Tx[Stats]:
     per_destination: dict[str, dict[str, int]] = {}
     for r in (yield rows("jobs_counts_by_destination")):
         per_destination.setdefault(r["destination"], {})[r["status"]] = int(r["n"])
-    ages = [a for a in (_due_age(r["oldest"], now)
-                        for r in (yield rows("destination_ranking"))) if a is not None]
+    oldest_all = (yield one("destination_fold", shown_ids=[]))["oldest_due_all"]
     by_status: dict[str, int] = {s: 0 for s in JOB_STATUSES}
     by_status.update({k: n for k, n in totals.jobs.items() if n})
     return Stats(
         jobs_by_status=by_status, events=totals.events,
         attempts=(yield one("count_attempts"))["n"],
-        oldest_pending_age_s=max(ages) if ages else None,
+        oldest_pending_age_s=None if oldest_all is None else now - oldest_all,
         jobs_by_destination=per_destination,
         paused_destinations={r["name"]: r["paused_reason"]
                              for r in (yield rows("paused_destinations"))},

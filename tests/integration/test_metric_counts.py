@@ -210,3 +210,33 @@ async def test_the_repair_path_fixes_drifted_gauges(store, store_url, clock,
     assert fixed == good == DestinationFigures(
         name="a", jobs={"pending": 2, "running": 1}, in_flight=1,
         oldest_due_age_s=fixed.oldest_due_age_s)
+
+
+async def test_the_scrape_shows_the_destinations_that_matter_first(store, clock):
+    """The database ranks the destinations a capped scrape shows: paused,
+    then the longest failure run, then the longest-waiting due job, then the largest backlog,
+    then the name; the rest fold into `_other` with their state summed up."""
+    for name, types in (("a-quiet", ["none"]), ("b-paused", ["none"]), ("c-failing", ["f"]),
+                        ("d-backlog", ["d"]), ("e-waiting", ["w"])):
+        await store.add_destination(name=name, url="http://127.0.0.1:9/x",
+                                    secret="whsec_" + "A" * 32, event_types=types,
+                                    max_in_flight=5)
+    await store.set_paused("b-paused", True, reason="operator")
+    await store.add_event(new_event("f1", "f"))
+    [failing] = await store.claim("w", 10, lease_s=30, max_attempts=5)
+    await store.finish([(failing, Retry(delay_s=3600, error="HTTP 500"),
+                         AttemptResult(started_at=clock(), duration_s=0.01, status_code=500))])
+    await store.add_event(new_event("w1", "w"))  # e's job waits longest
+    clock.advance(5)
+    await store.add_events([new_event(f"d{i}", "d") for i in range(3)])  # d: most pending
+    clock.advance(1)
+    figures = await store.metric_figures(series_max=3)
+    assert sorted(f.name for f in figures.destinations) == [
+        "b-paused", "c-failing", "e-waiting"]
+    assert figures.other is not None and figures.other.folded == 2
+    assert figures.other.paused is False and figures.other.failure_streak == 0
+    assert figures.oldest_due_age_s is not None and figures.oldest_due_age_s >= 6
+    assert figures.other.oldest_due_age_s == 1  # d's, the oldest due of the folded
+    fewer = await store.metric_figures(series_max=1)
+    assert [f.name for f in fewer.destinations] == ["b-paused"]
+    assert fewer.other is not None and fewer.other.failure_streak == 1

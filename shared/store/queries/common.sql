@@ -109,16 +109,22 @@ WHERE ((j.status = 'done' AND j.finished_at < :before)
     AND a.duration_s IS NULL AND a.error IS NULL
 GROUP BY j.destination_id
 
--- destination_ranking: one short row per live destination, what /metrics ranks them by: its
--- pause state, failure run, oldest pending job and pending count (from metric_counts: no
--- job row is read)
+-- destination_ranking: the :limit live destinations /metrics shows series of their own, in
+-- rank order (paused first, then the longest failure run, then the longest-waiting due job,
+-- then the largest backlog, then the name), with what they are ranked
+-- by (from metric_counts: no job row is read; the order and the limit are the database's, so
+-- a scrape reads :limit rows, not one per destination)
 SELECT d.id, d.name, d.paused, d.paused_reason, d.failure_streak, o.total_s AS oldest,
     coalesce(p.n, 0) AS pending
 FROM destinations d
 LEFT JOIN metric_counts o ON o.family = 'oldest' AND o.destination_id = d.id AND o.label = ''
 LEFT JOIN metric_counts p ON p.family = 'jobs' AND p.destination_id = d.id
     AND p.label = 'pending'
-WHERE d.deleted_at IS NULL ORDER BY d.id
+WHERE d.deleted_at IS NULL
+ORDER BY d.paused DESC, d.failure_streak DESC,
+    CASE WHEN o.total_s <= :now THEN o.total_s END ASC NULLS LAST,
+    coalesce(p.n, 0) DESC, d.name
+LIMIT :limit
 
 -- destination_page: live destinations after id :after_id, by id, at most :limit (keyset
 -- paging of GET /v1/admin/metrics/destinations)

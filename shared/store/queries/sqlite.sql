@@ -472,3 +472,19 @@ WHERE d.tenant_id = :tenant
     AND (:status IS NULL OR j.status = :status)
     AND (:before IS NULL OR j.id < :before)
 ORDER BY j.id DESC LIMIT :limit
+
+-- destination_fold: what the live destinations not among :shown_ids add up to (the fold of
+-- /metrics): how many, whether one is paused, the longest failure run, the oldest due job;
+-- and the oldest due job of every live destination (NULLs when there is none)
+SELECT sum(CASE WHEN r.shown THEN 0 ELSE 1 END) AS folded,
+    max(CASE WHEN r.shown THEN 0 ELSE r.paused END) AS paused,
+    max(CASE WHEN r.shown THEN 0 ELSE r.failure_streak END) AS failure_streak,
+    min(CASE WHEN r.shown THEN NULL ELSE r.due END) AS oldest_due,
+    min(r.due) AS oldest_due_all
+FROM (SELECT CASE WHEN d.paused THEN 1 ELSE 0 END AS paused, d.failure_streak,
+          CASE WHEN o.total_s <= :now THEN o.total_s END AS due,
+          d.id IN (SELECT value FROM json_each(:shown_ids)) AS shown
+      FROM destinations d
+      LEFT JOIN metric_counts o ON o.family = 'oldest' AND o.destination_id = d.id
+          AND o.label = ''
+      WHERE d.deleted_at IS NULL) AS r
