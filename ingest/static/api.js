@@ -44,12 +44,20 @@ export async function api(method, path, body) {
     onUnauthorized("The admin token was refused; enter it again.");
     throw new AuthError("unauthorized");
   }
-  let data = null;
+  return okOrThrow(resp, await jsonOf(resp));
+}
+
+/** An answer's JSON body, or null when it has none (shared with the portal's client). */
+export async function jsonOf(resp) {
   try {
-    data = await resp.json();
+    return await resp.json();
   } catch {
-    data = null;
+    return null;
   }
+}
+
+/** `data` for a success; otherwise the ApiError the JSON error body names. */
+export function okOrThrow(resp, data) {
   if (!resp.ok) {
     throw new ApiError(resp.status, data?.error ?? `http_${resp.status}`,
                        data?.detail ?? resp.statusText, data?.field ?? null);

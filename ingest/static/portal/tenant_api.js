@@ -4,12 +4,12 @@
 // sessionStorage (a reload keeps working), and sent only as a Bearer header. A 401 forgets
 // it and tells the shell, which shows "this link has expired" (no retry can help).
 
-import { ApiError } from "/static/api.js";
+import { ApiError, jsonOf, okOrThrow, seg } from "/static/api.js";
 
 const TOKEN_KEY = "hookline.tenantToken";
 const EXPIRED_CODES = new Set(["token_expired", "token_revoked"]);
 
-export { ApiError };
+export { ApiError, seg };
 
 /** The token was refused (401): `expired` for token_expired / token_revoked. */
 export class TokenRefused extends Error {
@@ -69,23 +69,14 @@ export async function api(method, path, body) {
     init.body = JSON.stringify(body);
   }
   const resp = await fetch(path, init);
-  let data = null;
-  try {
-    data = await resp.json();
-  } catch {
-    data = null;
-  }
+  const data = await jsonOf(resp);
   if (resp.status === 401) {
     const refused = new TokenRefused(data?.error ?? "token_invalid", data?.detail ?? "");
     dropToken();
     onRefused(refused);
     throw refused;
   }
-  if (!resp.ok) {
-    throw new ApiError(resp.status, data?.error ?? `http_${resp.status}`,
-                       data?.detail ?? resp.statusText, data?.field ?? null);
-  }
-  return data;
+  return okOrThrow(resp, data);
 }
 
 export const get = (path) => api("GET", path);
@@ -93,8 +84,6 @@ export const post = (path, body = {}) => api("POST", path, body);
 export const patch = (path, body) => api("PATCH", path, body);
 export const del = (path) => api("DELETE", path);
 
-/** A path segment (destination name) made safe for a URL. */
-export const seg = (value) => encodeURIComponent(String(value));
 
 /** A list answer as an array, whether the API wraps it (`{key: [...]}`) or not. */
 export function listOf(answer, key) {
