@@ -15,6 +15,7 @@ from aiohttp.test_utils import TestClient, TestServer
 from hookline.ingest.app import build_app
 from hookline.shared.config import Config
 from hookline.shared.store import Store
+from hookline.shared.tenant_models import TenantFields
 
 TOKEN = "t0ken-for-tests"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
@@ -103,6 +104,23 @@ BAD_INPUTS: list[tuple[str, str, Any, int, str, str]] = [
     ("GET", "/v1/admin/throughput?bucket=0", None, 400, "invalid_request", "bucket"),
     ("GET", "/v1/admin/throughput?window=30d&bucket=1", None, 400, "invalid_request",
      "bucket"),
+    ("PUT", "/v1/admin/tenants/_mine", {}, 400, "invalid_request", "id"),
+    ("PUT", "/v1/admin/tenants/acme", {"max_destinations": -1}, 400, "invalid_request",
+     "max_destinations"),
+    ("PUT", "/v1/admin/tenants/acme", {"metadata": [1]}, 400, "invalid_request", "metadata"),
+    ("PUT", "/v1/admin/tenants/acme", {"plan": "gold"}, 400, "invalid_request", "plan"),
+    ("PUT", "/v1/admin/tenants/_default", {"disabled": True}, 400, "invalid_request",
+     "disabled"),
+    ("GET", "/v1/admin/tenants?limit=0", None, 400, "invalid_request", "limit"),
+    ("DELETE", "/v1/admin/tenants/t?dry_run=perhaps", None, 400, "invalid_request", "dry_run"),
+    ("GET", "/v1/admin/destinations/d?tenant=a%20b", None, 400, "invalid_request", "tenant"),
+    ("POST", "/v1/admin/destinations", {"name": "x", "url": GOOD_URL, "tenant": "_x"}, 400,
+     "invalid_request", "tenant"),
+    ("POST", "/v1/admin/tenants/t/tokens", {"ttl_s": 90000}, 400, "invalid_request", "ttl_s"),
+    ("POST", "/v1/admin/tenants/t/tokens", {"capabilities": ["fly"]}, 400, "invalid_request",
+     "capabilities"),
+    ("POST", "/v1/admin/tenants/t/tokens", {"read_only": "no"}, 400, "invalid_request",
+     "read_only"),
 ]
 
 
@@ -111,6 +129,7 @@ async def client(real_store: Store) -> AsyncIterator[TestClient[Any, Any]]:
     """The ingest app with the admin token, on a store holding destination `d`."""
     await real_store.add_destination(name="d", url=GOOD_URL, secret=SECRET,
                                      event_types=["*"], max_in_flight=1)
+    await real_store.put_tenant("t", TenantFields())
     app = build_app(real_store, Config(admin_token=TOKEN, allow_networks="127.0.0.0/8"))
     async with TestClient(TestServer(app, host="127.0.0.1")) as c:
         yield c
@@ -132,3 +151,48 @@ async def test_bad_admin_input_names_its_field(client: TestClient[Any, Any], met
     assert answer.get("field") == field, answer
     if code == "invalid_request":
         assert answer["detail"].startswith(f"{field}: "), answer
+
+
+# The tenant API's routes, with a valid tenant token of tenant `t` (which owns destination d).
+BAD_TENANT_INPUTS: list[tuple[str, str, Any, int, str, str]] = [
+    ("POST", "/v1/tenant/destinations", {"name": "x", "url": "ftp://x/"}, 400,
+     "invalid_request", "url"),
+    ("POST", "/v1/tenant/destinations", {"name": "x", "url": GOOD_URL, "tenant": "t"}, 400,
+     "invalid_request", "tenant"),
+    ("PATCH", "/v1/tenant/destinations/d", {"max_in_flight": 0}, 400, "invalid_request",
+     "max_in_flight"),
+    ("POST", "/v1/tenant/destinations/d/rotate-secret", {"overlap_s": -1}, 400,
+     "invalid_request", "overlap_s"),
+    ("GET", "/v1/tenant/destinations/d/stats?window_s=0", None, 400, "invalid_request",
+     "window_s"),
+    ("POST", "/v1/tenant/destinations/d/recover", {"since": "never"}, 400, "invalid_request",
+     "since"),
+    ("GET", "/v1/tenant/jobs?status=lost", None, 400, "invalid_request", "status"),
+    ("GET", "/v1/tenant/jobs/abc", None, 400, "invalid_request", "id"),
+    ("GET", "/v1/tenant/events?limit=0", None, 400, "invalid_request", "limit"),
+    ("POST", "/v1/tenant/jobs/1/resend", {"dry_run": "yes"}, 400, "invalid_request",
+     "dry_run"),
+]
+
+
+@pytest.mark.sqlite_only  # the rules run before the store; one backend shows them
+@pytest.mark.parametrize(("method", "path", "body", "status", "code", "field"),
+                         BAD_TENANT_INPUTS,
+                         ids=[f"{m} {p[:60]} {f}" for m, p, _, _, _, f in BAD_TENANT_INPUTS])
+async def test_bad_tenant_input_names_its_field(real_store: Store, method: str, path: str,
+                                                body: Any, status: int, code: str,
+                                                field: str) -> None:
+    """The tenant API names the field of every bad input as the admin API does."""
+    await real_store.put_tenant("t", TenantFields())
+    await real_store.add_destination(name="d", url=GOOD_URL, secret=SECRET,
+                                     event_types=["*"], max_in_flight=1, tenant="t")
+    app = build_app(real_store, Config(admin_token=TOKEN, allow_networks="127.0.0.0/8"))
+    async with TestClient(TestServer(app, host="127.0.0.1")) as c:
+        async with c.post("/v1/admin/tenants/t/tokens", json={}, headers=AUTH) as minted:
+            token = (await minted.json())["token"]
+        async with c.request(method, path, json=body,
+                             headers={"Authorization": f"Bearer {token}"}) as resp:
+            answer = await resp.json()
+    assert (resp.status, answer.get("error"), answer.get("field")) == (status, code, field), \
+        answer
+    assert answer["detail"].startswith(field), answer["detail"]
