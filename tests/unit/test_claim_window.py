@@ -13,6 +13,7 @@ from collections import Counter
 
 import pytest
 
+from hookline.shared.models import DEFAULT_TENANT
 from hookline.shared.store import Store
 from hookline.shared.store.postgres import PostgresStore
 from hookline.shared.tenant_models import TenantFields
@@ -80,6 +81,21 @@ async def test_the_window_skips_what_the_claim_could_not_take(store: Store):
                                per_tenant=8, held_tenants={"a": 8})
     assert Counter(c.destination_id for c in claims) == {d: 2 for d in offering}
     assert paused not in offering
+
+
+async def test_paused_destinations_with_backlogs_do_not_hide_the_live_ones(store: Store):
+    """Most destinations paused with backlogs and removed ones between: the walk steps over
+    them (destinations_live), and the live destinations after them are claimed."""
+    store.CLAIM_WINDOW = WINDOW  # type: ignore[attr-defined]
+    names = [f"d{i}" for i in range(12)]
+    ids = {name: await _destination(store, name, DEFAULT_TENANT) for name in names}
+    await store.add_events([new_event(f"{name}-{n}", f"{name}.x") for n in range(3)
+                            for name in names])
+    for name in names[:9]:
+        await store.set_paused(name, True)
+    await store.remove_destination("d9")
+    claims = await store.claim("w1", 8, 30.0, 5)
+    assert Counter(c.destination_id for c in claims) == {ids["d10"]: 3, ids["d11"]: 3}
 
 
 async def test_a_claim_does_not_wait_on_the_destinations_of_a_tenant_at_its_share(pg_url):

@@ -50,9 +50,10 @@ async def test_hot_path_queries_never_walk_the_backlog(store, destination_factor
 @pytest.mark.sqlite_only
 async def test_the_claim_reads_destinations_by_id_never_all_of_them(store, destination_factory):
     """The claim's cost follows the work it can take, not the destinations that exist: its
-    window walks the pending jobs' index one destination at a time and reads each destination
-    by id (a plan that scans destinations is the regression this guards: with 30,003 live
-    destinations that scan made every claim read them all, p50 1.1 s), and no step sorts."""
+    window steps through the live destinations and the pending jobs' destinations by index
+    searches and reads each candidate by id (a plan that scans destinations is the regression
+    this guards: with 30,003 live destinations that scan made every claim read them all, p50
+    1.1 s), and no step sorts."""
     for name in ("d1", "d2", "d3"):
         await destination_factory(name)
     await store.add_events([new_event(f"e{n}") for n in range(100)])
@@ -64,7 +65,9 @@ async def test_the_claim_reads_destinations_by_id_never_all_of_them(store, desti
             assert not re.search(r"SCAN (destinations|d)\b", text), (name, text)
             assert "TEMP B-TREE" not in text, (name, text)
         window = plan(db, queries["claim_window"])
-        # the skip scan: one search per destination holding pending jobs, through either index
+        # the leapfrog walk: one search per step in the live destinations and in the pending
+        # jobs (through either index), never a destination at a time
+        assert "SEARCH destinations USING INDEX destinations_live (id>?)" in window, window
         assert re.search(r"SEARCH j(obs)? USING COVERING INDEX jobs_(status|due) "
                          r"\((status=\? AND )?destination_id>\?\)", window), window
         assert "jobs_due (destination_id=? AND run_at<?)" in window, window

@@ -50,55 +50,61 @@ ORDER BY u.ord
 RETURNING id, event_id
 
 -- claim_window: the destinations one claim considers, so that its cost follows the work it
--- can take, not the destinations that exist (see StoreLogic._claim_window). A skip scan of
--- jobs_due from destination id :after (exclusive) up to :upto (inclusive): one index search
--- per destination holding pending jobs (none for the others), stopping at the :window-th
--- destination that offers work now: live, not paused, a due pending job, a free in-flight
--- slot (jobs_leased), its rate limit allowing a request (rate_limit_allows), not full for the
--- claiming worker (:full_destinations) and, while live destinations of more than one tenant
--- exist, its tenant not at its share (:capped_tenants): so a claim never locks the
--- destinations of a tenant at its share. walked = 1. With :expired also the destination of
--- every expired lease, walked = 0 (few: leases are bounded by the workers' slots; one may
--- repeat). `found` counts the offering destinations walked before a row, so the walk ends
--- exactly at the :window-th. Nothing is locked here: the claim locks the window, then reads
--- its slots again.
-WITH RECURSIVE walk(id, found) AS (
-    SELECT (SELECT min(destination_id) FROM jobs WHERE status = 'pending'
-            AND destination_id > :after::bigint), 0::bigint
+-- can take, not the destinations that exist (see StoreLogic._claim_window). A leapfrog walk
+-- from destination id :after (exclusive) up to :upto (inclusive) over two indexes at once:
+-- a = the next live destination (destinations_live), b = the next destination holding
+-- pending jobs from a on (jobs_due); a = b is a candidate, else the walk jumps to b. Each
+-- step is one search in each index, so neither paused destinations with backlogs nor live
+-- ones without jobs are visited one by one. It stops at the :window-th candidate that offers
+-- work now: a due pending job, a free in-flight slot (jobs_leased), its rate limit allowing a
+-- request (rate_limit_allows), not full for the claiming worker (:full_destinations) and,
+-- while live destinations of more than one tenant exist, its tenant not at its share
+-- (:capped_tenants): so a claim never locks the destinations of a tenant at its share.
+-- walked = 1. With :expired also the destination of every expired lease, walked = 0 (few:
+-- leases are bounded by the workers' slots; one may repeat). `found` counts the offering
+-- destinations walked before a row, so the walk ends exactly at the :window-th. Nothing is
+-- locked here: the claim locks the window, then reads its slots again.
+WITH RECURSIVE walk(a, b, found) AS (
+    SELECT (SELECT min(id) FROM destinations WHERE NOT paused AND deleted_at IS NULL
+            AND id > :after::bigint),
+        (SELECT min(destination_id) FROM jobs WHERE status = 'pending'
+            AND destination_id >= (SELECT min(id) FROM destinations WHERE NOT paused AND deleted_at IS NULL
+            AND id > :after::bigint)), 0::bigint
     UNION ALL
-    SELECT (SELECT min(j.destination_id) FROM jobs j
-            WHERE j.status = 'pending' AND j.destination_id > w.id),
-        w.found + (
-            SELECT count(*) FROM destinations d
-            WHERE d.id = w.id AND NOT d.paused AND d.deleted_at IS NULL
-                AND d.id <> ALL(:full_destinations::bigint[])
+    SELECT (SELECT min(id) FROM destinations WHERE NOT paused AND deleted_at IS NULL
+            AND id > CASE WHEN w.a = w.b THEN w.a ELSE w.b - 1 END),
+        (SELECT min(destination_id) FROM jobs WHERE status = 'pending'
+            AND destination_id >= (SELECT min(id) FROM destinations WHERE NOT paused AND deleted_at IS NULL
+            AND id > CASE WHEN w.a = w.b THEN w.a ELSE w.b - 1 END)),
+        w.found + CASE WHEN w.a = w.b AND EXISTS (SELECT 1 FROM destinations d
+            WHERE d.id = w.a AND d.id <> ALL(:full_destinations::bigint[])
                 AND NOT (d.tenant_id = ANY(:capped_tenants::text[])
                     AND (SELECT min(tenant_id) FROM destinations WHERE deleted_at IS NULL)
                     <> (SELECT max(tenant_id) FROM destinations WHERE deleted_at IS NULL))
-                AND (d.rate_limit_per_s IS NULL OR d.next_send_at <= hookline_now(:test_now_s)
-                    + GREATEST(0.0, 1.0 - 1.0 / d.rate_limit_per_s))
+                AND (d.rate_limit_per_s IS NULL OR d.next_send_at
+                    <= hookline_now(:test_now_s) + GREATEST(0.0, 1.0 - 1.0 / d.rate_limit_per_s))
                 AND EXISTS (SELECT 1 FROM jobs p WHERE p.destination_id = d.id
                     AND p.status = 'pending' AND p.run_at <= hookline_now(:test_now_s))
-                AND d.max_in_flight > (SELECT count(*) FROM jobs r
-                    WHERE r.destination_id = d.id AND r.status = 'running'
-                        AND r.lease_until > hookline_now(:test_now_s)))
-    FROM walk w WHERE w.id IS NOT NULL AND w.id <= :upto::bigint AND w.found < :window::bigint
+                AND d.max_in_flight > (SELECT count(*) FROM jobs r WHERE r.destination_id = d.id
+                    AND r.status = 'running' AND r.lease_until > hookline_now(:test_now_s)))
+            THEN 1 ELSE 0 END
+    FROM walk w
+    WHERE w.a IS NOT NULL AND w.b IS NOT NULL AND w.a <= :upto::bigint
+        AND w.found < :window::bigint
 )
-SELECT w.id, true AS walked FROM walk w
-WHERE w.id IS NOT NULL AND w.id <= :upto::bigint AND w.found < :window::bigint AND EXISTS (
-    SELECT 1 FROM destinations d
-    WHERE d.id = w.id AND NOT d.paused AND d.deleted_at IS NULL
-        AND d.id <> ALL(:full_destinations::bigint[])
+SELECT w.a AS id, true AS walked FROM walk w
+WHERE w.a = w.b AND w.a <= :upto::bigint AND w.found < :window::bigint
+    AND EXISTS (SELECT 1 FROM destinations d
+    WHERE d.id = w.a AND d.id <> ALL(:full_destinations::bigint[])
         AND NOT (d.tenant_id = ANY(:capped_tenants::text[])
             AND (SELECT min(tenant_id) FROM destinations WHERE deleted_at IS NULL)
             <> (SELECT max(tenant_id) FROM destinations WHERE deleted_at IS NULL))
-        AND (d.rate_limit_per_s IS NULL OR d.next_send_at <= hookline_now(:test_now_s)
-            + GREATEST(0.0, 1.0 - 1.0 / d.rate_limit_per_s))
+        AND (d.rate_limit_per_s IS NULL OR d.next_send_at
+            <= hookline_now(:test_now_s) + GREATEST(0.0, 1.0 - 1.0 / d.rate_limit_per_s))
         AND EXISTS (SELECT 1 FROM jobs p WHERE p.destination_id = d.id
             AND p.status = 'pending' AND p.run_at <= hookline_now(:test_now_s))
-        AND d.max_in_flight > (SELECT count(*) FROM jobs r
-            WHERE r.destination_id = d.id AND r.status = 'running'
-                AND r.lease_until > hookline_now(:test_now_s)))
+        AND d.max_in_flight > (SELECT count(*) FROM jobs r WHERE r.destination_id = d.id
+            AND r.status = 'running' AND r.lease_until > hookline_now(:test_now_s)))
 UNION ALL
 SELECT destination_id, false FROM jobs
 WHERE :expired::boolean AND status = 'running' AND lease_until <= hookline_now(:test_now_s)

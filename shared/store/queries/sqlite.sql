@@ -37,27 +37,33 @@ VALUES (:event_ids, :destination_ids, :now, :now, :now)
 RETURNING id, event_id
 
 -- claim_window: the destinations one claim considers, so that its cost follows the work it
--- can take, not the destinations that exist (see StoreLogic._claim_window). A skip scan of
--- the pending jobs (jobs_status) from destination id :after (exclusive) up to :upto
--- (inclusive): one index search per destination holding pending jobs (none for the others),
--- stopping at the :window-th destination that offers work now: live, not paused, a due
--- pending job (jobs_due), a free in-flight slot (jobs_leased), its rate limit allowing a
--- request (rate_limit_allows), not full for the claiming worker (:full_destinations, a JSON
--- array) and, while live destinations of more than one tenant exist, its tenant not at its
--- share (:capped_tenants). walked = 1. With :expired also the destination of every expired
--- lease, walked = 0 (few: leases are bounded by the workers' slots; one may repeat). `found`
--- counts the offering destinations walked before a row, so the walk ends exactly at the
--- :window-th; the claim still decides on what it reads.
-WITH RECURSIVE walk(id, found) AS (
-    SELECT (SELECT min(destination_id) FROM jobs WHERE status = 'pending'
-            AND destination_id > :after), 0
+-- can take, not the destinations that exist (see StoreLogic._claim_window). A leapfrog walk
+-- from destination id :after (exclusive) up to :upto (inclusive) over two indexes at once:
+-- a = the next live destination (destinations_live), b = the next destination holding
+-- pending jobs from a on (jobs_status); a = b is a candidate, else the walk jumps to b. Each
+-- step is one search in each index, so neither paused destinations with backlogs nor live
+-- ones without jobs are visited one by one. It stops at the :window-th candidate that offers
+-- work now: a due pending job (jobs_due), a free in-flight slot (jobs_leased), its rate
+-- limit allowing a request (rate_limit_allows), not full for the claiming worker
+-- (:full_destinations, a JSON array) and, while live destinations of more than one tenant
+-- exist, its tenant not at its share (:capped_tenants). walked = 1. With :expired also the
+-- destination of every expired lease, walked = 0 (few: leases are bounded by the workers'
+-- slots; one may repeat). `found` counts the offering destinations walked before a row, so
+-- the walk ends exactly at the :window-th; the claim still decides on what it reads.
+WITH RECURSIVE walk(a, b, found) AS (
+    SELECT (SELECT min(id) FROM destinations WHERE paused = 0 AND deleted_at IS NULL
+            AND id > :after),
+        (SELECT min(destination_id) FROM jobs WHERE status = 'pending'
+            AND destination_id >= (SELECT min(id) FROM destinations WHERE paused = 0 AND deleted_at IS NULL
+            AND id > :after)), 0
     UNION ALL
-    SELECT (SELECT min(j.destination_id) FROM jobs j
-            WHERE j.status = 'pending' AND j.destination_id > w.id),
-        w.found + (
-            SELECT count(*) FROM destinations d
-            WHERE d.id = w.id AND d.paused = 0 AND d.deleted_at IS NULL
-                AND d.id NOT IN (SELECT value FROM json_each(:full_destinations))
+    SELECT (SELECT min(id) FROM destinations WHERE paused = 0 AND deleted_at IS NULL
+            AND id > CASE WHEN w.a = w.b THEN w.a ELSE w.b - 1 END),
+        (SELECT min(destination_id) FROM jobs WHERE status = 'pending'
+            AND destination_id >= (SELECT min(id) FROM destinations WHERE paused = 0 AND deleted_at IS NULL
+            AND id > CASE WHEN w.a = w.b THEN w.a ELSE w.b - 1 END)),
+        w.found + (w.a = w.b AND EXISTS (SELECT 1 FROM destinations d
+            WHERE d.id = w.a AND d.id NOT IN (SELECT value FROM json_each(:full_destinations))
                 AND NOT (d.tenant_id IN (SELECT value FROM json_each(:capped_tenants))
                     AND (SELECT min(tenant_id) FROM destinations WHERE deleted_at IS NULL)
                     <> (SELECT max(tenant_id) FROM destinations WHERE deleted_at IS NULL))
@@ -65,16 +71,14 @@ WITH RECURSIVE walk(id, found) AS (
                     OR d.next_send_at <= :now + max(0.0, 1.0 - 1.0 / d.rate_limit_per_s))
                 AND EXISTS (SELECT 1 FROM jobs p WHERE p.destination_id = d.id
                     AND p.status = 'pending' AND p.run_at <= :now)
-                AND d.max_in_flight > (SELECT count(*) FROM jobs r
-                    WHERE r.destination_id = d.id AND r.status = 'running'
-                        AND r.lease_until > :now))
-    FROM walk w WHERE w.id IS NOT NULL AND w.id <= :upto AND w.found < :window
+                AND d.max_in_flight > (SELECT count(*) FROM jobs r WHERE r.destination_id = d.id
+                    AND r.status = 'running' AND r.lease_until > :now)))
+    FROM walk w
+    WHERE w.a IS NOT NULL AND w.b IS NOT NULL AND w.a <= :upto AND w.found < :window
 )
-SELECT w.id, 1 AS walked FROM walk w
-WHERE w.id IS NOT NULL AND w.id <= :upto AND w.found < :window AND EXISTS (
-    SELECT 1 FROM destinations d
-    WHERE d.id = w.id AND d.paused = 0 AND d.deleted_at IS NULL
-        AND d.id NOT IN (SELECT value FROM json_each(:full_destinations))
+SELECT w.a AS id, 1 AS walked FROM walk w
+WHERE w.a = w.b AND w.a <= :upto AND w.found < :window AND EXISTS (SELECT 1 FROM destinations d
+    WHERE d.id = w.a AND d.id NOT IN (SELECT value FROM json_each(:full_destinations))
         AND NOT (d.tenant_id IN (SELECT value FROM json_each(:capped_tenants))
             AND (SELECT min(tenant_id) FROM destinations WHERE deleted_at IS NULL)
             <> (SELECT max(tenant_id) FROM destinations WHERE deleted_at IS NULL))
@@ -82,8 +86,8 @@ WHERE w.id IS NOT NULL AND w.id <= :upto AND w.found < :window AND EXISTS (
             OR d.next_send_at <= :now + max(0.0, 1.0 - 1.0 / d.rate_limit_per_s))
         AND EXISTS (SELECT 1 FROM jobs p WHERE p.destination_id = d.id
             AND p.status = 'pending' AND p.run_at <= :now)
-        AND d.max_in_flight > (SELECT count(*) FROM jobs r
-            WHERE r.destination_id = d.id AND r.status = 'running' AND r.lease_until > :now))
+        AND d.max_in_flight > (SELECT count(*) FROM jobs r WHERE r.destination_id = d.id
+            AND r.status = 'running' AND r.lease_until > :now))
 UNION ALL
 SELECT destination_id, 0 FROM jobs
 WHERE :expired AND status = 'running' AND lease_until <= :now
