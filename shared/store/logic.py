@@ -234,8 +234,10 @@ class StoreLogic(EventOperations, TenantOperations, TenantCounts, TenantReadOper
         Why a window: a claim takes at most `limit` jobs, but reading every live
         destination's slots and due jobs made its cost follow the destinations that exist
         (30,003 live destinations: p50 1.1 s against 29 ms with 3). The walk (claim_window)
-        visits only destinations holding pending jobs, one index search each, and stops at
-        the window's last offering destination, so its cost follows the work it can take.
+        leapfrogs the live destinations and the pending jobs' destinations, one index search
+        in each per step, so it never visits a paused destination or one without jobs one by
+        one, and stops at the window's last offering destination: its cost follows the work
+        it can take.
         Destinations the claim could not take from are left out before they cost a read or
         a lock: paused, nothing due, no free in-flight slot, rate limit not allowing, full
         for this worker (per_destination), their tenant at its share (per_tenant; on
@@ -258,6 +260,7 @@ class StoreLogic(EventOperations, TenantOperations, TenantCounts, TenantReadOper
                 if request.per_destination is not None else [])
         capped = ([t for t, n in request.held_tenants.items() if n >= request.per_tenant]
                   if request.per_tenant is not None else [])
+
         def walk(after: int, upto: int, most: int, expired: bool) -> Query:
             return rows("claim_window", after=after, upto=upto, window=most, expired=expired,
                         full_destinations=full, capped_tenants=capped)
