@@ -130,8 +130,8 @@ async def test_a_claim_does_not_wait_on_the_destinations_of_a_tenant_at_its_shar
 @pytest.mark.parametrize("analyzed", [False, True], ids=["no_statistics", "analyzed"])
 async def test_the_window_reads_only_destinations_with_pending_jobs(pg_url, analyzed):
     """PostgreSQL: 300 live destinations, 2 holding pending jobs (4,000 between them): the
-    window's scans return at most a few rows each, and claim_window walks 2 destinations,
-    not 300, with or without table statistics."""
+    window's and the probe's scans return at most a few rows each, and claim_window walks 2
+    destinations, not 300, with or without table statistics."""
     import asyncpg
 
     from hookline.shared.store.postgres import _query  # the named SQL itself
@@ -157,6 +157,14 @@ async def test_the_window_reads_only_destinations_with_pending_jobs(pg_url, anal
         assert scans and max(rows for _, rows in scans) <= 3, scans
         found = await conn.fetch(sql, *[values[n] for n in names])
         assert sorted(r["id"] for r in found) == [151, 152]
+        # the claim's probe walks the same way, stopping at the first due job
+        sql, names = _query("claim_probe")
+        probe_values = {"max_attempts": 5, "test_now_s": None}
+        [[plan]] = await conn.fetch("EXPLAIN (ANALYZE, FORMAT JSON) " + sql,
+                                    *[probe_values[n] for n in names])
+        scans = _scan_rows(json.loads(plan)[0]["Plan"])
+        assert scans and max(rows for _, rows in scans) <= 3, scans
+        assert await conn.fetchval(sql, *[probe_values[n] for n in names]) is True
     finally:
         await conn.close()
 

@@ -159,24 +159,55 @@ CROSS JOIN LATERAL (
 
 -- due_work_exists: whether any job is claimable now (pending and due, or its lease expired)
 -- on a destination that takes deliveries; asked when a waiter starts listening, since work
--- committed before its LISTEN took effect notified nobody
-SELECT EXISTS (
+-- committed before its LISTEN took effect notified nobody (claim_probe's walk)
+WITH RECURSIVE walk(a, b, found) AS (
+    SELECT (SELECT min(id) FROM destinations WHERE NOT paused AND deleted_at IS NULL
+            AND id > 0),
+        (SELECT min(destination_id) FROM jobs WHERE status = 'pending'
+            AND destination_id >= (SELECT min(id) FROM destinations WHERE NOT paused AND deleted_at IS NULL
+            AND id > 0)), 0
+    UNION ALL
+    SELECT (SELECT min(id) FROM destinations WHERE NOT paused AND deleted_at IS NULL
+            AND id > CASE WHEN w.a = w.b THEN w.a ELSE w.b - 1 END),
+        (SELECT min(destination_id) FROM jobs WHERE status = 'pending'
+            AND destination_id >= (SELECT min(id) FROM destinations WHERE NOT paused AND deleted_at IS NULL
+            AND id > CASE WHEN w.a = w.b THEN w.a ELSE w.b - 1 END)),
+        CASE WHEN w.a = w.b AND EXISTS (SELECT 1 FROM jobs p WHERE p.destination_id = w.a
+            AND p.status = 'pending' AND p.run_at <= hookline_now(:test_now_s)) THEN 1 ELSE 0 END
+    FROM walk w WHERE w.a IS NOT NULL AND w.b IS NOT NULL AND w.found = 0
+)
+SELECT (SELECT max(found) FROM walk) = 1 OR EXISTS (
     SELECT 1 FROM jobs j JOIN destinations d ON d.id = j.destination_id
-    WHERE NOT d.paused AND d.deleted_at IS NULL
-        AND ((j.status = 'pending' AND j.run_at <= hookline_now(:test_now_s))
-             OR (j.status = 'running' AND j.lease_until <= hookline_now(:test_now_s)))
-) AS due
+    WHERE j.status = 'running' AND j.lease_until <= hookline_now(:test_now_s) AND NOT d.paused
+        AND d.deleted_at IS NULL) AS due
 
 -- claim_probe: whether a claim could take or end anything now (read-only, so that a worker
 -- woken for nothing takes no row locks and writes nothing): a due job on a destination that
--- takes deliveries, or an expired lease on a job that used its last attempt (kill_lost_at_cap)
-SELECT EXISTS (
-    SELECT 1 FROM destinations d WHERE NOT d.paused AND d.deleted_at IS NULL AND (
-        EXISTS (SELECT 1 FROM jobs j WHERE j.destination_id = d.id AND j.status = 'pending'
-                AND j.run_at <= hookline_now(:test_now_s))
-        OR EXISTS (SELECT 1 FROM jobs j WHERE j.destination_id = d.id
-                   AND j.status = 'running' AND j.lease_until <= hookline_now(:test_now_s)))
-) OR EXISTS (
+-- takes deliveries, an expired lease on one, or an expired lease on a job that used its last
+-- attempt (kill_lost_at_cap). The due job is looked for by claim_window's leapfrog walk (the
+-- live destinations, destinations_live, against the pending jobs' destinations), stopping
+-- at the first due one: no step per live destination without jobs, one per live destination
+-- whose pending jobs are all retries not due yet
+WITH RECURSIVE walk(a, b, found) AS (
+    SELECT (SELECT min(id) FROM destinations WHERE NOT paused AND deleted_at IS NULL
+            AND id > 0),
+        (SELECT min(destination_id) FROM jobs WHERE status = 'pending'
+            AND destination_id >= (SELECT min(id) FROM destinations WHERE NOT paused AND deleted_at IS NULL
+            AND id > 0)), 0
+    UNION ALL
+    SELECT (SELECT min(id) FROM destinations WHERE NOT paused AND deleted_at IS NULL
+            AND id > CASE WHEN w.a = w.b THEN w.a ELSE w.b - 1 END),
+        (SELECT min(destination_id) FROM jobs WHERE status = 'pending'
+            AND destination_id >= (SELECT min(id) FROM destinations WHERE NOT paused AND deleted_at IS NULL
+            AND id > CASE WHEN w.a = w.b THEN w.a ELSE w.b - 1 END)),
+        CASE WHEN w.a = w.b AND EXISTS (SELECT 1 FROM jobs p WHERE p.destination_id = w.a
+            AND p.status = 'pending' AND p.run_at <= hookline_now(:test_now_s)) THEN 1 ELSE 0 END
+    FROM walk w WHERE w.a IS NOT NULL AND w.b IS NOT NULL AND w.found = 0
+)
+SELECT (SELECT max(found) FROM walk) = 1 OR EXISTS (
+    SELECT 1 FROM jobs j JOIN destinations d ON d.id = j.destination_id
+    WHERE j.status = 'running' AND j.lease_until <= hookline_now(:test_now_s) AND NOT d.paused
+        AND d.deleted_at IS NULL) OR EXISTS (
     SELECT 1 FROM jobs WHERE status = 'running' AND lease_until <= hookline_now(:test_now_s)
         AND attempts >= :max_attempts
 ) AS claimable
