@@ -249,8 +249,9 @@ class StoreLogic(EventOperations, TenantOperations, TenantCounts, TenantReadOper
         the next window of the ring, and the next claim starts after it: every destination
         with due work is considered at least once every ceil(offering / window) claims of a
         worker, whatever its id, its tenant or its age, and within a window the choice is
-        the usual one, so a destination left out of a claim keeps its old head and comes
-        first among its window's destinations next time round (no starvation). Oldest-first
+        the usual one, so a destination left out of a claim keeps its oldest job as its head
+        while the served ones move on to younger jobs, and wins its turn in a later pass (no
+        starvation: tests/unit/test_claim_window.py). Oldest-first
         across the whole installation is given up beyond the window: finding the oldest due
         job of every destination is the per-destination read this removes (a maintained
         per-destination next-due instant would cost ingest a destination write per job).
