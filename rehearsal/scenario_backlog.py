@@ -50,8 +50,8 @@ CLAIM_SLOWDOWN_LIMIT = 2.0
 # Queries of the delivery path whose plans the backlog scenario checks: everything
 # SqliteStore.claim runs (ordered_head and advance_next_send only for ordered or rate-limited
 # destinations), the idle worker's wake-up check, and the lease and finish writes.
-CLAIM_QUERIES = ("claim_probe", "kill_lost_at_cap", "destination_slots", "due_jobs",
-                 "ordered_head", "claim_job", "advance_next_send", "mark_attempt_lost",
+CLAIM_QUERIES = ("claim_probe", "kill_lost_at_cap", "claim_window", "destination_slots",
+                 "due_jobs", "ordered_head", "claim_job", "advance_next_send", "mark_attempt_lost",
                  "insert_attempt", "claim_details")
 # Run only for ordered (FIFO) destinations; its plan is reported but left out of the plans
 # check, since it shows a temporary b-tree although SQLite sorts at most one row per status
@@ -133,7 +133,10 @@ def query_plans(db: str) -> dict[str, dict[str, Any]]:
               "run_at": 0.0, "delay_s": 1.0, "error": None, "duration_s": 0.1, "status_code": 200,
               "response_excerpt": None, "started_at": 0.0, "response_headers": None,
               "location": None, "job_ids": "[1, 2]", "lease_tokens": '["t"]',
-              "claims": '[[1, "t"]]', "attempts": '[["t", 0.0, 0.1, 200]]'}
+              "claims": '[[1, "t"]]', "attempts": '[["t", 0.0, 0.1, 200]]',
+              "destination_ids": "[1, 2, 3]", "offers": "[[1, 16], [2, 16], [3, 16]]",
+              "after": 0, "upto": 2**62, "window": 64, "expired": 1,
+              "full_destinations": "[]", "capped_tenants": "[]"}
     conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
     out: dict[str, dict[str, Any]] = {}
     try:

@@ -232,12 +232,12 @@ BATCH_COLUMNS = {
     ("create_tenants", "tenants"): {"id"},
     ("add_metric_deltas", "deltas"): {"families", "destination_ids", "labels", "ns",
                                       "totals_s"},
+    ("due_jobs", "offers"): {"destination_ids", "limits"},
 }
 """A batch parameter (hookline.shared.store.ops.Rows) reaches SQLite as one JSON array of arrays
 under its own name and PostgreSQL as one array per column: (query, SQLite name) -> the columns."""
-SQLITE_IGNORES = {"destination_slots": {"destination_ids"}}
-"""Parameters the logic passes that SQLite's query does not read: its single writer locks no
-destination, so it counts the free slots of every destination, not of the locked ones."""
+SQLITE_IGNORES: dict[str, set[str]] = {}
+"""Parameters the logic passes that SQLite's query does not read (none at present)."""
 POSTGRES_ONLY = {"lock_claimable_destinations"}
 """PostgreSQL's lock-then-count step of a claim (its claimers run concurrently)."""
 

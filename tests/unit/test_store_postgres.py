@@ -164,9 +164,10 @@ def _scan_rows(plan: dict) -> list[tuple[str, float]]:
 async def test_claim_reads_only_what_it_takes_however_long_the_backlog(pg_url, analyzed):
     """With a 4,000-job backlog, the claim's queries read about as many rows as they return:
     due_jobs no more than its limit (it walks the due index in order instead of sorting the
-    destination's whole backlog), lock_claimable_destinations one row per destination (its
-    EXISTS stops at the first due job). A claim's cost must not grow with the backlog, neither with
-    table statistics nor before autovacuum has gathered any (a burst into a new table)."""
+    destination's whole backlog), lock_claimable_destinations one row per destination of the
+    claim's window (claim_window's own reads: tests/unit/test_claim_window.py). A claim's cost
+    must not grow with the backlog, neither with table statistics nor before autovacuum has
+    gathered any (a burst into a new table)."""
     import asyncpg
 
     from hookline.shared.store.postgres import _query  # the named SQL itself
@@ -180,7 +181,7 @@ async def test_claim_reads_only_what_it_takes_however_long_the_backlog(pg_url, a
     try:
         if analyzed:
             await conn.execute("ANALYZE")
-        values = {"destination_id": 1, "limit": 10, "test_now_s": None}
+        values = {"destination_ids": [1], "limits": [10], "limit": 10, "test_now_s": None}
         for name, most in (("due_jobs", 10), ("lock_claimable_destinations", 1)):
             sql, names = _query(name)
             async with conn.transaction():  # FOR UPDATE: locks end with the transaction

@@ -49,19 +49,74 @@ FROM unnest(:event_ids::bigint[], :destination_ids::bigint[]) WITH ORDINALITY
 ORDER BY u.ord
 RETURNING id, event_id
 
--- lock_claimable_destinations: lock (in id order, so claimers never deadlock) every active
--- destination that has claimable jobs; the claimer holds these row locks until it commits, so
--- the in-flight count it reads next (destination_slots) cannot be passed by two hosts at once. FOR NO KEY
--- UPDATE does not block ingest (a new job takes only KEY SHARE on its destination).
--- (One probe per partial index, each a LIMIT 1 scalar subquery that stops at its first row:
--- an EXISTS, or one over an OR, may be planned as a hashed subplan that reads every due job.)
+-- claim_window: the destinations one claim considers, so that its cost follows the work it
+-- can take, not the destinations that exist (see StoreLogic._claim_window). A leapfrog walk
+-- from destination id :after (exclusive) up to :upto (inclusive) over two indexes at once:
+-- a = the next live destination (destinations_live), b = the next destination holding
+-- pending jobs from a on (jobs_due); a = b is a candidate, else the walk jumps to b. Each
+-- step is one search in each index, so neither paused destinations with backlogs nor live
+-- ones without jobs are visited one by one. It stops at the :window-th candidate that offers
+-- work now: a due pending job, a free in-flight slot (jobs_leased), its rate limit allowing a
+-- request (rate_limit_allows), not full for the claiming worker (:full_destinations) and,
+-- while live destinations of more than one tenant exist, its tenant not at its share
+-- (:capped_tenants): so a claim never locks the destinations of a tenant at its share.
+-- walked = 1. With :expired also the destination of every expired lease, walked = 0 (few:
+-- leases are bounded by the workers' slots; one may repeat). `found` counts the offering
+-- destinations walked before a row, so the walk ends exactly at the :window-th. Nothing is
+-- locked here: the claim locks the window, then reads its slots again.
+WITH RECURSIVE walk(a, b, found) AS (
+    SELECT (SELECT min(id) FROM destinations WHERE NOT paused AND deleted_at IS NULL
+            AND id > :after::bigint),
+        (SELECT min(destination_id) FROM jobs WHERE status = 'pending'
+            AND destination_id >= (SELECT min(id) FROM destinations WHERE NOT paused AND deleted_at IS NULL
+            AND id > :after::bigint)), 0::bigint
+    UNION ALL
+    SELECT (SELECT min(id) FROM destinations WHERE NOT paused AND deleted_at IS NULL
+            AND id > CASE WHEN w.a = w.b THEN w.a ELSE w.b - 1 END),
+        (SELECT min(destination_id) FROM jobs WHERE status = 'pending'
+            AND destination_id >= (SELECT min(id) FROM destinations WHERE NOT paused AND deleted_at IS NULL
+            AND id > CASE WHEN w.a = w.b THEN w.a ELSE w.b - 1 END)),
+        w.found + CASE WHEN w.a = w.b AND EXISTS (SELECT 1 FROM destinations d
+            WHERE d.id = w.a AND d.id <> ALL(:full_destinations::bigint[])
+                AND NOT (d.tenant_id = ANY(:capped_tenants::text[])
+                    AND (SELECT min(tenant_id) FROM destinations WHERE deleted_at IS NULL)
+                    <> (SELECT max(tenant_id) FROM destinations WHERE deleted_at IS NULL))
+                AND (d.rate_limit_per_s IS NULL OR d.next_send_at
+                    <= hookline_now(:test_now_s) + GREATEST(0.0, 1.0 - 1.0 / d.rate_limit_per_s))
+                AND EXISTS (SELECT 1 FROM jobs p WHERE p.destination_id = d.id
+                    AND p.status = 'pending' AND p.run_at <= hookline_now(:test_now_s))
+                AND d.max_in_flight > (SELECT count(*) FROM jobs r WHERE r.destination_id = d.id
+                    AND r.status = 'running' AND r.lease_until > hookline_now(:test_now_s)))
+            THEN 1 ELSE 0 END
+    FROM walk w
+    WHERE w.a IS NOT NULL AND w.b IS NOT NULL AND w.a <= :upto::bigint
+        AND w.found < :window::bigint
+)
+SELECT w.a AS id, true AS walked FROM walk w
+WHERE w.a = w.b AND w.a <= :upto::bigint AND w.found < :window::bigint
+    AND EXISTS (SELECT 1 FROM destinations d
+    WHERE d.id = w.a AND d.id <> ALL(:full_destinations::bigint[])
+        AND NOT (d.tenant_id = ANY(:capped_tenants::text[])
+            AND (SELECT min(tenant_id) FROM destinations WHERE deleted_at IS NULL)
+            <> (SELECT max(tenant_id) FROM destinations WHERE deleted_at IS NULL))
+        AND (d.rate_limit_per_s IS NULL OR d.next_send_at
+            <= hookline_now(:test_now_s) + GREATEST(0.0, 1.0 - 1.0 / d.rate_limit_per_s))
+        AND EXISTS (SELECT 1 FROM jobs p WHERE p.destination_id = d.id
+            AND p.status = 'pending' AND p.run_at <= hookline_now(:test_now_s))
+        AND d.max_in_flight > (SELECT count(*) FROM jobs r WHERE r.destination_id = d.id
+            AND r.status = 'running' AND r.lease_until > hookline_now(:test_now_s)))
+UNION ALL
+SELECT destination_id, false FROM jobs
+WHERE :expired::boolean AND status = 'running' AND lease_until <= hookline_now(:test_now_s)
+
+-- lock_claimable_destinations: lock (in id order, so claimers never deadlock) the destinations
+-- of the claim's window (:destination_ids, from claim_window) that still take deliveries; the
+-- claimer holds these row locks until it commits, so the in-flight count it reads next
+-- (destination_slots) cannot be passed by two hosts at once. FOR NO KEY UPDATE does not block
+-- ingest (a new job takes only KEY SHARE on its destination). Only the window is locked: a
+-- claim never waits on destinations it would not take from (a tenant at its share).
 SELECT d.id FROM destinations d
-WHERE NOT d.paused AND d.deleted_at IS NULL AND COALESCE(
-    (SELECT true FROM jobs j WHERE j.destination_id = d.id AND j.status = 'pending'
-        AND j.run_at <= hookline_now(:test_now_s) LIMIT 1),
-    (SELECT true FROM jobs j WHERE j.destination_id = d.id AND j.status = 'running'
-        AND j.lease_until <= hookline_now(:test_now_s) LIMIT 1),
-    false)
+WHERE d.id = ANY(:destination_ids::bigint[]) AND NOT d.paused AND d.deleted_at IS NULL
 ORDER BY d.id
 FOR NO KEY UPDATE OF d
 
@@ -78,48 +133,81 @@ SELECT d.id, d.tenant_id, d.ordered, d.rate_limit_per_s, d.next_send_at, d.max_i
     <> (SELECT max(tenant_id) FROM destinations WHERE deleted_at IS NULL) AS several_tenants
 FROM destinations d WHERE d.id = ANY(:destination_ids::bigint[]) ORDER BY d.id
 
--- due_jobs: claimable jobs of one destination, oldest due first; rows another transaction
--- holds are skipped (FOR UPDATE SKIP LOCKED). Pending and expired-lease jobs are read apart,
--- each in index order (jobs_due, jobs_leased) up to :limit, as on SQLite: one query ordered
--- by a CASE would sort the destination's whole backlog on every claim.
-WITH due_pending AS (
-    SELECT id, run_at AS due_at, attempts FROM jobs
-    WHERE destination_id = :destination_id AND status = 'pending'
+-- due_jobs: claimable jobs of the claim's destinations (:destination_ids with :limits, its
+-- most jobs each), each destination's oldest due first, at most min(its limit, :limit);
+-- rows another transaction holds are skipped (FOR UPDATE SKIP LOCKED). Pending and
+-- expired-lease jobs are read apart, each in index order (jobs_due, jobs_leased), one index
+-- search per destination and kind: one query ordered by a CASE would sort the destinations'
+-- whole backlogs on every claim.
+SELECT o.destination_id, p.id, p.run_at AS due_at, p.attempts, 'pending' AS status
+FROM unnest(:destination_ids::bigint[], :limits::integer[]) AS o (destination_id, most)
+CROSS JOIN LATERAL (
+    SELECT id, run_at, attempts FROM jobs
+    WHERE destination_id = o.destination_id AND status = 'pending'
         AND run_at <= hookline_now(:test_now_s)
-    ORDER BY run_at LIMIT :limit
-    FOR UPDATE SKIP LOCKED
-), lease_expired AS (
-    SELECT id, lease_until AS due_at, attempts FROM jobs
-    WHERE destination_id = :destination_id AND status = 'running'
-        AND lease_until <= hookline_now(:test_now_s)
-    ORDER BY lease_until LIMIT :limit
-    FOR UPDATE SKIP LOCKED
-)
-SELECT id, due_at, attempts, 'pending' AS status FROM due_pending
+    ORDER BY run_at LIMIT LEAST(o.most, :limit::integer)
+    FOR UPDATE SKIP LOCKED) p
 UNION ALL
-SELECT id, due_at, attempts, 'running' FROM lease_expired
-ORDER BY due_at LIMIT :limit
+SELECT o.destination_id, x.id, x.lease_until, x.attempts, 'running'
+FROM unnest(:destination_ids::bigint[], :limits::integer[]) AS o (destination_id, most)
+CROSS JOIN LATERAL (
+    SELECT id, lease_until, attempts FROM jobs
+    WHERE destination_id = o.destination_id AND status = 'running'
+        AND lease_until <= hookline_now(:test_now_s)
+    ORDER BY lease_until LIMIT LEAST(o.most, :limit::integer)
+    FOR UPDATE SKIP LOCKED) x
 
 -- due_work_exists: whether any job is claimable now (pending and due, or its lease expired)
 -- on a destination that takes deliveries; asked when a waiter starts listening, since work
--- committed before its LISTEN took effect notified nobody
-SELECT EXISTS (
+-- committed before its LISTEN took effect notified nobody (claim_probe's walk)
+WITH RECURSIVE walk(a, b, found) AS (
+    SELECT (SELECT min(id) FROM destinations WHERE NOT paused AND deleted_at IS NULL
+            AND id > 0),
+        (SELECT min(destination_id) FROM jobs WHERE status = 'pending'
+            AND destination_id >= (SELECT min(id) FROM destinations WHERE NOT paused AND deleted_at IS NULL
+            AND id > 0)), 0
+    UNION ALL
+    SELECT (SELECT min(id) FROM destinations WHERE NOT paused AND deleted_at IS NULL
+            AND id > CASE WHEN w.a = w.b THEN w.a ELSE w.b - 1 END),
+        (SELECT min(destination_id) FROM jobs WHERE status = 'pending'
+            AND destination_id >= (SELECT min(id) FROM destinations WHERE NOT paused AND deleted_at IS NULL
+            AND id > CASE WHEN w.a = w.b THEN w.a ELSE w.b - 1 END)),
+        CASE WHEN w.a = w.b AND EXISTS (SELECT 1 FROM jobs p WHERE p.destination_id = w.a
+            AND p.status = 'pending' AND p.run_at <= hookline_now(:test_now_s)) THEN 1 ELSE 0 END
+    FROM walk w WHERE w.a IS NOT NULL AND w.b IS NOT NULL AND w.found = 0
+)
+SELECT (SELECT max(found) FROM walk) = 1 OR EXISTS (
     SELECT 1 FROM jobs j JOIN destinations d ON d.id = j.destination_id
-    WHERE NOT d.paused AND d.deleted_at IS NULL
-        AND ((j.status = 'pending' AND j.run_at <= hookline_now(:test_now_s))
-             OR (j.status = 'running' AND j.lease_until <= hookline_now(:test_now_s)))
-) AS due
+    WHERE j.status = 'running' AND j.lease_until <= hookline_now(:test_now_s) AND NOT d.paused
+        AND d.deleted_at IS NULL) AS due
 
 -- claim_probe: whether a claim could take or end anything now (read-only, so that a worker
 -- woken for nothing takes no row locks and writes nothing): a due job on a destination that
--- takes deliveries, or an expired lease on a job that used its last attempt (kill_lost_at_cap)
-SELECT EXISTS (
-    SELECT 1 FROM destinations d WHERE NOT d.paused AND d.deleted_at IS NULL AND (
-        EXISTS (SELECT 1 FROM jobs j WHERE j.destination_id = d.id AND j.status = 'pending'
-                AND j.run_at <= hookline_now(:test_now_s))
-        OR EXISTS (SELECT 1 FROM jobs j WHERE j.destination_id = d.id
-                   AND j.status = 'running' AND j.lease_until <= hookline_now(:test_now_s)))
-) OR EXISTS (
+-- takes deliveries, an expired lease on one, or an expired lease on a job that used its last
+-- attempt (kill_lost_at_cap). The due job is looked for by claim_window's leapfrog walk (the
+-- live destinations, destinations_live, against the pending jobs' destinations), stopping
+-- at the first due one: no step per live destination without jobs, one per live destination
+-- whose pending jobs are all retries not due yet
+WITH RECURSIVE walk(a, b, found) AS (
+    SELECT (SELECT min(id) FROM destinations WHERE NOT paused AND deleted_at IS NULL
+            AND id > 0),
+        (SELECT min(destination_id) FROM jobs WHERE status = 'pending'
+            AND destination_id >= (SELECT min(id) FROM destinations WHERE NOT paused AND deleted_at IS NULL
+            AND id > 0)), 0
+    UNION ALL
+    SELECT (SELECT min(id) FROM destinations WHERE NOT paused AND deleted_at IS NULL
+            AND id > CASE WHEN w.a = w.b THEN w.a ELSE w.b - 1 END),
+        (SELECT min(destination_id) FROM jobs WHERE status = 'pending'
+            AND destination_id >= (SELECT min(id) FROM destinations WHERE NOT paused AND deleted_at IS NULL
+            AND id > CASE WHEN w.a = w.b THEN w.a ELSE w.b - 1 END)),
+        CASE WHEN w.a = w.b AND EXISTS (SELECT 1 FROM jobs p WHERE p.destination_id = w.a
+            AND p.status = 'pending' AND p.run_at <= hookline_now(:test_now_s)) THEN 1 ELSE 0 END
+    FROM walk w WHERE w.a IS NOT NULL AND w.b IS NOT NULL AND w.found = 0
+)
+SELECT (SELECT max(found) FROM walk) = 1 OR EXISTS (
+    SELECT 1 FROM jobs j JOIN destinations d ON d.id = j.destination_id
+    WHERE j.status = 'running' AND j.lease_until <= hookline_now(:test_now_s) AND NOT d.paused
+        AND d.deleted_at IS NULL) OR EXISTS (
     SELECT 1 FROM jobs WHERE status = 'running' AND lease_until <= hookline_now(:test_now_s)
         AND attempts >= :max_attempts
 ) AS claimable

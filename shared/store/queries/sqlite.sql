@@ -36,10 +36,67 @@ INSERT INTO jobs (event_id, destination_id, run_at, created_at, updated_at)
 VALUES (:event_ids, :destination_ids, :now, :now, :now)
 RETURNING id, event_id
 
--- destination_slots: free in-flight slots per active destination (expired leases do not count);
--- every one (the single writer needs no lock_claimable_destinations step); several_tenants
--- (the same on every row): whether live destinations of more than one tenant exist, the two
--- ends of the destinations_tenant index (the per-tenant fair share applies only then)
+-- claim_window: the destinations one claim considers, so that its cost follows the work it
+-- can take, not the destinations that exist (see StoreLogic._claim_window). A leapfrog walk
+-- from destination id :after (exclusive) up to :upto (inclusive) over two indexes at once:
+-- a = the next live destination (destinations_live), b = the next destination holding
+-- pending jobs from a on (jobs_status); a = b is a candidate, else the walk jumps to b. Each
+-- step is one search in each index, so neither paused destinations with backlogs nor live
+-- ones without jobs are visited one by one. It stops at the :window-th candidate that offers
+-- work now: a due pending job (jobs_due), a free in-flight slot (jobs_leased), its rate
+-- limit allowing a request (rate_limit_allows), not full for the claiming worker
+-- (:full_destinations, a JSON array) and, while live destinations of more than one tenant
+-- exist, its tenant not at its share (:capped_tenants). walked = 1. With :expired also the
+-- destination of every expired lease, walked = 0 (few: leases are bounded by the workers'
+-- slots; one may repeat). `found` counts the offering destinations walked before a row, so
+-- the walk ends exactly at the :window-th; the claim still decides on what it reads.
+WITH RECURSIVE walk(a, b, found) AS (
+    SELECT (SELECT min(id) FROM destinations WHERE paused = 0 AND deleted_at IS NULL
+            AND id > :after),
+        (SELECT min(destination_id) FROM jobs WHERE status = 'pending'
+            AND destination_id >= (SELECT min(id) FROM destinations WHERE paused = 0 AND deleted_at IS NULL
+            AND id > :after)), 0
+    UNION ALL
+    SELECT (SELECT min(id) FROM destinations WHERE paused = 0 AND deleted_at IS NULL
+            AND id > CASE WHEN w.a = w.b THEN w.a ELSE w.b - 1 END),
+        (SELECT min(destination_id) FROM jobs WHERE status = 'pending'
+            AND destination_id >= (SELECT min(id) FROM destinations WHERE paused = 0 AND deleted_at IS NULL
+            AND id > CASE WHEN w.a = w.b THEN w.a ELSE w.b - 1 END)),
+        w.found + (w.a = w.b AND EXISTS (SELECT 1 FROM destinations d
+            WHERE d.id = w.a AND d.id NOT IN (SELECT value FROM json_each(:full_destinations))
+                AND NOT (d.tenant_id IN (SELECT value FROM json_each(:capped_tenants))
+                    AND (SELECT min(tenant_id) FROM destinations WHERE deleted_at IS NULL)
+                    <> (SELECT max(tenant_id) FROM destinations WHERE deleted_at IS NULL))
+                AND (d.rate_limit_per_s IS NULL
+                    OR d.next_send_at <= :now + max(0.0, 1.0 - 1.0 / d.rate_limit_per_s))
+                AND EXISTS (SELECT 1 FROM jobs p WHERE p.destination_id = d.id
+                    AND p.status = 'pending' AND p.run_at <= :now)
+                AND d.max_in_flight > (SELECT count(*) FROM jobs r WHERE r.destination_id = d.id
+                    AND r.status = 'running' AND r.lease_until > :now)))
+    FROM walk w
+    WHERE w.a IS NOT NULL AND w.b IS NOT NULL AND w.a <= :upto AND w.found < :window
+)
+SELECT w.a AS id, 1 AS walked FROM walk w
+WHERE w.a = w.b AND w.a <= :upto AND w.found < :window AND EXISTS (SELECT 1 FROM destinations d
+    WHERE d.id = w.a AND d.id NOT IN (SELECT value FROM json_each(:full_destinations))
+        AND NOT (d.tenant_id IN (SELECT value FROM json_each(:capped_tenants))
+            AND (SELECT min(tenant_id) FROM destinations WHERE deleted_at IS NULL)
+            <> (SELECT max(tenant_id) FROM destinations WHERE deleted_at IS NULL))
+        AND (d.rate_limit_per_s IS NULL
+            OR d.next_send_at <= :now + max(0.0, 1.0 - 1.0 / d.rate_limit_per_s))
+        AND EXISTS (SELECT 1 FROM jobs p WHERE p.destination_id = d.id
+            AND p.status = 'pending' AND p.run_at <= :now)
+        AND d.max_in_flight > (SELECT count(*) FROM jobs r WHERE r.destination_id = d.id
+            AND r.status = 'running' AND r.lease_until > :now))
+UNION ALL
+SELECT destination_id, 0 FROM jobs
+WHERE :expired AND status = 'running' AND lease_until <= :now
+
+-- destination_slots: free in-flight slots of the claim's window (:destination_ids, a JSON
+-- array) among the active destinations (expired leases do not count; the single writer needs
+-- no lock_claimable_destinations step); several_tenants (the same on every row): whether live
+-- destinations of more than one tenant exist, the two ends of the destinations_tenant index
+-- (the per-tenant fair share applies only then)
 SELECT d.id, d.tenant_id, d.ordered, d.rate_limit_per_s, d.next_send_at, d.max_in_flight - (
     SELECT COUNT(*) FROM jobs j
     WHERE j.destination_id = d.id AND j.status = 'running' AND j.lease_until > :now
@@ -47,45 +104,82 @@ SELECT d.id, d.tenant_id, d.ordered, d.rate_limit_per_s, d.next_send_at, d.max_i
     (SELECT min(tenant_id) FROM destinations WHERE deleted_at IS NULL)
     <> (SELECT max(tenant_id) FROM destinations WHERE deleted_at IS NULL) AS several_tenants
 FROM destinations d
-WHERE d.paused = 0 AND d.deleted_at IS NULL
+WHERE d.id IN (SELECT value FROM json_each(:destination_ids))
+    AND d.paused = 0 AND d.deleted_at IS NULL
 
--- due_jobs: claimable jobs of one destination, oldest due first (pending due, or lease expired)
-SELECT id, run_at AS due_at, attempts, 'pending' AS status FROM (
-    SELECT id, run_at, attempts FROM jobs
-    WHERE destination_id = :destination_id AND status = 'pending' AND run_at <= :now
-    ORDER BY run_at LIMIT :limit
-)
+-- due_jobs: claimable jobs of the claim's destinations (:offers, a JSON array of [destination
+-- id, most jobs]), each destination's oldest due first, at most :limit of each (the largest
+-- of the offers; the claim keeps each destination's own number): pending and due through
+-- jobs_due, lease expired through jobs_leased, one index search per destination and kind
+-- reading no more entries than it returns
+SELECT j.destination_id, j.id, j.run_at AS due_at, j.attempts, 'pending' AS status
+FROM json_each(:offers) o JOIN jobs j ON j.id IN (
+    SELECT p.id FROM jobs p
+    WHERE p.destination_id = json_extract(o.value, '$[0]') AND p.status = 'pending'
+        AND p.run_at <= :now
+    ORDER BY p.run_at LIMIT :limit)
 UNION ALL
-SELECT id, lease_until, attempts, 'running' FROM (
-    SELECT id, lease_until, attempts FROM jobs
-    WHERE destination_id = :destination_id AND status = 'running' AND lease_until <= :now
-    ORDER BY lease_until LIMIT :limit
-)
-ORDER BY 2 LIMIT :limit
+SELECT j.destination_id, j.id, j.lease_until, j.attempts, 'running'
+FROM json_each(:offers) o JOIN jobs j ON j.id IN (
+    SELECT r.id FROM jobs r
+    WHERE r.destination_id = json_extract(o.value, '$[0]') AND r.status = 'running'
+        AND r.lease_until <= :now
+    ORDER BY r.lease_until LIMIT :limit)
 
 -- due_work_exists: whether any job is claimable now (pending and due, or its lease expired)
 -- on a destination that takes deliveries; asked when a waiter starts listening, since work
--- committed before its wake-up socket existed poked nobody
--- (per destination, so each probe is one index search: a join let the planner OR two walks
--- of jobs_status over the whole backlog, 176 ms with 666,000 jobs not yet due)
-SELECT EXISTS (
-    SELECT 1 FROM destinations d WHERE d.paused = 0 AND d.deleted_at IS NULL AND (
-        EXISTS (SELECT 1 FROM jobs j WHERE j.destination_id = d.id AND j.status = 'pending'
-                AND j.run_at <= :now)
-        OR EXISTS (SELECT 1 FROM jobs j WHERE j.destination_id = d.id
-                   AND j.status = 'running' AND j.lease_until <= :now))
-) AS due
+-- committed before its wake-up socket existed poked nobody (claim_probe's walk: never a
+-- join that ORs two walks of jobs_status over the whole backlog, 176 ms with 666,000 jobs
+-- not yet due, nor a probe per live destination)
+WITH RECURSIVE walk(a, b, found) AS (
+    SELECT (SELECT min(id) FROM destinations WHERE paused = 0 AND deleted_at IS NULL
+            AND id > 0),
+        (SELECT min(destination_id) FROM jobs WHERE status = 'pending'
+            AND destination_id >= (SELECT min(id) FROM destinations WHERE paused = 0 AND deleted_at IS NULL
+            AND id > 0)), 0
+    UNION ALL
+    SELECT (SELECT min(id) FROM destinations WHERE paused = 0 AND deleted_at IS NULL
+            AND id > CASE WHEN w.a = w.b THEN w.a ELSE w.b - 1 END),
+        (SELECT min(destination_id) FROM jobs WHERE status = 'pending'
+            AND destination_id >= (SELECT min(id) FROM destinations WHERE paused = 0 AND deleted_at IS NULL
+            AND id > CASE WHEN w.a = w.b THEN w.a ELSE w.b - 1 END)),
+        (w.a = w.b AND EXISTS (SELECT 1 FROM jobs p WHERE p.destination_id = w.a
+            AND p.status = 'pending' AND p.run_at <= :now))
+    FROM walk w WHERE w.a IS NOT NULL AND w.b IS NOT NULL AND w.found = 0
+)
+SELECT (SELECT max(found) FROM walk) = 1 OR EXISTS (
+    SELECT 1 FROM jobs j CROSS JOIN destinations d ON d.id = j.destination_id
+    WHERE j.status = 'running' AND j.lease_until <= :now AND d.paused = 0
+        AND d.deleted_at IS NULL) AS due
 
 -- claim_probe: whether a claim could take or end anything now (read-only, so that a worker
 -- woken for nothing does not take the write lock): a due job on a destination that takes
--- deliveries, or an expired lease on a job that used its last attempt (kill_lost_at_cap)
-SELECT EXISTS (
-    SELECT 1 FROM destinations d WHERE d.paused = 0 AND d.deleted_at IS NULL AND (
-        EXISTS (SELECT 1 FROM jobs j WHERE j.destination_id = d.id AND j.status = 'pending'
-                AND j.run_at <= :now)
-        OR EXISTS (SELECT 1 FROM jobs j WHERE j.destination_id = d.id AND j.status = 'running'
-                   AND j.lease_until <= :now))
-) OR EXISTS (
+-- deliveries, an expired lease on one, or an expired lease on a job that used its last
+-- attempt (kill_lost_at_cap). The due job is looked for by claim_window's leapfrog walk (the
+-- live destinations, destinations_live, against the pending jobs' destinations), stopping
+-- at the first due one: no step per live destination without jobs (18 ms per probe with
+-- 30,003 live destinations and nothing pending, when it probed each one), one per live
+-- destination whose pending jobs are all retries not due yet
+WITH RECURSIVE walk(a, b, found) AS (
+    SELECT (SELECT min(id) FROM destinations WHERE paused = 0 AND deleted_at IS NULL
+            AND id > 0),
+        (SELECT min(destination_id) FROM jobs WHERE status = 'pending'
+            AND destination_id >= (SELECT min(id) FROM destinations WHERE paused = 0 AND deleted_at IS NULL
+            AND id > 0)), 0
+    UNION ALL
+    SELECT (SELECT min(id) FROM destinations WHERE paused = 0 AND deleted_at IS NULL
+            AND id > CASE WHEN w.a = w.b THEN w.a ELSE w.b - 1 END),
+        (SELECT min(destination_id) FROM jobs WHERE status = 'pending'
+            AND destination_id >= (SELECT min(id) FROM destinations WHERE paused = 0 AND deleted_at IS NULL
+            AND id > CASE WHEN w.a = w.b THEN w.a ELSE w.b - 1 END)),
+        (w.a = w.b AND EXISTS (SELECT 1 FROM jobs p WHERE p.destination_id = w.a
+            AND p.status = 'pending' AND p.run_at <= :now))
+    FROM walk w WHERE w.a IS NOT NULL AND w.b IS NOT NULL AND w.found = 0
+)
+SELECT (SELECT max(found) FROM walk) = 1 OR EXISTS (
+    SELECT 1 FROM jobs j CROSS JOIN destinations d ON d.id = j.destination_id
+    WHERE j.status = 'running' AND j.lease_until <= :now AND d.paused = 0
+        AND d.deleted_at IS NULL) OR EXISTS (
     SELECT 1 FROM jobs WHERE status = 'running' AND lease_until <= :now
         AND attempts >= :max_attempts
 ) AS claimable
