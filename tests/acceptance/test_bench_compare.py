@@ -40,14 +40,22 @@ def test_bench_compare_delivers_everything_everywhere_and_reports_the_ratios(tmp
         assert fig["delivered"] == fig["expected"] == 3 * EVENTS, name
         assert fig["complete"] and fig["unverified_requests"] == 0, name
         assert fig["events_per_s"] > 0 and fig["deliveries_per_s"] > 0, name
-        assert 0 < fig["latency_ms"]["p50"] <= fig["latency_ms"]["p99"], name
+        # A delivery may reach the receiver before the 2xx reaches the load generator, which
+        # counts as 0 ms: a fast peer's median can be 0, never its tail.
+        assert 0 <= fig["latency_ms"]["p50"] <= fig["latency_ms"]["p99"], name
+        assert fig["latency_ms"]["p99"] > 0, name
         assert fig["cpu_s_per_1000_deliveries"] > 0, name
     assert "redis-server" in result["systems"]["celery"]["cpu_s"]
     for peer in ("celery", "huey"):
         ratios = result["ratios"][peer]
         assert set(ratios) == {"events_per_s", "deliveries_per_s", "latency_p50_ms",
                                "latency_p99_ms", "cpu_s_per_1000_deliveries"}
-        assert all(value is not None and value > 0 for value in ratios.values()), ratios
+        # None only where a median latency was 0 (see above): no ratio of a zero is made up.
+        assert all(value is not None and value > 0 for key, value in ratios.items()
+                   if key != "latency_p50_ms"), ratios
+        medians = (result["systems"][peer]["latency_ms"]["p50"],
+                   result["systems"]["hookline"]["latency_ms"]["p50"])
+        assert (ratios["latency_p50_ms"] is None) == (0 in medians), ratios
         assert f"hookline vs {peer}" in report
     pids = [pid for fig in result["systems"].values() for pid in fig["pids"].values()]
     assert pids and not [pid for pid in pids if pid_alive(pid)]
