@@ -58,20 +58,19 @@ from hookline.shared.store.factory import (
     store_for,
 )
 from hookline.shared.store.health import StoreHealth
-from hookline.shared.store.tenant_reads_tx import DestinationStats, TenantTokenState, TestDelivery
-from hookline.shared.store.tenants_tx import TenantRemoval
-from hookline.shared.tenant_models import Tenant, TenantFields
+from hookline.shared.store.tenant_contract import TenantStore
 from hookline.shared.timeparse import InstantSpec
 
 __all__ = [
-    "SqliteDiagnostics", "SqliteOptions", "Store", "TimeoutCounting", "open_store",
+    "SqliteDiagnostics", "SqliteOptions", "Store", "TenantStore", "TimeoutCounting", "open_store",
     "postgres_limits", "read_store_for", "resolve_instants", "store_for", "store_timeouts",
     "write_lock_stats", "write_lock_waits",
 ]
 
 
-class Store(Protocol):
-    """Durable events, destinations and delivery jobs, with leases fenced by token."""
+class Store(TenantStore, Protocol):
+    """Durable events, destinations and delivery jobs, with leases fenced by token (the
+    tenants' part of the contract: :class:`TenantStore`)."""
 
     async def open(self) -> None:
         """Connect and apply pending migrations. Raises StoreError when it cannot."""
@@ -531,74 +530,6 @@ class Store(Protocol):
         """
 
     # -- inbound sources --------------------------------------------------------------------
-
-    # -- tenants ---------------------------------------------------------------------------
-
-    async def put_tenant(self, tenant: str, fields: TenantFields) -> tuple[Tenant, bool]:
-        """Create the tenant, or change the fields given (None: unchanged).
-
-        Returns:
-            The tenant as stored, and whether it was created.
-
-        Raises:
-            InvalidInput: a bad or reserved id (field "id").
-        """
-
-    async def get_tenant(self, tenant: str) -> Tenant:
-        """One tenant by id. Raises NotFound."""
-
-    async def list_tenants(self, *, after: str | None = None, prefix: str | None = None,
-                           limit: int = 100) -> list[Tenant]:
-        """Tenants in id order after `after` (keyset paging), those whose id starts with
-        `prefix` only when given; at most `limit` (1 to 1000, else InvalidInput)."""
-
-    async def delete_tenant(self, tenant: str, *, dry_run: bool = False) -> TenantRemoval:
-        """Delete a tenant: its live destinations are removed (their unfinished jobs end dead,
-        their history stays until retention) and the tenant is forgotten. `dry_run` only
-        counts. Raises NotFound, or Conflict for the default tenant."""
-
-    async def tenant_destination_counts(self, tenants: Sequence[str]) -> dict[str, int]:
-        """Live destinations of each of `tenants` (0 for one without any or unknown): one
-        indexed read over their id range (a page of :meth:`list_tenants`)."""
-
-    async def revoke_tenant_tokens(self, tenant: str) -> Tenant:
-        """Raise the tenant's token epoch: every token minted before stops working.
-        Raises NotFound."""
-
-    # -- the tenant API (shared/store/tenant_reads_tx.py) -------------------------------------
-
-    async def token_signing_key(self, purpose: str) -> bytes:
-        """The database's signing key for `purpose` (`tenant_tokens`), made on first use:
-        every process and host of the database gets the same key (a race to make it is won
-        by one insert, which every racer then reads). 32 random bytes.
-
-        Raises:
-            StoreError: the database cannot be reached.
-        """
-
-    async def tenant_token_state(self, tenant: str) -> TenantTokenState:
-        """The store's time now and whether `tenant` exists, is disabled, and its token
-        epoch: what a tenant token is checked against, in one read."""
-
-    async def list_tenant_jobs(self, tenant: str, *, destination: str | None = None,
-                               status: str | None = None, before_id: int | None = None,
-                               limit: int = 100) -> list[Job]:
-        """Jobs of `tenant`'s destinations (removed ones included), newest first; optionally
-        of one destination (by name) and/or status, and with ids below `before_id` (keyset
-        paging)."""
-
-    async def destination_stats(self, name: str, *, tenant: str,
-                                window_s: float) -> DestinationStats:
-        """One destination of `tenant`: its jobs now and its attempts over the last
-        `window_s` seconds (success rate, p50/p99 duration, last failure). Raises NotFound."""
-
-    async def send_test_event(self, name: str, *, tenant: str) -> TestDelivery:
-        """Store a `hookline.test` event for `tenant` and one job for its destination `name`
-        only (no fan-out), in one transaction, and wake workers. Raises NotFound."""
-
-    async def tenant_event_types(self, tenant: str) -> list[str]:
-        """The event types of `tenant`'s newest events and its destinations' subscription
-        patterns, sorted, each once (what the portal's picker offers)."""
 
     async def add_source(self, *, name: str, scheme: str, secret: str) -> Source:
         """Register an inbound source (`POST /v1/sources/{name}`).
