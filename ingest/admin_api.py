@@ -259,10 +259,11 @@ async def resume(request: web.Request) -> web.Response:
 
 
 async def list_jobs(request: web.Request) -> web.Response:
-    """`GET /v1/admin/jobs?status=S&limit=N`: newest first."""
+    """`GET /v1/admin/jobs?status=S&tenant=T&limit=N`: newest first."""
     status = inputs.job_status("status", request.query.get("status"))
     limit = inputs.whole_number("limit", request.query.get("limit"), default=100, high=MAX_LIMIT)
-    jobs = await request_store(request).list_jobs(status=status, limit=limit)
+    tenant = await existing_tenant_filter(request)
+    jobs = await request_store(request).list_jobs(status=status, limit=limit, tenant=tenant)
     return web.json_response([job_view(j) for j in jobs])
 
 

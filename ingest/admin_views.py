@@ -47,6 +47,7 @@ from aiohttp import web
 from hookline.ingest.admin_api import guarded
 from hookline.ingest.app_state import app_config, request_reader, request_store
 from hookline.ingest.metrics import process_families
+from hookline.ingest.tenant_scope import existing_tenant_filter
 from hookline.shared.errors import ConfigError, InvalidInput
 from hookline.shared.metrics_catalog import (
     CHILD_RESTARTS,
@@ -104,10 +105,12 @@ def _duration(request: web.Request, name: str, default: str) -> float:
 
 
 async def destination_stats(request: web.Request) -> web.Response:
-    """`GET /v1/admin/destination-stats?window=15m`: state, job counts and latency per live
-    destination (see the module docstring)."""
+    """`GET /v1/admin/destination-stats?window=15m&tenant=T`: state, job counts and latency
+    per live destination, of one tenant when given (see the module docstring)."""
     window_s = _duration(request, "window", DEFAULT_LATENCY_WINDOW)
-    summaries = await request_reader(request).destination_summaries(latency_window_s=window_s)
+    tenant = await existing_tenant_filter(request)
+    summaries = await request_reader(request).destination_summaries(latency_window_s=window_s,
+                                                                    tenant=tenant)
     return web.json_response([destination_summary_view(s) for s in summaries])
 
 

@@ -26,7 +26,7 @@ from hookline.shared.views import job_story_view, job_view
 DEFAULT_STATS_WINDOW_S = 3600
 MAX_STATS_WINDOW_S = 30 * 86_400
 RECOVER_FIELDS = ("since", "until", "limit", "dry_run", "reason")
-_HIDDEN_JOB_FIELDS = ("lease_owner",)
+_HIDDEN_JOB_FIELDS = ("lease_owner", "tenant")  # a tenant sees only its own jobs
 _HIDDEN_ATTEMPT_FIELDS = ("worker", "lease_token")
 
 

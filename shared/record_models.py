@@ -21,6 +21,7 @@ class Job:
     message_id: str
     event_type: str
     destination: str
+    tenant: str
     status: JobStatus
     attempts: int
     run_at: float

@@ -265,8 +265,10 @@ class Store(TenantStore, Protocol):
             NotFound: no live destination has that name.
         """
 
-    async def list_jobs(self, status: str | None = None, limit: int = 100) -> list[Job]:
-        """Jobs, newest first, optionally of one status."""
+    async def list_jobs(self, status: str | None = None, limit: int = 100, *,
+                        tenant: str | None = None) -> list[Job]:
+        """Jobs, newest first, optionally of one status and/or of one tenant's destinations
+        (removed ones included)."""
 
     async def list_attempts(self, job_id: int | None = None, limit: int = 10_000) -> list[Attempt]:
         """Attempt rows, oldest first, of one job or of all."""
@@ -481,9 +483,10 @@ class Store(TenantStore, Protocol):
     # -- dashboard views --------------------------------------------------------------------
 
     async def destination_summaries(self, *, latency_window_s: float = 900.0,
-                                    latency_scan_limit: int = 20_000
-                                    ) -> list[DestinationSummary]:
-        """Every live destination with its state, job counts and attempt latency.
+                                    latency_scan_limit: int = 20_000,
+                                    tenant: str | None = None) -> list[DestinationSummary]:
+        """Every live destination (of `tenant` only, when given) with its state, job counts
+        and attempt latency.
 
         Args:
             latency_window_s: percentiles are taken over attempts started in the last this

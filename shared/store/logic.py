@@ -263,10 +263,11 @@ class StoreLogic(ClaimOperations, EventOperations, TenantOperations, TenantCount
 
     # -- operator views and controls -------------------------------------------------------
 
-    async def list_jobs(self, status: str | None = None, limit: int = 100) -> list[Job]:
+    async def list_jobs(self, status: str | None = None, limit: int = 100, *,
+                        tenant: str | None = None) -> list[Job]:
         """See :meth:`hookline.shared.store.Store.list_jobs`."""
-        found = await self._transact(_single(rows("list_jobs", status=status, limit=limit)),
-                                     write=False)
+        found = await self._transact(_single(rows("list_jobs", status=status, limit=limit,
+                                                  tenant=tenant)), write=False)
         return [Job.from_row(r) for r in found]
 
     async def list_attempts(self, job_id: int | None = None, limit: int = 10_000) -> list[Attempt]:
@@ -339,11 +340,11 @@ class StoreLogic(ClaimOperations, EventOperations, TenantOperations, TenantCount
     # -- dashboard views -------------------------------------------------------------------
 
     async def destination_summaries(self, *, latency_window_s: float = 900.0,
-                                    latency_scan_limit: int = 20_000
-                                    ) -> list[DestinationSummary]:
+                                    latency_scan_limit: int = 20_000,
+                                    tenant: str | None = None) -> list[DestinationSummary]:
         """See :meth:`hookline.shared.store.Store.destination_summaries` (the store's clock)."""
         return await self._transact(summaries_tx(float(latency_window_s),
-                                                  int(latency_scan_limit)), write=False)
+                                                  int(latency_scan_limit), tenant), write=False)
 
     async def throughput(self, *, window_s: float, bucket_s: int = 60,
                          failed_scan_limit: int = 100_000) -> list[ThroughputBucket]:

@@ -151,9 +151,10 @@ def get_job_tx(job_id: int, tenant: str | None = None) -> Tx[tuple[Any, list[Any
     return row, attempts
 
 
-def summaries_tx(window_s: float, scan_limit: int) -> Tx[list[DestinationSummary]]:
+def summaries_tx(window_s: float, scan_limit: int,
+                 tenant: str | None) -> Tx[list[DestinationSummary]]:
     now = yield NOW
-    found = yield rows("destination_summaries")
+    found = yield rows("destination_summaries", tenant=tenant)
     latency = {r["destination_id"]: r for r in (yield rows(
         "destination_latency", since=float(now - window_s), scan_limit=scan_limit))}
     return [DestinationSummary.from_rows(r, latency.get(r["id"])) for r in found]

@@ -12,6 +12,7 @@ from hookline.shared.endpoint_models import Destination
 from hookline.shared.errors import ConfigError, InvalidSetting
 from hookline.shared.models import JOB_STATUSES
 from hookline.shared.policy import rules
+from hookline.shared.record_models import Job
 from hookline.shared.report_models import Stats
 from hookline.shared.signing import generate_secret
 from hookline.shared.store import Store
@@ -61,6 +62,7 @@ def register(sub: Any) -> None:
     jobs_p = sub.add_parser("jobs", help="list jobs, newest first")
     jobs_p.add_argument("--status", choices=JOB_STATUSES)
     jobs_p.add_argument("--limit", type=int, default=50)
+    add_tenant_flag(jobs_p, "only jobs of this tenant's destinations (default: every tenant's)")
     jobs_p.add_argument("--json", action="store_true")
     jobs_p.set_defaults(handler=lambda c, a: run_command(lambda: jobs(c, a)))
 
@@ -168,14 +170,20 @@ async def destinations_list(config: Config, args: argparse.Namespace) -> int:
 
 
 async def jobs(config: Config, args: argparse.Namespace) -> int:
-    """`hookline jobs [--status S]`: newest first."""
-    rows = [job_view(j) for j in await with_store(
-        config, lambda s: s.list_jobs(status=args.status, limit=args.limit))]
+    """`hookline jobs [--status S] [--tenant ID]`: newest first."""
+    tenant = tenant_arg(args)
+
+    async def listed(store: Store) -> list[Job]:
+        if tenant is not None:
+            await existing_tenant(store, tenant)
+        return await store.list_jobs(status=args.status, limit=args.limit, tenant=tenant)
+
+    rows = [job_view(j) for j in await with_store(config, listed)]
     if args.json:
         print_json(rows)
         return 0
-    print_table(rows, ["id", "message_id", "event_type", "destination", "status", "attempts",
-                       "created_at", "last_error"])
+    print_table(rows, ["id", "message_id", "event_type", "tenant", "destination", "status",
+                       "attempts", "created_at", "last_error"])
     return 0
 
 

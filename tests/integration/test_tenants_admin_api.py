@@ -188,3 +188,32 @@ async def test_destination_routes_take_a_tenant(client, real_store, clock):
     status, error = await _call(client, "POST", "/v1/admin/resend", json={
         "destination": "hooks", "tenant": "ghost"})
     assert status == 404 and "ghost" in error["detail"]
+
+
+async def test_jobs_and_destination_stats_take_a_tenant(client, real_store):
+    """`GET /v1/admin/jobs?tenant=` and `/v1/admin/destination-stats?tenant=` show one
+    tenant's rows only; every job names its tenant; an unknown tenant is a 404 naming it."""
+    await _call(client, "PUT", "/v1/admin/tenants/acme", json={})
+    for tenant in ("acme", None):
+        status, _ = await _call(client, "POST", "/v1/admin/destinations",
+                                json={"name": "hooks", "url": URL, "tenant": tenant})
+        assert status == 201
+    await real_store.add_event(new_event("e1"))
+    await real_store.add_event(new_event("e1", tenant="acme"))
+    await real_store.add_event(new_event("e2", tenant="acme"))
+
+    status, every = await _call(client, "GET", "/v1/admin/jobs")
+    assert status == 200
+    assert sorted(j["tenant"] for j in every) == ["_default", "acme", "acme"]
+    status, acme = await _call(client, "GET", "/v1/admin/jobs?tenant=acme")
+    assert status == 200 and [j["tenant"] for j in acme] == ["acme", "acme"]
+    status, default = await _call(client, "GET", "/v1/admin/jobs?tenant=_default&status=pending")
+    assert status == 200 and [j["tenant"] for j in default] == ["_default"]
+
+    status, stats = await _call(client, "GET", "/v1/admin/destination-stats?tenant=acme")
+    assert status == 200 and [(s["tenant"], s["pending"]) for s in stats] == [("acme", 2)]
+    status, stats = await _call(client, "GET", "/v1/admin/destination-stats")
+    assert sorted(s["tenant"] for s in stats) == ["_default", "acme"]
+    for path in ("/v1/admin/jobs?tenant=ghost", "/v1/admin/destination-stats?tenant=ghost"):
+        status, error = await _call(client, "GET", path)
+        assert status == 404 and "ghost" in error["detail"], path

@@ -129,6 +129,11 @@ def test_tenant_flag_on_destination_and_event_commands(cli, store_url, capsys):
     resent = ok_json(cli, "resend", "--destination", "hooks", "--tenant", "acme")
     assert resent["job_ids"] == [acme_dead[0]["id"]]
     assert ok_json(cli, "dead", "--destination", "hooks") == default_dead
+    acme_jobs = ok_json(cli, "jobs", "--tenant", "acme")
+    assert [(j["id"], j["tenant"]) for j in acme_jobs] == [(acme_dead[0]["id"], "acme")]
+    assert {j["tenant"] for j in ok_json(cli, "jobs")} == {"acme", "_default"}
+    code, _, err = cli("jobs", "--tenant", "ghost")
+    assert code == 1 and "ghost" in err
 
     dry = ok_json(cli, "tenants", "delete", "acme", "--dry-run")
     assert dry == {"tenant": "acme", "destinations": 1, "unfinished_jobs": 1,

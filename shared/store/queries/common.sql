@@ -46,7 +46,8 @@ DELETE FROM events WHERE received_at < :before
     AND NOT EXISTS (SELECT 1 FROM jobs j WHERE j.event_id = events.id)
 
 -- get_job: one job with its event and destination
-SELECT j.id, j.event_id, e.message_id, e.type AS event_type, d.name AS destination, j.status,
+SELECT j.id, j.event_id, e.message_id, e.type AS event_type, d.name AS destination,
+    d.tenant_id AS tenant, j.status,
     j.attempts, j.run_at, j.lease_owner, j.lease_until, j.last_error, j.created_at,
     j.updated_at, j.finished_at, j.replays, e.source, e.source_event_id, e.received_at,
     length(e.body) AS body_bytes, e.body_purged_at
@@ -248,7 +249,8 @@ WHERE deleted_at IS NULL AND tenant_id >= :first AND tenant_id <= :last
 GROUP BY tenant_id
 
 -- tenant_get_job: one job of a tenant's destinations with its event (the columns of get_job)
-SELECT j.id, j.event_id, e.message_id, e.type AS event_type, d.name AS destination, j.status,
+SELECT j.id, j.event_id, e.message_id, e.type AS event_type, d.name AS destination,
+    d.tenant_id AS tenant, j.status,
     j.attempts, j.run_at, j.lease_owner, j.lease_until, j.last_error, j.created_at,
     j.updated_at, j.finished_at, j.replays, e.source, e.source_event_id, e.received_at,
     length(e.body) AS body_bytes, e.body_purged_at

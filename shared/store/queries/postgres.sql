@@ -351,11 +351,14 @@ UPDATE destinations SET paused = :paused, paused_reason = :reason,
 WHERE tenant_id = :tenant AND name = :name AND deleted_at IS NULL
 
 -- list_jobs: jobs with their event and destination, newest first
-SELECT j.id, j.event_id, e.message_id, e.type AS event_type, d.name AS destination, j.status,
+SELECT j.id, j.event_id, e.message_id, e.type AS event_type, d.name AS destination,
+    d.tenant_id AS tenant, j.status,
     j.attempts, j.run_at, j.lease_owner, j.lease_until, j.last_error, j.created_at,
     j.updated_at, j.finished_at
 FROM jobs j JOIN events e ON e.id = j.event_id JOIN destinations d ON d.id = j.destination_id
-WHERE (:status::text IS NULL OR j.status = :status) ORDER BY j.id DESC LIMIT :limit
+WHERE (:status::text IS NULL OR j.status = :status)
+    AND (:tenant::text IS NULL OR d.tenant_id = :tenant)
+ORDER BY j.id DESC LIMIT :limit
 
 -- list_attempts: attempts of one job, or of all jobs when job_id is NULL, oldest first
 SELECT job_id, attempt, worker, lease_token, started_at, duration_s, status_code, error,
@@ -380,7 +383,8 @@ RETURNING id
 
 -- list_dead: dead jobs, most recently dead first, optionally of one destination / since a time,
 -- with what decides whether each can be replayed (its body purged, its destination removed)
-SELECT j.id, j.event_id, e.message_id, e.type AS event_type, d.name AS destination, j.status,
+SELECT j.id, j.event_id, e.message_id, e.type AS event_type, d.name AS destination,
+    d.tenant_id AS tenant, j.status,
     j.attempts, j.run_at, j.lease_owner, j.lease_until, j.last_error, j.created_at,
     j.updated_at, j.finished_at, e.body_purged_at, d.deleted_at AS destination_deleted_at
 FROM jobs j JOIN events e ON e.id = j.event_id JOIN destinations d ON d.id = j.destination_id
@@ -456,7 +460,8 @@ SELECT d.id, d.tenant_id, d.name, d.paused, d.paused_reason, d.failure_streak, d
     (SELECT count(*) FROM jobs j WHERE j.destination_id = d.id AND j.status = 'dead') AS dead,
     (SELECT min(j.run_at) FROM jobs j WHERE j.destination_id = d.id AND j.status = 'pending'
         AND j.run_at <= hookline_now(:test_now_s)) AS oldest_pending_at
-FROM destinations d WHERE d.deleted_at IS NULL ORDER BY d.id
+FROM destinations d WHERE d.deleted_at IS NULL AND (:tenant::text IS NULL OR d.tenant_id = :tenant)
+ORDER BY d.id
 
 -- destination_latency: nearest-rank p50/p99 of completed attempt durations per destination, over the newest :scan_limit attempts started since :since
 WITH recent AS (
@@ -616,7 +621,8 @@ FOR UPDATE
 -- (tenant-api: the tenant API's reads and actions)
 
 -- tenant_list_jobs: one tenant's jobs newest first, optionally of one destination and/or status; keyset paging by id (:before)
-SELECT j.id, j.event_id, e.message_id, e.type AS event_type, d.name AS destination, j.status,
+SELECT j.id, j.event_id, e.message_id, e.type AS event_type, d.name AS destination,
+    d.tenant_id AS tenant, j.status,
     j.attempts, j.run_at, j.lease_owner, j.lease_until, j.last_error, j.created_at,
     j.updated_at, j.finished_at
 FROM jobs j JOIN destinations d ON d.id = j.destination_id JOIN events e ON e.id = j.event_id
