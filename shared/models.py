@@ -119,7 +119,8 @@ class Claim:
     forwarded_headers: tuple[tuple[str, str], ...] = ()
     tenant_id: str = DEFAULT_TENANT  # the destination's tenant (the per-tenant fair share)
     # When the event was accepted, unix seconds: a delivery's accept -> delivered latency
-    # is counted from it (shared/store/metric_deltas.py); None: not known (no latency kept).
+    # is counted from it (shared/store/metric_deltas.py); None: not known, or the job was
+    # replayed or resent (the histogram observes each job's first completion only).
     received_at: float | None = None
 
 

@@ -37,11 +37,13 @@ class Truth:
     async def look(self) -> dict[str, Any]:
         """Read the rows; remember new deliveries and finished attempts."""
         jobs = await query_db(self.url, """
-            SELECT j.id, j.status, j.run_at, j.finished_at, e.received_at, d.name,
+            SELECT j.id, j.status, j.run_at, j.finished_at, j.replays, e.received_at, d.name,
                    d.deleted_at FROM jobs j JOIN destinations d ON d.id = j.destination_id
             JOIN events e ON e.id = j.event_id""")
         for j in jobs:
-            if j["status"] == "done" and j["id"] not in self.done:
+            # The histogram observes each job's first completion only: not after a
+            # replay or a resend (jobs.replays counts both).
+            if j["status"] == "done" and j["id"] not in self.done and not j["replays"]:
                 self.deliveries.setdefault(j["name"], []).append(
                     j["finished_at"] - j["received_at"])
         self.done = {j["id"] for j in jobs if j["status"] == "done"}

@@ -269,8 +269,11 @@ SELECT u.job_id, u.attempt, :worker, u.lease_token, hookline_now(:test_now_s)
 FROM unnest(:job_ids::bigint[], :attempts::integer[], :lease_tokens::text[])
     AS u (job_id, attempt, lease_token)
 
--- claim_details: what a worker needs to send claimed jobs (batch, by job id)
-SELECT j.id AS job_id, e.message_id, e.type, e.body, e.forwarded_headers, e.received_at,
+-- claim_details: what a worker needs to send claimed jobs (batch, by job id);
+-- received_at only for a job never replayed or resent (the latency histogram observes each
+-- job's first completion)
+SELECT j.id AS job_id, e.message_id, e.type, e.body, e.forwarded_headers,
+    CASE WHEN j.replays = 0 THEN e.received_at END AS received_at,
     d.name, d.url, d.secret, d.previous_secret, d.previous_secret_until, d.timeout_s, d.headers,
     d.tenant_id
 FROM jobs j JOIN events e ON e.id = j.event_id JOIN destinations d ON d.id = j.destination_id

@@ -238,8 +238,11 @@ INSERT INTO attempts (job_id, attempt, worker, lease_token, started_at)
 SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]'), :worker,
     json_extract(value, '$[2]'), :now FROM json_each(:claims)
 
--- claim_details: what a worker needs to send claimed jobs (:job_ids, a JSON array)
-SELECT j.id AS job_id, e.message_id, e.type, e.body, e.forwarded_headers, e.received_at,
+-- claim_details: what a worker needs to send claimed jobs (:job_ids, a JSON array);
+-- received_at only for a job never replayed or resent (the latency histogram observes each
+-- job's first completion)
+SELECT j.id AS job_id, e.message_id, e.type, e.body, e.forwarded_headers,
+    CASE WHEN j.replays = 0 THEN e.received_at END AS received_at,
     d.name, d.url, d.secret, d.previous_secret, d.previous_secret_until, d.timeout_s, d.headers,
     d.tenant_id
 FROM jobs j JOIN events e ON e.id = j.event_id JOIN destinations d ON d.id = j.destination_id
