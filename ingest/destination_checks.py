@@ -10,9 +10,7 @@ ingest/tenant_scope.py).
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
-from typing import Any
 
 from aiohttp import web
 
@@ -24,21 +22,15 @@ from hookline.shared.errors import InvalidInput
 from hookline.shared.logs import get_logger
 from hookline.shared.policy import inputs
 from hookline.shared.policy.filters import FIELD as FILTER_FIELD
-from hookline.shared.record_models import Attempt, JobStory
-from hookline.shared.store.metric_deltas import outcome_class
+from hookline.shared.store.delivery_probe import (
+    CLAIM_ALLOWANCE_S,
+    first_outcome,
+    delivery_probe_view,
+)
 
 DEFAULT_FILTER_TEST_EVENTS = 50
 MAX_FILTER_TEST_EVENTS = 1000
 """Most stored events one filter-test matches (each body is parsed once)."""
-CLAIM_ALLOWANCE_S = 2.0
-"""How long a test delivery may wait for a worker to claim its job, on top of the attempt
-timeout, before the route answers with the job's state instead of its outcome."""
-_POLL_FIRST_S, _POLL_MAX_S = 0.02, 0.25
-"""How often the test route reads its job while waiting: soon at first, then less often."""
-NOT_OUTCOMES = frozenset({"worker_lost", "handed_back"})
-"""Attempt classes that end without the receiver's answer: the job is tried again."""
-
-
 def register(app: web.Application) -> None:
     """Add the admin routes (the tenant API lists its own in ingest/tenant_api.py)."""
     app.router.add_route("POST", "/v1/admin/destinations/{name}/filter-test",
@@ -88,22 +80,13 @@ async def send_test(request: web.Request) -> web.Response:
     sent = await store.send_test_event(name, tenant=tenant, event_type=event_type)
     get_logger().info("test_delivery_queued", destination=name, tenant=tenant,
                       event_id=sent.event_id, job_id=sent.job_id, **requester(request))
-    out: dict[str, Any] = dataclasses.asdict(sent)
     if not wait:
-        return web.json_response(out, status=202)
+        return web.json_response(delivery_probe_view(sent), status=202)
     dest = await store.get_destination(name, tenant=tenant)
     bound_s = (dest.timeout_s or app_config(request.app).attempt_timeout_s) + CLAIM_ALLOWANCE_S
-    story, attempt = await _first_outcome(request, sent.job_id, tenant, bound_s)
-    out["job_status"] = story.job.status
-    if attempt is None:
-        out.update(attempt=None, waited_s=bound_s)
-        return web.json_response(out, status=202)
-    out["attempt"] = {
-        "attempt": attempt.attempt, "outcome": outcome_class(attempt.error, attempt.status_code),
-        "status_code": attempt.status_code, "duration_s": attempt.duration_s,
-        "error": attempt.error, "response_excerpt": attempt.response_excerpt,
-        "started_at": attempt.started_at}
-    return web.json_response(out)
+    story, attempt = await first_outcome(store, sent.job_id, tenant, bound_s)
+    return web.json_response(delivery_probe_view(sent, story, attempt, bound_s),
+                             status=202 if attempt is None else 200)
 
 
 def _wait_flag(value: str | None) -> bool:
@@ -113,23 +96,3 @@ def _wait_flag(value: str | None) -> bool:
         return False
     raise InvalidInput("wait", f"must be true or false, not {inputs.clip(value)!r}")
 
-
-async def _first_outcome(request: web.Request, job_id: int, tenant: str,
-                         bound_s: float) -> tuple[JobStory, Attempt | None]:
-    """The job and its first finished attempt that got the receiver's answer (or failed to
-    reach it), reading the job until one is there or `bound_s` seconds have passed."""
-    store = request_store(request)
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + bound_s
-    pause = _POLL_FIRST_S
-    while True:
-        story = await store.get_job(job_id, tenant=tenant)
-        for attempt in story.attempts:
-            if attempt.duration_s is not None and outcome_class(
-                    attempt.error, attempt.status_code) not in NOT_OUTCOMES:
-                return story, attempt
-        left = deadline - loop.time()
-        if left <= 0:
-            return story, None
-        await asyncio.sleep(min(pause, left))
-        pause = min(pause * 2, _POLL_MAX_S)
