@@ -115,7 +115,7 @@ TENANT_ROUTES: tuple[TenantRoute, ...] = (
     TenantRoute("POST", f"{_DEST}/pause", admin_api.pause, _MANAGE, True),
     TenantRoute("POST", f"{_DEST}/resume", admin_api.resume, _MANAGE, True),
     TenantRoute("POST", f"{_DEST}/test", destination_checks.send_test, _MANAGE, True),
-    TenantRoute("POST", f"{_DEST}/filter-test", destination_checks.filter_test, _MANAGE),
+    TenantRoute("POST", f"{_DEST}/filter-test", destination_checks.filter_test, "view"),
     TenantRoute("GET", f"{_DEST}/secret", admin_secrets.reveal_secret, "view_secret"),
     TenantRoute("POST", f"{_DEST}/rotate-secret", admin_secrets.rotate_secret,
                 "manage_secret", True),
