@@ -24,8 +24,8 @@ from hookline.shared.policy import inputs
 from hookline.shared.policy.filters import FIELD as FILTER_FIELD
 from hookline.shared.store.delivery_probe import (
     CLAIM_ALLOWANCE_S,
-    first_outcome,
     delivery_probe_view,
+    first_outcome,
 )
 
 DEFAULT_FILTER_TEST_EVENTS = 50
