@@ -368,17 +368,34 @@ def _on(path: _Path, test: _Test) -> Predicate:
 
 
 def _all(parts: Sequence[Predicate]) -> Predicate:
-    if len(parts) == 1:
-        return parts[0]
+    """All of `parts`, short-circuit; unrolled for few parts (a generator per call costs
+    more than the conditions themselves)."""
     if not parts:
         return lambda doc: True
-    return lambda doc: all(p(doc) for p in parts)
+    if len(parts) == 1:
+        return parts[0]
+    if len(parts) == 2:
+        a, b = parts
+        return lambda doc: a(doc) and b(doc)
+    if len(parts) == 3:
+        a, b, c = parts
+        return lambda doc: a(doc) and b(doc) and c(doc)
+    head, rest = _all(parts[:3]), _all(parts[3:])
+    return lambda doc: head(doc) and rest(doc)
 
 
 def _any(parts: Sequence[Predicate]) -> Predicate:
+    """Any of `parts`, short-circuit (unrolled as :func:`_all`)."""
     if len(parts) == 1:
         return parts[0]
-    return lambda doc: any(p(doc) for p in parts)
+    if len(parts) == 2:
+        a, b = parts
+        return lambda doc: a(doc) or b(doc)
+    if len(parts) == 3:
+        a, b, c = parts
+        return lambda doc: a(doc) or b(doc) or c(doc)
+    head, rest = _any(parts[:3]), _any(parts[3:])
+    return lambda doc: head(doc) or rest(doc)
 
 
 def _step(value: Any, segment: str) -> Any:

@@ -20,7 +20,7 @@ from hookline.shared.policy.filters import (
     event_document,
 )
 
-PROPERTY = settings(max_examples=400, derandomize=True, database=None, deadline=None)
+PROPERTY = settings(max_examples=200, derandomize=True, database=None, deadline=None)
 
 # -- the reference -----------------------------------------------------------------------------
 
