@@ -10,7 +10,7 @@ the same `detail` text the CLI prints; a destination address the outbound guard 
                                                 `tenant`; every tenant's when absent
     POST   /v1/admin/destinations               add {name, url, secret?, event_types?,
                                                 max_in_flight?, headers?, timeout_s?,
-                                                rate_limit_per_s?, ordered?, tenant?}
+                                                rate_limit_per_s?, ordered?, filter?, tenant?}
                                                 (others: 400); a generated secret is
                                                 returned once
     GET    /v1/admin/destinations/{name}        one (secret redacted)
@@ -20,6 +20,8 @@ the same `detail` text the CLI prints; a destination address the outbound guard 
     POST   /v1/admin/destinations/{name}/resume
     POST   /v1/admin/destinations/{name}/rotate-secret, GET .../secret,
            POST .../expire-previous-secret      a destination's secret (ingest/admin_secrets.py)
+    POST   /v1/admin/destinations/{name}/filter-test, .../test   a payload filter's dry run;
+                                                a test delivery (ingest/destination_checks.py)
     GET    /v1/admin/jobs?status=&limit=        newest first
     GET    /v1/admin/jobs/{id}                  the job, its event facts, its attempts
     GET    /v1/admin/dead?destination=&tenant=&since=&limit=
@@ -193,7 +195,7 @@ async def add_destination(request: web.Request) -> web.Response:
                                        max_in_flight=new.max_in_flight, headers=new.headers,
                                        timeout_s=new.timeout_s,
                                        rate_limit_per_s=new.rate_limit_per_s,
-                                       ordered=new.ordered,
+                                       ordered=new.ordered, filter=new.filter,
                                        tenant=tenant)  # Conflict: name taken or tenant full
     get_logger().info("destination_added", destination=new.name, tenant=tenant,
                       by=acting(request))

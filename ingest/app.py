@@ -47,6 +47,7 @@ from hookline.ingest import (
     admin_secrets,
     admin_views,
     dashboard,
+    destination_checks,
     events_admin,
     events_api,
     health,
@@ -140,6 +141,7 @@ def build_app(store: Store, config: Config, *,
     openapi.register(app)  # GET /openapi.json
     admin_api.register(app)  # /v1/admin/* and /metrics
     admin_secrets.register(app)  # a destination's secret: rotate, reveal, expire the previous
+    destination_checks.register(app)  # a filter's dry run, a test delivery and its outcome
     events_admin.register(app)  # /v1/admin/events, resend, retry now
     tenants_admin.register(app)  # /v1/admin/tenants: create, change, list, delete
     sources_api.register(app)  # POST /v1/sources/{name}, /v1/admin/sources

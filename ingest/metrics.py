@@ -129,6 +129,13 @@ class StatsCollector(Collector):
             latency.add_metric([d.name], buckets, sum_value=d.latency.sum_s)
         yield latency
 
+        filtered = CounterMetricFamily(
+            "hookline_events_filtered", "Events a destination subscribes to that its payload "
+            "filter turned away (no job made), by destination.", labels=["destination"])
+        for d in series:
+            filtered.add_metric([d.name], d.filtered)
+        yield filtered
+
         paused = GaugeMetricFamily(
             "hookline_destination_paused",
             "1 while a live destination is paused (reason: manual or auto), else 0 "

@@ -16,7 +16,12 @@ of ingest/tenant_auth.py), each with the capability it needs (TENANT_ROUTES):
     GET    /v1/tenant/destinations/{name}       one, with `health` (its stats, last hour)
     PATCH  /v1/tenant/destinations/{name}       change fields; DELETE: remove it
     POST   .../{name}/pause, .../{name}/resume
-    POST   .../{name}/test                      a `hookline.test` event to it alone (202)
+    POST   .../{name}/test                      {type?}: a test event (`hookline.ping`) to it
+                                                alone; 200 with its first attempt's outcome
+                                                (202 with the job's state: not done in time,
+                                                or ?wait=false)
+    POST   .../{name}/filter-test               {filter?, last?}: which of the newest events
+                                                a filter lets through (changes nothing)
     GET    .../{name}/secret                    its signing secret (audited)
     POST   .../{name}/rotate-secret             a new secret (audited)
     GET    .../{name}/stats?window_s=3600       success rate, p50/p99, last failure
@@ -37,7 +42,13 @@ from dataclasses import dataclass
 
 from aiohttp import web
 
-from hookline.ingest import admin_api, admin_secrets, events_admin, tenant_api_deliveries
+from hookline.ingest import (
+    admin_api,
+    admin_secrets,
+    destination_checks,
+    events_admin,
+    tenant_api_deliveries,
+)
 from hookline.ingest.app_state import request_store, token_tenant
 from hookline.ingest.tenant_api_deliveries import stats_view
 from hookline.ingest.tenant_auth import tenant_claims, tenant_route
@@ -103,7 +114,8 @@ TENANT_ROUTES: tuple[TenantRoute, ...] = (
     TenantRoute("DELETE", _DEST, admin_api.remove_destination, _MANAGE, True),
     TenantRoute("POST", f"{_DEST}/pause", admin_api.pause, _MANAGE, True),
     TenantRoute("POST", f"{_DEST}/resume", admin_api.resume, _MANAGE, True),
-    TenantRoute("POST", f"{_DEST}/test", tenant_api_deliveries.send_test, _MANAGE, True),
+    TenantRoute("POST", f"{_DEST}/test", destination_checks.send_test, _MANAGE, True),
+    TenantRoute("POST", f"{_DEST}/filter-test", destination_checks.filter_test, "view"),
     TenantRoute("GET", f"{_DEST}/secret", admin_secrets.reveal_secret, "view_secret"),
     TenantRoute("POST", f"{_DEST}/rotate-secret", admin_secrets.rotate_secret,
                 "manage_secret", True),

@@ -1,6 +1,7 @@
-"""The tenant API's delivery routes that the admin API has no twin of: a test delivery, a
-destination's stats, recover, and the tenant's jobs and one job's story (routes and
-capabilities in ingest/tenant_api.py; the tenant is the token's).
+"""The tenant API's delivery routes that the admin API has no twin of: a destination's stats,
+recover, and the tenant's jobs and one job's story (routes and capabilities in
+ingest/tenant_api.py; the tenant is the token's; the test delivery, which the admin API has
+too, is in ingest/destination_checks.py).
 
 A tenant sees its jobs and attempts without the service's internals: no worker names
 (`lease_owner`, an attempt's `worker`) and no lease tokens.
@@ -16,8 +17,6 @@ from aiohttp import web
 from hookline.ingest.admin_api import MAX_LIMIT, json_body
 from hookline.ingest.app_state import request_store, token_tenant
 from hookline.ingest.events_admin import run_action, window_selection
-from hookline.ingest.http_common import requester
-from hookline.shared.logs import get_logger
 from hookline.shared.policy import inputs
 from hookline.shared.record_models import Job, JobStory
 from hookline.shared.store.tenant_reads_tx import DestinationStats
@@ -49,17 +48,6 @@ def tenant_job_story_view(story: JobStory) -> dict[str, Any]:
     view["attempts"] = [{k: v for k, v in a.items() if k not in _HIDDEN_ATTEMPT_FIELDS}
                         for a in view["attempts"]]
     return view
-
-
-async def send_test(request: web.Request) -> web.Response:
-    """`POST /v1/tenant/destinations/{name}/test`: 202 with the test event and its one job."""
-    body = await json_body(request)
-    inputs.refuse_unknown(body, ())
-    sent = await request_store(request).send_test_event(request.match_info["name"],
-                                                        tenant=token_tenant(request))
-    get_logger().info("test_delivery_queued", destination=sent.destination,
-                      event_id=sent.event_id, job_id=sent.job_id, **requester(request))
-    return web.json_response(dataclasses.asdict(sent), status=202)
 
 
 async def destination_stats(request: web.Request) -> web.Response:

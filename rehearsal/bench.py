@@ -82,6 +82,8 @@ class BenchOptions:
     postgres_url: str | None = None
     idle_s: float = 5.0
     use_wrk: bool = True
+    destination_filter: dict[str, Any] | None = None
+    """A payload filter every destination gets (what filters cost ingest: docs/benchmarks.md)."""
 
 
 def fsync_latency_ms(folder: Path, samples: int = 200) -> dict[str, float]:
@@ -174,15 +176,18 @@ def db_figures(db: str, delivery_t0: float) -> dict[str, Any]:
 
 
 async def setup_destinations(db: str, receiver_port: int, secrets: list[str],
-                             paused: bool) -> None:
-    """Destinations d1, d2, ... (one per secret, every event type, max_in_flight 64) on the
-    receiver at `receiver_port`; paused ones let the ingest phase run alone."""
+                             paused: bool, destination_filter: dict[str, Any] | None = None
+                             ) -> None:
+    """Destinations d1, d2, ... (one per secret, every event type, max_in_flight 64, the
+    payload filter `destination_filter`) on the receiver at `receiver_port`; paused ones let
+    the ingest phase run alone."""
     store = open_store(db)
     await store.open()
     try:
         for n, secret in enumerate(secrets, 1):
             await store.add_destination(name=f"d{n}", url=f"http://127.0.0.1:{receiver_port}/d{n}",
-                                        secret=secret, event_types=["*"], max_in_flight=64)
+                                        secret=secret, event_types=["*"], max_in_flight=64,
+                                        filter=destination_filter)
             if paused:
                 await store.set_paused(f"d{n}", True, reason="bench: ingest phase")
     finally:
@@ -278,6 +283,7 @@ def run_bench(opts: BenchOptions) -> dict[str, Any]:
     result["backend"] = {"name": opts.backend, "database": description}
     # In words, so a fallback to the Python generator is never mistaken for a wrk figure.
     result["load_generator"] = load_generator(opts)
+    result["destination_filter"] = opts.destination_filter
     # Other work on the machine skews every figure: say how busy it was.
     result["machine"]["load_average_1m"] = {"before": round(load_before, 2),
                                             "after": round(os.getloadavg()[0], 2)}
@@ -366,7 +372,8 @@ def _run(opts: BenchOptions, work: Path, db: str, postmaster: int | None) -> dic
         # Flat out: ingest alone, then delivery. At a steady --rate: both at once, so the
         # accept-to-delivered latency is the one a user sees.
         asyncio.run(setup_destinations(db, receiver.port, list(receiver.secrets),
-                                       paused=opts.rate_per_s is None))
+                                       paused=opts.rate_per_s is None,
+                                       destination_filter=opts.destination_filter))
         with service_process(db, work, env, workers=opts.workers,
                              synchronous=opts.synchronous) as (port, procs):
             result = _measure(opts, work, db, postmaster, env, port, receiver.port,

@@ -42,6 +42,7 @@ class Destination:
         failing_since: unix seconds of the first failure of the current run, or None.
         headers: custom request headers, (name, value) pairs sent with every attempt (names
             are tokens, values printable ASCII: see shared/policy/rules.py `headers`).
+        filter: its payload filter (shared/policy/filters.py), None: every subscribed event.
     """
 
     id: int
@@ -63,6 +64,7 @@ class Destination:
     failing_since: float | None = None
     headers: tuple[tuple[str, str], ...] = ()  # migration 005
     tenant: str = DEFAULT_TENANT  # migration 012: the tenant it belongs to
+    filter: dict[str, Any] | None = None  # migration 016
 
     @classmethod
     def from_row(cls, row: Any) -> Destination:
@@ -83,6 +85,7 @@ class Destination:
             ordered=bool(opt("ordered", 0)), failure_streak=int(opt("failure_streak", 0)),
             failing_since=opt("failing_since"), headers=parse_headers(opt("headers")),
             tenant=opt("tenant_id", DEFAULT_TENANT),
+            filter=json.loads(opt("filter")) if opt("filter") else None,
         )
 
     def active_secrets(self, now_s: float) -> tuple[str, ...]:
@@ -110,6 +113,7 @@ class Destination:
             "failure_streak": self.failure_streak, "failing_since": self.failing_since,
             # Values may be credentials (an API key the receiver wants): names only.
             "headers": {name: "***" for name, _ in self.headers},
+            "filter": self.filter,
         }
 
 

@@ -46,6 +46,7 @@ class DestinationFigures:
         in_flight: attempts started and not finished.
         latency: accept -> delivered latency of each delivery (None: none yet).
         folded: how many live destinations these figures add up (1 for one destination).
+        filtered: events it subscribes to that its payload filter turned away (a counter).
     """
 
     name: str
@@ -58,6 +59,7 @@ class DestinationFigures:
     in_flight: int = 0
     latency: LatencyHistogram | None = None
     folded: int = 1
+    filtered: int = 0
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -76,6 +76,25 @@ export function destinationsView({ params, refreshNow }) {
     await refreshNow();
   }
 
+  // A test delivery (a signed hookline.ping through the normal path); the answer waits for
+  // its first attempt (ingest/destination_checks.py) and the toast says how it went.
+  async function sendTest(d) {
+    const name = d.name;
+    try {
+      const out = await post(destPath(name, d.tenant, "/test"), {});
+      const a = out.attempt;
+      if (!a) toast(`${name}: test sent (job ${out.job_id}), not finished yet: ${out.job_status}`);
+      else {
+        const got = a.status_code === null ? (a.error ?? a.outcome) : `HTTP ${a.status_code}`;
+        toast(`${name}: test ${a.outcome === "delivered" ? "delivered" : "failed"}: ${got} ` +
+              `in ${fmtDuration(a.duration_s)}`, a.outcome === "delivered" ? undefined : "error");
+      }
+    } catch (err) {
+      toast(`${name}: ${err.message}`, "error");
+    }
+    await refreshNow();
+  }
+
   async function openSecret(d) {
     const name = d.name;
     try {
@@ -121,7 +140,12 @@ export function destinationsView({ params, refreshNow }) {
     return h("tr", { "data-destination": d.name, "data-tenant": d.tenant },
       h("td", { class: "name" },
         h("a", { href: `#/events?destination=${seg(d.name)}${ofTenant}`, title: "its events" },
-          d.name)),
+          d.name),
+        stored?.filter
+          ? h("div", { class: "sub", "data-col": "filter",
+                       title: "payload filter: only the events it matches are delivered" },
+            `filter: ${JSON.stringify(stored.filter)}`)
+          : null),
       h("td", { "data-col": "tenant" },
         h("a", { href: `#/tenants?prefix=${seg(d.tenant)}`, title: "the tenant" }, d.tenant)),
       h("td", { "data-col": "state" },
@@ -153,6 +177,8 @@ export function destinationsView({ params, refreshNow }) {
           "Edit"),
         h("button", { type: "button", "data-action": "secret", onclick: () => openSecret(d) },
           "Secret"),
+        h("button", { type: "button", "data-action": "test", onclick: () => sendTest(d),
+                      title: "send a test event and show its first attempt" }, "Test"),
         h("button", { type: "button", class: "danger-text", "data-action": "remove",
                       onclick: () => askRemove(d) }, "Remove")));
   }

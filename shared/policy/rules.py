@@ -20,6 +20,7 @@ from urllib.parse import urlsplit
 
 from hookline.shared.endpoint_models import SOURCE_SCHEMES, SourceScheme
 from hookline.shared.errors import ConfigError, InvalidSetting
+from hookline.shared.policy.filters import check_filter
 from hookline.shared.policy.forwarding import MEANING_HEADERS
 from hookline.shared.policy.inputs import EVENT_TYPE_RE, SOURCE_NAME_RE, refuse_unknown
 from hookline.shared.signing import secret_key
@@ -221,6 +222,7 @@ DESTINATION_UPDATERS: dict[str, Callable[[Any], Any]] = {
     "rate_limit_per_s": lambda v: optional_positive("rate_limit_per_s", v),
     "ordered": lambda v: flag("ordered", v),
     "headers": headers,
+    "filter": check_filter,  # a payload filter (shared/policy/filters.py); null removes it
 }
 
 
@@ -253,17 +255,19 @@ class NewDestination:
     timeout_s: float | None = None
     rate_limit_per_s: float | None = None
     ordered: bool = False
+    filter: dict[str, Any] | None = None
 
 
 def new_destination(*, name: Any, url: Any, secret: Any, event_types: Any = DEFAULT_EVENT_TYPES,
                     max_in_flight: Any = DEFAULT_MAX_IN_FLIGHT, headers: Any = None,
                     timeout_s: Any = None, rate_limit_per_s: Any = None,
-                    ordered: Any = False) -> NewDestination:
+                    ordered: Any = False, filter: Any = None
+                    ) -> NewDestination:
     """Check every field of a destination to add, in a fixed order (name, url, secret,
-    event_types, max_in_flight, headers, timeout_s, rate_limit_per_s, ordered) so the first
-    problem reported is the same everywhere. `headers` None means none; `timeout_s` and
-    `rate_limit_per_s` None mean no override (seconds, requests per second). Raises
-    InvalidSetting naming the field."""
+    event_types, max_in_flight, headers, timeout_s, rate_limit_per_s, ordered, filter) so the
+    first problem reported is the same everywhere. `headers` None means none; `timeout_s` and
+    `rate_limit_per_s` None mean no override (seconds, requests per second); `filter` None
+    means every subscribed event is delivered. Raises InvalidSetting naming the field."""
     return NewDestination(
         name=destination_name(name), url=destination_url(url),
         secret=destination_secret(secret), event_types=_event_types(event_types),
@@ -271,14 +275,14 @@ def new_destination(*, name: Any, url: Any, secret: Any, event_types: Any = DEFA
         headers=_headers({} if headers is None else headers),
         timeout_s=optional_positive("timeout_s", timeout_s),
         rate_limit_per_s=optional_positive("rate_limit_per_s", rate_limit_per_s),
-        ordered=bool(flag("ordered", ordered)))
+        ordered=bool(flag("ordered", ordered)), filter=check_filter(filter))
 
 
 # The keyword arguments of new_destination shadow the rules of the same name.
 _event_types, _max_in_flight, _headers = event_types, max_in_flight, headers
 
 DESTINATION_FIELDS = ("name", "url", "secret", "event_types", "max_in_flight", "headers",
-                      "timeout_s", "rate_limit_per_s", "ordered")
+                      "timeout_s", "rate_limit_per_s", "ordered", "filter")
 """The fields a destination is created with (`POST /v1/admin/destinations` takes exactly
 these; all but name and url are optional)."""
 

@@ -57,6 +57,7 @@ from hookline.shared.store.factory import (
     read_store_for,
     store_for,
 )
+from hookline.shared.store.filter_tx import FilterTestRow
 from hookline.shared.store.health import StoreHealth
 from hookline.shared.store.tenant_contract import TenantStore
 from hookline.shared.timeparse import InstantSpec
@@ -218,12 +219,15 @@ class Store(TenantStore, Protocol):
                               timeout_s: float | None = None,
                               rate_limit_per_s: float | None = None,
                               ordered: bool = False,
-                              tenant: str = DEFAULT_TENANT) -> Destination:
+                              tenant: str = DEFAULT_TENANT,
+                              filter: Mapping[str, Any] | None = None,
+                              ) -> Destination:
         """Register a destination of `tenant` (names are unique within a tenant); `headers`
         are its custom request headers (see
         :func:`hookline.shared.policy.rules.headers`); `timeout_s` (seconds) and `rate_limit_per_s`
         override the attempt timeout and limit its request rate (None: no override, no
-        limit); `ordered` sends its jobs one at a time, oldest first. Every field is checked by
+        limit); `ordered` sends its jobs one at a time, oldest first; `filter` is its payload
+        filter (shared/policy/filters.py; None: none). Every field is checked by
         :func:`hookline.shared.policy.rules.new_destination` first. Raises InvalidSetting (a
         ConfigError) for an invalid field, Conflict when a live destination of the tenant has
         that name or the tenant has its `max_destinations`, NotFound for an unknown tenant."""
@@ -359,6 +363,14 @@ class Store(TenantStore, Protocol):
             ConfigError: no change given, an unknown field, or an invalid value.
             NotFound: no live destination has that name.
         """
+
+    async def filter_test(self, name: str, *, tenant: str = DEFAULT_TENANT,
+                          filter: Mapping[str, Any] | None = None, use_stored: bool = True,
+                          last: int = 50) -> list[FilterTestRow]:
+        """A dry run of a payload filter: the tenant's newest `last` events, newest first,
+        each with whether destination `name` subscribes to its type and whether the filter
+        (its stored one when `use_stored`, else `filter`; None: none) lets it through.
+        Changes nothing. Raises NotFound; InvalidSetting("filter") for a bad filter."""
 
     async def remove_destination(self, name: str, *, tenant: str = DEFAULT_TENANT) -> int:
         """Soft-delete a destination: it stops receiving new events, its row stays for history

@@ -33,13 +33,14 @@ RECOUNT_QUERIES = ("recount_jobs", "recount_in_flight", "recount_oldest", "recou
 class Tally:
     """One destination's (or the totals') metric_counts rows, by family."""
 
-    __slots__ = ("attempts", "events", "jobs", "latency")
+    __slots__ = ("attempts", "events", "filtered", "jobs", "latency")
 
     def __init__(self) -> None:
         self.jobs: dict[str, int] = {}
         self.attempts: dict[str, int] = {}
         self.latency: dict[str, tuple[int, float]] = {}
         self.events = 0
+        self.filtered = 0
 
     def add(self, family: str, label: str, n: int, total_s: float | None) -> None:
         """Add one metric_counts row."""
@@ -52,6 +53,8 @@ class Tally:
             self.latency[label] = (count_ + n, total + float(total_s or 0.0))
         elif family == "events":
             self.events += n
+        elif family == "filtered":
+            self.filtered += n
 
     def subtract(self, other: Tally) -> None:
         """Take another tally's figures away (totals minus those shown: the fold)."""
@@ -62,6 +65,7 @@ class Tally:
         for label, (n, total_s) in other.latency.items():
             count_, total = self.latency.get(label, (0, 0.0))
             self.latency[label] = (count_ - n, total - total_s)
+        self.filtered -= other.filtered
 
     def histogram(self) -> LatencyHistogram | None:
         """The latency rows as a cumulative histogram (None: no delivery)."""
@@ -80,7 +84,8 @@ class Tally:
         return DestinationFigures(
             name=name, jobs={k: n for k, n in self.jobs.items() if n},
             attempts={k: n for k, n in self.attempts.items() if n and k != IN_FLIGHT},
-            in_flight=self.attempts.get(IN_FLIGHT, 0), latency=self.histogram(), **state)
+            in_flight=self.attempts.get(IN_FLIGHT, 0), latency=self.histogram(),
+            filtered=self.filtered, **state)
 
 
 def _due_age(oldest: float | None, now: float) -> float | None:
@@ -122,6 +127,7 @@ def shown_figures_tx(series_max: int) -> Tx[MetricFigures]:
             left.add(family, label, n, None)
     for label, (n, total_s) in totals.latency.items():
         left.add("latency", label, n, total_s)
+    left.filtered = totals.filtered
     for r in sorted(shown, key=lambda r: r["name"]):
         tally = tallies.get(r["id"], Tally())
         left.subtract(tally)

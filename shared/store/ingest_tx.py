@@ -26,6 +26,7 @@ from hookline.shared.models import (
 )
 from hookline.shared.policy import forwarding
 from hookline.shared.signing import new_message_ids
+from hookline.shared.store.filter_tx import load_filters
 from hookline.shared.store.metric_deltas import MetricDeltas
 from hookline.shared.store.ops import BEGIN_WRITE, NOTIFY, NOW, Query, Rows, Tx
 
@@ -74,13 +75,17 @@ def add_events_tx(events: Sequence[NewEvent], *,
             per_row=True))} if missing else {}
     fresh = [(e, k) for e, k in zip(kept, keys, strict=True) if k in inserted]
     reached = yield from _fan_out([e for e, _ in fresh])
+    filters = yield from load_filters(reached, [e.tenant for e, _ in fresh])  # payload filters
     pairs: list[tuple[Any, int]] = []
     first: set[EventKey] = set()
     for event, key in fresh:
         if key not in first:
             first.add(key)
             event_id = inserted[key]["id"]
-            pairs += [(event_id, d) for d in reached.get((event.tenant, event.type), ())]
+            targets: Sequence[int] = reached.get((event.tenant, event.type), ())
+            if filters is not None:
+                targets = filters.select(event, targets)
+            pairs += [(event_id, d) for d in targets]
     job_ids: dict[int, list[int]] = {}
     if pairs:  # one query for every job of the batch: this is ingest's hot path
         for r in (yield Query("insert_jobs", {"pairs": Rows(("event_ids", "destination_ids"),
@@ -89,6 +94,8 @@ def add_events_tx(events: Sequence[NewEvent], *,
         yield NOTIFY
     deltas = MetricDeltas()  # the figures /metrics reads, after the rows (oldest job probe)
     deltas.events(len(inserted))
+    if filters is not None:
+        filters.count(deltas)
     for _, destination_id in pairs:
         deltas.jobs(destination_id, None, "pending")
     yield from deltas.apply()

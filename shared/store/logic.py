@@ -28,6 +28,7 @@ from hookline.shared.policy import rules
 from hookline.shared.policy.delivery import (
     BreakerPolicy,
 )
+from hookline.shared.policy.filters import check_filter
 from hookline.shared.policy.sources import check_source
 from hookline.shared.record_models import Attempt, DeadLetter, EventBody, Job, JobStory, PurgeResult
 from hookline.shared.report_models import (
@@ -47,6 +48,7 @@ from hookline.shared.store.figures_tx import (
     shown_figures_tx,
     stats_tx,
 )
+from hookline.shared.store.filter_tx import FilterTestRow, filter_test_tx
 from hookline.shared.store.finish_tx import Items, extend_tx, finish_all, finish_tx, hand_back_tx
 from hookline.shared.store.ingest_tx import add_events_tx
 from hookline.shared.store.metric_deltas import MetricDeltas
@@ -192,17 +194,20 @@ class StoreLogic(ClaimOperations, EventOperations, TenantOperations, TenantCount
                               timeout_s: float | None = None,
                               rate_limit_per_s: float | None = None,
                               ordered: bool = False,
-                              tenant: str = DEFAULT_TENANT) -> Destination:
+                              tenant: str = DEFAULT_TENANT,
+                              filter: Mapping[str, Any] | None = None,
+                              ) -> Destination:
         """See :meth:`hookline.shared.store.Store.add_destination`."""
         new = rules.new_destination(name=name, url=url, secret=secret, event_types=event_types,
                                     max_in_flight=max_in_flight, headers=headers,
                                     timeout_s=timeout_s, rate_limit_per_s=rate_limit_per_s,
-                                    ordered=ordered)
+                                    ordered=ordered, filter=filter)
         query = Query("insert_destination", {
             "tenant": tenant, "name": new.name, "url": new.url, "secret": new.secret,
             "max_in_flight": new.max_in_flight, "event_types": json.dumps(new.event_types),
             "headers": json.dumps(new.headers), "timeout_s": new.timeout_s,
-            "rate_limit_per_s": new.rate_limit_per_s, "ordered": int(new.ordered)},
+            "rate_limit_per_s": new.rate_limit_per_s, "ordered": int(new.ordered),
+            "filter": None if new.filter is None else json.dumps(new.filter)},
             want="one", taken=f"a destination named {name!r} already exists")
         return Destination.from_row(await self._transact(add_destination_tx(tenant, query),
                                                          write=True))
@@ -256,6 +261,15 @@ class StoreLogic(ClaimOperations, EventOperations, TenantOperations, TenantCount
         if row is None:
             raise NotFound(f"no destination named {name!r}")
         return Destination.from_row(row)
+
+    async def filter_test(self, name: str, *, tenant: str = DEFAULT_TENANT,
+                          filter: Mapping[str, Any] | None = None, use_stored: bool = True,
+                          last: int = 50) -> list[FilterTestRow]:
+        """See :meth:`hookline.shared.store.Store.filter_test`."""
+        dest = await self.get_destination(name, tenant=tenant)
+        value = dest.filter if use_stored else check_filter(filter)
+        return await self._transact(filter_test_tx(tenant, dest.event_types, value,
+                                                   max(1, int(last))), write=False)
 
     async def remove_destination(self, name: str, *, tenant: str = DEFAULT_TENANT) -> int:
         """See :meth:`hookline.shared.store.Store.remove_destination`."""

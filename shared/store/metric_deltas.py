@@ -3,8 +3,9 @@
 Table `metric_counts` (schema 11) holds, per destination id, `jobs` by status, `attempts` by
 outcome class (`in_flight` among them), `latency` (accept -> delivered seconds of each job
 delivery: `n` and the sum `total_s` per histogram bucket, not cumulative) and `oldest`
-(the `run_at` of its oldest pending job, in `total_s`; NULL when none); destination id 0
-holds the totals of the first three over every destination, and `events` (events stored).
+(the `run_at` of its oldest pending job, in `total_s`; NULL when none) and `filtered` (events
+its payload filter turned away, label ""; schema 16); destination id 0 holds the totals of
+the first three and `filtered` over every destination, and `events` (events stored).
 A scrape reads these rows, never the jobs (shared/store/operator_tx.py, `shown_figures_tx`).
 
 Each write transaction adds up what it changed in a :class:`MetricDeltas` in Python (it
@@ -115,6 +116,12 @@ class MetricDeltas:
     def delivered(self, destination_id: int, latency_s: float) -> None:
         """A job became done `latency_s` seconds after its event was accepted."""
         self._add("latency", destination_id, bucket_label(latency_s), 1, latency_s)
+
+    def filtered(self, destination_id: int, n: int) -> None:
+        """`n` events a destination subscribes to were turned away by its payload filter
+        (a counter: family `filtered`, label "")."""
+        if n:
+            self._add("filtered", destination_id, "", n)
 
     def events(self, n: int) -> None:
         """`n` events were stored (negative: deleted)."""

@@ -80,9 +80,13 @@ class TenantStore(Protocol):
         """One destination of `tenant`: its jobs now and its attempts over the last
         `window_s` seconds (success rate, p50/p99 duration, last failure). Raises NotFound."""
 
-    async def send_test_event(self, name: str, *, tenant: str) -> TestDelivery:
-        """Store a `hookline.test` event for `tenant` and one job for its destination `name`
-        only (no fan-out), in one transaction, and wake workers. Raises NotFound."""
+    async def send_test_event(self, name: str, *, tenant: str,
+                              event_type: str | None = None) -> TestDelivery:
+        """Store a test event for `tenant` (source `_test`; its payload chosen by
+        :func:`hookline.shared.store.tenant_reads_tx.choose_test_payload_tx`: a `hookline.ping`,
+        or `event_type`) and one job for its destination `name` only (no fan-out, no payload
+        filter), in one transaction, and wake workers. Raises NotFound; InvalidInput("type")
+        when the destination does not subscribe to `event_type`."""
 
     async def tenant_event_types(self, tenant: str) -> list[str]:
         """The event types of `tenant`'s newest events and its destinations' subscription

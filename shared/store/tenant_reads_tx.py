@@ -15,7 +15,8 @@ import secrets
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from hookline.shared.errors import NotFound, StoreError
+from hookline.shared.endpoint_models import subscribes
+from hookline.shared.errors import InvalidInput, NotFound, StoreError
 from hookline.shared.policy import forwarding
 from hookline.shared.record_models import Job
 from hookline.shared.signing import new_message_ids
@@ -23,8 +24,8 @@ from hookline.shared.store.metric_deltas import MetricDeltas
 from hookline.shared.store.ops import BEGIN_WRITE, NOTIFY, NOW, Query, Rows, Tx, one, rows
 
 T = TypeVar("T")
-TEST_EVENT_TYPE = "hookline.test"
-"""The type of a test delivery's event."""
+TEST_EVENT_TYPE = "hookline.ping"
+"""The type of a test delivery's event when no other is chosen (:func:`choose_test_payload_tx`)."""
 TEST_SOURCE = "_test"
 """The source of test events (a `_` name no configured source can have)."""
 STATS_SCAN_LIMIT = 10_000
@@ -140,9 +141,10 @@ class TenantReadOperations:
         """See :meth:`hookline.shared.store.Store.destination_stats`."""
         return await self._transact(_stats_tx(tenant, name, float(window_s)), write=False)
 
-    async def send_test_event(self, name: str, *, tenant: str) -> TestDelivery:
+    async def send_test_event(self, name: str, *, tenant: str,
+                              event_type: str | None = None) -> TestDelivery:
         """See :meth:`hookline.shared.store.Store.send_test_event`."""
-        return await self._transact(_test_delivery_tx(tenant, name), write=False)
+        return await self._transact(_test_delivery_tx(tenant, name, event_type), write=False)
 
     async def tenant_event_types(self, tenant: str) -> list[str]:
         """See :meth:`hookline.shared.store.Store.tenant_event_types`."""
@@ -203,23 +205,56 @@ def _nearest_rank(ordered: list[float], percent: int) -> float | None:
     return ordered[(len(ordered) * percent + 99) // 100 - 1]
 
 
-def _test_delivery_tx(tenant: str, name: str) -> Tx[TestDelivery]:
-    """A `hookline.test` event of `tenant` and one job for its destination `name` only (not
-    fanned out), in one transaction; workers are woken after the commit. A paused
-    destination's job waits for its resume, as any other."""
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TestPayload:
+    """What a test delivery sends: the event's type and its `data`."""
+
+    type: str
+    data: Any
+
+
+def choose_test_payload_tx(destination: Any, event_type: str | None) -> Tx[TestPayload]:
+    """THE choice of a test delivery's payload (the one place to change it).
+
+    Today: a `hookline.ping` (or the asked-for `event_type`) whose data names the destination.
+    With an event-type catalogue, this is where the catalogue's example of a type the
+    destination subscribes to is read (it runs inside the test delivery's transaction, so it
+    may query).
+
+    Args:
+        destination: the destination's row (`name`, `event_types` JSON text, `tenant_id`).
+        event_type: the type asked for (`--type`), checked already; None: choose one.
+
+    Returns:
+        The type and the data to send.
+    """
+    yield from ()  # a transaction step: the catalogue's lookup goes here
+    return TestPayload(type=event_type or TEST_EVENT_TYPE,
+                       data={"destination": destination["name"],
+                             "note": "a test delivery from hookline"})
+
+
+def _test_delivery_tx(tenant: str, name: str, event_type: str | None) -> Tx[TestDelivery]:
+    """A test event of `tenant` (source `_test`, `"test": true` in its body) and one job for
+    its destination `name` only (not fanned out, no payload filter), in one transaction;
+    workers are woken after the commit. A paused destination's job waits for its resume, as
+    any other. Raises NotFound; InvalidInput("type") when `event_type` is not one the
+    destination subscribes to."""
     now = yield NOW
     [message_id] = new_message_ids(1, now)
     source_event_id = "test_" + secrets.token_hex(8)
     yield BEGIN_WRITE
     dest = yield from _destination(tenant, name)
-    body = json.dumps({"type": TEST_EVENT_TYPE, "id": source_event_id,
-                       "data": {"destination": name,
-                                "note": "a test delivery asked for from the tenant API"}},
-                      separators=(",", ":")).encode()
+    if event_type is not None and not subscribes(json.loads(dest["event_types"]), event_type):
+        raise InvalidInput("type", f"destination {name!r} does not subscribe to "
+                                   f"{event_type!r}")
+    payload = yield from choose_test_payload_tx(dest, event_type)
+    body = json.dumps({"type": payload.type, "id": source_event_id, "data": payload.data,
+                       "test": True}, separators=(",", ":")).encode()
     [event] = yield Query("insert_event", {"events": Rows(
         ("message_id", "tenant_id", "source", "source_event_id", "type", "body",
          "forwarded_headers"),
-        [(message_id, tenant, TEST_SOURCE, source_event_id, TEST_EVENT_TYPE, body,
+        [(message_id, tenant, TEST_SOURCE, source_event_id, payload.type, body,
           forwarding.encode(()))])}, per_row=True)
     [job] = yield Query("insert_jobs", {"pairs": Rows(("event_ids", "destination_ids"),
                                                       [(event["id"], dest["id"])])},
@@ -230,7 +265,7 @@ def _test_delivery_tx(tenant: str, name: str) -> Tx[TestDelivery]:
     yield from deltas.apply()
     yield NOTIFY
     return TestDelivery(event_id=int(event["id"]), message_id=str(event["message_id"]),
-                        job_id=int(job["id"]), destination=name, type=TEST_EVENT_TYPE)
+                        job_id=int(job["id"]), destination=name, type=payload.type)
 
 
 def _event_types_tx(tenant: str) -> Tx[list[str]]:

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from pathlib import Path
 from typing import Any
 
 from hookline.shared.config import Config
+from hookline.shared.errors import InvalidSetting
+from hookline.shared.policy.filters import check_filter
 from hookline.supervisor.cli.common import fail
 
 
@@ -42,6 +45,9 @@ def register(sub: Any) -> None:
                        help="--compare: the receiver every system delivers to: lean "
                             "(rehearsal/fast_receiver.py, little CPU) or fixture "
                             "(rehearsal/receiver.py, records every request)")
+    bench.add_argument("--filter", dest="destination_filter", metavar="JSON",
+                       help="a payload filter (JSON) every bench destination gets, to measure "
+                            "what filters cost ingest (docs/benchmarks.md)")
     scenario = bench.add_argument_group(
         "scenarios (memory and recovery targets; rehearsal/bench_scenarios.py): --scenario writes "
         "scenario-NAME.json to --out")
@@ -102,10 +108,16 @@ def bench_command(config: Config, args: argparse.Namespace) -> int:
 
     database = chosen_database(args.backend, config.db)
     try:
+        destination_filter = check_filter(json.loads(args.destination_filter)
+                                          if args.destination_filter else None)
+    except (ValueError, InvalidSetting) as exc:
+        return fail(f"--filter: {exc}", 2)
+    try:
         result = run_bench(database.applied_to(BenchOptions(
             events=args.events, rate_per_s=args.rate, workers=args.workers,
             concurrency=args.concurrency, synchronous=args.synchronous, out_dir=Path(args.out),
-            idle_s=args.idle_s, use_wrk=args.load == "auto")))
+            idle_s=args.idle_s, use_wrk=args.load == "auto",
+            destination_filter=destination_filter)))
     except (PgUnavailable, PgStartError) as exc:
         print(f"hookline: cannot start a PostgreSQL server for the benchmark: {exc}",
               file=sys.stderr)

@@ -71,7 +71,7 @@ FIELD_FLAGS = {
     "metadata_older_than": "--metadata-older-than", "dedupe_keep": "--dedupe-keep",
     "timeout_s": "--timeout", "rate_limit_per_s": "--rate-limit", "ordered": "--ordered",
     "overlap_s": "--overlap", "tenant": "--tenant", "metadata": "--metadata",
-    "max_destinations": "--max-destinations",
+    "max_destinations": "--max-destinations", "filter": "--filter", "last": "--last",
 }
 
 

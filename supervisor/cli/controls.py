@@ -47,6 +47,7 @@ from hookline.supervisor.cli.common import (
     vet_url,
     with_store,
 )
+from hookline.supervisor.cli.destination_checks import add_filter_flags, filter_option
 from hookline.supervisor.cli.human import show
 from hookline.supervisor.cli.tenants import add_tenant_flag, existing_tenant, tenant_arg
 
@@ -68,6 +69,7 @@ def add_destination_actions(dest: Any) -> None:
                      help="replace the subscriptions (repeatable: type, `prefix.*` or `*`)")
     upd.add_argument("--max-in-flight", type=int)
     add_policy_flags(upd, changing=True)
+    add_filter_flags(upd, changing=True)
     upd.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE",
                      help="any changeable field (" + ", ".join(sorted(DESTINATION_UPDATERS))
                           + "); VALUE is parsed as JSON when it is valid JSON")
@@ -176,10 +178,13 @@ def parse_set_options(pairs: list[str]) -> dict[str, Any]:
 
 async def destinations_update(config: Config, args: argparse.Namespace) -> int:
     """`hookline destinations update NAME --url ... --event-type ... --max-in-flight ...
-    --timeout ... --rate-limit ... --[no-]ordered --set FIELD=VALUE`."""
+    --timeout ... --rate-limit ... --[no-]ordered --filter JSON --set FIELD=VALUE`."""
     from hookline.supervisor.cli.destinations import policy_options  # noqa: PLC0415  (no cycle)
 
     changes = parse_set_options(args.set)
+    given, value = filter_option(args)
+    if given:
+        changes["filter"] = value
     for key, value in (("url", args.url), ("event_types", args.event_type),
                        ("max_in_flight", args.max_in_flight), *policy_options(args).items()):
         if value is not None:

@@ -1,5 +1,5 @@
-"""`hookline destinations add|list` (and, from their modules, show|update|remove and the
-secret commands), `hookline jobs`, `hookline stats`: read and change the
+"""`hookline destinations add|list` (and, from their modules, show|update|remove, the
+secret commands, filter-test and test), `hookline jobs`, `hookline stats`: read and change the
 store directly, so they work whether or not the service runs."""
 
 from __future__ import annotations
@@ -27,6 +27,11 @@ from hookline.supervisor.cli.common import (
     vet_url,
     with_store,
 )
+from hookline.supervisor.cli.destination_checks import (
+    add_check_actions,
+    add_filter_flags,
+    filter_option,
+)
 from hookline.supervisor.cli.human import show
 from hookline.supervisor.cli.tenants import add_tenant_flag, existing_tenant, tenant_arg
 
@@ -46,6 +51,7 @@ def register(sub: Any) -> None:
     add.add_argument("--header", action="append", metavar="'NAME: VALUE'",
                      help="a custom request header sent with every attempt (repeatable)")
     add_policy_flags(add)
+    add_filter_flags(add)
     add_tenant_flag(add)
     add.add_argument("--json", action="store_true")
     add.set_defaults(handler=lambda c, a: run_command(lambda: destinations_add(c, a)))
@@ -58,6 +64,7 @@ def register(sub: Any) -> None:
 
     add_destination_actions(dest)  # show, update, remove
     add_secret_actions(dest)  # rotate-secret, secret, expire-previous-secret
+    add_check_actions(dest)  # filter-test, test
 
     jobs_p = sub.add_parser("jobs", help="list jobs, newest first")
     jobs_p.add_argument("--status", choices=JOB_STATUSES)
@@ -128,7 +135,7 @@ async def destinations_add(config: Config, args: argparse.Namespace) -> int:
         name=args.name, url=args.url, secret=secret,
         event_types=args.event_type or list(rules.DEFAULT_EVENT_TYPES),
         max_in_flight=args.max_in_flight, headers=parse_header_options(args.header or []),
-        **policy_options(args))
+        filter=filter_option(args)[1], **policy_options(args))
     tenant = tenant_arg(args)
     await vet_url(new.url, config)  # blocked: exit 2
 
@@ -136,7 +143,7 @@ async def destinations_add(config: Config, args: argparse.Namespace) -> int:
         return await add_named(store.add_destination(
             name=new.name, url=new.url, secret=new.secret, event_types=new.event_types,
             max_in_flight=new.max_in_flight, headers=new.headers, timeout_s=new.timeout_s,
-            rate_limit_per_s=new.rate_limit_per_s, ordered=new.ordered,
+            rate_limit_per_s=new.rate_limit_per_s, ordered=new.ordered, filter=new.filter,
             tenant=await existing_tenant(store, tenant)))
 
     dest = await with_store(config, add)

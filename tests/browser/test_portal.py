@@ -239,7 +239,7 @@ def test_manage_endpoint_with_the_picker_then_recover_with_the_count_first(
     expect(tab.locator("#toast")).to_contain_text("1 delivery of acme-bad queued again")
 
     tab.click("[data-action=test]")
-    expect(tab.locator("#job-facts [data-col=event_type]")).to_have_text("hookline.test")
+    expect(tab.locator("#job-facts [data-col=event_type]")).to_have_text("hookline.ping")
 
 
 def test_read_only_token_sees_no_action(world: World, open_tab: Any) -> None:

@@ -63,6 +63,7 @@ BODIES: dict[tuple[str, str], dict[str, Any]] = {
 """A valid body per write route (the others take `{}`), so a refusal is never a 400."""
 QUERIES: dict[tuple[str, str], dict[str, str]] = {
     ("GET", "/v1/tenant/destinations/{name}/stats"): {"window_s": "600"},
+    ("POST", "/v1/tenant/destinations/{name}/test"): {"wait": "false"},  # no workers here
 }
 CASES = ("other_tenant", "expired", "tampered", "revoked", "disabled", "deleted", "read_only",
          "lacking", "no_token", "admin_token")

@@ -37,7 +37,7 @@ SECRET = "whsec_" + "A" * 32
 OTHER_SECRET = "whsec_" + "B" * 32
 SAMPLE_VALUES = {"scheme": "token", **dict.fromkeys(
     ("pairs", "claims", "attempts", "job_ids", "lease_tokens", "destination_ids",
-     "event_ids", "tenants", "keys", "deltas"), "[]")}
+     "event_ids", "tenants", "keys", "deltas", "ids"), "[]")}
 """Parameter values the SQLite queries accept on an empty database (the rest get 1)."""
 
 
@@ -171,7 +171,20 @@ async def test_every_store_operation_runs_on_both_backends(store, clock):
     sent = await s.send_test_event("t", tenant="_default")
     assert [j.id for j in await s.list_tenant_jobs("_default", destination="t")] == [sent.job_id]
     assert (await s.destination_stats("t", tenant="_default", window_s=60)).pending == 1
-    assert await s.tenant_event_types("_default") == ["hookline.test", "order.*", "push"]
+    assert await s.tenant_event_types("_default") == ["hookline.ping", "order.*", "push"]
+    changed = await s.update_destination("t", filter={"data.n": {"$gte": 2}})
+    assert changed.filter == {"data.n": {"$gte": 2}}
+    kept, turned_away = await s.add_events([
+        new_event("f2", "order.x", b'{"id":"f2","type":"order.x","data":{"n":2}}'),
+        new_event("f1", "order.x", b'{"id":"f1","type":"order.x","data":{"n":1}}')])
+    assert isinstance(kept, Accepted) and len(kept.job_ids) == 1
+    assert isinstance(turned_away, Accepted) and turned_away.job_ids == ()
+    [t_figures] = [d for d in (await s.destination_figures())[0] if d.name == "t"]
+    assert t_figures.filtered == 1
+    tried = await s.filter_test("t", tenant="_default", last=2)
+    assert [(r.event_id, r.matched) for r in tried] == [(turned_away.event_id, False),
+                                                        (kept.event_id, True)]
+    assert [r.matched for r in await s.filter_test("t", use_stored=False, last=2)] == [True] * 2
 
     tenant, created = await s.put_tenant("acme", TenantFields(max_destinations=3))
     assert created and (await s.get_tenant("acme")).max_destinations == 3
@@ -233,6 +246,8 @@ BATCH_COLUMNS = {
     ("add_metric_deltas", "deltas"): {"families", "destination_ids", "labels", "ns",
                                       "totals_s"},
     ("due_jobs", "offers"): {"destination_ids", "limits"},
+    ("destination_filters", "ids"): {"id"},
+    ("tenant_metadata", "tenants"): {"id"},
 }
 """A batch parameter (hookline.shared.store.ops.Rows) reaches SQLite as one JSON array of arrays
 under its own name and PostgreSQL as one array per column: (query, SQLite name) -> the columns."""

@@ -44,7 +44,7 @@ export function destinationView({ arg: name, can, refreshNow }) {
   }
 
   const test = () => run("Test event sent", async () => {
-    const out = await post(`${path}/test`, {});
+    const out = await post(`${path}/test?wait=false`, {});  // its job page shows the attempts
     const job = out?.job_id ?? out?.jobs?.[0]?.id;
     if (job !== undefined) location.hash = `#/jobs/${Number(job)}`;
   });
@@ -128,6 +128,8 @@ export function destinationView({ arg: name, can, refreshNow }) {
     setChildren(facts,
       item("URL", d.url ?? "", "url"),
       item("Event types", (d.event_types ?? []).join(", ") || "*", "event_types"),
+      item("Filter", d.filter ? JSON.stringify(d.filter) : "none: every event of these types",
+           "filter"),
       item("State", h("span", { class: `badge ${state.cls}`, title: state.title }, state.label),
            "state"),
       item("Success (24 h)", fmtRate(successRate(d, stats)), "success"),

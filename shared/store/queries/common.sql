@@ -301,3 +301,12 @@ WHERE j.destination_id = :destination_id AND a.started_at >= :since
     AND COALESCE(a.error, '') NOT LIKE 'worker lost%'
     AND COALESCE(a.error, '') NOT LIKE 'handed back%'
 ORDER BY a.id DESC LIMIT :limit
+
+-- ---- payload filters (shared/store/filter_tx.py) ----
+
+-- tenant_metadata_one: one tenant's metadata (no row: no such tenant)
+SELECT metadata FROM tenants WHERE id = :tenant
+
+-- filter_test_events: a tenant's newest :limit events, newest first, with their bodies
+SELECT id, message_id, type, source, body, forwarded_headers, received_at, body_purged_at
+FROM events WHERE tenant_id = :tenant ORDER BY id DESC LIMIT :limit

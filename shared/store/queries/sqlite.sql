@@ -306,9 +306,9 @@ WHERE id = :job_id AND lease_token = :lease_token AND status = 'running'
 
 -- insert_destination: register a destination
 INSERT INTO destinations (tenant_id, name, url, secret, event_types, max_in_flight, headers,
-    timeout_s, rate_limit_per_s, ordered, created_at)
+    timeout_s, rate_limit_per_s, ordered, filter, created_at)
 VALUES (:tenant, :name, :url, :secret, :event_types, :max_in_flight, :headers, :timeout_s,
-    :rate_limit_per_s, :ordered, :now)
+    :rate_limit_per_s, :ordered, :filter, :now)
 RETURNING *
 
 -- set_paused: pause or resume a destination; resuming resets the failure run (breaker)
@@ -553,7 +553,7 @@ SELECT 0 AS folded
 -- array; 0: the totals); every family named, so the primary key (family, destination_id,
 -- label) finds each destination's rows instead of scanning the table
 SELECT family, destination_id, label, n, total_s FROM metric_counts
-WHERE family IN ('jobs', 'attempts', 'latency', 'oldest', 'events')
+WHERE family IN ('jobs', 'attempts', 'latency', 'oldest', 'events', 'filtered')
     AND destination_id IN (SELECT value FROM json_each(:destination_ids))
 
 -- unfinished_jobs_of_destination: the jobs kill_jobs_of_destination is about to end, with
@@ -590,3 +590,13 @@ FROM (SELECT CASE WHEN d.paused THEN 1 ELSE 0 END AS paused, d.failure_streak,
       LEFT JOIN metric_counts o ON o.family = 'oldest' AND o.destination_id = d.id
           AND o.label = ''
       WHERE d.deleted_at IS NULL) AS r
+
+-- ---- payload filters (shared/store/filter_tx.py) ----
+
+-- destination_filters: the payload filter of each destination of :ids that has one
+SELECT id, filter FROM destinations
+WHERE id IN (SELECT json_extract(value, '$[0]') FROM json_each(:ids)) AND filter IS NOT NULL
+
+-- tenant_metadata: the metadata of each tenant of :tenants
+SELECT id, metadata FROM tenants
+WHERE id IN (SELECT json_extract(value, '$[0]') FROM json_each(:tenants))
