@@ -2,7 +2,8 @@
 to failing to auto-paused to recovered, and a receiver subscribed to `hookline.*` gets
 exactly one signed event per state change (verified with the `standardwebhooks` package);
 a second one with body_format `slack` gets the same events as `{"text": ...}`.
-SQLite only: the state machine runs on both backends in tests/unit/test_store_operational_events.py."""
+SQLite only (PostgreSQL would double its time): the state machine runs on both backends in
+tests/unit/test_store_operational_events.py."""
 
 from __future__ import annotations
 
@@ -42,7 +43,7 @@ class Receiver:
         receiver = self
 
         class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:  # noqa: N802  (the http.server hook's name)
+            def do_POST(self) -> None:
                 body = self.rfile.read(int(self.headers["content-length"]))
                 status = 200
                 with receiver.lock:
