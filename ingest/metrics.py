@@ -4,13 +4,14 @@ Two sources, both read at scrape time:
 
 * **The database** (:meth:`Store.metric_figures`): jobs by destination and status, the oldest
   due job, attempts by destination and outcome, accept -> delivered latency per destination,
-  pause state and failure run per destination, events stored; and the store's own gauges
-  (:meth:`Store.health`: the SQLite WAL). The store keeps these figures in the transactions
-  that change the rows (shared/store/metric_deltas.py), so a scrape reads a small table, not
-  the jobs: its cost grows with destinations, not jobs. They are the same whichever host
-  answers and add up across every worker process. Attempts and latency never go down
-  (retention deletes rows, not their counts). At most `metrics_destination_series_max`
-  destinations get series of their own (paused, failing, oldest due job first); the others,
+  pause state and failure run per destination, events stored, operational events made; and
+  the store's own gauges (:meth:`Store.health`: the SQLite WAL). The store keeps these
+  figures in the transactions that change the rows (shared/store/metric_deltas.py), so a
+  scrape reads a small table, not the jobs: its cost grows with destinations, not jobs.
+  They are the same whichever host answers and add up across every worker process.
+  Attempts and latency never go down (retention deletes rows, not their counts).
+  At most `metrics_destination_series_max` destinations get series of their own
+  (paused, failing, oldest due job first); the others,
   and the jobs of removed destinations, are added up under `destination="_other"`, and
   `hookline_destinations` says how many are shown and folded. Every destination shown has
   every outcome series from the start (0), so `increase()` sees its first failure.
@@ -44,6 +45,7 @@ from hookline.ingest import health
 from hookline.ingest.app_state import CONFIG_KEY, READ_STORE_KEY, SNAPSHOTS_KEY, STORE_KEY
 from hookline.shared.metrics_catalog import FAMILIES
 from hookline.shared.models import JOB_STATUSES
+from hookline.shared.policy import notify
 from hookline.shared.policy.delivery import pause_kind
 from hookline.shared.process.lifecycle import pid_alive, runtime_dir
 from hookline.shared.process.metrics_file import (
@@ -153,6 +155,14 @@ class StatsCollector(Collector):
         yield streak
 
         yield GaugeMetricFamily("hookline_events_stored", "Events stored.", value=fig.events)
+        notifications = CounterMetricFamily(
+            "hookline_notifications",
+            "Operational events made (hookline.KIND, see OPERATIONS.md), by kind.",
+            labels=["kind"])
+        for kind in sorted({t.removeprefix(notify.PREFIX) for t in notify.TYPES}
+                           | set(fig.notifications)):
+            notifications.add_metric([kind], fig.notifications.get(kind, 0))
+        yield notifications
         for gauge in self.store_gauges:
             yield GaugeMetricFamily(gauge.name, gauge.help, value=gauge.value)
 

@@ -50,6 +50,7 @@ from typing import Any
 from hookline.shared.endpoint_models import Source
 from hookline.shared.errors import ConfigError, InvalidEvent, SignatureInvalid
 from hookline.shared.policy.inputs import EVENT_ID_RE, EVENT_TYPE_RE, token
+from hookline.shared.policy.notify import reserved_type_problem
 from hookline.shared.signing import secret_key
 
 DEFAULT_TOLERANCE_S = 300
@@ -329,9 +330,12 @@ def _body_str(document: Any, name: str) -> str:
 
 def _checked(event_id: str, event_type: str, *, id_field: str = "id",
              type_field: str = "type") -> EventKey:
-    """The event's id and type, by the rules POST /v1/events applies."""
-    return (token(id_field, event_id, EVENT_ID_RE, error=InvalidEvent),
-            token(type_field, event_type, EVENT_TYPE_RE, error=InvalidEvent))
+    """The event's id and type, by the rules POST /v1/events applies (the `hookline.`
+    namespace is reserved for operational events)."""
+    checked_type = token(type_field, event_type, EVENT_TYPE_RE, error=InvalidEvent)
+    if (problem := reserved_type_problem(checked_type)) is not None:
+        raise InvalidEvent(type_field, problem)
+    return token(id_field, event_id, EVENT_ID_RE, error=InvalidEvent), checked_type
 
 
 def _echo(value: str) -> str:

@@ -24,6 +24,7 @@ from hookline.shared.policy.inputs import (
     refuse_unknown,
     token,
 )
+from hookline.shared.policy.notify import reserved_type_problem
 from hookline.shared.tenant_models import tenant_id
 
 MAX_DEPTH = 64
@@ -70,11 +71,19 @@ def parse_event(body: bytes, max_body_bytes: int) -> NewEvent:
     return NewEvent(
         source=_token(document, "source", SOURCE_NAME_RE, default=DEFAULT_SOURCE),
         source_event_id=_token(document, "id", EVENT_ID_RE),
-        type=_token(document, "type", EVENT_TYPE_RE),
+        type=_event_type(document),
         body=bytes(body),
         tenant=(tenant_id(document["tenant"], reserved_ok=True, error=InvalidEvent)
                 if "tenant" in document else DEFAULT_TENANT),
     )
+
+
+def _event_type(document: dict[str, Any]) -> str:
+    """The `type`: a token outside the reserved `hookline.` namespace (operational events)."""
+    event_type = _token(document, "type", EVENT_TYPE_RE)
+    if (problem := reserved_type_problem(event_type)) is not None:
+        _fail("type", problem)
+    return event_type
 
 
 def _decode(body: bytes) -> Any:

@@ -265,6 +265,29 @@ class Config:
         86400.0, "Circuit breaker: auto-pause a destination failing without a success for "
         "this long, seconds (0 = off).",
         check=checks.not_negative("off"))
+    # Operational events (see OPERATIONS.md "Operational events").
+    notify_failing_streak: int = _opt(
+        5, "Operational events: hookline.destination.failing once a destination has failed "
+        "this many consecutive attempts (0 = off).",
+        check=checks.not_negative("off"))
+    notify_failing_after_s: float = _opt(
+        600.0, "Operational events: hookline.destination.failing at the first failed attempt "
+        "once a destination has been failing without a success for this long, seconds "
+        "(0 = off).",
+        check=checks.not_negative("off"))
+    notify_dead_letters_step: int = _opt(
+        10, "Operational events: hookline.dead_letters.growing once this many jobs of a "
+        "destination died since the last notice (0 = off).",
+        check=checks.not_negative("off"))
+    notify_dead_letters_interval_s: float = _opt(
+        3600.0, "Operational events: at most one hookline.dead_letters.growing per destination "
+        "in this many seconds.",
+        check=checks.not_negative("none"))
+    public_url: str | None = _opt(
+        None, "hookline's public base URL (https://hooks.example.com): the links to the "
+        "dashboard and the portal in operational events are absolute under it (unset: "
+        "paths only).",
+        check=checks.base_url)
     late_retry_after_attempts: int = _opt(
         3, "A job that already made this many attempts is a late retry (reserved capacity).",
         check=checks.at_least(1))

@@ -135,3 +135,13 @@ def frame_ancestors(text: str) -> tuple[str, ...]:
                                  f"must list origins like https://app.example.com, not {part!r}")
         origins.append(part.rstrip("/").lower())
     return tuple(origins)
+
+
+def base_url(name: str, value: Any) -> None:
+    """An absolute http(s) URL with a host (a path prefix is kept; no query or fragment)."""
+    from urllib.parse import urlsplit  # noqa: PLC0415  (only when the setting is given)
+
+    parts = urlsplit(str(value))
+    if parts.scheme not in ("http", "https") or not parts.netloc or parts.query or parts.fragment:
+        raise InvalidSetting(name, f"must be an http:// or https:// URL with a host and no "
+                                   f"query or fragment, not {value!r}")

@@ -15,9 +15,11 @@ from hookline.shared.models import DEFAULT_TENANT
 
 def subscribes(event_types: Sequence[str], event_type: str) -> bool:
     """True when one of the subscription patterns `event_types` matches `event_type`:
-    exactly, by `prefix.*`, or `*`."""
+    exactly, by `prefix.*`, or `*` (which does not match the operational events of the
+    reserved `hookline.` namespace: they go only to subscriptions that name it)."""
+    catch_all = not event_type.startswith("hookline.")
     for pattern in event_types:
-        if pattern == "*" or pattern == event_type:
+        if (pattern == "*" and catch_all) or pattern == event_type:
             return True
         if pattern.endswith(".*") and event_type.startswith(pattern[:-1]):
             return True
@@ -65,6 +67,7 @@ class Destination:
     headers: tuple[tuple[str, str], ...] = ()  # migration 005
     tenant: str = DEFAULT_TENANT  # migration 012: the tenant it belongs to
     filter: dict[str, Any] | None = None  # migration 016
+    body_format: str = "standard"  # migration 017: `slack` renders operational events as text
 
     @classmethod
     def from_row(cls, row: Any) -> Destination:
@@ -86,6 +89,7 @@ class Destination:
             failing_since=opt("failing_since"), headers=parse_headers(opt("headers")),
             tenant=opt("tenant_id", DEFAULT_TENANT),
             filter=json.loads(opt("filter")) if opt("filter") else None,
+            body_format=opt("body_format", "standard"),
         )
 
     def active_secrets(self, now_s: float) -> tuple[str, ...]:
@@ -114,6 +118,7 @@ class Destination:
             # Values may be credentials (an API key the receiver wants): names only.
             "headers": {name: "***" for name, _ in self.headers},
             "filter": self.filter,
+            "body_format": self.body_format,
         }
 
 

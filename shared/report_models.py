@@ -93,6 +93,7 @@ class MetricFigures:
         other: the sum of every other live destination, and of the jobs removed
             destinations left (None: nothing to fold).
         events: events stored.
+        notifications: operational events made, by kind (`destination.failing`, ...).
         in_flight: attempts started and not finished, over every destination.
         oldest_due_age_s: age of the longest-waiting due pending job, seconds (None: none).
     """
@@ -100,6 +101,7 @@ class MetricFigures:
     destinations: tuple[DestinationFigures, ...] = ()
     other: DestinationFigures | None = None
     events: int = 0
+    notifications: dict[str, int] = field(default_factory=dict)
     in_flight: int = 0
     oldest_due_age_s: float | None = None
 

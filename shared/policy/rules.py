@@ -199,6 +199,19 @@ def flag(field: str, value: Any) -> int:
     return int(value)
 
 
+BODY_FORMATS = ("standard", "slack")
+"""A destination's body_format: `standard` (the stored body, always for ordinary events) or
+`slack` (operational events as `{"text": ...}`, for a chat tool's incoming webhook)."""
+
+
+def body_format(value: Any) -> str:
+    """One of BODY_FORMATS. Raises InvalidSetting("body_format")."""
+    if value not in BODY_FORMATS:
+        raise InvalidSetting("body_format", f"must be one of {', '.join(BODY_FORMATS)}, "
+                                            f"not {value!r}")
+    return str(value)
+
+
 def destination_secret(value: Any) -> str:
     """A `whsec_` secret whose base64 key holds at least 16 bytes. Raises
     InvalidSetting("secret")."""
@@ -223,6 +236,7 @@ DESTINATION_UPDATERS: dict[str, Callable[[Any], Any]] = {
     "ordered": lambda v: flag("ordered", v),
     "headers": headers,
     "filter": check_filter,  # a payload filter (shared/policy/filters.py); null removes it
+    "body_format": body_format,
 }
 
 

@@ -34,6 +34,7 @@ from hookline.shared.operator_models import (
     JobSelection,
 )
 from hookline.shared.policy.delivery import BreakerPolicy
+from hookline.shared.policy.notify import NotifyPolicy
 from hookline.shared.record_models import Attempt, DeadLetter, EventBody, Job, JobStory, PurgeResult
 from hookline.shared.report_models import (
     DestinationFigures,
@@ -72,6 +73,10 @@ __all__ = [
 class Store(TenantStore, Protocol):
     """Durable events, destinations and delivery jobs, with leases fenced by token (the
     tenants' part of the contract: :class:`TenantStore`)."""
+
+    notify: NotifyPolicy
+    """When the store makes operational events (shared/policy/notify.py); store_for sets the
+    Config's, any other store has the defaults."""
 
     async def open(self) -> None:
         """Connect and apply pending migrations. Raises StoreError when it cannot."""

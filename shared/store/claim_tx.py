@@ -14,6 +14,7 @@ from hookline.shared.endpoint_models import parse_headers
 from hookline.shared.models import Claim, ClaimRequest
 from hookline.shared.policy import forwarding
 from hookline.shared.policy.delivery import choose_with_takeovers, fair_room
+from hookline.shared.policy.notify import chat_body, is_operational
 from hookline.shared.store.metric_deltas import IN_FLIGHT, MetricDeltas
 from hookline.shared.store.ops import BEGIN_WRITE, NOW, Query, Rows, Tx, count, one, rows
 
@@ -228,9 +229,18 @@ def _claim_from(row: Any, details: Any, worker: str, taken_over: bool, now: floa
         job_id=row["id"], event_id=row["event_id"], message_id=details["message_id"],
         event_type=details["type"], destination_id=row["destination_id"],
         destination_name=details["name"], url=details["url"], secret=details["secret"],
-        body=bytes(details["body"]), attempt=row["attempts"], lease_token=row["lease_token"],
+        body=_body(details), attempt=row["attempts"], lease_token=row["lease_token"],
         lease_owner=worker, lease_until=row["lease_until"], taken_over=taken_over,
         secrets=secrets, timeout_s=details["timeout_s"],
         headers=parse_headers(details["headers"]),
         forwarded_headers=forwarding.decode(details["forwarded_headers"]),
         tenant_id=details["tenant_id"], received_at=details["received_at"])
+
+
+def _body(details: Any) -> bytes:
+    """The bytes to send: the stored body, or for an operational event to a destination with
+    body_format `slack`, the chat tool's `{"text": ...}` (shared/policy/notify.py)."""
+    body = bytes(details["body"])
+    if details["body_format"] == "slack" and is_operational(details["type"]):
+        return chat_body(body)
+    return body

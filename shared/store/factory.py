@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from hookline.shared.db_url import parse_db_url
+from hookline.shared.policy.notify import NotifyPolicy
 from hookline.shared.store.pg_limits import PostgresLimits
 
 if TYPE_CHECKING:
@@ -66,7 +67,8 @@ def open_store(url: str, sqlite: SqliteOptions | None = None,
 
 
 def store_for(config: Config, *, create: bool = True) -> Store:
-    """Build (not yet open) the store `config` names, with every storage setting applied.
+    """Build (not yet open) the store `config` names, with every storage setting applied
+    (and the operational-event policy).
 
     Args:
         create: whether opening it may create a missing SQLite file (the service and
@@ -75,10 +77,22 @@ def store_for(config: Config, *, create: bool = True) -> Store:
     Raises:
         ConfigError: as :func:`open_store`.
     """
-    return open_store(config.db, SqliteOptions(
+    store = open_store(config.db, SqliteOptions(
         synchronous=config.synchronous, busy_timeout_s=config.busy_timeout_s,
         allow_network_filesystem=config.allow_network_filesystem, create=create,
         wal_degraded_bytes=config.wal_degraded_bytes), postgres_limits(config))
+    store.notify = notify_policy(config)
+    return store
+
+
+def notify_policy(config: Config) -> NotifyPolicy:
+    """When the store makes operational events (shared/policy/notify.py), from `notify_*`
+    and `public_url`."""
+    return NotifyPolicy(failing_streak=config.notify_failing_streak,
+                        failing_after_s=config.notify_failing_after_s,
+                        dead_letters_step=config.notify_dead_letters_step,
+                        dead_letters_interval_s=config.notify_dead_letters_interval_s,
+                        public_url=config.public_url)
 
 
 def read_store_for(config: Config) -> Store | None:

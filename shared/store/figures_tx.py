@@ -33,7 +33,7 @@ RECOUNT_QUERIES = ("recount_jobs", "recount_in_flight", "recount_oldest", "recou
 class Tally:
     """One destination's (or the totals') metric_counts rows, by family."""
 
-    __slots__ = ("attempts", "events", "filtered", "jobs", "latency")
+    __slots__ = ("attempts", "events", "filtered", "jobs", "latency", "notifications")
 
     def __init__(self) -> None:
         self.jobs: dict[str, int] = {}
@@ -41,6 +41,7 @@ class Tally:
         self.latency: dict[str, tuple[int, float]] = {}
         self.events = 0
         self.filtered = 0
+        self.notifications: dict[str, int] = {}
 
     def add(self, family: str, label: str, n: int, total_s: float | None) -> None:
         """Add one metric_counts row."""
@@ -55,6 +56,8 @@ class Tally:
             self.events += n
         elif family == "filtered":
             self.filtered += n
+        elif family == "notifications":
+            self.notifications[label] = self.notifications.get(label, 0) + n
 
     def subtract(self, other: Tally) -> None:
         """Take another tally's figures away (totals minus those shown: the fold)."""
@@ -142,6 +145,7 @@ def shown_figures_tx(series_max: int) -> Tx[MetricFigures]:
             oldest_due_age_s=None if oldest_due is None else now - oldest_due, folded=folded)
     oldest_all = None if fold is None else fold["oldest_due_all"]
     return MetricFigures(destinations=tuple(figures), other=other, events=totals.events,
+                         notifications=dict(sorted(totals.notifications.items())),
                          in_flight=totals.attempts.get(IN_FLIGHT, 0),
                          oldest_due_age_s=None if oldest_all is None else now - oldest_all)
 

@@ -3,7 +3,9 @@ hand-back, each a generator of named-query operations (see :mod:`hookline.shared
 driven by the backend as one transaction.
 
 Every write here is fenced by the claim's lease token: a worker whose lease was taken over
-changes nothing (its finish counts 0 rows).
+changes nothing (its finish counts 0 rows). The operational events a finish causes (failing,
+paused, recovered, dead letters growing: shared/store/notify_tx.py) are decided on the row the
+failure-run update returns, so a finish that changes no announced state costs no statement.
 """
 
 from __future__ import annotations
@@ -13,6 +15,8 @@ from collections.abc import Sequence
 from hookline.shared.logs import get_logger
 from hookline.shared.models import AttemptResult, Claim, Dead, Done, Outcome, Retry
 from hookline.shared.policy.delivery import BreakerPolicy, auto_pause_reason, is_failure
+from hookline.shared.policy.notify import NotifyPolicy
+from hookline.shared.store import notify_tx
 from hookline.shared.store.metric_deltas import IN_FLIGHT, MetricDeltas, outcome_class
 from hookline.shared.store.ops import NOTIFY, NOW, AfterCommit, Rows, Tx, count, one, rows
 
@@ -46,30 +50,34 @@ def hand_back_tx(claims: Sequence[Claim]) -> Tx[int]:
     return handed
 
 
-def finish_tx(items: Items, breaker: BreakerPolicy | None) -> Tx[list[bool]]:
+def finish_tx(items: Items, breaker: BreakerPolicy | None,
+              notify: NotifyPolicy) -> Tx[list[bool]]:
     deltas = MetricDeltas()
-    kept = yield from finish_all(items, breaker, deltas)
+    kept = yield from finish_all(items, breaker, deltas, notify)
     yield from deltas.apply()
     return kept
 
 
-def finish_all(items: Items, breaker: BreakerPolicy | None,
-                deltas: MetricDeltas) -> Tx[list[bool]]:
+def finish_all(items: Items, breaker: BreakerPolicy | None, deltas: MetricDeltas,
+               notify: NotifyPolicy) -> Tx[list[bool]]:
     """Every item's fenced finish, then the failure runs of their destinations in id order
     (as claims lock them: two hosts finishing batches over the same destinations cannot
     deadlock); a destination the breaker pauses is logged after the commit."""
     if (all(isinstance(outcome, Done) and not is_failure(result) for _, outcome, result in items)
             and len({claim.job_id for claim, _, _ in items}) == len(items)):
-        return (yield from _finish_delivered(items, deltas))
+        return (yield from _finish_delivered(items, deltas, notify))
     kept = []
     for claim, outcome, result in items:
         kept.append((yield from _finish_one(claim, outcome, result, deltas)))
-    for claim, _, result in sorted(items, key=lambda item: item[0].destination_id):
-        yield from _track_failure_run(claim, result, breaker)
+    finished = sorted(zip(items, kept, strict=True), key=lambda pair: pair[0][0].destination_id)
+    for (claim, outcome, result), changed in finished:
+        yield from _track_failure_run(claim, result, breaker, notify,
+                                      died=changed and isinstance(outcome, Dead))
     return kept
 
 
-def _finish_delivered(items: Items, deltas: MetricDeltas) -> Tx[list[bool]]:
+def _finish_delivered(items: Items, deltas: MetricDeltas,
+                      notify: NotifyPolicy) -> Tx[list[bool]]:
     """The common batch, every attempt acknowledged with a 2xx and no job twice: each step
     one statement for the whole batch (attempt rows, done jobs), then one failure-run reset
     per destination. Same effect as finishing them one by one."""
@@ -92,7 +100,7 @@ def _finish_delivered(items: Items, deltas: MetricDeltas) -> Tx[list[bool]]:
             if claim.job_id in done:
                 _delivered(deltas, claim, now)
     for destination_id in sorted({claim.destination_id for claim, _, _ in items}):
-        yield count("destination_succeeded", destination_id=destination_id)
+        yield from _succeeded(destination_id, notify)
     return [claim.job_id in done for claim, _, _ in items]
 
 
@@ -133,21 +141,36 @@ def _finish_one(claim: Claim, outcome: Outcome, result: AttemptResult,
     return bool(changed == 1)
 
 
-def _track_failure_run(claim: Claim, result: AttemptResult,
-                       breaker: BreakerPolicy | None) -> Tx[None]:
-    """Update the destination's failure run; pause it when the breaker says so."""
+def _succeeded(destination_id: int, notify: NotifyPolicy) -> Tx[None]:
+    """End the destination's failure run (a row comes back only when it changed something
+    or a recovery is to be announced)."""
+    row = yield one("destination_succeeded", destination_id=destination_id)
+    if row is not None and row["notified_state"] != "ok":
+        yield from notify_tx.recovered_tx(notify, row)
+
+
+def _track_failure_run(claim: Claim, result: AttemptResult, breaker: BreakerPolicy | None,
+                       notify: NotifyPolicy, *, died: bool) -> Tx[None]:
+    """Update the destination's failure run (and its dead letters when the job `died`);
+    pause it when the breaker says so; announce what changed (operational events)."""
     if not is_failure(result):
-        yield count("destination_succeeded", destination_id=claim.destination_id)
+        yield from _succeeded(claim.destination_id, notify)
         return
-    run = yield one("destination_failed", destination_id=claim.destination_id)
-    if run is None or breaker is None or run["paused"]:
+    run = yield one("destination_failed", destination_id=claim.destination_id, dead=int(died))
+    if run is None:
         return
     now = yield NOW
-    reason = auto_pause_reason(result, run["url"], run["failure_streak"], run["failing_since"],
-                               now, breaker)
+    if died:
+        yield from notify_tx.dead_letters_tx(notify, run, now, result.error)
+    if run["paused"]:
+        return
+    reason = None if breaker is None else auto_pause_reason(
+        result, run["url"], run["failure_streak"], run["failing_since"], now, breaker)
     if reason is None or not (yield count("auto_pause", destination_id=claim.destination_id,
                                           reason=reason)):
+        yield from notify_tx.failing_tx(notify, run, now, result.status_code, result.error)
         return
     name, streak = run["name"], run["failure_streak"]
     yield AfterCommit(lambda: log.warning("destination_auto_paused", destination=name,
                                           reason=reason, failure_streak=streak))
+    yield from notify_tx.paused_tx(notify, run, reason, result.status_code)

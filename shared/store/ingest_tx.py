@@ -25,6 +25,7 @@ from hookline.shared.models import (
     TenantRefused,
 )
 from hookline.shared.policy import forwarding
+from hookline.shared.policy.notify import is_operational
 from hookline.shared.signing import new_message_ids
 from hookline.shared.store.filter_tx import load_filters
 from hookline.shared.store.metric_deltas import MetricDeltas
@@ -36,8 +37,9 @@ EventKey = tuple[str, str, str]
 
 def subscription_patterns(event_type: str) -> list[str]:
     """The subscription patterns that match `event_type`: itself, `*`, and `prefix.*` for
-    every `.` in it (the rule of :func:`hookline.shared.endpoint_models.subscribes`)."""
-    patterns = [event_type, "*"]
+    every `.` in it (the rule of :func:`hookline.shared.endpoint_models.subscribes`); `*`
+    not for an operational event (`hookline.`: only a subscription naming it receives it)."""
+    patterns = [event_type] if is_operational(event_type) else [event_type, "*"]
     patterns += [event_type[:i + 1] + "*" for i, c in enumerate(event_type) if c == "."]
     return patterns
 

@@ -29,6 +29,7 @@ from hookline.shared.policy.delivery import (
     BreakerPolicy,
 )
 from hookline.shared.policy.filters import check_filter
+from hookline.shared.policy.notify import NotifyPolicy
 from hookline.shared.policy.sources import check_source
 from hookline.shared.record_models import Attempt, DeadLetter, EventBody, Job, JobStory, PurgeResult
 from hookline.shared.report_models import (
@@ -90,6 +91,8 @@ class StoreLogic(ClaimOperations, EventOperations, TenantOperations, TenantCount
     """
 
     FINISH_AND_CLAIM_TOGETHER = True
+    notify: NotifyPolicy = NotifyPolicy()
+    """When operational events are made (store_for sets the Config's; shared/policy/notify.py)."""
 
     async def _transact(self, tx: Tx[T], *, write: bool) -> T:
         """Drive `tx` as one transaction (`write`: it writes from the start)."""
@@ -150,7 +153,7 @@ class StoreLogic(ClaimOperations, EventOperations, TenantOperations, TenantCount
 
     async def finish(self, items: Items, breaker: BreakerPolicy | None = None) -> list[bool]:
         """See :meth:`hookline.shared.store.Store.finish`."""
-        return await self._transact(finish_tx(items, breaker), write=True)
+        return await self._transact(finish_tx(items, breaker, self.notify), write=True)
 
     async def finish_and_claim(self, items: Items, breaker: BreakerPolicy | None,
                                request: ClaimRequest
@@ -173,7 +176,7 @@ class StoreLogic(ClaimOperations, EventOperations, TenantOperations, TenantCount
             return [], [], False  # a claim alone, with nothing to take: no write (see claim)
         yield BEGIN_WRITE
         deltas = MetricDeltas()
-        kept = yield from finish_all(items, breaker, deltas)
+        kept = yield from finish_all(items, breaker, deltas, self.notify)
         claimed: tuple[list[Claim], bool] = ([], False)
         if request.limit > 0:
             claimed = yield from self._claim_in(request, deltas)
@@ -230,14 +233,15 @@ class StoreLogic(ClaimOperations, EventOperations, TenantOperations, TenantCount
     async def set_paused(self, name: str, paused: bool, reason: str | None = None, *,
                          tenant: str = DEFAULT_TENANT) -> None:
         """See :meth:`hookline.shared.store.Store.set_paused` (a resume wakes waiting workers)."""
-        await self._transact(set_paused_tx(tenant, name, paused, reason), write=True)
+        await self._transact(set_paused_tx(tenant, name, paused, reason, self.notify),
+                             write=True)
 
     async def rotate_secret(self, name: str, new_secret: str, overlap_s: float, *,
                             tenant: str = DEFAULT_TENANT) -> Destination:
         """See :meth:`hookline.shared.store.Store.rotate_secret`."""
         secret, overlap = rules.destination_secret(new_secret), rules.rotation_overlap(overlap_s)
         return Destination.from_row(await self._transact(
-            rotate_tx(tenant, name, secret, overlap), write=True))
+            rotate_tx(tenant, name, secret, overlap, self.notify), write=True))
 
     async def expire_previous_secret(self, name: str, *,
                                      tenant: str = DEFAULT_TENANT) -> tuple[Destination, bool]:

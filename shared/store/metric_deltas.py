@@ -5,7 +5,8 @@ outcome class (`in_flight` among them), `latency` (accept -> delivered seconds o
 delivery: `n` and the sum `total_s` per histogram bucket, not cumulative) and `oldest`
 (the `run_at` of its oldest pending job, in `total_s`; NULL when none) and `filtered` (events
 its payload filter turned away, label ""; schema 16); destination id 0 holds the totals of
-the first three and `filtered` over every destination, and `events` (events stored).
+the first three and `filtered` over every destination, `events` (events stored) and
+`notifications` (operational events made, by kind: a counter; schema 17).
 A scrape reads these rows, never the jobs (shared/store/operator_tx.py, `shown_figures_tx`).
 
 Each write transaction adds up what it changed in a :class:`MetricDeltas` in Python (it
@@ -129,6 +130,12 @@ class MetricDeltas:
             key = ("events", TOTALS, "")
             found = self._counts.setdefault(key, [0, 0.0])
             found[0] += n
+
+    def notification(self, kind: str) -> None:
+        """One operational event of `kind` (its type without `hookline.`) was made: a
+        counter of the totals only (retention and the repair path leave it alone)."""
+        found = self._counts.setdefault(("notifications", TOTALS, kind), [0, 0.0])
+        found[0] += 1
 
     def rows(self) -> list[tuple[str, int, str, int, float | None]]:
         """(family, destination id, label, n, total_s) of every non-zero change, sorted (so

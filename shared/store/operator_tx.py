@@ -8,13 +8,23 @@ import dataclasses
 from typing import Any
 
 from hookline.shared.errors import Conflict, InvalidSetting, NotFound
+from hookline.shared.policy.notify import NotifyPolicy
 from hookline.shared.record_models import DeadLetter, Job, PurgeResult
 from hookline.shared.report_models import DestinationSummary, ThroughputBucket, fill_buckets
+from hookline.shared.store import notify_tx
 from hookline.shared.store.metric_deltas import IN_FLIGHT, MetricDeltas
 from hookline.shared.store.ops import NOTIFY, NOW, Tx, count, one, rows
 
 
-def set_paused_tx(tenant: str, name: str, paused: bool, reason: str | None) -> Tx[None]:
+def set_paused_tx(tenant: str, name: str, paused: bool, reason: str | None,
+                  notify: NotifyPolicy) -> Tx[None]:
+    """Pause (with a reason) or resume a destination; pausing a running one announces it
+    (hookline.destination.paused, reason manual). Raises NotFound."""
+    if paused:
+        row = yield one("pause_running", tenant=tenant, name=name, reason=reason)
+        if row is not None:
+            yield from notify_tx.paused_tx(notify, row, reason)
+            return
     changed = yield count("set_paused", tenant=tenant, name=name, paused=bool(paused),
                           reason=reason if paused else None)
     if not changed:
@@ -23,16 +33,20 @@ def set_paused_tx(tenant: str, name: str, paused: bool, reason: str | None) -> T
         yield NOTIFY
 
 
-def rotate_tx(tenant: str, name: str, new_secret: str, overlap_s: float) -> Tx[Any]:
+def rotate_tx(tenant: str, name: str, new_secret: str, overlap_s: float,
+              notify: NotifyPolicy) -> Tx[Any]:
     """Make `new_secret` (already checked) the secret; the current one signs on for
-    `overlap_s` seconds. Returns the destination row."""
+    `overlap_s` seconds; announce it (hookline.destination.secret_rotated). Returns the
+    destination row."""
     current = yield one("get_destination", tenant=tenant, name=name)
     if current is None:
         raise NotFound(f"no destination named {name!r}")
     if current["secret"] == new_secret:
         raise InvalidSetting("secret", "the new secret equals the current one")
-    return (yield one("rotate_secret", tenant=tenant, name=name, secret=new_secret,
-                      overlap_s=overlap_s))
+    row = yield one("rotate_secret", tenant=tenant, name=name, secret=new_secret,
+                    overlap_s=overlap_s)
+    yield from notify_tx.rotated_tx(notify, row, overlap_s)
+    return row
 
 
 def expire_previous_tx(tenant: str, name: str) -> Tx[tuple[Any, bool]]:

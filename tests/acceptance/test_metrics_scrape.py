@@ -136,7 +136,9 @@ def test_every_family_is_scraped_with_the_numbers_the_deliveries_imply(served: S
                  "hookline_destination_failure_streak": "gauge",
                  "hookline_destination_oldest_due_age_seconds": "gauge",
                  "hookline_destinations": "gauge",
-                 "hookline_events_stored": "gauge", "hookline_sqlite_wal_bytes": "gauge",
+                 "hookline_events_stored": "gauge", "hookline_notifications": "counter",
+                 "hookline_events_filtered": "counter",
+                 "hookline_sqlite_wal_bytes": "gauge",
                  "hookline_sqlite_wal_limit_bytes": "gauge", "hookline_ready": "gauge",
                  "hookline_build_info": "gauge"}
     assert families == expected

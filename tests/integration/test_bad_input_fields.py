@@ -35,6 +35,8 @@ BAD_INPUTS: list[tuple[str, str, Any, int, str, str]] = [
     ("PATCH", "/v1/admin/destinations/d", {"max_in_flight": 0}, 400, "invalid_request",
      "max_in_flight"),
     ("PATCH", "/v1/admin/destinations/d", {}, 400, "invalid_request", "changes"),
+    ("PATCH", "/v1/admin/destinations/d", {"body_format": "teams"}, 400, "invalid_request",
+     "body_format"),
     ("PATCH", "/v1/admin/destinations/d", {"url": "http://169.254.169.254/"}, 400,
      "destination_blocked", "url"),
     ("POST", "/v1/admin/destinations/d/pause", {"reason": 5}, 400, "invalid_request", "reason"),

@@ -310,3 +310,14 @@ SELECT metadata FROM tenants WHERE id = :tenant
 -- filter_test_events: a tenant's newest :limit events, newest first, with their bodies
 SELECT id, message_id, type, source, body, forwarded_headers, received_at, body_purged_at
 FROM events WHERE tenant_id = :tenant ORDER BY id DESC LIMIT :limit
+-- operational events (shared/store/notify_tx.py) ------------------------------------------
+
+-- set_notified_state: record what subscribers were told about a destination, if it still is
+-- :expected (0 rows: another transaction announced the change first)
+UPDATE destinations SET notified_state = :state
+WHERE id = :destination_id AND notified_state = :expected
+
+-- dead_letters_noticed: a hookline.dead_letters.growing covers the destination's :unnoticed
+-- new dead letters (0 rows: another transaction noticed them first)
+UPDATE destinations SET dead_letters_unnoticed = 0, dead_letters_noticed_at = :now
+WHERE id = :destination_id AND dead_letters_unnoticed = :unnoticed

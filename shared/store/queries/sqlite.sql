@@ -244,7 +244,7 @@ SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]'), :worker,
 SELECT j.id AS job_id, e.message_id, e.type, e.body, e.forwarded_headers,
     CASE WHEN j.replays = 0 THEN e.received_at END AS received_at,
     d.name, d.url, d.secret, d.previous_secret, d.previous_secret_until, d.timeout_s, d.headers,
-    d.tenant_id
+    d.tenant_id, d.body_format
 FROM jobs j JOIN events e ON e.id = j.event_id JOIN destinations d ON d.id = j.destination_id
 WHERE j.id IN (SELECT value FROM json_each(:job_ids))
 
@@ -384,15 +384,21 @@ WHERE body_purged_at IS NULL AND received_at < :before
 -- paused_destinations: live destinations that are paused, with the reason
 SELECT name, paused_reason FROM destinations WHERE paused = 1 AND deleted_at IS NULL ORDER BY id
 
--- destination_failed: extend a destination's failure run by one attempt
+-- destination_failed: extend a destination's failure run by one attempt (and its dead letters
+-- since the last notice by :dead, 0 or 1), with what operational events are decided on
 UPDATE destinations SET failure_streak = failure_streak + 1,
+    dead_letters_unnoticed = dead_letters_unnoticed + :dead,
     failing_since = COALESCE(failing_since, :now)
 WHERE id = :destination_id
-RETURNING name, url, paused, failure_streak, failing_since
+RETURNING id, tenant_id, name, url, paused, failure_streak, failing_since,
+    notified_state, event_types, dead_letters_unnoticed, dead_letters_noticed_at
 
--- destination_succeeded: a 2xx ends the failure run
+-- destination_succeeded: a 2xx ends the failure run; a row comes back only when something
+-- changed or an operational event announced it failing or paused (a recovery to announce)
 UPDATE destinations SET failure_streak = 0, failing_since = NULL
-WHERE id = :destination_id AND (failure_streak != 0 OR failing_since IS NOT NULL)
+WHERE id = :destination_id
+    AND (failure_streak != 0 OR failing_since IS NOT NULL OR notified_state != 'ok')
+RETURNING id, tenant_id, name, paused, notified_state, event_types
 
 -- auto_pause: the circuit breaker (or a 410 Gone) pauses a destination with a reason
 UPDATE destinations SET paused = 1, paused_reason = :reason
@@ -553,7 +559,7 @@ SELECT 0 AS folded
 -- array; 0: the totals); every family named, so the primary key (family, destination_id,
 -- label) finds each destination's rows instead of scanning the table
 SELECT family, destination_id, label, n, total_s FROM metric_counts
-WHERE family IN ('jobs', 'attempts', 'latency', 'oldest', 'events', 'filtered')
+WHERE family IN ('jobs', 'attempts', 'latency', 'oldest', 'events', 'filtered', 'notifications')
     AND destination_id IN (SELECT value FROM json_each(:destination_ids))
 
 -- unfinished_jobs_of_destination: the jobs kill_jobs_of_destination is about to end, with
@@ -600,3 +606,11 @@ WHERE id IN (SELECT json_extract(value, '$[0]') FROM json_each(:ids)) AND filter
 -- tenant_metadata: the metadata of each tenant of :tenants
 SELECT id, metadata FROM tenants
 WHERE id IN (SELECT json_extract(value, '$[0]') FROM json_each(:tenants))
+-- operational events (shared/store/notify_tx.py) ------------------------------------------
+
+-- pause_running: an operator's pause of a running destination (a row only for the transaction
+-- that paused it, which announces it)
+UPDATE destinations SET paused = 1, paused_reason = :reason
+WHERE tenant_id = :tenant AND name = :name AND deleted_at IS NULL AND paused = 0
+RETURNING id, tenant_id, name, paused_reason, failure_streak, failing_since, notified_state,
+    event_types

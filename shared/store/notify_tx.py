@@ -1,0 +1,162 @@
+"""Operational events, stored by the transaction that changes the state they announce
+(shared/policy/notify.py says what and when).
+
+Each event is an ordinary event of the destination's tenant (source `_hookline`, a
+`hookline.` type), with a job for every live destination subscribed to it by name: those of
+the same tenant, and those of the default tenant (the operator's), so a tenant hears only
+about its own destinations and the operator about all of them. What was last announced about
+a destination is kept in its row (`notified_state`, schema 17) and changed with a
+compare-and-set in the same transaction: whichever host commits the change announces it,
+once; a restart forgets nothing.
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+from collections.abc import Mapping
+from typing import Any
+
+from hookline.shared.logs import get_logger
+from hookline.shared.models import DEFAULT_TENANT
+from hookline.shared.policy import forwarding
+from hookline.shared.policy import notify as policy
+from hookline.shared.policy.notify import NotifyPolicy
+from hookline.shared.signing import new_message_ids
+from hookline.shared.store.ingest_tx import subscription_patterns
+from hookline.shared.store.metric_deltas import MetricDeltas
+from hookline.shared.store.ops import NOTIFY, NOW, AfterCommit, Query, Rows, Tx, count, one
+
+log = get_logger()
+
+
+def quiet(row: Mapping[str, Any]) -> bool:
+    """True for a notification destination (subscribed to a `hookline.` type): nothing is
+    announced about it, so its own failures cannot loop back to it or to another one."""
+    return policy.watches_operations(json.loads(row["event_types"]))
+
+
+def publish_tx(notify: NotifyPolicy, event_type: str, tenant: str,
+               data: Mapping[str, Any]) -> Tx[int]:
+    """Store one operational event for `tenant` and its jobs (same-tenant and default-tenant
+    destinations subscribed to it by a `hookline.` pattern); returns the jobs made (0: no
+    subscriber, nothing stored).
+
+    Args:
+        notify: the policy (for the links).
+        event_type: one of :data:`hookline.shared.policy.notify.TYPES`.
+        tenant: the tenant of the destination the event is about.
+        data: the event's figures (destination, tenant, ...); the links are added.
+    """
+    keys = sorted({(owner, pattern) for owner in {tenant, DEFAULT_TENANT}
+                   for pattern in subscription_patterns(event_type)})
+    reached = sorted({int(r["destination_id"]) for r in (yield Query(
+        "fan_out", {"keys": Rows(("tenant_id", "pattern"), keys)}))})
+    if not reached:
+        return 0  # nobody listens: nothing to store (the state change is still recorded)
+    now = yield NOW
+    [message_id] = new_message_ids(1, now)
+    source_event_id = f"{event_type.removeprefix(policy.PREFIX)}_{secrets.token_hex(8)}"
+    body = policy.event_body(source_event_id, event_type, now,
+                             {**data, **policy.links(notify, tenant)})
+    [event] = yield Query("insert_event", {"events": Rows(
+        ("message_id", "tenant_id", "source", "source_event_id", "type", "body",
+         "forwarded_headers"),
+        [(message_id, tenant, policy.SOURCE, source_event_id, event_type, body,
+          forwarding.encode(()))])}, per_row=True)
+    yield Query("insert_jobs", {"pairs": Rows(("event_ids", "destination_ids"),
+                                              [(event["id"], d) for d in reached])},
+                per_row=True)
+    yield NOTIFY
+    deltas = MetricDeltas()
+    deltas.events(1)
+    for destination_id in reached:
+        deltas.jobs(destination_id, None, "pending")
+    deltas.notification(event_type.removeprefix(policy.PREFIX))
+    yield from deltas.apply()
+    destination = data.get("destination")
+    yield AfterCommit(lambda: log.info("operational_event", type=event_type, tenant=tenant,
+                                       destination=destination, jobs=len(reached)))
+    return len(reached)
+
+
+def moved_tx(destination_id: int, expected: str, state: str) -> Tx[bool]:
+    """Set a destination's notified_state to `state` if it is still `expected`: True for
+    the one transaction that made the change (it announces it)."""
+    return bool((yield count("set_notified_state", destination_id=destination_id,
+                             expected=expected, state=state)))
+
+
+def paused_tx(notify: NotifyPolicy, row: Mapping[str, Any], paused_reason: str | None,
+              status_code: int | None = None) -> Tx[None]:
+    """Announce that a destination was just paused (the pause itself is done; `row` is its
+    row from before or after the pause: id, tenant_id, name, failure_streak, failing_since,
+    notified_state, event_types)."""
+    if quiet(row):
+        return
+    yield from moved_tx(row["id"], row["notified_state"], "paused")
+    data = {"destination": row["name"], "tenant": row["tenant_id"],
+            "reason": policy.pause_cause(paused_reason), "paused_reason": paused_reason,
+            "failure_streak": int(row["failure_streak"] or 0),
+            "failing_since": policy.iso(row["failing_since"])}
+    if status_code is not None:
+        data["last_status_code"] = status_code
+    yield from publish_tx(notify, policy.PAUSED, row["tenant_id"], data)
+
+
+def recovered_tx(notify: NotifyPolicy, row: Mapping[str, Any]) -> Tx[None]:
+    """After a delivery succeeded on a destination announced as failing or paused
+    (`row` from destination_succeeded): announce that it delivers again, once."""
+    if not (yield from moved_tx(row["id"], row["notified_state"], "ok")) or quiet(row):
+        return
+    yield from publish_tx(notify, policy.RECOVERED, row["tenant_id"], {
+        "destination": row["name"], "tenant": row["tenant_id"],
+        "previous_state": row["notified_state"], "paused": bool(row["paused"])})
+
+
+def failing_tx(notify: NotifyPolicy, run: Mapping[str, Any], now: float,
+               status_code: int | None, error: str | None) -> Tx[None]:
+    """After a failed attempt (`run` from destination_failed): announce the destination as
+    failing when its run passed a threshold and nothing was announced since it was ok."""
+    if (run["notified_state"] != "ok" or run["paused"]
+            or not policy.failing_due(int(run["failure_streak"]), run["failing_since"], now,
+                                      notify)
+            or quiet(run) or not (yield from moved_tx(run["id"], "ok", "failing"))):
+        return
+    yield from publish_tx(notify, policy.FAILING, run["tenant_id"], {
+        "destination": run["name"], "tenant": run["tenant_id"],
+        "failure_streak": int(run["failure_streak"]),
+        "failing_since": policy.iso(run["failing_since"]),
+        "failing_for_s": round(now - (run["failing_since"] or now), 3),
+        "last_status_code": status_code, "last_error": error,
+        "thresholds": {"failure_streak": notify.failing_streak,
+                       "failing_after_s": notify.failing_after_s}})
+
+
+def dead_letters_tx(notify: NotifyPolicy, run: Mapping[str, Any], now: float,
+                    error: str | None) -> Tx[None]:
+    """After a job died (`run` from destination_failed, its dead-letter count included):
+    announce the destination's growing dead letters when past the step and interval."""
+    unnoticed = int(run["dead_letters_unnoticed"])
+    if (not policy.dead_letters_due(unnoticed, run["dead_letters_noticed_at"], now, notify)
+            or quiet(run)):
+        return
+    if not (yield count("dead_letters_noticed", destination_id=run["id"], unnoticed=unnoticed)):
+        return
+    counts = yield one("destination_job_counts", destination_id=run["id"])
+    yield from publish_tx(notify, policy.DEAD_LETTERS_GROWING, run["tenant_id"], {
+        "destination": run["name"], "tenant": run["tenant_id"],
+        "new_dead_letters": unnoticed, "dead_letters": int(counts["dead"]),
+        "pending": int(counts["pending"]),
+        "since": policy.iso(run["dead_letters_noticed_at"]), "last_error": error,
+        "thresholds": {"dead_letters_step": notify.dead_letters_step,
+                       "dead_letters_interval_s": notify.dead_letters_interval_s}})
+
+
+def rotated_tx(notify: NotifyPolicy, row: Mapping[str, Any], overlap_s: float) -> Tx[None]:
+    """After a secret rotation (`row`: the destination's row after it): announce it."""
+    if quiet(row):
+        return
+    yield from publish_tx(notify, policy.SECRET_ROTATED, row["tenant_id"], {
+        "destination": row["name"], "tenant": row["tenant_id"], "overlap_s": overlap_s,
+        "previous_secret_until": policy.iso(row["previous_secret_until"])})
