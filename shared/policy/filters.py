@@ -39,6 +39,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from hookline.shared.errors import InvalidSetting
+from hookline.shared.policy.inputs import json_kind
 
 FIELD = "filter"
 """The field name a filter has in the admin API, the tenant API and the CLI."""
@@ -91,7 +92,7 @@ def check_filter(value: Any) -> dict[str, Any] | None:
     if value is None or value == {}:
         return None
     if not isinstance(value, dict):
-        raise _bad(f"must be a JSON object (or null for none), not {_kind(value)}")
+        raise _bad(f"must be a JSON object (or null for none), not {json_kind(value)}")
     _Compiler().node(value, ())  # first: it bounds the depth that json.dumps recurses into
     try:
         size = len(json.dumps(value, separators=(",", ":"), allow_nan=False))
@@ -208,7 +209,7 @@ class _Compiler:
             if isinstance(spec, dict):
                 return self._object(spec, path)
             if not path:
-                raise _bad(f"must be a JSON object, not {_kind(spec)}")
+                raise _bad(f"must be a JSON object, not {json_kind(spec)}")
             self._count(path)
             return _on(path, _equal_test(spec))
         finally:
@@ -262,12 +263,12 @@ class _Compiler:
         where = f"{op} at {_shown(path)}"
         if op in ("$and", "$or"):
             if not isinstance(operand, list) or not operand:
-                raise _bad(f"{where} takes a non-empty list, not {_kind(operand)}")
+                raise _bad(f"{where} takes a non-empty list, not {json_kind(operand)}")
             parts = [self.node(item, path) for item in operand]
             return _all(parts) if op == "$and" else _any(parts)
         if op == "$not":
             if not path and not isinstance(operand, dict):
-                raise _bad(f"{where} takes a filter object, not {_kind(operand)}")
+                raise _bad(f"{where} takes a filter object, not {json_kind(operand)}")
             inner = self.node(operand, path)
             return lambda doc: not inner(doc)
         return _on(path, _value_test(op, operand, where))
@@ -285,10 +286,10 @@ def _value_test(op: str, operand: Any, where: str) -> _Test:
         return test if op == "$in" else _negated(test)
     if op == "$exist":
         if not isinstance(operand, bool):
-            raise _bad(f"{where} takes true or false, not {_kind(operand)}")
+            raise _bad(f"{where} takes true or false, not {json_kind(operand)}")
         return (lambda v: v is not MISSING) if operand else (lambda v: v is MISSING)
     if not isinstance(operand, str):  # $startsWith, $endsWith
-        raise _bad(f"{where} takes a string, not {_kind(operand)}")
+        raise _bad(f"{where} takes a string, not {json_kind(operand)}")
     if op == "$startsWith":
         return lambda v: type(v) is str and v.startswith(operand)
     return lambda v: type(v) is str and v.endswith(operand)
@@ -304,7 +305,7 @@ def _order_test(op: str, operand: Any, where: str) -> _Test:
     elif type(operand) in _NUMBER:
         kinds = _NUMBER
     else:
-        raise _bad(f"{where} takes a number or a string, not {_kind(operand)}")
+        raise _bad(f"{where} takes a number or a string, not {json_kind(operand)}")
     if op == "$gt":
         return lambda v: type(v) in kinds and v > operand
     if op == "$gte":
@@ -332,7 +333,7 @@ def _in_test(operand: Any, where: str) -> _Test:
     if type(operand) is str:
         return lambda v: type(v) is str and operand in v
     if not isinstance(operand, list):
-        raise _bad(f"{where} takes a list (or a string: contains), not {_kind(operand)}")
+        raise _bad(f"{where} takes a list (or a string: contains), not {json_kind(operand)}")
     strings = frozenset(m for m in operand if type(m) is str)
     numbers = frozenset(m for m in operand if type(m) in _NUMBER)
     others = [_equal_test(m) for m in operand
@@ -428,17 +429,3 @@ def json_equal(a: Any, b: Any) -> bool:
     if type(a) is dict:
         return a.keys() == b.keys() and all(json_equal(a[k], b[k]) for k in a)
     return bool(a == b)
-
-
-def _kind(value: Any) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "a boolean"
-    if isinstance(value, int | float):
-        return "a number"
-    if isinstance(value, str):
-        return "a string"
-    if isinstance(value, list):
-        return "a list"
-    return "an object"

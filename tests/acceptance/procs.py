@@ -77,6 +77,15 @@ def get_json(url: str) -> tuple[int, dict[str, Any]]:
         return 0, {}
 
 
+def healthy(base: str) -> bool:
+    """Whether the service at `base` (`http://127.0.0.1:PORT`) answers /healthz with 200."""
+    try:
+        with urllib.request.urlopen(f"{base}/healthz", timeout=1) as resp:
+            return bool(resp.status == 200)
+    except OSError:
+        return False
+
+
 def stop(proc: subprocess.Popen[bytes], timeout_s: float = 15.0) -> int:
     """SIGTERM, wait, SIGKILL if needed; returns the exit code."""
     if proc.poll() is None:

@@ -10,7 +10,7 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
-from procs import JSON_AUTH, ROOT, child_env, start_cli, stop, wait_until
+from procs import JSON_AUTH, ROOT, child_env, healthy, start_cli, stop, wait_until
 
 from hookline.rehearsal.harness import free_port
 from tests.integration.test_cli_output import PYTHON_REPR
@@ -30,14 +30,6 @@ def post(url: str, body: bytes, content_type: str = "application/json") -> tuple
             return resp.status, json.loads(resp.read())
     except urllib.error.HTTPError as exc:
         return exc.code, json.loads(exc.read())
-
-
-def healthy(base: str) -> bool:
-    try:
-        with urllib.request.urlopen(f"{base}/healthz", timeout=1) as resp:
-            return resp.status == 200
-    except OSError:
-        return False
 
 
 def test_destinations_add_and_list(tmp_path: Path):

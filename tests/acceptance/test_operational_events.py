@@ -16,7 +16,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
-from procs import JSON_AUTH, start_cli, stop, wait_until
+from procs import JSON_AUTH, healthy, start_cli, stop, wait_until
 from standardwebhooks import Webhook
 
 from hookline.rehearsal.harness import free_port
@@ -83,14 +83,6 @@ def call(method: str, url: str, body: dict[str, Any] | None = None) -> dict[str,
     request = urllib.request.Request(url, data=data, method=method, headers=JSON_AUTH)
     with urllib.request.urlopen(request, timeout=5) as resp:
         return json.loads(resp.read() or b"{}")
-
-
-def healthy(base: str) -> bool:
-    try:
-        with urllib.request.urlopen(f"{base}/healthz", timeout=1) as resp:
-            return resp.status == 200
-    except OSError:
-        return False
 
 
 def verified(secret: str, headers: dict[str, str], body: bytes) -> Any:

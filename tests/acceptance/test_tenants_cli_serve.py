@@ -10,11 +10,10 @@ import asyncio
 import json
 import subprocess
 import sys
-import urllib.request
 from pathlib import Path
 
 import pytest
-from procs import ROOT, child_env, log_records, start_cli, stop
+from procs import ROOT, child_env, healthy, log_records, start_cli, stop
 
 from hookline.rehearsal.harness import free_port
 from hookline.rehearsal.receiver import Endpoint, Receiver
@@ -31,14 +30,6 @@ def ok_json(db: str, *args: str) -> object:
     done = hookline(db, *args, "--json")
     assert done.returncode == 0, (args, done.stderr)
     return json.loads(done.stdout)
-
-
-def healthy(base: str) -> bool:
-    try:
-        with urllib.request.urlopen(f"{base}/healthz", timeout=1) as resp:
-            return resp.status == 200
-    except OSError:
-        return False
 
 
 async def until(predicate: object, what: str, timeout_s: float = 20.0) -> None:
