@@ -38,6 +38,8 @@ class Destination:
             workers keep it below the lease.
         rate_limit_per_s: most requests per second across all workers (None = no limit).
         ordered: FIFO mode: one request at a time, oldest unfinished job first.
+        propagate_trace: each attempt's request carries its span's W3C `traceparent` (and
+            `tracestate`) while tracing is on (OPERATIONS.md, "Tracing").
         failure_streak: consecutive failed attempts (circuit breaker); 0 after a success.
         failing_since: unix seconds of the first failure of the current run, or None.
         headers: custom request headers, (name, value) pairs sent with every attempt (names
@@ -63,6 +65,7 @@ class Destination:
     failing_since: float | None = None
     headers: tuple[tuple[str, str], ...] = ()  # migration 005
     tenant: str = DEFAULT_TENANT  # migration 012: the tenant it belongs to
+    propagate_trace: bool = False  # migration 019
 
     @classmethod
     def from_row(cls, row: Any) -> Destination:
@@ -83,6 +86,7 @@ class Destination:
             ordered=bool(opt("ordered", 0)), failure_streak=int(opt("failure_streak", 0)),
             failing_since=opt("failing_since"), headers=parse_headers(opt("headers")),
             tenant=opt("tenant_id", DEFAULT_TENANT),
+            propagate_trace=bool(opt("propagate_trace", 0)),
         )
 
     def active_secrets(self, now_s: float) -> tuple[str, ...]:
@@ -107,6 +111,7 @@ class Destination:
             else self.previous_secret[:10] + "…",
             "previous_secret_until": self.previous_secret_until, "timeout_s": self.timeout_s,
             "rate_limit_per_s": self.rate_limit_per_s, "ordered": self.ordered,
+            "propagate_trace": self.propagate_trace,
             "failure_streak": self.failure_streak, "failing_since": self.failing_since,
             # Values may be credentials (an API key the receiver wants): names only.
             "headers": {name: "***" for name, _ in self.headers},

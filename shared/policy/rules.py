@@ -220,6 +220,7 @@ DESTINATION_UPDATERS: dict[str, Callable[[Any], Any]] = {
     "timeout_s": lambda v: optional_positive("timeout_s", v),
     "rate_limit_per_s": lambda v: optional_positive("rate_limit_per_s", v),
     "ordered": lambda v: flag("ordered", v),
+    "propagate_trace": lambda v: flag("propagate_trace", v),
     "headers": headers,
 }
 
@@ -253,14 +254,16 @@ class NewDestination:
     timeout_s: float | None = None
     rate_limit_per_s: float | None = None
     ordered: bool = False
+    propagate_trace: bool = False
 
 
 def new_destination(*, name: Any, url: Any, secret: Any, event_types: Any = DEFAULT_EVENT_TYPES,
                     max_in_flight: Any = DEFAULT_MAX_IN_FLIGHT, headers: Any = None,
                     timeout_s: Any = None, rate_limit_per_s: Any = None,
-                    ordered: Any = False) -> NewDestination:
+                    ordered: Any = False, propagate_trace: Any = False) -> NewDestination:
     """Check every field of a destination to add, in a fixed order (name, url, secret,
-    event_types, max_in_flight, headers, timeout_s, rate_limit_per_s, ordered) so the first
+    event_types, max_in_flight, headers, timeout_s, rate_limit_per_s, ordered,
+    propagate_trace) so the first
     problem reported is the same everywhere. `headers` None means none; `timeout_s` and
     `rate_limit_per_s` None mean no override (seconds, requests per second). Raises
     InvalidSetting naming the field."""
@@ -271,14 +274,15 @@ def new_destination(*, name: Any, url: Any, secret: Any, event_types: Any = DEFA
         headers=_headers({} if headers is None else headers),
         timeout_s=optional_positive("timeout_s", timeout_s),
         rate_limit_per_s=optional_positive("rate_limit_per_s", rate_limit_per_s),
-        ordered=bool(flag("ordered", ordered)))
+        ordered=bool(flag("ordered", ordered)),
+        propagate_trace=bool(flag("propagate_trace", propagate_trace)))
 
 
 # The keyword arguments of new_destination shadow the rules of the same name.
 _event_types, _max_in_flight, _headers = event_types, max_in_flight, headers
 
 DESTINATION_FIELDS = ("name", "url", "secret", "event_types", "max_in_flight", "headers",
-                      "timeout_s", "rate_limit_per_s", "ordered")
+                      "timeout_s", "rate_limit_per_s", "ordered", "propagate_trace")
 """The fields a destination is created with (`POST /v1/admin/destinations` takes exactly
 these; all but name and url are optional)."""
 

@@ -218,12 +218,15 @@ class Store(TenantStore, Protocol):
                               timeout_s: float | None = None,
                               rate_limit_per_s: float | None = None,
                               ordered: bool = False,
+                              propagate_trace: bool = False,
                               tenant: str = DEFAULT_TENANT) -> Destination:
         """Register a destination of `tenant` (names are unique within a tenant); `headers`
         are its custom request headers (see
         :func:`hookline.shared.policy.rules.headers`); `timeout_s` (seconds) and `rate_limit_per_s`
         override the attempt timeout and limit its request rate (None: no override, no
-        limit); `ordered` sends its jobs one at a time, oldest first. Every field is checked by
+        limit); `ordered` sends its jobs one at a time, oldest first; `propagate_trace` sends
+        each attempt span's `traceparent` with the request (while tracing is on). Every field
+        is checked by
         :func:`hookline.shared.policy.rules.new_destination` first. Raises InvalidSetting (a
         ConfigError) for an invalid field, Conflict when a live destination of the tenant has
         that name or the tenant has its `max_destinations`, NotFound for an unknown tenant."""

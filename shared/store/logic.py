@@ -192,17 +192,19 @@ class StoreLogic(ClaimOperations, EventOperations, TenantOperations, TenantCount
                               timeout_s: float | None = None,
                               rate_limit_per_s: float | None = None,
                               ordered: bool = False,
+                              propagate_trace: bool = False,
                               tenant: str = DEFAULT_TENANT) -> Destination:
         """See :meth:`hookline.shared.store.Store.add_destination`."""
         new = rules.new_destination(name=name, url=url, secret=secret, event_types=event_types,
                                     max_in_flight=max_in_flight, headers=headers,
                                     timeout_s=timeout_s, rate_limit_per_s=rate_limit_per_s,
-                                    ordered=ordered)
+                                    ordered=ordered, propagate_trace=propagate_trace)
         query = Query("insert_destination", {
             "tenant": tenant, "name": new.name, "url": new.url, "secret": new.secret,
             "max_in_flight": new.max_in_flight, "event_types": json.dumps(new.event_types),
             "headers": json.dumps(new.headers), "timeout_s": new.timeout_s,
-            "rate_limit_per_s": new.rate_limit_per_s, "ordered": int(new.ordered)},
+            "rate_limit_per_s": new.rate_limit_per_s, "ordered": int(new.ordered),
+            "propagate_trace": int(new.propagate_trace)},
             want="one", taken=f"a destination named {name!r} already exists")
         return Destination.from_row(await self._transact(add_destination_tx(tenant, query),
                                                          write=True))
