@@ -14,7 +14,7 @@ VERSION_FILE := $(CLIENT)/hookline_client/_version.py
 $(STAMP): pyproject.toml setup.py $(CLIENT)/pyproject.toml $(VERSION_FILE)
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e './$(CLIENT)[aio]' -e '.[test,bench]'
+	$(BIN)/python -m pip install --quiet -e './$(CLIENT)[aio]' -e '.[test,bench,otel]'
 	touch $(STAMP)
 
 venv: $(STAMP)

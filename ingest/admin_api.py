@@ -10,7 +10,8 @@ the same `detail` text the CLI prints; a destination address the outbound guard 
                                                 `tenant`; every tenant's when absent
     POST   /v1/admin/destinations               add {name, url, secret?, event_types?,
                                                 max_in_flight?, headers?, timeout_s?,
-                                                rate_limit_per_s?, ordered?, filter?, tenant?}
+                                                rate_limit_per_s?, ordered?, filter?,
+                                                propagate_trace?, tenant?}
                                                 (others: 400); a generated secret is
                                                 returned once
     GET    /v1/admin/destinations/{name}        one (secret redacted)
@@ -196,6 +197,7 @@ async def add_destination(request: web.Request) -> web.Response:
                                        timeout_s=new.timeout_s,
                                        rate_limit_per_s=new.rate_limit_per_s,
                                        ordered=new.ordered, filter=new.filter,
+                                       propagate_trace=new.propagate_trace,
                                        tenant=tenant)  # Conflict: name taken or tenant full
     get_logger().info("destination_added", destination=new.name, tenant=tenant,
                       by=acting(request))

@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import TYPE_CHECKING
 
 from aiohttp import web
 
@@ -68,6 +69,7 @@ from hookline.ingest.app_state import (
     READ_STORE_KEY,
     SNAPSHOTS_KEY,
     STORE_KEY,
+    TRACING_KEY,
     InFlight,
 )
 from hookline.ingest.group_commit import GroupCommitter
@@ -83,6 +85,9 @@ from hookline.shared.process.metrics_file import ProcessMetrics, SnapshotWriter
 from hookline.shared.store import Store
 from hookline.shared.version import PRODUCT
 
+if TYPE_CHECKING:
+    from hookline.shared.otel import Tracing
+
 # Codes for the HTTP errors aiohttp raises itself (routing) or we raise; others derive from
 # the reason phrase ("Request Timeout" -> "request_timeout").
 _HTTP_CODES = {404: "not_found", 405: "method_not_allowed", 413: "body_too_large",
@@ -96,7 +101,8 @@ Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 def build_app(store: Store, config: Config, *,
               committer: GroupCommitter | None = None,
               snapshots: SnapshotWriter | None = None,
-              read_store: Store | None = None) -> web.Application:
+              read_store: Store | None = None,
+              tracing: Tracing | None = None) -> web.Application:
     """Build the ingest application around an open store.
 
     The app starts the committer when it starts up and stops it at cleanup, which aiohttp
@@ -113,6 +119,8 @@ def build_app(store: Store, config: Config, *,
             new one that keeps no file, so /metrics shows this app's own figures only.
         read_store: an open store on the same database for whole-table reads (/metrics,
             stats, the dashboard's summaries); None: `store`. The caller opens and closes it.
+        tracing: the process's tracing (spans for `POST /v1/events`); None: off. A
+            committer made here traces its commits with it.
 
     Returns:
         The application, ready for an AppRunner or aiohttp's TestServer.
@@ -128,7 +136,8 @@ def build_app(store: Store, config: Config, *,
     app[CONFIG_KEY] = config
     app[COMMITTER_KEY] = committer = (committer if committer is not None else GroupCommitter(
         store, timeout_s=config.ingest_commit_timeout_s,
-        create_tenants=config.tenants_auto_create))
+        create_tenants=config.tenants_auto_create, tracing=tracing))
+    app[TRACING_KEY] = tracing
     app[SNAPSHOTS_KEY] = snapshots = (snapshots if snapshots is not None
                                       else SnapshotWriter(None, "ingest", ProcessMetrics()))
     app[PROCESS_METRICS_KEY] = snapshots.metrics

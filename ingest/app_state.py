@@ -7,6 +7,7 @@ Every ingest module reads the app's state through these keys (and :func:`request
 from __future__ import annotations
 
 import asyncio
+from typing import TYPE_CHECKING
 
 from aiohttp import web
 
@@ -17,6 +18,9 @@ from hookline.shared.faults import StoreOutage
 from hookline.shared.process.metrics_file import ProcessMetrics, SnapshotWriter
 from hookline.shared.store import Store
 from hookline.shared.tenant_tokens import TokenClaims
+
+if TYPE_CHECKING:
+    from hookline.shared.otel import Tracing
 
 
 class InFlight:
@@ -74,6 +78,8 @@ PROCESS_METRICS_KEY = web.AppKey("process_metrics", ProcessMetrics)
 SNAPSHOTS_KEY = web.AppKey("metrics_snapshots", SnapshotWriter)
 """Writes this process's metrics snapshot (written again at each /metrics scrape)."""
 OUTAGE_KEY = web.AppKey("store_outage", StoreOutage)
+TRACING_KEY: web.AppKey[Tracing | None] = web.AppKey("tracing")
+"""The process's tracing (the `tracing` setting), or None while it is off."""
 """Logs one `store_unavailable` / `store_recovered` pair per database outage."""
 
 

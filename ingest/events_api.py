@@ -6,14 +6,20 @@ that source's ids belong to the provider (its events arrive at `/v1/sources/{nam
 Answers: 202 / 200 duplicate / 503 as in ingest/accept.py; 400 `invalid_event`,
 413 `body_too_large`, 415 `unsupported_media_type`, 429 `rate_limited` (per source, when
 ingest_rate_per_s > 0).
+
+With tracing on, each request is a `POST /v1/events` span continuing the publisher's
+`traceparent` (or starting a trace), and its context is stored with the event
+(hookline.shared.otel).
 """
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from aiohttp import web
 
 from hookline.ingest.accept import accept_event
-from hookline.ingest.app_state import CONFIG_KEY
+from hookline.ingest.app_state import CONFIG_KEY, TRACING_KEY
 from hookline.ingest.auth import INGEST_SETTING, check_bearer
 from hookline.ingest.http_common import (
     UnsupportedMediaType,
@@ -27,6 +33,8 @@ from hookline.ingest.validation import DEFAULT_SOURCE, BodyTooLarge, parse_event
 from hookline.shared.errors import InvalidEvent
 from hookline.shared.logs import get_logger
 
+ROUTE = "POST /v1/events"
+
 
 def register(app: web.Application) -> None:
     """Add `POST /v1/events` to the ingest app."""
@@ -35,7 +43,19 @@ def register(app: web.Application) -> None:
 
 async def post_event(request: web.Request) -> web.Response:
     """`POST /v1/events`: authenticate, validate, commit with its jobs, then answer (see
-    module docstring)."""
+    module docstring); a span of its own while tracing is on."""
+    tracing = request.app[TRACING_KEY]
+    if tracing is None:
+        return await _post_event(request, None)
+    with tracing.request(ROUTE, request.headers) as span:
+        response = await _post_event(request, tracing.stored_context(span))
+        tracing.answered(span, response.status)
+        return response
+
+
+async def _post_event(request: web.Request, trace_context: str | None) -> web.Response:
+    """The route's work; `trace_context` (the request span's, stored form) goes with the
+    event."""
     config = request.app[CONFIG_KEY]
     denied = check_bearer(request, config.ingest_token, what="POST /v1/events",
                           setting=INGEST_SETTING)
@@ -63,4 +83,6 @@ async def post_event(request: web.Request) -> web.Response:
     limited = check_rate(request.app, event.source)
     if limited is not None:
         return limited
+    if trace_context is not None:
+        event = replace(event, trace_context=trace_context)
     return await accept_event(request, event)

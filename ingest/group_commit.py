@@ -10,12 +10,16 @@ its event, so a 2xx answer always means the event and its jobs are durable.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from hookline.ingest.batcher import Batcher, BatcherStopped
 from hookline.shared.metrics_catalog import BATCH_SIZE_BUCKETS
 from hookline.shared.models import NewEvent, StoreResult
 from hookline.shared.process.metrics_file import Histogram
 from hookline.shared.store import Store
+
+if TYPE_CHECKING:
+    from hookline.shared.otel import Tracing
 
 DEFAULT_MAX_BATCH = 512
 
@@ -35,6 +39,9 @@ class GroupCommitter(Batcher[NewEvent, StoreResult]):
             ingest_commit_timeout_s); past it submit raises WriteTimedOut (None = no bound).
         create_tenants: an event for an unknown tenant creates it (Config.
             tenants_auto_create) instead of being refused.
+        tracing: the process's tracing: each commit is a `hookline.group_commit` span, the
+            child of its first traced request and linked to the others
+            (hookline.shared.otel); None: off.
 
     Attributes:
         batches: `add_events` calls made so far (successful or not).
@@ -47,16 +54,20 @@ class GroupCommitter(Batcher[NewEvent, StoreResult]):
 
     def __init__(self, store: Store, *, max_batch: int = DEFAULT_MAX_BATCH,
                  min_interval_s: float = 0.0, timeout_s: float | None = None,
-                 create_tenants: bool = False) -> None:
+                 create_tenants: bool = False, tracing: Tracing | None = None) -> None:
         super().__init__(self._add_events, max_batch=max_batch, name="group-commit",
                          min_interval_s=min_interval_s, timeout_s=timeout_s)
         self.store = store
         self.create_tenants = create_tenants
+        self.tracing = tracing
         self.batch_sizes = Histogram(BATCH_SIZE_BUCKETS)
 
     async def _add_events(self, events: list[NewEvent]) -> Sequence[StoreResult]:
         self.batch_sizes.observe(len(events))
-        return await self.store.add_events(events, create_tenants=self.create_tenants)
+        if self.tracing is None:
+            return await self.store.add_events(events, create_tenants=self.create_tenants)
+        with self.tracing.commit([e.trace_context for e in events]):
+            return await self.store.add_events(events, create_tenants=self.create_tenants)
 
     @property
     def committed(self) -> int:

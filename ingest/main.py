@@ -76,9 +76,10 @@ async def serve(config: Config, *, ready: Callable[[int], None] | None = None,
                 await reader.open()
             committer = GroupCommitter(store, min_interval_s=config.batch_interval_s,
                                        timeout_s=config.ingest_commit_timeout_s,
-                                       create_tenants=config.tenants_auto_create)
+                                       create_tenants=config.tenants_auto_create,
+                                       tracing=child.tracing)
             app = build_app(store, config, committer=committer, snapshots=child.snapshots,
-                            read_store=reader)
+                            read_store=reader, tracing=child.tracing)
             # Stopping happens in two steps within graceful_timeout_s: most of it to drain
             # (below), the rest for aiohttp's own shutdown of whatever is left.
             # Request-head limits are enforced by aiohttp's parser; IngestRunner answers a

@@ -29,6 +29,7 @@ from hookline.shared.policy.rules import (
     retention_ages,
 )
 from hookline.shared.timeparse import parse_duration
+from hookline.shared.tracing import check_tracing_setting
 
 ENV_PREFIX = "HOOKLINE_"
 CONFIG_ENV = "HOOKLINE_CONFIG_JSON"
@@ -327,6 +328,12 @@ class Config:
         10 * 1024 * 1024, "The supervisor rotates log_file once it grows past this, bytes.",
         check=checks.above_zero)
     log_file_backups: int = _opt(5, "Rotated log files kept (LOG.1 ... LOG.N).")
+    tracing: bool = _opt(
+        False, "Export OpenTelemetry traces (OTLP/HTTP) of each event from the publisher's "
+        "request to every delivery attempt; the collector, sampling and batching come from "
+        "the standard OTEL_* variables (OPERATIONS.md, \"Tracing\"). Needs "
+        "`pip install 'hookline[otel]'`.",
+        check=check_tracing_setting)
 
     def __post_init__(self) -> None:
         """Apply each field's rule (declared beside it), then the rules between fields.

@@ -40,6 +40,8 @@ class Destination:
             workers keep it below the lease.
         rate_limit_per_s: most requests per second across all workers (None = no limit).
         ordered: FIFO mode: one request at a time, oldest unfinished job first.
+        propagate_trace: each attempt's request carries its span's W3C `traceparent` (and
+            `tracestate`) while tracing is on (OPERATIONS.md, "Tracing").
         failure_streak: consecutive failed attempts (circuit breaker); 0 after a success.
         failing_since: unix seconds of the first failure of the current run, or None.
         headers: custom request headers, (name, value) pairs sent with every attempt (names
@@ -68,6 +70,7 @@ class Destination:
     tenant: str = DEFAULT_TENANT  # migration 012: the tenant it belongs to
     filter: dict[str, Any] | None = None  # migration 016
     body_format: str = "standard"  # migration 017: `slack` renders operational events as text
+    propagate_trace: bool = False  # migration 019
 
     @classmethod
     def from_row(cls, row: Any) -> Destination:
@@ -90,6 +93,7 @@ class Destination:
             tenant=opt("tenant_id", DEFAULT_TENANT),
             filter=json.loads(opt("filter")) if opt("filter") else None,
             body_format=opt("body_format", "standard"),
+            propagate_trace=bool(opt("propagate_trace", 0)),
         )
 
     def active_secrets(self, now_s: float) -> tuple[str, ...]:
@@ -114,6 +118,7 @@ class Destination:
             else self.previous_secret[:10] + "…",
             "previous_secret_until": self.previous_secret_until, "timeout_s": self.timeout_s,
             "rate_limit_per_s": self.rate_limit_per_s, "ordered": self.ordered,
+            "propagate_trace": self.propagate_trace,
             "failure_streak": self.failure_streak, "failing_since": self.failing_since,
             # Values may be credentials (an API key the receiver wants): names only.
             "headers": {name: "***" for name, _ in self.headers},

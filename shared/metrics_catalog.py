@@ -96,10 +96,15 @@ STORE_TIMEOUTS = Family(
     "hookline_store_timeouts_total", "counter",
     "Database calls of the process that missed a deadline (PostgreSQL: pg_transaction_timeout_s"
     ", a LISTEN ping; a silent network or a stuck server), per process.", per_slot=True)
+OTEL_SPANS_DROPPED = Family(
+    "hookline_otel_spans_dropped_total", "counter",
+    "Trace spans that never reached the collector (tracing on), by reason: queue_full (the "
+    "export queue was full) or export_failed (the collector refused the batch or could not "
+    "be reached).", ("reason",))
 
 FAMILIES: tuple[Family, ...] = (
     INGEST_REQUESTS, INGEST_REJECTIONS, INGEST_ACCEPT_SECONDS, INGEST_BATCH_SIZE,
     WRITE_LOCK_WAIT_SECONDS, PROCESS_CPU_SECONDS, PROCESS_RESIDENT_MEMORY_BYTES,
     PROCESS_START_TIME_SECONDS, CHILDREN_WANTED, CHILDREN_ALIVE, CHILD_RESTARTS,
-    HEARTBEAT_AGE_SECONDS, CLOCK_STEPS, STORE_TIMEOUTS)
+    HEARTBEAT_AGE_SECONDS, CLOCK_STEPS, STORE_TIMEOUTS, OTEL_SPANS_DROPPED)
 BY_NAME = {family.name: family for family in FAMILIES}

@@ -47,6 +47,10 @@ class NewEvent:
     forwarded_headers: tuple[tuple[str, str], ...] = ()
     tenant: str = DEFAULT_TENANT
     """The tenant it is published for: only that tenant's destinations receive it."""
+    trace_context: str | None = None
+    """The ingest request span's W3C trace context (hookline.shared.tracing's stored form),
+    stored with the event so every delivery attempt joins its trace; None while tracing is
+    off."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -122,6 +126,11 @@ class Claim:
     # is counted from it (shared/store/metric_deltas.py); None: not known, or the job was
     # replayed or resent (the histogram observes each job's first completion only).
     received_at: float | None = None
+    # The event's stored trace context (hookline.shared.tracing): each attempt's span is its
+    # child. None: stored while tracing was off.
+    trace_context: str | None = None
+    # The destination asks for the attempt span's `traceparent` on its requests.
+    propagate_trace: bool = False
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

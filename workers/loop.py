@@ -7,7 +7,8 @@ with the late-retry reservation and the per-destination fair share, and extends 
 it holds between its writes. The worker sends each claimed job (the :meth:`Worker.send` the
 writer starts per claim) and tells the writer when work may be due: the store's wake-up
 (ingest pokes it after each commit), with a poll as fallback. Each finish passes the
-circuit-breaker policy to the store (auto-pause on a failure run or a 410).
+circuit-breaker policy to the store (auto-pause on a failure run or a 410). With tracing on,
+each attempt is a `hookline.attempt` span in its event's trace (hookline.shared.otel).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from hookline.shared.config import Config
 from hookline.shared.faults import StoreOutage
@@ -25,6 +27,9 @@ from hookline.shared.policy.retry import Backoff, next_attempt
 from hookline.shared.store import Store
 from hookline.workers.sender import SendsAttempts
 from hookline.workers.writer import Writer
+
+if TYPE_CHECKING:
+    from hookline.shared.otel import Tracing
 
 log = get_logger()
 
@@ -40,11 +45,14 @@ class Worker:
         clock: unix-seconds wall clock, for an HTTP-date `Retry-After` and the logs (a
             retry's delay is added to the store's own clock when its finish is written);
             None: the host's.
+        tracing: the process's tracing (a span per attempt); None: off.
     """
 
     def __init__(self, store: Store, config: Config, worker_id: str, sender: SendsAttempts,
-                 clock: Callable[[], float] | None = None) -> None:
+                 clock: Callable[[], float] | None = None,
+                 tracing: Tracing | None = None) -> None:
         self.store = store
+        self.tracing = tracing
         self.config = config
         self.worker_id = worker_id
         self.sender = sender
@@ -92,9 +100,16 @@ class Worker:
                       destination=claim.destination_name, lease_token=claim.lease_token)
         timeout_s = effective_timeout_s(claim.timeout_s, self.config.attempt_timeout_s,
                                         self.config.lease_s)
-        result = await self.sender.send(claim, timeout_s=timeout_s)
-        outcome = next_attempt(claim.attempt, result, self.clock(), self.backoff,
-                               permanent_statuses=self.permanent_statuses)
+        if self.tracing is None:
+            result = await self.sender.send(claim, timeout_s=timeout_s)
+            outcome = next_attempt(claim.attempt, result, self.clock(), self.backoff,
+                                   permanent_statuses=self.permanent_statuses)
+            return outcome, result
+        with self.tracing.attempt(claim) as attempt:
+            result = await self.sender.send(attempt.claim, timeout_s=timeout_s)
+            outcome = next_attempt(claim.attempt, result, self.clock(), self.backoff,
+                                   permanent_statuses=self.permanent_statuses)
+            attempt.record(result, outcome)
         return outcome, result
 
     async def _listen_for_jobs(self) -> None:

@@ -57,7 +57,8 @@ async def serve(config: Config, slot: str, stop: asyncio.Event | None = None,
                               max_connections=config.worker_concurrency,
                               max_connection_age_s=config.max_connection_age_s) as sender:
                 attempts = sender if wrap_sender is None else wrap_sender(sender)
-                await Worker(child.store, config, worker_id, attempts).run(child.stop)
+                await Worker(child.store, config, worker_id, attempts,
+                             tracing=child.tracing).run(child.stop)
         finally:
             report_write_lock(config, slot, write_lock_stats(child.store))
     log.info("worker_stopped", worker=worker_id)

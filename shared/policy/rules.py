@@ -234,6 +234,7 @@ DESTINATION_UPDATERS: dict[str, Callable[[Any], Any]] = {
     "timeout_s": lambda v: optional_positive("timeout_s", v),
     "rate_limit_per_s": lambda v: optional_positive("rate_limit_per_s", v),
     "ordered": lambda v: flag("ordered", v),
+    "propagate_trace": lambda v: flag("propagate_trace", v),
     "headers": headers,
     "filter": check_filter,  # a payload filter (shared/policy/filters.py); null removes it
     "body_format": body_format,
@@ -270,18 +271,20 @@ class NewDestination:
     rate_limit_per_s: float | None = None
     ordered: bool = False
     filter: dict[str, Any] | None = None
+    propagate_trace: bool = False
 
 
 def new_destination(*, name: Any, url: Any, secret: Any, event_types: Any = DEFAULT_EVENT_TYPES,
                     max_in_flight: Any = DEFAULT_MAX_IN_FLIGHT, headers: Any = None,
                     timeout_s: Any = None, rate_limit_per_s: Any = None,
-                    ordered: Any = False, filter: Any = None
+                    ordered: Any = False, filter: Any = None, propagate_trace: Any = False
                     ) -> NewDestination:
     """Check every field of a destination to add, in a fixed order (name, url, secret,
-    event_types, max_in_flight, headers, timeout_s, rate_limit_per_s, ordered, filter) so the
-    first problem reported is the same everywhere. `headers` None means none; `timeout_s` and
-    `rate_limit_per_s` None mean no override (seconds, requests per second); `filter` None
-    means every subscribed event is delivered. Raises InvalidSetting naming the field."""
+    event_types, max_in_flight, headers, timeout_s, rate_limit_per_s, ordered, filter,
+    propagate_trace) so the first problem reported is the same everywhere. `headers` None
+    means none; `timeout_s` and `rate_limit_per_s` None mean no override (seconds, requests
+    per second); `filter` None means every subscribed event is delivered. Raises
+    InvalidSetting naming the field."""
     return NewDestination(
         name=destination_name(name), url=destination_url(url),
         secret=destination_secret(secret), event_types=_event_types(event_types),
@@ -289,14 +292,15 @@ def new_destination(*, name: Any, url: Any, secret: Any, event_types: Any = DEFA
         headers=_headers({} if headers is None else headers),
         timeout_s=optional_positive("timeout_s", timeout_s),
         rate_limit_per_s=optional_positive("rate_limit_per_s", rate_limit_per_s),
-        ordered=bool(flag("ordered", ordered)), filter=check_filter(filter))
+        ordered=bool(flag("ordered", ordered)), filter=check_filter(filter),
+        propagate_trace=bool(flag("propagate_trace", propagate_trace)))
 
 
 # The keyword arguments of new_destination shadow the rules of the same name.
 _event_types, _max_in_flight, _headers = event_types, max_in_flight, headers
 
 DESTINATION_FIELDS = ("name", "url", "secret", "event_types", "max_in_flight", "headers",
-                      "timeout_s", "rate_limit_per_s", "ordered", "filter")
+                      "timeout_s", "rate_limit_per_s", "ordered", "filter", "propagate_trace")
 """The fields a destination is created with (`POST /v1/admin/destinations` takes exactly
 these; all but name and url are optional)."""
 

@@ -30,13 +30,18 @@ import signal
 import sys
 import threading
 from collections.abc import AsyncIterator, Callable, Coroutine
-from typing import Any, NoReturn
+from functools import partial
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from hookline.shared.config import Config
 from hookline.shared.errors import StoreUnavailable
 from hookline.shared.faults import is_transient
 from hookline.shared.logs import configure_logging, get_logger
-from hookline.shared.metrics_catalog import STORE_TIMEOUTS, WRITE_LOCK_WAIT_SECONDS
+from hookline.shared.metrics_catalog import (
+    OTEL_SPANS_DROPPED,
+    STORE_TIMEOUTS,
+    WRITE_LOCK_WAIT_SECONDS,
+)
 from hookline.shared.process.clock import watch_clock
 from hookline.shared.process.lifecycle import (
     BOOT_ERROR_EXIT,
@@ -59,6 +64,10 @@ from hookline.shared.process.metrics_file import (
 )
 from hookline.shared.store import Store, store_for, store_timeouts, write_lock_waits
 from hookline.shared.store.write_lock import DurationHistogram
+from hookline.shared.tracing import start_tracing
+
+if TYPE_CHECKING:
+    from hookline.shared.otel import Tracing
 
 
 class BootState:
@@ -81,6 +90,7 @@ class ChildContext:
         metrics: what this process counts in memory for /metrics; its snapshot is written
             to the runtime folder every few seconds (shared/process/metrics_file.py).
         snapshots: writes that snapshot (ingest also writes it at each scrape).
+        tracing: the process's OpenTelemetry tracing (the `tracing` setting), or None.
     """
 
     config: Config
@@ -90,6 +100,7 @@ class ChildContext:
     boot: BootState
     metrics: ProcessMetrics
     snapshots: SnapshotWriter
+    tracing: Tracing | None = None
 
     def mark_ready(self) -> None:
         """Record that this child serves: faults from here on are runtime faults, and the
@@ -134,7 +145,9 @@ async def child_context(config: Config, slot: str, *, stop: asyncio.Event | None
     beat = asyncio.create_task(heartbeat(heartbeat_path(config, slot),
                                          heartbeat_interval_s(config.heartbeat_timeout_s),
                                          exiting), name="heartbeat")
+    tracing = None
     try:
+        tracing = start_tracing(config.tracing, slot)  # ConfigError: a malformed OTEL_BSP_*
         store = store_for(config)
         try:
             await store.open()
@@ -149,18 +162,24 @@ async def child_context(config: Config, slot: str, *, stop: asyncio.Event | None
         if store_timeouts(store) is not None:  # PostgreSQL: calls that missed a deadline
             metrics.value_sources.append(lambda: {STORE_TIMEOUTS.name: {
                 (): float(store_timeouts(store) or 0)}})
+        if tracing is not None:
+            metrics.value_sources.append(partial(spans_dropped, tracing))
         snapshots = SnapshotWriter(runtime_dir(config), slot, metrics)
         snapshots_done = asyncio.Event()
         snapshot_task = asyncio.create_task(write_snapshots(snapshots, snapshots_done),
                                             name="metrics-snapshots")
         try:
             yield ChildContext(config, slot, stop, store, boot or BootState(), metrics,
-                               snapshots)
+                               snapshots, tracing)
         finally:
+            if tracing is not None:  # its last spans (bounded, off the event loop), counted
+                await asyncio.to_thread(tracing.shutdown)
             snapshots_done.set()  # the task writes a last snapshot and returns
             await snapshot_task
             await _close_quietly(store)
     finally:
+        if tracing is not None:  # a failed boot: its thread ends too (idempotent)
+            await asyncio.to_thread(tracing.shutdown)
         with contextlib.suppress(OSError):
             ready_path(config, slot).unlink(missing_ok=True)
         parent_watch.cancel()
@@ -170,6 +189,12 @@ async def child_context(config: Config, slot: str, *, stop: asyncio.Event | None
         await beat
         for signum in (signal.SIGTERM, signal.SIGINT):
             loop.remove_signal_handler(signum)
+
+
+def spans_dropped(tracing: Tracing) -> dict[str, dict[tuple[str, ...], float]]:
+    """`hookline_otel_spans_dropped_total` of this process, by reason."""
+    return {OTEL_SPANS_DROPPED.name: {(reason,): float(n)
+                                      for reason, n in tracing.dropped().items()}}
 
 
 def write_lock_histogram(waits: DurationHistogram) -> HistogramData:

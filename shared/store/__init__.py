@@ -226,13 +226,15 @@ class Store(TenantStore, Protocol):
                               ordered: bool = False,
                               tenant: str = DEFAULT_TENANT,
                               filter: Mapping[str, Any] | None = None,
+                              propagate_trace: bool = False,
                               ) -> Destination:
         """Register a destination of `tenant` (names are unique within a tenant); `headers`
         are its custom request headers (see
         :func:`hookline.shared.policy.rules.headers`); `timeout_s` (seconds) and `rate_limit_per_s`
         override the attempt timeout and limit its request rate (None: no override, no
         limit); `ordered` sends its jobs one at a time, oldest first; `filter` is its payload
-        filter (shared/policy/filters.py; None: none). Every field is checked by
+        filter (shared/policy/filters.py; None: none); `propagate_trace` sends each attempt
+        span's `traceparent` with the request (while tracing is on). Every field is checked by
         :func:`hookline.shared.policy.rules.new_destination` first. Raises InvalidSetting (a
         ConfigError) for an invalid field, Conflict when a live destination of the tenant has
         that name or the tenant has its `max_destinations`, NotFound for an unknown tenant."""

@@ -234,7 +234,9 @@ def _claim_from(row: Any, details: Any, worker: str, taken_over: bool, now: floa
         secrets=secrets, timeout_s=details["timeout_s"],
         headers=parse_headers(details["headers"]),
         forwarded_headers=forwarding.decode(details["forwarded_headers"]),
-        tenant_id=details["tenant_id"], received_at=details["received_at"])
+        tenant_id=details["tenant_id"], received_at=details["received_at"],
+        trace_context=details["trace_context"],
+        propagate_trace=bool(details["propagate_trace"]))
 
 
 def _body(details: Any) -> bytes:

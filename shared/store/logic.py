@@ -199,18 +199,21 @@ class StoreLogic(ClaimOperations, EventOperations, TenantOperations, TenantCount
                               ordered: bool = False,
                               tenant: str = DEFAULT_TENANT,
                               filter: Mapping[str, Any] | None = None,
+                              propagate_trace: bool = False,
                               ) -> Destination:
         """See :meth:`hookline.shared.store.Store.add_destination`."""
         new = rules.new_destination(name=name, url=url, secret=secret, event_types=event_types,
                                     max_in_flight=max_in_flight, headers=headers,
                                     timeout_s=timeout_s, rate_limit_per_s=rate_limit_per_s,
-                                    ordered=ordered, filter=filter)
+                                    ordered=ordered, filter=filter,
+                                    propagate_trace=propagate_trace)
         query = Query("insert_destination", {
             "tenant": tenant, "name": new.name, "url": new.url, "secret": new.secret,
             "max_in_flight": new.max_in_flight, "event_types": json.dumps(new.event_types),
             "headers": json.dumps(new.headers), "timeout_s": new.timeout_s,
             "rate_limit_per_s": new.rate_limit_per_s, "ordered": int(new.ordered),
-            "filter": None if new.filter is None else json.dumps(new.filter)},
+            "filter": None if new.filter is None else json.dumps(new.filter),
+            "propagate_trace": int(new.propagate_trace)},
             want="one", taken=f"a destination named {name!r} already exists")
         return Destination.from_row(await self._transact(add_destination_tx(tenant, query),
                                                          write=True))

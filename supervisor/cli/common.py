@@ -70,6 +70,7 @@ FIELD_FLAGS = {
     "secret": "--secret", "scheme": "--scheme", "bodies_older_than": "--bodies-older-than",
     "metadata_older_than": "--metadata-older-than", "dedupe_keep": "--dedupe-keep",
     "timeout_s": "--timeout", "rate_limit_per_s": "--rate-limit", "ordered": "--ordered",
+    "propagate_trace": "--propagate-trace",
     "overlap_s": "--overlap", "tenant": "--tenant", "metadata": "--metadata",
     "max_destinations": "--max-destinations", "filter": "--filter", "last": "--last",
 }

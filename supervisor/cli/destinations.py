@@ -79,8 +79,9 @@ def register(sub: Any) -> None:
 
 
 def add_policy_flags(parser: Any, *, changing: bool = False) -> None:
-    """`--timeout`, `--rate-limit` and `--ordered` (plus `--no-ordered` when `changing` an
-    existing destination): the delivery policy fields of the rule book."""
+    """`--timeout`, `--rate-limit`, `--ordered` and `--propagate-trace` (plus `--no-ordered`
+    and `--no-propagate-trace` when `changing` an existing destination): the delivery policy
+    fields of the rule book."""
     parser.add_argument("--timeout", metavar="DURATION",
                         help="attempt timeout for this destination, e.g. 5s or 2.5 (default: "
                              "the service's attempt_timeout_s)")
@@ -93,6 +94,14 @@ def add_policy_flags(parser: Any, *, changing: bool = False) -> None:
     else:
         parser.add_argument("--ordered", action="store_true",
                             help="send its jobs one at a time, oldest first")
+    trace_help = ("send each attempt's trace context (a traceparent header) so the receiver "
+                  "continues the trace, while tracing is on")
+    if changing:
+        parser.add_argument("--propagate-trace", action=argparse.BooleanOptionalAction,
+                            help=trace_help + " (or not)")
+    else:
+        parser.add_argument("--propagate-trace", action="store_true",
+                            help=trace_help)
 
 
 def policy_options(args: argparse.Namespace) -> dict[str, Any]:
@@ -108,6 +117,8 @@ def policy_options(args: argparse.Namespace) -> dict[str, Any]:
         out["rate_limit_per_s"] = args.rate_limit
     if args.ordered is not None:
         out["ordered"] = args.ordered
+    if args.propagate_trace is not None:
+        out["propagate_trace"] = args.propagate_trace
     return out
 
 
@@ -144,7 +155,7 @@ async def destinations_add(config: Config, args: argparse.Namespace) -> int:
             name=new.name, url=new.url, secret=new.secret, event_types=new.event_types,
             max_in_flight=new.max_in_flight, headers=new.headers, timeout_s=new.timeout_s,
             rate_limit_per_s=new.rate_limit_per_s, ordered=new.ordered, filter=new.filter,
-            tenant=await existing_tenant(store, tenant)))
+            propagate_trace=new.propagate_trace, tenant=await existing_tenant(store, tenant)))
 
     dest = await with_store(config, add)
     if args.json:  # a generated secret is shown once, as the admin API does

@@ -8,13 +8,13 @@
 -- batch order); an event whose (tenant, source, source_event_id) exists, or repeats earlier in
 -- the batch, is skipped
 INSERT INTO events (message_id, tenant_id, source, source_event_id, type, body,
-    forwarded_headers, received_at)
+    forwarded_headers, trace_context, received_at)
 SELECT u.message_id, u.tenant_id, u.source, u.source_event_id, u.type, u.body,
-    u.forwarded_headers, hookline_now(:test_now_s)
+    u.forwarded_headers, u.trace_context, hookline_now(:test_now_s)
 FROM unnest(:message_id::text[], :tenant_id::text[], :source::text[], :source_event_id::text[],
-            :type::text[], :body::bytea[], :forwarded_headers::text[])
+            :type::text[], :body::bytea[], :forwarded_headers::text[], :trace_context::text[])
         WITH ORDINALITY AS u (message_id, tenant_id, source, source_event_id, type, body,
-                              forwarded_headers, ord)
+                              forwarded_headers, trace_context, ord)
 ORDER BY u.ord
 ON CONFLICT (tenant_id, source, source_event_id) DO NOTHING
 RETURNING id, message_id, tenant_id, source, source_event_id
@@ -273,9 +273,9 @@ FROM unnest(:job_ids::bigint[], :attempts::integer[], :lease_tokens::text[])
 -- received_at only for a job never replayed or resent (the latency histogram observes each
 -- job's first completion)
 SELECT j.id AS job_id, e.message_id, e.type, e.body, e.forwarded_headers,
-    CASE WHEN j.replays = 0 THEN e.received_at END AS received_at,
+    CASE WHEN j.replays = 0 THEN e.received_at END AS received_at, e.trace_context,
     d.name, d.url, d.secret, d.previous_secret, d.previous_secret_until, d.timeout_s, d.headers,
-    d.tenant_id, d.body_format
+    d.tenant_id, d.body_format, d.propagate_trace
 FROM jobs j JOIN events e ON e.id = j.event_id JOIN destinations d ON d.id = j.destination_id
 WHERE j.id = ANY(:job_ids::bigint[])
 
@@ -342,9 +342,9 @@ WHERE id = :job_id AND lease_token = :lease_token AND status = 'running'
 
 -- insert_destination: register a destination
 INSERT INTO destinations (tenant_id, name, url, secret, event_types, max_in_flight, headers,
-    timeout_s, rate_limit_per_s, ordered, filter, created_at)
+    timeout_s, rate_limit_per_s, ordered, filter, propagate_trace, created_at)
 VALUES (:tenant, :name, :url, :secret, :event_types, :max_in_flight, :headers, :timeout_s,
-    :rate_limit_per_s, :ordered, :filter, hookline_now(:test_now_s))
+    :rate_limit_per_s, :ordered, :filter, :propagate_trace, hookline_now(:test_now_s))
 RETURNING *
 
 -- set_paused: pause or resume a destination; resuming resets the failure run (breaker)

@@ -4,9 +4,9 @@
 -- insert_event: store one event unless its (tenant, source, source_event_id) exists (the store
 -- runs it for every event of a batch, as a few multi-row statements)
 INSERT INTO events (message_id, tenant_id, source, source_event_id, type, body,
-    forwarded_headers, received_at)
+    forwarded_headers, trace_context, received_at)
 VALUES (:message_id, :tenant_id, :source, :source_event_id, :type, :body, :forwarded_headers,
-    :now)
+    :trace_context, :now)
 ON CONFLICT (tenant_id, source, source_event_id) DO NOTHING
 RETURNING id, message_id, tenant_id, source, source_event_id
 
@@ -242,9 +242,9 @@ SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]'), :worker,
 -- received_at only for a job never replayed or resent (the latency histogram observes each
 -- job's first completion)
 SELECT j.id AS job_id, e.message_id, e.type, e.body, e.forwarded_headers,
-    CASE WHEN j.replays = 0 THEN e.received_at END AS received_at,
+    CASE WHEN j.replays = 0 THEN e.received_at END AS received_at, e.trace_context,
     d.name, d.url, d.secret, d.previous_secret, d.previous_secret_until, d.timeout_s, d.headers,
-    d.tenant_id, d.body_format
+    d.tenant_id, d.body_format, d.propagate_trace
 FROM jobs j JOIN events e ON e.id = j.event_id JOIN destinations d ON d.id = j.destination_id
 WHERE j.id IN (SELECT value FROM json_each(:job_ids))
 
@@ -306,9 +306,9 @@ WHERE id = :job_id AND lease_token = :lease_token AND status = 'running'
 
 -- insert_destination: register a destination
 INSERT INTO destinations (tenant_id, name, url, secret, event_types, max_in_flight, headers,
-    timeout_s, rate_limit_per_s, ordered, filter, created_at)
+    timeout_s, rate_limit_per_s, ordered, filter, propagate_trace, created_at)
 VALUES (:tenant, :name, :url, :secret, :event_types, :max_in_flight, :headers, :timeout_s,
-    :rate_limit_per_s, :ordered, :filter, :now)
+    :rate_limit_per_s, :ordered, :filter, :propagate_trace, :now)
 RETURNING *
 
 -- set_paused: pause or resume a destination; resuming resets the failure run (breaker)
