@@ -47,6 +47,9 @@ class NewEvent:
     forwarded_headers: tuple[tuple[str, str], ...] = ()
     tenant: str = DEFAULT_TENANT
     """The tenant it is published for: only that tenant's destinations receive it."""
+    schema_problem: str | None = None
+    """Where its `data` first failed its catalogue schema, for a type whose validation is
+    `warn` (stored as the event's mark); None when it passed or was not checked."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

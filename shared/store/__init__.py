@@ -50,6 +50,7 @@ from hookline.shared.store.capabilities import (
     write_lock_stats,
     write_lock_waits,
 )
+from hookline.shared.store.catalogue_tx import CatalogueStore
 from hookline.shared.store.factory import (
     SqliteOptions,
     open_store,
@@ -70,8 +71,9 @@ __all__ = [
 ]
 
 
-class Store(Protocol):
-    """Durable events, destinations and delivery jobs, with leases fenced by token."""
+class Store(CatalogueStore, Protocol):
+    """Durable events, destinations and delivery jobs, with leases fenced by token (the
+    event-type catalogue's methods: :class:`CatalogueStore`)."""
 
     async def open(self) -> None:
         """Connect and apply pending migrations. Raises StoreError when it cannot."""
