@@ -26,7 +26,7 @@ import jsonschema_rs
 from aiohttp import web
 
 from hookline.shared.catalogue import EventType, SchemaProblem, compile_schema, first_problem
-from hookline.shared.errors import InvalidEvent, StoreError
+from hookline.shared.errors import InvalidEvent, InvalidInput, StoreError
 from hookline.shared.logs import get_logger
 from hookline.shared.policy.inputs import clip
 from hookline.shared.store import Store
@@ -94,10 +94,17 @@ class CatalogueCache:
                 key = (event_type.name, version, json.dumps(schema, sort_keys=True))
                 validator = self._compiled.get(key)
                 if validator is None:
-                    validator = compile_schema(schema)
+                    try:
+                        validator = compile_schema(schema)
+                    except InvalidInput as exc:  # checked when stored; a newer validator may differ
+                        get_logger().warning("catalogue_schema_unusable",
+                                             event_type=event_type.name, version=version,
+                                             error=exc.detail)
+                        continue
                 compiled[key] = validators[version] = validator
-            types[event_type.name] = CompiledType(event_type.validation, validators,
-                                                  event_type.latest_version)
+            if validators:
+                types[event_type.name] = CompiledType(event_type.validation, validators,
+                                                      max(validators))
         self._compiled, self.types = compiled, types
         self.size, self.revision = len(catalogue), revision
 
