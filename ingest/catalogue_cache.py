@@ -26,7 +26,7 @@ import jsonschema_rs
 from aiohttp import web
 
 from hookline.shared.catalogue import EventType, SchemaProblem, compile_schema, first_problem
-from hookline.shared.errors import InvalidEvent, InvalidInput, StoreError
+from hookline.shared.errors import InvalidEvent, InvalidInput, StoreClosing, StoreError
 from hookline.shared.logs import get_logger
 from hookline.shared.policy.inputs import clip
 from hookline.shared.store import Store
@@ -156,7 +156,7 @@ def register(app: web.Application, store: Store) -> None:
 
     async def keep_fresh(app: web.Application) -> AsyncIterator[None]:
         cache = app[CATALOGUE_KEY]
-        with contextlib.suppress(StoreError):
+        with contextlib.suppress(StoreError, StoreClosing):  # the poll tries again
             await cache.refresh(store)
         task = asyncio.create_task(_poll(cache, store), name="catalogue-refresh")
         yield
@@ -176,7 +176,7 @@ async def _poll(cache: CatalogueCache, store: Store) -> None:
                 get_logger().info("catalogue_loaded", revision=cache.revision,
                                   types=cache.size, validated=len(cache.types))
             failing = False
-        except StoreError as exc:  # transient: the last copy stays, try again next turn
+        except (StoreError, StoreClosing) as exc:  # the last copy stays, try next turn
             if not failing:
                 get_logger().warning("catalogue_refresh_failed", error=str(exc))
             failing = True

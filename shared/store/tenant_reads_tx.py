@@ -218,9 +218,9 @@ def _test_delivery_tx(tenant: str, name: str) -> Tx[TestDelivery]:
                       separators=(",", ":")).encode()
     [event] = yield Query("insert_event", {"events": Rows(
         ("message_id", "tenant_id", "source", "source_event_id", "type", "body",
-         "forwarded_headers"),
+         "forwarded_headers", "schema_problem"),
         [(message_id, tenant, TEST_SOURCE, source_event_id, TEST_EVENT_TYPE, body,
-          forwarding.encode(()))])}, per_row=True)
+          forwarding.encode(()), None)])}, per_row=True)
     [job] = yield Query("insert_jobs", {"pairs": Rows(("event_ids", "destination_ids"),
                                                       [(event["id"], dest["id"])])},
                         per_row=True)
