@@ -8,10 +8,10 @@ import json
 
 import jsonschema_rs
 import pytest
+from hookline_client import PayloadInvalid, validate_payload, webhook_schemas
 
 from hookline.shared.catalogue import event_type_fields
 from hookline.shared.catalogue_openapi import export_openapi
-from hookline_client import PayloadInvalid, validate_payload, webhook_schemas
 
 AMOUNT = {"type": "object", "properties": {"amount": {"type": "integer", "minimum": 1}},
           "required": ["amount"], "$defs": {"unused": {"type": "string"}}}
