@@ -200,13 +200,20 @@ def compile_schema(schema: Any, field_name: str = "schemas") -> jsonschema_rs.Dr
     """The compiled validator of a draft 2020-12 schema (compile once, validate often).
 
     Raises:
-        InvalidInput: it does not compile (an unresolvable `$ref`, a bad regex, ...).
+        InvalidInput: it does not compile (an unresolvable or remote `$ref`, a bad regex,
+            ...).
     """
     try:
-        return jsonschema_rs.Draft202012Validator(schema)
+        return jsonschema_rs.Draft202012Validator(schema, retriever=_no_remote_refs)
     except (jsonschema_rs.ValidationError, ValueError) as exc:
-        raise InvalidInput(field_name, f"does not compile: {str(exc).splitlines()[0][:200]}"
+        raise InvalidInput(field_name, f"does not compile: {str(exc).splitlines()[0][:300]}"
                            ) from None
+
+
+def _no_remote_refs(uri: str) -> Any:
+    """jsonschema-rs's retriever: a schema must stand alone (`$defs`), so a `$ref` to a URL is
+    refused instead of fetched (from the admin API's host, and again from every ingest)."""
+    raise ValueError("remote references are not fetched; put the schema under $defs")
 
 
 def pointer(path: Sequence[str | int]) -> str:

@@ -6,6 +6,8 @@ same group commit), the tenant list, and the OpenAPI import/export round trip.""
 from __future__ import annotations
 
 import asyncio
+import http.server
+import threading
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -203,3 +205,35 @@ async def test_import_then_export_round_trip(client):
     assert outcome["new_version"] == ["user.deleted"]
     _, deleted = await call(client, "GET", "/v1/admin/event-types/user.deleted")
     assert deleted["latest_version"] == 2
+
+
+@pytest.mark.sqlite_only  # the schema rules run before the store
+async def test_a_remote_ref_is_refused_not_fetched(client):
+    """A `$ref` to a URL would be fetched by the admin API's host (and by every ingest that
+    compiles it): refused as a schema that does not stand alone, with no request made."""
+    fetched: list[str] = []
+
+    class Schemas(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            fetched.append(self.path)
+            body = b'{"type": "integer"}'
+            self.send_response(200)
+            self.send_header("Content-Type", "application/schema+json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Schemas)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        url = f"http://127.0.0.1:{server.server_address[1]}/amount.json"
+        status, refused = await put_type(client, "invoice.paid", schemas={"1": {"$ref": url}})
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert (status, refused["field"]) == (400, "schemas.1"), refused
+    assert "remote references are not fetched" in refused["detail"]
+    assert fetched == []
