@@ -38,4 +38,8 @@ setup(version=VERSION, install_requires=[
     "structlog>=24.1",
     # GET /metrics: Prometheus text, from a custom collector reading the store
     "prometheus_client>=0.20,<1",
+    # the event-type catalogue's JSON Schemas (draft 2020-12), compiled once per version
+    # and checked at publish (shared/catalogue.py); measured faster than fastjsonschema,
+    # which does not know draft 2020-12 (docs/benchmarks.md)
+    "jsonschema-rs>=0.29,<1",
 ])

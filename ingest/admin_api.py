@@ -52,7 +52,9 @@ from hookline.ingest import metrics
 from hookline.ingest.app_state import app_config, request_reader, request_store
 from hookline.ingest.auth import ADMIN_SETTING, check_bearer
 from hookline.ingest.http_common import acting, error_response
+from hookline.ingest.subscription_check import subscription_warnings
 from hookline.ingest.tenant_scope import TENANT_PARAM, existing_tenant_filter, request_tenant
+from hookline.shared.catalogue import SubscriptionRefused
 from hookline.shared.errors import ConfigError, Conflict, DestinationBlocked, InvalidInput, NotFound
 from hookline.shared.logs import get_logger
 from hookline.shared.policy import inputs, rules
@@ -132,6 +134,9 @@ def answering_errors(handler: Handler) -> Handler:
     async def wrapped(request: web.Request) -> web.StreamResponse:
         try:
             return await handler(request)
+        except SubscriptionRefused as exc:  # well-formed, but it would silently never match
+            return error_response(422, exc.code, str(exc), field=exc.field,
+                                  event_type=exc.event_type, nearest=exc.nearest)
         except InvalidInput as exc:
             return error_response(400, "invalid_request", str(exc), field=exc.field)
         except ConfigError as exc:  # a store refusal no rule names a field for
@@ -189,6 +194,7 @@ async def add_destination(request: web.Request) -> web.Response:
     tenant = await request_tenant(request, body)
     fields = {k: v for k, v in body.items() if k != TENANT_PARAM}
     new = rules.destination_fields(fields, generated_secret=generate_secret())
+    warnings = await subscription_warnings(request, new.event_types)
     await vet_destination(new.url, app_config(request.app).address_policy)
     store = request_store(request)
     dest = await store.add_destination(name=new.name, url=new.url, secret=new.secret,
@@ -202,7 +208,8 @@ async def add_destination(request: web.Request) -> web.Response:
     get_logger().info("destination_added", destination=new.name, tenant=tenant,
                       by=acting(request))
     shown_once = new.secret if body.get("secret") is None else None  # like the CLI
-    return web.json_response(destination_view(dest, generated_secret=shown_once), status=201)
+    return web.json_response(_warned(destination_view(dest, generated_secret=shown_once),
+                                     warnings), status=201)
 
 
 async def get_destination(request: web.Request) -> web.Response:
@@ -218,13 +225,24 @@ async def update_destination(request: web.Request) -> web.Response:
     changes = await json_body(request)
     name = request.match_info["name"]
     tenant = await request_tenant(request)
-    rules.destination_changes(changes)  # every field, before the address is resolved
+    checked = rules.destination_changes(changes)  # every field, before the address is resolved
+    warnings: list[str] = []
+    if "event_types" in changes:
+        before = await request_store(request).get_destination(name, tenant=tenant)
+        warnings = await subscription_warnings(request, checked["event_types"],
+                                               already=before.event_types)
     if "url" in changes:
         await vet_destination(changes["url"], app_config(request.app).address_policy)
     dest = await request_store(request).update_destination(name, tenant=tenant, **changes)
     get_logger().info("destination_updated", destination=name, tenant=tenant,
                       fields=sorted(changes), by=acting(request))
-    return web.json_response(destination_view(dest))
+    return web.json_response(_warned(destination_view(dest), warnings))
+
+
+def _warned(view: dict[str, Any], warnings: list[str]) -> dict[str, Any]:
+    """A destination's answer with the catalogue's `warnings` (a deprecated type subscribed),
+    when there are any."""
+    return {**view, "warnings": warnings} if warnings else view
 
 
 async def remove_destination(request: web.Request) -> web.Response:

@@ -20,6 +20,7 @@ Routes (each in its own module, which documents its answers):
                          (ingest/admin_views.py).
     /v1/admin/tenants/{id}/tokens, .../revoke-tokens  mint and revoke tenant tokens
                          (ingest/tenant_api_tokens.py).
+    /v1/admin/event-types  the event-type catalogue (ingest/catalogue_admin.py).
     /v1/tenant/*         the tenant API, opened with a tenant token (ingest/tenant_api.py,
                          ingest/tenant_api_deliveries.py, ingest/tenant_auth.py).
     GET  /, /static/*    the operator dashboard (ingest/dashboard.py).
@@ -47,6 +48,8 @@ from hookline.ingest import (
     admin_api,
     admin_secrets,
     admin_views,
+    catalogue_admin,
+    catalogue_cache,
     dashboard,
     destination_checks,
     events_admin,
@@ -145,6 +148,7 @@ def build_app(store: Store, config: Config, *,
         lambda: {INGEST_BATCH_SIZE.name: {(): committer.batch_sizes.data()}})
     app[RATE_LIMITER_KEY] = SourceRateLimiter.from_config(config)
     app.cleanup_ctx.append(_run_committer)
+    catalogue_cache.register(app, store)  # the catalogue copy publish checks against
     events_api.register(app)  # POST /v1/events
     health.register(app)  # GET /healthz, /readyz
     openapi.register(app)  # GET /openapi.json
@@ -153,6 +157,7 @@ def build_app(store: Store, config: Config, *,
     destination_checks.register(app)  # a filter's dry run, a test delivery and its outcome
     events_admin.register(app)  # /v1/admin/events, resend, retry now
     tenants_admin.register(app)  # /v1/admin/tenants: create, change, list, delete
+    catalogue_admin.register(app)  # /v1/admin/event-types: the event-type catalogue
     sources_api.register(app)  # POST /v1/sources/{name}, /v1/admin/sources
     admin_views.register(app)  # the dashboard's views under /v1/admin/
     tenant_api_tokens.register(app)  # mint and revoke tenant tokens (admin token)

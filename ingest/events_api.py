@@ -10,17 +10,27 @@ ingest_rate_per_s > 0).
 With tracing on, each request is a `POST /v1/events` span continuing the publisher's
 `traceparent` (or starting a trace), and its context is stored with the event
 (hookline.shared.otel).
+
+When the event-type catalogue has a schema for the event's type (ingest/catalogue_cache.py),
+its `data` is checked here, before the event joins a group commit, so a refused event never
+touches the other events of that commit: validation `reject` answers 400 `schema_mismatch`
+with `pointer` (JSON Pointer of the first failing location, e.g. `/data/amount`), `keyword`
+(the failing schema keyword), `event_type` and `schema_version`, and stores nothing; `warn`
+accepts the event with the mismatch stored as its `schema_problem`. Both are counted in
+`hookline_ingest_schema_mismatches_total{type, validation}`.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import replace
 
 from aiohttp import web
 
 from hookline.ingest.accept import accept_event
-from hookline.ingest.app_state import CONFIG_KEY, TRACING_KEY
+from hookline.ingest.app_state import CONFIG_KEY, PROCESS_METRICS_KEY, TRACING_KEY
 from hookline.ingest.auth import INGEST_SETTING, check_bearer
+from hookline.ingest.catalogue_cache import CATALOGUE_KEY
 from hookline.ingest.http_common import (
     UnsupportedMediaType,
     check_content_type,
@@ -29,9 +39,10 @@ from hookline.ingest.http_common import (
     read_bounded,
 )
 from hookline.ingest.sources_api import is_provider_source
-from hookline.ingest.validation import DEFAULT_SOURCE, BodyTooLarge, parse_event
+from hookline.ingest.validation import DEFAULT_SOURCE, BodyTooLarge, parse_published
 from hookline.shared.errors import InvalidEvent
 from hookline.shared.logs import get_logger
+from hookline.shared.metrics_catalog import SCHEMA_MISMATCHES
 
 ROUTE = "POST /v1/events"
 
@@ -64,7 +75,8 @@ async def _post_event(request: web.Request, trace_context: str | None) -> web.Re
     try:
         check_content_type(request)
         body = await read_bounded(request, config.max_body_bytes)
-        event = parse_event(body, config.max_body_bytes)
+        event, data, schema_version = parse_published(body, config.max_body_bytes)
+        mismatch = request.app[CATALOGUE_KEY].check(event.type, data, schema_version)
     except BodyTooLarge as exc:
         get_logger().info("event_rejected", error="body_too_large", detail=str(exc))
         return error_response(413, "body_too_large", str(exc))
@@ -80,6 +92,18 @@ async def _post_event(request: web.Request, trace_context: str | None) -> web.Re
                   f"arrive at /v1/sources/{event.source}")
         get_logger().info("event_rejected", error="invalid_event", detail=detail)
         return error_response(400, "invalid_event", detail, field="source")
+    if mismatch is not None:
+        request.app[PROCESS_METRICS_KEY].inc(SCHEMA_MISMATCHES,
+                                              (event.type, mismatch.validation))
+        if mismatch.validation == "reject":
+            get_logger().info("event_rejected", error="schema_mismatch", type=event.type,
+                              detail=mismatch.mark)
+            return error_response(
+                400, "schema_mismatch", f"data does not match event type {event.type!r} "
+                f"schema version {mismatch.version}: {mismatch.problem}", field="data",
+                pointer=mismatch.problem.pointer, keyword=mismatch.problem.keyword,
+                event_type=event.type, schema_version=mismatch.version)
+        event = dataclasses.replace(event, schema_problem=mismatch.mark)
     limited = check_rate(request.app, event.source)
     if limited is not None:
         return limited

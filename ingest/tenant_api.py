@@ -32,7 +32,9 @@ of ingest/tenant_auth.py), each with the capability it needs (TENANT_ROUTES):
     GET    /v1/tenant/jobs?destination=&status=&before=&limit=   its jobs, newest first
     GET    /v1/tenant/jobs/{id}                 one job and every attempt
     POST   /v1/tenant/jobs/{id}/resend          {reason?, dry_run?} (audited)
-    GET    /v1/tenant/event-types               types the portal's picker offers
+    GET    /v1/tenant/event-types               types the portal's picker offers: the
+                                                catalogue's (archived hidden), else recent
+                                                (ingest/catalogue_admin.py)
 """
 
 from __future__ import annotations
@@ -45,6 +47,7 @@ from aiohttp import web
 from hookline.ingest import (
     admin_api,
     admin_secrets,
+    catalogue_admin,
     destination_checks,
     events_admin,
     tenant_api_deliveries,
@@ -96,13 +99,6 @@ async def get_destination(request: web.Request) -> web.Response:
     return web.json_response({**destination_view(dest), "health": stats_view(health)})
 
 
-async def event_types(request: web.Request) -> web.Response:
-    """`GET /v1/tenant/event-types`: the types of the tenant's recent events and its
-    subscription patterns, sorted."""
-    found = await request_store(request).tenant_event_types(token_tenant(request))
-    return web.json_response({"event_types": found})
-
-
 _DEST = "/v1/tenant/destinations/{name}"
 _MANAGE = "manage_destinations"
 TENANT_ROUTES: tuple[TenantRoute, ...] = (
@@ -127,7 +123,7 @@ TENANT_ROUTES: tuple[TenantRoute, ...] = (
     TenantRoute("GET", "/v1/tenant/jobs/{id}", tenant_api_deliveries.get_job, "view"),
     TenantRoute("POST", "/v1/tenant/jobs/{id}/resend", events_admin.resend_job, "resend",
                 True),
-    TenantRoute("GET", "/v1/tenant/event-types", event_types, "view"),
+    TenantRoute("GET", "/v1/tenant/event-types", catalogue_admin.tenant_event_types, "view"),
 )
 """Every tenant API route: method, path, handler, capability, whether it writes."""
 

@@ -1,7 +1,9 @@
 """Validation of `POST /v1/events` bodies: pure functions, no I/O.
 
 The accepted body is a JSON object (UTF-8) of the form
-`{"id": str, "type": str, "data": any JSON, "source"?: str, "tenant"?: str}`. What is
+`{"id": str, "type": str, "data": any JSON, "source"?: str, "tenant"?: str,
+"schema_version"?: int}` (`schema_version`: the catalogue schema version `data` follows,
+ingest/catalogue_cache.py; the latest when absent). What is
 stored and delivered is exactly the received bytes: the parsed value is used only to check the
 envelope and to pull out the idempotency key and the type, and is never re-serialised.
 """
@@ -33,7 +35,8 @@ MAX_DEPTH = 64
 DEFAULT_SOURCE = "api"
 
 _REQUIRED = ("id", "type", "data")
-_ALLOWED = frozenset({*_REQUIRED, "source", "tenant"})
+_ALLOWED = frozenset({*_REQUIRED, "source", "tenant", "schema_version"})
+MAX_SCHEMA_VERSION = 10_000
 
 
 class BodyTooLarge(InvalidEvent):
@@ -45,6 +48,12 @@ class BodyTooLarge(InvalidEvent):
 
 
 def parse_event(body: bytes, max_body_bytes: int) -> NewEvent:
+    """Check one `POST /v1/events` body and build the event to store (see
+    :func:`parse_published`, which also gives its `data`)."""
+    return parse_published(body, max_body_bytes)[0]
+
+
+def parse_published(body: bytes, max_body_bytes: int) -> tuple[NewEvent, Any, int | None]:
     """Check one `POST /v1/events` body and build the event to store.
 
     Args:
@@ -52,7 +61,8 @@ def parse_event(body: bytes, max_body_bytes: int) -> NewEvent:
         max_body_bytes: largest accepted body, in bytes.
 
     Returns:
-        The event, whose `body` is `body` itself (never re-serialised).
+        The event, whose `body` is `body` itself (never re-serialised); its parsed `data`;
+        and the schema version it names (None: not named).
 
     Raises:
         BodyTooLarge: `body` is longer than `max_body_bytes`.
@@ -68,6 +78,10 @@ def parse_event(body: bytes, max_body_bytes: int) -> NewEvent:
     for name in _REQUIRED:
         if name not in document:
             _fail(name, "is required")
+    version = document.get("schema_version")
+    if version is not None and (isinstance(version, bool) or not isinstance(version, int)
+                                or not 1 <= version <= MAX_SCHEMA_VERSION):
+        _fail("schema_version", f"must be a whole number from 1 to {MAX_SCHEMA_VERSION}")
     return NewEvent(
         source=_token(document, "source", SOURCE_NAME_RE, default=DEFAULT_SOURCE),
         source_event_id=_token(document, "id", EVENT_ID_RE),
@@ -75,7 +89,7 @@ def parse_event(body: bytes, max_body_bytes: int) -> NewEvent:
         body=bytes(body),
         tenant=(tenant_id(document["tenant"], reserved_ok=True, error=InvalidEvent)
                 if "tenant" in document else DEFAULT_TENANT),
-    )
+    ), document["data"], version
 
 
 def _event_type(document: dict[str, Any]) -> str:

@@ -92,6 +92,11 @@ HEARTBEAT_AGE_SECONDS = Family(
 CLOCK_STEPS = Family(
     "hookline_clock_steps_total", "counter",
     "Wall-clock steps the supervisor saw (wall and monotonic clocks apart by more than 1 s).")
+SCHEMA_MISMATCHES = Family(
+    "hookline_ingest_schema_mismatches_total", "counter",
+    "Events whose `data` failed their catalogue schema at publish, by event type and the "
+    "type's validation mode (warn: accepted and marked; reject: refused).",
+    ("type", "validation"))
 STORE_TIMEOUTS = Family(
     "hookline_store_timeouts_total", "counter",
     "Database calls of the process that missed a deadline (PostgreSQL: pg_transaction_timeout_s"
@@ -106,5 +111,5 @@ FAMILIES: tuple[Family, ...] = (
     INGEST_REQUESTS, INGEST_REJECTIONS, INGEST_ACCEPT_SECONDS, INGEST_BATCH_SIZE,
     WRITE_LOCK_WAIT_SECONDS, PROCESS_CPU_SECONDS, PROCESS_RESIDENT_MEMORY_BYTES,
     PROCESS_START_TIME_SECONDS, CHILDREN_WANTED, CHILDREN_ALIVE, CHILD_RESTARTS,
-    HEARTBEAT_AGE_SECONDS, CLOCK_STEPS, STORE_TIMEOUTS, OTEL_SPANS_DROPPED)
+    HEARTBEAT_AGE_SECONDS, CLOCK_STEPS, STORE_TIMEOUTS, OTEL_SPANS_DROPPED, SCHEMA_MISMATCHES)
 BY_NAME = {family.name: family for family in FAMILIES}

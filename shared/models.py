@@ -51,6 +51,9 @@ class NewEvent:
     """The ingest request span's W3C trace context (hookline.shared.tracing's stored form),
     stored with the event so every delivery attempt joins its trace; None while tracing is
     off."""
+    schema_problem: str | None = None
+    """Where its `data` first failed its catalogue schema, for a type whose validation is
+    `warn` (stored as the event's mark); None when it passed or was not checked."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

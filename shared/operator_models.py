@@ -145,6 +145,9 @@ class EventRecord:
     body_bytes: int
     body_purged_at: float | None
     jobs: tuple[EventJob, ...]
+    schema_problem: str | None = None
+    """Warn mode's mark: where its `data` first failed its catalogue schema (None: it did
+    not, or was not checked)."""
 
     @classmethod
     def from_rows(cls, row: Any, jobs: list[Any]) -> EventRecord:
@@ -153,7 +156,8 @@ class EventRecord:
                    source_event_id=row["source_event_id"], type=row["type"],
                    received_at=row["received_at"], body_bytes=row["body_bytes"] or 0,
                    body_purged_at=row["body_purged_at"],
-                   jobs=tuple(EventJob.from_row(j) for j in jobs))
+                   jobs=tuple(EventJob.from_row(j) for j in jobs),
+                   schema_problem=row["schema_problem"])
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

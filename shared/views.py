@@ -195,7 +195,7 @@ def event_view(event: EventRecord) -> dict[str, Any]:
             "source_event_id": event.source_event_id, "type": event.type,
             "received_at": event.received_at, "body_bytes": event.body_bytes,
             "body_stored": event.body_purged_at is None,
-            "body_purged_at": event.body_purged_at,
+            "body_purged_at": event.body_purged_at, "schema_problem": event.schema_problem,
             "jobs": [event_job_view(j) for j in event.jobs]}
 
 

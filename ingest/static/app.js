@@ -1,4 +1,4 @@
-// The dashboard shell: token prompt, hash router (#/, #/destinations, #/tenants, #/sources, #/events,
+// The dashboard shell: token prompt, hash router (#/, #/destinations, #/tenants, #/event-types, #/sources, #/events,
 // #/events/REF, #/dead, #/jobs/ID) and a poll of the current view every 2 s while the tab is visible. A view is
 // {title, root, refresh(), finished?}: once it sets `finished`, it is not polled again.
 
@@ -6,6 +6,7 @@ import { AuthError, clearToken, get, getToken, setToken, setUnauthorizedHandler 
 import { deadView } from "./dead.js";
 import { destinationsView } from "./destinations.js";
 import { setChildren } from "./dom.js";
+import { eventTypesView } from "./event_types.js";
 import { eventsView } from "./events.js";
 import { jobView } from "./job.js";
 import { overviewView } from "./overview.js";
@@ -14,7 +15,8 @@ import { tenantsView } from "./tenants.js";
 
 const POLL_MS = 2000;
 const VIEWS = { overview: overviewView, destinations: destinationsView, sources: sourcesView,
-                events: eventsView, dead: deadView, jobs: jobView, tenants: tenantsView };
+                events: eventsView, dead: deadView, jobs: jobView, tenants: tenantsView,
+                "event-types": eventTypesView };
 
 const $ = (id) => document.getElementById(id);
 let current = null;

@@ -51,6 +51,7 @@ from hookline.shared.store.capabilities import (
     write_lock_stats,
     write_lock_waits,
 )
+from hookline.shared.store.catalogue_tx import CatalogueStore
 from hookline.shared.store.factory import (
     SqliteOptions,
     open_store,
@@ -70,9 +71,10 @@ __all__ = [
 ]
 
 
-class Store(TenantStore, Protocol):
+class Store(TenantStore, CatalogueStore, Protocol):
     """Durable events, destinations and delivery jobs, with leases fenced by token (the
-    tenants' part of the contract: :class:`TenantStore`)."""
+    tenants' part of the contract: :class:`TenantStore`; the event-type catalogue's:
+    :class:`CatalogueStore`)."""
 
     notify: NotifyPolicy
     """When the store makes operational events (shared/policy/notify.py); store_for sets the

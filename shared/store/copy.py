@@ -27,11 +27,13 @@ from hookline.shared.store.sqlite import SqliteStore
 # Parents before children (foreign keys); tables missing on either side are skipped.
 # metric_counts holds /metrics' maintained figures (counters that include what retention
 # purged cannot be counted again from the rows, so they are copied too).
-TABLES = ("tenants", "destinations", "sources", "events", "jobs", "attempts", "metric_counts")
+TABLES = ("tenants", "destinations", "sources", "events", "jobs", "attempts", "metric_counts",
+          "event_types", "event_type_schemas", "catalogue_state")
 # Rows a freshly migrated target already holds (table -> the condition selecting them): they
 # do not make it "not empty", and the source's copies replace them.
-SEEDED = {"tenants": "id = '_default'", "metric_counts": "true"}
-ORDER = {"metric_counts": "family, destination_id, label"}
+SEEDED = {"tenants": "id = '_default'", "metric_counts": "true", "catalogue_state": "true"}
+ORDER = {"metric_counts": "family, destination_id, label", "event_types": "name",
+         "event_type_schemas": "event_type, version"}
 """The copy order of a table without an `id` (its primary key)."""
 
 

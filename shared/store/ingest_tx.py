@@ -55,7 +55,7 @@ def add_events_tx(events: Sequence[NewEvent], *,
     # The rows are built before the write lock is taken: SQLite has one writer for every
     # process, so ingest holds the lock only for the statements.
     event_rows = [(message_id, e.tenant, e.source, e.source_event_id, e.type, e.body,
-                   forwarding.encode(e.forwarded_headers), e.trace_context)
+                   forwarding.encode(e.forwarded_headers), e.trace_context, e.schema_problem)
                   for message_id, e in zip(new_message_ids(len(events), now), events,
                                            strict=True)]
     yield BEGIN_WRITE
@@ -63,7 +63,7 @@ def add_events_tx(events: Sequence[NewEvent], *,
     kept = [e for e in events if e.tenant not in refused]
     new_events = Rows(
         ("message_id", "tenant_id", "source", "source_event_id", "type", "body",
-         "forwarded_headers", "trace_context"),
+         "forwarded_headers", "trace_context", "schema_problem"),
         [r for r, e in zip(event_rows, events, strict=True) if e.tenant not in refused]
         if refused else event_rows)
     inserted: dict[EventKey, Any] = {

@@ -40,6 +40,7 @@ from hookline.shared.report_models import (
     Stats,
     ThroughputBucket,
 )
+from hookline.shared.store.catalogue_tx import CatalogueOperations
 from hookline.shared.store.claim_tx import ClaimOperations
 from hookline.shared.store.events_tx import EventOperations
 from hookline.shared.store.figures_tx import (
@@ -82,7 +83,7 @@ log = get_logger()
 
 
 class StoreLogic(ClaimOperations, EventOperations, TenantOperations, TenantCounts,
-                 TenantReadOperations):
+                 TenantReadOperations, CatalogueOperations):
     """The store operations once; subclasses drive transactions (see module docstring).
 
     `LOCKS_DESTINATIONS`: see :class:`ClaimOperations`. `FINISH_AND_CLAIM_TOGETHER`:

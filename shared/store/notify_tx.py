@@ -61,9 +61,9 @@ def publish_tx(notify: NotifyPolicy, event_type: str, tenant: str,
                              {**data, **policy.links(notify, tenant)})
     [event] = yield Query("insert_event", {"events": Rows(
         ("message_id", "tenant_id", "source", "source_event_id", "type", "body",
-         "forwarded_headers", "trace_context"),
+         "forwarded_headers", "trace_context", "schema_problem"),
         [(message_id, tenant, policy.SOURCE, source_event_id, event_type, body,
-          forwarding.encode(()), None)])}, per_row=True)
+          forwarding.encode(()), None, None)])}, per_row=True)
     yield Query("insert_jobs", {"pairs": Rows(("event_ids", "destination_ids"),
                                               [(event["id"], d) for d in reached])},
                 per_row=True)

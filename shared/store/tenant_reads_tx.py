@@ -20,6 +20,7 @@ from hookline.shared.errors import InvalidInput, NotFound, StoreError
 from hookline.shared.policy import forwarding
 from hookline.shared.record_models import Job
 from hookline.shared.signing import new_message_ids
+from hookline.shared.store.catalogue_tx import list_event_types_tx
 from hookline.shared.store.metric_deltas import MetricDeltas
 from hookline.shared.store.ops import BEGIN_WRITE, NOTIFY, NOW, Query, Rows, Tx, one, rows
 
@@ -216,10 +217,10 @@ class TestPayload:
 def choose_test_payload_tx(destination: Any, event_type: str | None) -> Tx[TestPayload]:
     """THE choice of a test delivery's payload (the one place to change it).
 
-    Today: a `hookline.ping` (or the asked-for `event_type`) whose data names the destination.
-    With an event-type catalogue, this is where the catalogue's example of a type the
-    destination subscribes to is read (it runs inside the test delivery's transaction, so it
-    may query).
+    The event-type catalogue's example of a type the destination subscribes to: of
+    `event_type` when given, else of the first such type by name that has an example (an
+    archived type is never chosen; a type's example of its latest version that has one).
+    Without one: `event_type` (or `hookline.ping`) with data naming the destination.
 
     Args:
         destination: the destination's row (`name`, `event_types` JSON text, `tenant_id`).
@@ -228,7 +229,12 @@ def choose_test_payload_tx(destination: Any, event_type: str | None) -> Tx[TestP
     Returns:
         The type and the data to send.
     """
-    yield from ()  # a transaction step: the catalogue's lookup goes here
+    patterns = json.loads(destination["event_types"])
+    for known in (yield from list_event_types_tx()):
+        if known.archived or not known.examples or not subscribes(patterns, known.name):
+            continue
+        if event_type is None or known.name == event_type:
+            return TestPayload(type=known.name, data=known.examples[max(known.examples)])
     return TestPayload(type=event_type or TEST_EVENT_TYPE,
                        data={"destination": destination["name"],
                              "note": "a test delivery from hookline"})
@@ -253,9 +259,9 @@ def _test_delivery_tx(tenant: str, name: str, event_type: str | None) -> Tx[Test
                        "test": True}, separators=(",", ":")).encode()
     [event] = yield Query("insert_event", {"events": Rows(
         ("message_id", "tenant_id", "source", "source_event_id", "type", "body",
-         "forwarded_headers", "trace_context"),
+         "forwarded_headers", "trace_context", "schema_problem"),
         [(message_id, tenant, TEST_SOURCE, source_event_id, payload.type, body,
-          forwarding.encode(()), None)])}, per_row=True)
+          forwarding.encode(()), None, None)])}, per_row=True)
     [job] = yield Query("insert_jobs", {"pairs": Rows(("event_ids", "destination_ids"),
                                                       [(event["id"], dest["id"])])},
                         per_row=True)

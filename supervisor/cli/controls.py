@@ -13,6 +13,7 @@ import argparse
 import json
 from typing import Any
 
+from hookline.shared.catalogue import check_subscriptions
 from hookline.shared.config import Config
 from hookline.shared.endpoint_models import Destination
 from hookline.shared.errors import ConfigError
@@ -48,6 +49,7 @@ from hookline.supervisor.cli.common import (
     with_store,
 )
 from hookline.supervisor.cli.destination_checks import add_filter_flags, filter_option
+from hookline.supervisor.cli.event_types import warn_about
 from hookline.supervisor.cli.human import show
 from hookline.supervisor.cli.tenants import add_tenant_flag, existing_tenant, tenant_arg
 
@@ -195,8 +197,13 @@ async def destinations_update(config: Config, args: argparse.Namespace) -> int:
     tenant = tenant_arg(args)
 
     async def update(store: Store) -> Destination:
-        return await store.update_destination(
-            args.name, tenant=await existing_tenant(store, tenant), **changes)
+        owner = await existing_tenant(store, tenant)
+        if "event_types" in changes:  # SubscriptionRefused: exit 2
+            before = await store.get_destination(args.name, tenant=owner)
+            warn_about(check_subscriptions(await store.list_event_types(),
+                                           rules.event_types(changes["event_types"]),
+                                           already=before.event_types))
+        return await store.update_destination(args.name, tenant=owner, **changes)
 
     dest = await with_store(config, update)
     get_logger().info("destination_updated", destination=dest.name, tenant=dest.tenant,

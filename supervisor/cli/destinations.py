@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from hookline.shared.catalogue import check_subscriptions
 from hookline.shared.config import Config
 from hookline.shared.endpoint_models import Destination
 from hookline.shared.errors import ConfigError, InvalidSetting
@@ -32,6 +33,7 @@ from hookline.supervisor.cli.destination_checks import (
     add_filter_flags,
     filter_option,
 )
+from hookline.supervisor.cli.event_types import warn_about
 from hookline.supervisor.cli.human import show
 from hookline.supervisor.cli.tenants import add_tenant_flag, existing_tenant, tenant_arg
 
@@ -151,6 +153,8 @@ async def destinations_add(config: Config, args: argparse.Namespace) -> int:
     await vet_url(new.url, config)  # blocked: exit 2
 
     async def add(store: Store) -> Destination:
+        # A subscription no catalogue type matches: SubscriptionRefused, exit 2.
+        warn_about(check_subscriptions(await store.list_event_types(), new.event_types))
         return await add_named(store.add_destination(
             name=new.name, url=new.url, secret=new.secret, event_types=new.event_types,
             max_in_flight=new.max_in_flight, headers=new.headers, timeout_s=new.timeout_s,

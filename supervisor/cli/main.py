@@ -29,6 +29,7 @@ COMMAND_MODULES = (
     "hookline.supervisor.cli.send",
     "hookline.supervisor.cli.destinations",
     "hookline.supervisor.cli.tenants",
+    "hookline.supervisor.cli.event_types",
     "hookline.supervisor.cli.events",
     "hookline.supervisor.cli.controls",
     "hookline.supervisor.cli.sources",

@@ -8,6 +8,7 @@ import sys
 
 from procs import ROOT, child_env
 
+from hookline.shared.catalogue import event_type_fields
 from hookline.shared.models import AttemptResult, Dead, Done, Retry
 from hookline.shared.store.postgres import PostgresStore
 from hookline.shared.store.sqlite import SqliteStore
@@ -34,6 +35,10 @@ async def test_migrate_store_copies_everything_with_ids(tmp_path, pg_url):
                                       secret="whsec_" + "A" * 32, max_in_flight=5)
         await old.set_paused("b", True, reason="maintenance")
         await old.add_source(name="gh", scheme="github", secret="s" * 32)
+        await old.put_event_types([event_type_fields("invoice.paid", {
+            "schemas": {"1": {"type": "object"}}, "examples": {"1": {}},
+            "validation": "warn"})])
+        before_catalogue = (await old.list_event_types(), await old.catalogue_revision())
         await old.add_events([new_event(f"e{i}", body=b'{"x": "\xc3\xa9 ", "i": %d}' % i)
                               for i in range(4)])
         claims = await old.claim("w1", 3, lease_s=600, max_attempts=5)
@@ -51,7 +56,8 @@ async def test_migrate_store_copies_everything_with_ids(tmp_path, pg_url):
     copied = json.loads(done.stdout)
     assert copied.pop("metric_counts") > 0  # /metrics' maintained figures go along
     assert copied == {"tenants": 1, "destinations": 2, "sources": 1, "events": 4, "jobs": 8,
-                      "attempts": 4}
+                      "attempts": 4, "event_types": 1, "event_type_schemas": 1,
+                      "catalogue_state": 1}
 
     async with PostgresStore(pg_url) as new:
         assert await new.list_jobs(limit=1000) == before_jobs
@@ -59,6 +65,8 @@ async def test_migrate_store_copies_everything_with_ids(tmp_path, pg_url):
         assert await new.list_destinations() == before_destinations
         assert [(x.id, x.name, x.secret) for x in await new.list_sources()] == [
             (1, "gh", "s" * 32)]
+        assert (await new.list_event_types(), await new.catalogue_revision()) == \
+            before_catalogue
         after = await new.stats()
         assert after.jobs_by_status == before_stats.jobs_by_status
         assert after.events == before_stats.events

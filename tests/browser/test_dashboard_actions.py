@@ -150,6 +150,41 @@ def test_sources_are_added_and_removed_from_the_page(shared_page: Any, hookline:
     assert status == 200 and [s["name"] for s in sources] == ["partner"]
 
 
+def test_event_types_are_shown_archived_and_removed_from_the_page(
+        shared_page: Any, hookline: Hookline, screenshots: Path) -> None:
+    """The catalogue page lists a type with its latest version and mode, shows its schemas
+    and example as text, archives and restores it, and removes it after a confirmation (the
+    catalogue is emptied again: the module's other tests subscribe freely)."""
+    expect, page = _expect(), shared_page
+    schema = {"type": "object", "properties": {"amount": {"type": "integer"}}}
+    status, out = hookline.call("PUT", "/v1/admin/event-types/invoice.paid", {
+        "description": "An invoice was paid", "schemas": {"1": schema, "2": schema},
+        "examples": {"2": {"amount": 5}}, "validation": "warn", "deprecated": True})
+    assert status == 201, out
+    try:
+        page.click("#nav a[data-view=event-types]")
+        row = page.locator("tr[data-event-type='invoice.paid']")
+        expect(row).to_contain_text("An invoice was paid")
+        expect(row.locator("[data-col=validation]")).to_have_text("warn")
+        expect(row).to_contain_text("deprecated")
+        row.locator("button[data-action=schemas]").click()
+        expect(page.locator("#event-type-detail [data-version='2']")).to_contain_text(
+            '"amount": 5')
+        page.screenshot(path=str(screenshots / "event-types.png"), full_page=True)
+        row.locator("button[data-action=archive]").click()
+        expect(row).to_contain_text("archived")
+        row.locator("button[data-action=restore]").click()
+        expect(row.locator("button[data-action=archive]")).to_have_count(1)
+        row.locator("button[data-action=remove]").click()
+        expect(page.locator("#event-type-remove-text")).to_contain_text("Remove invoice.paid")
+        page.click("#event-type-remove-go")
+        expect(row).to_have_count(0)
+    finally:
+        hookline.call("DELETE", "/v1/admin/event-types/invoice.paid")
+    status, listed = hookline.call("GET", "/v1/admin/event-types")
+    assert status == 200 and listed["event_types"] == []
+
+
 def test_failing_destination_is_badged_and_its_failures_are_charted(
         shared_page: Any, hookline: Hookline, screenshots: Path) -> None:
     """A destination whose attempts fail wears "failing · N in a row" and a 0 % success rate,

@@ -13,6 +13,7 @@ import pytest
 from aiohttp.test_utils import TestClient, TestServer
 
 from hookline.ingest.app import build_app
+from hookline.shared.catalogue import event_type_fields
 from hookline.shared.config import Config
 from hookline.shared.store import Store
 from hookline.shared.tenant_models import TenantFields
@@ -137,6 +138,41 @@ BAD_INPUTS: list[tuple[str, str, Any, int, str, str]] = [
      "capabilities"),
     ("POST", "/v1/admin/tenants/t/tokens", {"read_only": "no"}, 400, "invalid_request",
      "read_only"),
+    # the event-type catalogue (the fixture's holds invoice.paid)
+    ("PUT", "/v1/admin/event-types/a*b", {}, 400, "invalid_request", "name"),
+    ("PUT", "/v1/admin/event-types/x", b"[1]", 400, "invalid_request", "body"),
+    ("PUT", "/v1/admin/event-types/x", {"colour": 1}, 400, "invalid_request", "colour"),
+    ("PUT", "/v1/admin/event-types/x", {"name": "y"}, 400, "invalid_request", "name"),
+    ("PUT", "/v1/admin/event-types/x", {"validation": "loud"}, 400, "invalid_request",
+     "validation"),
+    ("PUT", "/v1/admin/event-types/x", {"validation": "reject"}, 400, "invalid_request",
+     "validation"),
+    ("PUT", "/v1/admin/event-types/x", {"schemas": {"one": {}}}, 400, "invalid_request",
+     "schemas.one"),
+    ("PUT", "/v1/admin/event-types/x", {"schemas": {"1": {"type": 12}}}, 400,
+     "invalid_request", "schemas.1"),
+    ("PUT", "/v1/admin/event-types/x", {"schemas": {"1": {"$ref": "#/$defs/none"}}}, 400,
+     "invalid_request", "schemas.1"),
+    ("PUT", "/v1/admin/event-types/x", {"schemas": {"1": {"type": "integer"}},
+                                        "examples": {"1": "ten"}}, 400, "invalid_request",
+     "examples.1"),
+    ("PUT", "/v1/admin/event-types/x", {"examples": {"2": 1}}, 400, "invalid_request",
+     "examples.2"),
+    ("PUT", "/v1/admin/event-types/x", {"deprecated": "yes"}, 400, "invalid_request",
+     "deprecated"),
+    ("POST", "/v1/admin/event-types/invoice.paid/archive", {"archived": "yes"}, 400,
+     "invalid_request", "archived"),
+    ("POST", "/v1/admin/event-types/import", {"openapi": "3.0.3", "webhooks": {}}, 400,
+     "invalid_request", "openapi"),
+    ("POST", "/v1/admin/event-types/import", {"openapi": "3.1.0"}, 400, "invalid_request",
+     "webhooks"),
+    ("POST", "/v1/admin/event-types/import", {"openapi": "3.1.0", "webhooks": {"a": {}}}, 400,
+     "invalid_request", "webhooks.a"),
+    ("POST", "/v1/admin/destinations", {"name": "x", "url": GOOD_URL,
+                                        "event_types": ["invoice.payed"]}, 422,
+     "unknown_event_type", "event_types"),
+    ("PATCH", "/v1/admin/destinations/d", {"event_types": ["user.*"]}, 422,
+     "unknown_event_type", "event_types"),
 ]
 
 
@@ -146,6 +182,7 @@ async def client(real_store: Store) -> AsyncIterator[TestClient[Any, Any]]:
     await real_store.add_destination(name="d", url=GOOD_URL, secret=SECRET,
                                      event_types=["*"], max_in_flight=1)
     await real_store.put_tenant("t", TenantFields())
+    await real_store.put_event_types([event_type_fields("invoice.paid", {})])
     app = build_app(real_store, Config(admin_token=TOKEN, allow_networks="127.0.0.0/8"))
     async with TestClient(TestServer(app, host="127.0.0.1")) as c:
         yield c
@@ -193,6 +230,9 @@ BAD_TENANT_INPUTS: list[tuple[str, str, Any, int, str, str]] = [
     ("GET", "/v1/tenant/events?limit=0", None, 400, "invalid_request", "limit"),
     ("POST", "/v1/tenant/jobs/1/resend", {"dry_run": "yes"}, 400, "invalid_request",
      "dry_run"),
+    ("POST", "/v1/tenant/destinations", {"name": "x", "url": GOOD_URL,
+                                         "event_types": ["invoice.payed"]}, 422,
+     "unknown_event_type", "event_types"),
 ]
 
 
@@ -207,6 +247,7 @@ async def test_bad_tenant_input_names_its_field(real_store: Store, method: str, 
     await real_store.put_tenant("t", TenantFields())
     await real_store.add_destination(name="d", url=GOOD_URL, secret=SECRET,
                                      event_types=["*"], max_in_flight=1, tenant="t")
+    await real_store.put_event_types([event_type_fields("invoice.paid", {})])
     app = build_app(real_store, Config(admin_token=TOKEN, allow_networks="127.0.0.0/8"))
     async with TestClient(TestServer(app, host="127.0.0.1")) as c:
         async with c.post("/v1/admin/tenants/t/tokens", json={}, headers=AUTH) as minted:

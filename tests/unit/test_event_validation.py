@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from hookline.ingest.validation import MAX_DEPTH, BodyTooLarge, parse_event
+from hookline.ingest.validation import MAX_DEPTH, BodyTooLarge, parse_event, parse_published
 from hookline.shared.errors import InvalidEvent
 
 LIMIT = 1024 * 1024
@@ -179,3 +179,15 @@ def test_body_over_the_limit_is_too_large():
     with pytest.raises(BodyTooLarge):
         parse_event(body, len(body) - 1)
     assert parse_event(body, len(body)).body == body
+
+
+@pytest.mark.parametrize("version", ["1", 0, 1.5, True, 10_001])
+def test_a_schema_version_must_be_a_whole_number(version: object):
+    """`schema_version` (the catalogue schema version `data` follows) is 1..10000."""
+    assert rejected(envelope(schema_version=version)).field == "schema_version"
+
+
+def test_a_schema_version_is_given_with_the_data():
+    """The parsed `data` and the named version come with the event, for the catalogue."""
+    event, data, version = parse_published(envelope(schema_version=2), LIMIT)
+    assert (event.type, data, version) == ("invoice.paid", {"n": 1}, 2)

@@ -14,6 +14,7 @@ from typing import Any
 import asyncpg
 import pytest
 
+from hookline.shared.catalogue import event_type_fields
 from hookline.shared.errors import ConfigError, Conflict, NotFound
 from hookline.shared.models import (
     Accepted,
@@ -35,7 +36,7 @@ from tests.conftest import new_event
 
 SECRET = "whsec_" + "A" * 32
 OTHER_SECRET = "whsec_" + "B" * 32
-SAMPLE_VALUES = {"scheme": "token", **dict.fromkeys(
+SAMPLE_VALUES = {"scheme": "token", "validation": "off", **dict.fromkeys(
     ("pairs", "claims", "attempts", "job_ids", "lease_tokens", "destination_ids",
      "event_ids", "tenants", "keys", "deltas", "ids"), "[]")}
 """Parameter values the SQLite queries accept on an empty database (the rest get 1)."""
@@ -193,6 +194,17 @@ async def test_every_store_operation_runs_on_both_backends(store, clock):
         "_default": 1, "acme": 0, "ghost": 0}  # "t", the test delivery's
     assert (await s.revoke_tenant_tokens("acme")).token_epoch != tenant.token_epoch
     assert (await s.delete_tenant("acme")).destinations == 0
+
+    # The event-type catalogue (tests/unit/test_store_catalogue.py checks it in detail).
+    revision = await s.catalogue_revision()
+    [(stored, created)] = await s.put_event_types([event_type_fields(
+        "order.paid", {"schemas": {"1": {"type": "object"}}, "validation": "warn"})])
+    assert created and stored.latest_version == 1
+    assert [t.name for t in await s.list_event_types()] == ["order.paid"]
+    assert (await s.get_event_type("order.paid")).validation == "warn"
+    assert (await s.archive_event_type("order.paid")).archived
+    await s.remove_event_type("order.paid")
+    assert await s.catalogue_revision() == revision + 3
 
     s.called.discard("store")
     assert contract_methods() - s.called - {"open", "close"} == set()

@@ -7,12 +7,17 @@ import { clearError, field, showError } from "/static/forms.js";
 import { h, setChildren } from "/static/dom.js";
 import { get, listOf, patch, post, seg } from "./tenant_api.js";
 
-/** The offered event types as strings, whatever shape the answer has. */
+/** The offered event types as strings, whatever shape the answer has; with an event-type
+ * catalogue, its types (archived ones hidden) and their descriptions (name -> text). */
 async function offeredTypes() {
   const answer = await get("/v1/tenant/event-types");
-  return listOf(answer, "event_types")
+  const described = new Map(listOf(answer, "catalogue")
+    .filter((t) => typeof t?.name === "string")
+    .map((t) => [t.name, `${t.description ?? ""}${t.deprecated ? " (deprecated)" : ""}`]));
+  const names = listOf(answer, "event_types")
     .map((t) => (typeof t === "string" ? t : t?.type ?? t?.name))
     .filter((t) => typeof t === "string" && t !== "");
+  return { names, described };
 }
 
 /**
@@ -55,14 +60,15 @@ export function destinationForm({ onCreated, onSaved }) {
 
   async function fill(chosen) {
     let offered = [];
+    let described = new Map();
     try {
-      offered = await offeredTypes();
+      ({ names: offered, described } = await offeredTypes());
     } catch {
       offered = [];  // the picker is a help: free text still works
     }
     const wanted = new Set(chosen);
     setChildren(picker, offered.length === 0 ? h("span", { class: "hint" }, "none offered yet")
-      : offered.map((type) => h("label", {},
+      : offered.map((type) => h("label", { title: described.get(type) || null },
         h("input", { type: "checkbox", value: type, checked: wanted.has(type),
                      "data-event-type": type }), type)));
     inputs.other.value = chosen.filter((t) => !offered.includes(t)).join(", ");

@@ -4,7 +4,9 @@ AsyncHooklineClient, asyncio) and verify deliveries (verify).
 The `hookline-client` distribution: the standard library only, plus aiohttp for
 AsyncHooklineClient (`pip install 'hookline-client[aio]'`). aiohttp is imported when
 AsyncHooklineClient is first used, so the blocking client and the receiver kit work without
-it. Nothing of the hookline service is imported.
+it. Nothing of the hookline service is imported. validate_payload (optional) checks a
+received body against the event-type catalogue's exported schema, with a validator the
+application passes, or `jsonschema` when installed (imported on first use).
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from hookline_client.errors import (
     TimestampOutOfTolerance,
     WebhookVerificationError,
 )
+from hookline_client.payload import PayloadInvalid, validate_payload, webhook_schemas
 from hookline_client.policy import SendResult
 from hookline_client.receiver import verify
 from hookline_client.sync import HooklineClient
@@ -34,11 +37,14 @@ __all__ = [
     "HooklineRejected",
     "HooklineUnavailable",
     "InvalidSignature",
+    "PayloadInvalid",
     "SendResult",
     "TimestampOutOfTolerance",
     "WebhookVerificationError",
     "__version__",
+    "validate_payload",
     "verify",
+    "webhook_schemas",
 ]
 
 

@@ -69,17 +69,17 @@ SELECT * FROM sources WHERE name = :name AND deleted_at IS NULL
 SELECT * FROM sources WHERE deleted_at IS NULL ORDER BY id
 
 -- find_event_by_id: one event's facts by its internal id (the lookup shows no body)
-SELECT id, message_id, source, source_event_id, type, received_at,
+SELECT id, message_id, source, source_event_id, type, schema_problem, received_at,
     length(body) AS body_bytes, body_purged_at
 FROM events WHERE id = :event_id
 
 -- find_event_by_message_id: one event's facts by its webhook-id
-SELECT id, message_id, source, source_event_id, type, received_at,
+SELECT id, message_id, source, source_event_id, type, schema_problem, received_at,
     length(body) AS body_bytes, body_purged_at
 FROM events WHERE message_id = :message_id
 
 -- find_event_by_source_id: one event's facts by the sender's id within its tenant and source
-SELECT id, message_id, source, source_event_id, type, received_at,
+SELECT id, message_id, source, source_event_id, type, schema_problem, received_at,
     length(body) AS body_bytes, body_purged_at
 FROM events
 WHERE tenant_id = :tenant AND source = :source AND source_event_id = :source_event_id
@@ -263,12 +263,12 @@ FROM jobs j JOIN events e ON e.id = j.event_id JOIN destinations d ON d.id = j.d
 WHERE j.id = :job_id AND d.tenant_id = :tenant
 
 -- tenant_find_event_by_id: one event of a tenant by its internal id
-SELECT id, message_id, source, source_event_id, type, received_at,
+SELECT id, message_id, source, source_event_id, type, schema_problem, received_at,
     length(body) AS body_bytes, body_purged_at
 FROM events WHERE id = :event_id AND tenant_id = :tenant
 
 -- tenant_find_event_by_message_id: one event of a tenant by its webhook-id
-SELECT id, message_id, source, source_event_id, type, received_at,
+SELECT id, message_id, source, source_event_id, type, schema_problem, received_at,
     length(body) AS body_bytes, body_purged_at
 FROM events WHERE message_id = :message_id AND tenant_id = :tenant
 
@@ -310,6 +310,7 @@ SELECT metadata FROM tenants WHERE id = :tenant
 -- filter_test_events: a tenant's newest :limit events, newest first, with their bodies
 SELECT id, message_id, type, source, body, forwarded_headers, received_at, body_purged_at
 FROM events WHERE tenant_id = :tenant ORDER BY id DESC LIMIT :limit
+
 -- operational events (shared/store/notify_tx.py) ------------------------------------------
 
 -- set_notified_state: record what subscribers were told about a destination, if it still is
@@ -321,3 +322,45 @@ WHERE id = :destination_id AND notified_state = :expected
 -- new dead letters (0 rows: another transaction noticed them first)
 UPDATE destinations SET dead_letters_unnoticed = 0, dead_letters_noticed_at = :now
 WHERE id = :destination_id AND dead_letters_unnoticed = :unnoticed
+
+-- (catalogue: the event-type catalogue, migration 015)
+
+-- catalogue_revision: the catalogue's change counter (one row)
+SELECT revision FROM catalogue_state WHERE id = 1
+
+-- bump_catalogue_revision: count one change of the catalogue
+UPDATE catalogue_state SET revision = revision + 1 WHERE id = 1 RETURNING revision
+
+-- list_event_types: every catalogue type, by name
+SELECT * FROM event_types ORDER BY name
+
+-- list_event_type_schemas: every schema version of every type, by type and version
+SELECT * FROM event_type_schemas ORDER BY event_type, version
+
+-- get_event_type: one catalogue type by name
+SELECT * FROM event_types WHERE name = :name
+
+-- get_event_type_schemas: one type's schema versions, in version order
+SELECT * FROM event_type_schemas WHERE event_type = :name ORDER BY version
+
+-- put_event_type: create a catalogue type or replace its fields (created_at kept)
+INSERT INTO event_types (name, description, validation, deprecated, archived, created_at,
+    updated_at)
+VALUES (:name, :description, :validation, :deprecated, :archived, :now, :now)
+ON CONFLICT (name) DO UPDATE SET description = excluded.description,
+    validation = excluded.validation, deprecated = excluded.deprecated,
+    archived = excluded.archived, updated_at = excluded.updated_at
+RETURNING *
+
+-- delete_event_type_schemas: forget one type's schema versions (before writing them anew)
+DELETE FROM event_type_schemas WHERE event_type = :name
+
+-- insert_event_type_schema: one schema version of a type
+INSERT INTO event_type_schemas (event_type, version, schema, example)
+VALUES (:name, :version, :schema, :example)
+
+-- archive_event_type: set or clear a type's archived flag
+UPDATE event_types SET archived = :archived, updated_at = :now WHERE name = :name RETURNING *
+
+-- delete_event_type: remove a type and (by cascade) its schemas
+DELETE FROM event_types WHERE name = :name

@@ -8,13 +8,14 @@
 -- batch order); an event whose (tenant, source, source_event_id) exists, or repeats earlier in
 -- the batch, is skipped
 INSERT INTO events (message_id, tenant_id, source, source_event_id, type, body,
-    forwarded_headers, trace_context, received_at)
+    forwarded_headers, trace_context, schema_problem, received_at)
 SELECT u.message_id, u.tenant_id, u.source, u.source_event_id, u.type, u.body,
-    u.forwarded_headers, u.trace_context, hookline_now(:test_now_s)
+    u.forwarded_headers, u.trace_context, u.schema_problem, hookline_now(:test_now_s)
 FROM unnest(:message_id::text[], :tenant_id::text[], :source::text[], :source_event_id::text[],
-            :type::text[], :body::bytea[], :forwarded_headers::text[], :trace_context::text[])
+            :type::text[], :body::bytea[], :forwarded_headers::text[], :trace_context::text[],
+            :schema_problem::text[])
         WITH ORDINALITY AS u (message_id, tenant_id, source, source_event_id, type, body,
-                              forwarded_headers, trace_context, ord)
+                              forwarded_headers, trace_context, schema_problem, ord)
 ORDER BY u.ord
 ON CONFLICT (tenant_id, source, source_event_id) DO NOTHING
 RETURNING id, message_id, tenant_id, source, source_event_id
@@ -519,7 +520,7 @@ FROM jobs j JOIN events e ON e.id = j.event_id WHERE j.id = :job_id::bigint
 
 -- list_events: events newest first, filtered by type, received time, a job's destination
 -- and/or status; keyset paging by id (:before)
-SELECT e.id, e.message_id, e.source, e.source_event_id, e.type, e.received_at,
+SELECT e.id, e.message_id, e.source, e.source_event_id, e.type, e.schema_problem, e.received_at,
     length(e.body) AS body_bytes, e.body_purged_at
 FROM events e
 WHERE (:type::text IS NULL OR e.type = :type)

@@ -4,9 +4,9 @@
 -- insert_event: store one event unless its (tenant, source, source_event_id) exists (the store
 -- runs it for every event of a batch, as a few multi-row statements)
 INSERT INTO events (message_id, tenant_id, source, source_event_id, type, body,
-    forwarded_headers, trace_context, received_at)
+    forwarded_headers, trace_context, schema_problem, received_at)
 VALUES (:message_id, :tenant_id, :source, :source_event_id, :type, :body, :forwarded_headers,
-    :trace_context, :now)
+    :trace_context, :schema_problem, :now)
 ON CONFLICT (tenant_id, source, source_event_id) DO NOTHING
 RETURNING id, message_id, tenant_id, source, source_event_id
 
@@ -477,7 +477,7 @@ FROM jobs j JOIN events e ON e.id = j.event_id WHERE j.id = :job_id
 
 -- list_events: events newest first, filtered by type, received time, a job's destination
 -- and/or status; keyset paging by id (:before)
-SELECT e.id, e.message_id, e.source, e.source_event_id, e.type, e.received_at,
+SELECT e.id, e.message_id, e.source, e.source_event_id, e.type, e.schema_problem, e.received_at,
     length(e.body) AS body_bytes, e.body_purged_at
 FROM events e
 WHERE (:type IS NULL OR e.type = :type)
