@@ -33,7 +33,7 @@ def test_the_store_inserts_are_recognised():
     assert events.returning == ("id", "message_id", "tenant_id", "source", "source_event_id")
     assert jobs is not None and jobs.table == "jobs" and jobs.returning == ("id", "event_id")
     assert "RETURNING" not in events.sql(3)
-    assert events.sql(3).count("(?, ?, ?, ?, ?, ?, ?, ?, ?)") == 3
+    assert events.sql(3).count("(?, ?, ?, ?, ?, ?, ?, ?, ?, ?)") == 3
 
 
 @pytest.mark.parametrize("sql", [
