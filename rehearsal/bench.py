@@ -39,6 +39,8 @@ from hookline.rehearsal.bench_ceiling import (
     drive_load,
     load_generator,
     measure_ceiling,
+    measure_sender_ceiling,
+    sender_ratios,
 )
 from hookline.rehearsal.drill import fresh_postgres_database
 from hookline.rehearsal.harness import (
@@ -368,6 +370,7 @@ def _run(opts: BenchOptions, work: Path, db: str, postmaster: int | None) -> dic
     env = bench_env(work)
     # The ceiling first, on a quiet machine (flat-out runs only: a steady rate has none).
     ceiling = measure_ceiling(opts, env) if opts.rate_per_s is None else None
+    sender_ceiling = measure_sender_ceiling(opts, env) if opts.rate_per_s is None else None
     with receiver_process(env) as receiver:
         # Flat out: ingest alone, then delivery. At a steady --rate: both at once, so the
         # accept-to-delivered latency is the one a user sees.
@@ -385,7 +388,17 @@ def _run(opts: BenchOptions, work: Path, db: str, postmaster: int | None) -> dic
         result["ingest_vs_bare_aiohttp"] = {
             "ratio": ceiling_ratio(float(result["ingest"]["events_per_s"]), ceiling),
             "target": CEILING_TARGET}
+    if sender_ceiling is not None:
+        result["sender_ceiling"] = sender_ceiling
+        result.update(sender_ratios(result["delivery"]["deliveries_per_s"],
+                                    workers_cpu_per_1000(result), sender_ceiling))
     return result
+
+
+def workers_cpu_per_1000(result: dict[str, Any]) -> float:
+    """All worker processes' CPU seconds per 1,000 deliveries (the sum over `worker-N`)."""
+    return round(sum(float(cpu) for slot, cpu in result["cpu_s_per_1000_deliveries"].items()
+                     if slot.startswith("worker")), 3)
 
 
 def _measure(opts: BenchOptions, work: Path, db: str, postmaster: int | None,
@@ -528,6 +541,15 @@ def print_report(result: dict[str, Any]) -> None:
               f"events/s; ingest_vs_bare_aiohttp {versus['ratio']} (target {versus['target']})")
     print(f"delivery: {dlv['deliveries_per_s']} deliveries/s, {dlv['delivered']} delivered, "
           f"accept->delivered ms {_pairs(dlv['latency_ms'])}")
+    if "sender_ceiling" in result:
+        top, rate = result["sender_ceiling"], result["delivery_vs_bare_client"]
+        cpu = result["cpu_per_delivery_vs_bare_client"]
+        print(f"sender ceiling (bare aiohttp clients, {len(top['clients'])} x "
+              f"{top['concurrency']} in flight, signed, lean receiver): "
+              f"{top['requests_per_s']} requests/s, cpu s per 1000 "
+              f"{top['cpu_s_per_1000_requests']}; delivery_vs_bare_client {rate['ratio']} "
+              f"(target {rate['target']}), cpu_per_delivery_vs_bare_client {cpu['ratio']} "
+              f"(target at most {cpu['target']})")
     print(f"cpu s per 1000 deliveries: {_pairs(result['cpu_s_per_1000_deliveries'])}")
     print(f"peak rss MiB: {_pairs(result['peak_rss_mb'])}")
     wal = "n/a" if result["wal_bytes"] is None else f"{result['wal_bytes']} B"

@@ -70,6 +70,14 @@ TARGETS = {
     "deliveries_per_s": Target(measure="deliveries/s from a backlog", limit=5_000,
                                unit="deliveries/s", higher_is_better=True,
                                condition="with 2 workers"),
+    "delivery_vs_bare_client": Target(measure="deliveries/s, share of bare aiohttp clients' "
+                                              "rate", limit=0.5, unit="of bare clients",
+                                      higher_is_better=True,
+                                      condition="same concurrency, signing and receiver, same run"),
+    "cpu_per_delivery_vs_bare_client": Target(measure="worker CPU per delivery, multiple of a "
+                                                      "bare client's per request", limit=2.5,
+                                              unit="x bare clients", higher_is_better=False,
+                                              condition="same run"),
     "delivered_p50_ms": Target(measure="accept->delivered p50", limit=10, unit="ms",
                                higher_is_better=False, condition="at 1,000 events/s"),
     "delivered_p99_ms": Target(measure="accept->delivered p99", limit=50, unit="ms",
@@ -134,7 +142,9 @@ def _bench_run(result: dict[str, Any], *, steady: bool) -> dict[str, Any]:
 def measures(flat: dict[str, Any], steady: dict[str, Any]) -> dict[str, float | None]:
     """Each TARGETS key's result, in the target's unit: ingest, deliveries/s, idle cost and
     memory and the share of the bare aiohttp ceiling (`ingest_vs_bare_aiohttp`, None in a
-    run without that phase) from the flat-out run, accept->delivered latency from the steady
+    run without that phase) and the workers against the bare clients
+    (`delivery_vs_bare_client`, `cpu_per_delivery_vs_bare_client`, None likewise) from the
+    flat-out run, accept->delivered latency from the steady
     run (worker RSS:
     the larger of the two runs'; measured in MiB, shown in MB). `idle_db_writes` is 1 when
     the idle service wrote to the database, else 0. None: the run has no such figure
@@ -146,6 +156,9 @@ def measures(flat: dict[str, Any], steady: dict[str, Any]) -> dict[str, float | 
         "ingest_vs_bare_aiohttp": flat.get("ingest_vs_bare_aiohttp", {}).get("ratio"),
         "ingest_p99_ms": flat["ingest"]["latency_ms"]["p99"],
         "deliveries_per_s": flat["delivery"]["deliveries_per_s"],
+        "delivery_vs_bare_client": flat.get("delivery_vs_bare_client", {}).get("ratio"),
+        "cpu_per_delivery_vs_bare_client":
+            flat.get("cpu_per_delivery_vs_bare_client", {}).get("ratio"),
         "delivered_p50_ms": steady["delivery"]["latency_ms"]["p50"],
         "delivered_p99_ms": steady["delivery"]["latency_ms"]["p99"],
         "idle_cpu_percent": flat["idle"]["cpu_percent_of_one_core"],
@@ -166,8 +179,14 @@ def _conditions(flat: dict[str, Any], steady: dict[str, Any]) -> dict[str, str]:
     ceiling = flat.get("ceiling", {}).get("events_per_s")
     versus = "no ceiling in this run" if ceiling is None else \
         f"bare aiohttp {_number(float(ceiling))} events/s, {ingest}"
+    sender = flat.get("sender_ceiling")
+    clients = "no sender ceiling in this run" if sender is None else (
+        f"{len(sender['clients'])} bare clients x {sender['concurrency']} in flight: "
+        f"{_number(float(sender['requests_per_s']))} requests/s, "
+        f"{sender['cpu_s_per_1000_requests']} CPU s per 1,000")
     return {"ingest_events_per_s": ingest, "ingest_p99_ms": ingest,
             "ingest_vs_bare_aiohttp": versus,
+            "delivery_vs_bare_client": clients, "cpu_per_delivery_vs_bare_client": clients,
             "deliveries_per_s": f"{f_opts['workers']} workers",
             "delivered_p50_ms": latency, "delivered_p99_ms": latency,
             "idle_cpu_percent": f"over {float(f_opts['idle_s']):g} s",

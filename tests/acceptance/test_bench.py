@@ -72,6 +72,21 @@ def test_bench_on_sqlite(tmp_path):
     assert versus["target"] == 0.45
     assert versus["ratio"] == round(ingest_rate(result) / result["ceiling"]["events_per_s"], 3)
     assert f"ingest_vs_bare_aiohttp {versus['ratio']} (target 0.45)" in report
+    # The sender's ceiling: one bare signing client per worker against a lean receiver, and
+    # the workers' share of its rate and multiple of its CPU per request.
+    sender = result["sender_ceiling"]
+    assert len(sender["clients"]) == 2 and sender["concurrency"] == 64
+    assert sender["requests"] == 3 * EVENTS  # each client sent its share, all verified
+    assert sender["requests_per_s"] > 0 and sender["cpu_s_per_1000_requests"] > 0
+    rate, cpu = result["delivery_vs_bare_client"], result["cpu_per_delivery_vs_bare_client"]
+    assert rate == {"ratio": round(result["delivery"]["deliveries_per_s"]
+                                   / sender["requests_per_s"], 3), "target": 0.5}
+    workers_cpu = round(sum(v for k, v in result["cpu_s_per_1000_deliveries"].items()
+                            if k.startswith("worker")), 3)
+    assert cpu == {"ratio": round(workers_cpu / sender["cpu_s_per_1000_requests"], 3),
+                   "target": 2.5}
+    assert (f"delivery_vs_bare_client {rate['ratio']} (target 0.5), "
+            f"cpu_per_delivery_vs_bare_client {cpu['ratio']} (target at most 2.5)") in report
     assert (tmp_path / "bench" / "bench.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 

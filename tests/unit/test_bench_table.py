@@ -183,6 +183,31 @@ def test_ratio_to_the_bare_aiohttp_ceiling_has_its_row(tmp_path):
             ) in bench_table.render_block(FLAT, STEADY)
 
 
+def test_ratios_to_the_bare_clients_have_their_rows(tmp_path):
+    """A flat-out run with the sender's ceiling shows the workers' share of the bare clients'
+    rate (>= 0.5) and their CPU per delivery as a multiple of the clients' (< 2.5), with the
+    clients' figures; a run without that phase shows n/a for both."""
+    flat = json.loads(FLAT.read_text())
+    flat["sender_ceiling"] = {"clients": [{}, {}], "concurrency": 64, "requests": 9000,
+                              "requests_per_s": 3000.0, "cpu_s_per_1000_requests": 0.19}
+    flat["delivery_vs_bare_client"] = {"ratio": 0.6, "target": 0.5}
+    flat["cpu_per_delivery_vs_bare_client"] = {"ratio": 3.0, "target": 2.5}
+    with_ceiling = tmp_path / "flat.json"
+    with_ceiling.write_text(json.dumps(flat))
+    block = bench_table.render_block(with_ceiling, STEADY)
+    clients = "2 bare clients x 64 in flight: 3,000 requests/s, 0.19 CPU s per 1,000"
+    assert (f"| deliveries/s, share of bare aiohttp clients' rate ({clients}) "
+            "| 0.6 of bare clients | >= 0.5 of bare clients same concurrency, signing and "
+            "receiver, same run | 1.20 | yes |") in block
+    assert (f"| worker CPU per delivery, multiple of a bare client's per request ({clients}) "
+            "| 3 x bare clients | < 2.5 x bare clients same run | 1.20 | no |") in block
+    without = bench_table.render_block(FLAT, STEADY)
+    assert ("| deliveries/s, share of bare aiohttp clients' rate (no sender ceiling in this "
+            "run) | n/a |") in without
+    assert ("| worker CPU per delivery, multiple of a bare client's per request (no sender "
+            "ceiling in this run) | n/a |") in without
+
+
 def python_load_run(tmp_path: Path) -> Path:
     """flat.json as a run that fell back to the Python generator because wrk was missing."""
     run = json.loads(FLAT.read_text())
