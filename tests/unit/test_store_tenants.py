@@ -5,10 +5,14 @@ refusals and deletion."""
 
 from __future__ import annotations
 
+import asyncio
+import sys
+
 import pytest
 
 from hookline.shared.errors import Conflict, InvalidInput, NotFound
 from hookline.shared.models import DEFAULT_TENANT, Accepted, Duplicate, TenantRefused
+from hookline.shared.process.spawn import child_import_env
 from hookline.shared.store import Store
 from hookline.shared.store.ingest_tx import subscription_patterns
 from hookline.shared.tenant_models import TenantFields
@@ -70,6 +74,70 @@ async def test_fan_out_honours_changes_committed_just_before_the_event(store):
     assert await reached(store, "e5", "z", "acme") == []
     await add(store, "a", ["z"], "acme")  # the freed name, a new destination
     assert await reached(store, "e6", "z", "acme") == ["a"]
+
+
+# Another process's store: it reads one destination change per line on stdin, commits it,
+# and answers "ok" once committed (its other output lines are logs).
+_CHANGER = """
+import asyncio, sys
+from hookline.shared.store import open_store
+
+async def main():
+    store = open_store(sys.argv[1])
+    await store.open()
+    for line in sys.stdin:
+        verb, name, *types = line.split()
+        if verb == "add":
+            await store.add_destination(name=name, url="http://127.0.0.1:9/x", tenant="acme",
+                                        secret="whsec_" + "A" * 32, event_types=types,
+                                        max_in_flight=5)
+        elif verb == "types":
+            await store.update_destination(name, tenant="acme", event_types=types)
+        elif verb == "pause":
+            await store.set_paused(name, True, tenant="acme")
+        elif verb == "remove":
+            await store.remove_destination(name, tenant="acme")
+        print("ok", flush=True)
+    await store.close()
+
+asyncio.run(main())
+"""
+
+
+async def test_fan_out_honours_changes_another_process_committed_just_before(store,
+                                                                             store_url):
+    """The subscription index is read in ingest's own transaction: a change committed by
+    another process (another host, on PostgreSQL) reaches the very next event, with no
+    cache to expire: created, subscriptions changed, paused (jobs still made), removed."""
+    await store.put_tenant("acme", TenantFields())
+    child = await asyncio.create_subprocess_exec(
+        sys.executable, "-c", _CHANGER, store_url, stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE, env=child_import_env())
+
+    async def change(line: str) -> None:
+        assert child.stdin is not None and child.stdout is not None
+        child.stdin.write(line.encode() + b"\n")
+        await child.stdin.drain()
+        while (answer := await asyncio.wait_for(child.stdout.readline(), 30)) != b"ok\n":
+            assert answer, "the other process ended"  # else a log line: read on
+
+    try:
+        assert await reached(store, "e0", "x.y", "acme") == []
+        await change("add a x.*")
+        await change("add b x.y")
+        assert await reached(store, "e1", "x.y", "acme") == ["a", "b"]
+        await change("types a *")
+        assert await reached(store, "e2", "z", "acme") == ["a"]
+        await change("types b z.*")
+        assert await reached(store, "e3", "x.y", "acme") == ["a"]
+        await change("pause a")
+        assert await reached(store, "e4", "z.q", "acme") == ["a", "b"]
+        await change("remove a")
+        assert await reached(store, "e5", "z.q", "acme") == ["b"]
+    finally:
+        assert child.stdin is not None
+        child.stdin.close()
+        await asyncio.wait_for(child.wait(), 30)
 
 
 async def test_unknown_and_disabled_tenants_are_refused_in_a_mixed_batch(store):
