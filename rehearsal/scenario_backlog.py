@@ -136,7 +136,7 @@ def query_plans(db: str) -> dict[str, dict[str, Any]]:
               "claims": '[[1, "t"]]', "attempts": '[["t", 0.0, 0.1, 200]]',
               "destination_ids": "[1, 2, 3]", "offers": "[[1, 16], [2, 16], [3, 16]]",
               "after": 0, "upto": 2**62, "window": 64, "expired": 1,
-              "full_destinations": "[]", "capped_tenants": "[]"}
+              "full_destinations": "[]", "capped_tenants": "[]", "dead": 0}
     conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
     out: dict[str, dict[str, Any]] = {}
     try:

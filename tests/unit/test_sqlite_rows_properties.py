@@ -31,7 +31,7 @@ from hookline.shared.store.sqlite_rows import (
 
 PROPERTY = settings(max_examples=60, derandomize=True, database=None, deadline=None)
 EVENT_COLUMNS = ("message_id", "tenant_id", "source", "source_event_id", "type", "body",
-                 "forwarded_headers", "schema_problem")
+                 "forwarded_headers", "trace_context", "schema_problem")
 JOB_COLUMNS = ("event_ids", "destination_ids")
 DESTINATIONS = 3
 KEYS = 90  # idempotency keys drawn from few enough that batches repeat each other
@@ -118,7 +118,7 @@ class Pair:
             # An int or float key is stored as TEXT (type affinity), so answered as text.
             source = "api" if not isinstance(key, int) or key % 2 else "stripe"
             rows.append((f"msg_{self.serial}", "_default", source, key, "t",
-                         b"\xff\x00" + self.serial.to_bytes(4, "big"), None, None))
+                         b"\xff\x00" + self.serial.to_bytes(4, "big"), None, None, None))
         return self.insert("insert_event", EVENT_COLUMNS, rows, now)
 
     def jobs(self, answered: Sequence[dict[str, Any]], now: float) -> None:
