@@ -1,10 +1,11 @@
 """Operational events, stored by the transaction that changes the state they announce
 (shared/policy/notify.py says what and when).
 
-Each event is an ordinary event of the destination's tenant (source `_hookline`, a
-`hookline.` type), with a job for every live destination subscribed to it by name: those of
-the same tenant, and those of the default tenant (the operator's), so a tenant hears only
-about its own destinations and the operator about all of them. What was last announced about
+Each is an ordinary event (source `_hookline`, a `hookline.` type) with a job for every live
+destination subscribed to it by name, after their payload filters: one event of the
+destination's tenant for that tenant's subscribers, and one of the default tenant for the
+operator's, so a tenant hears only about its own destinations, the operator about all of
+them, and an event's jobs always belong to its own tenant. What was last announced about
 a destination is kept in its row (`notified_state`, schema 17) and changed with a
 compare-and-set in the same transaction: whichever host commits the change announces it,
 once; a restart forgets nothing.
@@ -18,11 +19,12 @@ from collections.abc import Mapping
 from typing import Any
 
 from hookline.shared.logs import get_logger
-from hookline.shared.models import DEFAULT_TENANT
+from hookline.shared.models import DEFAULT_TENANT, NewEvent
 from hookline.shared.policy import forwarding
 from hookline.shared.policy import notify as policy
 from hookline.shared.policy.notify import NotifyPolicy
 from hookline.shared.signing import new_message_ids
+from hookline.shared.store.filter_tx import load_filters
 from hookline.shared.store.ingest_tx import subscription_patterns
 from hookline.shared.store.metric_deltas import MetricDeltas
 from hookline.shared.store.ops import NOTIFY, NOW, AfterCommit, Query, Rows, Tx, count, one
@@ -38,9 +40,13 @@ def quiet(row: Mapping[str, Any]) -> bool:
 
 def publish_tx(notify: NotifyPolicy, event_type: str, tenant: str,
                data: Mapping[str, Any]) -> Tx[int]:
-    """Store one operational event for `tenant` and its jobs (same-tenant and default-tenant
-    destinations subscribed to it by a `hookline.` pattern); returns the jobs made (0: no
-    subscriber, nothing stored).
+    """Store the operational event about a destination of `tenant`: one event for `tenant`,
+    with a job for each of its destinations subscribed to it by a `hookline.` pattern, and
+    (for another tenant's destination) one event for the default tenant with a job for each
+    of the operator's subscribed destinations. Each event's jobs belong to its own tenant's
+    destinations, as for any event, so a tenant's views never show the operator's jobs.
+    Payload filters apply as at ingest. Returns the jobs made (0: no subscriber, nothing
+    stored).
 
     Args:
         notify: the policy (for the links).
@@ -48,8 +54,18 @@ def publish_tx(notify: NotifyPolicy, event_type: str, tenant: str,
         tenant: the tenant of the destination the event is about.
         data: the event's figures (destination, tenant, ...); the links are added.
     """
-    keys = sorted({(owner, pattern) for owner in {tenant, DEFAULT_TENANT}
-                   for pattern in subscription_patterns(event_type)})
+    made = 0
+    for owner in sorted({tenant, DEFAULT_TENANT}):
+        made += yield from _publish_for(notify, event_type, owner, tenant, data)
+    return made
+
+
+def _publish_for(notify: NotifyPolicy, event_type: str, owner: str, tenant: str,
+                 data: Mapping[str, Any]) -> Tx[int]:
+    """One operational event of `owner` (the destination's tenant, or the default tenant
+    for the operator) and its jobs; 0 and nothing stored when no destination of `owner`
+    takes it."""
+    keys = [(owner, pattern) for pattern in subscription_patterns(event_type)]
     reached = sorted({int(r["destination_id"]) for r in (yield Query(
         "fan_out", {"keys": Rows(("tenant_id", "pattern"), keys)}))})
     if not reached:
@@ -59,25 +75,35 @@ def publish_tx(notify: NotifyPolicy, event_type: str, tenant: str,
     source_event_id = f"{event_type.removeprefix(policy.PREFIX)}_{secrets.token_hex(8)}"
     body = policy.event_body(source_event_id, event_type, now,
                              {**data, **policy.links(notify, tenant)})
-    [event] = yield Query("insert_event", {"events": Rows(
-        ("message_id", "tenant_id", "source", "source_event_id", "type", "body",
-         "forwarded_headers", "trace_context", "schema_problem"),
-        [(message_id, tenant, policy.SOURCE, source_event_id, event_type, body,
-          forwarding.encode(()), None, None)])}, per_row=True)
-    yield Query("insert_jobs", {"pairs": Rows(("event_ids", "destination_ids"),
-                                              [(event["id"], d) for d in reached])},
-                per_row=True)
-    yield NOTIFY
+    event = NewEvent(source=policy.SOURCE, source_event_id=source_event_id, type=event_type,
+                     body=body, tenant=owner)
     deltas = MetricDeltas()
-    deltas.events(1)
-    for destination_id in reached:
-        deltas.jobs(destination_id, None, "pending")
-    deltas.notification(event_type.removeprefix(policy.PREFIX))
+    filters = yield from load_filters({owner: reached}, [owner])
+    if filters is not None:
+        reached = list(filters.select(event, reached))
+        filters.count(deltas)
+    if reached:
+        [stored] = yield Query("insert_event", {"events": Rows(
+            ("message_id", "tenant_id", "source", "source_event_id", "type", "body",
+             "forwarded_headers", "trace_context", "schema_problem"),
+            [(message_id, owner, policy.SOURCE, source_event_id, event_type, body,
+              forwarding.encode(()), None, None)])}, per_row=True)
+        yield Query("insert_jobs", {"pairs": Rows(("event_ids", "destination_ids"),
+                                                  [(stored["id"], d) for d in reached])},
+                    per_row=True)
+        yield NOTIFY
+        deltas.events(1)
+        for destination_id in reached:
+            deltas.jobs(destination_id, None, "pending")
+        deltas.notification(event_type.removeprefix(policy.PREFIX))
     yield from deltas.apply()
+    if not reached:
+        return 0  # every subscriber's filter turned it away (counted as filtered)
     destination = data.get("destination")
+    jobs = len(reached)
     yield AfterCommit(lambda: log.info("operational_event", type=event_type, tenant=tenant,
-                                       destination=destination, jobs=len(reached)))
-    return len(reached)
+                                       owner=owner, destination=destination, jobs=jobs))
+    return jobs
 
 
 def moved_tx(destination_id: int, expected: str, state: str) -> Tx[bool]:

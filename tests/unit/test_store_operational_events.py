@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from hookline.shared.models import AttemptResult, Dead, Done, Retry
+from hookline.shared.operator_models import EventFilter
 from hookline.shared.policy.delivery import BreakerPolicy
 from hookline.shared.policy.notify import NotifyPolicy
 from hookline.shared.tenant_models import TenantFields
@@ -145,6 +146,32 @@ async def test_a_tenant_hears_only_of_its_own_destinations(store, clock):
                                   ("ops-acme", "hookline.destination.recovered", "a")]
     assert all(data["tenant"] == "acme" for _, _, data in got)
     assert got[0][2]["portal_url"] == "/portal/"
+    # Each event's jobs are its own tenant's: acme's views never show the operator's jobs.
+    acme = await store.list_events(EventFilter(tenant="acme", type="hookline.destination.failing",
+                                               limit=10))
+    assert [[j.destination for j in e.jobs] for e in acme] == [["ops-acme"]]
+    ours = await store.list_events(EventFilter(tenant="_default",
+                                               type="hookline.destination.failing", limit=10))
+    assert [[j.destination for j in e.jobs] for e in ours] == [["ops"]]
+
+
+async def test_payload_filters_apply_to_operational_events(store, clock):
+    """The operator's notification destination with a filter on the tenant hears only of
+    that tenant's destinations; what its filter turned away is counted as filtered."""
+    store.notify = POLICY
+    for tenant in ("acme", "beta"):
+        await store.put_tenant(tenant, TenantFields())
+    await add(store, "ops", ["hookline.*"])
+    await store.update_destination("ops", filter={"data.tenant": "acme"})
+    await add(store, "a", ["push"], tenant="acme")
+    await add(store, "b", ["push"], tenant="beta")
+    for tenant in ("acme", "beta"):
+        await store.add_event(new_event("e1", tenant=tenant))
+    got = await rounds(store, clock, [500, 500])
+    assert sorted(kinds(got)) == [("ops", "hookline.destination.failing", "a"),
+                                  ("ops", "hookline.destination.recovered", "a")]
+    page, _ = await store.destination_figures(after_id=0, limit=10)
+    assert {d.name: d.filtered for d in page}["ops"] == 2
 
 
 async def test_manual_pause_and_secret_rotation(store, clock):
