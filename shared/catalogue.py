@@ -23,7 +23,7 @@ import jsonschema_rs
 
 from hookline.shared.endpoint_models import subscribes
 from hookline.shared.errors import InvalidInput
-from hookline.shared.policy import inputs
+from hookline.shared.policy import inputs, notify
 
 Validation = Literal["off", "warn", "reject"]
 VALIDATION_MODES: tuple[Validation, ...] = ("off", "warn", "reject")
@@ -112,8 +112,13 @@ def event_type_view(event_type: EventType, *, with_schemas: bool = True) -> dict
 
 
 def event_type_name(value: Any, field_name: str = "name") -> str:
-    """A catalogue type's name: the event type rules (no wildcard). Raises InvalidInput."""
-    return inputs.token(field_name, value, inputs.EVENT_TYPE_RE)
+    """A catalogue type's name: the event type rules (no wildcard), outside the `hookline.`
+    namespace (hookline's own operational events, never published). Raises InvalidInput."""
+    name = inputs.token(field_name, value, inputs.EVENT_TYPE_RE)
+    problem = notify.reserved_type_problem(name)
+    if problem is not None:
+        raise InvalidInput(field_name, problem)
+    return name
 
 
 def event_type_fields(name: str, body: Mapping[str, Any]) -> EventType:
@@ -288,6 +293,9 @@ def check_subscriptions(catalogue: Sequence[EventType], patterns: Sequence[str],
     by_name = {t.name: t for t in catalogue}
     warnings: list[str] = []
     for pattern in patterns:
+        if notify.is_operational(pattern):  # hookline's own events: not the catalogue's
+            _check_operational(pattern)
+            continue
         matched = [t for t in catalogue if subscribes((pattern,), t.name)]
         if not matched:
             nearest = nearest_name(pattern, list(by_name))
@@ -311,3 +319,17 @@ def nearest_name(name: str, known: Sequence[str]) -> str | None:
     """The known name most like `name` (difflib), or None when none is close."""
     found = difflib.get_close_matches(name.removesuffix(".*"), known, n=1, cutoff=0.6)
     return found[0] if found else None
+
+
+def _check_operational(pattern: str) -> None:
+    """A subscription in the `hookline.` namespace must match one of hookline's operational
+    event types (the catalogue never holds them). Raises SubscriptionRefused with the
+    nearest of them."""
+    if any(subscribes((pattern,), known) for known in notify.TYPES):
+        return
+    nearest = nearest_name(pattern, list(notify.TYPES))
+    hint = f"; did you mean {nearest!r}?" if nearest else ""
+    raise SubscriptionRefused(
+        "unknown_event_type", pattern,
+        f"{inputs.clip(pattern)!r} matches none of hookline's operational event types{hint}",
+        nearest)

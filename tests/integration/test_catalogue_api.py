@@ -107,6 +107,20 @@ async def test_subscriptions_must_match_the_catalogue(client, real_store: Store)
                                  json={"event_types": ["invoices.paid"]})
     assert (status, refused["nearest"]) == (422, "invoice.paid")
 
+    # hookline's own operational events are not the catalogue's: always subscribable (a
+    # misspelt one names the nearest), and the catalogue refuses the reserved namespace.
+    for patterns in (["hookline.*"], ["hookline.destination.*", "invoice.paid"],
+                     ["hookline.destination.failing"]):
+        status, changed = await call(client, "PATCH", "/v1/admin/destinations/d",
+                                     json={"event_types": patterns})
+        assert status == 200 and changed["event_types"] == patterns, changed
+    status, refused = await call(client, "PATCH", "/v1/admin/destinations/d",
+                                 json={"event_types": ["hookline.destination.failng"]})
+    assert (status, refused["error"], refused["nearest"]) == (
+        422, "unknown_event_type", "hookline.destination.failing")
+    status, refused = await call(client, "PUT", "/v1/admin/event-types/hookline.mine", json={})
+    assert (status, refused["field"]) == (400, "name") and "reserved" in refused["detail"]
+
     # The tenant API goes through the same check, and lists the catalogue (archived hidden).
     await real_store.put_tenant("t", TenantFields())
     _, minted = await call(client, "POST", "/v1/admin/tenants/t/tokens", json={})
