@@ -51,7 +51,7 @@ from aiohttp import hdrs, web
 from hookline.ingest import metrics
 from hookline.ingest.app_state import app_config, request_reader, request_store
 from hookline.ingest.auth import ADMIN_SETTING, check_bearer
-from hookline.ingest.http_common import acting, error_response
+from hookline.ingest.http_common import acting, bounded_body, error_response
 from hookline.ingest.subscription_check import subscription_warnings
 from hookline.ingest.tenant_scope import TENANT_PARAM, existing_tenant_filter, request_tenant
 from hookline.shared.catalogue import SubscriptionRefused
@@ -154,11 +154,7 @@ def answering_errors(handler: Handler) -> Handler:
 
 async def json_body(request: web.Request) -> dict[str, Any]:
     """The request's JSON object body ({} when empty). Raises InvalidInput("body")."""
-    if request.content_length is not None and request.content_length > _MAX_ADMIN_BODY:
-        raise InvalidInput("body", f"larger than {_MAX_ADMIN_BODY} bytes")
-    raw = await request.content.read(_MAX_ADMIN_BODY + 1)
-    if len(raw) > _MAX_ADMIN_BODY:
-        raise InvalidInput("body", f"larger than {_MAX_ADMIN_BODY} bytes")
+    raw = await bounded_body(request, _MAX_ADMIN_BODY)
     if not raw.strip():
         return {}
     try:

@@ -37,7 +37,7 @@ from aiohttp import web
 from hookline.ingest.admin_api import guarded
 from hookline.ingest.app_state import request_store, token_tenant
 from hookline.ingest.catalogue_cache import CATALOGUE_KEY
-from hookline.ingest.http_common import acting
+from hookline.ingest.http_common import acting, bounded_body
 from hookline.shared.catalogue import (
     event_type_fields,
     event_type_view,
@@ -68,9 +68,7 @@ def register(app: web.Application) -> None:
 
 async def _body(request: web.Request) -> Any:
     """The request's JSON body ({} when empty), at most MAX_CATALOGUE_BODY bytes."""
-    raw = await request.content.read(MAX_CATALOGUE_BODY + 1)
-    if len(raw) > MAX_CATALOGUE_BODY:
-        raise InvalidInput("body", f"larger than {MAX_CATALOGUE_BODY} bytes")
+    raw = await bounded_body(request, MAX_CATALOGUE_BODY)
     if not raw.strip():
         return {}
     try:

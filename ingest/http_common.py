@@ -16,7 +16,7 @@ from aiohttp.typedefs import LooseHeaders
 from hookline.ingest.app_state import OUTAGE_KEY, RATE_LIMITER_KEY, request_claims
 from hookline.ingest.rate_limit import retry_after_s
 from hookline.ingest.validation import BodyTooLarge
-from hookline.shared.errors import StoreBusy, StoreClosing, StoreUnavailable
+from hookline.shared.errors import InvalidInput, StoreBusy, StoreClosing, StoreUnavailable
 from hookline.shared.logs import get_logger
 
 RETRY_AFTER_S = 1
@@ -148,3 +148,16 @@ def acting(request: web.Request) -> str:
     """Who acts, for a log line's `by`: "admin_api", or `tenant:<id>` for a tenant token."""
     claims = request_claims(request)
     return "admin_api" if claims is None else f"tenant:{claims.tenant}"
+
+
+async def bounded_body(request: web.Request, limit_bytes: int) -> bytes:
+    """:func:`read_bounded` for the admin and tenant APIs: the whole body however many reads
+    it arrives in (one read returns only what is buffered so far), at most `limit_bytes`.
+
+    Raises:
+        InvalidInput("body"): the body is longer than `limit_bytes` (400).
+    """
+    try:
+        return await read_bounded(request, limit_bytes)
+    except BodyTooLarge:
+        raise InvalidInput("body", f"larger than {limit_bytes} bytes") from None

@@ -4,6 +4,7 @@ in turn: a SQLite file, then PostgreSQL)."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -217,3 +218,25 @@ async def test_jobs_and_destination_stats_take_a_tenant(client, real_store):
     for path in ("/v1/admin/jobs?tenant=ghost", "/v1/admin/destination-stats?tenant=ghost"):
         status, error = await _call(client, "GET", path)
         assert status == 404 and "ghost" in error["detail"], path
+
+
+async def test_a_body_arriving_in_several_segments_is_read_whole(client):
+    """An admin body that reaches the server in two TCP segments, 300 ms apart, is read
+    whole (one read returns only what has arrived so far)."""
+    status, _ = await _call(client, "POST", "/v1/admin/destinations",
+                            json={"name": "split", "url": URL})
+    assert status == 201
+    body = b'{"max_in_flight": 7, "url": "' + URL.encode() + b'"}'
+    head = (f"PATCH /v1/admin/destinations/split HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+            f"Authorization: Bearer {TOKEN}\r\nContent-Type: application/json\r\n"
+            f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n").encode()
+    reader, writer = await asyncio.open_connection("127.0.0.1", client.server.port)
+    writer.write(head + body[:10])
+    await writer.drain()
+    await asyncio.sleep(0.3)
+    writer.write(body[10:])
+    await writer.drain()
+    answer = await reader.read()
+    writer.close()
+    assert answer.startswith(b"HTTP/1.1 200"), answer[:300]
+    assert b'"max_in_flight": 7' in answer or b'"max_in_flight":7' in answer
