@@ -120,6 +120,8 @@ async def event_cmd(config: Config, args: argparse.Namespace) -> int:
     body = (f"purged {iso_time(event.body_purged_at)} (its jobs cannot be resent)"
             if event.body_purged_at is not None else f"{event.body_bytes} bytes, stored")
     print(f"  body         {body}")
+    if event.schema_problem:
+        print(f"  schema       does not match its catalogue schema: {event.schema_problem}")
     print_table(event_view(event)["jobs"],
                 ["id", "destination", "status", "attempts", "next_run_at", "last_error"])
     return 0

@@ -85,3 +85,17 @@ def test_event_type_commands(cli, tmp_path: Path):
     assert cli("event-types", "put", "a*b")[0] == 2
     assert cli("event-types", "put", "x", "--example", str(example))[0] == 2
     assert cli("event-types", "import", str(tmp_path / "missing.json"))[0] == 2
+
+
+def test_hookline_event_shows_the_schema_mark(cli, store_url: str):
+    """An event accepted under `warn` with a mismatch shows it in `hookline event`."""
+    from hookline.shared.models import NewEvent
+
+    async def publish() -> None:
+        async with opened_store(store_url) as store:
+            await store.add_event(NewEvent(source="api", source_event_id="e1",
+                                           type="order.created", body=b"{}",
+                                           schema_problem="/data/order fails `type`"))
+    asyncio.run(publish())
+    code, out, _ = cli("event", "e1")
+    assert code == 0 and "/data/order fails `type`" in out and "schema" in out
