@@ -128,11 +128,17 @@ async def test_cmd(config: Config, args: argparse.Namespace) -> int:
         raise InvalidInput("type", f"must match {EVENT_TYPE_RE.pattern}, not {args.type!r}")
     tenant = tenant_arg(args)
 
+    paused: list[str] = []  # the destination's pause reason, when it is paused
+
     async def run(store: Store) -> dict[str, Any]:
         scope = await existing_tenant(store, tenant)
         dest = await store.get_destination(args.name, tenant=scope)
         sent = await store.send_test_event(args.name, tenant=scope, event_type=args.type)
-        bound_s = (dest.timeout_s or config.attempt_timeout_s) + CLAIM_ALLOWANCE_S
+        # A paused destination's job waits for its resume: no attempt to wait for.
+        bound_s = 0.0 if dest.paused else (
+            (dest.timeout_s or config.attempt_timeout_s) + CLAIM_ALLOWANCE_S)
+        if dest.paused:
+            paused.append(dest.paused_reason or "paused")
         story, attempt = await first_outcome(store, sent.job_id, scope, bound_s)
         return delivery_probe_view(sent, story, attempt, bound_s)
 
@@ -140,6 +146,9 @@ async def test_cmd(config: Config, args: argparse.Namespace) -> int:
     attempt = out["attempt"]
     if args.json:
         print_json(out)
+    elif attempt is None and paused:
+        print(f"test event sent (job {out['job_id']}): destination {args.name!r} is paused "
+              f"({paused[0]}); the job waits until `hookline resume {args.name}`")
     elif attempt is None:
         print(f"test event sent (job {out['job_id']}): no attempt finished within "
               f"{out['waited_s']:g} s; the job is {out['job_status']} (is the service running?)")

@@ -154,3 +154,12 @@ async def _dead_letter_each(url: str) -> None:
         await store.finish([(c, Dead(error="gone"), AttemptResult(
             started_at=await store.now_s(), duration_s=0.01, status_code=410))
             for c in claims])
+
+
+def test_a_test_delivery_to_a_paused_destination_says_so_at_once(cli):
+    """`hookline destinations test` of a paused destination does not wait out the attempt
+    timeout: it names the pause and exits 1 (the job waits for the resume)."""
+    ok_json(cli, "destinations", "add", "held", URL, "--secret", SECRET)
+    assert cli("pause", "held", "--reason", "maintenance")[0] == 0
+    code, out, _ = cli("destinations", "test", "held")
+    assert code == 1 and "'held' is paused (maintenance)" in out and "hookline resume" in out
