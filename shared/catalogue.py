@@ -175,10 +175,12 @@ def _versions(field_name: str, value: Any) -> dict[int, Any]:
     out: dict[int, Any] = {}
     for key, item in value.items():
         text = str(key)
-        if not text.isdigit() or not 1 <= int(text) <= MAX_SCHEMA_VERSION:
+        # Written plainly ("1", not "01" or "1 "), so two keys never name one version.
+        if (not text.isascii() or not text.isdigit() or text != str(int(text))
+                or not 1 <= int(text) <= MAX_SCHEMA_VERSION):
             raise InvalidInput(f"{field_name}.{inputs.clip(text)}",
                                f"a version must be a whole number from 1 to "
-                               f"{MAX_SCHEMA_VERSION}")
+                               f"{MAX_SCHEMA_VERSION}, written without leading zeros")
         out[int(text)] = item
     return dict(sorted(out.items()))
 

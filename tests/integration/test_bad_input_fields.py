@@ -149,6 +149,8 @@ BAD_INPUTS: list[tuple[str, str, Any, int, str, str]] = [
      "validation"),
     ("PUT", "/v1/admin/event-types/x", {"schemas": {"one": {}}}, 400, "invalid_request",
      "schemas.one"),
+    ("PUT", "/v1/admin/event-types/x", {"schemas": {"01": {}, "1": {}}}, 400,
+     "invalid_request", "schemas.01"),
     ("PUT", "/v1/admin/event-types/x", {"schemas": {"1": {"type": 12}}}, 400,
      "invalid_request", "schemas.1"),
     ("PUT", "/v1/admin/event-types/x", {"schemas": {"1": {"$ref": "#/$defs/none"}}}, 400,
