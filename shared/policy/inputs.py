@@ -36,6 +36,8 @@ MAX_ID = 2**63 - 1
 """Largest event or job id (a signed 64-bit integer in both backends)."""
 MAX_REASON_CHARS = 1000
 """Longest `reason` an operator action takes (it goes into the audit line)."""
+MAX_LIST_LIMIT = 10_000
+"""Most rows one listing returns (the admin API's `limit=`, the CLI's `--limit`)."""
 MAX_JSON_DEPTH = 64
 """Deepest JSON nesting any input document may have; the top-level value is level 1."""
 
@@ -124,6 +126,12 @@ def whole_number(field: str, value: Any, *, default: int | None = None, low: int
     if not low <= number <= high:
         raise InvalidInput(field, f"must be from {low} to {high}")
     return number
+
+
+def list_limit(value: Any, default: int) -> int:
+    """A listing's `limit`: how many rows, 1 to MAX_LIST_LIMIT; `default` when None.
+    Raises InvalidInput("limit")."""
+    return whole_number("limit", value, default=default, high=MAX_LIST_LIMIT)
 
 
 def flag(field: str, value: Any, default: bool = False) -> bool:
