@@ -42,7 +42,6 @@ admin_token configured every request gets 403 `auth_not_configured`.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -157,10 +156,7 @@ async def json_body(request: web.Request) -> dict[str, Any]:
     raw = await bounded_body(request, _MAX_ADMIN_BODY)
     if not raw.strip():
         return {}
-    try:
-        value = json.loads(raw)
-    except ValueError as exc:
-        raise InvalidInput("body", f"is not valid JSON: {exc}") from None
+    value = inputs.json_document("body", raw)
     if not isinstance(value, dict):
         raise InvalidInput("body", "must be a JSON object")
     return value

@@ -29,7 +29,6 @@ it up within ingest/catalogue_cache.py's CATALOGUE_POLL_S.
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from aiohttp import web
@@ -71,10 +70,7 @@ async def _body(request: web.Request) -> Any:
     raw = await bounded_body(request, MAX_CATALOGUE_BODY)
     if not raw.strip():
         return {}
-    try:
-        return json.loads(raw)
-    except ValueError as exc:
-        raise InvalidInput("body", f"is not valid JSON: {exc}") from None
+    return inputs.json_document("body", raw)
 
 
 async def _changed(request: web.Request) -> None:

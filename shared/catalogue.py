@@ -318,9 +318,14 @@ def check_subscriptions(catalogue: Sequence[EventType], patterns: Sequence[str],
 
 
 def nearest_name(name: str, known: Sequence[str]) -> str | None:
-    """The known name most like `name` (difflib), or None when none is close."""
-    found = difflib.get_close_matches(name.removesuffix(".*"), known, n=1, cutoff=0.6)
-    return found[0] if found else None
+    """The known name most like `name` (difflib, ignoring case: `INVOICE.PAID` is nearest
+    `invoice.paid`), or None when none is close."""
+    by_folded: dict[str, str] = {}
+    for known_name in known:
+        by_folded.setdefault(known_name.casefold(), known_name)
+    found = difflib.get_close_matches(name.removesuffix(".*").casefold(), list(by_folded),
+                                      n=1, cutoff=0.6)
+    return by_folded[found[0]] if found else None
 
 
 def _check_operational(pattern: str) -> None:

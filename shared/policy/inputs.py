@@ -11,9 +11,10 @@ one bad value gets one message wherever it is typed.
 
 from __future__ import annotations
 
+import json
 import math
 import re
-from collections.abc import Collection, Iterable
+from collections.abc import Collection, Iterable, Iterator
 from typing import Any, cast
 
 from hookline.shared.errors import ConfigError, InvalidInput
@@ -35,6 +36,10 @@ MAX_ID = 2**63 - 1
 """Largest event or job id (a signed 64-bit integer in both backends)."""
 MAX_REASON_CHARS = 1000
 """Longest `reason` an operator action takes (it goes into the audit line)."""
+MAX_LIST_LIMIT = 10_000
+"""Most rows one listing returns (the admin API's `limit=`, the CLI's `--limit`)."""
+MAX_JSON_DEPTH = 64
+"""Deepest JSON nesting any input document may have; the top-level value is level 1."""
 
 
 def clip(name: str) -> str:
@@ -123,6 +128,12 @@ def whole_number(field: str, value: Any, *, default: int | None = None, low: int
     return number
 
 
+def list_limit(value: Any, default: int) -> int:
+    """A listing's `limit`: how many rows, 1 to MAX_LIST_LIMIT; `default` when None.
+    Raises InvalidInput("limit")."""
+    return whole_number("limit", value, default=default, high=MAX_LIST_LIMIT)
+
+
 def flag(field: str, value: Any, default: bool = False) -> bool:
     """true or false; `default` when None. Raises InvalidInput(field)."""
     if value is None:
@@ -166,3 +177,76 @@ def time_range(since_s: float | None, until_s: float | None, *,
             raise InvalidInput(name, "must be a finite time")
     if since_s is not None and until_s is not None and until_s <= since_s:
         raise InvalidInput(fields[1], f"must be after {fields[0]}")
+
+
+def json_document(field: str, raw: bytes | str, *, max_depth: int = MAX_JSON_DEPTH) -> Any:
+    """Parse one JSON document an operator or client sent (an admin or tenant API body, a
+    file given to the CLI) and refuse what would fail later, deep inside the service.
+
+    Args:
+        field: the name the error gives (`body`, or the CLI option).
+        raw: the document; bytes must be UTF-8.
+        max_depth: the deepest nesting accepted (levels; the top-level value is level 1).
+
+    Returns:
+        The parsed value.
+
+    Raises:
+        InvalidInput: `field` is not valid UTF-8 or JSON, nests deeper than `max_depth`
+            (checked without recursion), or holds a string that cannot be stored as UTF-8
+            (a lone surrogate escape such as `\\ud800`).
+    """
+    try:
+        value = json.loads(raw)
+    except UnicodeDecodeError as exc:
+        raise InvalidInput(field, f"is not valid UTF-8 (byte {exc.start})") from None
+    except RecursionError:
+        # The C decoder recurses per level and stops at the interpreter's recursion limit,
+        # long before a stack overflow; anything that deep is far past max_depth anyway.
+        raise InvalidInput(field, f"is nested deeper than {max_depth} levels") from None
+    except ValueError as exc:
+        raise InvalidInput(field, f"is not valid JSON: {exc}") from None
+    if (problem := json_problem(value, max_depth)) is not None:
+        raise InvalidInput(field, problem)
+    return value
+
+
+def json_problem(value: Any, max_depth: int = MAX_JSON_DEPTH) -> str | None:
+    """What makes a parsed JSON value unfit to keep (None: nothing): nesting deeper than
+    `max_depth` levels, or a key or string that is not encodable as UTF-8 (JSON's `\\u`
+    escapes can spell a lone surrogate, which no database column can hold). An iterative
+    walk, so any depth is safe."""
+    stack: list[tuple[Iterator[Any], int]] = []
+    if isinstance(value, dict | list):
+        stack.append((_json_children(value), 1))
+    elif isinstance(value, str):
+        return _text_problem(value)
+    while stack:
+        children, depth = stack[-1]
+        for child in children:
+            if isinstance(child, dict | list):
+                if depth + 1 > max_depth:
+                    return f"is nested deeper than {max_depth} levels"
+                stack.append((_json_children(child), depth + 1))
+                break
+            if isinstance(child, str) and (problem := _text_problem(child)) is not None:
+                return problem
+        else:
+            stack.pop()
+    return None
+
+
+def _json_children(container: dict[str, Any] | list[Any]) -> Iterator[Any]:
+    """A container's members; an object's keys come before its values."""
+    if isinstance(container, dict):
+        return iter([*container.keys(), *container.values()])
+    return iter(container)
+
+
+def _text_problem(text: str) -> str | None:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        return (f"holds a string that is not valid Unicode (a lone surrogate "
+                f"\\u{ord(text[exc.start]):04x}); send text as UTF-8")
+    return None

@@ -144,28 +144,38 @@ def event_body(event_id: str, event_type: str, now_s: float, data: Mapping[str, 
 
 
 def chat_text(event_type: str, data: Mapping[str, Any]) -> str:
-    """One line of Slack-compatible mrkdwn describing an operational event."""
-    who = f"`{data.get('destination')}`"
+    """One line of Slack-compatible mrkdwn describing an operational event. A figure the
+    data lacks (a test delivery's example data, say) is left out of the sentence rather
+    than shown as `None`."""
+    name = data.get("destination")
+    who = f"`{name}`" if name is not None else "(unnamed)"
     if data.get("tenant") not in (None, DEFAULT_TENANT):
         who += f" (tenant `{data.get('tenant')}`)"
     last = data.get("last_status_code")
     last_text = (f", last HTTP {last}" if last is not None
                  else f", last error: {data['last_error']}" if data.get("last_error") else "")
     if event_type == FAILING:
-        text = (f":warning: hookline destination {who} is failing: "
-                f"{data.get('failure_streak')} failed attempts in a row since "
-                f"{data.get('failing_since')}{last_text}")
+        streak, since = data.get("failure_streak"), data.get("failing_since")
+        run = " ".join(part for part in (
+            f"{streak} failed attempts in a row" if streak is not None else "",
+            f"since {since}" if since is not None else "") if part)
+        text = (f":warning: hookline destination {who} is failing"
+                f"{': ' + run if run else ''}{last_text}")
     elif event_type == PAUSED:
-        text = (f":no_entry: hookline destination {who} was paused ({data.get('reason')}): "
+        cause = f" ({data['reason']})" if data.get("reason") is not None else ""
+        text = (f":no_entry: hookline destination {who} was paused{cause}: "
                 f"{data.get('paused_reason') or 'no reason given'}")
     elif event_type == RECOVERED:
         text = f":white_check_mark: hookline destination {who} delivers again"
     elif event_type == SECRET_ROTATED:
-        text = (f":key: hookline destination {who} has a new signing secret; the previous "
-                f"one signs too until {data.get('previous_secret_until')}")
+        until = data.get("previous_secret_until")
+        text = (f":key: hookline destination {who} has a new signing secret"
+                + (f"; the previous one signs too until {until}" if until is not None else ""))
     elif event_type == DEAD_LETTERS_GROWING:
-        text = (f":skull: hookline destination {who}: {data.get('new_dead_letters')} new "
-                f"dead letters ({data.get('dead_letters')} in all){last_text}")
+        new, total = data.get("new_dead_letters"), data.get("dead_letters")
+        text = (f":skull: hookline destination {who}: "
+                f"{'' if new is None else f'{new} '}new dead letters"
+                f"{'' if total is None else f' ({total} in all)'}{last_text}")
     else:
         text = f"hookline {event_type} about {who}"
     url = data.get("dashboard_url")

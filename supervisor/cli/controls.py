@@ -18,7 +18,7 @@ from hookline.shared.config import Config
 from hookline.shared.endpoint_models import Destination
 from hookline.shared.errors import ConfigError
 from hookline.shared.logs import get_logger
-from hookline.shared.policy import rules
+from hookline.shared.policy import inputs, rules
 from hookline.shared.policy.rules import (
     DEFAULT_BODIES_AGE,
     DEFAULT_DEDUPE_AGE,
@@ -86,6 +86,10 @@ def add_destination_actions(dest: Any) -> None:
     rm.set_defaults(handler=async_command(destinations_remove))
 
 
+DEFAULT_DEAD_LIMIT = 100
+"""Dead letters `hookline dead` lists when no --limit is given."""
+
+
 def register(sub: Any) -> None:
     """Add pause, resume, dead, replay, purge and job to the CLI."""
     pause = sub.add_parser("pause", help="stop all requests to a destination; jobs wait")
@@ -106,7 +110,8 @@ def register(sub: Any) -> None:
     add_tenant_flag(dead, "only this tenant's destinations; --destination names one of its "
                           "destinations (default: the default tenant's)")
     dead.add_argument("--since", help="died at or after TIME (ISO 8601, unix s, or 2h)")
-    dead.add_argument("--limit", type=int, default=100)
+    dead.add_argument("--limit", type=int, default=DEFAULT_DEAD_LIMIT,
+                      help=f"most dead letters listed (1 to {inputs.MAX_LIST_LIMIT})")
     dead.add_argument("--json", action="store_true")
     dead.set_defaults(handler=async_command(dead_cmd))
 
@@ -278,13 +283,14 @@ async def dead_cmd(config: Config, args: argparse.Namespace) -> int:
     with whether it can be replayed (`no: body purged`, `no: destination removed`)."""
     since = None if args.since is None else parse_instant_spec(args.since)
     tenant = tenant_arg(args)
+    limit = inputs.list_limit(args.limit, DEFAULT_DEAD_LIMIT)
 
     async def list_dead(store: Store) -> list[DeadLetter]:
         since_s, = await resolve_instants(store, since)  # `10m`: on the store's clock
         if tenant is not None:
             await existing_tenant(store, tenant)
         return await store.list_dead(destination=args.destination, since_s=since_s,
-                                     limit=args.limit, tenant=tenant)
+                                     limit=limit, tenant=tenant)
 
     rows = [dead_letter_view(j) for j in await with_store(config, list_dead)]
     if args.json:

@@ -7,13 +7,12 @@ from __future__ import annotations
 
 import argparse
 import json
-from pathlib import Path
 from typing import Any
 
 from hookline.shared.config import Config
 from hookline.shared.errors import InvalidInput, InvalidSetting
 from hookline.shared.policy.filters import check_filter
-from hookline.shared.policy.inputs import EVENT_TYPE_RE
+from hookline.shared.policy.inputs import EVENT_TYPE_RE, json_document
 from hookline.shared.store import Store
 from hookline.shared.store.delivery_probe import (
     CLAIM_ALLOWANCE_S,
@@ -28,6 +27,7 @@ from hookline.supervisor.cli.common import (
     print_table,
     with_store,
 )
+from hookline.supervisor.cli.files import read_json_file
 from hookline.supervisor.cli.tenants import add_tenant_flag, existing_tenant, tenant_arg
 
 DEFAULT_LAST = 50
@@ -48,21 +48,19 @@ def filter_option(args: argparse.Namespace) -> tuple[bool, dict[str, Any] | None
     """(given, the checked filter) from `--filter` / `--filter-file`.
 
     Raises:
-        InvalidSetting("filter"): not JSON, unreadable, or a bad filter (exit 2).
+        InvalidSetting("filter"): not JSON, or a bad filter (exit 2).
+        InvalidInput("--filter-file"): the file cannot be read or is not JSON (exit 2).
     """
     text = getattr(args, "filter", None)
     path = getattr(args, "filter_file", None)
     if text is None and path is None:
         return False, None
     if path is not None:
-        try:
-            text = Path(path).read_text(encoding="utf-8")
-        except OSError as exc:
-            raise InvalidSetting("filter", f"cannot read {path}: {exc.strerror}") from None
+        return True, check_filter(read_json_file(path, "--filter-file"))
     try:
-        value = json.loads(text or "")
-    except ValueError as exc:
-        raise InvalidSetting("filter", f"is not valid JSON: {exc}") from None
+        value = json_document("filter", text or "")
+    except InvalidInput as exc:
+        raise InvalidSetting("filter", exc.detail) from None
     return True, check_filter(value)
 
 

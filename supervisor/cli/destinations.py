@@ -12,7 +12,7 @@ from hookline.shared.config import Config
 from hookline.shared.endpoint_models import Destination
 from hookline.shared.errors import ConfigError, InvalidSetting
 from hookline.shared.models import JOB_STATUSES
-from hookline.shared.policy import rules
+from hookline.shared.policy import inputs, rules
 from hookline.shared.record_models import Job
 from hookline.shared.report_models import Stats
 from hookline.shared.signing import generate_secret
@@ -36,6 +36,9 @@ from hookline.supervisor.cli.destination_checks import (
 from hookline.supervisor.cli.event_types import warn_about
 from hookline.supervisor.cli.human import show
 from hookline.supervisor.cli.tenants import add_tenant_flag, existing_tenant, tenant_arg
+
+DEFAULT_JOBS_LIMIT = 50
+"""Jobs `hookline jobs` lists when no --limit is given."""
 
 
 def register(sub: Any) -> None:
@@ -70,7 +73,8 @@ def register(sub: Any) -> None:
 
     jobs_p = sub.add_parser("jobs", help="list jobs, newest first")
     jobs_p.add_argument("--status", choices=JOB_STATUSES)
-    jobs_p.add_argument("--limit", type=int, default=50)
+    jobs_p.add_argument("--limit", type=int, default=DEFAULT_JOBS_LIMIT,
+                        help=f"most jobs listed (1 to {inputs.MAX_LIST_LIMIT})")
     add_tenant_flag(jobs_p, "only jobs of this tenant's destinations (default: every tenant's)")
     jobs_p.add_argument("--json", action="store_true")
     jobs_p.set_defaults(handler=lambda c, a: run_command(lambda: jobs(c, a)))
@@ -192,13 +196,14 @@ async def destinations_list(config: Config, args: argparse.Namespace) -> int:
 
 
 async def jobs(config: Config, args: argparse.Namespace) -> int:
-    """`hookline jobs [--status S] [--tenant ID]`: newest first."""
+    """`hookline jobs [--status S] [--tenant ID] [--limit N]`: newest first."""
     tenant = tenant_arg(args)
+    limit = inputs.list_limit(args.limit, DEFAULT_JOBS_LIMIT)
 
     async def listed(store: Store) -> list[Job]:
         if tenant is not None:
             await existing_tenant(store, tenant)
-        return await store.list_jobs(status=args.status, limit=args.limit, tenant=tenant)
+        return await store.list_jobs(status=args.status, limit=limit, tenant=tenant)
 
     rows = [job_view(j) for j in await with_store(config, listed)]
     if args.json:

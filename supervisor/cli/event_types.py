@@ -39,6 +39,7 @@ from hookline.supervisor.cli.common import (
     print_table,
     with_store,
 )
+from hookline.supervisor.cli.files import read_json_file, write_text_file
 
 
 def register(sub: Any) -> None:
@@ -89,29 +90,6 @@ def warn_about(warnings: list[str]) -> None:
         print(f"hookline: warning: {warning}", file=sys.stderr)
 
 
-def read_json(path: Path, field: str) -> Any:
-    """A JSON file's value (YAML for .yaml/.yml when PyYAML is installed). Raises
-    InvalidInput(field) (exit 2)."""
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise InvalidInput(field, f"cannot read {path}: {exc.strerror}") from None
-    if path.suffix in (".yaml", ".yml"):
-        try:
-            import yaml  # type: ignore[import-untyped]  # noqa: PLC0415  (optional)
-        except ImportError:
-            raise InvalidInput(field, f"{path} is YAML: install PyYAML, or convert it to "
-                                      "JSON") from None
-        try:
-            return yaml.safe_load(text)
-        except yaml.YAMLError as exc:
-            raise InvalidInput(field, f"{path} is not valid YAML: {exc}") from None
-    try:
-        return json.loads(text)
-    except ValueError as exc:
-        raise InvalidInput(field, f"{path} is not valid JSON: {exc}") from None
-
-
 async def list_cmd(config: Config, args: argparse.Namespace) -> int:
     """`hookline event-types list`."""
     found = await with_store(config, lambda s: s.list_event_types())
@@ -136,9 +114,11 @@ async def put_cmd(config: Config, args: argparse.Namespace) -> int:
     name = event_type_name(args.name)
     if args.example is not None and args.schema is None:
         raise InvalidInput("example", "--example goes with --schema (its version)")
-    given = read_json(args.file, "file") if args.file is not None else None
-    schema = read_json(args.schema, "schema") if args.schema is not None else None
-    example = read_json(args.example, "example") if args.example is not None else None
+    given, schema, example = (None if path is None else read_json_file(path, option,
+                                                                        yaml_ok=True)
+                              for path, option in ((args.file, "--file"),
+                                                   (args.schema, "--schema"),
+                                                   (args.example, "--example")))
 
     async def put(store: Store) -> tuple[EventType, bool]:
         try:
@@ -209,7 +189,7 @@ async def remove_cmd(config: Config, args: argparse.Namespace) -> int:
 
 async def import_cmd(config: Config, args: argparse.Namespace) -> int:
     """`hookline event-types import FILE`: an OpenAPI 3.1 document's webhooks."""
-    document = read_json(args.file, "file")
+    document = read_json_file(args.file, "file", yaml_ok=True)
 
     async def load(store: Store) -> ImportPlan:
         plan = plan_import(document, await store.list_event_types())
@@ -236,6 +216,6 @@ async def export_cmd(config: Config, args: argparse.Namespace) -> int:
     if args.out is None:
         sys.stdout.write(text)
     else:
-        args.out.write_text(text, encoding="utf-8")
+        write_text_file(args.out, text, "--out")
         print(f"wrote {len(found)} event type(s) to {args.out}", file=sys.stderr)
     return 0

@@ -94,8 +94,11 @@ def _print(result: SendResult, as_json: bool) -> None:
     print(f"{result.outcome}: id {result.id}, event {result.event_id}, "
           f"message {result.message_id}, {result.jobs} job(s)")
     if result.accepted and result.jobs == 0:
-        print("note: no destination subscribes to this type, so nothing will be delivered "
-              "(hookline destinations list)", file=sys.stderr)
+        # The answer does not say whether no destination subscribes or payload filters
+        # turned the event away, so the note names both.
+        print("note: no destination took it (none subscribes, or their payload filters "
+              "turned it away), so nothing will be delivered (hookline destinations list)",
+              file=sys.stderr)
 
 
 def _data(args: argparse.Namespace) -> Any:

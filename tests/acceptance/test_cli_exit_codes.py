@@ -56,6 +56,10 @@ USAGE_ERRORS = [
     (["resend", "3", "--destination", "d"], "give a JOB_ID or --destination"),
     (["maintenance", "recount-metrics"], "no database at"),
     (["maintenance", "recount-metrics", "--destination", "d"], "unrecognized arguments"),
+    (["jobs", "--limit", "-5"], "limit: must be from 1 to 10000"),
+    (["jobs", "--limit", "99999999"], "limit: must be from 1 to 10000"),
+    (["jobs", "--limit", "0"], "limit: must be from 1 to 10000"),
+    (["dead", "--limit", "-1"], "limit: must be from 1 to 10000"),
 ]
 
 USAGE_ERRORS_ON_A_DATABASE = [

@@ -22,6 +22,8 @@ TOKEN = "t0ken-for-tests"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
 GOOD_URL = "http://127.0.0.1:9/h"
 SECRET = "whsec_" + "A" * 43 + "="
+DEEP = b'{"a":' + b"[" * 3000 + b"]" * 3000 + b"}"
+"""A body nested 3000 levels deep (past the interpreter's recursion limit)."""
 
 # (method, path, JSON body or raw bytes or None, status, error code, field)
 BAD_INPUTS: list[tuple[str, str, Any, int, str, str]] = [
@@ -41,6 +43,19 @@ BAD_INPUTS: list[tuple[str, str, Any, int, str, str]] = [
     ("PATCH", "/v1/admin/destinations/d", {"url": "http://169.254.169.254/"}, 400,
      "destination_blocked", "url"),
     ("POST", "/v1/admin/destinations/d/pause", {"reason": 5}, 400, "invalid_request", "reason"),
+    # text no database can hold (a lone surrogate) and nesting past the depth limit
+    ("POST", "/v1/admin/destinations/d/pause", {"reason": "\ud800"}, 400, "invalid_request",
+     "body"),
+    ("POST", "/v1/admin/destinations", {"name": "x", "url": GOOD_URL, "\udfff": 1}, 400,
+     "invalid_request", "body"),
+    ("POST", "/v1/admin/destinations", DEEP, 400, "invalid_request", "body"),
+    ("PUT", "/v1/admin/tenants/sur", {"metadata": {"a": "\ud800"}}, 400, "invalid_request",
+     "body"),
+    ("PUT", "/v1/admin/tenants/sur", DEEP, 400, "invalid_request", "body"),
+    ("PUT", "/v1/admin/event-types/a.b", {"description": "\ud800"}, 400, "invalid_request",
+     "body"),
+    ("PUT", "/v1/admin/event-types/a.b", DEEP, 400, "invalid_request", "body"),
+    ("POST", "/v1/admin/event-types/import", DEEP, 400, "invalid_request", "body"),
     ("POST", "/v1/admin/destinations",
      {"name": "x", "url": GOOD_URL, "filter": {"data.x": {"$gtx": 1}}}, 400,
      "invalid_request", "filter"),
@@ -225,6 +240,9 @@ BAD_TENANT_INPUTS: list[tuple[str, str, Any, int, str, str]] = [
     ("POST", "/v1/tenant/destinations/d/filter-test", {"filter": {"tenant.name": 1}}, 400,
      "invalid_request", "filter"),
     ("POST", "/v1/tenant/destinations/d/test", {"type": 5}, 400, "invalid_request", "type"),
+    ("POST", "/v1/tenant/destinations/d/test", {"type": "\ud800"}, 400, "invalid_request",
+     "body"),
+    ("PATCH", "/v1/tenant/destinations/d", DEEP, 400, "invalid_request", "body"),
     ("POST", "/v1/tenant/destinations/d/recover", {"since": "never"}, 400, "invalid_request",
      "since"),
     ("GET", "/v1/tenant/jobs?status=lost", None, 400, "invalid_request", "status"),
@@ -254,7 +272,8 @@ async def test_bad_tenant_input_names_its_field(real_store: Store, method: str, 
     async with TestClient(TestServer(app, host="127.0.0.1")) as c:
         async with c.post("/v1/admin/tenants/t/tokens", json={}, headers=AUTH) as minted:
             token = (await minted.json())["token"]
-        async with c.request(method, path, json=body,
+        sent: dict[str, Any] = {"data": body} if isinstance(body, bytes) else {"json": body}
+        async with c.request(method, path, **sent,
                              headers={"Authorization": f"Bearer {token}"}) as resp:
             answer = await resp.json()
     assert (resp.status, answer.get("error"), answer.get("field")) == (status, code, field), \

@@ -42,5 +42,9 @@ def test_a_type_without_a_schema_passes_and_a_non_object_is_refused():
     assert validate_payload(body("anything", "user.created"), SCHEMAS)["type"] == "user.created"
     with pytest.raises(PayloadInvalid):
         validate_payload(b"[1]", SCHEMAS)
+    for not_json in (b"not json", b"", b'{"type": "\xff"}', b"[" * 100_000):
+        with pytest.raises(PayloadInvalid) as info:
+            validate_payload(not_json, SCHEMAS)
+        assert info.value.event_type == "?", info.value
     with pytest.raises(ValueError, match="webhooks"):
         webhook_schemas({"openapi": "3.1.0"})

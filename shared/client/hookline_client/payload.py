@@ -74,10 +74,11 @@ def validate_payload(payload: bytes | Mapping[str, Any], schemas: Mapping[str, A
         The parsed payload.
 
     Raises:
-        PayloadInvalid: it does not match its type's schema (or is not a JSON object).
+        PayloadInvalid: it does not match its type's schema (or is not a JSON object, or
+            its bytes are not JSON at all; then `event_type` is "?").
         ModuleNotFoundError: no `validator` was given and `jsonschema` is not installed.
     """
-    document = json.loads(payload) if isinstance(payload, bytes | bytearray) else payload
+    document = _parsed(payload) if isinstance(payload, bytes | bytearray) else payload
     if not isinstance(document, Mapping):
         raise PayloadInvalid("?", "", "the payload is not a JSON object")
     event_type = str(document.get("type", "?"))
@@ -97,6 +98,17 @@ def validate_payload(payload: bytes | Mapping[str, Any], schemas: Mapping[str, A
     if error is not None:
         raise PayloadInvalid(event_type, _pointer(list(error.absolute_path)), error.message)
     return document
+
+
+def _parsed(payload: bytes | bytearray) -> Any:
+    """The received bytes as JSON. Raises PayloadInvalid when they are not JSON (or not
+    UTF-8, or nested past the interpreter's recursion limit)."""
+    try:
+        return json.loads(payload)
+    except RecursionError:
+        raise PayloadInvalid("?", "", "the payload is nested too deeply to parse") from None
+    except ValueError as exc:  # JSONDecodeError and UnicodeDecodeError alike
+        raise PayloadInvalid("?", "", f"the payload is not JSON: {exc}") from None
 
 
 def _pointer(path: list[Any]) -> str:

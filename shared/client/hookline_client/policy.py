@@ -76,7 +76,8 @@ class SendResult:
         event_id: hookline's number for the stored event.
         message_id: the `webhook-id` every delivery of it carries.
         jobs: deliveries this send created: one per destination subscribed to the type
-            (0 for a duplicate, and 0 when no destination subscribes to the type).
+            (0 for a duplicate, and 0 when no destination subscribes to the type or every
+            subscriber's payload filter turned the event away).
         attempts: requests made by this send (1 unless it retried).
     """
 
