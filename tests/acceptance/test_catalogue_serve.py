@@ -16,7 +16,7 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-from procs import JSON_AUTH, ROOT, child_env, log_records, start_cli, stop
+from procs import JSON_AUTH, ROOT, child_env, healthy, log_records, start_cli, stop
 
 from hookline.rehearsal.harness import free_port
 from hookline.rehearsal.receiver import Endpoint, Receiver
@@ -43,14 +43,6 @@ def hookline(db: str, *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "hookline.supervisor.cli", "--db", db, *args],
                           capture_output=True, text=True, env=child_env(), cwd=ROOT,
                           timeout=60, check=False)
-
-
-def healthy(base: str) -> bool:
-    try:
-        with urllib.request.urlopen(f"{base}/healthz", timeout=1) as resp:
-            return resp.status == 200
-    except OSError:
-        return False
 
 
 async def until(predicate: Any, what: str, timeout_s: float = 20.0) -> None:
