@@ -22,7 +22,6 @@ accepts the event with the mismatch stored as its `schema_problem`. Both are cou
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import replace
 
 from aiohttp import web
@@ -103,7 +102,7 @@ async def _post_event(request: web.Request, trace_context: str | None) -> web.Re
                 f"schema version {mismatch.version}: {mismatch.problem}", field="data",
                 pointer=mismatch.problem.pointer, keyword=mismatch.problem.keyword,
                 event_type=event.type, schema_version=mismatch.version)
-        event = dataclasses.replace(event, schema_problem=mismatch.mark)
+        event = replace(event, schema_problem=mismatch.mark)
     limited = check_rate(request.app, event.source)
     if limited is not None:
         return limited
