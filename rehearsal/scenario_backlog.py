@@ -59,7 +59,7 @@ CLAIM_QUERIES = ("claim_probe", "kill_lost_at_cap", "claim_window", "destination
 # LIMIT 1 stops each range after its first row. The backlog scenario times claims with an
 # ordered destination to show it (claim_ms_d1_ordered).
 ORDERED_ONLY = ("ordered_head",)
-OTHER_WORKER_QUERIES = ("due_work_exists", "extend_lease", "finish_delivered",
+OTHER_WORKER_QUERIES = ("extend_lease", "finish_delivered",
                         "finish_done", "finish_retry", "finish_dead", "record_attempts",
                         "record_attempt", "destination_failed", "destination_succeeded")
 

@@ -79,6 +79,7 @@ from hookline.shared.store.tenant_reads_tx import TenantReadOperations
 from hookline.shared.store.tenants_tx import TenantOperations, add_destination_tx
 
 T = TypeVar("T")
+_NO_CAP = 2**31 - 1  # an attempt count no job reaches (see _due_work_exists)
 log = get_logger()
 
 
@@ -124,8 +125,12 @@ class StoreLogic(ClaimOperations, EventOperations, TenantOperations, TenantCount
         return sum(len(r.job_ids) for r in results if isinstance(r, Accepted))
 
     async def _due_work_exists(self) -> bool:
-        """Whether a job is claimable now (asked when a waiter starts listening)."""
-        return bool((await self._transact(_single(one("due_work_exists")), write=False))["due"])
+        """Whether a job is claimable now (asked when a waiter starts listening, since work
+        committed before it listened woke nobody): claim_probe's walk, its at-cap clause
+        left out by an attempt cap no job reaches."""
+        found = await self._transact(_single(one("claim_probe", max_attempts=_NO_CAP)),
+                                     write=False)
+        return bool(found["claimable"])
 
     # -- workers ---------------------------------------------------------------------------
 

@@ -13,7 +13,7 @@ import pytest
 from hookline.shared.store.queries import load_queries
 from tests.conftest import new_event
 
-HOT_PATH = ("claim_probe", "due_work_exists", "claim_window", "destination_slots", "due_jobs",
+HOT_PATH = ("claim_probe", "claim_window", "destination_slots", "due_jobs",
             "kill_lost_at_cap", "close_attempts_lost_at_cap", "claim_job",
             "mark_attempt_lost", "insert_attempt", "claim_details", "record_attempts",
             "finish_delivered", "finish_done", "finish_retry", "record_attempt",
@@ -61,7 +61,7 @@ async def test_the_claim_reads_destinations_by_id_never_all_of_them(store, desti
     queries = load_queries("sqlite")
     db = sqlite3.connect(store.path)
     try:
-        for name in ("claim_probe", "due_work_exists", "claim_window", "destination_slots",
+        for name in ("claim_probe", "claim_window", "destination_slots",
                      "due_jobs"):
             text = plan(db, queries[name])
             assert not re.search(r"SCAN (destinations|d)\b", text), (name, text)

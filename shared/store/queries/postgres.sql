@@ -158,30 +158,6 @@ CROSS JOIN LATERAL (
     ORDER BY lease_until LIMIT LEAST(o.most, :limit::integer)
     FOR UPDATE SKIP LOCKED) x
 
--- due_work_exists: whether any job is claimable now (pending and due, or its lease expired)
--- on a destination that takes deliveries; asked when a waiter starts listening, since work
--- committed before its LISTEN took effect notified nobody (claim_probe's walk)
-WITH RECURSIVE walk(a, b, found) AS (
-    SELECT (SELECT min(id) FROM destinations WHERE NOT paused AND deleted_at IS NULL
-            AND id > 0),
-        (SELECT min(destination_id) FROM jobs WHERE status = 'pending'
-            AND destination_id >= (SELECT min(id) FROM destinations WHERE NOT paused AND deleted_at IS NULL
-            AND id > 0)), 0
-    UNION ALL
-    SELECT (SELECT min(id) FROM destinations WHERE NOT paused AND deleted_at IS NULL
-            AND id > CASE WHEN w.a = w.b THEN w.a ELSE w.b - 1 END),
-        (SELECT min(destination_id) FROM jobs WHERE status = 'pending'
-            AND destination_id >= (SELECT min(id) FROM destinations WHERE NOT paused AND deleted_at IS NULL
-            AND id > CASE WHEN w.a = w.b THEN w.a ELSE w.b - 1 END)),
-        CASE WHEN w.a = w.b AND EXISTS (SELECT 1 FROM jobs p WHERE p.destination_id = w.a
-            AND p.status = 'pending' AND p.run_at <= hookline_now(:test_now_s)) THEN 1 ELSE 0 END
-    FROM walk w WHERE w.a IS NOT NULL AND w.b IS NOT NULL AND w.found = 0
-)
-SELECT (SELECT max(found) FROM walk) = 1 OR EXISTS (
-    SELECT 1 FROM jobs j JOIN destinations d ON d.id = j.destination_id
-    WHERE j.status = 'running' AND j.lease_until <= hookline_now(:test_now_s) AND NOT d.paused
-        AND d.deleted_at IS NULL) AS due
-
 -- claim_probe: whether a claim could take or end anything now (read-only, so that a worker
 -- woken for nothing takes no row locks and writes nothing): a due job on a destination that
 -- takes deliveries, an expired lease on one, or an expired lease on a job that used its last

@@ -126,32 +126,6 @@ FROM json_each(:offers) o JOIN jobs j ON j.id IN (
         AND r.lease_until <= :now
     ORDER BY r.lease_until LIMIT :limit)
 
--- due_work_exists: whether any job is claimable now (pending and due, or its lease expired)
--- on a destination that takes deliveries; asked when a waiter starts listening, since work
--- committed before its wake-up socket existed poked nobody (claim_probe's walk: never a
--- join that ORs two walks of jobs_status over the whole backlog, 176 ms with 666,000 jobs
--- not yet due, nor a probe per live destination)
-WITH RECURSIVE walk(a, b, found) AS (
-    SELECT (SELECT min(id) FROM destinations WHERE paused = 0 AND deleted_at IS NULL
-            AND id > 0),
-        (SELECT min(destination_id) FROM jobs WHERE status = 'pending'
-            AND destination_id >= (SELECT min(id) FROM destinations WHERE paused = 0 AND deleted_at IS NULL
-            AND id > 0)), 0
-    UNION ALL
-    SELECT (SELECT min(id) FROM destinations WHERE paused = 0 AND deleted_at IS NULL
-            AND id > CASE WHEN w.a = w.b THEN w.a ELSE w.b - 1 END),
-        (SELECT min(destination_id) FROM jobs WHERE status = 'pending'
-            AND destination_id >= (SELECT min(id) FROM destinations WHERE paused = 0 AND deleted_at IS NULL
-            AND id > CASE WHEN w.a = w.b THEN w.a ELSE w.b - 1 END)),
-        (w.a = w.b AND EXISTS (SELECT 1 FROM jobs p WHERE p.destination_id = w.a
-            AND p.status = 'pending' AND p.run_at <= :now))
-    FROM walk w WHERE w.a IS NOT NULL AND w.b IS NOT NULL AND w.found = 0
-)
-SELECT (SELECT max(found) FROM walk) = 1 OR EXISTS (
-    SELECT 1 FROM jobs j CROSS JOIN destinations d ON d.id = j.destination_id
-    WHERE j.status = 'running' AND j.lease_until <= :now AND d.paused = 0
-        AND d.deleted_at IS NULL) AS due
-
 -- claim_probe: whether a claim could take or end anything now (read-only, so that a worker
 -- woken for nothing does not take the write lock): a due job on a destination that takes
 -- deliveries, an expired lease on one, or an expired lease on a job that used its last
