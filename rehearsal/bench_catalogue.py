@@ -38,9 +38,10 @@ from hookline.ingest.validation import parse_published
 from hookline.rehearsal import wrk
 from hookline.rehearsal.bench import bench_env, proc_cpu_s, query, service_process
 from hookline.rehearsal.harness import INGEST_TOKEN
+from hookline.rehearsal.scenario_common import with_store
 from hookline.shared.catalogue import compile_schema, event_type_fields
 from hookline.shared.signing import generate_secret
-from hookline.shared.store import Store, open_store
+from hookline.shared.store import Store
 
 PROPERTIES = 20
 EVENT_TYPE = "bench.event"
@@ -125,13 +126,13 @@ def engines(rounds: int, events: int = 50_000) -> dict[str, Any]:
 def ingest(rounds: int, phase_s: int, concurrency: int, work: Path) -> dict[str, Any]:
     """Flat-out ingest, catalogue off (A) and on (B), alternated (module doc)."""
     db = str(work / "bench.db")
-    asyncio.run(_with_store(db, _add_paused_destination))
+    asyncio.run(with_store(db, _add_paused_destination))
     env = bench_env(work)
     phases: list[dict[str, Any]] = []
     with service_process(db, work, env, workers=1, synchronous="FULL") as (port, procs):
         for round_no in range(rounds):
             for label, validate in (("A", False), ("B", True)):
-                asyncio.run(_with_store(db, _catalogue_on if validate else _catalogue_off))
+                asyncio.run(with_store(db, _catalogue_on if validate else _catalogue_off))
                 time.sleep(REFRESH_WAIT_S)
                 probe = _probe(port, f"probe-{label}{round_no}")
                 if probe != (400 if validate else 202):  # the phase measures what it says
@@ -202,15 +203,6 @@ def _probe(port: int, event_id: str) -> int:
             return int(resp.status)
     except urllib.error.HTTPError as exc:
         return int(exc.code)
-
-
-async def _with_store(db: str, work: Any) -> None:
-    store = open_store(db)
-    await store.open()
-    try:
-        await work(store)
-    finally:
-        await store.close()
 
 
 async def _add_paused_destination(store: Store) -> None:

@@ -6,11 +6,13 @@ Times: `*_unix` are unix seconds (time.time()); durations are seconds unless nam
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
 
 from hookline.shared.db_url import is_postgres_url
+from hookline.shared.store import Store, open_store
 
 SCENARIOS = ("backlog", "outage", "fairness", "destinations", "tenants")
 OUTAGE_KINDS = {"503": "status:503", "hang": "hang"}
@@ -112,3 +114,14 @@ def chosen_database(backend: str | None, db: str) -> BenchDatabase:
     server_url = db if is_postgres_url(db) else None
     chosen = backend or ("postgres" if server_url else "sqlite")
     return BenchDatabase(backend=chosen, server_url=server_url if chosen == "postgres" else None)
+
+
+async def with_store(db: str, work: Callable[[Store], Awaitable[object]]) -> None:
+    """Open the store at `db` (a SQLite path or a PostgreSQL URL), run `work(store)` on it,
+    and close it, whatever happens."""
+    store = open_store(db)
+    await store.open()
+    try:
+        await work(store)
+    finally:
+        await store.close()

@@ -37,7 +37,7 @@ from hookline.rehearsal.bench import (
     service_process,
 )
 from hookline.rehearsal.harness import ADMIN_TOKEN, INGEST_TOKEN
-from hookline.rehearsal.scenario_common import ScenarioOptions, pick
+from hookline.rehearsal.scenario_common import ScenarioOptions, pick, with_store
 from hookline.shared.config import Config
 from hookline.shared.models import DEFAULT_TENANT
 from hookline.shared.policy.delivery import destination_slots, late_slots, tenant_slots
@@ -113,7 +113,7 @@ def _ingest(opts: ScenarioOptions, db: str, port: int, procs: dict[str, int], la
     returns events/s, the jobs written per event accepted in this measurement, and the CPU
     seconds each process of the service (`procs`: slot -> pid) used meanwhile."""
     started = time.monotonic()
-    asyncio.run(_with_store(db, setup))
+    asyncio.run(with_store(db, setup))
     setup_s = time.monotonic() - started
     events_before, jobs_before = _count_events_and_jobs(db)
     cpu_before = {slot: proc_cpu_s(pid) for slot, pid in procs.items()}
@@ -134,15 +134,6 @@ def _count_events_and_jobs(db: str) -> tuple[int, int]:
     """Events and jobs stored, read in one statement (one snapshot)."""
     events, jobs = query(db, "SELECT (SELECT COUNT(*) FROM events), (SELECT COUNT(*) FROM jobs)")[0]
     return int(events), int(jobs)
-
-
-async def _with_store(db: str, work: Any) -> None:
-    store = open_store(db)
-    await store.open()
-    try:
-        await work(store)
-    finally:
-        await store.close()
 
 
 async def _add_paused(store: Store, name: str, tenant: str) -> None:
