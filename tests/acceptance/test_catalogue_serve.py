@@ -8,15 +8,13 @@ from __future__ import annotations
 
 import asyncio
 import json
-import subprocess
-import sys
 import time
 import urllib.error
 import urllib.request
 from pathlib import Path
 from typing import Any
 
-from procs import JSON_AUTH, ROOT, child_env, healthy, log_records, start_cli, stop
+from procs import JSON_AUTH, healthy, log_records, run_cli, start_cli, stop
 
 from hookline.rehearsal.harness import free_port
 from hookline.rehearsal.receiver import Endpoint, Receiver
@@ -37,12 +35,6 @@ def call(method: str, url: str, body: Any = None, token: str | None = None) -> t
             return resp.status, json.loads(resp.read())
     except urllib.error.HTTPError as exc:
         return exc.code, json.loads(exc.read())
-
-
-def hookline(db: str, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "hookline.supervisor.cli", "--db", db, *args],
-                          capture_output=True, text=True, env=child_env(), cwd=ROOT,
-                          timeout=60, check=False)
 
 
 async def until(predicate: Any, what: str, timeout_s: float = 20.0) -> None:
@@ -84,7 +76,7 @@ def _operate(db: str, base: str, url: str, secret: str, tmp: Path) -> str:
     assert _publish(base, "before", {"amount": "lots"})[0] == 202
     schema = tmp / "schema.json"
     schema.write_text(json.dumps(SCHEMA))
-    done = hookline(db, "event-types", "put", "invoice.paid", "--schema", str(schema),
+    done = run_cli("--db", db, "event-types", "put", "invoice.paid", "--schema", str(schema),
                     "--validation", "reject")
     assert done.returncode == 0, done.stderr
     # The service's ingest notices the change by itself (it polls the change counter).

@@ -641,6 +641,7 @@ SELECT id, filter FROM destinations WHERE id = ANY(:id::bigint[]) AND filter IS 
 
 -- tenant_metadata: the metadata of each tenant of :id
 SELECT id, metadata FROM tenants WHERE id = ANY(:id::text[])
+
 -- operational events (shared/store/notify_tx.py) ------------------------------------------
 
 -- pause_running: an operator's pause of a running destination (a row only for the transaction

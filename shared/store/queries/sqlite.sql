@@ -580,6 +580,7 @@ WHERE id IN (SELECT json_extract(value, '$[0]') FROM json_each(:ids)) AND filter
 -- tenant_metadata: the metadata of each tenant of :tenants
 SELECT id, metadata FROM tenants
 WHERE id IN (SELECT json_extract(value, '$[0]') FROM json_each(:tenants))
+
 -- operational events (shared/store/notify_tx.py) ------------------------------------------
 
 -- pause_running: an operator's pause of a running destination (a row only for the transaction
