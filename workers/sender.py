@@ -31,7 +31,8 @@ from hookline.shared.errors import DestinationBlocked
 from hookline.shared.models import AttemptResult, Claim
 from hookline.shared.policy.delivery import unsendable_header
 from hookline.shared.policy.forwarding import EVENT_TYPE_HEADER, MEANING_HEADERS
-from hookline.shared.policy.netguard import AddressPolicy, BlockedAddress, GuardedResolver, vet_url
+from hookline.shared.policy.guarded_resolver import BlockedAddress, GuardedResolver
+from hookline.shared.policy.netguard import AddressPolicy, vet_url
 from hookline.shared.policy.rules import RESERVED_HEADERS
 from hookline.shared.signing import signed_headers
 from hookline.shared.version import PRODUCT

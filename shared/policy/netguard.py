@@ -9,10 +9,14 @@ are unwrapped first. Legacy numeric host spellings (`2130706433`, `0x7f000001`,
 `0177.0.0.1`) are read the way the C resolver reads them, so they cannot slip past.
 
 The check runs twice: when a destination is created (`vet_url`) and on every connection, on
-the exact addresses the socket will use (`GuardedResolver` for names; `vet_url` for IP
-literals, which aiohttp connects to without resolving), so a DNS answer that changes between
-the two (rebinding) is vetted too. Operators open holes with `allow_networks` (CIDRs) and
-`allow_hosts`; the error message names the setting.
+the exact addresses the socket will use (`GuardedResolver` for names, in
+shared/policy/guarded_resolver.py; `vet_url` for IP literals, which aiohttp connects to
+without resolving), so a DNS answer that changes between the two (rebinding) is vetted too.
+Operators open holes with `allow_networks` (CIDRs) and `allow_hosts`; the error message
+names the setting.
+
+This module imports no aiohttp at load (only vet_destination's lookup does): the config, and
+with it every `hookline` command, imports it.
 """
 
 from __future__ import annotations
@@ -21,12 +25,13 @@ import ipaddress
 import socket
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
-from aiohttp.abc import AbstractResolver, ResolveResult
-from aiohttp.resolver import ThreadedResolver
-
 from hookline.shared.errors import ConfigError, DestinationBlocked
+
+if TYPE_CHECKING:
+    from aiohttp.abc import AbstractResolver
 
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
@@ -138,7 +143,7 @@ def parse_numeric_host(host: str) -> IPAddress | None:
 def vet_url(url: str, policy: AddressPolicy) -> None:
     """Check a destination URL's scheme and, for a numeric host, its address.
 
-    Host names are checked when they resolve (see :class:`GuardedResolver`).
+    Host names are checked when they resolve (see GuardedResolver, guarded_resolver.py).
 
     Raises:
         DestinationBlocked: not a parsable URL (e.g. an unclosed `[` of an IPv6 host), scheme
@@ -175,46 +180,6 @@ def vet_addresses(host: str, addresses: Iterable[str], policy: AddressPolicy) ->
             raise DestinationBlocked(f"{host}: {reason}")
 
 
-class BlockedAddress(OSError):
-    """Raised inside aiohttp's connector (which only handles OSError) for a refused address;
-    the sender reports it as `DestinationBlocked: <reason>`."""
-
-
-class GuardedResolver(AbstractResolver):
-    """An aiohttp resolver that vets every answer before aiohttp connects to it.
-
-    aiohttp connects to exactly the addresses a resolver returns, so vetting here means the
-    address checked is the address used: no second lookup for a rebinding DNS server to
-    answer differently. `inner` defaults to aiohttp's ThreadedResolver (the system's
-    getaddrinfo), named rather than aiohttp's DefaultResolver, which silently becomes the
-    aiodns resolver (other answers, no /etc/hosts) when that package is installed.
-    """
-
-    def __init__(self, policy: AddressPolicy, inner: AbstractResolver | None = None) -> None:
-        self.policy = policy
-        self._inner = inner or ThreadedResolver()
-
-    async def resolve(self, host: str, port: int = 0,
-                      family: socket.AddressFamily = socket.AF_INET) -> list[ResolveResult]:
-        """Resolve with the inner resolver, then refuse if any answer is not allowed.
-
-        Raises:
-            BlockedAddress: an answer is outside the policy.
-        """
-        answers = await self._inner.resolve(host, port, family)
-        try:
-            vet_addresses(host, [a["host"] for a in answers], self.policy)
-        except DestinationBlocked as exc:
-            raise BlockedAddress(str(exc)) from None
-        return answers
-
-    async def close(self) -> None:
-        """Close the inner resolver."""
-        await self._inner.close()
-
-
-
-
 async def vet_destination(url: str, policy: AddressPolicy,
                           resolver: AbstractResolver | None = None) -> None:
     """The creation-time check of a destination URL: :func:`vet_url`, then, for a host name,
@@ -236,6 +201,8 @@ async def vet_destination(url: str, policy: AddressPolicy,
     host = (urlsplit(url).hostname or "").lower()
     if host in policy.allow_hosts or parse_numeric_host(host) is not None:
         return
+    from aiohttp.resolver import ThreadedResolver  # noqa: PLC0415  (aiohttp loads only when a name is looked up, not with the config)
+
     own = resolver is None
     active = resolver or ThreadedResolver()
     try:

@@ -130,8 +130,9 @@ async def test_guard_resolves_with_the_threaded_resolver():
     not DefaultResolver, which silently becomes aiodns once that package is installed."""
     from aiohttp.resolver import ThreadedResolver
 
-    from hookline.shared.policy import netguard
+    from hookline.shared.policy import guarded_resolver, netguard
 
-    guard = netguard.GuardedResolver(CONFIG.address_policy)
+    guard = guarded_resolver.GuardedResolver(CONFIG.address_policy)
     assert type(guard._inner) is ThreadedResolver
+    assert not hasattr(guarded_resolver, "DefaultResolver")
     assert not hasattr(netguard, "DefaultResolver")

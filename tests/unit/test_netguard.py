@@ -14,10 +14,9 @@ from hypothesis import strategies as st
 
 from hookline.rehearsal.receiver import Endpoint, Receiver
 from hookline.shared.errors import DestinationBlocked
+from hookline.shared.policy.guarded_resolver import BlockedAddress, GuardedResolver
 from hookline.shared.policy.netguard import (
     AddressPolicy,
-    BlockedAddress,
-    GuardedResolver,
     blocked_reason,
     parse_numeric_host,
     vet_url,
