@@ -54,12 +54,12 @@ def test_backlog_scenario_plans_claims_and_worker_memory(tmp_path):
 
 
 def test_outage_scenario_latency_windows_and_drain(tmp_path):
-    """d3 answers 503 for 8 s under steady load, then recovers: d1/d2 latency is reported
+    """d3 answers 503 for 5 s under steady load, then recovers: d1/d2 latency is reported
     before, during and after with ratios to the baseline, d3's backlog drains, and every job
-    ends delivered. Retries start at 1 s here (HOOKLINE_RETRY_BASE_S) so the backoff of an
-    8 s outage ends within seconds; the documented runs use the defaults."""
+    ends delivered. Retries start at 1 s here (HOOKLINE_RETRY_BASE_S) so the backoff of a
+    5 s outage ends within seconds; the documented runs use the defaults."""
     result, report = run_scenario(
-        ["outage", "--baseline-s", "3", "--outage-s", "8", "--rate", "100"], tmp_path,
+        ["outage", "--baseline-s", "2", "--outage-s", "5", "--rate", "100"], tmp_path,
         env={"HOOKLINE_RETRY_BASE_S": "1"})
     assert result["checks"]["every_job_delivered"] is True
     assert result["jobs_by_status"] == {"done": 3 * result["events_accepted"]}
