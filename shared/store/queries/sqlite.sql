@@ -1,5 +1,12 @@
 -- Named queries for the SQLite store (shared/store/sqlite.py). Parameters are :named; a batch
 -- is a JSON array; :now is the transaction's instant (the store's clock).
+--
+-- The jobs indexes are partial: pending jobs are in jobs_due, running ones in jobs_leased,
+-- finished ones in jobs_finished, and every job but a pending one in jobs_status. SQLite's
+-- planner takes a partial index only when the WHERE clause contains the index's own term
+-- (it does not infer status <> 'pending' from status = 'dead'), and without table statistics
+-- it otherwise scans jobs; so queries name that term, and read pending and running jobs as two
+-- parts (tests/unit/test_sqlite_query_plans.py checks the plans).
 
 -- insert_event: store one event unless its (tenant, source, source_event_id) exists (the store
 -- runs it for every event of a batch, as a few multi-row statements)
@@ -40,7 +47,7 @@ RETURNING id, event_id
 -- can take, not the destinations that exist (see StoreLogic._claim_window). A leapfrog walk
 -- from destination id :after (exclusive) up to :upto (inclusive) over two indexes at once:
 -- a = the next live destination (destinations_live), b = the next destination holding
--- pending jobs from a on (jobs_status); a = b is a candidate, else the walk jumps to b. Each
+-- pending jobs from a on (jobs_due); a = b is a candidate, else the walk jumps to b. Each
 -- step is one search in each index, so neither paused destinations with backlogs nor live
 -- ones without jobs are visited one by one. It stops at the :window-th candidate that offers
 -- work now: a due pending job (jobs_due), a free in-flight slot (jobs_leased), its rate
@@ -316,17 +323,21 @@ RETURNING id
 -- kill_jobs_of_destination: a removed destination's unfinished jobs end dead
 UPDATE jobs SET status = 'dead', lease_token = NULL, lease_owner = NULL, lease_until = NULL,
     last_error = 'destination removed', finished_at = :now, updated_at = :now
-WHERE destination_id = :destination_id AND status IN ('pending', 'running')
+WHERE id IN (SELECT id FROM jobs WHERE destination_id = :destination_id AND status = 'pending'
+             UNION ALL
+             SELECT id FROM jobs WHERE destination_id = :destination_id AND status = 'running')
 RETURNING id
 
 -- list_dead: dead jobs, most recently dead first, optionally of one destination / since a time,
--- with what decides whether each can be replayed (its body purged, its destination removed)
+-- with what decides whether each can be replayed (its body purged, its destination removed);
+-- read newest first from jobs_finished, so it stops at :limit
 SELECT j.id, j.event_id, e.message_id, e.type AS event_type, d.name AS destination,
     d.tenant_id AS tenant, j.status,
     j.attempts, j.run_at, j.lease_owner, j.lease_until, j.last_error, j.created_at,
     j.updated_at, j.finished_at, e.body_purged_at, d.deleted_at AS destination_deleted_at
 FROM jobs j JOIN events e ON e.id = j.event_id JOIN destinations d ON d.id = j.destination_id
-WHERE j.status = 'dead' AND (:destination IS NULL OR d.name = :destination)
+WHERE j.status = 'dead' AND j.status IN ('done', 'dead')
+    AND (:destination IS NULL OR d.name = :destination)
     AND (:tenant IS NULL OR d.tenant_id = :tenant)
     AND (:since IS NULL OR j.finished_at >= :since)
 ORDER BY j.finished_at DESC, j.id DESC LIMIT :limit
@@ -334,7 +345,8 @@ ORDER BY j.finished_at DESC, j.id DESC LIMIT :limit
 -- replay_candidates: dead jobs a replay would take (live destination, body not purged)
 SELECT j.id, j.destination_id FROM jobs j JOIN events e ON e.id = j.event_id
     JOIN destinations d ON d.id = j.destination_id
-WHERE j.status = 'dead' AND d.deleted_at IS NULL AND e.body_purged_at IS NULL
+WHERE j.status = 'dead' AND j.status <> 'pending' AND d.deleted_at IS NULL
+    AND e.body_purged_at IS NULL
     AND (:job_id IS NULL OR j.id = :job_id)
     AND (:destination IS NULL OR d.name = :destination)
     AND (:tenant IS NULL OR d.tenant_id = :tenant)
@@ -401,7 +413,8 @@ SELECT d.id, d.tenant_id, d.name, d.paused, d.paused_reason, d.failure_streak, d
         AND j.lease_until > :now) AS in_flight,
     (SELECT COUNT(*) FROM jobs j WHERE j.destination_id = d.id AND j.status = 'pending')
         AS pending,
-    (SELECT COUNT(*) FROM jobs j WHERE j.destination_id = d.id AND j.status = 'dead') AS dead,
+    (SELECT COUNT(*) FROM jobs j WHERE j.destination_id = d.id AND j.status = 'dead'
+        AND j.status <> 'pending') AS dead,
     (SELECT MIN(j.run_at) FROM jobs j WHERE j.destination_id = d.id AND j.status = 'pending'
         AND j.run_at <= :now) AS oldest_pending_at
 FROM destinations d WHERE d.deleted_at IS NULL AND (:tenant IS NULL OR d.tenant_id = :tenant)
@@ -492,9 +505,10 @@ UPDATE jobs SET status = 'pending', attempts = 0, run_at = :now, last_error = NU
 WHERE id IN (SELECT value FROM json_each(:job_ids)) AND status IN ('done', 'dead')
 RETURNING id
 
--- retry_now_candidates: pending jobs not yet due a retry now would take, oldest first
-SELECT j.id, j.status, j.destination_id FROM jobs j
-    JOIN destinations d ON d.id = j.destination_id
+-- retry_now_candidates: pending jobs not yet due a retry now would take, oldest first (per
+-- destination from jobs_due: CROSS JOIN keeps the planner from walking all jobs in id order)
+SELECT j.id, j.status, j.destination_id FROM destinations d
+    CROSS JOIN jobs j ON j.destination_id = d.id
 WHERE j.status = 'pending' AND j.run_at > :now
     AND (:job_id IS NULL OR j.id = :job_id)
     AND (:destination IS NULL OR d.name = :destination)
@@ -538,8 +552,9 @@ WHERE family IN ('jobs', 'attempts', 'latency', 'oldest', 'events', 'filtered', 
 
 -- unfinished_jobs_of_destination: the jobs kill_jobs_of_destination is about to end, with
 -- their status (the single writer: nothing changes them in between)
-SELECT id, status FROM jobs
-WHERE destination_id = :destination_id AND status IN ('pending', 'running')
+SELECT id, status FROM jobs WHERE destination_id = :destination_id AND status = 'pending'
+UNION ALL
+SELECT id, status FROM jobs WHERE destination_id = :destination_id AND status = 'running'
 
 -- (tenant-api: the tenant API's reads and actions)
 
