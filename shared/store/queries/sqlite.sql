@@ -524,7 +524,10 @@ RETURNING id
 
 -- add_metric_deltas: add one transaction's changes to the maintained figures (:deltas, a JSON
 -- array of [family, destination id, label, n, total_s]; shared/store/metric_deltas.py); an
--- `oldest` row sets its destination's oldest pending run_at anew (one jobs_due probe)
+-- `oldest` row sets its destination's oldest pending run_at anew (one jobs_due probe), and
+-- leaves the row alone when that is unchanged: an ingest adding a later job to a destination
+-- with a backlog then writes no page of it (with thousands of destinations each such row
+-- sits on a leaf page of its own, written to the WAL and fsynced with the commit)
 INSERT INTO metric_counts (family, destination_id, label, n, total_s)
 SELECT f, d, l, CASE WHEN f = 'oldest' THEN 0 ELSE n END,
     CASE WHEN f = 'oldest' THEN (SELECT min(run_at) FROM jobs
@@ -539,6 +542,7 @@ ON CONFLICT (family, destination_id, label) DO UPDATE SET
     n = CASE WHEN excluded.family = 'oldest' THEN 0 ELSE n + excluded.n END,
     total_s = CASE WHEN excluded.family = 'oldest' THEN excluded.total_s
                    ELSE coalesce(total_s, 0) + coalesce(excluded.total_s, 0) END
+WHERE excluded.family <> 'oldest' OR total_s IS NOT excluded.total_s
 
 -- fold_metric_deltas: nothing to fold (SQLite's writers add to metric_counts directly)
 SELECT 0 AS folded
