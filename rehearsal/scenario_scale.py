@@ -1,12 +1,13 @@
 """`hookline bench --scenario destinations|tenants`: ingest with many destinations or many
 tenants, against a small installation in the same run.
 
-Each measurement gets its own fresh database (a file beside the scenario's on SQLite, a
-database of the same server on PostgreSQL) and its own `hookline serve` (W workers), so every
-figure starts from the same empty tables; ingest is driven with `wrk` (one thread,
-`concurrency` connections, `phase_s` seconds, ~1.5 KB events). Every destination is paused,
-so only ingest works (paused destinations still get their jobs), and each event matches
-exactly one destination:
+Each size gets its own fresh database (a file beside the scenario's on SQLite, a database of
+the same server on PostgreSQL) and its own `hookline serve` (W workers); the sizes are
+measured in turn, `rounds` times, so the machine's other load and the tables' growth fall on
+every size alike, and each figure is the median of its rounds. Ingest is driven with `wrk`
+(one thread, `concurrency` connections, `phase_s` seconds, ~1.5 KB events). Every
+destination is paused, so only ingest works (paused destinations still get their jobs), and
+each event matches exactly one destination:
 
 * **destinations**: for each N of `destination_counts`, destinations `c0 .. c{N-1}` of the
   default tenant, `c{i}` subscribed to `c{i}.*`; events of type `c{random}.invoice.paid`.
@@ -25,9 +26,13 @@ Times: `*_unix` are unix seconds; durations are seconds unless named `_ms`.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
+import statistics
 import time
 import urllib.request
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -66,38 +71,38 @@ def run_scale(opts: ScenarioOptions, work: Path, db: str, config: Config) -> dic
                            "wrk) for their load")
     if opts.scenario == "destinations":
         return _destinations(opts, work, db)
-    single = _measure(opts, work, _fresh_database(db, "single"), "single",
-                      type_count=DESTINATIONS_PER_TENANT, tenant_count=0,
-                      setup=lambda store: _add_tenant_destinations(store, DEFAULT_TENANT))
-    many_db = _fresh_database(db, "tenants")
 
     async def setup_many(store: Store) -> None:
         await _add_tenant_destinations(store, DEFAULT_TENANT)  # for the claim's first timing
         await _add_tenants(store, opts.tenants)
 
-    many = _measure(opts, work, many_db, "tenants", type_count=DESTINATIONS_PER_TENANT,
-                    tenant_count=opts.tenants, setup=setup_many)
+    many_db = _fresh_database(db, "tenants")
+    sizes = [Size("single_tenant", _fresh_database(db, "single"), DESTINATIONS_PER_TENANT, 0,
+                  lambda store: _add_tenant_destinations(store, DEFAULT_TENANT)),
+             Size("tenants", many_db, DESTINATIONS_PER_TENANT, opts.tenants, setup_many)]
+    figures = _measure_alternated(opts, work, sizes)
+    single, many = figures["single_tenant"], figures["tenants"]
     ratio = round(many["events_per_s"] / single["events_per_s"], 3) \
         if single["events_per_s"] else None
     claims = asyncio.run(_time_claims(many_db, opts.tenants, config))
     checks = {"every_event_has_one_job": single["jobs_per_event"] == 1.0
               and many["jobs_per_event"] == 1.0,
               "ingest_within_10_percent": ratio is not None and ratio >= INGEST_RATIO_LIMIT}
-    return {"ingest": {"single_tenant": single, "tenants": many}, "ingest_ratio": ratio,
+    return {"ingest": figures, "ingest_ratio": ratio,
             "cpu_per_event_ratio": _cpu_ratio(single, many), "claim_ms": claims,
             "checks": checks, "pass": all(checks.values())}
 
 
 def _destinations(opts: ScenarioOptions, work: Path, db: str) -> dict[str, Any]:
-    """One ingest measurement and one /metrics scrape per N of opts.destination_counts, each
-    on a fresh database."""
-    per_n: dict[str, Any] = {}
+    """Ingest per N of opts.destination_counts (each N its own database and service, the
+    measurements alternated) and one /metrics scrape per N."""
+    sizes = []
     for n in sorted(opts.destination_counts):
         async def setup(store: Store, upto: int = n) -> None:
             for i in range(upto):
                 await _add_paused(store, f"c{i}", DEFAULT_TENANT)
-        per_n[str(n)] = _measure(opts, work, _fresh_database(db, f"n{n}"), f"n{n}",
-                                 type_count=n, tenant_count=0, setup=setup, scrape=True)
+        sizes.append(Size(str(n), _fresh_database(db, f"n{n}"), n, 0, setup))
+    per_n = _measure_alternated(opts, work, sizes, scrape=True)
     counts = [str(n) for n in sorted(opts.destination_counts)]
     smallest, largest = per_n[counts[0]], per_n[counts[-1]]
     ratio = round(largest["events_per_s"] / smallest["events_per_s"], 3) \
@@ -110,9 +115,63 @@ def _destinations(opts: ScenarioOptions, work: Path, db: str) -> dict[str, Any]:
             "pass": all(checks.values())}
 
 
+@dataclass(frozen=True, slots=True)
+class Size:
+    """One size measured: its label, database, event types (`c{random 0..types-1}`),
+    tenants the events are for (0: none named) and what `setup(store)` creates first."""
+
+    label: str
+    db: str
+    type_count: int
+    tenant_count: int
+    setup: Callable[[Store], Awaitable[None]]
+
+
+def _measure_alternated(opts: ScenarioOptions, work: Path, sizes: list[Size], *,
+                        scrape: bool = False) -> dict[str, Any]:
+    """Set up every size's database, start one service on each, then opts.rounds rounds of
+    one wrk measurement per size in turn (so the machine's other load and the tables' growth
+    fall on every size alike); per size, the median round by events/s with every round's
+    events/s and ingest CPU per event, and, when `scrape`, one /metrics scrape at the end."""
+    setup_s: dict[str, float] = {}
+    for size in sizes:
+        started = time.monotonic()
+        asyncio.run(with_store(size.db, size.setup))
+        setup_s[size.label] = round(time.monotonic() - started, 1)
+    rounds: dict[str, list[dict[str, Any]]] = {size.label: [] for size in sizes}
+    with contextlib.ExitStack() as services:
+        running = []
+        for size in sizes:  # a folder each: one service per runtime folder
+            folder = work / f"serve-{size.label}"
+            folder.mkdir(exist_ok=True)
+            running.append((size, *services.enter_context(service_process(
+                size.db, folder, bench_env(folder), workers=opts.workers,
+                synchronous=opts.synchronous))))
+        for n in range(opts.rounds):
+            for size, port, procs in running:
+                rounds[size.label].append(_ingest(opts, size.db, port, procs,
+                                                  f"{size.label}-r{n}",
+                                                  type_count=size.type_count,
+                                                  tenant_count=size.tenant_count))
+        out: dict[str, Any] = {}
+        for size, port, _procs in running:
+            runs = sorted(rounds[size.label], key=lambda r: r["events_per_s"])
+            figures = dict(runs[len(runs) // 2])
+            figures["rounds_events_per_s"] = [r["events_per_s"] for r in rounds[size.label]]
+            figures["rounds_ingest_cpu_us_per_event"] = [r["ingest_cpu_us_per_event"]
+                                                         for r in rounds[size.label]]
+            figures["ingest_cpu_us_per_event"] = statistics.median(
+                r["ingest_cpu_us_per_event"] or 0.0 for r in runs)
+            figures["setup_s"] = setup_s[size.label]
+            if scrape:
+                figures["metrics"] = _scrape_metrics(port)
+            out[size.label] = figures
+    return out
+
+
 def _fresh_database(db: str, label: str) -> str:
-    """A new empty database for one measurement: `db`'s file name with `-label` on SQLite,
-    database `hookline_scale_<label>` on `db`'s PostgreSQL server."""
+    """A new empty database for one size: `db`'s file name with `-label` on SQLite, database
+    `hookline_scale_<label>` on `db`'s PostgreSQL server."""
     if db.startswith(("postgresql://", "postgres://")):
         return asyncio.run(fresh_postgres_database(db, f"scale_{label}", "hookline_"))
     path = Path(db)
@@ -120,34 +179,17 @@ def _fresh_database(db: str, label: str) -> str:
 
 
 def _cpu_ratio(small: dict[str, Any], large: dict[str, Any]) -> float | None:
-    """Ingest CPU per accepted event, large / small (the steadier figure on a shared
-    machine: it does not move with what else runs)."""
+    """Ingest CPU per accepted event, large / small (medians of the rounds: the steadier
+    figure on a shared machine)."""
     a, b = small["ingest_cpu_us_per_event"], large["ingest_cpu_us_per_event"]
     return round(b / a, 3) if a and b else None
 
 
-def _measure(opts: ScenarioOptions, work: Path, db: str, label: str, *, type_count: int,
-             tenant_count: int, setup: Any, scrape: bool = False) -> dict[str, Any]:
-    """Run `setup(store)` on `db` (creating what this measurement needs), start the service
-    on it, then wrk for opts.phase_s; returns events/s, the jobs written per event accepted,
-    the CPU seconds each process of the service (slot -> pid) used meanwhile, ingest's CPU
-    per accepted event (µs) and, when `scrape`, one /metrics scrape."""
-    started = time.monotonic()
-    asyncio.run(with_store(db, setup))
-    setup_s = time.monotonic() - started
-    with service_process(db, work, bench_env(work), workers=opts.workers,
-                         synchronous=opts.synchronous) as (port, procs):
-        figures = _ingest(opts, db, port, procs, label, type_count=type_count,
-                          tenant_count=tenant_count)
-        if scrape:
-            figures["metrics"] = _scrape_metrics(port)
-    figures["setup_s"] = round(setup_s, 1)
-    return figures
-
-
 def _ingest(opts: ScenarioOptions, db: str, port: int, procs: dict[str, int], label: str, *,
             type_count: int, tenant_count: int) -> dict[str, Any]:
-    """wrk for opts.phase_s against the running service (see _measure)."""
+    """wrk for opts.phase_s against the running service on `db`: events/s, the jobs written
+    per event accepted, the CPU seconds each process (slot -> pid) used meanwhile and
+    ingest's CPU per accepted event (µs)."""
     events_before, jobs_before = _count_events_and_jobs(db)
     cpu_before = {slot: proc_cpu_s(pid) for slot, pid in procs.items()}
     load = wrk.run_wrk(f"http://127.0.0.1:{port}", max(1, round(opts.phase_s)),
