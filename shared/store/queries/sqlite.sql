@@ -22,9 +22,10 @@ SELECT id, message_id, tenant_id, source, source_event_id FROM events
 WHERE tenant_id = :tenant_id AND source = :source AND source_event_id = :source_event_id
 
 -- fan_out: the live destinations subscribed to each (tenant, pattern) of :keys (the
--- subscription index; one lookup per key)
+-- subscription index; one lookup per key), each with its payload filter (NULL: none), so
+-- fan-out needs no second statement for the filters
 SELECT json_extract(k.value, '$[0]') AS tenant_id, json_extract(k.value, '$[1]') AS pattern,
-    s.destination_id
+    s.destination_id, (SELECT d.filter FROM destinations d WHERE d.id = s.destination_id) AS filter
 FROM json_each(:keys) k JOIN destination_subscriptions s
     ON s.tenant_id = json_extract(k.value, '$[0]') AND s.pattern = json_extract(k.value, '$[1]')
 
@@ -591,10 +592,6 @@ FROM (SELECT CASE WHEN d.paused THEN 1 ELSE 0 END AS paused, d.failure_streak,
       WHERE d.deleted_at IS NULL) AS r
 
 -- ---- payload filters (shared/store/filter_tx.py) ----
-
--- destination_filters: the payload filter of each destination of :ids that has one
-SELECT id, filter FROM destinations
-WHERE id IN (SELECT json_extract(value, '$[0]') FROM json_each(:ids)) AND filter IS NOT NULL
 
 -- tenant_metadata: the metadata of each tenant of :tenants
 SELECT id, metadata FROM tenants
