@@ -189,7 +189,7 @@ def stats_tx() -> Tx[Stats]:
 
 
 def fold_tx() -> Tx[int]:
-    """Move appended metric deltas into metric_counts (PostgreSQL; nothing on SQLite)."""
+    """Move the appended metric deltas into metric_counts; returns how many there were."""
     return int((yield one("fold_metric_deltas"))["folded"] or 0)
 
 

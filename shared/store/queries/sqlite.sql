@@ -523,30 +523,20 @@ UPDATE jobs SET run_at = :now, updated_at = :now
 WHERE id IN (SELECT value FROM json_each(:job_ids)) AND status = 'pending' AND run_at > :now
 RETURNING id
 
--- add_metric_deltas: add one transaction's changes to the maintained figures (:deltas, a JSON
--- array of [family, destination id, label, n, total_s]; shared/store/metric_deltas.py); an
--- `oldest` row sets its destination's oldest pending run_at anew (one jobs_due probe), and
--- leaves the row alone when that is unchanged: an ingest adding a later job to a destination
--- with a backlog then writes no page of it (with thousands of destinations each such row
--- sits on a leaf page of its own, written to the WAL and fsynced with the commit)
-INSERT INTO metric_counts (family, destination_id, label, n, total_s)
-SELECT f, d, l, CASE WHEN f = 'oldest' THEN 0 ELSE n END,
-    CASE WHEN f = 'oldest' THEN (SELECT min(run_at) FROM jobs
-                                 WHERE destination_id = d AND status = 'pending')
-         ELSE t END
-FROM (SELECT json_extract(value, '$[0]') AS f, json_extract(value, '$[1]') AS d,
-          json_extract(value, '$[2]') AS l, json_extract(value, '$[3]') AS n,
-          json_extract(value, '$[4]') AS t
-      FROM json_each(:deltas))
-WHERE true
-ON CONFLICT (family, destination_id, label) DO UPDATE SET
-    n = CASE WHEN excluded.family = 'oldest' THEN 0 ELSE n + excluded.n END,
-    total_s = CASE WHEN excluded.family = 'oldest' THEN excluded.total_s
-                   ELSE coalesce(total_s, 0) + coalesce(excluded.total_s, 0) END
-WHERE excluded.family <> 'oldest' OR total_s IS NOT excluded.total_s
+-- add_metric_deltas: append one transaction's changes to the maintained figures (:deltas, a
+-- JSON array of [family, destination id, label, n, total_s]; shared/store/metric_deltas.py)
+-- to the log; its trigger (sqlite_migrations/021) folds the log into metric_counts once it
+-- holds 4,096 rows
+INSERT INTO metric_count_deltas (family, destination_id, label, n, total_s)
+SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]'), json_extract(value, '$[2]'),
+    json_extract(value, '$[3]'), json_extract(value, '$[4]')
+FROM json_each(:deltas)
 
--- fold_metric_deltas: nothing to fold (SQLite's writers add to metric_counts directly)
-SELECT 0 AS folded
+-- fold_metric_deltas: fold the appended deltas into metric_counts now (a `fold` row sets off
+-- the log's trigger, which folds and empties it); how many rows it held
+INSERT INTO metric_count_deltas (family, destination_id, label, n)
+VALUES ('fold', 0, '', 0)
+RETURNING id - 1 AS folded
 
 -- metric_counts_of: the maintained figures of some destinations (:destination_ids, a JSON
 -- array; 0: the totals); every family named, so the primary key (family, destination_id,
