@@ -18,7 +18,7 @@ write one such page per destination reached (SQLite: to the WAL, fsynced with ev
 commit), or make PostgreSQL's hosts wait on shared counter rows. A fold adds them in and
 reads each touched destination's `oldest` anew with one index probe: `fold_metric_deltas`
 (before every read of the figures, and ingest's maintenance round) and, on SQLite, the log's
-own trigger each time it reaches 4,096 rows (sqlite_migrations/021_metric_log.sql).
+own trigger each time it reaches 1,024 rows (sqlite_migrations/021_metric_log.sql).
 `recount_metric_counts` rebuilds every gauge from the rows (the repair path).
 """
 

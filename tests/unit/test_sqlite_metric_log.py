@@ -1,5 +1,5 @@
 """SQLite's writers append their metric deltas to a log (schema 21) that folds itself into
-metric_counts each time it reaches 4,096 rows and whenever the figures are read, so the
+metric_counts each time it reaches 1,024 rows and whenever the figures are read, so the
 figures stay exact while a commit writes no counter page per destination it reached."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import pytest
 
 from tests.conftest import new_event
 
-FOLD_ROWS = 4096  # sqlite_migrations/021_metric_log.sql
+FOLD_ROWS = 1024  # sqlite_migrations/021_metric_log.sql
 
 
 def raw(path: str, sql: str) -> list[tuple[object, ...]]:
@@ -45,7 +45,7 @@ async def test_the_log_folds_itself_at_its_limit_and_before_reads(store, destina
                                    [0][0]))  # type: ignore[call-overload]
     assert 0 < longest < FOLD_ROWS
     waiting = int(raw(store.path, "SELECT count(*) FROM metric_count_deltas")[0][0])  # type: ignore[call-overload]
-    assert 0 < waiting < FOLD_ROWS  # 40 commits x ~130 rows: one fold happened on its own
+    assert 0 < waiting < FOLD_ROWS  # 40 commits x ~130 rows: the log folded on its own
     folded = pending_counts(store.path, "metric_counts")
     assert folded and sum(folded.values()) < 40 * 64  # some folded, the last ones not yet
     stats = await store.stats()

@@ -526,7 +526,7 @@ RETURNING id
 -- add_metric_deltas: append one transaction's changes to the maintained figures (:deltas, a
 -- JSON array of [family, destination id, label, n, total_s]; shared/store/metric_deltas.py)
 -- to the log; its trigger (sqlite_migrations/021) folds the log into metric_counts once it
--- holds 4,096 rows
+-- holds 1,024 rows
 INSERT INTO metric_count_deltas (family, destination_id, label, n, total_s)
 SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]'), json_extract(value, '$[2]'),
     json_extract(value, '$[3]'), json_extract(value, '$[4]')
