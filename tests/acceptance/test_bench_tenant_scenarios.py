@@ -78,5 +78,6 @@ def test_tenants_scenario_reports_ingest_ratio_and_claims(backend, tmp_path):
         assert figures["events_per_s"] > 0 and figures["jobs_per_event"] == 1.0
         claims = result["claim_ms"][label]
         assert 0 < claims["p50_ms"] <= claims["p99_ms"] and claims["jobs_per_claim"] > 0
-    assert result["ingest_ratio"] > 0 and result["cpu_per_event_ratio"] > 0 and result["claim_ms"]["p50_ratio"] > 0
+    assert result["ingest_ratio"] > 0 and result["cpu_per_event_ratio"] > 0
+    assert result["claim_ms"]["p50_ratio"] > 0
     assert "ingest tenants / single tenant" in report

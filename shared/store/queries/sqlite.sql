@@ -533,9 +533,10 @@ SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]'), json_extract(va
 FROM json_each(:deltas)
 
 -- fold_metric_deltas: fold the appended deltas into metric_counts now (a `fold` row sets off
--- the log's trigger, which folds and empties it); how many rows it held
+-- the log's trigger, which folds and empties it); how many rows it held. With the log empty
+-- it inserts nothing and returns no row, so a read of the figures writes nothing to the WAL.
 INSERT INTO metric_count_deltas (family, destination_id, label, n)
-VALUES ('fold', 0, '', 0)
+SELECT 'fold', 0, '', 0 WHERE EXISTS (SELECT 1 FROM metric_count_deltas)
 RETURNING id - 1 AS folded
 
 -- metric_counts_of: the maintained figures of some destinations (:destination_ids, a JSON
