@@ -42,6 +42,8 @@ class ScenarioOptions:
             tenants: each ingest measurement).
         destination_counts: the destinations scenario's sizes, one ingest measurement each.
         tenants: the tenants scenario's tenants (3 destinations each).
+        rounds: destinations and tenants: ingest measurements of each size, alternated
+            between the sizes (each figure reported is the median of its rounds).
         concurrency: connections of the load generator.
         baseline_s: seconds of load before the outage.
         outage_s: seconds d3 fails.
@@ -74,6 +76,7 @@ class ScenarioOptions:
     phase_s: float = 20.0
     destination_counts: tuple[int, ...] = (10, 1_000, 10_000)
     tenants: int = 10_000
+    rounds: int = 3
 
 
 def pick(sorted_values: list[float], fraction: float) -> float:

@@ -1,21 +1,24 @@
 """`hookline bench --scenario destinations|tenants`: ingest with many destinations or many
 tenants, against a small installation in the same run.
 
-Both start `hookline serve` (W workers) on a fresh database and drive ingest with `wrk` (one
-thread, `concurrency` connections, `phase_s` seconds per measurement, ~1.5 KB events). Every
+Each size gets its own fresh database (a file beside the scenario's on SQLite, a database of
+the same server on PostgreSQL) and its own `hookline serve` (W workers); the sizes are
+measured in turn, `rounds` times, so the machine's other load and the tables' growth fall on
+every size alike, and each figure is the median of its rounds. Ingest is driven with `wrk`
+(one thread, `concurrency` connections, `phase_s` seconds, ~1.5 KB events). Every
 destination is paused, so only ingest works (paused destinations still get their jobs), and
 each event matches exactly one destination:
 
-* **destinations**: for each N of `destination_counts` (ascending, in one database: the
-  destinations are added between measurements), destinations `c0 .. c{N-1}` of the default
-  tenant, `c{i}` subscribed to `c{i}.*`; events of type `c{random}.invoice.paid`. Reports
-  ingest events/s and the time and size of one `GET /metrics` per N.
-* **tenants**: first the default tenant alone with `c0 .. c2`, then `tenants` tenants
-  `t0 ..` each with `c0 .. c2`; events for random tenants, of type `c{random 0..2}.invoice.paid`.
-  Reports ingest events/s of both and their ratio, then (service stopped) the claim latency:
-  `store.claim` with the workers' arguments, timed with only the default tenant's 3
-  destinations live and then with every tenant's destinations live too (each claim's jobs
-  handed back).
+* **destinations**: for each N of `destination_counts`, destinations `c0 .. c{N-1}` of the
+  default tenant, `c{i}` subscribed to `c{i}.*`; events of type `c{random}.invoice.paid`.
+  Reports ingest events/s, ingest CPU per event and the time and size of one
+  `GET /metrics` per N.
+* **tenants**: the default tenant alone with `c0 .. c2`, then (another database) `tenants`
+  tenants `t0 ..` each with `c0 .. c2`; events for random tenants, of type
+  `c{random 0..2}.invoice.paid`. Reports ingest events/s of both and their ratio, then
+  (service stopped) the claim latency: `store.claim` with the workers' arguments, timed with
+  only the default tenant's 3 destinations live and then with every tenant's destinations
+  live too (each claim's jobs handed back).
 
 Times: `*_unix` are unix seconds; durations are seconds unless named `_ms`.
 """
@@ -23,9 +26,13 @@ Times: `*_unix` are unix seconds; durations are seconds unless named `_ms`.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
+import statistics
 import time
 import urllib.request
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -36,10 +43,11 @@ from hookline.rehearsal.bench import (
     query,
     service_process,
 )
+from hookline.rehearsal.drill import fresh_postgres_database
 from hookline.rehearsal.harness import ADMIN_TOKEN, INGEST_TOKEN
 from hookline.rehearsal.scenario_common import ScenarioOptions, pick, with_store
 from hookline.shared.config import Config
-from hookline.shared.models import DEFAULT_TENANT
+from hookline.shared.models import DEFAULT_TENANT, NewEvent
 from hookline.shared.policy.delivery import destination_slots, late_slots, tenant_slots
 from hookline.shared.signing import generate_secret
 from hookline.shared.store import Store, open_store
@@ -48,6 +56,7 @@ from hookline.shared.tenant_models import TenantFields
 DESTINATIONS_PER_TENANT = 3
 INGEST_RATIO_LIMIT = 0.9  # the many-destinations or many-tenants figure / the small one
 CLAIM_SAMPLES = 20
+CLAIM_JOBS = 600  # the default tenant's pending jobs while its claims are timed
 UNREACHABLE_URL = "http://127.0.0.1:9/hook"  # never called: every destination is paused
 
 
@@ -60,42 +69,40 @@ def run_scale(opts: ScenarioOptions, work: Path, db: str, config: Config) -> dic
     if not wrk.available():
         raise RuntimeError("the destinations and tenants scenarios need wrk (Debian package "
                            "wrk) for their load")
-    env = bench_env(work)
     if opts.scenario == "destinations":
-        with service_process(db, work, env, workers=opts.workers,
-                             synchronous=opts.synchronous) as (port, procs):
-            return _destinations(opts, db, port, procs)
-    with service_process(db, work, env, workers=opts.workers,
-                         synchronous=opts.synchronous) as (port, procs):
-        single = _ingest(opts, db, port, procs, "single", type_count=DESTINATIONS_PER_TENANT,
-                         tenant_count=0,
-                         setup=lambda store: _add_tenant_destinations(store, DEFAULT_TENANT))
-        many = _ingest(opts, db, port, procs, "tenants", type_count=DESTINATIONS_PER_TENANT,
-                       tenant_count=opts.tenants,
-                       setup=lambda store: _add_tenants(store, opts.tenants))
+        return _destinations(opts, work, db)
+
+    async def setup_many(store: Store) -> None:
+        await _add_tenant_destinations(store, DEFAULT_TENANT)  # for the claim's first timing
+        await _add_tenants(store, opts.tenants)
+
+    many_db = _fresh_database(db, "tenants")
+    sizes = [Size("single_tenant", _fresh_database(db, "single"), DESTINATIONS_PER_TENANT, 0,
+                  lambda store: _add_tenant_destinations(store, DEFAULT_TENANT)),
+             Size("tenants", many_db, DESTINATIONS_PER_TENANT, opts.tenants, setup_many)]
+    figures = _measure_alternated(opts, work, sizes)
+    single, many = figures["single_tenant"], figures["tenants"]
     ratio = round(many["events_per_s"] / single["events_per_s"], 3) \
         if single["events_per_s"] else None
-    claims = asyncio.run(_time_claims(db, opts.tenants, config))
+    claims = asyncio.run(_time_claims(many_db, opts.tenants, config))
     checks = {"every_event_has_one_job": single["jobs_per_event"] == 1.0
               and many["jobs_per_event"] == 1.0,
               "ingest_within_10_percent": ratio is not None and ratio >= INGEST_RATIO_LIMIT}
-    return {"ingest": {"single_tenant": single, "tenants": many}, "ingest_ratio": ratio,
-            "claim_ms": claims, "checks": checks, "pass": all(checks.values())}
+    return {"ingest": figures, "ingest_ratio": ratio,
+            "cpu_per_event_ratio": _cpu_ratio(single, many), "claim_ms": claims,
+            "checks": checks, "pass": all(checks.values())}
 
 
-def _destinations(opts: ScenarioOptions, db: str, port: int,
-                  procs: dict[str, int]) -> dict[str, Any]:
-    """One ingest measurement and one /metrics scrape per N of opts.destination_counts."""
-    per_n: dict[str, Any] = {}
-    have = 0
+def _destinations(opts: ScenarioOptions, work: Path, db: str) -> dict[str, Any]:
+    """Ingest per N of opts.destination_counts (each N its own database and service, the
+    measurements alternated) and one /metrics scrape per N."""
+    sizes = []
     for n in sorted(opts.destination_counts):
-        async def grow(store: Store, first: int = have, upto: int = n) -> None:
-            for i in range(first, upto):
+        async def setup(store: Store, upto: int = n) -> None:
+            for i in range(upto):
                 await _add_paused(store, f"c{i}", DEFAULT_TENANT)
-        figures = _ingest(opts, db, port, procs, f"n{n}", type_count=n, tenant_count=0, setup=grow)
-        have = n
-        figures["metrics"] = _scrape_metrics(port)
-        per_n[str(n)] = figures
+        sizes.append(Size(str(n), _fresh_database(db, f"n{n}"), n, 0, setup))
+    per_n = _measure_alternated(opts, work, sizes, scrape=True)
     counts = [str(n) for n in sorted(opts.destination_counts)]
     smallest, largest = per_n[counts[0]], per_n[counts[-1]]
     ratio = round(largest["events_per_s"] / smallest["events_per_s"], 3) \
@@ -103,18 +110,86 @@ def _destinations(opts: ScenarioOptions, db: str, port: int,
     checks = {"every_event_has_one_job": all(f["jobs_per_event"] == 1.0
                                              for f in per_n.values()),
               "ingest_within_10_percent": ratio is not None and ratio >= INGEST_RATIO_LIMIT}
-    return {"ingest": per_n, "ingest_ratio_largest_to_smallest": ratio, "checks": checks,
+    return {"ingest": per_n, "ingest_ratio_largest_to_smallest": ratio,
+            "cpu_per_event_ratio": _cpu_ratio(smallest, largest), "checks": checks,
             "pass": all(checks.values())}
 
 
+@dataclass(frozen=True, slots=True)
+class Size:
+    """One size measured: its label, database, event types (`c{random 0..types-1}`),
+    tenants the events are for (0: none named) and what `setup(store)` creates first."""
+
+    label: str
+    db: str
+    type_count: int
+    tenant_count: int
+    setup: Callable[[Store], Awaitable[None]]
+
+
+def _measure_alternated(opts: ScenarioOptions, work: Path, sizes: list[Size], *,
+                        scrape: bool = False) -> dict[str, Any]:
+    """Set up every size's database, start one service on each, then opts.rounds rounds of
+    one wrk measurement per size in turn (so the machine's other load and the tables' growth
+    fall on every size alike); per size, the median round by events/s with every round's
+    events/s and ingest CPU per event, and, when `scrape`, one /metrics scrape at the end."""
+    setup_s: dict[str, float] = {}
+    for size in sizes:
+        started = time.monotonic()
+        asyncio.run(with_store(size.db, size.setup))
+        setup_s[size.label] = round(time.monotonic() - started, 1)
+    rounds: dict[str, list[dict[str, Any]]] = {size.label: [] for size in sizes}
+    with contextlib.ExitStack() as services:
+        running = []
+        for size in sizes:  # a folder each: one service per runtime folder
+            folder = work / f"serve-{size.label}"
+            folder.mkdir(exist_ok=True)
+            running.append((size, *services.enter_context(service_process(
+                size.db, folder, bench_env(folder), workers=opts.workers,
+                synchronous=opts.synchronous))))
+        for n in range(opts.rounds):
+            for size, port, procs in running:
+                rounds[size.label].append(_ingest(opts, size.db, port, procs,
+                                                  f"{size.label}-r{n}",
+                                                  type_count=size.type_count,
+                                                  tenant_count=size.tenant_count))
+        out: dict[str, Any] = {}
+        for size, port, _procs in running:
+            runs = sorted(rounds[size.label], key=lambda r: r["events_per_s"])
+            figures = dict(runs[len(runs) // 2])
+            figures["rounds_events_per_s"] = [r["events_per_s"] for r in rounds[size.label]]
+            figures["rounds_ingest_cpu_us_per_event"] = [r["ingest_cpu_us_per_event"]
+                                                         for r in rounds[size.label]]
+            figures["ingest_cpu_us_per_event"] = statistics.median(
+                r["ingest_cpu_us_per_event"] or 0.0 for r in runs)
+            figures["setup_s"] = setup_s[size.label]
+            if scrape:
+                figures["metrics"] = _scrape_metrics(port)
+            out[size.label] = figures
+    return out
+
+
+def _fresh_database(db: str, label: str) -> str:
+    """A new empty database for one size: `db`'s file name with `-label` on SQLite, database
+    `hookline_scale_<label>` on `db`'s PostgreSQL server."""
+    if db.startswith(("postgresql://", "postgres://")):
+        return asyncio.run(fresh_postgres_database(db, f"scale_{label}", "hookline_"))
+    path = Path(db)
+    return str(path.with_name(f"{path.stem}-{label}{path.suffix}"))
+
+
+def _cpu_ratio(small: dict[str, Any], large: dict[str, Any]) -> float | None:
+    """Ingest CPU per accepted event, large / small (medians of the rounds: the steadier
+    figure on a shared machine)."""
+    a, b = small["ingest_cpu_us_per_event"], large["ingest_cpu_us_per_event"]
+    return round(b / a, 3) if a and b else None
+
+
 def _ingest(opts: ScenarioOptions, db: str, port: int, procs: dict[str, int], label: str, *,
-            type_count: int, tenant_count: int, setup: Any) -> dict[str, Any]:
-    """Run `setup(store)` (creating what this measurement needs), then wrk for opts.phase_s;
-    returns events/s, the jobs written per event accepted in this measurement, and the CPU
-    seconds each process of the service (`procs`: slot -> pid) used meanwhile."""
-    started = time.monotonic()
-    asyncio.run(with_store(db, setup))
-    setup_s = time.monotonic() - started
+            type_count: int, tenant_count: int) -> dict[str, Any]:
+    """wrk for opts.phase_s against the running service on `db`: events/s, the jobs written
+    per event accepted, the CPU seconds each process (slot -> pid) used meanwhile and
+    ingest's CPU per accepted event (µs)."""
     events_before, jobs_before = _count_events_and_jobs(db)
     cpu_before = {slot: proc_cpu_s(pid) for slot, pid in procs.items()}
     load = wrk.run_wrk(f"http://127.0.0.1:{port}", max(1, round(opts.phase_s)),
@@ -125,9 +200,10 @@ def _ingest(opts: ScenarioOptions, db: str, port: int, procs: dict[str, int], la
     events, jobs = (now - before for now, before in zip(
         _count_events_and_jobs(db), (events_before, jobs_before), strict=True))
     return {"cpu_s": cpu_s, "events_per_s": load["events_per_s"], "accepted": events,
+            "ingest_cpu_us_per_event": round(cpu_s["ingest"] / events * 1e6, 1)
+            if events else None,
             "non_2xx": load["non_2xx"], "latency_ms": load["latency_ms"],
-            "jobs_per_event": round(jobs / events, 3) if events else None,
-            "setup_s": round(setup_s, 1)}
+            "jobs_per_event": round(jobs / events, 3) if events else None}
 
 
 def _count_events_and_jobs(db: str) -> tuple[int, int]:
@@ -171,6 +247,11 @@ async def _time_claims(db: str, tenants: int, config: Config) -> dict[str, Any]:
     await store.open()
     try:
         figures: dict[str, Any] = {}
+        # the default tenant's destinations get work of their own (the tenants' jobs come
+        # from the ingest measurement), enough for full claims
+        await store.add_events([NewEvent(source="api", source_event_id=f"claim-{i}",
+                                         type=f"c{i % DESTINATIONS_PER_TENANT}.invoice.paid",
+                                         body=b"{}") for i in range(CLAIM_JOBS)])
         await _set_paused_all(store, DEFAULT_TENANT, paused=False)
         figures["single_tenant"] = await _claims(store, config)
         for t in range(tenants):
@@ -216,14 +297,19 @@ def print_scale(result: dict[str, Any]) -> None:
             print(f"{n:>6} destinations: ingest {figures['events_per_s']} events/s "
                   f"({figures['jobs_per_event']} jobs/event, {figures['non_2xx']} non-2xx); "
                   f"GET /metrics {figures['metrics']['seconds']} s, "
-                  f"{figures['metrics']['lines']} lines")
-        print(f"ingest largest / smallest: {result['ingest_ratio_largest_to_smallest']}")
+                  f"{figures['metrics']['lines']} lines; ingest CPU "
+                  f"{figures['ingest_cpu_us_per_event']} µs/event")
+        print(f"ingest largest / smallest: {result['ingest_ratio_largest_to_smallest']} "
+              f"(target >= {INGEST_RATIO_LIMIT}); ingest CPU per event "
+              f"x{result['cpu_per_event_ratio']}")
         return
     for label, figures in result["ingest"].items():
         print(f"{label}: ingest {figures['events_per_s']} events/s "
-              f"({figures['jobs_per_event']} jobs/event, {figures['non_2xx']} non-2xx)")
+              f"({figures['jobs_per_event']} jobs/event, {figures['non_2xx']} non-2xx; "
+              f"ingest CPU {figures['ingest_cpu_us_per_event']} µs/event)")
     print(f"ingest tenants / single tenant: {result['ingest_ratio']} "
-          f"(target >= {INGEST_RATIO_LIMIT})")
+          f"(target >= {INGEST_RATIO_LIMIT}); ingest CPU per event "
+          f"x{result['cpu_per_event_ratio']}")
     claims = result["claim_ms"]
     for label in ("single_tenant", "tenants"):
         print(f"claim {label}: p50 {claims[label]['p50_ms']} ms, p99 {claims[label]['p99_ms']} "

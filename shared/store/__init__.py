@@ -326,8 +326,9 @@ class Store(TenantStore, CatalogueStore, Protocol):
         """
 
     async def fold_metric_deltas(self) -> int:
-        """Move the metric deltas PostgreSQL's writers appended into the maintained
-        figures (ingest's maintenance, and before each read); nothing on SQLite.
+        """Move the metric deltas the writers appended into the maintained figures
+        (ingest's maintenance, and before each read; SQLite also folds by itself each time
+        1,024 have been appended), in one write transaction.
 
         Returns:
             How many delta rows were folded.

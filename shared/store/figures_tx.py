@@ -189,8 +189,10 @@ def stats_tx() -> Tx[Stats]:
 
 
 def fold_tx() -> Tx[int]:
-    """Move appended metric deltas into metric_counts (PostgreSQL; nothing on SQLite)."""
-    return int((yield one("fold_metric_deltas"))["folded"] or 0)
+    """Move the appended metric deltas into metric_counts; returns how many there were (no
+    row back: there were none, and nothing was written)."""
+    found = yield one("fold_metric_deltas")
+    return int(found["folded"] or 0) if found is not None else 0
 
 
 def recount_tx() -> Tx[list[GaugeCorrection]]:

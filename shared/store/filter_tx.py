@@ -84,22 +84,20 @@ class FanOutFilters:
             deltas.filtered(destination_id, n)
 
 
-def load_filters(reached: Mapping[Any, Sequence[int]],
+def load_filters(filter_texts: Mapping[int, str],
                  tenants: Sequence[str]) -> Tx[FanOutFilters | None]:
-    """The filters of the destinations in `reached` (values: destination ids), read in the
-    caller's transaction; None when none of them has one (the common case: nothing to do).
+    """The compiled filters of the destinations fan-out reached that have one (their texts,
+    as the `fan_out` query returned them in the caller's transaction), with the batch's
+    tenants' metadata when a filter reads `tenant`; None when there are none (the common
+    case: nothing to do, nothing read).
 
     Args:
-        reached: what fan-out found, any key, destination ids as values.
+        filter_texts: destination id -> its filter's JSON text.
         tenants: the batch's tenants (their metadata is read when a filter names `tenant`).
     """
-    ids = sorted({d for found in reached.values() for d in found})
-    if not ids:
+    if not filter_texts:
         return None
-    found = yield Query("destination_filters", {"ids": Rows(("id",), [(i,) for i in ids])})
-    if not found:
-        return None
-    compiled = {int(r["id"]): _COMPILED.get(int(r["id"]), str(r["filter"])) for r in found}
+    compiled = {d: _COMPILED.get(d, text) for d, text in filter_texts.items()}
     metadata: dict[str, Any] = {}
     if any("tenant" in c.roots for c in compiled.values()):
         names = sorted(set(tenants))

@@ -358,7 +358,7 @@ class StoreLogic(ClaimOperations, EventOperations, TenantOperations, TenantCount
 
     async def fold_metric_deltas(self) -> int:
         """See :meth:`hookline.shared.store.Store.fold_metric_deltas`."""
-        return await self._transact(fold_tx(), write=False)
+        return await self._transact(fold_tx(), write=True)
 
     async def recount_metrics(self) -> list[GaugeCorrection]:
         """See :meth:`hookline.shared.store.Store.recount_metrics`."""

@@ -12,10 +12,13 @@ A scrape reads these rows, never the jobs (shared/store/operator_tx.py, `shown_f
 Each write transaction adds up what it changed in a :class:`MetricDeltas` in Python (it
 knows every row it changes: the statements return them) and applies them with ONE statement
 at its end (`add_metric_deltas`), in the same transaction, so the figures never drift from
-the rows. SQLite adds them into metric_counts directly (one writer, no contention) and
-recomputes each touched destination's `oldest` with one index probe; PostgreSQL appends
-them to `metric_count_deltas`, so that hosts writing at once never wait on a shared
-counter row, and `fold_metric_deltas` moves them in (maintenance, and before a scrape).
+the rows. Both backends append them to `metric_count_deltas`: the counter rows of thousands
+of destinations lie on pages of their own, and adding into them per transaction would
+write one such page per destination reached (SQLite: to the WAL, fsynced with every
+commit), or make PostgreSQL's hosts wait on shared counter rows. A fold adds them in and
+reads each touched destination's `oldest` anew with one index probe: `fold_metric_deltas`
+(before every read of the figures, and ingest's maintenance round) and, on SQLite, the log's
+own trigger each time it reaches 1,024 rows (sqlite_migrations/021_metric_log.sql).
 `recount_metric_counts` rebuilds every gauge from the rows (the repair path).
 """
 

@@ -432,9 +432,20 @@ def _wal_bytes(path: str) -> int:
 
 
 def _split_statements(script: str) -> list[str]:
-    """Split a migration script on `;` at line ends (a trigger's body keeps its statements
-    on one line, so its inner `;` never ends a line)."""
-    lines = [ln for ln in script.splitlines() if not ln.strip().startswith("--")]
-    return [s.strip() for s in "\n".join(lines).split(";\n") if s.strip().rstrip(";")]
+    """Split a migration script into its statements, each ending with a line whose `;`
+    completes it (sqlite3.complete_statement: a trigger's body ends only at its END;);
+    whole-line comments dropped."""
+    statements: list[str] = []
+    pending: list[str] = []
+    for line in script.splitlines():
+        if line.strip().startswith("--"):
+            continue
+        pending.append(line)
+        text = "\n".join(pending).strip()
+        if text.endswith(";") and sqlite3.complete_statement(text):
+            statements.append(text)
+            pending = []
+    rest = "\n".join(pending).strip()
+    return [s for s in [*statements, rest] if s.rstrip(";").strip()]
 
 

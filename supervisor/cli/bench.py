@@ -72,6 +72,9 @@ def register(sub: Any) -> None:
                           help="destinations: the sizes measured, comma-separated")
     scenario.add_argument("--tenants", type=int, default=10_000,
                           help="tenants: how many tenants (3 destinations each)")
+    scenario.add_argument("--rounds", type=int, default=3,
+                          help="destinations, tenants: measurements of each size, alternated "
+                               "(medians reported; default 3, --quick 1)")
     scenario.add_argument("--quick", action="store_true",
                           help="fairness, destinations, tenants: small sizes, for tests "
                                "(a 2,000-job backlog, 4 s phases; 10 and 100 destinations; "
@@ -176,11 +179,12 @@ def _scenario_sizes(args: argparse.Namespace) -> dict[str, Any] | str:
         "rate_per_s": args.rate or (20.0 if quick else 100.0) if fairness
         else args.rate or 300.0,
         "destination_counts": (10, 100) if quick else counts,
-        "tenants": 20 if quick else args.tenants}
+        "tenants": 20 if quick else args.tenants,
+        "rounds": 1 if quick else args.rounds}
     if (sizes["backlog_jobs"] < 1 or not (args.deliver_s > 0 and args.outage_s > 0
                                          and args.baseline_s > 0 and sizes["phase_s"] > 0)):
         return ("--backlog-jobs must be at least 1; --deliver-s, --baseline-s, --outage-s "
                 "and --phase-s above 0")
-    if min(sizes["destination_counts"]) < 1 or sizes["tenants"] < 1:
-        return "--destinations and --tenants must be at least 1"
+    if min(sizes["destination_counts"]) < 1 or sizes["tenants"] < 1 or sizes["rounds"] < 1:
+        return "--destinations, --tenants and --rounds must be at least 1"
     return sizes

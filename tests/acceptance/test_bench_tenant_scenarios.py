@@ -66,7 +66,8 @@ def test_destinations_scenario_reports_ingest_and_metrics_per_size(backend, tmp_
         assert figures["events_per_s"] > 0 and figures["accepted"] > 0
         assert figures["jobs_per_event"] == 1.0 and figures["non_2xx"] == 0
         assert figures["metrics"]["seconds"] > 0 and figures["metrics"]["lines"] > 0
-    assert result["ingest_ratio_largest_to_smallest"] > 0
+        assert figures["ingest_cpu_us_per_event"] > 0
+    assert result["ingest_ratio_largest_to_smallest"] > 0 and result["cpu_per_event_ratio"] > 0
     assert result["checks"]["every_event_has_one_job"] is True
     assert "100 destinations: ingest" in report
 
@@ -82,5 +83,6 @@ def test_tenants_scenario_reports_ingest_ratio_and_claims(backend, tmp_path):
         assert figures["events_per_s"] > 0 and figures["jobs_per_event"] == 1.0
         claims = result["claim_ms"][label]
         assert 0 < claims["p50_ms"] <= claims["p99_ms"] and claims["jobs_per_claim"] > 0
-    assert result["ingest_ratio"] > 0 and result["claim_ms"]["p50_ratio"] > 0
+    assert result["ingest_ratio"] > 0 and result["cpu_per_event_ratio"] > 0
+    assert result["claim_ms"]["p50_ratio"] > 0
     assert "ingest tenants / single tenant" in report

@@ -258,7 +258,6 @@ BATCH_COLUMNS = {
     ("add_metric_deltas", "deltas"): {"families", "destination_ids", "labels", "ns",
                                       "totals_s"},
     ("due_jobs", "offers"): {"destination_ids", "limits"},
-    ("destination_filters", "ids"): {"id"},
     ("tenant_metadata", "tenants"): {"id"},
 }
 """A batch parameter (hookline.shared.store.ops.Rows) reaches SQLite as one JSON array of arrays

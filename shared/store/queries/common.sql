@@ -32,14 +32,18 @@ FROM jobs j JOIN events e ON e.id = j.event_id JOIN destinations d ON d.id = j.d
 WHERE j.id = :job_id
 
 -- purge_attempts: attempt rows of done jobs that ended before :before and of dead jobs that
--- died before :dead_before
+-- died before :dead_before. (The purges name jobs_finished's own term, status IN ('done',
+-- 'dead'), in each branch: SQLite's planner takes a partial index only then, and without it
+-- scans jobs.)
 DELETE FROM attempts WHERE job_id IN (
-    SELECT id FROM jobs WHERE (status = 'done' AND finished_at < :before)
-        OR (status = 'dead' AND finished_at < :dead_before))
+    SELECT id FROM jobs
+    WHERE (status IN ('done', 'dead') AND status = 'done' AND finished_at < :before)
+        OR (status IN ('done', 'dead') AND status = 'dead' AND finished_at < :dead_before))
 
 -- purge_jobs: done jobs that ended before :before, dead jobs that died before :dead_before
-DELETE FROM jobs WHERE (status = 'done' AND finished_at < :before)
-    OR (status = 'dead' AND finished_at < :dead_before)
+DELETE FROM jobs
+WHERE (status IN ('done', 'dead') AND status = 'done' AND finished_at < :before)
+    OR (status IN ('done', 'dead') AND status = 'dead' AND finished_at < :dead_before)
 
 -- purge_events: events (dedupe keys) older than the cutoff that have no job left
 DELETE FROM events WHERE received_at < :before
@@ -54,9 +58,14 @@ SELECT j.id, j.event_id, e.message_id, e.type AS event_type, d.name AS destinati
 FROM jobs j JOIN events e ON e.id = j.event_id JOIN destinations d ON d.id = j.destination_id
 WHERE j.id = :job_id
 
--- ordered_head: an ordered destination's oldest unfinished job (FIFO: only it may be sent)
+-- ordered_head: an ordered destination's oldest unfinished job (FIFO: only it may be sent);
+-- its pending jobs through jobs_due, its running one through jobs_leased (SQLite's jobs_status
+-- holds no pending job)
 SELECT id, status, run_at, lease_until, attempts FROM jobs
-WHERE destination_id = :destination_id AND status IN ('pending', 'running')
+WHERE destination_id = :destination_id AND status = 'pending'
+UNION ALL
+SELECT id, status, run_at, lease_until, attempts FROM jobs
+WHERE destination_id = :destination_id AND status = 'running'
 ORDER BY id LIMIT 1
 
 -- advance_next_send: rate limit bookkeeping inside the claim transaction (GCRA arrival time)
@@ -99,14 +108,15 @@ SELECT id, started_at FROM attempts WHERE id > :after_id ORDER BY id LIMIT 1
 -- jobs_to_purge: what purge_jobs is about to delete, per destination and status (for the
 -- maintained figures)
 SELECT destination_id, status, count(*) AS n FROM jobs
-WHERE (status = 'done' AND finished_at < :before) OR (status = 'dead' AND finished_at < :dead_before)
+WHERE (status IN ('done', 'dead') AND status = 'done' AND finished_at < :before)
+    OR (status IN ('done', 'dead') AND status = 'dead' AND finished_at < :dead_before)
 GROUP BY destination_id, status
 
 -- open_attempts_to_purge: attempts still in flight among those purge_attempts is about to
 -- delete (of jobs that died while one was open: a removed destination's), per destination
 SELECT j.destination_id, count(*) AS n FROM attempts a JOIN jobs j ON j.id = a.job_id
-WHERE ((j.status = 'done' AND j.finished_at < :before)
-       OR (j.status = 'dead' AND j.finished_at < :dead_before))
+WHERE ((j.status IN ('done', 'dead') AND j.status = 'done' AND j.finished_at < :before)
+       OR (j.status IN ('done', 'dead') AND j.status = 'dead' AND j.finished_at < :dead_before))
     AND a.duration_s IS NULL AND a.error IS NULL
 GROUP BY j.destination_id
 
@@ -146,11 +156,18 @@ SELECT m.family, m.destination_id, d.name AS destination, m.label, m.n, m.total_
 FROM metric_counts m LEFT JOIN destinations d ON d.id = m.destination_id
 WHERE m.family IN ('jobs', 'oldest', 'events') OR (m.family = 'attempts' AND m.label = 'in_flight')
 
--- recount_jobs: jobs by destination and status from the rows, and their totals
+-- recount_jobs: jobs by destination and status from the rows, and their totals (pending
+-- ones through jobs_due, the others through jobs_status, which on SQLite holds no pending job)
 INSERT INTO metric_counts (family, destination_id, label, n)
-SELECT 'jobs', destination_id, status, count(*) FROM jobs GROUP BY destination_id, status
+SELECT 'jobs', destination_id, 'pending', count(*) FROM jobs WHERE status = 'pending'
+GROUP BY destination_id
 UNION ALL
-SELECT 'jobs', 0, status, count(*) FROM jobs GROUP BY status
+SELECT 'jobs', destination_id, status, count(*) FROM jobs WHERE status <> 'pending'
+GROUP BY destination_id, status
+UNION ALL
+SELECT 'jobs', 0, 'pending', count(*) FROM jobs WHERE status = 'pending' GROUP BY status
+UNION ALL
+SELECT 'jobs', 0, status, count(*) FROM jobs WHERE status <> 'pending' GROUP BY status
 ON CONFLICT (family, destination_id, label) DO UPDATE SET n = excluded.n, total_s = excluded.total_s
 
 -- recount_in_flight: attempts not finished yet per destination from the rows, and the total
@@ -207,9 +224,12 @@ ORDER BY id LIMIT :limit
 -- tenant_destination_count: live destinations of a tenant
 SELECT COUNT(*) AS n FROM destinations WHERE tenant_id = :tenant AND deleted_at IS NULL
 
--- tenant_unfinished_jobs: pending and running jobs of a tenant's live destinations
-SELECT COUNT(*) AS n FROM jobs j JOIN destinations d ON d.id = j.destination_id
-WHERE d.tenant_id = :tenant AND d.deleted_at IS NULL AND j.status IN ('pending', 'running')
+-- tenant_unfinished_jobs: pending and running jobs of a tenant's live destinations (counted
+-- from its destinations, pending ones through jobs_due and running ones through jobs_leased)
+SELECT (SELECT COUNT(*) FROM destinations d JOIN jobs j ON j.destination_id = d.id
+        WHERE d.tenant_id = :tenant AND d.deleted_at IS NULL AND j.status = 'pending')
+    + (SELECT COUNT(*) FROM destinations d JOIN jobs j ON j.destination_id = d.id
+        WHERE d.tenant_id = :tenant AND d.deleted_at IS NULL AND j.status = 'running') AS n
 
 -- remove_tenant_destinations: soft delete every live destination of a tenant (names freed)
 UPDATE destinations SET deleted_at = :now, name = name || '~removed-' || id
@@ -282,13 +302,15 @@ SELECT DISTINCT pattern FROM destination_subscriptions WHERE tenant_id = :tenant
 ORDER BY pattern
 
 -- destination_job_counts: one destination's jobs in flight, pending and dead, and the oldest due pending job's run_at
+-- (status <> 'pending' is jobs_status's own term: SQLite's planner takes that partial index
+-- only when the query names it)
 SELECT
     (SELECT COUNT(*) FROM jobs j WHERE j.destination_id = :destination_id
         AND j.status = 'running' AND j.lease_until > :now) AS in_flight,
     (SELECT COUNT(*) FROM jobs j WHERE j.destination_id = :destination_id
         AND j.status = 'pending') AS pending,
     (SELECT COUNT(*) FROM jobs j WHERE j.destination_id = :destination_id
-        AND j.status = 'dead') AS dead,
+        AND j.status = 'dead' AND j.status <> 'pending') AS dead,
     (SELECT MIN(j.run_at) FROM jobs j WHERE j.destination_id = :destination_id
         AND j.status = 'pending' AND j.run_at <= :now) AS oldest_pending_at
 

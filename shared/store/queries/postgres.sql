@@ -27,8 +27,10 @@ FROM events e JOIN unnest(:tenant_id::text[], :source::text[], :source_event_id:
     ON e.tenant_id = k.tenant_id AND e.source = k.source AND e.source_event_id = k.sid
 
 -- fan_out: the live destinations subscribed to each (tenant, pattern) of the arrays (the
--- subscription index; one lookup per key)
-SELECT k.tenant_id, k.pattern, s.destination_id
+-- subscription index; one lookup per key), each with its payload filter (NULL: none), so
+-- fan-out needs no second statement for the filters
+SELECT k.tenant_id, k.pattern, s.destination_id,
+    (SELECT d.filter FROM destinations d WHERE d.id = s.destination_id) AS filter
 FROM unnest(:tenant_id::text[], :pattern::text[]) AS k (tenant_id, pattern)
 JOIN destination_subscriptions s ON s.tenant_id = k.tenant_id AND s.pattern = k.pattern
 
@@ -635,9 +637,6 @@ FROM (SELECT CASE WHEN d.paused THEN 1 ELSE 0 END AS paused, d.failure_streak,
       WHERE d.deleted_at IS NULL) AS r
 
 -- ---- payload filters (shared/store/filter_tx.py) ----
-
--- destination_filters: the payload filter of each destination of :id that has one
-SELECT id, filter FROM destinations WHERE id = ANY(:id::bigint[]) AND filter IS NOT NULL
 
 -- tenant_metadata: the metadata of each tenant of :id
 SELECT id, metadata FROM tenants WHERE id = ANY(:id::text[])

@@ -1,5 +1,12 @@
 -- Named queries for the SQLite store (shared/store/sqlite.py). Parameters are :named; a batch
 -- is a JSON array; :now is the transaction's instant (the store's clock).
+--
+-- The jobs indexes are partial: pending jobs are in jobs_due, running ones in jobs_leased,
+-- finished ones in jobs_finished, and every job but a pending one in jobs_status. SQLite's
+-- planner takes a partial index only when the WHERE clause contains the index's own term
+-- (it does not infer status <> 'pending' from status = 'dead'), and without table statistics
+-- it otherwise scans jobs; so queries name that term, and read pending and running jobs as two
+-- parts (tests/unit/test_sqlite_query_plans.py checks the plans).
 
 -- insert_event: store one event unless its (tenant, source, source_event_id) exists (the store
 -- runs it for every event of a batch, as a few multi-row statements)
@@ -15,9 +22,10 @@ SELECT id, message_id, tenant_id, source, source_event_id FROM events
 WHERE tenant_id = :tenant_id AND source = :source AND source_event_id = :source_event_id
 
 -- fan_out: the live destinations subscribed to each (tenant, pattern) of :keys (the
--- subscription index; one lookup per key)
+-- subscription index; one lookup per key), each with its payload filter (NULL: none), so
+-- fan-out needs no second statement for the filters
 SELECT json_extract(k.value, '$[0]') AS tenant_id, json_extract(k.value, '$[1]') AS pattern,
-    s.destination_id
+    s.destination_id, (SELECT d.filter FROM destinations d WHERE d.id = s.destination_id) AS filter
 FROM json_each(:keys) k JOIN destination_subscriptions s
     ON s.tenant_id = json_extract(k.value, '$[0]') AND s.pattern = json_extract(k.value, '$[1]')
 
@@ -40,7 +48,7 @@ RETURNING id, event_id
 -- can take, not the destinations that exist (see StoreLogic._claim_window). A leapfrog walk
 -- from destination id :after (exclusive) up to :upto (inclusive) over two indexes at once:
 -- a = the next live destination (destinations_live), b = the next destination holding
--- pending jobs from a on (jobs_status); a = b is a candidate, else the walk jumps to b. Each
+-- pending jobs from a on (jobs_due); a = b is a candidate, else the walk jumps to b. Each
 -- step is one search in each index, so neither paused destinations with backlogs nor live
 -- ones without jobs are visited one by one. It stops at the :window-th candidate that offers
 -- work now: a due pending job (jobs_due), a free in-flight slot (jobs_leased), its rate
@@ -316,17 +324,21 @@ RETURNING id
 -- kill_jobs_of_destination: a removed destination's unfinished jobs end dead
 UPDATE jobs SET status = 'dead', lease_token = NULL, lease_owner = NULL, lease_until = NULL,
     last_error = 'destination removed', finished_at = :now, updated_at = :now
-WHERE destination_id = :destination_id AND status IN ('pending', 'running')
+WHERE id IN (SELECT id FROM jobs WHERE destination_id = :destination_id AND status = 'pending'
+             UNION ALL
+             SELECT id FROM jobs WHERE destination_id = :destination_id AND status = 'running')
 RETURNING id
 
 -- list_dead: dead jobs, most recently dead first, optionally of one destination / since a time,
--- with what decides whether each can be replayed (its body purged, its destination removed)
+-- with what decides whether each can be replayed (its body purged, its destination removed);
+-- read newest first from jobs_finished, so it stops at :limit
 SELECT j.id, j.event_id, e.message_id, e.type AS event_type, d.name AS destination,
     d.tenant_id AS tenant, j.status,
     j.attempts, j.run_at, j.lease_owner, j.lease_until, j.last_error, j.created_at,
     j.updated_at, j.finished_at, e.body_purged_at, d.deleted_at AS destination_deleted_at
 FROM jobs j JOIN events e ON e.id = j.event_id JOIN destinations d ON d.id = j.destination_id
-WHERE j.status = 'dead' AND (:destination IS NULL OR d.name = :destination)
+WHERE j.status = 'dead' AND j.status IN ('done', 'dead')
+    AND (:destination IS NULL OR d.name = :destination)
     AND (:tenant IS NULL OR d.tenant_id = :tenant)
     AND (:since IS NULL OR j.finished_at >= :since)
 ORDER BY j.finished_at DESC, j.id DESC LIMIT :limit
@@ -334,7 +346,8 @@ ORDER BY j.finished_at DESC, j.id DESC LIMIT :limit
 -- replay_candidates: dead jobs a replay would take (live destination, body not purged)
 SELECT j.id, j.destination_id FROM jobs j JOIN events e ON e.id = j.event_id
     JOIN destinations d ON d.id = j.destination_id
-WHERE j.status = 'dead' AND d.deleted_at IS NULL AND e.body_purged_at IS NULL
+WHERE j.status = 'dead' AND j.status <> 'pending' AND d.deleted_at IS NULL
+    AND e.body_purged_at IS NULL
     AND (:job_id IS NULL OR j.id = :job_id)
     AND (:destination IS NULL OR d.name = :destination)
     AND (:tenant IS NULL OR d.tenant_id = :tenant)
@@ -401,7 +414,8 @@ SELECT d.id, d.tenant_id, d.name, d.paused, d.paused_reason, d.failure_streak, d
         AND j.lease_until > :now) AS in_flight,
     (SELECT COUNT(*) FROM jobs j WHERE j.destination_id = d.id AND j.status = 'pending')
         AS pending,
-    (SELECT COUNT(*) FROM jobs j WHERE j.destination_id = d.id AND j.status = 'dead') AS dead,
+    (SELECT COUNT(*) FROM jobs j WHERE j.destination_id = d.id AND j.status = 'dead'
+        AND j.status <> 'pending') AS dead,
     (SELECT MIN(j.run_at) FROM jobs j WHERE j.destination_id = d.id AND j.status = 'pending'
         AND j.run_at <= :now) AS oldest_pending_at
 FROM destinations d WHERE d.deleted_at IS NULL AND (:tenant IS NULL OR d.tenant_id = :tenant)
@@ -492,9 +506,10 @@ UPDATE jobs SET status = 'pending', attempts = 0, run_at = :now, last_error = NU
 WHERE id IN (SELECT value FROM json_each(:job_ids)) AND status IN ('done', 'dead')
 RETURNING id
 
--- retry_now_candidates: pending jobs not yet due a retry now would take, oldest first
-SELECT j.id, j.status, j.destination_id FROM jobs j
-    JOIN destinations d ON d.id = j.destination_id
+-- retry_now_candidates: pending jobs not yet due a retry now would take, oldest first (per
+-- destination from jobs_due: CROSS JOIN keeps the planner from walking all jobs in id order)
+SELECT j.id, j.status, j.destination_id FROM destinations d
+    CROSS JOIN jobs j ON j.destination_id = d.id
 WHERE j.status = 'pending' AND j.run_at > :now
     AND (:job_id IS NULL OR j.id = :job_id)
     AND (:destination IS NULL OR d.name = :destination)
@@ -508,26 +523,21 @@ UPDATE jobs SET run_at = :now, updated_at = :now
 WHERE id IN (SELECT value FROM json_each(:job_ids)) AND status = 'pending' AND run_at > :now
 RETURNING id
 
--- add_metric_deltas: add one transaction's changes to the maintained figures (:deltas, a JSON
--- array of [family, destination id, label, n, total_s]; shared/store/metric_deltas.py); an
--- `oldest` row sets its destination's oldest pending run_at anew (one jobs_due probe)
-INSERT INTO metric_counts (family, destination_id, label, n, total_s)
-SELECT f, d, l, CASE WHEN f = 'oldest' THEN 0 ELSE n END,
-    CASE WHEN f = 'oldest' THEN (SELECT min(run_at) FROM jobs
-                                 WHERE destination_id = d AND status = 'pending')
-         ELSE t END
-FROM (SELECT json_extract(value, '$[0]') AS f, json_extract(value, '$[1]') AS d,
-          json_extract(value, '$[2]') AS l, json_extract(value, '$[3]') AS n,
-          json_extract(value, '$[4]') AS t
-      FROM json_each(:deltas))
-WHERE true
-ON CONFLICT (family, destination_id, label) DO UPDATE SET
-    n = CASE WHEN excluded.family = 'oldest' THEN 0 ELSE n + excluded.n END,
-    total_s = CASE WHEN excluded.family = 'oldest' THEN excluded.total_s
-                   ELSE coalesce(total_s, 0) + coalesce(excluded.total_s, 0) END
+-- add_metric_deltas: append one transaction's changes to the maintained figures (:deltas, a
+-- JSON array of [family, destination id, label, n, total_s]; shared/store/metric_deltas.py)
+-- to the log; its trigger (sqlite_migrations/021) folds the log into metric_counts once it
+-- holds 1,024 rows
+INSERT INTO metric_count_deltas (family, destination_id, label, n, total_s)
+SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]'), json_extract(value, '$[2]'),
+    json_extract(value, '$[3]'), json_extract(value, '$[4]')
+FROM json_each(:deltas)
 
--- fold_metric_deltas: nothing to fold (SQLite's writers add to metric_counts directly)
-SELECT 0 AS folded
+-- fold_metric_deltas: fold the appended deltas into metric_counts now (a `fold` row sets off
+-- the log's trigger, which folds and empties it); how many rows it held. With the log empty
+-- it inserts nothing and returns no row, so a read of the figures writes nothing to the WAL.
+INSERT INTO metric_count_deltas (family, destination_id, label, n)
+SELECT 'fold', 0, '', 0 WHERE EXISTS (SELECT 1 FROM metric_count_deltas)
+RETURNING id - 1 AS folded
 
 -- metric_counts_of: the maintained figures of some destinations (:destination_ids, a JSON
 -- array; 0: the totals); every family named, so the primary key (family, destination_id,
@@ -538,8 +548,9 @@ WHERE family IN ('jobs', 'attempts', 'latency', 'oldest', 'events', 'filtered', 
 
 -- unfinished_jobs_of_destination: the jobs kill_jobs_of_destination is about to end, with
 -- their status (the single writer: nothing changes them in between)
-SELECT id, status FROM jobs
-WHERE destination_id = :destination_id AND status IN ('pending', 'running')
+SELECT id, status FROM jobs WHERE destination_id = :destination_id AND status = 'pending'
+UNION ALL
+SELECT id, status FROM jobs WHERE destination_id = :destination_id AND status = 'running'
 
 -- (tenant-api: the tenant API's reads and actions)
 
@@ -572,10 +583,6 @@ FROM (SELECT CASE WHEN d.paused THEN 1 ELSE 0 END AS paused, d.failure_streak,
       WHERE d.deleted_at IS NULL) AS r
 
 -- ---- payload filters (shared/store/filter_tx.py) ----
-
--- destination_filters: the payload filter of each destination of :ids that has one
-SELECT id, filter FROM destinations
-WHERE id IN (SELECT json_extract(value, '$[0]') FROM json_each(:ids)) AND filter IS NOT NULL
 
 -- tenant_metadata: the metadata of each tenant of :tenants
 SELECT id, metadata FROM tenants
