@@ -58,8 +58,10 @@ async def copy_sqlite_to_postgres(sqlite_path: str, postgres_url: str) -> CopyRe
         StoreError: the source is missing or unreadable, the target is unreachable or not
             empty, or a row is refused by the target (nothing is written then).
     """
-    async with SqliteStore(sqlite_path):  # migrate the source to the newest schema
-        pass
+    # Migrate the source to the newest schema, and fold the metric deltas its writers
+    # appended (metric_count_deltas) into metric_counts, which is what is copied.
+    async with SqliteStore(sqlite_path) as store:
+        await store.fold_metric_deltas()
     async with PostgresStore(postgres_url):  # create / migrate the target schema
         pass
     source = sqlite3.connect(f"file:{sqlite_path}?mode=ro", uri=True)

@@ -8,6 +8,10 @@ import sqlite3
 
 import pytest
 
+from hookline.shared.signing import generate_secret
+from hookline.shared.store.copy import copy_sqlite_to_postgres
+from hookline.shared.store.postgres import PostgresStore
+from hookline.shared.store.sqlite import SqliteStore
 from tests.conftest import new_event
 
 FOLD_ROWS = 1024  # sqlite_migrations/021_metric_log.sql
@@ -62,3 +66,19 @@ async def test_an_explicit_fold_reports_what_it_folded(store, destination_factor
     assert waiting > 0
     assert await store.fold_metric_deltas() == waiting
     assert await store.fold_metric_deltas() == 0
+
+
+async def test_migrate_store_carries_the_deltas_not_yet_folded(tmp_path, pg_url):
+    """`hookline migrate-store` folds the source's log before it copies metric_counts, so
+    the target's figures count the last events too."""
+    source = str(tmp_path / "source.db")
+    async with SqliteStore(source) as sqlite:
+        await sqlite.add_destination(name="d", url="http://127.0.0.1:9/d",
+                                     secret=generate_secret(), event_types=["*"],
+                                     max_in_flight=1)
+        await sqlite.add_events([new_event("e1"), new_event("e2")])
+    assert raw(source, "SELECT count(*) FROM metric_count_deltas")[0][0] != 0
+    await copy_sqlite_to_postgres(source, pg_url)
+    async with PostgresStore(pg_url) as target:
+        stats = await target.stats()
+    assert stats.jobs_by_status.get("pending") == 2 and stats.events == 2
