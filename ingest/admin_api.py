@@ -76,8 +76,6 @@ from hookline.shared.views import (
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 _MAX_ADMIN_BODY = 64 * 1024
-MAX_LIMIT = 10_000
-"""Most rows one list call (`limit=`) returns."""
 REPLAY_FIELDS = ("job_id", "all_dead", "destination", "tenant", "since", "dry_run")
 
 
@@ -275,7 +273,7 @@ async def resume(request: web.Request) -> web.Response:
 async def list_jobs(request: web.Request) -> web.Response:
     """`GET /v1/admin/jobs?status=S&tenant=T&limit=N`: newest first."""
     status = inputs.job_status("status", request.query.get("status"))
-    limit = inputs.whole_number("limit", request.query.get("limit"), default=100, high=MAX_LIMIT)
+    limit = inputs.list_limit(request.query.get("limit"), 100)
     tenant = await existing_tenant_filter(request)
     jobs = await request_store(request).list_jobs(status=status, limit=limit, tenant=tenant)
     return web.json_response([job_view(j) for j in jobs])
@@ -292,7 +290,7 @@ async def list_dead(request: web.Request) -> web.Response:
     """`GET /v1/admin/dead?destination=&tenant=&since=&limit=`: most recently dead first,
     each saying whether it can be replayed (shared/views.py dead_letter_view)."""
     since_spec = inputs.instant("since", request.query.get("since"))
-    limit = inputs.whole_number("limit", request.query.get("limit"), default=100, high=MAX_LIMIT)
+    limit = inputs.list_limit(request.query.get("limit"), 100)
     store = request_store(request)
     since_s, = await resolve_instants(store, since_spec)
     tenant = await existing_tenant_filter(request)

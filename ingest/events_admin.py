@@ -32,7 +32,7 @@ from typing import Any
 
 from aiohttp import web
 
-from hookline.ingest.admin_api import MAX_LIMIT, guarded, json_body
+from hookline.ingest.admin_api import guarded, json_body
 from hookline.ingest.app_state import request_store, tenant_scope
 from hookline.ingest.http_common import requester
 from hookline.ingest.tenant_scope import existing_tenant_filter, request_tenant
@@ -80,7 +80,7 @@ async def list_events(request: web.Request) -> web.Response:
     query = request.query
     status = inputs.job_status("status", query.get("status"))
     before = query.get("before")
-    limit = inputs.whole_number("limit", query.get("limit"), default=100, high=MAX_LIMIT)
+    limit = inputs.list_limit(query.get("limit"), 100)
     since = inputs.instant("since", query.get("since"))
     until = inputs.instant("until", query.get("until"))
     before_id = None if before is None else inputs.whole_number("before", before)

@@ -14,7 +14,7 @@ from typing import Any
 
 from aiohttp import web
 
-from hookline.ingest.admin_api import MAX_LIMIT, json_body
+from hookline.ingest.admin_api import json_body
 from hookline.ingest.app_state import request_store, token_tenant
 from hookline.ingest.events_admin import run_action, window_selection
 from hookline.shared.policy import inputs
@@ -74,7 +74,7 @@ async def list_jobs(request: web.Request) -> web.Response:
     first; `next_before` pages on (null on the last page)."""
     query = request.query
     status = inputs.job_status("status", query.get("status"))
-    limit = inputs.whole_number("limit", query.get("limit"), default=100, high=MAX_LIMIT)
+    limit = inputs.list_limit(query.get("limit"), 100)
     before = query.get("before")
     jobs = await request_store(request).list_tenant_jobs(
         token_tenant(request), destination=query.get("destination"), status=status,

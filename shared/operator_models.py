@@ -14,7 +14,7 @@ from typing import Any, Literal
 from hookline.shared.errors import InvalidInput
 from hookline.shared.logs import get_logger
 from hookline.shared.models import DEFAULT_TENANT, FINISHED_STATUSES
-from hookline.shared.policy.inputs import MAX_ID, job_status, time_range
+from hookline.shared.policy.inputs import MAX_ID, MAX_LIST_LIMIT, job_status, time_range
 from hookline.shared.tenant_models import tenant_id
 
 DEFAULT_SOURCE = "api"
@@ -29,8 +29,8 @@ BULK_MAX_LIMIT = 10_000
 SAMPLE_IDS = 100
 """Most job ids a bulk answer lists (the first ones, by id)."""
 RESEND_STATUSES = FINISHED_STATUSES
-LIST_MAX_LIMIT = 10_000
-"""Most events one `list_events` page holds."""
+LIST_MAX_LIMIT = MAX_LIST_LIMIT
+"""Most events one `list_events` page holds (every listing's limit)."""
 AUDIT_EVENTS = {"resend": "jobs_resent", "retry_now": "jobs_retried_now"}
 """The audit log line of each action."""
 
