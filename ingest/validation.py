@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterator
 from typing import Any, NoReturn
 
 from hookline.shared.errors import InvalidEvent
@@ -20,17 +19,16 @@ from hookline.shared.models import DEFAULT_TENANT, NewEvent
 from hookline.shared.policy.inputs import (
     EVENT_ID_RE,
     EVENT_TYPE_RE,
+    MAX_JSON_DEPTH,
     SOURCE_NAME_RE,
     clip,
     json_kind,
+    json_problem,
     refuse_unknown,
     token,
 )
 from hookline.shared.policy.notify import reserved_type_problem
 from hookline.shared.tenant_models import tenant_id
-
-MAX_DEPTH = 64
-"""Deepest JSON nesting accepted; the top-level object is level 1."""
 
 DEFAULT_SOURCE = "api"
 
@@ -114,14 +112,14 @@ def _decode(body: bytes) -> Any:
         document = _DECODER.decode(text)
     except RecursionError:
         # The C decoder recurses per level and stops at the interpreter's recursion limit,
-        # far below a stack overflow; anything that deep is far past MAX_DEPTH anyway.
-        _fail("body", f"is nested deeper than {MAX_DEPTH} levels")
+        # far below a stack overflow; anything that deep is far past MAX_JSON_DEPTH anyway.
+        _fail("body", f"is nested deeper than {MAX_JSON_DEPTH} levels")
     except json.JSONDecodeError as exc:
         _fail("body", f"is not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}")
     except ValueError as exc:  # from _reject_constant
         _fail("body", str(exc))
-    if _depth_exceeds(document, MAX_DEPTH):
-        _fail("body", f"is nested deeper than {MAX_DEPTH} levels")
+    if (problem := json_problem(document, MAX_JSON_DEPTH, check_text=False)) is not None:
+        _fail("body", problem)
     if isinstance(document, dict):
         # The outermost object closes last, so its pairs are the last ones the hook saw.
         # A repeated key there would let us and a receiver read different ids or types.
@@ -149,28 +147,6 @@ def _keep_pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
 
 # One decoder for the process: json.loads with hooks would build a new one per body.
 _DECODER = json.JSONDecoder(object_pairs_hook=_keep_pairs, parse_constant=_reject_constant)
-
-
-def _depth_exceeds(value: Any, limit: int) -> bool:
-    """True when `value` nests containers more than `limit` levels deep (iterative walk)."""
-    stack: list[tuple[Iterator[Any], int]] = []
-    if isinstance(value, (dict, list)):
-        stack.append((_children(value), 1))
-    while stack:
-        children, depth = stack[-1]
-        for child in children:
-            if isinstance(child, (dict, list)):
-                if depth + 1 > limit:
-                    return True
-                stack.append((_children(child), depth + 1))
-                break
-        else:
-            stack.pop()
-    return False
-
-
-def _children(container: dict[str, Any] | list[Any]) -> Iterator[Any]:
-    return iter(container.values() if isinstance(container, dict) else container)
 
 
 def _token(document: dict[str, Any], name: str, pattern: re.Pattern[str],

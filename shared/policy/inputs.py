@@ -211,15 +211,17 @@ def json_document(field: str, raw: bytes | str, *, max_depth: int = MAX_JSON_DEP
     return value
 
 
-def json_problem(value: Any, max_depth: int = MAX_JSON_DEPTH) -> str | None:
+def json_problem(value: Any, max_depth: int = MAX_JSON_DEPTH, *,
+                 check_text: bool = True) -> str | None:
     """What makes a parsed JSON value unfit to keep (None: nothing): nesting deeper than
-    `max_depth` levels, or a key or string that is not encodable as UTF-8 (JSON's `\\u`
-    escapes can spell a lone surrogate, which no database column can hold). An iterative
-    walk, so any depth is safe."""
+    `max_depth` levels, or (`check_text`) a key or string that is not encodable as UTF-8
+    (JSON's `\\u` escapes can spell a lone surrogate, which no database column can hold;
+    a published event's body is stored as its bytes, so ingest checks the depth only). An
+    iterative walk, so any depth is safe."""
     stack: list[tuple[Iterator[Any], int]] = []
     if isinstance(value, dict | list):
-        stack.append((_json_children(value), 1))
-    elif isinstance(value, str):
+        stack.append((_json_children(value, check_text), 1))
+    elif check_text and isinstance(value, str):
         return _text_problem(value)
     while stack:
         children, depth = stack[-1]
@@ -227,19 +229,21 @@ def json_problem(value: Any, max_depth: int = MAX_JSON_DEPTH) -> str | None:
             if isinstance(child, dict | list):
                 if depth + 1 > max_depth:
                     return f"is nested deeper than {max_depth} levels"
-                stack.append((_json_children(child), depth + 1))
+                stack.append((_json_children(child, check_text), depth + 1))
                 break
-            if isinstance(child, str) and (problem := _text_problem(child)) is not None:
+            if (check_text and isinstance(child, str)
+                    and (problem := _text_problem(child)) is not None):
                 return problem
         else:
             stack.pop()
     return None
 
 
-def _json_children(container: dict[str, Any] | list[Any]) -> Iterator[Any]:
-    """A container's members; an object's keys come before its values."""
+def _json_children(container: dict[str, Any] | list[Any], with_keys: bool) -> Iterator[Any]:
+    """A container's members (an object's keys first, when `with_keys`, then its values)."""
     if isinstance(container, dict):
-        return iter([*container.keys(), *container.values()])
+        return iter([*container.keys(), *container.values()]) if with_keys \
+            else iter(container.values())
     return iter(container)
 
 

@@ -7,8 +7,9 @@ import json
 
 import pytest
 
-from hookline.ingest.validation import MAX_DEPTH, BodyTooLarge, parse_event, parse_published
+from hookline.ingest.validation import BodyTooLarge, parse_event, parse_published
 from hookline.shared.errors import InvalidEvent
+from hookline.shared.policy.inputs import MAX_JSON_DEPTH as MAX_DEPTH
 
 LIMIT = 1024 * 1024
 
