@@ -14,7 +14,7 @@ turns away gets no job for that destination and counts in its `filtered` figure
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -84,7 +84,7 @@ class FanOutFilters:
             deltas.filtered(destination_id, n)
 
 
-def load_filters(filter_texts: Mapping[int, str],
+def load_filters(fanned_out: Iterable[Mapping[str, Any]],
                  tenants: Sequence[str]) -> Tx[FanOutFilters | None]:
     """The compiled filters of the destinations fan-out reached that have one (their texts,
     as the `fan_out` query returned them in the caller's transaction), with the batch's
@@ -92,12 +92,15 @@ def load_filters(filter_texts: Mapping[int, str],
     case: nothing to do, nothing read).
 
     Args:
-        filter_texts: destination id -> its filter's JSON text.
+        fanned_out: the `fan_out` query's rows (`destination_id`, `filter`: its JSON text or
+            None).
         tenants: the batch's tenants (their metadata is read when a filter names `tenant`).
     """
-    if not filter_texts:
+    texts = {int(r["destination_id"]): str(r["filter"]) for r in fanned_out
+             if r["filter"] is not None}
+    if not texts:
         return None
-    compiled = {d: _COMPILED.get(d, text) for d, text in filter_texts.items()}
+    compiled = {d: _COMPILED.get(d, text) for d, text in texts.items()}
     metadata: dict[str, Any] = {}
     if any("tenant" in c.roots for c in compiled.values()):
         names = sorted(set(tenants))

@@ -76,8 +76,8 @@ def add_events_tx(events: Sequence[NewEvent], *,
             "find_event", {"keys": Rows(("tenant_id", "source", "source_event_id"), missing)},
             per_row=True))} if missing else {}
     fresh = [(e, k) for e, k in zip(kept, keys, strict=True) if k in inserted]
-    reached, filter_texts = yield from _fan_out([e for e, _ in fresh])
-    filters = yield from load_filters(filter_texts, [e.tenant for e, _ in fresh])
+    reached, found = yield from _fan_out([e for e, _ in fresh])
+    filters = yield from load_filters(found, [e.tenant for e, _ in fresh])
     pairs: list[tuple[Any, int]] = []
     first: set[EventKey] = set()
     for event, key in fresh:
@@ -136,25 +136,23 @@ def _tenant_refusals(events: Sequence[NewEvent],
 
 
 def _fan_out(events: Sequence[NewEvent]
-             ) -> Tx[tuple[dict[tuple[str, str], list[int]], dict[int, str]]]:
-    """({(tenant, event type): destination ids in id order} for the batch's new events,
-    {destination id: its payload filter's text} of those reached that have one), from the
-    subscription index in one query over the distinct (tenant, pattern) candidates."""
+             ) -> Tx[tuple[dict[tuple[str, str], list[int]], list[Any]]]:
+    """({(tenant, event type): destination ids in id order} for the batch's new events, the
+    `fan_out` rows: each reached destination with its payload filter), from the subscription
+    index in one query over the distinct (tenant, pattern) candidates."""
     kinds = {(e.tenant, e.type) for e in events}
     candidates = sorted({(tenant, pattern) for tenant, event_type in kinds
                          for pattern in subscription_patterns(event_type)})
     if not candidates:
-        return {}, {}
+        return {}, []
+    found = list((yield Query("fan_out", {"keys": Rows(("tenant_id", "pattern"), candidates)})))
     by_pattern: dict[tuple[str, str], list[int]] = {}
-    filter_texts: dict[int, str] = {}
-    for r in (yield Query("fan_out", {"keys": Rows(("tenant_id", "pattern"), candidates)})):
+    for r in found:
         by_pattern.setdefault((r["tenant_id"], r["pattern"]), []).append(int(r["destination_id"]))
-        if r["filter"] is not None:
-            filter_texts[int(r["destination_id"])] = str(r["filter"])
     reached: dict[tuple[str, str], list[int]] = {}
     for tenant, event_type in kinds:
         ids = {d for pattern in subscription_patterns(event_type)
                for d in by_pattern.get((tenant, pattern), ())}
         if ids:
             reached[(tenant, event_type)] = sorted(ids)
-    return reached, filter_texts
+    return reached, found

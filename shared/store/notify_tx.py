@@ -68,8 +68,6 @@ def _publish_for(notify: NotifyPolicy, event_type: str, owner: str, tenant: str,
     keys = [(owner, pattern) for pattern in subscription_patterns(event_type)]
     found = yield Query("fan_out", {"keys": Rows(("tenant_id", "pattern"), keys)})
     reached = sorted({int(r["destination_id"]) for r in found})
-    filter_texts = {int(r["destination_id"]): str(r["filter"]) for r in found
-                    if r["filter"] is not None}
     if not reached:
         return 0  # nobody listens: nothing to store (the state change is still recorded)
     now = yield NOW
@@ -80,7 +78,7 @@ def _publish_for(notify: NotifyPolicy, event_type: str, owner: str, tenant: str,
     event = NewEvent(source=policy.SOURCE, source_event_id=source_event_id, type=event_type,
                      body=body, tenant=owner)
     deltas = MetricDeltas()
-    filters = yield from load_filters(filter_texts, [owner])
+    filters = yield from load_filters(found, [owner])
     if filters is not None:
         reached = list(filters.select(event, reached))
         filters.count(deltas)
