@@ -14,7 +14,7 @@ turns away gets no job for that destination and counts in its `filtered` figure
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -84,20 +84,17 @@ class FanOutFilters:
             deltas.filtered(destination_id, n)
 
 
-def load_filters(fanned_out: Iterable[Mapping[str, Any]],
+def load_filters(texts: Mapping[int, str],
                  tenants: Sequence[str]) -> Tx[FanOutFilters | None]:
-    """The compiled filters of the destinations fan-out reached that have one (their texts,
-    as the `fan_out` query returned them in the caller's transaction), with the batch's
-    tenants' metadata when a filter reads `tenant`; None when there are none (the common
-    case: nothing to do, nothing read).
+    """The compiled filters of the destinations fan-out reached that have one, with the
+    batch's tenants' metadata when a filter reads `tenant`; None when there are none (the
+    common case: nothing to do, nothing read).
 
     Args:
-        fanned_out: the `fan_out` query's rows (`destination_id`, `filter`: its JSON text or
-            None).
+        texts: {reached destination id: its filter's JSON text}, as fan-out read them in the
+            caller's transaction (destinations without a filter left out).
         tenants: the batch's tenants (their metadata is read when a filter names `tenant`).
     """
-    texts = {int(r["destination_id"]): str(r["filter"]) for r in fanned_out
-             if r["filter"] is not None}
     if not texts:
         return None
     compiled = {d: _COMPILED.get(d, text) for d, text in texts.items()}

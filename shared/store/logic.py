@@ -8,6 +8,7 @@ backends take the same parameters and return the same columns.
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Mapping, Sequence
 from typing import Any, TypeVar
@@ -43,6 +44,7 @@ from hookline.shared.report_models import (
 from hookline.shared.store.catalogue_tx import CatalogueOperations
 from hookline.shared.store.claim_tx import ClaimOperations
 from hookline.shared.store.events_tx import EventOperations
+from hookline.shared.store.fan_out_view import FanOutMemory
 from hookline.shared.store.figures_tx import (
     destination_page_tx,
     fold_tx,
@@ -110,8 +112,14 @@ class StoreLogic(ClaimOperations, EventOperations, TenantOperations, TenantCount
                          create_tenants: bool = False) -> list[StoreResult]:
         """See :meth:`hookline.shared.store.Store.add_events` (workers are woken after the
         commit)."""
-        return await self._transact(add_events_tx(events, create_tenants=create_tenants),
+        return await self._transact(add_events_tx(events, create_tenants=create_tenants,
+                                                  memory=self.fan_out_memory),
                                     write=False)  # see BEGIN_WRITE
+
+    @functools.cached_property
+    def fan_out_memory(self) -> FanOutMemory:
+        """This store's remembered fan-out answers (shared/store/fan_out_view.py)."""
+        return FanOutMemory()
 
     async def add_event(self, event: NewEvent, *,
                         create_tenants: bool = False) -> StoreResult:

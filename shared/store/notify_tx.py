@@ -78,7 +78,8 @@ def _publish_for(notify: NotifyPolicy, event_type: str, owner: str, tenant: str,
     event = NewEvent(source=policy.SOURCE, source_event_id=source_event_id, type=event_type,
                      body=body, tenant=owner)
     deltas = MetricDeltas()
-    filters = yield from load_filters(found, [owner])
+    filters = yield from load_filters({int(r["destination_id"]): str(r["filter"])
+                                       for r in found if r["filter"] is not None}, [owner])
     if filters is not None:
         reached = list(filters.select(event, reached))
         filters.count(deltas)

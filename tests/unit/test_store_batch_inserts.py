@@ -123,8 +123,8 @@ async def test_a_failing_batch_rolls_back_releases_the_lock_and_wakes_nobody(tmp
         listener = WakeListener(wake_dir_for(path))
         try:
             bad: Any = None  # NOT NULL: the 70th row fails after 64 rows went in
-            events = [NewEvent(source="api", source_event_id=f"f{n}",
-                               type="t" if n != 69 else bad, body=b"x") for n in range(80)]
+            events = [NewEvent(source="api", source_event_id=f"f{n}", type="t",
+                               body=b"x" if n != 69 else bad) for n in range(80)]
             with pytest.raises(sqlite3.IntegrityError):
                 await store.add_events(events)
             assert not await listener.wait(0.3)

@@ -254,6 +254,8 @@ BATCH_COLUMNS = {
         "response_excerpts", "response_headers", "locations"},
     ("fan_out", "keys"): {"tenant_id", "pattern"},
     ("tenant_states", "tenants"): {"id"},
+    ("fan_out_view", "keys"): {"tenant_id", "pattern"},
+    ("fan_out_view", "tenants"): {"id"},
     ("create_tenants", "tenants"): {"id"},
     ("add_metric_deltas", "deltas"): {"families", "destination_ids", "labels", "ns",
                                       "totals_s"},

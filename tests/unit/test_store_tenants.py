@@ -81,6 +81,7 @@ async def test_fan_out_honours_changes_committed_just_before_the_event(store):
 _CHANGER = """
 import asyncio, sys
 from hookline.shared.store import open_store
+from hookline.shared.tenant_models import TenantFields
 
 async def main():
     store = open_store(sys.argv[1])
@@ -97,6 +98,10 @@ async def main():
             await store.set_paused(name, True, tenant="acme")
         elif verb == "remove":
             await store.remove_destination(name, tenant="acme")
+        elif verb == "filter":
+            await store.update_destination(name, tenant="acme", filter={"data.absent": 1})
+        elif verb == "disable":
+            await store.put_tenant(name, TenantFields(disabled=True))
         print("ok", flush=True)
     await store.close()
 
@@ -106,9 +111,12 @@ asyncio.run(main())
 
 async def test_fan_out_honours_changes_another_process_committed_just_before(store,
                                                                              store_url):
-    """The subscription index is read in ingest's own transaction: a change committed by
-    another process (another host, on PostgreSQL) reaches the very next event, with no
-    cache to expire: created, subscriptions changed, paused (jobs still made), removed."""
+    """A change committed by another process (another host, on PostgreSQL) reaches the very
+    next event, although this store remembers fan-out's answers between events (the
+    version it reads in each ingest transaction moved): created, subscriptions changed,
+    paused (jobs still made), removed, a payload filter set, the tenant disabled. Each
+    event repeats a type published before the change, so the remembered answer is the
+    stale one."""
     await store.put_tenant("acme", TenantFields())
     child = await asyncio.create_subprocess_exec(
         sys.executable, "-c", _CHANGER, store_url, stdin=asyncio.subprocess.PIPE,
@@ -134,6 +142,13 @@ async def test_fan_out_honours_changes_another_process_committed_just_before(sto
         assert await reached(store, "e4", "z.q", "acme") == ["a", "b"]
         await change("remove a")
         assert await reached(store, "e5", "z.q", "acme") == ["b"]
+        await change("filter b")
+        assert await reached(store, "e6", "z.q", "acme") == []
+        await change("add c x.y")
+        assert await reached(store, "e7", "x.y", "acme") == ["c"]
+        await change("disable acme")
+        refused = await store.add_event(new_event("e8", "x.y", tenant="acme"))
+        assert isinstance(refused, TenantRefused) and refused.reason == "tenant_disabled"
     finally:
         assert child.stdin is not None
         child.stdin.close()

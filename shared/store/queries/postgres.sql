@@ -34,6 +34,21 @@ SELECT k.tenant_id, k.pattern, s.destination_id,
 FROM unnest(:tenant_id::text[], :pattern::text[]) AS k (tenant_id, pattern)
 JOIN destination_subscriptions s ON s.tenant_id = k.tenant_id AND s.pattern = k.pattern
 
+-- fan_out_view: what fan-out reads, with the version it was read at (schema 22), in one
+-- statement (one snapshot): the `version` row, then each tenant of :id that exists with its
+-- disabled flag, then the destinations subscribed to each (tenant, pattern) of the arrays
+-- with their payload filters
+SELECT 'version' AS kind, version, NULL::text AS tenant_id, NULL::text AS pattern,
+    NULL::bigint AS destination_id, NULL::text AS filter, NULL::boolean AS disabled
+FROM fan_out_version
+UNION ALL
+SELECT 'tenant', NULL, id, NULL, NULL, NULL, disabled FROM tenants WHERE id = ANY(:id::text[])
+UNION ALL
+SELECT 'subscription', NULL, k.tenant_id, k.pattern, s.destination_id,
+    (SELECT d.filter FROM destinations d WHERE d.id = s.destination_id), NULL
+FROM unnest(:tenant_id::text[], :pattern::text[]) AS k (tenant_id, pattern)
+JOIN destination_subscriptions s ON s.tenant_id = k.tenant_id AND s.pattern = k.pattern
+
 -- tenant_states: whether each tenant of :id exists (a row) and is disabled
 SELECT id, disabled FROM tenants WHERE id = ANY(:id::text[])
 

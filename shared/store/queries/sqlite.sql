@@ -29,6 +29,21 @@ SELECT json_extract(k.value, '$[0]') AS tenant_id, json_extract(k.value, '$[1]')
 FROM json_each(:keys) k JOIN destination_subscriptions s
     ON s.tenant_id = json_extract(k.value, '$[0]') AND s.pattern = json_extract(k.value, '$[1]')
 
+-- fan_out_view: what fan-out reads, with the version it was read at (schema 22): the
+-- `version` row, then each tenant of :tenants that exists with its disabled flag, then the
+-- destinations subscribed to each (tenant, pattern) of :keys with their payload filters
+SELECT 'version' AS kind, version, NULL AS tenant_id, NULL AS pattern, NULL AS destination_id,
+    NULL AS filter, NULL AS disabled
+FROM fan_out_version
+UNION ALL
+SELECT 'tenant', NULL, id, NULL, NULL, NULL, disabled FROM tenants
+WHERE id IN (SELECT json_extract(value, '$[0]') FROM json_each(:tenants))
+UNION ALL
+SELECT 'subscription', NULL, json_extract(k.value, '$[0]'), json_extract(k.value, '$[1]'),
+    s.destination_id, (SELECT d.filter FROM destinations d WHERE d.id = s.destination_id), NULL
+FROM json_each(:keys) k JOIN destination_subscriptions s
+    ON s.tenant_id = json_extract(k.value, '$[0]') AND s.pattern = json_extract(k.value, '$[1]')
+
 -- tenant_states: whether each tenant of :tenants exists (a row) and is disabled
 SELECT id, disabled FROM tenants
 WHERE id IN (SELECT json_extract(value, '$[0]') FROM json_each(:tenants))

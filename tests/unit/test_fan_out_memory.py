@@ -1,0 +1,71 @@
+"""The fan-out answers a store remembers between ingest transactions
+(shared/store/fan_out_view.py): they are used while the database's fan-out version stands,
+every change fan-out depends on moves it (on both backends), and the memory stays bounded.
+How a change made by another process reaches the next event is tested with the tenants
+(tests/unit/test_store_tenants.py)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from hookline.shared.store import Store
+from hookline.shared.store.fan_out_view import MAX_REMEMBERED, FanOutMemory, FanOutView
+from hookline.shared.tenant_models import TenantFields
+from tests.conftest import new_event
+
+SECRET = "whsec_" + "A" * 32
+
+
+async def _version(store: Store) -> int:
+    memory: Any = getattr(store, "fan_out_memory")  # noqa: B009  (both stores have it)
+    label = memory.version
+    assert isinstance(label, int)
+    return label
+
+
+async def test_the_memory_is_labelled_with_the_version_each_change_moves(store: Store):
+    """After an event, the memory holds its keys at the database's version; each kind of
+    change fan-out depends on gives the next event another version, and changes it does not
+    depend on (pausing, renaming a tenant) keep it."""
+    await store.put_tenant("acme", TenantFields())
+    await store.add_destination(name="a", url="http://127.0.0.1:9/x", secret=SECRET,
+                                event_types=["x.*"], max_in_flight=5, tenant="acme")
+    seen: list[int] = []
+
+    async def publish(n: int) -> None:
+        await store.add_event(new_event(f"e{n}", "x.y", tenant="acme"))
+        seen.append(await _version(store))
+
+    memory: Any = getattr(store, "fan_out_memory")  # noqa: B009
+    await publish(0)
+    assert memory.subscriptions[("acme", "x.*")][0][1] is None  # (destination id, filter)
+    assert memory.tenants == {"acme": False}
+    await publish(1)
+    await store.set_paused("a", True, tenant="acme")
+    await store.put_tenant("acme", TenantFields(name="Acme"))
+    await publish(2)
+    assert seen[0] == seen[1] == seen[2]  # nothing fan-out reads changed
+    await store.update_destination("a", tenant="acme", event_types=["x.y"])
+    await publish(3)
+    await store.update_destination("a", tenant="acme", filter={"data.n": 1})
+    await publish(4)
+    await store.put_tenant("acme", TenantFields(disabled=True))
+    await publish(5)
+    await store.put_tenant("acme", TenantFields(disabled=False))
+    await publish(6)
+    await store.put_tenant("globex", TenantFields())
+    await publish(7)
+    assert len(set(seen[2:])) == 6, seen  # each change moved it
+
+
+def test_a_memory_forgets_everything_on_another_version_and_past_its_bound():
+    memory = FanOutMemory()
+    memory.absorb(1, FanOutView({("t", "a"): ((1, None),)}, {"t": False}))
+    memory.absorb(1, FanOutView({("t", "b"): ()}, {}))
+    assert memory.recall([("t", "a"), ("t", "b"), ("t", "c")], ["t", "u"]) == (
+        1, {("t", "a"): ((1, None),), ("t", "b"): ()}, {"t": False})
+    memory.absorb(2, FanOutView({("t", "c"): ()}, {}))
+    assert memory.recall([("t", "a"), ("t", "c")], ["t"]) == (2, {("t", "c"): ()}, {})
+    many = {("t", str(i)): () for i in range(MAX_REMEMBERED)}
+    memory.absorb(2, FanOutView(many, {}))
+    assert len(memory.subscriptions) == MAX_REMEMBERED and ("t", "c") not in memory.subscriptions
