@@ -8,7 +8,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from hookline.shared.store import Store
+import pytest
+
+from hookline.shared.store import Store, fan_out_view
 from hookline.shared.store.fan_out_view import MAX_REMEMBERED, FanOutMemory, FanOutView
 from hookline.shared.tenant_models import TenantFields
 from tests.conftest import new_event
@@ -23,10 +25,15 @@ async def _version(store: Store) -> int:
     return label
 
 
-async def test_the_memory_is_labelled_with_the_version_each_change_moves(store: Store):
-    """After an event, the memory holds its keys at the database's version; each kind of
-    change fan-out depends on gives the next event another version, and changes it does not
-    depend on (pausing, renaming a tenant) keep it."""
+@pytest.mark.parametrize("index_limit", [fan_out_view.WHOLE_INDEX_LIMIT, 0],
+                         ids=["whole-index", "key-by-key"])
+async def test_the_memory_is_labelled_with_the_version_each_change_moves(
+        store: Store, index_limit: int, monkeypatch: pytest.MonkeyPatch):
+    """After an event, the memory holds the answers at the database's version (the whole
+    index, or the keys asked); each kind of change fan-out depends on gives the next event
+    another version, and changes it does not depend on (pausing, renaming a tenant) keep
+    it."""
+    monkeypatch.setattr(fan_out_view, "WHOLE_INDEX_LIMIT", index_limit)
     await store.put_tenant("acme", TenantFields())
     await store.add_destination(name="a", url="http://127.0.0.1:9/x", secret=SECRET,
                                 event_types=["x.*"], max_in_flight=5, tenant="acme")
@@ -38,8 +45,10 @@ async def test_the_memory_is_labelled_with_the_version_each_change_moves(store: 
 
     memory: Any = getattr(store, "fan_out_memory")  # noqa: B009
     await publish(0)
+    assert memory.whole is bool(index_limit) and memory.too_big is not bool(index_limit)
     assert memory.subscriptions[("acme", "x.*")][0][1] is None  # (destination id, filter)
-    assert memory.tenants == {"acme": False}
+    assert memory.tenants["acme"] is False
+    assert (("acme", "x.y") in memory.subscriptions) is not memory.whole  # asked, found none
     await publish(1)
     await store.set_paused("a", True, tenant="acme")
     await store.put_tenant("acme", TenantFields(name="Acme"))
@@ -63,9 +72,14 @@ def test_a_memory_forgets_everything_on_another_version_and_past_its_bound():
     memory.absorb(1, FanOutView({("t", "a"): ((1, None),)}, {"t": False}))
     memory.absorb(1, FanOutView({("t", "b"): ()}, {}))
     assert memory.recall([("t", "a"), ("t", "b"), ("t", "c")], ["t", "u"]) == (
-        1, {("t", "a"): ((1, None),), ("t", "b"): ()}, {"t": False})
+        1, False, {("t", "a"): ((1, None),), ("t", "b"): ()}, {"t": False})
     memory.absorb(2, FanOutView({("t", "c"): ()}, {}))
-    assert memory.recall([("t", "a"), ("t", "c")], ["t"]) == (2, {("t", "c"): ()}, {})
+    assert memory.recall([("t", "a"), ("t", "c")], ["t"]) == (2, False, {("t", "c"): ()}, {})
     many = {("t", str(i)): () for i in range(MAX_REMEMBERED)}
     memory.absorb(2, FanOutView(many, {}))
     assert len(memory.subscriptions) == MAX_REMEMBERED and ("t", "c") not in memory.subscriptions
+    memory.replace(3, FanOutView({("t", "a"): ((1, None),)}, {"t": True}))
+    assert memory.recall([("t", "a"), ("t", "b")], ["t", "u"]) == (  # whole: all answered
+        3, True, {("t", "a"): ((1, None),), ("t", "b"): ()}, {"t": True, "u": None})
+    memory.absorb(4, FanOutView({}, {}))
+    assert memory.recall([("t", "a")], ["t"]) == (4, False, {}, {})

@@ -13,7 +13,7 @@ import pytest
 from hookline.shared.errors import Conflict, InvalidInput, NotFound
 from hookline.shared.models import DEFAULT_TENANT, Accepted, Duplicate, TenantRefused
 from hookline.shared.process.spawn import child_import_env
-from hookline.shared.store import Store
+from hookline.shared.store import Store, fan_out_view
 from hookline.shared.store.ingest_tx import subscription_patterns
 from hookline.shared.tenant_models import TenantFields
 from tests.conftest import new_event
@@ -109,14 +109,18 @@ asyncio.run(main())
 """
 
 
-async def test_fan_out_honours_changes_another_process_committed_just_before(store,
-                                                                             store_url):
+@pytest.mark.parametrize("index_limit", [fan_out_view.WHOLE_INDEX_LIMIT, 0],
+                         ids=["whole-index", "key-by-key"])
+async def test_fan_out_honours_changes_another_process_committed_just_before(
+        store, store_url, index_limit, monkeypatch):
     """A change committed by another process (another host, on PostgreSQL) reaches the very
     next event, although this store remembers fan-out's answers between events (the
     version it reads in each ingest transaction moved): created, subscriptions changed,
     paused (jobs still made), removed, a payload filter set, the tenant disabled. Each
     event repeats a type published before the change, so the remembered answer is the
-    stale one."""
+    stale one. Both ways of remembering: the whole index, and key by key (an index past
+    the limit)."""
+    monkeypatch.setattr(fan_out_view, "WHOLE_INDEX_LIMIT", index_limit)
     await store.put_tenant("acme", TenantFields())
     child = await asyncio.create_subprocess_exec(
         sys.executable, "-c", _CHANGER, store_url, stdin=asyncio.subprocess.PIPE,
