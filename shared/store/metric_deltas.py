@@ -27,7 +27,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable
 
-from hookline.shared.store.ops import Rows, Tx, count
+from hookline.shared.store.ops import Query, Rows, Tx
 
 LATENCY_BUCKETS_S = (0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0, 900.0,
                      3600.0, 21600.0, 86400.0)
@@ -155,8 +155,9 @@ class MetricDeltas:
         """Write the changes (one statement; nothing when there are none)."""
         found = self.rows()
         if found:
-            yield count("add_metric_deltas", deltas=Rows(
-                ("families", "destination_ids", "labels", "ns", "totals_s"), found))
+            yield Query("add_metric_deltas", {"deltas": Rows(
+                ("families", "destination_ids", "labels", "ns", "totals_s"), found)},
+                per_row=True)
 
 
 def add_all(deltas: MetricDeltas, items: Iterable[tuple[int, str | None, str | None]]) -> None:

@@ -257,8 +257,6 @@ BATCH_COLUMNS = {
     ("fan_out_view", "keys"): {"tenant_id", "pattern"},
     ("fan_out_view", "tenants"): {"id"},
     ("create_tenants", "tenants"): {"id"},
-    ("add_metric_deltas", "deltas"): {"families", "destination_ids", "labels", "ns",
-                                      "totals_s"},
     ("due_jobs", "offers"): {"destination_ids", "limits"},
     ("tenant_metadata", "tenants"): {"id"},
 }
