@@ -191,7 +191,9 @@ def start_server(parent: Path | None = None, *, durable: bool = False,
         except KeyError:
             raise PgUnavailable("running as root and there is no `postgres` user to run the "
                                 "server") from None
-    root = Path(tempfile.mkdtemp(prefix="hookline-pg-", dir=parent))
+    # Absolute: the server runs in a folder of its own and takes `root` for its socket
+    # (`hookline bench --backend postgres` passes a relative out_dir, results/bench).
+    root = Path(tempfile.mkdtemp(prefix="hookline-pg-", dir=parent)).resolve()
     if owner is not None:
         os.chown(root, owner.pw_uid, owner.pw_gid)
     data, log = root / "data", root / "server.log"
