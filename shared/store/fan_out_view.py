@@ -26,6 +26,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from hookline.shared.policy.notify import is_operational
 from hookline.shared.store.ops import Query, Rows, Tx
 
 Key = tuple[str, str]
@@ -45,10 +46,20 @@ every key, those with no destination too, without asking the database. Past it, 
 key by key."""
 
 
+def subscription_patterns(event_type: str) -> list[str]:
+    """The subscription patterns that match `event_type`: itself, `*`, and `prefix.*` for
+    every `.` in it (the rule of :func:`hookline.shared.endpoint_models.subscribes`); `*`
+    not for an operational event (`hookline.`: only a subscription naming it receives it)."""
+    patterns = [event_type] if is_operational(event_type) else [event_type, "*"]
+    patterns += [event_type[:i + 1] + "*" for i, c in enumerate(event_type) if c == "."]
+    return patterns
+
+
 @dataclass(frozen=True, slots=True)
 class FanOutView:
-    """One transaction's answers: the destinations of every asked key (empty: none) and the
-    state of every asked tenant."""
+    """One transaction's answers: the destinations of each key (a key it lacks: none) and the
+    state of each tenant (a tenant it lacks: no such tenant). A view of the whole index is
+    the memory's own dictionaries, never changed after (a new version gets new ones)."""
 
     subscriptions: dict[Key, Reached]
     tenants: dict[str, TenantState]
@@ -71,17 +82,21 @@ class FanOutMemory:
         self.tenants: dict[str, TenantState] = {}
 
     def recall(self, keys: Iterable[Key], tenants: Iterable[str]
-               ) -> tuple[int | None, bool, dict[Key, Reached], dict[str, TenantState]]:
-        """(the label, whether the answers are whole, the remembered answers among `keys`
-        and `tenants`: every one of them when whole)."""
+               ) -> tuple[int | None, dict[Key, Reached], dict[str, TenantState]]:
+        """(the label, the remembered answers among `keys` and `tenants`) of a key-by-key
+        memory."""
         with self._lock:
             subscriptions, states = self.subscriptions, self.tenants
-            if self.whole:
-                return (self.version, True, {k: subscriptions.get(k, ()) for k in keys},
-                        {t: states.get(t) for t in tenants})
-            return (self.version, False,
+            return (self.version,
                     {k: subscriptions[k] for k in keys if k in subscriptions},
                     {t: states[t] for t in tenants if t in states})
+
+    def whole_view(self) -> tuple[int | None, FanOutView | None]:
+        """(the label, the whole index as a view; None when the memory is not whole)."""
+        with self._lock:
+            if not self.whole:
+                return self.version, None
+            return self.version, FanOutView(self.subscriptions, self.tenants)
 
     def absorb(self, version: int, view: FanOutView) -> None:
         """Remember `view`, read at `version` (a different version forgets the rest first)."""
@@ -100,30 +115,32 @@ class FanOutMemory:
             self.version, self.whole = version, True
 
 
-def read_fan_out(memory: FanOutMemory | None, keys: Iterable[Key],
+def read_fan_out(memory: FanOutMemory | None, kinds: Iterable[tuple[str, str]],
                  tenants: Iterable[str]) -> Tx[FanOutView]:
-    """The answers for `keys` and `tenants` as of this transaction. While the memory is
-    current: one statement (it reads the version, and what a key-by-key memory lacks). When
-    the version moved since: the whole index again, or (past WHOLE_INDEX_LIMIT) a second
-    statement asking again for what the memory held. Without a memory, one statement asks
-    for everything."""
-    keys, tenants = set(keys), set(tenants)
+    """The answers for the batch's (tenant, event type) `kinds` and its named `tenants` as of
+    this transaction. While the memory is current: one statement (it reads the version, and
+    what a key-by-key memory lacks). When the version moved since: the whole index again,
+    or (past WHOLE_INDEX_LIMIT) a second statement asking again for what the memory held.
+    Without a memory, one statement asks for everything."""
+    if memory is not None:
+        label, whole = memory.whole_view()
+        if whole is not None:
+            version, _ = yield from _read(set(), set())
+            if version == label:
+                return whole
+        if not memory.too_big:
+            version, index = yield from _read_whole()
+            if index is not None:
+                memory.replace(version, index)
+                return index
+            memory.too_big = True
+    keys = {(tenant, pattern) for tenant, event_type in kinds
+            for pattern in subscription_patterns(event_type)}
+    tenants = set(tenants)
     if memory is None:
         _, view = yield from _read(keys, tenants)
         return view
-    label, whole, known_keys, known_tenants = memory.recall(keys, tenants)
-    if whole:
-        version, _ = yield from _read(set(), set())
-        if version == label:
-            return FanOutView(known_keys, known_tenants)
-    if not memory.too_big:
-        version, index = yield from _read_whole()
-        if index is not None:
-            memory.replace(version, index)
-            return FanOutView({k: index.subscriptions.get(k, ()) for k in keys},
-                              {t: index.tenants.get(t) for t in tenants})
-        memory.too_big = True
-        label, _, known_keys, known_tenants = memory.recall(keys, tenants)
+    label, known_keys, known_tenants = memory.recall(keys, tenants)
     version, fresh = yield from _read(keys - known_keys.keys(), tenants - known_tenants.keys())
     memory.absorb(version, fresh)
     if version != label and (known_keys or known_tenants):

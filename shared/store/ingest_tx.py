@@ -28,24 +28,19 @@ from hookline.shared.models import (
     TenantRefused,
 )
 from hookline.shared.policy import forwarding
-from hookline.shared.policy.notify import is_operational
 from hookline.shared.signing import new_message_ids
-from hookline.shared.store.fan_out_view import FanOutMemory, FanOutView, read_fan_out
+from hookline.shared.store.fan_out_view import (
+    FanOutMemory,
+    FanOutView,
+    read_fan_out,
+    subscription_patterns,
+)
 from hookline.shared.store.filter_tx import load_filters
 from hookline.shared.store.metric_deltas import MetricDeltas
 from hookline.shared.store.ops import BEGIN_WRITE, NOTIFY, NOW, Query, Rows, Tx
 
 EventKey = tuple[str, str, str]
 """(tenant, source, source event id): the idempotency key."""
-
-
-def subscription_patterns(event_type: str) -> list[str]:
-    """The subscription patterns that match `event_type`: itself, `*`, and `prefix.*` for
-    every `.` in it (the rule of :func:`hookline.shared.endpoint_models.subscribes`); `*`
-    not for an operational event (`hookline.`: only a subscription naming it receives it)."""
-    patterns = [event_type] if is_operational(event_type) else [event_type, "*"]
-    patterns += [event_type[:i + 1] + "*" for i, c in enumerate(event_type) if c == "."]
-    return patterns
 
 
 def add_events_tx(events: Sequence[NewEvent], *, create_tenants: bool = False,
@@ -64,10 +59,9 @@ def add_events_tx(events: Sequence[NewEvent], *, create_tenants: bool = False,
                   for message_id, e in zip(new_message_ids(len(events), now), events,
                                            strict=True)]
     named = sorted({e.tenant for e in events} - {DEFAULT_TENANT})
-    candidates = {(tenant, pattern) for tenant, event_type in {(e.tenant, e.type) for e in events}
-                  for pattern in subscription_patterns(event_type)}
+    kinds = {(e.tenant, e.type) for e in events}
     yield BEGIN_WRITE
-    view = yield from read_fan_out(memory, candidates, named)
+    view = yield from read_fan_out(memory, kinds, named)
     refused = yield from _tenant_refusals(view, named, create_tenants)
     kept = [e for e in events if e.tenant not in refused]
     new_events = Rows(

@@ -24,8 +24,8 @@ from hookline.shared.policy import forwarding
 from hookline.shared.policy import notify as policy
 from hookline.shared.policy.notify import NotifyPolicy
 from hookline.shared.signing import new_message_ids
+from hookline.shared.store.fan_out_view import subscription_patterns
 from hookline.shared.store.filter_tx import load_filters
-from hookline.shared.store.ingest_tx import subscription_patterns
 from hookline.shared.store.metric_deltas import MetricDeltas
 from hookline.shared.store.ops import NOTIFY, NOW, AfterCommit, Query, Rows, Tx, count, one
 

@@ -72,14 +72,15 @@ def test_a_memory_forgets_everything_on_another_version_and_past_its_bound():
     memory.absorb(1, FanOutView({("t", "a"): ((1, None),)}, {"t": False}))
     memory.absorb(1, FanOutView({("t", "b"): ()}, {}))
     assert memory.recall([("t", "a"), ("t", "b"), ("t", "c")], ["t", "u"]) == (
-        1, False, {("t", "a"): ((1, None),), ("t", "b"): ()}, {"t": False})
+        1, {("t", "a"): ((1, None),), ("t", "b"): ()}, {"t": False})
     memory.absorb(2, FanOutView({("t", "c"): ()}, {}))
-    assert memory.recall([("t", "a"), ("t", "c")], ["t"]) == (2, False, {("t", "c"): ()}, {})
+    assert memory.recall([("t", "a"), ("t", "c")], ["t"]) == (2, {("t", "c"): ()}, {})
     many = {("t", str(i)): () for i in range(MAX_REMEMBERED)}
     memory.absorb(2, FanOutView(many, {}))
     assert len(memory.subscriptions) == MAX_REMEMBERED and ("t", "c") not in memory.subscriptions
-    memory.replace(3, FanOutView({("t", "a"): ((1, None),)}, {"t": True}))
-    assert memory.recall([("t", "a"), ("t", "b")], ["t", "u"]) == (  # whole: all answered
-        3, True, {("t", "a"): ((1, None),), ("t", "b"): ()}, {"t": True, "u": None})
+    assert memory.whole_view() == (2, None)
+    whole = FanOutView({("t", "a"): ((1, None),)}, {"t": True})
+    memory.replace(3, whole)
+    assert memory.whole_view() == (3, whole)
     memory.absorb(4, FanOutView({}, {}))
-    assert memory.recall([("t", "a")], ["t"]) == (4, False, {}, {})
+    assert memory.whole_view() == (4, None) and memory.recall([("t", "a")], ["t"]) == (4, {}, {})

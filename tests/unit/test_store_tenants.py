@@ -14,7 +14,7 @@ from hookline.shared.errors import Conflict, InvalidInput, NotFound
 from hookline.shared.models import DEFAULT_TENANT, Accepted, Duplicate, TenantRefused
 from hookline.shared.process.spawn import child_import_env
 from hookline.shared.store import Store, fan_out_view
-from hookline.shared.store.ingest_tx import subscription_patterns
+from hookline.shared.store.fan_out_view import subscription_patterns
 from hookline.shared.tenant_models import TenantFields
 from tests.conftest import new_event
 
