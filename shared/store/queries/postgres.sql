@@ -595,7 +595,8 @@ SELECT * FROM unnest(:families::text[], :destination_ids::bigint[], :labels::tex
 
 -- fold_metric_deltas: move the appended changes into metric_counts (two folds at once each
 -- move a delta row once: the DELETE locks it; counter rows are upserted in key order); an
--- `oldest` change reads its destination's oldest pending run_at anew (one jobs_due probe)
+-- `oldest` row or a change of a destination's pending count (schema 23) reads its oldest
+-- pending run_at anew (one jobs_due probe)
 WITH moved AS (
     DELETE FROM metric_count_deltas
     RETURNING family, destination_id, label, n, total_s
@@ -613,7 +614,9 @@ WITH moved AS (
     SELECT 'oldest', x.destination_id, '', 0,
         (SELECT min(run_at) FROM jobs j
          WHERE j.destination_id = x.destination_id AND j.status = 'pending')
-    FROM (SELECT DISTINCT destination_id FROM moved WHERE family = 'oldest') x
+    FROM (SELECT DISTINCT destination_id FROM moved
+          WHERE family = 'oldest' OR (family = 'jobs' AND label = 'pending'
+                                      AND destination_id <> 0)) x
     ORDER BY x.destination_id
     ON CONFLICT (family, destination_id, label) DO UPDATE SET total_s = excluded.total_s
     RETURNING 1
