@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from hookline.shared.policy.notify import is_operational
@@ -59,10 +59,26 @@ def subscription_patterns(event_type: str) -> list[str]:
 class FanOutView:
     """One transaction's answers: the destinations of each key (a key it lacks: none) and the
     state of each tenant (a tenant it lacks: no such tenant). A view of the whole index is
-    the memory's own dictionaries, never changed after (a new version gets new ones)."""
+    kept by the memory and answers every transaction until the version moves; it is never
+    changed after, except for `reaches`, what :meth:`reach` worked out."""
 
     subscriptions: dict[Key, Reached]
     tenants: dict[str, TenantState]
+    reaches: dict[tuple[str, str], Reached] = field(default_factory=dict)
+
+    def reach(self, tenant: str, event_type: str) -> Reached:
+        """The destinations an event of `event_type` for `tenant` reaches, with their
+        filters, in destination id order (worked out once per view and type)."""
+        found = self.reaches.get((tenant, event_type))
+        if found is None:
+            merged: dict[int, str | None] = {}
+            for pattern in subscription_patterns(event_type):
+                for destination_id, text in self.subscriptions.get((tenant, pattern), ()):
+                    merged[destination_id] = text
+            found = tuple(sorted(merged.items()))
+            if len(self.reaches) < MAX_REMEMBERED:
+                self.reaches[(tenant, event_type)] = found
+        return found
 
 
 class FanOutMemory:
@@ -70,7 +86,7 @@ class FanOutMemory:
     index (`whole`: a key it lacks has no destination, a tenant it lacks does not exist), or
     the answers to the keys and tenants asked so far."""
 
-    __slots__ = ("_lock", "subscriptions", "tenants", "too_big", "version", "whole")
+    __slots__ = ("_lock", "_whole", "subscriptions", "tenants", "too_big", "version", "whole")
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
@@ -80,6 +96,7 @@ class FanOutMemory:
         """The index exceeded WHOLE_INDEX_LIMIT once: this process learns key by key."""
         self.subscriptions: dict[Key, Reached] = {}
         self.tenants: dict[str, TenantState] = {}
+        self._whole: FanOutView | None = None
 
     def recall(self, keys: Iterable[Key], tenants: Iterable[str]
                ) -> tuple[int | None, dict[Key, Reached], dict[str, TenantState]]:
@@ -94,9 +111,7 @@ class FanOutMemory:
     def whole_view(self) -> tuple[int | None, FanOutView | None]:
         """(the label, the whole index as a view; None when the memory is not whole)."""
         with self._lock:
-            if not self.whole:
-                return self.version, None
-            return self.version, FanOutView(self.subscriptions, self.tenants)
+            return self.version, self._whole if self.whole else None
 
     def absorb(self, version: int, view: FanOutView) -> None:
         """Remember `view`, read at `version` (a different version forgets the rest first)."""
@@ -104,7 +119,7 @@ class FanOutMemory:
             if version != self.version or (len(self.subscriptions) + len(self.tenants)
                                            + len(view.subscriptions) > MAX_REMEMBERED):
                 self.subscriptions, self.tenants = {}, {}
-                self.version, self.whole = version, False
+                self.version, self.whole, self._whole = version, False, None
             self.subscriptions.update(view.subscriptions)
             self.tenants.update(view.tenants)
 
@@ -112,7 +127,7 @@ class FanOutMemory:
         """Hold `view`, the whole index read at `version`, and nothing else."""
         with self._lock:
             self.subscriptions, self.tenants = view.subscriptions, view.tenants
-            self.version, self.whole = version, True
+            self.version, self.whole, self._whole = version, True, view
 
 
 def read_fan_out(memory: FanOutMemory | None, kinds: Iterable[tuple[str, str]],

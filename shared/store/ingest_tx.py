@@ -33,7 +33,6 @@ from hookline.shared.store.fan_out_view import (
     FanOutMemory,
     FanOutView,
     read_fan_out,
-    subscription_patterns,
 )
 from hookline.shared.store.filter_tx import load_filters
 from hookline.shared.store.metric_deltas import MetricDeltas
@@ -147,12 +146,8 @@ def _fan_out(view: FanOutView, events: Sequence[NewEvent]
     reached: dict[tuple[str, str], list[int]] = {}
     texts: dict[int, str] = {}
     for tenant, event_type in {(e.tenant, e.type) for e in events}:
-        ids: set[int] = set()
-        for pattern in subscription_patterns(event_type):
-            for destination_id, text in view.subscriptions.get((tenant, pattern), ()):
-                ids.add(destination_id)
-                if text is not None:
-                    texts[destination_id] = text
-        if ids:
-            reached[(tenant, event_type)] = sorted(ids)
+        found = view.reach(tenant, event_type)
+        if found:
+            reached[(tenant, event_type)] = [destination_id for destination_id, _ in found]
+            texts.update((d, text) for d, text in found if text is not None)
     return reached, texts
