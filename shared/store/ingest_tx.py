@@ -15,7 +15,7 @@ and in the steady state fan-out is one small statement per batch.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from hookline.shared.models import (
@@ -32,7 +32,9 @@ from hookline.shared.signing import new_message_ids
 from hookline.shared.store.fan_out_view import (
     FanOutMemory,
     FanOutView,
+    TenantState,
     read_fan_out,
+    refresh_fan_out,
 )
 from hookline.shared.store.filter_tx import load_filters
 from hookline.shared.store.metric_deltas import MetricDeltas
@@ -43,11 +45,14 @@ EventKey = tuple[str, str, str]
 
 
 def add_events_tx(events: Sequence[NewEvent], *, create_tenants: bool = False,
-                  memory: FanOutMemory | None = None) -> Tx[list[StoreResult]]:
+                  memory: FanOutMemory | None = None,
+                  shared_lock: bool = False) -> Tx[list[StoreResult]]:
     """Insert a batch of events, then the jobs of all of them in one query; each event that is
     new (not stored, nor earlier in the batch) is Accepted, the others Duplicate; an event for
     a tenant that does not exist (unless `create_tenants`) or is disabled is TenantRefused.
-    `memory`: the process's remembered fan-out answers (shared/store/fan_out_view.py)."""
+    `memory`: the process's remembered fan-out answers (shared/store/fan_out_view.py);
+    `shared_lock`: the store's writers share one lock (SQLite), so the memory is brought up
+    to date before it is taken."""
     if not events:
         return []
     now = yield NOW
@@ -59,9 +64,11 @@ def add_events_tx(events: Sequence[NewEvent], *, create_tenants: bool = False,
                                            strict=True)]
     named = sorted({e.tenant for e in events} - {DEFAULT_TENANT})
     kinds = {(e.tenant, e.type) for e in events}
+    if shared_lock:
+        yield from refresh_fan_out(memory)
     yield BEGIN_WRITE
-    view = yield from read_fan_out(memory, kinds, named)
-    refused = yield from _tenant_refusals(view, named, create_tenants)
+    answers = yield from read_fan_out(memory, kinds, named, reload=not shared_lock)
+    refused = yield from _tenant_refusals(answers.tenants, named, create_tenants)
     kept = [e for e in events if e.tenant not in refused]
     new_events = Rows(
         ("message_id", "tenant_id", "source", "source_event_id", "type", "body",
@@ -78,7 +85,7 @@ def add_events_tx(events: Sequence[NewEvent], *, create_tenants: bool = False,
             "find_event", {"keys": Rows(("tenant_id", "source", "source_event_id"), missing)},
             per_row=True))} if missing else {}
     fresh = [(e, k) for e, k in zip(kept, keys, strict=True) if k in inserted]
-    reached, texts = _fan_out(view, [e for e, _ in fresh])
+    reached, texts = _fan_out(answers.view, [e for e, _ in fresh])
     filters = yield from load_filters(texts, [e.tenant for e, _ in fresh])
     pairs: list[tuple[Any, int]] = []
     first: set[EventKey] = set()
@@ -121,13 +128,13 @@ def add_events_tx(events: Sequence[NewEvent], *, create_tenants: bool = False,
     return results
 
 
-def _tenant_refusals(view: FanOutView, named: Sequence[str],
+def _tenant_refusals(known: Mapping[str, TenantState], named: Sequence[str],
                      create_tenants: bool) -> Tx[dict[str, TenantRefusal]]:
     """{tenant: reason} for the batch's `named` tenants (the default tenant always exists and
-    cannot be disabled) that may not publish, from their states in `view`; with
+    cannot be disabled) that may not publish, from their `known` states; with
     `create_tenants`, the missing ones are created first (and read again: another host may
     have created one, disabled, a moment before)."""
-    states = {t: view.tenants.get(t) for t in named}
+    states = {t: known.get(t) for t in named}
     absent = [t for t, state in states.items() if state is None]
     if create_tenants and absent:
         absent_rows = Rows(("id",), [(t,) for t in absent])

@@ -95,6 +95,9 @@ class StoreLogic(ClaimOperations, EventOperations, TenantOperations, TenantCount
     """
 
     FINISH_AND_CLAIM_TOGETHER = True
+    SHARED_WRITE_LOCK = False
+    """Every writer of the database takes one lock (SQLite): work that can be done before it
+    is (shared/store/fan_out_view.py, refresh_fan_out)."""
     notify: NotifyPolicy = NotifyPolicy()
     """When operational events are made (store_for sets the Config's; shared/policy/notify.py)."""
 
@@ -113,7 +116,8 @@ class StoreLogic(ClaimOperations, EventOperations, TenantOperations, TenantCount
         """See :meth:`hookline.shared.store.Store.add_events` (workers are woken after the
         commit)."""
         return await self._transact(add_events_tx(events, create_tenants=create_tenants,
-                                                  memory=self.fan_out_memory),
+                                                  memory=self.fan_out_memory,
+                                                  shared_lock=self.SHARED_WRITE_LOCK),
                                     write=False)  # see BEGIN_WRITE
 
     @functools.cached_property

@@ -90,6 +90,8 @@ class SqliteStore(StoreLogic):
             :meth:`health` degraded (0: never), bytes.
     """
 
+    SHARED_WRITE_LOCK = True
+
     def __init__(self, path: str, *, synchronous: str = "FULL", busy_timeout_s: float = 5.0,
                  clock: Callable[[], float] | None = None,
                  allow_network_filesystem: bool = False, create: bool = True,

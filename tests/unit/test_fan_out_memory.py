@@ -30,9 +30,9 @@ async def _version(store: Store) -> int:
 async def test_the_memory_is_labelled_with_the_version_each_change_moves(
         store: Store, index_limit: int, monkeypatch: pytest.MonkeyPatch):
     """After an event, the memory holds the answers at the database's version (the whole
-    index, or the keys asked); each kind of change fan-out depends on gives the next event
-    another version, and changes it does not depend on (pausing, renaming a tenant) keep
-    it."""
+    index, or the keys asked) and the tenants known to exist; each change to what it
+    remembers gives the next event another version, and changes it does not remember
+    (pausing, renaming a tenant, creating one) keep it."""
     monkeypatch.setattr(fan_out_view, "WHOLE_INDEX_LIMIT", index_limit)
     await store.put_tenant("acme", TenantFields())
     await store.add_destination(name="a", url="http://127.0.0.1:9/x", secret=SECRET,
@@ -45,15 +45,17 @@ async def test_the_memory_is_labelled_with_the_version_each_change_moves(
 
     memory: Any = getattr(store, "fan_out_memory")  # noqa: B009
     await publish(0)
-    assert memory.whole is bool(index_limit) and memory.too_big is not bool(index_limit)
+    whole = memory.recall((), ())[1] is not None
+    assert whole is bool(index_limit) and memory.too_big is not bool(index_limit)
     assert memory.subscriptions[("acme", "x.*")][0][1] is None  # (destination id, filter)
-    assert memory.tenants["acme"] is False
-    assert (("acme", "x.y") in memory.subscriptions) is not memory.whole  # asked, found none
+    assert memory.tenants == {"acme": False}
+    assert (("acme", "x.y") in memory.subscriptions) is not whole  # asked, found none
     await publish(1)
     await store.set_paused("a", True, tenant="acme")
     await store.put_tenant("acme", TenantFields(name="Acme"))
+    await store.put_tenant("globex", TenantFields())
     await publish(2)
-    assert seen[0] == seen[1] == seen[2]  # nothing fan-out reads changed
+    assert seen[0] == seen[1] == seen[2]  # nothing remembered changed
     await store.update_destination("a", tenant="acme", event_types=["x.y"])
     await publish(3)
     await store.update_destination("a", tenant="acme", filter={"data.n": 1})
@@ -62,25 +64,27 @@ async def test_the_memory_is_labelled_with_the_version_each_change_moves(
     await publish(5)
     await store.put_tenant("acme", TenantFields(disabled=False))
     await publish(6)
-    await store.put_tenant("globex", TenantFields())
+    await store.delete_tenant("globex")
     await publish(7)
     assert len(set(seen[2:])) == 6, seen  # each change moved it
 
 
 def test_a_memory_forgets_everything_on_another_version_and_past_its_bound():
     memory = FanOutMemory()
-    memory.absorb(1, FanOutView({("t", "a"): ((1, None),)}, {"t": False}))
-    memory.absorb(1, FanOutView({("t", "b"): ()}, {}))
-    assert memory.recall([("t", "a"), ("t", "b"), ("t", "c")], ["t", "u"]) == (
-        1, {("t", "a"): ((1, None),), ("t", "b"): ()}, {"t": False})
-    memory.absorb(2, FanOutView({("t", "c"): ()}, {}))
-    assert memory.recall([("t", "a"), ("t", "c")], ["t"]) == (2, {("t", "c"): ()}, {})
-    many = {("t", str(i)): () for i in range(MAX_REMEMBERED)}
-    memory.absorb(2, FanOutView(many, {}))
+    memory.absorb(1, {("t", "a"): ((1, None),)}, {"t": False, "gone": None})
+    memory.absorb(1, {("t", "b"): ()}, {})
+    assert memory.recall([("t", "a"), ("t", "b"), ("t", "c")], ["t", "u", "gone"]) == (
+        1, None, {("t", "a"): ((1, None),), ("t", "b"): ()}, {"t": False})  # absent: asked
+    memory.absorb(2, {("t", "c"): ()}, {})
+    assert memory.recall([("t", "a"), ("t", "c")], ["t"]) == (2, None, {("t", "c"): ()}, {})
+    many: dict[tuple[str, str], tuple[tuple[int, str | None], ...]] = {
+        ("t", str(i)): () for i in range(MAX_REMEMBERED)}
+    memory.absorb(2, many, {})
     assert len(memory.subscriptions) == MAX_REMEMBERED and ("t", "c") not in memory.subscriptions
-    assert memory.whole_view() == (2, None)
-    whole = FanOutView({("t", "a"): ((1, None),)}, {"t": True})
+    whole = FanOutView({("t", "a"): ((1, None),)})
     memory.replace(3, whole)
-    assert memory.whole_view() == (3, whole)
-    memory.absorb(4, FanOutView({}, {}))
-    assert memory.whole_view() == (4, None) and memory.recall([("t", "a")], ["t"]) == (4, {}, {})
+    memory.absorb(3, {("t", "z"): ((9, None),)}, {"t": True})  # a whole memory asks no key
+    assert memory.recall([("t", "z")], ["t"]) == (3, whole, {}, {"t": True})
+    assert whole.reach("t", "a") == ((1, None),) and whole.reach("t", "q") == ()
+    memory.absorb(4, {}, {})
+    assert memory.recall([("t", "a")], ["t"]) == (4, None, {}, {})

@@ -49,14 +49,12 @@ SELECT 'subscription', NULL, k.tenant_id, k.pattern, s.destination_id,
 FROM unnest(:tenant_id::text[], :pattern::text[]) AS k (tenant_id, pattern)
 JOIN destination_subscriptions s ON s.tenant_id = k.tenant_id AND s.pattern = k.pattern
 
--- fan_out_index: the whole subscription index with the payload filters and every tenant's
--- state, with the version they were read at, in one statement (one snapshot; at most :limit
--- rows of each: the caller asks for one more than it keeps, to learn the index is larger)
+-- fan_out_index: the whole subscription index with the payload filters, with the version
+-- it was read at, in one statement (one snapshot); at most :limit subscriptions, and the
+-- caller asks for one more than it keeps, to learn the index is larger
 SELECT 'version' AS kind, version, NULL::text AS tenant_id, NULL::text AS pattern,
     NULL::bigint AS destination_id, NULL::text AS filter, NULL::boolean AS disabled
 FROM fan_out_version
-UNION ALL
-(SELECT 'tenant', NULL, id, NULL, NULL, NULL, disabled FROM tenants LIMIT :limit)
 UNION ALL
 (SELECT 'subscription', NULL, s.tenant_id, s.pattern, s.destination_id,
     (SELECT d.filter FROM destinations d WHERE d.id = s.destination_id), NULL

@@ -44,14 +44,12 @@ SELECT 'subscription', NULL, json_extract(k.value, '$[0]'), json_extract(k.value
 FROM json_each(:keys) k JOIN destination_subscriptions s
     ON s.tenant_id = json_extract(k.value, '$[0]') AND s.pattern = json_extract(k.value, '$[1]')
 
--- fan_out_index: the whole subscription index with the payload filters and every tenant's
--- state, with the version they were read at (at most :limit rows of each: the caller asks
--- for one more than it keeps, to learn that the index is larger)
+-- fan_out_index: the whole subscription index with the payload filters, with the version
+-- it was read at; at most :limit subscriptions, and the caller asks for one more than it
+-- keeps, to learn that the index is larger
 SELECT 'version' AS kind, version, NULL AS tenant_id, NULL AS pattern, NULL AS destination_id,
     NULL AS filter, NULL AS disabled
 FROM fan_out_version
-UNION ALL
-SELECT * FROM (SELECT 'tenant', NULL, id, NULL, NULL, NULL, disabled FROM tenants LIMIT :limit)
 UNION ALL
 SELECT * FROM (
     SELECT 'subscription', NULL, s.tenant_id, s.pattern, s.destination_id,

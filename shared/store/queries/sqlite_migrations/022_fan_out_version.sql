@@ -8,12 +8,13 @@
 -- in between push out of the cache. Now each transaction reads this one row, and the index
 -- only for what the process has not seen at that version.
 --
--- Every change that can alter what fan-out finds sets `version` to a new random value, inside
--- the changing transaction: a subscription added or removed (destination created, edited,
--- removed; destination_subscriptions is kept in step by triggers of its own), a filter
--- changed, a tenant created, removed, disabled or enabled. Random rather than counted, so a
--- database restored or copied under a running process never repeats a version that process
--- remembers with other contents.
+-- Every change that can alter what a process remembers sets `version` to a new random value,
+-- inside the changing transaction: a subscription added or removed (destination created,
+-- edited, removed; destination_subscriptions is kept in step by triggers of its own), a
+-- filter changed, a tenant removed, disabled or enabled. Not a tenant's creation: a process
+-- remembers only tenants that exist, so ingest creating tenants on first use never writes
+-- this row. Random rather than counted, so a database restored or copied under a running
+-- process never repeats a version that process remembers with other contents.
 CREATE TABLE fan_out_version (
     id       INTEGER PRIMARY KEY CHECK (id = 1),
     version  INTEGER NOT NULL
@@ -28,8 +29,6 @@ CREATE TRIGGER fan_out_version_subscription_changed AFTER UPDATE ON destination_
 BEGIN UPDATE fan_out_version SET version = random(); END;
 CREATE TRIGGER fan_out_version_filter AFTER UPDATE OF filter ON destinations
 WHEN OLD.filter IS NOT NEW.filter
-BEGIN UPDATE fan_out_version SET version = random(); END;
-CREATE TRIGGER fan_out_version_tenant_added AFTER INSERT ON tenants
 BEGIN UPDATE fan_out_version SET version = random(); END;
 CREATE TRIGGER fan_out_version_tenant_removed AFTER DELETE ON tenants
 BEGIN UPDATE fan_out_version SET version = random(); END;
