@@ -84,5 +84,8 @@ def test_tenants_scenario_reports_ingest_ratio_and_claims(backend, tmp_path):
         claims = result["claim_ms"][label]
         assert 0 < claims["p50_ms"] <= claims["p99_ms"] and claims["jobs_per_claim"] > 0
     assert result["ingest_ratio"] > 0 and result["cpu_per_event_ratio"] > 0
+    # like for like: claims of the single tenant's size with every tenant live
+    same = result["claim_ms"]["tenants_same_jobs"]
+    assert same["jobs_per_claim"] == result["claim_ms"]["single_tenant"]["jobs_per_claim"]
     assert result["claim_ms"]["p50_ratio"] > 0
-    assert "ingest tenants / single tenant" in report
+    assert "ingest tenants / single tenant" in report and "same jobs per claim" in report
