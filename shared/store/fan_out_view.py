@@ -49,8 +49,9 @@ TenantState = bool | None
 """A tenant's disabled flag; None: no such tenant."""
 
 MAX_REMEMBERED = 200_000
-"""Keys plus tenants a memory holds at most (about 40 MB at worst); past it, it starts over.
-Event types are the caller's to choose, so the keys seen are not bounded otherwise."""
+"""Keys learnt one by one, and tenants, a memory holds at most of each (about 40 MB at worst);
+past it, it starts that part over. Event types and tenant ids are the caller's to choose, so
+what a memory sees is not bounded otherwise."""
 WHOLE_INDEX_LIMIT = 50_000
 """A memory holds the whole subscription index (one statement: about 0.1 s for 30,000
 subscriptions) while it has at most this many rows. Past it, the process learns key by key
@@ -132,12 +133,15 @@ class FanOutMemory:
         """Remember answers read at `version` (a different version forgets the rest first);
         of the tenants, only those that exist."""
         with self._lock:
-            if version != self.version or (len(self.subscriptions) + len(self.tenants)
-                                           + len(subscriptions) > MAX_REMEMBERED):
+            if version != self.version:
                 self.subscriptions, self.tenants, self._whole = {}, {}, None
                 self.version = version
             if self._whole is None:
+                if len(self.subscriptions) + len(subscriptions) > MAX_REMEMBERED:
+                    self.subscriptions = {}
                 self.subscriptions.update(subscriptions)
+            if len(self.tenants) + len(tenants) > MAX_REMEMBERED:
+                self.tenants = {}  # a whole index stays: reading it again costs more
             self.tenants.update((t, s) for t, s in tenants.items() if s is not None)
 
     def learn_key_by_key(self) -> None:

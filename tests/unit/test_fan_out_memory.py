@@ -81,10 +81,17 @@ def test_a_memory_forgets_everything_on_another_version_and_past_its_bound():
         ("t", str(i)): () for i in range(MAX_REMEMBERED)}
     memory.absorb(2, many, {})
     assert len(memory.subscriptions) == MAX_REMEMBERED and ("t", "c") not in memory.subscriptions
+    tenants: dict[str, bool | None] = {f"n{i}": False for i in range(MAX_REMEMBERED)}
+    memory.absorb(2, {}, tenants)
+    memory.absorb(2, {}, {"late": True})  # past the bound: the tenants start over
+    assert memory.tenants == {"late": True} and len(memory.subscriptions) == MAX_REMEMBERED
     whole = FanOutView({("t", "a"): ((1, None),)})
     memory.replace(3, whole)
     memory.absorb(3, {("t", "z"): ((9, None),)}, {"t": True})  # a whole memory asks no key
     assert memory.recall([("t", "z")], ["t"]) == (3, whole, {}, {"t": True})
+    memory.absorb(3, {}, tenants)  # many tenants: they start over, the whole index stays
+    memory.absorb(3, {}, {"u": False})
+    assert memory.recall([], ["u", "t"]) == (3, whole, {}, {"u": False})
     assert whole.reach("t", "a") == ((1, None),) and whole.reach("t", "q") == ()
     memory.absorb(4, {}, {})
     assert memory.recall([("t", "a")], ["t"]) == (4, None, {}, {})
