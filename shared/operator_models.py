@@ -29,8 +29,6 @@ BULK_MAX_LIMIT = 10_000
 SAMPLE_IDS = 100
 """Most job ids a bulk answer lists (the first ones, by id)."""
 RESEND_STATUSES = FINISHED_STATUSES
-LIST_MAX_LIMIT = MAX_LIST_LIMIT
-"""Most events one `list_events` page holds (every listing's limit)."""
 AUDIT_EVENTS = {"resend": "jobs_resent", "retry_now": "jobs_retried_now"}
 """The audit log line of each action."""
 
@@ -198,12 +196,12 @@ class EventFilter:
 
         Raises:
             InvalidInput: a status that is not a job status, a limit outside 1 to
-                LIST_MAX_LIMIT, or a time range whose end is not after its start.
+                MAX_LIST_LIMIT, or a time range whose end is not after its start.
         """
         job_status("status", self.status)
         _check_tenant(self.tenant)
-        if not 1 <= self.limit <= LIST_MAX_LIMIT:
-            raise InvalidInput("limit", f"must be from 1 to {LIST_MAX_LIMIT}")
+        if not 1 <= self.limit <= MAX_LIST_LIMIT:
+            raise InvalidInput("limit", f"must be from 1 to {MAX_LIST_LIMIT}")
         time_range(self.since_s, self.until_s)
         return self
 
