@@ -173,7 +173,7 @@ def refresh_fan_out(memory: FanOutMemory | None) -> Tx[None]:
 
 
 def read_fan_out(memory: FanOutMemory | None, kinds: Iterable[tuple[str, str]],
-                 tenants: Iterable[str], *, reload: bool) -> Tx[FanOutAnswers]:
+                 tenants: Iterable[str], *, reload: bool = False) -> Tx[FanOutAnswers]:
     """The answers for the batch's (tenant, event type) `kinds` and its named `tenants` as of
     this transaction: one statement while the memory is current (the version, the tenants
     not known to exist, and what a key-by-key memory lacks); when the version moved, one
@@ -212,6 +212,12 @@ def read_fan_out(memory: FanOutMemory | None, kinds: Iterable[tuple[str, str]],
     version, answers = yield from _read(keys, tenants)  # one moment for the whole batch
     memory.absorb(version, answers.view.subscriptions, answers.tenants)
     return answers
+
+
+def read_tenant_states(tenants: Iterable[str]) -> Tx[dict[str, TenantState]]:
+    """The state of each of `tenants` now (one statement; nothing remembered)."""
+    _, answers = yield from _read(set(), set(tenants))
+    return answers.tenants
 
 
 def _keys(kinds: Iterable[tuple[str, str]]) -> set[Key]:

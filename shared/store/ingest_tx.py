@@ -34,6 +34,7 @@ from hookline.shared.store.fan_out_view import (
     FanOutView,
     TenantState,
     read_fan_out,
+    read_tenant_states,
     refresh_fan_out,
 )
 from hookline.shared.store.filter_tx import load_filters
@@ -137,10 +138,9 @@ def _tenant_refusals(known: Mapping[str, TenantState], named: Sequence[str],
     states = {t: known.get(t) for t in named}
     absent = [t for t, state in states.items() if state is None]
     if create_tenants and absent:
-        absent_rows = Rows(("id",), [(t,) for t in absent])
-        yield Query("create_tenants", {"tenants": absent_rows}, want="count")
-        states.update({r["id"]: bool(r["disabled"]) for r in (yield Query(
-            "tenant_states", {"tenants": absent_rows}))})
+        yield Query("create_tenants", {"tenants": Rows(("id",), [(t,) for t in absent])},
+                    want="count")
+        states.update((yield from read_tenant_states(absent)))
     return {t: "tenant_not_found" if state is None else "tenant_disabled"
             for t, state in states.items() if state is not False}
 

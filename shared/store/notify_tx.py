@@ -24,7 +24,7 @@ from hookline.shared.policy import forwarding
 from hookline.shared.policy import notify as policy
 from hookline.shared.policy.notify import NotifyPolicy
 from hookline.shared.signing import new_message_ids
-from hookline.shared.store.fan_out_view import subscription_patterns
+from hookline.shared.store.fan_out_view import read_fan_out
 from hookline.shared.store.filter_tx import load_filters
 from hookline.shared.store.metric_deltas import MetricDeltas
 from hookline.shared.store.ops import NOTIFY, NOW, AfterCommit, Query, Rows, Tx, count, one
@@ -65,9 +65,9 @@ def _publish_for(notify: NotifyPolicy, event_type: str, owner: str, tenant: str,
     """One operational event of `owner` (the destination's tenant, or the default tenant
     for the operator) and its jobs; 0 and nothing stored when no destination of `owner`
     takes it."""
-    keys = [(owner, pattern) for pattern in subscription_patterns(event_type)]
-    found = yield Query("fan_out", {"keys": Rows(("tenant_id", "pattern"), keys)})
-    reached = sorted({int(r["destination_id"]) for r in found})
+    answers = yield from read_fan_out(None, [(owner, event_type)], [])
+    found = answers.view.reach(owner, event_type)
+    reached = [destination_id for destination_id, _ in found]
     if not reached:
         return 0  # nobody listens: nothing to store (the state change is still recorded)
     now = yield NOW
@@ -78,8 +78,8 @@ def _publish_for(notify: NotifyPolicy, event_type: str, owner: str, tenant: str,
     event = NewEvent(source=policy.SOURCE, source_event_id=source_event_id, type=event_type,
                      body=body, tenant=owner)
     deltas = MetricDeltas()
-    filters = yield from load_filters({int(r["destination_id"]): str(r["filter"])
-                                       for r in found if r["filter"] is not None}, [owner])
+    filters = yield from load_filters({d: text for d, text in found if text is not None},
+                                      [owner])
     if filters is not None:
         reached = list(filters.select(event, reached))
         filters.count(deltas)

@@ -252,8 +252,6 @@ BATCH_COLUMNS = {
     ("record_attempts", "attempts"): {
         "lease_tokens", "started_ats", "durations_s", "status_codes", "errors",
         "response_excerpts", "response_headers", "locations"},
-    ("fan_out", "keys"): {"tenant_id", "pattern"},
-    ("tenant_states", "tenants"): {"id"},
     ("fan_out_view", "keys"): {"tenant_id", "pattern"},
     ("fan_out_view", "tenants"): {"id"},
     ("create_tenants", "tenants"): {"id"},

@@ -26,14 +26,6 @@ FROM events e JOIN unnest(:tenant_id::text[], :source::text[], :source_event_id:
         AS k (tenant_id, source, sid)
     ON e.tenant_id = k.tenant_id AND e.source = k.source AND e.source_event_id = k.sid
 
--- fan_out: the live destinations subscribed to each (tenant, pattern) of the arrays (the
--- subscription index; one lookup per key), each with its payload filter (NULL: none), so
--- fan-out needs no second statement for the filters
-SELECT k.tenant_id, k.pattern, s.destination_id,
-    (SELECT d.filter FROM destinations d WHERE d.id = s.destination_id) AS filter
-FROM unnest(:tenant_id::text[], :pattern::text[]) AS k (tenant_id, pattern)
-JOIN destination_subscriptions s ON s.tenant_id = k.tenant_id AND s.pattern = k.pattern
-
 -- fan_out_view: what fan-out reads, with the version it was read at (schema 22), in one
 -- statement (one snapshot): the `version` row, then each tenant of :id that exists with its
 -- disabled flag, then the destinations subscribed to each (tenant, pattern) of the arrays
@@ -59,9 +51,6 @@ UNION ALL
 (SELECT 'subscription', NULL, s.tenant_id, s.pattern, s.destination_id,
     (SELECT d.filter FROM destinations d WHERE d.id = s.destination_id), NULL
  FROM destination_subscriptions s LIMIT :limit)
-
--- tenant_states: whether each tenant of :id exists (a row) and is disabled
-SELECT id, disabled FROM tenants WHERE id = ANY(:id::text[])
 
 -- create_tenants: the tenants of :id that do not exist yet, with defaults
 INSERT INTO tenants (id, created_at, updated_at)

@@ -21,14 +21,6 @@ RETURNING id, message_id, tenant_id, source, source_event_id
 SELECT id, message_id, tenant_id, source, source_event_id FROM events
 WHERE tenant_id = :tenant_id AND source = :source AND source_event_id = :source_event_id
 
--- fan_out: the live destinations subscribed to each (tenant, pattern) of :keys (the
--- subscription index; one lookup per key), each with its payload filter (NULL: none), so
--- fan-out needs no second statement for the filters
-SELECT json_extract(k.value, '$[0]') AS tenant_id, json_extract(k.value, '$[1]') AS pattern,
-    s.destination_id, (SELECT d.filter FROM destinations d WHERE d.id = s.destination_id) AS filter
-FROM json_each(:keys) k JOIN destination_subscriptions s
-    ON s.tenant_id = json_extract(k.value, '$[0]') AND s.pattern = json_extract(k.value, '$[1]')
-
 -- fan_out_view: what fan-out reads, with the version it was read at (schema 22): the
 -- `version` row, then each tenant of :tenants that exists with its disabled flag, then the
 -- destinations subscribed to each (tenant, pattern) of :keys with their payload filters
@@ -55,10 +47,6 @@ SELECT * FROM (
     SELECT 'subscription', NULL, s.tenant_id, s.pattern, s.destination_id,
         (SELECT d.filter FROM destinations d WHERE d.id = s.destination_id), NULL
     FROM destination_subscriptions s LIMIT :limit)
-
--- tenant_states: whether each tenant of :tenants exists (a row) and is disabled
-SELECT id, disabled FROM tenants
-WHERE id IN (SELECT json_extract(value, '$[0]') FROM json_each(:tenants))
 
 -- create_tenants: the tenants of :tenants that do not exist yet, with defaults
 INSERT INTO tenants (id, created_at, updated_at)
