@@ -115,6 +115,24 @@ def proc_cpu_s(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
 
 
+def proc_thread_cpu_s(pid: int) -> dict[int, float]:
+    """User+system CPU seconds of each live thread of a live process, by thread id (the
+    main thread's id is `pid`); {} once the process is gone. A thread that ended is
+    missing, with the CPU it used."""
+    found: dict[int, float] = {}
+    try:
+        tids = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return found
+    for tid in tids:
+        try:
+            fields = Path(f"/proc/{pid}/task/{tid}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue  # the thread ended meanwhile
+        found[int(tid)] = (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
+    return found
+
+
 def proc_peak_rss_mb(pid: int) -> float:
     """Peak resident set size (VmHWM) of a live process, in MiB."""
     try:

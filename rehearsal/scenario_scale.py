@@ -11,8 +11,9 @@ each event matches exactly one destination:
 
 * **destinations**: for each N of `destination_counts`, destinations `c0 .. c{N-1}` of the
   default tenant, `c{i}` subscribed to `c{i}.*`; events of type `c{random}.invoice.paid`.
-  Reports ingest events/s, ingest CPU per event and the time and size of one
-  `GET /metrics` per N.
+  Reports ingest events/s, ingest CPU per event (split into its event-loop thread and its
+  other threads, the database thread above all: `ingest_threads_cpu_us_per_event`) and the
+  time and size of one `GET /metrics` per N.
 * **tenants**: the default tenant alone with `c0 .. c2`, then (another database) `tenants`
   tenants `t0 ..` each with `c0 .. c2`; events for random tenants, of type
   `c{random 0..2}.invoice.paid`. Reports ingest events/s of both and their ratio, then
@@ -41,6 +42,7 @@ from hookline.rehearsal import wrk
 from hookline.rehearsal.bench import (
     bench_env,
     proc_cpu_s,
+    proc_thread_cpu_s,
     query,
     service_process,
 )
@@ -197,18 +199,34 @@ def _ingest(opts: ScenarioOptions, db: str, port: int, procs: dict[str, int], la
     ingest's CPU per accepted event (µs)."""
     events_before, jobs_before = _count_events_and_jobs(db)
     cpu_before = {slot: proc_cpu_s(pid) for slot, pid in procs.items()}
+    threads_before = proc_thread_cpu_s(procs["ingest"])
     load = wrk.run_wrk(f"http://127.0.0.1:{port}", max(1, round(opts.phase_s)),
                        opts.concurrency, opts.body_bytes, f"{label}-{os.urandom(4).hex()}",
                        INGEST_TOKEN, type_count=type_count, tenant_count=tenant_count)
     cpu_s = {slot: round(proc_cpu_s(pid) - cpu_before[slot], 2) for slot, pid in procs.items()}
+    threads_s = _thread_split(procs["ingest"], threads_before,
+                              proc_thread_cpu_s(procs["ingest"]))
     time.sleep(0.5)  # requests wrk left open at its end still commit
     events, jobs = (now - before for now, before in zip(
         _count_events_and_jobs(db), (events_before, jobs_before), strict=True))
     return {"cpu_s": cpu_s, "events_per_s": load["events_per_s"], "accepted": events,
             "ingest_cpu_us_per_event": round(cpu_s["ingest"] / events * 1e6, 1)
             if events else None,
+            "ingest_threads_cpu_us_per_event": {
+                thread: round(seconds / events * 1e6, 1) for thread, seconds in threads_s.items()}
+            if events else None,
             "non_2xx": load["non_2xx"], "latency_ms": load["latency_ms"],
             "jobs_per_event": round(jobs / events, 3) if events else None}
+
+
+def _thread_split(pid: int, before: dict[int, float], after: dict[int, float]
+                  ) -> dict[str, float]:
+    """CPU seconds a process's threads used between two proc_thread_cpu_s readings: its
+    main thread (ingest's event loop) and all the others (the database thread above all).
+    Shows whether a cost lies in the database thread or follows it into the loop."""
+    used = {tid: seconds - before.get(tid, 0.0) for tid, seconds in after.items()}
+    event_loop = used.pop(pid, 0.0)
+    return {"event_loop": event_loop, "other_threads": sum(used.values())}
 
 
 def _count_events_and_jobs(db: str) -> tuple[int, int]:
@@ -310,7 +328,7 @@ def print_scale(result: dict[str, Any]) -> None:
                   f"({figures['jobs_per_event']} jobs/event, {figures['non_2xx']} non-2xx); "
                   f"GET /metrics {figures['metrics']['seconds']} s, "
                   f"{figures['metrics']['lines']} lines; ingest CPU "
-                  f"{figures['ingest_cpu_us_per_event']} µs/event")
+                  f"{figures['ingest_cpu_us_per_event']} µs/event{_threads(figures)}")
         print(f"ingest largest / smallest: {result['ingest_ratio_largest_to_smallest']} "
               f"(target >= {INGEST_RATIO_LIMIT}); ingest CPU per event "
               f"x{result['cpu_per_event_ratio']}")
@@ -318,7 +336,7 @@ def print_scale(result: dict[str, Any]) -> None:
     for label, figures in result["ingest"].items():
         print(f"{label}: ingest {figures['events_per_s']} events/s "
               f"({figures['jobs_per_event']} jobs/event, {figures['non_2xx']} non-2xx; "
-              f"ingest CPU {figures['ingest_cpu_us_per_event']} µs/event)")
+              f"ingest CPU {figures['ingest_cpu_us_per_event']} µs/event{_threads(figures)})")
     print(f"ingest tenants / single tenant: {result['ingest_ratio']} "
           f"(target >= {INGEST_RATIO_LIMIT}); ingest CPU per event "
           f"x{result['cpu_per_event_ratio']}")
@@ -328,3 +346,12 @@ def print_scale(result: dict[str, Any]) -> None:
               f"ms, {claims[label]['jobs_per_claim']} jobs per claim")
     print(f"claim p50, every tenant live / the default tenant's alone (same jobs per claim): "
           f"x{claims['p50_ratio']}")
+
+
+def _threads(figures: dict[str, Any]) -> str:
+    """`, of which event loop X / other threads Y` for the median round, when measured."""
+    split = figures.get("ingest_threads_cpu_us_per_event")
+    if not split:
+        return ""
+    return (f", of which event loop {split['event_loop']} / other threads "
+            f"{split['other_threads']}")
