@@ -108,10 +108,16 @@ def fsync_latency_ms(folder: Path, samples: int = 200) -> dict[str, float]:
 
 def proc_cpu_s(pid: int) -> float:
     """User+system CPU seconds of a live process (0.0 once it is gone)."""
+    return _stat_cpu_s(f"/proc/{pid}/stat") or 0.0
+
+
+def _stat_cpu_s(stat_path: str) -> float | None:
+    """User+system CPU seconds from a /proc `stat` file (a process's or a thread's); None
+    when it is gone."""
     try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        fields = Path(stat_path).read_text().rsplit(")", 1)[1].split()
     except OSError:
-        return 0.0
+        return None
     return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
 
 
@@ -125,11 +131,9 @@ def proc_thread_cpu_s(pid: int) -> dict[int, float]:
     except OSError:
         return found
     for tid in tids:
-        try:
-            fields = Path(f"/proc/{pid}/task/{tid}/stat").read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue  # the thread ended meanwhile
-        found[int(tid)] = (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
+        seconds = _stat_cpu_s(f"/proc/{pid}/task/{tid}/stat")
+        if seconds is not None:  # else the thread ended meanwhile
+            found[int(tid)] = seconds
     return found
 
 

@@ -30,9 +30,11 @@ def test_cpu_a_thread_uses_is_counted_as_another_thread_not_the_event_loop() -> 
     burner = threading.Thread(target=_burn, args=(BURN_S,))
     burner.start()
     started = time.thread_time()
-    # Kernel ticks are 10 ms: read while the thread is alive (an ended thread's CPU is gone).
+    # Read while the thread is alive (an ended thread's CPU is gone), keeping each thread's
+    # latest reading: the last one may find it ending, its stat file no longer readable.
+    after: dict[int, float] = {}
     while burner.is_alive():
-        after = proc_thread_cpu_s(pid)
+        after.update(proc_thread_cpu_s(pid))
         time.sleep(0.01)
     burner.join()
     main_used = time.thread_time() - started
