@@ -242,11 +242,13 @@ class SqliteStore(StoreLogic):
         after: list[AfterCommit] = []
         notify = False
 
+        name = getattr(tx, "__name__", "write")  # the generator function's: add_events_tx
+
         def drive(db: sqlite3.Connection) -> T:
             nonlocal notify, write
             with contextlib.ExitStack() as writing:  # COMMIT, or ROLLBACK on an error
                 if write:
-                    writing.enter_context(_write(db))
+                    writing.enter_context(_write(db, name))
                 step = advance(tx, None)
                 while not isinstance(step, Finished):
                     answer: Any = None
@@ -257,7 +259,7 @@ class SqliteStore(StoreLogic):
                     elif isinstance(step, BeginWrite):
                         if not write:
                             write = True
-                            writing.enter_context(_write(db))
+                            writing.enter_context(_write(db, name))
                     elif isinstance(step, Notify):
                         notify = True
                     else:
@@ -363,11 +365,13 @@ class _LockingConnection(sqlite3.Connection):
 
 
 class _write:
-    """Context manager: write lock, BEGIN IMMEDIATE ... COMMIT (or ROLLBACK), unlock."""
+    """Context manager: write lock, BEGIN IMMEDIATE ... COMMIT (or ROLLBACK), unlock.
+    `transaction` names it in the log when it held the lock long (WriteLock.release)."""
 
-    def __init__(self, db: sqlite3.Connection) -> None:
+    def __init__(self, db: sqlite3.Connection, transaction: str = "write") -> None:
         self.db = db
         self.lock = getattr(db, "write_lock", None)
+        self.transaction = transaction
 
     def __enter__(self) -> sqlite3.Connection:
         if self.lock is not None:
@@ -388,7 +392,7 @@ class _write:
                 self.db.execute("ROLLBACK")
         finally:
             if self.lock is not None:
-                self.lock.release()
+                self.lock.release(self.transaction)
 
 
 def _execute(db: sqlite3.Connection, op: Query, now: float) -> Any:

@@ -18,9 +18,16 @@ import os
 import time
 
 from hookline.shared.errors import StoreBusy
+from hookline.shared.logs import get_logger
 
 _FIRST_WAIT_S = 0.0001
 _LONGEST_WAIT_S = 0.002
+LONG_HOLD_S = 0.5
+"""A write transaction holding the lock this long (seconds) stalls every other writer, ingest's
+accepts among them: it is logged (`write_lock_held_long`)."""
+LONG_HOLD_LOG_EVERY_S = 10.0
+"""At most one `write_lock_held_long` line per lock this often (seconds); the next one counts
+the long holds left out meanwhile."""
 # Histogram bucket upper bounds, seconds: 10 us to about 20 s, each 25% above the last, so a
 # percentile read from it overstates by at most a quarter.
 _BOUNDS_S = tuple(1e-5 * 1.25 ** n for n in range(66))
@@ -97,6 +104,8 @@ class WriteLock:
         self.waits = DurationHistogram()
         self.holds = DurationHistogram()
         self._held_since = 0.0
+        self._long_logged_at = -math.inf  # monotonic: the first long hold is logged
+        self._long_unlogged = 0
 
     def stats(self) -> dict[str, dict[str, float | int]]:
         """{"wait": ..., "hold": ...}: how long this process waited for the lock and held it,
@@ -127,12 +136,28 @@ class WriteLock:
                 continue
             return
 
-    def release(self) -> None:
-        """Release the lock (no-op when not held)."""
+    def release(self, transaction: str = "write") -> None:
+        """Release the lock (no-op when not held). A hold of LONG_HOLD_S or more is logged as
+        the warning `write_lock_held_long`, naming `transaction` (the store transaction
+        that held it), at most once per LONG_HOLD_LOG_EVERY_S."""
         fcntl.flock(self._fd, fcntl.LOCK_UN)
         if self._held_since:
-            self.holds.record(time.monotonic() - self._held_since)
+            now = time.monotonic()
+            held_s = now - self._held_since
+            self.holds.record(held_s)
             self._held_since = 0.0
+            if held_s >= LONG_HOLD_S:
+                self._report_long_hold(transaction, held_s, now)
+
+    def _report_long_hold(self, transaction: str, held_s: float, now: float) -> None:
+        if now - self._long_logged_at < LONG_HOLD_LOG_EVERY_S:
+            self._long_unlogged += 1
+            return
+        get_logger().warning("write_lock_held_long", transaction=transaction,
+                             held_ms=round(held_s * 1000, 1), lock=self.path,
+                             left_out=self._long_unlogged)
+        self._long_logged_at = now
+        self._long_unlogged = 0
 
     def close(self) -> None:
         """Close the lock file."""

@@ -1,11 +1,15 @@
 """SQLite's cross-process write lock (shared/store/write_lock.py): its wait and hold figures, its
-timeout, and that a claim with nothing to take never takes it."""
+timeout, the warning a long hold logs, and that a claim with nothing to take never takes it."""
 
 from __future__ import annotations
 
+import time
+
 import pytest
+from structlog.testing import capture_logs
 
 from hookline.shared.errors import StoreBusy
+from hookline.shared.store import write_lock
 from hookline.shared.store.write_lock import DurationHistogram, WriteLock
 from tests.conftest import new_event
 
@@ -64,3 +68,41 @@ async def test_a_claim_with_nothing_due_does_not_take_the_write_lock(store, dest
     resumed = store.write_lock_stats()["wait"]["count"]
     assert len(await store.claim("w1", 10, lease_s=30, max_attempts=5)) == 1
     assert store.write_lock_stats()["wait"]["count"] == resumed + 1
+
+
+def test_a_long_hold_is_logged_once_per_interval_with_the_holds_left_out(tmp_path, monkeypatch):
+    """A hold of LONG_HOLD_S or more logs `write_lock_held_long` naming the transaction; more
+    long holds within LONG_HOLD_LOG_EVERY_S are counted, not logged, and the next line says
+    how many; a short hold logs nothing."""
+    monkeypatch.setattr(write_lock, "LONG_HOLD_S", 0.02)
+    monkeypatch.setattr(write_lock, "LONG_HOLD_LOG_EVERY_S", 0.3)
+    lock = WriteLock(str(tmp_path / "db-lock"), timeout_s=1.0)
+
+    def hold(transaction: str, seconds: float) -> None:
+        lock.acquire()
+        time.sleep(seconds)
+        lock.release(transaction)
+
+    try:
+        with capture_logs() as logs:
+            hold("slow_tx", 0.03)
+            hold("again_tx", 0.03)  # within the interval: counted only
+            hold("fast_tx", 0.0)  # short: nothing
+            time.sleep(0.3)
+            hold("later_tx", 0.03)
+    finally:
+        lock.close()
+    long_holds = [line for line in logs if line["event"] == "write_lock_held_long"]
+    assert [(line["transaction"], line["left_out"]) for line in long_holds] == [
+        ("slow_tx", 0), ("later_tx", 1)]
+    assert all(line["held_ms"] >= 20 and line["log_level"] == "warning" for line in long_holds)
+
+
+@pytest.mark.sqlite_only
+async def test_a_long_hold_names_the_store_transaction(store, monkeypatch):
+    """The line names the store transaction that held the lock (its generator function)."""
+    monkeypatch.setattr(write_lock, "LONG_HOLD_S", 0.0)  # every hold is long
+    with capture_logs() as logs:
+        await store.add_events([new_event("e1")])
+    assert [line["transaction"] for line in logs
+            if line["event"] == "write_lock_held_long"] == ["add_events_tx"]
