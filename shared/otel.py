@@ -30,7 +30,6 @@ from __future__ import annotations
 import collections
 import contextlib
 import logging
-import os
 import threading
 import time
 from collections.abc import Iterator, Mapping, Sequence
@@ -45,11 +44,11 @@ from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 from opentelemetry.trace import Link, Span, SpanContext, SpanKind, Status, StatusCode
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
-from hookline.shared.errors import ConfigError
 from hookline.shared.logs import get_logger
 from hookline.shared.models import AttemptResult, Claim, Dead, Done, Outcome
 from hookline.shared.tracing import (
     TRACE_HEADERS,
+    batch_settings,
     decode_trace_context,
     encode_trace_context,
 )
@@ -63,24 +62,6 @@ SHUTDOWN_WAIT_S = 2.0
 
 _PROPAGATOR = TraceContextTextMapPropagator()
 _NO_PARENT = Context()  # an empty context: the span starts a new trace
-
-
-def _env_int(name: str, default: int) -> int:
-    """A positive integer `OTEL_*` variable, or `default` when unset.
-
-    Raises:
-        ConfigError: set, but not a positive integer (permanent: fix the environment).
-    """
-    raw = os.environ.get(name, "").strip()
-    if not raw:
-        return default
-    try:
-        value = int(raw)
-    except ValueError:
-        value = 0
-    if value <= 0:
-        raise ConfigError(f"{name} must be a positive integer, not {raw!r}")
-    return value
 
 
 class BoundedBatchProcessor(SpanProcessor):
@@ -125,9 +106,10 @@ class BoundedBatchProcessor(SpanProcessor):
     @classmethod
     def from_environment(cls, exporter: SpanExporter) -> BoundedBatchProcessor:
         """A processor sized by the standard OTEL_BSP_* variables."""
-        return cls(exporter, max_queue_size=_env_int("OTEL_BSP_MAX_QUEUE_SIZE", 2048),
-                   max_batch=_env_int("OTEL_BSP_MAX_EXPORT_BATCH_SIZE", 512),
-                   delay_s=_env_int("OTEL_BSP_SCHEDULE_DELAY", 5000) / 1000)
+        sizes = batch_settings()
+        return cls(exporter, max_queue_size=sizes["OTEL_BSP_MAX_QUEUE_SIZE"],
+                   max_batch=sizes["OTEL_BSP_MAX_EXPORT_BATCH_SIZE"],
+                   delay_s=sizes["OTEL_BSP_SCHEDULE_DELAY"] / 1000)
 
     def on_start(self, span: Span, parent_context: Context | None = None) -> None:
         """Nothing to do when a span starts."""

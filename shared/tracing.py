@@ -16,9 +16,10 @@ worker process and however much later, is a child span of it.
 from __future__ import annotations
 
 import importlib.util
+import os
 from typing import TYPE_CHECKING, Any
 
-from hookline.shared.errors import InvalidSetting
+from hookline.shared.errors import ConfigError, InvalidSetting
 
 if TYPE_CHECKING:
     from hookline.shared.otel import Tracing
@@ -30,6 +31,11 @@ TRACEPARENT = "traceparent"
 TRACESTATE = "tracestate"
 TRACE_HEADERS = frozenset({TRACEPARENT, TRACESTATE})
 """The W3C Trace Context headers (lower case)."""
+
+BATCH_DEFAULTS = {"OTEL_BSP_MAX_QUEUE_SIZE": 2048, "OTEL_BSP_MAX_EXPORT_BATCH_SIZE": 512,
+                  "OTEL_BSP_SCHEDULE_DELAY": 5000}
+"""The span export queue's variables that hookline reads itself, with their defaults (spans,
+spans, milliseconds); the other `OTEL_*` variables go to the OpenTelemetry SDK."""
 
 _REQUIRED = ("opentelemetry.sdk.trace", "opentelemetry.exporter.otlp.proto.http.trace_exporter")
 _SEPARATOR = "\n"  # neither header value may hold one (they are single HTTP header lines)
@@ -59,6 +65,31 @@ def check_tracing_setting(name: str, value: Any) -> None:
         raise InvalidSetting(name, f"is on but OpenTelemetry is not installed (no "
                                    f"{', '.join(missing)}): run {INSTALL_HINT}, or turn "
                                    "tracing off")
+
+
+def batch_settings() -> dict[str, int]:
+    """The span export queue's `OTEL_BSP_*` variables (BATCH_DEFAULTS' names): each one's
+    value, or its default when unset. Read by every process that traces, at start, and by
+    `hookline serve --check`.
+
+    Raises:
+        ConfigError: one is set, but not to a positive integer; the message names it
+            (permanent: fix the environment).
+    """
+    found = {}
+    for name, default in BATCH_DEFAULTS.items():
+        raw = os.environ.get(name, "").strip()
+        if not raw:
+            found[name] = default
+            continue
+        try:
+            value = int(raw)
+        except ValueError:
+            value = 0
+        if value <= 0:
+            raise ConfigError(f"{name} must be a positive integer, not {raw!r}")
+        found[name] = value
+    return found
 
 
 def start_tracing(enabled: bool, slot: str) -> Tracing | None:

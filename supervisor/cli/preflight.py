@@ -1,6 +1,7 @@
 """What `hookline serve --check` verifies beyond the database: settings that would leave the
-service refusing every request, that no other supervisor holds this service's locks, and the
-runtime paths and listen address it needs."""
+service refusing every request, that no other supervisor holds this service's locks, the
+runtime paths and listen address it needs, and (with tracing on) the `OTEL_BSP_*` variables
+every process reads at start."""
 
 from __future__ import annotations
 
@@ -11,8 +12,10 @@ from pathlib import Path
 
 from hookline.shared.config import Config
 from hookline.shared.config_checks import listen_host_port
+from hookline.shared.errors import ConfigError
 from hookline.shared.process.lifecycle import pid_file, runtime_dir
 from hookline.shared.process.service_lock import held_service_locks
+from hookline.shared.tracing import batch_settings
 
 _TOKENS = {
     "ingest_token": "POST /v1/events would refuse every event",
@@ -45,6 +48,11 @@ def service_problems(config: Config) -> list[str]:
             problems.append(f"{label}: cannot write {path}: {reason} (set {label} to a "
                             "writable place, e.g. /run/hookline under systemd's "
                             "RuntimeDirectory=hookline)")
+    if config.tracing:  # every process reads these at start, and stops on a bad one
+        try:
+            batch_settings()
+        except ConfigError as exc:
+            problems.append(f"tracing: {exc} (every process would stop at start)")
     if (reason := _unbindable(config.listen)) is not None:
         if running is None:
             problems.append(f"listen: cannot listen on {config.listen}: {reason}")

@@ -204,3 +204,17 @@ def test_missing_folder_is_refused_alike_by_check_init_and_serve(tmp_path: Path)
         assert done.returncode == 2, (command, done.stderr)
         assert f"{tmp_path / 'missing'} does not exist" in done.stderr, (command, done.stderr)
     assert os.listdir(tmp_path) == []
+
+
+def test_check_refuses_a_malformed_otel_batch_variable_only_while_tracing(tmp_path: Path):
+    """With tracing on, every process reads OTEL_BSP_* at start and stops on a malformed one:
+    `serve --check` says so first (exit 2, naming the variable); with tracing off the
+    variable is not read, and the check passes."""
+    env = {"HOOKLINE_DB": str(tmp_path / "h.db"), "HOOKLINE_INGEST_TOKEN": "i" * 32,
+           "HOOKLINE_ADMIN_TOKEN": "a" * 32, "HOOKLINE_LISTEN": f"127.0.0.1:{free_port()}",
+           "HOOKLINE_RUNTIME_DIR": str(tmp_path / "run"), "OTEL_BSP_MAX_QUEUE_SIZE": "lots"}
+    traced = hookline("serve", "--check", env={**env, "HOOKLINE_TRACING": "true"})
+    assert traced.returncode == 2, traced.stderr
+    assert "OTEL_BSP_MAX_QUEUE_SIZE must be a positive integer, not 'lots'" in traced.stderr
+    untraced = hookline("serve", "--check", env={**env, "HOOKLINE_TRACING": "false"})
+    assert untraced.returncode == 0, untraced.stderr
