@@ -1,4 +1,5 @@
-"""The accept-and-answer step both POST routes end with (`/v1/events`, `/v1/sources/{name}`).
+"""The accept-and-answer step both POST routes end with (`/v1/events`, `/v1/sources/{name}`),
+and the request span both run in while tracing is on (:func:`traced`).
 
 The event is committed with its jobs through the app's group committer (the store wakes the
 workers as part of that commit), and only then answered:
@@ -14,16 +15,33 @@ workers as part of that commit), and only then answered:
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from aiohttp import web
 
-from hookline.ingest.app_state import COMMITTER_KEY, OUTAGE_KEY
+from hookline.ingest.app_state import COMMITTER_KEY, OUTAGE_KEY, TRACING_KEY
 from hookline.ingest.http_common import JSON_TYPE, error_response, store_fault_response
 from hookline.shared.errors import StoreClosing, StoreUnavailable
 from hookline.shared.logs import get_logger, logs_info
 from hookline.shared.models import Accepted, Duplicate, NewEvent, TenantRefused
 from hookline.shared.policy.inputs import clip
+
+
+async def traced(request: web.Request, route: str,
+                 handle: Callable[[web.Request, str | None], Awaitable[web.Response]]
+                 ) -> web.Response:
+    """Run an event route's `handle(request, trace_context)`: with tracing off, with None;
+    with it on, inside a request span named `route` (continuing the caller's `traceparent`,
+    if any), with that span's stored context for the event (its deliveries' attempts are
+    the span's children) and the answer's status recorded on it."""
+    tracing = request.app[TRACING_KEY]
+    if tracing is None:
+        return await handle(request, None)
+    with tracing.request(route, request.headers) as span:
+        response = await handle(request, tracing.stored_context(span))
+        tracing.answered(span, response.status)
+        return response
 
 
 async def accept_event(request: web.Request, event: NewEvent) -> web.Response:

@@ -26,8 +26,8 @@ from dataclasses import replace
 
 from aiohttp import web
 
-from hookline.ingest.accept import accept_event
-from hookline.ingest.app_state import CONFIG_KEY, PROCESS_METRICS_KEY, TRACING_KEY
+from hookline.ingest.accept import accept_event, traced
+from hookline.ingest.app_state import CONFIG_KEY, PROCESS_METRICS_KEY
 from hookline.ingest.auth import INGEST_SETTING, check_bearer
 from hookline.ingest.catalogue_cache import CATALOGUE_KEY
 from hookline.ingest.http_common import (
@@ -54,13 +54,7 @@ def register(app: web.Application) -> None:
 async def post_event(request: web.Request) -> web.Response:
     """`POST /v1/events`: authenticate, validate, commit with its jobs, then answer (see
     module docstring); a span of its own while tracing is on."""
-    tracing = request.app[TRACING_KEY]
-    if tracing is None:
-        return await _post_event(request, None)
-    with tracing.request(ROUTE, request.headers) as span:
-        response = await _post_event(request, tracing.stored_context(span))
-        tracing.answered(span, response.status)
-        return response
+    return await traced(request, ROUTE, _post_event)
 
 
 async def _post_event(request: web.Request, trace_context: str | None) -> web.Response:

@@ -40,7 +40,7 @@ from typing import Any
 from aiohttp import hdrs, web
 
 from hookline.ingest import admin_api
-from hookline.ingest.accept import accept_event
+from hookline.ingest.accept import accept_event, traced
 from hookline.ingest.app_state import CONFIG_KEY, request_store
 from hookline.ingest.http_common import check_rate, error_response, read_bounded
 from hookline.ingest.source_verify import DEFAULT_TOLERANCE_S, verify
@@ -57,6 +57,9 @@ from hookline.shared.store import Store
 from hookline.shared.views import source_removed_view, source_view
 
 SOURCE_FIELDS = ("name", "scheme", "secret")
+SOURCE_ROUTE = "POST /v1/sources/{name}"
+"""The request span's name while tracing is on: the route's pattern, one name for every
+source (a bounded set of span names)."""
 """The fields `POST /v1/admin/sources` takes."""
 SOURCE_CACHE_TTL_S = 1.0
 """How long a looked-up source (or its absence) is reused before reading the store again, s."""
@@ -132,7 +135,15 @@ async def is_provider_source(request: web.Request, name: str) -> bool:
 
 
 async def post_source_event(request: web.Request) -> web.Response:
-    """`POST /v1/sources/{name}`: verify on the raw bytes, commit with jobs, then answer."""
+    """`POST /v1/sources/{name}`: verify on the raw bytes, commit with jobs, then answer; a
+    span of its own while tracing is on (as POST /v1/events)."""
+    return await traced(request, SOURCE_ROUTE, _post_source_event)
+
+
+async def _post_source_event(request: web.Request, trace_context: str | None
+                             ) -> web.Response:
+    """The route's work; `trace_context` (the request span's, stored form) goes with the
+    event."""
     name = request.match_info["name"]
     log = get_logger()
     try:
@@ -163,7 +174,7 @@ async def post_source_event(request: web.Request) -> web.Response:
     forwarded = source_headers(name, source.scheme, event_id,
                                lambda header: request.headers.getall(header, []))
     event = NewEvent(source=name, source_event_id=event_id, type=event_type, body=body,
-                     forwarded_headers=forwarded)
+                     forwarded_headers=forwarded, trace_context=trace_context)
     return await accept_event(request, event)
 
 

@@ -7,6 +7,8 @@ trace: publisher -> `POST /v1/events` -> `hookline.group_commit` and each `hookl
 from __future__ import annotations
 
 import gzip
+import hashlib
+import hmac
 import json
 import sqlite3
 import threading
@@ -197,6 +199,51 @@ def test_one_event_is_one_trace_from_publisher_to_receiver(
     assert dropped == {"export_failed": 0.0, "queue_full": 0.0}
     print(json.dumps([{k: s[k] for k in ("name", "span", "parent")}
                       for s in (request, commit, *attempts)], indent=1))
+
+
+def test_a_provider_event_is_traced_like_a_published_one(
+        tmp_path: Path, servers: tuple[Collector, Endpoint, Endpoint]) -> None:
+    """A GitHub delivery to POST /v1/sources/{name} gets its own request span (a new trace:
+    providers send no traceparent), stored with the event, and its delivery's attempt is
+    that span's child."""
+    collector, _traced, plain = servers
+    port = free_port()
+    db = str(tmp_path / "svc.db")
+    secret = "gh-secret-for-the-test"
+    env = {"HOOKLINE_DB": db, "HOOKLINE_TRACING": "true",
+           "OTEL_EXPORTER_OTLP_ENDPOINT": f"http://127.0.0.1:{collector.server_address[1]}",
+           "OTEL_BSP_SCHEDULE_DELAY": "100"}
+    assert run_cli("init", env=env).returncode == 0
+    for command in (["destinations", "add", "plain", plain.url, "--secret", generate_secret()],
+                    ["sources", "add", "gh", "--scheme", "github", "--secret", secret]):
+        done = run_cli(*command, env=env)
+        assert done.returncode == 0, done.stderr
+    serve = start_cli(["serve", "--workers", "1", "--listen", f"127.0.0.1:{port}"],
+                      tmp_path / "serve.out", env=env)
+    try:
+        base = f"http://127.0.0.1:{port}"
+        wait_until(lambda: _ready(base), 30, "hookline serve to be ready")
+        body = json.dumps({"action": "opened", "number": 7}).encode()
+        signature = hmac.new(secret.encode(), body, hashlib.sha256).hexdigest()
+        request = urllib.request.Request(f"{base}/v1/sources/gh", data=body, headers={
+            "content-type": "application/json", "X-GitHub-Delivery": "d-1",
+            "X-GitHub-Event": "pull_request", "X-Hub-Signature-256": f"sha256={signature}"})
+        with urllib.request.urlopen(request, timeout=10) as resp:
+            assert resp.status == 202
+        wait_until(lambda: len(collector.named("hookline.attempt")) == 1, 30,
+                   "the attempt span at the collector")
+    finally:
+        assert stop(serve) == 0
+
+    [span] = collector.named("POST /v1/sources/{name}")
+    [attempt] = collector.named("hookline.attempt")
+    assert span["parent"] == "" and span["attributes"]["http.response.status_code"] == 202
+    assert attempt["trace"] == span["trace"] and attempt["parent"] == span["span"]
+    assert attempt["attributes"]["hookline.event_type"] == "pull_request.opened"
+    with sqlite3.connect(db) as conn:
+        [(stored,)] = conn.execute("SELECT trace_context FROM events").fetchall()
+    # flags: sampled, and (a trace the SDK began) its trace id random: 03
+    assert stored.startswith(f"00-{span['trace']}-{span['span']}-0")
 
 
 def _ready(base: str) -> bool:
