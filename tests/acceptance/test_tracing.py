@@ -6,6 +6,7 @@ trace: publisher -> `POST /v1/events` -> `hookline.group_commit` and each `hookl
 
 from __future__ import annotations
 
+import contextlib
 import gzip
 import hashlib
 import hmac
@@ -138,28 +139,16 @@ def servers() -> Iterator[tuple[Collector, Endpoint, Endpoint]]:
 def test_one_event_is_one_trace_from_publisher_to_receiver(
         tmp_path: Path, servers: tuple[Collector, Endpoint, Endpoint]) -> None:
     collector, traced, plain = servers
-    port = free_port()
     db = str(tmp_path / "svc.db")
-    env = {"HOOKLINE_DB": db, "HOOKLINE_TRACING": "true", "HOOKLINE_RETRY_BASE_S": "0.2",
-           "OTEL_EXPORTER_OTLP_ENDPOINT": f"http://127.0.0.1:{collector.server_address[1]}",
-           "OTEL_BSP_SCHEDULE_DELAY": "100"}
-    assert run_cli("init", env=env).returncode == 0
-    for name, endpoint, flags in (("traced", traced, ["--propagate-trace"]),
-                                  ("plain", plain, [])):
-        added = run_cli("destinations", "add", name, endpoint.url, "--secret",
-                        generate_secret(), *flags, env=env)
-        assert added.returncode == 0, added.stderr
-    serve = start_cli(["serve", "--workers", "1", "--listen", f"127.0.0.1:{port}"],
-                      tmp_path / "serve.out", env=env)
-    try:
-        base = f"http://127.0.0.1:{port}"
-        wait_until(lambda: _ready(base), 30, "hookline serve to be ready")
+    setup = [["destinations", "add", "traced", traced.url, "--secret", generate_secret(),
+              "--propagate-trace"],
+             ["destinations", "add", "plain", plain.url, "--secret", generate_secret()]]
+    with _traced_service(tmp_path, db, collector, setup,
+                         {"HOOKLINE_RETRY_BASE_S": "0.2"}) as base:
         published = _publish(base, traceparent=f"00-{TRACE_ID}-{PUBLISHER_SPAN}-01")
         wait_until(lambda: len(collector.named("hookline.attempt")) == 3, 30,
                    "three attempt spans at the collector")
         dropped = _scrape(base, "hookline_otel_spans_dropped_total")
-    finally:
-        assert stop(serve) == 0
 
     [request] = collector.named("POST /v1/events")
     [commit] = collector.named("hookline.group_commit")
@@ -207,22 +196,11 @@ def test_a_provider_event_is_traced_like_a_published_one(
     providers send no traceparent), stored with the event, and its delivery's attempt is
     that span's child."""
     collector, _traced, plain = servers
-    port = free_port()
     db = str(tmp_path / "svc.db")
     secret = "gh-secret-for-the-test"
-    env = {"HOOKLINE_DB": db, "HOOKLINE_TRACING": "true",
-           "OTEL_EXPORTER_OTLP_ENDPOINT": f"http://127.0.0.1:{collector.server_address[1]}",
-           "OTEL_BSP_SCHEDULE_DELAY": "100"}
-    assert run_cli("init", env=env).returncode == 0
-    for command in (["destinations", "add", "plain", plain.url, "--secret", generate_secret()],
-                    ["sources", "add", "gh", "--scheme", "github", "--secret", secret]):
-        done = run_cli(*command, env=env)
-        assert done.returncode == 0, done.stderr
-    serve = start_cli(["serve", "--workers", "1", "--listen", f"127.0.0.1:{port}"],
-                      tmp_path / "serve.out", env=env)
-    try:
-        base = f"http://127.0.0.1:{port}"
-        wait_until(lambda: _ready(base), 30, "hookline serve to be ready")
+    setup = [["destinations", "add", "plain", plain.url, "--secret", generate_secret()],
+             ["sources", "add", "gh", "--scheme", "github", "--secret", secret]]
+    with _traced_service(tmp_path, db, collector, setup, {}) as base:
         body = json.dumps({"action": "opened", "number": 7}).encode()
         signature = hmac.new(secret.encode(), body, hashlib.sha256).hexdigest()
         request = urllib.request.Request(f"{base}/v1/sources/gh", data=body, headers={
@@ -232,8 +210,6 @@ def test_a_provider_event_is_traced_like_a_published_one(
             assert resp.status == 202
         wait_until(lambda: len(collector.named("hookline.attempt")) == 1, 30,
                    "the attempt span at the collector")
-    finally:
-        assert stop(serve) == 0
 
     [span] = collector.named("POST /v1/sources/{name}")
     [attempt] = collector.named("hookline.attempt")
@@ -244,6 +220,28 @@ def test_a_provider_event_is_traced_like_a_published_one(
         [(stored,)] = conn.execute("SELECT trace_context FROM events").fetchall()
     # flags: sampled, and (a trace the SDK began) its trace id random: 03
     assert stored.startswith(f"00-{span['trace']}-{span['span']}-0")
+
+
+@contextlib.contextmanager
+def _traced_service(tmp_path: Path, db: str, collector: Collector, setup: list[list[str]],
+                    env: dict[str, str]) -> Iterator[str]:
+    """`hookline serve` (1 worker) on `db` with tracing on, exporting to `collector`, after
+    `init` and the `setup` CLI commands; yields its base URL once ready, stops it after."""
+    env = {"HOOKLINE_DB": db, "HOOKLINE_TRACING": "true",
+           "OTEL_EXPORTER_OTLP_ENDPOINT": f"http://127.0.0.1:{collector.server_address[1]}",
+           "OTEL_BSP_SCHEDULE_DELAY": "100", **env}
+    for command in (["init"], *setup):
+        done = run_cli(*command, env=env)
+        assert done.returncode == 0, done.stderr
+    port = free_port()
+    serve = start_cli(["serve", "--workers", "1", "--listen", f"127.0.0.1:{port}"],
+                      tmp_path / "serve.out", env=env)
+    try:
+        base = f"http://127.0.0.1:{port}"
+        wait_until(lambda: _ready(base), 30, "hookline serve to be ready")
+        yield base
+    finally:
+        assert stop(serve) == 0
 
 
 def _ready(base: str) -> bool:
