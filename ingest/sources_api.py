@@ -57,10 +57,10 @@ from hookline.shared.store import Store
 from hookline.shared.views import source_removed_view, source_view
 
 SOURCE_FIELDS = ("name", "scheme", "secret")
+"""The fields `POST /v1/admin/sources` takes."""
 SOURCE_ROUTE = "POST /v1/sources/{name}"
 """The request span's name while tracing is on: the route's pattern, one name for every
 source (a bounded set of span names)."""
-"""The fields `POST /v1/admin/sources` takes."""
 SOURCE_CACHE_TTL_S = 1.0
 """How long a looked-up source (or its absence) is reused before reading the store again, s."""
 
