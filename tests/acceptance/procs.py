@@ -48,11 +48,27 @@ def start_worker(config: Config, slot: str, log_path: Path) -> subprocess.Popen[
 def start_cli(args: list[str], log_path: Path, env: dict[str, str] | None = None,
               cwd: Path = ROOT) -> subprocess.Popen[bytes]:
     """Start `hookline ARGS` (the real CLI, as the installed `hookline` script runs it) as a
-    process in `cwd`."""
+    process in `cwd`. A service on PostgreSQL gets a runtime folder and pid file of its own
+    beside `log_path` unless the test names them (see _own_runtime_paths)."""
+    full = {**child_env(), **(env or {})}
+    full = {**_own_runtime_paths(args, full, log_path), **full}
     with log_path.open("ab") as log:
         return subprocess.Popen([sys.executable, "-P", "-m", "hookline.supervisor.cli", *args],
-                                stdout=log, stderr=subprocess.STDOUT,
-                                env={**child_env(), **(env or {})}, cwd=cwd)
+                                stdout=log, stderr=subprocess.STDOUT, env=full, cwd=cwd)
+
+
+def _own_runtime_paths(args: list[str], env: dict[str, str], log_path: Path
+                       ) -> dict[str, str]:
+    """A server database has no folder, so `hookline serve` on PostgreSQL defaults its runtime
+    folder and pid file to ./hookline.run and ./hookline.pid in its working directory (the
+    repository, for every test): two tests' services on the two xdist workers would share
+    them, and the second is refused ("another hookline serve already runs on runtime folder
+    hookline.run"). For such a service, paths beside its log; nothing for a SQLite one
+    (its defaults lie beside its own database)."""
+    given = args[args.index("--db") + 1] if "--db" in args[:-1] else env.get("HOOKLINE_DB", "")
+    if not given.startswith(("postgresql://", "postgres://")):
+        return {}
+    return {"HOOKLINE_RUNTIME_DIR": f"{log_path}.run", "HOOKLINE_PID_FILE": f"{log_path}.pid"}
 
 
 def run_cli(*args: str, env: dict[str, str] | None = None, drop: tuple[str, ...] = ()
