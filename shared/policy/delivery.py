@@ -173,6 +173,55 @@ def choose_claims(candidates: Sequence[tuple[bool, float, int, int]], *, limit: 
     return chosen, next_send
 
 
+def unsettled_by_more(candidates: Sequence[tuple[bool, float, int, int]],
+                      chosen: Collection[int], *, limit: int,
+                      read_short: Mapping[int, tuple[float, int | None]],
+                      tenants: Mapping[int, str] | None = None) -> set[int]:
+    """The destinations of `read_short` whose unread due jobs could change
+    :func:`choose_claims`' choice (so the claim reads them and chooses again).
+
+    A claim reads each destination's pending jobs only up to a bound (the turns it can win
+    are few when many destinations offer work); `read_short` holds the destinations whose
+    read stopped at that bound, each with the last job read: (its due time in unix seconds,
+    its id when the store reads equal due times in id order, else None). Every job left
+    unread sorts after it (due later, or as late with a higher id), or with None, is due at
+    that time or later. The choice is exactly the one all jobs would give when the claim's
+    `limit` was reached and each such destination has a fresh job that sorts before every
+    unread one and comes after the last chosen job in claim order: each unread job sorts
+    after that job, every candidate before the cut keeps its place (a tenant's turns count
+    only its earlier jobs), and the choice ends at the cut.
+
+    Args:
+        candidates: as :func:`choose_claims` took them.
+        chosen: the job ids it chose from them.
+        limit: the `limit` it chose with.
+        read_short: destination id -> (due time, id or None) of the last job read of it.
+        tenants: the `tenants` it chose with.
+
+    Returns:
+        The destinations of `read_short` to read in full; empty when the choice stands.
+    """
+    if not read_short:
+        return set()
+    if not chosen or len(chosen) < limit:
+        return set(read_short)
+    taken = set(chosen)
+    order = _turns(candidates, tenants or {})
+    cut = max(i for i, turn in enumerate(order) if turn[3] in taken)
+    due_at = {job_id: due for _, due, job_id, _ in candidates}
+
+    def before_the_unread(job_id: int, destination_id: int) -> bool:
+        last_due, last_id = read_short[destination_id]
+        if last_id is None:
+            return due_at[job_id] < last_due
+        return (due_at[job_id], job_id) <= (last_due, last_id)
+
+    settled = {destination_id for late, _, _, job_id, destination_id in order[cut + 1:]
+               if not late and destination_id in read_short
+               and before_the_unread(job_id, destination_id)}
+    return set(read_short) - settled
+
+
 def _turns(candidates: Sequence[tuple[bool, float, int, int]], tenant_of: Mapping[int, str]
            ) -> list[tuple[bool, int, int, int, int]]:
     """The candidates in claim order (see :func:`choose_claims`), each as (late?, tenant turn,

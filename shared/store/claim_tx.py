@@ -13,7 +13,11 @@ from typing import Any
 from hookline.shared.endpoint_models import parse_headers
 from hookline.shared.models import Claim, ClaimRequest
 from hookline.shared.policy import forwarding
-from hookline.shared.policy.delivery import choose_with_takeovers, fair_room
+from hookline.shared.policy.delivery import (
+    choose_with_takeovers,
+    fair_room,
+    unsettled_by_more,
+)
 from hookline.shared.policy.notify import chat_body, is_operational
 from hookline.shared.store.metric_deltas import IN_FLIGHT, MetricDeltas
 from hookline.shared.store.ops import BEGIN_WRITE, NOW, Query, Rows, Tx, count, one, rows
@@ -26,10 +30,14 @@ class ClaimOperations:
 
     `LOCKS_DESTINATIONS`: the claim locks the destinations it serves before counting their
     free slots (PostgreSQL, whose claimers run concurrently); SQLite's single writer needs no
-    lock and reads the slots in one query.
+    lock and reads the slots in one query. `DUE_TIES_IN_ID_ORDER`: due_jobs reads a
+    destination's jobs of equal run_at in id order (SQLite's index ends with the rowid;
+    PostgreSQL's does not), so a bounded read knows that every job it left unread sorts
+    after its last (see _read_due).
     """
 
     LOCKS_DESTINATIONS = False
+    DUE_TIES_IN_ID_ORDER = True  # due_jobs reads equal run_at in id order (SQLite's jobs_due)
     CLAIM_WINDOW = 64  # most destinations one claim considers (see _claim_window)
     _claim_cursor = 0  # the destination id this process's next claim walks from (exclusive)
 
@@ -67,13 +75,9 @@ class ClaimOperations:
         slots = list((yield rows("destination_slots", destination_ids=ids)))
         # The per-tenant share applies only while destinations of several tenants exist.
         per_tenant = request.per_tenant if slots and slots[0]["several_tenants"] else None
-        # (late retry?, due since, job id, destination id): fresh work sorts first.
-        candidates: list[tuple[bool, float, int, int]] = []
-        status_of: dict[int, str] = {}  # each candidate's status now (pending, or running)
         rates: dict[int, tuple[float, float]] = {}  # id -> (per second, next_send_at)
-        tenant_of: dict[int, str] = {}  # destination id -> tenant, of those offering jobs
         offers: dict[int, int] = {}  # destination id -> most jobs it may offer
-        due: list[tuple[int, float, int, int, str]] = []  # job, due, attempts, dest., status
+        due: dict[int, list[_Due]] = {}  # destination id -> its claimable jobs read
         for slot in slots:
             room = fair_room(request, slot["id"])
             if per_tenant is not None:  # a tenant at its share offers nothing
@@ -83,25 +87,47 @@ class ClaimOperations:
             if slot["rate_limit_per_s"] is not None:
                 rates[slot["id"]] = (slot["rate_limit_per_s"], slot["next_send_at"])
             if slot["ordered"]:
-                due += (yield from _ordered_due(slot["id"], now))
+                due[slot["id"]] = (yield from _ordered_due(slot["id"], now))
             else:
                 offers[slot["id"]] = min(slot["free"], room)
-        due += (yield from _due_of(offers))
+        ties = self.DUE_TIES_IN_ID_ORDER
+        read_short = yield from _read_due(due, offers, _pending_bound(request.limit, offers),
+                                          ties)
         tenant_by_id = {slot["id"]: slot["tenant_id"] for slot in slots}
-        for job_id, due_at, attempts, destination_id, status in due:
-            status_of[job_id] = status
-            late = request.late_after is not None and attempts >= request.late_after
-            candidates.append((late, due_at, job_id, destination_id))
-            tenant_of[destination_id] = tenant_by_id[destination_id]
-        # The quarantine: a job taken over is claimed alone, by a worker that holds nothing.
         # {job id: its attempts still open}, of the jobs a claim would take over.
-        takeovers = {r["job_id"]: int(r["open_attempts"] or 0) for r in (yield rows(
-            "takeovers_among", job_ids=[c[2] for c in candidates]))} if candidates else {}
-        # Tenants take turns only when there are several to choose between.
-        several = per_tenant is not None or len(set(tenant_of.values())) > 1
-        chosen, next_send, waiting = choose_with_takeovers(
-            candidates, set(takeovers), request, rates=rates, now_s=now,
-            tenants=tenant_of if several else None, per_tenant=per_tenant)
+        takeovers: dict[int, int] = {}
+        asked: set[int] = set()  # the job ids takeovers_among has answered for
+        while True:
+            # (late retry?, due since, job id, destination id): fresh work sorts first.
+            candidates: list[tuple[bool, float, int, int]] = []
+            status_of: dict[int, str] = {}  # each candidate's status now (pending, or running)
+            tenant_of: dict[int, str] = {}  # destination id -> tenant, of those offering jobs
+            for destination_id, jobs in due.items():
+                for job_id, due_at, attempts, status in jobs:
+                    status_of[job_id] = status
+                    late = request.late_after is not None and attempts >= request.late_after
+                    candidates.append((late, due_at, job_id, destination_id))
+                    tenant_of[destination_id] = tenant_by_id[destination_id]
+            # The quarantine: a job taken over is claimed alone, by a worker that holds nothing.
+            unasked = [c[2] for c in candidates if c[2] not in asked]
+            if unasked:
+                takeovers.update({r["job_id"]: int(r["open_attempts"] or 0) for r in (
+                    yield rows("takeovers_among", job_ids=unasked))})
+                asked.update(unasked)
+            # Tenants take turns only when there are several to choose between.
+            several = per_tenant is not None or len(set(tenant_of.values())) > 1
+            turns = tenant_of if several else None
+            chosen, next_send, waiting = choose_with_takeovers(
+                candidates, set(takeovers), request, rates=rates, now_s=now,
+                tenants=turns, per_tenant=per_tenant)
+            took_over = request.may_take_over and any(j in takeovers for j in chosen)
+            more = set(read_short) if took_over else unsettled_by_more(
+                [c for c in candidates if c[2] not in takeovers], chosen,
+                limit=request.limit, read_short=read_short, tenants=turns)
+            if not more:
+                break
+            read_short = yield from _read_due(due, {d: offers[d] for d in more}, None, ties,
+                                              read_short)
         for destination_id, next_send_at in next_send.items():
             yield count("advance_next_send", destination_id=destination_id,
                         next_send_at=next_send_at)
@@ -186,37 +212,68 @@ class ClaimOperations:
         return sorted({*walked, *expired})
 
 
-def _due_of(offers: Mapping[int, int]) -> Tx[list[tuple[int, float, int, int, str]]]:
-    """(job id, due since, attempts made, destination id, status) of the claimable jobs of
-    the destinations in `offers` (destination id -> most jobs it offers), each one's oldest
-    due first, in one query (due_jobs reads up to the largest offer of each; the rest is
-    dropped here)."""
+_Due = tuple[int, float, int, str]  # a claimable job: id, due since, attempts made, status
+
+
+def _pending_bound(limit: int, offers: Mapping[int, int]) -> int | None:
+    """The most pending jobs a claim first reads of each destination in `offers`: two more
+    than an even share of its `limit` (with many destinations offering, each wins a turn or
+    two, where its offer may be 16 or 32); None (read each one's whole offer) when that
+    would not halve the largest offer."""
     if not offers:
-        return []
-    found = yield rows("due_jobs", limit=max(offers.values()), offers=Rows(
+        return None
+    bound = -(-limit // len(offers)) + 2
+    return bound if 2 * bound <= max(offers.values()) else None
+
+
+def _read_due(due: dict[int, list[_Due]], offers: Mapping[int, int], bound: int | None,
+              ties_in_id_order: bool, read_short: Mapping[int, tuple[float, int | None]]
+              | None = None) -> Tx[dict[int, tuple[float, int | None]]]:
+    """Reads the claimable jobs of the destinations in `offers` (destination id -> most jobs
+    it offers) into `due`, each one's oldest due first, in one query: its pending jobs up to
+    `bound` (None: its whole offer), its expired leases up to its offer.
+
+    Returns `read_short` with these destinations' entries replaced: each destination whose
+    pending read stopped at the bound below its offer, with its last pending job read: (its
+    due time in unix seconds, its id if `ties_in_id_order`, else None). Every pending job
+    left unread is due then or later (and if as late, has a higher id when the ids are
+    given); see :func:`hookline.shared.policy.delivery.unsettled_by_more`."""
+    short = {d: latest for d, latest in (read_short or {}).items() if d not in offers}
+    if not offers:
+        return short
+    most = max(offers.values())
+    pending_limit = most if bound is None else min(bound, most)
+    found = yield rows("due_jobs", limit=most, pending_limit=pending_limit, offers=Rows(
         ("destination_ids", "limits"), sorted(offers.items())))
-    by_destination: dict[int, list[tuple[float, int, int, str]]] = {}
+    by_destination: dict[int, list[tuple[float, int, int, str]]] = {d: [] for d in offers}
+    pending: dict[int, list[tuple[float, int]]] = {}  # destination id -> its pending read
     for r in found:
-        by_destination.setdefault(r["destination_id"], []).append(
+        by_destination[r["destination_id"]].append(
             (r["due_at"], r["id"], r["attempts"], r["status"]))
-    due = []
+        if r["status"] == "pending":
+            pending.setdefault(r["destination_id"], []).append((r["due_at"], r["id"]))
     for destination_id, jobs in by_destination.items():
-        for due_at, job_id, attempts, status in sorted(jobs)[:offers[destination_id]]:
-            due.append((job_id, due_at, attempts, destination_id, status))
-    return due
+        offer = offers[destination_id]
+        due[destination_id] = [(job_id, due_at, attempts, status)
+                               for due_at, job_id, attempts, status in sorted(jobs)[:offer]]
+        read = pending.get(destination_id, [])
+        if len(read) >= pending_limit and pending_limit < offer:
+            last_due, last_id = max(read)
+            short[destination_id] = (last_due, last_id if ties_in_id_order else None)
+    return short
 
 
-def _ordered_due(destination_id: int, now: float) -> Tx[list[tuple[int, float, int, int, str]]]:
-    """(job id, due since, attempts made, destination id, status) of an ordered
-    destination's claimable job: only its oldest unfinished job, and only when that job is
-    due (pending with run_at passed, or running with an expired lease)."""
+def _ordered_due(destination_id: int, now: float) -> Tx[list[_Due]]:
+    """(job id, due since, attempts made, status) of an ordered destination's claimable job:
+    only its oldest unfinished job, and only when that job is due (pending with run_at
+    passed, or running with an expired lease)."""
     head = yield one("ordered_head", destination_id=destination_id)
     if head is None:
         return []
     if head["status"] == "pending" and head["run_at"] <= now:
-        return [(head["id"], head["run_at"], head["attempts"], destination_id, "pending")]
+        return [(head["id"], head["run_at"], head["attempts"], "pending")]
     if head["status"] == "running" and head["lease_until"] <= now:
-        return [(head["id"], head["lease_until"], head["attempts"], destination_id, "running")]
+        return [(head["id"], head["lease_until"], head["attempts"], "running")]
     return []
 
 

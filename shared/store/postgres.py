@@ -176,6 +176,7 @@ class PostgresStore(StoreLogic):
     """
 
     LOCKS_DESTINATIONS = True
+    DUE_TIES_IN_ID_ORDER = False  # jobs_due orders equal run_at by heap position
     FINISH_AND_CLAIM_TOGETHER = False
 
     def __init__(self, dsn: str, *, pool_size: int = 4, connect_timeout_s: float | None = None,

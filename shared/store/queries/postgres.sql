@@ -152,8 +152,10 @@ SELECT d.id, d.tenant_id, d.ordered, d.rate_limit_per_s, d.next_send_at, d.max_i
 FROM destinations d WHERE d.id = ANY(:destination_ids::bigint[]) ORDER BY d.id
 
 -- due_jobs: claimable jobs of the claim's destinations (:destination_ids with :limits, its
--- most jobs each), each destination's oldest due first, at most min(its limit, :limit);
--- rows another transaction holds are skipped (FOR UPDATE SKIP LOCKED). Pending and
+-- most jobs each), each destination's oldest due first: pending ones at most min(its limit,
+-- :pending_limit) (the claim's first read stops at a few: see _pending_bound), expired
+-- leases at most min(its limit, :limit); rows another transaction holds are skipped (FOR
+-- UPDATE SKIP LOCKED), and the rows read are locked until the claim commits. Pending and
 -- expired-lease jobs are read apart, each in index order (jobs_due, jobs_leased), one index
 -- search per destination and kind: one query ordered by a CASE would sort the destinations'
 -- whole backlogs on every claim.
@@ -163,7 +165,7 @@ CROSS JOIN LATERAL (
     SELECT id, run_at, attempts FROM jobs
     WHERE destination_id = o.destination_id AND status = 'pending'
         AND run_at <= hookline_now(:test_now_s)
-    ORDER BY run_at LIMIT LEAST(o.most, :limit::integer)
+    ORDER BY run_at LIMIT LEAST(o.most, :pending_limit::integer)
     FOR UPDATE SKIP LOCKED) p
 UNION ALL
 SELECT o.destination_id, x.id, x.lease_until, x.attempts, 'running'

@@ -131,16 +131,17 @@ WHERE d.id IN (SELECT value FROM json_each(:destination_ids))
     AND d.paused = 0 AND d.deleted_at IS NULL
 
 -- due_jobs: claimable jobs of the claim's destinations (:offers, a JSON array of [destination
--- id, most jobs]), each destination's oldest due first, at most :limit of each (the largest
--- of the offers; the claim keeps each destination's own number): pending and due through
--- jobs_due, lease expired through jobs_leased, one index search per destination and kind
+-- id, most jobs]), each destination's oldest due first: pending and due through jobs_due, at
+-- most :pending_limit of each (the claim's first read stops at a few: see _pending_bound),
+-- lease expired through jobs_leased, at most :limit of each (the largest of the offers; the
+-- claim keeps each destination's own number), one index search per destination and kind
 -- reading no more entries than it returns
 SELECT j.destination_id, j.id, j.run_at AS due_at, j.attempts, 'pending' AS status
 FROM json_each(:offers) o JOIN jobs j ON j.id IN (
     SELECT p.id FROM jobs p
     WHERE p.destination_id = json_extract(o.value, '$[0]') AND p.status = 'pending'
         AND p.run_at <= :now
-    ORDER BY p.run_at LIMIT :limit)
+    ORDER BY p.run_at LIMIT :pending_limit)
 UNION ALL
 SELECT j.destination_id, j.id, j.lease_until, j.attempts, 'running'
 FROM json_each(:offers) o JOIN jobs j ON j.id IN (
