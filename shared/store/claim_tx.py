@@ -90,11 +90,55 @@ class ClaimOperations:
                 due[slot["id"]] = (yield from _ordered_due(slot["id"], now))
             else:
                 offers[slot["id"]] = min(slot["free"], room)
+        tenant_by_id = {slot["id"]: slot["tenant_id"] for slot in slots}
+        chosen, next_send, waiting, status_of, takeovers = yield from self._choose(
+            request, due, offers, tenant_by_id, rates=rates, now=now, per_tenant=per_tenant)
+        for destination_id, next_send_at in next_send.items():
+            yield count("advance_next_send", destination_id=destination_id,
+                        next_send_at=next_send_at)
+        if not chosen:
+            return [], waiting
+        # Every chosen job is still due (write lock, or row locks): one UPDATE leases them.
+        by_id = {r["id"]: r for r in (yield rows("claim_job", job_ids=chosen,
+                                                  worker=request.worker,
+                                                  lease_s=float(request.lease_s)))}
+        leased = [by_id[job_id] for job_id in chosen if job_id in by_id]
+        job_ids = [r["id"] for r in leased]
+        tokens = [r["lease_token"] for r in leased]
+        # A job whose previous claim's attempt never finished (its worker was lost: an expired
+        # lease, or a replay of a job that died so) is taken over, and is sent in quarantine.
+        taken_over = {r["job_id"] for r in (yield rows("mark_attempt_lost", job_ids=job_ids,
+                                                        lease_tokens=tokens))}
+        for r in leased:
+            deltas.jobs(r["destination_id"], status_of[r["id"]], "running")
+            deltas.attempts(r["destination_id"], None, IN_FLIGHT)
+            if r["id"] in taken_over:  # its lost attempts were closed just now
+                deltas.attempts(r["destination_id"], IN_FLIGHT, "worker_lost",
+                                takeovers.get(r["id"], 0))
+        yield count("insert_attempt", worker=request.worker, claims=Rows(
+            ("job_ids", "attempts", "lease_tokens"),
+            [(r["id"], r["attempts"], r["lease_token"]) for r in leased]))
+        details = {d["job_id"]: d for d in (yield rows("claim_details", job_ids=job_ids))}
+        return [_claim_from(r, details[r["id"]], request.worker, r["id"] in taken_over, now)
+                for r in leased], waiting
+
+    def _choose(self, request: ClaimRequest, due: dict[int, list[_Due]],
+                offers: Mapping[int, int], tenant_by_id: Mapping[int, str], *,
+                rates: Mapping[int, tuple[float, float]], now: float, per_tenant: int | None
+                ) -> Tx[tuple[list[int], dict[int, float], bool, dict[int, str], dict[int, int]]]:
+        """Reads the due jobs of `offers` (into `due`, which holds the ordered destinations'
+        heads already) and chooses among them: each destination's pending jobs first up to
+        _pending_bound, then in full those whose unread jobs could change the choice, until
+        none could (one more read at most, in practice: the choice is exactly the full
+        read's, tests/unit/test_claim_read_bound.py).
+
+        Returns (the chosen job ids, the rate-limited destinations' next_send_at, whether a
+        takeover is left waiting, each candidate's status, {job id: its attempts still open}
+        of the jobs a claim would take over).
+        """
         ties = self.DUE_TIES_IN_ID_ORDER
         read_short = yield from _read_due(due, offers, _pending_bound(request.limit, offers),
                                           ties)
-        tenant_by_id = {slot["id"]: slot["tenant_id"] for slot in slots}
-        # {job id: its attempts still open}, of the jobs a claim would take over.
         takeovers: dict[int, int] = {}
         asked: set[int] = set()  # the job ids takeovers_among has answered for
         while True:
@@ -125,37 +169,9 @@ class ClaimOperations:
                 [c for c in candidates if c[2] not in takeovers], chosen,
                 limit=request.limit, read_short=read_short, tenants=turns)
             if not more:
-                break
+                return chosen, next_send, waiting, status_of, takeovers
             read_short = yield from _read_due(due, {d: offers[d] for d in more}, None, ties,
                                               read_short)
-        for destination_id, next_send_at in next_send.items():
-            yield count("advance_next_send", destination_id=destination_id,
-                        next_send_at=next_send_at)
-        if not chosen:
-            return [], waiting
-        # Every chosen job is still due (write lock, or row locks): one UPDATE leases them.
-        by_id = {r["id"]: r for r in (yield rows("claim_job", job_ids=chosen,
-                                                  worker=request.worker,
-                                                  lease_s=float(request.lease_s)))}
-        leased = [by_id[job_id] for job_id in chosen if job_id in by_id]
-        job_ids = [r["id"] for r in leased]
-        tokens = [r["lease_token"] for r in leased]
-        # A job whose previous claim's attempt never finished (its worker was lost: an expired
-        # lease, or a replay of a job that died so) is taken over, and is sent in quarantine.
-        taken_over = {r["job_id"] for r in (yield rows("mark_attempt_lost", job_ids=job_ids,
-                                                        lease_tokens=tokens))}
-        for r in leased:
-            deltas.jobs(r["destination_id"], status_of[r["id"]], "running")
-            deltas.attempts(r["destination_id"], None, IN_FLIGHT)
-            if r["id"] in taken_over:  # its lost attempts were closed just now
-                deltas.attempts(r["destination_id"], IN_FLIGHT, "worker_lost",
-                                takeovers.get(r["id"], 0))
-        yield count("insert_attempt", worker=request.worker, claims=Rows(
-            ("job_ids", "attempts", "lease_tokens"),
-            [(r["id"], r["attempts"], r["lease_token"]) for r in leased]))
-        details = {d["job_id"]: d for d in (yield rows("claim_details", job_ids=job_ids))}
-        return [_claim_from(r, details[r["id"]], request.worker, r["id"] in taken_over, now)
-                for r in leased], waiting
 
     def _claim_window(self, request: ClaimRequest) -> Tx[list[int]]:
         """The destinations this claim considers (ids, ascending): at most `CLAIM_WINDOW`
