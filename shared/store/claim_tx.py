@@ -130,7 +130,9 @@ class ClaimOperations:
         heads already) and chooses among them: each destination's pending jobs first up to
         _pending_bound, then in full those whose unread jobs could change the choice, until
         none could (one more read at most, in practice: the choice is exactly the full
-        read's, tests/unit/test_claim_read_bound.py).
+        read's, tests/unit/test_claim_read_bound.py). A claim that takes a job over reads in
+        full first (the lowest id among the takeovers is taken); a takeover beyond the first
+        read is found once it is read, as one beyond a destination's offer always was.
 
         Returns (the chosen job ids, the rate-limited destinations' next_send_at, whether a
         takeover is left waiting, each candidate's status, {job id: its attempts still open}
