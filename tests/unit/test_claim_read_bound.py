@@ -12,11 +12,22 @@ times (a group commit gives one batch's jobs one run_at).
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from pathlib import Path
+from unittest import mock
+
 import pytest
 from hypothesis import given, note, settings
 from hypothesis import strategies as st
 
+from hookline.shared.models import AttemptResult, Retry
 from hookline.shared.policy.delivery import choose_claims, unsettled_by_more
+from hookline.shared.signing import generate_secret
+from hookline.shared.store import Store, claim_tx
+from hookline.shared.store.sqlite import SqliteStore
+from hookline.shared.tenant_models import TenantFields
+from tests.conftest import FakeClock, new_event
+from tests.pg import fresh_database
 
 Job = tuple[float, int, int, str]  # due since, job id, attempts made, status
 
@@ -156,3 +167,71 @@ def test_equal_due_times_settle_only_when_read_in_id_order() -> None:
     assert chosen == [10]
     assert unsettled_by_more(candidates, chosen, limit=1, read_short={2: (0.0, 21)}) == set()
     assert unsettled_by_more(candidates, chosen, limit=1, read_short={2: (0.0, None)}) == {2}
+
+
+@pytest.fixture
+def twin_urls(store_url: str, tmp_path: Path, request: pytest.FixtureRequest
+              ) -> Iterator[tuple[str, str]]:
+    """Two fresh databases of one backend (each backend in turn)."""
+    if not store_url.startswith("postgresql://"):
+        yield store_url, str(tmp_path / "twin.db")
+        return
+    with fresh_database(request.getfixturevalue("pg_server")) as twin:
+        yield store_url, twin
+
+
+def _open(url: str, clock: FakeClock) -> Store:
+    if url.startswith("postgresql://"):
+        from hookline.shared.store.postgres import PostgresStore
+
+        return PostgresStore(url, clock=clock)
+    return SqliteStore(url, clock=clock)
+
+
+async def _claims_of_a_busy_window(url: str, full_read: bool) -> list[list[int]]:
+    """Tenant `a` with one destination, `b` with 23, each destination with 7 pending jobs
+    (5 due at instants of their own, 2 of one group commit), some of them retried; the job
+    ids of 4 successive claims of 8 with the workers' caps, read with the bound (or,
+    `full_read`, each destination's whole offer). Tenants take turns, so `a`'s destination
+    wins 4 of a claim, more than its first read of 3: only the second read finds the 4th."""
+    clock = FakeClock()
+    store = _open(url, clock)
+    await store.open()
+    try:
+        for tenant, destinations in (("a", 1), ("b", 23)):
+            await store.put_tenant(tenant, TenantFields())
+            for n in range(destinations):
+                await store.add_destination(
+                    name=f"d{n}", url="http://127.0.0.1:9/", secret=generate_secret(),
+                    event_types=["*"], max_in_flight=16, tenant=tenant)
+        for k in range(6):
+            await store.add_events([new_event(f"{tenant}-{k}-{i}", tenant=tenant)
+                                    for i in range(1 if k < 5 else 2) for tenant in "ab"])
+            clock.advance(1)
+        # a few retries: claimed, failed, due again (late retries past late_after=1)
+        retried = await store.claim("w0", 6, lease_s=30, max_attempts=9)
+        await store.finish([(claim, Retry(delay_s=1.0, error="HTTP 500"), AttemptResult(
+            started_at=clock(), duration_s=0.01, status_code=500)) for claim in retried])
+        clock.advance(5)
+        bound = None if full_read else claim_tx._pending_bound
+        with mock.patch.object(claim_tx, "_pending_bound",
+                               bound or (lambda limit, offers: None)):
+            return [[c.job_id for c in await store.claim(
+                f"w{i}", 8, lease_s=30, max_attempts=9, late_after=1, max_late=2,
+                per_destination=8, per_tenant=6)] for i in range(1, 5)]
+    finally:
+        await store.close()
+
+
+async def test_a_real_store_claims_what_the_full_read_claims(twin_urls: tuple[str, str]
+                                                             ) -> None:
+    """On each backend, the same claims with the bounded first read and with every
+    destination's whole offer read take the same jobs in the same order (the bound applies
+    here: 24 destinations offer 8 each to a claim of 8, so each first read stops at 3)."""
+    assert claim_tx._pending_bound(8, {d: 8 for d in range(24)}) == 3
+    assert claim_tx._pending_bound(8, {d: 5 for d in range(24)}) is None  # 2 x 3 > 5
+    bounded = await _claims_of_a_busy_window(twin_urls[0], full_read=False)
+    full = await _claims_of_a_busy_window(twin_urls[1], full_read=True)
+    assert bounded == full
+    # `a` has 7 jobs: the third claim takes its last one, the fourth only `b`'s share
+    assert [len(claim) for claim in bounded] == [8, 8, 7, 6]
