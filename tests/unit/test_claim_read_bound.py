@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 from unittest import mock
 
 import pytest
@@ -71,7 +72,7 @@ def _last_read(read: list[Job], heap_order: dict[int, int] | None
 
 
 @st.composite
-def _claims(draw: st.DrawFn) -> dict:
+def _claims(draw: st.DrawFn) -> dict[str, Any]:
     destinations = draw(st.integers(1, 24))
     tenants = draw(st.integers(1, 6))
     next_id = 1
@@ -102,7 +103,7 @@ def _claims(draw: st.DrawFn) -> dict:
 @pytest.mark.parametrize("backend", ["sqlite", "postgres"])
 @settings(max_examples=400, deadline=None)
 @given(claim=_claims())
-def test_the_bounded_read_chooses_what_the_full_read_chooses(backend: str, claim: dict
+def test_the_bounded_read_chooses_what_the_full_read_chooses(backend: str, claim: dict[str, Any]
                                                              ) -> None:
     jobs, offers = claim["jobs"], claim["offers"]
     most = max(offers.values())
