@@ -141,6 +141,12 @@ class ClaimOperations:
         ties = self.DUE_TIES_IN_ID_ORDER
         read_short = yield from _read_due(due, offers, _pending_bound(request.limit, offers),
                                           ties)
+        # An expired lease kept among a destination's candidates, but not before its last
+        # pending job read, might be pushed out of its offer by the jobs left unread (it
+        # would then not be a candidate, nor a takeover reported waiting): read those in full.
+        if unsure := _lease_past_read(due, read_short):
+            read_short = yield from _read_due(due, {d: offers[d] for d in unsure}, None, ties,
+                                              read_short)
         takeovers: dict[int, int] = {}
         asked: set[int] = set()  # the job ids takeovers_among has answered for
         while True:
@@ -163,15 +169,18 @@ class ClaimOperations:
             # Tenants take turns only when there are several to choose between.
             several = per_tenant is not None or len(set(tenant_of.values())) > 1
             turns = tenant_of if several else None
+            # Only the candidates': a read in full may push a job read before out of its
+            # destination's offer.
+            offered = {j: n for j, n in takeovers.items() if j in status_of}
             chosen, next_send, waiting = choose_with_takeovers(
-                candidates, set(takeovers), request, rates=rates, now_s=now,
+                candidates, set(offered), request, rates=rates, now_s=now,
                 tenants=turns, per_tenant=per_tenant)
-            took_over = request.may_take_over and any(j in takeovers for j in chosen)
+            took_over = request.may_take_over and any(j in offered for j in chosen)
             more = set(read_short) if took_over else unsettled_by_more(
-                [c for c in candidates if c[2] not in takeovers], chosen,
+                [c for c in candidates if c[2] not in offered], chosen,
                 limit=request.limit, read_short=read_short, tenants=turns)
             if not more:
-                return chosen, next_send, waiting, status_of, takeovers
+                return chosen, next_send, waiting, status_of, offered
             read_short = yield from _read_due(due, {d: offers[d] for d in more}, None, ties,
                                               read_short)
 
@@ -279,6 +288,21 @@ def _read_due(due: dict[int, list[_Due]], offers: Mapping[int, int], bound: int 
             last_due, last_id = max(read)
             short[destination_id] = (last_due, last_id if ties_in_id_order else None)
     return short
+
+
+def _lease_past_read(due: Mapping[int, list[_Due]],
+                     read_short: Mapping[int, tuple[float, int | None]]) -> set[int]:
+    """The destinations of `read_short` (see _read_due) whose candidates in `due` hold an
+    expired lease that does not sort before the last pending job read (due earlier, or as
+    early with a lower id when ids are known): jobs left unread might sort before it."""
+    unsure = set()
+    for destination_id, (last_due, last_id) in read_short.items():
+        for job_id, due_at, _, status in due[destination_id]:
+            before = due_at < last_due or (last_id is not None and due_at == last_due
+                                           and job_id < last_id)
+            if status == "running" and not before:
+                unsure.add(destination_id)
+    return unsure
 
 
 def _ordered_due(destination_id: int, now: float) -> Tx[list[_Due]]:
