@@ -129,9 +129,9 @@ def query_plans(db: str) -> dict[str, dict[str, Any]]:
     """
     queries = load_queries("sqlite")
     values = {"now": time.time(), "destination_id": 1, "limit": 16, "pending_limit": 3,
-              "id": 1, "job_id": 1,
-              "event_id": 1, "worker": "w", "lease_s": 30.0, "max_attempts": 18,
-              "lease_token": "t", "attempt": 1, "next_send_at": 0.0, "until": 0.0,
+              "id": 1, "job_id": 1, "event_id": 1, "worker": "w", "lease_s": 30.0,
+              "max_attempts": 18, "lease_token": "t", "attempt": 1, "next_send_at": 0.0,
+              "until": 0.0,
               "run_at": 0.0, "delay_s": 1.0, "error": None, "duration_s": 0.1, "status_code": 200,
               "response_excerpt": None, "started_at": 0.0, "response_headers": None,
               "location": None, "job_ids": "[1, 2]", "lease_tokens": '["t"]',
