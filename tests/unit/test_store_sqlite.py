@@ -96,6 +96,20 @@ async def test_claim_counts_attempt_and_gives_unique_tokens(store, destination_f
     assert {j.status for j in await store.list_jobs()} == {"running"}
 
 
+async def test_lease_tokens_sort_by_claim_time(store, destination_factory, clock):
+    """A later claim's tokens sort after an earlier claim's (the claim's instant leads the
+    token), so the attempts' unique token index grows at its end; each is still unique."""
+    await destination_factory(max_in_flight=100)
+    await store.add_events([new_event(f"e{i}") for i in range(12)])
+    earlier = await store.claim("w1", 6, lease_s=30, max_attempts=5)
+    clock.now_s += 0.001
+    later = await store.claim("w2", 6, lease_s=30, max_attempts=5)
+    assert len(earlier) == len(later) == 6
+    tokens = [c.lease_token for c in earlier + later]
+    assert len(set(tokens)) == 12 and all(len(t) == 32 for t in tokens)
+    assert max(c.lease_token for c in earlier) < min(c.lease_token for c in later)
+
+
 async def test_claim_respects_max_in_flight(store, destination_factory):
     """No more than max_in_flight unexpired leases per destination; finishing frees a slot."""
     await destination_factory("one", max_in_flight=1)
