@@ -6,7 +6,8 @@ records the finished attempts and claims jobs for the slots they free (workers/w
 with the late-retry reservation and the per-destination fair share, and extends the leases
 it holds between its writes. The worker sends each claimed job (the :meth:`Worker.send` the
 writer starts per claim) and tells the writer when work may be due: the store's wake-up
-(ingest pokes it after each commit), with a poll as fallback. Each finish passes the
+(ingest pokes a worker after each commit; one whose slots are half full or more passes it
+on), with a poll as fallback. Each finish passes the
 circuit-breaker policy to the store (auto-pause on a failure run or a 410). With tracing on,
 each attempt is a `hookline.attempt` span in its event's trace (hookline.shared.otel).
 """
@@ -119,7 +120,10 @@ class Worker:
         Python 3.11's asyncio.wait_for may swallow a cancel that races a wake-up."""
         while not self._stopping:
             try:
-                await self.store.wait_for_jobs(self.config.poll_interval_s)
+                woken = await self.store.wait_for_jobs(self.config.poll_interval_s)
+                if woken and not self.writer.takes_new_work():
+                    # On SQLite a commit wakes one worker: let another one take this work.
+                    self.store.pass_on_wake_up()
             except Exception as exc:  # noqa: BLE001  (this task must outlive a bad wake-up)
                 log.warning("wake_up_failed", error=f"{type(exc).__name__}: {exc}")
                 await asyncio.sleep(self.config.poll_interval_s)

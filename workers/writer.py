@@ -222,6 +222,13 @@ class Writer:
         self._look = True
         self._kick.set()
 
+    def takes_new_work(self) -> bool:
+        """Whether a wake-up should be taken here rather than passed on to another worker:
+        a claim could be made now (not stopping, no takeover to drain for, a free slot) and
+        fewer than half the slots are held, so busy workers share new work at higher rates."""
+        return (self._claim_request([]) is not None
+                and 2 * len(self._slots) < self.config.worker_concurrency)
+
     def finished(self, claim: Claim, outcome: Outcome, result: AttemptResult) -> None:
         """Queue the result of `claim`'s attempt for the next write. Its slot stays held until
         that write returns."""

@@ -220,6 +220,14 @@ class Store(TenantStore, CatalogueStore, Protocol):
         PostgreSQL also after the LISTEN connection is reopened), so at that moment it
         returns True at once when due work is already waiting."""
 
+    def pass_on_wake_up(self) -> None:
+        """Hand the wake-up the last :meth:`wait_for_jobs` returned on to another waiting
+        process, because this one cannot take the work at once (its slots are half full or
+        more, it is stopping or draining). On SQLite a commit wakes one worker, so the others
+        hear of the work only so or by their poll; each is visited at most once
+        (shared/store/wakeup.py). A no-op on PostgreSQL, where every waiter hears each
+        NOTIFY. Never raises."""
+
     async def add_destination(self, *, name: str, url: str, secret: str,
                               event_types: Sequence[str], max_in_flight: int,
                               headers: Mapping[str, str] | None = None,

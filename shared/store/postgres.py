@@ -378,6 +378,10 @@ class PostgresStore(StoreLogic):
         self._woken.clear()
         return True
 
+    def pass_on_wake_up(self) -> None:
+        """See :meth:`hookline.shared.store.Store.pass_on_wake_up`: nothing to do, every
+        LISTENing worker hears each NOTIFY."""
+
     async def _listening(self, timeout_s: float) -> bool:
         """Make sure the LISTEN connection is up (one per store); False when it cannot be.
 

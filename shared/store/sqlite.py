@@ -301,6 +301,12 @@ class SqliteStore(StoreLogic):
                 return True
         return await self._listener.wait(timeout_s)
 
+    def pass_on_wake_up(self) -> None:
+        """See :meth:`hookline.shared.store.Store.pass_on_wake_up`."""
+        listener, notifier = self._listener, self._notifier
+        if listener is not None and notifier is not None:
+            notifier.pass_on(str(listener.path), listener.take_passes())
+
     async def maintenance(self) -> dict[str, int]:
         """See :meth:`hookline.shared.store.SqliteDiagnostics.maintenance`.
 

@@ -1,13 +1,25 @@
-"""Local wake-ups: ingest nudges idle workers the moment it commits new jobs.
+"""Local wake-ups: ingest nudges a worker the moment it commits new jobs.
 
-Each waiting process binds a Unix datagram socket in a shared directory; a notifier sends one
-byte to every socket there. Datagrams are fire-and-forget: a full or vanished socket is
-skipped, and waiters still poll at `poll_interval_s`, so a lost wake-up only delays work.
+Each waiting process binds a Unix datagram socket in a shared directory. A commit pokes ONE
+of them: the first in name order that takes the datagram. One worker so claims a commit's
+jobs in one transaction and, at everyday rates, records their results in the transaction of
+its next claim; poking every worker made each of them take the write lock per commit, for a
+share of the same few jobs (docs/benchmarks.md, "one wake-up per commit").
+
+A worker that cannot take the work at once (its slots half full or more, stopping, draining
+for a takeover) passes the wake-up on to the next socket in name order
+(:meth:`WakeNotifier.pass_on`). The datagram's one byte counts the passes left, so a wake-up
+visits each other worker at most once and two busy workers never bounce it between them.
+A socket that is gone or whose queue is full (its process hung) is skipped for the next.
+
+Datagrams are fire-and-forget: waiters still poll at `poll_interval_s`, so a lost wake-up
+only delays work. PostgreSQL needs none of this: every LISTENing worker hears each NOTIFY.
 """
 
 from __future__ import annotations
 
 import asyncio
+import bisect
 import contextlib
 import hashlib
 import os
@@ -39,23 +51,35 @@ class WakeListener:
         self._sock.setblocking(False)
         self._sock.bind(str(self.path))
         self._event = asyncio.Event()
+        # How many other listeners the wake-ups received may still visit (the datagrams'
+        # bytes, see WakeNotifier.pass_on): since the last wait returned, and as of then.
+        self._arrived_passes = 0
+        self._woken_passes = 0
         asyncio.get_running_loop().add_reader(self._sock.fileno(), self._on_readable)
 
     def _on_readable(self) -> None:
         with contextlib.suppress(BlockingIOError):
-            while self._sock.recv(64):
-                pass
+            while data := self._sock.recv(64):
+                self._arrived_passes = max(self._arrived_passes, *data)
         self._event.set()
 
     async def wait(self, timeout_s: float) -> bool:
         """Wait up to `timeout_s` seconds for a wake-up; True when one arrived."""
+        self._woken_passes = 0
         try:
             await asyncio.wait_for(self._event.wait(), timeout_s)
         except TimeoutError:
             return False
         finally:
             self._event.clear()
+        self._woken_passes, self._arrived_passes = self._arrived_passes, 0
         return True
+
+    def take_passes(self) -> int:
+        """The passes left of the wake-up the last :meth:`wait` returned (0 after the first
+        call, and when it timed out)."""
+        passes, self._woken_passes = self._woken_passes, 0
+        return passes
 
     def close(self) -> None:
         """Stop listening and remove the socket file."""
@@ -67,7 +91,7 @@ class WakeListener:
 
 
 class WakeNotifier:
-    """Sends a wake-up byte to every listener in a directory (non-blocking, never raises)."""
+    """Pokes one listener in a directory (non-blocking, never raises); see the module doc."""
 
     def __init__(self, directory: Path) -> None:
         self._dir = directory
@@ -76,14 +100,28 @@ class WakeNotifier:
         self._targets: list[str] = []
         self._listed_at = -_LISTING_TTL_S
         self._dir_mtime_ns = -1
-        self._turn = 0  # who is poked first: each notify starts one listener further on
 
     def notify(self) -> None:
-        """Poke every listener, starting with the next one each time (the first poked tends
-        to claim first: no worker process is favoured); stale sockets (their process is
-        gone) are removed."""
+        """Poke the first listener, in name order, that takes the wake-up; it may pass the
+        wake-up on to each of the others once."""
+        targets = self._listing()
+        self._poke(targets, len(targets) - 1)
+
+    def pass_on(self, own_path: str, passes_left: int) -> None:
+        """Hand a wake-up that `own_path`'s listener cannot take on to the next listener
+        after it in name order (wrapping around), with one pass fewer; nothing when
+        `passes_left` is 0."""
+        if passes_left <= 0:
+            return
+        targets = [t for t in self._listing() if t != own_path]
+        after = bisect.bisect_right(targets, own_path)
+        self._poke(targets[after:] + targets[:after], passes_left - 1)
+
+    def _listing(self) -> list[str]:
+        """The listeners' socket paths, sorted; listed again at most every _LISTING_TTL_S
+        unless the directory changed (a new listener changes its mtime)."""
         now = time.monotonic()
-        try:  # a new listener changes the directory's mtime: list again at once
+        try:
             mtime_ns = self._dir.stat().st_mtime_ns
         except OSError:
             mtime_ns = -1
@@ -91,25 +129,27 @@ class WakeNotifier:
             self._listed_at = now
             self._dir_mtime_ns = mtime_ns
             try:
-                self._targets = [str(p) for p in self._dir.glob("*.sock")]
+                self._targets = sorted(str(p) for p in self._dir.glob("*.sock"))
             except OSError:
                 self._targets = []
-        targets = self._targets
-        if targets:
-            start = self._turn % len(targets)
-            self._turn += 1
-            targets = targets[start:] + targets[:start]
+        return self._targets
+
+    def _poke(self, targets: list[str], passes: int) -> None:
+        """Send the wake-up to the first of `targets` that takes it, each one further on
+        with one pass fewer; stale sockets (their process is gone) are removed."""
         for target in targets:
             try:
-                self._sock.sendto(b"!", target)
+                self._sock.sendto(bytes([max(0, min(255, passes))]), target)
+                return
             except BlockingIOError:
-                pass  # its buffer is full: a wake-up is already pending there
+                pass  # its queue is full: that process is not reading (hung or stopped)
             except (ConnectionRefusedError, FileNotFoundError):
                 with contextlib.suppress(OSError):
                     os.unlink(target)
                 self._listed_at = -_LISTING_TTL_S
             except OSError:
                 self._listed_at = -_LISTING_TTL_S
+            passes -= 1
 
     def close(self) -> None:
         """Release the sending socket."""

@@ -4,7 +4,9 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
+import socket
 import subprocess
 import sys
 import time
@@ -18,7 +20,16 @@ from hookline.shared.config import Config
 from hookline.shared.models import AttemptResult, Dead
 from hookline.shared.signing import generate_secret
 from hookline.shared.store.sqlite import SqliteStore
+from hookline.shared.store.wakeup import wake_dir_for
 from tests.conftest import new_event
+
+
+def _poke_every_worker(db: str) -> None:
+    """Send a wake-up datagram to every worker listening on `db` (shared/store/wakeup.py)."""
+    with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as sock:
+        for path in wake_dir_for(db).glob("*.sock"):
+            with contextlib.suppress(OSError):
+                sock.sendto(b"\x00", str(path))
 
 
 async def test_max_in_flight_one_holds_with_three_worker_processes(tmp_path):
@@ -40,10 +51,16 @@ async def test_max_in_flight_one_holds_with_three_worker_processes(tmp_path):
             while not all(log.exists() and "worker_started" in log.read_text() for log in logs):
                 assert time.monotonic() < deadline, "workers did not start"
                 await asyncio.sleep(0.05)
-            # Batches: each one wakes all three workers at once, so they race for the slot
-            # (a worker that just finished would otherwise win every time).
+            # Batches: after each, all three workers are woken at once, so they race for the
+            # slot (a worker that just finished would otherwise win every time). On SQLite a
+            # commit wakes one worker, which would win every race: this store's commits wake
+            # nobody, and the test pokes all three at once instead.
+            assert store._notifier is not None
+            store._notifier.close()
+            store._notifier = None
             for batch in range(8):
                 await store.add_events([new_event(f"e{batch}-{i}") for i in range(5)])
+                _poke_every_worker(db)
                 while (await store.stats()).jobs_by_status["done"] < 5 * (batch + 1):
                     assert time.monotonic() < deadline + 30, "jobs were not delivered"
                     await asyncio.sleep(0.05)

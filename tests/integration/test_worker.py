@@ -8,10 +8,13 @@ import contextlib
 import time
 from dataclasses import replace
 
+import pytest
+
 from hookline.rehearsal.receiver import Endpoint, Receiver, parse_behaviour
 from hookline.shared.config import Config
 from hookline.shared.signing import generate_secret
 from hookline.shared.store import Store
+from hookline.shared.store.sqlite import SqliteStore
 from hookline.workers.loop import Worker
 from hookline.workers.sender import Sender
 from tests.conftest import new_event, settle
@@ -135,3 +138,47 @@ async def test_graceful_stop_hands_back_uncharged(real_store):
                 await asyncio.sleep(0.01)
         job = (await real_store.list_jobs())[0]
         assert job.status == "pending" and job.attempts == 0
+
+
+@pytest.mark.sqlite_only
+async def test_a_busy_worker_passes_the_wake_up_to_an_idle_one(store_url):
+    """On SQLite a commit wakes one worker, the first by socket name. When that one cannot
+    take new work (here its one slot holds a hanging request), it passes the wake-up on: the
+    other worker delivers the next event at once, not at its 30 s poll."""
+    secret = generate_secret()
+    config = replace(FAST, poll_interval_s=30.0, worker_concurrency=1, attempt_timeout_s=20.0,
+                     lease_s=30.0)
+    stores = [SqliteStore(store_url), SqliteStore(store_url)]
+    for store in stores:
+        await store.open()
+    endpoints = [Endpoint("hang", secret, parse_behaviour("hang")), Endpoint("ok", secret)]
+    try:
+        async with Receiver(endpoints) as receiver:
+            for name, types in (("hang", ["slow.*"]), ("ok", ["fast.*"])):
+                await stores[0].add_destination(name=name, url=receiver.url(name),
+                                                secret=secret, event_types=types,
+                                                max_in_flight=10)
+            async with running_worker(stores[0], config, "w0"), \
+                    running_worker(stores[1], config, "w1"):
+                while not all(s._listener for s in stores):  # both waiting
+                    await asyncio.sleep(0.01)
+                first = min((0, 1), key=lambda i: str(stores[i]._listener.path))
+                await asyncio.sleep(0.3)  # both idle: their first claims (at start) are made
+                await stores[0].add_events([new_event("e1", "slow.x")])
+                while receiver.in_flight("hang") == 0:
+                    await asyncio.sleep(0.01)
+                [hanging] = await stores[0].list_jobs()
+                assert hanging.lease_owner == f"w{first}"  # the one woken took it
+                t0 = time.monotonic()
+                await stores[0].add_events([new_event("e2", "fast.x")])
+                while not receiver.effects:
+                    await asyncio.sleep(0.005)
+                    assert time.monotonic() - t0 < 5.0, "not delivered before the poll"
+                assert time.monotonic() - t0 < 1.0
+                while not (done := [a for a in await stores[0].list_attempts()
+                                    if a.status_code == 200]):
+                    await asyncio.sleep(0.01)  # the result is recorded after the effect
+                assert done[0].worker == f"w{1 - first}"
+    finally:
+        for store in stores:
+            await store.close()

@@ -1,40 +1,101 @@
-"""The wake-up after a commit pokes every listening worker, starting one further on each
-time, so no worker process is always woken (and so claims) first. Real datagram sockets;
-the order is read from the kernel's receive timestamps."""
+"""A commit's wake-up pokes ONE listening worker: the first in name order that takes it. A
+worker that cannot take the work passes it on to the next, each other listener at most once.
+Real datagram sockets in a temporary directory."""
 
 from __future__ import annotations
 
+import asyncio
 import socket
-import struct
 from pathlib import Path
 
-from hookline.shared.store.wakeup import WakeNotifier
-
-SO_TIMESTAMPNS = getattr(socket, "SO_TIMESTAMPNS", 35)  # Linux's value; Python 3.11 lacks it
+from hookline.shared.store.wakeup import WakeListener, WakeNotifier
 
 
-def _received_at_ns(sock: socket.socket) -> int:
-    """When the kernel received the pending wake-up byte (SO_TIMESTAMPNS), nanoseconds."""
-    _, ancillary, _, _ = sock.recvmsg(1, socket.CMSG_SPACE(16))
-    [(_, _, data)] = ancillary
-    seconds, nanos = struct.unpack("qq", data[:16])
-    return seconds * 1_000_000_000 + nanos
+def _bound(directory: Path, names: str) -> list[socket.socket]:
+    sockets = []
+    for name in names:
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+        sock.setblocking(False)
+        sock.bind(str(directory / f"{name}.sock"))
+        sockets.append(sock)
+    return sockets
 
 
-def test_each_notify_pokes_a_different_listener_first(tmp_path: Path):
-    listeners = [socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) for _ in range(3)]
+def _received(sock: socket.socket) -> list[int]:
+    """The pass counts of the wake-ups waiting on `sock`, emptying it."""
+    counts = []
+    while True:
+        try:
+            counts += list(sock.recv(64))
+        except BlockingIOError:
+            return counts
+
+
+def test_a_commit_pokes_only_the_first_listener_with_a_pass_for_each_other(tmp_path: Path):
+    a, b, c = _bound(tmp_path, "abc")
     notifier = WakeNotifier(tmp_path)
     try:
-        for sock, name in zip(listeners, "abc", strict=True):
-            sock.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
-            sock.bind(str(tmp_path / f"{name}.sock"))
-        firsts = []
         for _ in range(3):
             notifier.notify()
-            times = {sock.getsockname(): _received_at_ns(sock) for sock in listeners}
-            firsts.append(min(times, key=times.__getitem__))
-        assert sorted(firsts) == sorted(sock.getsockname() for sock in listeners)
+        assert (_received(a), _received(b), _received(c)) == ([2, 2, 2], [], [])
     finally:
         notifier.close()
-        for sock in listeners:
+        for sock in (a, b, c):
             sock.close()
+
+
+def test_a_gone_or_full_listener_is_skipped_for_the_next(tmp_path: Path):
+    a, b, c = _bound(tmp_path, "abc")
+    notifier = WakeNotifier(tmp_path)
+    try:
+        a.close()  # its process died: the socket file is left behind
+        notifier.notify()
+        assert (_received(b), _received(c)) == ([1], [])
+        assert not (tmp_path / "a.sock").exists()  # removed as stale
+        sent = 0
+        while True:  # b stops reading (hung): its queue fills up
+            try:
+                notifier._sock.sendto(b"\x00", str(tmp_path / "b.sock"))
+                sent += 1
+            except BlockingIOError:
+                break
+        notifier.notify()
+        assert _received(c) == [0]  # the last one: no pass left
+        assert len(_received(b)) == sent
+    finally:
+        notifier.close()
+        for sock in (a, b, c):
+            sock.close()
+
+
+def test_a_pass_on_visits_each_other_listener_once_in_a_ring(tmp_path: Path):
+    a, b, c, d = _bound(tmp_path, "abcd")
+    notifier = WakeNotifier(tmp_path)
+    try:
+        notifier.pass_on(str(tmp_path / "c.sock"), 3)
+        assert [_received(s) for s in (a, b, c, d)] == [[], [], [], [2]]
+        notifier.pass_on(str(tmp_path / "d.sock"), 2)  # wraps around to the first
+        assert [_received(s) for s in (a, b, c, d)] == [[1], [], [], []]
+        notifier.pass_on(str(tmp_path / "b.sock"), 0)  # every other one was visited
+        assert [_received(s) for s in (a, b, c, d)] == [[], [], [], []]
+    finally:
+        notifier.close()
+        for sock in (a, b, c, d):
+            sock.close()
+
+
+async def test_a_listener_hands_over_the_passes_of_the_wake_up_it_returned(tmp_path: Path):
+    listener = WakeListener(tmp_path)
+    notifier = WakeNotifier(tmp_path)
+    try:
+        assert await listener.wait(0.01) is False
+        assert listener.take_passes() == 0
+        notifier._sock.sendto(b"\x03", str(listener.path))
+        notifier._sock.sendto(b"\x01", str(listener.path))
+        await asyncio.sleep(0.01)
+        assert await listener.wait(1.0) is True
+        assert listener.take_passes() == 3  # the most any of them had
+        assert listener.take_passes() == 0  # passed on once only
+    finally:
+        notifier.close()
+        listener.close()
