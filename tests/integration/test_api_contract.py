@@ -111,9 +111,11 @@ def _seed(config: Config) -> str:
 def base_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """`python -m hookline.ingest` on a fresh, seeded SQLite file and a free port; its base URL."""
     folder = tmp_path_factory.mktemp("contract")
+    # No worker runs here, so a test delivery with ?wait=true waits its whole bound
+    # (attempt_timeout_s + CLAIM_ALLOWANCE_S): keep that well under the cases' 10 s timeout.
     config = Config(db=str(folder / "contract.db"), listen="127.0.0.1:0",
                     admin_token=ADMIN_TOKEN, ingest_token=INGEST_TOKEN,
-                    retention_interval_s=0)
+                    retention_interval_s=0, attempt_timeout_s=2.0)
     TENANT_TOKEN["token"] = _seed(config)
     with _ingest(config, folder) as url:
         yield url
