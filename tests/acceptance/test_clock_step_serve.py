@@ -43,7 +43,8 @@ def test_serve_rides_out_a_forward_and_a_backward_clock_step(host: SteppedHost) 
     host.post_events("b", 6)
     # The flaky destination fails each first attempt: wait until its retries are scheduled
     # (about 2-4 s ahead), then step back two hours to one hour behind.
-    wait_until(lambda: len(host.log("job_retry_scheduled")) >= 12, 30, "retries scheduled")
+    if not eventually(lambda: len(host.log("job_retry_scheduled")) >= 12, 30):
+        raise AssertionError(f"retries not scheduled: {_stalled(host)}")
     host.step_to("-1h")
     stepped_back_at = time.monotonic()
     all_done = eventually(lambda: _all_done(host), 60)
@@ -60,7 +61,7 @@ def test_serve_rides_out_a_forward_and_a_backward_clock_step(host: SteppedHost) 
     assert lost == []
     assert len(sends) == 12 and set(sends.values()) == {1}, sends
     # Retries were due 2-4 s after they were scheduled; 60 s is generous, far below the hour.
-    assert all_done, "jobs stalled by the step back"
+    assert all_done, f"jobs stalled by the step back: {_stalled(host)}"
     steps = [(r["process"], r["step_s"]) for r in host.log("clock_step")]
     processes = {p for p, _ in steps}
     assert {"supervisor", "ingest", "worker-1", "worker-2"} <= processes, steps
@@ -79,3 +80,13 @@ def _slow_in_flight(host: SteppedHost) -> bool:
 def _all_done(host: SteppedHost) -> bool:
     jobs = host.jobs()
     return len(jobs) == 24 and all(j["status"] == "done" for j in jobs)
+
+
+def _stalled(host: SteppedHost) -> dict[str, Any]:
+    """What a failure message needs: the jobs not done and what the receiver answered."""
+    unfinished = [{k: j.get(k) for k in ("id", "destination", "status", "attempts", "run_at",
+                                         "last_error")}
+                  for j in host.jobs() if j["status"] != "done"]
+    answers = Counter((r["endpoint"], r["status"]) for r in host.requests())
+    return {"unfinished": unfinished, "receiver answers": dict(answers),
+            "retries scheduled": len(host.log("job_retry_scheduled"))}

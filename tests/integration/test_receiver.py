@@ -38,9 +38,10 @@ def new_secret() -> str:
     return "whsec_" + base64.b64encode(os.urandom(24)).decode()
 
 
-def signed_headers(secret: str, msg_id: str, payload: str = PAYLOAD) -> dict[str, str]:
-    """Standard Webhooks headers for `payload`, signed now with `secret`."""
-    now = datetime.now(tz=UTC)
+def signed_headers(secret: str, msg_id: str, payload: str = PAYLOAD,
+                   age_s: float = 0.0) -> dict[str, str]:
+    """Standard Webhooks headers for `payload`, signed `age_s` seconds ago with `secret`."""
+    now = datetime.fromtimestamp(time.time() - age_s, tz=UTC)
     return {
         "webhook-id": msg_id,
         "webhook-timestamp": str(int(now.timestamp())),
@@ -110,6 +111,27 @@ async def test_bad_or_missing_signature_answers_401_json_and_has_no_effect(
         assert receiver.effects == []
         assert [(r.verified, r.status) for r in receiver.requests] == [(False, 401)] * 3
         assert receiver.requests[1].webhook_id is None
+
+
+async def test_a_timestamp_tolerance_admits_an_old_signature_but_not_a_wrong_one(
+        session: aiohttp.ClientSession, endpoint_factory: EndpointFactory) -> None:
+    """A request signed an hour ago is refused by default (the standard's 5 minutes) and
+    accepted with a 3 h tolerance; there a wrong secret or an older stamp is still refused."""
+    ep = endpoint_factory("a")
+    hour_old = signed_headers(ep.secret, "msg_1", age_s=3600)
+    wrong_secret = signed_headers(new_secret(), "msg_2", age_s=3600)
+    too_old = signed_headers(ep.secret, "msg_3", age_s=4 * 3600)
+    async with Receiver([ep]) as strict:
+        response = await session.post(strict.url("a"), data=PAYLOAD, headers=hour_old)
+        assert response.status == 401
+        response.release()
+    async with Receiver([ep], timestamp_tolerance_s=3 * 3600) as tolerant:
+        statuses = []
+        for headers in (hour_old, wrong_secret, too_old):
+            async with session.post(tolerant.url("a"), data=PAYLOAD, headers=headers) as response:
+                statuses.append(response.status)
+        assert statuses == [200, 401, 401]
+        assert [e.webhook_id for e in tolerant.effects] == ["msg_1"]
 
 
 async def test_same_webhook_id_twice_records_one_effect_and_one_duplicate(
