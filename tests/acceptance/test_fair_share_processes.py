@@ -42,9 +42,10 @@ CONFIG = Config(allow_networks="127.0.0.0/8", worker_concurrency=4, claim_batch=
                 graceful_timeout_s=0.5, breaker_failures=0, breaker_window_s=0)
 
 
-async def _run(tmp_path: Path, share: float, wait_s: float) -> tuple[list[float], int, int]:
-    """Fill the workers with a hanging destination's attempts, then send 10 events to a
-    healthy one. Returns each healthy event's accept-to-done latency (seconds), how many hung
+async def _run(tmp_path: Path, share: float, wait_s: float,
+               hanging: int = 40) -> tuple[list[float], int, int]:
+    """Fill the workers with `hanging` events for a hanging destination, then send 10 events
+    to a healthy one. Returns each healthy event's accept-to-done latency (seconds), how many hung
     attempts had ended (timed out) when the last healthy event was done, and the most hung
     requests the receiver saw at once."""
     db = str(tmp_path / "fair.db")
@@ -62,7 +63,7 @@ async def _run(tmp_path: Path, share: float, wait_s: float) -> tuple[list[float]
             for log in logs:
                 while "worker_started" not in (log.read_text() if log.exists() else ""):
                     await asyncio.sleep(0.02)
-            await store.add_events([new_event(f"h{i}", type_="slow") for i in range(40)])
+            await store.add_events([new_event(f"h{i}", type_="slow") for i in range(hanging)])
             expected_hung = WORKERS * (2 if share < 1 else 4)
             deadline = time.monotonic() + 10
             while receiver.in_flight("hang") < expected_hung:
@@ -101,7 +102,9 @@ async def test_healthy_destination_is_served_beside_a_hanging_one(tmp_path):
 async def test_without_a_share_the_hanging_destination_takes_every_slot(tmp_path):
     """Control: with destination_slot_share=1 the hanging destination takes all 8 slots and
     the healthy events wait until hung attempts time out."""
-    latencies, timed_out, most_hung = await _run(tmp_path, 1.0, wait_s=60.0)
+    # 16 hanging events fill all 8 slots twice over; more would only add 4 s waves of
+    # timeouts before the last healthy event.
+    latencies, timed_out, most_hung = await _run(tmp_path, 1.0, wait_s=60.0, hanging=16)
     print(f"no share: healthy latency max {latencies[-1]:.3f} s, "
           f"min {latencies[0]:.3f} s; hung at once {most_hung}")
     assert most_hung >= WORKERS * 4  # (the receiver keeps abandoned hung requests open)
