@@ -81,9 +81,9 @@ class SteppedHost:
                for arg in ("--endpoint", f"{name}={SECRET}:{behaviour}")),
              "--log", str(self.requests_log),
              # A real receiver's clock does not step with the sender's. This one shares the
-             # fake clock, so a request signed just before a step (waiting for a connection,
-             # or in flight) would arrive 1-2 h "too old" and be refused (401, permanent):
-             # the test would see the step's effect on the receiver, not on hookline.
+             # fake clock, so a request in flight across a step (signed just before it)
+             # would arrive 1-2 h "too old" and be refused (401, permanent): the test would
+             # see the step's effect on the receiver, not on hookline.
              "--timestamp-tolerance-s", str(3 * 3600)],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=self.env, cwd=ROOT)
         assert self.cli("init").returncode == 0
