@@ -86,6 +86,9 @@ class BenchOptions:
     use_wrk: bool = True
     destination_filter: dict[str, Any] | None = None
     """A payload filter every destination gets (what filters cost ingest: docs/benchmarks.md)."""
+    ceilings: bool = True
+    """Flat out: measure the bare aiohttp server and the bare clients first (the everyday
+    scenario, which compares hookline with itself, leaves them out)."""
 
 
 def fsync_latency_ms(folder: Path, samples: int = 200) -> dict[str, float]:
@@ -391,8 +394,9 @@ def _run(opts: BenchOptions, work: Path, db: str, postmaster: int | None) -> dic
     pid of a server started for it, whose CPU is then counted too."""
     env = bench_env(work)
     # The ceiling first, on a quiet machine (flat-out runs only: a steady rate has none).
-    ceiling = measure_ceiling(opts, env) if opts.rate_per_s is None else None
-    sender_ceiling = measure_sender_ceiling(opts, env) if opts.rate_per_s is None else None
+    flat_out = opts.rate_per_s is None and opts.ceilings
+    ceiling = measure_ceiling(opts, env) if flat_out else None
+    sender_ceiling = measure_sender_ceiling(opts, env) if flat_out else None
     with receiver_process(env) as receiver:
         # Flat out: ingest alone, then delivery. At a steady --rate: both at once, so the
         # accept-to-delivered latency is the one a user sees.

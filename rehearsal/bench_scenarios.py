@@ -11,7 +11,10 @@ output folder:
 * **fairness** (rehearsal/scenario_fairness.py): tenant b's latency alone and while tenant a
   has a big backlog and hanging endpoints;
 * **destinations** and **tenants** (rehearsal/scenario_scale.py): ingest events/s with many
-  destinations, or many tenants, against a small installation in the same run.
+  destinations, or many tenants, against a small installation in the same run;
+* **everyday** (rehearsal/scenario_everyday.py): CPU per event and per delivery at steady
+  rates against flat out, the service's cores and latency at 200 events/s, and Huey's CPU
+  per delivery at that rate (each run its own `hookline bench`, with its own database).
 
 Times: `*_unix` are unix seconds (time.time()); durations are seconds unless named `_ms`.
 """
@@ -28,6 +31,7 @@ from typing import Any
 from hookline.rehearsal.bench import BenchOptions, bench_database, fsync_latency_ms, redact
 from hookline.rehearsal.scenario_backlog import print_backlog, run_backlog
 from hookline.rehearsal.scenario_common import OUTAGE_KINDS, SCENARIOS, ScenarioOptions
+from hookline.rehearsal.scenario_everyday import print_everyday, run_everyday
 from hookline.rehearsal.scenario_fairness import print_fairness, run_fairness
 from hookline.rehearsal.scenario_outage import print_outage, run_outage
 from hookline.rehearsal.scenario_scale import print_scale, run_scale
@@ -60,15 +64,18 @@ def run_scenario(opts: ScenarioOptions, config: Config | None = None) -> dict[st
     load_at_start = list(os.getloadavg())
     bench_opts = BenchOptions(backend=opts.backend, postgres_url=opts.postgres_url,
                               out_dir=opts.out_dir)
-    with bench_database(bench_opts, work) as (db, description, _postmaster):
-        if opts.scenario == "backlog":
-            figures = run_backlog(opts, work, db, config)
-        elif opts.scenario == "fairness":
-            figures = run_fairness(opts, work, db, config)
-        elif opts.scenario in ("destinations", "tenants"):
-            figures = run_scale(opts, work, db, config)
-        else:
-            figures = run_outage(opts, work, db, config)
+    if opts.scenario == "everyday":  # each of its runs makes its own database
+        figures, description = run_everyday(opts), "a fresh one for each run"
+    else:
+        with bench_database(bench_opts, work) as (db, description, _postmaster):
+            if opts.scenario == "backlog":
+                figures = run_backlog(opts, work, db, config)
+            elif opts.scenario == "fairness":
+                figures = run_fairness(opts, work, db, config)
+            elif opts.scenario in ("destinations", "tenants"):
+                figures = run_scale(opts, work, db, config)
+            else:
+                figures = run_outage(opts, work, db, config)
     result = {
         "scenario": opts.scenario,
         "backend": {"name": opts.backend, "database": description},
@@ -100,6 +107,8 @@ def print_scenario(result: dict[str, Any]) -> None:
         print_fairness(result)
     elif result["scenario"] in ("destinations", "tenants"):
         print_scale(result)
+    elif result["scenario"] == "everyday":
+        print_everyday(result)
     else:
         print_outage(result)
     print(f"checks: {result['checks']}")

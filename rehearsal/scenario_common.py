@@ -14,7 +14,7 @@ from typing import TypeVar
 from hookline.shared.db_url import is_postgres_url
 from hookline.shared.store import Store, open_store
 
-SCENARIOS = ("backlog", "outage", "fairness", "destinations", "tenants")
+SCENARIOS = ("backlog", "outage", "fairness", "destinations", "tenants", "everyday")
 OUTAGE_KINDS = {"503": "status:503", "hang": "hang"}
 """Outage kind -> the receiver behaviour d3 switches to (rehearsal/receiver.py)."""
 
@@ -39,7 +39,7 @@ class ScenarioOptions:
         rate_per_s: events per second offered during the outage scenario (x3 deliveries),
             or by tenant b in the fairness scenario.
         phase_s: seconds of each phase (fairness: b alone, then with a; destinations and
-            tenants: each ingest measurement).
+            tenants: each ingest measurement; everyday: each steady run's load).
         destination_counts: the destinations scenario's sizes, one ingest measurement each.
         tenants: the tenants scenario's tenants (3 destinations each).
         rounds: destinations and tenants: ingest measurements of each size, alternated
@@ -77,6 +77,9 @@ class ScenarioOptions:
     destination_counts: tuple[int, ...] = (10, 1_000, 10_000)
     tenants: int = 10_000
     rounds: int = 3
+    events: int = 20_000
+    steady_rates: tuple[float, ...] = (50.0, 200.0, 500.0)
+    use_wrk: bool = True
 
 
 def pick(sorted_values: list[float], fraction: float) -> float:

@@ -52,14 +52,18 @@ def register(sub: Any) -> None:
         "scenarios (memory and recovery targets; rehearsal/bench_scenarios.py): --scenario writes "
         "scenario-NAME.json to --out")
     scenario.add_argument("--scenario",
-                          choices=["backlog", "outage", "fairness", "destinations", "tenants"],
+                          choices=["backlog", "outage", "fairness", "destinations", "tenants",
+                                   "everyday"],
                           help="backlog: claims and worker memory with a big backlog of "
                                "pending jobs; outage: one destination down under steady load, "
                                "the others' latency; fairness: tenant b's latency alone and "
                                "while tenant a has a backlog and hanging endpoints; "
                                "destinations: ingest and /metrics with 10, 1,000 and 10,000 "
                                "destinations; tenants: ingest with 10,000 tenants x 3 "
-                               "destinations against one tenant, and the claim latency")
+                               "destinations against one tenant, and the claim latency; "
+                               "everyday: CPU per event and per delivery at steady rates "
+                               "against flat out (--events), the service's cores and p99 "
+                               "at 200 events/s, and Huey's CPU per delivery there")
     scenario.add_argument("--backlog-jobs", type=int,
                           help="backlog: pending jobs written before the service starts "
                                "(default 1,000,000); fairness: tenant a's backlog (default "
@@ -67,18 +71,23 @@ def register(sub: Any) -> None:
     scenario.add_argument("--phase-s", type=float,
                           help="fairness: seconds tenant b publishes, alone then with a "
                                "(default 20); destinations, tenants: seconds of each ingest "
-                               "measurement (default 8)")
+                               "measurement (default 8); everyday: seconds of each steady "
+                               "run (default 20)")
     scenario.add_argument("--destinations", default="10,1000,10000",
                           help="destinations: the sizes measured, comma-separated")
+    scenario.add_argument("--rates", default="50,200,500",
+                          help="everyday: the steady rates (events/s), comma-separated")
     scenario.add_argument("--tenants", type=int, default=10_000,
                           help="tenants: how many tenants (3 destinations each)")
     scenario.add_argument("--rounds", type=int, default=3,
-                          help="destinations, tenants: measurements of each size, alternated "
-                               "(medians reported; default 3, --quick 1)")
+                          help="destinations, tenants: measurements of each size, alternated; "
+                               "everyday: rounds of every run (medians reported; default 3, "
+                               "--quick 1)")
     scenario.add_argument("--quick", action="store_true",
-                          help="fairness, destinations, tenants: small sizes, for tests "
-                               "(a 2,000-job backlog, 4 s phases; 10 and 100 destinations; "
-                               "20 tenants; 2 s of ingest)")
+                          help="fairness, destinations, tenants, everyday: small sizes, for "
+                               "tests (a 2,000-job backlog, 4 s phases; 10 and 100 "
+                               "destinations; 20 tenants; 2 s of ingest; 1,000 events flat "
+                               "out and 2 s at 200 events/s)")
     scenario.add_argument("--deliver-s", type=float, default=30.0,
                           help="backlog: seconds of delivery while worker RSS is sampled")
     scenario.add_argument("--baseline-s", type=float, default=60.0,
@@ -150,7 +159,8 @@ def _scenario_command(config: Config, args: argparse.Namespace) -> int:
             scenario=args.scenario, out_dir=Path(args.out), workers=args.workers,
             synchronous=args.synchronous, deliver_s=args.deliver_s,
             concurrency=args.concurrency, baseline_s=args.baseline_s, outage_s=args.outage_s,
-            outage_kind=args.outage_kind, drain_rate_per_s=args.drain_rate, **sizes)), config)
+            outage_kind=args.outage_kind, drain_rate_per_s=args.drain_rate,
+            use_wrk=args.load == "auto", **sizes)), config)
     except ValueError as exc:
         print(f"hookline: {exc}", file=sys.stderr)
         return 2
@@ -169,10 +179,16 @@ def _scenario_sizes(args: argparse.Namespace) -> dict[str, Any] | str:
     fairness = args.scenario == "fairness"
     default_jobs = (2_000 if quick else 100_000) if fairness else 1_000_000
     default_phase_s = (4.0 if quick else 20.0) if fairness else (2.0 if quick else 8.0)
+    if args.scenario == "everyday":
+        default_phase_s = 2.0 if quick else 20.0
     try:
         counts = tuple(int(n) for n in args.destinations.split(","))
     except ValueError:
         return f"--destinations must be comma-separated counts, not {args.destinations!r}"
+    try:
+        rates = tuple(float(r) for r in args.rates.split(","))
+    except ValueError:
+        return f"--rates must be comma-separated events/s, not {args.rates!r}"
     sizes: dict[str, Any] = {
         "backlog_jobs": args.backlog_jobs or default_jobs,
         "phase_s": args.phase_s or default_phase_s,
@@ -180,11 +196,15 @@ def _scenario_sizes(args: argparse.Namespace) -> dict[str, Any] | str:
         else args.rate or 300.0,
         "destination_counts": (10, 100) if quick else counts,
         "tenants": 20 if quick else args.tenants,
-        "rounds": 1 if quick else args.rounds}
+        "rounds": 1 if quick else args.rounds,
+        "events": 1_000 if quick else args.events,
+        "steady_rates": (200.0,) if quick else rates}
     if (sizes["backlog_jobs"] < 1 or not (args.deliver_s > 0 and args.outage_s > 0
                                          and args.baseline_s > 0 and sizes["phase_s"] > 0)):
         return ("--backlog-jobs must be at least 1; --deliver-s, --baseline-s, --outage-s "
                 "and --phase-s above 0")
     if min(sizes["destination_counts"]) < 1 or sizes["tenants"] < 1 or sizes["rounds"] < 1:
         return "--destinations, --tenants and --rounds must be at least 1"
+    if not all(rate > 0 for rate in sizes["steady_rates"]):
+        return "--rates must each be above 0"
     return sizes

@@ -47,7 +47,7 @@ ROOT = Path(__file__).resolve().parents[2]
 OPENAPI_PATH = ROOT / "ingest" / "openapi.json"
 ADMIN_TOKEN = "contract-admin-token"
 INGEST_TOKEN = "contract-ingest-token"
-MAX_EXAMPLES = 25
+MAX_EXAMPLES = 12
 """Generated cases per operation and phase: enough to find shape bugs, bounded for 2 cores."""
 TENANT_TOKEN: dict[str, str] = {}
 """The tenant token the seeding minted (`token`), for the operations of the tenantToken scheme."""

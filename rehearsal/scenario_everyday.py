@@ -1,0 +1,188 @@
+"""`hookline bench --scenario everyday`: what an event and a delivery cost at steady rates,
+against the same run's flat-out figures (issue #33, target 1).
+
+Each round runs `hookline bench` (rehearsal/bench.py) once flat out (`events` events, wrk
+when installed, destinations paused, then delivery from the backlog) and once at each
+steady rate (`rate_per_s x phase_s` events from the Python generator, delivering while they
+arrive), each on a fresh database and service; then, once per round, the same steady
+workload at HUEY_RATE through hookline and through Huey (`hookline bench --compare`'s
+systems, rehearsal/compare/). Per run:
+
+* ingest CPU per accepted event (ms): the ingest process's CPU over the run / events;
+* workers' CPU per delivery (ms): every worker process's CPU / deliveries;
+* service cores: (supervisor + ingest + workers, and a bench PostgreSQL server's) CPU
+  seconds over the seconds the load lasted (steady rates only);
+* accept-to-delivered p50 and p99 (ms), from the jobs table.
+
+Each steady figure is divided by the flat-out figure of its own round; the result holds every
+round and the median of each figure and ratio. Targets (checks): ingest and workers at most
+COST_RATIO_LIMIT times their flat-out cost at every rate, the service under
+SERVICE_CORES_LIMIT of a core at HUEY_RATE, its p99 at most P99_LIMIT_MS, and Huey's CPU per
+delivery at least HUEY_CPU_RATIO times hookline's in the compare run.
+"""
+
+from __future__ import annotations
+
+import statistics
+from pathlib import Path
+from typing import Any
+
+from hookline.rehearsal.bench import BenchOptions, run_bench, workers_cpu_per_1000
+from hookline.rehearsal.compare import systems
+from hookline.rehearsal.compare.run import CompareOptions, run_compare
+from hookline.rehearsal.compare.systems import CompareError
+from hookline.rehearsal.scenario_common import ScenarioOptions
+
+COST_RATIO_LIMIT = 1.5  # CPU per event (ingest) or per delivery (workers), steady / flat out
+SERVICE_CORES_LIMIT = 0.3  # the whole service at HUEY_RATE events/s x 3 destinations
+P99_LIMIT_MS = 22.0  # accept-to-delivered at HUEY_RATE: no worse than measured before
+HUEY_RATE = 200.0  # events/s of the service-cores, p99 and Huey targets
+HUEY_CPU_RATIO = 4.0  # Huey's CPU per delivery / hookline's, at least
+SERVICE_SLOTS = ("supervisor", "ingest", "postgres")  # with every worker-N
+IDLE_S = 0.5  # each run's idle measurement (not a figure of this scenario)
+
+
+def run_everyday(opts: ScenarioOptions) -> dict[str, Any]:
+    """opts.rounds rounds of a flat-out run, a run at each of opts.steady_rates and a Huey
+    comparison at HUEY_RATE (see the module doc); returns the figures and checks.
+
+    Raises:
+        TimeoutError: a run's jobs were not delivered in time (rehearsal/bench.py).
+    """
+    rounds: list[dict[str, Any]] = []
+    for n in range(opts.rounds):
+        folder = opts.out_dir / "everyday" / f"round-{n + 1}"
+        flat = _run_figures(run_bench(_bench_options(opts, folder / "flat-out", None)),
+                            steady=False)
+        steady: dict[str, dict[str, Any]] = {}
+        for rate in opts.steady_rates:
+            figures = _run_figures(run_bench(_bench_options(opts, folder / f"rate-{rate:g}",
+                                                            rate)), steady=True)
+            figures["vs_flat_out"] = {
+                "ingest_cpu": _ratio(figures["ingest_cpu_ms_per_event"],
+                                     flat["ingest_cpu_ms_per_event"]),
+                "workers_cpu": _ratio(figures["workers_cpu_ms_per_delivery"],
+                                      flat["workers_cpu_ms_per_delivery"])}
+            steady[f"{rate:g}"] = figures
+        rounds.append({"flat_out": flat, "steady": steady,
+                       "huey": _huey(opts, folder / "huey")})
+    medians = _medians(rounds, opts.steady_rates)
+    return {"rounds": rounds, "medians": medians, "targets": {
+        "cost_ratio_at_most": COST_RATIO_LIMIT, "service_cores_below": SERVICE_CORES_LIMIT,
+        "p99_ms_at_most": P99_LIMIT_MS, "at_rate": HUEY_RATE,
+        "huey_cpu_ratio_at_least": HUEY_CPU_RATIO},
+        "checks": (checks := _checks(medians)), "pass": all(checks.values())}
+
+
+def _bench_options(opts: ScenarioOptions, out_dir: Path, rate: float | None) -> BenchOptions:
+    """One run of the round: flat out (`rate` None) or at `rate` events/s for opts.phase_s."""
+    events = opts.events if rate is None else max(1, round(rate * opts.phase_s))
+    return BenchOptions(events=events, rate_per_s=rate, workers=opts.workers,
+                        concurrency=opts.concurrency, body_bytes=opts.body_bytes,
+                        synchronous=opts.synchronous, out_dir=out_dir, backend=opts.backend,
+                        postgres_url=opts.postgres_url, idle_s=IDLE_S, use_wrk=opts.use_wrk,
+                        ceilings=False)
+
+
+def _run_figures(result: dict[str, Any], *, steady: bool) -> dict[str, Any]:
+    """The figures of one bench `result` this scenario compares (see the module doc); the
+    service's cores only for a `steady` run (flat out, delivery outlasts the load)."""
+    accepted = int(result["ingest"]["accepted"])
+    delivered = int(result["delivery"]["delivered"])
+    per_1000 = result["cpu_s_per_1000_deliveries"]
+    service_s = sum(float(cpu) for slot, cpu in per_1000.items()
+                    if slot in SERVICE_SLOTS or slot.startswith("worker")) * delivered / 1000
+    load_s = result["ingest"]["elapsed_s"] if steady else None  # the Python generator's
+    return {
+        "events": accepted, "deliveries": delivered,
+        "events_per_s": result["ingest"]["events_per_s"],
+        "ingest_cpu_ms_per_event": round(float(per_1000["ingest"]) * delivered / accepted, 3)
+        if accepted else None,
+        "workers_cpu_ms_per_delivery": workers_cpu_per_1000(result),
+        "service_cores": round(service_s / float(load_s), 3) if load_s else None,
+        "latency_ms": result["delivery"]["latency_ms"],
+        "load_average_1m": result["machine"]["load_average_1m"]}
+
+
+def _huey(opts: ScenarioOptions, out_dir: Path) -> dict[str, Any]:
+    """hookline and Huey at HUEY_RATE for opts.phase_s (the --compare systems): each one's
+    CPU s per 1,000 deliveries and Huey's over hookline's; `unavailable` names what is
+    missing (the bench extra, or redis-server, which --compare checks for)."""
+    try:
+        systems.check_available()
+        result = run_compare(CompareOptions(
+            events=max(1, round(HUEY_RATE * opts.phase_s)), rate_per_s=HUEY_RATE,
+            workers=opts.workers, body_bytes=opts.body_bytes, synchronous=opts.synchronous,
+            out_dir=out_dir, systems=("hookline", "huey")))
+    except CompareError as exc:  # CompareUnavailable too
+        return {"unavailable": str(exc)}
+    ours, theirs = (result["systems"][name] for name in ("hookline", "huey"))
+    return {"complete": ours["complete"] and theirs["complete"],
+            "hookline_cpu_s_per_1000_deliveries": ours["cpu_s_per_1000_deliveries"],
+            "huey_cpu_s_per_1000_deliveries": theirs["cpu_s_per_1000_deliveries"],
+            "huey_cpu_ratio": result["ratios"]["huey"]["cpu_s_per_1000_deliveries"]}
+
+
+def _ratio(a: float | None, b: float | None) -> float | None:
+    return round(a / b, 3) if a and b else None
+
+
+def _median(values: list[float | None]) -> float | None:
+    present = [v for v in values if v is not None]
+    return round(statistics.median(present), 3) if present else None
+
+
+def _medians(rounds: list[dict[str, Any]], rates: tuple[float, ...]) -> dict[str, Any]:
+    """The median over the rounds of every figure the checks and the report use."""
+    flat = [r["flat_out"] for r in rounds]
+    out: dict[str, Any] = {"flat_out": {
+        key: _median([f[key] for f in flat])
+        for key in ("events_per_s", "ingest_cpu_ms_per_event", "workers_cpu_ms_per_delivery")},
+        "steady": {}}
+    for rate in rates:
+        runs = [r["steady"][f"{rate:g}"] for r in rounds]
+        out["steady"][f"{rate:g}"] = {
+            **{key: _median([f[key] for f in runs]) for key in (
+                "ingest_cpu_ms_per_event", "workers_cpu_ms_per_delivery", "service_cores")},
+            **{f"{key}_vs_flat_out": _median([f["vs_flat_out"][key] for f in runs])
+               for key in ("ingest_cpu", "workers_cpu")},
+            **{f"latency_{p}_ms": _median([f["latency_ms"][p] for f in runs])
+               for p in ("p50", "p99")}}
+    out["huey_cpu_ratio"] = _median([r["huey"].get("huey_cpu_ratio") for r in rounds])
+    return out
+
+
+def _checks(medians: dict[str, Any]) -> dict[str, bool]:
+    """Each target of the module doc against the medians (a figure missing fails it)."""
+    steady = medians["steady"]
+    at_rate = steady.get(f"{HUEY_RATE:g}", {})
+    checks = {f"{key}_at_{rate}_within_{COST_RATIO_LIMIT}x_flat_out":
+              figures[f"{key}_vs_flat_out"] is not None
+              and figures[f"{key}_vs_flat_out"] <= COST_RATIO_LIMIT
+              for rate, figures in steady.items() for key in ("ingest_cpu", "workers_cpu")}
+    cores, p99, huey = (at_rate.get("service_cores"), at_rate.get("latency_p99_ms"),
+                        medians["huey_cpu_ratio"])
+    checks[f"service_below_{SERVICE_CORES_LIMIT}_cores"] = \
+        cores is not None and cores < SERVICE_CORES_LIMIT
+    checks[f"p99_at_most_{P99_LIMIT_MS:g}_ms"] = p99 is not None and p99 <= P99_LIMIT_MS
+    checks[f"huey_cpu_per_delivery_at_least_{HUEY_CPU_RATIO:g}x"] = \
+        huey is not None and huey >= HUEY_CPU_RATIO
+    return checks
+
+
+def print_everyday(result: dict[str, Any]) -> None:
+    """The everyday scenario's lines of the summary (medians of the rounds)."""
+    medians = result["medians"]
+    flat = medians["flat_out"]
+    print(f"flat out: {flat['events_per_s']} events/s; ingest CPU "
+          f"{flat['ingest_cpu_ms_per_event']} ms/event, workers "
+          f"{flat['workers_cpu_ms_per_delivery']} ms/delivery")
+    for rate, f in medians["steady"].items():
+        print(f"{rate:>5} events/s: ingest {f['ingest_cpu_ms_per_event']} ms/event "
+              f"(x{f['ingest_cpu_vs_flat_out']} flat out), workers "
+              f"{f['workers_cpu_ms_per_delivery']} ms/delivery "
+              f"(x{f['workers_cpu_vs_flat_out']}), service {f['service_cores']} cores, "
+              f"accept->delivered p50 {f['latency_p50_ms']} ms, p99 {f['latency_p99_ms']} ms")
+    unavailable = {r["huey"]["unavailable"] for r in result["rounds"] if "unavailable" in r["huey"]}
+    print(f"Huey at {HUEY_RATE:g} events/s: CPU per delivery x{medians['huey_cpu_ratio']} "
+          f"hookline's" + (f" ({'; '.join(sorted(unavailable))})" if unavailable else ""))
