@@ -116,11 +116,11 @@ def liveness(tmp_path: Path) -> Iterator[Liveness]:
 
 def test_heartbeats_stamped_an_hour_off_never_abort_a_live_child(liveness: Liveness) -> None:
     """Heartbeats an hour behind (the supervisor's clock stepped +1 h) and then an hour ahead
-    (stepped -1 h) are still heartbeats: over several timeouts of each, no child is aborted."""
+    (stepped -1 h) are still heartbeats: over two timeouts of each, no child is aborted."""
     pids = {slot: liveness.pid_of(slot) for slot in ("ingest", "worker-1")}
     for offset_s in (-HOUR_S, HOUR_S, 0.0, -HOUR_S):
         liveness.set_offset(offset_s)
-        time.sleep(3 * TIMEOUT_S)
+        time.sleep(2 * TIMEOUT_S)
     assert liveness.events("child_hung") == []
     assert [r["child_pid"] for r in liveness.events("child_started")] == list(pids.values())
 
