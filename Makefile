@@ -69,13 +69,16 @@ test: $(STAMP) lint
 # README.md's results table, regenerated from fresh runs on this machine (never edited by
 # hand): a flat-out run, a steady run at 1,000 events/s, then `hookline bench-table`; a
 # compare.json at COMPARE_JSON is included when present (make it first with
-# `hookline bench --compare --out results/readme/compare`).
+# `hookline bench --compare --out results/readme/compare`), and so is a
+# scenario-everyday.json at EVERYDAY_JSON (`hookline bench --scenario everyday --out
+# results/readme/everyday`, about 8 minutes).
 # Quick trial: make bench-readme BENCH_EVENTS=3000 BENCH_ARGS='--idle-s 2' (needs wrk:
 # bench-table refuses a flat-out run loaded by the Python generator)
 BENCH_EVENTS ?= 20000
 BENCH_ARGS ?=
 BENCH_OUT := results/readme
 COMPARE_JSON ?= $(BENCH_OUT)/compare/compare.json
+EVERYDAY_JSON ?= $(BENCH_OUT)/everyday/scenario-everyday.json
 
 bench-readme: $(STAMP)
 	$(BIN)/hookline bench --events $(BENCH_EVENTS) $(BENCH_ARGS) --out $(BENCH_OUT)/flat
@@ -83,7 +86,8 @@ bench-readme: $(STAMP)
 	    --out $(BENCH_OUT)/rate-1000
 	$(BIN)/hookline bench-table --flat $(BENCH_OUT)/flat/bench.json \
 	    --steady $(BENCH_OUT)/rate-1000/bench.json \
-	    $$(test -f $(COMPARE_JSON) && echo --compare $(COMPARE_JSON)) --readme README.md
+	    $$(test -f $(COMPARE_JSON) && echo --compare $(COMPARE_JSON)) \
+	    $$(test -f $(EVERYDAY_JSON) && echo --everyday $(EVERYDAY_JSON)) --readme README.md
 
 # The release files, in dist/: the sdist and the wheel of the service and of hookline-client
 # (each wheel built from its sdist, in an isolated environment), then `twine check` of their

@@ -2,7 +2,8 @@
 
 `hookline bench-table` reads the bench.json of a flat-out run (ingest, deliveries/s, idle
 cost, memory), the bench.json of a steady `--rate 1000` run (accept->delivered latency) and,
-when given, the compare.json of `hookline bench --compare`, and rewrites the block between
+when given, the compare.json of `hookline bench --compare` and the scenario-everyday.json of
+`hookline bench --scenario everyday`, and rewrites the block between
 BEGIN and END in README.md: each measure, its result, its target and the ratio, the
 machine, the date of each result file and the commands that produced them. `make
 bench-readme` runs the whole thing. The targets are TARGETS, here and nowhere else.
@@ -335,8 +336,70 @@ def compare_section(compare: dict[str, Any]) -> list[str]:
     return lines
 
 
+def everyday_command(everyday: dict[str, Any]) -> str | None:
+    """The `hookline bench --scenario everyday` command line that produced `everyday`, from
+    its recorded options; None when they were not recorded."""
+    opts = everyday.get("options", {})
+    if not {"steady_rates", "phase_s", "events", "rounds", "workers", "backend",
+            "out_dir"} <= opts.keys():
+        return None
+    rates = ",".join(f"{float(r):g}" for r in opts["steady_rates"].strip("()").split(",")
+                     if r.strip())
+    return shlex.join(["hookline", "bench", "--scenario", "everyday", "--rates", rates,
+                       "--phase-s", f"{float(opts['phase_s']):g}", "--events", opts["events"],
+                       "--rounds", opts["rounds"], "--workers", opts["workers"],
+                       "--backend", opts["backend"],
+                       *(["--load", "python"] if opts.get("use_wrk") == "False" else []),
+                       "--out", opts["out_dir"]])
+
+
+def everyday_section(everyday: dict[str, Any]) -> list[str]:
+    """The markdown lines of `hookline bench --scenario everyday`'s scenario-everyday.json:
+    a sentence naming the file, its date, its rounds and its targets, a table of the medians
+    (flat out, then each steady rate: CPU per event and per delivery with their multiples of
+    flat out, the service's cores, accept->delivered p50 and p99), and the checks met.
+
+    Raises:
+        BenchTableError: not an everyday scenario's result.
+    """
+    medians = everyday.get("medians")
+    if everyday.get("scenario") != "everyday" or not isinstance(medians, dict):
+        raise BenchTableError(f"{everyday['_path']} is not the result of "
+                              "`hookline bench --scenario everyday`")
+    targets, checks = everyday.get("targets", {}), everyday.get("checks", {})
+
+    def ms(value: float | None, times: float | None = None) -> str:
+        if value is None:
+            return "-"
+        return f"{_number(value)} ms" + (f" ({_number(times)}x)" if times is not None else "")
+
+    flat = medians["flat_out"]
+    lines = [f"Everyday rates (`{everyday['_path']}` of {everyday['_date']}, medians of "
+             f"{len(everyday.get('rounds', []))} rounds; each steady figure against the same "
+             f"round's flat-out run; targets: at most {targets.get('cost_ratio_at_most')}x "
+             f"flat out, and at {targets.get('at_rate', 200):g} events/s the service under "
+             f"{targets.get('service_cores_below')} of a core with p99 at most "
+             f"{targets.get('p99_ms_at_most')} ms):", "",
+             "| rate | ingest CPU per event | workers CPU per delivery | service cores "
+             "| accept->delivered p50 / p99 |", "| --- | --- | --- | --- | --- |",
+             f"| flat out | {ms(flat['ingest_cpu_ms_per_event'])} "
+             f"| {ms(flat['workers_cpu_ms_per_delivery'])} | - | - |"]
+    for rate, f in medians["steady"].items():
+        cores = "-" if f["service_cores"] is None else _number(f["service_cores"])
+        lines.append(f"| {rate} events/s "
+                     f"| {ms(f['ingest_cpu_ms_per_event'], f['ingest_cpu_vs_flat_out'])} "
+                     f"| {ms(f['workers_cpu_ms_per_delivery'], f['workers_cpu_vs_flat_out'])} "
+                     f"| {cores} | {ms(f['latency_p50_ms'])} / {ms(f['latency_p99_ms'])} |")
+    huey = medians.get("huey_cpu_ratio")
+    lines += ["", f"Huey's CPU per delivery at {targets.get('at_rate', 200):g} events/s: "
+                  f"{'-' if huey is None else _number(huey)}x hookline's (target at least "
+                  f"{targets.get('huey_cpu_ratio_at_least')}x). Checks met: "
+                  f"{sum(bool(v) for v in checks.values())} of {len(checks)}."]
+    return lines
+
+
 def render_block(flat_path: Path, steady_path: Path, compare_path: Path | None = None,
-                 readme: Path = Path("README.md")) -> str:
+                 readme: Path = Path("README.md"), everyday_path: Path | None = None) -> str:
     """The whole generated block, BEGIN and END markers included, from the result files.
 
     Args:
@@ -344,6 +407,8 @@ def render_block(flat_path: Path, steady_path: Path, compare_path: Path | None =
         steady_path: bench.json of a steady run (`hookline bench --rate 1000`).
         compare_path: compare.json of `hookline bench --compare`, or None to leave it out.
         readme: the README the block is for (named in the regenerate command).
+        everyday_path: scenario-everyday.json of `hookline bench --scenario everyday`, or
+            None to leave it out.
 
     Raises:
         BenchTableError: a result file is unreadable or of the wrong kind.
@@ -363,6 +428,11 @@ def render_block(flat_path: Path, steady_path: Path, compare_path: Path | None =
         lines += [*compare_section(compare), ""]
         commands += [command] if (command := compare_command(compare)) else []
         table_args += ["--compare", str(compare_path)]
+    if everyday_path is not None:
+        everyday = load_result(everyday_path)
+        lines += [*everyday_section(everyday), ""]
+        commands += [command] if (command := everyday_command(everyday)) else []
+        table_args += ["--everyday", str(everyday_path)]
     lines += machine_lines(flat, steady)
     lines += ["", "Produced by these commands (flat-out run of "
                   f"{flat['_date']}, steady run of {steady['_date']}):", "", "```sh",
@@ -389,7 +459,7 @@ def replace_block(text: str, block: str) -> str:
 
 
 def update_readme(readme: Path, flat_path: Path, steady_path: Path,
-                  compare_path: Path | None = None) -> None:
+                  compare_path: Path | None = None, everyday_path: Path | None = None) -> None:
     """Rewrite the results block of `readme` from the result files (see render_block).
 
     Raises:
@@ -400,5 +470,6 @@ def update_readme(readme: Path, flat_path: Path, steady_path: Path,
         text = readme.read_text()
     except OSError as exc:
         raise BenchTableError(f"cannot read {readme}: {exc}") from exc
-    new = replace_block(text, render_block(flat_path, steady_path, compare_path, readme))
+    new = replace_block(text, render_block(flat_path, steady_path, compare_path, readme,
+                                           everyday_path))
     readme.write_text(new)

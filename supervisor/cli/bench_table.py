@@ -22,6 +22,9 @@ def register(sub: Any) -> None:
                        help="bench.json of a steady run (`hookline bench --rate 1000`)")
     table.add_argument("--compare", type=Path,
                        help="compare.json of `hookline bench --compare` (optional)")
+    table.add_argument("--everyday", type=Path,
+                       help="scenario-everyday.json of `hookline bench --scenario everyday` "
+                            "(optional)")
     table.add_argument("--readme", type=Path, default=Path("README.md"),
                        help="the file whose block between <!-- bench-results:begin --> and "
                             "<!-- bench-results:end --> is rewritten (default README.md)")
@@ -38,7 +41,7 @@ def bench_table_command(config: Config, args: argparse.Namespace) -> int:
     )
 
     try:
-        update_readme(args.readme, args.flat, args.steady, args.compare)
+        update_readme(args.readme, args.flat, args.steady, args.compare, args.everyday)
     except BenchRunRefused as exc:
         print(f"hookline bench-table: {exc}", file=sys.stderr)
         return 2

@@ -155,6 +155,52 @@ def test_without_compare_results_there_is_no_compare_table_and_without_systems_a
 
 
 
+EVERYDAY = {
+    "scenario": "everyday",
+    "options": {"steady_rates": "(50.0, 200.0)", "phase_s": "20.0", "events": "20000",
+                "rounds": "3", "workers": "2", "backend": "sqlite", "use_wrk": "True",
+                "out_dir": "results/readme/everyday"},
+    "rounds": [{}, {}, {}],
+    "medians": {
+        "flat_out": {"events_per_s": 3165.12, "ingest_cpu_ms_per_event": 0.304,
+                     "workers_cpu_ms_per_delivery": 0.393},
+        "steady": {
+            "50": {"ingest_cpu_ms_per_event": 2.361, "workers_cpu_ms_per_delivery": 1.69,
+                   "service_cores": 0.372, "ingest_cpu_vs_flat_out": 7.076,
+                   "workers_cpu_vs_flat_out": 4.161, "latency_p50_ms": 16.1,
+                   "latency_p99_ms": 38.01},
+            "200": {"ingest_cpu_ms_per_event": 1.854, "workers_cpu_ms_per_delivery": None,
+                    "service_cores": None, "ingest_cpu_vs_flat_out": 6.099,
+                    "workers_cpu_vs_flat_out": None, "latency_p50_ms": 12.45,
+                    "latency_p99_ms": 59.24}},
+        "huey_cpu_ratio": 1.51},
+    "targets": {"cost_ratio_at_most": 1.5, "service_cores_below": 0.3, "p99_ms_at_most": 22.0,
+                "at_rate": 200.0, "huey_cpu_ratio_at_least": 4.0},
+    "checks": {"a": True, "b": False, "c": False}}
+
+
+def test_everyday_results_are_a_table_of_rates_with_multiples_of_flat_out(tmp_path):
+    """scenario-everyday.json's medians become a row per rate after the flat-out one, each
+    CPU figure with its multiple of flat out (a missing figure is `-`), then Huey's ratio,
+    the checks met, and the command that reproduces the run."""
+    everyday = tmp_path / "scenario-everyday.json"
+    everyday.write_text(json.dumps(EVERYDAY))
+    block = bench_table.render_block(FLAT, STEADY, everyday_path=everyday)
+    assert "medians of 3 rounds" in block and "at most 1.5x flat out" in block
+    assert "| flat out | 0.304 ms | 0.393 ms | - | - |" in block
+    assert ("| 50 events/s | 2.36 ms (7.08x) | 1.69 ms (4.16x) | 0.372 | 16.1 ms / 38 ms |"
+            in block)
+    assert "| 200 events/s | 1.85 ms (6.1x) | - | - | 12.4 ms / 59.2 ms |" in block
+    assert "1.51x hookline's (target at least 4.0x). Checks met: 1 of 3." in block
+    assert ("hookline bench --scenario everyday --rates 50,200 --phase-s 20 --events 20000 "
+            "--rounds 3 --workers 2 --backend sqlite --out results/readme/everyday\n") in block
+    assert f"--everyday {everyday}" in block
+    assert "Everyday rates" not in bench_table.render_block(FLAT, STEADY)
+    everyday.write_text(json.dumps({"scenario": "fairness"}))
+    with pytest.raises(BenchTableError, match="not the result of"):
+        bench_table.render_block(FLAT, STEADY, everyday_path=everyday)
+
+
 def test_a_figure_the_run_lacks_is_n_a_and_not_met(tmp_path):
     """A run that delivered nothing (deliveries/s and latency None) gives `n/a` rows that
     are not met, rather than failing."""
