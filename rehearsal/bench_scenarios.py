@@ -62,11 +62,11 @@ def run_scenario(opts: ScenarioOptions, config: Config | None = None) -> dict[st
     work = Path(tempfile.mkdtemp(prefix=f"hookline-{opts.scenario}-", dir=opts.out_dir))
     config = config or Config()
     load_at_start = list(os.getloadavg())
-    bench_opts = BenchOptions(backend=opts.backend, postgres_url=opts.postgres_url,
-                              out_dir=opts.out_dir)
-    if opts.scenario == "everyday":  # each of its runs makes its own database
+    if opts.scenario == "everyday":  # each of its runs makes its own database and folder
         figures, description = run_everyday(opts), "a fresh one for each run"
     else:
+        bench_opts = BenchOptions(backend=opts.backend, postgres_url=opts.postgres_url,
+                                  out_dir=opts.out_dir)
         with bench_database(bench_opts, work) as (db, description, _postmaster):
             if opts.scenario == "backlog":
                 figures = run_backlog(opts, work, db, config)

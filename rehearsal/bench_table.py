@@ -375,21 +375,22 @@ def everyday_section(everyday: dict[str, Any]) -> list[str]:
 
     flat = medians["flat_out"]
     lines = [f"Everyday rates (`{everyday['_path']}` of {everyday['_date']}, medians of "
-             f"{len(everyday.get('rounds', []))} rounds; each steady figure against the same "
-             f"round's flat-out run; targets: at most {targets.get('cost_ratio_at_most')}x "
-             f"flat out, and at {targets.get('at_rate', 200):g} events/s the service under "
+             f"{len(everyday.get('rounds', []))} rounds; in brackets, the median of each "
+             f"round's steady figure over its flat-out one; targets: at most "
+             f"{targets.get('cost_ratio_at_most')}x flat out, and at "
+             f"{targets.get('at_rate', 200):g} events/s the service under "
              f"{targets.get('service_cores_below')} of a core with p99 at most "
              f"{targets.get('p99_ms_at_most')} ms):", "",
              "| rate | ingest CPU per event | workers CPU per delivery | service cores "
              "| accept->delivered p50 / p99 |", "| --- | --- | --- | --- | --- |",
              f"| flat out | {ms(flat['ingest_cpu_ms_per_event'])} "
              f"| {ms(flat['workers_cpu_ms_per_delivery'])} | - | - |"]
-    for rate, f in medians["steady"].items():
-        cores = "-" if f["service_cores"] is None else _number(f["service_cores"])
-        lines.append(f"| {rate} events/s "
-                     f"| {ms(f['ingest_cpu_ms_per_event'], f['ingest_cpu_vs_flat_out'])} "
-                     f"| {ms(f['workers_cpu_ms_per_delivery'], f['workers_cpu_vs_flat_out'])} "
-                     f"| {cores} | {ms(f['latency_p50_ms'])} / {ms(f['latency_p99_ms'])} |")
+    for rate, figures in medians["steady"].items():
+        cores = "-" if figures["service_cores"] is None else _number(figures["service_cores"])
+        ingest = ms(figures["ingest_cpu_ms_per_event"], figures["ingest_cpu_vs_flat_out"])
+        workers = ms(figures["workers_cpu_ms_per_delivery"], figures["workers_cpu_vs_flat_out"])
+        lines.append(f"| {rate} events/s | {ingest} | {workers} | {cores} "
+                     f"| {ms(figures['latency_p50_ms'])} / {ms(figures['latency_p99_ms'])} |")
     huey = medians.get("huey_cpu_ratio")
     lines += ["", f"Huey's CPU per delivery at {targets.get('at_rate', 200):g} events/s: "
                   f"{'-' if huey is None else _number(huey)}x hookline's (target at least "

@@ -28,7 +28,8 @@ class ScenarioOptions:
         out_dir: folder for scenario-<name>.json and the run's work folder.
         workers: worker processes of `hookline serve`.
         synchronous: SQLite synchronous mode of the service and of the timed claims.
-        backend: `sqlite`, or `postgres` (outage only; see hookline.rehearsal.bench.BenchOptions).
+        backend: `sqlite`, or `postgres` (every scenario but backlog; see
+            hookline.rehearsal.bench.BenchOptions).
         postgres_url: a server to use instead of a throwaway one (postgres only).
         body_bytes: size of each event body, bytes (the bench's default).
         backlog_jobs: pending jobs of the backlog (backlog: split evenly over d1, d2, d3;

@@ -1,23 +1,26 @@
 """`hookline bench --scenario everyday`: what an event and a delivery cost at steady rates,
 against the same run's flat-out figures (issue #33, target 1).
 
-Each round runs `hookline bench` (rehearsal/bench.py) once flat out (`events` events, wrk
-when installed, destinations paused, then delivery from the backlog) and once at each
+Each round runs `hookline bench` (rehearsal/bench.py) once flat out (destinations paused,
+then delivery from the backlog; loaded by wrk when installed, for about `events` at 15,000/s
+and at least 3 s, as a plain flat-out `hookline bench` is, else by the Python generator with
+exactly `events`) and once at each
 steady rate (`rate_per_s x phase_s` events from the Python generator, delivering while they
 arrive), each on a fresh database and service; then, once per round, the same steady
-workload at HUEY_RATE through hookline and through Huey (`hookline bench --compare`'s
-systems, rehearsal/compare/). Per run:
+workload at TARGET_RATE_PER_S through hookline and through Huey (`hookline bench --compare`'s
+systems, rehearsal/compare/; hookline on SQLite there, whatever the backend). Per run:
 
 * ingest CPU per accepted event (ms): the ingest process's CPU over the run / events;
 * workers' CPU per delivery (ms): every worker process's CPU / deliveries;
 * service cores: (supervisor + ingest + workers, and a bench PostgreSQL server's) CPU
-  seconds over the seconds the load lasted (steady rates only);
+  seconds, from the load's start to the last delivery, over the seconds the load lasted
+  (steady rates only; the drain after the load is a few milliseconds at these rates);
 * accept-to-delivered p50 and p99 (ms), from the jobs table.
 
 Each steady figure is divided by the flat-out figure of its own round; the result holds every
 round and the median of each figure and ratio. Targets (checks): ingest and workers at most
 COST_RATIO_LIMIT times their flat-out cost at every rate, the service under
-SERVICE_CORES_LIMIT of a core at HUEY_RATE, its p99 at most P99_LIMIT_MS, and Huey's CPU per
+SERVICE_CORES_LIMIT of a core at TARGET_RATE_PER_S, its p99 at most P99_LIMIT_MS, and Huey's CPU per
 delivery at least HUEY_CPU_RATIO times hookline's in the compare run.
 """
 
@@ -34,9 +37,9 @@ from hookline.rehearsal.compare.systems import CompareError
 from hookline.rehearsal.scenario_common import ScenarioOptions
 
 COST_RATIO_LIMIT = 1.5  # CPU per event (ingest) or per delivery (workers), steady / flat out
-SERVICE_CORES_LIMIT = 0.3  # the whole service at HUEY_RATE events/s x 3 destinations
-P99_LIMIT_MS = 22.0  # accept-to-delivered at HUEY_RATE: no worse than measured before
-HUEY_RATE = 200.0  # events/s of the service-cores, p99 and Huey targets
+SERVICE_CORES_LIMIT = 0.3  # the whole service at TARGET_RATE_PER_S events/s x 3 destinations
+P99_LIMIT_MS = 22.0  # accept-to-delivered at TARGET_RATE_PER_S: no worse than measured before
+TARGET_RATE_PER_S = 200.0  # events/s of the service-cores, p99 and Huey targets
 HUEY_CPU_RATIO = 4.0  # Huey's CPU per delivery / hookline's, at least
 SERVICE_SLOTS = ("supervisor", "ingest", "postgres")  # with every worker-N
 IDLE_S = 0.5  # each run's idle measurement (not a figure of this scenario)
@@ -44,7 +47,7 @@ IDLE_S = 0.5  # each run's idle measurement (not a figure of this scenario)
 
 def run_everyday(opts: ScenarioOptions) -> dict[str, Any]:
     """opts.rounds rounds of a flat-out run, a run at each of opts.steady_rates and a Huey
-    comparison at HUEY_RATE (see the module doc); returns the figures and checks.
+    comparison at TARGET_RATE_PER_S (see the module doc); returns the figures and checks.
 
     Raises:
         TimeoutError: a run's jobs were not delivered in time (rehearsal/bench.py).
@@ -69,7 +72,7 @@ def run_everyday(opts: ScenarioOptions) -> dict[str, Any]:
     medians = _medians(rounds, opts.steady_rates)
     return {"rounds": rounds, "medians": medians, "targets": {
         "cost_ratio_at_most": COST_RATIO_LIMIT, "service_cores_below": SERVICE_CORES_LIMIT,
-        "p99_ms_at_most": P99_LIMIT_MS, "at_rate": HUEY_RATE,
+        "p99_ms_at_most": P99_LIMIT_MS, "at_rate": TARGET_RATE_PER_S,
         "huey_cpu_ratio_at_least": HUEY_CPU_RATIO},
         "checks": (checks := _checks(medians)), "pass": all(checks.values())}
 
@@ -105,29 +108,36 @@ def _run_figures(result: dict[str, Any], *, steady: bool) -> dict[str, Any]:
 
 
 def _huey(opts: ScenarioOptions, out_dir: Path) -> dict[str, Any]:
-    """hookline and Huey at HUEY_RATE for opts.phase_s (the --compare systems): each one's
-    CPU s per 1,000 deliveries and Huey's over hookline's; `unavailable` names what is
-    missing (the bench extra, or redis-server, which --compare checks for)."""
+    """hookline and Huey at TARGET_RATE_PER_S for opts.phase_s (the --compare systems, whose
+    hookline runs on SQLite whatever opts.backend): each one's CPU s per 1,000 deliveries
+    and Huey's over hookline's, None unless both delivered everything (an incomplete run's
+    CPU per delivery is not comparable); `unavailable` names what is missing (the bench
+    extra, or redis-server, which --compare checks for) or what failed."""
     try:
         systems.check_available()
         result = run_compare(CompareOptions(
-            events=max(1, round(HUEY_RATE * opts.phase_s)), rate_per_s=HUEY_RATE,
-            workers=opts.workers, body_bytes=opts.body_bytes, synchronous=opts.synchronous,
-            out_dir=out_dir, systems=("hookline", "huey")))
-    except CompareError as exc:  # CompareUnavailable too
+            events=max(1, round(TARGET_RATE_PER_S * opts.phase_s)),
+            rate_per_s=TARGET_RATE_PER_S, concurrency=opts.concurrency, workers=opts.workers,
+            body_bytes=opts.body_bytes, synchronous=opts.synchronous, out_dir=out_dir,
+            systems=("hookline", "huey")))
+    except (CompareError, OSError) as exc:  # CompareUnavailable too; the rounds are kept
         return {"unavailable": str(exc)}
     ours, theirs = (result["systems"][name] for name in ("hookline", "huey"))
-    return {"complete": ours["complete"] and theirs["complete"],
+    complete = bool(ours["complete"] and theirs["complete"])
+    return {"complete": complete,
             "hookline_cpu_s_per_1000_deliveries": ours["cpu_s_per_1000_deliveries"],
             "huey_cpu_s_per_1000_deliveries": theirs["cpu_s_per_1000_deliveries"],
-            "huey_cpu_ratio": result["ratios"]["huey"]["cpu_s_per_1000_deliveries"]}
+            "huey_cpu_ratio": result["ratios"]["huey"]["cpu_s_per_1000_deliveries"]
+            if complete else None}
 
 
 def _ratio(a: float | None, b: float | None) -> float | None:
+    """a / b to 3 decimals; None when either is missing or zero."""
     return round(a / b, 3) if a and b else None
 
 
 def _median(values: list[float | None]) -> float | None:
+    """The median of the values present, to 3 decimals; None when there are none."""
     present = [v for v in values if v is not None]
     return round(statistics.median(present), 3) if present else None
 
@@ -142,11 +152,11 @@ def _medians(rounds: list[dict[str, Any]], rates: tuple[float, ...]) -> dict[str
     for rate in rates:
         runs = [r["steady"][f"{rate:g}"] for r in rounds]
         out["steady"][f"{rate:g}"] = {
-            **{key: _median([f[key] for f in runs]) for key in (
+            **{key: _median([run[key] for run in runs]) for key in (
                 "ingest_cpu_ms_per_event", "workers_cpu_ms_per_delivery", "service_cores")},
-            **{f"{key}_vs_flat_out": _median([f["vs_flat_out"][key] for f in runs])
+            **{f"{key}_vs_flat_out": _median([run["vs_flat_out"][key] for run in runs])
                for key in ("ingest_cpu", "workers_cpu")},
-            **{f"latency_{p}_ms": _median([f["latency_ms"][p] for f in runs])
+            **{f"latency_{p}_ms": _median([run["latency_ms"][p] for run in runs])
                for p in ("p50", "p99")}}
     out["huey_cpu_ratio"] = _median([r["huey"].get("huey_cpu_ratio") for r in rounds])
     return out
@@ -155,7 +165,7 @@ def _medians(rounds: list[dict[str, Any]], rates: tuple[float, ...]) -> dict[str
 def _checks(medians: dict[str, Any]) -> dict[str, bool]:
     """Each target of the module doc against the medians (a figure missing fails it)."""
     steady = medians["steady"]
-    at_rate = steady.get(f"{HUEY_RATE:g}", {})
+    at_rate = steady.get(f"{TARGET_RATE_PER_S:g}", {})
     checks = {f"{key}_at_{rate}_within_{COST_RATIO_LIMIT}x_flat_out":
               figures[f"{key}_vs_flat_out"] is not None
               and figures[f"{key}_vs_flat_out"] <= COST_RATIO_LIMIT
@@ -177,12 +187,13 @@ def print_everyday(result: dict[str, Any]) -> None:
     print(f"flat out: {flat['events_per_s']} events/s; ingest CPU "
           f"{flat['ingest_cpu_ms_per_event']} ms/event, workers "
           f"{flat['workers_cpu_ms_per_delivery']} ms/delivery")
-    for rate, f in medians["steady"].items():
-        print(f"{rate:>5} events/s: ingest {f['ingest_cpu_ms_per_event']} ms/event "
-              f"(x{f['ingest_cpu_vs_flat_out']} flat out), workers "
-              f"{f['workers_cpu_ms_per_delivery']} ms/delivery "
-              f"(x{f['workers_cpu_vs_flat_out']}), service {f['service_cores']} cores, "
-              f"accept->delivered p50 {f['latency_p50_ms']} ms, p99 {f['latency_p99_ms']} ms")
+    for rate, figures in medians["steady"].items():
+        print(f"{rate:>5} events/s: ingest {figures['ingest_cpu_ms_per_event']} ms/event "
+              f"(x{figures['ingest_cpu_vs_flat_out']} flat out), workers "
+              f"{figures['workers_cpu_ms_per_delivery']} ms/delivery "
+              f"(x{figures['workers_cpu_vs_flat_out']}), service {figures['service_cores']} "
+              f"cores, accept->delivered p50 {figures['latency_p50_ms']} ms, p99 "
+              f"{figures['latency_p99_ms']} ms")
     unavailable = {r["huey"]["unavailable"] for r in result["rounds"] if "unavailable" in r["huey"]}
-    print(f"Huey at {HUEY_RATE:g} events/s: CPU per delivery x{medians['huey_cpu_ratio']} "
+    print(f"Huey at {TARGET_RATE_PER_S:g} events/s: CPU per delivery x{medians['huey_cpu_ratio']} "
           f"hookline's" + (f" ({'; '.join(sorted(unavailable))})" if unavailable else ""))

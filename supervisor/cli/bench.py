@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 from pathlib import Path
 from typing import Any
@@ -205,6 +206,7 @@ def _scenario_sizes(args: argparse.Namespace) -> dict[str, Any] | str:
                 "and --phase-s above 0")
     if min(sizes["destination_counts"]) < 1 or sizes["tenants"] < 1 or sizes["rounds"] < 1:
         return "--destinations, --tenants and --rounds must be at least 1"
-    if not all(rate > 0 for rate in sizes["steady_rates"]):
-        return "--rates must each be above 0"
+    rates = sizes["steady_rates"]
+    if not all(0 < rate < math.inf for rate in rates) or len(set(rates)) < len(rates):
+        return "--rates must be distinct events/s, each above 0"
     return sizes
