@@ -216,8 +216,9 @@ _PROCESS_FIGURES = (("cpu_s", PROCESS_CPU_SECONDS),
 
 
 def _slot_order(slot: str) -> tuple[int, str, int]:
-    """supervisor, ingest, then worker-1, worker-2, ..., worker-10 (numbers in order)."""
-    rank = {"supervisor": 0, "ingest": 1}.get(slot, 2)
+    """supervisor, ingest, ingest-2, ..., then worker-1, worker-2, ..., worker-10 (numbers in
+    order)."""
+    rank = 0 if slot == "supervisor" else 1 if slot.startswith("ingest") else 2
     number = _SLOT_NUMBER.search(slot)
     return rank, _SLOT_NUMBER.sub("", slot), int(number.group(1)) if number else 0
 

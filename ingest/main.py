@@ -27,6 +27,11 @@ _LAST_STEP = 0.25
 """Share of graceful_timeout_s left to aiohttp's shutdown after our own drain step."""
 
 
+KEEPER_SLOT = "ingest"
+"""The ingest slot that runs the maintenance (WAL checkpoints) and retention rounds: the
+first ingest process's (supervisor/serve.py, ingest_slot)."""
+
+
 class ListenError(ConfigError):
     """The listen address cannot be bound (in use, not local, not permitted)."""
 
@@ -53,7 +58,9 @@ async def serve(config: Config, *, ready: Callable[[int], None] | None = None,
         stop: set it to stop; a new event when None.
         slot: the supervisor's name for this process; its heartbeat file is named after it
             (the event loop touches it until the process is about to exit), and so is the
-            readiness marker left once listening (shared/process/child.py).
+            readiness marker left once listening (shared/process/child.py). Only KEEPER_SLOT
+            runs the maintenance and retention rounds. With `config.ingest_processes` above
+            1 the port is bound with SO_REUSEPORT, shared with the other ingest processes.
         boot: marked booted once listening (for :func:`run`'s exit code).
 
     Raises:
@@ -65,9 +72,11 @@ async def serve(config: Config, *, ready: Callable[[int], None] | None = None,
     host, port = listen_host_port(config.listen)
     async with child_context(config, slot, stop=stop, boot=boot) as child:
         store, stop = child.store, child.stop
-        housekeeping = asyncio.create_task(  # WAL checkpoints (ingest/maintenance.py)
-            run_maintenance(store, config.maintenance_interval_s, stop), name="maintenance")
-        retention = asyncio.create_task(run_retention(store, config, stop), name="retention")
+        # One process keeps the database (several ingest processes would only repeat the
+        # same rounds): the first, whose slot a single ingest always has.
+        rounds = {"maintenance": run_maintenance(store, config.maintenance_interval_s, stop),
+                  "retention": run_retention(store, config, stop)} if slot == KEEPER_SLOT else {}
+        background = [asyncio.create_task(work, name=name) for name, work in rounds.items()]
         # Whole-table reads (/metrics, stats) on a second store where the first one's writes
         # would wait behind a scan of a million rows (hookline.shared.store.read_store_for).
         reader = read_store_for(config)
@@ -89,7 +98,9 @@ async def serve(config: Config, *, ready: Callable[[int], None] | None = None,
                                   **parser_limits(config))
             await runner.setup()
             try:
-                site = web.TCPSite(runner, host, port)
+                # Several ingest processes share the port; the kernel spreads connections.
+                site = web.TCPSite(runner, host, port,
+                                   reuse_port=True if config.ingest_processes > 1 else None)
                 try:
                     await site.start()
                 except OSError as exc:
@@ -115,9 +126,9 @@ async def serve(config: Config, *, ready: Callable[[int], None] | None = None,
                 await runner.cleanup()
             report_write_lock(config, slot, write_lock_stats(store))  # after serving only
         finally:
-            housekeeping.cancel()
-            retention.cancel()
-            await asyncio.gather(housekeeping, retention, return_exceptions=True)
+            for task in background:
+                task.cancel()
+            await asyncio.gather(*background, return_exceptions=True)
             if reader is not None:
                 await reader.close()
     log.info("ingest_stopped")

@@ -89,6 +89,8 @@ class BenchOptions:
     ceilings: bool = True
     """Flat out: measure the bare aiohttp server and the bare clients first (the everyday
     scenario, which compares hookline with itself, leaves them out)."""
+    ingest_processes: int = 1
+    """Ingest processes of the service, sharing its port (the `ingest_processes` setting)."""
 
 
 def fsync_latency_ms(folder: Path, samples: int = 200) -> dict[str, float]:
@@ -366,27 +368,44 @@ def receiver_process(env: dict[str, str], behaviours: tuple[str, ...] | None = N
 
 @contextlib.contextmanager
 def service_process(db: str, work: Path, env: dict[str, str], *, workers: int,
-                    synchronous: str) -> Iterator[tuple[int, dict[str, int]]]:
-    """`hookline serve` on `db` with `workers` workers, logging (warnings and up) to
-    `work/service.log`; yields (ingest port, slot -> pid of the supervisor and its children)
-    once ingest is healthy; stopped (SIGTERM, then SIGKILL after 30 s) on exit.
+                    synchronous: str, ingest_processes: int = 1
+                    ) -> Iterator[tuple[int, dict[str, int]]]:
+    """`hookline serve` on `db` with `workers` workers and `ingest_processes` ingest
+    processes, logging (warnings and up) to `work/service.log`; yields (ingest port, slot ->
+    pid of the supervisor and its children) once ingest is healthy and every ingest process
+    listens (its readiness marker in the runtime folder `env` names); stopped (SIGTERM, then
+    SIGKILL after 30 s) on exit.
 
     Raises:
-        TimeoutError: ingest did not answer /healthz within 15 s.
+        TimeoutError: ingest did not answer /healthz, or an ingest process did not listen,
+            within 15 s.
     """
     port = free_port()
     with (work / "service.log").open("ab") as log:
         service = subprocess.Popen(
             [sys.executable, "-m", "hookline.supervisor.cli", "--db", db, "--log-level",
-             "warning", "serve", "--workers", str(workers), "--listen",
-             f"127.0.0.1:{port}"], stdout=log, stderr=subprocess.STDOUT,
-            env={**env, "HOOKLINE_SYNCHRONOUS": synchronous})
+             "warning", "serve", "--workers", str(workers), "--ingest-processes",
+             str(ingest_processes), "--listen", f"127.0.0.1:{port}"], stdout=log,
+            stderr=subprocess.STDOUT, env={**env, "HOOKLINE_SYNCHRONOUS": synchronous})
     try:
         asyncio.run(wait_healthy(f"http://127.0.0.1:{port}"))
+        _wait_ingest_listening(Path(env["HOOKLINE_RUNTIME_DIR"]), ingest_processes)
         time.sleep(0.5)
         yield port, service_processes(service.pid)
     finally:
         stop_process(service)
+
+
+def _wait_ingest_listening(runtime: Path, processes: int, timeout_s: float = 15.0) -> None:
+    """Wait until each of `processes` ingest slots (`ingest`, `ingest-2`, ...) has left its
+    readiness marker in `runtime` (it listens). Raises TimeoutError after `timeout_s`."""
+    markers = [runtime / ("ingest.ready" if n == 1 else f"ingest-{n}.ready")
+               for n in range(1, processes + 1)]
+    deadline = time.monotonic() + timeout_s
+    while not all(marker.exists() for marker in markers):
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"ingest processes not listening after {timeout_s} s")
+        time.sleep(0.05)
 
 
 def _run(opts: BenchOptions, work: Path, db: str, postmaster: int | None) -> dict[str, Any]:
@@ -405,7 +424,8 @@ def _run(opts: BenchOptions, work: Path, db: str, postmaster: int | None) -> dic
                                        paused=opts.rate_per_s is None,
                                        destination_filter=opts.destination_filter))
         with service_process(db, work, env, workers=opts.workers,
-                             synchronous=opts.synchronous) as (port, procs):
+                             synchronous=opts.synchronous,
+                             ingest_processes=opts.ingest_processes) as (port, procs):
             result = _measure(opts, work, db, postmaster, env, port, receiver.port,
                               {**procs, "receiver": receiver.pid})
     # Each process leaves its write-lock report at exit: read once the service has stopped.

@@ -73,6 +73,12 @@ class Config:
         check=checks.as_setting(listen_host_port))
     workers: int = _opt(2, "Number of worker processes `hookline serve` starts.",
         check=checks.at_least(0))
+    ingest_processes: int = _opt(
+        1, "Ingest processes `hookline serve` starts, all listening on `listen`'s port "
+        "(SO_REUSEPORT: the kernel spreads new connections over them); each takes, validates "
+        "and commits its own requests. More than one pays off only where a core is free for "
+        "it (docs/benchmarks.md); it needs a fixed port, not 0.",
+        check=checks.at_least(1))
     synchronous: str = _opt(
         "FULL", "SQLite synchronous mode: FULL (an answered event survives power loss) or "
         "NORMAL (faster; the last commits may be lost on power loss, never on a crash).",
@@ -466,6 +472,16 @@ def ingest_not_ready_reason(config: Config) -> str | None:
         return ("no ingest_token is set, so POST /v1/events refuses every event: set "
                 "ingest_token (HOOKLINE_INGEST_TOKEN or ingest_token_file), or ingest_closed = "
                 "true (HOOKLINE_INGEST_CLOSED=1) if it is closed on purpose")
+    return None
+
+
+def shared_port_problem(config: Config) -> str | None:
+    """Why `config.ingest_processes` ingest processes cannot share `config.listen` (port 0
+    would give each a port of its own), as a sentence naming the settings; None when they
+    can."""
+    if config.ingest_processes > 1 and listen_host_port(config.listen)[1] == 0:
+        return (f"ingest_processes = {config.ingest_processes} needs a fixed port in listen "
+                f"({config.listen!r}): port 0 would give each ingest process a port of its own")
     return None
 
 

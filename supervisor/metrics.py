@@ -27,11 +27,15 @@ from hookline.shared.process.metrics_file import SNAPSHOT_INTERVAL_S, ProcessMet
 
 SLOT = "supervisor"
 _WORKER_SLOT = re.compile(r"worker-[1-9][0-9]*")
+_INGEST_SLOT = re.compile(r"ingest(?:-[2-9]|-[1-9][0-9]+)?")
 
 
 def slot_kind(slot: str) -> str:
-    """`worker` for a worker slot, else the slot's own name (`ingest`)."""
-    return "worker" if _WORKER_SLOT.fullmatch(slot) else slot
+    """`worker` for a worker slot, `ingest` for an ingest slot (`ingest`, `ingest-2`, ...),
+    else the slot's own name."""
+    if _WORKER_SLOT.fullmatch(slot):
+        return "worker"
+    return "ingest" if _INGEST_SLOT.fullmatch(slot) else slot
 
 
 def restart_cause(exit_fields: Mapping[str, Any], *, hung: bool) -> str:

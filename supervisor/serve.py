@@ -17,7 +17,12 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from hookline.shared.config import CONFIG_ENV, Config, ingest_not_ready_reason
+from hookline.shared.config import (
+    CONFIG_ENV,
+    Config,
+    ingest_not_ready_reason,
+    shared_port_problem,
+)
 from hookline.shared.errors import ConfigError, HooklineError, StoreUnavailable
 from hookline.shared.logs import configure_logging, get_logger, rotate_log_file
 from hookline.shared.process.lifecycle import (
@@ -40,13 +45,22 @@ from hookline.supervisor.arbiter import Arbiter
 from hookline.supervisor.children import ChildSpec
 
 
-def ingest_spec(config: Config) -> ChildSpec:
-    """The ingest child: `python -P -m hookline.ingest --slot ingest`, its Config in CONFIG_ENV (see
+def ingest_slot(number: int) -> str:
+    """The slot of ingest process `number` (1-based): `ingest`, then `ingest-2`, `ingest-3`,
+    ... (the first keeps the name a single ingest always had; it alone runs the database's
+    maintenance and retention rounds: ingest/main.py)."""
+    return "ingest" if number == 1 else f"ingest-{number}"
+
+
+def ingest_spec(config: Config, number: int = 1) -> ChildSpec:
+    """Ingest child `number` (1-based; `config.ingest_processes` of them share the listen
+    port): `python -P -m hookline.ingest --slot SLOT`, its Config in CONFIG_ENV (see
     shared/process/spawn.py for why -P and PYTHONPATH)."""
-    return ChildSpec(slot="ingest", argv=child_argv("hookline.ingest", "--slot", "ingest"),
+    slot = ingest_slot(number)
+    return ChildSpec(slot=slot, argv=child_argv("hookline.ingest", "--slot", slot),
                      env={CONFIG_ENV: config.to_json(), **child_import_env()},
-                     heartbeat_file=str(heartbeat_path(config, "ingest")),
-                     ready_file=str(ready_path(config, "ingest")))
+                     heartbeat_file=str(heartbeat_path(config, slot)),
+                     ready_file=str(ready_path(config, slot)))
 
 
 WORKER_MODULE = "hookline.workers"
@@ -92,7 +106,8 @@ async def check(config: Config) -> QuickCheck | None:
 
 
 def run(config: Config, *, worker_module: str = WORKER_MODULE) -> int:
-    """Run ingest and `config.workers` workers under the arbiter until stopped.
+    """Run `config.ingest_processes` ingest processes and `config.workers` workers under the
+    arbiter until stopped.
 
     First of all the service locks are taken (:mod:`hookline.shared.process.service_lock`): while
     another supervisor serves this database or runtime folder, this one stops at once and
@@ -105,11 +120,15 @@ def run(config: Config, *, worker_module: str = WORKER_MODULE) -> int:
 
     Returns:
         The process exit code: 0 after a clean stop; 2 (REFUSED_EXIT) when another supervisor
-        holds a service lock or the settings or storage are refused; 3 when the database or a
+        holds a service lock or the settings (several ingest processes on port 0) or storage
+        are refused; 3 when the database or a
         child is misconfigured (permanent); 75 when the database is away at start (transient:
         systemd's Restart=on-failure tries again).
     """
     configure_logging("supervisor", config.log_level, log_file=config.log_file)
+    if (reason := shared_port_problem(config)) is not None:
+        print(f"hookline: cannot start: {reason}", file=sys.stderr)
+        return REFUSED_EXIT
     try:
         lock = ServiceLock.take(config)
     except (ServiceLocked, ConfigError) as exc:
@@ -151,8 +170,8 @@ def _run_locked(config: Config, worker_module: str) -> int:
         print(f"hookline: cannot start: cannot write runtime files ({folder}, {pid_path}): "
               f"{exc.strerror or exc}", file=sys.stderr)
         return BOOT_ERROR_EXIT
-    specs = [ingest_spec(config)] + [worker_spec(config, n, worker_module)
-                                     for n in range(1, config.workers + 1)]
+    specs = [ingest_spec(config, n) for n in range(1, config.ingest_processes + 1)] + [
+        worker_spec(config, n, worker_module) for n in range(1, config.workers + 1)]
     arbiter = Arbiter(specs, graceful_timeout_s=config.graceful_timeout_s + 2.0,
                       make_worker_spec=lambda n: worker_spec(config, n, worker_module),
                       heartbeat_timeout_s=config.heartbeat_timeout_s,

@@ -22,6 +22,8 @@ def register(sub: Any) -> None:
     bench.add_argument("--events", type=int, default=20_000)
     bench.add_argument("--rate", type=float, help="events/s to offer (default: flat out)")
     bench.add_argument("--workers", type=int, default=2)
+    bench.add_argument("--ingest-processes", type=int, default=1,
+                       help="ingest processes of the service, sharing its port")
     bench.add_argument("--concurrency", type=int, default=64)
     bench.add_argument("--synchronous", choices=["FULL", "NORMAL"], default="FULL")
     bench.add_argument("--backend", choices=["sqlite", "postgres"],
@@ -109,8 +111,9 @@ def bench_command(config: Config, args: argparse.Namespace) -> int:
     from hookline.rehearsal.bench import BenchOptions, print_report, run_bench  # noqa: PLC0415  (the benchmark loads only when it runs)
     from hookline.rehearsal.pgserver import PgStartError, PgUnavailable  # noqa: PLC0415  (the benchmark loads only when it runs)
 
-    if args.events < 1 or args.workers < 1 or not args.idle_s > 0:
-        return fail("--events and --workers must be at least 1, --idle-s above 0", 2)
+    if args.events < 1 or args.workers < 1 or args.ingest_processes < 1 or not args.idle_s > 0:
+        return fail("--events, --workers and --ingest-processes must be at least 1, --idle-s "
+                    "above 0", 2)
     if args.compare:
         from hookline.supervisor.cli.bench_compare import compare_command  # noqa: PLC0415  (loads the comparison only when asked for)
 
@@ -128,6 +131,7 @@ def bench_command(config: Config, args: argparse.Namespace) -> int:
     try:
         result = run_bench(database.applied_to(BenchOptions(
             events=args.events, rate_per_s=args.rate, workers=args.workers,
+            ingest_processes=args.ingest_processes,
             concurrency=args.concurrency, synchronous=args.synchronous, out_dir=Path(args.out),
             idle_s=args.idle_s, use_wrk=args.load == "auto",
             destination_filter=destination_filter)))

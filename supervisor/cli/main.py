@@ -42,7 +42,7 @@ COMMAND_MODULES = (
     "hookline.supervisor.cli.bench_table",
 )
 _OWN_PACKAGE = "hookline"
-_CONFIG_FLAGS = ("db", "log_level", "workers", "listen")
+_CONFIG_FLAGS = ("db", "log_level", "workers", "ingest_processes", "listen")
 
 
 class SubParsers:

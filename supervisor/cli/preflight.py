@@ -10,7 +10,7 @@ import socket
 import sys
 from pathlib import Path
 
-from hookline.shared.config import Config
+from hookline.shared.config import Config, shared_port_problem
 from hookline.shared.config_checks import listen_host_port
 from hookline.shared.errors import ConfigError
 from hookline.shared.process.lifecycle import pid_file, runtime_dir
@@ -53,6 +53,8 @@ def service_problems(config: Config) -> list[str]:
             batch_settings()
         except ConfigError as exc:
             problems.append(f"tracing: {exc} (every process would stop at start)")
+    if (reason := shared_port_problem(config)) is not None:
+        problems.append(reason)
     if (reason := _unbindable(config.listen)) is not None:
         if running is None:
             problems.append(f"listen: cannot listen on {config.listen}: {reason}")

@@ -21,6 +21,7 @@ def register(sub: Any) -> None:
     docs = Config.docs()
     serve = sub.add_parser("serve", help="run ingest and the workers (the service)")
     serve.add_argument("--workers", type=int, help=docs["workers"])
+    serve.add_argument("--ingest-processes", type=int, help=docs["ingest_processes"])
     serve.add_argument("--listen", help=docs["listen"])
     serve.add_argument("--check", action="store_true",
                        help="validate configuration and database access (the storage "

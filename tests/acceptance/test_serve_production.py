@@ -250,3 +250,53 @@ def test_child_that_cannot_boot_stops_the_service(tmp_path: Path):
     out = (tmp_path / "out.log").read_text()
     assert code == 3
     assert "ingest could not boot" in out and f"cannot listen on 127.0.0.1:{port}" in out
+
+
+def test_two_ingest_processes_share_the_port_and_one_killed_is_respawned(tmp_path: Path):
+    """`ingest_processes = 2`: slots `ingest` and `ingest-2` listen on the one port, the
+    kernel spreads new connections over both (each accepts events), a SIGKILLed one is
+    respawned while the other keeps accepting, and every event is delivered once."""
+    svc = Service(tmp_path, "ok", workers=1, settings={"ingest_processes": 2})
+    try:
+        # Every slot listening or claiming (the first ingest alone already answers /readyz).
+        wait_until(lambda: svc.log("supervisor_ready"), 15, "every child ready")
+        status = json.loads((tmp_path / "svc.db.run" / "status.json").read_text())
+        assert {"ingest", "ingest-2", "worker-1"} <= set(status["slots"])
+        for n in range(40):  # urllib opens a new connection for each
+            svc.post_event(f"spread-{n}")
+        accepted_by = {r["process"] for r in svc.log("event_accepted")}
+        assert accepted_by == {"ingest", "ingest-2"}
+        second = status["slots"]["ingest-2"]["pid"]
+        os.kill(second, signal.SIGKILL)
+        wait_until(lambda: svc.log("child_exited", child_pid=second), 10, "the kill reaped")
+        for n in range(20):
+            svc.post_event(f"after-kill-{n}")
+        wait_until(lambda: len(svc.log("child_started", slot="ingest-2")) == 2, 15,
+                   "ingest-2 respawned")
+        wait_until(lambda: _statuses(svc) == {"done": 60}, 20, "every event delivered")
+        _, processes = svc.get("/v1/admin/processes")
+        assert processes["children"]["ingest"] == {"wanted": 2, "alive": 2}
+    finally:
+        svc.close()
+    assert svc.proc.returncode == 0
+
+
+def test_several_ingest_processes_need_a_fixed_port(tmp_path: Path):
+    """Port 0 would give each ingest process a port of its own: serve refuses it (exit 2),
+    naming both settings, and `serve --check` reports it."""
+    env = {"HOOKLINE_DB": str(tmp_path / "p.db"), "HOOKLINE_INGEST_PROCESSES": "3"}
+    for args in (["serve", "--listen", "127.0.0.1:0"],
+                 ["serve", "--check", "--listen", "127.0.0.1:0"]):
+        done = hookline(*args, env=env)
+        assert done.returncode == 2, done.stderr
+        assert "ingest_processes = 3 needs a fixed port in listen" in done.stderr
+
+
+def _statuses(svc: Service) -> dict[str, int]:
+    """Job status -> how many jobs have it (all of them: `hookline jobs` lists 50 by default)."""
+    listed = hookline("jobs", "--json", "--limit", "10000", env=svc.env)
+    assert listed.returncode == 0, listed.stderr
+    counts: dict[str, int] = {}
+    for job in json.loads(listed.stdout):
+        counts[job["status"]] = counts.get(job["status"], 0) + 1
+    return counts
