@@ -28,8 +28,8 @@ _LAST_STEP = 0.25
 
 
 KEEPER_SLOT = "ingest"
-"""The ingest slot that runs the maintenance (WAL checkpoints) and retention rounds: the
-first ingest process's (supervisor/serve.py, ingest_slot)."""
+"""The ingest slot that runs the retention round: the first ingest process's
+(supervisor/serve.py, ingest_slot)."""
 
 
 class ListenError(ConfigError):
@@ -59,7 +59,7 @@ async def serve(config: Config, *, ready: Callable[[int], None] | None = None,
         slot: the supervisor's name for this process; its heartbeat file is named after it
             (the event loop touches it until the process is about to exit), and so is the
             readiness marker left once listening (shared/process/child.py). Only KEEPER_SLOT
-            runs the maintenance and retention rounds. With `config.ingest_processes` above
+            runs the retention round. With `config.ingest_processes` above
             1 the port is bound with SO_REUSEPORT, shared with the other ingest processes.
         boot: marked booted once listening (for :func:`run`'s exit code).
 
@@ -72,10 +72,12 @@ async def serve(config: Config, *, ready: Callable[[int], None] | None = None,
     host, port = listen_host_port(config.listen)
     async with child_context(config, slot, stop=stop, boot=boot) as child:
         store, stop = child.store, child.stop
-        # One process keeps the database (several ingest processes would only repeat the
-        # same rounds): the first, whose slot a single ingest always has.
-        rounds = {"maintenance": run_maintenance(store, config.maintenance_interval_s, stop),
-                  "retention": run_retention(store, config, stop)} if slot == KEEPER_SLOT else {}
+        # Every ingest process keeps its own view of the WAL's health (/healthz) with the
+        # maintenance round (checkpoints, the metric fold: repeating them costs little);
+        # retention purges the whole database, so only the first process runs it.
+        rounds = {"maintenance": run_maintenance(store, config.maintenance_interval_s, stop)}
+        if slot == KEEPER_SLOT:
+            rounds["retention"] = run_retention(store, config, stop)
         background = [asyncio.create_task(work, name=name) for name, work in rounds.items()]
         # Whole-table reads (/metrics, stats) on a second store where the first one's writes
         # would wait behind a scan of a million rows (hookline.shared.store.read_store_for).

@@ -4,7 +4,9 @@ WAL hygiene: SQLite's automatic checkpoints copy pages back into the database bu
 shrink the `-wal` file, and cannot reset it while any reader holds an old snapshot. Every
 `maintenance_interval_s` this task calls :meth:`hookline.shared.store.Store.maintenance` (a TRUNCATE
 checkpoint on SQLite, a no-op on PostgreSQL), so once long readers are gone the file goes
-back to zero bytes. Only ingest runs it: one process is enough for the whole database.
+back to zero bytes. Every ingest process runs it (each answers `/healthz` from its own
+round's judgement, and a checkpoint with nothing to copy costs little); the retention purge
+runs in the first ingest process only (ingest/main.py).
 
 WAL size: the store judges each round's result against `wal_degraded_bytes` (degraded, and
 why, for `/healthz`: :meth:`hookline.shared.store.Store.health`), and between rounds this task looks

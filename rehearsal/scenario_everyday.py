@@ -94,13 +94,15 @@ def _run_figures(result: dict[str, Any], *, steady: bool) -> dict[str, Any]:
     delivered = int(result["delivery"]["delivered"])
     per_1000 = result["cpu_s_per_1000_deliveries"]
     service_s = sum(float(cpu) for slot, cpu in per_1000.items()
-                    if slot in SERVICE_SLOTS or slot.startswith("worker")) * delivered / 1000
+                    if slot in SERVICE_SLOTS or slot.startswith(("worker", "ingest-"))
+                    ) * delivered / 1000
     load_s = result["ingest"]["elapsed_s"] if steady else None  # the Python generator's
     return {
         "events": accepted, "deliveries": delivered,
         "events_per_s": result["ingest"]["events_per_s"],
-        "ingest_cpu_ms_per_event": round(float(per_1000["ingest"]) * delivered / accepted, 3)
-        if accepted else None,
+        "ingest_cpu_ms_per_event": round(sum(
+            float(cpu) for slot, cpu in per_1000.items() if slot.startswith("ingest"))
+            * delivered / accepted, 3) if accepted else None,
         "workers_cpu_ms_per_delivery": workers_cpu_per_1000(result),
         "service_cores": round(service_s / float(load_s), 3) if load_s else None,
         "latency_ms": result["delivery"]["latency_ms"],

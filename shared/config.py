@@ -230,7 +230,8 @@ class Config:
         check=checks.at_least(1))
     ingest_rate_per_s: float = _opt(
         0.0, "Ingest: events per second accepted per source (token bucket, refilled "
-        "continuously); over it, 429 with Retry-After. 0 = no limit (the default).",
+        "continuously); over it, 429 with Retry-After. 0 = no limit (the default). Each "
+        "ingest process keeps its own buckets (ingest_processes).",
         check=checks.finite_or_zero("off"))
     ingest_burst: int = _opt(
         100, "Ingest: events a source may send at once above ingest_rate_per_s (the bucket "

@@ -36,6 +36,7 @@ from hookline.shared.process.lifecycle import (
     ready_path,
     runtime_dir,
 )
+from hookline.shared.process.listen_check import unbindable
 from hookline.shared.process.service_lock import ServiceLock, ServiceLocked
 from hookline.shared.process.spawn import child_argv, child_import_env
 from hookline.shared.store import store_for
@@ -146,6 +147,13 @@ def _run_locked(config: Config, worker_module: str) -> int:
     """:func:`run` once this process holds the service locks."""
     await_previous_children(runtime_dir(config) / STATUS_FILE,
                             timeout_s=config.graceful_timeout_s + 2.0)
+    # Several ingest processes bind with SO_REUSEPORT, which another process of this user
+    # listening the same way would silently share (taking a share of the events): the port
+    # must be free first, as a single ingest's plain bind requires anyway.
+    if config.ingest_processes > 1 and (taken := unbindable(config.listen)) is not None:
+        print(f"hookline: cannot start: cannot listen on {config.listen}: {taken}",
+              file=sys.stderr)
+        return BOOT_ERROR_EXIT
     try:
         checked = asyncio.run(check(config))
         if checked is not None:

@@ -114,6 +114,9 @@ def bench_command(config: Config, args: argparse.Namespace) -> int:
     if args.events < 1 or args.workers < 1 or args.ingest_processes < 1 or not args.idle_s > 0:
         return fail("--events, --workers and --ingest-processes must be at least 1, --idle-s "
                     "above 0", 2)
+    if args.ingest_processes != 1 and (args.compare or args.scenario):
+        return fail("--ingest-processes applies to a plain `hookline bench` run, not to "
+                    "--compare or --scenario", 2)
     if args.compare:
         from hookline.supervisor.cli.bench_compare import compare_command  # noqa: PLC0415  (loads the comparison only when asked for)
 

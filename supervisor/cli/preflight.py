@@ -6,14 +6,13 @@ every process reads at start."""
 from __future__ import annotations
 
 import os
-import socket
 import sys
 from pathlib import Path
 
 from hookline.shared.config import Config, shared_port_problem
-from hookline.shared.config_checks import listen_host_port
 from hookline.shared.errors import ConfigError
 from hookline.shared.process.lifecycle import pid_file, runtime_dir
+from hookline.shared.process.listen_check import unbindable
 from hookline.shared.process.service_lock import held_service_locks
 from hookline.shared.tracing import batch_settings
 
@@ -55,7 +54,7 @@ def service_problems(config: Config) -> list[str]:
             problems.append(f"tracing: {exc} (every process would stop at start)")
     if (reason := shared_port_problem(config)) is not None:
         problems.append(reason)
-    if (reason := _unbindable(config.listen)) is not None:
+    if (reason := unbindable(config.listen)) is not None:
         if running is None:
             problems.append(f"listen: cannot listen on {config.listen}: {reason}")
         else:  # checking a new configuration before restarting the running service
@@ -87,23 +86,4 @@ def _unwritable(folder: Path) -> str | None:
         return f"{existing} is not a folder"
     if not os.access(existing, os.W_OK | os.X_OK):
         return f"{existing} is not writable by this user"
-    return None
-
-
-def _unbindable(listen: str) -> str | None:
-    """Why `listen` (HOST:PORT) cannot be bound, as ingest binds it (SO_REUSEADDR), or None."""
-    host, port = listen_host_port(listen)
-    try:
-        addresses = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM,
-                                       flags=socket.AI_PASSIVE)
-    except OSError as exc:
-        return f"cannot resolve {host!r} ({exc})"
-    for family, kind, proto, _, address in addresses:
-        with socket.socket(family, kind, proto) as sock:
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            try:
-                sock.bind(address)
-            except OSError as exc:
-                return (f"{exc.strerror or exc} (another process holds it, or the address "
-                        "is not on this host)")
     return None

@@ -256,7 +256,9 @@ def test_two_ingest_processes_share_the_port_and_one_killed_is_respawned(tmp_pat
     """`ingest_processes = 2`: slots `ingest` and `ingest-2` listen on the one port, the
     kernel spreads new connections over both (each accepts events), a SIGKILLed one is
     respawned while the other keeps accepting, and every event is delivered once."""
-    svc = Service(tmp_path, "ok", workers=1, settings={"ingest_processes": 2})
+    svc = Service(tmp_path, "ok", workers=1, settings={
+        "ingest_processes": 2, "retention_interval_s": 0.3, "maintenance_interval_s": 0.3,
+        "log_level": "debug"})
     try:
         # Every slot listening or claiming (the first ingest alone already answers /readyz).
         wait_until(lambda: svc.log("supervisor_ready"), 15, "every child ready")
@@ -276,9 +278,34 @@ def test_two_ingest_processes_share_the_port_and_one_killed_is_respawned(tmp_pat
         wait_until(lambda: _statuses(svc) == {"done": 60}, 20, "every event delivered")
         _, processes = svc.get("/v1/admin/processes")
         assert processes["children"]["ingest"] == {"wanted": 2, "alive": 2}
+        # Every process checkpoints (its own /healthz view of the WAL); one purges.
+        wait_until(lambda: {r["process"] for r in svc.log("wal_checkpoint")}
+                   == {"ingest", "ingest-2"}, 10, "a maintenance round in each")
+        assert {r["process"] for r in svc.log("retention_purged")} == {"ingest"}
     finally:
         svc.close()
     assert svc.proc.returncode == 0
+
+
+def test_several_ingest_processes_refuse_a_port_another_process_shares(tmp_path: Path):
+    """A port another process listens on with SO_REUSEPORT would let it take a share of the
+    events: serve stops before starting anything (exit 3, naming the address)."""
+    squatter = socket.socket()
+    squatter.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+    squatter.bind(("127.0.0.1", 0))
+    squatter.listen()
+    port = squatter.getsockname()[1]
+    out = tmp_path / "serve.out"
+    proc = start_cli(["--db", str(tmp_path / "s.db"), "serve", "--ingest-processes", "2",
+                      "--listen", f"127.0.0.1:{port}"], out)
+    try:
+        code = proc.wait(20)
+    finally:
+        squatter.close()
+        if proc.poll() is None:  # it started after all: stop it, then fail
+            stop(proc)
+    assert code == 3, out.read_text()[-2000:]
+    assert f"cannot listen on 127.0.0.1:{port}" in out.read_text()
 
 
 def test_several_ingest_processes_need_a_fixed_port(tmp_path: Path):
