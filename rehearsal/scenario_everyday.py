@@ -1,16 +1,19 @@
 """`hookline bench --scenario everyday`: what an event and a delivery cost at steady rates,
 against the same run's flat-out figures (issue #33, target 1).
 
-Each round runs `hookline bench` (rehearsal/bench.py) once flat out (destinations paused,
-then delivery from the backlog; loaded by wrk when installed, for about `events` at 15,000/s
-and at least 3 s, as a plain flat-out `hookline bench` is, else by the Python generator with
-exactly `events`) and once at each
-steady rate (`rate_per_s x phase_s` events from the Python generator, delivering while they
-arrive), each on a fresh database and service; then, once per round, the same steady
-workload at TARGET_RATE_PER_S through hookline and through Huey (`hookline bench --compare`'s
-systems, rehearsal/compare/; hookline on SQLite there, whatever the backend). Per run:
+Each round runs `hookline bench` (rehearsal/bench.py), each run on a fresh database and
+service:
+* once flat out: destinations paused, then delivery from the backlog; loaded by wrk when
+  installed, for about `events` at 15,000/s and at least 3 s, as a plain flat-out
+  `hookline bench` is, else by the Python generator with exactly `events`;
+* once at each steady rate: `rate_per_s x phase_s` events from the Python generator,
+  delivering while they arrive;
+* then the same steady workload at TARGET_RATE_PER_S through hookline and through Huey
+  (`hookline bench --compare`'s systems, rehearsal/compare/; hookline on SQLite there,
+  whatever the backend).
 
-* ingest CPU per accepted event (ms): the ingest process's CPU over the run / events;
+Per run:
+* ingest CPU per accepted event (ms): the ingest processes' CPU over the run / events;
 * workers' CPU per delivery (ms): every worker process's CPU / deliveries;
 * service cores: (supervisor + ingest + workers, and a bench PostgreSQL server's) CPU
   seconds, from the load's start to the last delivery, over the seconds the load lasted
@@ -19,8 +22,8 @@ systems, rehearsal/compare/; hookline on SQLite there, whatever the backend). Pe
 
 Each steady figure is divided by the flat-out figure of its own round; the result holds every
 round and the median of each figure and ratio. Targets (checks): ingest and workers at most
-COST_RATIO_LIMIT times their flat-out cost at every rate, the service under
-SERVICE_CORES_LIMIT of a core at TARGET_RATE_PER_S, its p99 at most P99_LIMIT_MS, and Huey's CPU per
+COST_RATIO_LIMIT times their flat-out cost at every rate; at TARGET_RATE_PER_S, the service
+under SERVICE_CORES_LIMIT of a core with its p99 at most P99_LIMIT_MS, and Huey's CPU per
 delivery at least HUEY_CPU_RATIO times hookline's in the compare run.
 """
 
