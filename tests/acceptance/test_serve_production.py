@@ -276,8 +276,9 @@ def test_two_ingest_processes_share_the_port_and_one_killed_is_respawned(tmp_pat
         wait_until(lambda: len(svc.log("child_started", slot="ingest-2")) == 2, 15,
                    "ingest-2 respawned")
         wait_until(lambda: _statuses(svc) == {"done": 60}, 20, "every event delivered")
-        _, processes = svc.get("/v1/admin/processes")
-        assert processes["children"]["ingest"] == {"wanted": 2, "alive": 2}
+        # The supervisor's snapshot (what /v1/admin/processes reads) follows within seconds.
+        wait_until(lambda: svc.get("/v1/admin/processes")[1].get("children", {}).get("ingest")
+                   == {"wanted": 2, "alive": 2}, 10, "both ingest processes counted alive")
         # Every process checkpoints (its own /healthz view of the WAL); one purges.
         wait_until(lambda: {r["process"] for r in svc.log("wal_checkpoint")}
                    == {"ingest", "ingest-2"}, 10, "a maintenance round in each")
