@@ -17,6 +17,7 @@ import sys
 import time
 import urllib.error
 import urllib.request
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -254,8 +255,10 @@ def test_child_that_cannot_boot_stops_the_service(tmp_path: Path):
 
 def test_two_ingest_processes_share_the_port_and_one_killed_is_respawned(tmp_path: Path):
     """`ingest_processes = 2`: slots `ingest` and `ingest-2` listen on the one port, the
-    kernel spreads new connections over both (each accepts events), a SIGKILLed one is
-    respawned while the other keeps accepting, and every event is delivered once."""
+    kernel spreads new connections over both (each accepts events); `ingest-2` SIGKILLed
+    while 8 clients post: every event answered 202 is stored (a client may see a reset,
+    never a 202 for an event not committed), the other process keeps accepting, the killed
+    one is respawned, and every stored event is delivered."""
     svc = Service(tmp_path, "ok", workers=1, settings={
         "ingest_processes": 2, "retention_interval_s": 0.3, "maintenance_interval_s": 0.3,
         "log_level": "debug"})
@@ -269,13 +272,27 @@ def test_two_ingest_processes_share_the_port_and_one_killed_is_respawned(tmp_pat
         accepted_by = {r["process"] for r in svc.log("event_accepted")}
         assert accepted_by == {"ingest", "ingest-2"}
         second = status["slots"]["ingest-2"]["pid"]
-        os.kill(second, signal.SIGKILL)
+        answered: list[int] = []  # event ids answered 202 while the kill lands
+
+        def post(n: int) -> None:
+            try:
+                answered.append(svc.post_event(f"under-kill-{n}")["event_id"])
+            except OSError:  # a reset or refused connection: not accepted, as far as it knows
+                pass
+
+        with ThreadPoolExecutor(8) as pool:
+            for n in range(200):
+                pool.submit(post, n)
+                if n == 60:
+                    os.kill(second, signal.SIGKILL)
         wait_until(lambda: svc.log("child_exited", child_pid=second), 10, "the kill reaped")
         for n in range(20):
             svc.post_event(f"after-kill-{n}")
         wait_until(lambda: len(svc.log("child_started", slot="ingest-2")) == 2, 15,
                    "ingest-2 respawned")
-        wait_until(lambda: _statuses(svc) == {"done": 60}, 20, "every event delivered")
+        stored = _event_ids(svc)
+        assert set(answered) <= stored and len(answered) >= 100, len(answered)
+        wait_until(lambda: _statuses(svc) == {"done": len(stored)}, 20, "every event delivered")
         # The supervisor's snapshot (what /v1/admin/processes reads) follows within seconds.
         wait_until(lambda: svc.get("/v1/admin/processes")[1].get("children", {}).get("ingest")
                    == {"wanted": 2, "alive": 2}, 10, "both ingest processes counted alive")
@@ -328,3 +345,10 @@ def _statuses(svc: Service) -> dict[str, int]:
     for job in json.loads(listed.stdout):
         counts[job["status"]] = counts.get(job["status"], 0) + 1
     return counts
+
+
+def _event_ids(svc: Service) -> set[int]:
+    """The ids of every stored event (one job each here)."""
+    listed = hookline("jobs", "--json", "--limit", "10000", env=svc.env)
+    assert listed.returncode == 0, listed.stderr
+    return {job["event_id"] for job in json.loads(listed.stdout)}
