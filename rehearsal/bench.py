@@ -52,7 +52,9 @@ from hookline.rehearsal.harness import (
     stop_process,
     wait_healthy,
 )
+from hookline.shared.config import Config
 from hookline.shared.db_url import is_postgres_url
+from hookline.shared.process.lifecycle import ready_path
 from hookline.shared.process.spawn import child_import_env
 from hookline.shared.signing import generate_secret
 from hookline.shared.store import open_store
@@ -400,7 +402,8 @@ def service_process(db: str, work: Path, env: dict[str, str], *, workers: int,
 def _wait_ingest_listening(runtime: Path, processes: int, timeout_s: float = 15.0) -> None:
     """Wait until each of `processes` ingest slots (`ingest`, `ingest-2`, ...) has left its
     readiness marker in `runtime` (it listens). Raises TimeoutError after `timeout_s`."""
-    markers = [runtime / f"{ingest_slot(n)}.ready" for n in range(1, processes + 1)]
+    config = Config(runtime_dir=str(runtime))
+    markers = [ready_path(config, ingest_slot(n)) for n in range(1, processes + 1)]
     deadline = time.monotonic() + timeout_s
     while not all(marker.exists() for marker in markers):
         if time.monotonic() > deadline:

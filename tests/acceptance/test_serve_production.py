@@ -17,6 +17,7 @@ import sys
 import time
 import urllib.error
 import urllib.request
+from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -91,7 +92,8 @@ class Service:
             return json.loads(resp.read())
 
     def jobs(self) -> list[dict[str, Any]]:
-        listed = hookline("jobs", "--json", env=self.env)
+        """Every job (`hookline jobs` lists 50 unless told otherwise)."""
+        listed = hookline("jobs", "--json", "--limit", "10000", env=self.env)
         assert listed.returncode == 0, listed.stderr
         return json.loads(listed.stdout)
 
@@ -290,9 +292,10 @@ def test_two_ingest_processes_share_the_port_and_one_killed_is_respawned(tmp_pat
             svc.post_event(f"after-kill-{n}")
         wait_until(lambda: len(svc.log("child_started", slot="ingest-2")) == 2, 15,
                    "ingest-2 respawned")
-        stored = _event_ids(svc)
+        stored = {job["event_id"] for job in svc.jobs()}
         assert set(answered) <= stored and len(answered) >= 100, len(answered)
-        wait_until(lambda: _statuses(svc) == {"done": len(stored)}, 20, "every event delivered")
+        wait_until(lambda: Counter(j["status"] for j in svc.jobs()) == {"done": len(stored)},
+                   20, "every event delivered")
         # The supervisor's snapshot (what /v1/admin/processes reads) follows within seconds.
         wait_until(lambda: svc.get("/v1/admin/processes")[1].get("children", {}).get("ingest")
                    == {"wanted": 2, "alive": 2}, 10, "both ingest processes counted alive")
@@ -335,20 +338,3 @@ def test_several_ingest_processes_need_a_fixed_port(tmp_path: Path):
         done = hookline(*args, env=env)
         assert done.returncode == 2, done.stderr
         assert "ingest_processes = 3 needs a fixed port in listen" in done.stderr
-
-
-def _statuses(svc: Service) -> dict[str, int]:
-    """Job status -> how many jobs have it (all of them: `hookline jobs` lists 50 by default)."""
-    listed = hookline("jobs", "--json", "--limit", "10000", env=svc.env)
-    assert listed.returncode == 0, listed.stderr
-    counts: dict[str, int] = {}
-    for job in json.loads(listed.stdout):
-        counts[job["status"]] = counts.get(job["status"], 0) + 1
-    return counts
-
-
-def _event_ids(svc: Service) -> set[int]:
-    """The ids of every stored event (one job each here)."""
-    listed = hookline("jobs", "--json", "--limit", "10000", env=svc.env)
-    assert listed.returncode == 0, listed.stderr
-    return {job["event_id"] for job in json.loads(listed.stdout)}
