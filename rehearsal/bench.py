@@ -584,7 +584,8 @@ def print_report(result: dict[str, Any]) -> None:
     print(f"load generator: {result.get('load_generator', ing.get('tool', 'python'))}")
     print(f"ingest ({mode}, load by {ing.get('tool', 'python')}): "
           f"{ing['events_per_s']} events/s accepted, latency ms "
-          f"{_pairs(ing['latency_ms'])}, accepted {ing['accepted']}, cpu s {_pairs(ing['cpu_s'])}")
+          f"{_pairs(ing['latency_ms'])}, accepted {ing['accepted']}, cpu s {_pairs(ing['cpu_s'])}"
+          + (f", load generator {ing['generator_cpu_s']}" if "generator_cpu_s" in ing else ""))
     if "ceiling" in result:
         versus = result["ingest_vs_bare_aiohttp"]
         print(f"ceiling (bare aiohttp, same load): {result['ceiling']['events_per_s']} "
