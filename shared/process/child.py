@@ -54,6 +54,7 @@ from hookline.shared.process.lifecycle import (
     ready_path,
     runtime_dir,
     shorten_gil_switch_interval,
+    tune_garbage_collector,
     watch_parent,
 )
 from hookline.shared.process.metrics_file import (
@@ -235,6 +236,7 @@ def run_child(config: Config, slot: str,
         get_logger().error("boot_failed", reason=str(exc))
         return BOOT_ERROR_EXIT
     shorten_gil_switch_interval()
+    tune_garbage_collector()
     log = get_logger()
     boot = BootState()
     try:

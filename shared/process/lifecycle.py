@@ -10,6 +10,7 @@ imports the supervisor, so a child can be run on its own (for tests, or under an
 from __future__ import annotations
 
 import asyncio
+import gc
 import json
 import os
 import signal
@@ -226,6 +227,27 @@ def shorten_gil_switch_interval() -> None:
     and every other process then waits that long for the lock too.
     """
     sys.setswitchinterval(GIL_SWITCH_INTERVAL_S)
+
+
+GC_YOUNG_THRESHOLD = 10_000
+"""Container allocations (net of frees) between two young-generation collections; Python's
+default is 700."""
+
+
+def tune_garbage_collector() -> None:
+    """Make Python's cycle collector cheap for a long-running service process.
+
+    Measured at a steady 1,000 events/s (`hookline bench --rate 1000`): with Python's defaults
+    a worker ran about 1,400 young, 130 middle and 12 full collections in 15 s, 11 % of its
+    CPU, each full one a 40 ms pause of its event loop (46,000 objects, nearly all of them
+    modules, classes and functions loaded at boot), and they found almost nothing to free.
+    `gc.freeze()` moves what boot loaded out of every later collection, and a larger young
+    threshold makes collections rare; cycles are still collected, later. Call once, after
+    the imports, before the main coroutine starts.
+    """
+    gc.freeze()
+    _, middle, oldest = gc.get_threshold()
+    gc.set_threshold(GC_YOUNG_THRESHOLD, middle, oldest)
 
 
 def read_status(path: Path) -> dict[str, Any] | None:
