@@ -27,6 +27,12 @@ from hookline.shared.policy.rules import RetentionAges
 from hookline.shared.process.lifecycle import stopped_within
 from hookline.shared.store import Store
 
+RETENTION_FIRST_ROUND_S = 60.0
+"""Seconds from ingest's start to its first retention round (the interval, if shorter). Not a
+whole interval: an ingest restarted more often than `retention_interval_s` (deploys, a crash
+loop while another ingest process keeps serving) would otherwise never purge, and the
+database would grow without a word. Not at once: a restart's recovery comes first."""
+
 WAL_WATCH_INTERVAL_S = 1.0
 """How often the `-wal` file's size is looked at between rounds, seconds (one stat)."""
 
@@ -79,7 +85,8 @@ async def run_retention(store: Store, config: Config, stop: asyncio.Event) -> No
     """Every `retention_interval_s`, purge by age (see :meth:`hookline.shared.store.Store.purge`):
     bodies of finished events older than `retention_bodies_s`, finished jobs and attempts
     older than `retention_metadata_s` (dead ones: `retention_dead_letters_s`, unset = the
-    same), dedupe keys older than `retention_dedupe_s`.
+    same), dedupe keys older than `retention_dedupe_s`. The first round runs
+    RETENTION_FIRST_ROUND_S after the start (or the interval, if shorter).
 
     Logs `retention_purged` with the counts; a failed round is logged and retried next
     interval. Returns at once when `retention_interval_s` is 0 (off).
@@ -90,9 +97,11 @@ async def run_retention(store: Store, config: Config, stop: asyncio.Event) -> No
     ages = RetentionAges(config.retention_bodies_s, config.retention_metadata_s,
                          config.retention_dedupe_s,  # ordered: Config checked them
                          config.retention_dead_letters_s)
+    wait_s = min(RETENTION_FIRST_ROUND_S, config.retention_interval_s)
     while not stop.is_set():
-        if await stopped_within(stop, config.retention_interval_s):
+        if await stopped_within(stop, wait_s):
             return
+        wait_s = config.retention_interval_s
         try:
             # Ages count back from the store's time, which the rows were written with: a
             # wall-clock step must not make an event look an hour older than it is.
