@@ -15,7 +15,8 @@ from hookline.rehearsal import loadgen
 
 async def test_every_event_is_posted_once_and_each_answer_is_counted(monkeypatch):
     """Each of 40 events arrives once, whole, with the token; every fifth is answered 503 with
-    `Connection: close` (the generator reopens), and only 2xx answers get an accept time."""
+    `Connection: close` (the generator reopens), a few 204 without a body (read as none),
+    and only 2xx answers get an accept time."""
     monkeypatch.setenv("HOOKLINE_INGEST_TOKEN", "tok-1")
     seen: list[dict[str, object]] = []
 
@@ -28,6 +29,8 @@ async def test_every_event_is_posted_once_and_each_answer_is_counted(monkeypatch
         if index % 5 == 0:
             return web.json_response({"error": "busy"}, status=503,
                                      headers={"Connection": "close"})
+        if index % 7 == 3:
+            return web.Response(status=204)  # no body and no Content-Length
         return web.json_response({"accepted": True}, status=202)
 
     app = web.Application()
@@ -39,7 +42,7 @@ async def test_every_event_is_posted_once_and_each_answer_is_counted(monkeypatch
                                     accepted_at=accepted_at, tenant="acme")
     assert sorted(str(body["id"]) for body in seen) == sorted(f"bench-r1-{i}" for i in range(40))
     assert all(body["tenant"] == "acme" for body in seen)
-    assert figures["statuses"] == {"202": 32, "503": 8}
+    assert figures["statuses"] == {"202": 27, "204": 5, "503": 8}
     assert [at is None for at in accepted_at] == [i % 5 == 0 for i in range(40)]
     assert isinstance(figures["generator_cpu_s"], float)
     assert json.loads(json.dumps(figures)) == figures  # printed as one JSON line
