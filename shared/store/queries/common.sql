@@ -211,8 +211,17 @@ ON CONFLICT (id) DO UPDATE SET name = COALESCE(:name, tenants.name),
     metadata = COALESCE(:metadata, tenants.metadata),
     max_destinations = CASE WHEN :clear_max THEN NULL
                             ELSE COALESCE(:max_destinations, tenants.max_destinations) END,
-    disabled = COALESCE(:disabled, tenants.disabled), updated_at = :now
+    disabled = COALESCE(:disabled, tenants.disabled),
+    -- disabling revokes every token (a new random epoch): enabling again must not bring a
+    -- leaked portal link back
+    token_epoch = CASE WHEN :disabled AND NOT tenants.disabled THEN :epoch
+                       ELSE tenants.token_epoch END,
+    updated_at = :now
 RETURNING *
+
+-- tenant_history: whether events of a tenant id are stored (a deleted tenant's stay until
+-- retention purges them; their jobs and attempts go with them)
+SELECT EXISTS (SELECT 1 FROM events WHERE tenant_id = :id) AS kept
 
 -- list_tenants: tenants after :after in id order (keyset paging), optionally those whose id
 -- starts with :prefix

@@ -52,9 +52,11 @@ UNION ALL
     (SELECT d.filter FROM destinations d WHERE d.id = s.destination_id), NULL
  FROM destination_subscriptions s LIMIT :limit)
 
--- create_tenants: the tenants of :id that do not exist yet, with defaults
+-- create_tenants: the tenants of :id that do not exist yet, with defaults; never the id of a
+-- deleted tenant whose events are still stored (tenant_history)
 INSERT INTO tenants (id, created_at, updated_at)
 SELECT t.id, hookline_now(:test_now_s), hookline_now(:test_now_s) FROM unnest(:id::text[]) AS t (id)
+WHERE NOT EXISTS (SELECT 1 FROM events e WHERE e.tenant_id = t.id)
 ON CONFLICT (id) DO NOTHING
 
 -- insert_jobs: the delivery jobs of a batch of events, one per (event id, destination id)

@@ -48,9 +48,11 @@ SELECT * FROM (
         (SELECT d.filter FROM destinations d WHERE d.id = s.destination_id), NULL
     FROM destination_subscriptions s LIMIT :limit)
 
--- create_tenants: the tenants of :tenants that do not exist yet, with defaults
+-- create_tenants: the tenants of :tenants that do not exist yet, with defaults; never the id
+-- of a deleted tenant whose events are still stored (tenant_history)
 INSERT INTO tenants (id, created_at, updated_at)
-SELECT json_extract(value, '$[0]'), :now, :now FROM json_each(:tenants) WHERE true
+SELECT json_extract(value, '$[0]'), :now, :now FROM json_each(:tenants)
+WHERE NOT EXISTS (SELECT 1 FROM events e WHERE e.tenant_id = json_extract(value, '$[0]'))
 ON CONFLICT (id) DO NOTHING
 
 -- insert_jobs: one delivery job, due now (the store runs it for every [event id, destination
