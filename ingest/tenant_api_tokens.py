@@ -16,7 +16,7 @@ from __future__ import annotations
 from aiohttp import web
 
 from hookline.ingest.admin_api import guarded, json_body
-from hookline.ingest.app_state import request_store
+from hookline.ingest.app_state import app_config, request_store
 from hookline.ingest.http_common import requester
 from hookline.shared.logs import get_logger
 from hookline.shared.policy.inputs import refuse_unknown
@@ -46,8 +46,10 @@ async def mint_token(request: web.Request) -> web.Response:
     get_logger().info("tenant_token_minted", tenant=tenant, expires_at=claims.expires_at,
                       capabilities=list(capabilities), read_only=read_only,
                       **requester(request))
-    return web.json_response(issued_view(token, claims, f"{request.scheme}://{request.host}"),
-                             status=201, headers=NO_STORE)
+    # public_url when set: behind a TLS-terminating proxy the request's own scheme is http.
+    base_url = app_config(request.app).public_url or f"{request.scheme}://{request.host}"
+    return web.json_response(issued_view(token, claims, base_url), status=201,
+                             headers=NO_STORE)
 
 
 async def revoke_tokens(request: web.Request) -> web.Response:

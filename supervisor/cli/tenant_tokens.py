@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from hookline.shared import config_checks as checks
 from hookline.shared.config import Config
 from hookline.shared.errors import ConfigError, InvalidSetting
 from hookline.shared.logs import get_logger
@@ -48,7 +49,7 @@ def add_actions(group: Any) -> None:
                             f"{', '.join(CAPABILITIES)})")
     token.add_argument("--base-url", metavar="URL",
                        help="the address tenants reach ingest at, for the portal URL "
-                            "(default: http:// + the listen setting)")
+                            "(default: the public_url setting, else http:// + listen)")
     token.add_argument("--json", action="store_true")
     token.set_defaults(handler=async_command(token_cmd))
 
@@ -74,12 +75,15 @@ async def token_cmd(config: Config, args: argparse.Namespace) -> int:
     """`hookline tenants token ID [--ttl 1h] [--read-only] [--capability C ...]`."""
     tenant = tenant_id(args.id, field="id", reserved_ok=True)  # usage errors exit 2 first
     ttl_s = ttl_flag(args.ttl)
+    if args.base_url is not None:
+        checks.base_url("base_url", args.base_url)
     capabilities, read_only = grant(args.capability, args.read_only or None)
     token, claims = await with_store(config, lambda s: issue(
         s, tenant, ttl_s=ttl_s, capabilities=capabilities, read_only=read_only))
     get_logger().info("tenant_token_minted", tenant=tenant, expires_at=claims.expires_at,
                       capabilities=list(capabilities), read_only=read_only, **operator())
-    view = issued_view(token, claims, args.base_url or f"http://{config.listen}")
+    view = issued_view(token, claims,
+                       args.base_url or config.public_url or f"http://{config.listen}")
     if args.json:
         print_json(view)
     else:

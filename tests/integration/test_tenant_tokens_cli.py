@@ -58,3 +58,36 @@ def test_cli_refuses_bad_input_and_unknown_tenants(tmp_path, capsys):
     assert hookline_main(["--db", db, "tenants", "token", "nobody"]) == 1
     assert "no tenant 'nobody'" in capsys.readouterr().err
     assert hookline_main(["--db", db, "tenants", "revoke-tokens", "nobody"]) == 1
+
+
+def test_the_portal_url_is_under_public_url_and_a_bad_base_url_exits_2(tmp_path, capsys,
+                                                                      monkeypatch):
+    """Without --base-url the link is under the public_url setting (behind a TLS proxy the
+    listen address would be http://); a --base-url that is not an http(s) URL exits 2."""
+    db = str(tmp_path / "t.db")
+    assert hookline_main(["--db", db, "init"]) == 0
+    assert hookline_main(["--db", db, "tenants", "put", "acme"]) == 0
+    capsys.readouterr()
+    monkeypatch.setenv("HOOKLINE_PUBLIC_URL", "https://hooks.example.com/base")
+    assert hookline_main(["--db", db, "tenants", "token", "acme", "--json"]) == 0
+    issued = json.loads(capsys.readouterr().out)
+    assert issued["portal_url"] == (
+        f"https://hooks.example.com/base/portal/#token={issued['token']}")
+    assert hookline_main(["--db", db, "tenants", "token", "acme",
+                          "--base-url", "javascript:alert(1)//"]) == 2
+    assert "base_url" in capsys.readouterr().err
+
+
+async def test_the_api_builds_the_portal_url_from_public_url_not_the_host_header(
+        real_store: Store):
+    """Behind a proxy, ingest sees http and whatever Host the request carried: with
+    public_url set, the minted link is under it."""
+    await real_store.put_tenant("acme", TenantFields())
+    config = Config(admin_token="admin", public_url="https://hooks.example.com")
+    async with TestClient(TestServer(build_app(real_store, config), host="127.0.0.1")) as client:
+        async with client.post("/v1/admin/tenants/acme/tokens", json={"ttl_s": 60},
+                               headers={"Authorization": "Bearer admin",
+                                        "Host": "evil.example"}) as resp:
+            answer: Any = await resp.json()
+            assert resp.status == 201, answer
+    assert answer["portal_url"] == f"https://hooks.example.com/portal/#token={answer['token']}"
