@@ -52,7 +52,12 @@ from hookline.ingest.app_state import app_config, request_reader, request_store
 from hookline.ingest.auth import ADMIN_SETTING, check_bearer
 from hookline.ingest.http_common import acting, bounded_body, error_response
 from hookline.ingest.subscription_check import subscription_warnings
-from hookline.ingest.tenant_scope import TENANT_PARAM, existing_tenant_filter, request_tenant
+from hookline.ingest.tenant_scope import (
+    TENANT_PARAM,
+    existing_tenant_filter,
+    refuse_metadata_filter,
+    request_tenant,
+)
 from hookline.shared.catalogue import SubscriptionRefused
 from hookline.shared.errors import ConfigError, Conflict, DestinationBlocked, InvalidInput, NotFound
 from hookline.shared.logs import get_logger
@@ -184,6 +189,7 @@ async def add_destination(request: web.Request) -> web.Response:
     tenant = await request_tenant(request, body)
     fields = {k: v for k, v in body.items() if k != TENANT_PARAM}
     new = rules.destination_fields(fields, generated_secret=generate_secret())
+    refuse_metadata_filter(request, new.filter)
     warnings = await subscription_warnings(request, new.event_types)
     await vet_destination(new.url, app_config(request.app).address_policy)
     store = request_store(request)
@@ -216,6 +222,7 @@ async def update_destination(request: web.Request) -> web.Response:
     name = request.match_info["name"]
     tenant = await request_tenant(request)
     checked = rules.destination_changes(changes)  # every field, before the address is resolved
+    refuse_metadata_filter(request, checked.get("filter"))
     warnings: list[str] = []
     if "event_types" in changes:
         before = await request_store(request).get_destination(name, tenant=tenant)

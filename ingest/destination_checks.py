@@ -17,10 +17,10 @@ from aiohttp import web
 from hookline.ingest.admin_api import guarded, json_body
 from hookline.ingest.app_state import app_config, request_store
 from hookline.ingest.http_common import requester
-from hookline.ingest.tenant_scope import request_tenant
+from hookline.ingest.tenant_scope import refuse_metadata_filter, request_tenant
 from hookline.shared.errors import InvalidInput
 from hookline.shared.logs import get_logger
-from hookline.shared.policy import inputs
+from hookline.shared.policy import filters, inputs
 from hookline.shared.policy.filters import FIELD as FILTER_FIELD
 from hookline.shared.store.delivery_probe import (
     CLAIM_ALLOWANCE_S,
@@ -49,6 +49,8 @@ async def filter_test(request: web.Request) -> web.Response:
     name, tenant = request.match_info["name"], await request_tenant(request)
     store = request_store(request)
     given = FILTER_FIELD in body
+    if given:
+        refuse_metadata_filter(request, filters.check_filter(body[FILTER_FIELD]))
     found = await store.filter_test(name, tenant=tenant, filter=body.get(FILTER_FIELD),
                                     use_stored=not given, last=last)
     used = body.get(FILTER_FIELD) if given else (

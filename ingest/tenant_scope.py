@@ -14,6 +14,7 @@ from aiohttp import web
 from hookline.ingest.app_state import request_claims, request_store
 from hookline.shared.errors import InvalidInput
 from hookline.shared.models import DEFAULT_TENANT
+from hookline.shared.policy import filters
 from hookline.shared.tenant_models import tenant_id
 
 TENANT_PARAM = "tenant"
@@ -78,3 +79,18 @@ def _token_tenant(request: web.Request, body: dict[str, Any] | None, tenant: str
         raise InvalidInput(TENANT_PARAM, "a tenant token acts for its own tenant only; "
                                          "remove `tenant`")
     return tenant
+
+
+def refuse_metadata_filter(request: web.Request, value: Any) -> None:
+    """On a tenant API request, refuse a (checked) payload filter that tests the tenant's
+    metadata: it is the operator's, and which events a filter lets through would spell it out
+    (a `$startsWith` at a time). The operator's own routes may.
+
+    Raises:
+        InvalidInput("filter"): a tenant token's filter tests `tenant.metadata` or `tenant`.
+    """
+    if (request_claims(request) is not None and isinstance(value, dict) and value
+            and filters.reads_tenant_metadata(value)):
+        raise InvalidInput(filters.FIELD, "a tenant token's filter cannot test `tenant` or "
+                                          "`tenant.metadata` (the metadata is the "
+                                          "operator's); test data, type, source or tenant.id")

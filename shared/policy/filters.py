@@ -103,6 +103,16 @@ def check_filter(value: Any) -> dict[str, Any] | None:
     return value
 
 
+def reads_tenant_metadata(value: Mapping[str, Any]) -> bool:
+    """Whether a checked filter compares anything of the tenant's metadata: a path under
+    `tenant.metadata`, or `tenant` itself (the whole object, metadata included). The
+    metadata is the operator's: a filter a tenant gives must not test it, or its answers
+    (which events match) would spell the values out."""
+    compiler = _Compiler()
+    compiler.node(dict(value), ())
+    return any(path[:1] == ("tenant",) and path[1:2] != ("id",) for path in compiler.tested)
+
+
 def compile_filter(value: Mapping[str, Any]) -> CompiledFilter:
     """A checked filter as a predicate over an event's document (see the module docstring).
 
@@ -191,6 +201,7 @@ class _Compiler:
 
     def __init__(self) -> None:
         self.roots: set[str] = set()
+        self.tested: set[_Path] = set()  # the paths a value is compared at
         self.clauses = 0
         self._depth = 0
 
@@ -211,6 +222,7 @@ class _Compiler:
             if not path:
                 raise _bad(f"must be a JSON object, not {json_kind(spec)}")
             self._count(path)
+            self.tested.add(path)
             return _on(path, _equal_test(spec))
         finally:
             self._depth -= 1
@@ -271,6 +283,7 @@ class _Compiler:
                 raise _bad(f"{where} takes a filter object, not {json_kind(operand)}")
             inner = self.node(operand, path)
             return lambda doc: not inner(doc)
+        self.tested.add(path)
         return _on(path, _value_test(op, operand, where))
 
 

@@ -291,3 +291,38 @@ def test_token_claims_carry_no_secret():
     claims = verify_signature(b"k" * 32, token)
     assert claims.encode() == {"tenant": "acme", "epoch": 7, "exp": 1_900_000_000,
                                "capabilities": ["view"], "read_only": True}
+
+
+async def test_a_tenant_filter_cannot_test_the_operators_metadata(client, real_store):
+    """The tenant's metadata is the operator's: a filter given with a tenant token that
+    tests `tenant.metadata` (or the whole `tenant` object) is refused on filter-test, create
+    and edit (else which events match would spell the values out, a `$startsWith` at a
+    time); `tenant.id` and the event's own fields are fine; the operator's routes may."""
+    tenant = await _tenant(real_store, "globex", "billing")
+    await real_store.put_tenant("globex", TenantFields(metadata='{"note":"churn-risk"}'))
+    bearer = {"Authorization": f"Bearer {await _mint(client, 'globex')}"}
+    base = "/v1/tenant/destinations"
+    guesses = ({"tenant.metadata.note": {"$startsWith": "c"}},
+               {"tenant": {"metadata": {"note": {"$exist": True}}}},
+               {"tenant": {"$eq": {"id": "globex", "metadata": {"note": "churn-risk"}}}},
+               {"$not": {"tenant.metadata.note": "x"}})
+    for guess in guesses:
+        for method, path, body in (
+                ("POST", f"{base}/{tenant.name}/filter-test", {"filter": guess}),
+                ("POST", base, {"name": "spy", "url": URL, "event_types": ["*"],
+                                "filter": guess}),
+                ("PATCH", f"{base}/{tenant.name}", {"filter": guess})):
+            async with client.request(method, path, json=body, headers=bearer) as resp:
+                answer = await resp.json()
+                assert (resp.status, answer.get("field")) == (400, "filter"), (path, guess)
+                assert "churn" not in json.dumps(answer)
+    allowed = {"$and": [{"tenant.id": "globex"}, {"type": {"$startsWith": "order."}}]}
+    async with client.post(f"{base}/{tenant.name}/filter-test", json={"filter": allowed},
+                           headers=bearer) as resp:
+        assert resp.status == 200, await resp.text()
+    async with client.post(f"/v1/admin/destinations/{tenant.name}/filter-test?tenant=globex",
+                           json={"filter": guesses[0]}, headers=ADMIN) as resp:
+        answer = await resp.json()
+        assert resp.status == 200 and answer["matched"] == 1, answer
+    assert [d.name for d in await real_store.list_destinations("globex")] == ["billing"]
+    assert (await real_store.get_destination("billing", tenant="globex")).filter is None
