@@ -16,6 +16,8 @@ Refusals (JSON `{"error", "detail"}`; 401s carry `WWW-Authenticate: Bearer`):
                            deleted or disabled
     403 read_only          a read-only token on a route that writes
     403 capability_missing the token lacks the route's capability (`capability` names it)
+    400 invalid_request    the query names a tenant (`?tenant=`, field `tenant`): the
+                           tenant is the token's, on every route
 
 The tenant comes from the token alone; handlers read it with
 :func:`hookline.ingest.app_state.request_tenant` / :func:`~hookline.ingest.app_state.tenant_scope`.
@@ -30,6 +32,8 @@ from aiohttp import hdrs, web
 from hookline.ingest.admin_api import answering_errors
 from hookline.ingest.app_state import TENANT_CLAIMS, request_claims, request_store
 from hookline.ingest.http_common import error_response
+from hookline.ingest.tenant_scope import TENANT_PARAM
+from hookline.shared.errors import InvalidInput
 from hookline.shared.tenant_tokens import (
     CAPABILITIES,
     SIGNING_KEY_PURPOSE,
@@ -57,7 +61,15 @@ def tenant_route(handler: Handler, capability: str, *, writes: bool) -> Handler:
     """
     if capability not in CAPABILITIES:
         raise ValueError(f"unknown capability {capability!r}")
-    answer = answering_errors(handler)
+
+    async def own_tenant_only(request: web.Request) -> web.StreamResponse:
+        # Every route alike: `?tenant=` is refused, not ignored (the tenant is the token's).
+        if TENANT_PARAM in request.query:
+            raise InvalidInput(TENANT_PARAM, "a tenant token acts for its own tenant only; "
+                                             "remove `tenant`")
+        return await handler(request)
+
+    answer = answering_errors(own_tenant_only)
 
     async def wrapped(request: web.Request) -> web.StreamResponse:
         try:

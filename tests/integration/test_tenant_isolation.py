@@ -7,6 +7,8 @@ the document equal to the routes the app registers), through the real ingest app
 Every operation meets every case that applies to it:
     other_tenant   tenant A's full token with tenant B's ids: 404 (a list answers none of
                    B's rows; a body naming a tenant is refused: the tenant is the token's)
+    tenant_param   A's full token with `?tenant=` naming B: 400 (field `tenant`) on every
+                   route, never ignored
     expired        A's token past its expiry (signed with the database's key): 401
     tampered       B's claims under A's signature: 401 token_invalid
     revoked        a token of A minted before `revoke-tokens`: 401 token_revoked
@@ -65,8 +67,8 @@ QUERIES: dict[tuple[str, str], dict[str, str]] = {
     ("GET", "/v1/tenant/destinations/{name}/stats"): {"window_s": "600"},
     ("POST", "/v1/tenant/destinations/{name}/test"): {"wait": "false"},  # no workers here
 }
-CASES = ("other_tenant", "expired", "tampered", "revoked", "disabled", "deleted", "read_only",
-         "lacking", "no_token", "admin_token")
+CASES = ("other_tenant", "tenant_param", "expired", "tampered", "revoked", "disabled",
+         "deleted", "read_only", "lacking", "no_token", "admin_token")
 
 
 def operations(prefix: str, scheme: str) -> list[tuple[str, str]]:
@@ -211,6 +213,10 @@ async def test_every_tenant_route_refuses_every_other_tenant_and_bad_token(clien
                                 b.id, b.name, b.message_id)):
                             failures.append(f"{label} [{case}] {query}: {code} shows B's "
                                             f"rows: {text[:300]}")
+            elif case == "tenant_param":
+                query = {**QUERIES.get((method, template), {}), "tenant": b.id}
+                expect(f"{label} [{case}]", await call(method, template, a, full, query=query),
+                       400, "invalid_request", field="tenant")
             elif case in ("expired", "tampered", "revoked", "disabled", "deleted",
                           "no_token", "admin_token"):
                 token, error = {
