@@ -68,7 +68,8 @@ async def send_test(request: web.Request) -> web.Response:
     `hookline.ping` unless `type`) to this destination alone, delivered as any other (signed,
     retried). Waits for its first attempt (at most the attempt timeout and
     CLAIM_ALLOWANCE_S): 200 with the outcome; 202 with the job's state when it is not done
-    by then, or at once with `?wait=false`."""
+    by then, or at once with `?wait=false` or when the destination is paused (it takes no
+    attempt until resumed)."""
     body = await json_body(request)
     inputs.refuse_unknown(body, ("type",))
     event_type = body.get("type")
@@ -85,7 +86,9 @@ async def send_test(request: web.Request) -> web.Response:
     if not wait:
         return web.json_response(delivery_probe_view(sent), status=202)
     dest = await store.get_destination(name, tenant=tenant)
-    bound_s = (dest.timeout_s or app_config(request.app).attempt_timeout_s) + CLAIM_ALLOWANCE_S
+    # A paused destination takes no attempt until resumed: answer at once (waited_s 0).
+    bound_s = 0.0 if dest.paused else (
+        (dest.timeout_s or app_config(request.app).attempt_timeout_s) + CLAIM_ALLOWANCE_S)
     story, attempt = await first_outcome(store, sent.job_id, tenant, bound_s)
     return web.json_response(delivery_probe_view(sent, story, attempt, bound_s),
                              status=202 if attempt is None else 200)

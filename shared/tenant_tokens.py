@@ -163,8 +163,11 @@ def verify_signature(key: bytes, token: str) -> TokenClaims:
         TokenRefused: `token_invalid`: not a tenant token, signed with another key, or
             tampered with.
     """
-    if len(token) > MAX_TOKEN_CHARS or not token.startswith(PREFIX):
+    if not token.startswith(PREFIX):
         raise TokenRefused("token_invalid", "not a tenant token (they start with hlt_)")
+    if len(token) > MAX_TOKEN_CHARS:
+        raise TokenRefused("token_invalid", f"not a tenant token (they are at most "
+                                            f"{MAX_TOKEN_CHARS} characters)")
     body, dot, signature = token[len(PREFIX):].partition(".")
     try:
         given = _unb64(signature)

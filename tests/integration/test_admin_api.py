@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -244,3 +245,19 @@ async def test_out_of_range_or_mistyped_input_is_400_not_500(client, real_store,
     assert (status, answer["error"]) == (400, "invalid_request"), answer
     [billing] = await real_store.list_destinations()
     assert billing.max_in_flight == 3 and billing.name == "billing"
+
+
+async def test_a_test_delivery_to_a_paused_destination_answers_at_once(client, real_store):
+    """A paused destination takes no attempt until resumed: the test delivery is queued and
+    the answer comes at once (202, attempt null, waited 0 s), not after the attempt timeout
+    (10 s by default) and the claim allowance (2 s)."""
+    await real_store.add_destination(name="p", url="http://127.0.0.1:9/p",
+                                     secret=generate_secret(), event_types=["*"],
+                                     max_in_flight=1)
+    await real_store.set_paused("p", True, reason="maintenance")
+    started = asyncio.get_running_loop().time()
+    async with client.post("/v1/admin/destinations/p/test", json={}, headers=AUTH) as resp:
+        answer = await resp.json()
+    assert resp.status == 202, answer
+    assert (answer["attempt"], answer["waited_s"], answer["job_status"]) == (None, 0.0, "pending")
+    assert asyncio.get_running_loop().time() - started < 6

@@ -55,3 +55,11 @@ def test_verify_refuses_other_keys_tampering_garbage_and_expiry():
     with pytest.raises(TokenRefused) as refused:
         verify(KEY, token, now_s=2_000)
     assert refused.value.code == "token_expired"
+
+
+def test_a_refused_token_is_told_why():
+    """Too long is said as too long (an over-long `hlt_` token was told it lacks the prefix)."""
+    for bad, why in (("Bearer x", "start with hlt_"), ("hlt_" + "A" * 7000, "at most"),
+                     (mint(KEY, CLAIMS) + "A", "does not verify")):
+        with pytest.raises(TokenRefused, match=why):
+            verify(KEY, bad, now_s=0)
