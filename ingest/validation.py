@@ -20,6 +20,7 @@ from hookline.shared.policy.inputs import (
     EVENT_ID_RE,
     EVENT_TYPE_RE,
     MAX_JSON_DEPTH,
+    RESERVED_SOURCE_PREFIX,
     SOURCE_NAME_RE,
     clip,
     json_kind,
@@ -80,8 +81,12 @@ def parse_published(body: bytes, max_body_bytes: int) -> tuple[NewEvent, Any, in
     if version is not None and (isinstance(version, bool) or not isinstance(version, int)
                                 or not 1 <= version <= MAX_SCHEMA_VERSION):
         _fail("schema_version", f"must be a whole number from 1 to {MAX_SCHEMA_VERSION}")
+    source = _token(document, "source", SOURCE_NAME_RE, default=DEFAULT_SOURCE)
+    if source.startswith(RESERVED_SOURCE_PREFIX):
+        _fail("source", f"names starting with {RESERVED_SOURCE_PREFIX!r} are hookline's own "
+                        "(_test, _hookline)")
     return NewEvent(
-        source=_token(document, "source", SOURCE_NAME_RE, default=DEFAULT_SOURCE),
+        source=source,
         source_event_id=_token(document, "id", EVENT_ID_RE),
         type=_event_type(document),
         body=bytes(body),

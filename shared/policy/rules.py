@@ -22,7 +22,12 @@ from hookline.shared.endpoint_models import SOURCE_SCHEMES, SourceScheme
 from hookline.shared.errors import ConfigError, InvalidSetting
 from hookline.shared.policy.filters import check_filter
 from hookline.shared.policy.forwarding import MEANING_HEADERS
-from hookline.shared.policy.inputs import EVENT_TYPE_RE, SOURCE_NAME_RE, refuse_unknown
+from hookline.shared.policy.inputs import (
+    EVENT_TYPE_RE,
+    RESERVED_SOURCE_PREFIX,
+    SOURCE_NAME_RE,
+    refuse_unknown,
+)
 from hookline.shared.signing import secret_key
 from hookline.shared.timeparse import parse_duration
 
@@ -353,6 +358,9 @@ def source_name(value: Any) -> str:
         raise InvalidSetting("name", f"must be 1-64 of A-Z a-z 0-9 _ -, not {value!r}")
     if value in RESERVED_SOURCE_NAMES:
         raise InvalidSetting("name", f"{value!r} is reserved (POST /v1/events uses it)")
+    if value.startswith(RESERVED_SOURCE_PREFIX):
+        raise InvalidSetting("name", f"names starting with {RESERVED_SOURCE_PREFIX!r} are "
+                                     f"hookline's own (_test, _hookline), not {value!r}")
     return value
 
 

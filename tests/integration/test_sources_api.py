@@ -240,6 +240,10 @@ async def test_admin_api_adds_lists_and_removes_sources(client, real_store):
     unknown_scheme = {"name": "x", "scheme": "svn"}
     async with client.post("/v1/admin/sources", headers=ADMIN, json=unknown_scheme) as r:
         assert (r.status, (await r.json())["error"]) == (400, "invalid_request")
+    for reserved in ("api", "_hookline", "_test"):  # hookline's own sources
+        async with client.post("/v1/admin/sources", headers=ADMIN,
+                               json={"name": reserved, "scheme": "token"}) as r:
+            assert (r.status, (await r.json())["field"]) == (400, "name"), reserved
     async with client.get("/v1/admin/sources", headers=ADMIN) as r:
         listed = await r.json()
     assert [s["name"] for s in listed] == ["gh", "stripe", "std", "tk"]

@@ -148,6 +148,15 @@ def test_source_rules(value: object):
     assert rejected(envelope(source=value)).field == "source"
 
 
+@pytest.mark.parametrize("value", ["_test", "_hookline", "_mine"])
+def test_sources_hookline_makes_itself_are_reserved(value: str):
+    """A publisher cannot post as hookline's own sources (tenants would see its event as a
+    test delivery or an operational event); a `_` inside a name is fine."""
+    error = rejected(envelope(source=value))
+    assert error.field == "source" and "hookline's own" in str(error)
+    assert parse_event(envelope(source="my_app"), LIMIT).source == "my_app"
+
+
 def test_nesting_up_to_the_limit_is_accepted():
     """Exactly MAX_DEPTH levels (the envelope is level 1) pass."""
     data = "[" * (MAX_DEPTH - 1) + "]" * (MAX_DEPTH - 1)
