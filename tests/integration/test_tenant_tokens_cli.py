@@ -84,10 +84,11 @@ async def test_the_api_builds_the_portal_url_from_public_url_not_the_host_header
     public_url set, the minted link is under it."""
     await real_store.put_tenant("acme", TenantFields())
     config = Config(admin_token="admin", public_url="https://hooks.example.com")
-    async with TestClient(TestServer(build_app(real_store, config), host="127.0.0.1")) as client:
-        async with client.post("/v1/admin/tenants/acme/tokens", json={"ttl_s": 60},
-                               headers={"Authorization": "Bearer admin",
-                                        "Host": "evil.example"}) as resp:
-            answer: Any = await resp.json()
-            assert resp.status == 201, answer
+    headers = {"Authorization": "Bearer admin", "Host": "evil.example"}
+    async with (TestClient(TestServer(build_app(real_store, config),
+                                      host="127.0.0.1")) as client,
+                client.post("/v1/admin/tenants/acme/tokens", json={"ttl_s": 60},
+                            headers=headers) as resp):
+        answer: Any = await resp.json()
+        assert resp.status == 201, answer
     assert answer["portal_url"] == f"https://hooks.example.com/portal/#token={answer['token']}"
