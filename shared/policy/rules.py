@@ -256,8 +256,9 @@ def destination_changes(changes: Mapping[str, Any]) -> dict[str, Any]:
     if not changes:
         raise InvalidSetting("changes", f"nothing to change: give at least one of "
                                         f"{', '.join(sorted(DESTINATION_UPDATERS))}")
-    rotate = ("; a secret is rotated instead (hookline destinations rotate-secret, POST "
-              "/v1/admin/destinations/NAME/rotate-secret)" if "secret" in changes else "")
+    # Said for the admin and the tenant API alike (one handler serves both).
+    rotate = ("; a secret is rotated instead (POST .../destinations/NAME/rotate-secret, "
+              "beside this route)" if "secret" in changes else "")
     refuse_unknown(changes, DESTINATION_UPDATERS, error=InvalidSetting, hint=rotate)
     return {k: DESTINATION_UPDATERS[k](v) for k, v in changes.items()}
 
