@@ -20,7 +20,7 @@ LIMIT = 64 * 1024
 
 ids = st.from_regex(r"[A-Za-z0-9_:-]{1,128}", fullmatch=True)
 types = st.from_regex(r"[A-Za-z0-9_.:-]{1,128}", fullmatch=True)
-sources = st.from_regex(r"[A-Za-z0-9_-]{1,64}", fullmatch=True)
+sources = st.from_regex(r"[A-Za-z0-9-][A-Za-z0-9_-]{0,63}", fullmatch=True)  # `_x`: reserved
 json_values = st.recursive(
     st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False)
     | st.text(max_size=20),
