@@ -26,11 +26,11 @@ EVENT_ID_RE = re.compile(r"[A-Za-z0-9_:-]{1,128}")
 EVENT_TYPE_RE = re.compile(r"[A-Za-z0-9_.:-]{1,128}")
 """An event type: a strict token (no spaces or control characters), dots allowed."""
 SOURCE_NAME_RE = re.compile(r"[A-Za-z0-9_-]{1,64}")
+"""A source name: a URL path segment and the events' `source`, as in POST /v1/events."""
 RESERVED_SOURCE_PREFIX = "_"
 """Sources hookline makes itself start with it (`_test`: test deliveries, `_hookline`:
 operational events); no publisher or provider source may, or tenants could be shown a
 publisher's event as one of hookline's."""
-"""A source name: a URL path segment and the events' `source`, as in POST /v1/events."""
 
 MAX_NAMED_UNKNOWN = 5
 """Most unknown field names one error lists (they are the client's, so the list is capped)."""
