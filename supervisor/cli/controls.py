@@ -372,6 +372,7 @@ async def job_cmd(config: Config, args: argparse.Namespace) -> int:
         "job": view["id"],
         "status": view["status"],
         "destination": view["destination"],
+        "tenant": view["tenant"],  # names repeat across tenants
         "event_type": view["event_type"],
         "message_id": view["message_id"],
         "source": f"{view['source']}, id {view['source_event_id']}",

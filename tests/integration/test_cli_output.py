@@ -215,6 +215,8 @@ def test_human_output_has_no_python_reprs(db: str, api: ApiServer, tmp_path: Pat
                                "run_at": 1796148736.75, "retry_in_s": 0.107,
                                "job_ids": [1, 2], "duplicate": True}) + "\n")
     outputs["logs"] = cli(db, "logs", str(log))
+    # a job names its tenant: destination names repeat across tenants
+    assert re.search(r"^tenant\s+_default$", outputs["job 1"], re.MULTILINE), outputs["job 1"]
     for command, text in outputs.items():
         assert text.strip(), command
         assert not PYTHON_REPR.search(text), (command, PYTHON_REPR.search(text), text)
