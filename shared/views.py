@@ -19,6 +19,7 @@ Every function returns a new plain dict (or list) of JSON types; none raises.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Sequence
 from typing import Any
 
 from hookline.shared.endpoint_models import Destination, Source
@@ -104,14 +105,29 @@ def attempt_view(attempt: Attempt) -> dict[str, Any]:
 def job_story_view(story: JobStory) -> dict[str, Any]:
     """A job, its event's facts and every attempt, oldest first (schema `JobStory`).
 
-    `attempts` is the list of attempts (every budget); the job row's attempt count in its
-    current budget (what `attempts` is in :func:`job_view`) is `attempts_in_budget`.
+    `attempts` is the list of attempts (every budget), each with its `run`: 1 for the
+    job's first budget, one more after each resend or replay (which start the attempt
+    numbers again at 1); the job row's attempt count in its current budget (what `attempts`
+    is in :func:`job_view`) is `attempts_in_budget`.
     """
     return {**job_view(story.job), "attempts_in_budget": story.job.attempts,
             "replays": story.replays, "source": story.source,
             "source_event_id": story.source_event_id, "received_at": story.received_at,
             "body_bytes": story.body_bytes, "body_purged_at": story.body_purged_at,
-            "attempts": [attempt_view(a) for a in story.attempts]}
+            "attempts": _with_runs(story.attempts)}
+
+
+def _with_runs(attempts: Sequence[Attempt]) -> list[dict[str, Any]]:
+    """Attempt views, oldest first, numbered by run: a new budget (a resend or a replay)
+    numbers its attempts from 1 again, so an attempt number not above the one before starts
+    the next run."""
+    views, run, last = [], 1, 0
+    for attempt in attempts:
+        if attempt.attempt <= last:
+            run += 1
+        last = attempt.attempt
+        views.append({**attempt_view(attempt), "run": run})
+    return views
 
 
 def stats_view(stats: Stats, wal_bytes: int | None) -> dict[str, Any]:

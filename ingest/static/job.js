@@ -200,10 +200,13 @@ export function jobView({ arg, refreshNow }) {
         ["Last error", story.last_error],
       ]));
     const rows = story.attempts;
+    // Each resend numbers its attempts from 1 again: once there is a second run, say which.
+    const resent = rows.some((a) => (a.run ?? 1) > 1);
     setChildren(attempts, rows.length === 0 ? h("p", { class: "empty" }, "No attempt yet.") :
-      table(["#", "Worker", "Started", "Duration", "Status", "Error", "Response excerpt"],
+      table([resent ? "Run / #" : "#", "Worker", "Started", "Duration", "Status", "Error",
+             "Response excerpt"],
         rows.map((a) => h("tr", {},
-          h("td", { class: "num" }, a.attempt),
+          h("td", { class: "num" }, resent ? `${a.run} / ${a.attempt}` : a.attempt),
           h("td", {}, a.worker),
           h("td", {}, when(a.started_at)),
           h("td", { class: "num" }, fmtDuration(a.duration_s)),

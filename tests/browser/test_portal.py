@@ -176,7 +176,8 @@ def test_two_tenants_side_by_side_each_see_only_their_own(world: World, open_tab
                                                           screenshots: Path) -> None:
     """acme's and globex's portals, open at once: each lists its own endpoints with their
     health and its own deliveries only; the token has left the address bar; acme's dead
-    delivery shows its attempt with the receiver's answer as text."""
+    delivery shows its attempt with the receiver's answer as text, and once resent its
+    attempts by run."""
     expect = _expect()
     acme = open_tab(world.portal(world.token("acme")))
     globex = open_tab(world.portal(world.token("globex")))
@@ -204,6 +205,12 @@ def test_two_tenants_side_by_side_each_see_only_their_own(world: World, open_tab
     expect(acme.locator("#attempts [data-col=answer]").first).to_have_text("HTTP 400")
     expect(acme.locator("#attempts [data-col=response]").first).to_contain_text("400")
     acme.screenshot(path=str(screenshots / "portal-delivery.png"), full_page=True)
+    # Resent, the delivery's attempts are numbered by run (each run counts from 1 again).
+    acme.click("button[data-action=resend]")
+    acme.click("#resend-go")
+    expect(acme.locator("#attempts tr[data-attempt]")).to_have_count(2, timeout=20_000)
+    expect(acme.locator("#attempts th").first).to_have_text("Run / #")
+    expect(acme.locator("#attempts td.num").first).to_have_text("1 / 1")
     other_job = globex.locator("#jobs tr[data-job]").first.get_attribute("data-job")
     acme.goto(f"{world.hookline.base_url}/portal/#/jobs/{other_job}")  # token kept in the tab
     expect(acme.locator("#not-found")).to_have_text(f"No delivery #{other_job}.")

@@ -135,3 +135,12 @@ async def test_resend_and_retry_now_are_audited(client, real_store):
         ("jobs_retried_now", "admin_api", "127.0.0.1", None, None, {"job_id": pending}, 0)]
     story = await real_store.get_job(done_1)
     assert (story.job.status, story.job.attempts, story.replays) == ("pending", 0, 1)
+    # The resent job's second budget numbers its attempts from 1 again: its story tells the
+    # runs apart.
+    claims = await real_store.claim("w", 5, 30.0, 5)  # it and the still pending job
+    assert done_1 in {c.job_id for c in claims}
+    await real_store.finish([(c, Done(), AttemptResult(started_at=0.0, duration_s=0.01,
+                                                       status_code=200)) for c in claims])
+    status, told = await _call(client, "GET", f"/v1/admin/jobs/{done_1}")
+    assert status == 200, told
+    assert [(a["run"], a["attempt"]) for a in told["attempts"]] == [(1, 1), (2, 1)]

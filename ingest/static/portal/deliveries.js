@@ -62,11 +62,18 @@ export function deliveriesView({ params }) {
   return { title: "Deliveries", root, refresh };
 }
 
+/** "#" of an attempt: its number, and its run once the job was resent (each resend numbers
+ * its attempts from 1 again). */
+function attemptLabel(a, resent) {
+  return resent ? `${a.run} / ${a.attempt}` : String(a.attempt ?? "");
+}
+
 function attemptsTable(attempts) {
   if (attempts.length === 0) return h("p", { class: "empty" }, "No attempt yet.");
-  return table(["#", "Started", "Duration", "Answer", "Response (excerpt)"],
+  const resent = attempts.some((a) => (a.run ?? 1) > 1);
+  return table([resent ? "Run / #" : "#", "Started", "Duration", "Answer", "Response (excerpt)"],
     attempts.map((a) => h("tr", { "data-attempt": a.attempt },
-      h("td", { class: "num" }, String(a.attempt ?? "")),
+      h("td", { class: "num" }, attemptLabel(a, resent)),
       h("td", {}, when(a.started_at)),
       h("td", { class: "num" }, fmtDuration(a.duration_s)),
       h("td", { "data-col": "answer", class: a.status_code >= 200 && a.status_code < 300
