@@ -18,7 +18,7 @@ from hookline.shared.policy.inputs import EVENT_ID_RE, clip, refuse_unknown, tok
 MAX_TENANT_NAME_CHARS = 200
 MAX_METADATA_BYTES = 4096
 """Largest tenant metadata, as compact JSON (small: it is returned with every tenant)."""
-TENANT_FIELDS = ("name", "metadata", "max_destinations", "disabled")
+TENANT_FIELDS = ("name", "metadata", "max_destinations", "disabled", "adopt_history")
 """What `PUT /v1/admin/tenants/{id}` accepts."""
 
 
@@ -68,6 +68,9 @@ class TenantFields:
     max_destinations: int | None = None
     clear_max_destinations: bool = False
     disabled: bool | None = None
+    # Creating it under the id of a deleted tenant whose events are still stored: the new
+    # tenant is shown them, so only when the operator says it is the same customer.
+    adopt_history: bool = False
 
 
 def tenant_id(value: Any, *, field: str = "tenant", reserved_ok: bool = False,
@@ -115,6 +118,9 @@ def tenant_fields(body: Any) -> TenantFields:
     disabled = body.get("disabled")
     if disabled is not None and not isinstance(disabled, bool):
         raise InvalidInput("disabled", "must be true or false")
+    adopt = body.get("adopt_history", False)
+    if not isinstance(adopt, bool):
+        raise InvalidInput("adopt_history", "must be true or false")
     return TenantFields(name=name, metadata=encoded, max_destinations=limit,
                         clear_max_destinations="max_destinations" in body and limit is None,
-                        disabled=disabled)
+                        disabled=disabled, adopt_history=adopt)

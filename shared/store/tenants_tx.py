@@ -87,14 +87,18 @@ def _one_tx(query: Query) -> Tx[Any]:
 
 
 def _put_tenant_tx(tenant: str, fields: TenantFields) -> Tx[tuple[Tenant, bool]]:
-    existed = (yield one("get_tenant", id=tenant)) is not None
-    if not existed and (yield one("tenant_history", id=tenant))["kept"]:
+    # Locked: a DELETE committed between this read and the upsert would otherwise let the
+    # upsert insert the tenant afresh, past the history check (PostgreSQL, READ COMMITTED).
+    existed = (yield one("lock_tenant", id=tenant)) is not None
+    if (not existed and not fields.adopt_history
+            and (yield one("tenant_history", id=tenant))["kept"]):
         # The tenant views read events, jobs and attempts by tenant id: a new tenant under
         # the id would be shown its predecessor's (another customer's) deliveries.
         raise Conflict(f"tenant {inputs.clip(tenant)!r} was deleted and its events are kept "
-                       "for their history until retention purges them; a tenant created "
-                       "under the same id would see them: choose another id, or create it "
-                       "once they are purged (retention_dedupe_s)")
+                       "for their history until retention purges them (retention_dedupe_s); "
+                       "a tenant created under the same id is shown them: choose another id, "
+                       "or, if it is the same customer, say adopt_history (hookline tenants "
+                       "put --adopt-history)")
     row = yield one("put_tenant", id=tenant, name=fields.name, metadata=fields.metadata,
                     max_destinations=fields.max_destinations,
                     clear_max=fields.clear_max_destinations, disabled=fields.disabled,

@@ -62,6 +62,9 @@ def register(sub: Any) -> None:
     put.add_argument("--metadata", metavar="JSON", help="a JSON object kept with it")
     put.add_argument("--max-destinations", metavar="N",
                      help="most live destinations (`none`: no limit)")
+    put.add_argument("--adopt-history", action="store_true",
+                     help="create it under a deleted tenant's id whose events are still "
+                          "stored, showing it them (only for the same customer)")
     put.add_argument("--json", action="store_true")
     put.set_defaults(handler=async_command(put_cmd))
 
@@ -136,6 +139,8 @@ def _fields(args: argparse.Namespace) -> tuple[TenantFields, list[str]]:
             raise InvalidSetting("max_destinations", "must be a whole number or none")
     if getattr(args, "disabled", None) is not None:
         body["disabled"] = args.disabled
+    if getattr(args, "adopt_history", False):
+        body["adopt_history"] = True
     try:
         return tenant_fields(body), sorted(body)
     except InvalidInput as exc:  # InvalidSetting: the message names the flag

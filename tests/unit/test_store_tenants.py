@@ -228,6 +228,14 @@ async def test_tenant_crud_limits_and_delete(store):
     assert isinstance(published, TenantRefused) and published.reason == "tenant_not_found"
     with pytest.raises(NotFound):
         await store.get_tenant("acme")
+    # Unless the operator says it is the same customer (an accidental delete undone).
+    await store.put_tenant("undone", TenantFields())
+    await store.add_event(new_event("u1", tenant="undone"))
+    await store.delete_tenant("undone")
+    with pytest.raises(Conflict, match="adopt_history"):
+        await store.put_tenant("undone", TenantFields(name="Undone"))
+    back, created = await store.put_tenant("undone", TenantFields(adopt_history=True))
+    assert created and back.id == "undone"
     far = await store.now_s() + 10
     await store.purge(bodies_before_s=far, metadata_before_s=far, dedupe_before_s=far)
     # Once retention purged them, created again, it starts empty and its predecessor's

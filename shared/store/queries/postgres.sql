@@ -52,6 +52,11 @@ UNION ALL
     (SELECT d.filter FROM destinations d WHERE d.id = s.destination_id), NULL
  FROM destination_subscriptions s LIMIT :limit)
 
+-- lock_tenant: one tenant by id, its row locked until the transaction ends: a tenant deleted
+-- meanwhile by another transaction is seen as gone (READ COMMITTED reads it again after the
+-- wait), so a create-or-update never re-creates it unchecked
+SELECT * FROM tenants WHERE id = :id FOR UPDATE
+
 -- create_tenants: the tenants of :id that do not exist yet, with defaults; never the id of a
 -- deleted tenant whose events are still stored (tenant_history)
 INSERT INTO tenants (id, created_at, updated_at)

@@ -48,6 +48,10 @@ SELECT * FROM (
         (SELECT d.filter FROM destinations d WHERE d.id = s.destination_id), NULL
     FROM destination_subscriptions s LIMIT :limit)
 
+-- lock_tenant: one tenant by id, inside a write (SQLite's write transaction already excludes
+-- every other writer; PostgreSQL's locks the row)
+SELECT * FROM tenants WHERE id = :id
+
 -- create_tenants: the tenants of :tenants that do not exist yet, with defaults; never the id
 -- of a deleted tenant whose events are still stored (tenant_history)
 INSERT INTO tenants (id, created_at, updated_at)
