@@ -11,6 +11,10 @@ from typing import Any
 
 from hookline.shared.models import JobStatus
 
+HANDED_BACK = "handed back"
+"""How the error of an attempt handed back at a graceful stop begins (the store writes
+`handed back (graceful stop)`): it did not count against the job's budget."""
+
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Job:

@@ -24,7 +24,14 @@ from typing import Any
 
 from hookline.shared.endpoint_models import Destination, Source
 from hookline.shared.operator_models import BulkResult, EventJob, EventMatch, EventRecord
-from hookline.shared.record_models import Attempt, DeadLetter, Job, JobStory, PurgeResult
+from hookline.shared.record_models import (
+    HANDED_BACK,
+    Attempt,
+    DeadLetter,
+    Job,
+    JobStory,
+    PurgeResult,
+)
 from hookline.shared.report_models import (
     DestinationFigures,
     DestinationSummary,
@@ -119,13 +126,15 @@ def job_story_view(story: JobStory) -> dict[str, Any]:
 
 def _with_runs(attempts: Sequence[Attempt]) -> list[dict[str, Any]]:
     """Attempt views, oldest first, numbered by run: a new budget (a resend or a replay)
-    numbers its attempts from 1 again, so an attempt number not above the one before starts
-    the next run."""
+    numbers its attempts from 1 again, so an attempt number not above the last one counted
+    starts the next run. A handed-back attempt (a graceful stop) is not counted: the next
+    claim takes its number again, in the same run."""
     views, run, last = [], 1, 0
     for attempt in attempts:
         if attempt.attempt <= last:
             run += 1
-        last = attempt.attempt
+        handed_back = (attempt.error or "").startswith(HANDED_BACK)
+        last = attempt.attempt - 1 if handed_back else attempt.attempt
         views.append({**attempt_view(attempt), "run": run})
     return views
 

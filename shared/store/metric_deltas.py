@@ -28,6 +28,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable
 
+from hookline.shared.record_models import HANDED_BACK
 from hookline.shared.store.ops import Query, Rows, Tx
 
 LATENCY_BUCKETS_S = (0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0, 900.0,
@@ -63,7 +64,7 @@ def outcome_class(error: str | None, status_code: int | None) -> str:
         return "delivered"
     if status_code is not None:
         return f"http_{status_code // 100}xx"
-    if error is not None and error.startswith("handed back"):
+    if error is not None and error.startswith(HANDED_BACK):
         return "handed_back"
     if error is not None:
         return "transport_error"
