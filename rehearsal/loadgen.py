@@ -106,7 +106,7 @@ async def run(url: str, events: int, concurrency: int, rate_per_s: float | None,
     (`generator_cpu_s`: this process's own CPU seconds while posting).
 
     Args:
-        url: `http://HOST:PORT/PATH` (plain HTTP only).
+        url: `http://HOST:PORT/PATH` (plain HTTP, no query or credentials: ValueError).
         run_id: the ids' run part (`bench-RUN-INDEX`); random when None.
         type_: the events' type.
         tenant: the tenant they are published for (None: no tenant field).
@@ -117,6 +117,8 @@ async def run(url: str, events: int, concurrency: int, rate_per_s: float | None,
     if accepted_at is not None:
         accepted_at[:] = [None] * events
     target = urllib.parse.urlsplit(url)
+    if target.scheme != "http" or target.query or target.username:
+        raise ValueError(f"the load generator posts to plain http://HOST:PORT/PATH, not {url!r}")
     host, port = target.hostname or "127.0.0.1", target.port or 80
     # The service under test reads the same variable (see rehearsal/bench.py).
     token = os.environ.get("HOOKLINE_INGEST_TOKEN", "")

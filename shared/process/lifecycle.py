@@ -245,6 +245,7 @@ def tune_garbage_collector() -> None:
     threshold makes collections rare; cycles are still collected, later. Call once, after
     the imports, before the main coroutine starts.
     """
+    gc.collect()  # boot's own garbage first: what is frozen is never collected
     gc.freeze()
     _, middle, oldest = gc.get_threshold()
     gc.set_threshold(GC_YOUNG_THRESHOLD, middle, oldest)

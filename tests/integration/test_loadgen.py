@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import socket
 
+import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestServer
 
@@ -57,3 +58,11 @@ async def test_a_refused_connection_is_counted_and_the_run_goes_on():
     figures = await loadgen.run(f"http://127.0.0.1:{port}/v1/events", 6, concurrency=2,
                                 rate_per_s=None, body_bytes=200)
     assert figures["statuses"] == {"ConnectionRefusedError": 6}
+
+
+async def test_a_url_it_cannot_post_to_as_given_is_refused():
+    """https, a query or credentials would be dropped or sent in the clear: refused."""
+    for url in ("https://127.0.0.1:9/v1/events", "http://127.0.0.1:9/v1/events?x=1",
+                "http://u:p@127.0.0.1:9/v1/events"):
+        with pytest.raises(ValueError, match="plain http"):
+            await loadgen.run(url, 1, concurrency=1, rate_per_s=None, body_bytes=10)
