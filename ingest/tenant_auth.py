@@ -32,8 +32,7 @@ from aiohttp import hdrs, web
 from hookline.ingest.admin_api import answering_errors
 from hookline.ingest.app_state import TENANT_CLAIMS, request_claims, request_store
 from hookline.ingest.http_common import error_response
-from hookline.ingest.tenant_scope import TENANT_PARAM
-from hookline.shared.errors import InvalidInput
+from hookline.ingest.tenant_scope import refuse_named_tenant
 from hookline.shared.tenant_tokens import (
     CAPABILITIES,
     SIGNING_KEY_PURPOSE,
@@ -63,10 +62,7 @@ def tenant_route(handler: Handler, capability: str, *, writes: bool) -> Handler:
         raise ValueError(f"unknown capability {capability!r}")
 
     async def own_tenant_only(request: web.Request) -> web.StreamResponse:
-        # Every route alike: `?tenant=` is refused, not ignored (the tenant is the token's).
-        if TENANT_PARAM in request.query:
-            raise InvalidInput(TENANT_PARAM, "a tenant token acts for its own tenant only; "
-                                             "remove `tenant`")
+        refuse_named_tenant(request)  # every route alike: `?tenant=` is refused, not ignored
         return await handler(request)
 
     answer = answering_errors(own_tenant_only)

@@ -70,7 +70,16 @@ async def existing_tenant_filter(request: web.Request,
 
 
 def _token_tenant(request: web.Request, body: dict[str, Any] | None, tenant: str) -> str:
-    """The token's tenant, once the request is seen to name none itself.
+    """The token's tenant, once the request is seen to name none itself (see
+    :func:`refuse_named_tenant`)."""
+    refuse_named_tenant(request, body)
+    return tenant
+
+
+def refuse_named_tenant(request: web.Request, body: dict[str, Any] | None = None) -> None:
+    """On a tenant API request: refuse a query (or a `body`) that names a tenant, never
+    ignore it (the tenant is the token's). ingest/tenant_auth.py checks every route's query;
+    handlers shared with the admin API check their body here too.
 
     Raises:
         InvalidInput("tenant"): the query or the body names a tenant.
@@ -78,7 +87,6 @@ def _token_tenant(request: web.Request, body: dict[str, Any] | None, tenant: str
     if TENANT_PARAM in request.query or (body is not None and TENANT_PARAM in body):
         raise InvalidInput(TENANT_PARAM, "a tenant token acts for its own tenant only; "
                                          "remove `tenant`")
-    return tenant
 
 
 def refuse_metadata_filter(request: web.Request, value: Any) -> None:
