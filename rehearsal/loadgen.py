@@ -57,39 +57,36 @@ class _Connection:
         """Sends one request (its head ends in a blank line) and returns the answer's status.
 
         Raises:
-            OSError, asyncio.IncompleteReadError, ValueError: the connection failed or the
-                answer could not be read; the connection is closed (the next post opens one).
+            OSError, asyncio.IncompleteReadError, asyncio.LimitOverrunError, ValueError: the
+                connection failed or the answer could not be read; the caller closes it (the
+                next post opens one), as after a timeout.
         """
-        try:
-            if self._writer is None:
-                self._reader, self._writer = await asyncio.open_connection(
-                    self._host, self._port)
-            assert self._reader is not None
-            self._writer.write(request_head + body)
-            head = await self._reader.readuntil(b"\r\n\r\n")
-            status_line, _, header_block = head.partition(b"\r\n")
-            status = int(status_line.split(b" ", 2)[1])
-            length, close = None, False
-            for line in header_block.split(b"\r\n"):
-                name, _, value = line.partition(b":")
-                name = name.strip().lower()
-                if name == b"content-length":
-                    length = int(value)
-                elif name == b"connection" and value.strip().lower() == b"close":
-                    close = True
-            if status in (204, 304):  # no body, whatever the headers say
-                length = 0
-            if length is None:
-                await self._reader.read()
+        if self._writer is None:
+            self._reader, self._writer = await asyncio.open_connection(
+                self._host, self._port)
+        assert self._reader is not None
+        self._writer.write(request_head + body)
+        head = await self._reader.readuntil(b"\r\n\r\n")
+        status_line, _, header_block = head.partition(b"\r\n")
+        status = int(status_line.split(b" ", 2)[1])
+        length, close = None, False
+        for line in header_block.split(b"\r\n"):
+            name, _, value = line.partition(b":")
+            name = name.strip().lower()
+            if name == b"content-length":
+                length = int(value)
+            elif name == b"connection" and value.strip().lower() == b"close":
                 close = True
-            else:
-                await self._reader.readexactly(length)
-            if close:
-                self.close()
-            return status
-        except (OSError, asyncio.IncompleteReadError, asyncio.LimitOverrunError, ValueError):
+        if status in (204, 304):  # no body, whatever the headers say
+            length = 0
+        if length is None:
+            await self._reader.read()
+            close = True
+        else:
+            await self._reader.readexactly(length)
+        if close:
             self.close()
-            raise
+        return status
 
     def close(self) -> None:
         """Closes the connection, if open."""
