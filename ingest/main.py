@@ -37,7 +37,7 @@ class ListenError(ConfigError):
 
 
 async def serve(config: Config, *, ready: Callable[[int], None] | None = None,
-                stop: asyncio.Event | None = None, slot: str = "ingest",
+                stop: asyncio.Event | None = None, slot: str = KEEPER_SLOT,
                 boot: BootState | None = None) -> None:
     """Serve ingest on `config.listen` until `stop` is set.
 
@@ -144,7 +144,7 @@ def _bound_port(runner: web.AppRunner, requested: int) -> int:
     return requested
 
 
-def run(config: Config, slot: str = "ingest") -> int:
+def run(config: Config, slot: str = KEEPER_SLOT) -> int:
     """Run the ingest process to completion (:func:`hookline.shared.process.child.run_child`).
 
     Args:
