@@ -45,7 +45,7 @@ from typing import Any
 from aiohttp import web
 
 from hookline.ingest.admin_api import guarded
-from hookline.ingest.app_state import app_config, request_reader, request_store
+from hookline.ingest.app_state import app_config, request_reader, request_store, tenant_scope
 from hookline.ingest.metrics import process_families
 from hookline.ingest.tenant_scope import existing_tenant_filter
 from hookline.shared.errors import ConfigError, InvalidInput
@@ -138,11 +138,14 @@ async def throughput(request: web.Request) -> web.Response:
 
 
 async def job_event(request: web.Request) -> web.Response:
-    """`GET /v1/admin/jobs/{id}/event?max_bytes=N`: the start of a job's event body as text."""
+    """`GET /v1/admin/jobs/{id}/event?max_bytes=N`: the start of a job's event body as text
+    (also `GET /v1/tenant/jobs/{id}/event`: of the token's tenant's jobs only; another
+    tenant's job is 404)."""
     job_id = whole_number("id", request.match_info["id"])
     max_bytes = whole_number("max_bytes", request.query.get("max_bytes"),
                              default=DEFAULT_BODY_BYTES)
-    body = await request_store(request).event_body(job_id, min(max_bytes, MAX_BODY_BYTES))
+    body = await request_store(request).event_body(job_id, min(max_bytes, MAX_BODY_BYTES),
+                                                   tenant=tenant_scope(request))
     text, valid = decode_head(body.head, truncated=body.truncated)
     return web.json_response({
         "job_id": job_id, "event_id": body.event_id, "type": body.type,

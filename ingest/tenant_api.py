@@ -31,6 +31,8 @@ of ingest/tenant_auth.py), each with the capability it needs (TENANT_ROUTES):
     GET    /v1/tenant/events/{ref}?source=      one event and its jobs
     GET    /v1/tenant/jobs?destination=&status=&before=&limit=   its jobs, newest first
     GET    /v1/tenant/jobs/{id}                 one job and every attempt
+    GET    /v1/tenant/jobs/{id}/event?max_bytes=   the start of its event's body (the payload
+                                                it was sent), as text (ingest/admin_views.py)
     POST   /v1/tenant/jobs/{id}/resend          {reason?, dry_run?} (audited)
     GET    /v1/tenant/event-types               types the portal's picker offers: the
                                                 catalogue's (archived hidden), else recent
@@ -47,6 +49,7 @@ from aiohttp import web
 from hookline.ingest import (
     admin_api,
     admin_secrets,
+    admin_views,
     catalogue_admin,
     destination_checks,
     events_admin,
@@ -121,6 +124,7 @@ TENANT_ROUTES: tuple[TenantRoute, ...] = (
     TenantRoute("GET", "/v1/tenant/events/{ref}", events_admin.get_event, "view"),
     TenantRoute("GET", "/v1/tenant/jobs", tenant_api_deliveries.list_jobs, "view"),
     TenantRoute("GET", "/v1/tenant/jobs/{id}", tenant_api_deliveries.get_job, "view"),
+    TenantRoute("GET", "/v1/tenant/jobs/{id}/event", admin_views.job_event, "view"),
     TenantRoute("POST", "/v1/tenant/jobs/{id}/resend", events_admin.resend_job, "resend",
                 True),
     TenantRoute("GET", "/v1/tenant/event-types", catalogue_admin.tenant_event_types, "view"),

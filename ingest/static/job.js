@@ -3,27 +3,13 @@
 // it only ever becomes text (textContent), never markup.
 
 import { ApiError, get, post } from "./api.js";
-import { due, fmtBytes, fmtCount, fmtDue, fmtDuration, fmtTime, h, setChildren, table,
+import { due, fmtCount, fmtDue, fmtDuration, fmtTime, h, setChildren, table,
          toast, when } from "./dom.js";
-
-const BODY_BYTES = 64 * 1024;
+import { BODY_BYTES, payloadNote as noteOf, payloadText } from "./payload.js";
 
 function facts(pairs) {
   return h("dl", { class: "facts" },
     pairs.map(([term, value]) => [h("dt", {}, term), h("dd", {}, value ?? "–")]));
-}
-
-/** Pretty JSON when the whole body is there and parses; else the text as stored. */
-function payloadText(event, pretty) {
-  if (event.body_purged_at !== null) return null;
-  if (pretty && !event.truncated) {
-    try {
-      return JSON.stringify(JSON.parse(event.body), null, 2);
-    } catch {
-      // not JSON after all: show it as stored
-    }
-  }
-  return event.body;
 }
 
 function leaseEnd(attempt, job, isLast) {
@@ -64,16 +50,8 @@ export function jobView({ arg, refreshNow }) {
   function renderPayload() {
     if (event === null) return;
     toggle.textContent = pretty ? "Show as stored" : "Pretty-print";
-    const text = payloadText(event, pretty);
-    if (text === null) {
-      payloadNote.textContent = `The body was purged by retention ${fmtTime(event.body_purged_at)}.`;
-      payload.textContent = "";
-      return;
-    }
-    payloadNote.textContent = `${event.type}, ${fmtBytes(event.size_bytes)}` +
-      (event.truncated ? `; showing the first ${fmtBytes(BODY_BYTES)} as stored` : "") +
-      (event.valid_utf8 ? "" : "; bytes that are not UTF-8 are shown as \uFFFD");
-    payload.textContent = text;
+    payloadNote.textContent = noteOf(event);
+    payload.textContent = payloadText(event, pretty) ?? "";
   }
 
   /** The buttons for what can be done to the job in its status: replay a dead job, resend a

@@ -551,15 +551,18 @@ class Store(TenantStore, CatalogueStore, Protocol):
             ConfigError: `bucket_s` is below 1 or `window_s` is negative.
         """
 
-    async def event_body(self, job_id: int, max_bytes: int) -> EventBody:
+    async def event_body(self, job_id: int, max_bytes: int, *,
+                         tenant: str | None = None) -> EventBody:
         """The start of the stored body of a job's event (for display).
 
         Args:
             job_id: the job.
             max_bytes: most bytes to return from the body's start (at least 1).
+            tenant: only a job of this tenant's events (None: any tenant's).
 
         Raises:
-            NotFound: no job has that id (or its metadata was purged).
+            NotFound: no job has that id (or its metadata was purged), or it is another
+                tenant's.
         """
 
     # -- inbound sources --------------------------------------------------------------------

@@ -392,10 +392,12 @@ class StoreLogic(ClaimOperations, EventOperations, TenantOperations, TenantCount
         return await self._transact(throughput_tx(window_s, bucket_s, int(failed_scan_limit)),
                                     write=False)
 
-    async def event_body(self, job_id: int, max_bytes: int) -> EventBody:
+    async def event_body(self, job_id: int, max_bytes: int, *,
+                         tenant: str | None = None) -> EventBody:
         """See :meth:`hookline.shared.store.Store.event_body`."""
         row = await self._transact(_single(one("event_body_of_job", job_id=job_id,
-                                               max_bytes=max(1, int(max_bytes)))), write=False)
+                                               max_bytes=max(1, int(max_bytes)),
+                                               tenant=tenant)), write=False)
         if row is None:
             raise NotFound(f"no job with id {job_id}")
         return EventBody(event_id=row["event_id"], type=row["type"],

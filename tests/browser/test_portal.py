@@ -176,8 +176,8 @@ def test_two_tenants_side_by_side_each_see_only_their_own(world: World, open_tab
                                                           screenshots: Path) -> None:
     """acme's and globex's portals, open at once: each lists its own endpoints with their
     health and its own deliveries only; the token has left the address bar; acme's dead
-    delivery shows its attempt with the receiver's answer as text, and once resent its
-    attempts by run."""
+    delivery shows its attempt with the receiver's answer as text and the payload it was sent,
+    and once resent its attempts by run."""
     expect = _expect()
     acme = open_tab(world.portal(world.token("acme")))
     globex = open_tab(world.portal(world.token("globex")))
@@ -204,6 +204,8 @@ def test_two_tenants_side_by_side_each_see_only_their_own(world: World, open_tab
     dead.locator("a").click()
     expect(acme.locator("#attempts [data-col=answer]").first).to_have_text("HTTP 400")
     expect(acme.locator("#attempts [data-col=response]").first).to_contain_text("400")
+    expect(acme.locator("#payload")).to_contain_text('"n": "acme-')  # pretty-printed, as text
+    expect(acme.locator("#payload")).not_to_contain_text("globex")
     acme.screenshot(path=str(screenshots / "portal-delivery.png"), full_page=True)
     # Resent, the delivery's attempts are numbered by run (each run counts from 1 again).
     acme.click("button[data-action=resend]")

@@ -68,7 +68,7 @@ async def test_page_and_assets_are_served_without_auth_under_a_strict_csp(client
     assert '<script type="module" src="/static/app.js"></script>' in html
     assert "<script>" not in html and " style=" not in html
     for name in ("app.js", "api.js", "dom.js", "chart.js", "overview.js", "destinations.js",
-                 "destination_form.js", "forms.js", "sources.js", "dead.js", "job.js",
+                 "destination_form.js", "forms.js", "sources.js", "dead.js", "job.js", "payload.js",
                  "events.js", "event.js", "bulk.js", "secret.js", "event_types.js", "style.css",
                  "favicon.svg"):
         async with client.get(f"/static/{name}") as resp:

@@ -7,6 +7,7 @@ import pytest
 
 from hookline.shared.errors import ConfigError, NotFound
 from hookline.shared.models import AttemptResult, Dead, Done, Retry
+from hookline.shared.tenant_models import TenantFields
 from tests.conftest import new_event
 
 LEASE_S = 30.0
@@ -143,3 +144,20 @@ async def test_event_body_is_size_limited(store, destination_factory):
     assert part.head == body[:12] and part.truncated and part.size_bytes == len(body)
     with pytest.raises(NotFound):
         await store.event_body(job_id + 1000, 10)
+
+
+async def test_event_body_of_another_tenants_job_is_not_found(store):
+    """With `tenant`, event_body answers only for that tenant's jobs: another tenant's job is
+    NotFound, exactly as a job that does not exist (the tenant API's payload route)."""
+    for tenant in ("acme", "globex"):
+        await store.put_tenant(tenant, TenantFields())
+        await store.add_destination(name="hooks", url="https://example.com/h",
+                                    secret="whsec_" + "A" * 32, event_types=["*"],
+                                    max_in_flight=2, tenant=tenant)
+    [acme] = await store.add_events([new_event("e1", "t.x", body=b'{"for": "acme"}',
+                                               tenant="acme")])
+    job_id = acme.job_ids[0]
+    assert (await store.event_body(job_id, 100, tenant="acme")).head == b'{"for": "acme"}'
+    assert (await store.event_body(job_id, 100)).head == b'{"for": "acme"}'  # the operator's
+    with pytest.raises(NotFound):
+        await store.event_body(job_id, 100, tenant="globex")

@@ -1,9 +1,11 @@
 // Deliveries (jobs): the tenant's list, filtered by endpoint and status, and one delivery with
-// every attempt (status, duration, the receiver's answer as an excerpt) and Resend for a
-// token that may resend. Response bodies are the receiver's text: shown as text only.
+// every attempt (status, duration, the receiver's answer as an excerpt), the payload it was
+// sent, and Resend for a token that may resend. Response bodies and payloads are untrusted
+// text: shown as text only.
 
 import { confirmPanel } from "/static/forms.js";
 import { due, fmtDuration, h, setChildren, table, toast, when } from "/static/dom.js";
+import { BODY_BYTES, payloadNote, payloadText } from "/static/payload.js";
 import { ApiError, get, listOf, post, seg } from "./tenant_api.js";
 
 const STATUSES = ["", "pending", "running", "done", "dead"];
@@ -90,11 +92,15 @@ export function jobView({ arg, can, refreshNow }) {
   const facts = h("dl", { class: "facts", id: "job-facts" });
   const confirmBox = h("div", { class: "confirm", id: "job-confirm", hidden: true });
   const attempts = h("div", { id: "job-attempts" });
+  const note = h("p", { class: "hint", id: "payload-note" });
+  const payload = h("pre", { class: "payload", id: "payload" });
+  let event = null;  // the payload's answer, read again only once retention purges it
   const resend = can("resend") ? h("button", { type: "button", "data-action": "resend",
                                                onclick: () => askResend() }, "Resend") : null;
   const root = h("section", {}, h("p", {}, h("a", { href: "#/deliveries" }, "← Deliveries")),
     h("div", { class: "toolbar" }, h("h1", {}, `Delivery #${id}`), resend),
-    facts, confirmBox, h("h2", {}, "Attempts"), attempts);
+    facts, confirmBox, h("h2", {}, "Attempts"), attempts,
+    h("h2", {}, "Payload"), note, payload);
 
   function askResend() {
     confirmPanel(confirmBox, {
@@ -131,6 +137,11 @@ export function jobView({ arg, can, refreshNow }) {
       item("Created", when(job.created_at), "created_at"),
       item("Last error", job.last_error ?? "–", "last_error"));
     setChildren(attempts, attemptsTable(listOf(job.attempts, "attempts")));
+    if (event === null || event.body_purged_at !== (job.body_purged_at ?? null)) {
+      event = await get(`/v1/tenant/jobs/${id}/event?max_bytes=${BODY_BYTES}`);
+      note.textContent = payloadNote(event);
+      payload.textContent = payloadText(event, true) ?? "";
+    }
   }
 
   return { title: `Delivery #${id}`, root, refresh };

@@ -519,9 +519,11 @@ WHERE id > :after_id::bigint AND started_at >= :since::double precision
 GROUP BY 1
 
 -- event_body_of_job: the first :max_bytes bytes of a job's event body, its size and purge time
+-- (of :tenant's jobs only, when given)
 SELECT e.id AS event_id, e.type, substring(e.body FROM 1 FOR :max_bytes::integer) AS head,
     length(e.body) AS size_bytes, e.body_purged_at
-FROM jobs j JOIN events e ON e.id = j.event_id WHERE j.id = :job_id::bigint
+FROM jobs j JOIN events e ON e.id = j.event_id
+WHERE j.id = :job_id::bigint AND (:tenant::text IS NULL OR e.tenant_id = :tenant)
 
 -- list_events: events newest first, filtered by type, received time, a job's destination
 -- and/or status; keyset paging by id (:before)

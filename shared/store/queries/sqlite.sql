@@ -484,9 +484,11 @@ WHERE id > :after_id AND started_at >= :since AND duration_s IS NOT NULL
 GROUP BY 1
 
 -- event_body_of_job: the first :max_bytes bytes of a job's event body, its size and purge time
+-- (of :tenant's jobs only, when given)
 SELECT e.id AS event_id, e.type, substr(e.body, 1, :max_bytes) AS head,
     length(e.body) AS size_bytes, e.body_purged_at
-FROM jobs j JOIN events e ON e.id = j.event_id WHERE j.id = :job_id
+FROM jobs j JOIN events e ON e.id = j.event_id
+WHERE j.id = :job_id AND (:tenant IS NULL OR e.tenant_id = :tenant)
 
 -- list_events: events newest first, filtered by type, received time, a job's destination
 -- and/or status; keyset paging by id (:before)
