@@ -1,5 +1,7 @@
 """hookline's client side, for applications: publish events (HooklineClient, blocking;
-AsyncHooklineClient, asyncio) and verify deliveries (verify).
+AsyncHooklineClient, asyncio), create your customers' tenants and mint their portal links
+(the same clients' put_tenant and portal_access, with the admin token) and verify
+deliveries (verify).
 
 The `hookline-client` distribution: the standard library only, plus aiohttp for
 AsyncHooklineClient (`pip install 'hookline-client[aio]'`). aiohttp is imported when
@@ -23,7 +25,7 @@ from hookline_client.errors import (
     WebhookVerificationError,
 )
 from hookline_client.payload import PayloadInvalid, validate_payload, webhook_schemas
-from hookline_client.policy import SendResult
+from hookline_client.policy import NO_LIMIT, PortalAccess, SendResult, Tenant
 from hookline_client.receiver import verify
 from hookline_client.sync import HooklineClient
 
@@ -31,6 +33,7 @@ if TYPE_CHECKING:
     from hookline_client.aio import AsyncHooklineClient
 
 __all__ = [
+    "NO_LIMIT",
     "AsyncHooklineClient",
     "HooklineClient",
     "HooklineClientError",
@@ -38,7 +41,9 @@ __all__ = [
     "HooklineUnavailable",
     "InvalidSignature",
     "PayloadInvalid",
+    "PortalAccess",
     "SendResult",
+    "Tenant",
     "TimestampOutOfTolerance",
     "WebhookVerificationError",
     "__version__",
