@@ -20,7 +20,9 @@ each event matches exactly one destination:
   (service stopped) the claim latency: `store.claim` with the workers' arguments, timed with
   only the default tenant's 3 destinations live and then with every tenant's destinations
   live too, the latter also with claims of the single tenant's size (one tenant may take
-  only its share of a claim: like for like); each claim's jobs handed back.
+  only its share of a claim: like for like), and those once more with only a tenth of the
+  tenants live (the same jobs and destinations per claim: what the number of tenants
+  alone does to a claim); each claim's jobs handed back.
 
 Times: `*_unix` are unix seconds; durations are seconds unless named `_ms`.
 """
@@ -277,15 +279,24 @@ async def _time_claims(db: str, tenants: int, config: Config) -> dict[str, Any]:
                                          body=b"{}") for i in range(CLAIM_JOBS)])
         await _set_paused_all(store, DEFAULT_TENANT, paused=False)
         single = figures["single_tenant"] = await _claims(store, config)
+        size = max(1, round(single["jobs_per_claim"]))
+        # A tenth of the tenants live, then all of them: the claims take the same number of
+        # jobs from as many destinations, so the two differ only in the tenants that exist
+        # with work (the claim's cost should follow the work it takes, not them).
+        tenth = max(1, tenants // 10)
         for t in range(tenants):
+            if t == tenth:
+                figures["tenth_of_tenants_same_jobs"] = await _claims(store, config, batch=size)
             await _set_paused_all(store, f"t{t}", paused=False)
         figures["tenants"] = await _claims(store, config)
         # One tenant may take only its share of a claim's slots, so the claims above take
         # different numbers of jobs; like for like, claims of the single tenant's size.
-        same = figures["tenants_same_jobs"] = await _claims(
-            store, config, batch=max(1, round(single["jobs_per_claim"])))
+        same = figures["tenants_same_jobs"] = await _claims(store, config, batch=size)
         live = single["p50_ms"]
         figures["p50_ratio"] = round(same["p50_ms"] / live, 2) if live else None
+        fewer = figures.get("tenth_of_tenants_same_jobs", {}).get("p50_ms")
+        figures["p50_ratio_tenfold_tenants"] = round(same["p50_ms"] / fewer, 2) if fewer \
+            else None
         return figures
     finally:
         await store.close()
@@ -341,11 +352,15 @@ def print_scale(result: dict[str, Any]) -> None:
           f"(target >= {INGEST_RATIO_LIMIT}); ingest CPU per event "
           f"x{result['cpu_per_event_ratio']}")
     claims = result["claim_ms"]
-    for label in ("single_tenant", "tenants", "tenants_same_jobs"):
-        print(f"claim {label}: p50 {claims[label]['p50_ms']} ms, p99 {claims[label]['p99_ms']} "
-              f"ms, {claims[label]['jobs_per_claim']} jobs per claim")
+    for label in ("single_tenant", "tenth_of_tenants_same_jobs", "tenants",
+                  "tenants_same_jobs"):
+        if label in claims:
+            print(f"claim {label}: p50 {claims[label]['p50_ms']} ms, p99 "
+                  f"{claims[label]['p99_ms']} ms, {claims[label]['jobs_per_claim']} jobs per "
+                  "claim")
     print(f"claim p50, every tenant live / the default tenant's alone (same jobs per claim): "
-          f"x{claims['p50_ratio']}")
+          f"x{claims['p50_ratio']}; every tenant live / a tenth of them (same jobs per claim): "
+          f"x{claims.get('p50_ratio_tenfold_tenants')}")
 
 
 def _threads(figures: dict[str, Any]) -> str:

@@ -75,7 +75,7 @@ def test_destinations_scenario_reports_ingest_and_metrics_per_size(backend, tmp_
 @pytest.mark.parametrize("backend", ["postgres"])
 def test_tenants_scenario_reports_ingest_ratio_and_claims(backend, tmp_path):
     """One tenant with 3 destinations, then 20 tenants x 3: ingest of both, their ratio,
-    and claims timed with one tenant live and with every tenant live."""
+    and claims timed with one tenant live, a tenth of the tenants and every tenant live."""
     need_wrk()
     result, report = run_quick("tenants", backend, tmp_path)
     for label in ("single_tenant", "tenants"):
@@ -88,4 +88,8 @@ def test_tenants_scenario_reports_ingest_ratio_and_claims(backend, tmp_path):
     same = result["claim_ms"]["tenants_same_jobs"]
     assert same["jobs_per_claim"] == result["claim_ms"]["single_tenant"]["jobs_per_claim"]
     assert result["claim_ms"]["p50_ratio"] > 0
-    assert "ingest tenants / single tenant" in report and "same jobs per claim" in report
+    # and with a tenth of the tenants live: the same claims, ten times fewer tenants
+    tenth = result["claim_ms"]["tenth_of_tenants_same_jobs"]
+    assert tenth["jobs_per_claim"] == same["jobs_per_claim"]
+    assert result["claim_ms"]["p50_ratio_tenfold_tenants"] > 0
+    assert "ingest tenants / single tenant" in report and "a tenth of them" in report
