@@ -30,7 +30,7 @@ from hookline_client import (
 from hookline.ingest.app import build_app
 from hookline.rehearsal.harness import free_port
 from hookline.shared.config import Config
-from tests.conftest import opened_store, serving
+from tests.conftest import ROOT, opened_store, serving
 
 ADMIN = "admin-t0ken-for-client-tests"
 INGEST = "ingest-t0ken-for-client-tests"
@@ -329,3 +329,26 @@ async def test_busy_answers_are_retried_under_a_path_prefix_and_a_stranger_is_re
     assert {s[2] for s in seen[:3]} == {b'{"name":"Acme Inc"}'} and seen[3][2] == b"{}"
     assert {s[3] for s in seen} == {f"Bearer {ADMIN}"}
     assert (caught.value.status, caught.value.code) == (200, "not_hookline")
+
+
+def _python_block_after(path: Path, marker: str) -> str:
+    """The first ```python block after `marker` in a Markdown file, as printed."""
+    text = path.read_text().split(marker, 1)[1]
+    return text.split("```python\n", 1)[1].split("```", 1)[0]
+
+
+@pytest.mark.parametrize(("readme", "marker"), [
+    ("README.md", "**Giving a customer its portal:**"),
+    ("shared/client/README.md", "## Your customers' tenants and portal links"),
+])
+async def test_the_readme_portal_snippets_run_as_printed(base_url, readme, marker):
+    snippet = _python_block_after(ROOT / readme, marker)
+    assert "admin_token" in snippet and "put_tenant" in snippet, snippet
+    names: dict[str, Any] = {"admin_token": ADMIN}
+    # blocking code: in a thread, so the server on this loop answers meanwhile
+    await asyncio.to_thread(exec, snippet.replace("http://127.0.0.1:8080", base_url), names)
+    names["admin"].close()
+    assert names["tenant"].created is True and names["tenant"].metadata == {"plan": "pro"}
+    status, whoami = await _get(f"{base_url}/v1/tenant", names["access"].token)
+    assert (status, whoami["tenant"]["id"]) == (200, "acme")
+    assert names["access"].url.startswith(f"{base_url}/portal/#token=hlt_")
