@@ -34,6 +34,7 @@ import contextlib
 import os
 import statistics
 import time
+import urllib.parse
 import urllib.request
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -171,6 +172,9 @@ def _measure_alternated(opts: ScenarioOptions, work: Path, sizes: list[Size], *,
                                                          for r in rounds[size.label]]
             figures["ingest_cpu_us_per_event"] = statistics.median(
                 r["ingest_cpu_us_per_event"] or 0.0 for r in runs)
+            server = [r["server_cpu_us_per_event"] for r in runs
+                      if r["server_cpu_us_per_event"] is not None]
+            figures["server_cpu_us_per_event"] = statistics.median(server) if server else None
             figures["setup_s"] = setup_s[size.label]
             if scrape:
                 figures["metrics"] = _scrape_metrics(port)
@@ -202,10 +206,12 @@ def _ingest(opts: ScenarioOptions, db: str, port: int, procs: dict[str, int], la
     events_before, jobs_before = _count_events_and_jobs(db)
     cpu_before = {slot: proc_cpu_s(pid) for slot, pid in procs.items()}
     threads_before = proc_thread_cpu_s(procs["ingest"])
+    server_before = _server_cpu_s(db)
     load = wrk.run_wrk(f"http://127.0.0.1:{port}", max(1, round(opts.phase_s)),
                        opts.concurrency, opts.body_bytes, f"{label}-{os.urandom(4).hex()}",
                        INGEST_TOKEN, type_count=type_count, tenant_count=tenant_count)
     cpu_s = {slot: round(proc_cpu_s(pid) - cpu_before[slot], 2) for slot, pid in procs.items()}
+    server_s = sum(now - server_before.get(pid, 0.0) for pid, now in _server_cpu_s(db).items())
     threads_s = _thread_split(procs["ingest"], threads_before,
                               proc_thread_cpu_s(procs["ingest"]))
     time.sleep(0.5)  # requests wrk left open at its end still commit
@@ -217,8 +223,32 @@ def _ingest(opts: ScenarioOptions, db: str, port: int, procs: dict[str, int], la
             "ingest_threads_cpu_us_per_event": {
                 thread: round(seconds / events * 1e6, 1) for thread, seconds in threads_s.items()}
             if events else None,
+            # PostgreSQL: the server's processes serving this database (they share the
+            # machine's cores with ingest and wrk)
+            "server_cpu_us_per_event": round(server_s / events * 1e6, 1)
+            if events and server_before else None,
             "non_2xx": load["non_2xx"], "latency_ms": load["latency_ms"],
             "jobs_per_event": round(jobs / events, 3) if events else None}
+
+
+def _server_cpu_s(db: str) -> dict[int, float]:
+    """{pid: CPU seconds} of the PostgreSQL server processes serving database `db` (each
+    one's process title names it: `postgres: USER DATABASE HOST(PORT) STATE`); {} on
+    SQLite."""
+    if not db.startswith(("postgresql://", "postgres://")):
+        return {}
+    marker = f" {urllib.parse.urlsplit(db).path.lstrip('/')} ".encode()
+    found: dict[int, float] = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            title = (entry / "cmdline").read_bytes()
+        except OSError:  # gone meanwhile
+            continue
+        if title.startswith(b"postgres: ") and marker in title:
+            found[int(entry.name)] = proc_cpu_s(int(entry.name))
+    return found
 
 
 def _thread_split(pid: int, before: dict[int, float], after: dict[int, float]
@@ -364,9 +394,10 @@ def print_scale(result: dict[str, Any]) -> None:
 
 
 def _threads(figures: dict[str, Any]) -> str:
-    """`, of which event loop X / other threads Y` for the median round, when measured."""
+    """`, of which event loop X / other threads Y` for the median round, when measured, and
+    `; PostgreSQL server Z µs/event` (the median of the rounds) on PostgreSQL."""
     split = figures.get("ingest_threads_cpu_us_per_event")
-    if not split:
-        return ""
-    return (f", of which event loop {split['event_loop']} / other threads "
-            f"{split['other_threads']}")
+    text = (f", of which event loop {split['event_loop']} / other threads "
+            f"{split['other_threads']}") if split else ""
+    server = figures.get("server_cpu_us_per_event")
+    return text + (f"; PostgreSQL server {server} µs/event" if server is not None else "")

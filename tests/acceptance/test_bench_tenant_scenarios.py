@@ -81,6 +81,7 @@ def test_tenants_scenario_reports_ingest_ratio_and_claims(backend, tmp_path):
     for label in ("single_tenant", "tenants"):
         figures = result["ingest"][label]
         assert figures["events_per_s"] > 0 and figures["jobs_per_event"] == 1.0
+        assert figures["server_cpu_us_per_event"] > 0  # PostgreSQL's processes for it
         claims = result["claim_ms"][label]
         assert 0 < claims["p50_ms"] <= claims["p99_ms"] and claims["jobs_per_claim"] > 0
     assert result["ingest_ratio"] > 0 and result["cpu_per_event_ratio"] > 0
