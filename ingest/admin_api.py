@@ -5,7 +5,8 @@ Routes (all JSON; errors are `{"error": code, "detail": text}`, and input the ru
 `"field"` naming the body field, query or path parameter (`body` for the body as a whole) and
 the same `detail` text the CLI prints; a destination address the outbound guard refuses is 400
 `destination_blocked` with `"field": "url"`):
-    GET    /v1/admin/stats                      store.stats()
+    GET    /v1/admin/stats?tenant=              store.stats(tenant): per-destination counts of one
+                                                tenant (default: the default tenant)
     GET    /v1/admin/destinations?tenant=       list (secrets redacted), each with its
                                                 `tenant`; every tenant's when absent
     POST   /v1/admin/destinations               add {name, url, secret?, event_types?,
@@ -61,6 +62,7 @@ from hookline.ingest.tenant_scope import (
 from hookline.shared.catalogue import SubscriptionRefused
 from hookline.shared.errors import ConfigError, Conflict, DestinationBlocked, InvalidInput, NotFound
 from hookline.shared.logs import get_logger
+from hookline.shared.models import DEFAULT_TENANT
 from hookline.shared.policy import inputs, rules
 from hookline.shared.policy.netguard import vet_destination
 from hookline.shared.signing import generate_secret
@@ -169,8 +171,10 @@ async def json_body(request: web.Request) -> dict[str, Any]:
 
 
 async def stats(request: web.Request) -> web.Response:
-    """`GET /v1/admin/stats`: the store's counts (see Store.stats)."""
-    return web.json_response(stats_view(await request_reader(request).stats(),
+    """`GET /v1/admin/stats?tenant=`: the store's counts (see Store.stats), the
+    per-destination ones of the tenant named (default: the default tenant)."""
+    tenant = await existing_tenant_filter(request) or DEFAULT_TENANT
+    return web.json_response(stats_view(await request_reader(request).stats(tenant),
                                         (await request_store(request).health()).wal_bytes))
 
 

@@ -21,9 +21,13 @@ class Stats:
     attempts: int = 0
     oldest_pending_age_s: float | None = None
     # Operator views and /metrics: per-destination job counts (removed
-    # destinations appear as `name~removed-ID`), paused destinations with their reason,
-    # attempts by outcome class, and accept -> delivered latency of every delivery (the
-    # maintained figures: what retention purged included).
+    # destinations appear as `name~removed-ID`) and paused destinations with their reason,
+    # both of `tenant`'s destinations only; attempts by outcome class, and accept ->
+    # delivered latency of every delivery (the maintained figures: what retention purged
+    # included).
+    tenant: str = DEFAULT_TENANT
+    paused_count: int = 0
+    """Paused live destinations of every tenant (`paused_destinations` lists `tenant`'s)."""
     jobs_by_destination: dict[str, dict[str, int]] = field(default_factory=dict)
     paused_destinations: dict[str, str | None] = field(default_factory=dict)
     attempts_by_outcome: dict[str, int] = field(default_factory=dict)

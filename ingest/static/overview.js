@@ -96,7 +96,7 @@ export function overviewView() {
     const current = buckets[buckets.length - 1] ?? { events: 0, delivered: 0, failed: 0 };
     const previous = buckets[buckets.length - 2] ?? { events: 0, delivered: 0, failed: 0 };
     const jobs = stats.jobs_by_status;
-    const paused = Object.keys(stats.paused_destinations ?? {}).length;
+    const paused = stats.paused_count;  // every tenant's (paused_destinations: one tenant's)
     setChildren(cards,
       card("events-per-minute", "Events accepted / min", fmtCount(previous.events),
            { detail: `this minute so far: ${fmtCount(current.events)}` }),

@@ -294,10 +294,13 @@ class Store(TenantStore, CatalogueStore, Protocol):
     async def list_attempts(self, job_id: int | None = None, limit: int = 10_000) -> list[Attempt]:
         """Attempt rows, oldest first, of one job or of all."""
 
-    async def stats(self) -> Stats:
+    async def stats(self, tenant: str = DEFAULT_TENANT) -> Stats:
         """Counts by status, events, attempts, and the oldest due pending job's age; plus
-        counts per destination and status, paused destinations, attempts by outcome and the
-        accept -> delivered latency histogram (for `hookline stats` and /metrics)."""
+        counts per destination and status and the paused destinations, both of `tenant`'s
+        destinations only (by name: names are unique within a tenant, not across tenants),
+        attempts by outcome and the accept -> delivered latency histogram (for `hookline
+        stats` and /metrics). Every figure but the two per-destination ones is the whole
+        service's."""
 
     async def health(self) -> StoreHealth:
         """The store's own health for `/healthz` and `/metrics`, without touching the

@@ -165,13 +165,14 @@ def destination_page_tx(after_id: int, limit: int
     return figures, (int(page[-1]["id"]) if more else None)
 
 
-def stats_tx() -> Tx[Stats]:
-    """The operator's counts, from the maintained figures (plus a count of attempt rows)."""
+def stats_tx(tenant: str) -> Tx[Stats]:
+    """The operator's counts, from the maintained figures (plus a count of attempt rows); the
+    per-destination ones of `tenant`'s destinations (names are unique within a tenant)."""
     now = yield NOW
     totals = _tallies((yield rows("metric_counts_of", destination_ids=[TOTALS]))).get(
         TOTALS, Tally())
     per_destination: dict[str, dict[str, int]] = {}
-    for r in (yield rows("jobs_counts_by_destination")):
+    for r in (yield rows("jobs_counts_by_destination", tenant=tenant)):
         per_destination.setdefault(r["destination"], {})[r["status"]] = int(r["n"])
     oldest_all = (yield one("destination_fold", shown_ids=[]))["oldest_due_all"]
     by_status: dict[str, int] = {s: 0 for s in JOB_STATUSES}
@@ -180,9 +181,10 @@ def stats_tx() -> Tx[Stats]:
         jobs_by_status=by_status, events=totals.events,
         attempts=(yield one("count_attempts"))["n"],
         oldest_pending_age_s=None if oldest_all is None else now - oldest_all,
-        jobs_by_destination=per_destination,
+        paused_count=int((yield one("count_paused_destinations"))["n"]),
+        tenant=tenant, jobs_by_destination=per_destination,
         paused_destinations={r["name"]: r["paused_reason"]
-                             for r in (yield rows("paused_destinations"))},
+                             for r in (yield rows("paused_destinations", tenant=tenant))},
         attempts_by_outcome={k: n for k, n in totals.attempts.items() if n},
         delivery_latency=totals.histogram() or LatencyHistogram(
             buckets=tuple((b, 0) for b in LATENCY_BUCKETS_S), count=0, sum_s=0.0))

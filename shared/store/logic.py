@@ -351,10 +351,10 @@ class StoreLogic(ClaimOperations, EventOperations, TenantOperations, TenantCount
             body_bytes=row["body_bytes"], body_purged_at=row["body_purged_at"],
             attempts=tuple(Attempt.from_row(a) for a in attempts))
 
-    async def stats(self) -> Stats:
+    async def stats(self, tenant: str = DEFAULT_TENANT) -> Stats:
         """See :meth:`hookline.shared.store.Store.stats` (ages by the store's clock)."""
         await self.fold_metric_deltas()
-        return await self._transact(stats_tx(), write=False)
+        return await self._transact(stats_tx(tenant), write=False)
 
     async def metric_figures(self, series_max: int) -> MetricFigures:
         """See :meth:`hookline.shared.store.Store.metric_figures`."""

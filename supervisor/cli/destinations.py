@@ -80,6 +80,9 @@ def register(sub: Any) -> None:
     jobs_p.set_defaults(handler=lambda c, a: run_command(lambda: jobs(c, a)))
 
     stats_p = sub.add_parser("stats", help="counts by status, events, attempts")
+    add_tenant_flag(stats_p, "whose destinations the per-destination counts and the paused "
+                             "list show (default: the default tenant's; every other figure "
+                             "is the whole service's)")
     stats_p.add_argument("--json", action="store_true")
     stats_p.set_defaults(handler=lambda c, a: run_command(lambda: stats(c, a)))
 
@@ -215,10 +218,14 @@ async def jobs(config: Config, args: argparse.Namespace) -> int:
 
 
 async def stats(config: Config, args: argparse.Namespace) -> int:
-    """`hookline stats`: counts by status, events, attempts, oldest pending age; with
-    --json the admin API's `GET /v1/admin/stats` answer."""
+    """`hookline stats [--tenant ID]`: counts by status, events, attempts, oldest pending
+    age, and one tenant's destinations' counts; with --json the admin API's
+    `GET /v1/admin/stats` answer."""
+    wanted = tenant_arg(args)  # checked before the store opens (exit 2)
+
     async def figures(store: Store) -> tuple[Stats, int | None]:
-        return await store.stats(), (await store.health()).wal_bytes
+        tenant = await existing_tenant(store, wanted)
+        return await store.stats(tenant), (await store.health()).wal_bytes
 
     view = stats_view(*await with_store(config, figures))
     if args.json:
@@ -226,11 +233,13 @@ async def stats(config: Config, args: argparse.Namespace) -> int:
         return 0
     print_record({
         "events": view["events"], "attempts": view["attempts"],
+        "destinations_of_tenant": view["tenant"],
         "jobs_by_status": view["jobs_by_status"],
         "oldest_pending_age_s": view["oldest_pending_age_s"],
         "attempts_by_outcome": view["attempts_by_outcome"],
         "paused_destinations": [f"{name} ({reason or 'no reason given'})" for name, reason
                                 in view["paused_destinations"].items()],
+        "paused_in_every_tenant": view["paused_count"],
         "delivery_latency": _latency_summary(view["delivery_latency"]),
         "wal_bytes": view["wal_bytes"],
     })

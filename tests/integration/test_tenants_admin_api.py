@@ -240,3 +240,27 @@ async def test_a_body_arriving_in_several_segments_is_read_whole(client):
     writer.close()
     assert answer.startswith(b"HTTP/1.1 200"), answer[:300]
     assert b'"max_in_flight": 7' in answer or b'"max_in_flight":7' in answer
+
+
+async def test_stats_per_destination_counts_are_the_named_tenants(client, real_store):
+    """`GET /v1/admin/stats?tenant=`: jobs_by_destination and paused_destinations of that
+    tenant (two tenants' `hooks` kept apart), the default tenant's without it; an unknown
+    tenant is 404 naming it, a malformed one 400 naming the field."""
+    for tenant in ("acme", "globex"):
+        await _call(client, "PUT", f"/v1/admin/tenants/{tenant}", json={})
+        await real_store.add_destination(name="hooks", url="https://example.com/h",
+                                         secret="whsec_" + "S" * 32, event_types=["*"],
+                                         max_in_flight=2, tenant=tenant)
+    await real_store.add_events([new_event("a1", tenant="acme"), new_event("a2", tenant="acme"),
+                                 new_event("g1", tenant="globex")])
+    for tenant, pending in (("acme", 2), ("globex", 1)):
+        status, stats = await _call(client, "GET", f"/v1/admin/stats?tenant={tenant}")
+        assert status == 200 and stats["tenant"] == tenant
+        assert stats["jobs_by_destination"] == {"hooks": {"pending": pending}}
+        assert stats["jobs_by_status"]["pending"] == 3  # the whole service's
+    status, stats = await _call(client, "GET", "/v1/admin/stats")
+    assert (status, stats["tenant"], stats["jobs_by_destination"]) == (200, "_default", {})
+    status, error = await _call(client, "GET", "/v1/admin/stats?tenant=nobody")
+    assert status == 404 and "nobody" in error["detail"]
+    status, error = await _call(client, "GET", "/v1/admin/stats?tenant=bad%20id")
+    assert (status, error["field"]) == (400, "tenant")

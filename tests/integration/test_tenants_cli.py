@@ -163,3 +163,33 @@ def test_a_test_delivery_to_a_paused_destination_says_so_at_once(cli):
     assert cli("pause", "held", "--reason", "maintenance")[0] == 0
     code, out, _ = cli("destinations", "test", "held")
     assert code == 1 and "'held' is paused (maintenance)" in out and "hookline resume" in out
+
+
+def test_stats_counts_one_tenants_destinations(cli, store_url):
+    """`hookline stats --tenant ID`: the per-destination counts and the paused list are that
+    tenant's (two tenants' `billing` never mixed); without it the default tenant's; an
+    unknown tenant is exit 1 naming it, a malformed id exit 2 naming the flag."""
+    for tenant in ("acme", "globex"):
+        ok_json(cli, "tenants", "put", tenant)
+        ok_json(cli, "destinations", "add", "billing", URL, "--tenant", tenant)
+
+    async def publish() -> None:
+        async with opened_store(store_url) as store:
+            await store.add_events([new_event(f"a{i}", tenant="acme") for i in range(2)]
+                                   + [new_event("g1", tenant="globex")])
+    asyncio.run(publish())
+    assert cli("pause", "billing", "--tenant", "globex", "--reason", "globex asked")[0] == 0
+    acme, globex = ok_json(cli, "stats", "--tenant", "acme"), ok_json(cli, "stats", "--tenant",
+                                                                      "globex")
+    assert (acme["tenant"], acme["jobs_by_destination"], acme["paused_destinations"]) == (
+        "acme", {"billing": {"pending": 2}}, {})
+    assert (globex["jobs_by_destination"], globex["paused_destinations"]) == (
+        {"billing": {"pending": 1}}, {"billing": "globex asked"})
+    default = ok_json(cli, "stats")
+    assert (default["tenant"], default["jobs_by_destination"]) == ("_default", {})
+    code, out, _ = cli("stats", "--tenant", "acme")
+    assert code == 0 and "destinations_of_tenant" in out and "acme" in out
+    code, _, err = cli("stats", "--tenant", "nobody")
+    assert code == 1 and "nobody" in err
+    code, _, err = cli("stats", "--tenant", "bad id!")
+    assert code == 2 and "--tenant" in err

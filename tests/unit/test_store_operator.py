@@ -7,6 +7,7 @@ import pytest
 
 from hookline.shared.errors import ConfigError, Conflict, NotFound
 from hookline.shared.models import AttemptResult, Dead, Done
+from hookline.shared.tenant_models import TenantFields
 from tests.conftest import execute_db, new_event
 
 LEASE_S = 30.0
@@ -186,3 +187,27 @@ async def test_stats_per_destination_paused_and_outcomes(store, clock, destinati
     assert st.delivery_latency.sum_s == pytest.approx(2.0)
     assert dict(st.delivery_latency.buckets)[1.0] == 0
     assert dict(st.delivery_latency.buckets)[2.5] == 1
+
+
+async def test_stats_per_destination_are_one_tenants_so_names_never_collide(store):
+    """Two tenants each with a destination `billing`: stats() counts and lists each one's
+    own (the default tenant's unless named), never one tenant's figures under the other's
+    name; the totals stay the whole service's."""
+    for tenant in ("acme", "globex"):
+        await store.put_tenant(tenant, TenantFields())
+        await store.add_destination(name="billing", url="https://example.com/h",
+                                    secret="whsec_" + "B" * 32, event_types=["*"],
+                                    max_in_flight=2, tenant=tenant)
+    await store.add_events([new_event(f"a{i}", tenant="acme") for i in range(3)]
+                           + [new_event("g1", tenant="globex")])
+    await store.set_paused("billing", True, "acme's maintenance", tenant="acme")
+    acme, globex, default = (await store.stats("acme"), await store.stats("globex"),
+                             await store.stats())
+    assert (acme.tenant, acme.jobs_by_destination, acme.paused_destinations) == (
+        "acme", {"billing": {"pending": 3}}, {"billing": "acme's maintenance"})
+    assert (globex.jobs_by_destination, globex.paused_destinations) == (
+        {"billing": {"pending": 1}}, {})
+    assert (default.tenant, default.jobs_by_destination, default.paused_destinations) == (
+        "_default", {}, {})
+    assert acme.jobs_by_status["pending"] == globex.jobs_by_status["pending"] == 4
+    assert acme.paused_count == globex.paused_count == default.paused_count == 1

@@ -192,11 +192,14 @@ INSERT INTO metric_counts (family, destination_id, label, n)
 SELECT 'events', 0, '', count(*) FROM events WHERE true
 ON CONFLICT (family, destination_id, label) DO UPDATE SET n = excluded.n, total_s = excluded.total_s
 
--- jobs_counts_by_destination: the maintained job counts per destination (removed ones too,
--- named name~removed-ID), for the operator's stats
+-- count_paused_destinations: live destinations that are paused, of every tenant
+SELECT count(*) AS n FROM destinations WHERE paused AND deleted_at IS NULL
+
+-- jobs_counts_by_destination: the maintained job counts per destination of :tenant (removed
+-- ones too, named name~removed-ID), for the operator's stats
 SELECT d.name AS destination, m.label AS status, m.n FROM metric_counts m
 JOIN destinations d ON d.id = m.destination_id
-WHERE m.family = 'jobs' AND m.n <> 0
+WHERE m.family = 'jobs' AND m.n <> 0 AND d.tenant_id = :tenant
 
 -- get_tenant: one tenant by id
 SELECT * FROM tenants WHERE id = :id

@@ -393,8 +393,9 @@ WHERE body_purged_at IS NULL AND received_at < :before
     AND NOT EXISTS (SELECT 1 FROM jobs j WHERE j.event_id = events.id
                     AND (j.status IN ('pending', 'running', 'dead') OR j.finished_at >= :before))
 
--- paused_destinations: live destinations that are paused, with the reason
-SELECT name, paused_reason FROM destinations WHERE paused = 1 AND deleted_at IS NULL ORDER BY id
+-- paused_destinations: :tenant's live destinations that are paused, with the reason
+SELECT name, paused_reason FROM destinations
+WHERE paused = 1 AND deleted_at IS NULL AND tenant_id = :tenant ORDER BY id
 
 -- destination_failed: extend a destination's failure run by one attempt (and its dead letters
 -- since the last notice by :dead, 0 or 1), with what operational events are decided on
