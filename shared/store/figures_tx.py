@@ -8,7 +8,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from hookline.shared.models import JOB_STATUSES
+from hookline.shared.models import DEFAULT_TENANT, JOB_STATUSES
+from hookline.shared.policy.rules import REMOVED_MARK
 from hookline.shared.report_models import (
     DestinationFigures,
     GaugeCorrection,
@@ -26,6 +27,8 @@ from hookline.shared.store.metric_deltas import (
 from hookline.shared.store.ops import BEGIN_WRITE, NOW, Tx, count, one, rows
 
 OTHER = "_other"
+TENANT_MARK = REMOVED_MARK
+"""Between a tenant and a destination name in a series name (see :func:`series_name`)."""
 """The destination label /metrics adds up every destination not shown alone under."""
 RECOUNT_QUERIES = ("recount_jobs", "recount_in_flight", "recount_oldest", "recount_events")
 
@@ -103,6 +106,16 @@ def _state(row: Any, now: float) -> dict[str, Any]:
             "oldest_due_age_s": _due_age(row["oldest"], now)}
 
 
+def series_name(row: Any) -> str:
+    """The name /metrics labels a destination with (`destination="..."`): its own for the
+    default tenant's, TENANT~NAME for another tenant's, since names are unique only within a
+    tenant and two series may not share their labels. `~` is in no destination name nor
+    tenant id, so no two destinations get the same label (metrics carry no tenant label of
+    their own: see ingest/metrics.py)."""
+    tenant, name = row["tenant_id"], row["name"]
+    return str(name) if tenant == DEFAULT_TENANT else f"{tenant}{TENANT_MARK}{name}"
+
+
 def _tallies(found: Iterable[Any]) -> dict[int, Tally]:
     out: dict[int, Tally] = {}
     for r in found:
@@ -131,10 +144,10 @@ def shown_figures_tx(series_max: int) -> Tx[MetricFigures]:
     for label, (n, total_s) in totals.latency.items():
         left.add("latency", label, n, total_s)
     left.filtered = totals.filtered
-    for r in sorted(shown, key=lambda r: r["name"]):
+    for r in sorted(shown, key=series_name):
         tally = tallies.get(r["id"], Tally())
         left.subtract(tally)
-        figures.append(tally.figures(r["name"], **_state(r, now)))
+        figures.append(tally.figures(series_name(r), **_state(r, now)))
     other = None
     folded = int(fold["folded"] or 0) if fold is not None else 0
     if folded or any(left.jobs.values()):
@@ -160,7 +173,7 @@ def destination_page_tx(after_id: int, limit: int
     page = page[:limit]
     tallies = _tallies((yield rows("metric_counts_of",
                                    destination_ids=[r["id"] for r in page]))) if page else {}
-    figures = [tallies.get(r["id"], Tally()).figures(r["name"], **_state(r, now))
+    figures = [tallies.get(r["id"], Tally()).figures(series_name(r), **_state(r, now))
                for r in page]
     return figures, (int(page[-1]["id"]) if more else None)
 

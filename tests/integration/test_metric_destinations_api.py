@@ -16,6 +16,7 @@ from hookline.shared.config import Config
 from hookline.shared.models import AttemptResult, Dead, Done
 from hookline.shared.signing import generate_secret
 from hookline.shared.store import Store
+from hookline.shared.tenant_models import TenantFields
 from tests.conftest import new_event
 
 TOKEN = "t0ken-for-metric-figures"
@@ -96,3 +97,37 @@ async def test_every_destination_has_its_figures_a_page_at_a_time(client, real_s
         assert (status, err["error"], err["field"]) == (400, "invalid_request", field), bad
     async with client.get("/v1/admin/metrics/destinations") as resp:
         assert resp.status == 401
+
+
+async def test_same_named_destinations_of_two_tenants_get_series_of_their_own(real_store,
+                                                                           store_url):
+    """Every tenant may name a destination `billing`: /metrics labels another tenant's
+    destination TENANT~NAME (`~` is in neither), so no two series share their labels (a
+    scrape with duplicate series fails in Prometheus), and the figures API names it so too."""
+    from prometheus_client.parser import text_string_to_metric_families
+    for tenant in ("acme", "globex"):
+        await real_store.put_tenant(tenant, TenantFields())
+        await real_store.add_destination(name="billing", url="http://127.0.0.1:9/h",
+                                         secret=generate_secret(), event_types=["*"],
+                                         max_in_flight=5, tenant=tenant)
+    await real_store.add_destination(name="billing", url="http://127.0.0.1:9/h",
+                                     secret=generate_secret(), event_types=["*"], max_in_flight=5)
+    await real_store.add_events([new_event("a1", tenant="acme"), new_event("a2", tenant="acme"),
+                                 new_event("g1", tenant="globex"), new_event("d1")])
+    config = Config(admin_token=TOKEN, db=store_url, metrics_destination_series_max=10)
+    async with TestClient(TestServer(build_app(real_store, config), host="127.0.0.1")) as c:
+        async with c.get("/metrics", headers=AUTH) as resp:
+            assert resp.status == 200
+            text = await resp.text()
+        status, page = await _get(c, "/v1/admin/metrics/destinations?limit=10")
+    pending: dict[str, float] = {}
+    for family in text_string_to_metric_families(text):
+        seen = [(s.name, tuple(sorted(s.labels.items()))) for s in family.samples]
+        assert len(seen) == len(set(seen)), f"duplicate series in {family.name}"
+        if family.name == "hookline_jobs":
+            pending.update({s.labels["destination"]: s.value for s in family.samples
+                            if s.labels["status"] == "pending"})
+    assert pending == {"billing": 1, "acme~billing": 2, "globex~billing": 1}
+    assert status == 200
+    assert sorted(d["name"] for d in page["destinations"]) == [
+        "acme~billing", "billing", "globex~billing"]

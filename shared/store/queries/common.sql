@@ -125,8 +125,8 @@ GROUP BY j.destination_id
 -- then the largest backlog, then the name), with what they are ranked
 -- by (from metric_counts: no job row is read; the order and the limit are the database's, so
 -- a scrape reads :limit rows, not one per destination)
-SELECT d.id, d.name, d.paused, d.paused_reason, d.failure_streak, o.total_s AS oldest,
-    coalesce(p.n, 0) AS pending
+SELECT d.id, d.tenant_id, d.name, d.paused, d.paused_reason, d.failure_streak,
+    o.total_s AS oldest, coalesce(p.n, 0) AS pending
 FROM destinations d
 LEFT JOIN metric_counts o ON o.family = 'oldest' AND o.destination_id = d.id AND o.label = ''
 LEFT JOIN metric_counts p ON p.family = 'jobs' AND p.destination_id = d.id
@@ -139,7 +139,8 @@ LIMIT :limit
 
 -- destination_page: live destinations after id :after_id, by id, at most :limit (keyset
 -- paging of GET /v1/admin/metrics/destinations)
-SELECT d.id, d.name, d.paused, d.paused_reason, d.failure_streak, o.total_s AS oldest
+SELECT d.id, d.tenant_id, d.name, d.paused, d.paused_reason, d.failure_streak,
+    o.total_s AS oldest
 FROM destinations d
 LEFT JOIN metric_counts o ON o.family = 'oldest' AND o.destination_id = d.id AND o.label = ''
 WHERE d.deleted_at IS NULL AND d.id > :after_id ORDER BY d.id LIMIT :limit
