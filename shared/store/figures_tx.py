@@ -27,9 +27,9 @@ from hookline.shared.store.metric_deltas import (
 from hookline.shared.store.ops import BEGIN_WRITE, NOW, Tx, count, one, rows
 
 OTHER = "_other"
+"""The destination label /metrics adds up every destination not shown alone under."""
 TENANT_MARK = REMOVED_MARK
 """Between a tenant and a destination name in a series name (see :func:`series_name`)."""
-"""The destination label /metrics adds up every destination not shown alone under."""
 RECOUNT_QUERIES = ("recount_jobs", "recount_in_flight", "recount_oldest", "recount_events")
 
 
