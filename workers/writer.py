@@ -464,8 +464,8 @@ class Writer:
         if logs_info():  # one per delivery: its fields are not built when nobody reads them
             log.info("job_claimed", job_id=claim.job_id, event_id=claim.event_id,
                      worker=self.worker_id, destination=claim.destination_name,
-                     attempt=claim.attempt, lease_token=claim.lease_token,
-                     lease_until=claim.lease_until)
+                     tenant=claim.tenant_id, attempt=claim.attempt,
+                     lease_token=claim.lease_token, lease_until=claim.lease_until)
         if claim.taken_over:
             log.info("job_taken_over", job_id=claim.job_id, event_id=claim.event_id,
                      worker=self.worker_id, lease_token=claim.lease_token,
@@ -505,8 +505,10 @@ def log_outcome(finished: Finished, kept: bool, now_s: float) -> None:
     done = isinstance(outcome, Done)
     if kept and done and not logs_info():
         return  # the common case, when info lines are not written: nothing to build
+    # The destination's tenant with its name: names are unique only within a tenant.
     ids = {"job_id": claim.job_id, "event_id": claim.event_id,
-           "destination": claim.destination_name, "attempt": claim.attempt,
+           "destination": claim.destination_name, "tenant": claim.tenant_id,
+           "attempt": claim.attempt,
            "lease_token": claim.lease_token, "duration_s": round(result.duration_s, 4),
            "status": result.status_code}
     if not done:

@@ -170,7 +170,8 @@ def _track_failure_run(claim: Claim, result: AttemptResult, breaker: BreakerPoli
                                           reason=reason)):
         yield from notify_tx.failing_tx(notify, run, now, result.status_code, result.error)
         return
-    name, streak = run["name"], run["failure_streak"]
+    # The tenant too: every tenant may have a destination of this name.
+    name, tenant, streak = run["name"], run["tenant_id"], run["failure_streak"]
     yield AfterCommit(lambda: log.warning("destination_auto_paused", destination=name,
-                                          reason=reason, failure_streak=streak))
+                                          tenant=tenant, reason=reason, failure_streak=streak))
     yield from notify_tx.paused_tx(notify, run, reason, result.status_code)

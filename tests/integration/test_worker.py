@@ -9,12 +9,14 @@ import time
 from dataclasses import replace
 
 import pytest
+from structlog.testing import capture_logs
 
 from hookline.rehearsal.receiver import Endpoint, Receiver, parse_behaviour
 from hookline.shared.config import Config
 from hookline.shared.signing import generate_secret
 from hookline.shared.store import Store
 from hookline.shared.store.sqlite import SqliteStore
+from hookline.shared.tenant_models import TenantFields
 from hookline.workers.loop import Worker
 from hookline.workers.sender import Sender
 from tests.conftest import new_event, settle
@@ -182,3 +184,37 @@ async def test_a_busy_worker_passes_the_wake_up_to_an_idle_one(store_url):
     finally:
         for store in stores:
             await store.close()
+
+
+DESTINATION_LINES = ("job_claimed", "attempt_failed", "job_retry_scheduled", "job_done",
+                     "job_dead")
+"""The worker's log lines about a delivery that name its destination."""
+
+
+async def test_delivery_log_lines_name_the_destinations_tenant(real_store):
+    """Every tenant may have a destination `billing`: each worker line naming a delivery's
+    destination (claimed, failed, retry scheduled, done, dead) also names its tenant, so an
+    operator reading `destination=billing` knows whose (the default tenant's too)."""
+    secret = generate_secret()
+    behaviour = {"_default": "ok", "acme": "status:503", "globex": "ok"}
+    path = {tenant: f"{tenant.lstrip('_')}-billing" for tenant in behaviour}  # no `_` first
+    endpoints = [Endpoint(path[tenant], secret, parse_behaviour(b))
+                 for tenant, b in behaviour.items()]
+    async with Receiver(endpoints) as receiver:
+        for tenant in behaviour:
+            if tenant != "_default":
+                await real_store.put_tenant(tenant, TenantFields())
+            await real_store.add_destination(name="billing", url=receiver.url(path[tenant]),
+                                             secret=secret, event_types=["*"], max_in_flight=5,
+                                             tenant=tenant)
+        with capture_logs() as logs:
+            async with running_worker(real_store):
+                await real_store.add_events([new_event(f"e-{t}", tenant=t) for t in behaviour])
+                counts = await settle(real_store)
+    assert (counts["done"], counts["dead"]) == (2, 1)
+    tenant_of_job = {job.id: job.tenant for job in await real_store.list_jobs()}
+    lines = [line for line in logs if line["event"] in DESTINATION_LINES]
+    assert {line["event"] for line in lines} == set(DESTINATION_LINES)
+    for line in lines:
+        assert line["destination"] == "billing", line
+        assert line.get("tenant") == tenant_of_job[line["job_id"]], line

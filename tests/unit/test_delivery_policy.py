@@ -26,6 +26,7 @@ from hookline.shared.policy.delivery import (
     rate_limit_allows,
 )
 from hookline.shared.signing import generate_secret
+from hookline.shared.tenant_models import TenantFields
 from tests.conftest import new_event
 
 NOW = 1_800_000_000.0
@@ -265,6 +266,26 @@ async def test_breaker_auto_pauses_after_consecutive_failures_and_resume_resets(
     resumed = await store.get_destination("flaky")
     assert resumed.failure_streak == 0 and resumed.failing_since is None
     assert len(await store.claim("w", 6, 30.0, 10)) == 5
+
+
+async def test_auto_pause_log_line_names_the_tenant(store):
+    """Two tenants each have a destination `billing`; when the breaker pauses acme's, the
+    `destination_auto_paused` line says it is acme's (not globex's, not the default
+    tenant's), so an operator resumes the right one."""
+    for tenant in ("acme", "globex"):
+        await store.put_tenant(tenant, TenantFields())
+        await store.add_destination(name="billing", url="http://127.0.0.1:9/b",
+                                    secret=generate_secret(), event_types=["*"],
+                                    max_in_flight=10, tenant=tenant)
+    await store.add_events([new_event(f"a{i}", tenant="acme") for i in range(3)])
+    claims = await store.claim("w", 3, 30.0, 10)
+    retry = Retry(delay_s=60, error="HTTP 503")
+    with capture_logs() as logs:
+        await store.finish([(c, retry, FAIL) for c in claims], breaker=POLICY)
+    assert (await store.get_destination("billing", tenant="acme")).paused
+    assert not (await store.get_destination("billing", tenant="globex")).paused
+    [line] = [e for e in logs if e["event"] == "destination_auto_paused"]
+    assert (line["destination"], line.get("tenant")) == ("billing", "acme")
 
 
 async def test_gone_pauses_at_once_and_without_breaker_nothing_pauses(
