@@ -105,8 +105,12 @@ async def event_cmd(config: Config, args: argparse.Namespace) -> int:
     tenant = tenant_arg(args)
 
     async def find(store: Store) -> EventMatch:
-        return await store.find_event(args.ref, args.source,
-                                      tenant=await existing_tenant(store, tenant))
+        # Without --tenant an internal id or a msg_ webhook-id is any tenant's (they are
+        # global, as GET /v1/admin/events/{ref} has it); only a sender's id, which repeats
+        # across tenants, means the default tenant's (Store.find_event).
+        if tenant is not None:
+            await existing_tenant(store, tenant)
+        return await store.find_event(args.ref, args.source, tenant=tenant)
 
     match = await with_store(config, find)
     if args.json:

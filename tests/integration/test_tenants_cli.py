@@ -193,3 +193,20 @@ def test_stats_counts_one_tenants_destinations(cli, store_url):
     assert code == 1 and "nobody" in err
     code, _, err = cli("stats", "--tenant", "bad id!")
     assert code == 2 and "--tenant" in err
+
+
+def test_event_by_internal_or_webhook_id_is_found_in_any_tenant(cli, store_url):
+    """Internal ids and msg_ webhook-ids are global: `hookline event REF` finds another
+    tenant's event by them without --tenant (as GET /v1/admin/events/{ref} does), while a
+    sender's id, which repeats across tenants, still means the default tenant's."""
+    ok_json(cli, "tenants", "put", "acme")
+
+    async def publish() -> None:
+        async with opened_store(store_url) as store:
+            await store.add_event(new_event("inv-1", tenant="acme"))
+    asyncio.run(publish())
+    [acme_event] = ok_json(cli, "events", "--tenant", "acme")["events"]
+    for ref in (str(acme_event["id"]), acme_event["message_id"]):
+        assert ok_json(cli, "event", ref)["id"] == acme_event["id"], ref
+    assert cli("event", "inv-1")[0] == 1  # a sender's id: the default tenant's, none here
+    assert ok_json(cli, "event", "inv-1", "--tenant", "acme")["id"] == acme_event["id"]
