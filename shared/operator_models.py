@@ -127,6 +127,8 @@ class EventRecord:
     """An event's facts and its jobs.
 
     Attributes:
+        tenant: the tenant it was published for; its jobs are that tenant's destinations'
+            (names repeat across tenants, so a job's destination name means one of these).
         received_at: when ingest accepted it, unix seconds.
         body_bytes: size of the stored body (0 once purged).
         body_purged_at: when retention emptied the body (None while it is stored); an event
@@ -143,6 +145,7 @@ class EventRecord:
     body_bytes: int
     body_purged_at: float | None
     jobs: tuple[EventJob, ...]
+    tenant: str = DEFAULT_TENANT
     schema_problem: str | None = None
     """Warn mode's mark: where its `data` first failed its catalogue schema (None: it did
     not, or was not checked)."""
@@ -150,7 +153,8 @@ class EventRecord:
     @classmethod
     def from_rows(cls, row: Any, jobs: list[Any]) -> EventRecord:
         """Build from a row of the `find_event_*` / `list_events` queries and its jobs."""
-        return cls(id=row["id"], message_id=row["message_id"], source=row["source"],
+        return cls(id=row["id"], message_id=row["message_id"], tenant=row["tenant_id"],
+                   source=row["source"],
                    source_event_id=row["source_event_id"], type=row["type"],
                    received_at=row["received_at"], body_bytes=row["body_bytes"] or 0,
                    body_purged_at=row["body_purged_at"],

@@ -215,9 +215,11 @@ def event_job_view(job: EventJob) -> dict[str, Any]:
 
 def event_view(event: EventRecord) -> dict[str, Any]:
     """An event's facts (never its body) and its jobs; `body_stored` is false once retention
-    emptied the body (its jobs can then not be resent)."""
-    return {"id": event.id, "message_id": event.message_id, "source": event.source,
-            "source_event_id": event.source_event_id, "type": event.type,
+    emptied the body (its jobs can then not be resent). `tenant` says whose destinations
+    its jobs' names are (names repeat across tenants)."""
+    return {"id": event.id, "message_id": event.message_id, "tenant": event.tenant,
+            "source": event.source, "source_event_id": event.source_event_id,
+            "type": event.type,
             "received_at": event.received_at, "body_bytes": event.body_bytes,
             "body_stored": event.body_purged_at is None,
             "body_purged_at": event.body_purged_at, "schema_problem": event.schema_problem,

@@ -85,6 +85,8 @@ export function eventView({ arg, params }) {
       h("dl", { class: "facts", id: "event-facts" },
         [["Internal id", `#${event.id}`],
          ["webhook-id", event.message_id],
+         // Whose destinations its jobs' names are: every tenant may have a `billing`.
+         ["Tenant", event.tenant],
          ["Source / sender's id", `${event.source} / ${event.source_event_id}`],
          ["Type", event.type],
          ["Received", when(event.received_at)],

@@ -95,6 +95,8 @@ function eventListView({ params, refreshNow }) {
   function row(event) {
     return h("tr", { "data-event": event.id },
       h("td", {}, h("a", { href: `#/events/${Number(event.id)}` }, `#${Number(event.id)}`)),
+      // The tenant: its jobs' destination names are that tenant's (names repeat).
+      h("td", { "data-col": "tenant" }, event.tenant),
       h("td", {}, when(event.received_at)),
       h("td", {}, event.type),
       h("td", {}, `${event.source} / ${event.source_event_id}`),
@@ -133,7 +135,7 @@ function eventListView({ params, refreshNow }) {
     setChildren(list, page.events.length === 0
       ? h("p", { class: "empty", id: "events-empty" },
         before ? "No older events match." : "No event matches.")
-      : table(["Event", "Received", "Type", "Source / sender's id", "webhook-id", "Jobs"],
+      : table(["Event", "Tenant", "Received", "Type", "Source / sender's id", "webhook-id", "Jobs"],
         page.events.map(row), { class: "grid-table", id: "events-table" }));
   }
 

@@ -299,8 +299,9 @@ async def dead_cmd(config: Config, args: argparse.Namespace) -> int:
     print_table([{**row, "died_at": row["finished_at"],
                   "replayable": "yes" if row["replayable"]
                   else f"no: {row['not_replayable_reason']}"} for row in rows],
-                ["id", "message_id", "event_type", "destination", "attempts", "died_at",
-                 "replayable", "last_error"])
+                # The tenant with the destination: names repeat across tenants.
+                ["id", "message_id", "event_type", "tenant", "destination", "attempts",
+                 "died_at", "replayable", "last_error"])
     return 0
 
 

@@ -119,6 +119,7 @@ async def event_cmd(config: Config, args: argparse.Namespace) -> int:
     event = match.event
     print(f"event {event.id}: {event.type} {event.message_id} (matched by "
           f"{_MATCHED[match.matched_by]})")
+    print(f"  tenant       {event.tenant}")  # whose destinations its jobs' names are
     print(f"  source       {event.source}, sender's id {event.source_event_id}")
     print(f"  received     {iso_time(event.received_at)}")
     body = (f"purged {iso_time(event.body_purged_at)} (its jobs cannot be resent)"
@@ -155,8 +156,9 @@ async def events_cmd(config: Config, args: argparse.Namespace) -> int:
         return 0
     rows = [{**e, "jobs": " ".join(f"{j['destination']}:{j['status']}" for j in e["jobs"])}
             for e in page["events"]]
-    print_table(rows, ["id", "received_at", "type", "source", "source_event_id", "message_id",
-                       "jobs"])
+    # The tenant: the jobs' destination names are its own (every tenant may have `billing`).
+    print_table(rows, ["id", "tenant", "received_at", "type", "source", "source_event_id",
+                       "message_id", "jobs"])
     if page["next_before"] is not None:
         print(f"(more: --before {page['next_before']})")
     return 0

@@ -264,3 +264,25 @@ async def test_stats_per_destination_counts_are_the_named_tenants(client, real_s
     assert status == 404 and "nobody" in error["detail"]
     status, error = await _call(client, "GET", "/v1/admin/stats?tenant=bad%20id")
     assert (status, error["field"]) == (400, "tenant")
+
+
+async def test_events_say_whose_destinations_their_jobs_are(client, real_store):
+    """Every tenant may have a destination `billing`: an event listed over every tenant, or
+    looked up by its global webhook-id, names its tenant, so its job's `billing` is known
+    to be that tenant's (the default tenant's events say `_default`)."""
+    for tenant in ("acme", "globex", "_default"):
+        if tenant != "_default":
+            await _call(client, "PUT", f"/v1/admin/tenants/{tenant}", json={})
+        await real_store.add_destination(name="billing", url="https://example.com/h",
+                                         secret="whsec_" + "S" * 32, event_types=["*"],
+                                         max_in_flight=2, tenant=tenant)
+        await real_store.add_event(new_event(f"inv-{tenant.lstrip('_')}", tenant=tenant))
+    status, page = await _call(client, "GET", "/v1/admin/events")
+    assert status == 200
+    assert {(e["source_event_id"], e["tenant"], e["jobs"][0]["destination"])
+            for e in page["events"]} == {("inv-acme", "acme", "billing"),
+                                         ("inv-globex", "globex", "billing"),
+                                         ("inv-default", "_default", "billing")}
+    globex = next(e for e in page["events"] if e["tenant"] == "globex")
+    status, found = await _call(client, "GET", f"/v1/admin/events/{globex['message_id']}")
+    assert (status, found["tenant"], found["jobs"]) == (200, "globex", globex["jobs"])

@@ -195,6 +195,50 @@ def test_stats_counts_one_tenants_destinations(cli, store_url):
     assert code == 2 and "--tenant" in err
 
 
+def _table(out: str) -> list[dict[str, str]]:
+    """A `print_table` output as rows of {HEADING: cell} (cells hold no spaces here)."""
+    header, *lines = out.strip().splitlines()
+    return [dict(zip(header.split(), line.split(), strict=False)) for line in lines]
+
+
+def test_event_and_dead_letter_listings_name_each_ones_tenant(cli, store_url):
+    """Three tenants each have a destination `billing` (the default tenant too), with one
+    event each whose job died: `hookline dead`, `hookline events` and `hookline event`
+    (listing every tenant's, or looked up by the global webhook-id) say whose each row is,
+    in the text tables and in --json, so no `billing` row is another tenant's in disguise."""
+    for tenant in ("acme", "globex"):
+        ok_json(cli, "tenants", "put", tenant)
+        ok_json(cli, "destinations", "add", "billing", URL, "--tenant", tenant)
+    ok_json(cli, "destinations", "add", "billing", URL)
+
+    async def dead_letter_each() -> dict[str, str]:
+        async with opened_store(store_url) as store:
+            for tenant in ("acme", "globex", "_default"):
+                await store.add_event(new_event(f"inv-{tenant.lstrip('_')}", tenant=tenant))
+            claims = await store.claim("w1", 10, 30.0, 5)
+            await store.finish([(c, Dead(error="gone"), AttemptResult(
+                started_at=await store.now_s(), duration_s=0.01, status_code=410))
+                for c in claims])
+            return {j.tenant: str(j.id) for j in await store.list_jobs()}
+    job_of = asyncio.run(dead_letter_each())
+
+    code, out, _ = cli("dead")
+    assert code == 0
+    assert {(row["ID"], row["TENANT"], row["DESTINATION"]) for row in _table(out)} == {
+        (job, tenant, "billing") for tenant, job in job_of.items()}
+    events = ok_json(cli, "events")["events"]
+    assert {(e["source_event_id"], e["tenant"]) for e in events} == {
+        ("inv-acme", "acme"), ("inv-globex", "globex"), ("inv-default", "_default")}
+    code, out, _ = cli("events")
+    assert code == 0
+    assert {(row["SOURCE_EVENT_ID"], row["TENANT"]) for row in _table(out)} == {
+        ("inv-acme", "acme"), ("inv-globex", "globex"), ("inv-default", "_default")}
+    acme_event = next(e for e in events if e["tenant"] == "acme")
+    assert ok_json(cli, "event", acme_event["message_id"])["tenant"] == "acme"
+    code, out, _ = cli("event", acme_event["message_id"])
+    assert code == 0 and any(line.split() == ["tenant", "acme"] for line in out.splitlines())
+
+
 def test_event_by_internal_or_webhook_id_is_found_in_any_tenant(cli, store_url):
     """Internal ids and msg_ webhook-ids are global: `hookline event REF` finds another
     tenant's event by them without --tenant (as GET /v1/admin/events/{ref} does), while a

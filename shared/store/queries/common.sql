@@ -78,18 +78,18 @@ SELECT * FROM sources WHERE name = :name AND deleted_at IS NULL
 SELECT * FROM sources WHERE deleted_at IS NULL ORDER BY id
 
 -- find_event_by_id: one event's facts by its internal id (the lookup shows no body)
-SELECT id, message_id, source, source_event_id, type, schema_problem, received_at,
-    length(body) AS body_bytes, body_purged_at
+SELECT id, message_id, tenant_id, source, source_event_id, type, schema_problem,
+    received_at, length(body) AS body_bytes, body_purged_at
 FROM events WHERE id = :event_id
 
 -- find_event_by_message_id: one event's facts by its webhook-id
-SELECT id, message_id, source, source_event_id, type, schema_problem, received_at,
-    length(body) AS body_bytes, body_purged_at
+SELECT id, message_id, tenant_id, source, source_event_id, type, schema_problem,
+    received_at, length(body) AS body_bytes, body_purged_at
 FROM events WHERE message_id = :message_id
 
 -- find_event_by_source_id: one event's facts by the sender's id within its tenant and source
-SELECT id, message_id, source, source_event_id, type, schema_problem, received_at,
-    length(body) AS body_bytes, body_purged_at
+SELECT id, message_id, tenant_id, source, source_event_id, type, schema_problem,
+    received_at, length(body) AS body_bytes, body_purged_at
 FROM events
 WHERE tenant_id = :tenant AND source = :source AND source_event_id = :source_event_id
 
@@ -296,13 +296,13 @@ FROM jobs j JOIN events e ON e.id = j.event_id JOIN destinations d ON d.id = j.d
 WHERE j.id = :job_id AND d.tenant_id = :tenant
 
 -- tenant_find_event_by_id: one event of a tenant by its internal id
-SELECT id, message_id, source, source_event_id, type, schema_problem, received_at,
-    length(body) AS body_bytes, body_purged_at
+SELECT id, message_id, tenant_id, source, source_event_id, type, schema_problem,
+    received_at, length(body) AS body_bytes, body_purged_at
 FROM events WHERE id = :event_id AND tenant_id = :tenant
 
 -- tenant_find_event_by_message_id: one event of a tenant by its webhook-id
-SELECT id, message_id, source, source_event_id, type, schema_problem, received_at,
-    length(body) AS body_bytes, body_purged_at
+SELECT id, message_id, tenant_id, source, source_event_id, type, schema_problem,
+    received_at, length(body) AS body_bytes, body_purged_at
 FROM events WHERE message_id = :message_id AND tenant_id = :tenant
 
 -- tenant_event_types: the distinct types of a tenant's newest :limit events

@@ -528,8 +528,8 @@ WHERE j.id = :job_id::bigint AND (:tenant::text IS NULL OR e.tenant_id = :tenant
 
 -- list_events: events newest first, filtered by type, received time, a job's destination
 -- and/or status; keyset paging by id (:before)
-SELECT e.id, e.message_id, e.source, e.source_event_id, e.type, e.schema_problem, e.received_at,
-    length(e.body) AS body_bytes, e.body_purged_at
+SELECT e.id, e.message_id, e.tenant_id, e.source, e.source_event_id, e.type,
+    e.schema_problem, e.received_at, length(e.body) AS body_bytes, e.body_purged_at
 FROM events e
 WHERE (:type::text IS NULL OR e.type = :type)
     AND (:since::double precision IS NULL OR e.received_at >= :since)
