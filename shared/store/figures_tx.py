@@ -109,11 +109,14 @@ def _state(row: Any, now: float) -> dict[str, Any]:
 def series_name(row: Any) -> str:
     """The name /metrics labels a destination with (`destination="..."`): its own for the
     default tenant's, TENANT~NAME for another tenant's, since names are unique only within a
-    tenant and two series may not share their labels. `~` is in no destination name nor
-    tenant id, so no two destinations get the same label (metrics carry no tenant label of
-    their own: see ingest/metrics.py)."""
+    tenant and two series may not share their labels; and `_default~_other` for a default
+    tenant's destination named `_other`, the fold's own label. `~` is in no destination name
+    nor tenant id, so no two destinations (nor one and the fold) get the same label (metrics
+    carry no tenant label of their own: see ingest/metrics.py)."""
     tenant, name = row["tenant_id"], row["name"]
-    return str(name) if tenant == DEFAULT_TENANT else f"{tenant}{TENANT_MARK}{name}"
+    if tenant == DEFAULT_TENANT and name != OTHER:
+        return str(name)
+    return f"{tenant}{TENANT_MARK}{name}"
 
 
 def _tallies(found: Iterable[Any]) -> dict[int, Tally]:

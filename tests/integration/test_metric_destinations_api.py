@@ -103,17 +103,21 @@ async def test_same_named_destinations_of_two_tenants_get_series_of_their_own(re
                                                                            store_url):
     """Every tenant may name a destination `billing`: /metrics labels another tenant's
     destination TENANT~NAME (`~` is in neither), so no two series share their labels (a
-    scrape with duplicate series fails in Prometheus), and the figures API names it so too."""
+    scrape with duplicate series fails in Prometheus), and the figures API names it so too;
+    a default destination named `_other` is told apart from the fold of the rest."""
     from prometheus_client.parser import text_string_to_metric_families
     for tenant in ("acme", "globex"):
         await real_store.put_tenant(tenant, TenantFields())
         await real_store.add_destination(name="billing", url="http://127.0.0.1:9/h",
                                          secret=generate_secret(), event_types=["*"],
                                          max_in_flight=5, tenant=tenant)
-    await real_store.add_destination(name="billing", url="http://127.0.0.1:9/h",
-                                     secret=generate_secret(), event_types=["*"], max_in_flight=5)
+    for name in ("billing", "_other", "gone"):  # `_other` is also the fold's label
+        await real_store.add_destination(name=name, url="http://127.0.0.1:9/h",
+                                         secret=generate_secret(), event_types=["*"],
+                                         max_in_flight=5)
     await real_store.add_events([new_event("a1", tenant="acme"), new_event("a2", tenant="acme"),
                                  new_event("g1", tenant="globex"), new_event("d1")])
+    await real_store.remove_destination("gone")  # its job is folded under `_other`
     config = Config(admin_token=TOKEN, db=store_url, metrics_destination_series_max=10)
     async with TestClient(TestServer(build_app(real_store, config), host="127.0.0.1")) as c:
         async with c.get("/metrics", headers=AUTH) as resp:
@@ -127,7 +131,8 @@ async def test_same_named_destinations_of_two_tenants_get_series_of_their_own(re
         if family.name == "hookline_jobs":
             pending.update({s.labels["destination"]: s.value for s in family.samples
                             if s.labels["status"] == "pending"})
-    assert pending == {"billing": 1, "acme~billing": 2, "globex~billing": 1}
+    assert pending == {"billing": 1, "acme~billing": 2, "globex~billing": 1,
+                       "_default~_other": 1, "_other": 0}
     assert status == 200
     assert sorted(d["name"] for d in page["destinations"]) == [
-        "acme~billing", "billing", "globex~billing"]
+        "_default~_other", "acme~billing", "billing", "globex~billing"]
