@@ -1,24 +1,38 @@
 // Dead letters: the newest dead jobs with their last error, attempts and whether they can be
 // replayed (a purged body or a removed destination cannot); replay one, the selected ones, or
-// all of a destination, each after a dry run counts what would happen.
+// all of a destination, each after a dry run counts what would happen. A destination is its
+// tenant and its name (every tenant may have a `billing`): both travel together, in the
+// picker, the address and the replay's body.
 
 import { get, post } from "./api.js";
 import { fmtCount, h, jobLink, setChildren, table, toast, when } from "./dom.js";
 
 const LIMIT = 200;
+const DEFAULT_TENANT = "_default";
+const MARK = "~";  // in no destination name nor tenant id: "tenant~name" splits one way only
 
-/** The dead letters page; `params.destination` filters it (from `#/dead?destination=X`). */
+/** A destination as its tenant's: "billing" for the default tenant's, "billing (acme)". */
+const label = (tenant, name) => (tenant && tenant !== DEFAULT_TENANT ? `${name} (${tenant})`
+                                                                     : name);
+
+/** The dead letters page; `params.destination` and `params.tenant` filter it (from
+ * `#/dead?destination=X&tenant=T`; without a tenant the name is the default tenant's). */
 export function deadView({ params, refreshNow }) {
   let destination = params.get("destination") ?? "";
-  const tenant = params.get("tenant") ?? "";  // whose destination (from the destinations page)
-  let known = [];
+  let tenant = params.get("tenant") ?? "";  // whose destination: "" is the default tenant
+  let known = "";
   const selected = new Set();
 
   const select = h("select", { id: "dead-destination", onchange: () => {
-    destination = select.value;
+    const cut = select.value.indexOf(MARK);
+    [tenant, destination] = cut < 0 ? ["", ""]
+      : [select.value.slice(0, cut), select.value.slice(cut + 1)];
+    if (tenant === DEFAULT_TENANT) tenant = "";
     selected.clear();
-    history.replaceState(null, "", destination
-      ? `#/dead?destination=${encodeURIComponent(destination)}` : "#/dead");
+    const query = new URLSearchParams();
+    if (destination) query.set("destination", destination);
+    if (tenant) query.set("tenant", tenant);
+    history.replaceState(null, "", query.size ? `#/dead?${query}` : "#/dead");
     hideConfirm();
     refreshNow();
   } });
@@ -101,23 +115,25 @@ export function deadView({ params, refreshNow }) {
       toast("Choose a destination first.");
       return;
     }
-    const body = { all_dead: true, destination };
+    const body = { all_dead: true, destination, ...(tenant ? { tenant } : {}) };
+    const which = label(tenant, destination);
     const count = await dryRun(body);
-    showConfirm(`Dry run: ${count} dead job${count === 1 ? "" : "s"} of ${destination} ` +
+    showConfirm(`Dry run: ${count} dead job${count === 1 ? "" : "s"} of ${which} ` +
                 "would be replayed.", count,
       async () => {
         const out = await post("/v1/admin/replay", body);
-        toast(`Replayed ${out.count} jobs of ${destination}`);
+        toast(`Replayed ${out.count} jobs of ${which}`);
       });
   }
 
   function syncSelect(destinations) {
-    const names = destinations.map((d) => d.name);
-    if (names.join("\n") === known.join("\n")) return;
-    known = names;
-    setChildren(select, h("option", { value: "" }, "all destinations"),
-      names.map((name) => h("option", { value: name }, name)));
-    select.value = destination;
+    const values = destinations.map((d) => `${d.tenant}${MARK}${d.name}`);
+    if (values.join("\n") !== known) {
+      known = values.join("\n");
+      setChildren(select, h("option", { value: "" }, "all destinations"),
+        destinations.map((d, i) => h("option", { value: values[i] }, label(d.tenant, d.name))));
+    }
+    select.value = destination ? `${tenant || DEFAULT_TENANT}${MARK}${destination}` : "";
   }
 
   function row(job) {
@@ -131,6 +147,7 @@ export function deadView({ params, refreshNow }) {
     return h("tr", { "data-job": job.id },
       h("td", {}, box),
       h("td", {}, jobLink(job.id)),
+      h("td", { "data-col": "tenant" }, job.tenant ?? ""),
       h("td", {}, job.destination),
       h("td", {}, job.event_type),
       h("td", { class: "num" }, fmtCount(job.attempts)),
@@ -153,14 +170,15 @@ export function deadView({ params, refreshNow }) {
     for (const id of [...selected]) if (!ids.has(id)) selected.delete(id);
     replaySelected.textContent = `Replay selected (${selected.size})`;
     replayAll.disabled = !destination;
-    replayAll.textContent = destination ? `Replay all of ${destination}` : "Replay all of destination";
+    replayAll.textContent = destination ? `Replay all of ${label(tenant, destination)}`
+                                        : "Replay all of destination";
     if (dead.length === 0) {
       setChildren(list, h("p", { class: "empty" }, "No dead jobs."));
       return;
     }
     setChildren(list,
-      table(["", "Job", "Destination", "Event type", "Attempts", "Last error", "Dead since",
-             "Replayable", ""],
+      table(["", "Job", "Tenant", "Destination", "Event type", "Attempts", "Last error",
+             "Dead since", "Replayable", ""],
             dead.map(row), { class: "grid-table" }),
       dead.length === LIMIT ? h("p", { class: "hint" }, `Showing the newest ${LIMIT}.`) : null);
   }

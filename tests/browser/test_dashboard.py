@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from hookline.shared.signing import generate_secret
-from tests.browser.support import TOKEN, Hookline, ReceiverProcess
+from tests.browser.support import INGEST_TOKEN, TOKEN, Hookline, ReceiverProcess
 
 XSS_SCRIPT = "<script>window.__xss=1</script>"
 XSS_IMG = "<img src=x onerror=\"window.__xss=2\">"
@@ -91,6 +91,55 @@ def test_dead_jobs_appear_and_are_replayed_once_the_receiver_succeeds(
     page.goto(f"{hookline.base_url}/#/jobs/{first}")  # a deep link, same tab (token kept)
     expect(page.locator("#job-status")).to_have_text("done")
     expect(page.locator("#attempts tbody tr")).to_have_count(2)  # the 400, then the 200
+
+
+def test_replay_all_of_a_destination_replays_only_its_own_tenants(
+        page: Any, hookline: Hookline, receivers: list[ReceiverProcess],
+        tmp_path: Path) -> None:
+    """The default tenant, acme and globex each have a destination `invoices` with dead
+    letters: the picker names each with its tenant, the table shows the tenant, and "Replay
+    all" of acme's `invoices` counts and replays acme's dead letters only (the receiver hears
+    acme's again, never the others')."""
+    expect = _expect()
+    secret = generate_secret()
+    receiver = ReceiverProcess(tmp_path / "receiver-invoices.log")
+    receivers.append(receiver)
+    owners = ("_default", "acme", "globex")
+    endpoint = {owner: f"{owner.strip('_')}-invoices" for owner in owners}
+    receiver.start(*(f"{endpoint[owner]}={secret}:status:400" for owner in owners))
+    for owner in owners:
+        if owner != "_default":
+            status, out = hookline.call("PUT", f"/v1/admin/tenants/{owner}", {})
+            assert status == 201, out
+        status, out = hookline.call("POST", "/v1/admin/destinations", {
+            "name": "invoices", "url": receiver.url(endpoint[owner]), "secret": secret,
+            "event_types": ["bill.*"], "tenant": owner})
+        assert status == 201, out
+        for n in range(2 if owner == "acme" else 1):
+            body = {"id": f"{owner}-bill-{n}", "type": "bill.sent", "data": {"n": n},
+                    **({} if owner == "_default" else {"tenant": owner})}
+            status, out = hookline.call("POST", "/v1/events", body, token=INGEST_TOKEN)
+            assert status == 202, out
+    _wait_for(lambda: all(_effects(receiver, endpoint[o]) == 0 and _requests(
+        receiver, endpoint[o]) == (2 if o == "acme" else 1) for o in owners), 15,
+        "every first attempt (a 400: dead at once)")
+
+    page.click("#nav a[data-view=dead]")
+    acme_rows = page.locator("#dead-list tr[data-job]", has=page.locator(
+        "[data-col=tenant]", has_text="acme"))
+    expect(acme_rows).to_have_count(2)
+    page.select_option("#dead-destination", label="invoices (acme)")
+    expect(page.locator("#dead-list tr[data-job]")).to_have_count(2)  # acme's only
+    expect(page.locator("#replay-all")).to_have_text("Replay all of invoices (acme)")
+    page.click("#replay-all")
+    expect(page.locator("#confirm-text")).to_have_text(
+        "Dry run: 2 dead jobs of invoices (acme) would be replayed.")
+    page.click("#confirm-replay")
+    _wait_for(lambda: _requests(receiver, endpoint["acme"]) == 4, 15, "acme's replays")
+    time.sleep(0.5)  # a wrong replay would have reached the others by now
+    assert (_requests(receiver, endpoint["_default"]), _requests(receiver, endpoint["globex"])) \
+        == (1, 1)
+    assert "tenant=acme" in page.url
 
 
 def test_paused_destination_holds_its_jobs_until_resumed(
