@@ -126,11 +126,16 @@ def iso(unix_s: float | None) -> str | None:
     return stamp.replace("+00:00", "Z")
 
 
-def links(policy: NotifyPolicy, tenant: str) -> dict[str, str]:
-    """The dashboard page of a tenant's destinations (and the portal, for a tenant's own
-    events), absolute under `policy.public_url`, else relative to hookline's address."""
+def links(policy: NotifyPolicy, tenant: str, owner: str) -> dict[str, str]:
+    """The links of an operational event about a destination of `tenant`, in the copy of
+    `owner`, absolute under `policy.public_url`, else relative to hookline's address: for
+    the operator's copy (`owner` is the default tenant) the dashboard's page of the tenant's
+    destinations, plus the portal when it is another tenant's; for the tenant's own copy the
+    portal only (a customer cannot open the operator's dashboard, and its address is the
+    operator's business)."""
     base = (policy.public_url or "").rstrip("/")
-    found = {"dashboard_url": f"{base}/#/destinations?tenant={tenant}"}
+    found = {"dashboard_url": f"{base}/#/destinations?tenant={tenant}"} \
+        if owner == DEFAULT_TENANT else {}
     if tenant != DEFAULT_TENANT:
         found["portal_url"] = f"{base}/portal/"
     return found
@@ -178,8 +183,11 @@ def chat_text(event_type: str, data: Mapping[str, Any]) -> str:
                 f"{'' if total is None else f' ({total} in all)'}{last_text}")
     else:
         text = f"hookline {event_type} about {who}"
-    url = data.get("dashboard_url")
-    return f"{text} <{url}|dashboard>" if url and str(url).startswith("http") else text
+    for key, label in (("dashboard_url", "dashboard"), ("portal_url", "portal")):
+        url = data.get(key)
+        if url and str(url).startswith("http"):
+            return f"{text} <{url}|{label}>"
+    return text
 
 
 def chat_body(body: bytes) -> bytes:

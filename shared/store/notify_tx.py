@@ -74,7 +74,7 @@ def _publish_for(notify: NotifyPolicy, event_type: str, owner: str, tenant: str,
     [message_id] = new_message_ids(1, now)
     source_event_id = f"{event_type.removeprefix(policy.PREFIX)}_{secrets.token_hex(8)}"
     body = policy.event_body(source_event_id, event_type, now,
-                             {**data, **policy.links(notify, tenant)})
+                             {**data, **policy.links(notify, tenant, owner)})
     event = NewEvent(source=policy.SOURCE, source_event_id=source_event_id, type=event_type,
                      body=body, tenant=owner)
     deltas = MetricDeltas()

@@ -33,3 +33,14 @@ def test_missing_figures_are_left_out(event_type: str, data: dict[str, object]):
     text = chat(event_type, data)
     assert "None" not in text, text
     assert text.startswith(":"), text
+
+
+def test_the_link_is_the_dashboards_for_the_operator_and_the_portals_for_a_tenant():
+    """The operator's copy links the dashboard; a tenant's own copy has only the portal."""
+    data = {"destination": "billing", "tenant": "acme"}
+    operator = chat(notify.RECOVERED, {**data, "dashboard_url": "https://h.example/#/d",
+                                       "portal_url": "https://h.example/portal/"})
+    assert operator.endswith("<https://h.example/#/d|dashboard>")
+    tenant = chat(notify.RECOVERED, {**data, "portal_url": "https://h.example/portal/"})
+    assert tenant == (":white_check_mark: hookline destination `billing` (tenant `acme`) "
+                      "delivers again <https://h.example/portal/|portal>")

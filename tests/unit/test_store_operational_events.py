@@ -145,7 +145,12 @@ async def test_a_tenant_hears_only_of_its_own_destinations(store, clock):
                                   ("ops-acme", "hookline.destination.failing", "a"),
                                   ("ops-acme", "hookline.destination.recovered", "a")]
     assert all(data["tenant"] == "acme" for _, _, data in got)
-    assert got[0][2]["portal_url"] == "/portal/"
+    # The operator's copy links the dashboard (and the portal); acme's own, the portal only:
+    # its customer cannot open the operator's dashboard.
+    links = {(name, k) for name, _, data in got for k in data if k.endswith("_url")}
+    assert links == {("ops", "dashboard_url"), ("ops", "portal_url"),
+                     ("ops-acme", "portal_url")}
+    assert all(data["portal_url"] == "/portal/" for _, _, data in got)
     # Each event's jobs are its own tenant's: acme's views never show the operator's jobs.
     acme = await store.list_events(EventFilter(tenant="acme", type="hookline.destination.failing",
                                                limit=10))
