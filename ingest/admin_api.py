@@ -63,6 +63,7 @@ from hookline.shared.catalogue import SubscriptionRefused
 from hookline.shared.errors import ConfigError, Conflict, DestinationBlocked, InvalidInput, NotFound
 from hookline.shared.logs import get_logger
 from hookline.shared.models import DEFAULT_TENANT
+from hookline.shared.operator_models import scope_tenant
 from hookline.shared.policy import inputs, rules
 from hookline.shared.policy.netguard import vet_destination
 from hookline.shared.signing import generate_secret
@@ -336,8 +337,8 @@ async def replay(request: web.Request) -> web.Response:
                                          dry_run=dry_run, tenant=tenant)
     if not dry_run:
         get_logger().info("jobs_replayed", count=count, job_id=job_id,
-                          destination=destination, tenant=tenant, since_s=since_s,
-                          by=acting(request))
+                          destination=destination, tenant=scope_tenant(destination, tenant),
+                          since_s=since_s, by=acting(request))
     return web.json_response(replay_result_view(count, dry_run))
 
 

@@ -13,6 +13,7 @@ import json
 from datetime import datetime
 from typing import Any
 
+from hookline.shared.models import DEFAULT_TENANT
 from hookline.supervisor.cli.human import is_instant_field, iso_time_ms, show
 
 LEVELS = ("debug", "info", "warning", "error", "critical")
@@ -22,7 +23,7 @@ _RESET = "\x1b[0m"
 _DIM = "\x1b[2m"
 _CYAN = "\x1b[36m"
 # Shown first, in this order, after the event name; the rest follow alphabetically.
-_FIRST = ("job_id", "event_id", "destination", "attempt", "status", "worker", "slot")
+_FIRST = ("job_id", "event_id", "tenant", "destination", "attempt", "status", "worker", "slot")
 _HEADER = frozenset({"ts", "level", "event", "process", "pid"})
 
 
@@ -61,6 +62,8 @@ class LogFilter:
             lines too (so `event_accepted` and replays appear). Mutable for that reason.
         event_id: show lines about this event.
         destination: show lines with this destination name.
+        tenant: show lines that name this tenant (`"tenant": null` is the default tenant's;
+            lines naming no tenant are not shown).
         min_level: lowest level shown (one of :data:`LEVELS`).
         since_s: hide lines older than this, unix seconds.
     """
@@ -68,6 +71,7 @@ class LogFilter:
     job_id: int | None = None
     event_id: str | None = None
     destination: str | None = None
+    tenant: str | None = None
     min_level: str = "debug"
     since_s: float | None = None
     _job_events: set[str] = dataclasses.field(default_factory=set)
@@ -87,9 +91,18 @@ class LogFilter:
                 return False
         if self.destination is not None and record.get("destination") != self.destination:
             return False
+        if self.tenant is not None and not self._about_tenant(record, self.tenant):
+            return False
         if self.event_id is not None and str(record.get("event_id")) != self.event_id:
             return False
         return self.job_id is None or self._about_job(record, self.job_id)
+
+    @staticmethod
+    def _about_tenant(record: dict[str, Any], tenant: str) -> bool:
+        if "tenant" not in record:
+            return False
+        named = record["tenant"]
+        return named == tenant or (named is None and tenant == DEFAULT_TENANT)
 
     def _about_job(self, record: dict[str, Any], job_id: int) -> bool:
         job_ids = record.get("job_ids")

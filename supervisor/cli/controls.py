@@ -18,6 +18,8 @@ from hookline.shared.config import Config
 from hookline.shared.endpoint_models import Destination
 from hookline.shared.errors import ConfigError
 from hookline.shared.logs import get_logger
+from hookline.shared.models import DEFAULT_TENANT
+from hookline.shared.operator_models import scope_tenant
 from hookline.shared.policy import inputs, rules
 from hookline.shared.policy.rules import (
     DEFAULT_BODIES_AGE,
@@ -229,8 +231,8 @@ async def destinations_remove(config: Config, args: argparse.Namespace) -> int:
                                               tenant=await existing_tenant(store, tenant))
 
     ended = await with_store(config, remove)
-    get_logger().info("destination_removed", destination=args.name, tenant=tenant,
-                      jobs_ended=ended)
+    get_logger().info("destination_removed", destination=args.name,
+                      tenant=tenant or DEFAULT_TENANT, jobs_ended=ended)
     if args.json:
         print_json(destination_removed_view(args.name, ended))
     else:
@@ -244,8 +246,9 @@ async def destinations_remove(config: Config, args: argparse.Namespace) -> int:
 async def pause_cmd(config: Config, args: argparse.Namespace) -> int:
     """`hookline pause NAME [--reason TEXT]`."""
     await _set_paused(config, args, True)
-    get_logger().info("destination_paused", destination=args.name, tenant=tenant_arg(args),
-                      reason=args.reason, **operator())
+    get_logger().info("destination_paused", destination=args.name,
+                      tenant=tenant_arg(args) or DEFAULT_TENANT, reason=args.reason,
+                      **operator())
     if args.json:
         print_json(paused_view(args.name, args.reason))
     else:
@@ -256,8 +259,8 @@ async def pause_cmd(config: Config, args: argparse.Namespace) -> int:
 async def resume_cmd(config: Config, args: argparse.Namespace) -> int:
     """`hookline resume NAME`: its waiting jobs become claimable; workers are woken."""
     await _set_paused(config, args, False)
-    get_logger().info("destination_resumed", destination=args.name, tenant=tenant_arg(args),
-                      **operator())
+    get_logger().info("destination_resumed", destination=args.name,
+                      tenant=tenant_arg(args) or DEFAULT_TENANT, **operator())
     if args.json:
         print_json(resumed_view(args.name))
     else:
@@ -326,7 +329,8 @@ async def replay_cmd(config: Config, args: argparse.Namespace) -> int:
     since_s, count = await with_store(config, replay)
     if not args.dry_run:
         get_logger().info("jobs_replayed", count=count, job_id=args.job,
-                          destination=args.destination, tenant=tenant, since_s=since_s,
+                          destination=args.destination,
+                          tenant=scope_tenant(args.destination, tenant), since_s=since_s,
                           **operator())
     if args.json:
         print_json(replay_result_view(count, args.dry_run))

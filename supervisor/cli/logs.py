@@ -27,11 +27,12 @@ from typing import IO, Any, TypeVar
 
 from hookline.shared.config import Config
 from hookline.shared.db_url import parse_db_url
-from hookline.shared.errors import ConfigError, HooklineError
+from hookline.shared.errors import ConfigError, HooklineError, InvalidSetting
 from hookline.shared.process.lifecycle import STATUS_FILE, pid_file, read_status, runtime_dir
 from hookline.shared.store import Store
 from hookline.shared.timeparse import parse_instant
 from hookline.supervisor.cli.common import fail, with_store
+from hookline.supervisor.cli.tenants import tenant_arg
 from hookline.supervisor.logview import LEVELS, LogFilter, format_record, parse_line
 
 T = TypeVar("T")
@@ -51,7 +52,10 @@ def register(sub: Any) -> None:
                       help="lines about this event: internal id, msg_ id or the sender's id")
     logs.add_argument("--source", metavar="S",
                       help="with --event: REF is the sender's id in this source")
-    logs.add_argument("--destination", metavar="NAME", help="lines about this destination")
+    logs.add_argument("--destination", metavar="NAME", help="lines about this destination "
+                      "(every tenant's of that name, unless --tenant)")
+    logs.add_argument("--tenant", metavar="ID", help="lines naming this tenant (with "
+                      "--destination: that tenant's destination)")
     logs.add_argument("--level", choices=LEVELS, default="debug", help="lowest level shown")
     logs.add_argument("--since", metavar="T",
                       help="hide older lines: 2h, 30m (ago), ISO 8601 or unix seconds")
@@ -80,13 +84,17 @@ def logs_command(config: Config, args: argparse.Namespace) -> int:
         return fail("no log file: give FILE, `-` for standard input, or set log_file", 2)
     if args.source is not None and args.event is None:
         return fail("--source goes with --event", 2)
+    try:
+        tenant = tenant_arg(args)
+    except InvalidSetting as exc:
+        return fail(f"--tenant: {exc.detail}", 2)
     event_id: str | None = None
     if args.event is not None:
         event_id, problem = resolve_event(config, args.event, args.source)
         if event_id is None:
             return fail(problem)
     flt = LogFilter(job_id=args.job, event_id=event_id, destination=args.destination,
-                    min_level=args.level, since_s=since_s)
+                    tenant=tenant, min_level=args.level, since_s=since_s)
     shown = 0
     colour = not args.json and sys.stdout.isatty() and "NO_COLOR" not in os.environ
     try:

@@ -254,3 +254,17 @@ def test_event_by_internal_or_webhook_id_is_found_in_any_tenant(cli, store_url):
         assert ok_json(cli, "event", ref)["id"] == acme_event["id"], ref
     assert cli("event", "inv-1")[0] == 1  # a sender's id: the default tenant's, none here
     assert ok_json(cli, "event", "inv-1", "--tenant", "acme")["id"] == acme_event["id"]
+
+
+def test_audit_lines_name_the_default_tenant_when_none_was_given(cli):
+    """pause, resume, replay and remove without --tenant act on the default tenant's
+    destination, and their audit lines say so (`_default`, never null)."""
+    ok_json(cli, "destinations", "add", "billing", URL)
+    for args, event in ((("pause", "billing", "--reason", "r"), "destination_paused"),
+                        (("resume", "billing"), "destination_resumed"),
+                        (("replay", "--all-dead", "--destination", "billing"), "jobs_replayed"),
+                        (("destinations", "remove", "billing"), "destination_removed")):
+        code, _, err = cli(*args)
+        assert code == 0, (args, err)
+        line = json.loads(err.splitlines()[-1])
+        assert (line["event"], line["tenant"]) == (event, "_default"), args

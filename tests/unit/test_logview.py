@@ -43,6 +43,23 @@ def test_level_since_destination_filters_and_bad_level():
         LogFilter(min_level="loud")
 
 
+def test_tenant_filter_tells_same_named_destinations_apart():
+    """--tenant shows the lines naming that tenant (`"tenant": null` is the default
+    tenant's), so with --destination it picks one tenant's `billing` of several; a line
+    naming no tenant is not about one."""
+    acme, globex = rec("job_done", destination="billing", tenant="acme"), rec(
+        "job_done", destination="billing", tenant="globex")
+    default, unnamed = rec("destination_paused", destination="billing", tenant=None), rec(
+        "ingest_batch")
+    both = LogFilter(destination="billing")
+    assert [both.matches(r) for r in (acme, globex, default)] == [True, True, True]
+    mine = LogFilter(destination="billing", tenant="acme")
+    assert [mine.matches(r) for r in (acme, globex, default, unnamed)] == [
+        True, False, False, False]
+    ours = LogFilter(tenant="_default")
+    assert [ours.matches(r) for r in (acme, default, unnamed)] == [False, True, False]
+
+
 def test_parse_and_format():
     """Non-JSON lines are skipped, a journal prefix is ignored; the human line puts ids first
     and colours only when asked."""
