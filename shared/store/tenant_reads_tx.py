@@ -17,6 +17,7 @@ from typing import Any, TypeVar
 
 from hookline.shared.endpoint_models import subscribes
 from hookline.shared.errors import InvalidInput, NotFound, StoreError
+from hookline.shared.models import DEFAULT_TENANT
 from hookline.shared.policy import forwarding
 from hookline.shared.record_models import Job
 from hookline.shared.signing import new_message_ids
@@ -241,7 +242,8 @@ def choose_test_payload_tx(destination: Any, event_type: str | None) -> Tx[TestP
 
 
 def _test_delivery_tx(tenant: str, name: str, event_type: str | None) -> Tx[TestDelivery]:
-    """A test event of `tenant` (source `_test`, `"test": true` in its body) and one job for
+    """A test event of `tenant` (source `_test`, `"test": true` in its body, and `tenant`
+    unless it is the default tenant's, as in a published event's) and one job for
     its destination `name` only (not fanned out, no payload filter), in one transaction;
     workers are woken after the commit. A paused destination's job waits for its resume, as
     any other. Raises NotFound; InvalidInput("type") when `event_type` is not one the
@@ -255,8 +257,10 @@ def _test_delivery_tx(tenant: str, name: str, event_type: str | None) -> Tx[Test
         raise InvalidInput("type", f"destination {name!r} does not subscribe to "
                                    f"{event_type!r}")
     payload = yield from choose_test_payload_tx(dest, event_type)
-    body = json.dumps({"type": payload.type, "id": source_event_id, "data": payload.data,
-                       "test": True}, separators=(",", ":")).encode()
+    # Shaped like an event published for the tenant: `tenant` too, unless the default's.
+    envelope = {"type": payload.type, "id": source_event_id, "data": payload.data,
+                **({} if tenant == DEFAULT_TENANT else {"tenant": tenant}), "test": True}
+    body = json.dumps(envelope, separators=(",", ":")).encode()
     [event] = yield Query("insert_event", {"events": Rows(
         ("message_id", "tenant_id", "source", "source_event_id", "type", "body",
          "forwarded_headers", "trace_context", "schema_problem"),

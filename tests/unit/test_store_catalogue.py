@@ -12,6 +12,7 @@ from hookline.shared.catalogue import EventType, event_type_fields
 from hookline.shared.errors import NotFound
 from hookline.shared.models import Accepted, NewEvent
 from hookline.shared.store import Store
+from hookline.shared.tenant_models import TenantFields
 
 INVOICE_V1 = {"type": "object", "properties": {"amount": {"type": "integer"}},
               "required": ["amount"]}
@@ -94,3 +95,19 @@ async def test_a_test_delivery_sends_the_catalogue_example(store: Store) -> None
     assert kind == "user.created" and data["destination"] == "users"
     await store.archive_event_type("invoice.paid")  # archived: never chosen
     assert (await sent("billing"))[0] == "hookline.ping"
+
+
+async def test_a_tenants_test_delivery_names_the_tenant_as_its_events_do(store: Store) -> None:
+    """A test event for a tenant's destination carries `tenant` in its body, like the
+    events published for that tenant (a receiver routing by it sees the ping too); the
+    default tenant's carries none, like events published without one."""
+    await store.put_tenant("acme", TenantFields())
+    for tenant in ("acme", "_default"):
+        await store.add_destination(name="billing", url="http://127.0.0.1:9/x",
+                                    secret="whsec_" + "c2VjcmV0LXNlY3JldC1zZWNyZXQtc2VjcmV0",
+                                    event_types=["*"], max_in_flight=1, tenant=tenant)
+    acme = await store.send_test_event("billing", tenant="acme", event_type=None)
+    ours = await store.send_test_event("billing", tenant="_default", event_type=None)
+    bodies = [json.loads((await store.event_body(t.job_id, 65536)).head) for t in (acme, ours)]
+    assert (bodies[0]["tenant"], bodies[0]["test"]) == ("acme", True)
+    assert "tenant" not in bodies[1] and bodies[1]["test"] is True
