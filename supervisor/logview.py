@@ -23,7 +23,7 @@ _RESET = "\x1b[0m"
 _DIM = "\x1b[2m"
 _CYAN = "\x1b[36m"
 # Shown first, in this order, after the event name; the rest follow alphabetically.
-_FIRST = ("job_id", "event_id", "tenant", "destination", "attempt", "status", "worker", "slot")
+_FIRST = ("job_id", "event_id", "destination", "tenant", "attempt", "status", "worker", "slot")
 _HEADER = frozenset({"ts", "level", "event", "process", "pid"})
 
 
