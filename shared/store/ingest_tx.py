@@ -40,6 +40,7 @@ from hookline.shared.store.fan_out_view import (
 from hookline.shared.store.filter_tx import load_filters
 from hookline.shared.store.metric_deltas import MetricDeltas
 from hookline.shared.store.ops import BEGIN_WRITE, NOTIFY, NOW, Query, Rows, Tx
+from hookline.shared.store.tenants_tx import new_token_epoch
 
 EventKey = tuple[str, str, str]
 """(tenant, source, source event id): the idempotency key."""
@@ -138,8 +139,10 @@ def _tenant_refusals(known: Mapping[str, TenantState], named: Sequence[str],
     states = {t: known.get(t) for t in named}
     absent = [t for t, state in states.items() if state is None]
     if create_tenants and absent:
-        yield Query("create_tenants", {"tenants": Rows(("id",), [(t,) for t in absent])},
-                    want="count")
+        # Each with a fresh token epoch, as a PUT would: a token minted for an earlier
+        # tenant of the same id (deleted, its events purged) must not open this one.
+        yield Query("create_tenants", {"tenants": Rows(
+            ("id", "epoch"), [(t, new_token_epoch()) for t in absent])}, want="count")
         states.update((yield from read_tenant_states(absent)))
     return {t: "tenant_not_found" if state is None else "tenant_disabled"
             for t, state in states.items() if state is not False}

@@ -57,10 +57,12 @@ UNION ALL
 -- wait), so a create-or-update never re-creates it unchecked
 SELECT * FROM tenants WHERE id = :id FOR UPDATE
 
--- create_tenants: the tenants of :id that do not exist yet, with defaults; never the id of a
--- deleted tenant whose events are still stored (tenant_history)
-INSERT INTO tenants (id, created_at, updated_at)
-SELECT t.id, hookline_now(:test_now_s), hookline_now(:test_now_s) FROM unnest(:id::text[]) AS t (id)
+-- create_tenants: the tenants of :id that do not exist yet, with defaults and each its fresh
+-- token epoch (:epoch: random, so no token of an earlier tenant of the id opens it); never the
+-- id of a deleted tenant whose events are still stored (tenant_history)
+INSERT INTO tenants (id, token_epoch, created_at, updated_at)
+SELECT t.id, t.epoch, hookline_now(:test_now_s), hookline_now(:test_now_s)
+FROM unnest(:id::text[], :epoch::bigint[]) AS t (id, epoch)
 WHERE NOT EXISTS (SELECT 1 FROM events e WHERE e.tenant_id = t.id)
 ON CONFLICT (id) DO NOTHING
 

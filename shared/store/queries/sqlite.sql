@@ -52,10 +52,12 @@ SELECT * FROM (
 -- every other writer; PostgreSQL's locks the row)
 SELECT * FROM tenants WHERE id = :id
 
--- create_tenants: the tenants of :tenants that do not exist yet, with defaults; never the id
--- of a deleted tenant whose events are still stored (tenant_history)
-INSERT INTO tenants (id, created_at, updated_at)
-SELECT json_extract(value, '$[0]'), :now, :now FROM json_each(:tenants)
+-- create_tenants: the tenants of :tenants ([id, epoch] pairs) that do not exist yet, with
+-- defaults and each its fresh token epoch (random, so no token of an earlier tenant of the id
+-- opens it); never the id of a deleted tenant whose events are still stored (tenant_history)
+INSERT INTO tenants (id, token_epoch, created_at, updated_at)
+SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]'), :now, :now
+FROM json_each(:tenants)
 WHERE NOT EXISTS (SELECT 1 FROM events e WHERE e.tenant_id = json_extract(value, '$[0]'))
 ON CONFLICT (id) DO NOTHING
 
