@@ -107,7 +107,10 @@ def _put_tenant_tx(tenant: str, fields: TenantFields) -> Tx[tuple[Tenant, bool]]
 
 
 def _delete_tenant_tx(tenant: str, dry_run: bool) -> Tx[TenantRemoval]:
-    if (yield one("get_tenant", id=tenant)) is None:
+    # Locked (PostgreSQL), as a destination's insert locks it (check_destination_room): one
+    # added while the tenant is deleted would be left live, and inherited by the next tenant
+    # of the id.
+    if (yield one("get_tenant" if dry_run else "lock_tenant", id=tenant)) is None:
         raise NotFound(f"no tenant {inputs.clip(tenant)!r}")
     destinations = int((yield one("tenant_destination_count", tenant=tenant))["n"])
     unfinished = int((yield one("tenant_unfinished_jobs", tenant=tenant))["n"])
@@ -121,6 +124,10 @@ def _delete_tenant_tx(tenant: str, dry_run: bool) -> Tx[TenantRemoval]:
 
 def check_destination_room(tenant: str) -> Tx[None]:
     """Inside a destination's insert: the tenant exists and is below its `max_destinations`.
+    Its row is locked until the insert commits (PostgreSQL; SQLite's writer is alone), so
+    concurrent inserts for one tenant count each other's destinations, and a delete of the
+    tenant either waits for the insert (and removes its destination) or goes first (and the
+    insert finds no tenant).
 
     Raises:
         NotFound: no such tenant.
@@ -128,7 +135,7 @@ def check_destination_room(tenant: str) -> Tx[None]:
     """
     if tenant == DEFAULT_TENANT:
         return
-    row = yield one("get_tenant", id=tenant)
+    row = yield one("lock_tenant", id=tenant)
     if row is None:
         raise NotFound(f"no tenant {inputs.clip(tenant)!r}")
     limit = row["max_destinations"]
