@@ -14,10 +14,12 @@ from __future__ import annotations
 
 import contextlib
 import os
+import sqlite3
 from dataclasses import dataclass
 from pathlib import Path
 
 from hookline.shared.logs import get_logger
+from hookline.shared.tenant_tokens import SIGNING_KEY_PURPOSE
 from hookline.shared.store.backup_format import (
     TEMP_PREFIX,
     BackupError,
@@ -100,7 +102,9 @@ def restore(snapshot: str | os.PathLike[str], into_dir: str | os.PathLike[str], 
     """Verify a snapshot and write a ready-to-run database `into_dir/hookline.db`.
 
     The live database is never opened. Running jobs are left running; they are claimed
-    again when their leases expire (see the module docstring for why).
+    again when their leases expire (see the module docstring for why). Every tenant token
+    minted before the restore stops working (the copy gets a new signing key: revocations
+    made after the snapshot are not in it).
 
     Args:
         snapshot: the snapshot `.db` file.
@@ -118,6 +122,22 @@ def restore(snapshot: str | os.PathLike[str], into_dir: str | os.PathLike[str], 
         return _restore(Path(snapshot), Path(into_dir), require_manifest=require_manifest)
     except OSError as exc:
         raise BackupError(f"{exc.strerror or exc}: {exc.filename or into_dir}") from exc
+
+
+def _forget_token_key(db: Path) -> None:
+    """Drop the tenant tokens' signing key from a restored copy: the copy makes a new one on
+    first use, so no token minted before the restore opens it. A snapshot predates the
+    revocations and disables made after it (a tenant's epoch moved, a leaked link revoked);
+    with the old key those tokens would work again, for up to their 24 h.
+
+    Raises:
+        BackupError: the copy cannot be written.
+    """
+    try:
+        with contextlib.closing(sqlite3.connect(db)) as conn, conn:
+            conn.execute("DELETE FROM signing_keys WHERE purpose = ?", (SIGNING_KEY_PURPOSE,))
+    except sqlite3.Error as exc:
+        raise BackupError(f"cannot revoke the snapshot's tenant tokens in {db}: {exc}") from exc
 
 
 def _restore(snapshot: Path, target_dir: Path, *, require_manifest: bool) -> Path:
@@ -138,6 +158,7 @@ def _restore(snapshot: Path, target_dir: Path, *, require_manifest: bool) -> Pat
         copy_private(snapshot, tmp)
         if report.manifest is not None and sha256_of(tmp) != report.manifest.sha256:
             raise BackupError("the copy's sha256 differs from the manifest (disk error?)")
+        _forget_token_key(tmp)
         os.replace(tmp, final)
         fsync_dir(target_dir)
     except BaseException:
