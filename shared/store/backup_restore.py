@@ -19,7 +19,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from hookline.shared.logs import get_logger
-from hookline.shared.tenant_tokens import SIGNING_KEY_PURPOSE
 from hookline.shared.store.backup_format import (
     TEMP_PREFIX,
     BackupError,
@@ -29,6 +28,7 @@ from hookline.shared.store.backup_format import (
     fsync_dir,
     sha256_of,
 )
+from hookline.shared.tenant_tokens import SIGNING_KEY_PURPOSE
 
 RESTORED_NAME = "hookline.db"
 
