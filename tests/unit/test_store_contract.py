@@ -255,7 +255,7 @@ BATCH_COLUMNS = {
         "response_excerpts", "response_headers", "locations"},
     ("fan_out_view", "keys"): {"tenant_id", "pattern"},
     ("fan_out_view", "tenants"): {"id"},
-    ("create_tenants", "tenants"): {"id"},
+    ("create_tenants", "tenants"): {"id", "epoch"},
     ("due_jobs", "offers"): {"destination_ids", "limits"},
     ("tenant_metadata", "tenants"): {"id"},
 }
