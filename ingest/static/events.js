@@ -10,6 +10,8 @@ import { due, h, jobLink, setChildren, table, when } from "./dom.js";
 
 const PAGE = 50;
 const FILTERS = ["tenant", "destination", "status", "type", "since", "until"];
+const DEFAULT_TENANT = "_default";
+const MARK = "~";  // in no destination name nor tenant id: "tenant~name" splits one way only
 const STATUSES = ["pending", "running", "done", "dead"];
 
 /** `#/events` lists events; `#/events/REF` shows one. */
@@ -28,7 +30,7 @@ function eventListView({ params, refreshNow }) {
   const filters = Object.fromEntries(FILTERS.map((k) => [k, params.get(k) ?? ""]));
   const before = params.get("before") ?? "";
   const limit = Number.parseInt(params.get("limit") ?? "", 10) || PAGE;
-  let known = [];
+  let known = "";
 
   const inputs = {
     tenant: h("input", { id: "events-tenant", name: "tenant", size: 12,
@@ -48,6 +50,13 @@ function eventListView({ params, refreshNow }) {
                            onsubmit: (event) => {
     event.preventDefault();
     const values = Object.fromEntries(FILTERS.map((k) => [k, inputs[k].value.trim()]));
+    // A destination is its tenant's: picking another tenant's sets the tenant filter too.
+    const cut = values.destination.indexOf(MARK);
+    if (cut >= 0) {
+      const tenant = values.destination.slice(0, cut);
+      values.destination = values.destination.slice(cut + 1);
+      if (tenant !== DEFAULT_TENANT) values.tenant = tenant;
+    }
     location.hash = hashFor({ ...values, limit: limit === PAGE ? "" : limit });
   } },
     FILTERS.map((k) => [h("label", { for: inputs[k].id }, labels[k]), inputs[k]]),
@@ -76,14 +85,24 @@ function eventListView({ params, refreshNow }) {
     list,
     h("div", { class: "toolbar" }, newest, older, pageNote));
 
+  /** The picker: each destination with its tenant (names repeat across tenants), named
+   * "billing" for the default tenant's and "billing (acme)" for another's. */
   function syncDestinations(destinations) {
-    const names = [...new Set(destinations.map((d) => d.name))];  // one per name
-    if (filters.destination && !names.includes(filters.destination)) names.push(filters.destination);
-    if (names.join("\n") === known.join("\n")) return;
-    known = names;
-    setChildren(inputs.destination, h("option", { value: "" }, "all destinations"),
-      names.map((name) => h("option", { value: name }, name)));
-    inputs.destination.value = filters.destination;
+    const options = destinations.map((d) => [`${d.tenant}${MARK}${d.name}`,
+      d.tenant === DEFAULT_TENANT || d.tenant === filters.tenant ? d.name
+                                                               : `${d.name} (${d.tenant})`]);
+    const chosen = filters.destination
+      ? `${filters.tenant || DEFAULT_TENANT}${MARK}${filters.destination}` : "";
+    if (chosen && !options.some(([value]) => value === chosen)) {
+      options.push([chosen, filters.destination]);  // a removed one, say: keep the filter shown
+    }
+    const text = options.map(([value]) => value).join("\n");
+    if (text !== known) {
+      known = text;
+      setChildren(inputs.destination, h("option", { value: "" }, "all destinations"),
+        options.map(([value, label]) => h("option", { value }, label)));
+    }
+    inputs.destination.value = chosen;
   }
 
   function jobLine(job) {

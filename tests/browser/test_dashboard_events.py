@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 
 from hookline.shared.signing import generate_secret
-from tests.browser.support import Hookline, ReceiverProcess
+from tests.browser.support import INGEST_TOKEN, Hookline, ReceiverProcess
 
 SECRET = generate_secret()
 ENDPOINTS = ("shop", "stock", "restock", "bulk", "later")
@@ -177,6 +177,38 @@ def test_events_are_filtered_and_paged(shared_page: Any, hookline: Hookline,
     expect(page.locator("#events-empty")).to_have_text("No event matches.")
     page.goto(f"{hookline.base_url}/#/events?since=yesterday-ish")
     expect(page.locator("#events-error")).to_contain_text("since")
+
+
+def test_the_destination_picker_names_each_tenants_destination(
+        shared_page: Any, hookline: Hookline, receiver: ReceiverProcess) -> None:
+    """The default tenant, acme and globex each have a destination `ledger`: the picker
+    offers each with its tenant, and picking acme's filters to acme's events (the address
+    says tenant=acme), never another tenant's `ledger`."""
+    expect, page = _expect(), shared_page
+    for owner in ("_default", "acme", "globex"):
+        if owner != "_default":
+            status, out = hookline.call("PUT", f"/v1/admin/tenants/{owner}", {})
+            assert status in (200, 201), out
+        status, out = hookline.call("POST", "/v1/admin/destinations", {
+            "name": "ledger", "url": receiver.url("stock"), "secret": generate_secret(),
+            "event_types": ["ledger.*"], "tenant": owner})
+        assert status == 201, out
+        status, out = hookline.call("POST", f"/v1/admin/destinations/ledger/pause?tenant={owner}",
+                                    {"reason": "listing only"})
+        assert status == 200, out
+        body = {"id": f"{owner}-ledger", "type": "ledger.closed", "data": {},
+                **({} if owner == "_default" else {"tenant": owner})}
+        status, out = hookline.call("POST", "/v1/events", body, token=INGEST_TOKEN)
+        assert status == 202, out
+
+    page.goto(f"{hookline.base_url}/#/events")
+    page.select_option("#events-destination", label="ledger (acme)")
+    page.click("#events-apply")
+    rows = page.locator("#events-table tbody tr")
+    expect(rows).to_have_count(1)
+    expect(rows.first.locator("[data-col=tenant]")).to_have_text("acme")
+    assert "tenant=acme" in page.url and "destination=ledger" in page.url
+    expect(page.locator("#events-destination")).to_have_value("acme~ledger")
 
 
 def test_resend_of_a_delivered_job_reaches_the_receiver_again(
