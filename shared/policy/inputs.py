@@ -80,13 +80,26 @@ def refuse_unknown(fields: Iterable[str], allowed: Collection[str], *,
 
 def token(field: str, value: Any, pattern: re.Pattern[str], *,
           error: type[InvalidInput] = InvalidInput) -> str:
-    """A string matching `pattern` whole (an event id, type or source name). The value is
-    never echoed: it may be huge or hold control characters. Raises `error`(field)."""
+    """A string matching `pattern` whole (an event id, type or source name: a character class
+    and a length, `[...]{m,n}`). The value is never echoed: it may be huge or hold control
+    characters; the message names the first character refused by its position and code
+    point (and itself when it is printable ASCII). Raises `error`(field)."""
     if not isinstance(value, str):
         raise error(field, f"must be a string, not {json_kind(value)}")
     if pattern.fullmatch(value) is None:
-        raise error(field, f"must match {pattern.pattern} (got {len(value)} characters)")
+        raise error(field, f"must match {pattern.pattern} ({_why_not(value, pattern)})")
     return value
+
+
+def _why_not(value: str, pattern: re.Pattern[str]) -> str:
+    """Which part of `pattern` (`[...]{m,n}`) `value` fails: its first refused character, or
+    its length."""
+    allowed = re.compile(pattern.pattern.rsplit("{", 1)[0])
+    for position, char in enumerate(value, start=1):
+        if allowed.fullmatch(char) is None:
+            shown = f" {char!r}" if " " <= char <= "~" else ""
+            return f"character {position}, U+{ord(char):04X}{shown}, is not allowed"
+    return f"got {len(value)} characters"
 
 
 def json_kind(value: Any) -> str:

@@ -9,6 +9,7 @@ import pytest
 
 from hookline.shared.config import Config
 from hookline.shared.errors import InvalidInput, InvalidSetting
+from hookline.shared.policy import inputs
 from hookline.shared.policy.inputs import refuse_unknown
 from hookline.shared.policy.rules import header_problem
 
@@ -76,3 +77,18 @@ def test_refuse_unknown_names_the_first_and_caps_the_list():
     assert "z" * 41 not in refused.value.detail
     with pytest.raises(InvalidSetting):
         refuse_unknown({"b": 1}, (), error=InvalidSetting)
+
+
+def test_an_id_refused_says_which_character_without_echoing_the_value():
+    """A refused id names its first refused character by position and code point (and the
+    character itself only when it is printable ASCII), or its length; never the value."""
+    def refusal(value: str) -> str:
+        with pytest.raises(InvalidInput) as caught:
+            inputs.token("id", value, inputs.EVENT_ID_RE)
+        return caught.value.detail
+
+    assert refusal("acme/evil").endswith("(character 5, U+002F '/', is not allowed)")
+    assert refusal("ok\x00\x1b[2J").endswith("(character 3, U+0000, is not allowed)")
+    assert refusal("é" * 3).endswith("(character 1, U+00E9, is not allowed)")
+    assert refusal("a" * 129).endswith("(got 129 characters)")
+    assert refusal("").endswith("(got 0 characters)")
