@@ -136,6 +136,26 @@ async def test_a_tenant_is_created_then_changed_and_its_fields_round_trip(base_u
         True, "beta", {}, None, False)
 
 
+async def test_a_deleted_tenant_with_stored_events_comes_back_only_with_adopt_history(
+        base_url, connect):
+    """A tenant deleted while its events are stored: put_tenant of its id is refused (409,
+    HooklineRejected), unless adopt_history says it is the same customer."""
+    admin = connect(base_url, ADMIN)
+    await admin.put_tenant("acme")
+    status, _ = await _post(f"{base_url}/v1/events", INGEST,
+                            {"id": "e1", "type": "order.paid", "data": {}, "tenant": "acme"})
+    assert status == 202
+    async with aiohttp.ClientSession() as session, session.delete(
+            f"{base_url}/v1/admin/tenants/acme",
+            headers={"Authorization": f"Bearer {ADMIN}"}) as response:
+        assert response.status == 200
+    with pytest.raises(HooklineRejected) as refused:
+        await admin.put_tenant("acme")
+    assert refused.value.status == 409
+    back = await admin.put_tenant("acme", adopt_history=True)
+    assert (back.created, back.id) == (True, "acme")
+
+
 async def test_a_portal_access_token_opens_the_tenant_api_of_its_tenant(base_url, connect):
     admin = connect(base_url, ADMIN)
     await admin.put_tenant("acme", name="Acme Inc")

@@ -492,7 +492,8 @@ def tenant_path(tenant_id: str) -> str:
 def put_tenant_call(tenant_id: str, *, name: str | None = None,
                     metadata: Mapping[str, Any] | None = None,
                     max_destinations: int | NoLimit | None = None,
-                    disabled: bool | None = None) -> AdminCall[Tenant]:
+                    disabled: bool | None = None,
+                    adopt_history: bool | None = None) -> AdminCall[Tenant]:
     """`PUT /v1/admin/tenants/{id}` with the fields given (None: left as they are).
 
     Raises:
@@ -511,6 +512,8 @@ def put_tenant_call(tenant_id: str, *, name: str | None = None,
         fields["max_destinations"] = max_destinations
     if disabled is not None:
         fields["disabled"] = disabled
+    if adopt_history is not None:
+        fields["adopt_history"] = adopt_history
     return AdminCall("PUT", path, _encode(fields), _tenant)
 
 

@@ -130,7 +130,8 @@ class HooklineClient:
     def put_tenant(self, tenant_id: str, *, name: str | None = None,
                    metadata: Mapping[str, Any] | None = None,
                    max_destinations: int | NoLimit | None = None,
-                   disabled: bool | None = None) -> Tenant:
+                   disabled: bool | None = None,
+                   adopt_history: bool | None = None) -> Tenant:
         """Create the tenant (one of your customers), or change the fields given of the one
         that exists (`PUT /v1/admin/tenants/{id}`). Needs a client made with the admin token.
 
@@ -146,6 +147,9 @@ class HooklineClient:
                 NO_LIMIT removes the limit.
             disabled: True refuses its events (`403 tenant_disabled`) and revokes its
                 tokens; False enables it again (revoked tokens stay revoked).
+            adopt_history: True creates it even though a deleted tenant of this id still
+                has stored events, which it is then shown (the same customer back, or a
+                delete undone); without it that is 409.
             Every field left None stays as it is (on creation: no name, `{}`, no limit,
             enabled).
 
@@ -162,7 +166,8 @@ class HooklineClient:
                 `metadata` is not representable as JSON.
         """
         call = put_tenant_call(tenant_id, name=name, metadata=metadata,
-                               max_destinations=max_destinations, disabled=disabled)
+                               max_destinations=max_destinations, disabled=disabled,
+                               adopt_history=adopt_history)
         return self._admin(call)
 
     def portal_access(self, tenant_id: str, *, ttl_s: int | None = None,
