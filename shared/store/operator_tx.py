@@ -156,12 +156,18 @@ def purge_tx(bodies_before_s: float, metadata_before_s: float, dedupe_before_s: 
 
 
 def get_job_tx(job_id: int, tenant: str | None = None) -> Tx[tuple[Any, list[Any]]]:
-    """The job row (of `tenant`'s destinations only, unless None) and its attempts."""
+    """The job row (of `tenant`'s destinations only, unless None) and its attempts.
+
+    The attempts are read first: on PostgreSQL each statement sees what was committed when it
+    began, and a finish writes the attempt and the job in one transaction, so an attempt
+    read as finished is always matched by a job row that shows that finish (read the other
+    way round, a test delivery's answer could pair a finished attempt with a job still
+    `running`)."""
+    attempts = yield rows("list_attempts", job_id=job_id, limit=10_000)
     row = yield (one("get_job", job_id=job_id) if tenant is None
                  else one("tenant_get_job", job_id=job_id, tenant=tenant))
     if row is None:
         return None, []
-    attempts = yield rows("list_attempts", job_id=job_id, limit=10_000)
     return row, attempts
 
 
