@@ -80,3 +80,20 @@ export const DEFAULT_TENANT = "_default";
 export function destPath(name, tenant = DEFAULT_TENANT, suffix = "") {
   return `/v1/admin/destinations/${seg(name)}${suffix}?tenant=${seg(tenant ?? DEFAULT_TENANT)}`;
 }
+
+/** A tenant's destination as one picker value, "tenant~name": `~` is in no destination name
+ * nor tenant id, so it splits one way only. No tenant ("") is the default tenant. */
+export const destinationKey = (tenant, name) => `${tenant || DEFAULT_TENANT}~${name}`;
+
+/** [tenant, name] of a destinationKey, the default tenant as ""; ["", ""] for "". */
+export function splitDestinationKey(key) {
+  const cut = key.indexOf("~");
+  if (cut < 0) return ["", ""];
+  const tenant = key.slice(0, cut);
+  return [tenant === DEFAULT_TENANT ? "" : tenant, key.slice(cut + 1)];
+}
+
+/** How a picker names a destination: "billing" for the default tenant's (or `shown`
+ * tenant's), "billing (acme)" for another tenant's. */
+export const destinationLabel = (tenant, name, shown = DEFAULT_TENANT) =>
+  (!tenant || tenant === DEFAULT_TENANT || tenant === shown ? name : `${name} (${tenant})`);

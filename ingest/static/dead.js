@@ -4,16 +4,11 @@
 // tenant and its name (every tenant may have a `billing`): both travel together, in the
 // picker, the address and the replay's body.
 
-import { get, post } from "./api.js";
+import { destinationKey, destinationLabel as label, get, post, splitDestinationKey }
+  from "./api.js";
 import { fmtCount, h, jobLink, setChildren, table, toast, when } from "./dom.js";
 
 const LIMIT = 200;
-const DEFAULT_TENANT = "_default";
-const MARK = "~";  // in no destination name nor tenant id: "tenant~name" splits one way only
-
-/** A destination as its tenant's: "billing" for the default tenant's, "billing (acme)". */
-const label = (tenant, name) => (tenant && tenant !== DEFAULT_TENANT ? `${name} (${tenant})`
-                                                                     : name);
 
 /** The dead letters page; `params.destination` and `params.tenant` filter it (from
  * `#/dead?destination=X&tenant=T`; without a tenant the name is the default tenant's). */
@@ -24,10 +19,7 @@ export function deadView({ params, refreshNow }) {
   const selected = new Set();
 
   const select = h("select", { id: "dead-destination", onchange: () => {
-    const cut = select.value.indexOf(MARK);
-    [tenant, destination] = cut < 0 ? ["", ""]
-      : [select.value.slice(0, cut), select.value.slice(cut + 1)];
-    if (tenant === DEFAULT_TENANT) tenant = "";
+    [tenant, destination] = splitDestinationKey(select.value);
     selected.clear();
     const query = new URLSearchParams();
     if (destination) query.set("destination", destination);
@@ -127,13 +119,13 @@ export function deadView({ params, refreshNow }) {
   }
 
   function syncSelect(destinations) {
-    const values = destinations.map((d) => `${d.tenant}${MARK}${d.name}`);
+    const values = destinations.map((d) => destinationKey(d.tenant, d.name));
     if (values.join("\n") !== known) {
       known = values.join("\n");
       setChildren(select, h("option", { value: "" }, "all destinations"),
         destinations.map((d, i) => h("option", { value: values[i] }, label(d.tenant, d.name))));
     }
-    select.value = destination ? `${tenant || DEFAULT_TENANT}${MARK}${destination}` : "";
+    select.value = destination ? destinationKey(tenant, destination) : "";
   }
 
   function row(job) {

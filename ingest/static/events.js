@@ -3,15 +3,13 @@
 // event; and resend / retry now of a destination's matching jobs. The filters live in the
 // address, so a filtered page can be linked and reloaded.
 
-import { ApiError, get } from "./api.js";
+import { ApiError, destinationKey, destinationLabel, get, splitDestinationKey } from "./api.js";
 import { bulkPanel } from "./bulk.js";
 import { eventView, searchForm, statusBadge } from "./event.js";
 import { due, h, jobLink, setChildren, table, when } from "./dom.js";
 
 const PAGE = 50;
 const FILTERS = ["tenant", "destination", "status", "type", "since", "until"];
-const DEFAULT_TENANT = "_default";
-const MARK = "~";  // in no destination name nor tenant id: "tenant~name" splits one way only
 const STATUSES = ["pending", "running", "done", "dead"];
 
 /** `#/events` lists events; `#/events/REF` shows one. */
@@ -51,11 +49,10 @@ function eventListView({ params, refreshNow }) {
     event.preventDefault();
     const values = Object.fromEntries(FILTERS.map((k) => [k, inputs[k].value.trim()]));
     // A destination is its tenant's: picking another tenant's sets the tenant filter too.
-    const cut = values.destination.indexOf(MARK);
-    if (cut >= 0) {
-      const tenant = values.destination.slice(0, cut);
-      values.destination = values.destination.slice(cut + 1);
-      if (tenant !== DEFAULT_TENANT) values.tenant = tenant;
+    if (values.destination) {
+      const [tenant, name] = splitDestinationKey(values.destination);
+      values.destination = name;
+      if (tenant) values.tenant = tenant;
     }
     location.hash = hashFor({ ...values, limit: limit === PAGE ? "" : limit });
   } },
@@ -88,11 +85,9 @@ function eventListView({ params, refreshNow }) {
   /** The picker: each destination with its tenant (names repeat across tenants), named
    * "billing" for the default tenant's and "billing (acme)" for another's. */
   function syncDestinations(destinations) {
-    const options = destinations.map((d) => [`${d.tenant}${MARK}${d.name}`,
-      d.tenant === DEFAULT_TENANT || d.tenant === filters.tenant ? d.name
-                                                               : `${d.name} (${d.tenant})`]);
-    const chosen = filters.destination
-      ? `${filters.tenant || DEFAULT_TENANT}${MARK}${filters.destination}` : "";
+    const options = destinations.map((d) => [destinationKey(d.tenant, d.name),
+      destinationLabel(d.tenant, d.name, filters.tenant)]);
+    const chosen = filters.destination ? destinationKey(filters.tenant, filters.destination) : "";
     if (chosen && !options.some(([value]) => value === chosen)) {
       options.push([chosen, filters.destination]);  // a removed one, say: keep the filter shown
     }
