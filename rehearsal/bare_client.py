@@ -10,7 +10,10 @@ can say how far the workers are from the limit of the language (`delivery_vs_bar
 rehearsal/bench_ceiling.py).
 
 CLI: `python -m hookline.rehearsal.bare_client --url http://127.0.0.1:PORT --endpoint
-NAME=SECRET ... --requests N --concurrency C --body-bytes B [--duration-s S]`. It prints
+NAME=SECRET ... --requests N --concurrency C --body-bytes B [--duration-s S]
+[--events-per-s R]`. With `--events-per-s`, it paces itself as a worker delivering R events/s
+would: every 1/R seconds one request to each endpoint at once (the everyday scenario's floor,
+rehearsal/everyday_floor.py); without it, it sends as fast as it can. It prints
 `{"ready": true}` once its session is open, waits for a line on stdin (the bench starts
 every client at once), sends until N requests are answered or S seconds have passed, and
 prints `{"requests", "failed", "elapsed_s", "cpu_s", "requests_per_s"}` (cpu_s: this
@@ -33,7 +36,8 @@ from hookline.workers.sender import USER_AGENT
 
 
 async def send_all(url: str, endpoints: list[tuple[str, str]], *, requests: int,
-                   concurrency: int, body_bytes: int, duration_s: float) -> dict[str, float]:
+                   concurrency: int, body_bytes: int, duration_s: float,
+                   events_per_s: float | None = None) -> dict[str, float]:
     """Post up to `requests` signed bodies with `concurrency` in flight, for at most
     `duration_s` seconds, after a line arrives on stdin; returns the figures the CLI prints.
 
@@ -44,6 +48,8 @@ async def send_all(url: str, endpoints: list[tuple[str, str]], *, requests: int,
         concurrency: requests in flight at once (and the pool's size).
         body_bytes: size of each JSON body, bytes.
         duration_s: most seconds of sending.
+        events_per_s: when given, request i waits until i // len(endpoints) / events_per_s
+            seconds after the start: each "event" is one request to every endpoint.
     """
     body = json.dumps({"type": "bench.bare_client", "pad": "x" * max(0, body_bytes - 40)}
                       ).encode()
@@ -59,7 +65,11 @@ async def send_all(url: str, endpoints: list[tuple[str, str]], *, requests: int,
         remaining = iter(range(requests))
 
         async def one_client() -> None:
-            for _ in remaining:
+            for index in remaining:
+                if events_per_s:
+                    delay_s = t0 + index // len(endpoints) / events_per_s - time.monotonic()
+                    if delay_s > 0:
+                        await asyncio.sleep(delay_s)
                 if time.monotonic() > deadline:
                     return
                 target, secrets_ = next(targets)
@@ -87,6 +97,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--concurrency", type=int, default=64)
     parser.add_argument("--body-bytes", type=int, default=1500)
     parser.add_argument("--duration-s", type=float, default=3.0)
+    parser.add_argument("--events-per-s", type=float,
+                        help="pace: one request to each endpoint this many times a second")
     args = parser.parse_args(argv)
     endpoints = [tuple(spec.split("=", 1)) for spec in args.endpoint]
     if any(len(e) != 2 for e in endpoints) or args.requests < 1 or args.concurrency < 1:
@@ -95,7 +107,8 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     run = send_all(args.url, [(name, secret) for name, secret in endpoints],
                    requests=args.requests, concurrency=args.concurrency,
-                   body_bytes=args.body_bytes, duration_s=args.duration_s)
+                   body_bytes=args.body_bytes, duration_s=args.duration_s,
+                   events_per_s=args.events_per_s)
     try:
         import uvloop  # noqa: PLC0415  (the workers' loop when installed: shared/process/child.py)
 

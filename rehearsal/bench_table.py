@@ -358,7 +358,10 @@ def everyday_section(everyday: dict[str, Any]) -> list[str]:
     """The markdown lines of `hookline bench --scenario everyday`'s scenario-everyday.json:
     a sentence naming the file, its date, its rounds and its targets, a table of the medians
     (flat out, then each steady rate: CPU per event and per delivery with their multiples of
-    flat out, the service's cores, accept->delivered p50 and p99), and the checks met.
+    flat out, the service's cores, accept->delivered p50 and p99, and the bare server's and
+    client's CPU per request at the rate as multiples of ingest's and the workers' flat-out
+    cost: "-" in a file from before they were measured), the checks met, and how many of
+    them the bare HTTP alone puts out of reach.
 
     Raises:
         BenchTableError: not an everyday scenario's result.
@@ -383,20 +386,34 @@ def everyday_section(everyday: dict[str, Any]) -> list[str]:
              f"{targets.get('service_cores_below')} of a core with p99 at most "
              f"{targets.get('p99_ms_at_most')} ms):", "",
              "| rate | ingest CPU per event | workers CPU per delivery | service cores "
-             "| accept->delivered p50 / p99 |", "| --- | --- | --- | --- | --- |",
+             "| accept->delivered p50 / p99 "
+             "| bare aiohttp server / client, x hookline's flat out |",
+             "| --- | --- | --- | --- | --- | --- |",
              f"| flat out | {ms(flat['ingest_cpu_ms_per_event'])} "
-             f"| {ms(flat['workers_cpu_ms_per_delivery'])} | - | - |"]
+             f"| {ms(flat['workers_cpu_ms_per_delivery'])} | - | - | - |"]
+
+    def times(value: float | None) -> str:
+        return "-" if value is None else f"{_number(value)}x"
+
     for rate, figures in medians["steady"].items():
         cores = "-" if figures["service_cores"] is None else _number(figures["service_cores"])
         ingest = ms(figures["ingest_cpu_ms_per_event"], figures["ingest_cpu_vs_flat_out"])
         workers = ms(figures["workers_cpu_ms_per_delivery"], figures["workers_cpu_vs_flat_out"])
+        floor = (f"{times(figures.get('floor_server_vs_hookline_flat_out'))} / "
+                 f"{times(figures.get('floor_client_vs_hookline_flat_out'))}")
         lines.append(f"| {rate} events/s | {ingest} | {workers} | {cores} "
-                     f"| {ms(figures['latency_p50_ms'])} / {ms(figures['latency_p99_ms'])} |")
+                     f"| {ms(figures['latency_p50_ms'])} / {ms(figures['latency_p99_ms'])} "
+                     f"| {floor} |")
     huey = medians.get("huey_cpu_ratio")
     lines += ["", f"Huey's CPU per delivery at {targets.get('at_rate', 200):g} events/s: "
                   f"{'-' if huey is None else _number(huey)}x hookline's (target at least "
                   f"{targets.get('huey_cpu_ratio_at_least')}x). Checks met: "
                   f"{sum(bool(v) for v in checks.values())} of {len(checks)}."]
+    beyond = sum(bool(v) for v in everyday.get("out_of_reach", {}).values())
+    if beyond:
+        lines[-1] += (f" Out of reach of any design on aiohttp: {beyond} of them, where the bare "
+                      f"HTTP alone costs more than the target allows "
+                      f"(docs/benchmarks.md, \"Everyday rates: the floor\").")
     return lines
 
 

@@ -21,10 +21,27 @@ Per run:
 * accept-to-delivered p50 and p99 (ms), from the jobs table.
 
 Each steady figure is divided by the flat-out figure of its own round; the result holds every
-round and the median of each figure and ratio. Targets (checks): ingest and workers at most
-COST_RATIO_LIMIT times their flat-out cost at every rate; at TARGET_RATE_PER_S, the service
-under SERVICE_CORES_LIMIT of a core with its p99 at most P99_LIMIT_MS, and Huey's CPU per
-delivery at least HUEY_CPU_RATIO times hookline's in the compare run.
+round and the median of each figure and ratio.
+
+Each round also measures the floor (rehearsal/everyday_floor.py): a bare aiohttp server and a
+bare aiohttp client, flat out and at each rate. Two figures per rate come of it:
+* the bare framework's own ratio, its CPU per request at the rate over its flat-out one: what
+  arriving one request at a time costs any code on this machine (the process sleeps between
+  requests and each wake-up finds the caches cold);
+* the bare HTTP alone at the rate over hookline's whole flat-out cost: the server's CPU per
+  request over ingest's per event, the client's over the workers' per delivery, and the
+  cores the two take at the rate (one server request and 3 client requests per event).
+
+Each event must arrive as an HTTP request and each delivery leave as one, and hookline serves
+and sends them with aiohttp. So where the HTTP alone at a rate already costs more than a
+target allows (more than COST_RATIO_LIMIT times hookline's flat-out cost; at
+TARGET_RATE_PER_S, SERVICE_CORES_LIMIT cores or more), that target is out of reach of any
+design built on aiohttp on this machine, whatever its storage: `out_of_reach` says which.
+
+Targets (checks): ingest and workers at most COST_RATIO_LIMIT times their flat-out cost at
+every rate; at TARGET_RATE_PER_S, the service under SERVICE_CORES_LIMIT of a core with its p99
+at most P99_LIMIT_MS, and Huey's CPU per delivery at least HUEY_CPU_RATIO times hookline's in
+the compare run.
 """
 
 from __future__ import annotations
@@ -33,10 +50,16 @@ import statistics
 from pathlib import Path
 from typing import Any
 
-from hookline.rehearsal.bench import BenchOptions, run_bench, workers_cpu_per_1000
+from hookline.rehearsal.bench import BenchOptions, bench_env, run_bench, workers_cpu_per_1000
 from hookline.rehearsal.compare import systems
 from hookline.rehearsal.compare.run import CompareOptions, run_compare
 from hookline.rehearsal.compare.systems import CompareError
+from hookline.rehearsal.everyday_floor import (
+    flat_out_floor,
+    floor_cores,
+    floor_ratios,
+    steady_floor,
+)
 from hookline.rehearsal.scenario_common import ScenarioOptions
 
 COST_RATIO_LIMIT = 1.5  # CPU per event (ingest) or per delivery (workers), steady / flat out
@@ -57,17 +80,29 @@ def run_everyday(opts: ScenarioOptions) -> dict[str, Any]:
     rounds: list[dict[str, Any]] = []
     for n in range(opts.rounds):
         folder = opts.out_dir / "everyday" / f"round-{n + 1}"
-        flat = _run_figures(run_bench(_bench_options(opts, folder / "flat-out", None)),
-                            steady=False)
+        flat_opts = _bench_options(opts, folder / "flat-out", None)
+        flat = _run_figures(run_bench(flat_opts), steady=False)
+        floor_env = bench_env(folder / "floor")
+        flat["floor"] = flat_out_floor(flat_opts, floor_env)
         steady: dict[str, dict[str, Any]] = {}
         for rate in opts.steady_rates:
-            figures = _run_figures(run_bench(_bench_options(opts, folder / f"rate-{rate:g}",
-                                                            rate)), steady=True)
+            rate_opts = _bench_options(opts, folder / f"rate-{rate:g}", rate)
+            figures = _run_figures(run_bench(rate_opts), steady=True)
             figures["vs_flat_out"] = {
                 "ingest_cpu": _ratio(figures["ingest_cpu_ms_per_event"],
                                      flat["ingest_cpu_ms_per_event"]),
                 "workers_cpu": _ratio(figures["workers_cpu_ms_per_delivery"],
                                       flat["workers_cpu_ms_per_delivery"])}
+            floor = steady_floor(rate_opts, floor_env, rate)
+            figures["floor"] = {
+                **floor, "vs_flat_out": floor_ratios(floor, flat["floor"]),
+                # The bare HTTP alone at the rate against hookline's whole flat-out cost.
+                "vs_hookline_flat_out": {
+                    "server": _ratio(floor["server_cpu_ms_per_request"],
+                                     flat["ingest_cpu_ms_per_event"]),
+                    "client": _ratio(floor["client_cpu_ms_per_request"],
+                                     flat["workers_cpu_ms_per_delivery"])},
+                "service_cores": floor_cores(floor, rate)}
             steady[f"{rate:g}"] = figures
         rounds.append({"flat_out": flat, "steady": steady,
                        "huey": _huey(opts, folder / "huey")})
@@ -76,7 +111,8 @@ def run_everyday(opts: ScenarioOptions) -> dict[str, Any]:
         "cost_ratio_at_most": COST_RATIO_LIMIT, "service_cores_below": SERVICE_CORES_LIMIT,
         "p99_ms_at_most": P99_LIMIT_MS, "at_rate": TARGET_RATE_PER_S,
         "huey_cpu_ratio_at_least": HUEY_CPU_RATIO},
-        "checks": (checks := _checks(medians)), "pass": all(checks.values())}
+        "checks": (checks := _checks(medians)), "pass": all(checks.values()),
+        "out_of_reach": _out_of_reach(medians)}
 
 
 def _bench_options(opts: ScenarioOptions, out_dir: Path, rate: float | None) -> BenchOptions:
@@ -161,7 +197,12 @@ def _medians(rounds: list[dict[str, Any]], rates: tuple[float, ...]) -> dict[str
             **{f"{key}_vs_flat_out": _median([run["vs_flat_out"][key] for run in runs])
                for key in ("ingest_cpu", "workers_cpu")},
             **{f"latency_{p}_ms": _median([run["latency_ms"][p] for run in runs])
-               for p in ("p50", "p99")}}
+               for p in ("p50", "p99")},
+            **{f"floor_{side}_vs_{against}": _median([run["floor"][f"vs_{against}"][side]
+                                                      for run in runs])
+               for side in ("server", "client")
+               for against in ("flat_out", "hookline_flat_out")},
+            "floor_service_cores": _median([run["floor"]["service_cores"] for run in runs])}
     out["huey_cpu_ratio"] = _median([r["huey"].get("huey_cpu_ratio") for r in rounds])
     return out
 
@@ -184,6 +225,25 @@ def _checks(medians: dict[str, Any]) -> dict[str, bool]:
     return checks
 
 
+FLOOR_OF = {"ingest_cpu": "server", "workers_cpu": "client"}
+"""Which bare process bounds each cost target: ingest's the server, the workers' the client."""
+
+
+def _out_of_reach(medians: dict[str, Any]) -> dict[str, bool]:
+    """For each cost target of _checks, and the service's cores at TARGET_RATE_PER_S: whether
+    the bare HTTP alone at that rate (the median floor) already costs more than the target
+    allows, so that no design serving and sending with aiohttp could meet it (module doc). A
+    missing floor is not out of reach."""
+    out = {f"{key}_at_{rate}_within_{COST_RATIO_LIMIT}x_flat_out":
+           (floor := figures[f"floor_{side}_vs_hookline_flat_out"]) is not None
+           and floor > COST_RATIO_LIMIT
+           for rate, figures in medians["steady"].items() for key, side in FLOOR_OF.items()}
+    cores = medians["steady"].get(f"{TARGET_RATE_PER_S:g}", {}).get("floor_service_cores")
+    out[f"service_below_{SERVICE_CORES_LIMIT}_cores"] = \
+        cores is not None and cores >= SERVICE_CORES_LIMIT
+    return out
+
+
 def print_everyday(result: dict[str, Any]) -> None:
     """The everyday scenario's lines of the summary (medians of the rounds)."""
     medians = result["medians"]
@@ -198,6 +258,16 @@ def print_everyday(result: dict[str, Any]) -> None:
               f"(x{figures['workers_cpu_vs_flat_out']}), service {figures['service_cores']} "
               f"cores, accept->delivered p50 {figures['latency_p50_ms']} ms, p99 "
               f"{figures['latency_p99_ms']} ms")
+        print(f"{'':>5} bare aiohttp at {rate} events/s: server "
+              f"x{figures['floor_server_vs_flat_out']} its own flat-out CPU per request, "
+              f"x{figures['floor_server_vs_hookline_flat_out']} ingest's; client "
+              f"x{figures['floor_client_vs_flat_out']} its own, "
+              f"x{figures['floor_client_vs_hookline_flat_out']} the workers'; the two "
+              f"{figures['floor_service_cores']} cores")
     unavailable = {r["huey"]["unavailable"] for r in result["rounds"] if "unavailable" in r["huey"]}
+    beyond = sorted(name for name, out in result.get("out_of_reach", {}).items() if out)
+    if beyond:
+        print("out of reach of any design on aiohttp (the bare HTTP alone costs more than "
+              f"the target allows): {', '.join(beyond)}")
     print(f"Huey at {TARGET_RATE_PER_S:g} events/s: CPU per delivery x{medians['huey_cpu_ratio']} "
           f"hookline's" + (f" ({'; '.join(sorted(unavailable))})" if unavailable else ""))

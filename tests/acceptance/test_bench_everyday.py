@@ -63,6 +63,31 @@ def test_everyday_scenario_reports_steady_costs_against_flat_out_and_huey(tmp_pa
                             / flat["ingest_cpu_ms_per_event"], 3),
         "workers_cpu": round(steady["workers_cpu_ms_per_delivery"]
                              / flat["workers_cpu_ms_per_delivery"], 3)}
+    # The floor: the bare server got the same load (1,000 posts flat out, 200 at the rate),
+    # the paced bare client sent one request per event to each of 3 endpoints.
+    assert flat["floor"]["server_requests"] == 1_000 and flat["floor"]["client_requests"] > 0
+    floor = steady["floor"]
+    assert (floor["server_requests"], floor["client_requests"]) == (200, 600)
+    for side in ("server", "client"):
+        assert flat["floor"][f"{side}_cpu_ms_per_request"] > 0
+        assert floor["vs_flat_out"][side] == round(floor[f"{side}_cpu_ms_per_request"]
+                                                   / flat["floor"][f"{side}_cpu_ms_per_request"],
+                                                   3)
+    assert floor["vs_hookline_flat_out"] == {
+        "server": round(floor["server_cpu_ms_per_request"] / flat["ingest_cpu_ms_per_event"], 3),
+        "client": round(floor["client_cpu_ms_per_request"]
+                        / flat["workers_cpu_ms_per_delivery"], 3)}
+    assert floor["service_cores"] == round(200 * (floor["server_cpu_ms_per_request"]
+                                                  + 3 * floor["client_cpu_ms_per_request"])
+                                           / 1000, 3)
+    bounded = {name for name in result["checks"] if "_flat_out" in name or "cores" in name}
+    assert set(result["out_of_reach"]) == bounded
+    assert result["out_of_reach"]["ingest_cpu_at_200_within_1.5x_flat_out"] == (
+        floor["vs_hookline_flat_out"]["server"] > 1.5)
+    assert result["out_of_reach"]["workers_cpu_at_200_within_1.5x_flat_out"] == (
+        floor["vs_hookline_flat_out"]["client"] > 1.5)
+    assert result["out_of_reach"]["service_below_0.3_cores"] == (floor["service_cores"] >= 0.3)
+    assert "bare aiohttp at 200 events/s" in report
     huey = one_round["huey"]
     assert huey["complete"] is True, huey
     assert huey["huey_cpu_ratio"] == round(huey["huey_cpu_s_per_1000_deliveries"]
@@ -71,6 +96,7 @@ def test_everyday_scenario_reports_steady_costs_against_flat_out_and_huey(tmp_pa
     assert medians["steady"]["200"]["ingest_cpu_vs_flat_out"] == steady["vs_flat_out"][
         "ingest_cpu"]
     assert medians["huey_cpu_ratio"] == huey["huey_cpu_ratio"]
+    assert medians["steady"]["200"]["floor_server_vs_flat_out"] == floor["vs_flat_out"]["server"]
     assert len(result["checks"]) == 5 and result["pass"] == all(result["checks"].values())
     assert "200 events/s: ingest" in report and "Huey at 200 events/s" in report
     assert report.rstrip().endswith(("PASS", "FAIL"))
