@@ -49,6 +49,28 @@ class TenantStore(Protocol):
         """Live destinations of each of `tenants` (0 for one without any or unknown): one
         indexed read over their id range (a page of :meth:`list_tenants`)."""
 
+    async def destination_tenants(self, name: str, *, first: str | None = None,
+                                  limit: int = 100) -> tuple[list[str], int]:
+        """Which tenants have a destination named `name` (names are unique only within a
+        tenant): what an operator who gave the wrong tenant, or none, is told to pass.
+
+        A removed destination counts under the name it keeps, `NAME~removed-ID`: a plain
+        name finds live destinations only. One read of every tenant's destinations (no index
+        leads with the name): for an operator's lookup, not a hot path.
+
+        Args:
+            name: the destination name, exactly.
+            first: this tenant's id comes first when it has one (None: plain id order).
+            limit: at most this many ids are returned (at least 1).
+
+        Returns:
+            Up to `limit` tenant ids (`first` first when it is one, then in id order), and
+            how many tenants have a destination of that name in all.
+
+        Raises:
+            InvalidInput: `limit` below 1.
+        """
+
     async def revoke_tenant_tokens(self, tenant: str) -> Tenant:
         """Raise the tenant's token epoch: every token minted before stops working.
         Raises NotFound."""

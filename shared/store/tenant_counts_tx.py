@@ -1,11 +1,12 @@
-"""Per-tenant figures the operator's tenant list shows (the :class:`TenantCounts` mixin of
-:class:`hookline.shared.store.logic.StoreLogic`)."""
+"""Per-tenant figures the operator's tenant list shows, and which tenants have a destination
+of a name (the :class:`TenantCounts` mixin of :class:`hookline.shared.store.logic.StoreLogic`)."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from typing import Any, TypeVar
 
+from hookline.shared.errors import InvalidInput
 from hookline.shared.store.ops import Tx, rows
 
 T = TypeVar("T")
@@ -27,6 +28,18 @@ class TenantCounts:
         counts = {t: 0 for t in tenants}
         counts.update({r["tenant_id"]: int(r["n"]) for r in found if r["tenant_id"] in wanted})
         return counts
+
+    async def destination_tenants(self, name: str, *, first: str | None = None,
+                                  limit: int = 100) -> tuple[list[str], int]:
+        """See :meth:`hookline.shared.store.Store.destination_tenants`."""
+        if limit < 1:
+            raise InvalidInput("limit", f"must be at least 1, not {limit}")
+        found = await self._transact(_named_tx(name, first, limit), write=False)
+        return [r["tenant_id"] for r in found], int(found[0]["n"]) if found else 0
+
+
+def _named_tx(name: str, first: str | None, limit: int) -> Tx[Any]:
+    return (yield rows("destination_tenants", name=name, first=first, limit=limit))
 
 
 def _rows_tx(first: str, last: str) -> Tx[Any]:

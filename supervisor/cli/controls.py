@@ -53,7 +53,12 @@ from hookline.supervisor.cli.common import (
 from hookline.supervisor.cli.destination_checks import add_filter_flags, filter_option
 from hookline.supervisor.cli.event_types import warn_about
 from hookline.supervisor.cli.human import show
-from hookline.supervisor.cli.tenants import add_tenant_flag, existing_tenant, tenant_arg
+from hookline.supervisor.cli.tenants import (
+    add_tenant_flag,
+    destination_tenant,
+    existing_tenant,
+    tenant_arg,
+)
 
 
 def add_destination_actions(dest: Any) -> None:
@@ -290,7 +295,9 @@ async def dead_cmd(config: Config, args: argparse.Namespace) -> int:
 
     async def list_dead(store: Store) -> list[DeadLetter]:
         since_s, = await resolve_instants(store, since)  # `10m`: on the store's clock
-        if tenant is not None:
+        if args.destination is not None:  # none of that name there: NotFound, exit 1
+            await destination_tenant(store, args.destination, tenant)
+        elif tenant is not None:
             await existing_tenant(store, tenant)
         return await store.list_dead(destination=args.destination, since_s=since_s,
                                      limit=limit, tenant=tenant)
@@ -317,11 +324,11 @@ async def replay_cmd(config: Config, args: argparse.Namespace) -> int:
 
     async def replay(store: Store) -> tuple[float | None, int]:
         since_s, = await resolve_instants(store, since)  # `10m`: on the store's clock
-        if tenant is not None:
+        if args.destination is not None:  # NotFound (a live one): a one-line error, exit 1
+            await store.get_destination(args.destination, tenant=await destination_tenant(
+                store, args.destination, tenant))
+        elif tenant is not None:
             await existing_tenant(store, tenant)
-        if args.destination is not None:  # NotFound: a one-line error, exit 1
-            await store.get_destination(args.destination,
-                                        tenant=await existing_tenant(store, tenant))
         return since_s, await store.replay(job_id=args.job, all_dead=args.all_dead,
                                            destination=args.destination, since_s=since_s,
                                            dry_run=args.dry_run, tenant=tenant)

@@ -38,7 +38,12 @@ from hookline.supervisor.cli.common import (
     with_store,
 )
 from hookline.supervisor.cli.human import iso_time
-from hookline.supervisor.cli.tenants import add_tenant_flag, existing_tenant, tenant_arg
+from hookline.supervisor.cli.tenants import (
+    add_tenant_flag,
+    destination_tenant,
+    existing_tenant,
+    tenant_arg,
+)
 
 TIME_HELP = "ISO 8601, unix seconds, or an age like 2h"
 
@@ -143,11 +148,15 @@ async def events_cmd(config: Config, args: argparse.Namespace) -> int:
 
     async def run(store: Store) -> list[EventRecord]:
         since_s, until_s = await resolve_instants(store, since, until)
-        if tenant is not None:
-            await existing_tenant(store, tenant)
-        return await store.list_events(EventFilter(
+        flt = EventFilter(
             destination=args.destination, tenant=tenant, status=args.status, type=args.type,
-            since_s=since_s, until_s=until_s, before_id=args.before, limit=args.limit))
+            since_s=since_s, until_s=until_s, before_id=args.before,
+            limit=args.limit).check()  # usage errors exit 2 before any lookup
+        if args.destination is not None:  # none of that name there: NotFound, exit 1
+            await destination_tenant(store, args.destination, tenant)
+        elif tenant is not None:
+            await existing_tenant(store, tenant)
+        return await store.list_events(flt)
 
     found = await with_store(config, run)
     page = events_page_view(found, args.limit)
@@ -195,9 +204,9 @@ async def _act(config: Config, args: argparse.Namespace, action: str) -> int:
             job_id=args.job_id, destination=args.destination, tenant=tenant,
             status=getattr(args, "status", None), since_s=since_s, until_s=until_s,
             limit=args.limit).check(resend=action == "resend")  # usage errors exit 2
-        if selection.destination is not None:  # NotFound: exit 1
-            await store.get_destination(selection.destination,
-                                        tenant=await existing_tenant(store, tenant))
+        if selection.destination is not None:  # NotFound (a live one): exit 1
+            await store.get_destination(selection.destination, tenant=await destination_tenant(
+                store, selection.destination, tenant))
         operation = store.resend if action == "resend" else store.retry_now
         return selection, await operation(selection, dry_run=args.dry_run)
 

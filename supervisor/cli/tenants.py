@@ -5,9 +5,10 @@ service runs. `--json` prints what the admin API answers for the same thing
 deleted), 2 bad input (the rule book's message, naming the field's flag).
 
 `--tenant ID` on the destination and event commands comes from :func:`add_tenant_flag` and
-:func:`tenant_arg` here. Other modules add actions to the `tenants` group by listing
-themselves in ACTION_MODULES: each has `add_actions(group)` (`group.add_parser(...)`, as
-below).
+:func:`tenant_arg` here, and the check that `--destination NAME` names one of that tenant's
+destinations from :func:`destination_tenant`. Other modules add actions to the `tenants`
+group by listing themselves in ACTION_MODULES: each has `add_actions(group)`
+(`group.add_parser(...)`, as below).
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ import json
 from typing import Any
 
 from hookline.shared.config import Config
-from hookline.shared.errors import InvalidInput, InvalidSetting
+from hookline.shared.errors import InvalidInput, InvalidSetting, NotFound
 from hookline.shared.logs import get_logger
 from hookline.shared.models import DEFAULT_TENANT
 from hookline.shared.store import Store
@@ -37,6 +38,8 @@ from hookline.supervisor.cli.common import (
 ACTION_MODULES: tuple[str, ...] = ("hookline.supervisor.cli.tenant_tokens",)
 """Modules adding more `hookline tenants` actions (each: `add_actions(group)`)."""
 TENANT_HELP = "the tenant (customer) the destination belongs to (default: the default tenant)"
+SHOWN_TENANTS = 3
+"""Other tenants a "no destination named" message lists by id before `and N more`."""
 
 
 def register(sub: Any) -> None:
@@ -112,6 +115,46 @@ async def existing_tenant(store: Store, tenant: str | None) -> str:
     if tenant != DEFAULT_TENANT:
         await store.get_tenant(tenant)
     return tenant
+
+
+async def destination_tenant(store: Store, name: str, tenant: str | None) -> str:
+    """The tenant whose destination `--destination NAME` names (`tenant`, default: the
+    default tenant), once it is known to have a destination of that name: a live one, or a
+    removed one by the name it keeps (`NAME~removed-ID`, as `hookline dead` lists it). A
+    filter that names no destination must fail, not answer with an empty list.
+
+    Raises:
+        NotFound (exit 1): the tenant does not exist; or it has no destination of that
+            name, in a message naming the destination, the tenant looked in and the other
+            tenants that have one (the first :data:`SHOWN_TENANTS` ids, then how many
+            more), with the hint to pass `--tenant ID`.
+    """
+    scope = await existing_tenant(store, tenant)
+    owners, total = await store.destination_tenants(name, first=scope, limit=SHOWN_TENANTS)
+    if owners[:1] == [scope]:
+        return scope
+    raise NotFound(_no_destination(name, scope, owners, total))
+
+
+def _no_destination(name: str, tenant: str, others: list[str], total: int) -> str:
+    """`no destination named 'NAME' in tenant T`, then which other tenants have one: `others`
+    (tenant ids, the first few in id order) of `total` in all, and the hint to pass
+    `--tenant` (naming the id when only one tenant has it)."""
+    where = (f"the default tenant ({DEFAULT_TENANT})" if tenant == DEFAULT_TENANT
+             else f"tenant {tenant}")
+    text = f"no destination named {name!r} in {where}"
+    if not others:
+        return f"{text}, nor in any other tenant"
+    shown = others[:SHOWN_TENANTS]
+    if total > len(shown):
+        listed = f"{', '.join(shown)} and {total - len(shown)} more"
+    elif len(shown) > 1:
+        listed = f"{', '.join(shown[:-1])} and {shown[-1]}"
+    else:
+        listed = shown[0]
+    if total == 1:
+        return f"{text}; tenant {listed} has one: pass --tenant {listed}"
+    return f"{text}; tenants {listed} have one: pass --tenant ID"
 
 
 def _id(args: argparse.Namespace) -> str:

@@ -156,6 +156,73 @@ async def _dead_letter_each(url: str) -> None:
             for c in claims])
 
 
+BY_DESTINATION = (("dead",), ("events",), ("resend", "--dry-run"), ("retry-now", "--dry-run"),
+                  ("replay", "--all-dead", "--dry-run"))
+"""The commands filtered by `--destination NAME` (of `--tenant`, default the default
+tenant's), with what keeps them from changing anything."""
+
+
+def test_a_destination_name_the_tenant_lacks_is_not_found_not_an_empty_answer(cli):
+    """`--destination billing` where only acme has a `billing`: each command filtered by it
+    exits 1 naming the destination, the tenant it looked in (the default one without
+    --tenant) and acme, with the hint to pass --tenant; none answers an empty list with
+    exit 0 (dead and events did). With `--tenant acme` each answers as before; bad input
+    is still exit 2, checked before the lookup."""
+    for tenant in ("acme", "globex"):
+        ok_json(cli, "tenants", "put", tenant)
+    ok_json(cli, "destinations", "add", "billing", URL, "--tenant", "acme")
+    for command in BY_DESTINATION:
+        for given, where in (((), "the default tenant (_default)"),
+                             (("--tenant", "_default"), "the default tenant (_default)"),
+                             (("--tenant", "globex"), "tenant globex")):
+            code, out, err = cli(*command, "--destination", "billing", *given)
+            assert (code, out) == (1, ""), (command, given, out)
+            assert err.strip() == (f"hookline: no destination named 'billing' in {where}; "
+                                   "tenant acme has one: pass --tenant acme"), (command, err)
+        code, _, err = cli(*command, "--destination", "billing", "--tenant", "acme", "--json")
+        assert code == 0, (command, err)
+    code, _, err = cli("dead", "--destination", "nobody")
+    assert code == 1 and err.strip() == ("hookline: no destination named 'nobody' in the "
+                                         "default tenant (_default), nor in any other tenant")
+    code, _, err = cli("events", "--destination", "billing", "--tenant", "ghost")
+    assert code == 1 and "ghost" in err  # the tenant itself is unknown
+    for command in (("events", "--limit", "0"), ("resend", "--limit", "0")):
+        code, _, err = cli(*command, "--destination", "billing")  # bad input comes first
+        assert code == 2 and "limit: must be from 1" in err, (command, err)
+
+
+def test_many_tenants_with_the_name_are_listed_a_few_then_counted(cli):
+    """Five tenants have a `billing`, the default one none: the message lists the first
+    three ids and counts the rest, and asks for --tenant ID."""
+    for tenant in ("acme", "beta", "delta", "epsilon", "zeta"):
+        ok_json(cli, "tenants", "put", tenant)
+        ok_json(cli, "destinations", "add", "billing", URL, "--tenant", tenant)
+    code, out, err = cli("events", "--destination", "billing")
+    assert (code, out) == (1, "")
+    assert err.strip() == ("hookline: no destination named 'billing' in the default tenant "
+                           "(_default); tenants acme, beta, delta and 2 more have one: pass "
+                           "--tenant ID")
+
+
+def test_a_removed_destinations_dead_letters_are_still_listed_by_its_removed_name(
+        cli, store_url):
+    """`hookline dead` lists a removed destination's jobs under `NAME~removed-ID`: that
+    name still filters them (`dead`, `events`), while the freed plain name is not found."""
+    ok_json(cli, "destinations", "add", "gone", URL)
+
+    async def publish() -> None:
+        async with opened_store(store_url) as store:
+            await store.add_event(new_event("e1"))
+    asyncio.run(publish())
+    assert cli("destinations", "remove", "gone")[0] == 0
+    [dead] = ok_json(cli, "dead")
+    assert dead["destination"].startswith("gone~removed-")
+    assert ok_json(cli, "dead", "--destination", dead["destination"]) == [dead]
+    assert len(ok_json(cli, "events", "--destination", dead["destination"])["events"]) == 1
+    code, _, err = cli("dead", "--destination", "gone")
+    assert code == 1 and "no destination named 'gone'" in err
+
+
 def test_a_test_delivery_to_a_paused_destination_says_so_at_once(cli):
     """`hookline destinations test` of a paused destination does not wait out the attempt
     timeout: it names the pause and exits 1 (the job waits for the resume)."""

@@ -193,8 +193,14 @@ async def test_every_store_operation_runs_on_both_backends(store, clock):
     assert [t.id for t in await s.list_tenants(after="_default")] == ["acme"]
     assert await s.tenant_destination_counts(["_default", "acme", "ghost"]) == {
         "_default": 1, "acme": 0, "ghost": 0}  # "t", the test delivery's
+    await s.add_destination(name="t", url="http://127.0.0.1:9/x", secret=SECRET,
+                            event_types=["*"], max_in_flight=5, tenant="acme")
+    assert await s.destination_tenants("t", first="acme") == (["acme", "_default"], 2)
+    assert await s.destination_tenants("t", first="_default", limit=1) == (["_default"], 2)
+    assert await s.destination_tenants("d") == ([], 0)  # removed: named d~removed-ID
+    assert await s.destination_tenants(f"d~removed-{dest.id}") == (["_default"], 1)
     assert (await s.revoke_tenant_tokens("acme")).token_epoch != tenant.token_epoch
-    assert (await s.delete_tenant("acme")).destinations == 0
+    assert (await s.delete_tenant("acme")).destinations == 1
 
     # The event-type catalogue (tests/unit/test_store_catalogue.py checks it in detail).
     revision = await s.catalogue_revision()

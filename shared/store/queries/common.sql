@@ -281,6 +281,13 @@ SELECT tenant_id, COUNT(*) AS n FROM destinations
 WHERE deleted_at IS NULL AND tenant_id >= :first AND tenant_id <= :last
 GROUP BY tenant_id
 
+-- destination_tenants: the tenants with a destination named :name (removed ones too: a removed
+-- one is named name~removed-ID, so a plain name finds live ones only), :first first when it is
+-- one of them, then in id order; n: how many tenants in all. It reads every tenant's
+-- destinations (no index leads with the name): for an operator's lookup, not a hot path
+SELECT tenant_id, count(*) OVER () AS n FROM destinations WHERE name = :name
+ORDER BY CASE WHEN tenant_id = :first THEN 0 ELSE 1 END, tenant_id LIMIT :limit
+
 -- tenant_get_job: one job of a tenant's destinations with its event (the columns of get_job)
 SELECT j.id, j.event_id, e.message_id, e.type AS event_type, d.name AS destination,
     d.tenant_id AS tenant, j.status,
