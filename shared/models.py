@@ -184,6 +184,9 @@ class AttemptResult:
         response_excerpt: first bytes of the response body (decoded, capped).
         unsendable: the request could not be sent as stored (e.g. a header value holding
             CR/LF) and never will be: the job fails permanently; `error` says why.
+        waited_s: seconds the result waited in the worker before the write that records
+            it (set by the worker at that write). The job's `finished_at` is the write's
+            instant less this: when the answer arrived, on the store's clock.
     """
 
     started_at: float
@@ -195,6 +198,7 @@ class AttemptResult:
     retry_after: str | None = None
     response_headers: str | None = None  # capped `Name: value` lines of the response
     unsendable: bool = False
+    waited_s: float = 0.0
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -9,8 +9,10 @@ One :class:`Writer` per worker process, with one asyncio task. It owns
   claims jobs for the slots free once they are recorded; with no result queued it claims
   alone, when a slot is free and work may be due (the store's wake-up, the poll interval,
   or a claim that came back full). Results queued while no work is known to be due wait up to
-  RESULT_LINGER_BATCHES batch intervals for the next wake-up, so that at moderate rates the
-  finish and the next claim share one transaction (their sends are already done).
+  RESULT_LINGER_S for the next wake-up, so that at everyday rates (events up to RESULT_LINGER_S
+  apart) the finish and the next claim share one transaction (their sends are already done).
+  A job's `finished_at` is still when its answer arrived: each result carries how long it
+  waited (AttemptResult.waited_s), and the store subtracts it from the write's instant.
 
 Senders hand a result over with :meth:`Writer.finished` and are answered nothing: the writer
 logs the outcome and frees the slot. A busy worker so takes SQLite's single write lock, and
@@ -66,6 +68,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
+import dataclasses
 import enum
 import time
 from collections import Counter
@@ -86,10 +89,14 @@ log = get_logger()
 MAX_BATCH = 256
 """Most results in one transaction."""
 
-RESULT_LINGER_BATCHES = 5
-"""Results queued while no claim is wanted wait up to this many batch intervals (10 ms by
-default) for the next wake-up's claim, so that at moderate rates a finish and the next
-claim share one transaction instead of taking the write lock (and an fsync) each."""
+RESULT_LINGER_S = 0.05
+"""Results queued while no claim is wanted wait up to this long, seconds, for the next
+wake-up's claim, so that at 20 events/s and more a finish and the next claim share one
+transaction instead of taking the write lock (and an fsync) each: at 50 events/s, one write
+transaction per event instead of two, and about a fifth less worker CPU per delivery
+(docs/benchmarks.md, "One transaction per event at everyday rates"). Not at all when
+`batch_interval_s` is 0 (batching off: every write at once). The results' jobs show
+`running` meanwhile; a crash re-delivers them, as it would any result not yet written."""
 
 _BUSY_RETRY_DELAYS_S = (0.05, 0.2, 1.0)
 
@@ -98,11 +105,18 @@ Send = Callable[[Claim], Awaitable[tuple[Outcome, AttemptResult]]]
 
 
 class Finished(NamedTuple):
-    """One finished attempt, as the store's finish takes it."""
+    """One finished attempt, as the store's finish takes it, and when it was queued
+    (time.monotonic(), seconds)."""
 
     claim: Claim
     outcome: Outcome
     result: AttemptResult
+    queued_at: float = 0.0
+
+    def waited(self, now: float) -> tuple[Claim, Outcome, AttemptResult]:
+        """The item to write at monotonic `now`: its result carries how long it waited."""
+        waited_s = max(0.0, now - self.queued_at)
+        return self.claim, self.outcome, dataclasses.replace(self.result, waited_s=waited_s)
 
 
 class Phase(enum.Enum):
@@ -192,7 +206,7 @@ class Writer:
         self._claim_not_before = 0.0  # monotonic; a failed claim alone waits until then
         self._last_write_at = float("-inf")
         # Results with no claim to share a transaction wait at most this long for one.
-        self._linger_s = RESULT_LINGER_BATCHES * config.batch_interval_s
+        self._linger_s = RESULT_LINGER_S if config.batch_interval_s > 0 else 0.0
         self._linger_until = 0.0  # monotonic; when the oldest queued result stops waiting
         self._stopping = False  # claim nothing more
         self._closing = False   # no attempt runs any more: end once the queue is written
@@ -235,9 +249,10 @@ class Writer:
         slot = self._slots.get(claim.lease_token)
         if slot is not None:
             slot.phase = Phase.FINISHING
+        now = time.monotonic()
         if not self._finished:
-            self._linger_until = time.monotonic() + self._linger_s
-        self._finished.append(Finished(claim, outcome, result))
+            self._linger_until = now + self._linger_s
+        self._finished.append(Finished(claim, outcome, result, now))
         self._kick.set()
 
     def held(self) -> list[Claim]:
@@ -370,14 +385,16 @@ class Writer:
             if request is None and not batch:
                 return Written()  # nothing left to claim for (stop, a take-over) since the look
             self.writes += 1
+            now = time.monotonic()
+            items = [finished.waited(now) for finished in batch]
             try:
                 waiting = False
                 if request is None:
-                    kept = await self.store.finish(batch, breaker=self.breaker)
+                    kept = await self.store.finish(items, breaker=self.breaker)
                     claims: list[Claim] = []
                 else:
                     kept, claims, waiting = await self.store.finish_and_claim(
-                        batch, self.breaker, request)
+                        items, self.breaker, request)
             except StoreBusy as exc:
                 delay_s = next(busy_delays, None)
                 if delay_s is None:
@@ -501,7 +518,7 @@ def _sooner(wait_s: float | None, other_s: float | None) -> float | None:
 def log_outcome(finished: Finished, kept: bool, now_s: float) -> None:
     """Log what a written result did: job_done, job_retry_scheduled, job_dead (with
     attempt_failed before a failure), or lease_lost when the fenced write changed nothing."""
-    claim, outcome, result = finished
+    claim, outcome, result = finished.claim, finished.outcome, finished.result
     done = isinstance(outcome, Done)
     if kept and done and not logs_info():
         return  # the common case, when info lines are not written: nothing to build

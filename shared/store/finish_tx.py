@@ -92,28 +92,32 @@ def _finish_delivered(items: Items, deltas: MetricDeltas,
         if claim.lease_token in closed_now:
             deltas.attempts(claim.destination_id, IN_FLIGHT,
                             outcome_class(result.error, result.status_code))
-    done = {r["id"] for r in (yield rows("finish_delivered",
-                                         claims=claim_keys([c for c, _, _ in items])))}
+    # Each job finished when its answer arrived: the write's instant less the result's wait.
+    done = {r["id"] for r in (yield rows("finish_delivered", claims=Rows(
+        ("job_ids", "lease_tokens", "waited_s"),
+        [(c.job_id, c.lease_token, float(r.waited_s)) for c, _, r in items])))}
     if done:
         now = yield NOW
-        for claim, _, _ in items:
+        for claim, _, result in items:
             if claim.job_id in done:
-                _delivered(deltas, claim, now)
+                _delivered(deltas, claim, now - result.waited_s)
     for destination_id in sorted({claim.destination_id for claim, _, _ in items}):
         yield from _succeeded(destination_id, notify)
     return [claim.job_id in done for claim, _, _ in items]
 
 
-def _delivered(deltas: MetricDeltas, claim: Claim, now: float) -> None:
-    """Count a claim's job becoming done at `now` (running -> done, and its latency)."""
+def _delivered(deltas: MetricDeltas, claim: Claim, finished_at: float) -> None:
+    """Count a claim's job becoming done at `finished_at` (running -> done, and its latency),
+    unix seconds on the store's clock."""
     deltas.jobs(claim.destination_id, "running", "done")
     if claim.received_at is not None:
-        deltas.delivered(claim.destination_id, now - claim.received_at)
+        deltas.delivered(claim.destination_id, finished_at - claim.received_at)
 
 
 def _finish_one(claim: Claim, outcome: Outcome, result: AttemptResult,
                 deltas: MetricDeltas) -> Tx[bool]:
     fence = {"job_id": claim.job_id, "lease_token": claim.lease_token}
+    waited = {"waited_s": float(result.waited_s)}  # finished_at: the answer's arrival
     recorded = yield rows("record_attempt", lease_token=claim.lease_token,
                           started_at=result.started_at, duration_s=result.duration_s,
                           status_code=result.status_code, error=result.error,
@@ -124,16 +128,16 @@ def _finish_one(claim: Claim, outcome: Outcome, result: AttemptResult,
             deltas.attempts(claim.destination_id, IN_FLIGHT,
                             outcome_class(result.error, result.status_code))
     if isinstance(outcome, Done):
-        changed = yield count("finish_done", **fence)
+        changed = yield count("finish_done", **fence, **waited)
         if changed == 1:
-            _delivered(deltas, claim, (yield NOW))
+            _delivered(deltas, claim, (yield NOW) - result.waited_s)
     elif isinstance(outcome, Retry):  # due `delay_s` after now, on the store's clock
         changed = yield count("finish_retry", **fence, error=outcome.error,
                               delay_s=max(0.0, float(outcome.delay_s)))
         if changed == 1:
             deltas.jobs(claim.destination_id, "running", "pending")
     elif isinstance(outcome, Dead):
-        changed = yield count("finish_dead", **fence, error=outcome.error)
+        changed = yield count("finish_dead", **fence, **waited, error=outcome.error)
         if changed == 1:
             deltas.jobs(claim.destination_id, "running", "dead")
     else:

@@ -36,6 +36,10 @@ def check_figures(result: dict[str, Any], report: str, backend: str) -> None:
     assert delivery["jobs_by_status"] == {"done": 3 * EVENTS}
     assert delivery["delivered"] == 3 * EVENTS and delivery["deliveries_per_s"] > 0
     assert 0 < delivery["latency_ms"]["p50"] <= delivery["latency_ms"]["p99"]
+    # Recorded (the worker's write) never before delivered (the answer's arrival).
+    for p in ("p50", "p99"):
+        assert delivery["recorded_latency_ms"][p] >= delivery["latency_ms"][p]
+    assert "accept->recorded ms p50" in report
     assert result["cpu_s_per_1000_deliveries"]["worker-1"] > 0
     assert result["db_bytes"] > 0
     assert result["idle"]["database_written"] is False  # an idle service writes nothing

@@ -1,7 +1,8 @@
 """The worker's writer (workers/writer.py) in-process, against a real database (each backend
 in turn where the property is not SQLite's own) and the receiver fixture on 127.0.0.1:
 write spacing under load, results kept through a held write lock, slot accounting with the
-fair share, and a graceful stop that records what finished and hands back the rest."""
+fair share, a graceful stop that records what finished and hands back the rest, and a result
+that waited for the next claim recorded as finished when its answer arrived."""
 
 from __future__ import annotations
 
@@ -24,6 +25,7 @@ from hookline.shared.store import Store
 from hookline.shared.store.sqlite import SqliteStore
 from hookline.workers.loop import Worker
 from hookline.workers.sender import Sender
+from hookline.workers.writer import RESULT_LINGER_S
 from tests.conftest import new_event, settle
 
 FAST = Config(allow_networks="127.0.0.0/8", retry_base_s=0.05, retry_cap_s=0.1, max_attempts=3,
@@ -216,3 +218,26 @@ async def test_the_writer_extends_the_leases_it_holds(real_store):
     assert extended.lease_until is not None and claimed.lease_until is not None
     assert extended.lease_until > claimed.lease_until + 0.4
     assert set(recorder.extended_by) == {"writer"}
+
+
+async def test_a_result_that_waits_for_a_claim_is_finished_when_its_answer_arrived(real_store):
+    """One event and no other: its result waits RESULT_LINGER_S for a next claim that never
+    comes, then is written. The job's finished_at is when the receiver answered (its
+    request's time, give or take the answer's trip), not the write's instant (updated_at),
+    which is at least most of the wait later."""
+    secret = generate_secret()
+    recorder = WriteRecorder(real_store)
+    async with Receiver([Endpoint("ok", secret, parse_behaviour("ok"))]) as receiver:
+        await add(real_store, receiver, "ok", secret)
+        await real_store.add_events([new_event("e1")])
+        async with running_worker(recorder):
+            counts = await settle(real_store)
+    assert counts["done"] == 1
+    [job] = await real_store.list_jobs()
+    [request] = receiver.requests
+    assert job.finished_at is not None
+    assert job.updated_at - job.finished_at >= 0.7 * RESULT_LINGER_S
+    # The answer's trip is a few ms; a loaded machine may stretch it, never to the write's.
+    assert request.received_at - 0.05 <= job.finished_at < job.updated_at
+    # Written once, by a write of its own (claims alone, e.g. at the poll, carry none).
+    assert [results for _, results in recorder.writes if results] == [1]

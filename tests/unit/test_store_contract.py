@@ -254,7 +254,7 @@ async def test_same_named_queries_return_the_same_columns(pg_url, tmp_path):
 
 BATCH_COLUMNS = {
     ("extend_lease", "claims"): {"job_ids", "lease_tokens"},
-    ("finish_delivered", "claims"): {"job_ids", "lease_tokens"},
+    ("finish_delivered", "claims"): {"job_ids", "lease_tokens", "waited_s"},
     ("insert_attempt", "claims"): {"job_ids", "attempts", "lease_tokens"},
     ("record_attempts", "attempts"): {
         "lease_tokens", "started_ats", "durations_s", "status_codes", "errors",

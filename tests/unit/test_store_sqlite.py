@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import sqlite3
+from dataclasses import replace
 
 import pytest
 
@@ -167,6 +168,31 @@ async def test_a_batch_of_deliveries_is_fenced_item_by_item(store, destination_f
     for claim in (stale, fresh):
         attempt = recorded[claim.lease_token]
         assert (attempt.status_code, attempt.duration_s, attempt.started_at) == (204, 0.25, 5.0)
+
+
+async def test_a_job_finished_when_its_answer_arrived_not_when_it_was_written(
+        store, destination_factory, clock):
+    """The worker's result carries how long it waited before the write (waited_s): each
+    job's finished_at is the write's instant less that, on the one-statement path of a
+    batch of deliveries and one by one (a delivery next to a failure, a dead letter);
+    updated_at stays the write's instant."""
+    await destination_factory(max_in_flight=10)
+    await store.add_events([new_event(f"e{i}") for i in range(5)])
+    claims = await store.claim("w1", 5, lease_s=30, max_attempts=1)
+    now = clock.now_s
+    batch = [(claims[0], Done(), replace(OK, waited_s=2.5)), (claims[1], Done(), OK)]
+    assert await store.finish(batch) == [True, True]  # every item a 2xx: one statement
+    one_by_one = [(claims[2], Done(), replace(OK, waited_s=0.75)),
+                  (claims[3], Dead(error="HTTP 503"), replace(FAILED, waited_s=1.25)),
+                  (claims[4], Done(), OK)]
+    assert await store.finish(one_by_one) == [True, True, True]
+    jobs = {j.id: j for j in await store.list_jobs()}
+    waited = {claims[0].job_id: 2.5, claims[1].job_id: 0.0, claims[2].job_id: 0.75,
+              claims[3].job_id: 1.25, claims[4].job_id: 0.0}
+    for job_id, waited_s in waited.items():
+        assert jobs[job_id].finished_at == pytest.approx(now - waited_s, abs=1e-6), job_id
+        assert jobs[job_id].updated_at == pytest.approx(now, abs=1e-6)
+    assert jobs[claims[3].job_id].status == "dead"
 
 
 async def test_finish_and_claim_with_no_limit_only_finishes(store, destination_factory):

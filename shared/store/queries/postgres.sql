@@ -294,15 +294,18 @@ FROM unnest(:job_ids::bigint[], :lease_tokens::text[]) AS u (job_id, lease_token
 WHERE j.id = u.job_id AND j.lease_token = u.lease_token AND j.status = 'running'
 RETURNING j.id, j.lease_token
 
--- finish_done: the destination acknowledged; fenced by the lease token
+-- finish_done: the destination acknowledged; fenced by the lease token; finished when the
+-- answer arrived (:waited_s before this write)
 UPDATE jobs SET status = 'done', lease_token = NULL, lease_owner = NULL, lease_until = NULL,
-    last_error = NULL, finished_at = hookline_now(:test_now_s),
+    last_error = NULL, finished_at = hookline_now(:test_now_s) - :waited_s::double precision,
     updated_at = hookline_now(:test_now_s)
 WHERE id = :job_id AND lease_token = :lease_token AND status = 'running'
 
--- finish_dead: no more attempts; fenced by the lease token
+-- finish_dead: no more attempts; fenced by the lease token; finished when the last answer
+-- arrived (:waited_s before this write)
 UPDATE jobs SET status = 'dead', lease_token = NULL, lease_owner = NULL, lease_until = NULL,
-    last_error = :error, finished_at = hookline_now(:test_now_s),
+    last_error = :error,
+    finished_at = hookline_now(:test_now_s) - :waited_s::double precision,
     updated_at = hookline_now(:test_now_s)
 WHERE id = :job_id AND lease_token = :lease_token AND status = 'running'
 
@@ -333,12 +336,14 @@ WHERE a.lease_token = u.lease_token
 RETURNING a.lease_token,
     coalesce(a.error LIKE 'lease expired%' OR a.error LIKE 'worker lost%', false) AS was_lost
 
--- finish_delivered: many acknowledged claims to done in one statement (arrays of job ids and
--- their lease tokens); fenced by each claim's token; returns the jobs it changed
+-- finish_delivered: many acknowledged claims to done in one statement (arrays of job ids,
+-- their lease tokens and the seconds each answer waited before this write); fenced by each
+-- claim's token; returns the jobs it changed
 UPDATE jobs j SET status = 'done', lease_token = NULL, lease_owner = NULL, lease_until = NULL,
-    last_error = NULL, finished_at = hookline_now(:test_now_s),
+    last_error = NULL, finished_at = hookline_now(:test_now_s) - u.waited_s,
     updated_at = hookline_now(:test_now_s)
-FROM unnest(:job_ids::bigint[], :lease_tokens::text[]) AS u (job_id, lease_token)
+FROM unnest(:job_ids::bigint[], :lease_tokens::text[], :waited_s::double precision[])
+    AS u (job_id, lease_token, waited_s)
 WHERE j.id = u.job_id AND j.lease_token = u.lease_token AND j.status = 'running'
 RETURNING j.id
 

@@ -266,14 +266,16 @@ WHERE jobs.id = json_extract(u.value, '$[0]') AND jobs.lease_token = json_extrac
     AND +jobs.status = 'running'  -- unary +: look jobs up by id, not through jobs_status
 RETURNING jobs.id, jobs.lease_token
 
--- finish_done: the destination acknowledged; fenced by the lease token
+-- finish_done: the destination acknowledged; fenced by the lease token; finished when the
+-- answer arrived (:waited_s before this write)
 UPDATE jobs SET status = 'done', lease_token = NULL, lease_owner = NULL, lease_until = NULL,
-    last_error = NULL, finished_at = :now, updated_at = :now
+    last_error = NULL, finished_at = :now - :waited_s, updated_at = :now
 WHERE id = :job_id AND lease_token = :lease_token AND status = 'running'
 
--- finish_dead: no more attempts; fenced by the lease token
+-- finish_dead: no more attempts; fenced by the lease token; finished when the last answer
+-- arrived (:waited_s before this write)
 UPDATE jobs SET status = 'dead', lease_token = NULL, lease_owner = NULL, lease_until = NULL,
-    last_error = :error, finished_at = :now, updated_at = :now
+    last_error = :error, finished_at = :now - :waited_s, updated_at = :now
 WHERE id = :job_id AND lease_token = :lease_token AND status = 'running'
 
 -- record_attempt: complete the attempt row of a claim (a stale claim's result is history too,
@@ -300,9 +302,10 @@ RETURNING attempts.lease_token,
     (attempts.error LIKE 'lease expired%' OR attempts.error LIKE 'worker lost%') AS was_lost
 
 -- finish_delivered: many acknowledged claims to done in one statement (:claims, a JSON array
--- of [job id, lease token]); fenced by each claim's token; returns the jobs it changed
+-- of [job id, lease token, seconds its answer waited before this write]); fenced by each
+-- claim's token; returns the jobs it changed
 UPDATE jobs SET status = 'done', lease_token = NULL, lease_owner = NULL, lease_until = NULL,
-    last_error = NULL, finished_at = :now, updated_at = :now
+    last_error = NULL, finished_at = :now - json_extract(u.value, '$[2]'), updated_at = :now
 FROM json_each(:claims) AS u
 WHERE jobs.id = json_extract(u.value, '$[0]') AND jobs.lease_token = json_extract(u.value, '$[1]')
     AND +jobs.status = 'running'  -- unary +: look jobs up by id, not through jobs_status
