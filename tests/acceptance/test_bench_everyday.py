@@ -53,6 +53,7 @@ def test_everyday_scenario_reports_steady_costs_against_flat_out_and_huey(tmp_pa
                    - ingest_s * 1000 / run["ingest"]["accepted"]) < 0.002
         workers_s = sum(v for k, v in per_1000.items() if k.startswith("worker"))
         assert figures["workers_cpu_ms_per_delivery"] == round(workers_s, 3)
+        assert figures["recorded_latency_ms"] == run["delivery"]["recorded_latency_ms"]
     run = _bench_json(out / "everyday" / "round-1" / "rate-200")
     per_1000, delivered = run["cpu_s_per_1000_deliveries"], run["delivery"]["delivered"]
     service_s = sum(v for k, v in per_1000.items() if k != "receiver") * delivered / 1000
