@@ -36,6 +36,11 @@ the same `detail` text the CLI prints; a destination address the outbound guard 
 Tenants: every route naming a destination takes `?tenant=ID` (the create body `"tenant"`):
 names are unique within a tenant only, so a name means the default tenant's (`_default`)
 unless a tenant is given; a tenant that does not exist is 404 naming it (ingest/tenant_scope.py).
+A destination filter (`?destination=` of dead and events, the `"destination"` of replay,
+resend and retry now) that tenant has no destination of is 404 `not_found`, never an empty
+list or a count of 0: `field` "destination", `tenant` (the tenant looked in) and
+`other_tenants` / `other_tenants_total` (the tenants that do have one), and a `detail` like
+the CLI's ending in the hint `pass tenant=ID`.
 
 Access: every route requires `Authorization: Bearer <admin_token>` (ingest/auth.py); with no
 admin_token configured every request gets 403 `auth_not_configured`.
@@ -55,6 +60,8 @@ from hookline.ingest.http_common import acting, bounded_body, error_response
 from hookline.ingest.subscription_check import subscription_warnings
 from hookline.ingest.tenant_scope import (
     TENANT_PARAM,
+    DestinationNotFound,
+    check_destination_filter,
     existing_tenant_filter,
     refuse_metadata_filter,
     request_tenant,
@@ -134,8 +141,9 @@ def guarded(handler: Handler) -> Handler:
 
 def answering_errors(handler: Handler) -> Handler:
     """Map the hookline errors `handler` raises to JSON answers: 400 `invalid_request` (with
-    `field`) or `destination_blocked`, 404 `not_found`, 409 `conflict` (the admin and the
-    tenant API alike)."""
+    `field`) or `destination_blocked`, 404 `not_found` (with `field` "destination" and, on
+    the admin API, the tenants that have one, for a destination filter its tenant has none
+    of), 409 `conflict` (the admin and the tenant API alike)."""
     async def wrapped(request: web.Request) -> web.StreamResponse:
         try:
             return await handler(request)
@@ -148,6 +156,8 @@ def answering_errors(handler: Handler) -> Handler:
             return error_response(400, "invalid_request", str(exc))
         except DestinationBlocked as exc:  # only a destination's url is vetted
             return error_response(400, "destination_blocked", str(exc), field="url")
+        except DestinationNotFound as exc:
+            return error_response(404, "not_found", str(exc), **exc.fields)
         except NotFound as exc:
             return error_response(404, "not_found", str(exc))
         except Conflict as exc:
@@ -306,8 +316,10 @@ async def list_dead(request: web.Request) -> web.Response:
     store = request_store(request)
     since_s, = await resolve_instants(store, since_spec)
     tenant = await existing_tenant_filter(request)
-    jobs = await store.list_dead(destination=request.query.get("destination"),
-                                 since_s=since_s, limit=limit, tenant=tenant)
+    destination = request.query.get("destination")
+    await check_destination_filter(request, destination, tenant)  # none: 404, not []
+    jobs = await store.list_dead(destination=destination, since_s=since_s, limit=limit,
+                                 tenant=tenant)
     return web.json_response([dead_letter_view(j) for j in jobs])
 
 
@@ -331,6 +343,10 @@ async def replay(request: web.Request) -> web.Response:
                            "destination, tenant and since filter all_dead, not job_id")
     if (job_id is None) == (not all_dead):
         raise InvalidInput("job_id", "replay needs exactly one of a job id or all_dead")
+    if destination is not None:  # none of that name: 404 naming who has one, not a count of 0
+        await check_destination_filter(request, destination, tenant)
+        await request_store(request).get_destination(  # a removed one's: 404 (as the CLI)
+            destination, tenant=tenant or DEFAULT_TENANT)
     since_s, = await resolve_instants(request_store(request), since_spec)
     count = await request_store(request).replay(job_id=job_id, all_dead=all_dead,
                                          destination=destination, since_s=since_s,

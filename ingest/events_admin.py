@@ -19,7 +19,10 @@ Routes (JSON shapes in shared/views.py; errors are `{"error": code, "detail": te
                                              dry_run?, reason?}
 
 A destination name means the default tenant's unless `tenant` is given; `tenant` alone
-narrows the event list to that tenant's events.
+narrows the event list to that tenant's events. A `destination` that tenant has no
+destination of (live, or removed by the name it keeps, `NAME~removed-ID`) is 404 naming the
+tenants that have one (ingest/tenant_scope.py), not an empty page; on the tenant API
+(`/v1/tenant/events`, same handler) a plain 404 naming only the destination.
 
 Every resend and retry now that is not a dry run logs one audit line, `jobs_resent` or
 `jobs_retried_now`, with who asked (the client's address and the optional `X-Hookline-Actor`
@@ -33,9 +36,13 @@ from typing import Any
 from aiohttp import web
 
 from hookline.ingest.admin_api import guarded, json_body
-from hookline.ingest.app_state import request_store, tenant_scope
+from hookline.ingest.app_state import request_claims, request_store, tenant_scope
 from hookline.ingest.http_common import requester
-from hookline.ingest.tenant_scope import existing_tenant_filter, request_tenant
+from hookline.ingest.tenant_scope import (
+    check_destination_filter,
+    existing_tenant_filter,
+    request_tenant,
+)
 from hookline.shared.operator_models import (
     BULK_DEFAULT_LIMIT,
     BULK_MAX_LIMIT,
@@ -89,7 +96,8 @@ async def list_events(request: web.Request) -> web.Response:
     flt = EventFilter(destination=query.get("destination"),
                       tenant=await existing_tenant_filter(request), status=status,
                       type=query.get("type"), since_s=since_s, until_s=until_s,
-                      before_id=before_id, limit=limit)
+                      before_id=before_id, limit=limit).check()  # bad input: 400 first
+    await check_destination_filter(request, flt.destination, flt.tenant)  # none: 404
     events = await store.list_events(flt)
     return web.json_response(events_page_view(events, limit))
 
@@ -139,7 +147,9 @@ async def window_selection(request: web.Request, body: dict[str, Any], *, destin
 
     Raises:
         InvalidInput: a bad `since`, `until` or `limit`.
-        NotFound: no such destination (404).
+        NotFound: no such live destination (404); on the admin API, where the body names
+            it, one naming the tenants that have one when the tenant has none of that name
+            (a removed one's name is a plain 404).
     """
     since = inputs.instant("since", body.get("since"))
     until = inputs.instant("until", body.get("until"))
@@ -150,6 +160,8 @@ async def window_selection(request: web.Request, body: dict[str, Any], *, destin
     since_s, until_s = await resolve_instants(store, since, until)
     selection = JobSelection(destination=destination, tenant=tenant, status=status,
                              since_s=since_s, until_s=until_s, limit=limit)
+    if request_claims(request) is None:  # the body's "destination": say who has one
+        await check_destination_filter(request, destination, tenant)
     await store.get_destination(destination, tenant=tenant)  # NotFound: 404
     return selection
 

@@ -17,6 +17,7 @@ from aiohttp import web
 from hookline.ingest.admin_api import json_body
 from hookline.ingest.app_state import request_store, token_tenant
 from hookline.ingest.events_admin import run_action, window_selection
+from hookline.ingest.tenant_scope import check_destination_filter
 from hookline.shared.policy import inputs
 from hookline.shared.record_models import Job, JobStory
 from hookline.shared.store.tenant_reads_tx import DestinationStats
@@ -71,15 +72,17 @@ async def recover(request: web.Request) -> web.Response:
 
 async def list_jobs(request: web.Request) -> web.Response:
     """`GET /v1/tenant/jobs?destination=&status=&before=&limit=`: the tenant's jobs, newest
-    first; `next_before` pages on (null on the last page)."""
+    first; `next_before` pages on (null on the last page). A `destination` the tenant has no
+    destination of (live, or removed by the name it keeps) is 404, not an empty page."""
     query = request.query
     status = inputs.job_status("status", query.get("status"))
     limit = inputs.list_limit(query.get("limit"), 100)
     before = query.get("before")
+    before_id = None if before is None else inputs.whole_number("before", before)
+    tenant, destination = token_tenant(request), query.get("destination")
+    await check_destination_filter(request, destination, tenant)  # none: 404, not []
     jobs = await request_store(request).list_tenant_jobs(
-        token_tenant(request), destination=query.get("destination"), status=status,
-        before_id=None if before is None else inputs.whole_number("before", before),
-        limit=limit)
+        tenant, destination=destination, status=status, before_id=before_id, limit=limit)
     return web.json_response({"jobs": [tenant_job_view(j) for j in jobs],
                               "next_before": jobs[-1].id if len(jobs) >= limit else None})
 

@@ -3,7 +3,8 @@ tenant token, ingest/tenant_auth.py) means the token's tenant, always: `?tenant=
 `"tenant"` is refused there (400, field `tenant`), so no input can even name another tenant.
 An admin request means `?tenant=ID` (or `"tenant"` in the body), the default tenant when
 absent. Names are unique within a tenant only, so a destination name always comes with its
-tenant."""
+tenant, and a destination filter naming none of that tenant's destinations is a 404, never
+an empty list (:func:`check_destination_filter`)."""
 
 from __future__ import annotations
 
@@ -12,12 +13,27 @@ from typing import Any
 from aiohttp import web
 
 from hookline.ingest.app_state import request_claims, request_store
-from hookline.shared.errors import InvalidInput
+from hookline.shared.errors import InvalidInput, NotFound
 from hookline.shared.models import DEFAULT_TENANT
 from hookline.shared.policy import filters
 from hookline.shared.tenant_models import tenant_id
+from hookline.shared.tenant_views import no_destination_message
 
 TENANT_PARAM = "tenant"
+DESTINATION_FIELD = "destination"
+"""The query parameter (or body field) of a destination filter, a 404's `field`."""
+LISTED_TENANTS = 100
+"""An admin 404 for a destination filter lists at most this many other tenants' ids."""
+
+
+class DestinationNotFound(NotFound):
+    """A destination filter names no destination of the tenant it means: 404 `not_found`
+    with `field` "destination" and, on the admin API, whose destinations of that name exist
+    (:attr:`fields`, added to the answer by ingest/admin_api.py `answering_errors`)."""
+
+    def __init__(self, detail: str, **fields: Any) -> None:
+        super().__init__(detail)
+        self.fields: dict[str, Any] = {"field": DESTINATION_FIELD, **fields}
 
 
 def tenant_filter(request: web.Request, body: dict[str, Any] | None = None) -> str | None:
@@ -67,6 +83,47 @@ async def existing_tenant_filter(request: web.Request,
     if tenant is not None and tenant != DEFAULT_TENANT:
         await request_store(request).get_tenant(tenant)
     return tenant
+
+
+async def check_destination_filter(request: web.Request, name: str | None,
+                                   tenant: str | None) -> None:
+    """A destination filter (`?destination=NAME`, a body's `"destination"`) must name one of
+    the tenant's destinations: a live one, or a removed one by the name it keeps
+    (`NAME~removed-ID`, as dead letters and jobs show it). Else the list it filters would
+    answer nothing, as if there were nothing there. Call it once the rest of the input is
+    checked (a bad input is 400 before any lookup).
+
+    Args:
+        request: an admin or tenant API request.
+        name: the filter's destination name (None: no filter, nothing to check).
+        tenant: the tenant the request means (:func:`existing_tenant_filter`: the token's
+            on the tenant API; None on the admin API is the default tenant).
+
+    Raises:
+        DestinationNotFound: the tenant has no destination of that name. On the tenant API
+            the answer is `no destination named 'NAME'` and nothing more, from a read of
+            that tenant's rows only, so it is the same whether another tenant has one or
+            not. On the admin API it names the tenant looked in (`tenant`) and the tenants
+            that have one (`other_tenants`, the first :data:`LISTED_TENANTS` in id order;
+            `other_tenants_total`), with the hint to pass `tenant=ID`.
+    """
+    if name is None:
+        return
+    store = request_store(request)
+    claims = request_claims(request)
+    if claims is not None:
+        if not await store.has_destination(name, tenant=claims.tenant):
+            raise DestinationNotFound(f"no destination named {name!r}")
+        return
+    scope = DEFAULT_TENANT if tenant is None else tenant
+    if await store.has_destination(name, tenant=scope):  # the common case: one indexed read
+        return
+    others, total = await store.destination_tenants(name, first=scope, limit=LISTED_TENANTS)
+    if others[:1] == [scope]:  # added since the read above
+        return
+    raise DestinationNotFound(
+        no_destination_message(name, scope, others, total, option=f"{TENANT_PARAM}="),
+        tenant=scope, other_tenants=others, other_tenants_total=total)
 
 
 def _token_tenant(request: web.Request, body: dict[str, Any] | None, tenant: str) -> str:

@@ -1,12 +1,17 @@
 """The JSON shapes of tenants, as the admin API answers them and the CLI prints with
-`--json` (the rest of the shapes are in shared/views.py)."""
+`--json` (the rest of the shapes are in shared/views.py), and the message both give when a
+destination filter names a destination its tenant has none of."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
 
+from hookline.shared.models import DEFAULT_TENANT
 from hookline.shared.tenant_models import Tenant
+
+SHOWN_TENANTS = 3
+"""Other tenants a "no destination named" message lists by id before `and N more`."""
 
 
 class RemovalCounts(Protocol):
@@ -51,3 +56,40 @@ def tenant_removal_view(removal: RemovalCounts) -> dict[str, Any]:
     """What deleting a tenant removed (or, with `dry_run`, would remove)."""
     return {"tenant": removal.tenant, "destinations": removal.destinations,
             "unfinished_jobs": removal.unfinished_jobs, "dry_run": removal.dry_run}
+
+
+def no_destination_message(name: str, tenant: str, others: Sequence[str], total: int, *,
+                           option: str) -> str:
+    """`no destination named 'NAME' in tenant T`, then which other tenants have one and how
+    to name one of them: the operator's message (CLI and admin API) for a destination filter
+    its tenant has no destination of.
+
+    Args:
+        name: the destination name looked for.
+        tenant: the tenant looked in.
+        others: ids of tenants that have one, in id order (the first
+            :data:`SHOWN_TENANTS` are listed).
+        total: how many tenants have one in all.
+        option: how a tenant is named where the message is read, before the id:
+            `--tenant ` on the command line, `tenant=` in the admin API.
+
+    Returns:
+        e.g. `no destination named 'billing' in the default tenant (_default); tenant acme
+        has one: pass --tenant acme`, or `...; tenants a, b, c and 2 more have one: pass
+        --tenant ID`, or `..., nor in any other tenant`.
+    """
+    where = (f"the default tenant ({DEFAULT_TENANT})" if tenant == DEFAULT_TENANT
+             else f"tenant {tenant}")
+    text = f"no destination named {name!r} in {where}"
+    if not others:
+        return f"{text}, nor in any other tenant"
+    shown = list(others[:SHOWN_TENANTS])
+    if total > len(shown):
+        listed = f"{', '.join(shown)} and {total - len(shown)} more"
+    elif len(shown) > 1:
+        listed = f"{', '.join(shown[:-1])} and {shown[-1]}"
+    else:
+        listed = shown[0]
+    if total == 1:
+        return f"{text}; tenant {listed} has one: pass {option}{listed}"
+    return f"{text}; tenants {listed} have one: pass {option}ID"

@@ -9,15 +9,23 @@ const ACTOR = "dashboard";
 export class AuthError extends Error {}
 
 export class ApiError extends Error {
-  /** `field` names the refused input when the server says which (400 invalid_request). */
-  constructor(status, code, detail, field = null) {
+  /** `field` names the refused input when the server says which (400 invalid_request; 404
+   * `destination` for a destination filter its tenant has none of); `body` is the whole
+   * error answer (e.g. that 404's `other_tenants`), or null. */
+  constructor(status, code, detail, field = null, body = null) {
     super(`${code}: ${detail}`);
     this.status = status;
     this.code = code;
     this.detail = detail;
     this.field = field;
+    this.body = body;
   }
 }
+
+/** Whether `err` is the 404 of a destination filter naming no destination of its tenant
+ * (removed since it was picked, say): a page shows it in place of its list. */
+export const isMissingDestination = (err) =>
+  err instanceof ApiError && err.status === 404 && err.field === "destination";
 
 export const getToken = () => sessionStorage.getItem(TOKEN_KEY);
 export const setToken = (token) => sessionStorage.setItem(TOKEN_KEY, token);
@@ -60,7 +68,7 @@ export async function jsonOf(resp) {
 export function okOrThrow(resp, data) {
   if (!resp.ok) {
     throw new ApiError(resp.status, data?.error ?? `http_${resp.status}`,
-                       data?.detail ?? resp.statusText, data?.field ?? null);
+                       data?.detail ?? resp.statusText, data?.field ?? null, data ?? null);
   }
   return data;
 }

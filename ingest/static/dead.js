@@ -4,9 +4,10 @@
 // tenant and its name (every tenant may have a `billing`): both travel together, in the
 // picker, the address and the replay's body.
 
-import { destinationKey, destinationLabel as label, get, post, splitDestinationKey }
-  from "./api.js";
-import { fmtCount, h, jobLink, setChildren, table, toast, when } from "./dom.js";
+import { destinationKey, destinationLabel as label, get, isMissingDestination, post,
+         splitDestinationKey } from "./api.js";
+import { fmtCount, h, jobLink, missingDestinationNote, setChildren, table, toast, when }
+  from "./dom.js";
 
 const LIMIT = 200;
 
@@ -109,7 +110,14 @@ export function deadView({ params, refreshNow }) {
     }
     const body = { all_dead: true, destination, ...(tenant ? { tenant } : {}) };
     const which = label(tenant, destination);
-    const count = await dryRun(body);
+    let count;
+    try {
+      count = await dryRun(body);
+    } catch (err) {  // e.g. removed since it was picked: 404
+      toast(`${which}: ${err.message}`, "error");
+      await refreshNow();
+      return;
+    }
     showConfirm(`Dry run: ${count} dead job${count === 1 ? "" : "s"} of ${which} ` +
                 "would be replayed.", count,
       async () => {
@@ -119,13 +127,19 @@ export function deadView({ params, refreshNow }) {
   }
 
   function syncSelect(destinations) {
-    const values = destinations.map((d) => destinationKey(d.tenant, d.name));
-    if (values.join("\n") !== known) {
-      known = values.join("\n");
-      setChildren(select, h("option", { value: "" }, "all destinations"),
-        destinations.map((d, i) => h("option", { value: values[i] }, label(d.tenant, d.name))));
+    const options = destinations.map((d) => [destinationKey(d.tenant, d.name),
+                                             label(d.tenant, d.name)]);
+    const chosen = destination ? destinationKey(tenant, destination) : "";
+    if (chosen && !options.some(([value]) => value === chosen)) {
+      options.push([chosen, label(tenant, destination)]);  // removed since, say: still shown
     }
-    select.value = destination ? destinationKey(tenant, destination) : "";
+    const values = options.map(([value]) => value).join("\n");
+    if (values !== known) {
+      known = values;
+      setChildren(select, h("option", { value: "" }, "all destinations"),
+        options.map(([value, text]) => h("option", { value }, text)));
+    }
+    select.value = chosen;
   }
 
   function row(job) {
@@ -156,8 +170,20 @@ export function deadView({ params, refreshNow }) {
     const query = (destination ? `&destination=${encodeURIComponent(destination)}` : "") +
       (tenant ? `&tenant=${encodeURIComponent(tenant)}` : "");
     const [destinations, dead] = await Promise.all([
-      get("/v1/admin/destinations"), get(`/v1/admin/dead?limit=${LIMIT}${query}`)]);
+      get("/v1/admin/destinations"),
+      get(`/v1/admin/dead?limit=${LIMIT}${query}`).catch((err) => {
+        if (isMissingDestination(err)) return err;  // shown in place of the list
+        throw err;
+      })]);
     syncSelect(destinations);
+    if (!Array.isArray(dead)) {  // the filter names no destination of its tenant (any more)
+      selected.clear();
+      replaySelected.textContent = "Replay selected (0)";
+      replayAll.disabled = true;
+      setChildren(list, missingDestinationNote("dead-missing", dead, (other) =>
+        `#/dead?${new URLSearchParams({ destination, tenant: other })}`));
+      return;
+    }
     const ids = new Set(dead.map((j) => j.id));
     for (const id of [...selected]) if (!ids.has(id)) selected.delete(id);
     replaySelected.textContent = `Replay selected (${selected.size})`;

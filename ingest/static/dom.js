@@ -42,6 +42,24 @@ function internalHref(value) {
   return text;
 }
 
+/**
+ * What a list shows in place of its rows when its destination filter names no destination
+ * of its tenant (`err`: that 404 ApiError; the destination was removed since it was picked,
+ * say): the server's detail, and a link per tenant that has a destination of that name
+ * (`linkFor(tenant)`: the list filtered by that one). `id` names the note.
+ */
+export function missingDestinationNote(id, err, linkFor) {
+  const others = err.body?.other_tenants ?? [];
+  const more = (err.body?.other_tenants_total ?? others.length) - others.length;
+  return h("div", { class: "empty", id, role: "status" },
+    h("p", {}, `${err.detail}.`),
+    others.length === 0 ? h("p", { class: "hint" }, "A removed destination's jobs are listed " +
+                                                  "under its removed name (all destinations).")
+      : h("p", { "data-col": "other-tenants" }, "Show the one of tenant ",
+        others.map((tenant, i) => [i ? ", " : "", h("a", { href: linkFor(tenant) }, tenant)]),
+        more > 0 ? ` and ${more} more` : "", "."));
+}
+
 /** A link to a job's page. */
 export const jobLink = (id) => h("a", { href: `#/jobs/${Number(id)}` }, `#${Number(id)}`);
 

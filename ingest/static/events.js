@@ -3,10 +3,11 @@
 // event; and resend / retry now of a destination's matching jobs. The filters live in the
 // address, so a filtered page can be linked and reloaded.
 
-import { ApiError, destinationKey, destinationLabel, get, splitDestinationKey } from "./api.js";
+import { ApiError, destinationKey, destinationLabel, get, isMissingDestination,
+         splitDestinationKey } from "./api.js";
 import { bulkPanel } from "./bulk.js";
 import { eventView, searchForm, statusBadge } from "./event.js";
-import { due, h, jobLink, setChildren, table, when } from "./dom.js";
+import { due, h, jobLink, missingDestinationNote, setChildren, table, when } from "./dom.js";
 
 const PAGE = 50;
 const FILTERS = ["tenant", "destination", "status", "type", "since", "until"];
@@ -129,7 +130,10 @@ function eventListView({ params, refreshNow }) {
       [destinations, page] = await Promise.all([
         get(filters.tenant ? `/v1/admin/destinations?tenant=${encodeURIComponent(filters.tenant)}`
           : "/v1/admin/destinations"),
-        get(`/v1/admin/events?${query}`)]);
+        get(`/v1/admin/events?${query}`).catch((err) => {
+          if (isMissingDestination(err)) return err;  // shown in place of the list
+          throw err;
+        })]);
     } catch (err) {
       if (err instanceof ApiError && err.status === 400) {
         setChildren(list, h("p", { class: "error", id: "events-error", role: "alert" },
@@ -140,6 +144,13 @@ function eventListView({ params, refreshNow }) {
       throw err;
     }
     syncDestinations(destinations);
+    if (page instanceof ApiError) {  // the filter names no destination of its tenant (any more)
+      older.disabled = true;
+      pageNote.textContent = "";
+      setChildren(list, missingDestinationNote("events-missing", page, (other) =>
+        hashFor({ ...filters, tenant: other, before: "", limit: limit === PAGE ? "" : limit })));
+      return;
+    }
     older.disabled = page.next_before === null;
     older.onclick = () => {
       location.hash = hashFor({ ...filters, before: page.next_before,

@@ -97,6 +97,12 @@ class TenantStore(Protocol):
         of one destination (by name) and/or status, and with ids below `before_id` (keyset
         paging)."""
 
+    async def has_destination(self, name: str, *, tenant: str) -> bool:
+        """Whether `tenant` has a destination named `name`: a live one, or a removed one by
+        the name it keeps (`NAME~removed-ID`), as a destination filter of the job and event
+        lists takes it. One indexed read of that tenant's rows only (unlike
+        :meth:`destination_tenants`), so the tenant API may ask it."""
+
     async def destination_stats(self, name: str, *, tenant: str,
                                 window_s: float) -> DestinationStats:
         """One destination of `tenant`: its jobs now and its attempts over the last

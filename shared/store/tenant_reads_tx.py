@@ -1,8 +1,8 @@
 """The tenant API's own store transactions, written once as generators of
 :mod:`hookline.shared.store.ops` operations, and the :class:`TenantReadOperations` mixin that
 gives :class:`hookline.shared.store.logic.StoreLogic` their methods: the tenant token key and
-a tenant's token state, a tenant's jobs, a destination's delivery figures, a test delivery,
-and the event types a tenant's portal offers.
+a tenant's token state, a tenant's jobs, whether it has a destination of a name, a
+destination's delivery figures, a test delivery, and the event types a tenant's portal offers.
 
 Every query here that reads tenant rows takes the tenant as a required SQL parameter (a
 destination is found by (tenant, name) first), so another tenant's rows are never read.
@@ -137,6 +137,12 @@ class TenantReadOperations:
             "tenant_list_jobs", tenant=tenant, destination=destination, status=status,
             before=before_id, limit=limit)), write=False)
         return [Job.from_row(r) for r in found]
+
+    async def has_destination(self, name: str, *, tenant: str) -> bool:
+        """See :meth:`hookline.shared.store.Store.has_destination`."""
+        found = await self._transact(_one(one("tenant_has_destination", tenant=tenant,
+                                              name=name)), write=False)
+        return found is not None
 
     async def destination_stats(self, name: str, *, tenant: str,
                                 window_s: float) -> DestinationStats:

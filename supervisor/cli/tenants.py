@@ -25,7 +25,13 @@ from hookline.shared.models import DEFAULT_TENANT
 from hookline.shared.store import Store
 from hookline.shared.store.tenants_tx import MAX_TENANT_PAGE
 from hookline.shared.tenant_models import Tenant, TenantFields, tenant_fields, tenant_id
-from hookline.shared.tenant_views import tenant_removal_view, tenant_view, tenants_page_view
+from hookline.shared.tenant_views import (
+    SHOWN_TENANTS,
+    no_destination_message,
+    tenant_removal_view,
+    tenant_view,
+    tenants_page_view,
+)
 from hookline.supervisor.cli.common import (
     async_command,
     operator,
@@ -38,8 +44,6 @@ from hookline.supervisor.cli.common import (
 ACTION_MODULES: tuple[str, ...] = ("hookline.supervisor.cli.tenant_tokens",)
 """Modules adding more `hookline tenants` actions (each: `add_actions(group)`)."""
 TENANT_HELP = "the tenant (customer) the destination belongs to (default: the default tenant)"
-SHOWN_TENANTS = 3
-"""Other tenants a "no destination named" message lists by id before `and N more`."""
 
 
 def register(sub: Any) -> None:
@@ -133,28 +137,7 @@ async def destination_tenant(store: Store, name: str, tenant: str | None) -> str
     owners, total = await store.destination_tenants(name, first=scope, limit=SHOWN_TENANTS)
     if owners[:1] == [scope]:
         return scope
-    raise NotFound(_no_destination(name, scope, owners, total))
-
-
-def _no_destination(name: str, tenant: str, others: list[str], total: int) -> str:
-    """`no destination named 'NAME' in tenant T`, then which other tenants have one: `others`
-    (tenant ids, the first few in id order) of `total` in all, and the hint to pass
-    `--tenant` (naming the id when only one tenant has it)."""
-    where = (f"the default tenant ({DEFAULT_TENANT})" if tenant == DEFAULT_TENANT
-             else f"tenant {tenant}")
-    text = f"no destination named {name!r} in {where}"
-    if not others:
-        return f"{text}, nor in any other tenant"
-    shown = others[:SHOWN_TENANTS]
-    if total > len(shown):
-        listed = f"{', '.join(shown)} and {total - len(shown)} more"
-    elif len(shown) > 1:
-        listed = f"{', '.join(shown[:-1])} and {shown[-1]}"
-    else:
-        listed = shown[0]
-    if total == 1:
-        return f"{text}; tenant {listed} has one: pass --tenant {listed}"
-    return f"{text}; tenants {listed} have one: pass --tenant ID"
+    raise NotFound(no_destination_message(name, scope, owners, total, option="--tenant "))
 
 
 def _id(args: argparse.Namespace) -> str:

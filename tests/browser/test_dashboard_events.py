@@ -332,3 +332,55 @@ def test_a_dead_letter_that_cannot_be_replayed_says_why(
     page.click("#job-action-go")
     expect(page.locator("#job-action-error")).to_have_text(
         f"Refused: job {job_id} cannot be resent: its destination was removed")
+
+
+def test_a_picked_destination_its_tenant_lacks_is_said_in_place_of_the_list(
+        shared_page: Any, hookline: Hookline, receiver: ReceiverProcess) -> None:
+    """Events and Dead letters filtered by `archive`, which only tenant initech has: each
+    page says so in place of its list (no empty list, no error in the status line) and links
+    to initech's `archive`, which lists its event. Removed while it is picked, the dead
+    letters page says it is gone, Replay all is off, and the page keeps refreshing."""
+    expect, page = _expect(), shared_page
+    status, out = hookline.call("PUT", "/v1/admin/tenants/initech", {})
+    assert status in (200, 201), out
+    status, out = hookline.call("POST", "/v1/admin/destinations", {
+        "name": "archive", "url": receiver.url("stock"), "secret": generate_secret(),
+        "event_types": ["archive.*"], "tenant": "initech"})
+    assert status == 201, out
+    assert hookline.call("POST", "/v1/admin/destinations/archive/pause?tenant=initech",
+                         {"reason": "listing only"})[0] == 200
+    status, out = hookline.call("POST", "/v1/events", {
+        "id": "initech-archive", "type": "archive.closed", "data": {}, "tenant": "initech"},
+        token=INGEST_TOKEN)
+    assert status == 202, out
+    lacking = ("no destination named 'archive' in the default tenant (_default); tenant "
+               "initech has one: pass tenant=initech.")
+
+    page.goto(f"{hookline.base_url}/#/events?destination=archive")
+    note = page.locator("#events-missing")
+    expect(note).to_contain_text(lacking)
+    expect(page.locator("#events-table")).to_have_count(0)
+    expect(page.locator("#live")).not_to_contain_text("error")
+    note.locator("a", has_text="initech").click()
+    rows = page.locator("#events-table tbody tr")
+    expect(rows).to_have_count(1)
+    expect(rows.first.locator("[data-col=tenant]")).to_have_text("initech")
+    assert "tenant=initech" in page.url and "destination=archive" in page.url
+
+    page.goto(f"{hookline.base_url}/#/dead?destination=archive")
+    expect(page.locator("#dead-missing")).to_contain_text(lacking)
+    expect(page.locator("#replay-all")).to_be_disabled()
+    page.locator("#dead-missing a", has_text="initech").click()
+    expect(page.locator("#dead-list")).to_have_text("No dead jobs.")
+    expect(page.locator("#dead-destination")).to_have_value("initech~archive")
+    expect(page.locator("#replay-all")).to_be_enabled()
+
+    assert hookline.call("DELETE", "/v1/admin/destinations/archive?tenant=initech")[0] == 200
+    expect(page.locator("#dead-missing")).to_contain_text(
+        "no destination named 'archive' in tenant initech, nor in any other tenant.")
+    expect(page.locator("#dead-missing")).to_contain_text("under its removed name")
+    expect(page.locator("#dead-destination")).to_have_value("initech~archive")  # still shown
+    expect(page.locator("#replay-all")).to_be_disabled()
+    expect(page.locator("#live")).to_have_class(re.compile(r"\bok\b"))
+    page.select_option("#dead-destination", "")
+    expect(page.locator("#dead-missing")).to_have_count(0)

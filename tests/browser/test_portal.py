@@ -218,6 +218,27 @@ def test_two_tenants_side_by_side_each_see_only_their_own(world: World, open_tab
     expect(acme.locator("#not-found")).to_have_text(f"No delivery #{other_job}.")
 
 
+def test_a_deliveries_filter_naming_another_tenants_endpoint_says_there_is_none(
+        world: World, open_tab: Any) -> None:
+    """acme's deliveries filtered by `globex-ok` (globex's endpoint) say "No endpoint named
+    globex-ok." in place of the list, word for word what a name nobody has gets, and leave
+    no earlier rows on the page; its own endpoint's name lists its deliveries."""
+    expect = _expect()
+    acme = open_tab(world.portal(world.token("acme")))
+    acme.click("#nav a[data-view=deliveries]")
+    expect(acme.locator("#jobs tr[data-job]").first).to_be_visible()
+    for name in ("globex-ok", "nobody-ok"):
+        acme.fill("#filter-destination", name)
+        acme.click("#deliveries-filter button[type=submit]")
+        expect(acme.locator("#no-endpoint")).to_have_text(f"No endpoint named {name}.")
+        expect(acme.locator("#jobs")).to_have_count(0)
+        expect(acme.locator("#live")).not_to_contain_text("error")
+    acme.fill("#filter-destination", "acme-ok")
+    acme.click("#deliveries-filter button[type=submit]")
+    expect(acme.locator("#jobs tr[data-job]").first).to_be_visible()
+    expect(acme.locator("#no-endpoint")).to_have_count(0)
+
+
 def test_manage_endpoint_with_the_picker_then_recover_with_the_count_first(
         world: World, open_tab: Any, screenshots: Path) -> None:
     """An endpoint added through the form (a type picked from the offered ones plus a typed

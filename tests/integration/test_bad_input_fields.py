@@ -109,6 +109,24 @@ BAD_INPUTS: list[tuple[str, str, Any, int, str, str]] = [
     ("POST", "/v1/admin/purge", {"dedupe_keep": "soon"}, 400, "invalid_request",
      "dedupe_keep"),
     ("POST", "/v1/admin/purge", {"older_than": "1d"}, 400, "invalid_request", "older_than"),
+    # a destination filter naming none of the tenant's destinations: 404, never an empty
+    # answer; bad input is refused before the lookup
+    ("GET", "/v1/admin/dead?destination=nobody", None, 404, "not_found", "destination"),
+    ("GET", "/v1/admin/dead?destination=d&tenant=t", None, 404, "not_found", "destination"),
+    ("GET", "/v1/admin/dead?destination=nobody&limit=0", None, 400, "invalid_request",
+     "limit"),
+    ("GET", "/v1/admin/events?destination=nobody", None, 404, "not_found", "destination"),
+    ("GET", "/v1/admin/events?destination=nobody&status=lost", None, 400, "invalid_request",
+     "status"),
+    ("GET", "/v1/admin/events?destination=nobody&since=1h&until=2h", None, 400,
+     "invalid_request", "until"),
+    ("POST", "/v1/admin/replay", {"all_dead": True, "destination": "nobody"}, 404, "not_found",
+     "destination"),
+    ("POST", "/v1/admin/replay", {"all_dead": True, "destination": "nobody", "since": "x"}, 400,
+     "invalid_request", "since"),
+    ("POST", "/v1/admin/resend", {"destination": "nobody"}, 404, "not_found", "destination"),
+    ("POST", "/v1/admin/retry-now", {"destination": "d", "tenant": "t"}, 404, "not_found",
+     "destination"),
     ("GET", "/v1/admin/events?status=lost", None, 400, "invalid_request", "status"),
     ("GET", "/v1/admin/events?limit=0", None, 400, "invalid_request", "limit"),
     ("GET", "/v1/admin/events?before=x", None, 400, "invalid_request", "before"),
@@ -256,6 +274,12 @@ BAD_TENANT_INPUTS: list[tuple[str, str, Any, int, str, str]] = [
     ("GET", "/v1/tenant/jobs/1/event?max_bytes=many", None, 400, "invalid_request",
      "max_bytes"),
     ("GET", "/v1/tenant/events?limit=0", None, 400, "invalid_request", "limit"),
+    ("GET", "/v1/tenant/events?destination=nobody", None, 404, "not_found", "destination"),
+    ("GET", "/v1/tenant/events?destination=nobody&limit=0", None, 400, "invalid_request",
+     "limit"),
+    ("GET", "/v1/tenant/jobs?destination=nobody", None, 404, "not_found", "destination"),
+    ("GET", "/v1/tenant/jobs?destination=nobody&status=lost", None, 400, "invalid_request",
+     "status"),
     ("POST", "/v1/tenant/jobs/1/resend", {"dry_run": "yes"}, 400, "invalid_request",
      "dry_run"),
     ("POST", "/v1/tenant/destinations", {"name": "x", "url": GOOD_URL,
@@ -271,7 +295,8 @@ BAD_TENANT_INPUTS: list[tuple[str, str, Any, int, str, str]] = [
 async def test_bad_tenant_input_names_its_field(real_store: Store, method: str, path: str,
                                                 body: Any, status: int, code: str,
                                                 field: str) -> None:
-    """The tenant API names the field of every bad input as the admin API does."""
+    """The tenant API names the field of every bad input as the admin API does (a 404's
+    detail names the missing destination; the others start with the field)."""
     await real_store.put_tenant("t", TenantFields())
     await real_store.add_destination(name="d", url=GOOD_URL, secret=SECRET,
                                      event_types=["*"], max_in_flight=1, tenant="t")
@@ -286,4 +311,7 @@ async def test_bad_tenant_input_names_its_field(real_store: Store, method: str, 
             answer = await resp.json()
     assert (resp.status, answer.get("error"), answer.get("field")) == (status, code, field), \
         answer
-    assert answer["detail"].startswith(field), answer["detail"]
+    if status == 404:
+        assert answer["detail"] == "no destination named 'nobody'", answer["detail"]
+    else:
+        assert answer["detail"].startswith(field), answer["detail"]

@@ -6,7 +6,9 @@ the document equal to the routes the app registers), through the real ingest app
 
 Every operation meets every case that applies to it:
     other_tenant   tenant A's full token with tenant B's ids: 404 (a list answers none of
-                   B's rows; a body naming a tenant is refused: the tenant is the token's)
+                   B's rows; a list filtered by B's destination name answers the 404 of a
+                   name no tenant has, word for word; a body naming a tenant is refused:
+                   the tenant is the token's)
     tenant_param   A's full token with `?tenant=` naming B: 400 (field `tenant`) on every
                    route, never ignored
     expired        A's token past its expiry (signed with the database's key): 401
@@ -69,6 +71,14 @@ QUERIES: dict[tuple[str, str], dict[str, str]] = {
 }
 CASES = ("other_tenant", "tenant_param", "expired", "tampered", "revoked", "disabled",
          "deleted", "read_only", "lacking", "no_token", "admin_token")
+NOBODYS = "nobodys-hooks"
+"""A destination name no tenant has."""
+
+
+def filtered_by_destination(method: str, path: str) -> bool:
+    """Whether the documented operation takes a `destination` query filter."""
+    return any(p.get("in") == "query" and p.get("name") == "destination"
+               for p in DOCUMENT["paths"][path][method.lower()].get("parameters", []))
 
 
 def operations(prefix: str, scheme: str) -> list[tuple[str, str]]:
@@ -205,7 +215,7 @@ async def test_every_tenant_route_refuses_every_other_tenant_and_bad_token(clien
                     body = {**BODIES[(method, template)], "name": b.name, "tenant": b.id}
                     expect(f"{label} [{case}]", await call(method, template, a, full, body),
                            400, "invalid_request", field="tenant")
-                else:  # a list: nothing of B's, unfiltered or filtered by B's destination
+                elif not filtered_by_destination(method, template):  # a list: none of B's
                     for query in ({}, {"destination": b.name}):
                         code, answer = await call(method, template, a, full, query=query)
                         text = json.dumps(answer)
@@ -213,6 +223,25 @@ async def test_every_tenant_route_refuses_every_other_tenant_and_bad_token(clien
                                 b.id, b.name, b.message_id)):
                             failures.append(f"{label} [{case}] {query}: {code} shows B's "
                                             f"rows: {text[:300]}")
+                else:  # none of B's; B's destination name is A's 404 for a name nobody has
+                    code, answer = await call(method, template, a, full)
+                    text = json.dumps(answer)
+                    if not 200 <= code < 300 or any(marker in text for marker in (
+                            b.id, b.name, b.message_id)):
+                        failures.append(f"{label} [{case}]: {code} shows B's rows: "
+                                        f"{text[:300]}")
+                    nobodys = await call(method, template, a, full,
+                                         query={"destination": NOBODYS})
+                    expect(f"{label} [{case}] a name nobody has", nobodys, 404, "not_found",
+                           field="destination")
+                    got = await call(method, template, a, full, query={"destination": b.name})
+                    same = (nobodys[0], json.loads(json.dumps(nobodys[1]).replace(
+                        NOBODYS, b.name)))
+                    if got != same or b.id in json.dumps(got[1]):
+                        failures.append(f"{label} [{case}] destination={b.name}: {got}, "
+                                        f"not the answer to a name nobody has {same}")
+                    expect(f"{label} [own] destination={a.name}", await call(
+                        method, template, a, full, query={"destination": a.name}), 200)
             elif case == "tenant_param":
                 query = {**QUERIES.get((method, template), {}), "tenant": b.id}
                 expect(f"{label} [{case}]", await call(method, template, a, full, query=query),
@@ -262,6 +291,50 @@ async def test_every_tenant_route_refuses_every_other_tenant_and_bad_token(clien
     assert not failures, f"{len(failures)} of {walked} checks failed:\n" + "\n".join(failures)
     print(f"\nisolation: {len(routes)} tenant routes x {len(CASES) + 1} cases "
           f"({walked - len(admin_routes)} checks) + {len(admin_routes)} admin routes")
+
+
+async def test_a_destination_filter_is_the_same_404_whether_another_tenant_has_the_name(
+        client, real_store):
+    """The tenant API's lists filtered by a destination the token's tenant lacks answer 404
+    `not_found` naming only that destination, byte for byte the same before and after
+    another tenant adds (then removes) one of that name: nothing tells a tenant which
+    names its neighbours use. A removed destination of its own still filters by the name it
+    keeps (`NAME~removed-ID`); the freed plain name is 404."""
+    a = await _tenant(real_store, "acme", "a-hooks")
+    await real_store.put_tenant("bolt", TenantFields())
+    bearer = {"Authorization": f"Bearer {await _mint(client, 'acme')}"}
+    lists = [path for method, path in operations("/v1/tenant", "tenantToken")
+             if method == "GET" and filtered_by_destination(method, path)]
+    assert sorted(lists) == ["/v1/tenant/events", "/v1/tenant/jobs"]
+
+    async def answers() -> list[tuple[int, bytes]]:
+        out = []
+        for path in lists:
+            async with client.get(path, params={"destination": "ledger"},
+                                  headers=bearer) as resp:
+                out.append((resp.status, await resp.read()))
+        return out
+
+    before = await answers()
+    assert [(status, json.loads(body)) for status, body in before] == [(404, {
+        "error": "not_found", "detail": "no destination named 'ledger'",
+        "field": "destination"})] * len(lists)
+    await real_store.add_destination(name="ledger", url=URL, secret="whsec_" + "D" * 32,
+                                     event_types=["*"], max_in_flight=2, tenant="bolt")
+    await real_store.add_event(new_event("bolt-evt", "order.paid", tenant="bolt"))
+    assert await answers() == before, "another tenant's destination changed the answer"
+    await real_store.remove_destination("ledger", tenant="bolt")
+    assert await answers() == before, "another tenant's removed destination changed it"
+
+    await real_store.remove_destination(a.name, tenant=a.id)
+    [job] = await real_store.list_tenant_jobs(a.id)
+    assert job.destination.startswith(f"{a.name}~removed-")
+    for path, key in (("/v1/tenant/jobs", "jobs"), ("/v1/tenant/events", "events")):
+        async with client.get(path, params={"destination": job.destination},
+                              headers=bearer) as resp:
+            assert resp.status == 200 and len((await resp.json())[key]) == 1, path
+        async with client.get(path, params={"destination": a.name}, headers=bearer) as resp:
+            assert (resp.status, (await resp.json())["field"]) == (404, "destination"), path
 
 
 async def test_tokens_minted_through_one_store_open_the_api_through_another(store_url):

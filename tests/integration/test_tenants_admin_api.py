@@ -286,3 +286,118 @@ async def test_events_say_whose_destinations_their_jobs_are(client, real_store):
     globex = next(e for e in page["events"] if e["tenant"] == "globex")
     status, found = await _call(client, "GET", f"/v1/admin/events/{globex['message_id']}")
     assert (status, found["tenant"], found["jobs"]) == (200, "globex", globex["jobs"])
+
+
+FILTERED_BY_DESTINATION = (
+    ("GET", "/v1/admin/dead", None),
+    ("GET", "/v1/admin/events", None),
+    ("POST", "/v1/admin/replay", {"all_dead": True, "dry_run": True}),
+    ("POST", "/v1/admin/resend", {"dry_run": True}),
+    ("POST", "/v1/admin/retry-now", {"dry_run": True}),
+)
+"""The admin routes filtered by a destination (of `tenant`, default the default tenant's):
+the query's `destination` for a GET, the body's for a POST (with what keeps it from
+changing anything)."""
+
+
+async def _filtered(client: TestClient[Any, Any], route: tuple[str, str, Any],
+                    destination: str, tenant: str | None = None) -> tuple[int, Any]:
+    """`route` filtered by `destination` of `tenant` (None: none named)."""
+    method, path, body = route
+    if body is None:
+        query = {"destination": destination, **({"tenant": tenant} if tenant else {})}
+        return await _call(client, method, path, params=query)
+    return await _call(client, method, path, json={
+        **body, "destination": destination, **({"tenant": tenant} if tenant else {})})
+
+
+async def test_a_destination_filter_the_tenant_lacks_is_404_naming_who_has_one(
+        client, real_store, clock):
+    """`destination=billing` where only acme has a `billing`: dead letters, events, replay,
+    resend and retry now each answer 404 `not_found` with `field` destination, the tenant
+    looked in (the default one without `tenant`) and acme, never an empty list or a count
+    of 0 (dead, events and replay did). With `tenant=acme` each answers as before; a name
+    nobody has says so; an unknown tenant is still the tenant's 404; bad input is still
+    400, checked before the lookup."""
+    for tenant in ("acme", "globex"):
+        await _call(client, "PUT", f"/v1/admin/tenants/{tenant}", json={})
+    await real_store.add_destination(name="billing", url=URL, secret="whsec_" + "S" * 32,
+                                     event_types=["*"], max_in_flight=2, tenant="acme")
+    await real_store.add_event(new_event("e1", tenant="acme"))
+    [claim] = await real_store.claim("w1", 10, 30.0, 5)
+    await real_store.finish([(claim, Dead(error="gone"), AttemptResult(
+        started_at=clock(), duration_s=0.01, status_code=410))])
+    for route in FILTERED_BY_DESTINATION:
+        for tenant, where in ((None, "the default tenant (_default)"),
+                              ("_default", "the default tenant (_default)"),
+                              ("globex", "tenant globex")):
+            status, error = await _filtered(client, route, "billing", tenant)
+            assert (status, error) == (404, {
+                "error": "not_found",
+                "detail": f"no destination named 'billing' in {where}; tenant acme has one: "
+                          "pass tenant=acme",
+                "field": "destination", "tenant": tenant or "_default",
+                "other_tenants": ["acme"], "other_tenants_total": 1}), (route, tenant)
+        status, answer = await _filtered(client, route, "billing", "acme")
+        assert status == 200, (route, answer)
+    assert len((await _filtered(client, FILTERED_BY_DESTINATION[0], "billing", "acme"))[1]) == 1
+    status, page = await _filtered(client, FILTERED_BY_DESTINATION[1], "billing", "acme")
+    assert [e["source_event_id"] for e in page["events"]] == ["e1"]
+    status, counted = await _filtered(client, FILTERED_BY_DESTINATION[2], "billing", "acme")
+    assert counted == {"count": 1, "dry_run": True}
+
+    status, error = await _call(client, "GET", "/v1/admin/dead",
+                                params={"destination": "nobody"})
+    assert (status, error["other_tenants"], error["other_tenants_total"]) == (404, [], 0)
+    assert error["detail"] == ("no destination named 'nobody' in the default tenant "
+                               "(_default), nor in any other tenant")
+    status, error = await _call(client, "GET", "/v1/admin/events",
+                                params={"destination": "billing", "tenant": "ghost"})
+    assert status == 404 and "ghost" in error["detail"] and "field" not in error
+    for path, field in (("/v1/admin/events?destination=nobody&limit=0", "limit"),
+                        ("/v1/admin/dead?destination=nobody&since=never", "since")):
+        status, error = await _call(client, "GET", path)  # bad input comes first
+        assert (status, error["field"]) == (400, field), path
+    status, error = await _call(client, "POST", "/v1/admin/replay", json={
+        "job_id": claim.job_id, "destination": "nobody"})
+    assert (status, error["field"]) == (400, "destination")
+
+
+async def test_many_tenants_with_the_name_are_all_listed_and_a_few_named(client, real_store):
+    """Five tenants have a `billing`, the default one none: the 404 lists every one in
+    `other_tenants` (id order) and counts them; its detail names the first three and asks
+    for `tenant=ID`."""
+    owners = ["acme", "beta", "delta", "epsilon", "zeta"]
+    for tenant in owners:
+        await _call(client, "PUT", f"/v1/admin/tenants/{tenant}", json={})
+        await real_store.add_destination(name="billing", url=URL, secret="whsec_" + "S" * 32,
+                                         event_types=["*"], max_in_flight=2, tenant=tenant)
+    status, error = await _call(client, "GET", "/v1/admin/events?destination=billing")
+    assert (status, error["other_tenants"], error["other_tenants_total"]) == (404, owners, 5)
+    assert error["detail"] == ("no destination named 'billing' in the default tenant "
+                               "(_default); tenants acme, beta, delta and 2 more have one: "
+                               "pass tenant=ID")
+
+
+async def test_a_removed_destination_is_filtered_by_the_name_it_keeps(client, real_store):
+    """A removed destination's dead letters and events are listed under `NAME~removed-ID`:
+    that name still filters them, while the freed plain name is 404. Replaying it (its jobs
+    cannot be) is 404 as on the command line."""
+    await real_store.add_destination(name="gone", url=URL, secret="whsec_" + "S" * 32,
+                                     event_types=["*"], max_in_flight=2)
+    await real_store.add_event(new_event("e1"))
+    status, _ = await _call(client, "DELETE", "/v1/admin/destinations/gone")
+    assert status == 200
+    status, [dead] = await _call(client, "GET", "/v1/admin/dead")
+    assert dead["destination"].startswith("gone~removed-")
+    status, found = await _call(client, "GET", "/v1/admin/dead",
+                                params={"destination": dead["destination"]})
+    assert (status, found) == (200, [dead])
+    status, page = await _call(client, "GET", "/v1/admin/events",
+                               params={"destination": dead["destination"]})
+    assert status == 200 and len(page["events"]) == 1
+    status, error = await _call(client, "GET", "/v1/admin/dead", params={"destination": "gone"})
+    assert (status, error["field"], error["other_tenants"]) == (404, "destination", [])
+    status, error = await _call(client, "POST", "/v1/admin/replay", json={
+        "all_dead": True, "destination": dead["destination"], "dry_run": True})
+    assert status == 404 and dead["destination"] in error["detail"]

@@ -199,6 +199,10 @@ async def test_every_store_operation_runs_on_both_backends(store, clock):
     assert await s.destination_tenants("t", first="_default", limit=1) == (["_default"], 2)
     assert await s.destination_tenants("d") == ([], 0)  # removed: named d~removed-ID
     assert await s.destination_tenants(f"d~removed-{dest.id}") == (["_default"], 1)
+    assert await s.has_destination("t", tenant="acme")
+    assert not await s.has_destination("t", tenant="ghost")  # only _default and acme have one
+    assert not await s.has_destination("d", tenant="_default")  # removed: d~removed-ID
+    assert await s.has_destination(f"d~removed-{dest.id}", tenant="_default")
     assert (await s.revoke_tenant_tokens("acme")).token_epoch != tenant.token_epoch
     assert (await s.delete_tenant("acme")).destinations == 1
 

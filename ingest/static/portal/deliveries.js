@@ -6,7 +6,7 @@
 import { confirmPanel } from "/static/forms.js";
 import { due, fmtDuration, h, setChildren, table, toast, when } from "/static/dom.js";
 import { BODY_BYTES, payloadNote, payloadText } from "/static/payload.js";
-import { ApiError, get, listOf, post, seg } from "./tenant_api.js";
+import { ApiError, get, isMissingDestination, listOf, post, seg } from "./tenant_api.js";
 
 const STATUSES = ["", "pending", "running", "done", "dead"];
 const LIST_LIMIT = 100;
@@ -57,8 +57,16 @@ export function deliveriesView({ params }) {
     const query = new URLSearchParams({ limit: String(LIST_LIMIT) });
     if (params.get("destination")) query.set("destination", params.get("destination"));
     if (params.get("status")) query.set("status", params.get("status"));
-    const jobs = listOf(await get(`/v1/tenant/jobs?${query}`), "jobs");
-    setChildren(body, jobsTable(jobs));
+    let answer;
+    try {
+      answer = await get(`/v1/tenant/jobs?${query}`);
+    } catch (err) {  // the filter names none of the tenant's endpoints: say so, list nothing
+      if (!isMissingDestination(err)) throw err;
+      setChildren(body, h("p", { class: "empty", id: "no-endpoint" },
+        `No endpoint named ${params.get("destination")}.`));
+      return;
+    }
+    setChildren(body, jobsTable(listOf(answer, "jobs")));
   }
 
   return { title: "Deliveries", root, refresh };

@@ -152,8 +152,15 @@ export function destinationView({ arg: name, can, refreshNow }) {
     }
     const [stats, jobList] = await Promise.all([
       get(`${path}/stats?window_s=${STATS_WINDOW_S}`).catch(() => null),
-      get(`/v1/tenant/jobs?destination=${seg(name)}&limit=${RECENT_JOBS}`),
+      get(`/v1/tenant/jobs?destination=${seg(name)}&limit=${RECENT_JOBS}`).catch((err) => {
+        if (err instanceof ApiError && err.status === 404) return null;  // removed just now
+        throw err;
+      }),
     ]);
+    if (jobList === null) {
+      setChildren(root, h("p", { class: "empty", id: "not-found" }, `No endpoint ${name}.`));
+      return;
+    }
     latest = d;
     renderFacts(d, stats);
     if (paused !== Boolean(d.paused)) {  // rebuilt only on a change, so a click never misses

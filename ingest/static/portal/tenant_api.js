@@ -4,12 +4,12 @@
 // sessionStorage (a reload keeps working), and sent only as a Bearer header. A 401 forgets
 // it and tells the shell, which shows "this link has expired" (no retry can help).
 
-import { ApiError, jsonOf, okOrThrow, seg } from "/static/api.js";
+import { ApiError, isMissingDestination, jsonOf, okOrThrow, seg } from "/static/api.js";
 
 const TOKEN_KEY = "hookline.tenantToken";
 const EXPIRED_CODES = new Set(["token_expired", "token_revoked"]);
 
-export { ApiError, seg };
+export { ApiError, isMissingDestination, seg };
 
 /** The token was refused (401): `expired` for token_expired / token_revoked. */
 export class TokenRefused extends Error {

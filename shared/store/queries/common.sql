@@ -272,6 +272,10 @@ ON CONFLICT (purpose) DO NOTHING
 SELECT :now AS now, t.id, t.disabled, t.token_epoch
 FROM (SELECT 1 AS one) AS clock LEFT JOIN tenants t ON t.id = :tenant
 
+-- tenant_has_destination: whether a tenant has a destination named :name (a live one, or a
+-- removed one by the name it keeps, name~removed-ID): its (tenant_id, name) key, one row
+SELECT 1 AS found FROM destinations WHERE tenant_id = :tenant AND name = :name
+
 -- live_destinations_of_tenant: one tenant's live destinations (paused ones too)
 SELECT * FROM destinations WHERE tenant_id = :tenant AND deleted_at IS NULL ORDER BY id
 
