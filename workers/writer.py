@@ -111,7 +111,7 @@ class Finished(NamedTuple):
     claim: Claim
     outcome: Outcome
     result: AttemptResult
-    queued_at: float = 0.0
+    queued_at: float
 
     def waited(self, now: float) -> tuple[Claim, Outcome, AttemptResult]:
         """The item to write at monotonic `now`: its result carries how long it waited."""
