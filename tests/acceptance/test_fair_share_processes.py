@@ -102,9 +102,11 @@ async def test_healthy_destination_is_served_beside_a_hanging_one(tmp_path):
 async def test_without_a_share_the_hanging_destination_takes_every_slot(tmp_path):
     """Control: with destination_slot_share=1 the hanging destination takes all 8 slots and
     the healthy events wait until hung attempts time out."""
-    # 16 hanging events fill all 8 slots twice over; more would only add 4 s waves of
-    # timeouts before the last healthy event.
-    latencies, timed_out, most_hung = await _run(tmp_path, 1.0, wait_s=60.0, hanging=16)
+    # 8 hanging events fill all 8 slots (_run waits until all 8 are in flight before the
+    # healthy events arrive): the healthy events wait for the first wave of timeouts. More
+    # would only add 4 s waves of timeouts before the last healthy event.
+    latencies, timed_out, most_hung = await _run(tmp_path, 1.0, wait_s=60.0,
+                                                 hanging=WORKERS * 4)
     print(f"no share: healthy latency max {latencies[-1]:.3f} s, "
           f"min {latencies[0]:.3f} s; hung at once {most_hung}")
     assert most_hung >= WORKERS * 4  # (the receiver keeps abandoned hung requests open)
