@@ -18,7 +18,11 @@ from hookline.shared.signing import generate_secret
 from hookline.shared.store.postgres import PostgresStore
 from tests.conftest import new_event
 
-EVENTS = 500  # x 2 destinations = 1000 jobs, plus the kill drill's one
+# x 2 destinations = 500 jobs, plus the kill drill's one (was 1000): the host is killed as
+# soon as they are added, so these jobs are the backlog the survivor delivers, whether the
+# dead host's leases (6 s) held every slot of a and b until they expired or not; how many
+# there are matters to no assertion, only to how long delivering them takes.
+EVENTS = 250
 HTTP_EVENTS = 20  # per host, through its ingest: 80 more jobs
 
 
@@ -31,7 +35,7 @@ async def _wait(predicate, timeout_s: float, what: str) -> None:
 
 
 async def test_two_supervisors_share_one_postgres(pg_url, tmp_path):
-    """Two supervisors with two workers each deliver 1000 jobs (plus events posted to each
+    """Two supervisors with two workers each deliver 500 jobs (plus events posted to each
     host's ingest): every job ends done, no job
     has two attempts running at once, each destination's max_in_flight holds across both
     hosts, both hosts' workers deliver, and SIGKILLing one supervisor with its workers
