@@ -147,7 +147,7 @@ def own_pg_server() -> Any:
 
 def test_postgres_outage_under_load_loses_nothing_and_never_answers_500(
         own_pg_server: PgServer, tmp_path: Path) -> None:
-    """PostgreSQL stopped (`pg_ctl stop -m fast`) for 5 s and started again while events are
+    """PostgreSQL stopped (`pg_ctl stop -m fast`) for 3 s and started again while events are
     posted throughout: the supervisor keeps running, no request gets 500 (only 202, 200 or
     503 store_unavailable with Retry-After), every event answered 2xx reaches the receiver,
     and the workers log one store_unavailable / store_recovered pair each."""
@@ -158,15 +158,19 @@ def test_postgres_outage_under_load_loses_nothing_and_never_answers_500(
     try:
         wait_until(lambda: served.status("/readyz") == 200, 30, "/readyz to answer 200")
         poster = Poster(served)
-        time.sleep(2.0)
+        # Each wait only has to outlast what it waits for: events flowing before the halt
+        # (one posted every 20 ms); during the outage, every worker meeting it (each looks
+        # at least every poll_interval_s, 1 s, and the flow wakes them sooner) and ingest
+        # answering 503; after it, ingest's first 202 (about 20 ms after the return).
+        time.sleep(1.0)
         halted_at = time.time()
         server.halt("fast")
         time.sleep(1.0)
         not_ready = served.status("/readyz")
-        time.sleep(4.0)
+        time.sleep(2.0)
         server.resume()
         back_at = time.time()
-        time.sleep(3.0)
+        time.sleep(2.0)
         poster.stop()
         answers = poster.answers
         running = served.proc.poll() is None
