@@ -20,17 +20,21 @@ from stepped_host import SteppedHost, eventually
 
 EVENTS = 3
 HOUR_S = 3600.0
-RETRY_AFTER_S = 12
+# Retries due 6 s ahead: still ahead once the step and the restart (about 3 s) are done.
+RETRY_AFTER_S = 6
 
 
 @pytest.fixture
 def host(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[SteppedHost]:
     """The service with retention ages of 30 min, a round every second, and the receiver's
-    endpoints (destinations) the test names in `@pytest.mark.parametrize("host", ...)`."""
+    endpoints (destinations) the test names in `@pytest.mark.parametrize("host", ...)`.
+    Backoff starts at 1 s, so a Retry-After of RETRY_AFTER_S sets when a retry is due (the
+    wait is the longer of the two; the default base, 10 s, would outlast it)."""
     stepped = SteppedHost(
         tmp_path, request.param,
         {"HOOKLINE_RETENTION_INTERVAL_S": "1", "HOOKLINE_RETENTION_BODIES_S": "1800",
-         "HOOKLINE_RETENTION_METADATA_S": "1800", "HOOKLINE_RETENTION_DEDUPE_S": "1800"})
+         "HOOKLINE_RETENTION_METADATA_S": "1800", "HOOKLINE_RETENTION_DEDUPE_S": "1800",
+         "HOOKLINE_RETRY_BASE_S": "1"})
     yield stepped
     stepped.close()
 
