@@ -24,6 +24,7 @@ import sys
 import textwrap
 import urllib.request
 import zipfile
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from email.parser import Parser
 from importlib import metadata
@@ -73,8 +74,11 @@ def wheels(tmp_path_factory: pytest.TempPathFactory) -> Wheels:
         ".git", ".venv", "results", "build", "dist", "*.egg-info", "__pycache__", ".*_cache",
         "tests", "*.db*"))
     dist = tmp / "dist"
-    _pip("wheel", "--no-deps", "-w", str(dist), str(source / "shared" / "client"),
-         str(source))
+    # Two `pip wheel` runs side by side (each builds in its own isolated environment; one
+    # run would build them one after the other).
+    with ThreadPoolExecutor(2) as pool:
+        list(pool.map(lambda project: _pip("wheel", "--no-deps", "-w", str(dist), str(project)),
+                      (source / "shared" / "client", source)))
     [service] = dist.glob("hookline-*.whl")
     [client] = dist.glob("hookline_client-*.whl")
     return Wheels(service, client)
@@ -183,10 +187,13 @@ class Installed:
 @pytest.fixture(scope="module")
 def installed(wheels: Wheels, tmp_path_factory: pytest.TempPathFactory) -> Installed:
     tmp = tmp_path_factory.mktemp("venvs")
-    # pip install --find-links DIST hookline-X.whl: hookline-client==X from the built wheel
-    service = _venv(tmp / "service", str(wheels.service), find_links=wheels.folder)
-    client = _venv(tmp / "client", f"{wheels.client}[aio]")
-    return Installed(service, client)
+    # The two venvs are installed side by side.
+    with ThreadPoolExecutor(2) as pool:
+        # pip install --find-links DIST hookline-X.whl: hookline-client==X from the built wheel
+        service = pool.submit(_venv, tmp / "service", str(wheels.service),
+                              find_links=wheels.folder)
+        client = pool.submit(_venv, tmp / "client", f"{wheels.client}[aio]")
+        return Installed(service.result(), client.result())
 
 
 # README's receiving snippet runs in the client's venv inside this wrapper: a standard library
