@@ -135,7 +135,8 @@ def query_plans(db: str) -> dict[str, dict[str, Any]]:
               "run_at": 0.0, "delay_s": 1.0, "error": None, "duration_s": 0.1, "status_code": 200,
               "response_excerpt": None, "started_at": 0.0, "response_headers": None,
               "location": None, "job_ids": "[1, 2]", "lease_tokens": '["t"]',
-              "claims": '[[1, "t"]]', "attempts": '[["t", 0.0, 0.1, 200]]',
+              "claims": '[[1, "t", 0.0]]', "attempts": '[["t", 0.0, 0.1, 200]]',
+              "waited_s": 0.0,
               "destination_ids": "[1, 2, 3]", "offers": "[[1, 16], [2, 16], [3, 16]]",
               "after": 0, "upto": 2**62, "window": 64, "expired": 1,
               "full_destinations": "[]", "capped_tenants": "[]", "dead": 0}
