@@ -26,7 +26,7 @@ from tests.conftest import new_event
 HOST = "moved.hookline.test"
 CONFIG = Config(allow_networks="127.0.0.0/8", retry_base_s=0.05, retry_cap_s=0.1,
                 max_attempts=3, lease_s=5.0, attempt_timeout_s=2.0, poll_interval_s=0.2,
-                graceful_timeout_s=0.5, worker_concurrency=4, max_connection_age_s=2.0)
+                graceful_timeout_s=0.5, worker_concurrency=4, max_connection_age_s=1.0)
 
 
 class MovableResolver(AbstractResolver):
@@ -101,7 +101,7 @@ async def test_moved_destination_is_followed_within_the_bound(real_store):
     """After the name moves to 127.0.0.3 (127.0.0.2 still answering), requests stop reaching
     the old address within max_connection_age_s + the DNS cache, and reach the new one.
     Before connections had a maximum age, every request kept going to the old address."""
-    bound_s = follow_bound_s(CONFIG.max_connection_age_s)  # 4 s with a 2 s age
+    bound_s = follow_bound_s(CONFIG.max_connection_age_s)  # 2 s with a 1 s age
     old, new, retired = await _deliver_while_moving(real_store, CONFIG, move_after_s=1.0,
                                                     watch_s=bound_s + 4.0)
     last_old = max((t for t in old if t > 0), default=0.0)
