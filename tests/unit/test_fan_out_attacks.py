@@ -302,7 +302,8 @@ async def test_pg_auto_creating_a_tenant_waits_for_any_unrelated_destination_cha
     it holds that row's lock until it commits. An ingest that auto-creates a tenant
     (create_tenants) must not update the row (a tenant's creation does not move the
     version), or it would wait for any uncommitted destination change of any tenant. Here:
-    another tenant's destination edit stays uncommitted for 2 s; the ingest of an event for
+    another tenant's destination edit stays uncommitted for 1 s (an ingest takes
+    milliseconds; one that waited would wait for the whole of it); the ingest of an event for
     a new tenant does not wait for it."""
     import asyncio
     import time
@@ -323,7 +324,7 @@ async def test_pg_auto_creating_a_tenant_waits_for_any_unrelated_destination_cha
             task = asyncio.create_task(store.add_event(
                 NewEvent(source="api", source_event_id="e1", type="a", body=b"{}",
                          tenant="acme"), create_tenants=True))
-            await asyncio.sleep(2)
+            await asyncio.sleep(1)
             blocked = not task.done()
             await tx.rollback()
             await task
