@@ -76,19 +76,27 @@ async def add(store: Store, name: str, url: str, secret: str) -> None:
                                 max_in_flight=10)
 
 
+# The attempt timeout of the cases that time out: half FAST's 1 s, with the trickle twice as
+# fast (a byte every 0.2 s, 2.2 s in all), so a timeout of the whole attempt still cuts it at
+# a fifth of its body's time while a timeout per read (0.5 s) would never fire.
+TIMEOUT_CASE_S = 0.5
+
+
 @pytest.mark.parametrize(("spec", "attempts", "status", "error"), [
     ("status:500", 3, 500, None),
     ("drop_first", 2, 200, "ServerDisconnectedError"),
     ("hang", 2, None, "TimeoutError"),
-    ("trickle:0.4", 2, None, "TimeoutError"),
+    ("trickle:0.2", 2, None, "TimeoutError"),
 ])
 async def test_receiver_behaviours_end_as_classified(real_store, spec, attempts, status,
                                                      error):
     """500 is retried to the cap (dead); a connection closed without an answer is retried
-    and then delivered; a hanging receiver and one trickling its body (11 bytes, 0.4 s
-    each) are both cut off by the 1 s total attempt timeout. Requests seen == attempts."""
+    and then delivered; a hanging receiver and one trickling its body (11 bytes, 0.2 s
+    each) are both cut off by the total attempt timeout (0.5 s). Requests seen == attempts."""
     secret = generate_secret()
     config = replace(FAST, max_attempts=attempts)
+    if error == "TimeoutError":
+        config = replace(config, attempt_timeout_s=TIMEOUT_CASE_S)
     async with Receiver([Endpoint("r", secret, parse_behaviour(spec))]) as receiver:
         await add(real_store, "r", receiver.url("r"), secret)
         async with running_worker(real_store, config):
@@ -102,7 +110,8 @@ async def test_receiver_behaviours_end_as_classified(real_store, spec, attempts,
         assert rows[0].error.startswith(error)
         assert rows[0].status_code is None
     if error == "TimeoutError":
-        assert all(0.9 <= r.duration_s < 2.5 for r in rows)  # cut at ~1 s, not 4.4 s
+        # cut at ~0.5 s, not 2.2 s
+        assert all(0.9 * TIMEOUT_CASE_S <= r.duration_s < 2.0 for r in rows)
     if status is not None:
         assert "Content-Type: application/json" in rows[-1].response_headers
     assert_no_overlap(rows)
