@@ -9,7 +9,7 @@ One :class:`Writer` per worker process, with one asyncio task. It owns
   claims jobs for the slots free once they are recorded; with no result queued it claims
   alone, when a slot is free and work may be due (the store's wake-up, the poll interval,
   or a claim that came back full). Results queued while no work is known to be due wait up to
-  RESULT_LINGER_S for the next wake-up, so that at everyday rates (events up to RESULT_LINGER_S
+  RESULT_LINGER_S for the next wake-up, so that at moderate rates (events up to RESULT_LINGER_S
   apart) the finish and the next claim share one transaction (their sends are already done).
   A job's `finished_at` is still when its answer arrived: each result carries how long it
   waited (AttemptResult.waited_s), and the store subtracts it from the write's instant.
@@ -89,14 +89,15 @@ log = get_logger()
 MAX_BATCH = 256
 """Most results in one transaction."""
 
-RESULT_LINGER_S = 0.05
+RESULT_LINGER_S = 0.01
 """Results queued while no claim is wanted wait up to this long, seconds, for the next
-wake-up's claim, so that at 20 events/s and more a finish and the next claim share one
-transaction instead of taking the write lock (and an fsync) each: at 50 events/s, one write
-transaction per event instead of two, and about a fifth less worker CPU per delivery
-(docs/benchmarks.md, "One transaction per event at everyday rates"). Not at all when
-`batch_interval_s` is 0 (batching off: every write at once). The results' jobs show
-`running` meanwhile; a crash re-delivers them, as it would any result not yet written."""
+wake-up's claim, so that at moderate rates a finish and the next claim share one transaction
+instead of taking the write lock (and an fsync) each. Not at all when `batch_interval_s` is
+0 (batching off: every write at once). Kept short because a destination that takes one job at
+a time (ordered, or at its max_in_flight) gets its next job claimed only once the result is
+written: 50 ms here cut one worker transaction per event at 50 events/s (docs/benchmarks.md,
+"One transaction per event at everyday rates") but held such a destination to about 20
+deliveries a second."""
 
 _BUSY_RETRY_DELAYS_S = (0.05, 0.2, 1.0)
 
