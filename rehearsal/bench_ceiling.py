@@ -102,14 +102,14 @@ def drive_load(opts: BenchOptions, env: dict[str, str], base_url: str,
 
 
 @contextlib.contextmanager
-def bare_server(env: dict[str, str]) -> Iterator[int]:
-    """rehearsal/bare_server.py in its own process on a free port; yields the port; stopped
-    (SIGTERM, then SIGKILL after 10 s) on exit."""
+def bare_server(env: dict[str, str]) -> Iterator[tuple[int, int]]:
+    """rehearsal/bare_server.py in its own process on a free port; yields (its pid, the
+    port); stopped (SIGTERM, then SIGKILL after 10 s) on exit."""
     proc = subprocess.Popen([sys.executable, "-m", "hookline.rehearsal.bare_server"],
                             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env)
     try:
         assert proc.stdout is not None
-        yield int(json.loads(proc.stdout.readline())["port"])
+        yield proc.pid, int(json.loads(proc.stdout.readline())["port"])
     finally:
         stop_process(proc, grace_s=10)
 
@@ -117,7 +117,7 @@ def bare_server(env: dict[str, str]) -> Iterator[int]:
 def measure_ceiling(opts: BenchOptions, env: dict[str, str]) -> dict[str, Any]:
     """The bare aiohttp server's answers/s under this run's flat-out load (wrk for
     CEILING_WRK_S seconds, or the Python generator's `opts.events` posts)."""
-    with bare_server(env) as port:
+    with bare_server(env) as (_, port):
         figures = drive_load(opts, env, f"http://127.0.0.1:{port}", CEILING_WRK_S)
     figures.setdefault("tool", "python")
     return figures

@@ -20,15 +20,14 @@ whatever the storage (docs/benchmarks.md, "Everyday rates: the floor").
 
 from __future__ import annotations
 
-import contextlib
 import json
 import subprocess
 import sys
-from collections.abc import Iterator
 from typing import Any
 
 from hookline.rehearsal.bench import BenchOptions, proc_cpu_s
 from hookline.rehearsal.bench_ceiling import (
+    bare_server,
     drive_load,
     measure_sender_ceiling,
 )
@@ -42,18 +41,6 @@ CLIENT_CONCURRENCY = 64
 """The paced bare client's connections (a worker's default `worker_concurrency`)."""
 
 
-@contextlib.contextmanager
-def _bare_server(env: dict[str, str]) -> Iterator[tuple[int, int]]:
-    """rehearsal/bare_server.py in its own process; yields (pid, port); stopped on exit."""
-    proc = subprocess.Popen([sys.executable, "-m", "hookline.rehearsal.bare_server"],
-                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env)
-    try:
-        assert proc.stdout is not None
-        yield proc.pid, int(json.loads(proc.stdout.readline())["port"])
-    finally:
-        stop_process(proc, grace_s=10)
-
-
 def flat_out_floor(opts: BenchOptions, env: dict[str, str]) -> dict[str, Any]:
     """The bare server's CPU per request under `opts`' flat-out load, and the bare clients'
     CPU per request sending as fast as they can (ms, 4 decimals).
@@ -62,7 +49,7 @@ def flat_out_floor(opts: BenchOptions, env: dict[str, str]) -> dict[str, Any]:
         subprocess.CalledProcessError: the load tool failed.
         RuntimeError: a bare client failed or a request was refused.
     """
-    with _bare_server(env) as (pid, port):
+    with bare_server(env) as (pid, port):
         cpu_before = proc_cpu_s(pid)
         load = drive_load(opts, env, f"http://127.0.0.1:{port}", wrk_duration_s=3)
         server_cpu_s = proc_cpu_s(pid) - cpu_before
@@ -85,7 +72,7 @@ def steady_floor(opts: BenchOptions, env: dict[str, str], rate_per_s: float) -> 
     """
     specs = [f"d{n}={generate_secret()}" for n in range(1, ENDPOINTS + 1)]
     duration_s = opts.events / rate_per_s
-    with _bare_server(env) as (pid, port), \
+    with bare_server(env) as (pid, port), \
             receiver_child("hookline.rehearsal.fast_receiver", specs, env) as (_, r_port):
         client = subprocess.Popen(
             [sys.executable, "-m", "hookline.rehearsal.bare_client",
@@ -118,7 +105,7 @@ def steady_floor(opts: BenchOptions, env: dict[str, str], rate_per_s: float) -> 
 def floor_ratios(steady: dict[str, Any], flat: dict[str, Any]) -> dict[str, float | None]:
     """The bare server's and the bare client's CPU per request at a rate over their flat-out
     figures of the same round (3 decimals; None where a figure is missing or zero)."""
-    return {side: _ratio(steady[f"{side}_cpu_ms_per_request"],
+    return {side: ratio(steady[f"{side}_cpu_ms_per_request"],
                          flat[f"{side}_cpu_ms_per_request"]) for side in ("server", "client")}
 
 
@@ -137,5 +124,6 @@ def _per_request_ms(cpu_s: float, requests: int) -> float | None:
     return round(cpu_s * 1000 / requests, 4) if requests else None
 
 
-def _ratio(a: float | None, b: float | None) -> float | None:
+def ratio(a: float | None, b: float | None) -> float | None:
+    """a / b to 3 decimals; None when either is missing or zero."""
     return round(a / b, 3) if a and b else None

@@ -59,6 +59,7 @@ from hookline.rehearsal.everyday_floor import (
     flat_out_floor,
     floor_cores,
     floor_ratios,
+    ratio,
     steady_floor,
 )
 from hookline.rehearsal.scenario_common import ScenarioOptions
@@ -90,18 +91,18 @@ def run_everyday(opts: ScenarioOptions) -> dict[str, Any]:
             rate_opts = _bench_options(opts, folder / f"rate-{rate:g}", rate)
             figures = _run_figures(run_bench(rate_opts), steady=True)
             figures["vs_flat_out"] = {
-                "ingest_cpu": _ratio(figures["ingest_cpu_ms_per_event"],
+                "ingest_cpu": ratio(figures["ingest_cpu_ms_per_event"],
                                      flat["ingest_cpu_ms_per_event"]),
-                "workers_cpu": _ratio(figures["workers_cpu_ms_per_delivery"],
+                "workers_cpu": ratio(figures["workers_cpu_ms_per_delivery"],
                                       flat["workers_cpu_ms_per_delivery"])}
             floor = steady_floor(rate_opts, floor_env, rate)
             figures["floor"] = {
                 **floor, "vs_flat_out": floor_ratios(floor, flat["floor"]),
                 # The bare HTTP alone at the rate against hookline's whole flat-out cost.
                 "vs_hookline_flat_out": {
-                    "server": _ratio(floor["server_cpu_ms_per_request"],
+                    "server": ratio(floor["server_cpu_ms_per_request"],
                                      flat["ingest_cpu_ms_per_event"]),
-                    "client": _ratio(floor["client_cpu_ms_per_request"],
+                    "client": ratio(floor["client_cpu_ms_per_request"],
                                      flat["workers_cpu_ms_per_delivery"])},
                 "service_cores": floor_cores(floor, rate)}
             steady[f"{rate:g}"] = figures
@@ -172,11 +173,6 @@ def _huey(opts: ScenarioOptions, out_dir: Path) -> dict[str, Any]:
             "huey_cpu_s_per_1000_deliveries": theirs["cpu_s_per_1000_deliveries"],
             "huey_cpu_ratio": result["ratios"]["huey"]["cpu_s_per_1000_deliveries"]
             if complete else None}
-
-
-def _ratio(a: float | None, b: float | None) -> float | None:
-    """a / b to 3 decimals; None when either is missing or zero."""
-    return round(a / b, 3) if a and b else None
 
 
 def _median(values: list[float | None]) -> float | None:
