@@ -29,6 +29,7 @@ import os
 import signal
 import sys
 import threading
+import time
 from collections.abc import AsyncIterator, Callable, Coroutine
 from functools import partial
 from typing import TYPE_CHECKING, Any, NoReturn
@@ -69,6 +70,9 @@ from hookline.shared.tracing import start_tracing
 
 if TYPE_CHECKING:
     from hookline.shared.otel import Tracing
+
+# How long exit_process waits in all for ending threads before it calls them left (seconds).
+THREAD_EXIT_GRACE_S = 2.0
 
 
 class BootState:
@@ -263,12 +267,23 @@ def event_loop_runner() -> Callable[[Coroutine[Any, Any, None]], None]:
     return uvloop.run
 
 
+def _non_daemon_threads() -> list[threading.Thread]:
+    return [t for t in threading.enumerate()
+            if t is not threading.main_thread() and t.is_alive() and not t.daemon]
+
+
 def exit_process(code: int) -> NoReturn:
     """End a child process with `code`, even if a library left a non-daemon thread running
     (Python would otherwise wait for it forever and the slot would be dead but present).
-    Such threads are logged as `threads_left` first."""
-    left = [t.name for t in threading.enumerate()
-            if t is not threading.main_thread() and t.is_alive() and not t.daemon]
+    Such threads are logged as `threads_left` first.
+
+    A thread that is ending gets up to THREAD_EXIT_GRACE_S in all to do so: aiosqlite's
+    connection thread, for one, answers `close()` just before it leaves its loop, so right
+    after a clean close it may still be alive for a moment on a busy machine."""
+    deadline = time.monotonic() + THREAD_EXIT_GRACE_S
+    for thread in _non_daemon_threads():
+        thread.join(max(0.0, deadline - time.monotonic()))
+    left = [t.name for t in _non_daemon_threads()]
     if left:
         get_logger().error("threads_left", threads=left, exit_code=code)
         sys.stdout.flush()

@@ -116,3 +116,35 @@ async def test_sqlite_write_lock_held_at_boot_exits_transient_without_hanging(
     assert not ready_path(config, "worker-1").exists()
     print(f"\nworker boot into a held write lock (busy_timeout_s 0.5): exited "
           f"{code} after {took_s:.2f} s")
+
+
+EXIT_WITH_A_THREAD = """
+import sys, threading, time
+from hookline.shared.logs import configure_logging
+from hookline.shared.process.child import exit_process
+configure_logging("worker-1")
+threading.Thread(target=time.sleep, args=(float(sys.argv[1]),), name="sleeper").start()
+exit_process(3)
+"""
+
+
+@pytest.mark.parametrize(("sleep_s", "left"), [(0.3, False), (3600.0, True)])
+def test_exit_process_waits_for_an_ending_thread_and_not_for_a_stuck_one(
+        sleep_s: float, left: bool) -> None:
+    """A non-daemon thread that ends within the grace (as aiosqlite's does just after a
+    clean close) is waited for and not reported; one that never ends is logged as
+    `threads_left` and the process still exits with its code, after the grace."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("HOOKLINE_")}
+    env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
+    started = time.monotonic()
+    done = subprocess.run([sys.executable, "-c", EXIT_WITH_A_THREAD, str(sleep_s)],
+                          capture_output=True, text=True, env=env, cwd=ROOT, timeout=30,
+                          check=False)
+    took_s = time.monotonic() - started
+    events = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
+    reported = [e for e in events if e.get("event") == "threads_left"]
+    assert done.returncode == 3, done.stderr
+    assert bool(reported) is left, events
+    if left:
+        assert reported[0]["threads"] == ["sleeper"], reported
+        assert took_s < 15, f"exit took {took_s:.1f} s with a stuck thread"
