@@ -48,7 +48,9 @@ async def serve(config: Config, slot: str, stop: asyncio.Event | None = None,
         StoreError, ConfigError: the database cannot be opened (StoreUnavailable: for now).
     """
     log = get_logger()
-    async with child_context(config, slot, stop=stop, boot=boot) as child:
+    # The store's transactions run on this loop (SqliteStore's `inline`): its sends wait
+    # out a transaction of a few milliseconds, and the write lock is held for less time.
+    async with child_context(config, slot, stop=stop, boot=boot, inline_store=True) as child:
         worker_id = worker_identity(slot)
         log.info("worker_started", worker=worker_id)
         child.mark_ready()  # the supervisor's READY=1 waits for the first of each slot

@@ -124,7 +124,8 @@ class ChildContext:
 
 @contextlib.asynccontextmanager
 async def child_context(config: Config, slot: str, *, stop: asyncio.Event | None = None,
-                        boot: BootState | None = None) -> AsyncIterator[ChildContext]:
+                        boot: BootState | None = None,
+                        inline_store: bool = False) -> AsyncIterator[ChildContext]:
     """Run a child's main coroutine inside its lifecycle (module docstring).
 
     Signal handlers are removed again, the heartbeat stops and the store is closed on the way
@@ -136,6 +137,8 @@ async def child_context(config: Config, slot: str, *, stop: asyncio.Event | None
         slot: the supervisor's name for this process; names its heartbeat and ready files.
         stop: set it to stop; a new event when None.
         boot: records readiness for :func:`run_child`; a new one when None.
+        inline_store: a SQLite store runs its transactions on this event loop's thread
+            (:func:`hookline.shared.store.store_for`'s `inline`: the workers').
 
     Raises:
         ConfigError: the database URL is unsupported.
@@ -153,7 +156,7 @@ async def child_context(config: Config, slot: str, *, stop: asyncio.Event | None
     tracing = None
     try:
         tracing = start_tracing(config.tracing, slot)  # ConfigError: a malformed OTEL_BSP_*
-        store = store_for(config)
+        store = store_for(config, inline=inline_store)
         try:
             await store.open()
         except BaseException:

@@ -27,6 +27,8 @@ class SqliteOptions:
         allow_network_filesystem: accept a folder on a network or FUSE filesystem.
         create: create a missing database file (False: opening it raises DatabaseMissing).
         wal_degraded_bytes: the `-wal` size past which :meth:`Store.health` is degraded.
+        inline: transactions on the calling event loop's thread (see SqliteStore: the
+            workers' store).
     """
 
     synchronous: str = "FULL"
@@ -34,6 +36,7 @@ class SqliteOptions:
     allow_network_filesystem: bool = False
     create: bool = True
     wal_degraded_bytes: int = 256 * 1024 * 1024
+    inline: bool = False
 
 
 def open_store(url: str, sqlite: SqliteOptions | None = None,
@@ -63,16 +66,19 @@ def open_store(url: str, sqlite: SqliteOptions | None = None,
     return SqliteStore(str(db.path), synchronous=options.synchronous,
                        busy_timeout_s=options.busy_timeout_s,
                        allow_network_filesystem=options.allow_network_filesystem,
-                       create=options.create, wal_degraded_bytes=options.wal_degraded_bytes)
+                       create=options.create, wal_degraded_bytes=options.wal_degraded_bytes,
+                       inline=options.inline)
 
 
-def store_for(config: Config, *, create: bool = True) -> Store:
+def store_for(config: Config, *, create: bool = True, inline: bool = False) -> Store:
     """Build (not yet open) the store `config` names, with every storage setting applied
     (and the operational-event policy).
 
     Args:
         create: whether opening it may create a missing SQLite file (the service and
             `hookline init`); with False, :meth:`Store.open` raises DatabaseMissing instead.
+        inline: a SQLite store runs its transactions on the calling event loop's thread
+            (SqliteOptions.inline; a worker's); PostgreSQL ignores it.
 
     Raises:
         ConfigError: as :func:`open_store`.
@@ -80,7 +86,8 @@ def store_for(config: Config, *, create: bool = True) -> Store:
     store = open_store(config.db, SqliteOptions(
         synchronous=config.synchronous, busy_timeout_s=config.busy_timeout_s,
         allow_network_filesystem=config.allow_network_filesystem, create=create,
-        wal_degraded_bytes=config.wal_degraded_bytes), postgres_limits(config))
+        wal_degraded_bytes=config.wal_degraded_bytes, inline=inline),
+        postgres_limits(config))
     store.notify = notify_policy(config)
     return store
 

@@ -15,7 +15,7 @@ import json
 import os
 import sqlite3
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from typing import Any, TypeVar
 
 import aiosqlite
@@ -88,6 +88,15 @@ class SqliteStore(StoreLogic):
             makes :meth:`open` raise DatabaseMissing instead (every other command).
         wal_degraded_bytes: past this size after a checkpoint the `-wal` file makes
             :meth:`health` degraded (0: never), bytes.
+        inline: run each transaction on the calling event loop's thread (the write lock
+            awaited without blocking it) instead of on the store's own thread. For a
+            process whose loop may pause for a transaction (a worker: its sends are in
+            flight meanwhile): no hand-off to the database thread, no GIL handed back and
+            forth at every statement, so the write lock is held for less time. A
+            transaction's statements, COMMIT and fsync then run on the loop; SQLite's own
+            busy handler can hold it up to `busy_timeout_s` if a writer outside hookline
+            (the sqlite3 shell) holds the database. Not for ingest, whose loop answers
+            HTTP meanwhile.
     """
 
     SHARED_WRITE_LOCK = True
@@ -95,8 +104,9 @@ class SqliteStore(StoreLogic):
     def __init__(self, path: str, *, synchronous: str = "FULL", busy_timeout_s: float = 5.0,
                  clock: Callable[[], float] | None = None,
                  allow_network_filesystem: bool = False, create: bool = True,
-                 wal_degraded_bytes: int = WAL_DEGRADED_BYTES) -> None:
+                 wal_degraded_bytes: int = WAL_DEGRADED_BYTES, inline: bool = False) -> None:
         self.path = path
+        self._inline = inline
         self._wal = WalHealth(db_path=path, limit_bytes=wal_degraded_bytes)
         self._create = create
         self._allow_network_filesystem = allow_network_filesystem
@@ -220,19 +230,34 @@ class SqliteStore(StoreLogic):
         if self._conn is None:
             raise StoreError("store is not open")
         conn = self._conn
-        try:
+        with self._faults():
             # aiosqlite has no public "run this function on your thread" call; _execute is it
             # (tests/unit/test_dependency_contracts.py fails when it changes).
             execute: Callable[[Callable[[], T]], Awaitable[T]] = conn._execute  # noqa: SLF001  (aiosqlite's only run-on-thread call)
             return await execute(lambda: fn(conn._conn))  # noqa: SLF001  (the connection the thread owns)
+
+    def _connection(self) -> sqlite3.Connection:
+        """The open sqlite3 connection itself (an inline store uses it from the event loop;
+        the database thread then stays idle)."""
+        if self._conn is None:
+            raise StoreError("store is not open")
+        return self._conn._conn  # noqa: SLF001  (the connection aiosqlite's thread owns)
+
+    @contextlib.contextmanager
+    def _faults(self) -> Iterator[None]:
+        """Driver errors as the store's faults: busy, disk full, read-only are
+        StoreUnavailable (retried); any other error goes on as it is."""
+        try:
+            yield
         except sqlite3.OperationalError as exc:
             fault = sqlite_fault(exc, self.path)
-            if isinstance(fault, StoreUnavailable):  # busy, disk full, read-only: retried
+            if isinstance(fault, StoreUnavailable):
                 raise fault from exc
             raise
 
     async def _transact(self, tx: Tx[T], *, write: bool) -> T:
-        """Drive the store transaction `tx` to its end in ONE call on the database thread.
+        """Drive the store transaction `tx` to its end in ONE call on the database thread, or
+        (an `inline` store) on the event loop's own thread, its write lock awaited first.
 
         A write transaction (or a read one from its BEGIN_WRITE on) holds the write lock and
         runs between BEGIN IMMEDIATE and COMMIT; a read runs each statement on its own
@@ -241,41 +266,79 @@ class SqliteStore(StoreLogic):
         now = self.clock()
         after: list[AfterCommit] = []
         notify = False
-
         name = getattr(tx, "__name__", "write")  # the generator function's: add_events_tx
 
+        def answer(db: sqlite3.Connection, step: Any) -> Any:
+            """Run one step other than BEGIN_WRITE; its answer for the transaction."""
+            nonlocal notify
+            if isinstance(step, Query):
+                return _execute(db, step, now)
+            if isinstance(step, Now):
+                return now
+            if isinstance(step, Notify):
+                notify = True
+            else:
+                after.append(step)
+            return None
+
         def drive(db: sqlite3.Connection) -> T:
-            nonlocal notify, write
+            nonlocal write
             with contextlib.ExitStack() as writing:  # COMMIT, or ROLLBACK on an error
                 if write:
                     writing.enter_context(_write(db, name))
                 step = advance(tx, None)
                 while not isinstance(step, Finished):
-                    answer: Any = None
-                    if isinstance(step, Query):
-                        answer = _execute(db, step, now)
-                    elif isinstance(step, Now):
-                        answer = now
-                    elif isinstance(step, BeginWrite):
+                    if isinstance(step, BeginWrite):
                         if not write:
                             write = True
                             writing.enter_context(_write(db, name))
-                    elif isinstance(step, Notify):
-                        notify = True
+                        step = advance(tx, None)
                     else:
-                        after.append(step)
-                    step = advance(tx, answer)
-            # Committed: wake the workers from here, so the event loop makes no system calls
-            # for it (ingest's loop is its busiest thread; this one waits on fsync anyway).
-            notifier = self._notifier  # read once: close() may clear it meanwhile
-            if notify and notifier is not None:
-                notifier.notify()
+                        step = advance(tx, answer(db, step))
+            self._wake_workers(notify)
             return step.value
 
-        result = await self._run(drive)
+        async def drive_inline(db: sqlite3.Connection) -> T:
+            # No await from the lock's taking to the COMMIT: nothing else of this process
+            # can use the connection (or the lock, which flock would grant it again) between.
+            nonlocal write
+            with contextlib.ExitStack() as writing:
+                if write:
+                    writing.enter_context(await self._locked_write(db, name))
+                step = advance(tx, None)
+                while not isinstance(step, Finished):
+                    if isinstance(step, BeginWrite):
+                        if not write:
+                            write = True
+                            writing.enter_context(await self._locked_write(db, name))
+                        step = advance(tx, None)
+                    else:
+                        step = advance(tx, answer(db, step))
+            self._wake_workers(notify)
+            return step.value
+
+        if self._inline:
+            with self._faults():
+                result = await drive_inline(self._connection())
+        else:
+            result = await self._run(drive)
         for step in after:
             step.fn()
         return result
+
+    async def _locked_write(self, db: sqlite3.Connection, name: str) -> _write:
+        """The write lock taken without blocking the event loop, and a `_write` context that
+        begins the transaction under it (and releases it at COMMIT or ROLLBACK)."""
+        if self._write_lock is not None:
+            await self._write_lock.acquire_async()
+        return _write(db, name, locked=True)
+
+    def _wake_workers(self, notify: bool) -> None:
+        """Committed: wake the workers from the transaction's own thread (on the database
+        thread, ingest's event loop then makes no system call for it)."""
+        notifier = self._notifier  # read once: close() may clear it meanwhile
+        if notify and notifier is not None:
+            notifier.notify()
 
     async def health(self) -> StoreHealth:
         """See :meth:`hookline.shared.store.Store.health`: the `-wal` file's size now and its state
@@ -340,9 +403,9 @@ class SqliteStore(StoreLogic):
 
     async def check_writable(self) -> None:
         """See :meth:`hookline.shared.store.Store.check_writable`."""
-        def probe(db: sqlite3.Connection) -> None:
+        def probe(db: sqlite3.Connection, locked: bool = False) -> None:
             lock = getattr(db, "write_lock", None)
-            if lock is not None:
+            if lock is not None and not locked:
                 lock.acquire()
             try:
                 db.execute("BEGIN IMMEDIATE")
@@ -352,9 +415,15 @@ class SqliteStore(StoreLogic):
                     lock.release()
 
         try:
-            await self._run(probe)
+            if self._inline:  # the loop must not block polling for the lock
+                if self._write_lock is not None:
+                    await self._write_lock.acquire_async()
+                probe(self._connection(), locked=True)
+            else:
+                await self._run(probe)
         except sqlite3.Error as exc:
             raise sqlite_fault(exc, f"database {self.path} is not writable") from exc
+
 
 class _LockingConnection(sqlite3.Connection):
     """A sqlite3 connection carrying the cross-process :class:`WriteLock` of its database."""
@@ -372,15 +441,18 @@ class _LockingConnection(sqlite3.Connection):
 
 class _write:
     """Context manager: write lock, BEGIN IMMEDIATE ... COMMIT (or ROLLBACK), unlock.
-    `transaction` names it in the log when it held the lock long (WriteLock.release)."""
+    `transaction` names it in the log when it held the lock long (WriteLock.release);
+    `locked`: the caller took the lock already (it is still released here)."""
 
-    def __init__(self, db: sqlite3.Connection, transaction: str = "write") -> None:
+    def __init__(self, db: sqlite3.Connection, transaction: str = "write", *,
+                 locked: bool = False) -> None:
         self.db = db
         self.lock = getattr(db, "write_lock", None)
         self.transaction = transaction
+        self.locked = locked
 
     def __enter__(self) -> sqlite3.Connection:
-        if self.lock is not None:
+        if self.lock is not None and not self.locked:
             self.lock.acquire()
         try:
             self.db.execute("BEGIN IMMEDIATE")

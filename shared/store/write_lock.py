@@ -11,6 +11,7 @@ SQLite's busy_timeout.
 
 from __future__ import annotations
 
+import asyncio
 import bisect
 import fcntl
 import math
@@ -119,6 +120,28 @@ class WriteLock:
             fcntl.flock(self._fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             self._wait(started)
+        self._held_since = time.monotonic()
+        self.waits.record(self._held_since - started)
+
+    async def acquire_async(self) -> None:
+        """Take the lock without blocking the event loop: the same polls as :meth:`acquire`,
+        with `asyncio.sleep` between them, so the loop goes on (sends, timers) meanwhile.
+        Raises StoreBusy after `timeout_s`. Within one process a held lock must not be
+        taken again (flock would grant it to the same open file): the caller runs its whole
+        transaction without awaiting in between (SqliteStore's inline transactions)."""
+        started = time.monotonic()
+        wait_s = _FIRST_WAIT_S
+        while True:
+            try:
+                fcntl.flock(self._fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                waited = time.monotonic() - started
+                if waited > self.timeout_s:
+                    raise StoreBusy(f"write lock {self.path} busy for {waited:.1f} s") from None
+                await asyncio.sleep(wait_s)
+                wait_s = min(_LONGEST_WAIT_S, wait_s * 2)
+                continue
+            break
         self._held_since = time.monotonic()
         self.waits.record(self._held_since - started)
 
