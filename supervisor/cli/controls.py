@@ -161,8 +161,8 @@ async def destinations_show(config: Config, args: argparse.Namespace) -> int:
     tenant = tenant_arg(args)
 
     async def one(store: Store) -> Destination:
-        return await store.get_destination(args.name,
-                                           tenant=await existing_tenant(store, tenant))
+        return await store.get_destination(
+            args.name, tenant=await destination_tenant(store, args.name, tenant))
 
     view = destination_view(await with_store(config, one))
     if args.json:
@@ -209,7 +209,7 @@ async def destinations_update(config: Config, args: argparse.Namespace) -> int:
     tenant = tenant_arg(args)
 
     async def update(store: Store) -> Destination:
-        owner = await existing_tenant(store, tenant)
+        owner = await destination_tenant(store, args.name, tenant)
         if "event_types" in changes:  # SubscriptionRefused: exit 2
             before = await store.get_destination(args.name, tenant=owner)
             warn_about(check_subscriptions(await store.list_event_types(),
@@ -232,8 +232,8 @@ async def destinations_remove(config: Config, args: argparse.Namespace) -> int:
     tenant = tenant_arg(args)
 
     async def remove(store: Store) -> int:
-        return await store.remove_destination(args.name,
-                                              tenant=await existing_tenant(store, tenant))
+        return await store.remove_destination(
+            args.name, tenant=await destination_tenant(store, args.name, tenant))
 
     ended = await with_store(config, remove)
     get_logger().info("destination_removed", destination=args.name,
@@ -278,7 +278,7 @@ async def _set_paused(config: Config, args: argparse.Namespace, paused: bool) ->
 
     async def flip(store: Store) -> None:
         await store.set_paused(args.name, paused, args.reason if paused else None,
-                               tenant=await existing_tenant(store, tenant))
+                               tenant=await destination_tenant(store, args.name, tenant))
 
     await with_store(config, flip)
 

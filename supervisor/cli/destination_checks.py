@@ -28,7 +28,7 @@ from hookline.supervisor.cli.common import (
     with_store,
 )
 from hookline.supervisor.cli.files import read_json_file
-from hookline.supervisor.cli.tenants import add_tenant_flag, existing_tenant, tenant_arg
+from hookline.supervisor.cli.tenants import add_tenant_flag, destination_tenant, tenant_arg
 
 DEFAULT_LAST = 50
 MAX_LAST = 1000
@@ -95,7 +95,7 @@ async def filter_test_cmd(config: Config, args: argparse.Namespace) -> int:
     tenant = tenant_arg(args)
 
     async def run(store: Store) -> tuple[list[FilterTestRow], dict[str, Any] | None]:
-        scope = await existing_tenant(store, tenant)
+        scope = await destination_tenant(store, args.name, tenant)
         used = value if given else (await store.get_destination(args.name, tenant=scope)).filter
         return await store.filter_test(args.name, tenant=scope, filter=value,
                                        use_stored=not given, last=args.last), used
@@ -129,7 +129,7 @@ async def test_cmd(config: Config, args: argparse.Namespace) -> int:
     paused: list[str] = []  # the destination's pause reason, when it is paused
 
     async def run(store: Store) -> dict[str, Any]:
-        scope = await existing_tenant(store, tenant)
+        scope = await destination_tenant(store, args.name, tenant)
         dest = await store.get_destination(args.name, tenant=scope)
         sent = await store.send_test_event(args.name, tenant=scope, event_type=args.type)
         # A paused destination's job waits for its resume: no attempt to wait for.

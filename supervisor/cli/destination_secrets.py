@@ -20,7 +20,7 @@ from hookline.shared.timeparse import parse_duration
 from hookline.shared.views import destination_secret_view, previous_secret_expired_view
 from hookline.supervisor.cli.common import async_command, operator, print_json, with_store
 from hookline.supervisor.cli.human import iso_time
-from hookline.supervisor.cli.tenants import add_tenant_flag, existing_tenant, tenant_arg
+from hookline.supervisor.cli.tenants import add_tenant_flag, destination_tenant, tenant_arg
 
 
 def add_secret_actions(dest: Any) -> None:
@@ -71,7 +71,8 @@ async def rotate_cmd(config: Config, args: argparse.Namespace) -> int:
 
     async def rotate(store: Store) -> Destination:
         return await store.rotate_secret(args.name, secret, overlap,
-                                         tenant=await existing_tenant(store, tenant))
+                                         tenant=await destination_tenant(store, args.name,
+                                                                         tenant))
 
     dest = await with_store(config, rotate)
     _audit("secret_rotated", dest, generated=not args.secret,
@@ -90,8 +91,8 @@ async def reveal_cmd(config: Config, args: argparse.Namespace) -> int:
     tenant = tenant_arg(args)
 
     async def reveal(store: Store) -> Destination:
-        return await store.get_destination(args.name,
-                                           tenant=await existing_tenant(store, tenant))
+        return await store.get_destination(
+            args.name, tenant=await destination_tenant(store, args.name, tenant))
 
     dest = await with_store(config, reveal)
     _audit("secret_revealed", dest)
@@ -108,7 +109,7 @@ async def expire_cmd(config: Config, args: argparse.Namespace) -> int:
 
     async def expire(store: Store) -> tuple[Destination, bool]:
         return await store.expire_previous_secret(
-            args.name, tenant=await existing_tenant(store, tenant))
+            args.name, tenant=await destination_tenant(store, args.name, tenant))
 
     dest, expired = await with_store(config, expire)
     _audit("previous_secret_expired", dest, expired=expired)

@@ -191,6 +191,37 @@ def test_a_destination_name_the_tenant_lacks_is_not_found_not_an_empty_answer(cl
         assert code == 2 and "limit: must be from 1" in err, (command, err)
 
 
+BY_NAME = (("pause", "billing"), ("resume", "billing"), ("destinations", "show", "billing"),
+           ("destinations", "update", "billing", "--max-in-flight", "3"),
+           ("destinations", "remove", "billing"), ("destinations", "rotate-secret", "billing"),
+           ("destinations", "secret", "billing"),
+           ("destinations", "expire-previous-secret", "billing"),
+           ("destinations", "filter-test", "billing"), ("destinations", "test", "billing"))
+"""The commands that name a destination as their argument (of `--tenant`, default the
+default tenant's)."""
+
+
+def test_a_destination_argument_the_tenant_lacks_names_the_tenants_that_have_it(cli):
+    """`hookline pause billing` (and every command naming a destination) where only acme
+    has a `billing`: exit 1 with the same message as `--destination`, naming acme and the
+    hint, and acme's `billing` is left as it was; with `--tenant acme` the command works."""
+    ok_json(cli, "tenants", "put", "acme")
+    added = ok_json(cli, "destinations", "add", "billing", URL, "--tenant", "acme")
+    for command in BY_NAME:
+        code, out, err = cli(*command)
+        assert (code, out) == (1, ""), (command, out)
+        assert err.strip() == ("hookline: no destination named 'billing' in the default "
+                               "tenant (_default); tenant acme has one: pass --tenant acme"), (
+            command, err)
+    [kept] = ok_json(cli, "destinations", "list", "--tenant", "acme")
+    assert (kept["name"], kept["paused"], kept["max_in_flight"]) == (
+        "billing", False, added["max_in_flight"])
+    code, _, err = cli("pause", "billing", "--tenant", "acme")
+    assert code == 0, err
+    [paused] = ok_json(cli, "destinations", "list", "--tenant", "acme")
+    assert paused["paused"] is True
+
+
 def test_many_tenants_with_the_name_are_listed_a_few_then_counted(cli):
     """Five tenants have a `billing`, the default one none: the message lists the first
     three ids and counts the rest, and asks for --tenant ID."""
