@@ -94,9 +94,10 @@ class SqliteStore(StoreLogic):
             flight meanwhile): no hand-off to the database thread, no GIL handed back and
             forth at every statement, so the write lock is held for less time. A
             transaction's statements, COMMIT and fsync then run on the loop; SQLite's own
-            busy handler can hold it up to `busy_timeout_s` if a writer outside hookline
-            (the sqlite3 shell) holds the database. Not for ingest, whose loop answers
-            HTTP meanwhile.
+            busy handler holds it while ingest's periodic TRUNCATE checkpoint runs (a few
+            to a few hundred milliseconds, see :meth:`maintenance`), and up to
+            `busy_timeout_s` if a writer outside hookline (the sqlite3 shell) holds the
+            database. Not for ingest, whose loop answers HTTP meanwhile.
     """
 
     SHARED_WRITE_LOCK = True
