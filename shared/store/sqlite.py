@@ -282,41 +282,42 @@ class SqliteStore(StoreLogic):
                 after.append(step)
             return None
 
+        def until_write(db: sqlite3.Connection, step: Any) -> Any:
+            """Answer steps until the end, or until a BEGIN_WRITE that needs the lock."""
+            while not isinstance(step, Finished):
+                if isinstance(step, BeginWrite):
+                    if not write:
+                        return step
+                    step = advance(tx, None)
+                else:
+                    step = advance(tx, answer(db, step))
+            return step
+
         def drive(db: sqlite3.Connection) -> T:
             nonlocal write
             with contextlib.ExitStack() as writing:  # COMMIT, or ROLLBACK on an error
-                if write:
+                step: Any = None if write else until_write(db, advance(tx, None))
+                if write or isinstance(step, BeginWrite):
+                    write = True
                     writing.enter_context(_write(db, name))
-                step = advance(tx, None)
-                while not isinstance(step, Finished):
-                    if isinstance(step, BeginWrite):
-                        if not write:
-                            write = True
-                            writing.enter_context(_write(db, name))
-                        step = advance(tx, None)
-                    else:
-                        step = advance(tx, answer(db, step))
+                    step = until_write(db, advance(tx, None) if step is None else step)
             self._wake_workers(notify)
-            return step.value
+            value: T = step.value
+            return value
 
         async def drive_inline(db: sqlite3.Connection) -> T:
             # No await from the lock's taking to the COMMIT: nothing else of this process
             # can use the connection (or the lock, which flock would grant it again) between.
             nonlocal write
             with contextlib.ExitStack() as writing:
-                if write:
+                step: Any = None if write else until_write(db, advance(tx, None))
+                if write or isinstance(step, BeginWrite):
+                    write = True
                     writing.enter_context(await self._locked_write(db, name))
-                step = advance(tx, None)
-                while not isinstance(step, Finished):
-                    if isinstance(step, BeginWrite):
-                        if not write:
-                            write = True
-                            writing.enter_context(await self._locked_write(db, name))
-                        step = advance(tx, None)
-                    else:
-                        step = advance(tx, answer(db, step))
+                    step = until_write(db, advance(tx, None) if step is None else step)
             self._wake_workers(notify)
-            return step.value
+            value: T = step.value
+            return value
 
         if self._inline:
             with self._faults():
@@ -417,9 +418,10 @@ class SqliteStore(StoreLogic):
 
         try:
             if self._inline:  # the loop must not block polling for the lock
+                db = self._connection()
                 if self._write_lock is not None:
                     await self._write_lock.acquire_async()
-                probe(self._connection(), locked=True)
+                probe(db, locked=True)
             else:
                 await self._run(probe)
         except sqlite3.Error as exc:

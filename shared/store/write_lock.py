@@ -17,6 +17,7 @@ import fcntl
 import math
 import os
 import time
+from collections.abc import Iterator
 
 from hookline.shared.errors import StoreBusy
 from hookline.shared.logs import get_logger
@@ -116,12 +117,9 @@ class WriteLock:
     def acquire(self) -> None:
         """Take the lock, polling with short sleeps. Raises StoreBusy after `timeout_s`."""
         started = time.monotonic()
-        try:
-            fcntl.flock(self._fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            self._wait(started)
-        self._held_since = time.monotonic()
-        self.waits.record(self._held_since - started)
+        for wait_s in self._polls(started):
+            time.sleep(wait_s)
+        self._taken(started)
 
     async def acquire_async(self) -> None:
         """Take the lock without blocking the event loop: the same polls as :meth:`acquire`,
@@ -130,34 +128,30 @@ class WriteLock:
         taken again (flock would grant it to the same open file): the caller runs its whole
         transaction without awaiting in between (SqliteStore's inline transactions)."""
         started = time.monotonic()
-        wait_s = _FIRST_WAIT_S
-        while True:
-            try:
-                fcntl.flock(self._fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                waited = time.monotonic() - started
-                if waited > self.timeout_s:
-                    raise StoreBusy(f"write lock {self.path} busy for {waited:.1f} s") from None
-                await asyncio.sleep(wait_s)
-                wait_s = min(_LONGEST_WAIT_S, wait_s * 2)
-                continue
-            break
-        self._held_since = time.monotonic()
-        self.waits.record(self._held_since - started)
+        for wait_s in self._polls(started):
+            await asyncio.sleep(wait_s)
+        self._taken(started)
 
-    def _wait(self, started: float) -> None:
+    def _polls(self, started: float) -> Iterator[float]:
+        """Try the lock; while another holds it, yield how long to sleep before the next try
+        (doubling to _LONGEST_WAIT_S). Ends once the lock is taken; raises StoreBusy past
+        `timeout_s` from `started` (monotonic seconds)."""
         wait_s = _FIRST_WAIT_S
         while True:
-            time.sleep(wait_s)
             try:
                 fcntl.flock(self._fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:
                 waited = time.monotonic() - started
                 if waited > self.timeout_s:
                     raise StoreBusy(f"write lock {self.path} busy for {waited:.1f} s") from None
+                yield wait_s
                 wait_s = min(_LONGEST_WAIT_S, wait_s * 2)
                 continue
             return
+
+    def _taken(self, started: float) -> None:
+        self._held_since = time.monotonic()
+        self.waits.record(self._held_since - started)
 
     def release(self, transaction: str = "write") -> None:
         """Release the lock (no-op when not held). A hold of LONG_HOLD_S or more is logged as
