@@ -151,9 +151,14 @@ async def test_a_frozen_listen_connection_is_replaced(
     monkeypatch.setattr(postgres_store, "LISTEN_CHECK_INTERVAL_S", 0.2)
     proxy, store = through_proxy
     assert not await store.wait_for_jobs(0.1)  # listening, nothing due
+    frozen = store._listen_conn  # which connection listens is the point
     proxy.freeze()
     proxy.heal()
-    for _ in range(4):  # pings fail within connect_timeout_s; a new listener is opened
+    # Pings fail within connect_timeout_s and a new listener is opened: as many waits as
+    # that takes on a busy machine (a fixed count of four missed it under a full test run).
+    deadline = time.monotonic() + 20
+    while store._listen_conn in (frozen, None):
+        assert time.monotonic() < deadline, "the frozen LISTEN connection was never replaced"
         await store.wait_for_jobs(0.3)
     other = await _open(pg_url)
     try:
