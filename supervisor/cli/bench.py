@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import signal
 import sys
 from pathlib import Path
 from typing import Any
@@ -107,7 +108,20 @@ def register(sub: Any) -> None:
 
 
 def bench_command(config: Config, args: argparse.Namespace) -> int:
-    """Run the benchmark and print the figures; bench.json goes to --out."""
+    """Run the benchmark and print the figures; bench.json goes to --out.
+
+    SIGTERM stops it as Ctrl-C does, by KeyboardInterrupt: the processes it started (the
+    service, receivers, load generators, bare servers) are stopped on the way out. Without
+    this, SIGTERM ended the bench at once and left them running. Exit 130 then."""
+    signal.signal(signal.SIGTERM, _interrupt)
+    try:
+        return _bench(config, args)
+    except KeyboardInterrupt:
+        return fail("bench interrupted; the processes it started were stopped", 130)
+
+
+def _bench(config: Config, args: argparse.Namespace) -> int:
+    """The bench itself: a plain run, `--compare` or `--scenario`."""
     from hookline.rehearsal.bench import BenchOptions, print_report, run_bench  # noqa: PLC0415  (the benchmark loads only when it runs)
     from hookline.rehearsal.pgserver import PgStartError, PgUnavailable  # noqa: PLC0415  (the benchmark loads only when it runs)
 
@@ -144,6 +158,11 @@ def bench_command(config: Config, args: argparse.Namespace) -> int:
         return 1
     print_report(result)
     return 0
+
+
+def _interrupt(signum: int, frame: object) -> None:
+    """SIGTERM as Ctrl-C: unwind, stopping every child on the way out."""
+    raise KeyboardInterrupt
 
 
 def _scenario_command(config: Config, args: argparse.Namespace) -> int:

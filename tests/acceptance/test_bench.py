@@ -4,6 +4,9 @@ service and load generator processes, figures read back from bench.json."""
 from __future__ import annotations
 
 import json
+import os
+import signal
+import time
 from pathlib import Path
 from typing import Any
 
@@ -117,3 +120,65 @@ def test_bench_on_a_given_postgres_server_at_a_steady_rate(pg_server, tmp_path):
     assert result["backend"]["database"] == "PostgreSQL server (given URL)"
     assert "postgres" not in result["cpu_s_per_1000_deliveries"]  # not ours to measure
     assert "ceiling" not in result  # a steady rate has no ceiling to compare with
+
+
+def _descendants(pid: int) -> set[int]:
+    """Every live process below `pid`, read from /proc."""
+    parents: dict[int, int] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                stat = Path(f"/proc/{entry}/stat").read_text()
+            except OSError:  # ended meanwhile
+                continue
+            parents[int(entry)] = int(stat.rsplit(")", 1)[1].split()[1])
+    found: set[int] = set()
+    frontier = {pid}
+    while frontier:
+        frontier = {child for child, parent in parents.items() if parent in frontier}
+        found |= frontier
+    return found
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+def test_sigterm_stops_the_bench_and_every_process_it_started(tmp_path):
+    """SIGTERM in the middle of a run (as `kill` or a CI timeout sends it): the bench exits
+    130 saying so, and the service, receiver and load generator it started are gone with
+    it (they were left running: SIGTERM ended the bench without its clean-up)."""
+    log_path = tmp_path / "bench.log"
+    proc = start_cli(["bench", "--events", "3000", "--rate", "100", "--load", "python",
+                      "--idle-s", "1", "--out", str(tmp_path / "bench")], log_path)
+    started: set[int] = set()
+    try:
+        deadline = time.monotonic() + 60
+        while not any("hookline.workers" in _cmdline(pid) for pid in started):
+            assert proc.poll() is None, log_path.read_text()[-3000:]
+            assert time.monotonic() < deadline, "the bench never started its service"
+            time.sleep(0.2)
+            started = _descendants(proc.pid)
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=60) == 130, log_path.read_text()[-3000:]
+        assert "bench interrupted; the processes it started were stopped" in (
+            log_path.read_text())
+        deadline = time.monotonic() + 15  # a child may still be exiting after its SIGTERM
+        while left := {pid for pid in started if _alive(pid)}:
+            assert time.monotonic() < deadline, {pid: _cmdline(pid) for pid in left}
+            time.sleep(0.2)
+    finally:  # a failed run leaves nothing behind either
+        for pid in [proc.pid, *started]:
+            if _alive(pid):
+                os.kill(pid, signal.SIGKILL)
+
+
+def _cmdline(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+    except OSError:
+        return ""
