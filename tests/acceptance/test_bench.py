@@ -12,6 +12,8 @@ from typing import Any
 
 from procs import start_cli
 
+from hookline.rehearsal.harness import children_of, pid_alive
+
 EVENTS = 300  # x 3 destinations = 900 deliveries
 
 
@@ -123,29 +125,13 @@ def test_bench_on_a_given_postgres_server_at_a_steady_rate(pg_server, tmp_path):
 
 
 def _descendants(pid: int) -> set[int]:
-    """Every live process below `pid`, read from /proc."""
-    parents: dict[int, int] = {}
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                stat = Path(f"/proc/{entry}/stat").read_text()
-            except OSError:  # ended meanwhile
-                continue
-            parents[int(entry)] = int(stat.rsplit(")", 1)[1].split()[1])
+    """Every live process below `pid`."""
     found: set[int] = set()
     frontier = {pid}
     while frontier:
-        frontier = {child for child, parent in parents.items() if parent in frontier}
+        frontier = {kid for parent in frontier for kid in children_of(parent)}
         found |= frontier
     return found
-
-
-def _alive(pid: int) -> bool:
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except OSError:
-        return False
-    return state != "Z"
 
 
 def test_sigterm_stops_the_bench_and_every_process_it_started(tmp_path):
@@ -168,12 +154,12 @@ def test_sigterm_stops_the_bench_and_every_process_it_started(tmp_path):
         assert "bench interrupted; the processes it started were stopped" in (
             log_path.read_text())
         deadline = time.monotonic() + 15  # a child may still be exiting after its SIGTERM
-        while left := {pid for pid in started if _alive(pid)}:
+        while left := {pid for pid in started if pid_alive(pid)}:
             assert time.monotonic() < deadline, {pid: _cmdline(pid) for pid in left}
             time.sleep(0.2)
     finally:  # a failed run leaves nothing behind either
         for pid in [proc.pid, *started]:
-            if _alive(pid):
+            if pid_alive(pid):
                 os.kill(pid, signal.SIGKILL)
 
 
