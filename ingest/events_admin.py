@@ -36,10 +36,11 @@ from typing import Any
 from aiohttp import web
 
 from hookline.ingest.admin_api import guarded, json_body
-from hookline.ingest.app_state import request_claims, request_store, tenant_scope
+from hookline.ingest.app_state import request_store, tenant_scope
 from hookline.ingest.http_common import requester
 from hookline.ingest.tenant_scope import (
     check_destination_filter,
+    check_live_destination,
     existing_tenant_filter,
     request_tenant,
 )
@@ -160,9 +161,7 @@ async def window_selection(request: web.Request, body: dict[str, Any], *, destin
     since_s, until_s = await resolve_instants(store, since, until)
     selection = JobSelection(destination=destination, tenant=tenant, status=status,
                              since_s=since_s, until_s=until_s, limit=limit)
-    if request_claims(request) is None:  # the body's "destination": say who has one
-        await check_destination_filter(request, destination, tenant)
-    await store.get_destination(destination, tenant=tenant)  # NotFound: 404
+    await check_live_destination(request, destination, tenant)  # NotFound: 404
     return selection
 
 
