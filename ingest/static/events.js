@@ -93,12 +93,13 @@ function eventListView({ params, refreshNow }) {
       options.push([chosen, filters.destination]);  // a removed one, say: keep the filter shown
     }
     const text = options.map(([value]) => value).join("\n");
-    if (text !== known) {
-      known = text;
-      setChildren(inputs.destination, h("option", { value: "" }, "all destinations"),
-        options.map(([value, label]) => h("option", { value }, label)));
-    }
-    inputs.destination.value = chosen;
+    if (text === known) return;  // the poll must not undo a pick that is not applied yet
+    // The first fill shows the address's filter; a later one keeps what the picker shows.
+    const picked = known === "" ? chosen : inputs.destination.value;
+    known = text;
+    setChildren(inputs.destination, h("option", { value: "" }, "all destinations"),
+      options.map(([value, label]) => h("option", { value }, label)));
+    inputs.destination.value = options.some(([value]) => value === picked) ? picked : "";
   }
 
   function jobLine(job) {

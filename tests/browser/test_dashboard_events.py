@@ -203,6 +203,10 @@ def test_the_destination_picker_names_each_tenants_destination(
 
     page.goto(f"{hookline.base_url}/#/events")
     page.select_option("#events-destination", label="ledger (acme)")
+    # The page polls every 2 s: a poll must not undo a pick that is not applied yet.
+    polled = page.locator("#live").text_content()
+    expect(page.locator("#live")).not_to_have_text(polled or "", timeout=6000)
+    expect(page.locator("#events-destination")).to_have_value("acme~ledger")
     page.click("#events-apply")
     rows = page.locator("#events-table tbody tr")
     expect(rows).to_have_count(1)
