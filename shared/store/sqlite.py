@@ -200,7 +200,7 @@ class SqliteStore(StoreLogic):
     async def close(self) -> None:
         """Close the connection and the wake-up sockets (idempotent)."""
         if self._listener is not None:
-            self._listener.close()
+            self._listener.close(remove_empty_directory=True)
             self._listener = None
         if self._notifier is not None:
             self._notifier.close()

@@ -45,11 +45,15 @@ class WakeListener:
     """A bound datagram socket that a notifier can poke. Use one per waiting process."""
 
     def __init__(self, directory: Path) -> None:
-        directory.mkdir(mode=0o700, exist_ok=True)
         self.path = directory / f"{os.getpid()}-{os.urandom(3).hex()}.sock"
         self._sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
         self._sock.setblocking(False)
-        self._sock.bind(str(self.path))
+        try:
+            directory.mkdir(mode=0o700, exist_ok=True)
+            self._sock.bind(str(self.path))
+        except FileNotFoundError:  # the last listener out removed it meanwhile: make it again
+            directory.mkdir(mode=0o700, exist_ok=True)
+            self._sock.bind(str(self.path))
         self._event = asyncio.Event()
         # How many other listeners the wake-ups received may still visit (the datagrams'
         # bytes, see WakeNotifier.pass_on): since the last wait returned, and as of then.
@@ -81,13 +85,18 @@ class WakeListener:
         passes, self._woken_passes = self._woken_passes, 0
         return passes
 
-    def close(self) -> None:
-        """Stop listening and remove the socket file."""
+    def close(self, *, remove_empty_directory: bool = False) -> None:
+        """Stop listening and remove the socket file; with `remove_empty_directory`, the
+        directory too when no other listener is left in it (the wake-up directory of a
+        database, :func:`wake_dir_for`, so none is left behind in the temp dir)."""
         with contextlib.suppress(RuntimeError):  # the loop may already be closed
             asyncio.get_running_loop().remove_reader(self._sock.fileno())
         self._sock.close()
         with contextlib.suppress(FileNotFoundError):
             self.path.unlink()
+        if remove_empty_directory:
+            with contextlib.suppress(OSError):  # not empty: another process still listens
+                self.path.parent.rmdir()
 
 
 class WakeNotifier:

@@ -6,9 +6,11 @@ from __future__ import annotations
 
 import asyncio
 import socket
+import tempfile
 from pathlib import Path
 
-from hookline.shared.store.wakeup import WakeListener, WakeNotifier
+from hookline.shared.store.sqlite import SqliteStore
+from hookline.shared.store.wakeup import WakeListener, WakeNotifier, wake_dir_for
 
 
 def _bound(directory: Path, names: str) -> list[socket.socket]:
@@ -99,3 +101,39 @@ async def test_a_listener_hands_over_the_passes_of_the_wake_up_it_returned(tmp_p
     finally:
         notifier.close()
         listener.close()
+
+
+async def test_the_last_listener_out_removes_the_wake_up_directory(tmp_path: Path):
+    """A store's wake-up directory (in the temp dir when the database's path is long) is
+    removed by the last listener that closes, never while another still listens; a listener
+    made after that makes the directory again, and a notifier finds it."""
+    directory = tmp_path / "db.wake"
+    first, second = WakeListener(directory), WakeListener(directory)
+    first.close(remove_empty_directory=True)
+    assert directory.is_dir()  # the second one still listens there
+    second.close(remove_empty_directory=True)
+    assert not directory.exists()
+
+    third = WakeListener(directory)
+    notifier = WakeNotifier(directory)
+    try:
+        notifier.notify()
+        assert await third.wait(1.0) is True
+    finally:
+        notifier.close()
+        third.close()
+    assert directory.is_dir()  # kept unless asked
+
+
+async def test_a_store_with_a_long_path_leaves_no_wake_up_directory_behind(tmp_path: Path):
+    """A database path too long for a socket beside it puts the wake-ups in the temp dir;
+    closing the store removes that directory."""
+    deep = tmp_path / ("d" * 60) / ("e" * 60)
+    deep.mkdir(parents=True)
+    path = str(deep / "hookline.db")
+    directory = wake_dir_for(path)
+    assert directory.parent == Path(tempfile.gettempdir())
+    async with SqliteStore(path) as store:
+        assert await store.wait_for_jobs(0.01) is False
+        assert directory.is_dir()
+    assert not directory.exists()
