@@ -33,7 +33,7 @@ from hookline.shared.policy.delivery import unsendable_header
 from hookline.shared.policy.forwarding import EVENT_TYPE_HEADER, MEANING_HEADERS
 from hookline.shared.policy.guarded_resolver import BlockedAddress, GuardedResolver
 from hookline.shared.policy.netguard import AddressPolicy, vet_url
-from hookline.shared.policy.rules import RESERVED_HEADERS
+from hookline.shared.policy.rules import RESERVED_HEADERS, unsendable_url
 from hookline.shared.signing import signed_headers
 from hookline.shared.version import PRODUCT
 from hookline.workers.connections import AgedConnector
@@ -137,6 +137,12 @@ class Sender:
         total_s = timeout_s if timeout_s is not None else self._timeout_s
         try:
             if claim.url not in self._vetted:
+                if (problem := unsendable_url(claim.url)) is not None:
+                    # A row stored before the URL rule: never sendable, so it fails for good.
+                    return AttemptResult(started_at=started_at,
+                                         duration_s=time.monotonic() - t0,
+                                         error=f"UnsendableUrl: url {problem}",
+                                         unsendable=True)
                 vet_url(claim.url, self._policy)  # numeric hosts never reach the resolver
                 if len(self._vetted) >= _MAX_VETTED:
                     self._vetted.clear()
@@ -154,8 +160,10 @@ class Sender:
                     response_headers=headers_excerpt(response.headers.items()))
         # ValueError: a host name IDNA cannot encode (UnicodeError) never reaches the socket.
         except (TimeoutError, aiohttp.ClientError, OSError, DestinationBlocked, ValueError) as exc:
+            # A URL the client refuses (InvalidURL) is refused again on every attempt.
             return AttemptResult(started_at=started_at, duration_s=time.monotonic() - t0,
-                                 error=_error_class(exc))
+                                 error=_error_class(exc),
+                                 unsendable=isinstance(exc, aiohttp.InvalidURL))
 
 
 def outgoing_headers(claim: Claim) -> dict[str, str]:

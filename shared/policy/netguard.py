@@ -140,6 +140,14 @@ def parse_numeric_host(host: str) -> IPAddress | None:
     return None
 
 
+def is_legacy_ipv4(host: str) -> bool:
+    """Whether `host` is an IPv4 address in a spelling other than four decimal numbers
+    (`2130706433`, `0x7f000001`, `0177.0.0.1`, `127.1`): the C resolver reads them, but
+    HTTP clients differ on them, so destinations may not use them."""
+    ip = parse_numeric_host(host)
+    return isinstance(ip, ipaddress.IPv4Address) and str(ip) != host.strip("[]")
+
+
 def vet_url(url: str, policy: AddressPolicy) -> None:
     """Check a destination URL's scheme and, for a numeric host, its address.
 

@@ -28,6 +28,7 @@ from hookline.shared.policy.inputs import (
     SOURCE_NAME_RE,
     refuse_unknown,
 )
+from hookline.shared.policy.netguard import is_legacy_ipv4
 from hookline.shared.signing import secret_key
 from hookline.shared.timeparse import parse_duration
 
@@ -82,15 +83,50 @@ def destination_name(value: Any) -> str:
     return value
 
 
+def unsendable_url(url: str) -> str | None:
+    """Why no request could ever be sent to `url`, or None: a space or control character
+    anywhere, or a port that is not a number from 1 to 65535. (The sender fails such a job
+    for good instead of retrying it for days: a row stored before the URL rule.)"""
+    if any(c.isspace() or ord(c) < 0x20 or ord(c) == 0x7f for c in url):
+        return f"must not contain spaces or control characters (percent-encode them), " \
+               f"not {url[:80]!r}"
+    try:
+        parts = urlsplit(url)
+    except ValueError as exc:  # an unbalanced [ in the host
+        return f"is not a valid URL ({exc})"
+    try:
+        port = parts.port
+    except ValueError:  # not a number, or past 65535
+        port = 0
+    if port == 0:
+        return f"port must be a number from 1 to 65535, not " \
+               f"{parts.netloc.rpartition(':')[2][:20]!r}"
+    return None
+
+
 def destination_url(value: Any) -> str:
-    """An `http://` or `https://` URL with a host. Raises InvalidSetting("url")."""
+    """An `http://` or `https://` URL with a host the sender can connect to: no space or
+    control character anywhere (percent-encode them), a port from 1 to 65535 when one is
+    given, and an IPv4 host written as four decimal numbers (`2130706433`, `0x7f000001`
+    and `127.1` are refused, not guessed at). Returned unchanged.
+
+    Raises:
+        InvalidSetting("url"): naming what is wrong.
+    """
     ok = isinstance(value, str) and value.startswith(("http://", "https://"))
     try:
-        ok = ok and bool(urlsplit(value).hostname)
+        parts = urlsplit(value) if ok else None
+        ok = ok and parts is not None and bool(parts.hostname)
     except ValueError:  # e.g. an unbalanced [ in the host
         ok = False
-    if not ok:
+    if not ok or parts is None:
         raise InvalidSetting("url", f"must be http:// or https:// with a host, not {value!r}")
+    if (problem := unsendable_url(value)) is not None:
+        raise InvalidSetting("url", problem)
+    host = parts.hostname or ""
+    if is_legacy_ipv4(host):
+        raise InvalidSetting("url", f"write an IPv4 host as four decimal numbers (a.b.c.d), "
+                                    f"not {host!r}")
     return str(value)
 
 

@@ -25,6 +25,15 @@ SECRET = "whsec_" + "A" * 43 + "="
 DEEP = b'{"a":' + b"[" * 3000 + b"]" * 3000 + b"}"
 """A body nested 3000 levels deep (past the interpreter's recursion limit)."""
 
+UNREACHABLE_URLS = [
+    "http://8.8.8.8:99999/x", "http://127.0.0.1:abc/", "http://example.com:0/",
+    "http://exa mple.com/", "http://ex\nample.com/", "http://example.com/a b",
+    "http://134744072/x", "http://2130706433:8101/x", "http://127.1:8101/x",
+    "http://0x7f000001:8101/x", "http://0177.0.0.1/",
+]
+"""Destination URLs no send could ever reach (refused, not retried for days): a port out of
+range or not a number, a space or control character, an IPv4 host in a legacy spelling."""
+
 # (method, path, JSON body or raw bytes or None, status, error code, field)
 BAD_INPUTS: list[tuple[str, str, Any, int, str, str]] = [
     ("POST", "/v1/admin/destinations", b"[1]", 400, "invalid_request", "body"),
@@ -33,6 +42,10 @@ BAD_INPUTS: list[tuple[str, str, Any, int, str, str]] = [
      "invalid_request", "url"),
     ("POST", "/v1/admin/destinations", {"name": "x", "url": GOOD_URL, "colour": 1}, 400,
      "invalid_request", "colour"),
+    *[("POST", "/v1/admin/destinations", {"name": "x", "url": url}, 400, "invalid_request",
+       "url") for url in UNREACHABLE_URLS],
+    ("PATCH", "/v1/admin/destinations/d", {"url": "http://134744072/x"}, 400,
+     "invalid_request", "url"),
     ("POST", "/v1/admin/destinations", {"name": "x", "url": "http://169.254.169.254/"}, 400,
      "destination_blocked", "url"),
     ("PATCH", "/v1/admin/destinations/d", {"max_in_flight": 0}, 400, "invalid_request",
@@ -250,6 +263,8 @@ async def test_bad_admin_input_names_its_field(client: TestClient[Any, Any], met
 BAD_TENANT_INPUTS: list[tuple[str, str, Any, int, str, str]] = [
     ("POST", "/v1/tenant/destinations", {"name": "x", "url": "ftp://x/"}, 400,
      "invalid_request", "url"),
+    *[("POST", "/v1/tenant/destinations", {"name": "x", "url": url}, 400, "invalid_request",
+       "url") for url in UNREACHABLE_URLS],
     ("POST", "/v1/tenant/destinations", {"name": "x", "url": GOOD_URL, "tenant": "t"}, 400,
      "invalid_request", "tenant"),
     ("PATCH", "/v1/tenant/destinations/d", {"max_in_flight": 0}, 400, "invalid_request",

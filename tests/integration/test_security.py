@@ -40,8 +40,10 @@ BLOCKED_HOSTS = [
     "[::1]", "[fd00::1]", "[fe80::1]", "[::]", "[ff02::1]", "[2001:db8::1]",
     "[::ffff:127.0.0.1]", "[::ffff:7f00:1]", "[::127.0.0.1]", "[::ffff:169.254.169.254]",
     "[64:ff9b::7f00:1]", "[2002:7f00:1::]",
-    "2130706433", "0x7f000001", "0177.0.0.1", "127.1", "0x7f.1", "017700000001",
 ]
+# Legacy IPv4 spellings: refused as a URL before the guard reads them (a destination must
+# write four decimal numbers), and read by the guard at send time for older rows.
+LEGACY_HOSTS = ["2130706433", "0x7f000001", "0177.0.0.1", "127.1", "0x7f.1", "017700000001"]
 # Forms that point at 127.0.0.1 itself, so a send test can prove no connection reached it.
 LOOPBACK_FORMS = ["127.0.0.1", "localhost", "2130706433", "0x7f000001", "0177.0.0.1",
                   "127.1", "[::ffff:127.0.0.1]", "[::ffff:7f00:1]"]
@@ -119,6 +121,13 @@ async def test_admin_api_refuses_every_blocked_address_form(real_store):
             assert resp.status == 400, host
             assert body["error"] == "destination_blocked", host
             assert "allow_networks" in body["detail"], host
+        for host in LEGACY_HOSTS:
+            async with client.post("/v1/admin/destinations", headers=AUTH, json={
+                    "name": "d", "url": f"http://{host}:8080/hook"}) as resp:
+                body = await resp.json()
+            assert (resp.status, body["error"], body["field"]) == (
+                400, "invalid_request", "url"), host
+            assert "four decimal numbers" in body["detail"], host
         assert await real_store.list_destinations() == []
     finally:
         await client.close()

@@ -18,9 +18,11 @@ from hookline.shared.policy.guarded_resolver import BlockedAddress, GuardedResol
 from hookline.shared.policy.netguard import (
     AddressPolicy,
     blocked_reason,
+    is_legacy_ipv4,
     parse_numeric_host,
     vet_url,
 )
+from hookline.shared.policy.rules import destination_url
 from hookline.shared.signing import generate_secret
 
 DEFAULT = AddressPolicy()
@@ -118,3 +120,24 @@ def test_unparsable_urls_are_destination_blocked_not_value_error(url):
     naming the URL, not a bare ValueError (found by the hypothesis properties)."""
     with pytest.raises(DestinationBlocked, match="not a valid URL"):
         vet_url(url, DEFAULT)
+
+
+@pytest.mark.parametrize("url", [
+    "https://example.com/hook", "http://1.2.3.4:8080/a?b=c%20d", "https://bücher.example/x",
+    "http://a_b.example/", "http://[::1]:80/", "http://[::ffff:127.0.0.1]/",
+    "http://8bad.cafe/", "http://example.com:/x", "http://user:pw@example.com/x",
+    "https://example.com:65535/",
+])
+def test_a_reachable_destination_url_is_taken_unchanged(url: str) -> None:
+    """Names (IDN, underscores, hex-looking labels), canonical IP literals, an empty port
+    and credentials pass the URL rule unchanged; the guard judges their addresses."""
+    assert destination_url(url) == url
+
+
+@pytest.mark.parametrize(("host", "legacy"), [
+    ("127.0.0.1", False), ("8.8.8.8", False), ("[::1]", False), ("example.com", False),
+    ("8bad.cafe", False), ("2130706433", True), ("0x7f000001", True), ("127.1", True),
+    ("0177.0.0.1", True), ("01.2.3.4", True),
+])
+def test_legacy_ipv4_spellings_are_told_apart_from_dotted_quads(host: str, legacy: bool) -> None:
+    assert is_legacy_ipv4(host) is legacy
