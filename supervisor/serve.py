@@ -23,6 +23,7 @@ from hookline.shared.config import (
     ingest_not_ready_reason,
     shared_port_problem,
 )
+from hookline.shared.db_url import sqlite_path
 from hookline.shared.errors import ConfigError, HooklineError, StoreUnavailable
 from hookline.shared.logs import configure_logging, get_logger, rotate_log_file
 from hookline.shared.process.lifecycle import (
@@ -41,7 +42,7 @@ from hookline.shared.process.service_lock import ServiceLock, ServiceLocked
 from hookline.shared.process.spawn import child_argv, child_import_env
 from hookline.shared.store import store_for
 from hookline.shared.store.clock import reanchor_at_serve_start
-from hookline.shared.store.preflight import QuickCheck, preflight
+from hookline.shared.store.preflight import QuickCheck, database_file, preflight
 from hookline.supervisor.arbiter import Arbiter
 from hookline.supervisor.children import ChildSpec
 
@@ -155,7 +156,15 @@ def _run_locked(config: Config, worker_module: str) -> int:
               file=sys.stderr)
         return BOOT_ERROR_EXIT
     try:
+        new_file = _missing_database_file(config.db)
         checked = asyncio.run(check(config))
+        if new_file is not None:
+            # A relative `db` follows the working directory: started from another folder, a
+            # service would otherwise look empty with no word said (its data elsewhere).
+            print(f"hookline: created a new, empty database {new_file}" + (
+                f" (`db` {config.db!r} is relative: it is read from the working directory)"
+                if not os.path.isabs(sqlite_path(config.db) or "/") else ""), file=sys.stderr)
+            get_logger().warning("database_created", path=new_file)
         if checked is not None:
             checked.log()
         reanchor_at_serve_start(config.db, lease_s=config.lease_s, retry_cap_s=config.retry_cap_s,
@@ -190,6 +199,13 @@ def _run_locked(config: Config, worker_module: str) -> int:
         return arbiter.run()
     finally:
         _remove_own_pid_file(pid_path)
+
+
+def _missing_database_file(db: str) -> str | None:
+    """The absolute path of the SQLite file `db` names when it does not exist yet (serve
+    will create it), else None (it exists, or the database is on a server)."""
+    path = database_file(db)
+    return path if path is not None and not os.path.exists(path) else None
 
 
 def await_previous_children(status_path: Path, timeout_s: float) -> list[int]:

@@ -218,3 +218,26 @@ def test_check_refuses_a_malformed_otel_batch_variable_only_while_tracing(tmp_pa
     assert "OTEL_BSP_MAX_QUEUE_SIZE must be a positive integer, not 'lots'" in traced.stderr
     untraced = hookline("serve", "--check", env={**env, "HOOKLINE_TRACING": "false"})
     assert untraced.returncode == 0, untraced.stderr
+
+
+def test_serve_says_when_it_creates_a_new_database(tmp_path: Path):
+    """Started with a relative `db` in a folder that holds none, `serve` says on stderr that
+    it created a new, empty database, with the absolute path and that a relative `db` follows
+    the working directory, and logs `database_created`; started again on the same file it
+    says nothing of the kind."""
+    log = tmp_path / "serve.log"
+    env = {"HOOKLINE_INGEST_TOKEN": "i" * 32, "HOOKLINE_ADMIN_TOKEN": "a" * 32}
+    args = ["--db", "hookline.db", "serve", "--workers", "1", "--listen", "127.0.0.1:0"]
+    said = f"hookline: created a new, empty database {tmp_path / 'hookline.db'} (`db` " \
+           f"'hookline.db' is relative: it is read from the working directory)"
+    for start in (1, 2):
+        proc = start_cli(args, log, env=env, cwd=tmp_path)
+        try:
+            wait_until(lambda n=start: len(log_records(log, "ingest_listening")) == n, 30,
+                       f"ingest listening, start {start}")
+        finally:
+            assert stop(proc) == 0, log.read_text()[-3000:]
+        text = log.read_text()
+        assert text.count(said) == 1, text[-3000:]  # the first start only
+        created = log_records(log, "database_created")
+        assert [r["path"] for r in created] == [str(tmp_path / "hookline.db")]
