@@ -81,20 +81,20 @@ def grant(capabilities: Any, read_only: Any) -> tuple[tuple[str, ...], bool]:
 
     Args:
         capabilities: None (every capability) or a JSON list of capability names.
-        read_only: None or a bool; a read-only token keeps `view` and, when asked for,
-            `view_secret` only.
+        read_only: None or a bool; a read-only token holds `view` and, when asked for,
+            `view_secret` only (asking for any other capability with it is refused).
 
     Returns:
         (capabilities in CAPABILITIES order, always with `view`; the read-only flag).
 
     Raises:
-        InvalidInput: an unknown capability or a value of the wrong type ("capabilities",
-            "read_only").
+        InvalidInput: an unknown capability, a capability that writes asked for with
+            read_only, or a value of the wrong type ("capabilities", "read_only").
     """
     if read_only is not None and not isinstance(read_only, bool):
         raise InvalidInput("read_only", "must be true or false")
-    if capabilities is None:
-        asked = set(CAPABILITIES) - ({"view_secret"} if read_only else set())
+    if capabilities is None:  # every capability, or for a read-only token `view`
+        asked = {"view"} if read_only else set(CAPABILITIES)
     else:
         if not isinstance(capabilities, list) or not all(isinstance(c, str)
                                                          for c in capabilities):
@@ -104,9 +104,13 @@ def grant(capabilities: Any, read_only: Any) -> tuple[tuple[str, ...], bool]:
             raise InvalidInput("capabilities", f"unknown capability {unknown[0][:40]!r} "
                                                f"(known: {', '.join(CAPABILITIES)})")
         asked = set(capabilities)
+        if read_only and (writes := [c for c in CAPABILITIES
+                                     if c in asked - READ_ONLY_CAPABILITIES]):
+            # Asked for both: refused, not quietly narrowed to what read_only keeps.
+            raise InvalidInput("capabilities", f"a read-only token holds only view and "
+                                               f"view_secret, not {', '.join(writes)}: drop "
+                                               f"read_only or those capabilities")
     asked.add("view")
-    if read_only:
-        asked &= READ_ONLY_CAPABILITIES
     return tuple(c for c in CAPABILITIES if c in asked), bool(read_only)
 
 

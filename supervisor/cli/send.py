@@ -105,8 +105,14 @@ def _data(args: argparse.Namespace) -> Any:
     """The event's data from --data or --data-file. Raises ValueError or OSError."""
     if args.data_file is not None:
         where = "standard input" if args.data_file == "-" else args.data_file
-        text = (sys.stdin.read() if args.data_file == "-"
-                else Path(args.data_file).read_text(encoding="utf-8"))
+        try:
+            text = (sys.stdin.read() if args.data_file == "-"
+                    else Path(args.data_file).read_text(encoding="utf-8"))
+        except OSError as exc:
+            raise OSError(f"--data-file: cannot read {where}: {exc.strerror or exc}") from exc
+        except UnicodeDecodeError as exc:
+            raise ValueError(f"--data-file: {where} is not UTF-8 text ({exc.reason} at byte "
+                             f"{exc.start})") from exc
     elif args.data is not None:
         where, text = "--data", args.data
     else:

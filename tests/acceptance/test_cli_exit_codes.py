@@ -60,6 +60,9 @@ USAGE_ERRORS = [
     (["jobs", "--limit", "99999999"], "limit: must be from 1 to 10000"),
     (["jobs", "--limit", "0"], "limit: must be from 1 to 10000"),
     (["dead", "--limit", "-1"], "limit: must be from 1 to 10000"),
+    (["send", "x.y", "--data-file", "/nonexistent/data.json", "--token", "t"],
+     "--data-file: cannot read /nonexistent/data.json"),
+    (["destinations", "add", "b", "http://example.com:99999/h"], "url: port must be"),
 ]
 
 USAGE_ERRORS_ON_A_DATABASE = [

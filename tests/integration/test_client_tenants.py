@@ -197,10 +197,14 @@ async def test_a_read_only_portal_access_reads_and_never_writes(base_url, connec
     status, refused = await _post(f"{base_url}/v1/tenant/destinations", access.token,
                                   {"name": "billing", "url": "http://127.0.0.1:9/hooks"})
     assert (status, refused["error"]) == (403, "read_only")
-    # asked for, view_secret survives read_only; nothing that writes does
-    revealing = await admin.portal_access("acme", read_only=True,
-                                          capabilities=["view_secret", "manage_destinations"])
+    # asked for, view_secret goes with read_only; a capability that writes is refused
+    revealing = await admin.portal_access("acme", read_only=True, capabilities=["view_secret"])
     assert (revealing.read_only, revealing.capabilities) == (True, ("view", "view_secret"))
+    with pytest.raises(HooklineRejected) as refused:
+        await admin.portal_access("acme", read_only=True,
+                                  capabilities=["view_secret", "manage_destinations"])
+    assert refused.value.field == "capabilities"
+    assert "manage_destinations" in str(refused.value)
 
 
 async def test_the_ingest_token_is_refused_with_the_servers_status(base_url, connect):
@@ -372,3 +376,13 @@ async def test_the_readme_portal_snippets_run_as_printed(base_url, readme, marke
     status, whoami = await _get(f"{base_url}/v1/tenant", names["access"].token)
     assert (status, whoami["tenant"]["id"]) == (200, "acme")
     assert names["access"].url.startswith(f"{base_url}/portal/#token=hlt_")
+
+
+async def test_metadata_that_is_not_a_mapping_is_refused_before_any_request(base_url, connect):
+    """`put_tenant(metadata="x")` raises a TypeError naming `metadata`, not dict()'s own
+    message, and nothing reaches the service."""
+    admin = connect(base_url, ADMIN)
+    with pytest.raises(TypeError, match="metadata must be a mapping"):
+        await admin.put_tenant("umbrella", metadata="x")
+    status, _ = await _get(f"{base_url}/v1/admin/tenants/umbrella", ADMIN)
+    assert status == 404

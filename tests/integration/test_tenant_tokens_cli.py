@@ -46,10 +46,13 @@ async def test_cli_mints_a_token_the_api_accepts_and_revokes_it(real_store: Stor
 
 
 def test_cli_refuses_bad_input_and_unknown_tenants(tmp_path, capsys):
-    """A lifetime over 24 h or a bad id exits 2 naming it; an unknown tenant exits 1."""
+    """A lifetime over 24 h, a read-only token asked to resend or a bad id exits 2 naming
+    it; an unknown tenant exits 1."""
     db = str(tmp_path / "t.db")
     assert hookline_main(["--db", db, "init"]) == 0
-    for args, code, text in ((["--ttl", "25h"], 2, "ttl"), (["--ttl", "soon"], 2, "ttl")):
+    for args, code, text in ((["--ttl", "25h"], 2, "ttl"), (["--ttl", "soon"], 2, "ttl"),
+                             (["--read-only", "--capability", "resend"], 2,
+                              "a read-only token holds only view and view_secret, not resend")):
         with contextlib.redirect_stdout(io.StringIO()):
             assert hookline_main(["--db", db, "tenants", "token", "acme", *args]) == code
         assert text in capsys.readouterr().err

@@ -173,8 +173,9 @@ class AsyncHooklineClient:
         Args:
             tenant_id: the tenant's id (created before, see put_tenant).
             ttl_s: the token's lifetime, whole seconds, 1 to 86400 (default 3600).
-            read_only: True keeps `view` (and `view_secret` when asked for) only, and every
-                writing route refuses the token (default False).
+            read_only: True holds `view` (and `view_secret` when asked for) only, and every
+                writing route refuses the token (default False); asked with another
+                capability, it is refused (HooklineRejected, field `capabilities`).
             capabilities: what it allows, among `view`, `view_secret`, `manage_secret`,
                 `manage_destinations`, `resend` (default all; `view` is always granted).
 

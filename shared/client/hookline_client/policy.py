@@ -497,14 +497,17 @@ def put_tenant_call(tenant_id: str, *, name: str | None = None,
     """`PUT /v1/admin/tenants/{id}` with the fields given (None: left as they are).
 
     Raises:
-        TypeError, ValueError: a bad `tenant_id` (see tenant_path), or `metadata` holds
-            something JSON cannot represent.
+        TypeError, ValueError: a bad `tenant_id` (see tenant_path), `metadata` that is not
+            a mapping (TypeError), or holds something JSON cannot represent.
     """
     path = tenant_path(tenant_id)
     fields: dict[str, Any] = {}
     if name is not None:
         fields["name"] = name
     if metadata is not None:
+        if not isinstance(metadata, Mapping):
+            raise TypeError(f"metadata must be a mapping (a JSON object), not "
+                            f"{type(metadata).__name__}")
         fields["metadata"] = dict(metadata)
     if max_destinations is NO_LIMIT:
         fields["max_destinations"] = None  # null is hookline's "no limit"
