@@ -54,7 +54,7 @@ from typing import Any
 from aiohttp import hdrs, web
 
 from hookline.ingest import metrics
-from hookline.ingest.app_state import app_config, request_reader, request_store
+from hookline.ingest.app_state import app_config, request_claims, request_reader, request_store
 from hookline.ingest.auth import ADMIN_SETTING, check_bearer
 from hookline.ingest.http_common import acting, bounded_body, error_response
 from hookline.ingest.subscription_check import subscription_warnings
@@ -68,7 +68,14 @@ from hookline.ingest.tenant_scope import (
     request_tenant,
 )
 from hookline.shared.catalogue import SubscriptionRefused
-from hookline.shared.errors import ConfigError, Conflict, DestinationBlocked, InvalidInput, NotFound
+from hookline.shared.errors import (
+    ConfigError,
+    Conflict,
+    DestinationBlocked,
+    DestinationMissing,
+    InvalidInput,
+    NotFound,
+)
 from hookline.shared.logs import get_logger
 from hookline.shared.models import DEFAULT_TENANT
 from hookline.shared.operator_models import scope_tenant
@@ -159,6 +166,8 @@ def answering_errors(handler: Handler) -> Handler:
             return error_response(400, "destination_blocked", str(exc), field="url")
         except DestinationNotFound as exc:
             return error_response(404, "not_found", str(exc), **exc.fields)
+        except DestinationMissing as exc:
+            return await _destination_missing(request, exc)
         except NotFound as exc:
             return error_response(404, "not_found", str(exc))
         except Conflict as exc:
@@ -166,6 +175,20 @@ def answering_errors(handler: Handler) -> Handler:
 
     wrapped.__doc__ = handler.__doc__
     return wrapped
+
+
+async def _destination_missing(request: web.Request, exc: DestinationMissing) -> web.Response:
+    """404 for a destination the tenant has none of. On the admin API it names the tenants
+    that do have one, as the CLI does (`GET /v1/admin/destinations/billing` without
+    `?tenant=`); on the tenant API it says nothing of other tenants."""
+    if request_claims(request) is None:
+        try:
+            await check_destination_filter(request, exc.name, exc.tenant)
+        except DestinationNotFound as named:
+            field = "name" if "name" in request.match_info else named.fields["field"]
+            return error_response(404, "not_found", str(named),
+                                  **{**named.fields, "field": field})
+    return error_response(404, "not_found", str(exc))
 
 
 async def json_body(request: web.Request) -> dict[str, Any]:
@@ -294,11 +317,21 @@ async def resume(request: web.Request) -> web.Response:
 
 
 async def list_jobs(request: web.Request) -> web.Response:
-    """`GET /v1/admin/jobs?status=S&tenant=T&limit=N`: newest first."""
+    """`GET /v1/admin/jobs?status=S&tenant=T&destination=NAME&limit=N`: newest first. A
+    destination the tenant (default: the default tenant) has none of is 404 naming who has
+    one, not an empty list."""
     status = inputs.job_status("status", request.query.get("status"))
     limit = inputs.list_limit(request.query.get("limit"), 100)
     tenant = await existing_tenant_filter(request)
-    jobs = await request_store(request).list_jobs(status=status, limit=limit, tenant=tenant)
+    destination = request.query.get("destination")
+    store = request_store(request)
+    if destination is not None:
+        await check_destination_filter(request, destination, tenant)  # none: 404, not []
+        jobs = await store.list_tenant_jobs(DEFAULT_TENANT if tenant is None else tenant,
+                                            destination=destination, status=status,
+                                            limit=limit)
+    else:
+        jobs = await store.list_jobs(status=status, limit=limit, tenant=tenant)
     return web.json_response([job_view(j) for j in jobs])
 
 

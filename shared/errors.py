@@ -79,6 +79,20 @@ class NotFound(HooklineError):
     """A named destination, source or job does not exist."""
 
 
+class DestinationMissing(NotFound):
+    """The tenant has no live destination of that name (`no destination named 'NAME'`).
+
+    Attributes:
+        name: the destination name looked for.
+        tenant: the tenant looked in.
+    """
+
+    def __init__(self, name: str, tenant: str) -> None:
+        super().__init__(f"no destination named {name!r}")
+        self.name = name
+        self.tenant = tenant
+
+
 class Conflict(HooklineError):
     """The operation does not apply to the object's current state (e.g. replaying a job that
     is not dead, or one whose event body was purged), or the name is already taken."""

@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, TypeVar
 
 from hookline.shared.endpoint_models import Destination, Source
-from hookline.shared.errors import ConfigError, NotFound
+from hookline.shared.errors import ConfigError, DestinationMissing, NotFound
 from hookline.shared.logs import get_logger
 from hookline.shared.models import (
     DEFAULT_TENANT,
@@ -248,7 +248,7 @@ class StoreLogic(ClaimOperations, EventOperations, TenantOperations, TenantCount
         row = await self._transact(_single(one("get_destination", tenant=tenant, name=name)),
                                    write=False)
         if row is None:
-            raise NotFound(f"no destination named {name!r}")
+            raise DestinationMissing(name, tenant)
         return Destination.from_row(row)
 
     async def set_paused(self, name: str, paused: bool, reason: str | None = None, *,
@@ -284,7 +284,7 @@ class StoreLogic(ClaimOperations, EventOperations, TenantOperations, TenantCount
                       want="one", sql=sql)
         row = await self._transact(_single(query), write=True)
         if row is None:
-            raise NotFound(f"no destination named {name!r}")
+            raise DestinationMissing(name, tenant)
         return Destination.from_row(row)
 
     async def filter_test(self, name: str, *, tenant: str = DEFAULT_TENANT,

@@ -7,7 +7,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from hookline.shared.errors import Conflict, InvalidSetting, NotFound
+from hookline.shared.errors import Conflict, DestinationMissing, InvalidSetting, NotFound
 from hookline.shared.policy.notify import NotifyPolicy
 from hookline.shared.record_models import DeadLetter, Job, PurgeResult
 from hookline.shared.report_models import DestinationSummary, ThroughputBucket, fill_buckets
@@ -28,7 +28,7 @@ def set_paused_tx(tenant: str, name: str, paused: bool, reason: str | None,
     changed = yield count("set_paused", tenant=tenant, name=name, paused=bool(paused),
                           reason=reason if paused else None)
     if not changed:
-        raise NotFound(f"no destination named {name!r}")
+        raise DestinationMissing(name, tenant)
     if not paused:
         yield NOTIFY
 
@@ -40,7 +40,7 @@ def rotate_tx(tenant: str, name: str, new_secret: str, overlap_s: float,
     destination row."""
     current = yield one("get_destination", tenant=tenant, name=name)
     if current is None:
-        raise NotFound(f"no destination named {name!r}")
+        raise DestinationMissing(name, tenant)
     if current["secret"] == new_secret:
         raise InvalidSetting("secret", "the new secret equals the current one")
     row = yield one("rotate_secret", tenant=tenant, name=name, secret=new_secret,
@@ -55,7 +55,7 @@ def expire_previous_tx(tenant: str, name: str) -> Tx[tuple[Any, bool]]:
     now = yield NOW
     current = yield one("get_destination", tenant=tenant, name=name)
     if current is None:
-        raise NotFound(f"no destination named {name!r}")
+        raise DestinationMissing(name, tenant)
     was_signing = bool(current["previous_secret"]) and (
         current["previous_secret_until"] or 0) > now
     return (yield one("expire_previous_secret", tenant=tenant, name=name)), was_signing
@@ -64,7 +64,7 @@ def expire_previous_tx(tenant: str, name: str) -> Tx[tuple[Any, bool]]:
 def remove_destination_tx(tenant: str, name: str) -> Tx[int]:
     row = yield one("remove_destination", tenant=tenant, name=name)
     if row is None:
-        raise NotFound(f"no destination named {name!r}")
+        raise DestinationMissing(name, tenant)
     return (yield from kill_jobs_of_destination_tx(row["id"]))
 
 

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from hookline.shared.endpoint_models import subscribes
-from hookline.shared.errors import InvalidInput, NotFound, StoreError
+from hookline.shared.errors import DestinationMissing, InvalidInput, StoreError
 from hookline.shared.models import DEFAULT_TENANT
 from hookline.shared.policy import forwarding
 from hookline.shared.record_models import Job
@@ -176,7 +176,7 @@ def _key_tx(purpose: str, *, read_only: bool) -> Tx[str | None]:
 def _destination(tenant: str, name: str) -> Tx[Any]:
     row = yield one("get_destination", tenant=tenant, name=name)
     if row is None:
-        raise NotFound(f"no destination named {name!r}")
+        raise DestinationMissing(name, tenant)
     return row
 
 

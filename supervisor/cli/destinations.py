@@ -35,7 +35,12 @@ from hookline.supervisor.cli.destination_checks import (
 )
 from hookline.supervisor.cli.event_types import warn_about
 from hookline.supervisor.cli.human import show
-from hookline.supervisor.cli.tenants import add_tenant_flag, existing_tenant, tenant_arg
+from hookline.supervisor.cli.tenants import (
+    add_tenant_flag,
+    destination_tenant,
+    existing_tenant,
+    tenant_arg,
+)
 
 DEFAULT_JOBS_LIMIT = 50
 """Jobs `hookline jobs` lists when no --limit is given."""
@@ -75,7 +80,11 @@ def register(sub: Any) -> None:
     jobs_p.add_argument("--status", choices=JOB_STATUSES)
     jobs_p.add_argument("--limit", type=int, default=DEFAULT_JOBS_LIMIT,
                         help=f"most jobs listed (1 to {inputs.MAX_LIST_LIMIT})")
-    add_tenant_flag(jobs_p, "only jobs of this tenant's destinations (default: every tenant's)")
+    add_tenant_flag(jobs_p, "only jobs of this tenant's destinations (default: every tenant's; "
+                            "with --destination: the default tenant's)")
+    jobs_p.add_argument("--destination", metavar="NAME",
+                        help="only this destination's jobs (a removed one by the name it "
+                             "keeps, NAME~removed-ID)")
     jobs_p.add_argument("--json", action="store_true")
     jobs_p.set_defaults(handler=lambda c, a: run_command(lambda: jobs(c, a)))
 
@@ -199,11 +208,17 @@ async def destinations_list(config: Config, args: argparse.Namespace) -> int:
 
 
 async def jobs(config: Config, args: argparse.Namespace) -> int:
-    """`hookline jobs [--status S] [--tenant ID] [--limit N]`: newest first."""
+    """`hookline jobs [--status S] [--tenant ID] [--destination NAME] [--limit N]`: newest
+    first. A destination the tenant has none of is exit 1 naming who has one, not an empty
+    list."""
     tenant = tenant_arg(args)
     limit = inputs.list_limit(args.limit, DEFAULT_JOBS_LIMIT)
 
     async def listed(store: Store) -> list[Job]:
+        if args.destination is not None:  # none of that name there: NotFound, exit 1
+            scope = await destination_tenant(store, args.destination, tenant)
+            return await store.list_tenant_jobs(scope, destination=args.destination,
+                                                status=args.status, limit=limit)
         if tenant is not None:
             await existing_tenant(store, tenant)
         return await store.list_jobs(status=args.status, limit=limit, tenant=tenant)

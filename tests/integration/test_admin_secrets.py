@@ -124,9 +124,9 @@ BAD_SECRET_REQUESTS = [
     ("POST", "d/rotate-secret", {"secret": "SAME"}, 400, "secret"),
     ("POST", "d/rotate-secret", {"overlap": 60}, 400, "overlap"),
     ("POST", "d/expire-previous-secret", {"now": True}, 400, "now"),
-    ("POST", "nope/rotate-secret", {}, 404, None),
-    ("GET", "nope/secret", None, 404, None),
-    ("POST", "nope/expire-previous-secret", None, 404, None),
+    ("POST", "nope/rotate-secret", {}, 404, "name"),
+    ("GET", "nope/secret", None, 404, "name"),
+    ("POST", "nope/expire-previous-secret", None, 404, "name"),
 ]
 
 

@@ -294,6 +294,7 @@ FILTERED_BY_DESTINATION = (
     ("POST", "/v1/admin/replay", {"all_dead": True, "dry_run": True}),
     ("POST", "/v1/admin/resend", {"dry_run": True}),
     ("POST", "/v1/admin/retry-now", {"dry_run": True}),
+    ("GET", "/v1/admin/jobs", None),
 )
 """The admin routes filtered by a destination (of `tenant`, default the default tenant's):
 the query's `destination` for a GET, the body's for a POST (with what keeps it from
@@ -314,7 +315,7 @@ async def _filtered(client: TestClient[Any, Any], route: tuple[str, str, Any],
 async def test_a_destination_filter_the_tenant_lacks_is_404_naming_who_has_one(
         client, real_store, clock):
     """`destination=billing` where only acme has a `billing`: dead letters, events, replay,
-    resend and retry now each answer 404 `not_found` with `field` destination, the tenant
+    resend, retry now and jobs each answer 404 `not_found` with `field` destination, the tenant
     looked in (the default one without `tenant`) and acme, never an empty list or a count
     of 0 (dead, events and replay did). With `tenant=acme` each answers as before; a name
     nobody has says so; an unknown tenant is still the tenant's 404; bad input is still
@@ -345,6 +346,9 @@ async def test_a_destination_filter_the_tenant_lacks_is_404_naming_who_has_one(
     assert [e["source_event_id"] for e in page["events"]] == ["e1"]
     status, counted = await _filtered(client, FILTERED_BY_DESTINATION[2], "billing", "acme")
     assert counted == {"count": 1, "dry_run": True}
+    status, jobs = await _filtered(client, FILTERED_BY_DESTINATION[5], "billing", "acme")
+    assert [(j["tenant"], j["destination"], j["status"]) for j in jobs] == [
+        ("acme", "billing", "dead")]
 
     status, error = await _call(client, "GET", "/v1/admin/dead",
                                 params={"destination": "nobody"})
@@ -361,6 +365,32 @@ async def test_a_destination_filter_the_tenant_lacks_is_404_naming_who_has_one(
     status, error = await _call(client, "POST", "/v1/admin/replay", json={
         "job_id": claim.job_id, "destination": "nobody"})
     assert (status, error["field"]) == (400, "destination")
+
+
+async def test_a_destination_route_the_tenant_lacks_is_404_naming_who_has_one(
+        client, real_store):
+    """`/v1/admin/destinations/billing...` where only acme has a `billing`: every route on
+    the destination answers 404 with `field` name, the tenant looked in and acme (as the CLI
+    says it), and changes nothing; with `tenant=acme` it answers."""
+    await _call(client, "PUT", "/v1/admin/tenants/acme", json={})
+    await real_store.add_destination(name="billing", url=URL, secret="whsec_" + "S" * 32,
+                                     event_types=["*"], max_in_flight=2, tenant="acme")
+    routes = [("GET", ""), ("PATCH", ""), ("POST", "/pause"), ("POST", "/resume"),
+              ("POST", "/rotate-secret"), ("GET", "/secret"),
+              ("POST", "/expire-previous-secret"), ("DELETE", "")]
+    for method, tail in routes:
+        body = {"timeout_s": 5} if method == "PATCH" else {}
+        status, error = await _call(client, method, f"/v1/admin/destinations/billing{tail}",
+                                    json=body)
+        assert (status, error) == (404, {
+            "error": "not_found",
+            "detail": "no destination named 'billing' in the default tenant (_default); "
+                      "tenant acme has one: pass tenant=acme",
+            "field": "name", "tenant": "_default", "other_tenants": ["acme"],
+            "other_tenants_total": 1}), (method, tail)
+    status, shown = await _call(client, "GET", "/v1/admin/destinations/billing",
+                                params={"tenant": "acme"})
+    assert (status, shown["paused"], shown["timeout_s"]) == (200, False, None)
 
 
 async def test_many_tenants_with_the_name_are_all_listed_and_a_few_named(client, real_store):

@@ -157,7 +157,7 @@ async def _dead_letter_each(url: str) -> None:
 
 
 BY_DESTINATION = (("dead",), ("events",), ("resend", "--dry-run"), ("retry-now", "--dry-run"),
-                  ("replay", "--all-dead", "--dry-run"))
+                  ("replay", "--all-dead", "--dry-run"), ("jobs",))
 """The commands filtered by `--destination NAME` (of `--tenant`, default the default
 tenant's), with what keeps them from changing anything."""
 
