@@ -262,6 +262,7 @@ def test_manage_endpoint_with_the_picker_then_recover_with_the_count_first(
     tab.click("tr[data-destination='acme-bad'] a")
     expect(tab.locator("#destination-facts [data-col=state]")).to_contain_text("failing")
     tab.click("[data-action=recover]")
+    expect(tab.locator("#recover-hint")).to_contain_text("still being retried are not counted")
     tab.click("#recover-count")
     expect(tab.locator("#recover-text")).to_have_text(
         "1 failed delivery of acme-bad in this window would be sent again.")

@@ -93,6 +93,10 @@ export function destinationView({ arg: name, can, refreshNow }) {
       }
     };
     setChildren(recoverBox, h("h2", {}, "Recover failed deliveries"),
+      h("p", { class: "hint", id: "recover-hint" },
+        "Sends again the deliveries created in this window that failed for good (out of ",
+        "retries, or refused). Deliveries still being retried are not counted: they go out ",
+        "on their own."),
       h("div", { class: "form-grid" },
         field("Since", since, "An age (24h, 7d), a date (2026-05-01T10:00Z) or unix seconds."),
         field("Until", until, "Empty: now."),
