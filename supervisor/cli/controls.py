@@ -16,7 +16,7 @@ from typing import Any
 from hookline.shared.catalogue import check_subscriptions
 from hookline.shared.config import Config
 from hookline.shared.endpoint_models import Destination
-from hookline.shared.errors import ConfigError
+from hookline.shared.errors import ConfigError, NotFound
 from hookline.shared.logs import get_logger
 from hookline.shared.models import DEFAULT_TENANT
 from hookline.shared.operator_models import scope_tenant
@@ -375,7 +375,11 @@ async def purge_cmd(config: Config, args: argparse.Namespace) -> int:
 async def job_cmd(config: Config, args: argparse.Namespace) -> int:
     """`hookline job ID`: the job, its event, and each attempt; with --json the admin API's
     `GET /v1/admin/jobs/{id}` answer."""
-    view = job_story_view(await with_store(config, lambda s: s.get_job(args.id)))
+    try:
+        view = job_story_view(await with_store(config, lambda s: s.get_job(args.id)))
+    except NotFound as exc:  # job and event numbers are two series: say where the other is
+        raise NotFound(f"{exc} (job and event numbers differ: `hookline event {args.id}` "
+                       f"shows event {args.id} and its jobs)") from exc
     if args.json:
         print_json(view)
         return 0

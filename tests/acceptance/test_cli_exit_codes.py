@@ -118,11 +118,15 @@ def test_runtime_failures_exit_1(tmp_path: Path):
     assert missing.returncode == 1 and "nope" in missing.stderr
     no_source = hookline(db, "sources", "remove", "gh")
     assert no_source.returncode == 1 and "no source named 'gh'" in no_source.stderr
+    no_job = hookline(db, "job", "14")  # an event's number, say: the message says so
+    assert no_job.returncode == 1 and no_job.stderr.strip() == (
+        "hookline: no job with id 14 (job and event numbers differ: `hookline event 14` "
+        "shows event 14 and its jobs)")
     no_supervisor = hookline(db, "scale", "2")
     assert no_supervisor.returncode == 1 and "no running supervisor" in no_supervisor.stderr
     unreachable = subprocess.run(
         [_hookline_script(), "--db", "postgresql://postgres@127.0.0.1:1/x", "stats"],
         capture_output=True, check=False, text=True, env=child_env(), cwd=ROOT, timeout=60)
     assert unreachable.returncode == 1 and "cannot connect" in unreachable.stderr
-    for failed in (taken, missing, no_source, no_supervisor, unreachable):
+    for failed in (taken, missing, no_source, no_job, no_supervisor, unreachable):
         assert "Traceback" not in failed.stderr
