@@ -73,7 +73,10 @@ def send_command(config: Config, args: argparse.Namespace) -> int:
     except ValueError as exc:  # a malformed --url or --deadline
         return fail(str(exc), USAGE_EXIT)
     except HooklineRejected as exc:
-        return fail(str(exc), USAGE_EXIT)
+        # As every command: what is not there or not applicable now (an unknown or disabled
+        # tenant) failed at run time (1); a bad value or token is fixed in the command (2).
+        at_run_time = exc.status in (404, 409) or exc.code == "tenant_disabled"
+        return fail(str(exc), RUNTIME_EXIT if at_run_time else USAGE_EXIT)
     except HooklineUnavailable as exc:
         return fail(f"{exc}; send again with --id {exc.event_id}", RUNTIME_EXIT)
     _print(result, args.json)

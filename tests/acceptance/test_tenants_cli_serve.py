@@ -75,6 +75,11 @@ def _operate(db: str, base: str, receiver: Receiver, secret: str) -> None:
         capture_output=True, text=True, env=child_env(), cwd=ROOT, timeout=60, check=False)
     assert sent.returncode == 0, sent.stderr
     assert json.loads(sent.stdout)["jobs"] == 1
+    unknown = subprocess.run(  # not there: exit 1 (run time), as every command's not found
+        [sys.executable, "-m", "hookline.supervisor.cli", "send", "invoice.paid", "--tenant",
+         "nobody", "--url", base],
+        capture_output=True, text=True, env=child_env(), cwd=ROOT, timeout=60, check=False)
+    assert unknown.returncode == 1 and "tenant_not_found" in unknown.stderr, unknown.stderr
 
 
 def _delete(db: str) -> None:
