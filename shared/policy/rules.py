@@ -88,8 +88,8 @@ def unsendable_url(url: str) -> str | None:
     anywhere, or a port that is not a number from 1 to 65535. (The sender fails such a job
     for good instead of retrying it for days: a row stored before the URL rule.)"""
     if any(c.isspace() or ord(c) < 0x20 or ord(c) == 0x7f for c in url):
-        return f"must not contain spaces or control characters (percent-encode them), " \
-               f"not {url[:80]!r}"
+        return ("must not contain spaces or control characters (percent-encode them), "
+                f"not {url[:80]!r}")
     try:
         parts = urlsplit(url)
     except ValueError as exc:  # an unbalanced [ in the host
@@ -99,8 +99,8 @@ def unsendable_url(url: str) -> str | None:
     except ValueError:  # not a number, or past 65535
         port = 0
     if port == 0:
-        return f"port must be a number from 1 to 65535, not " \
-               f"{parts.netloc.rpartition(':')[2][:20]!r}"
+        return ("port must be a number from 1 to 65535, not "
+                f"{parts.netloc.rpartition(':')[2][:20]!r}")
     return None
 
 
