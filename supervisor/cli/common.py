@@ -36,8 +36,10 @@ from hookline.shared.errors import (
     Conflict,
     DestinationBlocked,
     HooklineError,
+    InvalidInput,
     InvalidSetting,
 )
+from hookline.shared.policy import inputs
 from hookline.shared.policy.netguard import vet_destination
 from hookline.shared.store import Store, store_for
 from hookline.supervisor.cli.human import show
@@ -74,6 +76,20 @@ FIELD_FLAGS = {
     "overlap_s": "--overlap", "tenant": "--tenant", "metadata": "--metadata",
     "max_destinations": "--max-destinations", "filter": "--filter", "last": "--last",
 }
+
+
+def id_number(text: str) -> int:
+    """argparse's type for a job or event id: a whole number from 1 to 2**63 - 1 (what the
+    store's ids can be), so a mistyped one is a usage error (exit 2), not a failed lookup or
+    a database driver's overflow.
+
+    Raises:
+        argparse.ArgumentTypeError: naming the range.
+    """
+    try:
+        return inputs.whole_number("id", text)
+    except InvalidInput as exc:
+        raise argparse.ArgumentTypeError(str(exc).removeprefix("id: ")) from None
 
 
 def run_command(fn: Callable[[], Coroutine[Any, Any, int]]) -> int:

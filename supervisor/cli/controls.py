@@ -43,6 +43,7 @@ from hookline.shared.views import (
 from hookline.supervisor.cli.common import (
     async_command,
     fail,
+    id_number,
     operator,
     print_json,
     print_record,
@@ -124,7 +125,7 @@ def register(sub: Any) -> None:
 
     replay = sub.add_parser("replay", help="give dead jobs a fresh attempt budget")
     which = replay.add_mutually_exclusive_group(required=True)
-    which.add_argument("--job", type=int, help="one job by id")
+    which.add_argument("--job", type=id_number, help="one job by id")
     which.add_argument("--all-dead", action="store_true", help="every dead job (filtered)")
     replay.add_argument("--destination")
     add_tenant_flag(replay, "only this tenant's destinations; --destination names one of "
@@ -148,7 +149,7 @@ def register(sub: Any) -> None:
     purge.set_defaults(handler=async_command(purge_cmd))
 
     job = sub.add_parser("job", help="the story of one job: event, attempts, errors")
-    job.add_argument("id", type=int)
+    job.add_argument("id", type=id_number)
     job.add_argument("--json", action="store_true")
     job.set_defaults(handler=async_command(job_cmd))
 

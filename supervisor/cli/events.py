@@ -32,6 +32,7 @@ from hookline.shared.views import bulk_result_view, event_lookup_view, event_vie
 from hookline.supervisor.cli.common import (
     async_command,
     fail,
+    id_number,
     operator,
     print_json,
     print_table,
@@ -70,7 +71,7 @@ def register(sub: Any) -> None:
     events.add_argument("--since", help=f"received at or after TIME ({TIME_HELP})")
     events.add_argument("--until", help=f"received before TIME ({TIME_HELP})")
     events.add_argument("--limit", type=int, default=100)
-    events.add_argument("--before", type=int, metavar="ID", help="only ids below ID (paging)")
+    events.add_argument("--before", type=id_number, metavar="ID", help="only ids below ID (paging)")
     events.add_argument("--json", action="store_true")
     events.set_defaults(handler=async_command(events_cmd))
 
@@ -85,7 +86,7 @@ def register(sub: Any) -> None:
 
 
 def _selection_flags(parser: argparse.ArgumentParser, *, statuses: bool) -> None:
-    parser.add_argument("job_id", nargs="?", type=int, metavar="JOB_ID", help="one job")
+    parser.add_argument("job_id", nargs="?", type=id_number, metavar="JOB_ID", help="one job")
     parser.add_argument("--destination", help="every matching job of this destination")
     add_tenant_flag(parser, "whose destination --destination names (default: the default "
                             "tenant's)")

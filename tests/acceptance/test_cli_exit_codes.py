@@ -63,6 +63,11 @@ USAGE_ERRORS = [
     (["send", "x.y", "--data-file", "/nonexistent/data.json", "--token", "t"],
      "--data-file: cannot read /nonexistent/data.json"),
     (["destinations", "add", "b", "http://example.com:99999/h"], "url: port must be"),
+    # job and event ids past what the store holds, or below 1: not a driver's overflow
+    *[(args, "must be from 1 to 9223372036854775807") for args in (
+        ["job", "99999999999999999999999"], ["job", "-1"], ["replay", "--job", "-5"],
+        ["resend", "-3"], ["retry-now", "99999999999999999999999"],
+        ["events", "--before", "0"])],
 ]
 
 USAGE_ERRORS_ON_A_DATABASE = [
