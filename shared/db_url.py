@@ -93,6 +93,16 @@ def parse_db_url(url: str) -> DbUrl:
     return DbUrl("sqlite", path=path)
 
 
+def relative_url_hint(url: str) -> str:
+    """For a `sqlite:///PATH` setting (three slashes: PATH is relative), a hint for a
+    message about a file not found there, saying how to write an absolute path; "" for any
+    other setting."""
+    if url.startswith(SQLITE_SCHEME) and not url.startswith(SQLITE_SCHEME + "/"):
+        return (f" ({SQLITE_SCHEME}PATH is relative to the working directory; an absolute "
+                f"path is {SQLITE_SCHEME}/PATH, with four slashes, or the plain path)")
+    return ""
+
+
 def sqlite_path(url: str) -> str | None:
     """The SQLite file a database URL names, or None for a PostgreSQL URL.
 

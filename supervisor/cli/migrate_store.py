@@ -9,7 +9,7 @@ import os
 from typing import Any
 
 from hookline.shared.config import Config
-from hookline.shared.db_url import is_postgres_url, parse_db_url
+from hookline.shared.db_url import is_postgres_url, parse_db_url, relative_url_hint
 from hookline.shared.errors import ConfigError
 from hookline.shared.store.copy import copy_sqlite_to_postgres
 from hookline.supervisor.cli.common import fail, run_command
@@ -21,7 +21,8 @@ def register(sub: Any) -> None:
                        help="copy a SQLite database into an empty PostgreSQL one (stop the "
                             "service first)")
     p.add_argument("--from", dest="source", required=True,
-                   help="the SQLite database: a path or sqlite:///PATH")
+                   help="the SQLite database: a path, or sqlite:////ABSOLUTE/PATH "
+                        "(sqlite:///PATH is relative)")
     p.add_argument("--to", dest="target", required=True,
                    help="the PostgreSQL database URL (postgresql://…); its tables must be empty")
     p.add_argument("--json", action="store_true")
@@ -36,13 +37,14 @@ def migrate_store_command(config: Config, args: argparse.Namespace) -> int:
     except ConfigError:
         path = None
     if path is None:
-        return fail(f"--from must be a SQLite database (a path or sqlite:///PATH), not "
+        return fail(f"--from must be a SQLite database (a path, or sqlite:////ABSOLUTE/PATH), not "
                     f"{source!r}", 2)
     if not is_postgres_url(args.target):
         return fail(f"--to must be a postgresql:// URL, not {args.target!r}", 2)
 
     if not os.path.isfile(path):
-        return fail(f"--from: no SQLite database at {path}", 2)
+        return fail(f"--from: no SQLite database at {os.path.abspath(path)}"
+                    f"{relative_url_hint(source)}", 2)
 
     async def run() -> int:
         result = await copy_sqlite_to_postgres(path, args.target)

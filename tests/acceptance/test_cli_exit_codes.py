@@ -53,6 +53,8 @@ USAGE_ERRORS = [
     (["backup", "--out", "snaps"], "no database file"),
     (["migrate-store", "--from", "missing.db", "--to", "postgresql://h/db"],
      "--from: no SQLite database"),
+    (["migrate-store", "--from", "sqlite:///var/lib/h.db", "--to", "postgresql://h/db"],
+     "an absolute path is sqlite:////PATH, with four slashes"),
     (["resend", "3", "--destination", "d"], "give a JOB_ID or --destination"),
     (["maintenance", "recount-metrics"], "no database at"),
     (["maintenance", "recount-metrics", "--destination", "d"], "unrecognized arguments"),
