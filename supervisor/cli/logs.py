@@ -90,7 +90,7 @@ def logs_command(config: Config, args: argparse.Namespace) -> int:
         return fail(f"--tenant: {exc.detail}", 2)
     event_id: str | None = None
     if args.event is not None:
-        event_id, problem = resolve_event(config, args.event, args.source)
+        event_id, problem = resolve_event(config, args.event, args.source, tenant)
         if event_id is None:
             return fail(problem)
     flt = LogFilter(job_id=args.job, event_id=event_id, destination=args.destination,
@@ -122,11 +122,13 @@ def logs_command(config: Config, args: argparse.Namespace) -> int:
     return 0
 
 
-def resolve_event(config: Config, ref: str, source: str | None) -> tuple[str | None, str]:
+def resolve_event(config: Config, ref: str, source: str | None,
+                  tenant: str | None = None) -> tuple[str | None, str]:
     """The internal id (as log lines carry it) of the event `ref` names, looked up in the
-    store (see Store.find_event); (None, why) when it cannot be found. A whole-number `ref`
-    is taken as the internal id as it is when the SQLite database does not exist (reading
-    another host's logs)."""
+    store as `hookline event` does (see Store.find_event: a sender's id in `tenant`'s
+    events, the default tenant's when None); (None, why) when it cannot be found. A
+    whole-number `ref` is taken as the internal id as it is when the SQLite database does
+    not exist (reading another host's logs)."""
     try:
         db = parse_db_url(config.db)
     except ConfigError as exc:
@@ -137,7 +139,7 @@ def resolve_event(config: Config, ref: str, source: str | None) -> tuple[str | N
         return None, (f"cannot look event {ref!r} up: the database {db.path} does not "
                       "exist (give --db, or the internal event id)")
     try:
-        match = run_sync(lambda store: store.find_event(ref, source), config)
+        match = run_sync(lambda store: store.find_event(ref, source, tenant=tenant), config)
     except HooklineError as exc:
         return None, str(exc)
     return str(match.event.id), ""

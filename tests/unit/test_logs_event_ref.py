@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from hookline.shared.store.sqlite import SqliteStore
+from hookline.shared.tenant_models import TenantFields
 from hookline.supervisor.cli.main import main
 from tests.conftest import new_event
 
@@ -63,3 +64,26 @@ def test_nothing_matching_exits_1_with_a_message(logged_event, tmp_path, capsys)
     assert main(["--db", missing, "logs", str(log), "--event", "evt_1"]) == 1
     assert "does not exist" in capsys.readouterr().err
     assert not Path(missing).exists()
+
+
+def test_a_sender_id_of_another_tenant_is_found_with_its_tenant(tmp_path, capsys):
+    """`logs --event evt_a --tenant acme` finds acme's event by the sender's id, as `hookline
+    event evt_a --tenant acme` does; without --tenant the id is the default tenant's (none)."""
+    db = str(tmp_path / "logs.db")
+
+    async def fill() -> int:
+        async with SqliteStore(db) as store:
+            await store.put_tenant("acme", TenantFields())
+            [accepted] = await store.add_events([new_event("evt_a", tenant="acme")])
+            return int(accepted.event_id)
+
+    event_id = asyncio.run(fill())
+    log = tmp_path / "service.log"
+    log.write_text(json.dumps({"event": "event_accepted", "level": "info",
+                               "event_id": event_id, "tenant": "acme"}) + "\n")
+    assert main(["--db", db, "logs", str(log), "--json", "--event", "evt_a",
+                 "--tenant", "acme"]) == 0
+    [line] = [json.loads(text) for text in capsys.readouterr().out.splitlines()]
+    assert (line["event_id"], line["tenant"]) == (event_id, "acme")
+    assert main(["--db", db, "logs", str(log), "--event", "evt_a"]) == 1
+    assert "no event with sender's id 'evt_a'" in capsys.readouterr().err
