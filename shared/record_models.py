@@ -119,12 +119,15 @@ class PurgeResult:
         attempts: attempt rows deleted.
         jobs: job rows deleted.
         events: event rows (and so their dedupe keys) deleted.
+        previous_secrets: destinations' previous secrets forgotten, their rotation's overlap
+            over (they signed no more).
     """
 
     bodies: int
     attempts: int
     jobs: int
     events: int
+    previous_secrets: int = 0
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

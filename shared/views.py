@@ -87,7 +87,7 @@ def destination_secret_view(dest: Destination) -> dict[str, Any]:
 def previous_secret_expired_view(dest: Destination, expired: bool) -> dict[str, Any]:
     """The answer to expiring a destination's previous secret early (schema
     `PreviousSecretExpired`): `expired` is False when no previous secret was still signing
-    (nothing changed)."""
+    (one kept past its overlap, if any, is forgotten all the same)."""
     return {"name": dest.name, "expired": expired}
 
 

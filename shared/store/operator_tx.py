@@ -152,7 +152,9 @@ def purge_tx(bodies_before_s: float, metadata_before_s: float, dedupe_before_s: 
     events = yield count("purge_events", before=dedupe_before_s)
     deltas.events(-events)
     yield from deltas.apply()
-    return PurgeResult(bodies=bodies, attempts=attempts, jobs=jobs, events=events)
+    secrets = yield count("forget_previous_secrets", now=(yield NOW))
+    return PurgeResult(bodies=bodies, attempts=attempts, jobs=jobs, events=events,
+                       previous_secrets=secrets)
 
 
 def get_job_tx(job_id: int, tenant: str | None = None) -> Tx[tuple[Any, list[Any]]]:

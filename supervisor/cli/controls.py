@@ -366,7 +366,8 @@ async def purge_cmd(config: Config, args: argparse.Namespace) -> int:
         print_json(out)
     else:
         print(f"purged {result.bodies} bodies, {result.jobs} jobs, {result.attempts} attempts, "
-              f"{result.events} events")
+              f"{result.events} events; forgot {result.previous_secrets} previous secrets "
+              "past their overlap")
     return 0
 
 

@@ -117,7 +117,7 @@ async def expire_cmd(config: Config, args: argparse.Namespace) -> int:
         print_json(previous_secret_expired_view(dest, expired))
     else:
         print(f"{dest.name}: the previous secret signs no more" if expired
-              else f"{dest.name}: no previous secret was still signing; nothing changed")
+              else f"{dest.name}: no previous secret was still signing; none is kept now")
     return 0
 
 

@@ -121,7 +121,8 @@ async def test_dead_jobs_replay_and_purge(client, real_store):
     assert status == 200 and jobs[0]["attempts"] == 0
 
     status, out = await _call(client, "POST", "/v1/admin/purge", json={})
-    assert status == 200 and out == {"bodies": 0, "attempts": 0, "jobs": 0, "events": 0}
+    assert status == 200 and out == {"bodies": 0, "attempts": 0, "jobs": 0, "events": 0,
+                                     "previous_secrets": 0}
     status, out = await _call(client, "POST", "/v1/admin/purge",
                               json={"bodies_older_than": "30d", "metadata_older_than": "1d"})
     assert (status, out["error"]) == (400, "invalid_request")

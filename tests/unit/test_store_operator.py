@@ -168,6 +168,27 @@ async def test_purge_keeps_what_it_must(store, store_url, clock, destination_fac
                           dedupe_before_s=now - 90 * day)
 
 
+async def test_purge_forgets_previous_secrets_past_their_overlap(store, clock,
+                                                                 destination_factory):
+    """The retention round forgets a previous secret once its overlap is over (it signs no
+    more), and keeps one whose overlap still runs."""
+    await destination_factory("ended")
+    await destination_factory("running")
+    await store.rotate_secret("ended", "whsec_" + "E" * 43 + "=", overlap_s=60)
+    await store.rotate_secret("running", "whsec_" + "R" * 43 + "=", overlap_s=3600)
+    far = clock() - 365 * 86400.0  # purges nothing else
+    kept = await store.purge(bodies_before_s=far, metadata_before_s=far, dedupe_before_s=far)
+    assert kept.previous_secrets == 0
+    clock.advance(61)
+    far = clock() - 365 * 86400.0
+    result = await store.purge(bodies_before_s=far, metadata_before_s=far, dedupe_before_s=far)
+    assert result.previous_secrets == 1
+    ended, running = (await store.get_destination("ended"),
+                      await store.get_destination("running"))
+    assert (ended.previous_secret, ended.previous_secret_until) == (None, None)
+    assert running.previous_secret is not None and running.previous_secret_until is not None
+
+
 async def test_stats_per_destination_paused_and_outcomes(store, clock, destination_factory):
     """stats() reports jobs per destination and status, paused destinations with reasons,
     attempts by outcome and the delivery latency of done jobs."""

@@ -18,6 +18,11 @@ UPDATE attempts SET error = 'handed back (graceful stop)' WHERE lease_token = :l
 -- get_destination: one live destination by name
 SELECT * FROM destinations WHERE tenant_id = :tenant AND name = :name AND deleted_at IS NULL
 
+-- forget_previous_secrets: forget every previous secret whose overlap has ended (it signs no
+-- more), so the retention round keeps none in the database or its backups past its use
+UPDATE destinations SET previous_secret = NULL, previous_secret_until = NULL
+WHERE previous_secret IS NOT NULL AND previous_secret_until <= :now
+
 -- expire_previous_secret: forget the secret before the last rotation (it signs no more)
 UPDATE destinations SET previous_secret = NULL, previous_secret_until = NULL
 WHERE tenant_id = :tenant AND name = :name AND deleted_at IS NULL
