@@ -25,8 +25,9 @@ def at_least(low: int) -> Check:
 
 
 def above_zero(name: str, value: Any) -> None:
-    if not value > 0:
-        raise InvalidSetting(name, f"must be above zero, not {value}")
+    """A finite number above zero (an infinite lease or interval would mean never)."""
+    if not 0 < value < math.inf:
+        raise InvalidSetting(name, f"must be a finite number above zero, not {value}")
 
 
 def finite_or_zero(meaning: str) -> Check:

@@ -233,6 +233,22 @@ def optional_positive(field: str, value: Any) -> float | None:
     return float(value)
 
 
+MIN_RATE_LIMIT_PER_S = 0.001
+"""The slowest rate limit a destination may have: one request every 1,000 s. A slower one
+(1e-300, say) would hold its next job back for ever."""
+
+
+def rate_limit(field: str, value: Any) -> float | None:
+    """None (no limit) or requests per second, at least MIN_RATE_LIMIT_PER_S. Raises
+    InvalidSetting(field)."""
+    limit = optional_positive(field, value)
+    if limit is not None and limit < MIN_RATE_LIMIT_PER_S:
+        raise InvalidSetting(field, f"must be at least {MIN_RATE_LIMIT_PER_S} (one request "
+                                    f"every {1 / MIN_RATE_LIMIT_PER_S:,.0f} s) or null, "
+                                    f"not {value!r}")
+    return limit
+
+
 def flag(field: str, value: Any) -> int:
     """true or false, stored as 1 or 0. Raises InvalidSetting(field)."""
     if not isinstance(value, bool):
@@ -273,7 +289,7 @@ DESTINATION_UPDATERS: dict[str, Callable[[Any], Any]] = {
     "event_types": event_types,
     "max_in_flight": max_in_flight,
     "timeout_s": lambda v: optional_positive("timeout_s", v),
-    "rate_limit_per_s": lambda v: optional_positive("rate_limit_per_s", v),
+    "rate_limit_per_s": lambda v: rate_limit("rate_limit_per_s", v),
     "ordered": lambda v: flag("ordered", v),
     "propagate_trace": lambda v: flag("propagate_trace", v),
     "headers": headers,
@@ -333,7 +349,7 @@ def new_destination(*, name: Any, url: Any, secret: Any, event_types: Any = DEFA
         max_in_flight=_max_in_flight(max_in_flight),
         headers=_headers({} if headers is None else headers),
         timeout_s=optional_positive("timeout_s", timeout_s),
-        rate_limit_per_s=optional_positive("rate_limit_per_s", rate_limit_per_s),
+        rate_limit_per_s=rate_limit("rate_limit_per_s", rate_limit_per_s),
         ordered=bool(flag("ordered", ordered)), filter=check_filter(filter),
         propagate_trace=bool(flag("propagate_trace", propagate_trace)))
 

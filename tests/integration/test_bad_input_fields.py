@@ -46,6 +46,8 @@ BAD_INPUTS: list[tuple[str, str, Any, int, str, str]] = [
        "url") for url in UNREACHABLE_URLS],
     ("PATCH", "/v1/admin/destinations/d", {"url": "http://134744072/x"}, 400,
      "invalid_request", "url"),
+    ("PATCH", "/v1/admin/destinations/d", {"rate_limit_per_s": 1e-300}, 400,
+     "invalid_request", "rate_limit_per_s"),
     ("POST", "/v1/admin/destinations", {"name": "x", "url": "http://169.254.169.254/"}, 400,
      "destination_blocked", "url"),
     ("PATCH", "/v1/admin/destinations/d", {"max_in_flight": 0}, 400, "invalid_request",

@@ -19,6 +19,7 @@ BAD_SETTINGS: list[tuple[dict[str, Any], str]] = [
     ({"synchronous": "OFF"}, "synchronous"),
     ({"listen": "8080"}, "listen"),
     ({"lease_s": 0}, "lease_s"),
+    ({"lease_s": float("inf")}, "lease_s"),  # a lost worker's job never taken over
     ({"lease_s": 5}, "attempt_timeout_s"),
     ({"max_attempts": 0}, "max_attempts"),
     ({"pg_lock_timeout_s": float("inf")}, "pg_lock_timeout_s"),
