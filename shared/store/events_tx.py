@@ -82,7 +82,11 @@ def find_event_tx(ref: EventRef, tenant: str | None = None) -> Tx[EventMatch]:
                           source=ref.source, source_event_id=ref.text)
         matched = "source_event_id"
     if found is None:
-        raise NotFound(f"no event with {ref.describe()}")
+        # Sender's ids repeat across tenants: say which tenant's events were looked at.
+        raise NotFound(f"no event with {ref.describe()}" + (
+            f" in tenant {tenant}'s events" if tenant is not None else
+            " (a sender's id in the default tenant's events only: name the tenant for "
+            "another tenant's)"))
     jobs = yield rows("event_jobs", event_id=found["id"])
     return EventMatch(event=EventRecord.from_rows(found, jobs), matched_by=matched)
 
