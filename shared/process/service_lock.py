@@ -172,6 +172,22 @@ def held_service_locks(config: Config) -> list[tuple[Path, str, LockHolder]]:
     return held
 
 
+def database_served_by(db_path: str) -> LockHolder | None:
+    """Who serves the SQLite database at `db_path` now (its `<db>.serve.lock` held), or None;
+    creates nothing. For commands that must not run beside a service (`migrate-store`)."""
+    try:
+        fd = os.open(db_path + DB_LOCK_SUFFIX, os.O_RDONLY)
+    except OSError:
+        return None  # missing: never served, so free
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return _read_holder(fd)
+    finally:
+        os.close(fd)  # also drops the shared lock
+    return None
+
+
 def _open_lock_file(path: Path, db: str | None) -> int:
     """Open (creating, 0600) a lock file for writing. A SQLite folder that refuses it is a
     storage refusal; a runtime folder's failure stays an OSError."""

@@ -11,6 +11,7 @@ from typing import Any
 from hookline.shared.config import Config
 from hookline.shared.db_url import is_postgres_url, parse_db_url, relative_url_hint
 from hookline.shared.errors import ConfigError
+from hookline.shared.process.service_lock import database_served_by
 from hookline.shared.store.copy import copy_sqlite_to_postgres
 from hookline.supervisor.cli.common import fail, run_command
 
@@ -45,6 +46,10 @@ def migrate_store_command(config: Config, args: argparse.Namespace) -> int:
     if not os.path.isfile(path):
         return fail(f"--from: no SQLite database at {os.path.abspath(path)}"
                     f"{relative_url_hint(source)}", 2)
+    if (holder := database_served_by(path)) is not None:
+        # A claim or an event committed after the copy would be lost to PostgreSQL.
+        return fail(f"--from: {os.path.abspath(path)} is being served ({holder.describe()}): "
+                    "stop the service first, then copy", 1)
 
     async def run() -> int:
         result = await copy_sqlite_to_postgres(path, args.target)

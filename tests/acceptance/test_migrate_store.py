@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import fcntl
 import json
+import os
 import subprocess
 import sys
 
@@ -97,3 +99,20 @@ def test_migrate_store_refuses_bad_urls(tmp_path):
     missing = hookline("migrate-store", "--from", str(tmp_path / "none.db"),
                        "--to", "postgresql://y@127.0.0.1/db")
     assert missing.returncode == 2 and "no SQLite database" in missing.stderr
+
+
+def test_migrate_store_refuses_a_database_being_served(tmp_path):
+    """A SQLite database whose `hookline serve` lock is held (the service runs) is not
+    copied: exit 1, saying to stop the service first; a claim or an event committed after
+    the copy would be lost to PostgreSQL."""
+    db = tmp_path / "served.db"
+    assert hookline("--db", str(db), "init").returncode == 0
+    fd = os.open(str(db) + ".serve.lock", os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)  # as a running `hookline serve` holds it
+        refused = hookline("migrate-store", "--from", str(db), "--to",
+                           "postgresql://y@127.0.0.1:1/db")
+    finally:
+        os.close(fd)
+    assert refused.returncode == 1, refused.stderr
+    assert "is being served" in refused.stderr and "stop the service first" in refused.stderr
