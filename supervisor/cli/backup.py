@@ -174,7 +174,8 @@ def restore_command(config: Config, args: argparse.Namespace) -> int:
         return 0
     print(f"restored {args.snapshot} into {path}; start it with: "
           f"hookline --db {path} serve  (jobs that were running are claimed again when their "
-          "leases expire)")
+          "leases expire; while the live service still runs, give the copy its own --listen "
+          "address and log_file, since the configuration's are the live one's)")
     return 0
 
 

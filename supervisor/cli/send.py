@@ -46,7 +46,8 @@ def register(sub: Any) -> None:
     send.add_argument("--tenant", help="the tenant (customer) it is for: only its destinations "
                                        "receive it (default: the default tenant)")
     send.add_argument("--url", help="the service's base URL (default: http:// and the "
-                                    "listen setting)")
+                                    "listen setting; send posts to a running service, so "
+                                    "--db does not choose where the event goes)")
     send.add_argument("--token", help="the ingest token (default: the ingest_token setting; "
                                       "prefer HOOKLINE_INGEST_TOKEN: a flag is visible in ps)")
     send.add_argument("--deadline", type=float, default=30.0, metavar="SECONDS",
