@@ -10,6 +10,7 @@ from typing import Any
 
 from hookline.shared.config import Config
 from hookline.shared.logs import configure_logging
+from hookline.shared.process.lifecycle import pid_file, runtime_dir
 from hookline.shared.store.checks import storage_preflight
 from hookline.shared.store.preflight import database_file, describe_database
 from hookline.supervisor.cli.common import fail, print_record, run_command, with_store
@@ -54,6 +55,11 @@ def config_show(config: Config, args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(settings, indent=2))
     else:
+        # Unset runtime paths default to places beside the database (or the working folder):
+        # show where, since two hosts on one PostgreSQL must not share them.
+        for key, effective in (("runtime_dir", runtime_dir), ("pid_file", pid_file)):
+            if not settings.get(key):
+                settings[key] = f"(default) {os.path.abspath(effective(config))}"
         print_record(settings)
     return 0
 

@@ -6,6 +6,7 @@ fails when the service would refuse every request or cannot listen. In-process C
 
 from __future__ import annotations
 
+import json
 import os
 import pty
 import re
@@ -158,3 +159,17 @@ def _read_pty(fd: int) -> bytes:
         return os.read(fd, 4096)
     except OSError:  # EIO: every writer is gone
         return b""
+
+
+def test_config_show_says_where_unset_runtime_paths_default_to(tmp_path: Path, capsys):
+    """Unset `runtime_dir` and `pid_file` are shown as the paths they default to (beside a
+    SQLite file; in the working folder for PostgreSQL), which two hosts must not share;
+    `--json` keeps the settings as set (null)."""
+    db = tmp_path / "h.db"
+    assert cli_main(["--db", str(db), "config", "show"]) == 0
+    shown = capsys.readouterr().out
+    assert re.search(rf"runtime_dir +\(default\) {re.escape(str(db))}\.run\n", shown), shown
+    assert re.search(rf"pid_file +\(default\) {re.escape(str(db))}\.pid\n", shown), shown
+    assert cli_main(["--db", str(db), "config", "show", "--json"]) == 0
+    settings = json.loads(capsys.readouterr().out)
+    assert (settings["runtime_dir"], settings["pid_file"]) == (None, None)
