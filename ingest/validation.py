@@ -25,6 +25,7 @@ from hookline.shared.policy.inputs import (
     clip,
     json_kind,
     json_problem,
+    long_integer_problem,
     refuse_unknown,
     token,
 )
@@ -121,8 +122,8 @@ def _decode(body: bytes) -> Any:
         _fail("body", f"is nested deeper than {MAX_JSON_DEPTH} levels")
     except json.JSONDecodeError as exc:
         _fail("body", f"is not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}")
-    except ValueError as exc:  # from _reject_constant
-        _fail("body", str(exc))
+    except ValueError as exc:  # from _reject_constant, or an integer too long to convert
+        _fail("body", long_integer_problem(exc) or str(exc))
     if (problem := json_problem(document, MAX_JSON_DEPTH, check_text=False)) is not None:
         _fail("body", problem)
     if isinstance(document, dict):

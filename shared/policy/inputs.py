@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import math
 import re
+import sys
 from collections.abc import Collection, Iterable, Iterator
 from typing import Any, cast
 
@@ -196,6 +197,16 @@ def time_range(since_s: float | None, until_s: float | None, *,
         raise InvalidInput(fields[1], f"must be after {fields[0]}")
 
 
+def long_integer_problem(exc: ValueError) -> str | None:
+    """The refusal of a JSON integer longer than Python converts (4,300 digits by default),
+    in our words rather than the interpreter's advice to raise its limit; None for any
+    other ValueError."""
+    if "integer string conversion" not in str(exc):
+        return None
+    return (f"holds an integer of more than {sys.get_int_max_str_digits():,} digits "
+            "(send a number that long as a string)")
+
+
 def json_document(field: str, raw: bytes | str, *, max_depth: int = MAX_JSON_DEPTH) -> Any:
     """Parse one JSON document an operator or client sent (an admin or tenant API body, a
     file given to the CLI) and refuse what would fail later, deep inside the service.
@@ -222,7 +233,8 @@ def json_document(field: str, raw: bytes | str, *, max_depth: int = MAX_JSON_DEP
         # long before a stack overflow; anything that deep is far past max_depth anyway.
         raise InvalidInput(field, f"is nested deeper than {max_depth} levels") from None
     except ValueError as exc:
-        raise InvalidInput(field, f"is not valid JSON: {exc}") from None
+        raise InvalidInput(field, long_integer_problem(exc)
+                           or f"is not valid JSON: {exc}") from None
     if (problem := json_problem(value, max_depth)) is not None:
         raise InvalidInput(field, problem)
     return value

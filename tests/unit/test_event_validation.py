@@ -8,8 +8,9 @@ import json
 import pytest
 
 from hookline.ingest.validation import BodyTooLarge, parse_event, parse_published
-from hookline.shared.errors import InvalidEvent
+from hookline.shared.errors import InvalidEvent, InvalidInput
 from hookline.shared.policy.inputs import MAX_JSON_DEPTH as MAX_DEPTH
+from hookline.shared.policy.inputs import json_document
 
 LIMIT = 1024 * 1024
 
@@ -169,6 +170,19 @@ def test_nesting_past_the_limit_is_rejected():
     data = '{"a": ' * MAX_DEPTH + "1" + "}" * MAX_DEPTH
     err = rejected(b'{"id": "e", "type": "t", "data": ' + data.encode() + b"}")
     assert err.field == "body" and "nested deeper" in err.detail
+
+
+def test_an_integer_too_long_to_convert_is_refused_in_our_words():
+    """A 5,000-digit integer (past the interpreter's 4,300) is refused naming the limit and
+    what to send instead, not with the interpreter's advice to raise its limit; the admin
+    API's and the CLI's parser says the same."""
+    digits = b"1" * 5000
+    err = rejected(b'{"id": "e", "type": "t", "data": ' + digits + b"}")
+    assert err.field == "body" and err.detail == (
+        "holds an integer of more than 4,300 digits (send a number that long as a string)")
+    with pytest.raises(InvalidInput) as refused:
+        json_document("body", b'{"n": ' + digits + b"}")
+    assert str(refused.value) == f"body: {err.detail}"
 
 
 def test_pathological_nesting_does_not_crash():
