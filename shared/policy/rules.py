@@ -84,12 +84,10 @@ def destination_name(value: Any) -> str:
 
 
 def unsendable_url(url: str) -> str | None:
-    """Why no request could ever be sent to `url`, or None: a space or control character
-    anywhere, or a port that is not a number from 1 to 65535. (The sender fails such a job
-    for good instead of retrying it for days: a row stored before the URL rule.)"""
-    if any(c.isspace() or ord(c) < 0x20 or ord(c) == 0x7f for c in url):
-        return ("must not contain spaces or control characters (percent-encode them), "
-                f"not {url[:80]!r}")
+    """Why no request could ever be sent to `url`, or None: a port that is not a number
+    from 1 to 65535. (The sender fails such a job for good instead of retrying it for days:
+    a row stored before the URL rule. A space is not one: the HTTP client percent-encodes
+    it, so a stored URL holding one is still sent; only new URLs refuse it.)"""
     try:
         parts = urlsplit(url)
     except ValueError as exc:  # an unbalanced [ in the host
@@ -121,6 +119,9 @@ def destination_url(value: Any) -> str:
         ok = False
     if not ok or parts is None:
         raise InvalidSetting("url", f"must be http:// or https:// with a host, not {value!r}")
+    if any(c.isspace() or ord(c) < 0x20 or ord(c) == 0x7f for c in value):
+        raise InvalidSetting("url", "must not contain spaces or control characters "
+                                    f"(percent-encode them), not {value[:80]!r}")
     if (problem := unsendable_url(value)) is not None:
         raise InvalidSetting("url", problem)
     host = parts.hostname or ""

@@ -100,3 +100,18 @@ async def test_a_stored_url_that_can_never_be_sent_fails_the_job_permanently(
         [attempt] = await query_db(store_url, "SELECT error FROM attempts")
         assert attempt["error"].startswith("UnsendableUrl: url port must be a number")
         assert receiver.requests == []
+
+
+async def test_a_stored_url_holding_a_space_is_still_delivered(real_store, store_url):
+    """A space is refused in new URLs, but one stored before the rule is sendable (the
+    client percent-encodes it): its job is delivered, not failed as unsendable."""
+    secret = generate_secret()
+    async with Receiver([Endpoint("ep", secret)]) as receiver:
+        await real_store.add_destination(name="ep", url=receiver.url("ep"), secret=secret,
+                                         event_types=["*"], max_in_flight=10)
+        await _write_url(store_url, "ep", receiver.url("ep") + "?team=a b")
+        async with running_worker(real_store):
+            await real_store.add_events([new_event("e1")])
+            counts = await settle(real_store)
+        assert counts["done"] == 1, counts
+        assert len(receiver.requests) == 1
