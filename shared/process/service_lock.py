@@ -174,11 +174,16 @@ def held_service_locks(config: Config) -> list[tuple[Path, str, LockHolder]]:
 
 def database_served_by(db_path: str) -> LockHolder | None:
     """Who serves the SQLite database at `db_path` now (its `<db>.serve.lock` held), or None;
-    creates nothing. For commands that must not run beside a service (`migrate-store`)."""
+    creates nothing. For commands that must not run beside a service (`migrate-store`).
+
+    Raises:
+        OSError: the lock file exists but cannot be opened (another user's service, say):
+            whether it is served cannot be told.
+    """
     try:
         fd = os.open(db_path + DB_LOCK_SUFFIX, os.O_RDONLY)
-    except OSError:
-        return None  # missing: never served, so free
+    except FileNotFoundError:
+        return None  # never served, so free
     try:
         fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
     except BlockingIOError:

@@ -46,7 +46,12 @@ def migrate_store_command(config: Config, args: argparse.Namespace) -> int:
     if not os.path.isfile(path):
         return fail(f"--from: no SQLite database at {os.path.abspath(path)}"
                     f"{relative_url_hint(source)}", 2)
-    if (holder := database_served_by(path)) is not None:
+    try:
+        holder = database_served_by(path)
+    except OSError as exc:
+        return fail(f"--from: cannot tell whether {os.path.abspath(path)} is being served "
+                    f"({path}.serve.lock: {exc.strerror or exc}): run as the service's user", 1)
+    if holder is not None:
         # A claim or an event committed after the copy would be lost to PostgreSQL.
         return fail(f"--from: {os.path.abspath(path)} is being served ({holder.describe()}): "
                     "stop the service first, then copy", 1)
