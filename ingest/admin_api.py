@@ -62,7 +62,6 @@ from hookline.ingest.tenant_scope import (
     TENANT_PARAM,
     DestinationNotFound,
     check_destination_filter,
-    check_live_destination,
     existing_tenant_filter,
     refuse_metadata_filter,
     request_tenant,
@@ -378,7 +377,9 @@ async def replay(request: web.Request) -> web.Response:
     if (job_id is None) == (not all_dead):
         raise InvalidInput("job_id", "replay needs exactly one of a job id or all_dead")
     if destination is not None:  # none of that name: 404 naming who has one, not a count of 0
-        await check_live_destination(request, destination, tenant)  # a removed one's: 404
+        # a removed one's, or none: 404 (answering_errors names who has one)
+        await request_store(request).get_destination(
+            destination, tenant=DEFAULT_TENANT if tenant is None else tenant)
     since_s, = await resolve_instants(request_store(request), since_spec)
     count = await request_store(request).replay(job_id=job_id, all_dead=all_dead,
                                          destination=destination, since_s=since_s,

@@ -126,24 +126,6 @@ async def check_destination_filter(request: web.Request, name: str | None,
         tenant=scope, other_tenants=others, other_tenants_total=total)
 
 
-async def check_live_destination(request: web.Request, name: str, tenant: str | None) -> None:
-    """The destination an action takes (the `"destination"` of replay, resend and retry now)
-    must be a live one of the tenant: one read when it is (the common case).
-
-    Raises:
-        DestinationNotFound: on the admin API, when the tenant has no destination of that
-            name at all (:func:`check_destination_filter`'s answer, naming who has one).
-        NotFound: otherwise (a removed one's name, or any miss on the tenant API).
-    """
-    try:
-        await request_store(request).get_destination(
-            name, tenant=DEFAULT_TENANT if tenant is None else tenant)
-    except NotFound:
-        if request_claims(request) is None:
-            await check_destination_filter(request, name, tenant)
-        raise
-
-
 def _token_tenant(request: web.Request, body: dict[str, Any] | None, tenant: str) -> str:
     """The token's tenant, once the request is seen to name none itself (see
     :func:`refuse_named_tenant`)."""

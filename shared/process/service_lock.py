@@ -160,15 +160,11 @@ def held_service_locks(config: Config) -> list[tuple[Path, str, LockHolder]]:
     held = []
     for path, what in service_lock_paths(config):
         try:
-            fd = os.open(path, os.O_RDONLY)
+            holder = _holder_now(path)
         except OSError:
             continue  # missing (free) or unreadable: `serve` itself will say
-        try:
-            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-        except BlockingIOError:
-            held.append((path, what, _read_holder(fd)))
-        finally:
-            os.close(fd)  # also drops the shared lock
+        if holder is not None:
+            held.append((path, what, holder))
     return held
 
 
@@ -181,9 +177,18 @@ def database_served_by(db_path: str) -> LockHolder | None:
             whether it is served cannot be told.
     """
     try:
-        fd = os.open(db_path + DB_LOCK_SUFFIX, os.O_RDONLY)
+        return _holder_now(Path(db_path + DB_LOCK_SUFFIX))
     except FileNotFoundError:
         return None  # never served, so free
+
+
+def _holder_now(path: Path) -> LockHolder | None:
+    """Who holds the lock file at `path` now, or None: it is taken shared for an instant.
+
+    Raises:
+        OSError: the file cannot be opened (FileNotFoundError: it does not exist).
+    """
+    fd = os.open(path, os.O_RDONLY)
     try:
         fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
     except BlockingIOError:
