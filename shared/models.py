@@ -134,6 +134,10 @@ class Claim:
     trace_context: str | None = None
     # The destination asks for the attempt span's `traceparent` on its requests.
     propagate_trace: bool = False
+    # The destination's next job waits for this result to be written: it is ordered, or this
+    # claim took its last free in-flight slot. The worker writes such a result promptly
+    # instead of letting it wait for the next claim (workers/writer.py, RESULT_LINGER_S).
+    gates_next: bool = False
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

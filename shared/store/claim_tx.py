@@ -7,6 +7,7 @@ driven by the backend. The finish side is in :mod:`hookline.shared.store.finish_
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Mapping
 from typing import Any
 
@@ -119,7 +120,9 @@ class ClaimOperations:
             ("job_ids", "attempts", "lease_tokens"),
             [(r["id"], r["attempts"], r["lease_token"]) for r in leased]))
         details = {d["job_id"]: d for d in (yield rows("claim_details", job_ids=job_ids))}
-        return [_claim_from(r, details[r["id"]], request.worker, r["id"] in taken_over, now)
+        gating = _gating_destinations(slots, Counter(r["destination_id"] for r in leased))
+        return [_claim_from(r, details[r["id"]], request.worker, r["id"] in taken_over, now,
+                            gates_next=r["destination_id"] in gating)
                 for r in leased], waiting
 
     def _choose(self, request: ClaimRequest, due: dict[int, list[_Due]],
@@ -319,7 +322,16 @@ def _ordered_due(destination_id: int, now: float) -> Tx[list[_Due]]:
     return []
 
 
-def _claim_from(row: Any, details: Any, worker: str, taken_over: bool, now: float) -> Claim:
+def _gating_destinations(slots: list[Any], leased: Counter[int]) -> set[int]:
+    """The destinations whose next job waits for one of these claims' results to be written
+    (Claim.gates_next): ordered ones (one job at a time), and those this claim left with no
+    free in-flight slot (`leased`: destination id -> jobs this claim leased of it)."""
+    return {slot["id"] for slot in slots if slot["id"] in leased
+            and (slot["ordered"] or slot["free"] - leased[slot["id"]] <= 0)}
+
+
+def _claim_from(row: Any, details: Any, worker: str, taken_over: bool, now: float, *,
+                gates_next: bool = False) -> Claim:
     """A Claim from its leased job row and its claim_details row."""
     secrets: tuple[str, ...] = (details["secret"],)
     if details["previous_secret"] and (details["previous_secret_until"] or 0) > now:
@@ -335,7 +347,7 @@ def _claim_from(row: Any, details: Any, worker: str, taken_over: bool, now: floa
         forwarded_headers=forwarding.decode(details["forwarded_headers"]),
         tenant_id=details["tenant_id"], received_at=details["received_at"],
         trace_context=details["trace_context"],
-        propagate_trace=bool(details["propagate_trace"]))
+        propagate_trace=bool(details["propagate_trace"]), gates_next=gates_next)
 
 
 def _body(details: Any) -> bytes:

@@ -241,3 +241,23 @@ async def test_a_result_that_waits_for_a_claim_is_finished_when_its_answer_arriv
     assert request.received_at - 0.05 <= job.finished_at < job.updated_at
     # Written once, by a write of its own (claims alone, e.g. at the poll, carry none).
     assert [results for _, results in recorder.writes if results] == [1]
+
+
+async def test_a_result_its_destinations_next_job_waits_for_is_written_at_once(real_store):
+    """A destination with max_in_flight 1 gets its next job claimed only once the previous
+    result is written: those results (Claim.gates_next) do not wait RESULT_LINGER_S for a
+    claim, or each delivery would take that long. With the linger, each job's write
+    (updated_at) would follow its answer (finished_at) by at least most of RESULT_LINGER_S."""
+    secret = generate_secret()
+    async with Receiver([Endpoint("one", secret, parse_behaviour("ok"))]) as receiver:
+        await real_store.add_destination(name="one", url=receiver.url("one"), secret=secret,
+                                         event_types=["*"], max_in_flight=1)
+        await real_store.add_events([new_event(f"e{i}") for i in range(6)])
+        async with running_worker(real_store):
+            counts = await settle(real_store)
+    assert counts["done"] == 6
+    waits = sorted(job.updated_at - job.finished_at for job in await real_store.list_jobs()
+                   if job.finished_at is not None)
+    assert len(waits) == 6
+    # The median: one write may be slow on a loaded machine, not most of them.
+    assert waits[3] < 0.4 * RESULT_LINGER_S, waits

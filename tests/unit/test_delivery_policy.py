@@ -141,6 +141,27 @@ async def test_ordered_destination_sends_oldest_unfinished_job_only(
     assert third.job_id > second.job_id
 
 
+async def test_a_claim_marks_the_jobs_whose_result_the_destinations_next_job_waits_for(
+        store, destination_factory):
+    """gates_next (the worker then writes the result at once, not lingering for the next
+    claim): set for an ordered destination's job and for the jobs that took a destination's
+    last free in-flight slots; not for one with slots left after the claim."""
+    roomy = await destination_factory("roomy", max_in_flight=10, event_types=("roomy",))
+    capped = await destination_factory("capped", max_in_flight=2, event_types=("capped",))
+    fifo = await destination_factory("fifo", max_in_flight=10, event_types=("fifo",))
+    await store.update_destination("fifo", ordered=True)
+    await store.add_events([new_event(f"{kind}{i}", type_=kind)
+                            for kind in ("roomy", "capped", "fifo") for i in range(3)])
+    claims = await store.claim("w", 20, 30.0, 5)
+    gates = Counter((c.destination_id, c.gates_next) for c in claims)
+    assert gates == {(roomy.id, False): 3, (capped.id, True): 2, (fifo.id, True): 1}
+    # One job of the capped destination back: the next claim takes its last slot again.
+    [one_capped, *_] = [c for c in claims if c.destination_id == capped.id]
+    await store.finish([(one_capped, Done(), OK)])
+    [again] = await store.claim("w", 20, 30.0, 5)
+    assert again.destination_id == capped.id and again.gates_next
+
+
 async def test_rate_limit_is_kept_in_the_database_across_claimers(
         store, clock, destination_factory):
     """At 2/s two workers together claim 2 jobs now, one more 0.5 s later."""
