@@ -49,10 +49,14 @@ class LockHolder:
 
     pid: int | None
     listen: str | None
+    command: str | None = None  # a command other than serve holding it (hold_database)
 
     def describe(self) -> str:
-        """`supervisor pid 1234, listening on 127.0.0.1:8080`, or what is unknown."""
+        """`supervisor pid 1234, listening on 127.0.0.1:8080`, `hookline migrate-store pid
+        1234`, or what is unknown."""
         pid = f"pid {self.pid}" if self.pid is not None else "pid unknown (starting)"
+        if self.command is not None:
+            return f"{self.command} {pid}"
         listen = self.listen if self.listen is not None else "an unknown address"
         return f"supervisor {pid}, listening on {listen}"
 
@@ -66,9 +70,14 @@ class ServiceLocked(HooklineError):
     """
 
     def __init__(self, path: Path, holder: LockHolder, what: str) -> None:
-        super().__init__(
-            f"another hookline serve already runs on {what}: {holder.describe()} (lock "
-            f"{path}); stop it first, or give this service its own db and runtime_dir")
+        if holder.command is not None:
+            message = (f"{holder.describe()} holds {what} (lock {path}); start the service "
+                       "once it has ended")
+        else:
+            message = (f"another hookline serve already runs on {what}: {holder.describe()} "
+                       f"(lock {path}); stop it first, or give this service its own db and "
+                       "runtime_dir")
+        super().__init__(message)
         self.path = path
         self.holder = holder
 
@@ -168,18 +177,29 @@ def held_service_locks(config: Config) -> list[tuple[Path, str, LockHolder]]:
     return held
 
 
-def database_served_by(db_path: str) -> LockHolder | None:
-    """Who serves the SQLite database at `db_path` now (its `<db>.serve.lock` held), or None;
-    creates nothing. For commands that must not run beside a service (`migrate-store`).
+def hold_database(db_path: str, command: str) -> ServiceLock:
+    """Take the SQLite database's service lock (`<db>.serve.lock`) for a command that must
+    not run beside a service (`migrate-store`), so no `hookline serve` starts on the database
+    while it runs either; the lock file records `command` and this pid. Release it with the
+    returned lock (a `with` block), or by ending the process.
 
     Raises:
-        OSError: the lock file exists but cannot be opened (another user's service, say):
-            whether it is served cannot be told.
+        ServiceLocked: a service (or another such command) holds it; `holder` says who.
+        OSError: the lock file cannot be created or opened (another user's, say).
     """
+    path = Path(db_path + DB_LOCK_SUFFIX)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
     try:
-        return _holder_now(Path(db_path + DB_LOCK_SUFFIX))
-    except FileNotFoundError:
-        return None  # never served, so free
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise ServiceLocked(path, _read_holder(fd), f"database {db_path}") from None
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, json.dumps({"pid": os.getpid(), "command": command}).encode(), 0)
+    except BaseException:
+        os.close(fd)
+        raise
+    return ServiceLock([fd])
 
 
 def _holder_now(path: Path) -> LockHolder | None:
@@ -220,8 +240,9 @@ def _read_holder(fd: int) -> LockHolder:
         except (OSError, ValueError):
             data = None
         if isinstance(data, dict):
-            pid, listen = data.get("pid"), data.get("listen")
+            pid, listen, command = data.get("pid"), data.get("listen"), data.get("command")
             return LockHolder(pid=pid if isinstance(pid, int) else None,
-                              listen=listen if isinstance(listen, str) else None)
+                              listen=listen if isinstance(listen, str) else None,
+                              command=command if isinstance(command, str) else None)
         time.sleep(_HOLDER_READ_PAUSE_S)
     return LockHolder(pid=None, listen=None)

@@ -11,7 +11,7 @@ from typing import Any
 from hookline.shared.config import Config
 from hookline.shared.db_url import is_postgres_url, parse_db_url, relative_url_hint
 from hookline.shared.errors import ConfigError
-from hookline.shared.process.service_lock import database_served_by
+from hookline.shared.process.service_lock import ServiceLocked, hold_database
 from hookline.shared.store.copy import copy_sqlite_to_postgres
 from hookline.supervisor.cli.common import fail, run_command
 
@@ -46,15 +46,16 @@ def migrate_store_command(config: Config, args: argparse.Namespace) -> int:
     if not os.path.isfile(path):
         return fail(f"--from: no SQLite database at {os.path.abspath(path)}"
                     f"{relative_url_hint(source)}", 2)
+    # Held for the whole copy: a claim or an event committed by a service started meanwhile
+    # would be lost to PostgreSQL.
     try:
-        holder = database_served_by(path)
-    except OSError as exc:
-        return fail(f"--from: cannot tell whether {os.path.abspath(path)} is being served "
-                    f"({path}.serve.lock: {exc.strerror or exc}): run as the service's user", 1)
-    if holder is not None:
-        # A claim or an event committed after the copy would be lost to PostgreSQL.
-        return fail(f"--from: {os.path.abspath(path)} is being served ({holder.describe()}): "
+        lock = hold_database(path, "hookline migrate-store")
+    except ServiceLocked as exc:
+        return fail(f"--from: {os.path.abspath(path)} is being served ({exc.holder.describe()}): "
                     "stop the service first, then copy", 1)
+    except OSError as exc:
+        return fail(f"--from: cannot lock {os.path.abspath(path)} against a service starting "
+                    f"({path}.serve.lock: {exc.strerror or exc}): run as the service's user", 1)
 
     async def run() -> int:
         result = await copy_sqlite_to_postgres(path, args.target)
@@ -66,4 +67,5 @@ def migrate_store_command(config: Config, args: argparse.Namespace) -> int:
             print("done: point every host at the PostgreSQL URL (--db / HOOKLINE_DB)")
         return 0
 
-    return run_command(run)
+    with lock:
+        return run_command(run)

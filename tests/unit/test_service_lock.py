@@ -15,6 +15,7 @@ from hookline.shared.errors import ConfigError
 from hookline.shared.process.service_lock import (
     ServiceLock,
     ServiceLocked,
+    hold_database,
     held_service_locks,
     service_lock_paths,
 )
@@ -50,6 +51,25 @@ def test_a_held_lock_refuses_the_next_taker_naming_the_holder(tmp_path: Path):
     assert held_service_locks(first) == []
     with ServiceLock.take(other_runtime):
         assert "127.0.0.1:8222" in (tmp_path / "h.db.serve.lock").read_text()
+
+
+def test_a_command_holding_the_database_keeps_a_service_from_starting_and_back(
+        tmp_path: Path):
+    """`migrate-store` holds the database's lock for its whole copy: a `serve` started
+    meanwhile is refused, naming the command; and a running service keeps the command out."""
+    config = Config(db=str(tmp_path / "h.db"), listen="127.0.0.1:8111")
+    with hold_database(str(tmp_path / "h.db"), "hookline migrate-store"):
+        with pytest.raises(ServiceLocked) as refused:
+            ServiceLock.take(config)
+        assert refused.value.holder.describe() == f"hookline migrate-store pid {os.getpid()}"
+        assert "start the service once it has ended" in str(refused.value)
+        assert not (tmp_path / "h.db.run" / "serve.lock").exists()  # refused: nothing held
+    with ServiceLock.take(config):
+        with pytest.raises(ServiceLocked) as refused:
+            hold_database(str(tmp_path / "h.db"), "hookline migrate-store")
+        assert refused.value.holder.listen == "127.0.0.1:8111"
+    with hold_database(str(tmp_path / "h.db"), "hookline migrate-store"):
+        pass  # both released
 
 
 def test_a_runtime_folder_holds_one_supervisor_whatever_the_database(tmp_path: Path):
