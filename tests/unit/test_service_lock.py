@@ -15,8 +15,8 @@ from hookline.shared.errors import ConfigError
 from hookline.shared.process.service_lock import (
     ServiceLock,
     ServiceLocked,
-    hold_database,
     held_service_locks,
+    hold_database,
     service_lock_paths,
 )
 from hookline.shared.store.checks import check_database_folder, storage_preflight
