@@ -32,14 +32,21 @@ from hookline.shared.store.ops import NOTIFY, NOW, AfterCommit, Query, Rows, Tx,
 log = get_logger()
 
 
-def quiet(row: Mapping[str, Any]) -> bool:
-    """True for a notification destination (subscribed to a `hookline.` type): nothing is
-    announced about it, so its own failures cannot loop back to it or to another one."""
+def _notification_destination(row: Mapping[str, Any]) -> bool:
+    """Whether the destination in `row` is subscribed to a `hookline.` type."""
     return policy.watches_operations(json.loads(row["event_types"]))
 
 
+def quiet(row: Mapping[str, Any]) -> bool:
+    """True when nothing is announced about the destination in `row`: the operator's
+    notification destination (the default tenant's, subscribed to a `hookline.` type), so
+    its own failures cannot loop back to it or to another one. A tenant's notification
+    destination is announced to the operator only (see :func:`publish_tx`)."""
+    return row["tenant_id"] == DEFAULT_TENANT and _notification_destination(row)
+
+
 def publish_tx(notify: NotifyPolicy, event_type: str, tenant: str,
-               data: Mapping[str, Any]) -> Tx[int]:
+               data: Mapping[str, Any], *, tenant_hears: bool = True) -> Tx[int]:
     """Store the operational event about a destination of `tenant`: one event for `tenant`,
     with a job for each of its destinations subscribed to it by a `hookline.` pattern, and
     (for another tenant's destination) one event for the default tenant with a job for each
@@ -53,11 +60,22 @@ def publish_tx(notify: NotifyPolicy, event_type: str, tenant: str,
         event_type: one of :data:`hookline.shared.policy.notify.TYPES`.
         tenant: the tenant of the destination the event is about.
         data: the event's figures (destination, tenant, ...); the links are added.
+        tenant_hears: False for a tenant's notification destination: only the operator
+            hears of it, so it cannot loop back to itself, and a tenant cannot keep the
+            operator from hearing of a destination by subscribing it to `hookline.` types.
     """
+    owners = {tenant, DEFAULT_TENANT} if tenant_hears else {DEFAULT_TENANT} - {tenant}
     made = 0
-    for owner in sorted({tenant, DEFAULT_TENANT}):
+    for owner in sorted(owners):
         made += yield from _publish_for(notify, event_type, owner, tenant, data)
     return made
+
+
+def _publish_about(notify: NotifyPolicy, event_type: str, row: Mapping[str, Any],
+                   data: Mapping[str, Any]) -> Tx[int]:
+    """:func:`publish_tx` about the destination in `row` (id, tenant_id, event_types)."""
+    return (yield from publish_tx(notify, event_type, row["tenant_id"], data,
+                                  tenant_hears=not _notification_destination(row)))
 
 
 def _publish_for(notify: NotifyPolicy, event_type: str, owner: str, tenant: str,
@@ -128,7 +146,7 @@ def paused_tx(notify: NotifyPolicy, row: Mapping[str, Any], paused_reason: str |
             "failing_since": policy.iso(row["failing_since"])}
     if status_code is not None:
         data["last_status_code"] = status_code
-    yield from publish_tx(notify, policy.PAUSED, row["tenant_id"], data)
+    yield from _publish_about(notify, policy.PAUSED, row, data)
 
 
 def recovered_tx(notify: NotifyPolicy, row: Mapping[str, Any]) -> Tx[None]:
@@ -136,7 +154,7 @@ def recovered_tx(notify: NotifyPolicy, row: Mapping[str, Any]) -> Tx[None]:
     (`row` from destination_succeeded): announce that it delivers again, once."""
     if not (yield from moved_tx(row["id"], row["notified_state"], "ok")) or quiet(row):
         return
-    yield from publish_tx(notify, policy.RECOVERED, row["tenant_id"], {
+    yield from _publish_about(notify, policy.RECOVERED, row, {
         "destination": row["name"], "tenant": row["tenant_id"],
         "previous_state": row["notified_state"], "paused": bool(row["paused"])})
 
@@ -150,7 +168,7 @@ def failing_tx(notify: NotifyPolicy, run: Mapping[str, Any], now: float,
                                       notify)
             or quiet(run) or not (yield from moved_tx(run["id"], "ok", "failing"))):
         return
-    yield from publish_tx(notify, policy.FAILING, run["tenant_id"], {
+    yield from _publish_about(notify, policy.FAILING, run, {
         "destination": run["name"], "tenant": run["tenant_id"],
         "failure_streak": int(run["failure_streak"]),
         "failing_since": policy.iso(run["failing_since"]),
@@ -171,7 +189,7 @@ def dead_letters_tx(notify: NotifyPolicy, run: Mapping[str, Any], now: float,
     if not (yield count("dead_letters_noticed", destination_id=run["id"], unnoticed=unnoticed)):
         return
     counts = yield one("destination_job_counts", destination_id=run["id"])
-    yield from publish_tx(notify, policy.DEAD_LETTERS_GROWING, run["tenant_id"], {
+    yield from _publish_about(notify, policy.DEAD_LETTERS_GROWING, run, {
         "destination": run["name"], "tenant": run["tenant_id"],
         "new_dead_letters": unnoticed, "dead_letters": int(counts["dead"]),
         "pending": int(counts["pending"]),
@@ -184,6 +202,6 @@ def rotated_tx(notify: NotifyPolicy, row: Mapping[str, Any], overlap_s: float) -
     """After a secret rotation (`row`: the destination's row after it): announce it."""
     if quiet(row):
         return
-    yield from publish_tx(notify, policy.SECRET_ROTATED, row["tenant_id"], {
+    yield from _publish_about(notify, policy.SECRET_ROTATED, row, {
         "destination": row["name"], "tenant": row["tenant_id"], "overlap_s": overlap_s,
         "previous_secret_until": policy.iso(row["previous_secret_until"])})

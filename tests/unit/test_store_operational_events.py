@@ -160,6 +160,22 @@ async def test_a_tenant_hears_only_of_its_own_destinations(store, clock):
     assert [[j.destination for j in e.jobs] for e in ours] == [["ops"]]
 
 
+async def test_a_tenants_notification_destination_is_announced_to_the_operator_only(
+        store, clock):
+    """A tenant's destination subscribed to `hookline.*` fails: the operator hears of it
+    (a tenant cannot hide a destination from the operator that way), and nothing about it
+    goes to the tenant's own notification destinations, itself included (no loop)."""
+    store.notify = POLICY
+    await store.put_tenant("acme", TenantFields())
+    await add(store, "ops", ["hookline.*"])  # the operator's
+    await add(store, "hooks-acme", ["hookline.*", "push"], tenant="acme")  # fails (not ops*)
+    await add(store, "ops-acme", ["hookline.destination.failing"], tenant="acme")
+    await store.add_event(new_event("e1", tenant="acme"))
+    got = await rounds(store, clock, [500, 500])
+    assert sorted(kinds(got)) == [("ops", "hookline.destination.failing", "hooks-acme"),
+                                  ("ops", "hookline.destination.recovered", "hooks-acme")]
+
+
 async def test_payload_filters_apply_to_operational_events(store, clock):
     """The operator's notification destination with a filter on the tenant hears only of
     that tenant's destinations; what its filter turned away is counted as filtered."""
