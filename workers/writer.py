@@ -96,8 +96,10 @@ claim share one transaction instead of taking the write lock (and an fsync) each
 events/s it halves the workers' transactions and cuts their CPU per delivery by a fifth
 (docs/benchmarks.md, "One transaction per event at everyday rates"). Not at all when
 `batch_interval_s` is 0 (batching off: every write at once). A result whose destination's next
-job waits for it (Claim.gates_next: ordered, or at its max_in_flight) waits at most
-GATING_LINGER_S instead, or such a destination would get about 20 deliveries a second."""
+job waits for it (Claim.gates_next: ordered, at its max_in_flight, at this worker's share of
+it or of its tenant, a late retry filling the reservation, or a takeover) waits at most
+GATING_LINGER_S instead, or such a destination would get about 20 deliveries a second per
+slot."""
 
 GATING_LINGER_S = 0.002
 """How long, seconds, a result with Claim.gates_next waits for others to share its write: a

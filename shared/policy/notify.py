@@ -5,9 +5,10 @@ destination's state (shared/store/notify_tx.py); they are delivered like any eve
 - Types live in the reserved `hookline.` namespace (publishers are refused it, see
   :func:`reserved_type_problem`); only subscriptions that name it explicitly receive them
   (`*` does not: an existing catch-all destination gets no new kind of event).
-- A destination subscribed to any `hookline.` type is a notification destination: no
-  operational event is ever made about it, so a failing notification destination cannot
-  feed itself, or another one, in a loop.
+- A destination subscribed to any `hookline.` type is a notification destination. No
+  operational event is made about the operator's, and one about a tenant's goes to the
+  operator's only, so a failing notification destination cannot feed itself, or another
+  one, in a loop (shared/store/notify_tx.py).
 - :func:`failing_due` and :func:`dead_letters_due` are the thresholds; :class:`NotifyPolicy`
   holds them (Config `notify_*` settings).
 - :func:`event_body` builds the stored body; :func:`chat_body` the `{"text": ...}` a
@@ -73,7 +74,8 @@ def reserved_type_problem(event_type: str) -> str | None:
 
 def watches_operations(event_types: Iterable[str]) -> bool:
     """True when one of a destination's subscription patterns names the `hookline.`
-    namespace (a notification destination: no operational event is made about it)."""
+    namespace (a notification destination: see the module docstring for what is announced
+    about it)."""
     return any(pattern.startswith(PREFIX) for pattern in event_types)
 
 

@@ -120,9 +120,9 @@ class ClaimOperations:
             ("job_ids", "attempts", "lease_tokens"),
             [(r["id"], r["attempts"], r["lease_token"]) for r in leased]))
         details = {d["job_id"]: d for d in (yield rows("claim_details", job_ids=job_ids))}
-        gating = _gating_destinations(slots, Counter(r["destination_id"] for r in leased))
+        gating = _gating(request, slots, leased, per_tenant)
         return [_claim_from(r, details[r["id"]], request.worker, r["id"] in taken_over, now,
-                            gates_next=r["destination_id"] in gating)
+                            gates_next=r["id"] in gating or r["id"] in taken_over)
                 for r in leased], waiting
 
     def _choose(self, request: ClaimRequest, due: dict[int, list[_Due]],
@@ -322,12 +322,34 @@ def _ordered_due(destination_id: int, now: float) -> Tx[list[_Due]]:
     return []
 
 
-def _gating_destinations(slots: list[Any], leased: Counter[int]) -> set[int]:
-    """The destinations whose next job waits for one of these claims' results to be written
-    (Claim.gates_next): ordered ones (one job at a time), and those this claim left with no
-    free in-flight slot (`leased`: destination id -> jobs this claim leased of it)."""
-    return {slot["id"] for slot in slots if slot["id"] in leased
-            and (slot["ordered"] or slot["free"] - leased[slot["id"]] <= 0)}
+def _gating(request: ClaimRequest, slots: list[Any], leased: list[Any],
+            per_tenant: int | None) -> set[int]:
+    """The leased jobs (ids) whose result the next claim of their kind waits for
+    (Claim.gates_next): every job of a destination that is ordered (one job at a time), or
+    whose room this claim used up: its free `max_in_flight` slots, this worker's share of it
+    (`per_destination`) or of its tenant (`per_tenant`, None: no tenant share now); and the
+    late retries, once they fill the late-retry reservation (`max_late`)."""
+    by_destination = Counter(r["destination_id"] for r in leased)
+    tenant_of = {slot["id"]: slot["tenant_id"] for slot in slots}
+    by_tenant = Counter(tenant_of[r["destination_id"]] for r in leased)
+    full: set[int] = set()
+    for slot in slots:
+        destination_id, tenant = slot["id"], slot["tenant_id"]
+        taken = by_destination[destination_id]
+        if not taken:
+            continue
+        room = min(slot["free"], fair_room(request, destination_id))
+        tenant_full = (per_tenant is not None and
+                       request.held_tenants.get(tenant, 0) + by_tenant[tenant] >= per_tenant)
+        if slot["ordered"] or taken >= room or tenant_full:
+            full.add(destination_id)
+    gating = {r["id"] for r in leased if r["destination_id"] in full}
+    if request.late_after is not None and request.max_late is not None:
+        # attempts counts this claim's attempt: a late retry had late_after failures before.
+        late = [r["id"] for r in leased if r["attempts"] - 1 >= request.late_after]
+        if late and len(late) >= request.max_late:
+            gating.update(late)
+    return gating
 
 
 def _claim_from(row: Any, details: Any, worker: str, taken_over: bool, now: float, *,

@@ -57,6 +57,9 @@ async def copy_sqlite_to_postgres(sqlite_path: str, postgres_url: str) -> CopyRe
     Raises:
         StoreError: the source is missing or unreadable, the target is unreachable or not
             empty, or a row is refused by the target (nothing is written then).
+
+    While it copies it holds the source's write lock: another writer waits, then fails as
+    busy, and nothing committed after the snapshot can be left behind.
     """
     # Migrate the source to the newest schema, and fold the metric deltas its writers
     # appended (metric_count_deltas) into metric_counts, which is what is copied.
@@ -64,10 +67,13 @@ async def copy_sqlite_to_postgres(sqlite_path: str, postgres_url: str) -> CopyRe
         await store.fold_metric_deltas()
     async with PostgresStore(postgres_url):  # create / migrate the target schema
         pass
-    source = sqlite3.connect(f"file:{sqlite_path}?mode=ro", uri=True)
+    source = sqlite3.connect(f"file:{sqlite_path}?mode=rw", uri=True, timeout=5.0)
     source.row_factory = sqlite3.Row
     try:
-        source.execute("BEGIN")  # one snapshot for every table
+        # One snapshot for every table, holding SQLite's write lock until the copy ends: a
+        # hookline command writing meanwhile (`destinations add`, `replay`...) is refused as
+        # busy rather than committing what PostgreSQL would never get. Nothing is written.
+        source.execute("BEGIN IMMEDIATE")
         conn = await asyncpg.connect(postgres_url)
         try:
             async with conn.transaction():

@@ -51,6 +51,9 @@ def migrate_store_command(config: Config, args: argparse.Namespace) -> int:
     try:
         lock = hold_database(path, "hookline migrate-store")
     except ServiceLocked as exc:
+        if exc.holder.command is not None:
+            return fail(f"--from: {os.path.abspath(path)} is being copied already "
+                        f"({exc.holder.describe()}): wait for it to end", 1)
         return fail(f"--from: {os.path.abspath(path)} is being served ({exc.holder.describe()}): "
                     "stop the service first, then copy", 1)
     except OSError as exc:
@@ -62,8 +65,9 @@ def migrate_store_command(config: Config, args: argparse.Namespace) -> int:
         if args.json:
             print(json.dumps(result.rows))
         else:
+            width = max(map(len, result.rows), default=0)
             for table, n in result.rows.items():
-                print(f"{table:<14} {n} rows copied")
+                print(f"{table:<{width}} {n} rows copied")
             print("done: point every host at the PostgreSQL URL (--db / HOOKLINE_DB)")
         return 0
 

@@ -34,8 +34,9 @@ def service_problems(config: Config) -> list[str]:
                 for name, effect in _TOKENS.items() if getattr(config, name) is None]
     running = _running_supervisor(pid_file(config))
     for lock, what, holder in held_service_locks(config):
-        refusal = (f"lock held: another hookline serve runs on {what} ({holder.describe()}; "
-                   f"lock {lock}), so `hookline serve` would be refused now")
+        runs = (f"{holder.describe()} holds {what}" if holder.command is not None
+                else f"another hookline serve runs on {what}: {holder.describe()}")
+        refusal = f"lock held: {runs} (lock {lock}), so `hookline serve` would be refused now"
         if holder.pid is not None and holder.pid == running:
             print(f"{refusal} (the running service, as named by {pid_file(config)}: not "
                   "counted)", file=sys.stderr)

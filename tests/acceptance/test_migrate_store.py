@@ -2,16 +2,20 @@
 
 from __future__ import annotations
 
+import asyncio
 import fcntl
 import json
 import os
 import subprocess
 import sys
 
+import asyncpg
 from procs import ROOT, child_env
 
 from hookline.shared.catalogue import event_type_fields
+from hookline.shared.errors import StoreBusy
 from hookline.shared.models import AttemptResult, Dead, Done, Retry
+from hookline.shared.store.copy import copy_sqlite_to_postgres
 from hookline.shared.store.postgres import PostgresStore
 from hookline.shared.store.sqlite import SqliteStore
 from tests.conftest import new_event
@@ -116,3 +120,45 @@ def test_migrate_store_refuses_a_database_being_served(tmp_path):
         os.close(fd)
     assert refused.returncode == 1, refused.stderr
     assert "is being served" in refused.stderr and "stop the service first" in refused.stderr
+
+
+async def test_a_write_during_the_copy_is_refused_not_left_behind(tmp_path, pg_url):
+    """A hookline command writing to the SQLite file while migrate-store copies it (here
+    held mid-copy by a PostgreSQL lock on a target table) is refused as busy: nothing
+    committed after the snapshot can miss PostgreSQL. Once the copy ends, writes work."""
+    db = str(tmp_path / "old.db")
+    async with SqliteStore(db) as old:
+        await old.add_destination(name="a", url="http://127.0.0.1:9/", event_types=["*"],
+                                  secret="whsec_" + "A" * 32, max_in_flight=5)
+    async with PostgresStore(pg_url):  # the schema, so its tables can be locked
+        pass
+    blocker = await asyncpg.connect(pg_url)
+    try:
+        holding = blocker.transaction()
+        await holding.start()
+        await blocker.execute("LOCK TABLE events IN ACCESS EXCLUSIVE MODE")
+        copy = asyncio.create_task(copy_sqlite_to_postgres(db, pg_url))
+        for _ in range(200):  # until the copy waits for the lock, its snapshot taken
+            if await blocker.fetchval("SELECT count(*) FROM pg_locks WHERE NOT granted"):
+                break
+            await asyncio.sleep(0.05)
+        else:
+            raise AssertionError("the copy never reached the locked table")
+        try:  # opening writes too (the clock's anchor): refused there already
+            async with SqliteStore(db, busy_timeout_s=0.3) as writer:
+                await writer.add_destination(name="late", url="http://127.0.0.1:9/",
+                                             event_types=["*"], secret="whsec_" + "B" * 32,
+                                             max_in_flight=5)
+        except StoreBusy:
+            pass
+        else:
+            raise AssertionError("a write during the copy was committed")
+        await holding.rollback()
+        result = await copy
+    finally:
+        await blocker.close()
+    assert result.rows["destinations"] == 1
+    async with SqliteStore(db) as after:
+        assert [d.name for d in await after.list_destinations()] == ["a"]
+        await after.add_destination(name="late", url="http://127.0.0.1:9/", event_types=["*"],
+                                    secret="whsec_" + "B" * 32, max_in_flight=5)

@@ -243,17 +243,22 @@ async def test_a_result_that_waits_for_a_claim_is_finished_when_its_answer_arriv
     assert [results for _, results in recorder.writes if results] == [1]
 
 
-async def test_a_result_its_destinations_next_job_waits_for_is_written_at_once(real_store):
-    """A destination with max_in_flight 1 gets its next job claimed only once the previous
-    result is written: those results (Claim.gates_next) do not wait RESULT_LINGER_S for a
-    claim, or each delivery would take that long. With the linger, each job's write
-    (updated_at) would follow its answer (finished_at) by at least most of RESULT_LINGER_S."""
+@pytest.mark.parametrize(("max_in_flight", "slot_share"), [(1, 1.0), (10, 0.5)],
+                         ids=["max_in_flight", "worker_share"])
+async def test_a_result_its_destinations_next_job_waits_for_is_written_at_once(
+        real_store, max_in_flight, slot_share):
+    """A destination at its max_in_flight (1), or at this worker's share of it (1 of 2
+    slots), gets its next job claimed only once the previous result is written: those
+    results (Claim.gates_next) do not wait RESULT_LINGER_S for a claim, or each delivery
+    would take that long. With the linger, each job's write (updated_at) would follow its
+    answer (finished_at) by at least most of RESULT_LINGER_S."""
     secret = generate_secret()
+    config = replace(FAST, worker_concurrency=2, destination_slot_share=slot_share)
     async with Receiver([Endpoint("one", secret, parse_behaviour("ok"))]) as receiver:
         await real_store.add_destination(name="one", url=receiver.url("one"), secret=secret,
-                                         event_types=["*"], max_in_flight=1)
+                                         event_types=["*"], max_in_flight=max_in_flight)
         await real_store.add_events([new_event(f"e{i}") for i in range(6)])
-        async with running_worker(real_store):
+        async with running_worker(real_store, config):
             counts = await settle(real_store)
     assert counts["done"] == 6
     waits = sorted(job.updated_at - job.finished_at for job in await real_store.list_jobs()

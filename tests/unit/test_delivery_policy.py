@@ -160,6 +160,38 @@ async def test_a_claim_marks_the_jobs_whose_result_the_destinations_next_job_wai
     await store.finish([(one_capped, Done(), OK)])
     [again] = await store.claim("w", 20, 30.0, 5)
     assert again.destination_id == capped.id and again.gates_next
+    await store.hand_back([c for c in claims if c.job_id != one_capped.job_id] + [again])
+
+
+async def test_a_claim_marks_the_jobs_that_fill_the_workers_share_or_the_late_reservation(
+        store, clock, destination_factory):
+    """gates_next also where the claiming worker's own caps hold the next job back: its
+    share of a destination (per_destination), of a tenant (per_tenant), and the late-retry
+    reservation (max_late); not for a destination with room left under each."""
+    await store.put_tenant("acme", TenantFields())
+    wide = await destination_factory("wide", max_in_flight=10, event_types=("wide",))
+    await store.add_destination(name="acme-1", url="http://127.0.0.1:9/x",
+                                secret=generate_secret(), event_types=["acme"],
+                                max_in_flight=10, tenant="acme")
+    await store.add_events([new_event(f"w{i}", type_="wide") for i in range(3)]
+                           + [new_event(f"a{i}", type_="acme", tenant="acme")
+                              for i in range(3)])
+    shared = await store.claim("w", 20, 30.0, 5, per_destination=2)
+    assert {c.gates_next for c in shared} == {True} and len(shared) == 4
+    await store.hand_back(shared)
+    roomy = await store.claim("w", 20, 30.0, 5, per_destination=4, per_tenant=4)
+    assert not any(c.gates_next for c in roomy) and len(roomy) == 6
+    await store.hand_back(roomy)
+    tenant_capped = await store.claim("w", 20, 30.0, 5, per_tenant=3, held_tenants={"acme": 1})
+    assert Counter((c.tenant_id, c.gates_next) for c in tenant_capped) == {
+        ("_default", True): 3, ("acme", True): 2}
+    await store.hand_back(tenant_capped)
+    # Late retries: two of wide's jobs fail twice; with max_late 1 the one claimed gates.
+    await _age(store, clock, wide, 2)
+    clock.advance(1)
+    late = await store.claim("w", 20, 30.0, 5, late_after=2, max_late=1)
+    assert [(c.attempt, c.gates_next) for c in late if c.destination_id == wide.id] == [
+        (3, True)]
 
 
 async def test_rate_limit_is_kept_in_the_database_across_claimers(

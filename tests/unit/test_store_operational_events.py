@@ -1,7 +1,8 @@
 """Operational events (shared/store/notify_tx.py) on both backends: one event per state
 change of a destination, decided in the transaction that changes it, delivered to the
 destinations subscribed to the `hookline.` namespace of the same tenant and of the default
-tenant, never about a notification destination itself."""
+tenant, never about the operator's notification destinations, and about a tenant's to the
+operator's only."""
 
 from __future__ import annotations
 
@@ -174,6 +175,11 @@ async def test_a_tenants_notification_destination_is_announced_to_the_operator_o
     got = await rounds(store, clock, [500, 500])
     assert sorted(kinds(got)) == [("ops", "hookline.destination.failing", "hooks-acme"),
                                   ("ops", "hookline.destination.recovered", "hooks-acme")]
+    await store.rotate_secret("hooks-acme", "whsec_" + "B" * 32, overlap_s=60, tenant="acme")
+    await store.set_paused("hooks-acme", True, reason="maintenance", tenant="acme")
+    got = await rounds(store, clock, [])
+    assert kinds(got) == [("ops", "hookline.destination.secret_rotated", "hooks-acme"),
+                          ("ops", "hookline.destination.paused", "hooks-acme")]
 
 
 async def test_payload_filters_apply_to_operational_events(store, clock):
