@@ -135,7 +135,12 @@ def _forget_token_key(db: Path) -> None:
     """
     try:
         with contextlib.closing(sqlite3.connect(db)) as conn, conn:
-            conn.execute("DELETE FROM signing_keys WHERE purpose = ?", (SIGNING_KEY_PURPOSE,))
+            # A snapshot older than tenants (schema 13) has no keys: nothing to forget; the
+            # service migrates the copy forward when it opens it.
+            if conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' "
+                            "AND name = 'signing_keys'").fetchone() is not None:
+                conn.execute("DELETE FROM signing_keys WHERE purpose = ?",
+                             (SIGNING_KEY_PURPOSE,))
     except sqlite3.Error as exc:
         raise BackupError(f"cannot revoke the snapshot's tenant tokens in {db}: {exc}") from exc
 

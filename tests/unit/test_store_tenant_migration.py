@@ -13,6 +13,7 @@ import asyncpg
 import pytest
 
 from hookline.shared.models import DEFAULT_TENANT, Accepted, Duplicate
+from hookline.shared.store.backup_restore import restore
 from hookline.shared.store.postgres import PostgresStore
 from hookline.shared.store.queries import load_migrations
 from hookline.shared.store.sqlite import SqliteStore, _split_statements
@@ -99,3 +100,14 @@ async def test_a_database_from_before_tenants_upgrades_in_place(empty_url, clock
         assert (await store.get_tenant(DEFAULT_TENANT)).disabled is False
     finally:
         await store.close()
+
+
+async def test_a_snapshot_from_before_tenants_restores_and_migrates_forward(tmp_path: Path):
+    """`hookline restore` of a snapshot older than tenants (no signing_keys table yet: no
+    token key to forget) writes the copy; the service migrates it when it opens it."""
+    old = tmp_path / "old.db"
+    await make_old_database(str(old))
+    restored = restore(old, tmp_path / "into", require_manifest=False)
+    async with SqliteStore(str(restored)) as store:
+        [destination] = await store.list_destinations()
+        assert (destination.name, destination.tenant) == ("old", DEFAULT_TENANT)
