@@ -202,6 +202,19 @@ def hold_database(db_path: str, command: str) -> ServiceLock:
     return ServiceLock([fd])
 
 
+def database_served_by(db_path: str) -> LockHolder | None:
+    """Who holds the SQLite database's service lock now (a running `hookline serve`, or a
+    command such as `migrate-store`), or None; creates nothing.
+
+    Raises:
+        OSError: the lock file exists but cannot be opened (another user's service, say).
+    """
+    try:
+        return _holder_now(Path(db_path + DB_LOCK_SUFFIX))
+    except FileNotFoundError:
+        return None  # never served, so free
+
+
 def _holder_now(path: Path) -> LockHolder | None:
     """Who holds the lock file at `path` now, or None: it is taken shared for an instant.
 

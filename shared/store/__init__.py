@@ -80,6 +80,10 @@ class Store(TenantStore, CatalogueStore, Protocol):
     """When the store makes operational events (shared/policy/notify.py); store_for sets the
     Config's, any other store has the defaults."""
 
+    migrated_from: int | None
+    """The schema version :meth:`open` found and migrated forward (logged
+    `schema_migrated`); None when it found nothing to migrate or a new database."""
+
     async def open(self) -> None:
         """Connect and apply pending migrations. Raises StoreError when it cannot."""
 

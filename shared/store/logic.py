@@ -100,6 +100,8 @@ class StoreLogic(ClaimOperations, EventOperations, TenantOperations, TenantCount
     is (shared/store/fan_out_view.py, refresh_fan_out)."""
     notify: NotifyPolicy = NotifyPolicy()
     """When operational events are made (store_for sets the Config's; shared/policy/notify.py)."""
+    migrated_from: int | None = None
+    """See :attr:`hookline.shared.store.Store.migrated_from`."""
 
     async def _transact(self, tx: Tx[T], *, write: bool) -> T:
         """Drive `tx` as one transaction (`write`: it writes from the start)."""
@@ -441,3 +443,10 @@ def _now_tx() -> Tx[float]:
 def _single(query: Query) -> Tx[Any]:
     """A transaction of one query."""
     return (yield query)
+
+
+def log_migrated(from_version: int, to_version: int, database: str) -> None:
+    """Log `schema_migrated`: a store's open moved an existing database's schema forward
+    (from_version and to_version: schema numbers; database: a path or a redacted URL)."""
+    get_logger().info("schema_migrated", from_version=from_version, to_version=to_version,
+                      database=database)

@@ -49,7 +49,7 @@ from hookline.shared.errors import (
 )
 from hookline.shared.logs import get_logger
 from hookline.shared.store.health import StoreHealth
-from hookline.shared.store.logic import StoreLogic
+from hookline.shared.store.logic import StoreLogic, log_migrated
 from hookline.shared.store.ops import (
     AfterCommit,
     Finished,
@@ -239,10 +239,14 @@ class PostgresStore(StoreLogic):
                                  f"hookline ({SCHEMA_VERSION}); upgrade hookline")
             # Every missing step, in order (numbers are shared with the SQLite migrations and
             # may land out of order while both backends are developed).
-            for version, script in load_migrations("postgres"):
-                if version not in applied:
-                    await conn.execute(script)
-                    await conn.execute("INSERT INTO schema_version (version) VALUES ($1)", version)
+            missing = [(version, script) for version, script in load_migrations("postgres")
+                       if version not in applied]
+            for version, script in missing:
+                await conn.execute(script)
+                await conn.execute("INSERT INTO schema_version (version) VALUES ($1)", version)
+        if applied and missing:
+            self.migrated_from = max(applied)
+            log_migrated(max(applied), SCHEMA_VERSION, _redact(self.dsn))
 
     async def close(self) -> None:
         """Close the listener connection and the pool (idempotent)."""

@@ -36,7 +36,7 @@ from hookline.shared.store.checks import (
 )
 from hookline.shared.store.clock import StoreClock, anchor_at_open
 from hookline.shared.store.health import StoreHealth
-from hookline.shared.store.logic import StoreLogic
+from hookline.shared.store.logic import StoreLogic, log_migrated
 from hookline.shared.store.ops import (
     AfterCommit,
     BeginWrite,
@@ -187,15 +187,19 @@ class SqliteStore(StoreLogic):
                                  f"hookline ({SCHEMA_VERSION}); upgrade hookline")
             # Apply every missing step, not only those above the highest: a step numbered
             # below an applied one (branches merged late) still runs, in number order.
-            for version, script in load_migrations("sqlite"):
-                if version not in applied:
-                    for statement in _split_statements(script):
-                        db.execute(statement)
-                    db.execute("INSERT INTO schema_version (version) VALUES (?)", (version,))
+            missing = [(version, script) for version, script in load_migrations("sqlite")
+                       if version not in applied]
+            for version, script in missing:
+                for statement in _split_statements(script):
+                    db.execute(statement)
+                db.execute("INSERT INTO schema_version (version) VALUES (?)", (version,))
             broken = db.execute("PRAGMA foreign_key_check").fetchall()
             if broken:
                 raise StoreError(f"migration left {len(broken)} broken references (first: "
                                  f"{tuple(broken[0])}); the database is unchanged")
+        if applied and missing:
+            self.migrated_from = current
+            log_migrated(current, SCHEMA_VERSION, self.path)
 
     async def close(self) -> None:
         """Close the connection and the wake-up sockets (idempotent)."""
@@ -516,6 +520,24 @@ def _wal_bytes(path: str) -> int:
         return os.path.getsize(path + "-wal")
     except FileNotFoundError:
         return 0
+
+
+def schema_version_of(path: str) -> int:
+    """The schema version of the SQLite database at `path`, read without writing anything
+    (0: a file with no hookline schema yet).
+
+    Raises:
+        StoreError: the file cannot be read as a SQLite database.
+    """
+    try:
+        with contextlib.closing(sqlite3.connect(f"file:{path}?mode=ro", uri=True)) as db:
+            if db.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' "
+                          "AND name = 'schema_version'").fetchone() is None:
+                return 0
+            return int(db.execute("SELECT coalesce(max(version), 0) FROM schema_version"
+                                  ).fetchone()[0])
+    except sqlite3.Error as exc:
+        raise StoreError(f"cannot read the schema version of {path}: {exc}") from exc
 
 
 def _split_statements(script: str) -> list[str]:

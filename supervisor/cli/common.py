@@ -38,10 +38,15 @@ from hookline.shared.errors import (
     HooklineError,
     InvalidInput,
     InvalidSetting,
+    StoreError,
 )
 from hookline.shared.policy import inputs
 from hookline.shared.policy.netguard import vet_destination
+from hookline.shared.process.service_lock import database_served_by
 from hookline.shared.store import Store, store_for
+from hookline.shared.store.preflight import database_file
+from hookline.shared.store.sqlite import SCHEMA_VERSION as SQLITE_SCHEMA_VERSION
+from hookline.shared.store.sqlite import schema_version_of
 from hookline.supervisor.cli.human import show
 from hookline.supervisor.cli.who import invoking_user, user_name
 
@@ -52,13 +57,42 @@ async def with_store(config: Config, fn: Callable[[Store], Awaitable[T]], *,
                      create: bool = False) -> T:
     """Open the configured store, run `fn(store)`, close it. A missing SQLite file is
     refused with DatabaseMissing (exit 2) unless `create`: a mistyped path must not become
-    a new, empty database."""
+    a new, empty database. A SQLite file that a running `hookline serve` holds and that
+    needs migrating is refused (StoreError, exit 1): see :func:`refuse_migrating_beside`."""
+    refuse_migrating_beside(config)
     store = store_for(config, create=create)
     await store.open()
     try:
         return await fn(store)
     finally:
         await store.close()
+
+
+def refuse_migrating_beside(config: Config) -> None:
+    """Refuse to open a SQLite database whose schema is older than this hookline's while a
+    `hookline serve` holds it: opening would migrate it under that (older) service, whose
+    statements may then fail until it is restarted. After an upgrade, restart the service
+    first (it migrates the database at start); then the CLI works again.
+
+    Raises:
+        StoreError: so refused (the message names the versions, the service and what to do).
+    """
+    path = database_file(config.db)
+    if path is None or not os.path.isfile(path):
+        return
+    found = schema_version_of(path)
+    if found == 0 or found >= SQLITE_SCHEMA_VERSION:
+        return
+    try:
+        holder = database_served_by(path)
+    except OSError:
+        return  # cannot tell: the store's own open says what it can
+    if holder is None:
+        return
+    raise StoreError(f"database {path} has schema {found}, older than this hookline's "
+                     f"({SQLITE_SCHEMA_VERSION}), and {holder.describe()} holds it: migrating "
+                     "it now would break that service; restart the service on this version "
+                     "first (it migrates the database at start), then run this again")
 
 
 USAGE_EXIT = 2

@@ -11,6 +11,7 @@ from typing import Any
 from hookline.shared.config import Config
 from hookline.shared.logs import configure_logging
 from hookline.shared.process.lifecycle import pid_file, runtime_dir
+from hookline.shared.store import Store
 from hookline.shared.store.checks import storage_preflight
 from hookline.shared.store.preflight import database_file, describe_database
 from hookline.supervisor.cli.common import fail, print_record, run_command, with_store
@@ -108,23 +109,27 @@ def init_command(config: Config, args: argparse.Namespace) -> int:
     path = database_file(config.db)
     existed = path is None or os.path.exists(path)
 
+    migrated: list[int | None] = []
+
     async def migrate() -> int:
-        await with_store(config, _nothing, create=True)
+        migrated.append(await with_store(config, _migrated_from, create=True))
         return 0
 
     code = run_command(migrate)
     if code != 0:
         return code
+    done = ("nothing to migrate" if not migrated or migrated[0] is None
+            else f"migrated forward from schema {migrated[0]}")
     if path is None:
-        print(f"{describe_database(config.db)} ready: every migration applied (nothing else "
-              "changed)")
+        print(f"{describe_database(config.db)} ready: {done} (nothing else changed)")
     elif existed:
-        print(f"database {path} already existed: pending migrations applied, "
-              "nothing else changed")
+        print(f"database {path} already existed: {done}, nothing else changed")
     else:
         print(f"created database {path} (mode 0600) with the current schema")
     return 0
 
 
-async def _nothing(store: object) -> None:
-    """Opening the store is the whole work of `hookline init` (it applies migrations)."""
+async def _migrated_from(store: Store) -> int | None:
+    """Opening the store is the whole work of `hookline init` (it applies migrations): the
+    schema it migrated from (None: nothing to migrate)."""
+    return store.migrated_from

@@ -1,0 +1,53 @@
+"""After an upgrade: a database from an older hookline is migrated by the first process of the
+new version that opens it, and says so; but the CLI does not migrate it under a service that
+still runs (the older version, until its restart), whose statements could then fail.
+
+Real SQLite files, the real CLI in subprocesses, the service lock held as `hookline serve`
+holds it."""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from procs import ROOT, child_env
+
+from hookline.shared.store.sqlite import SCHEMA_VERSION, schema_version_of
+from tests.unit.test_store_tenant_migration import BEFORE_TENANTS, make_old_database
+
+
+def hookline(db: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "hookline.supervisor.cli", "--db", str(db),
+                           *args], capture_output=True, text=True, env=child_env(), cwd=ROOT,
+                          timeout=60)
+
+
+async def test_the_cli_leaves_a_served_old_database_alone_and_init_says_it_migrated(
+        tmp_path: Path):
+    db = tmp_path / "old.db"
+    await make_old_database(str(db))
+    fd = os.open(str(db) + ".serve.lock", os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)  # as the older, running `hookline serve` holds it
+        os.pwrite(fd, json.dumps({"pid": 4242, "listen": "127.0.0.1:8080"}).encode(), 0)
+        refused = hookline(db, "stats")
+        assert refused.returncode == 1, refused.stderr
+        assert f"has schema {BEFORE_TENANTS}" in refused.stderr
+        assert "supervisor pid 4242" in refused.stderr
+        assert "restart the service" in refused.stderr
+        assert schema_version_of(str(db)) == BEFORE_TENANTS  # untouched
+    finally:
+        os.close(fd)
+    # The service stopped (its restart on the new version migrates; `init` does the same).
+    migrated = hookline(db, "--log-level", "info", "init")
+    assert migrated.returncode == 0, migrated.stderr
+    assert f"migrated forward from schema {BEFORE_TENANTS}" in migrated.stdout
+    assert "schema_migrated" in migrated.stderr
+    assert schema_version_of(str(db)) == SCHEMA_VERSION
+    again = hookline(db, "init")
+    assert again.returncode == 0 and "nothing to migrate" in again.stdout, again.stdout
+    assert hookline(db, "stats").returncode == 0
