@@ -375,7 +375,10 @@ def _claim_from(row: Any, details: Any, worker: str, taken_over: bool, now: floa
 def _body(details: Any) -> bytes:
     """The bytes to send: the stored body, or for an operational event to a destination with
     body_format `slack`, the chat tool's `{"text": ...}` (shared/policy/notify.py)."""
-    body = bytes(details["body"])
+    stored = details["body"]
+    # A body stored as SQLite TEXT (a row written by hand, not by hookline) is its UTF-8
+    # bytes: sent, not a TypeError that would fail every claim it is in.
+    body = stored.encode() if isinstance(stored, str) else bytes(stored)
     if details["body_format"] == "slack" and is_operational(details["type"]):
         return chat_body(body)
     return body

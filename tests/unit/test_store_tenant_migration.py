@@ -98,6 +98,9 @@ async def test_a_database_from_before_tenants_upgrades_in_place(empty_url, clock
             result = await store.add_event(new_event(event_id, type_))
             assert isinstance(result, Accepted) and len(result.job_ids) == jobs
         assert (await store.get_tenant(DEFAULT_TENANT)).disabled is False
+        # The old job is claimed with its body's bytes (on SQLite the row holds TEXT).
+        [claim] = [c for c in await store.claim("w", 10, 30.0, 5) if c.job_id == 1]
+        assert claim.body == b"x"
     finally:
         await store.close()
 
