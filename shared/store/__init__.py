@@ -82,7 +82,8 @@ class Store(TenantStore, CatalogueStore, Protocol):
 
     migrated_from: int | None
     """The schema version :meth:`open` found and migrated forward (logged
-    `schema_migrated`); None when it found nothing to migrate or a new database."""
+    `schema_migrated`): 0 when it created the whole schema, None when it found nothing to
+    migrate."""
 
     async def open(self) -> None:
         """Connect and apply pending migrations. Raises StoreError when it cannot."""

@@ -135,7 +135,7 @@ def _forget_token_key(db: Path) -> None:
     """
     try:
         with contextlib.closing(sqlite3.connect(db)) as conn, conn:
-            # A snapshot older than tenants (schema 13) has no keys: nothing to forget; the
+            # A snapshot older than the tokens' keys (schema 13) has none to forget; the
             # service migrates the copy forward when it opens it.
             if conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' "
                             "AND name = 'signing_keys'").fetchone() is not None:

@@ -244,9 +244,10 @@ class PostgresStore(StoreLogic):
             for version, script in missing:
                 await conn.execute(script)
                 await conn.execute("INSERT INTO schema_version (version) VALUES ($1)", version)
-        if applied and missing:
-            self.migrated_from = max(applied)
-            log_migrated(max(applied), SCHEMA_VERSION, _redact(self.dsn))
+        if missing:
+            self.migrated_from = max(applied, default=0)
+            if applied:  # not a new schema
+                log_migrated(max(applied), SCHEMA_VERSION, _redact(self.dsn))
 
     async def close(self) -> None:
         """Close the listener connection and the pool (idempotent)."""

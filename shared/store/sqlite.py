@@ -197,9 +197,10 @@ class SqliteStore(StoreLogic):
             if broken:
                 raise StoreError(f"migration left {len(broken)} broken references (first: "
                                  f"{tuple(broken[0])}); the database is unchanged")
-        if applied and missing:
+        if missing:
             self.migrated_from = current
-            log_migrated(current, SCHEMA_VERSION, self.path)
+            if applied:  # not a new schema
+                log_migrated(current, SCHEMA_VERSION, self.path)
 
     async def close(self) -> None:
         """Close the connection and the wake-up sockets (idempotent)."""

@@ -69,25 +69,30 @@ async def with_store(config: Config, fn: Callable[[Store], Awaitable[T]], *,
 
 
 def refuse_migrating_beside(config: Config) -> None:
-    """Refuse to open a SQLite database whose schema is older than this hookline's while a
+    """Refuse to open a SQLite database that another process must have alone: one that
+    `hookline migrate-store` is copying (its writes, and the store's open, would wait for
+    the copy's lock), or one whose schema is older than this hookline's while a
     `hookline serve` holds it: opening would migrate it under that (older) service, whose
     statements may then fail until it is restarted. After an upgrade, restart the service
     first (it migrates the database at start); then the CLI works again.
 
     Raises:
-        StoreError: so refused (the message names the versions, the service and what to do).
+        StoreError: so refused (the message names the holder and what to do).
     """
     path = database_file(config.db)
     if path is None or not os.path.isfile(path):
         return
-    found = schema_version_of(path)
-    if found == 0 or found >= SQLITE_SCHEMA_VERSION:
-        return
     try:
         holder = database_served_by(path)
-    except OSError:
+        found = schema_version_of(path)
+    except (OSError, StoreError):
         return  # cannot tell: the store's own open says what it can
     if holder is None:
+        return
+    if holder.command is not None:
+        raise StoreError(f"database {path} is being copied by {holder.describe()}: wait for "
+                         "it to end, then use the database it copies to")
+    if found == 0 or found >= SQLITE_SCHEMA_VERSION:
         return
     raise StoreError(f"database {path} has schema {found}, older than this hookline's "
                      f"({SQLITE_SCHEMA_VERSION}), and {holder.describe()} holds it: migrating "

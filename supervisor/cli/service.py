@@ -14,7 +14,13 @@ from hookline.shared.process.lifecycle import pid_file, runtime_dir
 from hookline.shared.store import Store
 from hookline.shared.store.checks import storage_preflight
 from hookline.shared.store.preflight import database_file, describe_database
-from hookline.supervisor.cli.common import fail, print_record, run_command, with_store
+from hookline.supervisor.cli.common import (
+    fail,
+    print_record,
+    refuse_migrating_beside,
+    run_command,
+    with_store,
+)
 from hookline.supervisor.cli.preflight import service_problems
 
 
@@ -84,6 +90,7 @@ def serve_command(config: Config, args: argparse.Namespace) -> int:
             print(f"database {missing} does not exist yet: `hookline serve` or "
                   "`hookline init` creates it", file=sys.stderr)
             return 0
+        refuse_migrating_beside(config)  # the check opens (and migrates) the database
         checked = await serve.check(config)
         if checked is not None:  # a sentence, not serve's JSON log line
             print(checked.sentence(), file=sys.stderr)
@@ -118,8 +125,9 @@ def init_command(config: Config, args: argparse.Namespace) -> int:
     code = run_command(migrate)
     if code != 0:
         return code
-    done = ("nothing to migrate" if not migrated or migrated[0] is None
-            else f"migrated forward from schema {migrated[0]}")
+    found = migrated[0] if migrated else None
+    done = ("nothing to migrate" if found is None else "schema created" if found == 0
+            else f"migrated forward from schema {found}")
     if path is None:
         print(f"{describe_database(config.db)} ready: {done} (nothing else changed)")
     elif existed:

@@ -16,6 +16,7 @@ from pathlib import Path
 
 from procs import ROOT, child_env
 
+from hookline.shared.process.service_lock import hold_database
 from hookline.shared.store.sqlite import SCHEMA_VERSION, schema_version_of
 from tests.unit.test_store_tenant_migration import BEFORE_TENANTS, make_old_database
 
@@ -34,12 +35,13 @@ async def test_the_cli_leaves_a_served_old_database_alone_and_init_says_it_migra
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)  # as the older, running `hookline serve` holds it
         os.pwrite(fd, json.dumps({"pid": 4242, "listen": "127.0.0.1:8080"}).encode(), 0)
-        refused = hookline(db, "stats")
-        assert refused.returncode == 1, refused.stderr
-        assert f"has schema {BEFORE_TENANTS}" in refused.stderr
-        assert "supervisor pid 4242" in refused.stderr
-        assert "restart the service" in refused.stderr
-        assert schema_version_of(str(db)) == BEFORE_TENANTS  # untouched
+        for command in (["stats"], ["serve", "--check"]):
+            refused = hookline(db, *command)
+            assert refused.returncode == 1, (command, refused.stderr)
+            assert f"has schema {BEFORE_TENANTS}" in refused.stderr
+            assert "supervisor pid 4242" in refused.stderr
+            assert "restart the service" in refused.stderr
+            assert schema_version_of(str(db)) == BEFORE_TENANTS  # untouched
     finally:
         os.close(fd)
     # The service stopped (its restart on the new version migrates; `init` does the same).
@@ -51,3 +53,17 @@ async def test_the_cli_leaves_a_served_old_database_alone_and_init_says_it_migra
     again = hookline(db, "init")
     assert again.returncode == 0 and "nothing to migrate" in again.stdout, again.stdout
     assert hookline(db, "stats").returncode == 0
+
+
+def test_the_cli_waits_for_no_copy_and_init_names_what_it_did(tmp_path: Path):
+    """While `migrate-store` holds a database, a CLI command says so at once (it would
+    otherwise wait for the copy's write lock and fail as "database is locked"); `init` on an
+    existing empty file says it created the schema."""
+    db = tmp_path / "h.db"
+    db.touch()
+    created = hookline(db, "init")
+    assert created.returncode == 0 and "schema created" in created.stdout, created.stdout
+    with hold_database(str(db), "hookline migrate-store"):
+        refused = hookline(db, "destinations", "list")
+    assert refused.returncode == 1
+    assert f"being copied by hookline migrate-store pid {os.getpid()}" in refused.stderr

@@ -186,12 +186,16 @@ async def test_a_claim_marks_the_jobs_that_fill_the_workers_share_or_the_late_re
     assert Counter((c.tenant_id, c.gates_next) for c in tenant_capped) == {
         ("_default", True): 3, ("acme", True): 2}
     await store.hand_back(tenant_capped)
-    # Late retries: two of wide's jobs fail twice; with max_late 1 the one claimed gates.
+    # Late retries: wide's jobs fail twice each; with max_late 1 the one claimed gates, and
+    # acme's fresh jobs (not late) do not.
     await _age(store, clock, wide, 2)
+    await store.add_event(new_event("a-fresh", type_="acme", tenant="acme"))
     clock.advance(1)
     late = await store.claim("w", 20, 30.0, 5, late_after=2, max_late=1)
     assert [(c.attempt, c.gates_next) for c in late if c.destination_id == wide.id] == [
         (3, True)]
+    assert {(c.attempt, c.gates_next) for c in late if c.destination_id != wide.id} == {
+        (1, False)}
 
 
 async def test_rate_limit_is_kept_in_the_database_across_claimers(
