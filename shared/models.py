@@ -135,8 +135,10 @@ class Claim:
     # The destination asks for the attempt span's `traceparent` on its requests.
     propagate_trace: bool = False
     # The destination's next job waits for this result to be written: it is ordered, or this
-    # claim took its last free in-flight slot. The worker writes such a result promptly
-    # instead of letting it wait for the next claim (workers/writer.py, RESULT_LINGER_S).
+    # claim used up its room (free in-flight slots, the worker's share of it or its tenant),
+    # or filled the late-retry reservation, or took the job over (shared/store/claim_tx.py,
+    # _gating). The worker writes such a result promptly instead of letting it wait for the
+    # next claim (workers/writer.py, RESULT_LINGER_S).
     gates_next: bool = False
 
 

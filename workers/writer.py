@@ -93,8 +93,8 @@ RESULT_LINGER_S = 0.05
 """Results queued while no claim is wanted wait up to this long, seconds, for the next
 wake-up's claim, so that at moderate rates (events up to 50 ms apart) a finish and the next
 claim share one transaction instead of taking the write lock (and an fsync) each: at 50
-events/s it halves the workers' transactions and cuts their CPU per delivery by a fifth
-(docs/benchmarks.md, "One transaction per event at everyday rates"). Not at all when
+events/s it halves the workers' transactions and cuts their CPU per delivery by about a
+quarter (docs/benchmarks.md, "One transaction per event at everyday rates, again"). Not at all when
 `batch_interval_s` is 0 (batching off: every write at once). A result whose destination's next
 job waits for it (Claim.gates_next: ordered, at its max_in_flight, at this worker's share of
 it or of its tenant, a late retry filling the reservation, or a takeover) waits at most
