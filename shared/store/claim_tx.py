@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from hookline.shared.endpoint_models import parse_headers
+from hookline.shared.logs import get_logger
 from hookline.shared.models import Claim, ClaimRequest
 from hookline.shared.policy import forwarding
 from hookline.shared.policy.delivery import (
@@ -20,8 +21,21 @@ from hookline.shared.policy.delivery import (
     unsettled_by_more,
 )
 from hookline.shared.policy.notify import chat_body, is_operational
+from hookline.shared.store.finish_tx import fail_unsendable_tx
 from hookline.shared.store.metric_deltas import IN_FLIGHT, MetricDeltas
-from hookline.shared.store.ops import BEGIN_WRITE, NOW, Query, Rows, Tx, count, one, rows
+from hookline.shared.store.ops import (
+    BEGIN_WRITE,
+    NOW,
+    AfterCommit,
+    Query,
+    Rows,
+    Tx,
+    count,
+    one,
+    rows,
+)
+
+log = get_logger()
 
 _NO_ID_BOUND = 2**63 - 1  # claim_window's `upto` when the walk goes to the ring's end
 
@@ -121,9 +135,18 @@ class ClaimOperations:
             [(r["id"], r["attempts"], r["lease_token"]) for r in leased]))
         details = {d["job_id"]: d for d in (yield rows("claim_details", job_ids=job_ids))}
         gating = _gating(request, slots, leased, per_tenant)
-        return [_claim_from(r, details[r["id"]], request.worker, r["id"] in taken_over, now,
-                            gates_next=r["id"] in gating or r["id"] in taken_over)
-                for r in leased], waiting
+        claims: list[Claim] = []
+        for r in leased:
+            try:
+                claims.append(_claim_from(r, details[r["id"]], request.worker,
+                                          r["id"] in taken_over, now,
+                                          gates_next=r["id"] in gating or r["id"] in taken_over))
+            except (ValueError, TypeError, AttributeError) as exc:
+                # A stored value no request can be made of (written by hand): this job dies
+                # now, rather than failing every claim it is in and stopping all delivery.
+                yield from _fail_unreadable(r, request.worker, f"{type(exc).__name__}: {exc}",
+                                            now, deltas)
+        return claims, waiting
 
     def _choose(self, request: ClaimRequest, due: dict[int, list[_Due]],
                 offers: Mapping[int, int], tenant_by_id: Mapping[int, str], *,
@@ -350,6 +373,20 @@ def _gating(request: ClaimRequest, slots: list[Any], leased: list[Any],
         if late and len(late) >= request.max_late:
             gating.update(late)
     return gating
+
+
+def _fail_unreadable(row: Any, worker: str, problem: str, now: float,
+                     deltas: MetricDeltas) -> Tx[None]:
+    """Finish the job of the leased `row` as dead (UnreadableRow: `problem`) and log it after
+    the commit (job_unreadable)."""
+    claim = Claim(job_id=row["id"], event_id=row["event_id"], message_id="", event_type="",
+                  destination_id=row["destination_id"], destination_name="", url="", secret="",
+                  body=b"", attempt=row["attempts"], lease_token=row["lease_token"],
+                  lease_owner=worker, lease_until=row["lease_until"])
+    error = f"UnreadableRow: {problem}"
+    yield from fail_unsendable_tx(claim, error, now, deltas)
+    yield AfterCommit(lambda: log.error("job_unreadable", job_id=row["id"],
+                                        event_id=row["event_id"], error=error))
 
 
 def _claim_from(row: Any, details: Any, worker: str, taken_over: bool, now: float, *,

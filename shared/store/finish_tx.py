@@ -145,6 +145,16 @@ def _finish_one(claim: Claim, outcome: Outcome, result: AttemptResult,
     return bool(changed == 1)
 
 
+def fail_unsendable_tx(claim: Claim, error: str, now: float,
+                       deltas: MetricDeltas) -> Tx[bool]:
+    """Finish a job just claimed in this transaction as dead, its attempt closed with
+    `error`: its stored row cannot be read into a request (a malformed value written by hand),
+    so it never can be, and claiming it again would only fail the same way. `now`: the
+    store's clock, unix seconds. Returns whether the fenced finish changed the job."""
+    result = AttemptResult(started_at=now, duration_s=0.0, error=error, unsendable=True)
+    return (yield from _finish_one(claim, Dead(error=error), result, deltas))
+
+
 def _succeeded(destination_id: int, notify: NotifyPolicy) -> Tx[None]:
     """End the destination's failure run (a row comes back only when it changed something
     or a recovery is to be announced)."""

@@ -33,8 +33,14 @@ log = get_logger()
 
 
 def _notification_destination(row: Mapping[str, Any]) -> bool:
-    """Whether the destination in `row` is subscribed to a `hookline.` type."""
-    return policy.watches_operations(json.loads(row["event_types"]))
+    """Whether the destination in `row` is subscribed to a `hookline.` type (a malformed
+    stored list, written by hand, holds no such pattern: it must not fail the finish)."""
+    try:
+        patterns = json.loads(row["event_types"])
+    except (TypeError, ValueError):
+        return False
+    return isinstance(patterns, list) and policy.watches_operations(
+        p for p in patterns if isinstance(p, str))
 
 
 def quiet(row: Mapping[str, Any]) -> bool:

@@ -27,7 +27,7 @@ from hookline.shared.policy.delivery import (
 )
 from hookline.shared.signing import generate_secret
 from hookline.shared.tenant_models import TenantFields
-from tests.conftest import new_event
+from tests.conftest import execute_db, new_event
 
 NOW = 1_800_000_000.0
 POLICY = BreakerPolicy(failures=3, window_s=600.0, min_span_s=0.0)
@@ -196,6 +196,41 @@ async def test_a_claim_marks_the_jobs_that_fill_the_workers_share_or_the_late_re
         (3, True)]
     assert {(c.attempt, c.gates_next) for c in late if c.destination_id != wide.id} == {
         (1, False)}
+
+
+async def test_a_row_no_request_can_be_made_of_dies_alone_and_the_rest_is_claimed(
+        store, store_url, destination_factory):
+    """A stored value written by hand that no request can be made of (here an event's
+    forwarded headers that are not JSON) fails its own job for good, with the attempt closed
+    and the reason, in the claim that met it; the other jobs are claimed as usual, and the
+    next claim is not stopped by it (before: every claim holding it raised, and the worker
+    crash-looped with all delivery stopped)."""
+    await destination_factory("d", max_in_flight=10)
+    await store.add_events([new_event("good"), new_event("bad")])
+    await execute_db(store_url, "UPDATE events SET forwarded_headers = 'not json' "
+                                "WHERE source_event_id = 'bad'")
+    claims = await store.claim("w", 10, 30.0, 5)
+    assert [c.body for c in claims] == [b'{"n": "good"}']
+    [dead] = await store.list_jobs(status="dead")
+    assert dead.last_error is not None and dead.last_error.startswith("UnreadableRow: ")
+    [attempt] = [a for a in await store.list_attempts() if a.job_id == dead.id]
+    assert attempt.error is not None and attempt.error.startswith("UnreadableRow: ")
+    await store.add_event(new_event("after"))
+    assert [c.body for c in await store.claim("w", 10, 30.0, 5)] == [b'{"n": "after"}']
+
+
+async def test_a_hand_written_subscription_list_does_not_fail_the_finish(
+        store, store_url, destination_factory):
+    """A destination's stored event_types holding a non-string (written by hand: the API
+    refuses it) do not make its finish raise when a 410 pauses it (the operational event's
+    check reads them): the result is written and the destination paused."""
+    await destination_factory("gone", url="http://127.0.0.1:9/gone")
+    await store.add_events([new_event("e1")])
+    [claim] = await store.claim("w", 10, 30.0, 5)
+    await execute_db(store_url, """UPDATE destinations SET event_types = '["push", 1]'""")
+    assert await store.finish([(claim, Dead(error="HTTP 410 (permanent)"), GONE)],
+                              breaker=POLICY) == [True]
+    assert (await store.get_destination("gone")).paused
 
 
 async def test_rate_limit_is_kept_in_the_database_across_claimers(
