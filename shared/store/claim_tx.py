@@ -414,8 +414,13 @@ def _body(details: Any) -> bytes:
     body_format `slack`, the chat tool's `{"text": ...}` (shared/policy/notify.py)."""
     stored = details["body"]
     # A body stored as SQLite TEXT (a row written by hand, not by hookline) is its UTF-8
-    # bytes: sent, not a TypeError that would fail every claim it is in.
-    body = stored.encode() if isinstance(stored, str) else bytes(stored)
+    # bytes. A number is no body (bytes(5) would send five NULs): the claim fails the job.
+    if isinstance(stored, str):
+        body = stored.encode()
+    elif isinstance(stored, bytes | bytearray | memoryview):
+        body = bytes(stored)
+    else:
+        raise TypeError(f"the stored body is a {type(stored).__name__}, not bytes")
     if details["body_format"] == "slack" and is_operational(details["type"]):
         return chat_body(body)
     return body

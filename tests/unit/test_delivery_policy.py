@@ -217,6 +217,11 @@ async def test_a_row_no_request_can_be_made_of_dies_alone_and_the_rest_is_claime
     assert attempt.error is not None and attempt.error.startswith("UnreadableRow: ")
     await store.add_event(new_event("after"))
     assert [c.body for c in await store.claim("w", 10, 30.0, 5)] == [b'{"n": "after"}']
+    if not store_url.startswith("postgresql://"):  # a typed column refuses it there
+        await store.add_event(new_event("number"))
+        await execute_db(store_url, "UPDATE events SET body = 5 WHERE source_event_id = 'number'")
+        assert await store.claim("w", 10, 30.0, 5) == []  # not five NUL bytes
+        assert len(await store.list_jobs(status="dead")) == 2
 
 
 async def test_a_hand_written_subscription_list_does_not_fail_the_finish(
