@@ -112,7 +112,8 @@ def serve_command(config: Config, args: argparse.Namespace) -> int:
 
 def init_command(config: Config, args: argparse.Namespace) -> int:
     """Create the configured database if missing and migrate it; say which happened."""
-    configure_logging("init", config.log_level, stream=sys.stderr)  # stdout: the summary
+    # stdout: the summary; the log file gets `schema_migrated` too, as the service's would
+    configure_logging("init", config.log_level, stream=sys.stderr, log_file=config.log_file)
     path = database_file(config.db)
     existed = path is None or os.path.exists(path)
 

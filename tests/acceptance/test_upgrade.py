@@ -21,9 +21,11 @@ from hookline.shared.store.sqlite import SCHEMA_VERSION, schema_version_of
 from tests.unit.test_store_tenant_migration import BEFORE_TENANTS, make_old_database
 
 
-def hookline(db: Path, *args: str) -> subprocess.CompletedProcess[str]:
+def hookline(db: Path, *args: str, log_file: Path | None = None
+             ) -> subprocess.CompletedProcess[str]:
+    env = child_env() | ({"HOOKLINE_LOG_FILE": str(log_file)} if log_file else {})
     return subprocess.run([sys.executable, "-m", "hookline.supervisor.cli", "--db", str(db),
-                           *args], capture_output=True, text=True, env=child_env(), cwd=ROOT,
+                           *args], capture_output=True, text=True, env=env, cwd=ROOT,
                           timeout=60)
 
 
@@ -45,10 +47,12 @@ async def test_the_cli_leaves_a_served_old_database_alone_and_init_says_it_migra
     finally:
         os.close(fd)
     # The service stopped (its restart on the new version migrates; `init` does the same).
-    migrated = hookline(db, "--log-level", "info", "init")
+    log_file = tmp_path / "hookline.log"
+    migrated = hookline(db, "--log-level", "info", "init", log_file=log_file)
     assert migrated.returncode == 0, migrated.stderr
     assert f"migrated forward from schema {BEFORE_TENANTS}" in migrated.stdout
     assert "schema_migrated" in migrated.stderr
+    assert "schema_migrated" in log_file.read_text()  # where the service's lines go
     assert schema_version_of(str(db)) == SCHEMA_VERSION
     again = hookline(db, "init")
     assert again.returncode == 0 and "nothing to migrate" in again.stdout, again.stdout
