@@ -8,8 +8,9 @@ driven by the backend. The finish side is in :mod:`hookline.shared.store.finish_
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, TypeVar
 
 from hookline.shared.endpoint_models import parse_headers
 from hookline.shared.logs import get_logger
@@ -25,6 +26,7 @@ from hookline.shared.store.finish_tx import fail_unsendable_tx
 from hookline.shared.store.metric_deltas import IN_FLIGHT, MetricDeltas
 from hookline.shared.store.ops import (
     BEGIN_WRITE,
+    NOTIFY,
     NOW,
     AfterCommit,
     Query,
@@ -36,6 +38,7 @@ from hookline.shared.store.ops import (
 )
 
 log = get_logger()
+T = TypeVar("T")
 
 _NO_ID_BOUND = 2**63 - 1  # claim_window's `upto` when the walk goes to the ring's end
 
@@ -138,14 +141,16 @@ class ClaimOperations:
         claims: list[Claim] = []
         for r in leased:
             try:
-                claims.append(_claim_from(r, details[r["id"]], request.worker,
-                                          r["id"] in taken_over, now,
-                                          gates_next=r["id"] in gating or r["id"] in taken_over))
-            except (ValueError, TypeError, AttributeError) as exc:
+                stored = _StoredValues.read(details[r["id"]], now)
+            except UnreadableRow as exc:
                 # A stored value no request can be made of (written by hand): this job dies
                 # now, rather than failing every claim it is in and stopping all delivery.
-                yield from _fail_unreadable(r, request.worker, f"{type(exc).__name__}: {exc}",
+                yield from _fail_unreadable(r, details[r["id"]], request.worker, str(exc),
                                             now, deltas)
+                continue
+            claims.append(_claim_from(r, details[r["id"]], stored, request.worker,
+                                      r["id"] in taken_over,
+                                      gates_next=r["id"] in gating or r["id"] in taken_over))
         return claims, waiting
 
     def _choose(self, request: ClaimRequest, due: dict[int, list[_Due]],
@@ -375,35 +380,77 @@ def _gating(request: ClaimRequest, slots: list[Any], leased: list[Any],
     return gating
 
 
-def _fail_unreadable(row: Any, worker: str, problem: str, now: float,
+class UnreadableRow(Exception):
+    """A claimed job's stored row holds a value no request can be made of (only a hand edit
+    of the database leaves one); the message names the column and the problem."""
+
+
+@dataclass(frozen=True, slots=True)
+class _StoredValues:
+    """What a claim parses from its job's stored row (claim_details)."""
+
+    secrets: tuple[str, ...]
+    headers: tuple[tuple[str, str], ...]
+    forwarded_headers: tuple[tuple[str, str], ...]
+    body: bytes
+
+    @classmethod
+    def read(cls, details: Any, now: float) -> _StoredValues:
+        """Parse the row's stored values; `now`: the store's clock, unix seconds.
+
+        Raises:
+            UnreadableRow: one of them cannot be read (the column is named).
+        """
+        def secrets() -> tuple[str, ...]:
+            active: tuple[str, ...] = (details["secret"],)
+            if details["previous_secret"] and (details["previous_secret_until"] or 0) > now:
+                active += (details["previous_secret"],)
+            return active
+
+        return cls(secrets=_column("previous_secret_until", secrets),
+                   headers=_column("headers", lambda: parse_headers(details["headers"])),
+                   forwarded_headers=_column("forwarded_headers", lambda: forwarding.decode(
+                       details["forwarded_headers"])),
+                   body=_column("body", lambda: _body(details)))
+
+
+def _column(name: str, parse: Callable[[], T]) -> T:
+    """`parse()`, its failure on a malformed stored value raised as UnreadableRow(`name`)."""
+    try:
+        return parse()
+    except (ValueError, TypeError, AttributeError) as exc:
+        raise UnreadableRow(f"{name}: {type(exc).__name__}: {exc}") from exc
+
+
+def _fail_unreadable(row: Any, details: Any, worker: str, problem: str, now: float,
                      deltas: MetricDeltas) -> Tx[None]:
-    """Finish the job of the leased `row` as dead (UnreadableRow: `problem`) and log it after
-    the commit (job_unreadable)."""
+    """Finish the job of the leased `row` as dead (UnreadableRow: `problem`), log it after
+    the commit (job_unreadable), and wake a worker: the claim took fewer jobs than it could,
+    so its worker would otherwise wait for its next poll."""
     claim = Claim(job_id=row["id"], event_id=row["event_id"], message_id="", event_type="",
                   destination_id=row["destination_id"], destination_name="", url="", secret="",
                   body=b"", attempt=row["attempts"], lease_token=row["lease_token"],
                   lease_owner=worker, lease_until=row["lease_until"])
     error = f"UnreadableRow: {problem}"
     yield from fail_unsendable_tx(claim, error, now, deltas)
+    yield NOTIFY
     yield AfterCommit(lambda: log.error("job_unreadable", job_id=row["id"],
-                                        event_id=row["event_id"], error=error))
+                                        event_id=row["event_id"],
+                                        destination=details["name"],
+                                        tenant=details["tenant_id"], error=error))
 
 
-def _claim_from(row: Any, details: Any, worker: str, taken_over: bool, now: float, *,
-                gates_next: bool = False) -> Claim:
-    """A Claim from its leased job row and its claim_details row."""
-    secrets: tuple[str, ...] = (details["secret"],)
-    if details["previous_secret"] and (details["previous_secret_until"] or 0) > now:
-        secrets += (details["previous_secret"],)
+def _claim_from(row: Any, details: Any, stored: _StoredValues, worker: str,
+                taken_over: bool, *, gates_next: bool = False) -> Claim:
+    """A Claim from its leased job row, its claim_details row and their parsed values."""
     return Claim(
         job_id=row["id"], event_id=row["event_id"], message_id=details["message_id"],
         event_type=details["type"], destination_id=row["destination_id"],
         destination_name=details["name"], url=details["url"], secret=details["secret"],
-        body=_body(details), attempt=row["attempts"], lease_token=row["lease_token"],
+        body=stored.body, attempt=row["attempts"], lease_token=row["lease_token"],
         lease_owner=worker, lease_until=row["lease_until"], taken_over=taken_over,
-        secrets=secrets, timeout_s=details["timeout_s"],
-        headers=parse_headers(details["headers"]),
-        forwarded_headers=forwarding.decode(details["forwarded_headers"]),
+        secrets=stored.secrets, timeout_s=details["timeout_s"], headers=stored.headers,
+        forwarded_headers=stored.forwarded_headers,
         tenant_id=details["tenant_id"], received_at=details["received_at"],
         trace_context=details["trace_context"],
         propagate_trace=bool(details["propagate_trace"]), gates_next=gates_next)
