@@ -8,9 +8,8 @@ driven by the backend. The finish side is in :mod:`hookline.shared.store.finish_
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass
-from typing import Any, TypeVar
+from collections.abc import Mapping
+from typing import Any, NamedTuple
 
 from hookline.shared.endpoint_models import parse_headers
 from hookline.shared.logs import get_logger
@@ -38,7 +37,6 @@ from hookline.shared.store.ops import (
 )
 
 log = get_logger()
-T = TypeVar("T")
 
 _NO_ID_BOUND = 2**63 - 1  # claim_window's `upto` when the walk goes to the ring's end
 
@@ -137,7 +135,7 @@ class ClaimOperations:
             ("job_ids", "attempts", "lease_tokens"),
             [(r["id"], r["attempts"], r["lease_token"]) for r in leased]))
         details = {d["job_id"]: d for d in (yield rows("claim_details", job_ids=job_ids))}
-        gating = _gating(request, slots, leased, per_tenant)
+        gating = _gating(request, slots, leased, per_tenant, tenant_by_id)
         claims: list[Claim] = []
         for r in leased:
             try:
@@ -351,14 +349,14 @@ def _ordered_due(destination_id: int, now: float) -> Tx[list[_Due]]:
 
 
 def _gating(request: ClaimRequest, slots: list[Any], leased: list[Any],
-            per_tenant: int | None) -> set[int]:
+            per_tenant: int | None, tenant_of: Mapping[int, str]) -> set[int]:
     """The leased jobs (ids) whose result the next claim of their kind waits for
     (Claim.gates_next): every job of a destination that is ordered (one job at a time), or
     whose room this claim used up: its free `max_in_flight` slots, this worker's share of it
     (`per_destination`) or of its tenant (`per_tenant`, None: no tenant share now); and the
-    late retries, once they fill the late-retry reservation (`max_late`)."""
+    late retries, once they fill the late-retry reservation (`max_late`). `tenant_of`: each
+    slot's destination id -> its tenant."""
     by_destination = Counter(r["destination_id"] for r in leased)
-    tenant_of = {slot["id"]: slot["tenant_id"] for slot in slots}
     by_tenant = Counter(tenant_of[r["destination_id"]] for r in leased)
     full: set[int] = set()
     for slot in slots:
@@ -385,8 +383,7 @@ class UnreadableRow(Exception):
     of the database leaves one); the message names the column and the problem."""
 
 
-@dataclass(frozen=True, slots=True)
-class _StoredValues:
+class _StoredValues(NamedTuple):
     """What a claim parses from its job's stored row (claim_details)."""
 
     secrets: tuple[str, ...]
@@ -401,25 +398,20 @@ class _StoredValues:
         Raises:
             UnreadableRow: one of them cannot be read (the column is named).
         """
-        def secrets() -> tuple[str, ...]:
-            active: tuple[str, ...] = (details["secret"],)
+        column = "headers"  # the one being read, for the message
+        try:
+            headers = parse_headers(details["headers"])
+            column = "forwarded_headers"
+            forwarded = forwarding.decode(details["forwarded_headers"])
+            column = "body"
+            body = _body(details)
+            column = "previous_secret_until"
+            secrets: tuple[str, ...] = (details["secret"],)
             if details["previous_secret"] and (details["previous_secret_until"] or 0) > now:
-                active += (details["previous_secret"],)
-            return active
-
-        return cls(secrets=_column("previous_secret_until", secrets),
-                   headers=_column("headers", lambda: parse_headers(details["headers"])),
-                   forwarded_headers=_column("forwarded_headers", lambda: forwarding.decode(
-                       details["forwarded_headers"])),
-                   body=_column("body", lambda: _body(details)))
-
-
-def _column(name: str, parse: Callable[[], T]) -> T:
-    """`parse()`, its failure on a malformed stored value raised as UnreadableRow(`name`)."""
-    try:
-        return parse()
-    except (ValueError, TypeError, AttributeError) as exc:
-        raise UnreadableRow(f"{name}: {type(exc).__name__}: {exc}") from exc
+                secrets += (details["previous_secret"],)
+        except (ValueError, TypeError, AttributeError) as exc:
+            raise UnreadableRow(f"{column}: {type(exc).__name__}: {exc}") from exc
+        return cls(secrets, headers, forwarded, body)
 
 
 def _fail_unreadable(row: Any, details: Any, worker: str, problem: str, now: float,

@@ -523,24 +523,6 @@ def _wal_bytes(path: str) -> int:
         return 0
 
 
-def schema_version_of(path: str) -> int:
-    """The schema version of the SQLite database at `path`, read without writing anything
-    (0: a file with no hookline schema yet).
-
-    Raises:
-        StoreError: the file cannot be read as a SQLite database.
-    """
-    try:
-        with contextlib.closing(sqlite3.connect(f"file:{path}?mode=ro", uri=True)) as db:
-            if db.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' "
-                          "AND name = 'schema_version'").fetchone() is None:
-                return 0
-            return int(db.execute("SELECT coalesce(max(version), 0) FROM schema_version"
-                                  ).fetchone()[0])
-    except sqlite3.Error as exc:
-        raise StoreError(f"cannot read the schema version of {path}: {exc}") from exc
-
-
 def _split_statements(script: str) -> list[str]:
     """Split a migration script into its statements, each ending with a line whose `;`
     completes it (sqlite3.complete_statement: a trigger's body ends only at its END;);

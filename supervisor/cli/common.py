@@ -24,8 +24,10 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
+import sqlite3
 import sys
 from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
 from typing import Any, TypeVar
@@ -44,9 +46,9 @@ from hookline.shared.policy import inputs
 from hookline.shared.policy.netguard import vet_destination
 from hookline.shared.process.service_lock import database_served_by
 from hookline.shared.store import Store, store_for
+from hookline.shared.store.backup_format import BackupError, schema_version
 from hookline.shared.store.preflight import database_file
 from hookline.shared.store.sqlite import SCHEMA_VERSION as SQLITE_SCHEMA_VERSION
-from hookline.shared.store.sqlite import schema_version_of
 from hookline.supervisor.cli.human import show
 from hookline.supervisor.cli.who import invoking_user, user_name
 
@@ -84,15 +86,19 @@ def refuse_migrating_beside(config: Config) -> None:
         return
     try:
         holder = database_served_by(path)
-        found = schema_version_of(path)
-    except (OSError, StoreError):
+    except OSError:
         return  # cannot tell: the store's own open says what it can
     if holder is None:
         return
     if holder.command is not None:
         raise StoreError(f"database {path} is being copied by {holder.describe()}: wait for "
                          "it to end, then use the database it copies to")
-    if found == 0 or found >= SQLITE_SCHEMA_VERSION:
+    try:
+        with contextlib.closing(sqlite3.connect(f"file:{path}?mode=ro", uri=True)) as db:
+            found = schema_version(db)
+    except (sqlite3.Error, BackupError):
+        return  # no schema yet, or a newer hookline's: the store's own open says what to do
+    if found >= SQLITE_SCHEMA_VERSION:
         return
     raise StoreError(f"database {path} has schema {found}, older than this hookline's "
                      f"({SQLITE_SCHEMA_VERSION}), and {holder.describe()} holds it: migrating "

@@ -7,9 +7,11 @@ holds it."""
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import json
 import os
+import sqlite3
 import subprocess
 import sys
 from pathlib import Path
@@ -17,8 +19,14 @@ from pathlib import Path
 from procs import ROOT, child_env
 
 from hookline.shared.process.service_lock import hold_database
-from hookline.shared.store.sqlite import SCHEMA_VERSION, schema_version_of
+from hookline.shared.store.backup_format import schema_version
+from hookline.shared.store.sqlite import SCHEMA_VERSION
 from tests.unit.test_store_tenant_migration import BEFORE_TENANTS, make_old_database
+
+
+def schema_version_of(db: Path) -> int:
+    with contextlib.closing(sqlite3.connect(db)) as conn:
+        return schema_version(conn)
 
 
 def hookline(db: Path, *args: str, log_file: Path | None = None
@@ -43,7 +51,7 @@ async def test_the_cli_leaves_a_served_old_database_alone_and_init_says_it_migra
             assert f"has schema {BEFORE_TENANTS}" in refused.stderr
             assert "supervisor pid 4242" in refused.stderr
             assert "restart the service" in refused.stderr
-            assert schema_version_of(str(db)) == BEFORE_TENANTS  # untouched
+            assert schema_version_of(db) == BEFORE_TENANTS  # untouched
     finally:
         os.close(fd)
     # The service stopped (its restart on the new version migrates; `init` does the same).
@@ -53,7 +61,7 @@ async def test_the_cli_leaves_a_served_old_database_alone_and_init_says_it_migra
     assert f"migrated forward from schema {BEFORE_TENANTS}" in migrated.stdout
     assert "schema_migrated" in migrated.stderr
     assert "schema_migrated" in log_file.read_text()  # where the service's lines go
-    assert schema_version_of(str(db)) == SCHEMA_VERSION
+    assert schema_version_of(db) == SCHEMA_VERSION
     again = hookline(db, "init")
     assert again.returncode == 0 and "nothing to migrate" in again.stdout, again.stdout
     assert hookline(db, "stats").returncode == 0
