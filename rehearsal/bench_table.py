@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import shlex
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -141,16 +142,25 @@ def _bench_run(result: dict[str, Any], *, steady: bool) -> dict[str, Any]:
     return result
 
 
+FLAT_MEASURES = ("ingest_events_per_s", "ingest_vs_bare_aiohttp", "ingest_p99_ms",
+                 "deliveries_per_s", "delivery_vs_bare_client",
+                 "cpu_per_delivery_vs_bare_client", "idle_cpu_percent", "idle_db_writes")
+"""The TARGETS keys a flat-out run measures; the steady run measures the latency ones, and
+worker RSS comes from every run."""
+WORST_OF_RUNS = ("idle_db_writes", "worker_rss_mb")
+"""Measures that take the worst of several runs, not their median: one idle write, or one
+worker's peak memory, is the figure."""
+
+
 def measures(flat: dict[str, Any], steady: dict[str, Any]) -> dict[str, float | None]:
     """Each TARGETS key's result, in the target's unit: ingest, deliveries/s, idle cost and
     memory and the share of the bare aiohttp ceiling (`ingest_vs_bare_aiohttp`, None in a
     run without that phase) and the workers against the bare clients
     (`delivery_vs_bare_client`, `cpu_per_delivery_vs_bare_client`, None likewise) from the
-    flat-out run, accept->delivered latency from the steady
-    run (worker RSS:
-    the larger of the two runs'; measured in MiB, shown in MB). `idle_db_writes` is 1 when
-    the idle service wrote to the database, else 0. None: the run has no such figure
-    (e.g. nothing was delivered)."""
+    flat-out run, accept->delivered latency from the steady run (worker RSS: the larger of
+    the two runs'; measured in MiB, shown in MB). `idle_db_writes` is 1 when the idle
+    service wrote to the database, else 0. None: the run has no such figure (e.g. nothing
+    was delivered)."""
     rss_mib = max(mib for run in (flat, steady) for slot, mib in run["peak_rss_mb"].items()
                   if slot.startswith("worker"))
     return {
@@ -167,6 +177,49 @@ def measures(flat: dict[str, Any], steady: dict[str, Any]) -> dict[str, float | 
         "idle_db_writes": 1.0 if flat["idle"]["database_written"] else 0.0,
         "worker_rss_mb": rss_mib * MIB_TO_MB,
     }
+
+
+@dataclass(frozen=True, slots=True)
+class Found:
+    """One measure over several runs: the figure the table judges (the median run's, or the
+    worst for WORST_OF_RUNS), how many runs it was taken from (`of`), the lowest and highest,
+    and the flat-out and steady run the row describes (the median run's, or the worst's)."""
+
+    value: float | None
+    of: int
+    low: float | None
+    high: float | None
+    flat: dict[str, Any]
+    steady: dict[str, Any]
+
+
+def found_over_runs(flats: list[dict[str, Any]],
+                    steadies: list[dict[str, Any]]) -> dict[str, Found]:
+    """Each TARGETS key over several flat-out and steady runs (the issue's targets are
+    medians of 3, and this machine's speed moves from one run to the next): the median of
+    the runs that have the figure (the lower middle one of an even count), or the worst for
+    WORST_OF_RUNS. A flat-out measure comes from the flat-out runs, a latency from the
+    steady ones."""
+    found = {}
+    for key in TARGETS:
+        pairs = [(flat, steadies[0]) for flat in flats] if key in FLAT_MEASURES else \
+            [(flats[0], steady) for steady in steadies]
+        runs = len(pairs)
+        if key == "worker_rss_mb":  # every run's workers, flat-out and steady
+            pairs = [(flat, steadies[0]) for flat in flats] + \
+                [(flats[0], steady) for steady in steadies]
+            runs = len(flats) + len(steadies)
+        valued = sorted(((value, pair) for pair in pairs
+                         if (value := measures(*pair)[key]) is not None),
+                        key=lambda item: item[0])
+        if not valued:
+            found[key] = Found(None, 0, None, None, *pairs[0])
+            continue
+        value, (flat, steady) = valued[-1] if key in WORST_OF_RUNS else \
+            valued[(len(valued) - 1) // 2]
+        of = runs if key in WORST_OF_RUNS else len(valued)
+        found[key] = Found(value, of, valued[0][0], valued[-1][0], flat, steady)
+    return found
 
 
 def _conditions(flat: dict[str, Any], steady: dict[str, Any]) -> dict[str, str]:
@@ -206,19 +259,27 @@ def _result_cell(key: str, value: float | None, target: Target) -> str:
     return f"{_number(value)} {target.unit}"
 
 
-def results_table(flat: dict[str, Any], steady: dict[str, Any]) -> list[str]:
-    """The markdown rows: measure (and how it was taken), result, target, result/target,
-    whether it is met."""
-    found, how = measures(flat, steady), _conditions(flat, steady)
+def results_table(flats: list[dict[str, Any]], steadies: list[dict[str, Any]]) -> list[str]:
+    """The markdown rows: measure (and how the median run took it), result (over several
+    runs: the median, with the lowest and highest), target, result/target, whether it is
+    met (judged on the median)."""
     lines = ["| measure | result | target | result / target | met |",
              "| --- | --- | --- | --- | --- |"]
-    for key, target in TARGETS.items():
-        value = found[key]
+    for key, found in found_over_runs(flats, steadies).items():
+        target, value = TARGETS[key], found.value
+        how = _conditions(found.flat, found.steady)[key]
         target_text = "none" if key == "idle_db_writes" else target.text()
         ratio = "n/a" if value is None or key == "idle_db_writes" else \
             f"{value / target.limit:.2f}"
         met = value is not None and target.met(value)
-        lines.append(f"| {target.measure} ({how[key]}) | {_result_cell(key, value, target)} "
+        cell = _result_cell(key, value, target)
+        if found.of > 1 and key == "worker_rss_mb":
+            cell += f" (the largest of {found.of} runs)"
+        elif found.of > 1 and key not in WORST_OF_RUNS and found.low is not None \
+                and found.high is not None:
+            cell += (f" (median of {found.of} runs: {_number(found.low)} to "
+                     f"{_number(found.high)})")
+        lines.append(f"| {target.measure} ({how}) | {cell} "
                      f"| {target_text} | {ratio} | {'yes' if met else 'no'} |")
     return lines
 
@@ -417,13 +478,15 @@ def everyday_section(everyday: dict[str, Any]) -> list[str]:
     return lines
 
 
-def render_block(flat_path: Path, steady_path: Path, compare_path: Path | None = None,
-                 readme: Path = Path("README.md"), everyday_path: Path | None = None) -> str:
+def render_block(flat_paths: Path | Sequence[Path], steady_paths: Path | Sequence[Path],
+                 compare_path: Path | None = None, readme: Path = Path("README.md"),
+                 everyday_path: Path | None = None) -> str:
     """The whole generated block, BEGIN and END markers included, from the result files.
 
     Args:
-        flat_path: bench.json of a flat-out run (`hookline bench`).
-        steady_path: bench.json of a steady run (`hookline bench --rate 1000`).
+        flat_paths: bench.json of one or more flat-out runs (`hookline bench`): each row
+            shows their median (see :func:`found_over_runs`).
+        steady_paths: bench.json of one or more steady runs (`hookline bench --rate 1000`).
         compare_path: compare.json of `hookline bench --compare`, or None to leave it out.
         readme: the README the block is for (named in the regenerate command).
         everyday_path: scenario-everyday.json of `hookline bench --scenario everyday`, or
@@ -432,16 +495,26 @@ def render_block(flat_path: Path, steady_path: Path, compare_path: Path | None =
     Raises:
         BenchTableError: a result file is unreadable or of the wrong kind.
     """
-    flat = _bench_run(load_result(flat_path), steady=False)
-    steady = _bench_run(load_result(steady_path), steady=True)
-    table_args = ["hookline", "bench-table", "--flat", str(flat_path), "--steady",
-                  str(steady_path)]
+    flat_paths, steady_paths = _paths(flat_paths), _paths(steady_paths)
+    flats = [_bench_run(load_result(path), steady=False) for path in flat_paths]
+    steadies = [_bench_run(load_result(path), steady=True) for path in steady_paths]
+    table_args = ["hookline", "bench-table", "--flat", *map(str, flat_paths), "--steady",
+                  *map(str, steady_paths)]
     lines = [BEGIN, "<!-- generated by `hookline bench-table` (`make bench-readme`) from the "
                     "result files named below: regenerate it, do not edit it -->", ""]
-    lines += results_table(flat, steady)
+    lines += results_table(flats, steadies)
     lines += ["", "Ratios are result / target: at least 1 meets a throughput target, below 1 "
-                  "a latency, CPU or memory one.", ""]
-    commands = [bench_command(flat), bench_command(steady)]
+                  "a latency, CPU or memory one."]
+    if len(flats) > 1 or len(steadies) > 1:
+        lines += [f"Each result is the median of {len(flats)} flat-out runs (the latency "
+                  f"rows: of {len(steadies)} steady runs), lowest to highest in brackets, "
+                  f"and each row's conditions are its median run's; worker RSS is the "
+                  f"largest of all runs."]
+    lines += [""]
+    commands = [bench_command(run) for pair in zip(flats, steadies, strict=False)
+                for run in pair]
+    commands += [bench_command(run) for run in [*flats[len(steadies):],
+                                                *steadies[len(flats):]]]
     if compare_path is not None:
         compare = load_result(compare_path)
         lines += [*compare_section(compare), ""]
@@ -452,11 +525,22 @@ def render_block(flat_path: Path, steady_path: Path, compare_path: Path | None =
         lines += [*everyday_section(everyday), ""]
         commands += [command] if (command := everyday_command(everyday)) else []
         table_args += ["--everyday", str(everyday_path)]
-    lines += machine_lines(flat, steady)
-    lines += ["", "Produced by these commands (flat-out run of "
-                  f"{flat['_date']}, steady run of {steady['_date']}):", "", "```sh",
+    lines += machine_lines(flats[0], steadies[0])
+    flat_dates = ", ".join(run["_date"] for run in flats)
+    steady_dates = ", ".join(run["_date"] for run in steadies)
+    lines += ["", f"Produced by these commands (flat-out run{'s' if len(flats) > 1 else ''} "
+                  f"of {flat_dates}, steady run{'s' if len(steadies) > 1 else ''} of "
+                  f"{steady_dates}):", "", "```sh",
               *commands, shlex.join([*table_args, "--readme", str(readme)]), "```", END]
     return "\n".join(lines)
+
+
+def _paths(paths: Path | Sequence[Path]) -> list[Path]:
+    """One path or several, as a list (at least one)."""
+    listed = [paths] if isinstance(paths, Path) else list(paths)
+    if not listed:
+        raise BenchTableError("no result file given")
+    return listed
 
 
 def replace_block(text: str, block: str) -> str:
@@ -477,8 +561,9 @@ def replace_block(text: str, block: str) -> str:
     return text[:start] + block + text[end + len(END):]
 
 
-def update_readme(readme: Path, flat_path: Path, steady_path: Path,
-                  compare_path: Path | None = None, everyday_path: Path | None = None) -> None:
+def update_readme(readme: Path, flat_path: Path | Sequence[Path],
+                  steady_path: Path | Sequence[Path], compare_path: Path | None = None,
+                  everyday_path: Path | None = None) -> None:
     """Rewrite the results block of `readme` from the result files (see render_block).
 
     Raises:

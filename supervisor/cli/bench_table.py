@@ -16,10 +16,12 @@ def register(sub: Any) -> None:
     table = sub.add_parser(
         "bench-table", help="drill: rewrite README.md's benchmark results table from "
                             "result files")
-    table.add_argument("--flat", required=True, type=Path,
-                       help="bench.json of a flat-out run (`hookline bench`)")
-    table.add_argument("--steady", required=True, type=Path,
-                       help="bench.json of a steady run (`hookline bench --rate 1000`)")
+    table.add_argument("--flat", required=True, type=Path, nargs="+",
+                       help="bench.json of one or more flat-out runs (`hookline bench`): "
+                            "the table shows their median")
+    table.add_argument("--steady", required=True, type=Path, nargs="+",
+                       help="bench.json of one or more steady runs (`hookline bench --rate "
+                            "1000`): the table shows their median")
     table.add_argument("--compare", type=Path,
                        help="compare.json of `hookline bench --compare` (optional)")
     table.add_argument("--everyday", type=Path,

@@ -102,6 +102,48 @@ def test_cli_rewrites_the_block(readme, capsys):
     assert "| deliveries/s from a backlog (2 workers) |" in readme.read_text()
 
 
+def _flat_copy(tmp_path: Path, n: int, *, vs_bare: float, rss_mib: float,
+               idle_written: bool = False) -> Path:
+    """FLAT with its delivery_vs_bare_client ratio, a worker's peak RSS and its idle write
+    replaced, written as flat-N.json."""
+    run = json.loads(FLAT.read_text())
+    run["delivery_vs_bare_client"] = {"ratio": vs_bare, "target": 0.5}
+    run["peak_rss_mb"]["worker-1"] = rss_mib
+    run["idle"]["database_written"] = idle_written
+    run["options"]["out_dir"] = f"results/readme/flat-{n}"
+    path = tmp_path / f"flat-{n}.json"
+    path.write_text(json.dumps(run))
+    return path
+
+
+def test_several_runs_are_judged_on_their_median_with_the_range_shown(tmp_path, readme):
+    """Three flat-out runs: a ratio row shows the median run's figure, judged against the
+    target, with the lowest and highest; worker RSS and idle writes take the worst run;
+    each run's command is listed, and the CLI takes several files per option."""
+    paths = [_flat_copy(tmp_path, 1, vs_bare=0.414, rss_mib=50),
+             _flat_copy(tmp_path, 2, vs_bare=0.577, rss_mib=70, idle_written=True),
+             _flat_copy(tmp_path, 3, vs_bare=0.487, rss_mib=55)]
+    block = bench_table.render_block(paths, [STEADY])
+    assert ("| 0.487 of bare clients (median of 3 runs: 0.414 to 0.577) "
+            "| >= 0.5 of bare clients same concurrency, signing and receiver, same run "
+            "| 0.97 | no |") in block
+    assert f"| {70 * bench_table.MIB_TO_MB:.3g} MB (the largest of 4 runs) |" in block
+    assert "| idle database writes (over 2 s) | written | none | n/a | no |" in block
+    assert "Each result is the median of 3 flat-out runs" in block
+    for n in (1, 2, 3):
+        assert f"--out results/readme/flat-{n}\n" in block
+    passing = [_flat_copy(tmp_path, 4, vs_bare=0.52, rss_mib=50),
+               _flat_copy(tmp_path, 5, vs_bare=0.45, rss_mib=50),
+               _flat_copy(tmp_path, 6, vs_bare=0.61, rss_mib=50)]
+    assert "(median of 3 runs: 0.45 to 0.61) | >= 0.5 of bare clients same concurrency, " \
+           "signing and receiver, same run | 1.04 | yes |" in bench_table.render_block(
+               passing, STEADY)
+    code = main(["bench-table", "--flat", *map(str, paths), "--steady", str(STEADY),
+                 "--readme", str(readme)])
+    assert code == 0
+    assert f"--flat {paths[0]} {paths[1]} {paths[2]} --steady {STEADY}" in readme.read_text()
+
+
 def test_result_files_of_the_wrong_kind_or_missing_are_errors(tmp_path):
     """A flat-out run given as the steady one (and the reverse), or a missing file, is
     refused with the file named."""
