@@ -89,7 +89,7 @@ class Destination:
             previous_secret_until=opt("previous_secret_until"),
             timeout_s=opt("timeout_s"), rate_limit_per_s=opt("rate_limit_per_s"),
             ordered=bool(opt("ordered", 0)), failure_streak=int(opt("failure_streak", 0)),
-            failing_since=opt("failing_since"), headers=parse_headers(opt("headers")),
+            failing_since=opt("failing_since"), headers=_shown_headers(opt("headers")),
             tenant=opt("tenant_id", DEFAULT_TENANT),
             filter=json.loads(opt("filter")) if opt("filter") else None,
             body_format=opt("body_format", "standard"),
@@ -162,6 +162,16 @@ class Source:
         shown = 10 if self.secret.startswith("whsec_") else 4
         return {"id": self.id, "name": self.name, "scheme": self.scheme,
                 "secret": self.secret[:shown] + "…", "created_at": self.created_at}
+
+
+def _shown_headers(stored: str | None) -> tuple[tuple[str, str], ...]:
+    """The headers a listing shows: none when the stored value is not a JSON object (a hand
+    edit; the claim that meets it pauses the destination, naming it in paused_reason), so
+    the destination can still be read, fixed and resumed."""
+    try:
+        return parse_headers(stored)
+    except (ValueError, TypeError, AttributeError):
+        return ()
 
 
 def parse_headers(stored: str | None) -> tuple[tuple[str, str], ...]:

@@ -82,13 +82,18 @@ def auto_pause_reason(result: AttemptResult, url: str, streak: int,
     return None
 
 
-AUTO_PAUSE_PREFIXES = ("410 Gone from ", "circuit breaker: ")
-"""How every reason :func:`auto_pause_reason` gives begins."""
+UNREADABLE_PREFIX = "UnreadableRow: "
+"""How the reason begins when a claim paused a destination whose own stored value no
+request can be made of (shared/store/claim_tx.py)."""
+AUTO_PAUSE_PREFIXES = ("410 Gone from ", "circuit breaker: ", UNREADABLE_PREFIX)
+"""How every reason of an automatic pause begins: :func:`auto_pause_reason`'s, and a
+claim's that met an unreadable destination."""
 
 
 def pause_kind(paused_reason: str | None) -> str:
     """`auto` when a paused destination's reason is the circuit breaker's or a 410's (see
-    :func:`auto_pause_reason`), else `manual` (an operator's pause, with or without text)."""
+    :func:`auto_pause_reason`), or a claim's that found its stored values unreadable, else
+    `manual` (an operator's pause, with or without text)."""
     if paused_reason is not None and paused_reason.startswith(AUTO_PAUSE_PREFIXES):
         return "auto"
     return "manual"

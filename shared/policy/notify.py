@@ -24,6 +24,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from hookline.shared.models import DEFAULT_TENANT
+from hookline.shared.policy.delivery import UNREADABLE_PREFIX
 
 PREFIX = "hookline."
 """The reserved type namespace of operational events."""
@@ -111,12 +112,15 @@ def dead_letters_due(unnoticed: int, noticed_at: float | None, now_s: float,
 
 
 def pause_cause(paused_reason: str | None) -> str:
-    """`410`, `breaker` or `manual`: why a destination was paused, from its paused_reason
-    (see :func:`hookline.shared.policy.delivery.auto_pause_reason`)."""
+    """`410`, `breaker`, `unreadable` or `manual`: why a destination was paused, from its
+    paused_reason (see :func:`hookline.shared.policy.delivery.auto_pause_reason`; `unreadable`:
+    a claim met a stored value of it no request can be made of)."""
     if paused_reason is not None and paused_reason.startswith("410 Gone"):
         return "410"
     if paused_reason is not None and paused_reason.startswith("circuit breaker:"):
         return "breaker"
+    if paused_reason is not None and paused_reason.startswith(UNREADABLE_PREFIX):
+        return "unreadable"
     return "manual"
 
 

@@ -16,13 +16,15 @@ from hookline.shared.logs import get_logger
 from hookline.shared.models import Claim, ClaimRequest
 from hookline.shared.policy import forwarding
 from hookline.shared.policy.delivery import (
+    UNREADABLE_PREFIX,
     choose_with_takeovers,
     fair_room,
     unsettled_by_more,
 )
-from hookline.shared.policy.notify import chat_body, is_operational
+from hookline.shared.policy.notify import NotifyPolicy, chat_body, is_operational
+from hookline.shared.store import notify_tx
 from hookline.shared.store.finish_tx import fail_unsendable_tx
-from hookline.shared.store.metric_deltas import IN_FLIGHT, MetricDeltas
+from hookline.shared.store.metric_deltas import IN_FLIGHT, MetricDeltas, outcome_class
 from hookline.shared.store.ops import (
     BEGIN_WRITE,
     NOTIFY,
@@ -55,6 +57,7 @@ class ClaimOperations:
     LOCKS_DESTINATIONS = False
     DUE_TIES_IN_ID_ORDER = True  # due_jobs reads equal run_at in id order (SQLite's jobs_due)
     CLAIM_WINDOW = 64  # most destinations one claim considers (see _claim_window)
+    notify: NotifyPolicy  # StoreLogic's: when operational events are made
     _claim_cursor = 0  # the destination id this process's next claim walks from (exclusive)
 
     def _claim_tx(self, request: ClaimRequest) -> Tx[tuple[list[Claim], bool]]:
@@ -141,10 +144,16 @@ class ClaimOperations:
             try:
                 stored = _StoredValues.read(details[r["id"]], now)
             except UnreadableRow as exc:
-                # A stored value no request can be made of (written by hand): this job dies
-                # now, rather than failing every claim it is in and stopping all delivery.
-                yield from _fail_unreadable(r, details[r["id"]], request.worker, str(exc),
-                                            now, deltas)
+                # A stored value no request can be made of (written by hand), rather than
+                # failing every claim it is in and stopping all delivery: the event's own
+                # value kills this job now; the destination's would fail each of its jobs
+                # alike, so it is paused instead and the job handed back, none lost.
+                if exc.column in DESTINATION_COLUMNS:
+                    yield from _pause_unreadable(r, details[r["id"]], str(exc), now, deltas,
+                                                 self.notify)
+                else:
+                    yield from _fail_unreadable(r, details[r["id"]], request.worker,
+                                                str(exc), now, deltas)
                 continue
             claims.append(_claim_from(r, details[r["id"]], stored, request.worker,
                                       r["id"] in taken_over,
@@ -380,7 +389,17 @@ def _gating(request: ClaimRequest, slots: list[Any], leased: list[Any],
 
 class UnreadableRow(Exception):
     """A claimed job's stored row holds a value no request can be made of (only a hand edit
-    of the database leaves one); the message names the column and the problem."""
+    of the database leaves one); the message names the column and the problem, `column`
+    the column alone."""
+
+    def __init__(self, column: str, problem: str) -> None:
+        super().__init__(f"{column}: {problem}")
+        self.column = column
+
+
+DESTINATION_COLUMNS = frozenset({"headers", "previous_secret_until"})
+"""The columns of claim_details that are the destination's own, not its event's: every job
+of the destination would meet the same unreadable value."""
 
 
 class _StoredValues(NamedTuple):
@@ -410,7 +429,7 @@ class _StoredValues(NamedTuple):
             if details["previous_secret"] and (details["previous_secret_until"] or 0) > now:
                 secrets += (details["previous_secret"],)
         except (ValueError, TypeError, AttributeError) as exc:
-            raise UnreadableRow(f"{column}: {type(exc).__name__}: {exc}") from exc
+            raise UnreadableRow(column, f"{type(exc).__name__}: {exc}") from exc
         return cls(secrets, headers, forwarded, body)
 
 
@@ -423,13 +442,40 @@ def _fail_unreadable(row: Any, details: Any, worker: str, problem: str, now: flo
                   destination_id=row["destination_id"], destination_name="", url="", secret="",
                   body=b"", attempt=row["attempts"], lease_token=row["lease_token"],
                   lease_owner=worker, lease_until=row["lease_until"])
-    error = f"UnreadableRow: {problem}"
+    error = f"{UNREADABLE_PREFIX}{problem}"
     yield from fail_unsendable_tx(claim, error, now, deltas)
     yield NOTIFY
     yield AfterCommit(lambda: log.error("job_unreadable", job_id=row["id"],
                                         event_id=row["event_id"],
                                         destination=details["name"],
                                         tenant=details["tenant_id"], error=error))
+
+
+def _pause_unreadable(row: Any, details: Any, problem: str, now: float,
+                      deltas: MetricDeltas, notify: NotifyPolicy) -> Tx[None]:
+    """The destination of the leased `row` holds a value no request can be made of
+    (UnreadableRow: `problem`, a destination column): close the attempt with that reason,
+    hand the job back uncharged, and pause the destination with it (announced as any pause
+    is, and logged `destination_auto_paused` after the commit). Its jobs so wait, none of
+    them dead, until the value is fixed and the destination resumed. `now`: the store's
+    clock, unix seconds."""
+    reason = f"{UNREADABLE_PREFIX}{problem}"
+    destination_id = row["destination_id"]
+    closed = yield rows("record_attempt", lease_token=row["lease_token"], started_at=now,
+                        duration_s=0.0, status_code=None, error=reason,
+                        response_excerpt=None, response_headers=None, location=None)
+    for attempt in closed:
+        if not attempt["was_lost"]:
+            deltas.attempts(destination_id, IN_FLIGHT, outcome_class(reason, None))
+    if (yield count("hand_back", job_id=row["id"], lease_token=row["lease_token"])):
+        deltas.jobs(destination_id, "running", "pending")
+    paused = yield one("pause_unreadable", destination_id=destination_id, reason=reason)
+    if paused is None:  # already paused, by an earlier job of it in this claim
+        return
+    yield from notify_tx.paused_tx(notify, paused, reason)
+    name, tenant = details["name"], details["tenant_id"]
+    yield AfterCommit(lambda: log.error("destination_auto_paused", destination=name,
+                                        tenant=tenant, reason=reason, job_id=row["id"]))
 
 
 def _claim_from(row: Any, details: Any, stored: _StoredValues, worker: str,

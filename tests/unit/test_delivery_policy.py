@@ -3,6 +3,7 @@ application by the store (claim order, ordered mode, rate limit, rotation, auto-
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 from dataclasses import replace
 
@@ -223,6 +224,44 @@ async def test_a_row_no_request_can_be_made_of_dies_alone_and_the_rest_is_claime
         await execute_db(store_url, "UPDATE events SET body = 5 WHERE source_event_id = 'number'")
         assert await store.claim("w", 10, 30.0, 5) == []  # not five NUL bytes
         assert len(await store.list_jobs(status="dead")) == 2
+
+
+async def test_a_destinations_own_unreadable_value_pauses_it_and_loses_no_job(
+        store, store_url, destination_factory):
+    """A destination's own stored value no request can be made of (its headers written by
+    hand as a JSON list) would fail each of its jobs alike: the claim that meets it pauses
+    the destination with the reason (announced, logged) and hands its jobs back uncharged,
+    their attempts closed with the reason; the other destination's job is claimed. Once the
+    headers are fixed and the destination resumed, its jobs are sent (before: each died)."""
+    await destination_factory("bad", max_in_flight=10, event_types=("push",))
+    await destination_factory("good", max_in_flight=10, event_types=("good",))
+    await store.add_destination(name="ops", url="http://127.0.0.1:9/ops",
+                                secret=generate_secret(), event_types=["hookline.*"],
+                                max_in_flight=10)
+    await store.add_events([new_event("e1"), new_event("e2"), new_event("g1", type_="good")])
+    await execute_db(store_url, "UPDATE destinations SET headers = '[1, 2]' WHERE name = 'bad'")
+    with capture_logs() as logs:
+        claims = await store.claim("w", 10, 30.0, 5)
+    assert [c.destination_name for c in claims] == ["good"]
+    bad = await store.get_destination("bad")
+    assert bad.paused and bad.paused_reason is not None
+    assert bad.paused_reason.startswith("UnreadableRow: headers: AttributeError")
+    [paused_log] = [e for e in logs if e["event"] == "destination_auto_paused"]
+    assert paused_log["destination"] == "bad" and paused_log["log_level"] == "error"
+    jobs = [j for j in await store.list_jobs() if j.destination == "bad"]
+    assert [(j.status, j.attempts) for j in jobs] == [("pending", 0), ("pending", 0)]
+    closed = [a for a in await store.list_attempts() if a.job_id in {j.id for j in jobs}]
+    assert closed and {a.error for a in closed} == {bad.paused_reason}
+    [announced] = await store.claim("w", 10, 30.0, 5)  # the pause, to the operator's ops
+    assert (announced.destination_name, announced.event_type) == (
+        "ops", "hookline.destination.paused")
+    assert json.loads(announced.body)["data"]["reason"] == "unreadable"
+    await store.finish([(announced, Done(), OK)])
+    await store.update_destination("bad", headers={})
+    await store.set_paused("bad", False)
+    resent = await store.claim("w", 10, 30.0, 5)
+    assert sorted(c.body for c in resent) == [b'{"n": "e1"}', b'{"n": "e2"}']
+    assert {c.attempt for c in resent} == {1}
 
 
 async def test_a_hand_written_subscription_list_does_not_fail_the_finish(

@@ -457,6 +457,13 @@ RETURNING id, tenant_id, name, paused, notified_state, event_types
 UPDATE destinations SET paused = true, paused_reason = :reason
 WHERE id = :destination_id AND NOT paused
 
+-- pause_unreadable: pause a destination whose own stored value no request can be made of
+-- (a claim met it), returning what its pause announcement is decided on
+UPDATE destinations SET paused = true, paused_reason = :reason
+WHERE id = :destination_id AND NOT paused
+RETURNING id, tenant_id, name, url, paused, failure_streak, failing_since,
+    notified_state, event_types
+
 -- rotate_secret: new secret now, previous one still signed with for :overlap_s seconds
 UPDATE destinations SET previous_secret = secret,
     previous_secret_until = hookline_now(:test_now_s) + :overlap_s, secret = :secret
