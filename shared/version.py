@@ -40,8 +40,10 @@ def _checkout_version() -> str | None:
     raise RuntimeError(f"{_VERSION_FILE} has no `__version__ = \"X.Y.Z\"` line")
 
 
-def _read_version() -> str:
-    """The version string, e.g. `0.1.0`; `0+unknown` when neither source has one."""
+def read_version() -> str:
+    """The version string, e.g. `0.1.0`, read from disk now (the checkout's version file, else
+    the installed package's metadata); `0+unknown` when neither source has one. The
+    supervisor reads it again before each respawn (supervisor/code_on_disk.py)."""
     # A checkout on PYTHONPATH wins over an older installed copy: its version file
     # describes the code actually running.
     version = _checkout_version()
@@ -53,7 +55,7 @@ def _read_version() -> str:
         return "0+unknown"
 
 
-VERSION = _read_version()
+VERSION = read_version()
 """This hookline's version (`X.Y.Z`)."""
 PRODUCT = f"hookline/{VERSION}"
 """The product token sent as ingest's `Server` header and the workers' `User-Agent`."""

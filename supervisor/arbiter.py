@@ -12,6 +12,9 @@ a full argv. The loop follows the design of gunicorn's arbiter:
   for good, so the whole service stops with that code rather than respawning it forever; every other
   exit (:data:`hookline.shared.process.lifecycle.TRANSIENT_EXIT`: the database was away; 1: a crash)
   is respawned;
+* a child is started later in life (a respawn, a scale-up) only while the code on disk is the
+  one the service started with (``code_changed``): after an upgrade under a running service the
+  whole service stops instead, with exit 75 for systemd to start it again on the new code;
 * ``READY=1`` goes to systemd once every initial slot has reported ready
   (supervisor/readiness.py), not merely been spawned, and never while the service cannot
   serve (``not_ready_reason``, e.g. no ingest token);
@@ -46,7 +49,7 @@ from typing import Any
 
 from hookline.shared.logs import get_logger
 from hookline.shared.process.clock import ClockStepDetector
-from hookline.shared.process.lifecycle import BOOT_ERROR_EXIT, write_status
+from hookline.shared.process.lifecycle import BOOT_ERROR_EXIT, TRANSIENT_EXIT, write_status
 from hookline.supervisor import sdnotify
 from hookline.supervisor.child_exits import describe_exit, respawn_delay_s, returncode
 from hookline.supervisor.children import (
@@ -95,6 +98,7 @@ class Arbiter:
         on_tick: Callable[[], None] | None = None,
         metrics_folder: Path | None = None,
         not_ready_reason: str | None = None,
+        code_changed: Callable[[], str | None] | None = None,
     ) -> None:
         """Prepare the arbiter; nothing starts before :meth:`run`.
 
@@ -122,6 +126,10 @@ class Arbiter:
             not_ready_reason: why the service cannot be ready however its children do (e.g.
                 no ingest token): ``READY=1`` is then never sent (nor ``on_ready`` called),
                 the reason is logged as ``supervisor_not_ready`` and shown in ``STATUS=``.
+            code_changed: asked before a child is started after the initial ones (a respawn,
+                a scale-up); a text (what changed) means the code on disk is no longer the
+                one the service started with: nothing is started and the whole service stops
+                with :data:`TRANSIENT_EXIT` (supervisor/code_on_disk.py). None: never asked.
 
         Raises:
             ValueError: two specs share a slot name.
@@ -144,6 +152,7 @@ class Arbiter:
         self._clock_steps = ClockStepDetector()
         self._metrics = SupervisorMetrics(metrics_folder)
         self._not_ready_reason = not_ready_reason
+        self._code_changed = code_changed
 
         self._children: dict[int, Child] = {}
         self._failures: dict[str, int] = collections.defaultdict(int)
@@ -163,7 +172,8 @@ class Arbiter:
 
         Returns:
             0 after a graceful stop (SIGTERM or SIGINT); :data:`BOOT_ERROR_EXIT` when a child
-            could not boot.
+            could not boot; :data:`TRANSIENT_EXIT` when the code on disk changed (see
+            `code_changed`).
         """
         self._signals.install()
         try:
@@ -359,7 +369,12 @@ class Arbiter:
                 self._on_ready()
 
     def _spawn(self, spec: ChildSpec) -> None:
-        """Start a child later in life; a failed fork or exec is retried with backoff."""
+        """Start a child later in life; a failed fork or exec is retried with backoff. Not
+        when the code on disk changed since the service started: the service stops instead
+        (see `code_changed`)."""
+        if self._code_changed is not None and (change := self._code_changed()) is not None:
+            self._code_replaced(spec.slot, change)
+            return
         try:
             self._popen(spec)
         except OSError as exc:
@@ -423,6 +438,16 @@ class Arbiter:
               "see its log above; stopping", file=sys.stderr, flush=True)
         self._exit_code = BOOT_ERROR_EXIT
         self._request_stop(reason="child_boot_failed")
+
+    def _code_replaced(self, slot: str, change: str) -> None:
+        self._log.error("code_changed_on_disk", slot=slot, change=change,
+                        exit_code=TRANSIENT_EXIT)
+        print(f"hookline: not starting {slot}: {change}. A process of the new code beside "
+              "those of the old one would migrate the database under them; stopping the "
+              f"service (exit {TRANSIENT_EXIT}) so that all of it starts again on the new "
+              "code (systemd does so; otherwise start it again)", file=sys.stderr, flush=True)
+        self._exit_code = TRANSIENT_EXIT
+        self._request_stop(reason="code_changed_on_disk")
 
     def _kill_overdue_retirees(self, now: float) -> None:
         for pid, child in self._children.items():

@@ -45,6 +45,7 @@ from hookline.shared.store.clock import reanchor_at_serve_start
 from hookline.shared.store.preflight import QuickCheck, database_file, preflight
 from hookline.supervisor.arbiter import Arbiter
 from hookline.supervisor.children import ChildSpec
+from hookline.supervisor.code_on_disk import CodeWatch
 
 
 def ingest_slot(number: int) -> str:
@@ -194,7 +195,8 @@ def _run_locked(config: Config, worker_module: str) -> int:
                       heartbeat_timeout_s=config.heartbeat_timeout_s,
                       status_file=folder / STATUS_FILE,
                       on_tick=_log_rotator(config), metrics_folder=folder,
-                      not_ready_reason=ingest_not_ready_reason(config))
+                      not_ready_reason=ingest_not_ready_reason(config),
+                      code_changed=CodeWatch().changed)
     try:
         return arbiter.run()
     finally:

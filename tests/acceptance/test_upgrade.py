@@ -11,12 +11,15 @@ import contextlib
 import fcntl
 import json
 import os
+import shutil
+import signal
 import sqlite3
 import subprocess
 import sys
 from pathlib import Path
 
-from procs import ROOT, child_env
+from procs import ROOT, child_env, wait_until
+from test_serve_production import Service
 
 from hookline.shared.process.service_lock import hold_database
 from hookline.shared.store.backup_format import schema_version
@@ -79,3 +82,30 @@ def test_the_cli_waits_for_no_copy_and_init_names_what_it_did(tmp_path: Path):
         refused = hookline(db, "destinations", "list")
     assert refused.returncode == 1
     assert f"being copied by hookline migrate-store pid {os.getpid()}" in refused.stderr
+
+
+def test_no_child_starts_on_code_replaced_under_the_service(tmp_path: Path):
+    """An upgrade under a running service (here: a migration added to the code it was started
+    from), then a worker killed: the supervisor does not start the new code beside the old
+    processes, whose database it would migrate under them. It stops the whole service with
+    exit 75 (systemd then starts all of it again on the new code), saying what changed, and
+    the database keeps its schema. Before, the respawned worker migrated it."""
+    code = tmp_path / "code"
+    shutil.copytree(ROOT / "hookline", code / "hookline",
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    svc = Service(tmp_path, "ok", workers=1, env={"PYTHONPATH": str(code)})
+    try:
+        wait_until(lambda: svc.ready() and "worker-1" in svc.workers(), 30,
+                   "the service to be ready")
+        migrations = code / "hookline" / "shared" / "store" / "queries" / "sqlite_migrations"
+        (migrations / "999_upgrade_trial.sql").write_text(
+            "CREATE TABLE upgrade_trial (x INTEGER);\n")
+        os.kill(svc.workers()["worker-1"], signal.SIGKILL)
+        assert svc.proc.wait(60) == 75
+        [changed] = svc.log("code_changed_on_disk")
+        assert changed["slot"] == "worker-1" and "sqlite 999" in changed["change"]
+        assert f"sqlite {SCHEMA_VERSION}" in changed["change"]
+        assert "stopping the service (exit 75)" in svc.out.read_text()
+        assert schema_version_of(Path(svc.db)) == SCHEMA_VERSION
+    finally:
+        svc.close()

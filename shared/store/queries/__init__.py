@@ -28,6 +28,15 @@ def _blocks(file: str) -> dict[str, str]:
     return {name: sql.strip() for name, sql in zip(parts[1::2], parts[2::2], strict=True)}
 
 
+def newest_migration_on_disk(backend: str) -> int:
+    """The highest migration number among `backend`'s migration files as they are on disk
+    now (0 when none), read afresh on every call: what a process started now would migrate
+    a database to (see supervisor/code_on_disk.py)."""
+    folder = resources.files(__package__).joinpath(f"{backend}_migrations")
+    return max((int(entry.name.split("_", 1)[0]) for entry in folder.iterdir()
+                if entry.name.endswith(".sql")), default=0)
+
+
 @cache
 def load_migrations(backend: str) -> tuple[tuple[int, str], ...]:
     """Return ((version, SQL script), ...) in ascending version order."""
