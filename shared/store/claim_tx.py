@@ -472,6 +472,7 @@ def _pause_unreadable(row: Any, details: Any, problem: str, now: float,
     paused = yield one("pause_unreadable", destination_id=destination_id, reason=reason)
     if paused is None:  # already paused, by an earlier job of it in this claim
         return
+    yield NOTIFY  # the claim took fewer jobs than it could (as _fail_unreadable)
     yield from notify_tx.paused_tx(notify, paused, reason)
     name, tenant = details["name"], details["tenant_id"]
     yield AfterCommit(lambda: log.error("destination_auto_paused", destination=name,
