@@ -30,6 +30,11 @@ class BackupError(HooklineError):
     """A snapshot could not be taken, verified or restored (the message says why)."""
 
 
+class RestoreRefused(BackupError):
+    """A restore refused before writing anything: its snapshot failed verification, or the
+    folder to restore into is a file or not empty (bad input: the CLI exits 2)."""
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Manifest:
     """What a snapshot holds, written as JSON beside it and re-checked by verify.

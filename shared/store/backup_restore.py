@@ -23,6 +23,7 @@ from hookline.shared.store.backup_format import (
     TEMP_PREFIX,
     BackupError,
     Manifest,
+    RestoreRefused,
     check_copy,
     copy_private,
     fsync_dir,
@@ -115,8 +116,9 @@ def restore(snapshot: str | os.PathLike[str], into_dir: str | os.PathLike[str], 
         The restored database file (mode 0600, in the new directory).
 
     Raises:
-        BackupError: the snapshot failed verification, or `into_dir` is a file or is not
-            empty.
+        RestoreRefused: the snapshot failed verification, or `into_dir` is a file or is not
+            empty (nothing was written).
+        BackupError: the copy could not be written.
     """
     try:
         return _restore(Path(snapshot), Path(into_dir), require_manifest=require_manifest)
@@ -148,13 +150,13 @@ def _forget_token_key(db: Path) -> None:
 def _restore(snapshot: Path, target_dir: Path, *, require_manifest: bool) -> Path:
     if target_dir.exists():
         if not target_dir.is_dir():
-            raise BackupError(f"{target_dir} exists and is not a directory")
+            raise RestoreRefused(f"{target_dir} exists and is not a directory")
         if any(target_dir.iterdir()):
-            raise BackupError(f"{target_dir} is not empty; restore writes into a new, empty "
+            raise RestoreRefused(f"{target_dir} is not empty; restore writes into a new, empty "
                               "directory only")
     report = verify_snapshot(snapshot, require_manifest=require_manifest)
     if not report.ok:
-        raise BackupError(f"snapshot {snapshot} failed verification: "
+        raise RestoreRefused(f"snapshot {snapshot} failed verification: "
                           + "; ".join(report.problems))
     target_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
     final = target_dir / RESTORED_NAME

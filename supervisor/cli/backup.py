@@ -19,7 +19,7 @@ from typing import Any
 from hookline.shared.config import Config
 from hookline.shared.logs import configure_logging
 from hookline.shared.store.backup import backup_source, take_snapshot
-from hookline.shared.store.backup_format import BackupError, Manifest, Snapshot
+from hookline.shared.store.backup_format import BackupError, Manifest, RestoreRefused, Snapshot
 from hookline.shared.store.backup_restore import restore, verify_snapshot
 from hookline.shared.store.backup_schedule import list_snapshots, rotate, run_schedule
 from hookline.supervisor.cli.common import fail
@@ -163,10 +163,13 @@ def verify_command(config: Config, args: argparse.Namespace) -> int:
 
 
 def restore_command(config: Config, args: argparse.Namespace) -> int:
-    """`hookline restore SNAPSHOT --into NEWDIR`: 0 restored, 1 refused or failed."""
+    """`hookline restore SNAPSHOT --into NEWDIR`: 0 restored; 2 refused, nothing written (the
+    snapshot failed verification, NEWDIR is a file or not empty); 1 failed writing."""
     _quiet_logs(config)
     try:
         path = restore(args.snapshot, args.into, require_manifest=not args.no_manifest)
+    except RestoreRefused as exc:
+        return fail(f"restore: {exc}", 2)
     except BackupError as exc:
         return fail(f"restore: {exc}")
     if args.json:

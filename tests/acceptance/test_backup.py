@@ -224,7 +224,8 @@ def test_every_keep_count_takes_n_keeps_k_all_verified(tmp_path: Path):
 
 def test_backup_usage_errors_and_postgresql_refusal(tmp_path: Path):
     """Usage mistakes exit 2 with one line; a PostgreSQL URL is refused with a pointer to
-    pg_dump; a snapshot that fails verify or a refused restore exits 1."""
+    pg_dump; a snapshot that fails verify exits 1; a restore refused before writing anything
+    (a snapshot that fails verification, a folder that is not empty) is bad input: exit 2."""
     pg = hookline("--db", "postgresql://u@localhost/db", "backup", "--out", str(tmp_path))
     assert pg.returncode == 2 and "pg_dump" in pg.stderr
     assert hookline("--db", str(tmp_path / "x.db"), "backup").returncode == 2
@@ -237,4 +238,7 @@ def test_backup_usage_errors_and_postgresql_refusal(tmp_path: Path):
     bad.write_bytes(b"not a database")
     assert hookline("backup", "verify", str(bad)).returncode == 1
     refused = hookline("restore", str(bad), "--into", str(tmp_path))
-    assert refused.returncode == 1 and "not empty" in refused.stderr
+    assert refused.returncode == 2 and "not empty" in refused.stderr
+    unverified = hookline("restore", str(bad), "--into", str(tmp_path / "new"))
+    assert unverified.returncode == 2 and "failed verification" in unverified.stderr
+    assert not (tmp_path / "new").exists()
