@@ -97,7 +97,7 @@ async def _post_event(request: web.Request, trace_context: str | None) -> web.Re
                 pointer=mismatch.problem.pointer, keyword=mismatch.problem.keyword,
                 event_type=event.type, schema_version=mismatch.version)
         event = replace(event, schema_problem=mismatch.mark)
-    limited = check_rate(request.app, event.source)
+    limited = check_rate(request.app, event.source, event.tenant)
     if limited is not None:
         return limited
     if trace_context is not None:

@@ -18,6 +18,7 @@ from hookline.ingest.rate_limit import retry_after_s
 from hookline.ingest.validation import BodyTooLarge
 from hookline.shared.errors import InvalidInput, StoreBusy, StoreClosing, StoreUnavailable
 from hookline.shared.logs import get_logger
+from hookline.shared.models import DEFAULT_TENANT
 
 RETRY_AFTER_S = 1
 """`Retry-After` of a 503 store fault, seconds."""
@@ -52,23 +53,25 @@ def store_fault_response(request: web.Request,
                           headers=retry)
 
 
-def check_rate(app: web.Application, source: str) -> web.Response | None:
-    """Spend one of `source`'s rate-limit tokens (ingest/rate_limit.py).
+def check_rate(app: web.Application, source: str,
+               tenant: str = DEFAULT_TENANT) -> web.Response | None:
+    """Spend one of `tenant`'s rate-limit tokens for `source` (ingest/rate_limit.py).
 
     Returns:
         None when the event may be stored; else the 429 `rate_limited` answer, with
         `Retry-After` in whole seconds (at least 1).
     """
     limiter = app[RATE_LIMITER_KEY]
-    wait_s = limiter.take(source)
+    wait_s = limiter.take(source, tenant)
     if wait_s is None:
         return None
     retry_s = retry_after_s(wait_s)
-    get_logger().info("event_rejected", source=source, error="rate_limited",
+    get_logger().info("event_rejected", source=source, tenant=tenant, error="rate_limited",
                       retry_after_s=retry_s)
+    whose = "" if tenant == DEFAULT_TENANT else f" of tenant {tenant!r}"
     return error_response(
-        429, "rate_limited", f"source {source!r} sent more than {limiter.rate_per_s:g} "
-        f"events/s (burst {limiter.burst}); retry in {retry_s} s",
+        429, "rate_limited", f"source {source!r}{whose} sent more than "
+        f"{limiter.rate_per_s:g} events/s (burst {limiter.burst}); retry in {retry_s} s",
         headers={hdrs.RETRY_AFTER: str(retry_s)})
 
 

@@ -1,7 +1,9 @@
 """Per-source rate limiting of ingest (optional; off by default).
 
-One token bucket per source name: the `source` of a `POST /v1/events` body (`api` when it
-has none) and the `{name}` of `POST /v1/sources/{name}`. A bucket holds at most `burst`
+One token bucket per tenant and source name: the `tenant` and `source` of a `POST
+/v1/events` body (the default tenant and `api` when it has none), and the `{name}` of `POST
+/v1/sources/{name}` (the default tenant's). So one tenant's flood of events never spends
+another tenant's tokens, whatever source names they share. A bucket holds at most `burst`
 tokens and refills at `rate_per_s` tokens per second, continuously; each event takes one.
 An event finding its bucket empty is answered 429 `rate_limited` with `Retry-After` (whole
 seconds until a token is back, at least 1), before anything is stored.
@@ -22,6 +24,7 @@ from collections import OrderedDict
 from collections.abc import Callable
 
 from hookline.shared.config import Config
+from hookline.shared.models import DEFAULT_TENANT
 
 MAX_SOURCES = 10_000
 """Most buckets kept at once (least recently used dropped first)."""
@@ -51,7 +54,8 @@ class SourceRateLimiter:
         self.burst = burst
         self._clock = clock
         self._max_sources = max_sources
-        self._buckets: OrderedDict[str, tuple[float, float]] = OrderedDict()  # tokens, at
+        # (tenant, source) -> (tokens, when counted)
+        self._buckets: OrderedDict[tuple[str, str], tuple[float, float]] = OrderedDict()
 
     @classmethod
     def from_config(cls, config: Config) -> SourceRateLimiter:
@@ -63,11 +67,13 @@ class SourceRateLimiter:
         """False when the rate is 0 (every :meth:`take` succeeds)."""
         return self.rate_per_s > 0
 
-    def take(self, source: str) -> float | None:
-        """Spend one token of `source`'s bucket.
+    def take(self, source: str, tenant: str = DEFAULT_TENANT) -> float | None:
+        """Spend one token of `tenant`'s bucket for `source`.
 
         Args:
             source: the source name.
+            tenant: the tenant the event is for (each tenant's sources have buckets of
+                their own).
 
         Returns:
             None when the event may proceed; else how long until a token is back, seconds
@@ -76,7 +82,8 @@ class SourceRateLimiter:
         if not self.enabled:
             return None
         now = self._clock()
-        tokens, at = self._buckets.pop(source, (float(self.burst), now))
+        key = (tenant, source)
+        tokens, at = self._buckets.pop(key, (float(self.burst), now))
         tokens = min(float(self.burst), tokens + (now - at) * self.rate_per_s)
         if tokens >= 1.0:
             tokens -= 1.0
@@ -85,7 +92,7 @@ class SourceRateLimiter:
             wait = (1.0 - tokens) / self.rate_per_s
         if len(self._buckets) >= self._max_sources:
             self._buckets.popitem(last=False)  # least recently used
-        self._buckets[source] = (tokens, now)
+        self._buckets[key] = (tokens, now)
         return wait
 
 

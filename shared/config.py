@@ -231,9 +231,9 @@ class Config:
         "431 before any handler runs.",
         check=checks.at_least(1))
     ingest_rate_per_s: float = _opt(
-        0.0, "Ingest: events per second accepted per source (token bucket, refilled "
-        "continuously); over it, 429 with Retry-After. 0 = no limit (the default). Each "
-        "ingest process keeps its own buckets (ingest_processes).",
+        0.0, "Ingest: events per second accepted per source of each tenant (token bucket, "
+        "refilled continuously); over it, 429 with Retry-After. 0 = no limit (the default). "
+        "Each ingest process keeps its own buckets (ingest_processes).",
         check=checks.finite_or_zero("off"))
     ingest_burst: int = _opt(
         100, "Ingest: events a source may send at once above ingest_rate_per_s (the bucket "

@@ -15,6 +15,7 @@ from structlog.testing import capture_logs
 from hookline.ingest.app import build_app
 from hookline.shared.config import Config
 from hookline.shared.store.sqlite import SqliteStore
+from hookline.shared.tenant_models import TenantFields
 from tests.integration.test_ingest import event_body
 from tests.integration.test_sources_api import GH_SECRET, github_headers
 
@@ -108,3 +109,19 @@ async def test_provider_route_is_limited_per_source_and_forgeries_spend_nothing(
     assert statuses[1][0] == 429 and statuses[1][1] in ("99", "100")
     assert answer["error"] == "rate_limited"
     assert await events_stored(real_store) == 1
+
+
+async def test_each_tenant_has_buckets_of_its_own(real_store):
+    """One tenant over its limit does not spend another tenant's tokens for the same source
+    name (nor the default tenant's); the 429 names the tenant."""
+    for tenant in ("acme", "globex"):
+        await real_store.put_tenant(tenant, TenantFields())
+    async with await serve(real_store, LIMITED) as client:
+        noisy = await post_events(client, [event_body(f"a{i}", source="shop", tenant="acme")
+                                           for i in range(4)])
+        others = await post_events(client, [event_body("g1", source="shop", tenant="globex"),
+                                            event_body("d1", source="shop")])
+    assert [s for s, _, _ in noisy] == [202, 202, 202, 429]
+    assert "'shop' of tenant 'acme'" in noisy[3][2]["detail"]
+    assert [s for s, _, _ in others] == [202, 202]
+    assert await events_stored(real_store) == 5
