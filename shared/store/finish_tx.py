@@ -62,15 +62,22 @@ def finish_all(items: Items, breaker: BreakerPolicy | None, deltas: MetricDeltas
                notify: NotifyPolicy) -> Tx[list[bool]]:
     """Every item's fenced finish, then the failure runs of their destinations in id order
     (as claims lock them: two hosts finishing batches over the same destinations cannot
-    deadlock); a destination the breaker pauses is logged after the commit."""
+    deadlock); a destination the breaker pauses is logged after the commit.
+
+    An item whose attempt row this finish already completed (the worker retries a write
+    whose commit landed but whose answer was lost: a database that froze or a connection
+    cut at the commit) counts as written and changes nothing again: no second count of its
+    attempt, job or failure run, and no `lease_lost` for it."""
     if (all(isinstance(outcome, Done) and not is_failure(result) for _, outcome, result in items)
             and len({claim.job_id for claim, _, _ in items}) == len(items)):
         return (yield from _finish_delivered(items, deltas, notify))
-    kept = []
+    kept, fresh = [], []
     for claim, outcome, result in items:
-        kept.append((yield from _finish_one(claim, outcome, result, deltas)))
-    finished = sorted(zip(items, kept, strict=True), key=lambda pair: pair[0][0].destination_id)
-    for (claim, outcome, result), changed in finished:
+        changed = yield from _finish_one(claim, outcome, result, deltas)
+        kept.append(changed is not False)  # None: written before (_finish_one)
+        if changed is not None:
+            fresh.append(((claim, outcome, result), changed))
+    for (claim, outcome, result), changed in sorted(fresh, key=lambda f: f[0][0].destination_id):
         yield from _track_failure_run(claim, result, breaker, notify,
                                       died=changed and isinstance(outcome, Dead))
     return kept
@@ -86,24 +93,30 @@ def _finish_delivered(items: Items, deltas: MetricDeltas,
          "response_excerpts", "response_headers", "locations"),
         [(claim.lease_token, r.started_at, r.duration_s, r.status_code, r.error,
           r.response_excerpt, r.response_headers, r.location) for claim, _, r in items]))
-    # An attempt already closed as lost (its job taken over) keeps that outcome class.
+    # An attempt already closed as lost (its job taken over) keeps that outcome class; one
+    # not returned was completed by this very finish before (finish_all): nothing again.
+    now_recorded = {r["lease_token"] for r in recorded}
     closed_now = {r["lease_token"] for r in recorded if not r["was_lost"]}
     for claim, _, result in items:
         if claim.lease_token in closed_now:
             deltas.attempts(claim.destination_id, IN_FLIGHT,
                             outcome_class(result.error, result.status_code))
+    fresh = [item for item in items if item[0].lease_token in now_recorded]
     # Each job finished when its answer arrived: the write's instant less the result's wait.
-    done = {r["id"] for r in (yield rows("finish_delivered", claims=Rows(
-        ("job_ids", "lease_tokens", "waited_s"),
-        [(c.job_id, c.lease_token, float(r.waited_s)) for c, _, r in items])))}
+    done: set[int] = set()
+    if fresh:
+        done = {r["id"] for r in (yield rows("finish_delivered", claims=Rows(
+            ("job_ids", "lease_tokens", "waited_s"),
+            [(c.job_id, c.lease_token, float(r.waited_s)) for c, _, r in fresh])))}
     if done:
         now = yield NOW
-        for claim, _, result in items:
+        for claim, _, result in fresh:
             if claim.job_id in done:
                 _delivered(deltas, claim, now - result.waited_s)
-    for destination_id in sorted({claim.destination_id for claim, _, _ in items}):
+    for destination_id in sorted({claim.destination_id for claim, _, _ in fresh}):
         yield from _succeeded(destination_id, notify)
-    return [claim.job_id in done for claim, _, _ in items]
+    return [claim.job_id in done or claim.lease_token not in now_recorded
+            for claim, _, _ in items]
 
 
 def _delivered(deltas: MetricDeltas, claim: Claim, finished_at: float) -> None:
@@ -115,7 +128,10 @@ def _delivered(deltas: MetricDeltas, claim: Claim, finished_at: float) -> None:
 
 
 def _finish_one(claim: Claim, outcome: Outcome, result: AttemptResult,
-                deltas: MetricDeltas) -> Tx[bool]:
+                deltas: MetricDeltas) -> Tx[bool | None]:
+    """Record one attempt and its job's outcome, fenced by the lease token; whether the
+    fenced write changed the job, or None when this finish had completed the attempt row
+    already (a retried write, see finish_all: nothing is done again)."""
     fence = {"job_id": claim.job_id, "lease_token": claim.lease_token}
     waited = {"waited_s": float(result.waited_s)}  # finished_at: the answer's arrival
     recorded = yield rows("record_attempt", lease_token=claim.lease_token,
@@ -123,6 +139,8 @@ def _finish_one(claim: Claim, outcome: Outcome, result: AttemptResult,
                           status_code=result.status_code, error=result.error,
                           response_excerpt=result.response_excerpt,
                           response_headers=result.response_headers, location=result.location)
+    if not recorded:
+        return None
     for r in recorded:  # a row already closed as lost keeps that outcome class
         if not r["was_lost"]:
             deltas.attempts(claim.destination_id, IN_FLIGHT,
@@ -152,7 +170,7 @@ def fail_unsendable_tx(claim: Claim, error: str, now: float,
     so it never can be, and claiming it again would only fail the same way. `now`: the
     store's clock, unix seconds. Returns whether the fenced finish changed the job."""
     result = AttemptResult(started_at=now, duration_s=0.0, error=error, unsendable=True)
-    return (yield from _finish_one(claim, Dead(error=error), result, deltas))
+    return bool((yield from _finish_one(claim, Dead(error=error), result, deltas)))
 
 
 def _succeeded(destination_id: int, notify: NotifyPolicy) -> Tx[None]:

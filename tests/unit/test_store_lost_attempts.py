@@ -137,3 +137,33 @@ async def test_opening_closes_attempts_an_older_version_left_in_flight(store, st
     rows = {r["job_id"]: r for r in await stored_attempts(store_url)}
     assert (rows[lost.job_id]["error"], rows[lost.job_id]["duration_s"]) == (LOST_AT_CAP, 45.0)
     assert (rows[running.job_id]["error"], rows[running.job_id]["duration_s"]) == (None, None)
+
+
+async def test_a_finish_written_again_changes_nothing_again(store, store_url,
+                                                            destination_factory, clock):
+    """A worker writes the same results again when its write's commit landed but its answer
+    was lost (PostgreSQL frozen, a connection cut at the commit): each attempt, job and
+    failure run is counted once, the results count as written (no false `lease_lost`), and
+    the attempt rows keep what the first write recorded. Both finish paths: the delivered
+    batch and the one-by-one path (a failure in the batch)."""
+    await destination_factory("d", max_in_flight=10)
+    await store.add_events([new_event(f"e{i}") for i in range(4)])
+    ok = AttemptResult(started_at=clock(), duration_s=0.1, status_code=200)
+    failed = AttemptResult(started_at=clock(), duration_s=0.1, status_code=500)
+    claims = await store.claim("w", 4, lease_s=30, max_attempts=5)
+    batch, mixed = claims[:2], claims[2:]
+    delivered = [(claim, Done(), ok) for claim in batch]
+    one_by_one = [(mixed[0], Retry(delay_s=60, error="HTTP 500"), failed),
+                  (mixed[1], Done(), ok)]
+    for items in (delivered, one_by_one):
+        assert await store.finish(items) == [True, True]
+        counted = await store.stats()
+        rows = await stored_attempts(store_url)
+        streak = (await store.get_destination("d")).failure_streak
+        assert await store.finish(items) == [True, True]  # the same write, again
+        assert await store.stats() == counted
+        assert await stored_attempts(store_url) == rows
+        assert (await store.get_destination("d")).failure_streak == streak
+    stats = await store.stats()
+    assert stats.attempts_by_outcome == {"delivered": 3, "http_5xx": 1}
+    assert "in_flight" not in stats.attempts_by_outcome

@@ -310,17 +310,20 @@ UPDATE jobs SET status = 'dead', lease_token = NULL, lease_owner = NULL, lease_u
 WHERE id = :job_id AND lease_token = :lease_token AND status = 'running'
 
 -- record_attempt: complete the attempt row of a claim (a stale claim's result is history too,
--- but a row already closed as lost keeps that error, so its outcome class never changes)
+-- but a row already closed as lost keeps that error, so its outcome class never changes); a
+-- row this finish already completed (a write retried after its commit's answer was lost) is
+-- left alone and not returned
 UPDATE attempts SET duration_s = :duration_s, status_code = :status_code,
     error = CASE WHEN error LIKE 'lease expired%' OR error LIKE 'worker lost%' THEN error
                  ELSE :error::text END,
     response_excerpt = :response_excerpt, started_at = :started_at,
     response_headers = :response_headers, location = :location
 WHERE lease_token = :lease_token
+    AND (duration_s IS NULL OR error LIKE 'lease expired%' OR error LIKE 'worker lost%')
 RETURNING (error LIKE 'lease expired%' OR error LIKE 'worker lost%') AS was_lost
 
 -- record_attempts: complete the attempt rows of many claims in one statement (arrays, one
--- element per claim)
+-- element per claim); as record_attempt, a row already completed is left alone
 UPDATE attempts a SET started_at = u.started_at, duration_s = u.duration_s,
     status_code = u.status_code,
     error = CASE WHEN a.error LIKE 'lease expired%' OR a.error LIKE 'worker lost%' THEN a.error
@@ -333,6 +336,7 @@ FROM unnest(:lease_tokens::text[], :started_ats::float8[], :durations_s::float8[
     AS u (lease_token, started_at, duration_s, status_code, error, response_excerpt,
           response_headers, location)
 WHERE a.lease_token = u.lease_token
+    AND (a.duration_s IS NULL OR a.error LIKE 'lease expired%' OR a.error LIKE 'worker lost%')
 RETURNING a.lease_token,
     coalesce(a.error LIKE 'lease expired%' OR a.error LIKE 'worker lost%', false) AS was_lost
 

@@ -279,18 +279,21 @@ UPDATE jobs SET status = 'dead', lease_token = NULL, lease_owner = NULL, lease_u
 WHERE id = :job_id AND lease_token = :lease_token AND status = 'running'
 
 -- record_attempt: complete the attempt row of a claim (a stale claim's result is history too,
--- but a row already closed as lost keeps that error, so its outcome class never changes)
+-- but a row already closed as lost keeps that error, so its outcome class never changes); a
+-- row this finish already completed (a write retried after its commit's answer was lost) is
+-- left alone and not returned
 UPDATE attempts SET duration_s = :duration_s, status_code = :status_code,
     error = CASE WHEN error LIKE 'lease expired%' OR error LIKE 'worker lost%' THEN error
                  ELSE :error END,
     response_excerpt = :response_excerpt, started_at = :started_at,
     response_headers = :response_headers, location = :location
 WHERE lease_token = :lease_token
+    AND (duration_s IS NULL OR error LIKE 'lease expired%' OR error LIKE 'worker lost%')
 RETURNING (error LIKE 'lease expired%' OR error LIKE 'worker lost%') AS was_lost
 
 -- record_attempts: complete the attempt rows of many claims in one statement (:attempts, a
 -- JSON array of [lease token, started_at, duration_s, status_code, error, response_excerpt,
--- response_headers, location])
+-- response_headers, location]); as record_attempt, a row already completed is left alone
 UPDATE attempts SET started_at = json_extract(u.value, '$[1]'),
     duration_s = json_extract(u.value, '$[2]'), status_code = json_extract(u.value, '$[3]'),
     error = CASE WHEN attempts.error LIKE 'lease expired%' OR attempts.error LIKE 'worker lost%'
@@ -298,6 +301,8 @@ UPDATE attempts SET started_at = json_extract(u.value, '$[1]'),
     response_excerpt = json_extract(u.value, '$[5]'),
     response_headers = json_extract(u.value, '$[6]'), location = json_extract(u.value, '$[7]')
 FROM json_each(:attempts) AS u WHERE attempts.lease_token = json_extract(u.value, '$[0]')
+    AND (attempts.duration_s IS NULL OR attempts.error LIKE 'lease expired%'
+         OR attempts.error LIKE 'worker lost%')
 RETURNING attempts.lease_token,
     (attempts.error LIKE 'lease expired%' OR attempts.error LIKE 'worker lost%') AS was_lost
 
