@@ -197,9 +197,9 @@ def found_over_runs(flats: list[dict[str, Any]],
                     steadies: list[dict[str, Any]]) -> dict[str, Found]:
     """Each TARGETS key over several flat-out and steady runs (the issue's targets are
     medians of 3, and this machine's speed moves from one run to the next): the median of
-    the runs that have the figure (the lower middle one of an even count), or the worst for
-    WORST_OF_RUNS. A flat-out measure comes from the flat-out runs, a latency from the
-    steady ones."""
+    the runs that have the figure (of an even count's two middle runs, the one less
+    favourable to the target), or the worst for WORST_OF_RUNS. A flat-out measure comes
+    from the flat-out runs, a latency from the steady ones."""
     found = {}
     for key in TARGETS:
         pairs = [(flat, steadies[0]) for flat in flats] if key in FLAT_MEASURES else \
@@ -215,8 +215,9 @@ def found_over_runs(flats: list[dict[str, Any]],
         if not valued:
             found[key] = Found(None, 0, None, None, *pairs[0])
             continue
-        value, (flat, steady) = valued[-1] if key in WORST_OF_RUNS else \
-            valued[(len(valued) - 1) // 2]
+        # Of an even count's two middle runs, the less favourable one for the target.
+        middle = (len(valued) - 1) // 2 if TARGETS[key].higher_is_better else len(valued) // 2
+        value, (flat, steady) = valued[-1] if key in WORST_OF_RUNS else valued[middle]
         of = runs if key in WORST_OF_RUNS else len(valued)
         found[key] = Found(value, of, valued[0][0], valued[-1][0], flat, steady)
     return found
@@ -506,10 +507,11 @@ def render_block(flat_paths: Path | Sequence[Path], steady_paths: Path | Sequenc
     lines += ["", "Ratios are result / target: at least 1 meets a throughput target, below 1 "
                   "a latency, CPU or memory one."]
     if len(flats) > 1 or len(steadies) > 1:
-        lines += [f"Each result is the median of {len(flats)} flat-out runs (the latency "
-                  f"rows: of {len(steadies)} steady runs), lowest to highest in brackets, "
-                  f"and each row's conditions are its median run's; worker RSS is the "
-                  f"largest of all runs."]
+        lines += [f"Each result is the median of the {_runs(len(flats), 'flat-out')} (the "
+                  f"latency rows: of the {_runs(len(steadies), 'steady')}), lowest to highest "
+                  f"in brackets, and each row's conditions are its median run's; worker RSS "
+                  f"is the largest of all runs, and idle database writes count when any run "
+                  f"wrote."]
     lines += [""]
     commands = [bench_command(run) for pair in zip(flats, steadies, strict=False)
                 for run in pair]
@@ -533,6 +535,11 @@ def render_block(flat_paths: Path | Sequence[Path], steady_paths: Path | Sequenc
                   f"{steady_dates}):", "", "```sh",
               *commands, shlex.join([*table_args, "--readme", str(readme)]), "```", END]
     return "\n".join(lines)
+
+
+def _runs(count: int, kind: str) -> str:
+    """`3 flat-out runs`, `1 steady run`."""
+    return f"{count} {kind} run{'s' if count != 1 else ''}"
 
 
 def _paths(paths: Path | Sequence[Path]) -> list[Path]:

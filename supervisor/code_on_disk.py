@@ -13,12 +13,15 @@ code (OPERATIONS.md, "Upgrading").
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 
 from hookline.shared.store.queries import newest_migration_on_disk
 from hookline.shared.version import read_version
 
 BACKENDS = ("sqlite", "postgres")
+REREAD_AFTER_S = 0.5
+"""How long the supervisor waits, seconds, before reading a changed code on disk again."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,14 +35,19 @@ class CodeOnDisk:
     @classmethod
     def read(cls) -> CodeOnDisk:
         """What is on disk now. A package being replaced at this very moment may read as
-        `0+unknown` or fail to list its migrations: that reads as a change (schema -1)."""
+        `0+unknown`, fail to list its migrations (schema -1) or hold a half-written version
+        file (version `unreadable`): each reads as a change."""
         schemas = []
         for backend in BACKENDS:
             try:
                 schemas.append(newest_migration_on_disk(backend))
             except (OSError, ValueError):
                 schemas.append(-1)
-        return cls(read_version(), tuple(schemas))
+        try:
+            version = read_version()
+        except (OSError, ValueError, RuntimeError, SyntaxError) as exc:  # TOMLDecodeError too
+            version = f"unreadable ({type(exc).__name__})"
+        return cls(version, tuple(schemas))
 
     def describe(self) -> str:
         """`0.1.0 (schema sqlite 29, postgres 29)`."""
@@ -57,7 +65,12 @@ class CodeWatch:
 
     def changed(self) -> str | None:
         """None while the code on disk is the one the service started with; else what
-        changed, in words (for the log and the terminal)."""
+        changed, in words (for the log and the terminal). A difference is read twice,
+        REREAD_AFTER_S apart, so a file caught half-written does not stop the service."""
+        now = CodeOnDisk.read()
+        if now == self.started:
+            return None
+        time.sleep(REREAD_AFTER_S)
         now = CodeOnDisk.read()
         if now == self.started:
             return None

@@ -56,8 +56,11 @@ def expire_previous_tx(tenant: str, name: str) -> Tx[tuple[Any, bool]]:
     current = yield one("get_destination", tenant=tenant, name=name)
     if current is None:
         raise DestinationMissing(name, tenant)
-    was_signing = bool(current["previous_secret"]) and (
-        current["previous_secret_until"] or 0) > now
+    until = current["previous_secret_until"]
+    # A value that is not a number (a hand edit; the claim pauses such a destination) signs
+    # nothing: expiring it is how it is fixed (OPERATIONS.md, "Destination URLs").
+    was_signing = (bool(current["previous_secret"]) and isinstance(until, int | float)
+                   and until > now)
     return (yield one("expire_previous_secret", tenant=tenant, name=name)), was_signing
 
 

@@ -129,7 +129,8 @@ def test_several_runs_are_judged_on_their_median_with_the_range_shown(tmp_path, 
             "| 0.97 | no |") in block
     assert f"| {70 * bench_table.MIB_TO_MB:.3g} MB (the largest of 4 runs) |" in block
     assert "| idle database writes (over 2 s) | written | none | n/a | no |" in block
-    assert "Each result is the median of 3 flat-out runs" in block
+    assert "Each result is the median of the 3 flat-out runs (the latency rows: of the 1 " \
+        "steady run)" in block
     for n in (1, 2, 3):
         assert f"--out results/readme/flat-{n}\n" in block
     passing = [_flat_copy(tmp_path, 4, vs_bare=0.52, rss_mib=50),
@@ -333,3 +334,20 @@ def test_cli_exits_2_and_leaves_the_readme_when_the_run_was_not_loaded_by_wrk(
     err = capsys.readouterr().err
     assert f"refusing {path}" in err and "not wrk" in err
     assert readme.read_text() == before
+
+
+def test_of_two_runs_the_less_favourable_middle_one_is_judged(tmp_path):
+    """With an even count of runs, the row shows the middle run less favourable to the
+    target: the lower of two ratios (higher is better), the higher of two p99s."""
+    paths = [_flat_copy(tmp_path, 1, vs_bare=0.45, rss_mib=50),
+             _flat_copy(tmp_path, 2, vs_bare=0.55, rss_mib=50)]
+    steadies = []
+    for n, p99 in ((1, 40.0), (2, 60.0)):
+        run = json.loads(STEADY.read_text())
+        run["delivery"]["latency_ms"]["p99"] = p99
+        steadies.append(tmp_path / f"steady-{n}.json")
+        steadies[-1].write_text(json.dumps(run))
+    block = bench_table.render_block(paths, steadies)
+    assert "| 0.45 of bare clients (median of 2 runs: 0.45 to 0.55) |" in block
+    assert "| 60 ms (median of 2 runs: 40 to 60) | < 50 ms at 1,000 events/s | 1.20 | no |" \
+        in block

@@ -555,3 +555,28 @@ async def test_claim_keeps_a_destination_within_its_share(store, clock, destinat
     assert again == []
     other_worker = await store.claim("w2", 6, 30.0, 5, per_destination=2, held={})
     assert [c.destination_id for c in other_worker] == [big.id, big.id]
+
+
+async def test_expiring_an_unreadable_previous_secret_fixes_it(store, store_url,
+                                                               destination_factory):
+    """A previous secret's end that is not a number (a hand edit; PostgreSQL's typed column
+    refuses it) pauses the destination at the claim; expiring the previous secret, the
+    documented fix, clears it (it signed nothing) instead of failing, and after a resume the
+    job is sent, signed with the current secret only."""
+    dest = await destination_factory("odd", max_in_flight=10)
+    await store.add_events([new_event("e1")])
+    hand_edit = ("UPDATE destinations SET previous_secret = secret, "
+                 "previous_secret_until = 'abc' WHERE name = 'odd'")
+    if store_url.startswith("postgresql://"):
+        with pytest.raises(Exception, match="invalid input syntax"):
+            await execute_db(store_url, hand_edit)
+        return
+    await execute_db(store_url, hand_edit)
+    assert await store.claim("w", 10, 30.0, 5) == []
+    odd = await store.get_destination("odd")
+    assert odd.paused and odd.paused_reason is not None
+    assert odd.paused_reason.startswith("UnreadableRow: previous_secret_until: TypeError")
+    await store.expire_previous_secret("odd")
+    await store.set_paused("odd", False)
+    [claim] = await store.claim("w", 10, 30.0, 5)
+    assert claim.secrets == (dest.secret,)
