@@ -458,7 +458,11 @@ def _pause_unreadable(row: Any, details: Any, problem: str, now: float,
     hand the job back uncharged, and pause the destination with it (announced as any pause
     is, and logged `destination_auto_paused` after the commit). Its jobs so wait, none of
     them dead, until the value is fixed and the destination resumed. `now`: the store's
-    clock, unix seconds."""
+    clock, unix seconds.
+
+    A job this claim took over comes back as an ordinary pending job: its quarantine (sent
+    alone) is not kept through the pause. Should it be a poison job, the next worker it
+    kills leaves its attempt open, and the claim after that takes it over alone again."""
     reason = f"{UNREADABLE_PREFIX}{problem}"
     destination_id = row["destination_id"]
     closed = yield rows("record_attempt", lease_token=row["lease_token"], started_at=now,
