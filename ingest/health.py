@@ -90,7 +90,10 @@ async def readiness(app: web.Application) -> tuple[list[str], dict[str, Any]]:
         await asyncio.wait_for(app[STORE_KEY].check_writable(), _PROBE_TIMEOUT_S)
         checks["database"] = "writable"
     except (StoreError, TimeoutError) as exc:
-        checks["database"] = f"not writable: {exc or 'timed out'}"
+        # A timeout's own text is empty: say what it means.
+        checks["database"] = "not writable: " + (
+            str(exc) or f"no answer within {_PROBE_TIMEOUT_S:g} s (is the database up and "
+                        "reachable from this host?)")
         problems.append("database is not writable")
     committer = app[COMMITTER_KEY]
     if (committer.failing_since is not None and checks["database"] == "writable"

@@ -143,9 +143,13 @@ def driver_fault(exc: BaseException, what: str) -> HooklineError | None:
     sqlstate = getattr(exc, "sqlstate", None) if isinstance(exc, asyncpg.PostgresError) else None
     if sqlstate in _BUSY_SQLSTATES:
         return StoreBusy(f"database busy: {exc}")
-    if isinstance(exc, (OSError, TimeoutError)) or (
-            sqlstate is not None and (sqlstate in _TRANSIENT_SQLSTATES
-                                      or sqlstate[:2] in _TRANSIENT_SQLSTATE_CLASSES)):
+    if isinstance(exc, (OSError, TimeoutError)):
+        # A timeout's own text is empty; either way, say what to check.
+        return StoreUnavailable(f"{what}: {type(exc).__name__}: "
+                                f"{str(exc) or 'no answer in time'} (is the server up, and "
+                                "reachable from this host?)")
+    if sqlstate is not None and (sqlstate in _TRANSIENT_SQLSTATES
+                                 or sqlstate[:2] in _TRANSIENT_SQLSTATE_CLASSES):
         return StoreUnavailable(f"{what}: {type(exc).__name__}: {exc}")
     if isinstance(exc, (ValueError, OverflowError)):  # ClientConfigurationError is a ValueError
         return ConfigError(f"{what}: the database URL is not valid: {exc}")

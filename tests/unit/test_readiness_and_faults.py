@@ -9,6 +9,7 @@ from structlog.testing import capture_logs
 
 from hookline.shared.errors import ConfigError, StoreBusy, StoreError, StoreUnavailable
 from hookline.shared.faults import CappedBackoff, StoreOutage, is_transient
+from hookline.shared.store.postgres import driver_fault
 from hookline.supervisor.readiness import Readiness
 
 
@@ -62,3 +63,14 @@ def test_one_log_pair_per_outage_however_many_retries() -> None:
     assert [log["event"] for log in logs] == ["store_unavailable", "store_recovered",
                                               "store_unavailable"]
     assert outage.outages == 2 and outage.ongoing
+
+
+def test_a_driver_timeout_or_socket_error_says_what_to_check() -> None:
+    """A timeout's own text is empty: the message says there was no answer, and both it and
+    a socket error say what to check (it read `TimeoutError: ` before)."""
+    timeout = driver_fault(TimeoutError(), "cannot connect to postgresql://db.example/h")
+    assert isinstance(timeout, StoreUnavailable)
+    assert str(timeout) == ("cannot connect to postgresql://db.example/h: TimeoutError: no "
+                            "answer in time (is the server up, and reachable from this host?)")
+    refused = driver_fault(ConnectionRefusedError(111, "Connect call failed"), "cannot connect")
+    assert "Connect call failed (is the server up, and reachable" in str(refused)
