@@ -21,7 +21,12 @@ Two sources, both read at scrape time:
   the supervisor's children, restarts, heartbeats and clock steps. Ingest writes its own
   snapshot first, so a scrape never shows a count that was not persisted.
 
-Plus `hookline_ready` (the /readyz checks) and `hookline_build_info`.
+Plus `hookline_ready` (the /readyz checks), `hookline_build_info` and
+`hookline_database_readable`. While the database does not answer (a PostgreSQL outage, a
+silent network), /metrics still answers 200 with what the processes know (their store
+timeouts, the supervisor's children, `hookline_ready 0`), `hookline_database_readable 0`,
+and none of the database's families: a zero there would read as jobs gone or a counter
+reset.
 """
 
 from __future__ import annotations
@@ -43,6 +48,7 @@ from prometheus_client.registry import Collector
 
 from hookline.ingest import health
 from hookline.ingest.app_state import CONFIG_KEY, READ_STORE_KEY, SNAPSHOTS_KEY, STORE_KEY
+from hookline.shared.errors import StoreUnavailable
 from hookline.shared.metrics_catalog import FAMILIES
 from hookline.shared.models import JOB_STATUSES
 from hookline.shared.policy import notify
@@ -201,17 +207,22 @@ class ProcessCollector(Collector):
 
 
 class InfoCollector(Collector):
-    """`hookline_ready` and `hookline_build_info`."""
+    """`hookline_ready`, `hookline_database_readable` and `hookline_build_info`."""
 
-    def __init__(self, ready: bool, backend: str) -> None:
+    def __init__(self, ready: bool, backend: str, readable: bool = True) -> None:
         self.ready = ready
         self.backend = backend
+        self.readable = readable
 
     def collect(self) -> Iterator[Metric]:
-        """Readiness (1/0) and the build."""
+        """Readiness (1/0), whether the database's figures were read (1/0) and the build."""
         yield GaugeMetricFamily(
             "hookline_ready", "1 when /readyz answers 200 (database writable, a live worker, "
             "not stopping), else 0.", value=1 if self.ready else 0)
+        yield GaugeMetricFamily(
+            "hookline_database_readable", "1 when this scrape read the database's figures; 0 "
+            "when the database did not answer, and the families read from it are left out.",
+            value=1 if self.readable else 0)
         info = GaugeMetricFamily("hookline_build_info",
                                  "Always 1; the labels name the build.",
                                  labels=["version", "python", "backend"])
@@ -219,15 +230,17 @@ class InfoCollector(Collector):
         yield info
 
 
-def render(figures: MetricFigures, *,
+def render(figures: MetricFigures | None, *,
            merged: Mapping[str, Mapping[Labels, Any]] | None = None, ready: bool = False,
            backend: str = "", store_gauges: tuple[Gauge, ...] = ()) -> bytes:
-    """Prometheus text exposition of the store's figures and the processes' snapshots
-    (`backend`: the store's, as its health names it)."""
+    """Prometheus text exposition of the store's figures (None: the database did not answer,
+    none is shown) and the processes' snapshots (`backend`: the store's, as its health
+    names it)."""
     registry = CollectorRegistry(auto_describe=False)
-    registry.register(StatsCollector(figures, store_gauges))
+    if figures is not None:
+        registry.register(StatsCollector(figures, store_gauges))
     registry.register(ProcessCollector(merged or {}))
-    registry.register(InfoCollector(ready, backend))
+    registry.register(InfoCollector(ready, backend, readable=figures is not None))
     return generate_latest(registry)
 
 
@@ -249,11 +262,16 @@ def process_families(app: web.Application) -> dict[str, dict[Labels, Any]]:
 
 
 async def scrape(app: web.Application) -> bytes:
-    """Everything /metrics answers for this ingest app (module docstring)."""
+    """Everything /metrics answers for this ingest app (module docstring); without the
+    database's families while it does not answer."""
     reader = app[READ_STORE_KEY]  # a read must not hold up the group commit
-    figures = await reader.metric_figures(app[CONFIG_KEY].metrics_destination_series_max)
+    figures: MetricFigures | None
+    try:
+        figures = await reader.metric_figures(app[CONFIG_KEY].metrics_destination_series_max)
+    except StoreUnavailable:  # away or busy: show what the processes know (module docstring)
+        figures = None
     merged = process_families(app)
     problems, _ = await health.readiness(app)
-    found = await app[STORE_KEY].health()
-    return render(figures, merged=merged, ready=not problems, backend=found.backend,
-                  store_gauges=found.gauges)
+    found = await app[STORE_KEY].health()  # the store's own view: no database call
+    return render(figures, merged=merged, ready=not problems and figures is not None,
+                  backend=found.backend, store_gauges=found.gauges)

@@ -140,7 +140,7 @@ def test_every_family_is_scraped_with_the_numbers_the_deliveries_imply(served: S
                  "hookline_events_filtered": "counter",
                  "hookline_sqlite_wal_bytes": "gauge",
                  "hookline_sqlite_wal_limit_bytes": "gauge", "hookline_ready": "gauge",
-                 "hookline_build_info": "gauge"}
+                 "hookline_database_readable": "gauge", "hookline_build_info": "gauge"}
     assert families == expected
     got = samples(text)
     assert value(got, "hookline_attempts_total", destination="bad", outcome="http_5xx") \
@@ -155,6 +155,7 @@ def test_every_family_is_scraped_with_the_numbers_the_deliveries_imply(served: S
     assert value(got, "hookline_children_wanted", kind="worker") == 2
     assert value(got, "hookline_children_alive", kind="ingest") == 1
     assert value(got, "hookline_ready") == 1
+    assert value(got, "hookline_database_readable") == 1
     assert value(got, "hookline_clock_steps_total") == 0
     slots = {dict(labels)["slot"] for name, labels in got
              if name == "hookline_process_cpu_seconds_total"}

@@ -18,6 +18,7 @@ from collections.abc import AsyncIterator
 import aiohttp
 import asyncpg
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
 from hookline.ingest.app import build_app
 from hookline.rehearsal.blackhole import BlackholeProxy
@@ -213,3 +214,39 @@ async def test_a_connection_the_server_ends_mid_transaction_is_store_unavailable
     finally:
         await holder.close()
         await store.close()
+
+
+async def test_metrics_still_answer_what_the_processes_know_during_a_partition(
+        through_proxy: tuple[BlackholeProxy, PostgresStore], pg_url: str) -> None:
+    """Frozen: /metrics answers 200 within the store's deadlines, with hookline_ready 0,
+    hookline_database_readable 0, this process's store timeouts, and none of the database's
+    families (a zero would read as jobs gone or a counter reset); healed: all of them again.
+    Before, it answered 503 for the whole outage, hiding the very counters that tell it."""
+    proxy, store = through_proxy
+    config = Config(db=pg_url, ingest_token=TOKEN, admin_token=TOKEN)
+    timeout = aiohttp.ClientTimeout(total=30)
+    async with serving(build_app(store, config)) as port, \
+            aiohttp.ClientSession(timeout=timeout, headers=AUTH) as http:
+        async def scrape() -> dict[str, dict[tuple[tuple[str, str], ...], float]]:
+            async with http.get(f"http://127.0.0.1:{port}/metrics") as answer:
+                assert answer.status == 200, await answer.text()
+                text = await answer.text()
+            return {family.name: {tuple(sorted(s.labels.items())): s.value
+                                  for s in family.samples}
+                    for family in text_string_to_metric_families(text)}
+
+        before = await scrape()
+        assert "hookline_jobs" in before and before["hookline_database_readable"] == {(): 1}
+        proxy.freeze()
+        started = time.monotonic()
+        during = await scrape()
+        assert time.monotonic() - started < 10
+        assert during["hookline_database_readable"] == {(): 0}
+        assert during["hookline_ready"] == {(): 0}
+        assert "hookline_jobs" not in during and "hookline_events_stored" not in during
+        assert "hookline_build_info" in during
+        proxy.heal()
+        healed_at = time.monotonic()
+        while (after := await scrape())["hookline_database_readable"] != {(): 1}:
+            assert time.monotonic() - healed_at < 20
+        assert "hookline_jobs" in after
