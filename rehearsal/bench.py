@@ -82,6 +82,8 @@ class BenchOptions:
     concurrency: int = 64
     body_bytes: int = 1500
     synchronous: str = "FULL"
+    worker_synchronous: str = "NORMAL"
+    """The workers' commits (Config.worker_synchronous); `synchronous` is ingest's."""
     out_dir: Path = Path("results/bench")
     backend: str = "sqlite"
     postgres_url: str | None = None
@@ -380,10 +382,12 @@ def receiver_process(env: dict[str, str], behaviours: tuple[str, ...] | None = N
 
 @contextlib.contextmanager
 def service_process(db: str, work: Path, env: dict[str, str], *, workers: int,
-                    synchronous: str, ingest_processes: int = 1
+                    synchronous: str, ingest_processes: int = 1,
+                    worker_synchronous: str = "NORMAL"
                     ) -> Iterator[tuple[int, dict[str, int]]]:
     """`hookline serve` on `db` with `workers` workers and `ingest_processes` ingest
-    processes, logging (warnings and up) to `work/service.log`; yields (ingest port, slot ->
+    processes, logging (warnings and up) to `work/service.log`, SQLite's commits with
+    `synchronous` (the workers' with `worker_synchronous`); yields (ingest port, slot ->
     pid of the supervisor and its children) once ingest is healthy and every ingest process
     listens (its readiness marker in the runtime folder `env` names); stopped (SIGTERM, then
     SIGKILL after 30 s) on exit.
@@ -398,7 +402,8 @@ def service_process(db: str, work: Path, env: dict[str, str], *, workers: int,
             [sys.executable, "-m", "hookline.supervisor.cli", "--db", db, "--log-level",
              "warning", "serve", "--workers", str(workers), "--ingest-processes",
              str(ingest_processes), "--listen", f"127.0.0.1:{port}"], stdout=log,
-            stderr=subprocess.STDOUT, env={**env, "HOOKLINE_SYNCHRONOUS": synchronous})
+            stderr=subprocess.STDOUT, env={**env, "HOOKLINE_SYNCHRONOUS": synchronous,
+                                           "HOOKLINE_WORKER_SYNCHRONOUS": worker_synchronous})
     try:
         asyncio.run(wait_healthy(f"http://127.0.0.1:{port}"))
         _wait_ingest_listening(Path(env["HOOKLINE_RUNTIME_DIR"]), ingest_processes)
@@ -437,6 +442,7 @@ def _run(opts: BenchOptions, work: Path, db: str, postmaster: int | None) -> dic
                                        destination_filter=opts.destination_filter))
         with service_process(db, work, env, workers=opts.workers,
                              synchronous=opts.synchronous,
+                             worker_synchronous=opts.worker_synchronous,
                              ingest_processes=opts.ingest_processes) as (port, procs):
             result = _measure(opts, work, db, postmaster, env, port, receiver.port,
                               {**procs, "receiver": receiver.pid})

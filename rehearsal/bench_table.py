@@ -286,10 +286,13 @@ def results_table(flats: list[dict[str, Any]], steadies: list[dict[str, Any]]) -
 
 
 def _setup(run: dict[str, Any]) -> str:
-    """Cores, Python, backend and synchronous of one run."""
+    """Cores, Python, backend and synchronous of one run (and the workers' own, when the
+    run recorded it)."""
+    workers = run["options"].get("worker_synchronous")
     return (f"{run['machine']['cores']} cores, Python {run['machine']['python']}, backend "
             f"{run['backend']['name']} ({run['backend']['database']}), "
-            f"synchronous={run['options']['synchronous']}")
+            f"synchronous={run['options']['synchronous']}"
+            + (f" (workers' commits {workers})" if workers else ""))
 
 
 def machine_lines(flat: dict[str, Any], steady: dict[str, Any]) -> list[str]:
@@ -320,7 +323,10 @@ def bench_command(run: dict[str, Any]) -> str:
     if opts["rate_per_s"] != "None":
         args += ["--rate", f"{float(opts['rate_per_s']):g}"]
     args += ["--workers", opts["workers"], "--concurrency", opts["concurrency"],
-             "--synchronous", opts["synchronous"], "--backend", opts["backend"],
+             "--synchronous", opts["synchronous"],
+             *(["--worker-synchronous", opts["worker_synchronous"]]
+               if "worker_synchronous" in opts else []),
+             "--backend", opts["backend"],
              "--load", "auto" if opts["use_wrk"] == "True" else "python",
              "--idle-s", f"{float(opts['idle_s']):g}", "--out", opts["out_dir"]]
     return shlex.join(args)

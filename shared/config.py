@@ -83,6 +83,11 @@ class Config:
         "FULL", "SQLite synchronous mode: FULL (an answered event survives power loss) or "
         "NORMAL (faster; the last commits may be lost on power loss, never on a crash).",
         check=checks.one_of("FULL", "NORMAL"))
+    worker_synchronous: str = _opt(
+        "NORMAL", "SQLite synchronous mode of the workers' commits (claims, attempts, "
+        "finishes), which answer no one: NORMAL (default; a power loss can undo the last "
+        "ones, and those deliveries are sent again: at least once) or FULL.",
+        check=checks.one_of("FULL", "NORMAL"))
     busy_timeout_s: float = _opt(5.0, "How long a SQLite statement waits for the write lock.",
         check=checks.above_zero)
     allow_network_filesystem: bool = _opt(

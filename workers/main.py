@@ -50,7 +50,8 @@ async def serve(config: Config, slot: str, stop: asyncio.Event | None = None,
     log = get_logger()
     # The store's transactions run on this loop (SqliteStore's `inline`): its sends wait
     # out a transaction of a few milliseconds, and the write lock is held for less time.
-    async with child_context(config, slot, stop=stop, boot=boot, inline_store=True) as child:
+    # Its commits skip the fsync by default (`worker_synchronous`): they answer no one.
+    async with child_context(config, slot, stop=stop, boot=boot, worker_store=True) as child:
         worker_id = worker_identity(slot)
         log.info("worker_started", worker=worker_id)
         child.mark_ready()  # the supervisor's READY=1 waits for the first of each slot

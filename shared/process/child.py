@@ -125,20 +125,21 @@ class ChildContext:
 @contextlib.asynccontextmanager
 async def child_context(config: Config, slot: str, *, stop: asyncio.Event | None = None,
                         boot: BootState | None = None,
-                        inline_store: bool = False) -> AsyncIterator[ChildContext]:
+                        worker_store: bool = False) -> AsyncIterator[ChildContext]:
     """Run a child's main coroutine inside its lifecycle (module docstring).
 
     Signal handlers are removed again, the heartbeat stops and the store is closed on the way
     out, whatever happened.
 
     Args:
-        config: settings; `db`, `synchronous`, `busy_timeout_s`, `heartbeat_timeout_s` and
-            `runtime_dir` are read here.
+        config: settings; `db`, `synchronous` (or `worker_synchronous`), `busy_timeout_s`,
+            `heartbeat_timeout_s` and `runtime_dir` are read here.
         slot: the supervisor's name for this process; names its heartbeat and ready files.
         stop: set it to stop; a new event when None.
         boot: records readiness for :func:`run_child`; a new one when None.
-        inline_store: a SQLite store runs its transactions on this event loop's thread
-            (:func:`hookline.shared.store.store_for`'s `inline`: the workers').
+        worker_store: open the workers' store (:func:`hookline.shared.store.store_for`'s
+            `worker`: on SQLite, transactions on this event loop's thread, committed with
+            `worker_synchronous`).
 
     Raises:
         ConfigError: the database URL is unsupported.
@@ -156,7 +157,7 @@ async def child_context(config: Config, slot: str, *, stop: asyncio.Event | None
     tracing = None
     try:
         tracing = start_tracing(config.tracing, slot)  # ConfigError: a malformed OTEL_BSP_*
-        store = store_for(config, inline=inline_store)
+        store = store_for(config, worker=worker_store)
         try:
             await store.open()
         except BaseException:

@@ -70,23 +70,27 @@ def open_store(url: str, sqlite: SqliteOptions | None = None,
                        inline=options.inline)
 
 
-def store_for(config: Config, *, create: bool = True, inline: bool = False) -> Store:
+def store_for(config: Config, *, create: bool = True, worker: bool = False) -> Store:
     """Build (not yet open) the store `config` names, with every storage setting applied
     (and the operational-event policy).
 
     Args:
         create: whether opening it may create a missing SQLite file (the service and
             `hookline init`); with False, :meth:`Store.open` raises DatabaseMissing instead.
-        inline: a SQLite store runs its transactions on the calling event loop's thread
-            (SqliteOptions.inline; a worker's); PostgreSQL ignores it.
+        worker: the store of a worker process. On SQLite its transactions run on the calling
+            event loop's thread (SqliteOptions.inline) and commit with
+            `worker_synchronous`: nothing a worker commits answers anyone, so a commit a
+            power loss undoes only sends its deliveries again (at least once), while an
+            event's commit, answered 202, keeps `synchronous`. PostgreSQL ignores it.
 
     Raises:
         ConfigError: as :func:`open_store`.
     """
     store = open_store(config.db, SqliteOptions(
-        synchronous=config.synchronous, busy_timeout_s=config.busy_timeout_s,
+        synchronous=config.worker_synchronous if worker else config.synchronous,
+        busy_timeout_s=config.busy_timeout_s,
         allow_network_filesystem=config.allow_network_filesystem, create=create,
-        wal_degraded_bytes=config.wal_degraded_bytes, inline=inline),
+        wal_degraded_bytes=config.wal_degraded_bytes, inline=worker),
         postgres_limits(config))
     store.notify = notify_policy(config)
     return store

@@ -26,7 +26,11 @@ def register(sub: Any) -> None:
     bench.add_argument("--ingest-processes", type=int, default=1,
                        help="ingest processes of the service, sharing its port")
     bench.add_argument("--concurrency", type=int, default=64)
-    bench.add_argument("--synchronous", choices=["FULL", "NORMAL"], default="FULL")
+    bench.add_argument("--synchronous", choices=["FULL", "NORMAL"], default="FULL",
+                       help="SQLite synchronous mode of ingest's commits")
+    bench.add_argument("--worker-synchronous", choices=["FULL", "NORMAL"], default="NORMAL",
+                       help="SQLite synchronous mode of the workers' commits "
+                            "(worker_synchronous)")
     bench.add_argument("--backend", choices=["sqlite", "postgres"],
                        help="sqlite (a fresh file) or postgres: a fresh database "
                             "`hookline_bench` on the server of `hookline --db "
@@ -149,7 +153,8 @@ def _bench(config: Config, args: argparse.Namespace) -> int:
         result = run_bench(database.applied_to(BenchOptions(
             events=args.events, rate_per_s=args.rate, workers=args.workers,
             ingest_processes=args.ingest_processes,
-            concurrency=args.concurrency, synchronous=args.synchronous, out_dir=Path(args.out),
+            concurrency=args.concurrency, synchronous=args.synchronous,
+            worker_synchronous=args.worker_synchronous, out_dir=Path(args.out),
             idle_s=args.idle_s, use_wrk=args.load == "auto",
             destination_filter=destination_filter)))
     except (PgUnavailable, PgStartError) as exc:

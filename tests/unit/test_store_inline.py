@@ -1,8 +1,8 @@
 """A SQLite store whose transactions run inline, on the event loop's thread (the workers'
 store; shared/store/sqlite.py `inline`): it waits for the cross-process write lock without
 blocking the loop, gives up with StoreBusy after busy_timeout_s, and keeps two of its own
-transactions apart. Real SQLite files; the lock is held through another open file of the
-lock (what another process holds)."""
+transactions apart; it commits with `worker_synchronous`. Real SQLite files; the lock is held
+through another open file of the lock (what another process holds)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,9 @@ from pathlib import Path
 
 import pytest
 
+from hookline.shared.config import Config
 from hookline.shared.errors import StoreBusy
+from hookline.shared.store import store_for
 from hookline.shared.store.sqlite import SqliteStore
 from hookline.shared.store.write_lock import WriteLock
 from tests.conftest import new_event
@@ -101,3 +103,27 @@ async def test_two_writes_of_one_process_waiting_for_the_lock_both_commit(
     assert len(await inline_store.list_jobs()) == 2
     claims = await inline_store.claim("w1", 10, lease_s=30, max_attempts=5)
     assert len(claims) == 2 and inline_store.write_lock_stats() is not None
+
+
+async def _synchronous_of(store: SqliteStore) -> int:
+    return int(await store._run(lambda db: db.execute("PRAGMA synchronous").fetchone()[0]))
+
+
+@pytest.mark.parametrize(("settings", "worker", "service"), [
+    ({}, 1, 2),  # defaults: the workers' commits NORMAL (1), every other FULL (2)
+    ({"worker_synchronous": "FULL"}, 2, 2),
+    ({"synchronous": "NORMAL"}, 1, 1),
+])
+async def test_the_workers_store_commits_with_worker_synchronous_and_only_it(
+        tmp_path: Path, settings: dict[str, str], worker: int, service: int) -> None:
+    """An event's commit answers a 202 and keeps `synchronous`; a worker's claims and
+    finishes answer no one, and a power loss that undoes them only sends again."""
+    config = Config(db=str(tmp_path / "sync.db"), **settings)
+    for is_worker, expected in ((False, service), (True, worker)):
+        store = store_for(config, worker=is_worker)
+        assert isinstance(store, SqliteStore)
+        await store.open()
+        try:
+            assert await _synchronous_of(store) == expected, (settings, is_worker)
+        finally:
+            await store.close()
