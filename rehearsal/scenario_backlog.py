@@ -79,12 +79,13 @@ def run_backlog(opts: ScenarioOptions, work: Path, db: str, config: Config) -> d
         fill_backlog(small_db, opts.small_backlog_jobs, opts.body_bytes)
         plans = query_plans(db)
         dbs = {"small": small_db, "backlog": db}
-        claims = asyncio.run(time_claims(dbs, opts.claim_samples, opts.synchronous, config))
+        claims = asyncio.run(time_claims(dbs, opts.claim_samples, config.worker_synchronous,
+                                          config))
         # The same with d1 ordered (FIFO): its claims read ordered_head instead of due_jobs.
         for path in dbs.values():
             asyncio.run(_set_ordered(path, "d1", True))
         ordered = asyncio.run(time_claims(dbs, max(10, opts.claim_samples // 4),
-                                          opts.synchronous, config))
+                                          config.worker_synchronous, config))
         for path in dbs.values():
             asyncio.run(_set_ordered(path, "d1", False))
         with service_process(db, work, env, workers=opts.workers,
@@ -194,7 +195,8 @@ async def time_claims(dbs: dict[str, str], samples: int, synchronous: str,
     Args:
         dbs: label -> SQLite file with due pending jobs.
         samples: timed claims per database.
-        synchronous: SQLite synchronous mode of the claims' commits.
+        synchronous: SQLite synchronous mode of the claims' commits (the workers':
+            Config.worker_synchronous).
         config: the settings the workers use.
 
     Returns:

@@ -27,7 +27,8 @@ class ScenarioOptions:
         scenario: one of SCENARIOS.
         out_dir: folder for scenario-<name>.json and the run's work folder.
         workers: worker processes of `hookline serve`.
-        synchronous: SQLite synchronous mode of the service and of the timed claims.
+        synchronous: SQLite synchronous mode of the service's commits but the workers' (theirs:
+            Config.worker_synchronous, as in the timed claims).
         backend: `sqlite`, or `postgres` (every scenario but backlog; see
             hookline.rehearsal.bench.BenchOptions).
         postgres_url: a server to use instead of a throwaway one (postgres only).

@@ -91,8 +91,8 @@ def module_store_url(request: pytest.FixtureRequest,
 async def store(store_url: str, clock: FakeClock) -> AsyncIterator[Store]:
     """An open store (each backend in turn) on a fresh database, reading the fake clock
     (on PostgreSQL the fake clock replaces the database's clock: a test-only option).
-    SQLite's runs its transactions inline, on the test's event loop, as the workers' store
-    does; every other store of the tests (`real_store`, `opened_store`, ingest's in a
+    SQLite's runs its transactions inline, on the test's event loop, and commits with
+    synchronous NORMAL, as the workers' store does; every other store of the tests (`real_store`, `opened_store`, ingest's in a
     served service) runs them on its own thread, as ingest's does."""
     s: Store
     if store_url.startswith("postgresql://"):
@@ -100,7 +100,7 @@ async def store(store_url: str, clock: FakeClock) -> AsyncIterator[Store]:
 
         s = PostgresStore(store_url, clock=clock)
     else:
-        s = SqliteStore(store_url, clock=clock, inline=True)
+        s = SqliteStore(store_url, clock=clock, inline=True, synchronous="NORMAL")
     await s.open()
     yield s
     await s.close()

@@ -39,7 +39,7 @@ backends), not a lock around the send:
 
 * a claim says whether it may take over: only when the worker holds no other claim once the
   results in the same transaction are written (on PostgreSQL the finish commits first:
-  either way they are durable before the takeover is sent);
+  either way they are committed before the takeover is sent);
 * a claim that may take over and finds a takeover due takes exactly that one (the lowest job
   id) and nothing else; while it is held nothing is claimed, so it is sent alone, and its
   result is written before anything else is claimed (several takeovers go one at a time,

@@ -204,7 +204,7 @@ class Store(TenantStore, CatalogueStore, Protocol):
         queue on one lock, runs them as two transactions, the finish first. With no `items`
         it is a claim, which (like :meth:`claim`) writes nothing when nothing is claimable.
 
-        Either way the items are durable before any claim is returned, so a worker that holds
+        Either way the items are committed before any claim is returned, so a worker that holds
         nothing else once they are written may take a job over (`request.may_take_over`).
 
         Returns:

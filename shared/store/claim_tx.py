@@ -27,6 +27,7 @@ from hookline.shared.store.finish_tx import fail_unsendable_tx
 from hookline.shared.store.metric_deltas import IN_FLIGHT, MetricDeltas, outcome_class
 from hookline.shared.store.ops import (
     BEGIN_WRITE,
+    DURABLE,
     NOTIFY,
     NOW,
     AfterCommit,
@@ -158,6 +159,15 @@ class ClaimOperations:
             claims.append(_claim_from(r, details[r["id"]], stored, request.worker,
                                       r["id"] in taken_over,
                                       gates_next=r["id"] in gating or r["id"] in taken_over))
+        # Where a commit is not synced (a worker's, on SQLite), a power loss may undo it and
+        # send its jobs again: a duplicate, which receivers drop by webhook-id. Two kinds of
+        # job it must not be: an ordered destination's (the undone commits may hold earlier
+        # jobs' finishes too, which would then arrive after later ones) and an operational
+        # event (made by an undone commit, it would vanish after being announced, and come
+        # back under a new id). Their claims are synced before they are sent.
+        ordered = {slot["id"] for slot in slots if slot["ordered"]}
+        if any(c.destination_id in ordered or is_operational(c.event_type) for c in claims):
+            yield DURABLE
         return claims, waiting
 
     def _choose(self, request: ClaimRequest, due: dict[int, list[_Due]],

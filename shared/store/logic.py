@@ -179,7 +179,7 @@ class StoreLogic(ClaimOperations, EventOperations, TenantOperations, TenantCount
                                request: ClaimRequest
                                ) -> tuple[list[bool], list[Claim], bool]:
         """See :meth:`hookline.shared.store.Store.finish_and_claim` (one transaction or two: see the
-        class docstring; either way the results are durable before a claim is returned)."""
+        class docstring; either way the results are committed before a claim is returned)."""
         if not self.FINISH_AND_CLAIM_TOGETHER:
             kept = await self.finish(items, breaker) if items else []
             if request.limit <= 0:

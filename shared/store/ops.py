@@ -61,6 +61,13 @@ class Notify:
     """Wake waiting workers once this transaction commits."""
 
 
+class Durable:
+    """This transaction's commit must survive a power loss before its caller goes on: the
+    backend syncs it even where its commits are not synced one by one (SQLite's
+    `worker_synchronous = NORMAL`). For a claim whose job, sent twice, would do more harm than
+    a duplicate (see ClaimOperations._claim_in)."""
+
+
 @dataclass(frozen=True, slots=True)
 class AfterCommit:
     """Call `fn()` once the transaction has committed (e.g. to log what it did)."""
@@ -68,7 +75,7 @@ class AfterCommit:
     fn: Callable[[], None]
 
 
-Op = Query | Now | BeginWrite | Notify | AfterCommit
+Op = Query | Now | BeginWrite | Notify | Durable | AfterCommit
 Tx = Generator[Op, Any, T]
 """A store transaction: yields operations, returns its result."""
 
@@ -91,6 +98,7 @@ def advance(tx: Tx[T], answer: Any) -> Op | Finished[T]:
 NOW = Now()
 BEGIN_WRITE = BeginWrite()
 NOTIFY = Notify()
+DURABLE = Durable()
 
 
 def one(name: str, /, **params: Any) -> Query:

@@ -366,7 +366,8 @@ class PostgresStore(StoreLogic):
                     await conn.notify()
                 elif isinstance(step, AfterCommit):
                     after.append(step)
-                # BeginWrite: nothing to do, the transaction is open
+                # BeginWrite: nothing to do, the transaction is open; Durable: every commit
+                # here waits for the server's WAL flush (synchronous_commit)
                 step = advance(tx, answer)
         for done in after:
             done.fn()

@@ -40,6 +40,7 @@ from hookline.shared.store.logic import StoreLogic, log_migrated
 from hookline.shared.store.ops import (
     AfterCommit,
     BeginWrite,
+    Durable,
     Finished,
     Notify,
     Now,
@@ -271,18 +272,20 @@ class SqliteStore(StoreLogic):
         """
         now = self.clock()
         after: list[AfterCommit] = []
-        notify = False
+        notify = durable = False
         name = getattr(tx, "__name__", "write")  # the generator function's: add_events_tx
 
         def answer(db: sqlite3.Connection, step: Any) -> Any:
             """Run one step other than BEGIN_WRITE; its answer for the transaction."""
-            nonlocal notify
+            nonlocal notify, durable
             if isinstance(step, Query):
                 return _execute(db, step, now)
             if isinstance(step, Now):
                 return now
             if isinstance(step, Notify):
                 notify = True
+            elif isinstance(step, Durable):
+                durable = True
             else:
                 after.append(step)
             return None
@@ -329,9 +332,32 @@ class SqliteStore(StoreLogic):
                 result = await drive_inline(self._connection())
         else:
             result = await self._run(drive)
+        if durable and self._synchronous != "FULL":
+            # Outside the write lock; off the event loop (a worker's) for the fsync's wait.
+            await asyncio.to_thread(self._sync_wal)
         for step in after:
             step.fn()
         return result
+
+    def _sync_wal(self) -> None:
+        """Make every commit so far survive a power loss (a commit made with synchronous
+        NORMAL is in the WAL file, not yet synced): fdatasync the WAL, as a FULL commit
+        does. A WAL file gone was checkpointed into the database file, which the
+        checkpoint synced.
+
+        Raises:
+            StoreError: the sync failed (the disk's error).
+        """
+        try:
+            fd = os.open(self.path + "-wal", os.O_RDONLY)
+            try:
+                os.fdatasync(fd)
+            finally:
+                os.close(fd)
+        except FileNotFoundError:
+            return
+        except OSError as exc:
+            raise StoreError(f"cannot sync the WAL of {self.path}: {exc}") from exc
 
     async def _locked_write(self, db: sqlite3.Connection, name: str) -> _write:
         """The write lock taken without blocking the event loop, and a `_write` context that
