@@ -80,8 +80,9 @@ class Config:
         "it (docs/benchmarks.md); it needs a fixed port, not 0.",
         check=checks.at_least(1))
     synchronous: str = _opt(
-        "FULL", "SQLite synchronous mode: FULL (an answered event survives power loss) or "
-        "NORMAL (faster; the last commits may be lost on power loss, never on a crash).",
+        "FULL", "SQLite synchronous mode of every commit but the workers' "
+        "(worker_synchronous): FULL (an answered event survives power loss) or NORMAL "
+        "(faster; the last commits may be lost on power loss, never on a crash).",
         check=checks.one_of("FULL", "NORMAL"))
     worker_synchronous: str = _opt(
         "NORMAL", "SQLite synchronous mode of the workers' commits (claims, attempts, "

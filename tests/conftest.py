@@ -92,8 +92,9 @@ async def store(store_url: str, clock: FakeClock) -> AsyncIterator[Store]:
     """An open store (each backend in turn) on a fresh database, reading the fake clock
     (on PostgreSQL the fake clock replaces the database's clock: a test-only option).
     SQLite's runs its transactions inline, on the test's event loop, and commits with
-    synchronous NORMAL, as the workers' store does; every other store of the tests (`real_store`, `opened_store`, ingest's in a
-    served service) runs them on its own thread, as ingest's does."""
+    synchronous NORMAL, as the workers' store does; every other store of the tests
+    (`real_store`, `opened_store`, ingest's in a served service) runs them on its own
+    thread, as ingest's does."""
     s: Store
     if store_url.startswith("postgresql://"):
         from hookline.shared.store.postgres import PostgresStore
