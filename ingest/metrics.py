@@ -22,15 +22,17 @@ Two sources, both read at scrape time:
   snapshot first, so a scrape never shows a count that was not persisted.
 
 Plus `hookline_ready` (the /readyz checks), `hookline_build_info` and
-`hookline_database_readable`. While the database does not answer (a PostgreSQL outage, a
-silent network), /metrics still answers 200 with what the processes know (their store
-timeouts, the supervisor's children, `hookline_ready 0`), `hookline_database_readable 0`,
-and none of the database's families: a zero there would read as jobs gone or a counter
-reset.
+`hookline_database_readable`. While the database does not answer within
+`FIGURES_TIMEOUT_S` (a PostgreSQL outage, a silent network), /metrics still answers 200,
+within Prometheus's default 10 s scrape timeout, with what the processes know (their store
+timeouts, the supervisor's children, `hookline_ready` as /readyz finds it),
+`hookline_database_readable 0`, and none of the database's families: a zero there would
+read as jobs gone or a counter reset.
 """
 
 from __future__ import annotations
 
+import asyncio
 import os
 import platform
 from collections.abc import Iterator, Mapping
@@ -65,6 +67,9 @@ from hookline.shared.store.health import Gauge
 from hookline.shared.version import VERSION
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+# The database's figures take about 0.1 s with 10 million jobs (docs/benchmarks.md); past
+# this, the scrape answers without them, well within Prometheus's default 10 s timeout.
+FIGURES_TIMEOUT_S = 5.0
 OUTCOMES = ("delivered", "http_3xx", "http_4xx", "http_5xx", "transport_error", "worker_lost",
             "handed_back")
 """The finished-attempt outcome classes every destination shown has from the start."""
@@ -263,15 +268,21 @@ def process_families(app: web.Application) -> dict[str, dict[Labels, Any]]:
 
 async def scrape(app: web.Application) -> bytes:
     """Everything /metrics answers for this ingest app (module docstring); without the
-    database's families while it does not answer."""
+    database's families while it does not answer within FIGURES_TIMEOUT_S seconds. The
+    figures and the readiness checks are read at once, so a scrape answers within about
+    FIGURES_TIMEOUT_S whatever the database does."""
     reader = app[READ_STORE_KEY]  # a read must not hold up the group commit
-    figures: MetricFigures | None
-    try:
-        figures = await reader.metric_figures(app[CONFIG_KEY].metrics_destination_series_max)
-    except StoreUnavailable:  # away or busy: show what the processes know (module docstring)
-        figures = None
+
+    async def read_figures() -> MetricFigures | None:
+        try:
+            return await asyncio.wait_for(
+                reader.metric_figures(app[CONFIG_KEY].metrics_destination_series_max),
+                FIGURES_TIMEOUT_S)
+        except (StoreUnavailable, TimeoutError):  # show what the processes know (docstring)
+            return None
+
+    figures, (problems, _) = await asyncio.gather(read_figures(), health.readiness(app))
     merged = process_families(app)
-    problems, _ = await health.readiness(app)
     found = await app[STORE_KEY].health()  # the store's own view: no database call
-    return render(figures, merged=merged, ready=not problems and figures is not None,
-                  backend=found.backend, store_gauges=found.gauges)
+    return render(figures, merged=merged, ready=not problems, backend=found.backend,
+                  store_gauges=found.gauges)

@@ -67,7 +67,9 @@ def finish_all(items: Items, breaker: BreakerPolicy | None, deltas: MetricDeltas
     An item whose attempt row this finish already completed (the worker retries a write
     whose commit landed but whose answer was lost: a database that froze or a connection
     cut at the commit) counts as written and changes nothing again: no second count of its
-    attempt, job or failure run, and no `lease_lost` for it."""
+    attempt, job or failure run, and no `lease_lost` for it. Only a result whose fenced job
+    update took effect moves its destination's failure run: a stale one (its job taken over)
+    is recorded in the attempt history only."""
     if (all(isinstance(outcome, Done) and not is_failure(result) for _, outcome, result in items)
             and len({claim.job_id for claim, _, _ in items}) == len(items)):
         return (yield from _finish_delivered(items, deltas, notify))
@@ -75,11 +77,13 @@ def finish_all(items: Items, breaker: BreakerPolicy | None, deltas: MetricDeltas
     for claim, outcome, result in items:
         changed = yield from _finish_one(claim, outcome, result, deltas)
         kept.append(changed is not False)  # None: written before (_finish_one)
-        if changed is not None:
-            fresh.append(((claim, outcome, result), changed))
-    for (claim, outcome, result), changed in sorted(fresh, key=lambda f: f[0][0].destination_id):
+        # A stale result (its job was taken over) is history only: the failure run counts
+        # the new claim's result. (Its row, closed as lost, cannot tell a retried write.)
+        if changed:
+            fresh.append((claim, outcome, result))
+    for claim, outcome, result in sorted(fresh, key=lambda f: f[0].destination_id):
         yield from _track_failure_run(claim, result, breaker, notify,
-                                      died=changed and isinstance(outcome, Dead))
+                                      died=isinstance(outcome, Dead))
     return kept
 
 
@@ -113,7 +117,8 @@ def _finish_delivered(items: Items, deltas: MetricDeltas,
         for claim, _, result in fresh:
             if claim.job_id in done:
                 _delivered(deltas, claim, now - result.waited_s)
-    for destination_id in sorted({claim.destination_id for claim, _, _ in fresh}):
+    for destination_id in sorted({claim.destination_id for claim, _, _ in fresh
+                                  if claim.job_id in done}):  # as finish_all: not stale ones
         yield from _succeeded(destination_id, notify)
     return [claim.job_id in done or claim.lease_token not in now_recorded
             for claim, _, _ in items]

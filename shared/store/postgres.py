@@ -127,6 +127,12 @@ _BUSY_SQLSTATES = frozenset({
 })
 
 
+def _error_text(exc: BaseException) -> str:
+    """`TimeoutError: no answer in time` for a timeout (its own text is empty), else the
+    exception's class and text, as logs and errors show a driver's fault."""
+    return f"{type(exc).__name__}: {str(exc) or 'no answer in time'}"
+
+
 def driver_fault(exc: BaseException, what: str) -> HooklineError | None:
     """Classify a driver error once for the whole backend (see shared/faults.py).
 
@@ -145,8 +151,7 @@ def driver_fault(exc: BaseException, what: str) -> HooklineError | None:
         return StoreBusy(f"database busy: {exc}")
     if isinstance(exc, (OSError, TimeoutError)):
         # A timeout's own text is empty; either way, say what to check.
-        return StoreUnavailable(f"{what}: {type(exc).__name__}: "
-                                f"{str(exc) or 'no answer in time'} (is the server up, and "
+        return StoreUnavailable(f"{what}: {_error_text(exc)} (is the server up, and "
                                 "reachable from this host?)")
     if sqlstate is not None and (sqlstate in _TRANSIENT_SQLSTATES
                                  or sqlstate[:2] in _TRANSIENT_SQLSTATE_CLASSES):
@@ -346,7 +351,7 @@ class PostgresStore(StoreLogic):
         self.timeouts += 1
         get_logger().warning("store_timeout", during=what, timeouts=self.timeouts,
                              limit_s=self.limits.transaction_timeout_s,
-                             error=f"{type(exc).__name__}: {exc}")
+                             error=_error_text(exc))
         if self._pool is not None:
             await self._pool.expire_connections()
 
@@ -441,8 +446,7 @@ class PostgresStore(StoreLogic):
         except (TimeoutError, OSError, asyncpg.PostgresError, asyncpg.InterfaceError,
                 asyncpg.InternalClientError) as exc:
             self.timeouts += isinstance(exc, TimeoutError)
-            get_logger().warning("listen_connection_replaced",
-                                 error=f"{type(exc).__name__}: {exc}")
+            get_logger().warning("listen_connection_replaced", error=_error_text(exc))
             return False
         self._listen_checked_at = time.monotonic()
         return True

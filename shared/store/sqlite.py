@@ -121,6 +121,7 @@ class SqliteStore(StoreLogic):
         self._notifier: WakeNotifier | None = None
         self._listener: WakeListener | None = None
         self._write_lock: WriteLock | None = None
+        self._wal_fd: int | None = None  # the WAL's, once a DURABLE commit synced it
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -214,6 +215,9 @@ class SqliteStore(StoreLogic):
         if self._conn is not None:
             await self._conn.close()
             self._conn = None
+        if self._wal_fd is not None:
+            os.close(self._wal_fd)
+            self._wal_fd = None
 
     def write_lock_waits(self) -> DurationHistogram | None:
         """See :meth:`hookline.shared.store.SqliteDiagnostics.write_lock_waits`."""
@@ -332,32 +336,39 @@ class SqliteStore(StoreLogic):
                 result = await drive_inline(self._connection())
         else:
             result = await self._run(drive)
+        unsynced: StoreUnavailable | None = None
         if durable and self._synchronous != "FULL":
             # Outside the write lock; off the event loop (a worker's) for the fsync's wait.
-            await asyncio.to_thread(self._sync_wal)
+            try:
+                await asyncio.to_thread(self._sync_wal)
+            except StoreUnavailable as exc:
+                unsynced = exc  # raised once the committed steps' own ends have run
         for step in after:
             step.fn()
+        if unsynced is not None:
+            raise unsynced
         return result
 
     def _sync_wal(self) -> None:
         """Make every commit so far survive a power loss (a commit made with synchronous
         NORMAL is in the WAL file, not yet synced): fdatasync the WAL, as a FULL commit
-        does. A WAL file gone was checkpointed into the database file, which the
-        checkpoint synced.
+        does. The WAL is the one beside the database file's real path (SQLite follows a
+        symlinked database file); it exists while this connection is open, and its
+        descriptor stays open until close, so a write-back error the kernel reports once
+        is reported to this sync.
 
         Raises:
-            StoreError: the sync failed (the disk's error).
+            StoreUnavailable: the WAL could not be opened or synced (the disk's error, e.g.
+                full or failing): retried with backoff. What the transaction committed is
+                not acted on: a claim's jobs are not sent, and are taken over once their
+                leases expire.
         """
         try:
-            fd = os.open(self.path + "-wal", os.O_RDONLY)
-            try:
-                os.fdatasync(fd)
-            finally:
-                os.close(fd)
-        except FileNotFoundError:
-            return
+            if self._wal_fd is None:
+                self._wal_fd = os.open(os.path.realpath(self.path) + "-wal", os.O_RDONLY)
+            os.fdatasync(self._wal_fd)
         except OSError as exc:
-            raise StoreError(f"cannot sync the WAL of {self.path}: {exc}") from exc
+            raise StoreUnavailable(f"cannot sync the WAL of {self.path}: {exc}") from exc
 
     async def _locked_write(self, db: sqlite3.Connection, name: str) -> _write:
         """The write lock taken without blocking the event loop, and a `_write` context that

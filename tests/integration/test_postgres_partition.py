@@ -26,6 +26,7 @@ from hookline.shared.config import Config
 from hookline.shared.errors import StoreBusy, StoreUnavailable
 from hookline.shared.models import AttemptResult, Done
 from hookline.shared.store import postgres as postgres_store
+from hookline.shared.store.factory import postgres_limits
 from hookline.shared.store.pg_limits import PostgresLimits
 from hookline.shared.store.postgres import PostgresStore
 from tests.conftest import new_event, serving
@@ -217,16 +218,26 @@ async def test_a_connection_the_server_ends_mid_transaction_is_store_unavailable
 
 
 async def test_metrics_still_answer_what_the_processes_know_during_a_partition(
-        through_proxy: tuple[BlackholeProxy, PostgresStore], pg_url: str) -> None:
-    """Frozen: /metrics answers 200 within the store's deadlines, with hookline_ready 0,
-    hookline_database_readable 0, this process's store timeouts, and none of the database's
+        pg_url: str) -> None:
+    """Frozen: /metrics answers 200 within Prometheus's default 10 s scrape timeout, with
+    the default deadlines (a read's is 15 s), with hookline_ready 0,
+    hookline_database_readable 0, what the processes know, and none of the database's
     families (a zero would read as jobs gone or a counter reset); healed: all of them again.
     Before, it answered 503 for the whole outage, hiding the very counters that tell it."""
-    proxy, store = through_proxy
     config = Config(db=pg_url, ingest_token=TOKEN, admin_token=TOKEN)
-    timeout = aiohttp.ClientTimeout(total=30)
+    with BlackholeProxy.for_url(pg_url) as (proxy, url):
+        store = PostgresStore(url, limits=postgres_limits(config))
+        await store.open()
+        try:
+            await _scrape_through_a_partition(proxy, store, config)
+        finally:
+            await asyncio.wait_for(store.close(), 20)
+
+
+async def _scrape_through_a_partition(proxy: BlackholeProxy, store: PostgresStore,
+                                      config: Config) -> None:
     async with serving(build_app(store, config)) as port, \
-            aiohttp.ClientSession(timeout=timeout, headers=AUTH) as http:
+            aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=30), headers=AUTH) as http:
         async def scrape() -> dict[str, dict[tuple[tuple[str, str], ...], float]]:
             async with http.get(f"http://127.0.0.1:{port}/metrics") as answer:
                 assert answer.status == 200, await answer.text()

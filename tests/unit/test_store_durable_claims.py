@@ -1,17 +1,20 @@
 """A worker's SQLite commits are not synced one by one (`worker_synchronous = NORMAL`): a power
 loss may undo the last ones and send their jobs again. A claim that holds an ordered
 destination's job or an operational event is synced (the WAL fdatasync'd) before it is
-returned, so those are never sent from a commit a power loss could undo. Real SQLite files;
-the sync is observed by wrapping os.fdatasync (the OS call), naming the file it synced."""
+returned, so those are never sent from a commit a power loss could undo; a sync that fails is
+a transient fault, and the claim is not returned. Real SQLite files; the sync is observed by
+wrapping os.fdatasync (the OS call), naming the file it synced."""
 
 from __future__ import annotations
 
+import errno
 import os
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 
 import pytest
 
+from hookline.shared.errors import StoreUnavailable
 from hookline.shared.models import AttemptResult, Done, Retry
 from hookline.shared.policy.delivery import BreakerPolicy
 from hookline.shared.policy.notify import NotifyPolicy
@@ -100,3 +103,36 @@ async def test_a_store_that_syncs_every_commit_syncs_no_more(
     finally:
         await store.close()
     assert synced == []
+
+
+async def test_a_symlinked_database_syncs_the_wal_beside_its_real_file(
+        tmp_path: Path, synced: list[str]) -> None:
+    # SQLite follows the link and keeps the WAL beside the real file: the sync must too.
+    (tmp_path / "data").mkdir()
+    real = tmp_path / "data" / "real.db"
+    link = tmp_path / "hookline.db"
+    link.symlink_to(real)
+    store = await _store(link, "NORMAL")
+    try:
+        await store.add_event(new_event("e1", type_="fifo"))
+        assert len(await store.claim("w", 10, lease_s=30, max_attempts=5)) == 1
+        wals = sorted(f"{folder}/{name}" for folder in (".", "data")
+                      for name in os.listdir(tmp_path / folder) if name.endswith("-wal"))
+    finally:
+        await store.close()
+    assert wals == ["data/real.db-wal"]  # none beside the link
+    assert synced == [str(real) + "-wal"]
+
+
+async def test_a_failed_sync_is_a_transient_fault_and_the_claim_is_not_returned(
+        worker_store: SqliteStore, monkeypatch: pytest.MonkeyPatch) -> None:
+    def disk_full(fd: int) -> None:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(sqlite_module.os, "fdatasync", disk_full)
+    await worker_store.add_event(new_event("e1", type_="fifo"))
+    with pytest.raises(StoreUnavailable, match=r"cannot sync the WAL.*No space left"):
+        await worker_store.claim("w", 10, lease_s=30, max_attempts=5)
+    # Committed but never handed to a sender: its lease expires and it is taken over.
+    [job] = await worker_store.list_jobs()
+    assert (job.status, job.attempts) == ("running", 1)

@@ -167,3 +167,25 @@ async def test_a_finish_written_again_changes_nothing_again(store, store_url,
     stats = await store.stats()
     assert stats.attempts_by_outcome == {"delivered": 3, "http_5xx": 1}
     assert "in_flight" not in stats.attempts_by_outcome
+
+
+async def test_a_stale_result_written_again_moves_no_failure_run(store, destination_factory,
+                                                                  clock):
+    """The result of a claim whose job was taken over meanwhile is history only: written
+    once or again (a retried write), it counts no attempt twice and moves no failure run;
+    the new claim's result does."""
+    await destination_factory("d", max_in_flight=10)
+    await store.add_events([new_event("e1")])
+    [stale] = await store.claim("w1", 1, lease_s=30, max_attempts=5)
+    clock.advance(31)
+    [taken] = await store.claim("w2", 1, lease_s=30, max_attempts=5)
+    assert taken.taken_over
+    failed = AttemptResult(started_at=clock(), duration_s=0.1, status_code=500)
+    items = [(stale, Retry(delay_s=60, error="HTTP 500"), failed)]
+    assert await store.finish(items) == [False]
+    counted = await store.stats()
+    assert await store.finish(items) == [False]  # the same write, again
+    assert await store.stats() == counted
+    assert (await store.get_destination("d")).failure_streak == 0
+    assert await store.finish([(taken, Retry(delay_s=60, error="HTTP 500"), failed)]) == [True]
+    assert (await store.get_destination("d")).failure_streak == 1
