@@ -5,10 +5,12 @@ everything queued (up to `max_batch`), passes it to ONE `write` call, and then a
 waiter of that batch with its own result. While a batch is being written, new items queue for
 the next one, so under load batches grow by themselves; a lone item on an idle process is written
 at once. With `min_interval_s`, writes that follow one another closely are spaced at least
-that far apart (unless a full batch waits): under a steady trickle (1,000 events/s arriving
-one by one) each commit then carries several items instead of one, so the database's single
-writer lock is taken less often. It adds at most `min_interval_s` of latency, only when the
-previous write was that recent.
+that far apart (unless FILLED_ENOUGH items wait already): under a steady trickle (500 events/s
+arriving one by one) each commit then carries several items instead of one, so the
+database's single writer lock is taken less often and its fixed cost is paid less often. It
+adds at most `min_interval_s` of latency, only when the previous write was that recent and
+its batch small; flat out, where batches fill while the previous one is written, it adds
+none.
 
 With `timeout_s`, no caller waits longer than that from its submit, however long a write
 takes (a database behind a silent network): it gets :class:`WriteTimedOut` (a
@@ -35,6 +37,11 @@ from hookline.shared.logs import get_logger
 
 Item = TypeVar("Item")
 Result = TypeVar("Result")
+
+
+FILLED_ENOUGH = 16
+"""A batch of this many items is written without waiting out `min_interval_s`: it spreads a
+commit's fixed cost well enough, and waiting for more would only add latency."""
 
 
 class BatcherStopped(StoreClosing):
@@ -168,7 +175,8 @@ class Batcher(Generic[Item, Result]):
                 self._wakeup.clear()
                 continue
             wait_s = self._last_write_at + self.min_interval_s - time.monotonic()
-            if wait_s > 0 and len(self._queue) < self.max_batch and not self._stopping:
+            if (wait_s > 0 and len(self._queue) < min(self.max_batch, FILLED_ENOUGH)
+                    and not self._stopping):
                 await asyncio.sleep(wait_s)  # let the batch fill (see the module docstring)
             batch = self._take_batch()
             if batch:

@@ -183,12 +183,13 @@ class Config:
     claim_batch: int = _opt(64, "Most jobs one claim takes (claims are also sized to free slots).",
         check=checks.at_least(1))
     batch_interval_s: float = _opt(
-        0.002, "Under steady load, least time between two write transactions of one kind "
+        0.005, "Under steady load, least time between two write transactions of one kind "
         "in one process (ingest commits, worker claims, worker finishes), seconds: each "
         "commit then carries several items, so SQLite's single write lock is taken less "
         "often. Adds at most this much latency; an idle service writes at once (a worker's "
         "results still wait up to 50 ms to share the next claim's write, the job shown "
-        "running meanwhile). 0 = off, that wait included.",
+        "running meanwhile), and a result a destination's next job waits for is written "
+        "within 2 ms. 0 = off, that wait included.",
         check=checks.between_zero_and_one)
     graceful_timeout_s: float = _opt(
         10.0, "On stop, how long in-flight sends may finish before they are handed back.")

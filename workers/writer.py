@@ -17,7 +17,8 @@ One :class:`Writer` per worker process, with one asyncio task. It owns
 Senders hand a result over with :meth:`Writer.finished` and are answered nothing: the writer
 logs the outcome and frees the slot. A busy worker so takes SQLite's single write lock, and
 pays for the commit's fsync, once per batch (at most once per `batch_interval_s` under steady
-load) instead of once per attempt and once more per claim.
+load, or per GATING_LINGER_S while a queued result gates a destination's next job) instead of
+once per attempt and once more per claim.
 
 Leases are extended by the same loop, so the process has one writer: every `lease_s / 3`
 while it holds claims (sending, or results not yet written), ONE `store.extend` call pushes
@@ -88,6 +89,10 @@ log = get_logger()
 
 MAX_BATCH = 256
 """Most results in one transaction."""
+
+FILLED_ENOUGH = 16
+"""Results written without waiting out `batch_interval_s` once this many are queued: a
+transaction's fixed cost is spread well enough (as ingest's batcher, ingest/batcher.py)."""
 
 RESULT_LINGER_S = 0.05
 """Results queued while no claim is wanted wait up to this long, seconds, for the next
@@ -339,8 +344,8 @@ class Writer:
                     await asyncio.wait_for(self._kick.wait(),
                                            _sooner(claim_wait_s, self._extend_in_s()))
                 continue
-            wait_s = self._last_write_at + self.config.batch_interval_s - time.monotonic()
-            if wait_s > 0 and len(self._finished) < MAX_BATCH and not self._stopping:
+            wait_s = self._last_write_at + self._spacing_s() - time.monotonic()
+            if wait_s > 0 and len(self._finished) < FILLED_ENOUGH and not self._stopping:
                 await asyncio.sleep(wait_s)  # let the batch fill
             self._last_write_at = time.monotonic()
             batch = [self._finished.popleft()
@@ -350,6 +355,16 @@ class Writer:
             except _ClaimFailed:
                 continue
             self._apply(written)
+
+    def _spacing_s(self) -> float:
+        """Least time, seconds, from the last write's start to the next one's: the batch
+        interval, or at most GATING_LINGER_S while a queued result gates a destination's
+        next job (a one-at-a-time destination must not wait the whole interval per
+        delivery)."""
+        spacing_s = self.config.batch_interval_s
+        if spacing_s > GATING_LINGER_S and any(f.claim.gates_next for f in self._finished):
+            return GATING_LINGER_S
+        return spacing_s
 
     def _extend_in_s(self) -> float | None:
         """Seconds until the held leases are due for extension (0: now); None: none held."""

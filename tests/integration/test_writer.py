@@ -25,7 +25,7 @@ from hookline.shared.store import Store
 from hookline.shared.store.sqlite import SqliteStore
 from hookline.workers.loop import Worker
 from hookline.workers.sender import Sender
-from hookline.workers.writer import RESULT_LINGER_S
+from hookline.workers.writer import FILLED_ENOUGH, RESULT_LINGER_S
 from tests.conftest import new_event, settle
 
 FAST = Config(allow_networks="127.0.0.0/8", retry_base_s=0.05, retry_cap_s=0.1, max_attempts=3,
@@ -83,14 +83,20 @@ async def add(store: Store, receiver: Receiver, name: str, secret: str,
 
 
 async def test_under_load_writes_are_spaced_by_the_batch_interval(real_store):
-    """200 deliveries with batch_interval_s=50 ms: consecutive writes start at least 50 ms
-    apart, they carry several results each, and every result is written exactly once."""
+    """200 deliveries to 8 destinations with batch_interval_s=50 ms (no claim uses up a
+    destination's room, so no result gates the next job; 8 slots, so fewer results than
+    FILLED_ENOUGH are ever queued): consecutive writes start at least 50 ms apart, they
+    carry several results each, and every result is written exactly once."""
     secret = generate_secret()
-    config = replace(FAST, batch_interval_s=0.05, worker_concurrency=16, claim_batch=16)
+    config = replace(FAST, batch_interval_s=0.05, worker_concurrency=8, claim_batch=8,
+                     destination_slot_share=1.0)
     recorder = WriteRecorder(real_store)
-    async with Receiver([Endpoint("ok", secret, parse_behaviour("slow:0.005"))]) as receiver:
-        await add(real_store, receiver, "ok", secret)
-        await real_store.add_events([new_event(f"e{i}") for i in range(200)])
+    names = [f"ok{i}" for i in range(8)]
+    async with Receiver([Endpoint(name, secret, parse_behaviour("slow:0.005"))
+                         for name in names]) as receiver:
+        for name in names:
+            await add(real_store, receiver, name, secret)
+        await real_store.add_events([new_event(f"e{i}") for i in range(25)])
         async with running_worker(recorder, config):
             counts = await settle(real_store)
     assert counts["done"] == 200 and len(receiver.effects) == 200
@@ -101,6 +107,48 @@ async def test_under_load_writes_are_spaced_by_the_batch_interval(real_store):
     assert gaps and min(gaps) >= 0.04, gaps
     assert sum(results for _, results in recorder.writes) == 200
     assert max(results for _, results in recorder.writes) >= 5
+
+
+async def test_results_filled_enough_are_not_held_for_the_batch_interval(real_store):
+    """With batch_interval_s=1 s and 32 slots over 8 destinations, FILLED_ENOUGH results
+    queue between writes and are written at once: 200 deliveries take well under the 1 s a
+    write each would."""
+    secret = generate_secret()
+    config = replace(FAST, batch_interval_s=1.0, worker_concurrency=32, claim_batch=32,
+                     destination_slot_share=1.0)
+    recorder = WriteRecorder(real_store)
+    names = [f"ok{i}" for i in range(8)]
+    async with Receiver([Endpoint(name, secret, parse_behaviour("ok"))
+                         for name in names]) as receiver:
+        for name in names:
+            await add(real_store, receiver, name, secret)
+        await real_store.add_events([new_event(f"e{i}") for i in range(25)])
+        started = time.monotonic()
+        async with running_worker(recorder, config):
+            counts = await settle(real_store)
+            took_s = time.monotonic() - started
+    assert counts["done"] == 200
+    assert max(results for _, results in recorder.writes) >= FILLED_ENOUGH
+    assert took_s < 4.0, (took_s, recorder.writes)  # about 0.3 s; held, 1 s per write
+
+
+async def test_a_result_that_gates_a_destination_is_not_held_for_the_batch_interval(
+        real_store):
+    """A destination taking one job at a time (max_in_flight 1: each result gates its next
+    job) with batch_interval_s=50 ms: its writes follow each other within a few ms, not 50
+    ms per delivery."""
+    secret = generate_secret()
+    config = replace(FAST, batch_interval_s=0.05)
+    recorder = WriteRecorder(real_store)
+    async with Receiver([Endpoint("one", secret, parse_behaviour("ok"))]) as receiver:
+        await real_store.add_destination(name="one", url=receiver.url("one"), secret=secret,
+                                         event_types=["*"], max_in_flight=1)
+        await real_store.add_events([new_event(f"e{i}") for i in range(12)])
+        async with running_worker(recorder, config):
+            counts = await settle(real_store)
+    assert counts["done"] == 12
+    gaps = sorted(b - a for (a, _), (b, _) in itertools.pairwise(recorder.writes))
+    assert gaps[len(gaps) // 2] < 0.025, gaps  # the median: 50 ms each when held
 
 
 @pytest.mark.sqlite_only

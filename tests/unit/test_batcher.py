@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from hookline.ingest.batcher import Batcher, BatcherStopped, WriteTimedOut
+from hookline.ingest.batcher import FILLED_ENOUGH, Batcher, BatcherStopped, WriteTimedOut
 
 
 class Recorder:
@@ -54,19 +54,20 @@ async def test_a_failed_write_reaches_every_waiter_of_its_batch_only():
 
 
 async def test_min_interval_spaces_writes_under_a_trickle_but_not_when_idle():
-    """Items arriving every 1 ms with min_interval_s=50 ms are written in batches at least
-    50 ms apart (several items each); a lone item after a quiet spell is written at once."""
+    """Items arriving every 5 ms with min_interval_s=50 ms are written in batches at least
+    50 ms apart (several items each, fewer than FILLED_ENOUGH); a lone item after a quiet
+    spell is written at once."""
     write = Recorder()
     batcher = Batcher(write, max_batch=100, name="t", min_interval_s=0.05)
     batcher.start()
     waiters = []
     for i in range(60):
         waiters.append(asyncio.ensure_future(batcher.submit(i)))
-        await asyncio.sleep(0.001)
+        await asyncio.sleep(0.005)
     await asyncio.gather(*waiters)
     gaps = [b - a for a, b in zip(write.started, write.started[1:], strict=False)]
     assert min(gaps) >= 0.0495, gaps
-    assert len(write.batches) <= 5 and max(len(b) for b in write.batches) >= 5
+    assert len(write.batches) <= 8 and max(len(b) for b in write.batches) >= 5
     await asyncio.sleep(0.1)
     submitted = time.monotonic()
     assert await batcher.submit(99) == 990
@@ -79,10 +80,25 @@ async def test_min_interval_spaces_writes_under_a_trickle_but_not_when_idle():
     waiters = []
     for i in range(60):
         waiters.append(asyncio.ensure_future(plain.submit(i)))
-        await asyncio.sleep(0.001)
+        await asyncio.sleep(0.005)
     await asyncio.gather(*waiters)
     await plain.stop()
     assert len(unpaced.batches) > 2 * len(write.batches)  # the spacing is what batched them
+
+
+async def test_a_batch_filled_enough_is_written_without_waiting_out_the_interval():
+    """With min_interval_s=1 s, FILLED_ENOUGH items queued behind a write go in the next
+    write at once: flat out, the spacing adds no latency."""
+    write = Recorder()
+    batcher = Batcher(write, max_batch=100, name="t", min_interval_s=1.0)
+    batcher.start()
+    first = asyncio.ensure_future(batcher.submit(0))
+    await asyncio.sleep(0)  # the first write starts
+    rest = await asyncio.wait_for(
+        asyncio.gather(*(batcher.submit(i) for i in range(1, FILLED_ENOUGH + 1))), 0.5)
+    assert rest == [i * 10 for i in range(1, FILLED_ENOUGH + 1)] and await first == 0
+    assert [len(b) for b in write.batches] == [1, FILLED_ENOUGH]
+    await batcher.stop()
 
 
 async def test_a_stuck_write_answers_its_waiters_and_those_behind_it_within_timeout_s():
