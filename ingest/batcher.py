@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import contextlib
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Generic, TypeVar
@@ -93,6 +94,7 @@ class Batcher(Generic[Item, Result]):
         self._queue: collections.deque[tuple[Item, asyncio.Future[Result]]] = (
             collections.deque())
         self._wakeup = asyncio.Event()
+        self._spacing = False  # waiting out min_interval_s (see _let_the_batch_fill)
         self._task: asyncio.Task[None] | None = None
         self._stopping = False
         self._writing = False
@@ -146,7 +148,8 @@ class Batcher(Generic[Item, Result]):
             raise BatcherStopped(f"{self.name} is not accepting work (shutting down)")
         future: asyncio.Future[Result] = asyncio.get_running_loop().create_future()
         self._queue.append((item, future))
-        self._wakeup.set()
+        if not self._spacing or len(self._queue) >= FILLED_ENOUGH:
+            self._wakeup.set()  # while spacing, only a batch filled enough ends the wait
         # If this waiter is cancelled, its future is cancelled too and the batch skips it:
         # nobody was answered, so it need not be written.
         if self.timeout_s is None:
@@ -174,10 +177,7 @@ class Batcher(Generic[Item, Result]):
                 await self._wakeup.wait()
                 self._wakeup.clear()
                 continue
-            wait_s = self._last_write_at + self.min_interval_s - time.monotonic()
-            if (wait_s > 0 and len(self._queue) < min(self.max_batch, FILLED_ENOUGH)
-                    and not self._stopping):
-                await asyncio.sleep(wait_s)  # let the batch fill (see the module docstring)
+            await self._let_the_batch_fill()
             batch = self._take_batch()
             if batch:
                 self._last_write_at = time.monotonic()
@@ -186,6 +186,22 @@ class Batcher(Generic[Item, Result]):
                     await self._write_batch(batch)
                 finally:
                     self._writing = False
+
+    async def _let_the_batch_fill(self) -> None:
+        """Wait until `min_interval_s` after the last write's start (module docstring); a
+        queue filled enough (FILLED_ENOUGH, or `max_batch`) or a stop ends the wait at once,
+        also when it fills during the wait."""
+        self._spacing = True
+        try:
+            while (not self._stopping
+                   and len(self._queue) < min(self.max_batch, FILLED_ENOUGH)
+                   and (wait_s := self._last_write_at + self.min_interval_s
+                        - time.monotonic()) > 0):
+                self._wakeup.clear()
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._wakeup.wait(), wait_s)
+        finally:
+            self._spacing = False
 
     def _take_batch(self) -> list[tuple[Item, asyncio.Future[Result]]]:
         batch: list[tuple[Item, asyncio.Future[Result]]] = []

@@ -183,10 +183,12 @@ class Config:
     claim_batch: int = _opt(64, "Most jobs one claim takes (claims are also sized to free slots).",
         check=checks.at_least(1))
     batch_interval_s: float = _opt(
-        0.005, "Under steady load, least time between two write transactions of one kind "
+        0.005, "Under a trickle, least time between two write transactions of one kind "
         "in one process (ingest commits, worker claims, worker finishes), seconds: each "
-        "commit then carries several items, so SQLite's single write lock is taken less "
-        "often. Adds at most this much latency; an idle service writes at once (a worker's "
+        "commit then carries several items, so the database's write lock is taken, and a "
+        "transaction's fixed cost paid, less often. Adds at most this much latency to "
+        "ingest's commit and as much to the worker's claim; 16 items waiting, or an "
+        "idle service, write at once (a worker's "
         "results still wait up to 50 ms to share the next claim's write, the job shown "
         "running meanwhile), and a result a destination's next job waits for is written "
         "within 2 ms. 0 = off, that wait included.",

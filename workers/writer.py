@@ -16,9 +16,10 @@ One :class:`Writer` per worker process, with one asyncio task. It owns
 
 Senders hand a result over with :meth:`Writer.finished` and are answered nothing: the writer
 logs the outcome and frees the slot. A busy worker so takes SQLite's single write lock, and
-pays for the commit's fsync, once per batch (at most once per `batch_interval_s` under steady
-load, or per GATING_LINGER_S while a queued result gates a destination's next job) instead of
-once per attempt and once more per claim.
+pays for the commit's fsync, once per batch (under a trickle at most once per
+`batch_interval_s`, or per GATING_LINGER_S while a queued result gates a destination's next
+job; at once when FILLED_ENOUGH results wait) instead of once per attempt and once more per
+claim.
 
 Leases are extended by the same loop, so the process has one writer: every `lease_s / 3`
 while it holds claims (sending, or results not yet written), ONE `store.extend` call pushes
@@ -226,6 +227,7 @@ class Writer:
         # A claim skipped a takeover: claim nothing until every held claim is written.
         self._takeover_waiting = False
         self._extend_at = 0.0  # monotonic; when the held leases are next extended
+        self._spacing = False  # waiting out the spacing (_let_the_batch_fill)
 
     # -- what others call -------------------------------------------------------------------
 
@@ -268,7 +270,9 @@ class Writer:
             self._linger_until = min(self._linger_until, now + min(self._linger_s,
                                                                     GATING_LINGER_S))
         self._finished.append(Finished(claim, outcome, result, now))
-        self._kick.set()
+        # While the writer waits out the spacing, only what ends that wait wakes it.
+        if not self._spacing or claim.gates_next or len(self._finished) >= FILLED_ENOUGH:
+            self._kick.set()
 
     def held(self) -> list[Claim]:
         """Every claim this process holds (sending or finishing): the leases to extend."""
@@ -344,9 +348,7 @@ class Writer:
                     await asyncio.wait_for(self._kick.wait(),
                                            _sooner(claim_wait_s, self._extend_in_s()))
                 continue
-            wait_s = self._last_write_at + self._spacing_s() - time.monotonic()
-            if wait_s > 0 and len(self._finished) < FILLED_ENOUGH and not self._stopping:
-                await asyncio.sleep(wait_s)  # let the batch fill
+            await self._let_the_batch_fill()
             self._last_write_at = time.monotonic()
             batch = [self._finished.popleft()
                      for _ in range(min(MAX_BATCH, len(self._finished)))]
@@ -355,6 +357,21 @@ class Writer:
             except _ClaimFailed:
                 continue
             self._apply(written)
+
+    async def _let_the_batch_fill(self) -> None:
+        """Wait until the spacing (:meth:`_spacing_s`) after the last write's start has
+        passed; FILLED_ENOUGH results queued, a result that gates a destination's next job
+        (2 ms then) or a stop end the wait, also when they arrive during it."""
+        self._spacing = True
+        try:
+            while (not self._stopping and len(self._finished) < FILLED_ENOUGH
+                   and (wait_s := self._last_write_at + self._spacing_s()
+                        - time.monotonic()) > 0):
+                self._kick.clear()  # the loop looks again at everything once it writes
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._kick.wait(), wait_s)
+        finally:
+            self._spacing = False
 
     def _spacing_s(self) -> float:
         """Least time, seconds, from the last write's start to the next one's: the batch

@@ -336,12 +336,12 @@ class SqliteStore(StoreLogic):
                 result = await drive_inline(self._connection())
         else:
             result = await self._run(drive)
-        unsynced: StoreUnavailable | None = None
+        unsynced: StoreError | None = None
         if durable and self._synchronous != "FULL":
             # Outside the write lock; off the event loop (a worker's) for the fsync's wait.
             try:
                 await asyncio.to_thread(self._sync_wal)
-            except StoreUnavailable as exc:
+            except StoreError as exc:
                 unsynced = exc  # raised once the committed steps' own ends have run
         for step in after:
             step.fn()
@@ -358,17 +358,20 @@ class SqliteStore(StoreLogic):
         is reported to this sync.
 
         Raises:
-            StoreUnavailable: the WAL could not be opened or synced (the disk's error, e.g.
-                full or failing): retried with backoff. What the transaction committed is
-                not acted on: a claim's jobs are not sent, and are taken over once their
-                leases expire.
+            StoreError: the WAL could not be opened or synced (the disk's error). Permanent:
+                after a failed sync the kernel may have dropped the unwritten pages and a
+                later sync would report success, so nothing this store commits can be
+                trusted to last; a worker stops (and is respawned with backoff). What the
+                transaction committed is not acted on: a claim's jobs are not sent, and
+                are taken over once their leases expire.
         """
         try:
             if self._wal_fd is None:
                 self._wal_fd = os.open(os.path.realpath(self.path) + "-wal", os.O_RDONLY)
             os.fdatasync(self._wal_fd)
         except OSError as exc:
-            raise StoreUnavailable(f"cannot sync the WAL of {self.path}: {exc}") from exc
+            raise StoreError(f"cannot sync the WAL of {self.path}: {exc} (check the disk: "
+                             "its writes may be lost)") from exc
 
     async def _locked_write(self, db: sqlite3.Connection, name: str) -> _write:
         """The write lock taken without blocking the event loop, and a `_write` context that

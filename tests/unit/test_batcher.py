@@ -101,6 +101,22 @@ async def test_a_batch_filled_enough_is_written_without_waiting_out_the_interval
     await batcher.stop()
 
 
+async def test_a_batch_that_fills_during_the_wait_is_written_at_once():
+    """With min_interval_s=1 s, items arriving one by one after a write end the wait as
+    soon as FILLED_ENOUGH of them are queued."""
+    write = Recorder()
+    batcher = Batcher(write, max_batch=100, name="t", min_interval_s=1.0)
+    batcher.start()
+    assert await batcher.submit(0) == 0
+    waiters = []
+    for i in range(1, FILLED_ENOUGH + 1):
+        waiters.append(asyncio.ensure_future(batcher.submit(i)))
+        await asyncio.sleep(0.002)
+    await asyncio.wait_for(asyncio.gather(*waiters), 0.5)  # 1 s when the wait held
+    assert [len(b) for b in write.batches] == [1, FILLED_ENOUGH]
+    await batcher.stop()
+
+
 async def test_a_stuck_write_answers_its_waiters_and_those_behind_it_within_timeout_s():
     """A write that never returns (a database behind a silent network): its item and the
     items queued behind it each get WriteTimedOut once timeout_s has passed since their own

@@ -2,7 +2,7 @@
 loss may undo the last ones and send their jobs again. A claim that holds an ordered
 destination's job or an operational event is synced (the WAL fdatasync'd) before it is
 returned, so those are never sent from a commit a power loss could undo; a sync that fails is
-a transient fault, and the claim is not returned. Real SQLite files; the sync is observed by
+a permanent fault, and the claim is not returned. Real SQLite files; the sync is observed by
 wrapping os.fdatasync (the OS call), naming the file it synced."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from hookline.shared.errors import StoreUnavailable
+from hookline.shared.errors import StoreError, StoreUnavailable
 from hookline.shared.models import AttemptResult, Done, Retry
 from hookline.shared.policy.delivery import BreakerPolicy
 from hookline.shared.policy.notify import NotifyPolicy
@@ -124,15 +124,18 @@ async def test_a_symlinked_database_syncs_the_wal_beside_its_real_file(
     assert synced == [str(real) + "-wal"]
 
 
-async def test_a_failed_sync_is_a_transient_fault_and_the_claim_is_not_returned(
+async def test_a_failed_sync_is_a_permanent_fault_and_the_claim_is_not_returned(
         worker_store: SqliteStore, monkeypatch: pytest.MonkeyPatch) -> None:
-    def disk_full(fd: int) -> None:
-        raise OSError(errno.ENOSPC, "No space left on device")
+    # After a failed fsync the kernel may drop the unwritten pages and report the next sync
+    # as a success: retrying would send claims a power loss can undo. The worker stops.
+    def disk_error(fd: int) -> None:
+        raise OSError(errno.EIO, "Input/output error")
 
-    monkeypatch.setattr(sqlite_module.os, "fdatasync", disk_full)
+    monkeypatch.setattr(sqlite_module.os, "fdatasync", disk_error)
     await worker_store.add_event(new_event("e1", type_="fifo"))
-    with pytest.raises(StoreUnavailable, match=r"cannot sync the WAL.*No space left"):
+    with pytest.raises(StoreError, match=r"cannot sync the WAL.*Input/output error") as raised:
         await worker_store.claim("w", 10, lease_s=30, max_attempts=5)
+    assert not isinstance(raised.value, StoreUnavailable)
     # Committed but never handed to a sender: its lease expires and it is taken over.
     [job] = await worker_store.list_jobs()
     assert (job.status, job.attempts) == ("running", 1)
