@@ -82,24 +82,36 @@ async def add(store: Store, receiver: Receiver, name: str, secret: str,
                                 event_types=event_types or ["*"], max_in_flight=100)
 
 
+async def _deliver_to_8_destinations(store: Store, config: Config, behaviour: str
+                                     ) -> tuple[WriteRecorder, dict[str, int], int, float]:
+    """25 events to 8 destinations (200 deliveries), each answering with `behaviour`, by
+    one worker with `config`: its writes, the jobs by status, the requests received, and
+    the seconds from the worker's start until no job was left."""
+    secret = generate_secret()
+    recorder = WriteRecorder(store)
+    names = [f"ok{i}" for i in range(8)]
+    async with Receiver([Endpoint(name, secret, parse_behaviour(behaviour))
+                         for name in names]) as receiver:
+        for name in names:
+            await add(store, receiver, name, secret)
+        await store.add_events([new_event(f"e{i}") for i in range(25)])
+        started = time.monotonic()
+        async with running_worker(recorder, config):
+            counts = await settle(store)
+            took_s = time.monotonic() - started
+    return recorder, counts, len(receiver.effects), took_s
+
+
 async def test_under_load_writes_are_spaced_by_the_batch_interval(real_store):
     """200 deliveries to 8 destinations with batch_interval_s=50 ms (no claim uses up a
     destination's room, so no result gates the next job; 8 slots, so fewer results than
     FILLED_ENOUGH are ever queued): consecutive writes start at least 50 ms apart, they
     carry several results each, and every result is written exactly once."""
-    secret = generate_secret()
     config = replace(FAST, batch_interval_s=0.05, worker_concurrency=8, claim_batch=8,
                      destination_slot_share=1.0)
-    recorder = WriteRecorder(real_store)
-    names = [f"ok{i}" for i in range(8)]
-    async with Receiver([Endpoint(name, secret, parse_behaviour("slow:0.005"))
-                         for name in names]) as receiver:
-        for name in names:
-            await add(real_store, receiver, name, secret)
-        await real_store.add_events([new_event(f"e{i}") for i in range(25)])
-        async with running_worker(recorder, config):
-            counts = await settle(real_store)
-    assert counts["done"] == 200 and len(receiver.effects) == 200
+    recorder, counts, requests, _ = await _deliver_to_8_destinations(real_store, config,
+                                                                     "slow:0.005")
+    assert counts["done"] == 200 and requests == 200
     starts = [at for at, _ in recorder.writes]
     gaps = [b - a for a, b in itertools.pairwise(starts)]
     # 40 ms, not 50: each start is recorded a moment after the writer's own mark, and on a
@@ -113,20 +125,9 @@ async def test_results_filled_enough_are_not_held_for_the_batch_interval(real_st
     """With batch_interval_s=1 s and 32 slots over 8 destinations, FILLED_ENOUGH results
     queue between writes and are written at once: 200 deliveries take well under the 1 s a
     write each would."""
-    secret = generate_secret()
     config = replace(FAST, batch_interval_s=1.0, worker_concurrency=32, claim_batch=32,
                      destination_slot_share=1.0)
-    recorder = WriteRecorder(real_store)
-    names = [f"ok{i}" for i in range(8)]
-    async with Receiver([Endpoint(name, secret, parse_behaviour("ok"))
-                         for name in names]) as receiver:
-        for name in names:
-            await add(real_store, receiver, name, secret)
-        await real_store.add_events([new_event(f"e{i}") for i in range(25)])
-        started = time.monotonic()
-        async with running_worker(recorder, config):
-            counts = await settle(real_store)
-            took_s = time.monotonic() - started
+    recorder, counts, _, took_s = await _deliver_to_8_destinations(real_store, config, "ok")
     assert counts["done"] == 200
     assert max(results for _, results in recorder.writes) >= FILLED_ENOUGH
     # About 1.3 s: the last results, fewer than FILLED_ENOUGH, wait out the 1 s; held,
