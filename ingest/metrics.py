@@ -51,6 +51,7 @@ from prometheus_client.registry import Collector
 from hookline.ingest import health
 from hookline.ingest.app_state import CONFIG_KEY, READ_STORE_KEY, SNAPSHOTS_KEY, STORE_KEY
 from hookline.shared.errors import StoreUnavailable
+from hookline.shared.logs import get_logger
 from hookline.shared.metrics_catalog import FAMILIES
 from hookline.shared.models import JOB_STATUSES
 from hookline.shared.policy import notify
@@ -278,7 +279,9 @@ async def scrape(app: web.Application) -> bytes:
             return await asyncio.wait_for(
                 reader.metric_figures(app[CONFIG_KEY].metrics_destination_series_max),
                 FIGURES_TIMEOUT_S)
-        except (StoreUnavailable, TimeoutError):  # show what the processes know (docstring)
+        except (StoreUnavailable, TimeoutError) as exc:  # show what the processes know
+            get_logger().warning("metrics_figures_unreadable", error=(
+                str(exc) or f"no answer within {FIGURES_TIMEOUT_S:g} s"))
             return None
 
     figures, (problems, _) = await asyncio.gather(read_figures(), health.readiness(app))
