@@ -40,7 +40,8 @@ lint: $(STAMP)
 # server), libfaketime (the clock-step test steps a real `hookline serve`'s wall clock),
 # bindfs (the test that a database on a FUSE mount is refused mounts one) and systemd
 # (`systemd-analyze verify` checks the units in deploy/) and prometheus (promtool checks the
-# rules in deploy/prometheus and a live /metrics), wrk (`hookline bench`'s load). Missing ones are installed with
+# rules in deploy/prometheus and a live /metrics), wrk (`hookline bench`'s load), strace (the
+# worker's WAL syncs are traced, and failed, in a real process). Missing ones are installed with
 # apt-get when root on Debian (CI); elsewhere the tests that need them skip locally and fail
 # when CI is set.
 LIBFAKETIME = $(wildcard /usr/lib/*/faketime/libfaketime.so.1)
@@ -56,6 +57,7 @@ test: $(STAMP) lint
 	command -v systemd-analyze >/dev/null || missing="$$missing systemd"; \
 	command -v promtool >/dev/null || missing="$$missing prometheus"; \
 	command -v wrk >/dev/null || missing="$$missing wrk"; \
+	command -v strace >/dev/null || missing="$$missing strace"; \
 	if [ -n "$$missing" ]; then \
 	    if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
 	        apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y $$missing; \
