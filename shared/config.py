@@ -86,7 +86,7 @@ class Config:
         check=checks.one_of("FULL", "NORMAL"))
     worker_synchronous: str = _opt(
         "NORMAL", "SQLite synchronous mode of the workers' commits (claims, attempts, "
-        "finishes), which answer no one: NORMAL (default; a power loss can undo the last "
+        "finishes), on which no caller waits: NORMAL (default; a power loss can undo the last "
         "ones, and those deliveries are sent again: at least once) or FULL.",
         check=checks.one_of("FULL", "NORMAL"))
     busy_timeout_s: float = _opt(5.0, "How long a SQLite statement waits for the write lock.",

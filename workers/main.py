@@ -50,7 +50,7 @@ async def serve(config: Config, slot: str, stop: asyncio.Event | None = None,
     log = get_logger()
     # The store's transactions run on this loop (SqliteStore's `inline`): its sends wait
     # out a transaction of a few milliseconds, and the write lock is held for less time.
-    # Its commits skip the fsync by default (`worker_synchronous`): they answer no one.
+    # Its commits skip the fsync by default (`worker_synchronous`): no caller waits on them.
     async with child_context(config, slot, stop=stop, boot=boot, worker_store=True) as child:
         worker_id = worker_identity(slot)
         log.info("worker_started", worker=worker_id)

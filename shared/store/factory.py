@@ -79,7 +79,7 @@ def store_for(config: Config, *, create: bool = True, worker: bool = False) -> S
             `hookline init`); with False, :meth:`Store.open` raises DatabaseMissing instead.
         worker: the store of a worker process. On SQLite its transactions run on the calling
             event loop's thread (SqliteOptions.inline) and commit with
-            `worker_synchronous`: nothing a worker commits answers anyone, so a commit a
+            `worker_synchronous`: no caller waits on a worker's commit, so a commit a
             power loss undoes only sends its deliveries again (at least once), while an
             event's commit, answered 202, keeps `synchronous`. PostgreSQL ignores it.
 

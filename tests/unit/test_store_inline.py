@@ -117,7 +117,7 @@ async def _synchronous_of(store: SqliteStore) -> int:
 async def test_the_workers_store_commits_with_worker_synchronous_and_only_it(
         tmp_path: Path, settings: dict[str, str], worker: int, service: int) -> None:
     """An event's commit answers a 202 and keeps `synchronous`; a worker's claims and
-    finishes answer no one, and a power loss that undoes them only sends again."""
+    finishes have no caller waiting on them, and a power loss that undoes them only sends again."""
     config = Config(db=str(tmp_path / "sync.db"), **settings)
     for is_worker, expected in ((False, service), (True, worker)):
         store = store_for(config, worker=is_worker)
