@@ -124,11 +124,14 @@ class ClaimOperations:
                                                   lease_s=float(request.lease_s)))}
         leased = [by_id[job_id] for job_id in chosen if job_id in by_id]
         job_ids = [r["id"] for r in leased]
-        tokens = [r["lease_token"] for r in leased]
         # A job whose previous claim's attempt never finished (its worker was lost: an expired
         # lease, or a replay of a job that died so) is taken over, and is sent in quarantine.
-        taken_over = {r["job_id"] for r in (yield rows("mark_attempt_lost", job_ids=job_ids,
-                                                        lease_tokens=tokens))}
+        # A job claimed for the first time has no earlier attempt: ask only about the others.
+        tried = [r for r in leased  # attempts counts this claim's
+                 if not untried_job(status_of[r["id"]], r["attempts"] - 1, r["replays"])]
+        taken_over = {r["job_id"] for r in (yield rows(
+            "mark_attempt_lost", job_ids=[r["id"] for r in tried],
+            lease_tokens=[r["lease_token"] for r in tried]))} if tried else set()
         for r in leased:
             deltas.jobs(r["destination_id"], status_of[r["id"]], "running")
             deltas.attempts(r["destination_id"], None, IN_FLIGHT)
@@ -187,14 +190,15 @@ class ClaimOperations:
         of the jobs a claim would take over).
         """
         ties = self.DUE_TIES_IN_ID_ORDER
+        untried: set[int] = set()  # the job ids read that were never claimed: no takeover
         read_short = yield from _read_due(due, offers, _pending_bound(request.limit, offers),
-                                          ties)
+                                          ties, untried)
         # An expired lease kept among a destination's candidates, but not before its last
         # pending job read, might be pushed out of its offer by the jobs left unread (it
         # would then not be a candidate, nor a takeover reported waiting): read those in full.
         if unsure := _lease_past_read(due, read_short):
             read_short = yield from _read_due(due, {d: offers[d] for d in unsure}, None, ties,
-                                              read_short)
+                                              untried, read_short)
         takeovers: dict[int, int] = {}
         asked: set[int] = set()  # the job ids takeovers_among has answered for
         while True:
@@ -209,7 +213,7 @@ class ClaimOperations:
                     candidates.append((late, due_at, job_id, destination_id))
                     tenant_of[destination_id] = tenant_by_id[destination_id]
             # The quarantine: a job taken over is claimed alone, by a worker that holds nothing.
-            unasked = [c[2] for c in candidates if c[2] not in asked]
+            unasked = [c[2] for c in candidates if c[2] not in asked and c[2] not in untried]
             if unasked:
                 takeovers.update({r["job_id"]: int(r["open_attempts"] or 0) for r in (
                     yield rows("takeovers_among", job_ids=unasked))})
@@ -230,7 +234,7 @@ class ClaimOperations:
             if not more:
                 return chosen, next_send, waiting, status_of, offered
             read_short = yield from _read_due(due, {d: offers[d] for d in more}, None, ties,
-                                              read_short)
+                                              untried, read_short)
 
     def _claim_window(self, request: ClaimRequest) -> Tx[list[int]]:
         """The destinations this claim considers (ids, ascending): at most `CLAIM_WINDOW`
@@ -302,11 +306,13 @@ def _pending_bound(limit: int, offers: Mapping[int, int]) -> int | None:
 
 
 def _read_due(due: dict[int, list[_Due]], offers: Mapping[int, int], bound: int | None,
-              ties_in_id_order: bool, read_short: Mapping[int, tuple[float, int | None]]
-              | None = None) -> Tx[dict[int, tuple[float, int | None]]]:
+              ties_in_id_order: bool, untried: set[int],
+              read_short: Mapping[int, tuple[float, int | None]] | None = None
+              ) -> Tx[dict[int, tuple[float, int | None]]]:
     """Reads the claimable jobs of the destinations in `offers` (destination id -> most jobs
     it offers) into `due`, each one's oldest due first, in one query: its pending jobs up to
-    `bound` (None: its whole offer), its expired leases up to its offer.
+    `bound` (None: its whole offer), its expired leases up to its offer. Adds to `untried`
+    the ids of those never claimed (:func:`untried_job`).
 
     Returns `read_short` with these destinations' entries replaced: each destination whose
     pending read stopped at the bound below its offer, with its last pending job read: (its
@@ -325,6 +331,8 @@ def _read_due(due: dict[int, list[_Due]], offers: Mapping[int, int], bound: int 
     for r in found:
         by_destination[r["destination_id"]].append(
             (r["due_at"], r["id"], r["attempts"], r["status"]))
+        if untried_job(r["status"], r["attempts"], r["replays"]):
+            untried.add(r["id"])
         if r["status"] == "pending":
             pending.setdefault(r["destination_id"], []).append((r["due_at"], r["id"]))
     for destination_id, jobs in by_destination.items():
@@ -336,6 +344,16 @@ def _read_due(due: dict[int, list[_Due]], offers: Mapping[int, int], bound: int 
             last_due, last_id = max(read)
             short[destination_id] = (last_due, last_id if ties_in_id_order else None)
     return short
+
+
+def untried_job(status: str, attempts: int, replays: int) -> bool:
+    """Whether a job was never claimed (pending, no attempt counted, never replayed), so none
+    of its attempts can be open or closed "worker lost": it is not a takeover, and the claim
+    asks neither takeovers_among nor mark_attempt_lost about it (one statement each fewer per
+    claim of fresh work). Every attempt row is made by a claim, which counts it in
+    `attempts`; only a hand-back takes the count back, closing that attempt in the same
+    transaction; a replay (or resend) resets `attempts` but counts in `replays`."""
+    return status == "pending" and attempts == 0 and replays == 0
 
 
 def _lease_past_read(due: Mapping[int, list[_Due]],

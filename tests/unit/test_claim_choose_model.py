@@ -45,7 +45,7 @@ def drive(claim: dict[str, Any], backend: str, full: bool
                 rl = min(most, q.params["limit"]) if pg else q.params["limit"]
                 for j in pend[:pl] + run[:rl]:
                     out.append({"destination_id": d, "id": j[0], "due_at": j[1],
-                                "attempts": j[2], "status": j[3]})
+                                "attempts": j[2], "replays": 0, "status": j[3]})
             return out
         if q.name == "takeovers_among":
             return [{"job_id": i, "open_attempts": 1} for i in q.params["job_ids"]

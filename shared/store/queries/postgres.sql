@@ -168,19 +168,19 @@ FROM destinations d WHERE d.id = ANY(:destination_ids::bigint[]) ORDER BY d.id
 -- expired-lease jobs are read apart, each in index order (jobs_due, jobs_leased), one index
 -- search per destination and kind: one query ordered by a CASE would sort the destinations'
 -- whole backlogs on every claim.
-SELECT o.destination_id, p.id, p.run_at AS due_at, p.attempts, 'pending' AS status
+SELECT o.destination_id, p.id, p.run_at AS due_at, p.attempts, p.replays, 'pending' AS status
 FROM unnest(:destination_ids::bigint[], :limits::integer[]) AS o (destination_id, most)
 CROSS JOIN LATERAL (
-    SELECT id, run_at, attempts FROM jobs
+    SELECT id, run_at, attempts, replays FROM jobs
     WHERE destination_id = o.destination_id AND status = 'pending'
         AND run_at <= hookline_now(:test_now_s)
     ORDER BY run_at LIMIT LEAST(o.most, :pending_limit::integer)
     FOR UPDATE SKIP LOCKED) p
 UNION ALL
-SELECT o.destination_id, x.id, x.lease_until, x.attempts, 'running'
+SELECT o.destination_id, x.id, x.lease_until, x.attempts, x.replays, 'running'
 FROM unnest(:destination_ids::bigint[], :limits::integer[]) AS o (destination_id, most)
 CROSS JOIN LATERAL (
-    SELECT id, lease_until, attempts FROM jobs
+    SELECT id, lease_until, attempts, replays FROM jobs
     WHERE destination_id = o.destination_id AND status = 'running'
         AND lease_until <= hookline_now(:test_now_s)
     ORDER BY lease_until LIMIT LEAST(o.most, :limit::integer)
@@ -235,7 +235,8 @@ RETURNING job_id
 -- takeovers_among: which of the offered jobs a claim would take over (the test of
 -- mark_attempt_lost, asked before the claim so that a takeover is claimed alone): an attempt
 -- of an earlier claim never finished (its worker was lost), or the latest attempt was closed
--- "worker lost" at the cap (a replay of a job that died so)
+-- "worker lost" at the cap (a replay of a job that died so). Not asked about a pending job never
+-- claimed (attempts and replays 0): see sqlite.sql.
 SELECT a.job_id,
     count(*) FILTER (WHERE a.duration_s IS NULL AND a.error IS NULL) AS open_attempts
 FROM attempts a
@@ -257,7 +258,7 @@ UPDATE jobs SET status = 'running', attempts = attempts + 1,
 WHERE id = ANY(:job_ids::bigint[]) AND (
     (status = 'pending' AND run_at <= hookline_now(:test_now_s))
     OR (status = 'running' AND lease_until <= hookline_now(:test_now_s)))
-RETURNING id, event_id, destination_id, attempts, lease_token, lease_until
+RETURNING id, event_id, destination_id, attempts, lease_token, lease_until, replays
 
 -- mark_attempt_lost: the previous claims of just-claimed jobs that never finished are closed
 -- (error, and the time they ran until this takeover); returns those jobs, and the jobs whose

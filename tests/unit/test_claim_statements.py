@@ -1,0 +1,80 @@
+"""What a claim asks the database, seen by SQLite's own trace of the statements it runs (a
+real store, inline as the workers' is): jobs never claimed cost no takeover statements. At
+everyday rates a statement costs about as much for 3 rows as flat out for 30
+(docs/benchmarks.md, "A claim of fresh work asks no takeover questions"), so each one left
+out is CPU saved per event.
+
+The takeover semantics themselves (a lost worker's job, a replay of a job lost at the cap,
+a hand-back) are tested on both backends in tests/unit/test_store_lost_attempts.py and
+tests/unit/test_store_quarantine.py."""
+
+from __future__ import annotations
+
+import pytest
+
+from hookline.shared.models import AttemptResult, Retry
+from hookline.shared.store.claim_tx import untried_job
+from tests.conftest import new_event
+
+# The opening words of each statement, as shared/store/queries/sqlite.sql writes it.
+TAKEOVERS_AMONG = "SELECT a.job_id, sum(a.duration_s IS NULL AND a.error IS NULL)"
+MARK_ATTEMPT_LOST = "UPDATE attempts SET error = coalesce(error, 'lease expired (worker lost)')"
+
+
+def ran(statements: list[str], opening: str) -> int:
+    """How many of the traced `statements` hold `opening` (a statement's text begins with
+    the comment lines above it in the file)."""
+    return sum(1 for text in statements if opening in text)
+
+
+@pytest.mark.sqlite_only
+async def test_fresh_jobs_ask_no_takeover_and_a_retried_one_does(store, destination_factory,
+                                                                  clock):
+    """Twelve jobs never claimed: the claim asks neither takeovers_among nor
+    mark_attempt_lost. A job retried once is asked about again, by both, and is not a
+    takeover."""
+    for name in ("d1", "d2", "d3"):
+        await destination_factory(name)
+    await store.add_events([new_event(f"e{n}") for n in range(4)])
+    statements: list[str] = []
+    store._connection().set_trace_callback(statements.append)
+
+    claims = await store.claim("w1", 12, lease_s=30, max_attempts=5)
+    assert len(claims) == 12 and not any(c.taken_over for c in claims)
+    assert (ran(statements, TAKEOVERS_AMONG), ran(statements, MARK_ATTEMPT_LOST)) == (0, 0)
+
+    retry = AttemptResult(started_at=clock(), duration_s=0.01, status_code=503)
+    assert await store.finish([(claims[0], Retry(delay_s=0, error="HTTP 503"), retry)])
+    statements.clear()
+    [again] = await store.claim("w1", 12, lease_s=30, max_attempts=5)
+    assert again.job_id == claims[0].job_id and again.attempt == 2 and not again.taken_over
+    assert (ran(statements, TAKEOVERS_AMONG), ran(statements, MARK_ATTEMPT_LOST)) == (1, 1)
+
+
+def test_only_a_pending_job_never_claimed_nor_replayed_is_untried():
+    assert untried_job("pending", 0, 0)
+    assert not untried_job("pending", 1, 0)  # retried: it has an attempt row
+    assert not untried_job("pending", 0, 1)  # replayed: its last attempt may be "worker lost"
+    assert not untried_job("running", 0, 0)  # an expired lease: a takeover
+
+
+async def test_what_untried_leaves_out_is_never_a_takeover(store, store_url, destination_factory,
+                                                          clock):
+    """The invariant the claim relies on, on both backends: a job handed back on its first
+    claim is pending again with attempts 0 and replays 0, and its attempt row is closed, so
+    its next claim is no takeover; a job replayed after its worker was lost at the cap has
+    replays 1, so it is asked about, and taken over."""
+    await destination_factory()
+    await store.add_events([new_event("e1"), new_event("e2")])
+    first = await store.claim("w1", 2, lease_s=30, max_attempts=1)
+    assert await store.hand_back([first[0]]) == 1
+    [job] = [j for j in await store.list_jobs() if j.id == first[0].job_id]
+    assert (job.status, job.attempts) == ("pending", 0)
+    [again] = await store.claim("w2", 2, lease_s=30, max_attempts=1)
+    assert again.job_id == job.id and not again.taken_over
+
+    clock.advance(31)  # both leases expire on their final attempt: dead, "worker lost"
+    assert await store.claim("w3", 2, lease_s=30, max_attempts=1) == []
+    assert await store.replay(job_id=job.id) == 1
+    [replayed] = await store.claim("w3", 2, lease_s=30, max_attempts=1)
+    assert replayed.job_id == job.id and replayed.taken_over
