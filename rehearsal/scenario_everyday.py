@@ -38,6 +38,8 @@ and sends them with aiohttp. So where the HTTP alone at a rate already costs mor
 target allows (more than COST_RATIO_LIMIT times hookline's flat-out cost; at
 TARGET_RATE_PER_S, SERVICE_CORES_LIMIT cores or more), that target is out of reach of any
 design built on aiohttp on this machine, whatever its storage: `out_of_reach` says which.
+`reach` adds the bookkeeping every design must do, at hookline's flat-out cost per item
+(rehearsal/everyday_reach.py): each target's least figure, and which ones that misses.
 
 Targets (checks): ingest and workers at most COST_RATIO_LIMIT times their flat-out cost at
 every rate; at TARGET_RATE_PER_S, the service under SERVICE_CORES_LIMIT of a core with its p99
@@ -62,6 +64,7 @@ from hookline.rehearsal.everyday_floor import (
     ratio,
     steady_floor,
 )
+from hookline.rehearsal.everyday_reach import reach
 from hookline.rehearsal.scenario_common import ScenarioOptions
 
 COST_RATIO_LIMIT = 1.5  # CPU per event (ingest) or per delivery (workers), steady / flat out
@@ -109,12 +112,14 @@ def run_everyday(opts: ScenarioOptions) -> dict[str, Any]:
         rounds.append({"flat_out": flat, "steady": steady,
                        "huey": _huey(opts, folder / "huey")})
     medians = _medians(rounds, opts.steady_rates)
-    return {"rounds": rounds, "medians": medians, "targets": {
+    result = {"rounds": rounds, "medians": medians, "targets": {
         "cost_ratio_at_most": COST_RATIO_LIMIT, "service_cores_below": SERVICE_CORES_LIMIT,
         "p99_ms_at_most": P99_LIMIT_MS, "at_rate": TARGET_RATE_PER_S,
         "huey_cpu_ratio_at_least": HUEY_CPU_RATIO},
         "checks": (checks := _checks(medians)), "pass": all(checks.values()),
         "out_of_reach": _out_of_reach(medians)}
+    result["reach"] = reach(result)  # with bookkeeping at hookline's flat-out cost
+    return result
 
 
 def _bench_options(opts: ScenarioOptions, out_dir: Path, rate: float | None) -> BenchOptions:
@@ -271,5 +276,12 @@ def print_everyday(result: dict[str, Any]) -> None:
     if beyond:
         print("out of reach of any design on aiohttp (the bare HTTP alone costs more than "
               f"the target allows): {', '.join(beyond)}")
+    with_books = result.get("reach", {})
+    also = sorted(name for name, out in with_books.get("out_of_reach", {}).items()
+                  if out and name not in beyond)
+    if also:
+        least = with_books["least"]
+        print("also out of reach with the bookkeeping at hookline's flat-out cost per item: "
+              + ", ".join(f"{name} (least {least[name]})" for name in also))
     print(f"Huey at {TARGET_RATE_PER_S:g} events/s: CPU per delivery x{medians['huey_cpu_ratio']} "
           f"hookline's" + (f" ({'; '.join(sorted(unavailable))})" if unavailable else ""))

@@ -15,6 +15,7 @@ from typing import Any
 from procs import start_cli
 
 from hookline.rehearsal import bench_table
+from hookline.rehearsal.everyday_reach import reach
 from tests.pg import skip_or_fail_in_ci
 
 BENCH_DATA = Path(__file__).parents[1] / "unit" / "data" / "bench"
@@ -88,6 +89,13 @@ def test_everyday_scenario_reports_steady_costs_against_flat_out_and_huey(tmp_pa
     assert result["out_of_reach"]["workers_cpu_at_200_within_1.5x_flat_out"] == (
         floor["vs_hookline_flat_out"]["client"] > 1.5)
     assert result["out_of_reach"]["service_below_0.3_cores"] == (floor["service_cores"] >= 0.3)
+    # With the bookkeeping at hookline's flat-out cost (rehearsal/everyday_reach.py): every
+    # target of the run has its least figure, and is out of reach at least where the bare
+    # HTTP alone puts it.
+    assert result["reach"] == reach(result)
+    assert set(result["reach"]["least"]) == bounded | {"huey_cpu_per_delivery_at_least_4x"}
+    assert all(result["reach"]["out_of_reach"][name]
+               for name, out in result["out_of_reach"].items() if out)
     assert "bare aiohttp at 200 events/s" in report
     huey = one_round["huey"]
     assert huey["complete"] is True, huey

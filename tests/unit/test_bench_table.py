@@ -234,7 +234,7 @@ def test_everyday_results_are_a_table_of_rates_with_multiples_of_flat_out(tmp_pa
     everyday.write_text(json.dumps(EVERYDAY))
     block = bench_table.render_block(FLAT, STEADY, everyday_path=everyday)
     assert "medians of 3 rounds" in block and "at most 1.5x flat out" in block
-    assert "| flat out | 0.304 ms | 0.393 ms | - | - | - |" in block
+    assert "| flat out | 0.304 ms | 0.393 ms | - | - | - | - |\n" in block
     assert ("| 50 events/s | 2.36 ms (7.08x) | 1.69 ms (4.16x) | 0.372 | 16.1 ms / 38 ms "
             "| 2.07x / - |" in block)
     assert "| 200 events/s | 1.85 ms (6.1x) | - | - | 12.4 ms / 59.2 ms | - / - |" in block
@@ -247,6 +247,36 @@ def test_everyday_results_are_a_table_of_rates_with_multiples_of_flat_out(tmp_pa
     everyday.write_text(json.dumps({"scenario": "fairness"}))
     with pytest.raises(BenchTableError, match="not the result of"):
         bench_table.render_block(FLAT, STEADY, everyday_path=everyday)
+
+
+def test_everyday_results_show_the_least_any_design_keeping_its_books_could_reach(tmp_path):
+    """With the floor measured at a rate (both bare processes, at the rate and flat out),
+    the row shows ingest's and the workers' least multiples of flat out for a design keeping
+    its books at hookline's flat-out cost (rehearsal/everyday_reach.py), computed for a file
+    written before `reach` was; the sentence counts the targets out of reach that way beyond
+    those the bare HTTP alone puts there, with the service's least cores and Huey's ratio."""
+    result = json.loads(json.dumps(EVERYDAY))
+    result["medians"]["steady"]["200"].update({
+        "floor_server_vs_hookline_flat_out": 1.415, "floor_server_vs_flat_out": 6.74,
+        "floor_client_vs_hookline_flat_out": 1.112, "floor_client_vs_flat_out": 2.534,
+        "floor_service_cores": 0.237})
+    result["medians"]["flat_out"].update(ingest_cpu_ms_per_event=0.235,
+                                         workers_cpu_ms_per_delivery=0.26)
+    result["rounds"] = [{"huey": {"complete": True, "huey_cpu_s_per_1000_deliveries": 1.98}}]
+    everyday = tmp_path / "scenario-everyday.json"
+    everyday.write_text(json.dumps(result))
+    block = bench_table.render_block(FLAT, STEADY, everyday_path=everyday)
+    assert "| 1.42x / 1.11x | 2.21x / 1.67x |\n" in block
+    assert "| 2.07x / - | - / - |\n" in block  # the floor's own ratios not measured at 50/s
+    assert ("Out of reach of any design on aiohttp: 1 of them, where the bare HTTP alone "
+            "costs more than the target allows") in block
+    assert ("4 more where the bare HTTP and the bookkeeping, at hookline's own flat-out cost "
+            "per item, cost more than the target allows") in block
+    assert "least for any design: service 0.362 cores, Huey 3.26x." in block
+    result["reach"] = {"least": {}, "out_of_reach": {"d": True}}  # as the run wrote it
+    everyday.write_text(json.dumps(result))
+    block = bench_table.render_block(FLAT, STEADY, everyday_path=everyday)
+    assert "1 more where the bare HTTP" in block and "service - cores, Huey -." in block
 
 
 def test_a_figure_the_run_lacks_is_n_a_and_not_met(tmp_path):

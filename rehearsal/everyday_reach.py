@@ -1,0 +1,112 @@
+"""Which everyday targets no design can meet that keeps its books at hookline's flat-out cost.
+
+`hookline bench --scenario everyday` (rehearsal/scenario_everyday.py, issue #33 target 1)
+measures at each steady rate what a bare aiohttp server and client cost per request
+(rehearsal/everyday_floor.py). Its `out_of_reach` names the targets the bare HTTP alone
+already misses. This module adds what any webhook service must also do: its bookkeeping
+(store each event and its jobs; claim, record and finish each delivery), at the least cost per
+item hookline pays for it, which is flat out: its flat-out cost less the bare HTTP's flat-out
+cost. Arriving one event at a time, that work costs more per item, never less (a statement
+costs about as much for 3 rows as for 30, and a transaction's fixed cost is spread over fewer
+items; docs/benchmarks.md, "Commits 5 ms apart under a trickle"). So a target is out of reach
+of a design whose bookkeeping per item costs at least that much at the rate, whatever its
+storage, when the bare HTTP at the rate plus that bookkeeping already costs more than the
+target allows.
+
+For a cost target, with H hookline's flat-out cost per item, A the bare HTTP's cost at the
+rate over H, and S the bare HTTP's cost at the rate over its own flat-out cost:
+
+* the bare HTTP's flat-out cost is A x H / S, so the bookkeeping flat out is B = H (1 - A / S);
+* the least steady cost is A x H + B, and the least ratio to H is A + 1 - A / S.
+
+At the target rate, the service's least cores are the bare HTTP's cores plus the rate times
+one event's bookkeeping (ingest's B and ENDPOINTS deliveries' B); the least CPU per delivery
+is the bare server's cost per request over ENDPOINTS, the bare client's, and the bookkeeping
+of one delivery and its share of an event, against Huey's CPU per delivery.
+
+A file written before this module carries no `reach`; bench_table computes it from the
+medians and rounds, which is all this needs.
+"""
+
+from __future__ import annotations
+
+import statistics
+from typing import Any
+
+from hookline.rehearsal.everyday_floor import ENDPOINTS
+
+SIDES = {"ingest_cpu": ("server", "ingest_cpu_ms_per_event"),
+         "workers_cpu": ("client", "workers_cpu_ms_per_delivery")}
+"""Each cost target's bare process and hookline's flat-out figure (ms per event or delivery)."""
+
+
+def least_ratio(vs_hookline: float | None, vs_own: float | None) -> float | None:
+    """The least steady / flat-out cost ratio (3 decimals) of a design whose HTTP costs the
+    bare one's and whose bookkeeping per item costs at least hookline's flat out: A + 1 - A/S
+    (module doc; `vs_hookline` is A, `vs_own` is S). None when either is missing or S is 0."""
+    if vs_hookline is None or not vs_own:
+        return None
+    return round(vs_hookline + 1 - min(1.0, vs_hookline / vs_own), 3)
+
+
+def bookkeeping_ms(flat_ms: float | None, vs_hookline: float | None,
+                   vs_own: float | None) -> float | None:
+    """hookline's flat-out cost per item (`flat_ms`, ms) less the bare HTTP's flat-out cost:
+    H (1 - A / S), at least 0. None when a figure is missing."""
+    if flat_ms is None or vs_hookline is None or not vs_own:
+        return None
+    return max(0.0, flat_ms * (1 - vs_hookline / vs_own))
+
+
+def least_of(least: dict[str, Any], prefix: str) -> float | None:
+    """The least figure of the target whose name starts with `prefix` (None if absent)."""
+    return next((value for name, value in least.items() if name.startswith(prefix)), None)
+
+
+def reach(result: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """For an everyday scenario's `result` (its medians, rounds and targets): `least`, each
+    target's least figure for a design keeping its books at hookline's flat-out cost (cost
+    ratios, the service's cores, Huey's CPU per delivery over that design's), and
+    `out_of_reach`, whether that least figure misses the target. Targets whose figures are
+    missing are left out of both."""
+    medians, targets = result["medians"], result.get("targets", {})
+    limit = float(targets.get("cost_ratio_at_most", 1.5))
+    flat = medians["flat_out"]
+    least: dict[str, Any] = {}
+    out: dict[str, bool] = {}
+    for rate, figures in medians["steady"].items():
+        for key, (side, _) in SIDES.items():
+            value = least_ratio(figures.get(f"floor_{side}_vs_hookline_flat_out"),
+                                figures.get(f"floor_{side}_vs_flat_out"))
+            if value is not None:
+                name = f"{key}_at_{rate}_within_{limit}x_flat_out"
+                least[name], out[name] = value, value > limit
+    rate_per_s = float(targets.get("at_rate", 200.0))
+    at_rate = medians["steady"].get(f"{rate_per_s:g}", {})
+    bare: dict[str, float] = {}  # ms per request at the rate: the server's, the client's
+    books: dict[str, float] = {}  # ms per event (ingest), per delivery (workers), flat out
+    for key, (side, flat_key) in SIDES.items():
+        vs_hookline, vs_own = (at_rate.get(f"floor_{side}_vs_{against}")
+                               for against in ("hookline_flat_out", "flat_out"))
+        kept = bookkeeping_ms(flat[flat_key], vs_hookline, vs_own)
+        if kept is None or vs_hookline is None:
+            return {"least": least, "out_of_reach": out}
+        bare[key], books[key] = vs_hookline * flat[flat_key], kept
+    one_event_ms = books["ingest_cpu"] + ENDPOINTS * books["workers_cpu"]
+    cores_limit = float(targets.get("service_cores_below", 0.3))
+    if (cores := at_rate.get("floor_service_cores")) is not None:
+        name = f"service_below_{cores_limit}_cores"
+        least[name] = round(cores + rate_per_s * one_event_ms / 1000, 3)
+        out[name] = least[name] >= cores_limit
+    huey = [r["huey"]["huey_cpu_s_per_1000_deliveries"] for r in result.get("rounds", [])
+            if r.get("huey", {}).get("complete")]
+    if huey:
+        huey_limit = float(targets.get("huey_cpu_ratio_at_least", 4.0))
+        # The least CPU per delivery (ms): a third of an event's request and bookkeeping,
+        # and a delivery's own.
+        per_delivery = (bare["ingest_cpu"] + books["ingest_cpu"]) / ENDPOINTS \
+            + bare["workers_cpu"] + books["workers_cpu"]
+        name = f"huey_cpu_per_delivery_at_least_{huey_limit:g}x"
+        least[name] = round(statistics.median(huey) / per_delivery, 3)  # CPU s/1,000 = ms
+        out[name] = least[name] < huey_limit
+    return {"least": least, "out_of_reach": out}

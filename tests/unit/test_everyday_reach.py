@@ -1,0 +1,73 @@
+"""The everyday scenario's least figures for a design that keeps its books at hookline's
+flat-out cost (rehearsal/everyday_reach.py): the arithmetic, on the figures of README's run of
+2026-12-04 14:08 UTC, worked by hand."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import pytest
+
+from hookline.rehearsal.everyday_reach import bookkeeping_ms, least_ratio, reach
+
+RESULT: dict[str, Any] = {
+    "targets": {"cost_ratio_at_most": 1.5, "service_cores_below": 0.3, "p99_ms_at_most": 22.0,
+                "at_rate": 200.0, "huey_cpu_ratio_at_least": 4.0},
+    "medians": {
+        "flat_out": {"ingest_cpu_ms_per_event": 0.235, "workers_cpu_ms_per_delivery": 0.26},
+        "steady": {
+            "200": {"floor_server_vs_hookline_flat_out": 1.415, "floor_server_vs_flat_out": 6.74,
+                    "floor_client_vs_hookline_flat_out": 1.112,
+                    "floor_client_vs_flat_out": 2.534, "floor_service_cores": 0.237},
+            "500": {"floor_server_vs_hookline_flat_out": 0.885, "floor_server_vs_flat_out": 3.459,
+                    "floor_client_vs_hookline_flat_out": 0.792,
+                    "floor_client_vs_flat_out": 1.722, "floor_service_cores": 0.41}}},
+    "rounds": [{"huey": {"complete": True, "huey_cpu_s_per_1000_deliveries": 1.915}},
+               {"huey": {"complete": True, "huey_cpu_s_per_1000_deliveries": 2.057}},
+               {"huey": {"complete": True, "huey_cpu_s_per_1000_deliveries": 1.98}},
+               {"huey": {"unavailable": "redis-server not found"}}]}
+
+
+def test_the_least_ratio_is_the_bare_http_at_the_rate_plus_flat_out_bookkeeping():
+    # A + 1 - A/S: the bare client at 200 events/s costs 1.112x the workers' flat-out cost
+    # and 2.534x its own, so its flat-out cost is 0.439 of the workers' and their own work
+    # 0.561 of it; at least 1.112 + 0.561.
+    assert least_ratio(1.112, 2.534) == 1.673
+    assert least_ratio(0.792, 1.722) == 1.332
+    assert least_ratio(2.0, 1.0) == 2.0  # the bare HTTP costing more flat out: no books left
+    assert least_ratio(None, 2.0) is None and least_ratio(1.0, 0.0) is None
+    assert bookkeeping_ms(0.26, 1.112, 2.534) == pytest.approx(0.1459, abs=1e-4)
+    assert bookkeeping_ms(0.26, 3.0, 1.0) == 0.0
+    assert bookkeeping_ms(None, 1.0, 2.0) is None
+
+
+def test_reach_names_each_target_with_its_least_figure():
+    """Per rate, ingest's and the workers' least ratios; at 200 events/s the service's least
+    cores (the bare HTTP's 0.237 plus 200 events/s x (0.186 + 3 x 0.146) ms) and Huey's CPU
+    per delivery (median of the complete rounds, 1.98 ms) over the least any design pays
+    (0.608 ms). Only the workers at 500 events/s stay in reach."""
+    found = reach(RESULT)
+    assert found["least"] == {
+        "ingest_cpu_at_200_within_1.5x_flat_out": 2.205,
+        "workers_cpu_at_200_within_1.5x_flat_out": 1.673,
+        "ingest_cpu_at_500_within_1.5x_flat_out": 1.629,
+        "workers_cpu_at_500_within_1.5x_flat_out": 1.332,
+        "service_below_0.3_cores": 0.362,
+        "huey_cpu_per_delivery_at_least_4x": 3.258}
+    assert [name for name, out in found["out_of_reach"].items() if not out] == [
+        "workers_cpu_at_500_within_1.5x_flat_out"]
+
+
+def test_a_target_whose_figures_are_missing_is_left_out():
+    """A file from before the floor was measured, or a run without Huey: nothing is claimed
+    out of reach that was not measured."""
+    result = copy.deepcopy(RESULT)
+    del result["medians"]["steady"]["500"]["floor_client_vs_flat_out"]
+    result["rounds"] = [{"huey": {"unavailable": "redis-server not found"}}]
+    found = reach(result)
+    assert "workers_cpu_at_500_within_1.5x_flat_out" not in found["least"]
+    assert "huey_cpu_per_delivery_at_least_4x" not in found["least"]
+    assert found["least"]["service_below_0.3_cores"] == 0.362
+    result["medians"]["steady"]["200"] = {}
+    assert set(reach(result)["least"]) == {"ingest_cpu_at_500_within_1.5x_flat_out"}
