@@ -1,28 +1,35 @@
-"""Which everyday targets no design can meet that keeps its books at hookline's flat-out cost.
+"""Which everyday targets stay out of reach once hookline's own work beside the HTTP is
+counted at its flat-out cost.
 
 `hookline bench --scenario everyday` (rehearsal/scenario_everyday.py, issue #33 target 1)
 measures at each steady rate what a bare aiohttp server and client cost per request
 (rehearsal/everyday_floor.py). Its `out_of_reach` names the targets the bare HTTP alone
-already misses. This module adds what any webhook service must also do: its bookkeeping
-(store each event and its jobs; claim, record and finish each delivery), at the least cost per
-item hookline pays for it, which is flat out: its flat-out cost less the bare HTTP's flat-out
-cost. Arriving one event at a time, that work costs more per item, never less (a statement
-costs about as much for 3 rows as for 30, and a transaction's fixed cost is spread over fewer
-items; docs/benchmarks.md, "Commits 5 ms apart under a trickle"). So a target is out of reach
-of a design whose bookkeeping per item costs at least that much at the rate, whatever its
-storage, when the bare HTTP at the rate plus that bookkeeping already costs more than the
-target allows.
+already misses. This module adds the rest of what hookline does per item (store the event
+and its jobs; claim, record and finish each delivery; validation, metrics) at the least cost
+per item hookline pays for it, which is flat out: its flat-out cost less the bare HTTP's
+flat-out cost. Arriving one event at a time that work costs more per item, not less (a
+statement costs about as much for 3 rows as for 30, and a transaction's fixed cost is spread
+over fewer items; docs/benchmarks.md, "Commits 5 ms apart under a trickle").
+
+What it proves, and its premises: a cost target is a ratio to the design's own flat-out
+cost, so a design slower flat out meets it more easily. For a design no slower flat out
+than hookline is today (H below), whose work beside the HTTP costs at the rate at least
+what hookline's costs flat out (B below), the steady / flat-out ratio is at least the least
+ratio below; where that exceeds the target, the target is out of reach for it. Another
+design could do that work more cheaply than hookline; the figure is hookline's, not a law.
 
 For a cost target, with H hookline's flat-out cost per item, A the bare HTTP's cost at the
 rate over H, and S the bare HTTP's cost at the rate over its own flat-out cost:
 
-* the bare HTTP's flat-out cost is A x H / S, so the bookkeeping flat out is B = H (1 - A / S);
-* the least steady cost is A x H + B, and the least ratio to H is A + 1 - A / S.
+* the bare HTTP's flat-out cost is A x H / S, so the work beside it flat out is
+  B = H (1 - A / S);
+* the least cost at the rate is A x H + B, and the least ratio to H is A + 1 - A / S.
 
 At the target rate, the service's least cores are the bare HTTP's cores plus the rate times
-one event's bookkeeping (ingest's B and ENDPOINTS deliveries' B); the least CPU per delivery
-is the bare server's cost per request over ENDPOINTS, the bare client's, and the bookkeeping
-of one delivery and its share of an event, against Huey's CPU per delivery.
+one event's work (ingest's B and ENDPOINTS deliveries' B), an absolute bound; Huey's CPU per
+delivery over the least CPU per delivery (the bare server's cost per request over ENDPOINTS,
+the bare client's, and the work of one delivery and its share of an event) is the most its
+ratio could be. A and S are the medians over the rounds, each taken apart.
 
 A file written before this module carries no `reach`; bench_table computes it from the
 medians and rounds, which is all this needs.
@@ -65,10 +72,10 @@ def least_of(least: dict[str, Any], prefix: str) -> float | None:
 
 def reach(result: dict[str, Any]) -> dict[str, dict[str, Any]]:
     """For an everyday scenario's `result` (its medians, rounds and targets): `least`, each
-    target's least figure for a design keeping its books at hookline's flat-out cost (cost
-    ratios, the service's cores, Huey's CPU per delivery over that design's), and
-    `out_of_reach`, whether that least figure misses the target. Targets whose figures are
-    missing are left out of both."""
+    target's bound with hookline's work beside the HTTP at its flat-out cost (module doc: the
+    least cost ratios, the service's least cores, and for Huey the most its CPU per delivery
+    could be over the service's), and `out_of_reach`, whether that bound misses the target.
+    Targets whose figures are missing are left out of both."""
     medians, targets = result["medians"], result.get("targets", {})
     limit = float(targets.get("cost_ratio_at_most", 1.5))
     flat = medians["flat_out"]

@@ -126,7 +126,8 @@ class ClaimOperations:
         job_ids = [r["id"] for r in leased]
         # A job whose previous claim's attempt never finished (its worker was lost: an expired
         # lease, or a replay of a job that died so) is taken over, and is sent in quarantine.
-        # A job claimed for the first time has no earlier attempt: ask only about the others.
+        # A job with no attempt counted before this claim (untried_job) has none that could
+        # be open or lost: ask only about the others.
         tried = [r for r in leased  # attempts counts this claim's
                  if not untried_job(status_of[r["id"]], r["attempts"] - 1, r["replays"])]
         taken_over = {r["job_id"] for r in (yield rows(
@@ -190,7 +191,7 @@ class ClaimOperations:
         of the jobs a claim would take over).
         """
         ties = self.DUE_TIES_IN_ID_ORDER
-        untried: set[int] = set()  # the job ids read that were never claimed: no takeover
+        untried: set[int] = set()  # the job ids read with no attempt counted: no takeover
         read_short = yield from _read_due(due, offers, _pending_bound(request.limit, offers),
                                           ties, untried)
         # An expired lease kept among a destination's candidates, but not before its last
@@ -312,7 +313,7 @@ def _read_due(due: dict[int, list[_Due]], offers: Mapping[int, int], bound: int 
     """Reads the claimable jobs of the destinations in `offers` (destination id -> most jobs
     it offers) into `due`, each one's oldest due first, in one query: its pending jobs up to
     `bound` (None: its whole offer), its expired leases up to its offer. Adds to `untried`
-    the ids of those never claimed (:func:`untried_job`).
+    the ids of those with no attempt counted (:func:`untried_job`).
 
     Returns `read_short` with these destinations' entries replaced: each destination whose
     pending read stopped at the bound below its offer, with its last pending job read: (its
@@ -347,12 +348,13 @@ def _read_due(due: dict[int, list[_Due]], offers: Mapping[int, int], bound: int 
 
 
 def untried_job(status: str, attempts: int, replays: int) -> bool:
-    """Whether a job was never claimed (pending, no attempt counted, never replayed), so none
-    of its attempts can be open or closed "worker lost": it is not a takeover, and the claim
-    asks neither takeovers_among nor mark_attempt_lost about it (one statement each fewer per
-    claim of fresh work). Every attempt row is made by a claim, which counts it in
-    `attempts`; only a hand-back takes the count back, closing that attempt in the same
-    transaction; a replay (or resend) resets `attempts` but counts in `replays`."""
+    """Whether a job has no attempt counted (pending, `attempts` 0, never replayed: never
+    claimed, or every claim of it handed back), so none of its attempts can be open or
+    closed "worker lost": it is not a takeover, and the claim asks neither takeovers_among
+    nor mark_attempt_lost about it (one statement each fewer per claim of fresh work). Every
+    attempt row is made by a claim, which counts it in `attempts`; only a hand-back takes
+    the count back, closing that attempt in the same transaction; a replay (or resend)
+    resets `attempts` but counts in `replays`."""
     return status == "pending" and attempts == 0 and replays == 0
 
 

@@ -1,6 +1,6 @@
 """What a claim asks the database, seen by SQLite's own trace of the statements it runs (a
-real store, inline as the workers' is): jobs never claimed cost no takeover statements. At
-everyday rates a statement costs about as much for 3 rows as flat out for 30
+real store, inline as the workers' is): jobs with no attempt counted cost no takeover
+statements. At everyday rates a statement costs about as much for 3 rows as flat out for 30
 (docs/benchmarks.md, "A claim of fresh work asks no takeover questions"), so each one left
 out is CPU saved per event.
 

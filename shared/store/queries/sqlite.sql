@@ -143,8 +143,8 @@ WHERE d.id IN (SELECT value FROM json_each(:destination_ids))
 -- most :pending_limit of each (the claim's first read stops at a few: see _pending_bound),
 -- lease expired through jobs_leased, at most :limit of each (the largest of the offers; the
 -- claim keeps each destination's own number), one index search per destination and kind
--- reading no more entries than it returns; `replays` tells a job never claimed (see
--- takeovers_among)
+-- reading no more entries than it returns; `replays` tells a job with no attempt counted
+-- (see takeovers_among)
 SELECT j.destination_id, j.id, j.run_at AS due_at, j.attempts, j.replays, 'pending' AS status
 FROM json_each(:offers) o JOIN jobs j ON j.id IN (
     SELECT p.id FROM jobs p
@@ -208,8 +208,8 @@ RETURNING job_id
 -- takeovers_among: which of the offered jobs (:job_ids, a JSON array) a claim would take over
 -- (the test of mark_attempt_lost, asked before the claim so that a takeover is claimed alone):
 -- an attempt of an earlier claim never finished (its worker was lost), or the latest attempt
--- was closed "worker lost" at the cap (a replay of a job that died so). A pending job never
--- claimed (attempts and replays 0) has no such attempt, so the claim does not ask about it:
+-- was closed "worker lost" at the cap (a replay of a job that died so). A pending job with
+-- no attempt counted (attempts and replays 0) has no such attempt, so the claim does not ask about it:
 -- every attempt row is made by a claim, which counts it in attempts; only a hand-back takes
 -- that count back, closing its attempt in the same transaction; a replay counts in replays.
 SELECT a.job_id, sum(a.duration_s IS NULL AND a.error IS NULL) AS open_attempts
@@ -237,7 +237,7 @@ RETURNING id, event_id, destination_id, attempts, lease_token, lease_until, repl
 -- are closed (error, and the time they ran until this takeover); returns those jobs, and the
 -- jobs whose latest attempt was closed as "worker lost" at the cap (a replay of a job that
 -- died so): both are taken over. The new claims' rows do not exist yet. (The claim leaves out
--- the jobs claimed for the first time, attempts 1 and replays 0: see takeovers_among.)
+-- the jobs it counted a first attempt for, attempts 1 and replays 0: see takeovers_among.)
 UPDATE attempts SET error = coalesce(error, 'lease expired (worker lost)'),
     duration_s = coalesce(duration_s, max(:now - started_at, 0))
 WHERE job_id IN (SELECT value FROM json_each(:job_ids))
