@@ -235,8 +235,8 @@ RETURNING job_id
 -- takeovers_among: which of the offered jobs a claim would take over (the test of
 -- mark_attempt_lost, asked before the claim so that a takeover is claimed alone): an attempt
 -- of an earlier claim never finished (its worker was lost), or the latest attempt was closed
--- "worker lost" at the cap (a replay of a job that died so). Not asked about a pending job with no
--- attempt counted (attempts and replays 0): see sqlite.sql.
+-- "worker lost" at the cap (a replay of a job that died so). Not asked about a pending job
+-- with no attempt counted (attempts and replays 0): see sqlite.sql.
 SELECT a.job_id,
     count(*) FILTER (WHERE a.duration_s IS NULL AND a.error IS NULL) AS open_attempts
 FROM attempts a

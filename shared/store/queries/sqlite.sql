@@ -209,9 +209,10 @@ RETURNING job_id
 -- (the test of mark_attempt_lost, asked before the claim so that a takeover is claimed alone):
 -- an attempt of an earlier claim never finished (its worker was lost), or the latest attempt
 -- was closed "worker lost" at the cap (a replay of a job that died so). A pending job with
--- no attempt counted (attempts and replays 0) has no such attempt, so the claim does not ask about it:
--- every attempt row is made by a claim, which counts it in attempts; only a hand-back takes
--- that count back, closing its attempt in the same transaction; a replay counts in replays.
+-- no attempt counted (attempts and replays 0) has no such attempt, so the claim does not
+-- ask about it: every attempt row is made by a claim, which counts it in attempts; only a
+-- hand-back takes that count back, closing its attempt in the same transaction; a replay
+-- counts in replays.
 SELECT a.job_id, sum(a.duration_s IS NULL AND a.error IS NULL) AS open_attempts
 FROM attempts a
 WHERE a.job_id IN (SELECT value FROM json_each(:job_ids))
