@@ -98,6 +98,7 @@ class ClaimOperations:
         rates: dict[int, tuple[float, float]] = {}  # id -> (per second, next_send_at)
         offers: dict[int, int] = {}  # destination id -> most jobs it may offer
         due: dict[int, list[_Due]] = {}  # destination id -> its claimable jobs read
+        untried: set[int] = set()  # the job ids read with no attempt counted: no takeover
         for slot in slots:
             room = fair_room(request, slot["id"])
             if per_tenant is not None:  # a tenant at its share offers nothing
@@ -107,12 +108,13 @@ class ClaimOperations:
             if slot["rate_limit_per_s"] is not None:
                 rates[slot["id"]] = (slot["rate_limit_per_s"], slot["next_send_at"])
             if slot["ordered"]:
-                due[slot["id"]] = (yield from _ordered_due(slot["id"], now))
+                due[slot["id"]] = (yield from _ordered_due(slot["id"], now, untried))
             else:
                 offers[slot["id"]] = min(slot["free"], room)
         tenant_by_id = {slot["id"]: slot["tenant_id"] for slot in slots}
         chosen, next_send, waiting, status_of, takeovers = yield from self._choose(
-            request, due, offers, tenant_by_id, rates=rates, now=now, per_tenant=per_tenant)
+            request, due, offers, tenant_by_id, rates=rates, now=now, per_tenant=per_tenant,
+            untried=untried)
         for destination_id, next_send_at in next_send.items():
             yield count("advance_next_send", destination_id=destination_id,
                         next_send_at=next_send_at)
@@ -176,7 +178,8 @@ class ClaimOperations:
 
     def _choose(self, request: ClaimRequest, due: dict[int, list[_Due]],
                 offers: Mapping[int, int], tenant_by_id: Mapping[int, str], *,
-                rates: Mapping[int, tuple[float, float]], now: float, per_tenant: int | None
+                rates: Mapping[int, tuple[float, float]], now: float, per_tenant: int | None,
+                untried: set[int] | None = None
                 ) -> Tx[tuple[list[int], dict[int, float], bool, dict[int, str], dict[int, int]]]:
         """Reads the due jobs of `offers` (into `due`, which holds the ordered destinations'
         heads already) and chooses among them: each destination's pending jobs first up to
@@ -186,12 +189,15 @@ class ClaimOperations:
         full first (the lowest id among the takeovers is taken); a takeover beyond the first
         read is found once it is read, as one beyond a destination's offer always was.
 
+        `untried`: the ids of the jobs in `due` with no attempt counted (untried_job), to
+        which this adds those it reads; takeovers_among is not asked about them.
+
         Returns (the chosen job ids, the rate-limited destinations' next_send_at, whether a
         takeover is left waiting, each candidate's status, {job id: its attempts still open}
         of the jobs a claim would take over).
         """
         ties = self.DUE_TIES_IN_ID_ORDER
-        untried: set[int] = set()  # the job ids read with no attempt counted: no takeover
+        untried = set() if untried is None else untried
         read_short = yield from _read_due(due, offers, _pending_bound(request.limit, offers),
                                           ties, untried)
         # An expired lease kept among a destination's candidates, but not before its last
@@ -373,14 +379,17 @@ def _lease_past_read(due: Mapping[int, list[_Due]],
     return unsure
 
 
-def _ordered_due(destination_id: int, now: float) -> Tx[list[_Due]]:
+def _ordered_due(destination_id: int, now: float, untried: set[int]) -> Tx[list[_Due]]:
     """(job id, due since, attempts made, status) of an ordered destination's claimable job:
     only its oldest unfinished job, and only when that job is due (pending with run_at
-    passed, or running with an expired lease)."""
+    passed, or running with an expired lease); its id goes into `untried` when it has no
+    attempt counted (untried_job)."""
     head = yield one("ordered_head", destination_id=destination_id)
     if head is None:
         return []
     if head["status"] == "pending" and head["run_at"] <= now:
+        if untried_job("pending", head["attempts"], head["replays"]):
+            untried.add(head["id"])
         return [(head["id"], head["run_at"], head["attempts"], "pending")]
     if head["status"] == "running" and head["lease_until"] <= now:
         return [(head["id"], head["lease_until"], head["attempts"], "running")]

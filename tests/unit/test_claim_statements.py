@@ -13,6 +13,7 @@ from __future__ import annotations
 import pytest
 
 from hookline.shared.models import AttemptResult, Retry
+from hookline.shared.signing import generate_secret
 from hookline.shared.store.claim_tx import untried_job
 from tests.conftest import new_event
 
@@ -48,6 +49,25 @@ async def test_fresh_jobs_ask_no_takeover_and_a_retried_one_does(store, destinat
     statements.clear()
     [again] = await store.claim("w1", 12, lease_s=30, max_attempts=5)
     assert again.job_id == claims[0].job_id and again.attempt == 2 and not again.taken_over
+    assert (ran(statements, TAKEOVERS_AMONG), ran(statements, MARK_ATTEMPT_LOST)) == (1, 1)
+
+
+@pytest.mark.sqlite_only
+async def test_an_ordered_destinations_fresh_head_asks_no_takeover(store, clock):
+    """An ordered destination's head (read by ordered_head, one job per claim) with no
+    attempt counted is not asked about either; after a retry it is."""
+    await store.add_destination(name="fifo", url="http://127.0.0.1:9/x", secret=generate_secret(),
+                                event_types=["*"], max_in_flight=1, ordered=True)
+    await store.add_events([new_event("e1"), new_event("e2")])
+    statements: list[str] = []
+    store._connection().set_trace_callback(statements.append)
+    [head] = await store.claim("w1", 4, lease_s=30, max_attempts=5)
+    assert (ran(statements, TAKEOVERS_AMONG), ran(statements, MARK_ATTEMPT_LOST)) == (0, 0)
+    retry = AttemptResult(started_at=clock(), duration_s=0.01, status_code=503)
+    assert await store.finish([(head, Retry(delay_s=0, error="HTTP 503"), retry)])
+    statements.clear()
+    [again] = await store.claim("w1", 4, lease_s=30, max_attempts=5)
+    assert again.job_id == head.job_id and not again.taken_over
     assert (ran(statements, TAKEOVERS_AMONG), ran(statements, MARK_ATTEMPT_LOST)) == (1, 1)
 
 

@@ -65,11 +65,11 @@ WHERE j.id = :job_id
 
 -- ordered_head: an ordered destination's oldest unfinished job (FIFO: only it may be sent);
 -- its pending jobs through jobs_due, its running one through jobs_leased (SQLite's jobs_status
--- holds no pending job)
-SELECT id, status, run_at, lease_until, attempts FROM jobs
+-- holds no pending job); `replays` tells a job with no attempt counted (takeovers_among)
+SELECT id, status, run_at, lease_until, attempts, replays FROM jobs
 WHERE destination_id = :destination_id AND status = 'pending'
 UNION ALL
-SELECT id, status, run_at, lease_until, attempts FROM jobs
+SELECT id, status, run_at, lease_until, attempts, replays FROM jobs
 WHERE destination_id = :destination_id AND status = 'running'
 ORDER BY id LIMIT 1
 
