@@ -1,8 +1,9 @@
-"""What a claim asks the database, seen by SQLite's own trace of the statements it runs (a
-real store, inline as the workers' is): jobs with no attempt counted cost no takeover
+"""What a claim asks the database, seen by the database driver's own record of the statements
+it runs (a real store: SQLite's trace callback on the inline store, as the workers' is;
+asyncpg's query logger on PostgreSQL): jobs with no attempt counted cost no takeover
 statements. At everyday rates a statement costs about as much for 3 rows as flat out for 30
 (docs/benchmarks.md, "A claim of fresh work asks no takeover questions"), so each one left
-out is CPU saved per event.
+out is CPU saved per event (and on PostgreSQL a round trip).
 
 The takeover semantics themselves (a lost worker's job, a replay of a job lost at the cap,
 a hand-back) are tested on both backends in tests/unit/test_store_lost_attempts.py and
@@ -10,16 +11,45 @@ tests/unit/test_store_quarantine.py."""
 
 from __future__ import annotations
 
-import pytest
+import contextlib
+from collections.abc import AsyncIterator
+from typing import Any
 
 from hookline.shared.models import AttemptResult, Retry
 from hookline.shared.signing import generate_secret
+from hookline.shared.store import Store
 from hookline.shared.store.claim_tx import untried_job
-from tests.conftest import new_event
+from tests.conftest import FakeClock, is_postgres, new_event
 
-# The opening words of each statement, as shared/store/queries/sqlite.sql writes it.
-TAKEOVERS_AMONG = "SELECT a.job_id, sum(a.duration_s IS NULL AND a.error IS NULL)"
+# Words only each statement holds, in both dialects (shared/store/queries/*.sql).
+TAKEOVERS_AMONG = "AS open_attempts"
 MARK_ATTEMPT_LOST = "UPDATE attempts SET error = coalesce(error, 'lease expired (worker lost)')"
+
+
+@contextlib.asynccontextmanager
+async def traced(store: Any, store_url: str, clock: FakeClock
+                 ) -> AsyncIterator[tuple[Store, list[str]]]:
+    """A store on the test's database whose statements are recorded as the driver runs
+    them: the fixture's own SQLite store, or a PostgreSQL store (the same clock) whose
+    connections each log their queries."""
+    statements: list[str] = []
+    if not is_postgres(store_url):
+        store._connection().set_trace_callback(statements.append)
+        yield store, statements
+        return
+    from hookline.shared.store.postgres import PostgresStore
+
+    class TracedPostgresStore(PostgresStore):
+        async def _init_connection(self, conn: Any) -> None:
+            await super()._init_connection(conn)
+            conn.add_query_logger(lambda logged: statements.append(logged.query))
+
+    traced_store = TracedPostgresStore(store_url, clock=clock)
+    await traced_store.open()
+    try:
+        yield traced_store, statements
+    finally:
+        await traced_store.close()
 
 
 def ran(statements: list[str], opening: str) -> int:
@@ -28,47 +58,44 @@ def ran(statements: list[str], opening: str) -> int:
     return sum(1 for text in statements if opening in text)
 
 
-@pytest.mark.sqlite_only
-async def test_fresh_jobs_ask_no_takeover_and_a_retried_one_does(store, destination_factory,
-                                                                  clock):
+async def test_fresh_jobs_ask_no_takeover_and_a_retried_one_does(store, store_url,
+                                                                  destination_factory, clock):
     """Twelve jobs never claimed: the claim asks neither takeovers_among nor
     mark_attempt_lost. A job retried once is asked about again, by both, and is not a
     takeover."""
     for name in ("d1", "d2", "d3"):
         await destination_factory(name)
     await store.add_events([new_event(f"e{n}") for n in range(4)])
-    statements: list[str] = []
-    store._connection().set_trace_callback(statements.append)
+    async with traced(store, store_url, clock) as (claimer, statements):
+        statements.clear()
+        claims = await claimer.claim("w1", 12, lease_s=30, max_attempts=5)
+        assert len(claims) == 12 and not any(c.taken_over for c in claims)
+        assert (ran(statements, TAKEOVERS_AMONG), ran(statements, MARK_ATTEMPT_LOST)) == (0, 0)
 
-    claims = await store.claim("w1", 12, lease_s=30, max_attempts=5)
-    assert len(claims) == 12 and not any(c.taken_over for c in claims)
-    assert (ran(statements, TAKEOVERS_AMONG), ran(statements, MARK_ATTEMPT_LOST)) == (0, 0)
-
-    retry = AttemptResult(started_at=clock(), duration_s=0.01, status_code=503)
-    assert await store.finish([(claims[0], Retry(delay_s=0, error="HTTP 503"), retry)])
-    statements.clear()
-    [again] = await store.claim("w1", 12, lease_s=30, max_attempts=5)
-    assert again.job_id == claims[0].job_id and again.attempt == 2 and not again.taken_over
-    assert (ran(statements, TAKEOVERS_AMONG), ran(statements, MARK_ATTEMPT_LOST)) == (1, 1)
+        retry = AttemptResult(started_at=clock(), duration_s=0.01, status_code=503)
+        assert await claimer.finish([(claims[0], Retry(delay_s=0, error="HTTP 503"), retry)])
+        statements.clear()
+        [again] = await claimer.claim("w1", 12, lease_s=30, max_attempts=5)
+        assert again.job_id == claims[0].job_id and again.attempt == 2 and not again.taken_over
+        assert (ran(statements, TAKEOVERS_AMONG), ran(statements, MARK_ATTEMPT_LOST)) == (1, 1)
 
 
-@pytest.mark.sqlite_only
-async def test_an_ordered_destinations_fresh_head_asks_no_takeover(store, clock):
+async def test_an_ordered_destinations_fresh_head_asks_no_takeover(store, store_url, clock):
     """An ordered destination's head (read by ordered_head, one job per claim) with no
     attempt counted is not asked about either; after a retry it is."""
     await store.add_destination(name="fifo", url="http://127.0.0.1:9/x", secret=generate_secret(),
                                 event_types=["*"], max_in_flight=1, ordered=True)
     await store.add_events([new_event("e1"), new_event("e2")])
-    statements: list[str] = []
-    store._connection().set_trace_callback(statements.append)
-    [head] = await store.claim("w1", 4, lease_s=30, max_attempts=5)
-    assert (ran(statements, TAKEOVERS_AMONG), ran(statements, MARK_ATTEMPT_LOST)) == (0, 0)
-    retry = AttemptResult(started_at=clock(), duration_s=0.01, status_code=503)
-    assert await store.finish([(head, Retry(delay_s=0, error="HTTP 503"), retry)])
-    statements.clear()
-    [again] = await store.claim("w1", 4, lease_s=30, max_attempts=5)
-    assert again.job_id == head.job_id and not again.taken_over
-    assert (ran(statements, TAKEOVERS_AMONG), ran(statements, MARK_ATTEMPT_LOST)) == (1, 1)
+    async with traced(store, store_url, clock) as (claimer, statements):
+        statements.clear()
+        [head] = await claimer.claim("w1", 4, lease_s=30, max_attempts=5)
+        assert (ran(statements, TAKEOVERS_AMONG), ran(statements, MARK_ATTEMPT_LOST)) == (0, 0)
+        retry = AttemptResult(started_at=clock(), duration_s=0.01, status_code=503)
+        assert await claimer.finish([(head, Retry(delay_s=0, error="HTTP 503"), retry)])
+        statements.clear()
+        [again] = await claimer.claim("w1", 4, lease_s=30, max_attempts=5)
+        assert again.job_id == head.job_id and not again.taken_over
+        assert (ran(statements, TAKEOVERS_AMONG), ran(statements, MARK_ATTEMPT_LOST)) == (1, 1)
 
 
 def test_only_a_pending_job_never_claimed_nor_replayed_is_untried():
