@@ -29,7 +29,8 @@ At the target rate, the service's least cores are the bare HTTP's cores plus the
 one event's work (ingest's B and ENDPOINTS deliveries' B), an absolute bound; Huey's CPU per
 delivery over the least CPU per delivery (the bare server's cost per request over ENDPOINTS,
 the bare client's, and the work of one delivery and its share of an event) is the most its
-ratio could be. A and S are the medians over the rounds, each taken apart.
+ratio could be. Each bound is the median of the rounds' own (each round's A, S and H), as
+each check is the median of the rounds' ratios.
 
 A file written before this module carries no `reach`; bench_table computes it from the
 medians and rounds, which is all this needs.
@@ -71,49 +72,95 @@ def least_of(least: dict[str, Any], prefix: str) -> float | None:
 
 
 def reach(result: dict[str, Any]) -> dict[str, dict[str, Any]]:
-    """For an everyday scenario's `result` (its medians, rounds and targets): `least`, each
+    """For an everyday scenario's `result` (its rounds, medians and targets): `least`, each
     target's bound with hookline's work beside the HTTP at its flat-out cost (module doc: the
     least cost ratios, the service's least cores, and for Huey the most its CPU per delivery
-    could be over the service's), and `out_of_reach`, whether that bound misses the target.
-    Targets whose figures are missing are left out of both."""
-    medians, targets = result["medians"], result.get("targets", {})
+    could be over the service's), the median of each round's bound, as each check is the
+    median of each round's ratio; and `out_of_reach`, whether that bound misses the target.
+    A file whose rounds carry no floor figures is bounded from its medians. Targets whose
+    figures are missing are left out of both."""
+    targets = result.get("targets", {})
+    per_round = [_bounds(view, targets, [huey]) for view, huey in _round_views(result)]
+    if not any(per_round):
+        huey = [r["huey"]["huey_cpu_s_per_1000_deliveries"] for r in result.get("rounds", [])
+                if r.get("huey", {}).get("complete")]
+        per_round = [_bounds(result["medians"], targets, huey)]
+    names = dict.fromkeys(name for bounds in per_round for name in bounds)
+    least = {name: round(statistics.median(b[name] for b in per_round if name in b), 3)
+             for name in names}
+    out = {name: _misses(name, value, targets) for name, value in least.items()}
+    return {"least": least, "out_of_reach": out}
+
+
+def _misses(name: str, bound: float, targets: dict[str, Any]) -> bool:
+    """Whether the target `name` is out of reach at `bound`: Huey's ratio (the most it could
+    be) below its limit, the service's cores (the least) at or above its limit, a cost ratio
+    (the least) above its limit."""
+    if name.startswith("huey_"):
+        return bound < float(targets.get("huey_cpu_ratio_at_least", 4.0))
+    if name.startswith("service_"):
+        return bound >= float(targets.get("service_cores_below", 0.3))
+    return bound > float(targets.get("cost_ratio_at_most", 1.5))
+
+
+def _round_views(result: dict[str, Any]) -> list[tuple[dict[str, Any], float | None]]:
+    """Each round of `result` as its medians would read (the figures `_bounds` takes), with
+    its Huey CPU per delivery (None unless complete)."""
+    views = []
+    for r in result.get("rounds", []):
+        flat = r.get("flat_out")
+        if not flat:
+            continue
+        steady = {}
+        for rate, run in r.get("steady", {}).items():
+            floor = run.get("floor") or {}
+            steady[rate] = {
+                **{f"floor_{side}_vs_{against}": (floor.get(f"vs_{against}") or {}).get(side)
+                   for side in ("server", "client") for against in ("hookline_flat_out",
+                                                                    "flat_out")},
+                "floor_service_cores": floor.get("service_cores")}
+        huey = r.get("huey", {})
+        views.append(({"flat_out": flat, "steady": steady},
+                      huey.get("huey_cpu_s_per_1000_deliveries") if huey.get("complete")
+                      else None))
+    return views
+
+
+def _bounds(view: dict[str, Any], targets: dict[str, Any],
+            huey_ms: list[float | None]) -> dict[str, float]:
+    """The bounds (module doc) of one set of figures: a round's, or the medians. `huey_ms`:
+    Huey's CPU per delivery (ms), its median taken; None entries ignored."""
     limit = float(targets.get("cost_ratio_at_most", 1.5))
-    flat = medians["flat_out"]
-    least: dict[str, Any] = {}
-    out: dict[str, bool] = {}
-    for rate, figures in medians["steady"].items():
+    flat = view["flat_out"]
+    bounds: dict[str, float] = {}
+    for rate, figures in view["steady"].items():
         for key, (side, _) in SIDES.items():
             value = least_ratio(figures.get(f"floor_{side}_vs_hookline_flat_out"),
                                 figures.get(f"floor_{side}_vs_flat_out"))
             if value is not None:
-                name = f"{key}_at_{rate}_within_{limit}x_flat_out"
-                least[name], out[name] = value, value > limit
+                bounds[f"{key}_at_{rate}_within_{limit}x_flat_out"] = value
     rate_per_s = float(targets.get("at_rate", 200.0))
-    at_rate = medians["steady"].get(f"{rate_per_s:g}", {})
+    at_rate = view["steady"].get(f"{rate_per_s:g}", {})
     bare: dict[str, float] = {}  # ms per request at the rate: the server's, the client's
     books: dict[str, float] = {}  # ms per event (ingest), per delivery (workers), flat out
     for key, (side, flat_key) in SIDES.items():
         vs_hookline, vs_own = (at_rate.get(f"floor_{side}_vs_{against}")
                                for against in ("hookline_flat_out", "flat_out"))
-        kept = bookkeeping_ms(flat[flat_key], vs_hookline, vs_own)
+        kept = bookkeeping_ms(flat.get(flat_key), vs_hookline, vs_own)
         if kept is None or vs_hookline is None:
-            return {"least": least, "out_of_reach": out}
+            return bounds
         bare[key], books[key] = vs_hookline * flat[flat_key], kept
     one_event_ms = books["ingest_cpu"] + ENDPOINTS * books["workers_cpu"]
-    cores_limit = float(targets.get("service_cores_below", 0.3))
     if (cores := at_rate.get("floor_service_cores")) is not None:
-        name = f"service_below_{cores_limit}_cores"
-        least[name] = round(cores + rate_per_s * one_event_ms / 1000, 3)
-        out[name] = least[name] >= cores_limit
-    huey = [r["huey"]["huey_cpu_s_per_1000_deliveries"] for r in result.get("rounds", [])
-            if r.get("huey", {}).get("complete")]
-    if huey:
-        huey_limit = float(targets.get("huey_cpu_ratio_at_least", 4.0))
-        # The least CPU per delivery (ms): a third of an event's request and bookkeeping,
-        # and a delivery's own.
+        cores_limit = float(targets.get("service_cores_below", 0.3))
+        bounds[f"service_below_{cores_limit}_cores"] = round(
+            cores + rate_per_s * one_event_ms / 1000, 3)
+    if huey := [ms for ms in huey_ms if ms is not None]:
+        # The least CPU per delivery (ms): a third of an event's request and own work, and
+        # a delivery's own.
         per_delivery = (bare["ingest_cpu"] + books["ingest_cpu"]) / ENDPOINTS \
             + bare["workers_cpu"] + books["workers_cpu"]
-        name = f"huey_cpu_per_delivery_at_least_{huey_limit:g}x"
-        least[name] = round(statistics.median(huey) / per_delivery, 3)  # CPU s/1,000 = ms
-        out[name] = least[name] < huey_limit
-    return {"least": least, "out_of_reach": out}
+        huey_limit = float(targets.get("huey_cpu_ratio_at_least", 4.0))
+        bounds[f"huey_cpu_per_delivery_at_least_{huey_limit:g}x"] = round(
+            statistics.median(huey) / per_delivery, 3)  # CPU s per 1,000 = ms per delivery
+    return bounds
