@@ -32,8 +32,8 @@ the bare client's, and the work of one delivery and its share of an event) is th
 ratio could be. Each bound is the median of the rounds' own (each round's A, S and H), as
 each check is the median of the rounds' ratios.
 
-A file written before this module carries no `reach`; bench_table computes it from the
-medians and rounds, which is all this needs.
+bench_table always computes it from a file's rounds and medians (a file written before this
+module carries none), which is all this needs.
 """
 
 from __future__ import annotations

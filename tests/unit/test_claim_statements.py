@@ -11,6 +11,7 @@ tests/unit/test_store_quarantine.py."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 from collections.abc import AsyncIterator
 from typing import Any
@@ -52,10 +53,23 @@ async def traced(store: Any, store_url: str, clock: FakeClock
         await traced_store.close()
 
 
-def ran(statements: list[str], opening: str) -> int:
+async def ran(statements: list[str], opening: str) -> int:
     """How many of the traced `statements` hold `opening` (a statement's text begins with
-    the comment lines above it in the file)."""
+    the comment lines above it in the file), once every record has arrived (asyncpg logs a
+    query one event-loop step after it ran)."""
+    await asyncio.sleep(0)
     return sum(1 for text in statements if opening in text)
+
+
+async def asked(statements: list[str]) -> tuple[int, int]:
+    """(takeovers_among, mark_attempt_lost) statements among the traced ones."""
+    return (await ran(statements, TAKEOVERS_AMONG), await ran(statements, MARK_ATTEMPT_LOST))
+
+
+async def cleared(statements: list[str]) -> None:
+    """Forget the traced statements, once every record of them has arrived."""
+    await asyncio.sleep(0)
+    statements.clear()
 
 
 async def test_fresh_jobs_ask_no_takeover_and_a_retried_one_does(store, store_url,
@@ -67,17 +81,17 @@ async def test_fresh_jobs_ask_no_takeover_and_a_retried_one_does(store, store_ur
         await destination_factory(name)
     await store.add_events([new_event(f"e{n}") for n in range(4)])
     async with traced(store, store_url, clock) as (claimer, statements):
-        statements.clear()
+        await cleared(statements)
         claims = await claimer.claim("w1", 12, lease_s=30, max_attempts=5)
         assert len(claims) == 12 and not any(c.taken_over for c in claims)
-        assert (ran(statements, TAKEOVERS_AMONG), ran(statements, MARK_ATTEMPT_LOST)) == (0, 0)
+        assert await asked(statements) == (0, 0)
 
         retry = AttemptResult(started_at=clock(), duration_s=0.01, status_code=503)
         assert await claimer.finish([(claims[0], Retry(delay_s=0, error="HTTP 503"), retry)])
-        statements.clear()
+        await cleared(statements)
         [again] = await claimer.claim("w1", 12, lease_s=30, max_attempts=5)
         assert again.job_id == claims[0].job_id and again.attempt == 2 and not again.taken_over
-        assert (ran(statements, TAKEOVERS_AMONG), ran(statements, MARK_ATTEMPT_LOST)) == (1, 1)
+        assert await asked(statements) == (1, 1)
 
 
 async def test_an_ordered_destinations_fresh_head_asks_no_takeover(store, store_url, clock):
@@ -87,15 +101,32 @@ async def test_an_ordered_destinations_fresh_head_asks_no_takeover(store, store_
                                 event_types=["*"], max_in_flight=1, ordered=True)
     await store.add_events([new_event("e1"), new_event("e2")])
     async with traced(store, store_url, clock) as (claimer, statements):
-        statements.clear()
+        await cleared(statements)
         [head] = await claimer.claim("w1", 4, lease_s=30, max_attempts=5)
-        assert (ran(statements, TAKEOVERS_AMONG), ran(statements, MARK_ATTEMPT_LOST)) == (0, 0)
+        assert await asked(statements) == (0, 0)
         retry = AttemptResult(started_at=clock(), duration_s=0.01, status_code=503)
         assert await claimer.finish([(head, Retry(delay_s=0, error="HTTP 503"), retry)])
-        statements.clear()
+        await cleared(statements)
         [again] = await claimer.claim("w1", 4, lease_s=30, max_attempts=5)
         assert again.job_id == head.job_id and not again.taken_over
-        assert (ran(statements, TAKEOVERS_AMONG), ran(statements, MARK_ATTEMPT_LOST)) == (1, 1)
+        assert await asked(statements) == (1, 1)
+
+
+async def test_an_ordered_destinations_head_whose_lease_expired_is_taken_over(store, store_url,
+                                                                            clock):
+    """An ordered destination's head whose worker was lost (lease expired) is asked about,
+    by both statements, and taken over: only a pending head with no attempt counted is left
+    out."""
+    await store.add_destination(name="fifo", url="http://127.0.0.1:9/x", secret=generate_secret(),
+                                event_types=["*"], max_in_flight=1, ordered=True)
+    await store.add_events([new_event("e1")])
+    async with traced(store, store_url, clock) as (claimer, statements):
+        [head] = await claimer.claim("w1", 4, lease_s=30, max_attempts=5)
+        clock.advance(31)
+        await cleared(statements)
+        [again] = await claimer.claim("w2", 4, lease_s=30, max_attempts=5)
+        assert again.job_id == head.job_id and again.taken_over
+        assert await asked(statements) == (1, 1)
 
 
 def test_only_a_pending_job_never_claimed_nor_replayed_is_untried():

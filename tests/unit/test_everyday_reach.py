@@ -91,3 +91,44 @@ def test_with_the_rounds_floors_each_bound_is_the_median_of_the_rounds_own():
     assert least_ratio(0.8, 1.2) == 1.133
     assert reach(result) == {"least": {"workers_cpu_at_500_within_1.5x_flat_out": 1.1},
                              "out_of_reach": {"workers_cpu_at_500_within_1.5x_flat_out": False}}
+
+
+def round_at_200(a_client: float, huey_ms: float | None) -> dict[str, Any]:
+    """One round with README's 14:08 figures at 200 events/s but the bare client's A
+    (`a_client`), and Huey's CPU per delivery (None: that round's Huey run incomplete)."""
+    steady = RESULT["medians"]["steady"]["200"]
+    return {"flat_out": {"ingest_cpu_ms_per_event": 0.235, "workers_cpu_ms_per_delivery": 0.26},
+            "steady": {"200": {"floor": {
+                "vs_flat_out": {"server": steady["floor_server_vs_flat_out"],
+                                "client": steady["floor_client_vs_flat_out"]},
+                "vs_hookline_flat_out": {"server": steady["floor_server_vs_hookline_flat_out"],
+                                         "client": a_client},
+                "service_cores": steady["floor_service_cores"]}}},
+            "huey": {"complete": huey_ms is not None, "huey_cpu_s_per_1000_deliveries": huey_ms}}
+
+
+def test_the_service_and_huey_bounds_are_medians_of_the_rounds_too():
+    """Rounds whose bare client at 200 events/s costs 1.112x, 1.3x and 1.0x the workers'
+    flat out: the workers' least ratios 1.673, 1.787 and 1.605 -> 1.673; the service's least
+    cores -> 0.362 (round 1's). Huey's only in the two complete rounds, 1.98 ms over 0.608
+    and 1.72 ms over 0.590: the median of 3.258 and 2.915 is 3.087. At exactly its limit a
+    target is still in reach; past it, out."""
+    result = {"targets": RESULT["targets"], "medians": {"flat_out": {}, "steady": {}},
+              "rounds": [round_at_200(1.112, 1.98), round_at_200(1.3, None),
+                         round_at_200(1.0, 1.72)]}
+    found = reach(result)["least"]
+    workers, cores, huey = ("workers_cpu_at_200_within_1.5x_flat_out", "service_below_0.3_cores",
+                            "huey_cpu_per_delivery_at_least_4x")
+    assert (found[workers], found[cores], found[huey]) == (1.673, 0.362, 3.087)
+    at_edge = copy.deepcopy(result)
+    at_edge["targets"] = {**RESULT["targets"], "cost_ratio_at_most": 1.673,
+                          "service_cores_below": 0.3621, "huey_cpu_ratio_at_least": 3.087}
+    out = reach(at_edge)["out_of_reach"]
+    assert not (out["workers_cpu_at_200_within_1.673x_flat_out"]
+                or out["service_below_0.3621_cores"]
+                or out["huey_cpu_per_delivery_at_least_3.087x"])
+    at_edge["targets"].update(cost_ratio_at_most=1.672, service_cores_below=0.362,
+                              huey_cpu_ratio_at_least=3.088)
+    out = reach(at_edge)["out_of_reach"]
+    assert (out["workers_cpu_at_200_within_1.672x_flat_out"] and out["service_below_0.362_cores"]
+            and out["huey_cpu_per_delivery_at_least_3.088x"])
