@@ -28,21 +28,16 @@ from __future__ import annotations
 
 import asyncio
 import collections
-import contextlib
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Generic, TypeVar
 
 from hookline.shared.errors import StoreClosing, StoreUnavailable
 from hookline.shared.logs import get_logger
+from hookline.shared.spacing import FILLED_ENOUGH, wait_out_spacing
 
 Item = TypeVar("Item")
 Result = TypeVar("Result")
-
-
-FILLED_ENOUGH = 16
-"""A batch of this many items is written without waiting out `min_interval_s`: it spreads a
-commit's fixed cost well enough, and waiting for more would only add latency."""
 
 
 class BatcherStopped(StoreClosing):
@@ -193,13 +188,11 @@ class Batcher(Generic[Item, Result]):
         also when it fills during the wait."""
         self._spacing = True
         try:
-            while (not self._stopping
-                   and len(self._queue) < min(self.max_batch, FILLED_ENOUGH)
-                   and (wait_s := self._last_write_at + self.min_interval_s
-                        - time.monotonic()) > 0):
-                self._wakeup.clear()
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._wakeup.wait(), wait_s)
+            await wait_out_spacing(
+                self._wakeup,
+                lambda: self._last_write_at + self.min_interval_s - time.monotonic(),
+                lambda: (self._stopping
+                         or len(self._queue) >= min(self.max_batch, FILLED_ENOUGH)))
         finally:
             self._spacing = False
 

@@ -84,16 +84,13 @@ from hookline.shared.faults import CappedBackoff, StoreOutage
 from hookline.shared.logs import get_logger, logs_info
 from hookline.shared.models import AttemptResult, Claim, ClaimRequest, Dead, Done, Outcome, Retry
 from hookline.shared.policy.delivery import destination_slots, late_slots, tenant_slots
+from hookline.shared.spacing import FILLED_ENOUGH, wait_out_spacing
 from hookline.shared.store import Store
 
 log = get_logger()
 
 MAX_BATCH = 256
 """Most results in one transaction."""
-
-FILLED_ENOUGH = 16
-"""Results written without waiting out `batch_interval_s` once this many are queued: a
-transaction's fixed cost is spread well enough (as ingest's batcher, ingest/batcher.py)."""
 
 RESULT_LINGER_S = 0.05
 """Results queued while no claim is wanted wait up to this long, seconds, for the next
@@ -363,13 +360,10 @@ class Writer:
         passed; FILLED_ENOUGH results queued, a result that gates a destination's next job
         (2 ms then) or a stop end the wait, also when they arrive during it."""
         self._spacing = True
-        try:
-            while (not self._stopping and len(self._finished) < FILLED_ENOUGH
-                   and (wait_s := self._last_write_at + self._spacing_s()
-                        - time.monotonic()) > 0):
-                self._kick.clear()  # the loop looks again at everything once it writes
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._kick.wait(), wait_s)
+        try:  # (the write loop looks again at everything once it writes)
+            await wait_out_spacing(
+                self._kick, lambda: self._last_write_at + self._spacing_s() - time.monotonic(),
+                lambda: self._stopping or len(self._finished) >= FILLED_ENOUGH)
         finally:
             self._spacing = False
 
