@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from hookline.rehearsal.bench_ceiling import CEILING_TARGET
-from hookline.rehearsal.everyday_reach import least_of, reach
+from hookline.rehearsal.everyday_reach import least_of, out_of_reach_beyond, reach
 from hookline.shared.errors import HooklineError
 
 BEGIN = "<!-- bench-results:begin -->"
@@ -493,9 +493,7 @@ def everyday_section(everyday: dict[str, Any]) -> list[str]:
         lines[-1] += (f" Out of reach of any design on aiohttp no slower flat out than hookline: "
                       f"{len(alone)} of them, where the bare HTTP alone costs more than the "
                       f"target allows (docs/benchmarks.md, \"Everyday rates: the floor\").")
-    also = [name for name, out in with_books["out_of_reach"].items()
-            if out and name not in alone and not checks.get(name)]
-    if also:
+    if also := out_of_reach_beyond(with_books, alone, checks):
         lines[-1] += (f" {len(also)} more where the bare HTTP plus hookline's own work beside it, "
                       f"at its flat-out cost per item, costs more than the target allows: out "
                       f"of reach unless that work cost less per event arriving alone than "

@@ -52,9 +52,8 @@ def least_ratio(vs_hookline: float | None, vs_own: float | None) -> float | None
     """The least steady / flat-out cost ratio (3 decimals) of a design whose HTTP costs the
     bare one's and whose bookkeeping per item costs at least hookline's flat out: A + 1 - A/S
     (module doc; `vs_hookline` is A, `vs_own` is S). None when either is missing or S is 0."""
-    if vs_hookline is None or not vs_own:
-        return None
-    return round(vs_hookline + 1 - min(1.0, vs_hookline / vs_own), 3)
+    books = bookkeeping_ms(1.0, vs_hookline, vs_own)  # B / H
+    return None if books is None or vs_hookline is None else round(vs_hookline + books, 3)
 
 
 def bookkeeping_ms(flat_ms: float | None, vs_hookline: float | None,
@@ -64,6 +63,15 @@ def bookkeeping_ms(flat_ms: float | None, vs_hookline: float | None,
     if flat_ms is None or vs_hookline is None or not vs_own:
         return None
     return max(0.0, flat_ms * (1 - vs_hookline / vs_own))
+
+
+def out_of_reach_beyond(bounds: dict[str, dict[str, Any]], alone: set[str],
+                       checks: dict[str, bool]) -> list[str]:
+    """The targets `bounds` (from :func:`reach`) puts out of reach beyond `alone` (those the
+    bare HTTP alone does), none of them met (a met check out of reach would show a premise
+    wrong), sorted."""
+    return sorted(name for name, out in bounds["out_of_reach"].items()
+                  if out and name not in alone and not checks.get(name))
 
 
 def least_of(least: dict[str, Any], prefix: str) -> float | None:

@@ -65,7 +65,7 @@ from hookline.rehearsal.everyday_floor import (
     ratio,
     steady_floor,
 )
-from hookline.rehearsal.everyday_reach import reach
+from hookline.rehearsal.everyday_reach import out_of_reach_beyond, reach
 from hookline.rehearsal.scenario_common import ScenarioOptions
 
 COST_RATIO_LIMIT = 1.5  # CPU per event (ingest) or per delivery (workers), steady / flat out
@@ -277,11 +277,8 @@ def print_everyday(result: dict[str, Any]) -> None:
     if beyond:
         print("out of reach of any design on aiohttp (the bare HTTP alone costs more than "
               f"the target allows): {', '.join(beyond)}")
-    with_books = result.get("reach", {})
-    met = result.get("checks", {})
-    also = sorted(name for name, out in with_books.get("out_of_reach", {}).items()
-                  if out and name not in beyond and not met.get(name))
-    if also:
+    with_books = result.get("reach", {"least": {}, "out_of_reach": {}})
+    if also := out_of_reach_beyond(with_books, set(beyond), result.get("checks", {})):
         least = with_books["least"]
         print("also out of reach with hookline's own work beside the HTTP at its flat-out "
               "cost per item (rehearsal/everyday_reach.py): "
