@@ -12,6 +12,8 @@ output folder:
   has a big backlog and hanging endpoints;
 * **destinations** and **tenants** (rehearsal/scenario_scale.py): ingest events/s with many
   destinations, or many tenants, against a small installation in the same run;
+* **ingest** (rehearsal/scenario_ingest.py): ingest's events/s against the bare aiohttp
+  server and the least durable ingest, with one and two HTTP processes, in one run;
 * **everyday** (rehearsal/scenario_everyday.py): CPU per event and per delivery at steady
   rates against flat out, the service's cores and latency at 200 events/s, and Huey's CPU
   per delivery at that rate (each run its own `hookline bench`, with its own database).
@@ -33,6 +35,7 @@ from hookline.rehearsal.scenario_backlog import print_backlog, run_backlog
 from hookline.rehearsal.scenario_common import OUTAGE_KINDS, SCENARIOS, ScenarioOptions
 from hookline.rehearsal.scenario_everyday import print_everyday, run_everyday
 from hookline.rehearsal.scenario_fairness import print_fairness, run_fairness
+from hookline.rehearsal.scenario_ingest import print_ingest, run_ingest
 from hookline.rehearsal.scenario_outage import print_outage, run_outage
 from hookline.rehearsal.scenario_scale import print_scale, run_scale
 from hookline.shared.config import Config
@@ -56,14 +59,16 @@ def run_scenario(opts: ScenarioOptions, config: Config | None = None) -> dict[st
         raise ValueError(f"scenario must be one of {', '.join(SCENARIOS)}, not {opts.scenario!r}")
     if opts.outage_kind not in OUTAGE_KINDS:
         raise ValueError(f"outage kind must be 503 or hang, not {opts.outage_kind!r}")
-    if opts.scenario == "backlog" and opts.backend != "sqlite":
-        raise ValueError("the backlog scenario runs on SQLite only")
+    if opts.scenario in ("backlog", "ingest") and opts.backend != "sqlite":
+        raise ValueError(f"the {opts.scenario} scenario runs on SQLite only")
     opts.out_dir.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix=f"hookline-{opts.scenario}-", dir=opts.out_dir))
     config = config or Config()
     load_at_start = list(os.getloadavg())
     if opts.scenario == "everyday":  # each of its runs makes its own database and folder
         figures, description = run_everyday(opts), "a fresh one for each run"
+    elif opts.scenario == "ingest":  # each design makes its own SQLite file
+        figures, description = run_ingest(opts, work), "a fresh SQLite file for each design"
     else:
         bench_opts = BenchOptions(backend=opts.backend, postgres_url=opts.postgres_url,
                                   out_dir=opts.out_dir)
@@ -109,6 +114,8 @@ def print_scenario(result: dict[str, Any]) -> None:
         print_scale(result)
     elif result["scenario"] == "everyday":
         print_everyday(result)
+    elif result["scenario"] == "ingest":
+        print_ingest(result)
     else:
         print_outage(result)
     print(f"checks: {result['checks']}")

@@ -14,7 +14,7 @@ from typing import TypeVar
 from hookline.shared.db_url import is_postgres_url
 from hookline.shared.store import Store, open_store
 
-SCENARIOS = ("backlog", "outage", "fairness", "destinations", "tenants", "everyday")
+SCENARIOS = ("backlog", "outage", "fairness", "destinations", "tenants", "everyday", "ingest")
 OUTAGE_KINDS = {"503": "status:503", "hang": "hang"}
 """Outage kind -> the receiver behaviour d3 switches to (rehearsal/receiver.py)."""
 
@@ -41,11 +41,12 @@ class ScenarioOptions:
         rate_per_s: events per second offered during the outage scenario (x3 deliveries),
             or by tenant b in the fairness scenario.
         phase_s: seconds of each phase (fairness: b alone, then with a; destinations and
-            tenants: each ingest measurement; everyday: each steady run's load).
+            tenants, ingest: each ingest measurement; everyday: each steady run's load).
         destination_counts: the destinations scenario's sizes, one ingest measurement each.
         tenants: the tenants scenario's tenants (3 destinations each).
-        rounds: destinations and tenants: ingest measurements of each size, alternated
-            between the sizes (each figure reported is the median of its rounds).
+        rounds: destinations, tenants and ingest: ingest measurements of each size or
+            design, alternated between them (each figure reported is the median of its
+            rounds).
         concurrency: connections of the load generator.
         baseline_s: seconds of load before the outage.
         outage_s: seconds d3 fails.

@@ -61,7 +61,7 @@ def register(sub: Any) -> None:
         "scenario-NAME.json to --out")
     scenario.add_argument("--scenario",
                           choices=["backlog", "outage", "fairness", "destinations", "tenants",
-                                   "everyday"],
+                                   "everyday", "ingest"],
                           help="backlog: claims and worker memory with a big backlog of "
                                "pending jobs; outage: one destination down under steady load, "
                                "the others' latency; fairness: tenant b's latency alone and "
@@ -71,16 +71,18 @@ def register(sub: Any) -> None:
                                "destinations against one tenant, and the claim latency; "
                                "everyday: CPU per event and per delivery at steady rates "
                                "against flat out (--events), the service's cores and p99 "
-                               "at 200 events/s, and Huey's CPU per delivery there")
+                               "at 200 events/s, and Huey's CPU per delivery there; ingest: "
+                               "ingest's events/s against the bare aiohttp server and the "
+                               "least durable ingest, with 1 and 2 HTTP processes")
     scenario.add_argument("--backlog-jobs", type=int,
                           help="backlog: pending jobs written before the service starts "
                                "(default 1,000,000); fairness: tenant a's backlog (default "
                                "100,000)")
     scenario.add_argument("--phase-s", type=float,
                           help="fairness: seconds tenant b publishes, alone then with a "
-                               "(default 20); destinations, tenants: seconds of each ingest "
-                               "measurement (default 8); everyday: seconds of each steady "
-                               "run (default 20)")
+                               "(default 20); destinations, tenants, ingest: seconds of each "
+                               "ingest measurement (default 8); everyday: seconds of each "
+                               "steady run (default 20)")
     scenario.add_argument("--destinations", default="10,1000,10000",
                           help="destinations: the sizes measured, comma-separated")
     scenario.add_argument("--rates", default="50,200,500",
@@ -88,12 +90,12 @@ def register(sub: Any) -> None:
     scenario.add_argument("--tenants", type=int, default=10_000,
                           help="tenants: how many tenants (3 destinations each)")
     scenario.add_argument("--rounds", type=int, default=3,
-                          help="destinations, tenants: measurements of each size, alternated; "
-                               "everyday: rounds of every run (medians reported; default 3, "
-                               "--quick 1)")
+                          help="destinations, tenants, ingest: measurements of each size or "
+                               "design, alternated; everyday: rounds of every run (medians "
+                               "reported; default 3, --quick 1)")
     scenario.add_argument("--quick", action="store_true",
-                          help="fairness, destinations, tenants, everyday: small sizes, for "
-                               "tests (a 2,000-job backlog, 4 s phases; 10 and 100 "
+                          help="fairness, destinations, tenants, everyday, ingest: small "
+                               "sizes, for tests (a 2,000-job backlog, 4 s phases; 10 and 100 "
                                "destinations; 20 tenants; 2 s of ingest; 1,000 events flat "
                                "out and 2 s at 200 events/s)")
     scenario.add_argument("--deliver-s", type=float, default=30.0,

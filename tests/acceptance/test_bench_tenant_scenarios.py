@@ -1,5 +1,5 @@
-"""`hookline bench --scenario fairness|destinations|tenants --quick` end to end: the real CLI,
-service, receiver, load generator and wrk processes, figures read back from
+"""`hookline bench --scenario fairness|destinations|tenants|ingest --quick` end to end: the
+real CLI, service, receiver, load generator and wrk processes, figures read back from
 scenario-NAME.json: each scenario on one backend (to keep the suite short; every scenario
 runs the same code on either backend, and tests/unit/test_tenant_fairness.py checks the fair
 claim itself on both). Speed is never asserted (a busy machine moves every figure): the
@@ -17,7 +17,7 @@ from procs import start_cli
 
 # Half of --quick's phases (fairness 4 s, destinations and tenants 2 s): each phase still
 # publishes and measures; the figures are reported, not held to a target.
-PHASE_S = {"fairness": "2", "destinations": "1", "tenants": "1"}
+PHASE_S = {"fairness": "2", "destinations": "1", "tenants": "1", "ingest": "1"}
 # Settings of the scenario's service. Fairness: tenant a's hanging destinations still hold
 # their attempts when the service is stopped after the phases, and the stop waits
 # graceful_timeout_s (10 s by default) for them; 1 s here. Only the stop uses it: no figure
@@ -100,3 +100,35 @@ def test_tenants_scenario_reports_ingest_ratio_and_claims(backend, tmp_path):
     assert tenth["jobs_per_claim"] == same["jobs_per_claim"]
     assert result["claim_ms"]["p50_ratio_tenfold_tenants"] > 0
     assert "ingest tenants / single tenant" in report and "a tenth of them" in report
+
+
+def test_ingest_scenario_measures_every_design_against_the_bare_server(tmp_path):
+    """The bare server, hookline with 1 and 2 ingest processes, and the least durable ingest
+    in one process and as 1 and 2 HTTP processes feeding one writer: each accepts wrk's
+    events, stores every event it answered 2xx with its 3 jobs, and gets its share of the
+    bare server's events/s and its CPU per event, process by process."""
+    need_wrk()
+    result, report = run_quick("ingest", "sqlite", tmp_path)
+    designs = result["designs"]
+    assert list(designs) == ["bare", "hookline", "hookline_2", "floor", "floor_split",
+                             "floor_split_2"]
+    processes = {"bare": {"bare"}, "hookline": {"ingest"}, "hookline_2": {"ingest", "ingest-2"},
+                 "floor": {"whole"}, "floor_split": {"writer", "http"},
+                 "floor_split_2": {"writer", "http", "http-2"}}
+    for label, figures in designs.items():
+        assert figures["events_per_s"] > 0 and figures["non_2xx"] == 0, label
+        assert set(figures["process_cpu_us_per_event"]) == processes[label]
+        # every process did its share of the work (a second HTTP process took connections)
+        assert all(us > 0 for us in figures["process_cpu_us_per_event"].values()), label
+        assert figures["cpu_us_per_event"] > 0 and figures["wrk_cpu_us_per_request"] > 0
+        if label == "bare":
+            assert figures["stored"] is None and figures["vs_bare"] == 1.0
+            continue
+        assert figures["stored"] >= figures["answered_2xx"] > 0, label
+        assert figures["jobs_per_event"] == 3.0, label
+        assert 0 < figures["vs_bare"] == result["ingest_vs_bare_aiohttp"][label]
+    assert result["checks"]["every_answer_2xx"] is True
+    assert result["checks"]["every_2xx_event_stored"] is True
+    assert result["checks"]["every_event_3_jobs"] is True
+    assert "hookline_at_least_0.6_of_bare" in result["checks"]
+    assert "floor_split_2:" in report and "ingest_vs_bare_aiohttp" in report

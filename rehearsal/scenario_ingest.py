@@ -1,0 +1,283 @@
+"""`hookline bench --scenario ingest`: hookline's ingest, the least durable ingest and the
+bare aiohttp server, each with one and with two HTTP processes, in one run (issue #33,
+target 3: ingest at least 0.6 of the bare server's events/s).
+
+Every design serves `POST /v1/events` on 127.0.0.1 and is driven by wrk (one thread,
+`concurrency` connections, `phase_s` seconds, ~1.5 KB events: the bench's load):
+
+* **bare**: rehearsal/bare_server.py, one process: read the body, answer 202. The ceiling.
+* **hookline** and **hookline_2**: `hookline serve` on a fresh SQLite file with 1 or 2
+  ingest processes on one port (`ingest_processes`), 3 paused destinations every event
+  matches (so only ingest works, and each event gets 3 jobs, as in the bench).
+* **floor**, **floor_split** and **floor_split_2** (rehearsal/ingest_floor.py): the least a
+  durable ingest must do, each event committed with 3 jobs before its 202; in one process
+  (its commits on a thread), and as 1 or 2 HTTP processes feeding one writer process over a
+  Unix socket (the design target 3 names).
+
+The designs are measured in turn, `rounds` times, so the machine's other load falls on each
+alike. Per design: events/s, its share of the bare server's in the same round (median of the
+rounds' shares), the CPU its processes used per event (each and together, µs; each split into
+its event loop's thread and the others, the database thread above all), wrk's own
+CPU per request, the cores all of it took, p99 latency, whether every event answered 2xx was
+stored, and the jobs stored per event. The checks: no design answered anything but 2xx,
+every 2xx event was stored with its 3 jobs, and the better of hookline's two designs reached
+TARGET of the bare server.
+
+Times: durations are seconds unless named `_ms`; CPU per event in µs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import resource
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from hookline.rehearsal import wrk
+from hookline.rehearsal.bench import (
+    bench_env,
+    proc_cpu_s,
+    proc_thread_cpu_s,
+    query,
+    service_process,
+)
+from hookline.rehearsal.bench_ceiling import bare_server
+from hookline.rehearsal.harness import INGEST_TOKEN, free_port, stop_process
+from hookline.rehearsal.scenario_common import ScenarioOptions, with_store
+from hookline.shared.models import DEFAULT_TENANT
+from hookline.shared.signing import generate_secret
+from hookline.shared.store import Store
+
+TARGET = 0.6
+"""Issue #33, target 3: ingest's events/s over the bare aiohttp server's, at least."""
+
+JOBS_PER_EVENT = 3
+"""The bench's destinations per event (d1, d2, d3)."""
+
+DESIGNS = ("bare", "hookline", "hookline_2", "floor", "floor_split", "floor_split_2")
+"""In the order each round measures them."""
+
+_UNREACHABLE_URL = "http://127.0.0.1:9/hook"  # never called: every destination is paused
+
+
+@dataclass(frozen=True, slots=True)
+class Running:
+    """A design serving: its port, name -> pid of the processes that do its work, and its
+    SQLite file (None: the bare server stores nothing)."""
+
+    port: int
+    pids: dict[str, int]
+    db: str | None
+
+
+def run_ingest(opts: ScenarioOptions, work: Path) -> dict[str, Any]:
+    """The scenario (module docstring); returns its figures.
+
+    Raises:
+        ValueError: not on SQLite (the floor is a SQLite design).
+        RuntimeError: wrk is not installed, or a floor process did not start.
+        TimeoutError: a hookline service did not come up.
+    """
+    if opts.backend != "sqlite":
+        raise ValueError("the ingest scenario runs on SQLite only")
+    if not wrk.available():
+        raise RuntimeError("the ingest scenario needs wrk (Debian package wrk) for its load")
+    env = bench_env(work)
+    rounds: dict[str, list[dict[str, Any]]] = {label: [] for label in DESIGNS}
+    with contextlib.ExitStack() as stack:
+        running = {label: stack.enter_context(_start(label, opts, work, env))
+                   for label in DESIGNS}
+        for n in range(opts.rounds):
+            for label in DESIGNS:
+                rounds[label].append(_measure(opts, running[label], f"{label}-r{n}"))
+    designs = {label: _median_round(rounds[label], rounds["bare"]) for label in DESIGNS}
+    best = max(designs[label]["vs_bare"] or 0.0 for label in ("hookline", "hookline_2"))
+    checks = {
+        "every_answer_2xx": all(r["non_2xx"] == 0 for runs in rounds.values() for r in runs),
+        "every_2xx_event_stored": all(r["stored_every_2xx"] is not False
+                                      for runs in rounds.values() for r in runs),
+        f"every_event_{JOBS_PER_EVENT}_jobs": all(
+            r["jobs_per_event"] in (None, float(JOBS_PER_EVENT))
+            for runs in rounds.values() for r in runs),
+        f"hookline_at_least_{TARGET}_of_bare": best >= TARGET}
+    return {"designs": designs, "ingest_vs_bare_aiohttp": {
+                label: designs[label]["vs_bare"] for label in DESIGNS if label != "bare"},
+            "target": TARGET, "checks": checks, "pass": all(checks.values())}
+
+
+@contextlib.contextmanager
+def _start(label: str, opts: ScenarioOptions, work: Path, env: dict[str, str]
+           ) -> Iterator[Running]:
+    """Start design `label` (DESIGNS); yields it serving; stops it on exit."""
+    if label == "bare":
+        with bare_server(env) as (pid, port):
+            yield Running(port, {"bare": pid}, None)
+    elif label.startswith("hookline"):
+        folder = work / label
+        folder.mkdir()
+        db = str(folder / "hookline.db")
+        asyncio.run(with_store(db, _add_paused_destinations))
+        processes = 2 if label.endswith("_2") else 1
+        with service_process(db, folder, bench_env(folder), workers=opts.workers,
+                             synchronous=opts.synchronous,
+                             ingest_processes=processes) as (port, procs):
+            yield Running(port, {slot: pid for slot, pid in procs.items()
+                                 if slot.startswith("ingest")}, db)
+    else:
+        with _floor(label, work, env) as running:
+            yield running
+
+
+async def _add_paused_destinations(store: Store) -> None:
+    for i in range(1, JOBS_PER_EVENT + 1):
+        name = f"d{i}"
+        await store.add_destination(name=name, url=_UNREACHABLE_URL, secret=generate_secret(),
+                                    event_types=["bench.*"], max_in_flight=64,
+                                    tenant=DEFAULT_TENANT)
+        await store.set_paused(name, True, reason="bench: ingest only", tenant=DEFAULT_TENANT)
+
+
+@contextlib.contextmanager
+def _floor(label: str, work: Path, env: dict[str, str]) -> Iterator[Running]:
+    """rehearsal/ingest_floor.py as design `label`: `floor` one process; `floor_split` one
+    HTTP process and the writer; `floor_split_2` two HTTP processes and the writer. Each
+    process's stderr goes to `work/label/NAME.log`.
+
+    Raises:
+        RuntimeError: a process ended before it served (the end of its log says why).
+    """
+    folder = work / label
+    folder.mkdir()
+    db, port = str(folder / "floor.db"), free_port()
+    # A Unix socket's path has at most 107 bytes: a short folder of its own, not `work`.
+    sockets = Path(tempfile.mkdtemp(prefix="hookline-floor-"))
+    sock = str(sockets / "writer.sock")
+    listen = f"127.0.0.1:{port}"
+    module = [sys.executable, "-m", "hookline.rehearsal.ingest_floor"]
+    roles: list[tuple[str, list[str]]]
+    if label == "floor":
+        roles = [("whole", ["whole", "--db", db, "--jobs", str(JOBS_PER_EVENT),
+                            "--listen", listen])]
+    else:
+        http = ["http", "--socket", sock, "--listen", listen]
+        roles = [("writer", ["writer", "--db", db, "--jobs", str(JOBS_PER_EVENT),
+                             "--socket", sock]), ("http", http)]
+        if label.endswith("_2"):
+            roles.append(("http-2", http))
+    procs: list[subprocess.Popen[bytes]] = []
+    try:
+        pids = {}
+        for name, args in roles:  # in order: the writer listens before an HTTP process dials
+            log = folder / f"{name}.log"
+            with log.open("wb") as stderr:
+                proc = subprocess.Popen([*module, *args], stdout=subprocess.PIPE,
+                                        stderr=stderr, env=env)
+            procs.append(proc)
+            assert proc.stdout is not None
+            if not proc.stdout.readline():
+                raise RuntimeError(f"{label}: ingest_floor {name} ended before serving: "
+                                   f"{log.read_text(errors='replace')[-1000:]}")
+            pids[name] = proc.pid
+        yield Running(port, pids, db)
+    finally:
+        for proc in reversed(procs):
+            stop_process(proc, grace_s=10)
+        shutil.rmtree(sockets, ignore_errors=True)
+
+
+def _measure(opts: ScenarioOptions, design: Running, label: str) -> dict[str, Any]:
+    """wrk for opts.phase_s against `design`: its figures for one round."""
+    stored_before = _stored(design.db) if design.db is not None else (0, 0)
+    cpu_before = {name: proc_cpu_s(pid) for name, pid in design.pids.items()}
+    threads_before = {name: proc_thread_cpu_s(pid) for name, pid in design.pids.items()}
+    children_before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    load = wrk.run_wrk(f"http://127.0.0.1:{design.port}", max(1, round(opts.phase_s)),
+                       opts.concurrency, opts.body_bytes, f"{label}-{os.urandom(4).hex()}",
+                       INGEST_TOKEN)
+    children_after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu_s = {name: proc_cpu_s(pid) - cpu_before[name] for name, pid in design.pids.items()}
+    main_thread_s = {name: proc_thread_cpu_s(pid).get(pid, 0.0)
+                     - threads_before[name].get(pid, 0.0) for name, pid in design.pids.items()}
+    wrk_cpu_s = ((children_after.ru_utime + children_after.ru_stime)
+                 - (children_before.ru_utime + children_before.ru_stime))
+    time.sleep(0.5)  # requests wrk left open at its end still commit
+    requests = int(load["requests"])
+    answered_2xx = requests - int(load["non_2xx"])
+    stored = jobs_per_event = None
+    if design.db is not None:
+        events_now, jobs_now = _stored(design.db)
+        stored = events_now - stored_before[0]
+        jobs_per_event = round((jobs_now - stored_before[1]) / stored, 3) if stored else None
+    duration_s = requests / load["events_per_s"] if load["events_per_s"] else 0.0
+    return {
+        "events_per_s": load["events_per_s"], "non_2xx": load["non_2xx"],
+        "p99_ms": load["latency_ms"].get("p99"),
+        "cpu_us_per_event": _per_event_us(sum(cpu_s.values()), requests),
+        "process_cpu_us_per_event": {name: _per_event_us(seconds, requests)
+                                     for name, seconds in cpu_s.items()},
+        # the event loop's thread, and the rest (the database thread above all)
+        "threads_cpu_us_per_event": {
+            name: {"event_loop": _per_event_us(main_thread_s[name], requests),
+                   "other_threads": _per_event_us(seconds - main_thread_s[name], requests)}
+            for name, seconds in cpu_s.items()},
+        "wrk_cpu_us_per_request": _per_event_us(wrk_cpu_s, requests),
+        "cores": round((sum(cpu_s.values()) + wrk_cpu_s) / duration_s, 2)
+        if duration_s else None,
+        "answered_2xx": answered_2xx, "stored": stored, "jobs_per_event": jobs_per_event,
+        "stored_every_2xx": None if stored is None else stored >= answered_2xx}
+
+
+def _stored(db: str) -> tuple[int, int]:
+    """Events and jobs in a design's SQLite file, in one statement (hookline's and the
+    floor's tables have the same names)."""
+    events, jobs = query(db, "SELECT (SELECT COUNT(*) FROM events), "
+                             "(SELECT COUNT(*) FROM jobs)")[0]
+    return int(events), int(jobs)
+
+
+def _per_event_us(seconds: float, events: int) -> float | None:
+    return round(seconds / events * 1e6, 1) if events else None
+
+
+def _median_round(runs: list[dict[str, Any]], bare: list[dict[str, Any]]) -> dict[str, Any]:
+    """A design's figures: its median round by events/s, every round's events/s, and the
+    medians of its per-round share of the bare server and of its CPU per event."""
+    median = dict(sorted(runs, key=lambda r: r["events_per_s"])[len(runs) // 2])
+    shares = [run["events_per_s"] / ceiling["events_per_s"]
+              for run, ceiling in zip(runs, bare, strict=True) if ceiling["events_per_s"]]
+    cpu = [run["cpu_us_per_event"] for run in runs if run["cpu_us_per_event"] is not None]
+    median.update({
+        "rounds_events_per_s": [run["events_per_s"] for run in runs],
+        "vs_bare": round(statistics.median(shares), 3) if shares else None,
+        "rounds_vs_bare": [round(share, 3) for share in shares],
+        "cpu_us_per_event": round(statistics.median(cpu), 1) if cpu else None})
+    return median
+
+
+def print_ingest(result: dict[str, Any]) -> None:
+    """The scenario's lines of the summary."""
+    for label, figures in result["designs"].items():
+        threads = figures["threads_cpu_us_per_event"]
+        processes = ", ".join(
+            f"{name} {us} = loop {threads[name]['event_loop']} + other threads "
+            f"{threads[name]['other_threads']}"
+            for name, us in figures["process_cpu_us_per_event"].items())
+        share = "" if label == "bare" else \
+            f", {figures['vs_bare']} of bare (rounds {figures['rounds_vs_bare']})"
+        print(f"{label}: {figures['events_per_s']} events/s{share}; CPU "
+              f"{figures['cpu_us_per_event']} µs/event ({processes}), wrk "
+              f"{figures['wrk_cpu_us_per_request']} µs/request, {figures['cores']} cores, "
+              f"p99 {figures['p99_ms']} ms")
+    print(f"ingest_vs_bare_aiohttp: {json.dumps(result['ingest_vs_bare_aiohttp'])} "
+          f"(target {result['target']})")

@@ -1,0 +1,89 @@
+"""rehearsal/ingest_floor.py, the least durable ingest `hookline bench --scenario ingest`
+measures: what it accepts, the writer socket's batches, and that a commit stores each new
+event with its jobs and a duplicate once (a real SQLite file). Its processes are run end to
+end by tests/acceptance/test_bench_tenant_scenarios.py."""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+
+import pytest
+
+from hookline.rehearsal.ingest_floor import (
+    Event,
+    FloorStore,
+    GroupCommit,
+    encode_batch,
+    parse_event,
+    read_batch,
+)
+
+
+def test_an_event_needs_a_json_object_with_a_string_id_and_type():
+    body = b'{"id": "e1", "type": "invoice.paid", "data": {"n": 1}}'
+    assert parse_event(body) == Event("e1", "invoice.paid", body)
+    for refused in (b"not json", b'["e1"]', b'{"type": "t"}', b'{"id": "e1", "type": 3}',
+                    b'{"id": 1, "type": "t"}'):
+        assert parse_event(refused) is None, refused
+
+
+def test_a_batch_crosses_the_writer_socket_unchanged():
+    events = [Event("e1", "invoice.paid", b'{"a": 1}'),
+              Event("é-2", "t", bytes(range(256)) * 7), Event("", "", b"")]
+
+    async def round_trip() -> list[Event]:
+        reader = asyncio.StreamReader()
+        reader.feed_data(encode_batch(events) + encode_batch(events[:1]))
+        reader.feed_eof()
+        first = await read_batch(reader)
+        assert await read_batch(reader) == events[:1]
+        return first
+
+    assert asyncio.run(round_trip()) == events
+
+
+def test_a_commit_stores_new_events_with_their_jobs_and_a_duplicate_once(tmp_path):
+    path = str(tmp_path / "floor.db")
+    store = FloorStore(path, jobs_per_event=3)
+    first = Event("e1", "t", b"{}")
+    assert store.write([first, Event("e2", "t", b"{}"), first]) == b"\x01\x01\x00"
+    assert store.write([Event("e2", "t", b"{}")]) == b"\x00"
+    conn = sqlite3.connect(path)
+    assert conn.execute("SELECT COUNT(*) FROM events").fetchone() == (2,)
+    assert conn.execute("SELECT event_id, COUNT(*) FROM jobs GROUP BY event_id").fetchall() \
+        == [(1, 3), (2, 3)]
+    assert conn.execute("PRAGMA journal_mode").fetchone() == ("wal",)
+
+
+def test_the_group_commit_answers_each_waiter_with_its_own_events():
+    """Batches queued while a write runs go into the next write together; each waiter gets
+    the bytes of its own events, and a failed write fails every waiter of it."""
+    writes: list[list[str]] = []
+
+    async def scenario() -> None:
+        gate = asyncio.Event()
+
+        async def write(events: list[Event]) -> bytes:
+            writes.append([e.event_id for e in events])
+            await gate.wait()
+            if any(e.event_id == "bad" for e in events):
+                raise sqlite3.OperationalError("disk I/O error")
+            return bytes(e.event_id.startswith("new") for e in events)
+
+        commits = GroupCommit(lambda events: asyncio.ensure_future(write(events)))
+        first = asyncio.create_task(commits.submit([Event("new-1", "t", b"")]))
+        await asyncio.sleep(0)
+        await asyncio.sleep(0)  # the first write has started and waits on the gate
+        second = asyncio.create_task(commits.submit([Event("new-2", "t", b""),
+                                                     Event("old", "t", b"")]))
+        third = asyncio.create_task(commits.submit([Event("new-3", "t", b"")]))
+        await asyncio.sleep(0)
+        gate.set()
+        assert await first == b"\x01"
+        assert await second == b"\x01\x00" and await third == b"\x01"
+        with pytest.raises(sqlite3.OperationalError):
+            await commits.submit([Event("bad", "t", b"")])
+
+    asyncio.run(scenario())
+    assert writes == [["new-1"], ["new-2", "old", "new-3"], ["bad"]]
