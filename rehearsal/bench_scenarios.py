@@ -52,7 +52,10 @@ def run_scenario(opts: ScenarioOptions, config: Config | None = None) -> dict[st
             policy the service gets; recorded in the result. None: the defaults.
 
     Raises:
-        ValueError: an unknown scenario, outage kind or backend, or a backlog on PostgreSQL.
+        ValueError: an unknown scenario, outage kind or backend, or a backlog or ingest
+            scenario on PostgreSQL.
+        RuntimeError: the destinations, tenants or ingest scenario without wrk, or a process
+            of the ingest scenario's floor ended before it served.
         TimeoutError: the service did not come up, or jobs were not delivered in time.
     """
     if opts.scenario not in SCENARIOS:

@@ -3,29 +3,35 @@ pays per event, in one process or as HTTP processes feeding one writer process.
 
 `hookline bench --scenario ingest` (rehearsal/scenario_ingest.py) measures hookline's ingest
 against the bare aiohttp server (issue #33, target 3: at least 0.6 of it). This module is
-the third figure beside those two: a server that does the least a durable ingest must do,
-so the share it reaches is the most any design built on the same parts could.
+the third figure beside those two: a server that does the least work per event a durable
+ingest must do, on the same parts (aiohttp, SQLite). It is not the best possible pipeline
+(its HTTP processes wait for the writer's commits, and the machine was not kept busy: see
+docs/benchmarks.md, "Target 3 against the least durable ingest").
 
 Per event it reads the body, parses the JSON, refuses one without a string `id` and `type`
 (400), and commits the event (its body, deduplicated by (source, id)) with `--jobs` job rows
-in one SQLite transaction (WAL, `synchronous=FULL`) before it answers 202; requests that
-arrive while a commit runs go into the next one (a group commit). No authentication,
-validation against a schema, fan-out, metrics or logging: hookline does all of those.
+in one SQLite transaction (WAL, `synchronous=FULL` unless told otherwise) before it answers
+202; requests that arrive while a commit runs go into the next one (a group commit). No
+authentication, validation against a schema, fan-out, metrics or logging: hookline does all
+of those.
 
 `python -m hookline.rehearsal.ingest_floor ROLE ...`, each role printing one JSON line,
 `{"ready": true}`, once it serves, and stopping on SIGTERM or SIGINT:
 
-* `whole --db PATH --jobs N --listen HOST:PORT`: one process; the commits run on a thread
-  of their own (as ingest's do), so SQLite's C code can use another core.
-* `writer --db PATH --jobs N --socket PATH`: the one writer; it commits the batches HTTP
-  processes send over the Unix socket, on its event loop (it does nothing else), every batch
-  that arrived during a commit in the next one.
+* `whole --db PATH --jobs N --listen HOST:PORT [--synchronous FULL|NORMAL]`: one process;
+  the commits run on a thread of their own (as ingest's do), so SQLite's C code can use
+  another core.
+* `writer --db PATH --jobs N --socket PATH [--synchronous FULL|NORMAL]`: the one writer; it
+  commits the batches HTTP processes send over the Unix socket, on its event loop (it does
+  nothing else), every batch that arrived during a commit in the next one.
 * `http --socket PATH --listen HOST:PORT`: serves as `whole` does, but sends each batch to
   the writer and answers once the writer answers. Several share one port (SO_REUSEPORT).
 
 The socket carries, per batch, `!I` (events) then per event `!HHI` (the lengths of id, type
 and body) and the three; the answer is `!I` (events) then one byte per event (1: stored,
-0: a duplicate). It is a rehearsal: the socket lives in the run's own folder.
+0: a duplicate). A commit that fails closes the HTTP process's connection, and that process
+answers 500 from then on: a rehearsal stops at a failure rather than hide it. The socket
+lives in a private folder the scenario makes (a Unix socket's path has at most 107 bytes).
 """
 
 from __future__ import annotations
@@ -76,12 +82,14 @@ class Event:
 class FloorStore:
     """The SQLite file: one connection, used by one thread at a time."""
 
-    def __init__(self, path: str, jobs_per_event: int) -> None:
+    def __init__(self, path: str, jobs_per_event: int, synchronous: str = "FULL") -> None:
+        if synchronous not in ("FULL", "NORMAL"):
+            raise ValueError(f"synchronous must be FULL or NORMAL, not {synchronous!r}")
         self.jobs_per_event = jobs_per_event
         self._conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False,
                                      timeout=30)
         self._conn.execute("PRAGMA journal_mode=WAL")
-        self._conn.execute("PRAGMA synchronous=FULL")
+        self._conn.execute(f"PRAGMA synchronous={synchronous}")
         self._conn.executescript(SCHEMA)
 
     def write(self, events: list[Event]) -> bytes:
@@ -128,7 +136,9 @@ class GroupCommit:
         """Wait until `events` are committed; one byte each: 1 stored, 0 a duplicate.
 
         Raises:
-            sqlite3.Error, OSError: the write failed (nothing of the batch was stored).
+            Exception: whatever the write raised for the batch (sqlite3.Error in a process
+                that commits itself; asyncio.IncompleteReadError in an HTTP process whose
+                writer closed the socket, which it does when a commit fails).
         """
         future: asyncio.Future[bytes] = asyncio.get_running_loop().create_future()
         self._queue.append((events, future))
@@ -146,11 +156,13 @@ class GroupCommit:
                 stored = await self._write([event for events, _ in batch for event in events])
             except Exception as exc:  # noqa: BLE001  (every waiter learns of any failure)
                 for _, future in batch:
-                    future.set_exception(exc)
+                    if not future.done():  # done: its request went away (cancelled)
+                        future.set_exception(exc)
                 continue
             start = 0
             for events, future in batch:
-                future.set_result(stored[start:start + len(events)])
+                if not future.done():
+                    future.set_result(stored[start:start + len(events)])
                 start += len(events)
 
 
@@ -227,18 +239,19 @@ async def _serve_until_stopped(app: web.Application | None, listen: str | None,
             server.close()
 
 
-async def serve_whole(db: str, jobs: int, listen: str) -> None:
+async def serve_whole(db: str, jobs: int, listen: str, synchronous: str = "FULL") -> None:
     """The `whole` role (module docstring)."""
-    store = FloorStore(db, jobs)
+    store = FloorStore(db, jobs, synchronous)
     thread = ThreadPoolExecutor(1, thread_name_prefix="floor-db")
     loop = asyncio.get_running_loop()
     commits = GroupCommit(lambda events: loop.run_in_executor(thread, store.write, events))
     await _serve_until_stopped(_app(commits), listen)
 
 
-async def serve_writer(db: str, jobs: int, socket_path: str) -> None:
+async def serve_writer(db: str, jobs: int, socket_path: str, synchronous: str = "FULL"
+                       ) -> None:
     """The `writer` role (module docstring)."""
-    store = FloorStore(db, jobs)
+    store = FloorStore(db, jobs, synchronous)
     loop = asyncio.get_running_loop()
 
     def write_inline(events: list[Event]) -> asyncio.Future[bytes]:
@@ -259,6 +272,10 @@ async def serve_writer(db: str, jobs: int, socket_path: str) -> None:
                 stored = await commits.submit(events)
                 writer.write(_BATCH.pack(len(stored)) + stored)
         except asyncio.IncompleteReadError:
+            pass  # the HTTP process went away
+        except sqlite3.Error as exc:  # the HTTP process learns it by the closed socket
+            print(f"ingest_floor writer: commit failed: {exc!r}", file=sys.stderr, flush=True)
+        finally:
             writer.close()
 
     server = await asyncio.start_unix_server(one_http_process, socket_path)
@@ -286,6 +303,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--jobs", type=int, default=3)
     parser.add_argument("--listen", metavar="HOST:PORT")
     parser.add_argument("--socket")
+    parser.add_argument("--synchronous", choices=["FULL", "NORMAL"], default="FULL")
     args = parser.parse_args(argv)
     needs = {"whole": ("db", "listen"), "writer": ("db", "socket"),
              "http": ("socket", "listen")}[args.role]
@@ -294,9 +312,9 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"{args.role} needs {' and '.join(missing)}")
     run = event_loop_runner()
     if args.role == "whole":
-        run(serve_whole(args.db, args.jobs, args.listen))
+        run(serve_whole(args.db, args.jobs, args.listen, args.synchronous))
     elif args.role == "writer":
-        run(serve_writer(args.db, args.jobs, args.socket))
+        run(serve_writer(args.db, args.jobs, args.socket, args.synchronous))
     else:
         run(serve_http(args.socket, args.listen))
     return 0

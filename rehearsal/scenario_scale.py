@@ -203,7 +203,7 @@ def _ingest(opts: ScenarioOptions, db: str, port: int, procs: dict[str, int], la
     """wrk for opts.phase_s against the running service on `db`: events/s, the jobs written
     per event accepted, the CPU seconds each process (slot -> pid) used meanwhile and
     ingest's CPU per accepted event (µs)."""
-    events_before, jobs_before = _count_events_and_jobs(db)
+    events_before, jobs_before = count_events_and_jobs(db)
     cpu_before = {slot: proc_cpu_s(pid) for slot, pid in procs.items()}
     threads_before = proc_thread_cpu_s(procs["ingest"])
     server_before = _server_cpu_s(db)
@@ -212,11 +212,11 @@ def _ingest(opts: ScenarioOptions, db: str, port: int, procs: dict[str, int], la
                        INGEST_TOKEN, type_count=type_count, tenant_count=tenant_count)
     cpu_s = {slot: round(proc_cpu_s(pid) - cpu_before[slot], 2) for slot, pid in procs.items()}
     server_s = sum(now - server_before.get(pid, 0.0) for pid, now in _server_cpu_s(db).items())
-    threads_s = _thread_split(procs["ingest"], threads_before,
+    threads_s = thread_split(procs["ingest"], threads_before,
                               proc_thread_cpu_s(procs["ingest"]))
     time.sleep(0.5)  # requests wrk left open at its end still commit
     events, jobs = (now - before for now, before in zip(
-        _count_events_and_jobs(db), (events_before, jobs_before), strict=True))
+        count_events_and_jobs(db), (events_before, jobs_before), strict=True))
     return {"cpu_s": cpu_s, "events_per_s": load["events_per_s"], "accepted": events,
             "ingest_cpu_us_per_event": round(cpu_s["ingest"] / events * 1e6, 1)
             if events else None,
@@ -251,7 +251,7 @@ def _server_cpu_s(db: str) -> dict[int, float]:
     return found
 
 
-def _thread_split(pid: int, before: dict[int, float], after: dict[int, float]
+def thread_split(pid: int, before: dict[int, float], after: dict[int, float]
                   ) -> dict[str, float]:
     """CPU seconds a process's threads used between two proc_thread_cpu_s readings: its
     main thread (ingest's event loop) and all the others (the database thread above all).
@@ -261,7 +261,7 @@ def _thread_split(pid: int, before: dict[int, float], after: dict[int, float]
     return {"event_loop": event_loop, "other_threads": sum(used.values())}
 
 
-def _count_events_and_jobs(db: str) -> tuple[int, int]:
+def count_events_and_jobs(db: str) -> tuple[int, int]:
     """Events and jobs stored, read in one statement (one snapshot)."""
     events, jobs = query(db, "SELECT (SELECT COUNT(*) FROM events), (SELECT COUNT(*) FROM jobs)")[0]
     return int(events), int(jobs)

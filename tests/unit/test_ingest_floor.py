@@ -87,3 +87,27 @@ def test_the_group_commit_answers_each_waiter_with_its_own_events():
 
     asyncio.run(scenario())
     assert writes == [["new-1"], ["new-2", "old", "new-3"], ["bad"]]
+
+
+def test_a_waiter_that_went_away_does_not_stop_the_group_commit():
+    """A request cancelled while its batch is written (its client went away) is skipped
+    when the answers are handed out; later submissions are still written and answered."""
+
+    async def scenario() -> None:
+        gate = asyncio.Event()
+
+        async def write(events: list[Event]) -> bytes:
+            await gate.wait()
+            return b"\x01" * len(events)
+
+        commits = GroupCommit(lambda events: asyncio.ensure_future(write(events)))
+        gone = asyncio.create_task(commits.submit([Event("e1", "t", b"")]))
+        await asyncio.sleep(0)
+        await asyncio.sleep(0)  # its write has started and waits on the gate
+        gone.cancel()
+        gate.set()
+        with pytest.raises(asyncio.CancelledError):
+            await gone
+        assert await asyncio.wait_for(commits.submit([Event("e2", "t", b"")]), 5) == b"\x01"
+
+    asyncio.run(scenario())
