@@ -213,7 +213,7 @@ def _ingest(opts: ScenarioOptions, db: str, port: int, procs: dict[str, int], la
     cpu_s = {slot: round(proc_cpu_s(pid) - cpu_before[slot], 2) for slot, pid in procs.items()}
     server_s = sum(now - server_before.get(pid, 0.0) for pid, now in _server_cpu_s(db).items())
     threads_s = thread_split(procs["ingest"], threads_before,
-                              proc_thread_cpu_s(procs["ingest"]))
+                             proc_thread_cpu_s(procs["ingest"]))
     time.sleep(0.5)  # requests wrk left open at its end still commit
     events, jobs = (now - before for now, before in zip(
         count_events_and_jobs(db), (events_before, jobs_before), strict=True))
@@ -252,7 +252,7 @@ def _server_cpu_s(db: str) -> dict[int, float]:
 
 
 def thread_split(pid: int, before: dict[int, float], after: dict[int, float]
-                  ) -> dict[str, float]:
+                 ) -> dict[str, float]:
     """CPU seconds a process's threads used between two proc_thread_cpu_s readings: its
     main thread (ingest's event loop) and all the others (the database thread above all).
     Shows whether a cost lies in the database thread or follows it into the loop."""
