@@ -8,9 +8,9 @@ at once. With `min_interval_s`, writes that follow one another closely are space
 that far apart (unless FILLED_ENOUGH items wait already): under a steady trickle (500 events/s
 arriving one by one) each commit then carries several items instead of one, so the
 database's single writer lock is taken less often and its fixed cost is paid less often. It
-adds at most `min_interval_s` of latency, only when the previous write was that recent and
-its batch small; flat out, where batches fill while the previous one is written, it adds
-none.
+adds at most `min_interval_s` of latency, only when the previous write started less than
+that before and fewer than FILLED_ENOUGH items wait; flat out, where batches fill while the
+previous one is written, it adds none.
 
 With `timeout_s`, no caller waits longer than that from its submit, however long a write
 takes (a database behind a silent network): it gets :class:`WriteTimedOut` (a
