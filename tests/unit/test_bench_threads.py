@@ -12,7 +12,7 @@ import threading
 import time
 
 from hookline.rehearsal.bench import proc_thread_cpu_s
-from hookline.rehearsal.scenario_scale import _thread_split
+from hookline.rehearsal.scenario_scale import thread_split
 
 BURN_S = 0.3
 
@@ -43,7 +43,7 @@ def test_cpu_a_thread_uses_is_counted_as_another_thread_not_the_event_loop() -> 
         release.set()
         burner.join()
 
-    split = _thread_split(pid, before, after)
+    split = thread_split(pid, before, after)
 
     assert split["other_threads"] >= BURN_S - 0.05  # kernel ticks are 10 ms
     assert split["event_loop"] <= main_used + 0.05  # the waiting main thread used little
