@@ -38,14 +38,19 @@ async def serve(host: str, port: int) -> None:
     await site.start()
     bound = next(a[1] for a in runner.addresses if isinstance(a, tuple))
     print(json.dumps({"port": bound}), flush=True)
+    try:
+        await stop_signal()
+    finally:
+        await runner.cleanup()
+
+
+async def stop_signal() -> None:
+    """Return once the process gets SIGTERM or SIGINT (its handlers replaced for good)."""
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, stop.set)
-    try:
-        await stop.wait()
-    finally:
-        await runner.cleanup()
+    await stop.wait()
 
 
 def main(argv: list[str] | None = None) -> int:

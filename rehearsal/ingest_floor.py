@@ -39,7 +39,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import signal
 import sqlite3
 import struct
 import sys
@@ -50,6 +49,7 @@ from dataclasses import dataclass
 
 from aiohttp import web
 
+from hookline.rehearsal.bare_server import stop_signal
 from hookline.shared.process.child import event_loop_runner
 
 SCHEMA = """
@@ -226,12 +226,8 @@ async def _serve_until_stopped(app: web.Application | None, listen: str | None,
         await runner.setup()
         await web.TCPSite(runner, host, int(port), reuse_port=True).start()
     print(json.dumps({"ready": True}), flush=True)
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for signum in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(signum, stop.set)
     try:
-        await stop.wait()
+        await stop_signal()
     finally:
         if runner is not None:
             await runner.cleanup()
