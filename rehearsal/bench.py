@@ -42,6 +42,7 @@ from hookline.rehearsal.bench_ceiling import (
     measure_sender_ceiling,
     sender_ratios,
 )
+from hookline.rehearsal.bench_latency import percentiles_ms, sent_to_delivered_ms
 from hookline.rehearsal.drill import fresh_postgres_database
 from hookline.rehearsal.harness import (
     LOCAL_SETTINGS,
@@ -201,21 +202,8 @@ def db_figures(db: str, delivery_t0: float) -> dict[str, Any]:
     span_s = (max(r[1] for r in rows) - delivery_t0) if rows else 0.0
     return {"jobs_by_status": by_status, "delivered": len(rows),
             "deliveries_per_s": round(len(rows) / span_s, 1) if span_s else None,
-            "latency_ms": _percentiles_ms([r[0] for r in rows]),
-            "recorded_latency_ms": _percentiles_ms([r[2] for r in rows])}
-
-
-def _percentiles_ms(seconds: list[float]) -> dict[str, float | None]:
-    """p50, p90, p99 and max of `seconds`, in ms to 2 decimals (None without values)."""
-    latencies = sorted(s * 1000 for s in seconds)
-
-    def pick(f: float) -> float | None:
-        if not latencies:
-            return None
-        return round(latencies[min(len(latencies) - 1, int(f * len(latencies)))], 2)
-
-    return {"p50": pick(0.5), "p90": pick(0.9), "p99": pick(0.99),
-            "max": round(latencies[-1], 2) if latencies else None}
+            "latency_ms": percentiles_ms([r[0] for r in rows]),
+            "recorded_latency_ms": percentiles_ms([r[2] for r in rows])}
 
 
 async def setup_destinations(db: str, receiver_port: int, secrets: list[str],
@@ -479,7 +467,8 @@ def _measure(opts: BenchOptions, work: Path, db: str, postmaster: int | None,
 
     cpu_before = {slot: cpu_s(slot, pid) for slot, pid in procs.items()}
     t0, start_s = time.monotonic(), time.time()
-    ingest = drive_load(opts, env, f"http://127.0.0.1:{port}")
+    sends = work / "sends.json" if opts.rate_per_s is not None else None
+    ingest = drive_load(opts, env, f"http://127.0.0.1:{port}", sends_path=sends)
     ingest["cpu_s"] = {slot: round(cpu_s(slot, pid) - cpu_before[slot], 2)
                        for slot, pid in procs.items()}
     accepted = count_events(db)
@@ -496,6 +485,11 @@ def _measure(opts: BenchOptions, work: Path, db: str, postmaster: int | None,
     rss = {slot: round(proc_peak_rss_mb(pid), 1) for slot, pid in procs.items()
            if slot != "postgres"}
     figures = db_figures(db, delivery_t0)
+    if sends is not None:  # a steady run: what the sender saw, from its POST
+        figures["sent_latency_ms"] = sent_to_delivered_ms(
+            query(db, "SELECT e.source_event_id, j.finished_at FROM jobs j JOIN events e "
+                      "ON e.id = j.event_id WHERE j.status = 'done'"),
+            json.loads(sends.read_text()))
     idle = _idle_cost(procs, db, seconds=opts.idle_s, cpu_s=cpu_s)
     with urllib.request.urlopen(f"http://127.0.0.1:{receiver_port}/_summary",
                                 timeout=10) as answer:
@@ -608,7 +602,9 @@ def print_report(result: dict[str, Any]) -> None:
     print(f"delivery: {dlv['deliveries_per_s']} deliveries/s, {dlv['delivered']} delivered, "
           f"accept->delivered ms {_pairs(dlv['latency_ms'])}"
           + (f"; accept->recorded ms p50 {dlv['recorded_latency_ms']['p50']}, p99 "
-             f"{dlv['recorded_latency_ms']['p99']}" if "recorded_latency_ms" in dlv else ""))
+             f"{dlv['recorded_latency_ms']['p99']}" if "recorded_latency_ms" in dlv else "")
+          + (f"; sent->delivered ms p50 {dlv['sent_latency_ms']['p50']}, p99 "
+             f"{dlv['sent_latency_ms']['p99']}" if "sent_latency_ms" in dlv else ""))
     if "sender_ceiling" in result:
         top, rate = result["sender_ceiling"], result["delivery_vs_bare_client"]
         cpu = result["cpu_per_delivery_vs_bare_client"]

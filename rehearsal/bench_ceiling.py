@@ -21,6 +21,7 @@ import os
 import subprocess
 import sys
 from collections.abc import Iterator
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from hookline.rehearsal import wrk
@@ -73,7 +74,8 @@ def load_generator(opts: BenchOptions) -> str:
 
 
 def drive_load(opts: BenchOptions, env: dict[str, str], base_url: str,
-               wrk_duration_s: int | None = None) -> dict[str, Any]:
+               wrk_duration_s: int | None = None, *, sends_path: Path | None = None
+               ) -> dict[str, Any]:
     """Post events to `base_url`/v1/events as `opts` asks and return the load's figures
     (`events_per_s`, `latency_ms`, and wrk's or the generator's counts).
 
@@ -83,6 +85,8 @@ def drive_load(opts: BenchOptions, env: dict[str, str], base_url: str,
         base_url: `http://127.0.0.1:PORT`.
         wrk_duration_s: wrk's duration, seconds; None: sized to offer about `opts.events`
             at ~15,000/s, at least 3 s.
+        sends_path: the Python generator writes each event's send time here (its
+            `--sends`); wrk records none.
 
     Raises:
         subprocess.CalledProcessError: the load tool failed.
@@ -95,7 +99,8 @@ def drive_load(opts: BenchOptions, env: dict[str, str], base_url: str,
         [sys.executable, "-m", "hookline.rehearsal.loadgen", "--url", f"{base_url}/v1/events",
          "--events", str(opts.events), "--concurrency", str(opts.concurrency),
          "--body-bytes", str(opts.body_bytes),
-         *(["--rate", str(opts.rate_per_s)] if opts.rate_per_s else [])],
+         *(["--rate", str(opts.rate_per_s)] if opts.rate_per_s else []),
+         *(["--sends", str(sends_path)] if sends_path is not None else [])],
         capture_output=True, text=True, env=env, check=True)
     figures: dict[str, Any] = json.loads(load.stdout)
     return figures

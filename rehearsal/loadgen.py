@@ -98,7 +98,8 @@ class _Connection:
 async def run(url: str, events: int, concurrency: int, rate_per_s: float | None,
               body_bytes: int, run_id: str | None = None,
               accepted_at: list[float | None] | None = None, *, type_: str = "bench.event",
-              tenant: str | None = None) -> dict[str, object]:
+              tenant: str | None = None, sent_at: list[float | None] | None = None
+              ) -> dict[str, object]:
     """Post `events` bodies from `concurrency` keep-alive connections; returns the figures
     (`generator_cpu_s`: this process's own CPU seconds while posting).
 
@@ -109,10 +110,14 @@ async def run(url: str, events: int, concurrency: int, rate_per_s: float | None,
         tenant: the tenant they are published for (None: no tenant field).
         accepted_at: when given, filled with one entry per event index: unix seconds when
             its 2xx answer was read, None when it got no 2xx.
+        sent_at: when given, filled with one entry per event index: unix seconds just
+            before its request was written (None: never sent).
     """
     run_id = run_id or os.urandom(4).hex()
     if accepted_at is not None:
         accepted_at[:] = [None] * events
+    if sent_at is not None:
+        sent_at[:] = [None] * events
     target = urllib.parse.urlsplit(url)
     if target.scheme != "http" or target.query or target.username:
         raise ValueError(f"the load generator posts to plain http://HOST:PORT/PATH, not {url!r}")
@@ -141,6 +146,8 @@ async def run(url: str, events: int, concurrency: int, rate_per_s: float | None,
                     await asyncio.sleep(delay)
             body = event_body(index, run_id, body_bytes, type_=type_, tenant=tenant)
             t0 = time.monotonic()
+            if sent_at is not None:
+                sent_at[index] = time.time()
             try:
                 async with asyncio.timeout(REQUEST_TIMEOUT_S):
                     status = await connection.post(
@@ -168,8 +175,9 @@ async def run(url: str, events: int, concurrency: int, rate_per_s: float | None,
 
 def main(argv: list[str] | None = None) -> int:
     """CLI: --url URL --events N [--concurrency C] [--rate R] [--body-bytes B] [--run-id ID]
-    [--accepts FILE] [--type TYPE] [--tenant ID] (FILE gets a JSON list: per event index, the
-    unix time its 2xx was read, or null)."""
+    [--accepts FILE] [--sends FILE] [--type TYPE] [--tenant ID] (each FILE gets a JSON list:
+    per event index, the unix time its 2xx was read, or its request written; null for
+    none)."""
     parser = argparse.ArgumentParser(prog="python -m hookline.rehearsal.loadgen")
     parser.add_argument("--url", required=True)
     parser.add_argument("--events", type=int, required=True)
@@ -179,21 +187,24 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--body-bytes", type=int, default=1500)
     parser.add_argument("--run-id", help="the ids' run part (default: random)")
     parser.add_argument("--accepts", help="write each event's accept time (unix s) here")
+    parser.add_argument("--sends", help="write each event's send time (unix s) here")
     parser.add_argument("--type", default="bench.event", help="the events' type")
     parser.add_argument("--tenant", help="publish for this tenant (default: none)")
     args = parser.parse_args(argv)
     accepted_at: list[float | None] | None = [] if args.accepts else None
+    sent_at: list[float | None] | None = [] if args.sends else None
     work = run(args.url, args.events, args.concurrency, args.rate, args.body_bytes,
-               args.run_id, accepted_at, type_=args.type, tenant=args.tenant)
+               args.run_id, accepted_at, type_=args.type, tenant=args.tenant, sent_at=sent_at)
     try:
         import uvloop  # noqa: PLC0415  (optional: faster loop when installed)
 
         result = uvloop.run(work)
     except ImportError:
         result = asyncio.run(work)
-    if args.accepts:
-        with open(args.accepts, "w", encoding="utf-8") as handle:
-            json.dump(accepted_at, handle)
+    for path, times in ((args.accepts, accepted_at), (args.sends, sent_at)):
+        if path:
+            with open(path, "w", encoding="utf-8") as handle:
+                json.dump(times, handle)
     print(json.dumps(result))
     return 0
 

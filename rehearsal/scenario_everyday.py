@@ -19,7 +19,9 @@ Per run:
   seconds, from the load's start to the last delivery, over the seconds the load lasted
   (steady rates only; the drain after the load is a few milliseconds at these rates);
 * accept-to-delivered p50 and p99 (ms), from the jobs table (to `finished_at`, when the
-  destination's answer arrived), and accept-to-recorded p99 (to the worker's write).
+  destination's answer arrived), accept-to-recorded p99 (to the worker's write), and
+  sent-to-delivered p99 (from the load generator's POST: with ingest's wait for its commit,
+  which accept-to-delivered leaves out; rehearsal/bench_latency.py).
 
 Each steady figure is divided by the flat-out figure of its own round; the result holds every
 round and the median of each figure and ratio.
@@ -154,6 +156,7 @@ def _run_figures(result: dict[str, Any], *, steady: bool) -> dict[str, Any]:
         "latency_ms": result["delivery"]["latency_ms"],
         # When the worker's write recorded each delivery (bench.json from before it: absent).
         "recorded_latency_ms": result["delivery"].get("recorded_latency_ms"),
+        "sent_latency_ms": result["delivery"].get("sent_latency_ms"),
         "load_average_1m": result["machine"]["load_average_1m"]}
 
 
@@ -203,8 +206,9 @@ def _medians(rounds: list[dict[str, Any]], rates: tuple[float, ...]) -> dict[str
                for key in ("ingest_cpu", "workers_cpu")},
             **{f"latency_{p}_ms": _median([run["latency_ms"][p] for run in runs])
                for p in ("p50", "p99")},
-            "recorded_latency_p99_ms": _median([(run.get("recorded_latency_ms") or {}).get("p99")
-                                                for run in runs]),
+            **{f"{kind}_latency_p99_ms": _median([(run.get(f"{kind}_latency_ms") or {})
+                                                  .get("p99") for run in runs])
+               for kind in ("recorded", "sent")},
             **{f"floor_{side}_vs_{against}": _median([run["floor"][f"vs_{against}"][side]
                                                       for run in runs])
                for side in ("server", "client")
@@ -265,7 +269,8 @@ def print_everyday(result: dict[str, Any]) -> None:
               f"(x{figures['workers_cpu_vs_flat_out']}), service {figures['service_cores']} "
               f"cores, accept->delivered p50 {figures['latency_p50_ms']} ms, p99 "
               f"{figures['latency_p99_ms']} ms (recorded: p99 "
-              f"{figures['recorded_latency_p99_ms']} ms)")
+              f"{figures['recorded_latency_p99_ms']} ms; from the sender's POST: p99 "
+              f"{figures['sent_latency_p99_ms']} ms)")
         print(f"{'':>5} bare aiohttp at {rate} events/s: server "
               f"x{figures['floor_server_vs_flat_out']} its own flat-out CPU per request, "
               f"x{figures['floor_server_vs_hookline_flat_out']} ingest's; client "

@@ -75,6 +75,7 @@ def test_bench_on_sqlite(tmp_path):
     assert sum(row["accepted"] for row in timeline) == result["ingest"]["accepted"]
     assert sum(row["delivered"] for row in timeline) == result["delivery"]["delivered"]
     assert result["plot"] == "bench.png" and "plot: bench.png" in report
+    assert "sent_latency_ms" not in result["delivery"]  # flat out: events wait paused
     # The ceiling: the same load against a bare aiohttp server, and ingest's share of it.
     assert result["ceiling"]["events_per_s"] > 0 and result["ceiling"]["tool"] == "python"
     versus = result["ingest_vs_bare_aiohttp"]
@@ -122,6 +123,11 @@ def test_bench_on_a_given_postgres_server_at_a_steady_rate(pg_server, tmp_path):
     assert result["backend"]["database"] == "PostgreSQL server (given URL)"
     assert "postgres" not in result["cpu_s_per_1000_deliveries"]  # not ours to measure
     assert "ceiling" not in result  # a steady rate has no ceiling to compare with
+    # From the sender's POST, not from the commit that stored the event: each job's
+    # sent->delivered is longer than its accept->delivered, so every percentile is too.
+    sent, accepted = result["delivery"]["sent_latency_ms"], result["delivery"]["latency_ms"]
+    assert all(sent[p] > accepted[p] for p in ("p50", "p90", "p99", "max")), (sent, accepted)
+    assert f"sent->delivered ms p50 {sent['p50']}, p99 {sent['p99']}" in report
 
 
 def _descendants(pid: int) -> set[int]:

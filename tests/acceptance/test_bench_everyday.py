@@ -55,6 +55,11 @@ def test_everyday_scenario_reports_steady_costs_against_flat_out_and_huey(tmp_pa
         workers_s = sum(v for k, v in per_1000.items() if k.startswith("worker"))
         assert figures["workers_cpu_ms_per_delivery"] == round(workers_s, 3)
         assert figures["recorded_latency_ms"] == run["delivery"]["recorded_latency_ms"]
+        assert figures["sent_latency_ms"] == run["delivery"].get("sent_latency_ms")
+    # At the rate, from the sender's POST too (flat out the bench asks for no send times:
+    # the events wait for the destinations to be resumed).
+    assert flat["sent_latency_ms"] is None
+    assert steady["sent_latency_ms"]["p99"] > steady["latency_ms"]["p99"]
     run = _bench_json(out / "everyday" / "round-1" / "rate-200")
     per_1000, delivered = run["cpu_s_per_1000_deliveries"], run["delivery"]["delivered"]
     service_s = sum(v for k, v in per_1000.items() if k != "receiver") * delivered / 1000

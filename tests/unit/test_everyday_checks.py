@@ -48,6 +48,7 @@ def _round(ingest: float, ratio: float | None, huey: float | None,
               "service_cores": 0.5, "vs_flat_out": {"ingest_cpu": ratio, "workers_cpu": 2.0},
               "latency_ms": {"p50": 10.0, "p99": ingest * 10},
               "recorded_latency_ms": {"p50": 20.0, "p99": ingest * 20},
+              "sent_latency_ms": {"p50": 30.0, "p99": ingest * 30},
               "floor": {"vs_flat_out": {"server": server_floor, "client": 1.2},
                         "vs_hookline_flat_out": {"server": 2.0, "client": None},
                         "service_cores": 0.25}}
@@ -67,6 +68,7 @@ def test_medians_are_of_every_round_and_skip_a_missing_figure():
     assert at_200["ingest_cpu_vs_flat_out"] == 7.5  # median of 6 and 9
     assert at_200["latency_p99_ms"] == 25.0
     assert at_200["recorded_latency_p99_ms"] == 50.0
+    assert at_200["sent_latency_p99_ms"] == 75.0
     assert medians["huey_cpu_ratio"] == 1.75
     assert medians["flat_out"]["ingest_cpu_ms_per_event"] == 0.3
     assert at_200["floor_server_vs_flat_out"] == 7.0  # median of 8 and 6, None left out
