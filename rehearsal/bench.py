@@ -467,7 +467,7 @@ def _measure(opts: BenchOptions, work: Path, db: str, postmaster: int | None,
 
     cpu_before = {slot: cpu_s(slot, pid) for slot, pid in procs.items()}
     t0, start_s = time.monotonic(), time.time()
-    sends = work / "sends.json" if opts.rate_per_s is not None else None
+    sends = work / "sends.json" if opts.rate_per_s else None  # as drive_load's --rate
     ingest = drive_load(opts, env, f"http://127.0.0.1:{port}", sends_path=sends)
     ingest["cpu_s"] = {slot: round(cpu_s(slot, pid) - cpu_before[slot], 2)
                        for slot, pid in procs.items()}
@@ -486,10 +486,11 @@ def _measure(opts: BenchOptions, work: Path, db: str, postmaster: int | None,
            if slot != "postgres"}
     figures = db_figures(db, delivery_t0)
     if sends is not None:  # a steady run: what the sender saw, from its POST
+        sent = json.loads(sends.read_text())
         figures["sent_latency_ms"] = sent_to_delivered_ms(
             query(db, "SELECT e.source_event_id, j.finished_at FROM jobs j JOIN events e "
                       "ON e.id = j.event_id WHERE j.status = 'done'"),
-            json.loads(sends.read_text()))
+            sent["run_id"], sent["sent_at"])
     idle = _idle_cost(procs, db, seconds=opts.idle_s, cpu_s=cpu_s)
     with urllib.request.urlopen(f"http://127.0.0.1:{receiver_port}/_summary",
                                 timeout=10) as answer:

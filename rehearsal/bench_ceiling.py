@@ -85,8 +85,9 @@ def drive_load(opts: BenchOptions, env: dict[str, str], base_url: str,
         base_url: `http://127.0.0.1:PORT`.
         wrk_duration_s: wrk's duration, seconds; None: sized to offer about `opts.events`
             at ~15,000/s, at least 3 s.
-        sends_path: the Python generator writes each event's send time here (its
-            `--sends`); wrk records none.
+        sends_path: the Python generator writes its send times here (its `--sends`: a
+            JSON object, `run_id` and `sent_at`, per event index the unix seconds just
+            before its request was written, or null); wrk records none.
 
     Raises:
         subprocess.CalledProcessError: the load tool failed.

@@ -166,7 +166,7 @@ async def run(url: str, events: int, concurrency: int, rate_per_s: float | None,
     await asyncio.gather(*(client() for _ in range(concurrency)))
     elapsed_s = time.monotonic() - started
     latencies_ms.sort()
-    return {"events": events, "elapsed_s": round(elapsed_s, 3),
+    return {"events": events, "run_id": run_id, "elapsed_s": round(elapsed_s, 3),
             "events_per_s": round(events / elapsed_s, 1), "statuses": statuses,
             "generator_cpu_s": round(time.process_time() - cpu_started, 3),
             "latency_ms": {p: round(percentile(latencies_ms, f), 2) for p, f in
@@ -175,9 +175,10 @@ async def run(url: str, events: int, concurrency: int, rate_per_s: float | None,
 
 def main(argv: list[str] | None = None) -> int:
     """CLI: --url URL --events N [--concurrency C] [--rate R] [--body-bytes B] [--run-id ID]
-    [--accepts FILE] [--sends FILE] [--type TYPE] [--tenant ID] (each FILE gets a JSON list:
-    per event index, the unix time its 2xx was read, or its request written; null for
-    none)."""
+    [--accepts FILE] [--sends FILE] [--type TYPE] [--tenant ID] (--accepts FILE gets a JSON
+    list: per event index, the unix time its 2xx was read, or null; --sends FILE a JSON
+    object: `run_id`, the ids' run part, and `sent_at`, per event index the unix time its
+    request was written, or null)."""
     parser = argparse.ArgumentParser(prog="python -m hookline.rehearsal.loadgen")
     parser.add_argument("--url", required=True)
     parser.add_argument("--events", type=int, required=True)
@@ -201,10 +202,12 @@ def main(argv: list[str] | None = None) -> int:
         result = uvloop.run(work)
     except ImportError:
         result = asyncio.run(work)
-    for path, times in ((args.accepts, accepted_at), (args.sends, sent_at)):
-        if path:
-            with open(path, "w", encoding="utf-8") as handle:
-                json.dump(times, handle)
+    if args.accepts:
+        with open(args.accepts, "w", encoding="utf-8") as handle:
+            json.dump(accepted_at, handle)
+    if args.sends:
+        with open(args.sends, "w", encoding="utf-8") as handle:
+            json.dump({"run_id": result["run_id"], "sent_at": sent_at}, handle)
     print(json.dumps(result))
     return 0
 

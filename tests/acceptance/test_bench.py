@@ -126,7 +126,12 @@ def test_bench_on_a_given_postgres_server_at_a_steady_rate(pg_server, tmp_path):
     # From the sender's POST, not from the commit that stored the event: each job's
     # sent->delivered is longer than its accept->delivered, so every percentile is too.
     sent, accepted = result["delivery"]["sent_latency_ms"], result["delivery"]["latency_ms"]
+    assert sent["joined"] == result["delivery"]["delivered"]  # every job found its send
     assert all(sent[p] > accepted[p] for p in ("p50", "p90", "p99", "max")), (sent, accepted)
+    # and no more than the slowest 202 later: a job's two figures differ by its event's
+    # time from the POST to the transaction that stored it
+    slowest_202 = result["ingest"]["latency_ms"]["max"]
+    assert all(sent[p] - accepted[p] <= slowest_202 + 0.01 for p in ("p50", "p99", "max"))
     assert f"sent->delivered ms p50 {sent['p50']}, p99 {sent['p99']}" in report
 
 
