@@ -20,8 +20,8 @@ Per run:
   (steady rates only; the drain after the load is a few milliseconds at these rates);
 * accept-to-delivered p50 and p99 (ms), from the jobs table (to `finished_at`, when the
   destination's answer arrived), accept-to-recorded p99 (to the worker's write), and
-  sent-to-delivered p99 (from the load generator's POST: with ingest's wait for its commit,
-  which accept-to-delivered leaves out; rehearsal/bench_latency.py).
+  sent-to-delivered p99 (from the load generator's POST: with the request's wait for its
+  batch's transaction, which accept-to-delivered leaves out; rehearsal/bench_latency.py).
 
 Each steady figure is divided by the flat-out figure of its own round; the result holds every
 round and the median of each figure and ratio.
