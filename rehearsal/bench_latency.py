@@ -17,18 +17,16 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
+from hookline.rehearsal.scenario_common import pick
+
 
 def percentiles_ms(seconds: Iterable[float]) -> dict[str, float | None]:
     """p50, p90, p99 and max of `seconds`, in ms to 2 decimals (None without values)."""
     latencies = sorted(s * 1000 for s in seconds)
-
-    def pick(f: float) -> float | None:
-        if not latencies:
-            return None
-        return round(latencies[min(len(latencies) - 1, int(f * len(latencies)))], 2)
-
-    return {"p50": pick(0.5), "p90": pick(0.9), "p99": pick(0.99),
-            "max": round(latencies[-1], 2) if latencies else None}
+    if not latencies:
+        return {"p50": None, "p90": None, "p99": None, "max": None}
+    return {"p50": round(pick(latencies, 0.5), 2), "p90": round(pick(latencies, 0.9), 2),
+            "p99": round(pick(latencies, 0.99), 2), "max": round(latencies[-1], 2)}
 
 
 def sent_to_delivered_ms(delivered: Iterable[tuple[str, float]], run_id: str,

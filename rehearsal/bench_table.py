@@ -505,7 +505,6 @@ def everyday_section(everyday: dict[str, Any]) -> list[str]:
     return lines
 
 
-
 def render_block(flat_paths: Path | Sequence[Path], steady_paths: Path | Sequence[Path],
                  compare_path: Path | None = None, readme: Path = Path("README.md"),
                  everyday_path: Path | None = None) -> str:

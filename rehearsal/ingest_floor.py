@@ -122,6 +122,9 @@ class FloorStore:
 class GroupCommit:
     """Queue events; one task writes everything queued by the time the last write ended.
 
+    Not ingest/batcher.py's Batcher: its per-request deadline, commit spacing and failure
+    bookkeeping are hookline's own work, which the floor leaves out.
+
     Args:
         write: commits a batch and returns one byte per event (awaitable).
     """

@@ -56,14 +56,13 @@ from hookline.rehearsal.bench import (
     proc_cpu_s,
     proc_thread_cpu_s,
     service_process,
+    setup_destinations,
 )
 from hookline.rehearsal.bench_ceiling import bare_server
 from hookline.rehearsal.harness import INGEST_TOKEN, free_port, stop_process
-from hookline.rehearsal.scenario_common import ScenarioOptions, with_store
+from hookline.rehearsal.scenario_common import ScenarioOptions
 from hookline.rehearsal.scenario_scale import count_events_and_jobs, thread_split
-from hookline.shared.models import DEFAULT_TENANT
 from hookline.shared.signing import generate_secret
-from hookline.shared.store import Store
 
 TARGET = 0.6
 """Issue #33, target 3: ingest's events/s over the bare aiohttp server's, at least."""
@@ -76,8 +75,6 @@ DESIGNS = ("bare", "hookline", "hookline_2", "floor", "floor_split", "floor_spli
 
 FLOOR_START_S = 15.0
 """Seconds a floor process may take to serve (as long as a hookline service gets)."""
-
-_UNREACHABLE_URL = "http://127.0.0.1:9/hook"  # never called: every destination is paused
 
 
 @dataclass(frozen=True, slots=True)
@@ -142,7 +139,9 @@ def _start(label: str, opts: ScenarioOptions, work: Path, env: dict[str, str]
         folder = work / label
         folder.mkdir()
         db = str(folder / "hookline.db")
-        asyncio.run(with_store(db, _add_paused_destinations))
+        # d1, d2, d3, every event type, paused: their URLs (port 9) are never called
+        asyncio.run(setup_destinations(db, 9, [generate_secret() for _ in range(JOBS_PER_EVENT)],
+                                       paused=True))
         processes = 2 if label.endswith("_2") else 1
         with service_process(db, folder, bench_env(folder), workers=opts.workers,
                              synchronous=opts.synchronous,
@@ -153,15 +152,6 @@ def _start(label: str, opts: ScenarioOptions, work: Path, env: dict[str, str]
     else:
         with _floor(label, work, env, opts.synchronous) as running:
             yield running
-
-
-async def _add_paused_destinations(store: Store) -> None:
-    for i in range(1, JOBS_PER_EVENT + 1):
-        name = f"d{i}"
-        await store.add_destination(name=name, url=_UNREACHABLE_URL, secret=generate_secret(),
-                                    event_types=["bench.*"], max_in_flight=64,
-                                    tenant=DEFAULT_TENANT)
-        await store.set_paused(name, True, reason="bench: ingest only", tenant=DEFAULT_TENANT)
 
 
 @contextlib.contextmanager
