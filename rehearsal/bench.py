@@ -97,6 +97,8 @@ class BenchOptions:
     scenario, which compares hookline with itself, leaves them out)."""
     ingest_processes: int = 1
     """Ingest processes of the service, sharing its port (the `ingest_processes` setting)."""
+    arrivals: str = "even"
+    """How a steady rate's events are spaced: `even` or `poisson` (rehearsal/loadgen.py)."""
 
 
 def fsync_latency_ms(folder: Path, samples: int = 200) -> dict[str, float]:

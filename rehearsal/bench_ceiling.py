@@ -67,7 +67,9 @@ def load_generator(opts: BenchOptions) -> str:
     if uses_wrk(opts):
         return "wrk"
     if opts.rate_per_s is not None:
-        return "python (a steady --rate is paced by the Python generator; wrk drives flat-out runs)"
+        spacing = "evenly" if opts.arrivals == "even" else f"with {opts.arrivals} arrivals"
+        return (f"python (a steady --rate is paced {spacing} by the Python generator; wrk "
+                "drives flat-out runs)")
     if not opts.use_wrk:
         return "python (asked for with --load python)"
     return f"python ({WRK_MISSING})"
@@ -100,7 +102,8 @@ def drive_load(opts: BenchOptions, env: dict[str, str], base_url: str,
         [sys.executable, "-m", "hookline.rehearsal.loadgen", "--url", f"{base_url}/v1/events",
          "--events", str(opts.events), "--concurrency", str(opts.concurrency),
          "--body-bytes", str(opts.body_bytes),
-         *(["--rate", str(opts.rate_per_s)] if opts.rate_per_s else []),
+         *(["--rate", str(opts.rate_per_s), "--arrivals", opts.arrivals]
+           if opts.rate_per_s else []),
          *(["--sends", str(sends_path)] if sends_path is not None else [])],
         capture_output=True, text=True, env=env, check=True)
     figures: dict[str, Any] = json.loads(load.stdout)

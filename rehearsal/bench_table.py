@@ -323,6 +323,8 @@ def bench_command(run: dict[str, Any]) -> str:
     args += ["bench", "--events", opts["events"]]
     if opts["rate_per_s"] != "None":
         args += ["--rate", f"{float(opts['rate_per_s']):g}"]
+        if opts.get("arrivals", "even") != "even":
+            args += ["--arrivals", opts["arrivals"]]
     args += ["--workers", opts["workers"], "--concurrency", opts["concurrency"],
              "--synchronous", opts["synchronous"],
              *(["--worker-synchronous", opts["worker_synchronous"]]

@@ -9,13 +9,37 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import itertools
 import json
 import os
+import random
 import sys
 import time
 import urllib.parse
 
 REQUEST_TIMEOUT_S = 300.0  # one request's answer, as aiohttp's client default
+ARRIVALS = ("even", "poisson")
+"""How a steady rate's events are spaced: `even`, 1/rate apart; `poisson`, independent
+arrivals (exponential gaps of mean 1/rate), as many senders' events arrive."""
+POISSON_SEED = 20261204  # the same schedule in every run, so runs compare
+
+
+def arrival_offsets(events: int, rate_per_s: float, arrivals: str = "even") -> list[float]:
+    """When each event is due, seconds after the start: `events` offsets at `rate_per_s` on
+    average, spaced as `arrivals` says (see ARRIVALS; poisson's come from a fixed seed).
+
+    Raises:
+        ValueError: an unknown `arrivals`, or a rate not above 0.
+    """
+    if not rate_per_s > 0:
+        raise ValueError(f"the rate must be above 0, not {rate_per_s}")
+    if arrivals == "even":
+        return [index / rate_per_s for index in range(events)]
+    if arrivals == "poisson":
+        rng = random.Random(POISSON_SEED)
+        gaps = (rng.expovariate(rate_per_s) for _ in range(events - 1))
+        return list(itertools.accumulate(gaps, initial=0.0)) if events else []
+    raise ValueError(f"arrivals must be one of {', '.join(ARRIVALS)}, not {arrivals!r}")
 
 
 def event_body(index: int, run_id: str, body_bytes: int, *, type_: str = "bench.event",
@@ -98,13 +122,16 @@ class _Connection:
 async def run(url: str, events: int, concurrency: int, rate_per_s: float | None,
               body_bytes: int, run_id: str | None = None,
               accepted_at: list[float | None] | None = None, *, type_: str = "bench.event",
-              tenant: str | None = None, sent_at: list[float | None] | None = None
-              ) -> dict[str, object]:
+              tenant: str | None = None, sent_at: list[float | None] | None = None,
+              arrivals: str = "even") -> dict[str, object]:
     """Post `events` bodies from `concurrency` keep-alive connections; returns the figures
     (`generator_cpu_s`: this process's own CPU seconds while posting).
 
     Args:
         url: `http://HOST:PORT/PATH` (plain HTTP, no query or credentials: ValueError).
+        rate_per_s: events per second on average (None or 0: as fast as possible).
+        arrivals: how a steady rate's events are spaced (:func:`arrival_offsets`); an
+            event is sent when due, or as soon as a connection is free after that.
         run_id: the ids' run part (`bench-RUN-INDEX`); random when None.
         type_: the events' type.
         tenant: the tenant they are published for (None: no tenant field).
@@ -127,6 +154,7 @@ async def run(url: str, events: int, concurrency: int, rate_per_s: float | None,
     head_start = (f"POST {target.path or '/'} HTTP/1.1\r\nHost: {target.netloc}\r\n"
                   f"Content-Type: application/json\r\nAuthorization: Bearer {token}\r\n"
                   "Content-Length: ").encode()
+    due_s = arrival_offsets(events, rate_per_s, arrivals) if rate_per_s else None
     latencies_ms: list[float] = []
     statuses: dict[str, int] = {}
     next_index = 0
@@ -139,9 +167,8 @@ async def run(url: str, events: int, concurrency: int, rate_per_s: float | None,
         while next_index < events:
             index = next_index
             next_index += 1
-            if rate_per_s:
-                due = started + index / rate_per_s
-                delay = due - time.monotonic()
+            if due_s is not None:
+                delay = started + due_s[index] - time.monotonic()
                 if delay > 0:
                     await asyncio.sleep(delay)
             body = event_body(index, run_id, body_bytes, type_=type_, tenant=tenant)
@@ -174,8 +201,9 @@ async def run(url: str, events: int, concurrency: int, rate_per_s: float | None,
 
 
 def main(argv: list[str] | None = None) -> int:
-    """CLI: --url URL --events N [--concurrency C] [--rate R] [--body-bytes B] [--run-id ID]
-    [--accepts FILE] [--sends FILE] [--type TYPE] [--tenant ID] (--accepts FILE gets a JSON
+    """CLI: --url URL --events N [--concurrency C] [--rate R [--arrivals even|poisson]]
+    [--body-bytes B] [--run-id ID] [--accepts FILE] [--sends FILE] [--type TYPE]
+    [--tenant ID] (--accepts FILE gets a JSON
     list: per event index, the unix time its 2xx was read, or null; --sends FILE a JSON
     object: `run_id`, the ids' run part, and `sent_at`, per event index the unix time its
     request was written, or null)."""
@@ -185,6 +213,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--concurrency", type=int, default=64)
     parser.add_argument("--rate", type=float,
                         help="events per second (default: as fast as possible)")
+    parser.add_argument("--arrivals", choices=ARRIVALS, default="even",
+                        help="with --rate: events 1/rate apart (even) or at random, "
+                             "independent times (poisson)")
     parser.add_argument("--body-bytes", type=int, default=1500)
     parser.add_argument("--run-id", help="the ids' run part (default: random)")
     parser.add_argument("--accepts", help="write each event's accept time (unix s) here")
@@ -192,10 +223,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--type", default="bench.event", help="the events' type")
     parser.add_argument("--tenant", help="publish for this tenant (default: none)")
     args = parser.parse_args(argv)
+    if args.arrivals != "even" and not args.rate:
+        parser.error("--arrivals poisson needs --rate")
     accepted_at: list[float | None] | None = [] if args.accepts else None
     sent_at: list[float | None] | None = [] if args.sends else None
     work = run(args.url, args.events, args.concurrency, args.rate, args.body_bytes,
-               args.run_id, accepted_at, type_=args.type, tenant=args.tenant, sent_at=sent_at)
+               args.run_id, accepted_at, type_=args.type, tenant=args.tenant, sent_at=sent_at,
+               arrivals=args.arrivals)
     try:
         import uvloop  # noqa: PLC0415  (optional: faster loop when installed)
 

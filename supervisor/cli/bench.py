@@ -22,6 +22,9 @@ def register(sub: Any) -> None:
                                          "(--compare: against Celery, Huey)")
     bench.add_argument("--events", type=int, default=20_000)
     bench.add_argument("--rate", type=float, help="events/s to offer (default: flat out)")
+    bench.add_argument("--arrivals", choices=["even", "poisson"], default="even",
+                       help="with --rate: the events 1/rate apart (even) or at random, "
+                            "independent times as many senders' are (poisson)")
     bench.add_argument("--workers", type=int, default=2)
     bench.add_argument("--ingest-processes", type=int, default=1,
                        help="ingest processes of the service, sharing its port")
@@ -134,6 +137,9 @@ def _bench(config: Config, args: argparse.Namespace) -> int:
     if args.events < 1 or args.workers < 1 or args.ingest_processes < 1 or not args.idle_s > 0:
         return fail("--events, --workers and --ingest-processes must be at least 1, --idle-s "
                     "above 0", 2)
+    if args.arrivals != "even" and (not args.rate or args.compare or args.scenario):
+        return fail("--arrivals poisson applies to a plain `hookline bench` run with --rate",
+                    2)
     if args.ingest_processes != 1 and (args.compare or args.scenario):
         return fail("--ingest-processes applies to a plain `hookline bench` run, not to "
                     "--compare or --scenario", 2)
@@ -158,7 +164,7 @@ def _bench(config: Config, args: argparse.Namespace) -> int:
             concurrency=args.concurrency, synchronous=args.synchronous,
             worker_synchronous=args.worker_synchronous, out_dir=Path(args.out),
             idle_s=args.idle_s, use_wrk=args.load == "auto",
-            destination_filter=destination_filter)))
+            destination_filter=destination_filter, arrivals=args.arrivals)))
     except (PgUnavailable, PgStartError) as exc:
         print(f"hookline: cannot start a PostgreSQL server for the benchmark: {exc}",
               file=sys.stderr)

@@ -51,9 +51,12 @@ def check_figures(result: dict[str, Any], report: str, backend: str) -> None:
     assert f"backend: {backend}" in report and "deliveries/s" in report
     # Which load generator, and why not wrk, in words in both bench.json and the report
     # (these runs ask for --load python; a steady --rate says it paces the load itself).
+    spacing = {"even": "evenly", "poisson": "with poisson arrivals"}[
+        result["options"]["arrivals"]]
     assert result["load_generator"] in (
         "python (asked for with --load python)",
-        "python (a steady --rate is paced by the Python generator; wrk drives flat-out runs)")
+        f"python (a steady --rate is paced {spacing} by the Python generator; wrk drives "
+        "flat-out runs)")
     assert f"load generator: {result['load_generator']}" in report
     # The receiver verified every signature and saw each webhook-id's effect once.
     assert sum(e["effects"] for e in result["receiver"].values()) == 3 * EVENTS
@@ -114,12 +117,15 @@ def test_bench_on_a_throwaway_postgres_server(pg_server, tmp_path):
 
 
 def test_bench_on_a_given_postgres_server_at_a_steady_rate(pg_server, tmp_path):
-    """`hookline --db postgresql://... bench --rate 400` runs on a fresh `hookline_bench`
-    database on that server, ingest and delivery at once (the other runs are flat out:
-    destinations paused, then resumed)."""
-    result, report = run_bench(["--db", pg_server.url(), "bench", "--rate", "400"], tmp_path)
+    """`hookline --db postgresql://... bench --rate 400 --arrivals poisson` runs on a fresh
+    `hookline_bench` database on that server, ingest and delivery at once (the other runs
+    are flat out: destinations paused, then resumed), the events at random times."""
+    result, report = run_bench(["--db", pg_server.url(), "bench", "--rate", "400",
+                                "--arrivals", "poisson"], tmp_path)
     check_figures(result, report, "postgres")
     assert result["options"]["rate_per_s"] == "400.0"
+    assert result["options"]["arrivals"] == "poisson"
+    assert "paced with poisson arrivals" in result["load_generator"]
     assert result["backend"]["database"] == "PostgreSQL server (given URL)"
     assert "postgres" not in result["cpu_s_per_1000_deliveries"]  # not ours to measure
     assert "ceiling" not in result  # a steady rate has no ceiling to compare with

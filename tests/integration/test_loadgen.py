@@ -4,8 +4,10 @@ a refused connection counted as an error instead of ending the run."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import socket
+import time
 
 import pytest
 from aiohttp import web
@@ -66,3 +68,70 @@ async def test_a_url_it_cannot_post_to_as_given_is_refused():
                 "http://u:p@127.0.0.1:9/v1/events"):
         with pytest.raises(ValueError, match="plain http"):
             await loadgen.run(url, 1, concurrency=1, rate_per_s=None, body_bytes=10)
+
+
+def test_arrival_schedules_are_even_or_poisson_at_the_rate():
+    """even: exactly 1/rate apart; poisson: the same schedule every run (a fixed seed),
+    rising, with gaps of mean 1/rate and about as spread as their mean (an exponential's
+    coefficient of variation is 1; even gaps have 0)."""
+    assert loadgen.arrival_offsets(4, 200.0) == [0.0, 0.005, 0.01, 0.015]
+    poisson = loadgen.arrival_offsets(4000, 200.0, "poisson")
+    assert poisson == loadgen.arrival_offsets(4000, 200.0, "poisson") and poisson[0] == 0.0
+    gaps = [later - earlier for earlier, later in itertools.pairwise(poisson)]
+    assert min(gaps) >= 0.0 and len(poisson) == 4000
+    mean = sum(gaps) / len(gaps)
+    spread = (sum((g - mean) ** 2 for g in gaps) / len(gaps)) ** 0.5
+    assert 0.9 / 200 < mean < 1.1 / 200 and 0.85 < spread / mean < 1.15
+    assert loadgen.arrival_offsets(0, 200.0, "poisson") == []
+    for bad in (("x", 200.0), ("even", 0.0)):
+        with pytest.raises(ValueError):
+            loadgen.arrival_offsets(3, bad[1], bad[0])
+
+
+async def test_poisson_arrivals_reach_the_server_at_the_rate_and_unevenly():
+    """60 events at 300/s with poisson arrivals: all arrive, over about 60/300 s, and the
+    gaps between arrivals vary as the schedule's do (evenly paced ones would not)."""
+
+    arrived: list[float] = []
+
+    async def events(request: web.Request) -> web.Response:
+        await request.read()
+        arrived.append(time.monotonic())
+        return web.json_response({"accepted": True}, status=202)
+
+    app = web.Application()
+    app.router.add_post("/v1/events", events)
+    async with TestServer(app, host="127.0.0.1") as server:
+        figures = await loadgen.run(str(server.make_url("/v1/events")), 60, concurrency=8,
+                                    rate_per_s=300.0, body_bytes=200, arrivals="poisson")
+    assert figures["statuses"] == {"202": 60}
+    schedule = loadgen.arrival_offsets(60, 300.0, "poisson")
+    elapsed = arrived[-1] - arrived[0]
+    assert schedule[-1] * 0.8 < elapsed < schedule[-1] + 0.5
+    gaps = sorted(later - earlier for earlier, later in itertools.pairwise(arrived))
+    assert gaps[-1] > 4 * gaps[len(gaps) // 2]  # the longest gap: several times the median
+
+
+def test_cli_refuses_poisson_arrivals_without_a_rate(capsys):
+    """Flat out there is no schedule to make random: exit 2, naming the option."""
+    with pytest.raises(SystemExit) as exited:
+        loadgen.main(["--url", "http://127.0.0.1:9/v1/events", "--events", "1",
+                      "--arrivals", "poisson"])
+    assert exited.value.code == 2
+    assert "--arrivals poisson needs --rate" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("extra", [[], ["--rate", "50", "--scenario", "everyday"],
+                                   ["--rate", "50", "--compare"]],
+                         ids=["flat-out", "scenario", "compare"])
+def test_bench_refuses_poisson_arrivals_it_would_not_use(tmp_path, capsys, extra):
+    """`hookline bench --arrivals poisson` paces a plain steady run only: flat out, in a
+    scenario or --compare it would be ignored, so it is refused (exit 2) before anything
+    starts."""
+    from hookline.supervisor.cli import main as cli_main
+
+    out = tmp_path / "out"
+    assert cli_main(["bench", "--arrivals", "poisson", "--out", str(out), *extra]) == 2
+    assert "--arrivals poisson applies to a plain `hookline bench` run with --rate" in (
+        capsys.readouterr().err)
+    assert not out.exists()
