@@ -5,8 +5,9 @@ cost, memory), the bench.json of a steady `--rate 1000` run (accept->delivered l
 when given, the compare.json of `hookline bench --compare` and the scenario-everyday.json of
 `hookline bench --scenario everyday`, and rewrites the block between
 BEGIN and END in README.md: each measure, its result, its target and the ratio, the
-machine, the date of each result file and the commands that produced them. `make
-bench-readme` runs the whole thing. The targets are TARGETS, here and nowhere else.
+machine, the date of each result file and the commands that produced them (the compare and
+everyday sections are made in rehearsal/bench_sections.py). `make bench-readme` runs the
+whole thing. The targets are TARGETS, here and nowhere else.
 """
 
 from __future__ import annotations
@@ -20,17 +21,18 @@ from pathlib import Path
 from typing import Any
 
 from hookline.rehearsal.bench_ceiling import CEILING_TARGET
-from hookline.rehearsal.everyday_reach import least_of, out_of_reach_beyond, reach
-from hookline.shared.errors import HooklineError
+from hookline.rehearsal.bench_sections import (
+    BenchTableError,
+    compare_command,
+    compare_section,
+    everyday_command,
+    everyday_section,
+    number,
+)
 
 BEGIN = "<!-- bench-results:begin -->"
 END = "<!-- bench-results:end -->"
 MIB_TO_MB = 1.048576
-
-
-class BenchTableError(HooklineError):
-    """A result file or the README cannot make a table (unreadable, wrong kind of run, block
-    markers missing, duplicated or out of order)."""
 
 
 class BenchRunRefused(BenchTableError):
@@ -52,7 +54,7 @@ class Target:
 
     def text(self) -> str:
         """The target as the table shows it, e.g. `>= 15,000 events/s at 64 connections`."""
-        bound = f"{'>=' if self.higher_is_better else '<'} {_number(self.limit)} {self.unit}"
+        bound = f"{'>=' if self.higher_is_better else '<'} {number(self.limit)} {self.unit}"
         return f"{bound} {self.condition}".strip()
 
     def met(self, value: float) -> bool:
@@ -93,13 +95,6 @@ TARGETS = {
     "worker_rss_mb": Target(measure="worker peak RSS", limit=80, unit="MB",
                             higher_is_better=False),
 }
-
-
-def _number(value: float) -> str:
-    """`value` with thousands separators, to 3 significant digits below 100."""
-    if abs(value) >= 100:
-        return f"{value:,.0f}"
-    return f"{value:.3g}"
 
 
 def load_result(path: Path) -> dict[str, Any]:
@@ -230,16 +225,16 @@ def _conditions(flat: dict[str, Any], steady: dict[str, Any]) -> dict[str, str]:
     f_opts, s_opts = flat["options"], steady["options"]
     ingest = (f"flat out, {f_opts['concurrency']} connections, "
               f"load by {flat['ingest'].get('tool', 'python')}")
-    latency = (f"{_number(float(s_opts['rate_per_s']))} events/s offered, "
-               f"{_number(steady['ingest']['events_per_s'])} accepted, "
+    latency = (f"{number(float(s_opts['rate_per_s']))} events/s offered, "
+               f"{number(steady['ingest']['events_per_s'])} accepted, "
                f"{s_opts['workers']} workers")
     ceiling = flat.get("ceiling", {}).get("events_per_s")
     versus = "no ceiling in this run" if ceiling is None else \
-        f"bare aiohttp {_number(float(ceiling))} events/s, {ingest}"
+        f"bare aiohttp {number(float(ceiling))} events/s, {ingest}"
     sender = flat.get("sender_ceiling")
     clients = "no sender ceiling in this run" if sender is None else (
         f"{len(sender['clients'])} bare clients x {sender['concurrency']} in flight: "
-        f"{_number(float(sender['requests_per_s']))} requests/s, "
+        f"{number(float(sender['requests_per_s']))} requests/s, "
         f"{sender['cpu_s_per_1000_requests']} CPU s per 1,000")
     return {"ingest_events_per_s": ingest, "ingest_p99_ms": ingest,
             "ingest_vs_bare_aiohttp": versus,
@@ -258,7 +253,7 @@ def _result_cell(key: str, value: float | None, target: Target) -> str:
         return "n/a"
     if key == "idle_db_writes":
         return "written" if value else "none"
-    return f"{_number(value)} {target.unit}"
+    return f"{number(value)} {target.unit}"
 
 
 def results_table(flats: list[dict[str, Any]], steadies: list[dict[str, Any]]) -> list[str]:
@@ -279,8 +274,8 @@ def results_table(flats: list[dict[str, Any]], steadies: list[dict[str, Any]]) -
             cell += f" (the largest of {found.of} runs)"
         elif found.of > 1 and key not in WORST_OF_RUNS and found.low is not None \
                 and found.high is not None:
-            cell += (f" (median of {found.of} runs: {_number(found.low)} to "
-                     f"{_number(found.high)})")
+            cell += (f" (median of {found.of} runs: {number(found.low)} to "
+                     f"{number(found.high)})")
         lines.append(f"| {target.measure} ({how}) | {cell} "
                      f"| {target_text} | {ratio} | {'yes' if met else 'no'} |")
     return lines
@@ -333,178 +328,6 @@ def bench_command(run: dict[str, Any]) -> str:
              "--load", "auto" if opts["use_wrk"] == "True" else "python",
              "--idle-s", f"{float(opts['idle_s']):g}", "--out", opts["out_dir"]]
     return shlex.join(args)
-
-
-def compare_command(compare: dict[str, Any]) -> str | None:
-    """The `hookline bench --compare` command line that produced `compare`, from its
-    recorded options; None when they were not recorded."""
-    opts = compare.get("options", {})
-    if not {"events", "concurrency", "workers", "synchronous", "out_dir"} <= opts.keys():
-        return None
-    args = ["hookline", "bench", "--compare", "--events", opts["events"]]
-    if opts.get("rate_per_s", "None") != "None":
-        args += ["--rate", f"{float(opts['rate_per_s']):g}"]
-    args += ["--workers", opts["workers"], "--concurrency", opts["concurrency"],
-             "--synchronous", opts["synchronous"]]
-    if "receiver" in opts:
-        args += ["--compare-receiver", opts["receiver"]]
-    return shlex.join([*args, "--out", opts["out_dir"]])
-
-
-# compare.json figures the compare table shows: (path in a system's figures, heading).
-COMPARE_FIGURES = (("events_per_s", "events/s accepted"),
-                   ("deliveries_per_s", "deliveries/s"),
-                   ("latency_ms.p50", "accept->delivered p50 ms"),
-                   ("latency_ms.p99", "accept->delivered p99 ms"),
-                   ("cpu_s_per_1000_deliveries", "CPU s per 1,000 deliveries"))
-
-
-def compare_section(compare: dict[str, Any]) -> list[str]:
-    """The markdown lines of `hookline bench --compare`'s compare.json: a sentence naming
-    the file, its date and its options (the receiver among them), then a table with one row
-    per system of `systems` (name -> figures), one column per COMPARE_FIGURES entry any
-    system has, each value with its ratio to hookline's (system / hookline) when hookline is
-    among them; a system whose `complete` is false is marked incomplete.
-
-    Raises:
-        BenchTableError: no `systems` in it.
-    """
-    systems = compare.get("systems")
-    if not isinstance(systems, dict) or not systems:
-        raise BenchTableError(f"{compare['_path']} has no `systems` to compare")
-
-    def figure(figures: dict[str, Any], path: str) -> float | None:
-        value: Any = figures
-        for part in path.split("."):
-            value = value.get(part) if isinstance(value, dict) else None
-        return float(value) if isinstance(value, int | float) else None
-
-    columns = [(path, head) for path, head in COMPARE_FIGURES
-               if any(figure(f, path) is not None for f in systems.values())]
-    base = systems.get("hookline", {})
-
-    def cell(figures: dict[str, Any], path: str) -> str:
-        value, ours = figure(figures, path), figure(base, path)
-        if value is None:
-            return "-"
-        return _number(value) + (f" ({value / ours:.2f}x)" if ours else "")
-
-    opts = compare.get("options", {})
-    rate = opts.get("rate_per_s", "None")
-    # A run from before the choice existed delivered to the receiver fixture.
-    receiver = ("the lean receiver" if opts.get("receiver", "fixture") == "lean"
-                else "the receiver fixture")
-    how = (f"{opts['events']} events, "
-           f"{'flat out' if rate == 'None' else f'{float(rate):g} events/s'}, "
-           f"{opts['workers']} workers, delivered to {receiver}"
-           ) if {"events", "workers"} <= opts.keys() else "options not recorded"
-    lines = [f"The same workload through other queues (`{compare['_path']}` of "
-             f"{compare['_date']}, {how}; in brackets, the ratio to hookline's figure):", "",
-             "| system | " + " | ".join(head for _, head in columns) + " |",
-             "| --- |" + " --- |" * len(columns)]
-    for name, figures in systems.items():
-        label = name if figures.get("complete", True) else f"{name} (incomplete)"
-        lines.append(f"| {label} | " + " | ".join(cell(figures, p) for p, _ in columns) + " |")
-    return lines
-
-
-def everyday_command(everyday: dict[str, Any]) -> str | None:
-    """The `hookline bench --scenario everyday` command line that produced `everyday`, from
-    its recorded options; None when they were not recorded."""
-    opts = everyday.get("options", {})
-    if not {"steady_rates", "phase_s", "events", "rounds", "workers", "backend",
-            "out_dir"} <= opts.keys():
-        return None
-    rates = ",".join(f"{float(r):g}" for r in opts["steady_rates"].strip("()").split(",")
-                     if r.strip())
-    return shlex.join(["hookline", "bench", "--scenario", "everyday", "--rates", rates,
-                       "--phase-s", f"{float(opts['phase_s']):g}", "--events", opts["events"],
-                       "--rounds", opts["rounds"], "--workers", opts["workers"],
-                       "--backend", opts["backend"],
-                       *(["--load", "python"] if opts.get("use_wrk") == "False" else []),
-                       "--out", opts["out_dir"]])
-
-
-def everyday_section(everyday: dict[str, Any]) -> list[str]:
-    """The markdown lines of `hookline bench --scenario everyday`'s scenario-everyday.json:
-    a sentence naming the file, its date, its rounds and its targets, a table of the medians
-    (flat out, then each steady rate: CPU per event and per delivery with their multiples of
-    flat out, the service's cores, accept->delivered p50 and p99, and the bare server's and
-    client's CPU per request at the rate as multiples of ingest's and the workers' flat-out
-    cost: "-" in a file from before they were measured; the least multiples of flat out a
-    design could reach that keeps its books at hookline's flat-out cost,
-    rehearsal/everyday_reach.py), the checks met, how many of them the bare HTTP alone puts
-    out of reach, and how many more that bookkeeping does.
-
-    Raises:
-        BenchTableError: not an everyday scenario's result.
-    """
-    medians = everyday.get("medians")
-    if everyday.get("scenario") != "everyday" or not isinstance(medians, dict):
-        raise BenchTableError(f"{everyday['_path']} is not the result of "
-                              "`hookline bench --scenario everyday`")
-    targets, checks = everyday.get("targets", {}), everyday.get("checks", {})
-
-    def ms(value: float | None, times: float | None = None) -> str:
-        if value is None:
-            return "-"
-        return f"{_number(value)} ms" + (f" ({_number(times)}x)" if times is not None else "")
-
-    flat = medians["flat_out"]
-    lines = [f"Everyday rates (`{everyday['_path']}` of {everyday['_date']}, medians of "
-             f"{len(everyday.get('rounds', []))} rounds; in brackets, the median of each "
-             f"round's steady figure over its flat-out one; targets: at most "
-             f"{targets.get('cost_ratio_at_most')}x flat out, and at "
-             f"{targets.get('at_rate', 200):g} events/s the service under "
-             f"{targets.get('service_cores_below')} of a core with p99 at most "
-             f"{targets.get('p99_ms_at_most')} ms):", "",
-             "| rate | ingest CPU per event | workers CPU per delivery | service cores "
-             "| accept->delivered p50 / p99 "
-             "| bare aiohttp server / client, x hookline's flat out "
-             "| least with hookline's own work beside the HTTP, ingest / workers, x flat out |",
-             "| --- | --- | --- | --- | --- | --- | --- |",
-             f"| flat out | {ms(flat['ingest_cpu_ms_per_event'])} "
-             f"| {ms(flat['workers_cpu_ms_per_delivery'])} | - | - | - | - |"]
-    with_books = reach(everyday)  # arithmetic on the file's figures, by today's rule
-    least = with_books["least"]
-    limit = float(targets.get("cost_ratio_at_most", 1.5))
-
-    def times(value: float | None) -> str:
-        return "-" if value is None else f"{_number(value)}x"
-
-    for rate, figures in medians["steady"].items():
-        cores = "-" if figures["service_cores"] is None else _number(figures["service_cores"])
-        ingest = ms(figures["ingest_cpu_ms_per_event"], figures["ingest_cpu_vs_flat_out"])
-        workers = ms(figures["workers_cpu_ms_per_delivery"], figures["workers_cpu_vs_flat_out"])
-        floor = (f"{times(figures.get('floor_server_vs_hookline_flat_out'))} / "
-                 f"{times(figures.get('floor_client_vs_hookline_flat_out'))}")
-        books = " / ".join(times(least.get(f"{key}_at_{rate}_within_{limit}x_flat_out"))
-                           for key in ("ingest_cpu", "workers_cpu"))
-        lines.append(f"| {rate} events/s | {ingest} | {workers} | {cores} "
-                     f"| {ms(figures['latency_p50_ms'])} / {ms(figures['latency_p99_ms'])} "
-                     f"| {floor} | {books} |")
-    huey = medians.get("huey_cpu_ratio")
-    lines += ["", f"Huey's CPU per delivery at {targets.get('at_rate', 200):g} events/s: "
-                  f"{'-' if huey is None else _number(huey)}x hookline's (target at least "
-                  f"{targets.get('huey_cpu_ratio_at_least')}x). Checks met: "
-                  f"{sum(bool(v) for v in checks.values())} of {len(checks)}."]
-    # A check met is never counted out of reach (were it, the premise would be wrong).
-    alone = {name for name, out in everyday.get("out_of_reach", {}).items()
-             if out and not checks.get(name)}
-    if alone:
-        lines[-1] += (f" Out of reach of any design on aiohttp no slower flat out than hookline: "
-                      f"{len(alone)} of them, where the bare HTTP alone costs more than the "
-                      f"target allows (docs/benchmarks.md, \"Everyday rates: the floor\").")
-    if also := out_of_reach_beyond(with_books, alone, checks):
-        lines[-1] += (f" {len(also)} more where the bare HTTP plus hookline's own work beside it, "
-                      f"at its flat-out cost per item, costs more than the target allows: out "
-                      f"of reach unless that work cost less per event arriving alone than "
-                      f"hookline's does in batches (docs/benchmarks.md, \"Everyday rates: what "
-                      f"is in reach\"); with that work the service takes at least "
-                      f"{times(least_of(least, 'service_below_')).rstrip('x')} cores, and "
-                      f"Huey's CPU per delivery is at most "
-                      f"{times(least_of(least, 'huey_cpu_per_delivery_'))} the service's.")
-    return lines
 
 
 def render_block(flat_paths: Path | Sequence[Path], steady_paths: Path | Sequence[Path],

@@ -36,9 +36,9 @@ def register(sub: Any) -> None:
 def bench_table_command(config: Config, args: argparse.Namespace) -> int:
     """Rewrite the block; 2 with a message when a run is refused (its flat-out load was not
     wrk's), 1 when a file or the block is missing or wrong."""
+    from hookline.rehearsal.bench_sections import BenchTableError  # noqa: PLC0415  (the rehearsal loads only when it runs)
     from hookline.rehearsal.bench_table import (  # noqa: PLC0415  (the rehearsal loads only when it runs)
         BenchRunRefused,
-        BenchTableError,
         update_readme,
     )
 

@@ -91,7 +91,6 @@ def test_arrival_schedules_are_even_or_poisson_at_the_rate():
 async def test_poisson_arrivals_reach_the_server_at_the_rate_and_unevenly():
     """60 events at 300/s with poisson arrivals: all arrive, over about 60/300 s, and the
     gaps between arrivals vary as the schedule's do (evenly paced ones would not)."""
-
     arrived: list[float] = []
 
     async def events(request: web.Request) -> web.Response:

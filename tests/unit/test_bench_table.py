@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 
 from hookline.rehearsal import bench_table
-from hookline.rehearsal.bench_table import BEGIN, END, BenchTableError
+from hookline.rehearsal.bench_sections import BenchTableError
+from hookline.rehearsal.bench_table import BEGIN, END
 from hookline.supervisor.cli import main
 
 DATA = Path(__file__).parent / "data" / "bench"
