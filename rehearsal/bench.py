@@ -53,6 +53,7 @@ from hookline.rehearsal.harness import (
     stop_process,
     wait_healthy,
 )
+from hookline.rehearsal.machine_probe import cold_read_text, cold_read_us, fsync_latency_ms
 from hookline.shared.config import Config
 from hookline.shared.db_url import is_postgres_url
 from hookline.shared.process.lifecycle import ready_path
@@ -99,24 +100,6 @@ class BenchOptions:
     """Ingest processes of the service, sharing its port (the `ingest_processes` setting)."""
     arrivals: str = "even"
     """How a steady rate's events are spaced: `even` or `poisson` (rehearsal/loadgen.py)."""
-
-
-def fsync_latency_ms(folder: Path, samples: int = 200) -> dict[str, float]:
-    """p50/p99 of write(4 KiB)+fsync on a file in `folder`, in milliseconds."""
-    path = folder / "fsync.probe"
-    times = []
-    fd = os.open(path, os.O_CREAT | os.O_WRONLY, 0o600)
-    try:
-        for _ in range(samples):
-            os.write(fd, b"x" * 4096)
-            t0 = time.perf_counter()
-            os.fsync(fd)
-            times.append((time.perf_counter() - t0) * 1000)
-    finally:
-        os.close(fd)
-        path.unlink()
-    times.sort()
-    return {"p50": round(times[len(times) // 2], 3), "p99": round(times[int(len(times) * .99)], 3)}
 
 
 def proc_cpu_s(pid: int) -> float:
@@ -499,7 +482,7 @@ def _measure(opts: BenchOptions, work: Path, db: str, postmaster: int | None,
         received = json.loads(answer.read())["endpoints"]
     return {
         "machine": {"cores": os.cpu_count(), "python": sys.version.split()[0],
-                    "fsync_ms": fsync_latency_ms(work)},
+                    "fsync_ms": fsync_latency_ms(work), "cold_read_us": cold_read_us(work)},
         "options": {f: redact(str(getattr(opts, f))) for f in opts.__slots__},
         "ingest": ingest, "delivery": figures, "busy_s": round(busy_s, 2),
         "cpu_s_per_1000_deliveries": {
@@ -622,6 +605,8 @@ def print_report(result: dict[str, Any]) -> None:
     wal = "n/a" if result["wal_bytes"] is None else f"{result['wal_bytes']} B"
     print(f"idle: {_pairs(result['idle'])}; db {result['db_bytes']} B, wal {wal}; "
           f"fsync ms {_pairs(result['machine']['fsync_ms'])}")
+    if cold := cold_read_text(result["machine"]):
+        print(f"machine: {cold}")
     print("plot: bench.png beside bench.json" if result.get("plot") else
           f"plot skipped: matplotlib is not installed ({bench_plot.INSTALL_HINT})")
     for slot, lock in result.get("write_lock", {}).items():

@@ -30,7 +30,8 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from hookline.rehearsal.bench import BenchOptions, bench_database, fsync_latency_ms, redact
+from hookline.rehearsal.bench import BenchOptions, bench_database, redact
+from hookline.rehearsal.machine_probe import cold_read_text, cold_read_us, fsync_latency_ms
 from hookline.rehearsal.scenario_backlog import print_backlog, run_backlog
 from hookline.rehearsal.scenario_common import OUTAGE_KINDS, SCENARIOS, ScenarioOptions
 from hookline.rehearsal.scenario_everyday import print_everyday, run_everyday
@@ -88,7 +89,7 @@ def run_scenario(opts: ScenarioOptions, config: Config | None = None) -> dict[st
         "scenario": opts.scenario,
         "backend": {"name": opts.backend, "database": description},
         "machine": {"cores": os.cpu_count(), "python": sys.version.split()[0],
-                    "fsync_ms": fsync_latency_ms(work),
+                    "fsync_ms": fsync_latency_ms(work), "cold_read_us": cold_read_us(work),
                     "load_average_at_start": load_at_start,
                     "load_average_at_end": list(os.getloadavg())},
         "options": {f: redact(str(getattr(opts, f))) for f in opts.__slots__},
@@ -108,7 +109,8 @@ def print_scenario(result: dict[str, Any]) -> None:
     print(f"scenario {result['scenario']} on {result['backend']['name']} "
           f"({result['backend']['database']}); load average at start "
           f"{result['machine']['load_average_at_start']}, at end "
-          f"{result['machine']['load_average_at_end']}")
+          f"{result['machine']['load_average_at_end']}"
+          + (f"; {cold}" if (cold := cold_read_text(result["machine"])) else ""))
     if result["scenario"] == "backlog":
         print_backlog(result)
     elif result["scenario"] == "fairness":

@@ -9,6 +9,7 @@ import shlex
 from typing import Any
 
 from hookline.rehearsal.everyday_reach import least_of, out_of_reach_beyond, reach
+from hookline.rehearsal.machine_probe import cold_read_text
 from hookline.shared.errors import HooklineError
 
 
@@ -116,14 +117,15 @@ def everyday_command(everyday: dict[str, Any]) -> str | None:
 
 def everyday_section(everyday: dict[str, Any]) -> list[str]:
     """The markdown lines of `hookline bench --scenario everyday`'s scenario-everyday.json:
-    a sentence naming the file, its date, its rounds and its targets, a table of the medians
-    (flat out, then each steady rate: CPU per event and per delivery with their multiples of
-    flat out, the service's cores, accept->delivered p50 and p99, and the bare server's and
-    client's CPU per request at the rate as multiples of ingest's and the workers' flat-out
-    cost: "-" in a file from before they were measured; the least multiples of flat out a
-    design could reach that keeps its books at hookline's flat-out cost,
-    rehearsal/everyday_reach.py), the checks met, how many of them the bare HTTP alone puts
-    out of reach, and how many more that bookkeeping does.
+    a sentence naming the file, its date, its rounds, its targets and what a read costs the
+    machine after a sleep (rehearsal/machine_probe.py), a table of the medians (flat out,
+    then each steady rate: CPU per event and per delivery with their multiples of flat out,
+    the service's cores, accept->delivered p50 and p99 with sent->delivered p99 (from the
+    load generator's POST), and the bare server's and client's CPU per request at the rate
+    as multiples of ingest's and the workers' flat-out cost: "-" in a file from before they
+    were measured; the least multiples of flat out a design could reach that keeps its books
+    at hookline's flat-out cost, rehearsal/everyday_reach.py), the checks met, how many of
+    them the bare HTTP alone puts out of reach, and how many more that bookkeeping does.
 
     Raises:
         BenchTableError: not an everyday scenario's result.
@@ -140,15 +142,17 @@ def everyday_section(everyday: dict[str, Any]) -> list[str]:
         return f"{number(value)} ms" + (f" ({number(times)}x)" if times is not None else "")
 
     flat = medians["flat_out"]
+    cold = cold_read_text(everyday.get("machine", {}))
     lines = [f"Everyday rates (`{everyday['_path']}` of {everyday['_date']}, medians of "
              f"{len(everyday.get('rounds', []))} rounds; in brackets, the median of each "
              f"round's steady figure over its flat-out one; targets: at most "
              f"{targets.get('cost_ratio_at_most')}x flat out, and at "
              f"{targets.get('at_rate', 200):g} events/s the service under "
              f"{targets.get('service_cores_below')} of a core with p99 at most "
-             f"{targets.get('p99_ms_at_most')} ms):", "",
+             f"{targets.get('p99_ms_at_most')} ms"
+             + (f"; on this machine {cold}" if cold else "") + "):", "",
              "| rate | ingest CPU per event | workers CPU per delivery | service cores "
-             "| accept->delivered p50 / p99 "
+             "| accept->delivered p50 / p99 (from the sender's POST: p99) "
              "| bare aiohttp server / client, x hookline's flat out "
              "| least with hookline's own work beside the HTTP, ingest / workers, x flat out |",
              "| --- | --- | --- | --- | --- | --- | --- |",
@@ -169,9 +173,10 @@ def everyday_section(everyday: dict[str, Any]) -> list[str]:
                  f"{times(figures.get('floor_client_vs_hookline_flat_out'))}")
         books = " / ".join(times(least.get(f"{key}_at_{rate}_within_{limit}x_flat_out"))
                            for key in ("ingest_cpu", "workers_cpu"))
+        sent = figures.get("sent_latency_p99_ms")  # absent from files before it was measured
         lines.append(f"| {rate} events/s | {ingest} | {workers} | {cores} "
                      f"| {ms(figures['latency_p50_ms'])} / {ms(figures['latency_p99_ms'])} "
-                     f"| {floor} | {books} |")
+                     f"({ms(sent)}) | {floor} | {books} |")
     huey = medians.get("huey_cpu_ratio")
     lines += ["", f"Huey's CPU per delivery at {targets.get('at_rate', 200):g} events/s: "
                   f"{'-' if huey is None else number(huey)}x hookline's (target at least "

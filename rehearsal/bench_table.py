@@ -29,6 +29,7 @@ from hookline.rehearsal.bench_sections import (
     everyday_section,
     number,
 )
+from hookline.rehearsal.machine_probe import cold_read_text
 
 BEGIN = "<!-- bench-results:begin -->"
 END = "<!-- bench-results:end -->"
@@ -299,6 +300,8 @@ def machine_lines(flat: dict[str, Any], steady: dict[str, Any]) -> list[str]:
         load = run["machine"].get("load_average_1m")
         if load:  # how busy the machine was (1-minute load average before / after the run)
             text += f", load average {load['before']} / {load['after']}"
+        if cold := cold_read_text(run["machine"]):  # what waking from a sleep costs
+            text += f", {cold}"
         return text
 
     if _setup(flat) == _setup(steady):

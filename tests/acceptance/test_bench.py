@@ -13,6 +13,7 @@ from typing import Any
 from procs import start_cli
 
 from hookline.rehearsal.harness import children_of, pid_alive
+from hookline.rehearsal.machine_probe import cold_read_text
 
 EVENTS = 300  # x 3 destinations = 900 deliveries
 
@@ -49,6 +50,9 @@ def check_figures(result: dict[str, Any], report: str, backend: str) -> None:
     assert result["db_bytes"] > 0
     assert result["idle"]["database_written"] is False  # an idle service writes nothing
     assert f"backend: {backend}" in report and "deliveries/s" in report
+    # What waking from a sleep costs this machine, measured beside the fsync.
+    assert result["machine"]["cold_read_us"]["after_sleep_us"] > 0
+    assert f"machine: {cold_read_text(result['machine'])}" in report
     # Which load generator, and why not wrk, in words in both bench.json and the report
     # (these runs ask for --load python; a steady --rate says it paces the load itself).
     spacing = {"even": "evenly", "poisson": "with poisson arrivals"}[

@@ -16,6 +16,7 @@ from procs import start_cli
 
 from hookline.rehearsal import bench_table
 from hookline.rehearsal.everyday_reach import reach
+from hookline.rehearsal.machine_probe import cold_read_text
 from tests.pg import skip_or_fail_in_ci
 
 BENCH_DATA = Path(__file__).parents[1] / "unit" / "data" / "bench"
@@ -117,3 +118,8 @@ def test_everyday_scenario_reports_steady_costs_against_flat_out_and_huey(tmp_pa
     block = bench_table.render_block(BENCH_DATA / "flat.json", BENCH_DATA / "steady.json",
                                      everyday_path=out / "scenario-everyday.json")
     assert f"| 200 events/s | {steady['ingest_cpu_ms_per_event']:.3g} ms (" in block
+    # sent->delivered p99 beside accept->delivered, and the machine's cost of a sleep.
+    sent_p99 = medians["steady"]["200"]["sent_latency_p99_ms"]
+    assert sent_p99 == steady["sent_latency_ms"]["p99"] and f"({sent_p99:.3g} ms) |" in block
+    cold = cold_read_text(result["machine"])
+    assert cold is not None and f"on this machine {cold}" in block and cold in report

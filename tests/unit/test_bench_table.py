@@ -201,6 +201,7 @@ def test_without_compare_results_there_is_no_compare_table_and_without_systems_a
 
 EVERYDAY = {
     "scenario": "everyday",
+    "machine": {"cold_read_us": {"hot_us": 8.1, "after_sleep_us": 92.2, "ratio": 11.4}},
     "options": {"steady_rates": "(50.0, 200.0)", "phase_s": "20.0", "events": "20000",
                 "rounds": "3", "workers": "2", "backend": "sqlite", "use_wrk": "True",
                 "out_dir": "results/readme/everyday"},
@@ -212,7 +213,8 @@ EVERYDAY = {
             "50": {"ingest_cpu_ms_per_event": 2.361, "workers_cpu_ms_per_delivery": 1.69,
                    "service_cores": 0.372, "ingest_cpu_vs_flat_out": 7.076,
                    "workers_cpu_vs_flat_out": 4.161, "latency_p50_ms": 16.1,
-                   "latency_p99_ms": 38.01, "floor_server_vs_hookline_flat_out": 2.07,
+                   "latency_p99_ms": 38.01, "sent_latency_p99_ms": 44.2,
+                   "floor_server_vs_hookline_flat_out": 2.07,
                    "floor_client_vs_hookline_flat_out": None},
             "200": {"ingest_cpu_ms_per_event": 1.854, "workers_cpu_ms_per_delivery": None,
                     "service_cores": None, "ingest_cpu_vs_flat_out": 6.099,
@@ -229,16 +231,20 @@ def test_everyday_results_are_a_table_of_rates_with_multiples_of_flat_out(tmp_pa
     """scenario-everyday.json's medians become a row per rate after the flat-out one, each
     CPU figure with its multiple of flat out (a missing figure is `-`), the bare server's
     and client's CPU per request as multiples of hookline's flat-out cost (`-` when missing,
-    as in a file from before they were measured), then Huey's ratio, the checks met, those
-    out of reach, and the command that reproduces the run."""
+    as in a file from before they were measured), sent->delivered p99 beside the latency
+    (`-` when missing), what a read costs after a sleep on the machine, then Huey's ratio,
+    the checks met, those out of reach, and the command that reproduces the run."""
     everyday = tmp_path / "scenario-everyday.json"
     everyday.write_text(json.dumps(EVERYDAY))
     block = bench_table.render_block(FLAT, STEADY, everyday_path=everyday)
     assert "medians of 3 rounds" in block and "at most 1.5x flat out" in block
     assert "| flat out | 0.304 ms | 0.393 ms | - | - | - | - |\n" in block
     assert ("| 50 events/s | 2.36 ms (7.08x) | 1.69 ms (4.16x) | 0.372 | 16.1 ms / 38 ms "
-            "| 2.07x / - |" in block)
-    assert "| 200 events/s | 1.85 ms (6.1x) | - | - | 12.4 ms / 59.2 ms | - / - |" in block
+            "(44.2 ms) | 2.07x / - |" in block)
+    assert ("| 200 events/s | 1.85 ms (6.1x) | - | - | 12.4 ms / 59.2 ms (-) | - / - |"
+            in block)
+    assert ("on this machine a small SQLite read 8.1 µs of CPU back to back, 92.2 µs after "
+            "10 ms asleep (11.4x)):") in block
     assert ("1.51x hookline's (target at least 4.0x). Checks met: 1 of 3. Out of reach of any "
             "design on aiohttp no slower flat out than hookline: 1 of them") in block
     assert ("hookline bench --scenario everyday --rates 50,200 --phase-s 20 --events 20000 "
@@ -383,3 +389,16 @@ def test_of_two_runs_the_less_favourable_middle_one_is_judged(tmp_path):
     assert "| 0.45 of bare clients (median of 2 runs: 0.45 to 0.55) |" in block
     assert "| 60 ms (median of 2 runs: 40 to 60) | < 50 ms at 1,000 events/s | 1.20 | no |" \
         in block
+
+
+def test_machine_line_tells_what_a_read_costs_after_a_sleep(tmp_path):
+    """A run that measured it (machine.cold_read_us) says in the machine line what a small
+    SQLite read cost back to back and after 10 ms asleep; a run from before says nothing."""
+    run = json.loads(FLAT.read_text())
+    run["machine"]["cold_read_us"] = {"hot_us": 6.5, "after_sleep_us": 81.0, "ratio": 12.5}
+    flat = tmp_path / "flat.json"
+    flat.write_text(json.dumps(run))
+    block = bench_table.render_block(flat, STEADY)
+    assert ("a small SQLite read 6.5 µs of CPU back to back, 81.0 µs after 10 ms asleep "
+            "(12.5x) (flat-out run)") in block
+    assert "SQLite read" not in bench_table.render_block(FLAT, STEADY)
