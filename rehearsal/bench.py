@@ -53,7 +53,7 @@ from hookline.rehearsal.harness import (
     stop_process,
     wait_healthy,
 )
-from hookline.rehearsal.machine_probe import cold_read_text, cold_read_us, fsync_latency_ms
+from hookline.rehearsal.machine_probe import cold_read_text, machine_figures
 from hookline.shared.config import Config
 from hookline.shared.db_url import is_postgres_url
 from hookline.shared.process.lifecycle import ready_path
@@ -481,8 +481,7 @@ def _measure(opts: BenchOptions, work: Path, db: str, postmaster: int | None,
                                 timeout=10) as answer:
         received = json.loads(answer.read())["endpoints"]
     return {
-        "machine": {"cores": os.cpu_count(), "python": sys.version.split()[0],
-                    "fsync_ms": fsync_latency_ms(work), "cold_read_us": cold_read_us(work)},
+        "machine": machine_figures(work),
         "options": {f: redact(str(getattr(opts, f))) for f in opts.__slots__},
         "ingest": ingest, "delivery": figures, "busy_s": round(busy_s, 2),
         "cpu_s_per_1000_deliveries": {
@@ -603,10 +602,10 @@ def print_report(result: dict[str, Any]) -> None:
     print(f"cpu s per 1000 deliveries: {_pairs(result['cpu_s_per_1000_deliveries'])}")
     print(f"peak rss MiB: {_pairs(result['peak_rss_mb'])}")
     wal = "n/a" if result["wal_bytes"] is None else f"{result['wal_bytes']} B"
-    print(f"idle: {_pairs(result['idle'])}; db {result['db_bytes']} B, wal {wal}; "
-          f"fsync ms {_pairs(result['machine']['fsync_ms'])}")
-    if cold := cold_read_text(result["machine"]):
-        print(f"machine: {cold}")
+    print(f"idle: {_pairs(result['idle'])}; db {result['db_bytes']} B, wal {wal}")
+    cold = cold_read_text(result["machine"])
+    print(f"machine: fsync ms {_pairs(result['machine']['fsync_ms'])}"
+          + (f"; {cold}" if cold else ""))
     print("plot: bench.png beside bench.json" if result.get("plot") else
           f"plot skipped: matplotlib is not installed ({bench_plot.INSTALL_HINT})")
     for slot, lock in result.get("write_lock", {}).items():

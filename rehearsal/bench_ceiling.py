@@ -67,7 +67,7 @@ def load_generator(opts: BenchOptions) -> str:
     if uses_wrk(opts):
         return "wrk"
     if opts.rate_per_s is not None:
-        spacing = "evenly" if opts.arrivals == "even" else f"with {opts.arrivals} arrivals"
+        spacing = "evenly" if opts.arrivals == "even" else "with Poisson arrivals"
         return (f"python (a steady --rate is paced {spacing} by the Python generator; wrk "
                 "drives flat-out runs)")
     if not opts.use_wrk:

@@ -25,13 +25,12 @@ from __future__ import annotations
 
 import json
 import os
-import sys
 import tempfile
 from pathlib import Path
 from typing import Any
 
 from hookline.rehearsal.bench import BenchOptions, bench_database, redact
-from hookline.rehearsal.machine_probe import cold_read_text, cold_read_us, fsync_latency_ms
+from hookline.rehearsal.machine_probe import cold_read_text, machine_figures
 from hookline.rehearsal.scenario_backlog import print_backlog, run_backlog
 from hookline.rehearsal.scenario_common import OUTAGE_KINDS, SCENARIOS, ScenarioOptions
 from hookline.rehearsal.scenario_everyday import print_everyday, run_everyday
@@ -88,9 +87,7 @@ def run_scenario(opts: ScenarioOptions, config: Config | None = None) -> dict[st
     result = {
         "scenario": opts.scenario,
         "backend": {"name": opts.backend, "database": description},
-        "machine": {"cores": os.cpu_count(), "python": sys.version.split()[0],
-                    "fsync_ms": fsync_latency_ms(work), "cold_read_us": cold_read_us(work),
-                    "load_average_at_start": load_at_start,
+        "machine": {**machine_figures(work), "load_average_at_start": load_at_start,
                     "load_average_at_end": list(os.getloadavg())},
         "options": {f: redact(str(getattr(opts, f))) for f in opts.__slots__},
         "policy": {name: getattr(config, name) for name in (

@@ -18,7 +18,7 @@ class BenchTableError(HooklineError):
     markers missing, duplicated or out of order)."""
 
 
-def number(value: float) -> str:
+def format_figure(value: float) -> str:
     """`value` with thousands separators, to 3 significant digits below 100."""
     if abs(value) >= 100:
         return f"{value:,.0f}"
@@ -77,7 +77,7 @@ def compare_section(compare: dict[str, Any]) -> list[str]:
         value, ours = figure(figures, path), figure(base, path)
         if value is None:
             return "-"
-        return number(value) + (f" ({value / ours:.2f}x)" if ours else "")
+        return format_figure(value) + (f" ({value / ours:.2f}x)" if ours else "")
 
     opts = compare.get("options", {})
     rate = opts.get("rate_per_s", "None")
@@ -139,7 +139,8 @@ def everyday_section(everyday: dict[str, Any]) -> list[str]:
     def ms(value: float | None, times: float | None = None) -> str:
         if value is None:
             return "-"
-        return f"{number(value)} ms" + (f" ({number(times)}x)" if times is not None else "")
+        ratio = "" if times is None else f" ({format_figure(times)}x)"
+        return f"{format_figure(value)} ms{ratio}"
 
     flat = medians["flat_out"]
     cold = cold_read_text(everyday.get("machine", {}))
@@ -150,23 +151,25 @@ def everyday_section(everyday: dict[str, Any]) -> list[str]:
              f"{targets.get('at_rate', 200):g} events/s the service under "
              f"{targets.get('service_cores_below')} of a core with p99 at most "
              f"{targets.get('p99_ms_at_most')} ms"
-             + (f"; on this machine {cold}" if cold else "") + "):", "",
+             + (f"; on this machine, measured at the scenario's end, {cold}" if cold else "")
+             + "):", "",
              "| rate | ingest CPU per event | workers CPU per delivery | service cores "
-             "| accept->delivered p50 / p99 (from the sender's POST: p99) "
+             "| accept->delivered p50 / p99 | sent->delivered p99 "
              "| bare aiohttp server / client, x hookline's flat out "
              "| least with hookline's own work beside the HTTP, ingest / workers, x flat out |",
-             "| --- | --- | --- | --- | --- | --- | --- |",
+             "| --- | --- | --- | --- | --- | --- | --- | --- |",
              f"| flat out | {ms(flat['ingest_cpu_ms_per_event'])} "
-             f"| {ms(flat['workers_cpu_ms_per_delivery'])} | - | - | - | - |"]
+             f"| {ms(flat['workers_cpu_ms_per_delivery'])} | - | - | - | - | - |"]
     with_books = reach(everyday)  # arithmetic on the file's figures, by today's rule
     least = with_books["least"]
     limit = float(targets.get("cost_ratio_at_most", 1.5))
 
     def times(value: float | None) -> str:
-        return "-" if value is None else f"{number(value)}x"
+        return "-" if value is None else f"{format_figure(value)}x"
 
     for rate, figures in medians["steady"].items():
-        cores = "-" if figures["service_cores"] is None else number(figures["service_cores"])
+        cores = ("-" if figures["service_cores"] is None
+                 else format_figure(figures["service_cores"]))
         ingest = ms(figures["ingest_cpu_ms_per_event"], figures["ingest_cpu_vs_flat_out"])
         workers = ms(figures["workers_cpu_ms_per_delivery"], figures["workers_cpu_vs_flat_out"])
         floor = (f"{times(figures.get('floor_server_vs_hookline_flat_out'))} / "
@@ -176,10 +179,10 @@ def everyday_section(everyday: dict[str, Any]) -> list[str]:
         sent = figures.get("sent_latency_p99_ms")  # absent from files before it was measured
         lines.append(f"| {rate} events/s | {ingest} | {workers} | {cores} "
                      f"| {ms(figures['latency_p50_ms'])} / {ms(figures['latency_p99_ms'])} "
-                     f"({ms(sent)}) | {floor} | {books} |")
+                     f"| {ms(sent)} | {floor} | {books} |")
     huey = medians.get("huey_cpu_ratio")
     lines += ["", f"Huey's CPU per delivery at {targets.get('at_rate', 200):g} events/s: "
-                  f"{'-' if huey is None else number(huey)}x hookline's (target at least "
+                  f"{'-' if huey is None else format_figure(huey)}x hookline's (target at least "
                   f"{targets.get('huey_cpu_ratio_at_least')}x). Checks met: "
                   f"{sum(bool(v) for v in checks.values())} of {len(checks)}."]
     # A check met is never counted out of reach (were it, the premise would be wrong).

@@ -27,7 +27,7 @@ from hookline.rehearsal.bench_sections import (
     compare_section,
     everyday_command,
     everyday_section,
-    number,
+    format_figure,
 )
 from hookline.rehearsal.machine_probe import cold_read_text
 
@@ -55,7 +55,7 @@ class Target:
 
     def text(self) -> str:
         """The target as the table shows it, e.g. `>= 15,000 events/s at 64 connections`."""
-        bound = f"{'>=' if self.higher_is_better else '<'} {number(self.limit)} {self.unit}"
+        bound = f"{'>=' if self.higher_is_better else '<'} {format_figure(self.limit)} {self.unit}"
         return f"{bound} {self.condition}".strip()
 
     def met(self, value: float) -> bool:
@@ -121,7 +121,8 @@ def _bench_run(result: dict[str, Any], *, steady: bool) -> dict[str, Any]:
 
     Raises:
         BenchTableError: it is not a bench.json, or of the other kind.
-        BenchRunRefused: a flat-out run whose load did not come from wrk.
+        BenchRunRefused: a flat-out run whose load did not come from wrk, or a steady run
+            whose events were not evenly paced.
     """
     if not {"options", "ingest", "delivery", "machine"} <= result.keys():
         raise BenchTableError(f"{result['_path']} is not a bench.json of `hookline bench`")
@@ -136,6 +137,12 @@ def _bench_run(result: dict[str, Any], *, steady: bool) -> dict[str, Any]:
         raise BenchRunRefused(
             f"refusing {result['_path']}: its load generator was {how}, not wrk; rerun "
             f"`hookline bench` with wrk installed (`make test` installs it)")
+    # The latency targets are for evenly paced events (a run from before --arrivals was).
+    if steady and result["options"].get("arrivals", "even") != "even":
+        raise BenchRunRefused(
+            f"refusing {result['_path']}: its events came with --arrivals "
+            f"{result['options']['arrivals']}; README's latency rows are for evenly paced "
+            f"events (rerun without --arrivals)")
     return result
 
 
@@ -226,16 +233,16 @@ def _conditions(flat: dict[str, Any], steady: dict[str, Any]) -> dict[str, str]:
     f_opts, s_opts = flat["options"], steady["options"]
     ingest = (f"flat out, {f_opts['concurrency']} connections, "
               f"load by {flat['ingest'].get('tool', 'python')}")
-    latency = (f"{number(float(s_opts['rate_per_s']))} events/s offered, "
-               f"{number(steady['ingest']['events_per_s'])} accepted, "
+    latency = (f"{format_figure(float(s_opts['rate_per_s']))} events/s offered, "
+               f"{format_figure(steady['ingest']['events_per_s'])} accepted, "
                f"{s_opts['workers']} workers")
     ceiling = flat.get("ceiling", {}).get("events_per_s")
     versus = "no ceiling in this run" if ceiling is None else \
-        f"bare aiohttp {number(float(ceiling))} events/s, {ingest}"
+        f"bare aiohttp {format_figure(float(ceiling))} events/s, {ingest}"
     sender = flat.get("sender_ceiling")
     clients = "no sender ceiling in this run" if sender is None else (
         f"{len(sender['clients'])} bare clients x {sender['concurrency']} in flight: "
-        f"{number(float(sender['requests_per_s']))} requests/s, "
+        f"{format_figure(float(sender['requests_per_s']))} requests/s, "
         f"{sender['cpu_s_per_1000_requests']} CPU s per 1,000")
     return {"ingest_events_per_s": ingest, "ingest_p99_ms": ingest,
             "ingest_vs_bare_aiohttp": versus,
@@ -254,7 +261,7 @@ def _result_cell(key: str, value: float | None, target: Target) -> str:
         return "n/a"
     if key == "idle_db_writes":
         return "written" if value else "none"
-    return f"{number(value)} {target.unit}"
+    return f"{format_figure(value)} {target.unit}"
 
 
 def results_table(flats: list[dict[str, Any]], steadies: list[dict[str, Any]]) -> list[str]:
@@ -275,8 +282,8 @@ def results_table(flats: list[dict[str, Any]], steadies: list[dict[str, Any]]) -
             cell += f" (the largest of {found.of} runs)"
         elif found.of > 1 and key not in WORST_OF_RUNS and found.low is not None \
                 and found.high is not None:
-            cell += (f" (median of {found.of} runs: {number(found.low)} to "
-                     f"{number(found.high)})")
+            cell += (f" (median of {found.of} runs: {format_figure(found.low)} to "
+                     f"{format_figure(found.high)})")
         lines.append(f"| {target.measure} ({how}) | {cell} "
                      f"| {target_text} | {ratio} | {'yes' if met else 'no'} |")
     return lines
@@ -294,21 +301,26 @@ def _setup(run: dict[str, Any]) -> str:
 
 def machine_lines(flat: dict[str, Any], steady: dict[str, Any]) -> list[str]:
     """The machine and setup of both runs (one line when they match, else one each), with
-    this disk's fsync p50 / p99 as each run measured it."""
+    this disk's fsync p50 / p99 and the load average as each run measured them, and what a
+    small read cost after a sleep (rehearsal/machine_probe.py) where the runs measured it."""
     def fsync(run: dict[str, Any]) -> str:
         text = f"{run['machine']['fsync_ms']['p50']} / {run['machine']['fsync_ms']['p99']} ms"
         load = run["machine"].get("load_average_1m")
         if load:  # how busy the machine was (1-minute load average before / after the run)
             text += f", load average {load['before']} / {load['after']}"
-        if cold := cold_read_text(run["machine"]):  # what waking from a sleep costs
-            text += f", {cold}"
         return text
 
+    colds = [(cold_read_text(run["machine"]), kind)
+             for run, kind in ((flat, "flat-out run"), (steady, "steady run"))]
+    wake = "; ".join(f"{text} ({kind})" for text, kind in colds if text)
     if _setup(flat) == _setup(steady):
         return [f"Machine: {_setup(flat)}; this disk's fsync p50 / p99 {fsync(flat)} "
-                f"(flat-out run), {fsync(steady)} (steady run)."]
-    return [f"Flat-out run's machine: {_setup(flat)}; fsync p50 / p99 {fsync(flat)}.",
-            f"Steady run's machine: {_setup(steady)}; fsync p50 / p99 {fsync(steady)}."]
+                f"(flat-out run), {fsync(steady)} (steady run)"
+                + (f"; {wake}" if wake else "") + "."]
+    return [f"Flat-out run's machine: {_setup(flat)}; fsync p50 / p99 {fsync(flat)}"
+            + (f"; {colds[0][0]}" if colds[0][0] else "") + ".",
+            f"Steady run's machine: {_setup(steady)}; fsync p50 / p99 {fsync(steady)}"
+            + (f"; {colds[1][0]}" if colds[1][0] else "") + "."]
 
 
 def bench_command(run: dict[str, Any]) -> str:
@@ -320,11 +332,11 @@ def bench_command(run: dict[str, Any]) -> str:
         args += ["--db", opts["postgres_url"]]
     args += ["bench", "--events", opts["events"]]
     if opts["rate_per_s"] != "None":
-        args += ["--rate", f"{float(opts['rate_per_s']):g}"]
-        if opts.get("arrivals", "even") != "even":
-            args += ["--arrivals", opts["arrivals"]]
-    args += ["--workers", opts["workers"], "--concurrency", opts["concurrency"],
-             "--synchronous", opts["synchronous"],
+        args += ["--rate", f"{float(opts['rate_per_s']):g}"]  # evenly paced (_bench_run)
+    args += ["--workers", opts["workers"],
+             *(["--ingest-processes", opts["ingest_processes"]]
+               if opts.get("ingest_processes", "1") != "1" else []),
+             "--concurrency", opts["concurrency"], "--synchronous", opts["synchronous"],
              *(["--worker-synchronous", opts["worker_synchronous"]]
                if "worker_synchronous" in opts else []),
              "--backend", opts["backend"],

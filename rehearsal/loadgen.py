@@ -1,4 +1,5 @@
-"""A bounded HTTP load generator for `hookline bench`: posts N events at up to R per second.
+"""A bounded HTTP load generator for `hookline bench`: posts N events, as fast as it can or
+at R per second (evenly spaced, or at random times averaging R: `--arrivals`).
 
 Run as its own process (`python -m hookline.rehearsal.loadgen ...`) so it does not share a core's
 event loop with what it measures. Prints one JSON line: counts, elapsed, and latency
@@ -20,7 +21,8 @@ import urllib.parse
 REQUEST_TIMEOUT_S = 300.0  # one request's answer, as aiohttp's client default
 ARRIVALS = ("even", "poisson")
 """How a steady rate's events are spaced: `even`, 1/rate apart; `poisson`, independent
-arrivals (exponential gaps of mean 1/rate), as many senders' events arrive."""
+arrivals (exponential gaps of mean 1/rate), as the events of many independent senders
+arrive."""
 POISSON_SEED = 20261204  # the same schedule in every run, so runs compare
 
 
@@ -33,13 +35,15 @@ def arrival_offsets(events: int, rate_per_s: float, arrivals: str = "even") -> l
     """
     if not rate_per_s > 0:
         raise ValueError(f"the rate must be above 0, not {rate_per_s}")
+    if arrivals not in ARRIVALS:
+        raise ValueError(f"arrivals must be one of {', '.join(ARRIVALS)}, not {arrivals!r}")
+    if events <= 0:
+        return []
     if arrivals == "even":
         return [index / rate_per_s for index in range(events)]
-    if arrivals == "poisson":
-        rng = random.Random(POISSON_SEED)
-        gaps = (rng.expovariate(rate_per_s) for _ in range(events - 1))
-        return list(itertools.accumulate(gaps, initial=0.0)) if events else []
-    raise ValueError(f"arrivals must be one of {', '.join(ARRIVALS)}, not {arrivals!r}")
+    rng = random.Random(POISSON_SEED)
+    gaps = (rng.expovariate(rate_per_s) for _ in range(events - 1))
+    return list(itertools.accumulate(gaps, initial=0.0))
 
 
 def event_body(index: int, run_id: str, body_bytes: int, *, type_: str = "bench.event",
@@ -214,8 +218,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rate", type=float,
                         help="events per second (default: as fast as possible)")
     parser.add_argument("--arrivals", choices=ARRIVALS, default="even",
-                        help="with --rate: events 1/rate apart (even) or at random, "
-                             "independent times (poisson)")
+                        help="with --rate: the events 1/rate apart (even) or at random, "
+                             "independent times averaging the rate (poisson)")
     parser.add_argument("--body-bytes", type=int, default=1500)
     parser.add_argument("--run-id", help="the ids' run part (default: random)")
     parser.add_argument("--accepts", help="write each event's accept time (unix s) here")
@@ -223,6 +227,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--type", default="bench.event", help="the events' type")
     parser.add_argument("--tenant", help="publish for this tenant (default: none)")
     args = parser.parse_args(argv)
+    if args.rate is not None and not args.rate > 0:
+        parser.error("--rate must be above 0 (leave it out for as fast as possible)")
     if args.arrivals != "even" and not args.rate:
         parser.error("--arrivals poisson needs --rate")
     accepted_at: list[float | None] | None = [] if args.accepts else None

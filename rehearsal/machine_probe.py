@@ -12,12 +12,22 @@ from __future__ import annotations
 import os
 import sqlite3
 import statistics
+import sys
 import time
 from pathlib import Path
+from typing import Any
 
-IDLE_S = 0.01
+SLEEP_S = 0.01
 """How long the cold probe sleeps before each read, seconds: about the time between two of
 ingest's commits at 200 events/s (its `batch_interval_s`)."""
+
+
+def machine_figures(folder: Path) -> dict[str, Any]:
+    """The `machine` block of a bench result: cores, Python, the fsync latency of the disk
+    holding `folder` and what a read costs after a sleep (probes run in `folder`; about 1.5
+    s in all)."""
+    return {"cores": os.cpu_count(), "python": sys.version.split()[0],
+            "fsync_ms": fsync_latency_ms(folder), "cold_read_us": cold_read_us(folder)}
 
 
 def fsync_latency_ms(folder: Path, samples: int = 200) -> dict[str, float]:
@@ -38,11 +48,12 @@ def fsync_latency_ms(folder: Path, samples: int = 200) -> dict[str, float]:
     return {"p50": round(times[len(times) // 2], 3), "p99": round(times[int(len(times) * .99)], 3)}
 
 
-def cold_read_us(folder: Path, samples: int = 100) -> dict[str, float]:
+def cold_read_us(folder: Path, samples: int = 100) -> dict[str, float | int | None]:
     """The CPU one small SQLite read costs this thread (a one-row table in a file in
     `folder`), in microseconds, median of `samples`: back to back (`hot_us`) and each after
-    IDLE_S asleep (`after_sleep_us`), and `ratio`, the second over the first. Takes about
-    `samples` x IDLE_S seconds; the file is removed after.
+    SLEEP_S asleep (`after_sleep_us`, with `sleep_ms` and `samples`), and `ratio`, the second
+    over the first (None if the first measured 0). Takes about `samples` x SLEEP_S seconds;
+    the file is removed after.
 
     The work is the same each time; what differs is the caches it finds. On the 2-core
     virtual machine this project is measured on, 10 ms asleep made it 10 to 30 times dearer
@@ -64,7 +75,7 @@ def cold_read_us(folder: Path, samples: int = 100) -> dict[str, float]:
         hot = statistics.median(read_us() for _ in range(samples))
         asleep = []
         for _ in range(samples):
-            time.sleep(IDLE_S)
+            time.sleep(SLEEP_S)
             asleep.append(read_us())
         cold = statistics.median(asleep)
     finally:
@@ -72,16 +83,17 @@ def cold_read_us(folder: Path, samples: int = 100) -> dict[str, float]:
         for suffix in ("", "-journal", "-wal", "-shm"):
             Path(f"{path}{suffix}").unlink(missing_ok=True)
     return {"hot_us": round(hot, 1), "after_sleep_us": round(cold, 1),
-            "ratio": round(cold / hot, 1) if hot > 0 else 0.0}
+            "ratio": round(cold / hot, 1) if hot > 0 else None,
+            "sleep_ms": round(SLEEP_S * 1000, 3), "samples": samples}
 
 
-def cold_read_text(machine: dict[str, object]) -> str | None:
+def cold_read_text(machine: dict[str, Any]) -> str | None:
     """A result's `machine.cold_read_us` in words (None in a result from before it was
-    measured): `a small SQLite read 8.1 µs of CPU back to back, 92.2 µs after 10 ms asleep
-    (11.4x)`."""
+    measured): `a small SQLite read costs 8.1 µs of CPU back to back, 92.2 µs after 10 ms
+    asleep (11.4x)`."""
     probe = machine.get("cold_read_us")
     if not isinstance(probe, dict):
         return None
-    return (f"a small SQLite read {probe['hot_us']} µs of CPU back to back, "
-            f"{probe['after_sleep_us']} µs after {IDLE_S * 1000:g} ms asleep "
-            f"({probe['ratio']}x)")
+    ratio = "" if probe.get("ratio") is None else f" ({probe['ratio']}x)"
+    return (f"a small SQLite read costs {probe['hot_us']} µs of CPU back to back, "
+            f"{probe['after_sleep_us']} µs after {probe['sleep_ms']:g} ms asleep{ratio}")

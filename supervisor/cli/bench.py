@@ -24,7 +24,8 @@ def register(sub: Any) -> None:
     bench.add_argument("--rate", type=float, help="events/s to offer (default: flat out)")
     bench.add_argument("--arrivals", choices=["even", "poisson"], default="even",
                        help="with --rate: the events 1/rate apart (even) or at random, "
-                            "independent times as many senders' are (poisson)")
+                            "independent times averaging the rate, as the events of many "
+                            "independent senders arrive (poisson)")
     bench.add_argument("--workers", type=int, default=2)
     bench.add_argument("--ingest-processes", type=int, default=1,
                        help="ingest processes of the service, sharing its port")
@@ -137,6 +138,8 @@ def _bench(config: Config, args: argparse.Namespace) -> int:
     if args.events < 1 or args.workers < 1 or args.ingest_processes < 1 or not args.idle_s > 0:
         return fail("--events, --workers and --ingest-processes must be at least 1, --idle-s "
                     "above 0", 2)
+    if args.rate is not None and not args.rate > 0:
+        return fail("--rate must be above 0 (leave it out for a flat-out run)", 2)
     if args.arrivals != "even" and (not args.rate or args.compare or args.scenario):
         return fail("--arrivals poisson applies to a plain `hookline bench` run with --rate",
                     2)

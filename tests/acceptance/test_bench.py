@@ -52,10 +52,12 @@ def check_figures(result: dict[str, Any], report: str, backend: str) -> None:
     assert f"backend: {backend}" in report and "deliveries/s" in report
     # What waking from a sleep costs this machine, measured beside the fsync.
     assert result["machine"]["cold_read_us"]["after_sleep_us"] > 0
-    assert f"machine: {cold_read_text(result['machine'])}" in report
+    assert (f"machine: fsync ms p50 {result['machine']['fsync_ms']['p50']}, p99 "
+            f"{result['machine']['fsync_ms']['p99']}; {cold_read_text(result['machine'])}\n"
+            in report)
     # Which load generator, and why not wrk, in words in both bench.json and the report
     # (these runs ask for --load python; a steady --rate says it paces the load itself).
-    spacing = {"even": "evenly", "poisson": "with poisson arrivals"}[
+    spacing = {"even": "evenly", "poisson": "with Poisson arrivals"}[
         result["options"]["arrivals"]]
     assert result["load_generator"] in (
         "python (asked for with --load python)",
@@ -129,7 +131,7 @@ def test_bench_on_a_given_postgres_server_at_a_steady_rate(pg_server, tmp_path):
     check_figures(result, report, "postgres")
     assert result["options"]["rate_per_s"] == "400.0"
     assert result["options"]["arrivals"] == "poisson"
-    assert "paced with poisson arrivals" in result["load_generator"]
+    assert "paced with Poisson arrivals" in result["load_generator"]
     assert result["backend"]["database"] == "PostgreSQL server (given URL)"
     assert "postgres" not in result["cpu_s_per_1000_deliveries"]  # not ours to measure
     assert "ceiling" not in result  # a steady rate has no ceiling to compare with

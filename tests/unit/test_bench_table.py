@@ -201,7 +201,8 @@ def test_without_compare_results_there_is_no_compare_table_and_without_systems_a
 
 EVERYDAY = {
     "scenario": "everyday",
-    "machine": {"cold_read_us": {"hot_us": 8.1, "after_sleep_us": 92.2, "ratio": 11.4}},
+    "machine": {"cold_read_us": {"hot_us": 8.1, "after_sleep_us": 92.2, "ratio": 11.4,
+                                  "sleep_ms": 10, "samples": 100}},
     "options": {"steady_rates": "(50.0, 200.0)", "phase_s": "20.0", "events": "20000",
                 "rounds": "3", "workers": "2", "backend": "sqlite", "use_wrk": "True",
                 "out_dir": "results/readme/everyday"},
@@ -238,13 +239,13 @@ def test_everyday_results_are_a_table_of_rates_with_multiples_of_flat_out(tmp_pa
     everyday.write_text(json.dumps(EVERYDAY))
     block = bench_table.render_block(FLAT, STEADY, everyday_path=everyday)
     assert "medians of 3 rounds" in block and "at most 1.5x flat out" in block
-    assert "| flat out | 0.304 ms | 0.393 ms | - | - | - | - |\n" in block
+    assert "| flat out | 0.304 ms | 0.393 ms | - | - | - | - | - |\n" in block
     assert ("| 50 events/s | 2.36 ms (7.08x) | 1.69 ms (4.16x) | 0.372 | 16.1 ms / 38 ms "
-            "(44.2 ms) | 2.07x / - |" in block)
-    assert ("| 200 events/s | 1.85 ms (6.1x) | - | - | 12.4 ms / 59.2 ms (-) | - / - |"
+            "| 44.2 ms | 2.07x / - |" in block)
+    assert ("| 200 events/s | 1.85 ms (6.1x) | - | - | 12.4 ms / 59.2 ms | - | - / - |"
             in block)
-    assert ("on this machine a small SQLite read 8.1 µs of CPU back to back, 92.2 µs after "
-            "10 ms asleep (11.4x)):") in block
+    assert ("on this machine, measured at the scenario's end, a small SQLite read costs 8.1 µs "
+            "of CPU back to back, 92.2 µs after 10 ms asleep (11.4x)):") in block
     assert ("1.51x hookline's (target at least 4.0x). Checks met: 1 of 3. Out of reach of any "
             "design on aiohttp no slower flat out than hookline: 1 of them") in block
     assert ("hookline bench --scenario everyday --rates 50,200 --phase-s 20 --events 20000 "
@@ -395,10 +396,33 @@ def test_machine_line_tells_what_a_read_costs_after_a_sleep(tmp_path):
     """A run that measured it (machine.cold_read_us) says in the machine line what a small
     SQLite read cost back to back and after 10 ms asleep; a run from before says nothing."""
     run = json.loads(FLAT.read_text())
-    run["machine"]["cold_read_us"] = {"hot_us": 6.5, "after_sleep_us": 81.0, "ratio": 12.5}
+    run["machine"]["cold_read_us"] = {"hot_us": 6.5, "after_sleep_us": 81.0, "ratio": 12.5,
+                                      "sleep_ms": 10, "samples": 100}
     flat = tmp_path / "flat.json"
     flat.write_text(json.dumps(run))
     block = bench_table.render_block(flat, STEADY)
-    assert ("a small SQLite read 6.5 µs of CPU back to back, 81.0 µs after 10 ms asleep "
-            "(12.5x) (flat-out run)") in block
+    assert ("(flat-out run), 0.17 / 0.22 ms (steady run); a small SQLite read costs 6.5 µs "
+            "of CPU back to back, 81.0 µs after 10 ms asleep (12.5x) (flat-out run).") in block
     assert "SQLite read" not in bench_table.render_block(FLAT, STEADY)
+
+
+def test_a_steady_run_with_random_arrivals_is_refused(tmp_path):
+    """README's latency rows are for evenly paced events: a `--arrivals poisson` run is
+    refused by name, as a flat-out run not loaded by wrk is."""
+    run = json.loads(STEADY.read_text())
+    run["options"]["arrivals"] = "poisson"
+    steady = tmp_path / "steady.json"
+    steady.write_text(json.dumps(run))
+    with pytest.raises(bench_table.BenchRunRefused, match="--arrivals poisson"):
+        bench_table.render_block(FLAT, steady)
+
+
+def test_the_command_line_names_several_ingest_processes(tmp_path):
+    """A run with `--ingest-processes 2` is reproduced with it; with one, nothing is said."""
+    run = json.loads(FLAT.read_text())
+    run["options"]["ingest_processes"] = "2"
+    flat = tmp_path / "flat.json"
+    flat.write_text(json.dumps(run))
+    assert "--workers 2 --ingest-processes 2 --concurrency" in bench_table.render_block(
+        flat, STEADY)
+    assert "--ingest-processes" not in bench_table.render_block(FLAT, STEADY)
