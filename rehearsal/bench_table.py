@@ -38,7 +38,8 @@ MIB_TO_MB = 1.048576
 
 class BenchRunRefused(BenchTableError):
     """A readable bench.json the README table must not be made from: its flat-out load did
-    not come from wrk, so its figures are not comparable to the README's."""
+    not come from wrk, or its steady events were not evenly paced, so its figures are not
+    comparable to the README's."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
