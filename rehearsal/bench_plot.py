@@ -13,15 +13,15 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from hookline.rehearsal.scenario_common import pick
+
 INSTALL_HINT = "pip install 'hookline[bench]'"
 
 
 def _pick(sorted_ms: list[float], fraction: float) -> float | None:
-    """The `fraction` percentile of `sorted_ms` (ascending), nearest rank as in
-    rehearsal/bench.py's db_figures, rounded to 0.01; None when empty."""
-    if not sorted_ms:
-        return None
-    return round(sorted_ms[min(len(sorted_ms) - 1, int(fraction * len(sorted_ms)))], 2)
+    """The `fraction` percentile of `sorted_ms` (ascending) by scenario_common.pick, the
+    bench's rule, rounded to 0.01; None when empty."""
+    return round(pick(sorted_ms, fraction), 2) if sorted_ms else None
 
 
 def timeline(received_s: Iterable[float], delivered: Iterable[tuple[float, float]],
