@@ -1,5 +1,5 @@
 """A bounded HTTP load generator for `hookline bench`: posts N events, as fast as it can or
-at R per second (evenly spaced, or at random times averaging R: `--arrivals`).
+at R per second (evenly spaced, or at random times, R per second on average: `--arrivals`).
 
 Run as its own process (`python -m hookline.rehearsal.loadgen ...`) so it does not share a core's
 event loop with what it measures. Prints one JSON line: counts, elapsed, and latency
@@ -219,7 +219,7 @@ def main(argv: list[str] | None = None) -> int:
                         help="events per second (default: as fast as possible)")
     parser.add_argument("--arrivals", choices=ARRIVALS, default="even",
                         help="with --rate: the events 1/rate apart (even) or at random, "
-                             "independent times averaging the rate (poisson)")
+                             "independent times, the rate on average (poisson)")
     parser.add_argument("--body-bytes", type=int, default=1500)
     parser.add_argument("--run-id", help="the ids' run part (default: random)")
     parser.add_argument("--accepts", help="write each event's accept time (unix s) here")

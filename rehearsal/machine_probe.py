@@ -56,7 +56,7 @@ def cold_read_us(folder: Path, samples: int = 100) -> dict[str, float | int | No
     the file is removed after.
 
     The work is the same each time; what differs is the caches it finds. On the 2-core
-    virtual machine this project is measured on, 10 ms asleep made it 10 to 30 times dearer
+    virtual machine this project is measured on, 10 ms asleep made it 10 to 16 times dearer
     (docs/benchmarks.md, "What 10 ms asleep costs")."""
     path = folder / "cold.probe.db"
     db = sqlite3.connect(path)

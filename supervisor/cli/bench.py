@@ -24,7 +24,7 @@ def register(sub: Any) -> None:
     bench.add_argument("--rate", type=float, help="events/s to offer (default: flat out)")
     bench.add_argument("--arrivals", choices=["even", "poisson"], default="even",
                        help="with --rate: the events 1/rate apart (even) or at random, "
-                            "independent times averaging the rate, as the events of many "
+                            "independent times, the rate on average, as the events of many "
                             "independent senders arrive (poisson)")
     bench.add_argument("--workers", type=int, default=2)
     bench.add_argument("--ingest-processes", type=int, default=1,
