@@ -157,7 +157,9 @@ def _run_figures(result: dict[str, Any], *, steady: bool) -> dict[str, Any]:
         # When the worker's write recorded each delivery (bench.json from before it: absent).
         "recorded_latency_ms": result["delivery"].get("recorded_latency_ms"),
         "sent_latency_ms": result["delivery"].get("sent_latency_ms"),
-        "load_average_1m": result["machine"]["load_average_1m"]}
+        "load_average_1m": result["machine"]["load_average_1m"],
+        # What waking from a sleep cost the machine at this run (absent from older bench.json).
+        "cold_read_us": result["machine"].get("cold_read_us")}
 
 
 def _huey(opts: ScenarioOptions, out_dir: Path) -> dict[str, Any]:
@@ -215,6 +217,14 @@ def _medians(rounds: list[dict[str, Any]], rates: tuple[float, ...]) -> dict[str
                for against in ("flat_out", "hookline_flat_out")},
             "floor_service_cores": _median([run["floor"]["service_cores"] for run in runs])}
     out["huey_cpu_ratio"] = _median([r["huey"].get("huey_cpu_ratio") for r in rounds])
+    probes = [run["cold_read_us"] for r in rounds for run in (r["flat_out"], *r["steady"].values())
+              if run.get("cold_read_us")]
+    if probes:  # the machine's cost of waking over every run of the rounds
+        hot, cold = (_median([p[key] for p in probes]) for key in ("hot_us", "after_sleep_us"))
+        out["cold_read_us"] = {
+            "hot_us": hot, "after_sleep_us": cold,
+            "ratio": round(cold / hot, 1) if hot and cold is not None else None,
+            "sleep_ms": probes[0]["sleep_ms"], "runs": len(probes)}
     return out
 
 

@@ -221,7 +221,9 @@ EVERYDAY = {
                     "service_cores": None, "ingest_cpu_vs_flat_out": 6.099,
                     "workers_cpu_vs_flat_out": None, "latency_p50_ms": 12.45,
                     "latency_p99_ms": 59.24}},
-        "huey_cpu_ratio": 1.51},
+        "huey_cpu_ratio": 1.51,
+        "cold_read_us": {"hot_us": 9.0, "after_sleep_us": 120.5, "ratio": 13.4, "sleep_ms": 10,
+                         "runs": 12}},
     "targets": {"cost_ratio_at_most": 1.5, "service_cores_below": 0.3, "p99_ms_at_most": 22.0,
                 "at_rate": 200.0, "huey_cpu_ratio_at_least": 4.0},
     "checks": {"a": True, "b": False, "c": False},
@@ -244,8 +246,14 @@ def test_everyday_results_are_a_table_of_rates_with_multiples_of_flat_out(tmp_pa
             "| 44.2 ms | 2.07x / - |" in block)
     assert ("| 200 events/s | 1.85 ms (6.1x) | - | - | 12.4 ms / 59.2 ms | - | - / - |"
             in block)
+    assert ("on this machine, the median of the rounds' 12 runs, a small SQLite read costs 9.0 "
+            "µs of CPU back to back, 120.5 µs after 10 ms asleep (13.4x)):") in block
+    older = json.loads(json.dumps(EVERYDAY))
+    del older["medians"]["cold_read_us"]  # a file from before: the scenario's own probe
+    everyday.write_text(json.dumps(older))
     assert ("on this machine, measured at the scenario's end, a small SQLite read costs 8.1 µs "
-            "of CPU back to back, 92.2 µs after 10 ms asleep (11.4x)):") in block
+            "of CPU back to back, 92.2 µs after 10 ms asleep (11.4x)):") in (
+        bench_table.render_block(FLAT, STEADY, everyday_path=everyday))
     assert ("1.51x hookline's (target at least 4.0x). Checks met: 1 of 3. Out of reach of any "
             "design on aiohttp no slower flat out than hookline: 1 of them") in block
     assert ("hookline bench --scenario everyday --rates 50,200 --phase-s 20 --events 20000 "
