@@ -12,10 +12,12 @@ least `batch_interval_s` apart, as ingest's commits are (:func:`cycle_plan`).
 * hookline: its own stores as the service opens them (`store_for`, the worker's inline with
   `worker_synchronous`), the claim asked as a worker asks it (workers/writer.py).
 * least: plain `sqlite3` recording only what a durable service must: each event
-  (deduplicated by its id) and its jobs, committed FULL before an answer could go out; each
-  job's lease (a token and a deadline, through a partial index of pending jobs, the bodies
-  read) and its done mark, fenced by the token, NORMAL. No attempt history, counters, fan-out
-  lookup, fairness, takeovers, retry scheduling or recovery of an expired lease.
+  (deduplicated by source and id) and its jobs, committed FULL before an answer could go out,
+  as the least durable ingest does (rehearsal/ingest_floor.py: its schema and its commit);
+  each job's lease (a token and a deadline, taken in due order through the partial index of
+  pending jobs, the bodies read) and its done mark, fenced by the token, NORMAL. No attempt
+  history, counters, fan-out lookup, fairness, takeovers, retry scheduling or recovery of an
+  expired lease.
 
 `python -m hookline.rehearsal.store_floor [--rate 200] [--seconds 4] [--rounds 2]` alternates
 the two and prints each one's CPU per cycle and per event, and their ratio, as one JSON line.
@@ -41,8 +43,12 @@ from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
 
+from hookline.rehearsal import ingest_floor
+from hookline.rehearsal.bench import setup_destinations
+from hookline.rehearsal.everyday_floor import ratio
 from hookline.shared.config import Config
 from hookline.shared.logs import configure_logging
+from hookline.shared.signing import generate_secret
 
 DESTINATIONS = 3
 BODY = b'{"id": "x", "type": "bench.event", "data": {"pad": "' + b"x" * 1420 + b'"}}'
@@ -55,13 +61,14 @@ MAX_RATE_PER_S = 2_000.0
 is no longer its events' work."""
 START_TIMEOUT_S = 60.0
 """How long a side may take to open its store and say so, seconds."""
-LEAST_SCHEMA = """
-CREATE TABLE events (id INTEGER PRIMARY KEY, source_id TEXT UNIQUE, body BLOB, received_at REAL);
-CREATE TABLE jobs (id INTEGER PRIMARY KEY, event_id INTEGER, destination INTEGER,
-    status TEXT, lease_token TEXT, lease_until REAL, attempts INTEGER DEFAULT 0,
-    finished_at REAL);
-CREATE INDEX jobs_due ON jobs (id) WHERE status = 'pending';
+LEASE_COLUMNS = """
+ALTER TABLE jobs ADD COLUMN lease_token TEXT;
+ALTER TABLE jobs ADD COLUMN lease_until REAL;
+ALTER TABLE jobs ADD COLUMN attempts INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE jobs ADD COLUMN finished_at REAL;
 """
+"""What the least store adds to the least durable ingest's tables (ingest_floor.SCHEMA): a
+job's lease, its attempts and when it was done."""
 
 
 def cycle_plan(rate_per_s: float, spacing_s: float) -> tuple[float, int]:
@@ -94,9 +101,10 @@ def cycle_cpu_us(kind: str, folder: Path, *, cycles: int, interval_s: float,
     path = str(Path(tempfile.mkdtemp(dir=folder)) / "store.db")
     if kind == "least":
         with contextlib.closing(_least_connection(path, "FULL")) as db:
-            db.executescript(LEAST_SCHEMA)
-    else:
-        asyncio.run(_hookline_setup(path))
+            db.executescript(ingest_floor.SCHEMA + LEASE_COLUMNS)
+    else:  # d1, d2, d3 on a port nothing listens to: nothing is sent
+        asyncio.run(setup_destinations(path, 9, [generate_secret() for _ in range(DESTINATIONS)],
+                                       paused=False))
     context = multiprocessing.get_context("spawn")  # no fork of a threaded parent
     go_reader, go_writer = context.Pipe(duplex=False)
     done_reader, done_writer = context.Pipe(duplex=False)
@@ -151,12 +159,12 @@ def _side(side: str, kind: str, path: str, cycles: int, interval_s: float,
     if kind == "least" and side == "ingest":
         found = _least_ingest(path, cycles, interval_s, events_per_cycle, receive, send)
     elif kind == "least":
-        found = _least_worker(path, cycles, receive, send)
+        found = _least_worker(path, cycles, receive, send), 0  # only ingest keeps time
     elif side == "ingest":
         found = asyncio.run(_hookline_ingest(path, cycles, interval_s, events_per_cycle,
                                              receive, send))
     else:
-        found = asyncio.run(_hookline_worker(path, cycles, receive, send))
+        found = asyncio.run(_hookline_worker(path, cycles, receive, send)), 0
     results.put((side, *found))
 
 
@@ -189,31 +197,23 @@ def _least_connection(path: str, synchronous: str) -> sqlite3.Connection:
 
 def _least_ingest(path: str, cycles: int, interval_s: float, events_per_cycle: int,
                   done: Connection, go: Connection) -> tuple[float, int]:
-    db = _least_connection(path, "FULL")
+    store = ingest_floor.FloorStore(path, DESTINATIONS, "FULL")
     done.recv_bytes()  # the worker side is ready
     schedule, count = _Schedule(interval_s), 0
     cpu_started = time.process_time()
     for _ in range(cycles):
         time.sleep(schedule.wait_s())
-        db.execute("BEGIN IMMEDIATE")
-        ids = []
+        events = []
         for _ in range(events_per_cycle):
             count += 1
-            row = db.execute("INSERT INTO events (source_id, body, received_at) VALUES (?, ?, ?) "
-                             "ON CONFLICT DO NOTHING RETURNING id",
-                             (f"e{count}", BODY, time.time())).fetchone()
-            if row is not None:  # a duplicate gets no jobs again
-                ids.append(row[0])
-        db.executemany("INSERT INTO jobs (event_id, destination, status) VALUES (?, ?, 'pending')",
-                       [(e, d) for e in ids for d in range(1, DESTINATIONS + 1)])
-        db.execute("COMMIT")
+            events.append(ingest_floor.Event(f"e{count}", "bench.event", BODY))
+        store.write(events)
         go.send_bytes(b"1")
         done.recv_bytes()
     return time.process_time() - cpu_started, schedule.late
 
 
-def _least_worker(path: str, cycles: int, go: Connection, done: Connection
-                  ) -> tuple[float, int]:
+def _least_worker(path: str, cycles: int, go: Connection, done: Connection) -> float:
     config = Config()
     db = _least_connection(path, "NORMAL")
     done.send_bytes(b"ready")
@@ -228,11 +228,12 @@ def _least_worker(path: str, cycles: int, go: Connection, done: Connection
                        "WHERE id = ? AND lease_token = ?",
                        [(time.time(), job, token) for job, token in held])
         token = os.urandom(8).hex()
+        now = time.time()
         claimed = db.execute(
             "UPDATE jobs SET status = 'leased', lease_token = ?, lease_until = ?, "
             "attempts = attempts + 1 WHERE id IN (SELECT id FROM jobs WHERE status = 'pending' "
-            "ORDER BY id LIMIT ?) RETURNING id, event_id",
-            (token, time.time() + config.lease_s, config.claim_batch)).fetchall()
+            "AND due_at <= ? ORDER BY due_at LIMIT ?) RETURNING id, event_id",
+            (token, now + config.lease_s, now, config.claim_batch)).fetchall()
         event_ids = sorted({event for _, event in claimed})
         if event_ids:  # what sending needs: one statement for the batch
             db.execute("SELECT e.id, e.body FROM events e JOIN json_each(?) k ON e.id = k.value",
@@ -240,23 +241,7 @@ def _least_worker(path: str, cycles: int, go: Connection, done: Connection
         db.execute("COMMIT")
         held = [(job, token) for job, _ in claimed]
         done.send_bytes(b"1")
-    return time.process_time() - cpu_started, 0
-
-
-async def _hookline_setup(path: str) -> None:
-    from hookline.rehearsal.scenario_scale import UNREACHABLE_URL  # noqa: PLC0415  (hookline's side only)
-    from hookline.shared.signing import generate_secret  # noqa: PLC0415
-    from hookline.shared.store import store_for  # noqa: PLC0415
-
-    store = store_for(Config(db=path))
-    await store.open()
-    try:
-        for n in range(1, DESTINATIONS + 1):
-            await store.add_destination(name=f"d{n}", url=UNREACHABLE_URL,
-                                        secret=generate_secret(), event_types=["bench.*"],
-                                        max_in_flight=64)
-    finally:
-        await store.close()
+    return time.process_time() - cpu_started
 
 
 async def _readable(connection: Connection) -> bytes:
@@ -304,8 +289,7 @@ async def _hookline_ingest(path: str, cycles: int, interval_s: float, events_per
         await store.close()
 
 
-async def _hookline_worker(path: str, cycles: int, go: Connection, done: Connection
-                           ) -> tuple[float, int]:
+async def _hookline_worker(path: str, cycles: int, go: Connection, done: Connection) -> float:
     from hookline.shared.models import AttemptResult, Claim, ClaimRequest, Done  # noqa: PLC0415
     from hookline.shared.policy.delivery import (  # noqa: PLC0415
         destination_slots,
@@ -342,7 +326,7 @@ async def _hookline_worker(path: str, cycles: int, go: Connection, done: Connect
                 held_tenants=Counter())
             _, held, _ = await store.finish_and_claim(items, None, request)
             done.send_bytes(b"1")
-        return time.process_time() - cpu_started, 0
+        return time.process_time() - cpu_started
     finally:
         await store.close()
 
@@ -366,7 +350,7 @@ def compare(folder: Path, *, rate_per_s: float, seconds: float, rounds: int) -> 
         out[kind] = {"cpu_us_per_cycle": round(both, 1),
                      "cpu_us_per_event": round(both / events, 1),
                      "cores": round(both / 1e6 / interval_s, 3)}
-    out["hookline_over_least"] = [round(ours["both_us"] / least["both_us"], 2)
+    out["hookline_over_least"] = [ratio(ours["both_us"], least["both_us"])
                                   for ours, least in zip(runs["hookline"], runs["least"],
                                                          strict=True)]
     return out

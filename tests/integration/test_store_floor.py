@@ -37,7 +37,7 @@ def test_the_least_store_records_every_event_and_finishes_every_job_but_the_last
                                    events_per_cycle=2)
     assert run["ingest_us"] > 0 and run["worker_us"] > 0 and run["late_cycles"] >= 0
     with contextlib.closing(sqlite3.connect(run["database"])) as db:
-        assert db.execute("SELECT count(*), count(DISTINCT source_id) FROM events").fetchone() \
+        assert db.execute("SELECT count(*), count(DISTINCT event_id) FROM events").fetchone() \
             == (40, 40)
         assert db.execute("SELECT count(DISTINCT lease_token) FROM jobs").fetchone()[0] == 20
     assert _statuses(run["database"]) == {"done": 114, "leased": 6}
