@@ -207,10 +207,9 @@ async def run(url: str, events: int, concurrency: int, rate_per_s: float | None,
 def main(argv: list[str] | None = None) -> int:
     """CLI: --url URL --events N [--concurrency C] [--rate R [--arrivals even|poisson]]
     [--body-bytes B] [--run-id ID] [--accepts FILE] [--sends FILE] [--type TYPE]
-    [--tenant ID] (--accepts FILE gets a JSON
-    list: per event index, the unix time its 2xx was read, or null; --sends FILE a JSON
-    object: `run_id`, the ids' run part, and `sent_at`, per event index the unix time its
-    request was written, or null)."""
+    [--tenant ID]. --accepts FILE gets a JSON list: per event index, the unix time its 2xx
+    was read, or null; --sends FILE a JSON object: `run_id`, the ids' run part, and
+    `sent_at`, per event index the unix time its request was written, or null."""
     parser = argparse.ArgumentParser(prog="python -m hookline.rehearsal.loadgen")
     parser.add_argument("--url", required=True)
     parser.add_argument("--events", type=int, required=True)
