@@ -90,9 +90,10 @@ def test_arrival_schedules_are_even_or_poisson_at_the_rate():
 
 
 async def test_poisson_arrivals_reach_the_server_on_their_schedule():
-    """200 events at 300/s with poisson arrivals: all arrive, each (in arrival order, from
+    """200 events at 100/s with poisson arrivals: all arrive, each (in arrival order, from
     the first) close to its scheduled time. The schedule strays from even pacing by a median
-    of about 16 ms here, so evenly paced posts would miss it by as much."""
+    of about 48 ms here, so evenly paced posts would miss it by as much (the limit, 20 ms,
+    leaves a loaded machine room)."""
     arrived: list[float] = []
 
     async def events(request: web.Request) -> web.Response:
@@ -104,14 +105,14 @@ async def test_poisson_arrivals_reach_the_server_on_their_schedule():
     app.router.add_post("/v1/events", events)
     async with TestServer(app, host="127.0.0.1") as server:
         figures = await loadgen.run(str(server.make_url("/v1/events")), 200, concurrency=8,
-                                    rate_per_s=300.0, body_bytes=200, arrivals="poisson")
+                                    rate_per_s=100.0, body_bytes=200, arrivals="poisson")
     assert figures["statuses"] == {"202": 200}
-    schedule = loadgen.arrival_offsets(200, 300.0, "poisson")
-    even = loadgen.arrival_offsets(200, 300.0)
-    assert statistics.median(abs(s - e) for s, e in zip(schedule, even, strict=True)) > 0.012
+    schedule = loadgen.arrival_offsets(200, 100.0, "poisson")
+    even = loadgen.arrival_offsets(200, 100.0)
+    assert statistics.median(abs(s - e) for s, e in zip(schedule, even, strict=True)) > 0.04
     misses = [abs((at - arrived[0]) - due)
               for at, due in zip(sorted(arrived), schedule, strict=True)]
-    assert statistics.median(misses) < 0.006, statistics.median(misses)
+    assert statistics.median(misses) < 0.02, statistics.median(misses)
 
 
 @pytest.mark.parametrize(("extra", "message"), [

@@ -8,6 +8,7 @@ import contextlib
 import hashlib
 import time
 from collections.abc import AsyncIterator, Callable
+from dataclasses import replace
 
 from hookline.rehearsal.receiver import Endpoint, Receiver, parse_behaviour
 from hookline.shared.config import Config
@@ -56,9 +57,11 @@ async def test_paused_destination_gets_nothing_until_resumed(real_store):
         for name in ("p", "live"):
             await real_store.add_destination(name=name, url=receiver.url(name), secret=secret,
                                              event_types=["*"], max_in_flight=5)
-        async with running_worker(real_store, POLLING):
+        # "p" fails once, so a retry is scheduled 0.75-1.5 s out; the pause comes well
+        # before it runs, on a loaded machine too.
+        async with running_worker(real_store, replace(POLLING, retry_base_s=1.5,
+                                                      retry_cap_s=1.5)):
             await real_store.add_events([new_event("first")])
-            # "p" fails once, so a retry is scheduled 0.25-0.5 s out; pause before it runs.
             await until(lambda: any(r.endpoint == "p" for r in receiver.requests), 5, "p 1st")
             await real_store.set_paused("p", True, "test")
             await real_store.add_events([new_event(f"e{i}") for i in range(5)])
@@ -66,7 +69,7 @@ async def test_paused_destination_gets_nothing_until_resumed(real_store):
             await until(lambda: len([r for r in receiver.requests if r.endpoint == "live"])
                         == 6, 5, "live deliveries")
             seen_while_paused = len([r for r in receiver.requests if r.endpoint == "p"])
-            await asyncio.sleep(1.0)  # the retry falls due, and 20 polls pass, while paused
+            await asyncio.sleep(2.0)  # the retry falls due, and 40 polls pass, while paused
             assert len([r for r in receiver.requests if r.endpoint == "p"]) == seen_while_paused
             p_jobs = [j for j in await real_store.list_jobs() if j.destination == "p"]
             assert {j.status for j in p_jobs} == {"pending"}

@@ -71,7 +71,7 @@ async def test_new_event_is_picked_up_by_wakeup_not_poll(real_store):
             while not receiver.effects:
                 await asyncio.sleep(0.005)
                 assert time.monotonic() - t0 < 2.0, "not delivered before the poll"
-            assert time.monotonic() - t0 < 0.5
+            assert time.monotonic() - t0 < 1.0  # the poll: 5 s
 
 
 async def test_transient_failures_retry_then_succeed(real_store):
