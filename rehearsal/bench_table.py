@@ -343,6 +343,8 @@ def bench_command(run: dict[str, Any]) -> str:
              "--backend", opts["backend"],
              "--load", "auto" if opts["use_wrk"] == "True" else "python",
              "--idle-s", f"{float(opts['idle_s']):g}", "--out", opts["out_dir"]]
+    if run.get("destination_filter") is not None:  # the options keep only its repr
+        args += ["--filter", json.dumps(run["destination_filter"], separators=(",", ":"))]
     return shlex.join(args)
 
 

@@ -6,6 +6,7 @@ only flat-out load the table accepts)."""
 from __future__ import annotations
 
 import json
+import shlex
 from pathlib import Path
 
 import pytest
@@ -13,6 +14,7 @@ import pytest
 from hookline.rehearsal import bench_table
 from hookline.rehearsal.bench_sections import BenchTableError
 from hookline.rehearsal.bench_table import BEGIN, END
+from hookline.shared.policy.filters import check_filter
 from hookline.supervisor.cli import main
 
 DATA = Path(__file__).parent / "data" / "bench"
@@ -434,3 +436,17 @@ def test_the_command_line_names_several_ingest_processes(tmp_path):
     assert "--workers 2 --ingest-processes 2 --concurrency" in bench_table.render_block(
         flat, STEADY)
     assert "--ingest-processes" not in bench_table.render_block(FLAT, STEADY)
+
+
+def test_a_runs_payload_filter_is_in_its_command_line():
+    """A run made with `--filter` is reproduced with the same filter (bench.json keeps it as
+    JSON beside the options' repr), one the bench's own check accepts; a run without one
+    gets no `--filter`."""
+    run = json.loads(FLAT.read_text())
+    assert "--filter" not in bench_table.bench_command(run)
+    given = {"type": {"$startsWith": "bench."}, "data.pad": {"$exist": True},
+             "$or": [{"data.pad": {"$startsWith": "x"}}, {"tenant.metadata.region": "eu"}]}
+    run["destination_filter"] = check_filter(given)
+    args = shlex.split(bench_table.bench_command(run))
+    reproduced = json.loads(args[args.index("--filter") + 1])
+    assert reproduced == given and check_filter(reproduced) == run["destination_filter"]
