@@ -291,7 +291,7 @@ async def test_ordered_destination_delivers_in_order_one_at_a_time(real_store):
 
 
 async def test_rate_limit_and_timeout_override_apply_to_real_sends(real_store):
-    """rate_limit_per_s=5 spreads 10 requests over >= 1 s (burst of 5, then 5 per second);
+    """rate_limit_per_s=5 spreads 10 requests over about 1 s (burst of 5, then 5 per second);
     a destination timeout_s of 0.3 cuts a hanging receiver at ~0.3 s, not the 1 s default."""
     secret = generate_secret()
     endpoints = [Endpoint("limited", secret), Endpoint("hang", secret, parse_behaviour("hang"))]

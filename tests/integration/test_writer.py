@@ -106,8 +106,8 @@ async def _deliver_to_8_destinations(store: Store, config: Config, behaviour: st
 async def test_under_load_writes_are_spaced_by_the_batch_interval(real_store):
     """200 deliveries to 8 destinations with batch_interval_s=100 ms (no claim uses up a
     destination's room, so no result gates the next job; 8 slots, so fewer results than
-    FILLED_ENOUGH are ever queued): consecutive writes start at least 100 ms apart, they
-    carry several results each, and every result is written exactly once."""
+    FILLED_ENOUGH are ever queued): consecutive writes start about 100 ms apart (unspaced,
+    10-30 ms), they carry several results each, and every result is written exactly once."""
     config = replace(FAST, batch_interval_s=0.1, worker_concurrency=8, claim_batch=8,
                      destination_slot_share=1.0)
     recorder, counts, requests, _ = await _deliver_to_8_destinations(real_store, config,
@@ -117,7 +117,7 @@ async def test_under_load_writes_are_spaced_by_the_batch_interval(real_store):
     gaps = [b - a for a, b in itertools.pairwise(starts)]
     # 50 ms, not 100: each start is recorded a moment after the writer's own mark, and on a
     # loaded machine that moment can be long (15 ms with a core busy elsewhere, 50 ms
-    # spacing: a gap of 35 ms). Unpaced writes follow within a few ms.
+    # spacing: a gap of 35 ms).
     assert gaps and min(gaps) >= 0.05, gaps
     assert sum(results for _, results in recorder.writes) == 200
     assert max(results for _, results in recorder.writes) >= 5
@@ -298,7 +298,9 @@ async def test_the_writer_extends_the_leases_it_holds(real_store):
             await until(lambda: len(recorder.extended_by) >= 2, 10, "two extensions")
             [extended] = await real_store.list_jobs(status="running")
     assert extended.lease_until is not None and claimed.lease_until is not None
-    assert extended.lease_until > claimed.lease_until + 1.0  # two extensions: about 2 s
+    # At least the first extension has landed (1 s later than the claim's lease); the
+    # second may still be on its way when the rows are read.
+    assert extended.lease_until > claimed.lease_until + 0.5
     assert set(recorder.extended_by) == {"writer"}
 
 

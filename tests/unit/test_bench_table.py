@@ -16,6 +16,7 @@ from hookline.rehearsal.bench_sections import BenchTableError
 from hookline.rehearsal.bench_table import BEGIN, END
 from hookline.shared.policy.filters import check_filter
 from hookline.supervisor.cli import main
+from hookline.supervisor.cli.main import build_parser
 
 DATA = Path(__file__).parent / "data" / "bench"
 FLAT, STEADY = DATA / "flat.json", DATA / "steady.json"
@@ -440,13 +441,15 @@ def test_the_command_line_names_several_ingest_processes(tmp_path):
 
 def test_a_runs_payload_filter_is_in_its_command_line():
     """A run made with `--filter` is reproduced with the same filter (bench.json keeps it as
-    JSON beside the options' repr), one the bench's own check accepts; a run without one
-    gets no `--filter`."""
+    JSON beside the options' repr): `hookline bench`'s own parser reads it back, and its
+    check accepts it; a run without one gets no `--filter`."""
     run = json.loads(FLAT.read_text())
     assert "--filter" not in bench_table.bench_command(run)
     given = {"type": {"$startsWith": "bench."}, "data.pad": {"$exist": True},
              "$or": [{"data.pad": {"$startsWith": "x"}}, {"tenant.metadata.region": "eu"}]}
     run["destination_filter"] = check_filter(given)
     args = shlex.split(bench_table.bench_command(run))
-    reproduced = json.loads(args[args.index("--filter") + 1])
+    assert args[0] == "hookline"
+    parsed = build_parser().parse_args(args[1:])
+    reproduced = json.loads(parsed.destination_filter)
     assert reproduced == given and check_filter(reproduced) == run["destination_filter"]
