@@ -331,11 +331,20 @@ def tenant_slots(concurrency: int, share: float) -> int:
 
 
 def fair_room(request: ClaimRequest, destination_id: int) -> int:
-    """How many more of the claiming worker's slots `destination_id` may take under the
-    request's fair share (its `limit` when there is no cap); may be 0 or less."""
+    """How many more of the claiming worker's slots `destination_id` may take in this claim:
+    its fair share left (:func:`share_left`), at most the request's `limit`; may be 0 or
+    less."""
+    share = share_left(request, destination_id)
+    return request.limit if share is None else min(request.limit, share)
+
+
+def share_left(request: ClaimRequest, destination_id: int) -> int | None:
+    """How many more of the claiming worker's slots `destination_id` may hold under the
+    request's fair share (`per_destination`, counting the `held` ones), whatever the claim's
+    own `limit`; None when there is no cap. May be 0 or less."""
     if request.per_destination is None:
-        return request.limit
-    return min(request.limit, request.per_destination - request.held.get(destination_id, 0))
+        return None
+    return request.per_destination - request.held.get(destination_id, 0)
 
 
 def effective_timeout_s(override_s: float | None, default_s: float, lease_s: float) -> float:

@@ -19,6 +19,7 @@ from hookline.shared.policy.delivery import (
     UNREADABLE_PREFIX,
     choose_with_takeovers,
     fair_room,
+    share_left,
     unsettled_by_more,
 )
 from hookline.shared.policy.notify import NotifyPolicy, chat_body, is_operational
@@ -412,7 +413,10 @@ def _gating(request: ClaimRequest, slots: list[Any], leased: list[Any],
         taken = by_destination[destination_id]
         if not taken:
             continue
-        room = min(slot["free"], fair_room(request, destination_id))
+        # The destination's room, not the claim's: a claim that ran out of the worker's free
+        # slots (request.limit) first leaves the destination room for its next job.
+        share = share_left(request, destination_id)
+        room = slot["free"] if share is None else min(slot["free"], share)
         tenant_full = (per_tenant is not None and
                        request.held_tenants.get(tenant, 0) + by_tenant[tenant] >= per_tenant)
         if slot["ordered"] or taken >= room or tenant_full:

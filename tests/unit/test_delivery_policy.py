@@ -162,6 +162,13 @@ async def test_a_claim_marks_the_jobs_whose_result_the_destinations_next_job_wai
     [again] = await store.claim("w", 20, 30.0, 5)
     assert again.destination_id == capped.id and again.gates_next
     await store.hand_back([c for c in claims if c.job_id != one_capped.job_id] + [again])
+    # A claim whose own limit (the worker's free slots) runs out first leaves the
+    # destination room: its next job waits for no result of this one.
+    small = await store.claim("w", 1, 30.0, 5)
+    assert [(c.destination_id, c.gates_next) for c in small] == [(roomy.id, False)]
+    shared = await store.claim("w", 2, 30.0, 5, per_destination=4)
+    assert [c.gates_next for c in shared] == [False, False]
+    await store.hand_back(small + shared)
 
 
 async def test_a_claim_marks_the_jobs_that_fill_the_workers_share_or_the_late_reservation(
