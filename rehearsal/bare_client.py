@@ -32,7 +32,7 @@ import time
 import aiohttp
 
 from hookline.shared.signing import new_message_ids, signed_headers
-from hookline.workers.sender import USER_AGENT
+from hookline.workers.sender import FIXED_HEADERS
 
 
 async def send_all(url: str, endpoints: list[tuple[str, str]], *, requests: int,
@@ -74,10 +74,10 @@ async def send_all(url: str, endpoints: list[tuple[str, str]], *, requests: int,
                     return
                 target, secrets_ = next(targets)
                 # The headers a worker sends (workers/sender.py), signed the same way.
-                headers = {"webhook-event-type": "bench.bare_client"}
+                headers = {"webhook-event-type": "bench.bare_client",
+                           "Accept-Encoding": "identity"}
                 headers.update(signed_headers(next(ids), body, secrets_))
-                headers["content-type"] = "application/json"
-                headers["User-Agent"] = USER_AGENT
+                headers.update(FIXED_HEADERS)
                 async with session.post(target, data=body, headers=headers) as answer:
                     await answer.read()
                     counts["requests" if answer.status < 300 else "failed"] += 1

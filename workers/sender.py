@@ -41,6 +41,8 @@ from hookline.workers.connections import AgedConnector
 EXCERPT_BYTES = 1024
 HEADERS_EXCERPT_CHARS = 1024
 USER_AGENT = f"{PRODUCT} (+webhook delivery)"
+FIXED_HEADERS = {"content-type": "application/json", "User-Agent": USER_AGENT}
+"""The headers every attempt sends after the signature's, whatever else it carries."""
 _NEVER_FORWARDED = RESERVED_HEADERS - MEANING_HEADERS  # signature, content type, framing
 _MAX_VETTED = 10_000  # destination URLs remembered as vetted (forgotten all at once past it)
 _NO_AIOHTTP_TIMEOUT = aiohttp.ClientTimeout(total=None, connect=None, sock_read=None,
@@ -92,12 +94,13 @@ class Sender:
         # request's own dict (aiohttp would merge session headers into every request). No
         # cookie jar: a cookie one receiver sets (a load balancer's sticky cookie) is neither
         # parsed and kept nor sent back, to it or to another destination on the same host.
-        # No Accept-Encoding: the answer is not decompressed, so asking for gzip would store
-        # compressed bytes as the response excerpt operators read.
+        # Each request asks for `Accept-Encoding: identity` (send): the answer is not
+        # decompressed, so gzip would store compressed bytes as the response excerpt
+        # operators read. (Also cheaper than skip_auto_headers, which makes aiohttp copy
+        # every request's headers.)
         self._session = aiohttp.ClientSession(
             connector=connector, timeout=_NO_AIOHTTP_TIMEOUT, auto_decompress=False,
-            trust_env=False, cookie_jar=aiohttp.DummyCookieJar(),
-            skip_auto_headers=(hdrs.ACCEPT_ENCODING,))
+            trust_env=False, cookie_jar=aiohttp.DummyCookieJar())
         return self
 
     async def __aexit__(self, *exc: object) -> None:
@@ -132,8 +135,7 @@ class Sender:
         headers = outgoing_headers(claim)
         headers.update(signed_headers(claim.message_id, claim.body,
                                       claim.secrets or (claim.secret,), started_at))
-        headers["content-type"] = "application/json"
-        headers["User-Agent"] = USER_AGENT
+        headers.update(FIXED_HEADERS)
         total_s = timeout_s if timeout_s is not None else self._timeout_s
         try:
             if claim.url not in self._vetted:
@@ -169,7 +171,9 @@ class Sender:
 def outgoing_headers(claim: Claim) -> dict[str, str]:
     """The request headers before signing: the destination's custom headers, then a source
     event's forwarded headers (shared/policy/forwarding.py; a provider header replaces a
-    custom header of the same name, whatever its case), then `webhook-event-type`.
+    custom header of the same name, whatever its case), then `webhook-event-type`, then
+    `Accept-Encoding: identity` unless one of those named an Accept-Encoding (the answer is
+    not decompressed: a gzip answer would be stored as unreadable bytes).
 
     A forwarded name in RESERVED_HEADERS other than hookline's own meaning headers is left
     out, and the caller sets the signature and content type last, so nothing forwarded can
@@ -182,6 +186,9 @@ def outgoing_headers(claim: Claim) -> dict[str, str]:
         headers.update((name, value) for name, value in claim.forwarded_headers
                        if name.lower() not in _NEVER_FORWARDED)
     headers[EVENT_TYPE_HEADER] = claim.event_type
+    if not (claim.headers or claim.forwarded_headers) or not any(
+            name.lower() == "accept-encoding" for name in headers):
+        headers[hdrs.ACCEPT_ENCODING] = "identity"
     return headers
 
 

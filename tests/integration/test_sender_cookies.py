@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import socket
 from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import replace
 
 from aiohttp import web
 from aiohttp.abc import AbstractResolver, ResolveResult
@@ -73,11 +74,12 @@ async def test_a_cookie_set_by_a_receiver_is_never_sent_back():
 
 async def test_a_receiver_is_not_asked_to_compress_its_answer():
     """The answer is stored as an excerpt without decompressing it: a receiver offered gzip
-    (aiohttp's default Accept-Encoding) would compress it into unreadable bytes."""
+    (aiohttp's default Accept-Encoding) would compress it into unreadable bytes. Each
+    request asks for `identity` (an absent Accept-Encoding would allow any coding)."""
     offered: list[str | None] = []
 
     async def answer(request: web.Request) -> web.Response:
-        offered.append(request.headers.get("Accept-Encoding"))
+        offered.append(",".join(request.headers.getall("Accept-Encoding", ["(none)"])))
         response = web.Response(status=200, text="received " * 40)
         if "gzip" in (request.headers.get("Accept-Encoding") or ""):
             response.enable_compression()
@@ -85,6 +87,9 @@ async def test_a_receiver_is_not_asked_to_compress_its_answer():
 
     async with _sender_to(answer) as (sender, base):
         result = await sender.send(_claim(f"{base}/a", 1))
-    assert offered == [None]
+        # A destination's own Accept-Encoding (any case) is sent instead, once.
+        custom = replace(_claim(f"{base}/a", 2), headers=(("accept-encoding", "br"),))
+        assert (await sender.send(custom)).status_code == 200
+    assert offered == ["identity", "br"]
     assert result.status_code == 200, result
     assert (result.response_excerpt or "").startswith("received received")
