@@ -177,6 +177,6 @@ def _shown_headers(stored: str | None) -> tuple[tuple[str, str], ...]:
 def parse_headers(stored: str | None) -> tuple[tuple[str, str], ...]:
     """A destination's stored `headers` column (a JSON object; None or '' = none) as
     (name, value) pairs in stored order."""
-    if not stored:
+    if not stored or stored == "{}":  # most destinations: no JSON to parse per claim
         return ()
     return tuple((str(name), str(value)) for name, value in json.loads(stored).items())

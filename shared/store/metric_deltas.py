@@ -83,13 +83,15 @@ class MetricDeltas:
 
     def _add(self, family: str, destination_id: int, label: str, n: int,
              total_s: float = 0.0) -> None:
-        for key in ((family, destination_id, label), (family, TOTALS, label)):
-            found = self._counts.get(key)
-            if found is None:
-                self._counts[key] = [n, total_s]
-            else:
-                found[0] += n
-                found[1] += total_s
+        # The destination's row only: rows() adds up the totals row (TOTALS) once, rather
+        # than every change finding two keys (one per delivery's status and outcome each).
+        key = (family, destination_id, label)
+        found = self._counts.get(key)
+        if found is None:
+            self._counts[key] = [n, total_s]
+        else:
+            found[0] += n
+            found[1] += total_s
 
     def jobs(self, destination_id: int, before: str | None, after: str | None,
              n: int = 1) -> None:
@@ -101,7 +103,7 @@ class MetricDeltas:
             self._add("jobs", destination_id, before, -n)
         if after is not None:
             self._add("jobs", destination_id, after, n)
-        if "pending" in (before, after):
+        if before == "pending" or after == "pending":
             self._oldest.add(destination_id)
 
     def pending_moved(self, destination_id: int) -> None:
@@ -147,10 +149,16 @@ class MetricDeltas:
         concurrent writers touch counter rows in one order); an `oldest` row asks for that
         destination's oldest pending job to be read again (a `jobs` `pending` row asks it
         too, so it is left out beside one)."""
-        out: list[tuple[str, int, str, int, float | None]] = [
-            (family, destination_id, label, int(n), float(total))
-            for (family, destination_id, label), (n, total) in self._counts.items()
-            if n or total]
+        out: list[tuple[str, int, str, int, float | None]] = []
+        totals: dict[Key, list[float]] = {}  # events and notifications are kept here only
+        for (family, destination_id, label), (n, total) in self._counts.items():
+            if destination_id != TOTALS and (n or total):
+                out.append((family, destination_id, label, int(n), float(total)))
+            found = totals.setdefault((family, TOTALS, label), [0, 0.0])
+            found[0] += n
+            found[1] += total
+        out += [(family, destination_id, label, int(n), float(total))
+                for (family, destination_id, label), (n, total) in totals.items() if n or total]
         # A fold reads the oldest pending job anew for each destination whose pending count
         # changed too, so the `oldest` row is needed only where the count did not: half the
         # rows of an ingest transaction with thousands of destinations (schema 23).
