@@ -21,8 +21,8 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Iterable
-from typing import Protocol
+from collections.abc import Iterable, Mapping
+from typing import Final, Protocol
 
 import aiohttp
 from aiohttp import hdrs
@@ -41,7 +41,8 @@ from hookline.workers.connections import AgedConnector
 EXCERPT_BYTES = 1024
 HEADERS_EXCERPT_CHARS = 1024
 USER_AGENT = f"{PRODUCT} (+webhook delivery)"
-FIXED_HEADERS = {"content-type": "application/json", "User-Agent": USER_AGENT}
+FIXED_HEADERS: Final[Mapping[str, str]] = {"content-type": "application/json",
+                                           "User-Agent": USER_AGENT}
 """The headers every attempt sends after the signature's, whatever else it carries."""
 _NEVER_FORWARDED = RESERVED_HEADERS - MEANING_HEADERS  # signature, content type, framing
 _MAX_VETTED = 10_000  # destination URLs remembered as vetted (forgotten all at once past it)
@@ -110,8 +111,8 @@ class Sender:
 
     async def send(self, claim: Claim, timeout_s: float | None = None) -> AttemptResult:
         """POST `claim.body` to `claim.url` with fresh Standard Webhooks headers, the
-        destination's custom headers (`claim.headers`), `webhook-event-type` and a source
-        event's forwarded headers (:func:`outgoing_headers`).
+        destination's custom headers (`claim.headers`), `webhook-event-type`, a source
+        event's forwarded headers and `Accept-Encoding: identity` (:func:`outgoing_headers`).
 
         Signs with every secret in `claim.secrets` (new first; space-separated signatures
         during a rotation), else with `claim.secret`. The whole attempt (connect, send, read

@@ -413,8 +413,9 @@ def _gating(request: ClaimRequest, slots: list[Any], leased: list[Any],
         taken = by_destination[destination_id]
         if not taken:
             continue
-        # The destination's room, not the claim's: a claim that ran out of the worker's free
-        # slots (request.limit) first leaves the destination room for its next job.
+        # The destination's room, not the claim's: a claim that reached its own limit
+        # (request.limit: the worker's free slots, at most claim_batch) first leaves the
+        # destination room for its next job.
         share = share_left(request, destination_id)
         room = slot["free"] if share is None else min(slot["free"], share)
         tenant_full = (per_tenant is not None and

@@ -150,7 +150,9 @@ class MetricDeltas:
         destination's oldest pending job to be read again (a `jobs` `pending` row asks it
         too, so it is left out beside one)."""
         out: list[tuple[str, int, str, int, float | None]] = []
-        totals: dict[Key, list[float]] = {}  # events and notifications are kept here only
+        # Every change added up into its totals row (TOTALS); events and notifications have
+        # totals keys only, so they reach the rows through this alone.
+        totals: dict[Key, list[float]] = {}
         for (family, destination_id, label), (n, total) in self._counts.items():
             if destination_id != TOTALS and (n or total):
                 out.append((family, destination_id, label, int(n), float(total)))

@@ -166,9 +166,10 @@ async def test_a_claim_marks_the_jobs_whose_result_the_destinations_next_job_wai
     # destination room: its next job waits for no result of this one.
     small = await store.claim("w", 1, 30.0, 5)
     assert [(c.destination_id, c.gates_next) for c in small] == [(roomy.id, False)]
-    shared = await store.claim("w", 2, 30.0, 5, per_destination=4)
-    assert [c.gates_next for c in shared] == [False, False]
-    await store.hand_back(small + shared)
+    # The same with a worker's share of each destination (4) larger than the claim.
+    [shared] = await store.claim("w", 1, 30.0, 5, per_destination=4)
+    assert shared.destination_id != fifo.id and not shared.gates_next
+    await store.hand_back([*small, shared])
 
 
 async def test_a_claim_marks_the_jobs_that_fill_the_workers_share_or_the_late_reservation(
