@@ -83,8 +83,8 @@ class MetricDeltas:
 
     def _add(self, family: str, destination_id: int, label: str, n: int,
              total_s: float = 0.0) -> None:
-        # The destination's row only: rows() adds up the totals row (TOTALS) once, rather
-        # than every change finding two keys (one per delivery's status and outcome each).
+        # The destination's key only: rows() adds up the totals rows (TOTALS) once per
+        # transaction, rather than every change updating two keys.
         key = (family, destination_id, label)
         found = self._counts.get(key)
         if found is None:
