@@ -31,8 +31,9 @@ import time
 
 import aiohttp
 
+from hookline.shared.models import Claim
 from hookline.shared.signing import new_message_ids, signed_headers
-from hookline.workers.sender import FIXED_HEADERS
+from hookline.workers.sender import FIXED_HEADERS, outgoing_headers
 
 
 async def send_all(url: str, endpoints: list[tuple[str, str]], *, requests: int,
@@ -55,6 +56,12 @@ async def send_all(url: str, endpoints: list[tuple[str, str]], *, requests: int,
                       ).encode()
     targets = itertools.cycle([(f"{url}/{name}", (secret,)) for name, secret in endpoints])
     ids = iter(new_message_ids(requests))
+    # The headers a worker sends before signing (workers/sender.py), built once: a
+    # destination with no custom headers, for an event of type bench.bare_client.
+    unsigned = outgoing_headers(Claim(
+        job_id=0, event_id=0, message_id="", event_type="bench.bare_client",
+        destination_id=0, destination_name="", url=url, secret="", body=body, attempt=1,
+        lease_token="", lease_owner="", lease_until=0.0))
     counts = {"requests": 0, "failed": 0}
     connector = aiohttp.TCPConnector(limit=concurrency)
     async with aiohttp.ClientSession(connector=connector, auto_decompress=False) as session:
@@ -73,9 +80,8 @@ async def send_all(url: str, endpoints: list[tuple[str, str]], *, requests: int,
                 if time.monotonic() > deadline:
                     return
                 target, secrets_ = next(targets)
-                # The headers a worker sends (workers/sender.py), signed the same way.
-                headers = {"webhook-event-type": "bench.bare_client",
-                           "Accept-Encoding": "identity"}
+                # Signed the way a worker signs (Sender.send).
+                headers = dict(unsigned)
                 headers.update(signed_headers(next(ids), body, secrets_))
                 headers.update(FIXED_HEADERS)
                 async with session.post(target, data=body, headers=headers) as answer:
