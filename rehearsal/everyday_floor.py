@@ -16,13 +16,27 @@ they can (rehearsal/bench_ceiling.py's sender ceiling). Each event must arrive a
 request and each delivery leave as one, and hookline serves and sends them with aiohttp: what
 the bare processes cost at a rate is a floor under ingest's and the workers' cost there,
 whatever the storage (docs/benchmarks.md, "Everyday rates: the floor").
+
+It also measures the least durable service (durable_floor): rehearsal/ingest_floor.py and
+rehearsal/delivery_floor.py on one SQLite file, the events stored with their jobs before
+the 202 and each delivery marked when its 2xx came, under the same loads. What it costs at a
+rate bounds hookline's costs there from below with the bookkeeping at-least-once delivery
+needs counted too (rehearsal/everyday_reach.py, durable_reach).
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
+import select
+import sqlite3
 import subprocess
 import sys
+import tempfile
+import time
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 from hookline.rehearsal.bench import BenchOptions, proc_cpu_s
@@ -31,7 +45,8 @@ from hookline.rehearsal.bench_ceiling import (
     drive_load,
     measure_sender_ceiling,
 )
-from hookline.rehearsal.harness import receiver_child, stop_process
+from hookline.rehearsal.harness import free_port, receiver_child, stop_process
+from hookline.shared.config import Config
 from hookline.shared.signing import generate_secret
 
 ENDPOINTS = 3
@@ -39,6 +54,12 @@ ENDPOINTS = 3
 
 CLIENT_CONCURRENCY = 64
 """The paced bare client's connections (a worker's default `worker_concurrency`)."""
+
+DURABLE_START_S = 15.0
+"""Most seconds the durable floor's processes may take to serve."""
+
+DURABLE_DRAIN_S = 60.0
+"""Most seconds the durable floor may take to deliver every job after the load ended."""
 
 
 def flat_out_floor(opts: BenchOptions, env: dict[str, str]) -> dict[str, Any]:
@@ -100,6 +121,108 @@ def steady_floor(opts: BenchOptions, env: dict[str, str], rate_per_s: float) -> 
             "client_requests": int(sent["requests"]),
             "client_cpu_ms_per_request": _per_request_ms(float(sent["cpu_s"]),
                                                          int(sent["requests"]))}
+
+
+def durable_floor(opts: BenchOptions, env: dict[str, str], rate_per_s: float | None
+                  ) -> dict[str, Any]:
+    """The least durable service (module doc) under `opts`' load: flat out (`rate_per_s`
+    None: the load of a flat-out bench, each process's CPU until every job is delivered) or
+    at `rate_per_s` events/s (opts.events of them). Both processes space their transactions
+    by hookline's default `batch_interval_s` and commit as hookline does (`opts.synchronous`
+    for the events, NORMAL for the deliveries).
+
+    Returns:
+        `events` (stored), `deliveries` (verified by the receiver), CPU per event of the
+        ingest floor and per delivery of the delivery floor (ms, 4 decimals), `cores` (the
+        two processes' CPU over the load's seconds, at a rate; None flat out) and the
+        delivery floor's `transactions`.
+
+    Raises:
+        subprocess.CalledProcessError: the load generator failed.
+        TimeoutError: a process did not serve within DURABLE_START_S, or the jobs were not
+            delivered within DURABLE_DRAIN_S of the load's end.
+        RuntimeError: a process ended early, or a delivery failed.
+    """
+    secrets = [generate_secret() for _ in range(ENDPOINTS)]
+    spacing_ms = str(Config().batch_interval_s * 1000)
+    with tempfile.TemporaryDirectory(prefix="hookline-floor-") as work, \
+            contextlib.ExitStack() as stack:
+        db, wake = str(Path(work) / "floor.db"), str(Path(work) / "wake")
+        _, r_port = stack.enter_context(receiver_child(
+            "hookline.rehearsal.fast_receiver",
+            [f"d{n + 1}={secret}" for n, secret in enumerate(secrets)], env))
+        port = free_port()
+        ingest = stack.enter_context(_floor_process(
+            ["hookline.rehearsal.ingest_floor", "whole", "--db", db, "--jobs", str(ENDPOINTS),
+             "--listen", f"127.0.0.1:{port}", "--synchronous", opts.synchronous,
+             "--wake", wake, "--spacing-ms", spacing_ms], env))
+        deliverer = stack.enter_context(_floor_process(
+            ["hookline.rehearsal.delivery_floor", "--db", db, "--wake", wake,
+             "--url", f"http://127.0.0.1:{r_port}", *[a for s in secrets for a in ("--secret", s)],
+             "--concurrency", str(CLIENT_CONCURRENCY), "--spacing-ms", spacing_ms], env))
+        cpu_before = {proc.pid: proc_cpu_s(proc.pid) for proc in (ingest, deliverer)}
+        started = time.monotonic()
+        load = drive_load(opts, env, f"http://127.0.0.1:{port}")
+        load_s = time.monotonic() - started
+        ingest_cpu_s = proc_cpu_s(ingest.pid) - cpu_before[ingest.pid]
+        events, delivered = 0, 0
+        while events < (stored := _stored_events(db)):  # wrk ends with requests in flight
+            events = stored
+            delivered = _await_deliveries(r_port, ENDPOINTS * events, DURABLE_DRAIN_S)
+        deliverer_cpu_s = proc_cpu_s(deliverer.pid) - cpu_before[deliverer.pid]
+        stop_process(deliverer, grace_s=10)
+        counts = json.loads((deliverer.stdout.read() if deliverer.stdout else b"") or b"{}")
+    if counts.get("failed", 1):
+        raise RuntimeError(f"the delivery floor failed: {counts}")
+    return {"events": events, "deliveries": delivered,
+            "ingest_cpu_ms_per_event": _per_request_ms(ingest_cpu_s, events),
+            "deliverer_cpu_ms_per_delivery": _per_request_ms(deliverer_cpu_s, delivered),
+            "cores": round((ingest_cpu_s + deliverer_cpu_s) / load_s, 3)
+            if rate_per_s and load_s else None,
+            "transactions": counts.get("transactions"), "load": {
+                key: load.get(key) for key in ("events_per_s", "latency_ms")}}
+
+
+@contextlib.contextmanager
+def _floor_process(module_args: list[str], env: dict[str, str]
+                   ) -> Iterator[subprocess.Popen[bytes]]:
+    """`python -m MODULE ARGS` once it printed its ready line; stopped on exit."""
+    proc = subprocess.Popen([sys.executable, "-m", *module_args], stdout=subprocess.PIPE,
+                            env=env)
+    try:
+        assert proc.stdout is not None
+        ready, _, _ = select.select([proc.stdout], [], [], DURABLE_START_S)
+        if not ready:
+            raise TimeoutError(f"{module_args[0]} did not serve within {DURABLE_START_S:g} s")
+        if not proc.stdout.readline():
+            raise RuntimeError(f"{module_args[0]} ended before serving: {proc.wait()}")
+        yield proc
+    finally:
+        stop_process(proc, grace_s=10)
+
+
+def _stored_events(db: str) -> int:
+    """Events the ingest floor stored (its 202s: the load tool's counts can miss the last)."""
+    with contextlib.closing(sqlite3.connect(db, timeout=30)) as conn:
+        return int(conn.execute("SELECT count(*) FROM events").fetchone()[0])
+
+
+def _await_deliveries(port: int, expected: int, within_s: float) -> int:
+    """The fast receiver's verified first arrivals once they reach `expected`.
+
+    Raises:
+        TimeoutError: fewer within `within_s` seconds.
+    """
+    deadline = time.monotonic() + within_s
+    while True:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/_count", timeout=10) as answer:
+            effects = int(json.load(answer)["effects"])
+        if effects >= expected:
+            return effects
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"the durable floor delivered {effects} of {expected} jobs "
+                               f"within {within_s:g} s of the load's end")
+        time.sleep(0.05)
 
 
 def floor_ratios(steady: dict[str, Any], flat: dict[str, Any]) -> dict[str, float | None]:

@@ -34,6 +34,14 @@ each check is the median of the rounds' ratios.
 
 bench_table always computes it from a file's rounds and medians (a file written before this
 module carries none), which is all this needs.
+
+durable_reach needs neither premise about the bookkeeping: it takes the least durable
+service's own cost at the rate (rehearsal/everyday_floor.py, durable_floor: the events
+stored with their jobs before the 202, each delivery marked when its 2xx came, nothing
+else), measured in the same round. It keeps the first premise (no slower flat out than
+hookline) for the cost ratios, and its service cores and Huey's ratio are absolute: each
+bounds a design on aiohttp and SQLite, on this machine, that does that work no more cheaply
+than the floor does (one process serving, one sending, one SQLite file).
 """
 
 from __future__ import annotations
@@ -41,7 +49,7 @@ from __future__ import annotations
 import statistics
 from typing import Any
 
-from hookline.rehearsal.everyday_floor import ENDPOINTS
+from hookline.rehearsal.everyday_floor import ENDPOINTS, ratio
 
 SIDES = {"ingest_cpu": ("server", "ingest_cpu_ms_per_event"),
          "workers_cpu": ("client", "workers_cpu_ms_per_delivery")}
@@ -172,3 +180,59 @@ def _bounds(view: dict[str, Any], targets: dict[str, Any],
         bounds[f"huey_cpu_per_delivery_at_least_{huey_limit:g}x"] = round(
             statistics.median(huey) / per_delivery, 3)  # CPU s per 1,000 = ms per delivery
     return bounds
+
+
+DURABLE_SIDES = {"ingest_cpu": ("ingest_cpu_ms_per_event", "ingest_cpu_ms_per_event"),
+                 "workers_cpu": ("deliverer_cpu_ms_per_delivery", "workers_cpu_ms_per_delivery")}
+"""Each cost target's figure of the least durable service (rehearsal/everyday_floor.py,
+durable_floor) and hookline's flat-out figure it is divided by."""
+
+
+def durable_reach(result: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """For an everyday scenario's `result`: each target's bound measured on the least durable
+    service (rehearsal/everyday_floor.py, durable_floor) at the rate, the median of the
+    rounds' own, and whether it misses the target (`least`, `out_of_reach`, as :func:`reach`).
+
+    Per round: a cost target's least ratio is the floor's cost per item at the rate over
+    hookline's flat-out cost (a design whose work at the rate costs at least the floor's and
+    that is no slower flat out than hookline); the service's least cores are the floor's at
+    the target rate; Huey's most ratio is Huey's CPU per delivery over the floor's at the
+    target rate (its two processes' CPU per event over ENDPOINTS). Rounds without the
+    floor's figures (a file from before it was measured) give none."""
+    targets = result.get("targets", {})
+    limit = float(targets.get("cost_ratio_at_most", 1.5))
+    rate_key = f"{float(targets.get('at_rate', 200.0)):g}"
+    per_round: list[dict[str, float]] = []
+    for r in result.get("rounds", []):
+        flat, bounds = r.get("flat_out") or {}, {}
+        for rate, run in r.get("steady", {}).items():
+            durable = run.get("durable") or {}
+            for key, (floor_key, flat_key) in DURABLE_SIDES.items():
+                if (bound := ratio(durable.get(floor_key), flat.get(flat_key))) is not None:
+                    bounds[f"{key}_at_{rate}_within_{limit}x_flat_out"] = bound
+        at_rate = r.get("steady", {}).get(rate_key, {}).get("durable") or {}
+        if at_rate.get("cores") is not None:
+            bounds[f"service_below_{targets.get('service_cores_below', 0.3)}_cores"] = \
+                at_rate["cores"]
+        huey = r.get("huey", {})
+        floor_ms = _floor_ms_per_delivery(at_rate)
+        if huey.get("complete") and floor_ms:
+            ratio_limit = float(targets.get("huey_cpu_ratio_at_least", 4.0))
+            bounds[f"huey_cpu_per_delivery_at_least_{ratio_limit:g}x"] = round(
+                float(huey["huey_cpu_s_per_1000_deliveries"]) / floor_ms, 3)
+        per_round.append(bounds)
+    names = dict.fromkeys(name for bounds in per_round for name in bounds)
+    least = {name: round(statistics.median(b[name] for b in per_round if name in b), 3)
+             for name in names}
+    return {"least": least,
+            "out_of_reach": {name: _misses(name, value, targets) for name, value in least.items()}}
+
+
+def _floor_ms_per_delivery(durable: dict[str, Any]) -> float | None:
+    """The least durable service's CPU per delivery (ms): an event's ingest over ENDPOINTS
+    plus a delivery's; None when a figure is missing."""
+    ingest, deliverer = (durable.get(key) for key in ("ingest_cpu_ms_per_event",
+                                                       "deliverer_cpu_ms_per_delivery"))
+    if ingest is None or deliverer is None:
+        return None
+    return float(ingest) / ENDPOINTS + float(deliverer)

@@ -18,9 +18,12 @@ of those.
 `python -m hookline.rehearsal.ingest_floor ROLE ...`, each role printing one JSON line,
 `{"ready": true}`, once it serves, and stopping on SIGTERM or SIGINT:
 
-* `whole --db PATH --jobs N --listen HOST:PORT [--synchronous FULL|NORMAL]`: one process;
-  the commits run on a thread of their own (as ingest's do), so SQLite's C code can use
-  another core.
+* `whole --db PATH --jobs N --listen HOST:PORT [--synchronous FULL|NORMAL] [--wake PATH]
+  [--spacing-ms MS]`: one process; the commits run on a thread of their own (as ingest's
+  do), so SQLite's C code can use another core. With `--wake`, each commit that stored an
+  event sends a datagram to that Unix socket (the delivery floor's,
+  rehearsal/delivery_floor.py); with `--spacing-ms`, commits start at least that far apart
+  under a trickle, as hookline's do (`batch_interval_s`).
 * `writer --db PATH --jobs N --socket PATH [--synchronous FULL|NORMAL]`: the one writer; it
   commits the batches HTTP processes send over the Unix socket, on its event loop (it does
   nothing else), every batch that arrived during a commit in the next one.
@@ -38,7 +41,9 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
+import socket
 import sqlite3
 import struct
 import sys
@@ -51,6 +56,7 @@ from aiohttp import web
 
 from hookline.rehearsal.bare_server import stop_signal
 from hookline.shared.process.child import event_loop_runner
+from hookline.shared.spacing import FILLED_ENOUGH, wait_out_spacing
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS events (
@@ -122,17 +128,25 @@ class FloorStore:
 class GroupCommit:
     """Queue events; one task writes everything queued by the time the last write ended.
 
-    Not ingest/batcher.py's Batcher: its per-request deadline, commit spacing and failure
-    bookkeeping are hookline's own work, which the floor leaves out.
+    Not ingest/batcher.py's Batcher: its per-request deadline and failure bookkeeping are
+    hookline's own work, which the floor leaves out.
 
     Args:
         write: commits a batch and returns one byte per event (awaitable).
+        spacing_s: under a trickle, the least time between the starts of two writes,
+            seconds, as hookline's `batch_interval_s` (shared/spacing.py: FILLED_ENOUGH
+            events queued write at once); 0, the default, writes as soon as the last
+            write ended.
     """
 
-    def __init__(self, write: Callable[[list[Event]], asyncio.Future[bytes]]) -> None:
+    def __init__(self, write: Callable[[list[Event]], asyncio.Future[bytes]],
+                 spacing_s: float = 0.0) -> None:
         self._write = write
+        self._spacing_s = spacing_s
         self._queue: list[tuple[list[Event], asyncio.Future[bytes]]] = []
         self._wakeup = asyncio.Event()
+        self._filled = asyncio.Event()
+        self._last_start = 0.0
         self._task = asyncio.create_task(self._run())
 
     async def submit(self, events: list[Event]) -> bytes:
@@ -146,12 +160,20 @@ class GroupCommit:
         future: asyncio.Future[bytes] = asyncio.get_running_loop().create_future()
         self._queue.append((events, future))
         self._wakeup.set()
+        if len(self._queue) >= FILLED_ENOUGH:
+            self._filled.set()
         return await future
 
     async def _run(self) -> None:
+        loop = asyncio.get_running_loop()
         while True:
             await self._wakeup.wait()
             self._wakeup.clear()
+            if self._spacing_s:
+                await wait_out_spacing(
+                    self._filled, lambda: self._last_start + self._spacing_s - loop.time(),
+                    lambda: len(self._queue) >= FILLED_ENOUGH)
+                self._last_start = loop.time()
             batch, self._queue = self._queue, []
             if not batch:
                 continue
@@ -238,13 +260,35 @@ async def _serve_until_stopped(app: web.Application | None, listen: str | None,
             server.close()
 
 
-async def serve_whole(db: str, jobs: int, listen: str, synchronous: str = "FULL") -> None:
+async def serve_whole(db: str, jobs: int, listen: str, synchronous: str = "FULL", *,
+                      wake: str | None = None, spacing_s: float = 0.0) -> None:
     """The `whole` role (module docstring)."""
     store = FloorStore(db, jobs, synchronous)
     thread = ThreadPoolExecutor(1, thread_name_prefix="floor-db")
     loop = asyncio.get_running_loop()
-    commits = GroupCommit(lambda events: loop.run_in_executor(thread, store.write, events))
+    sender = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)  # for the process's life
+    sender.setblocking(False)
+    write = store.write if wake is None else waking(store.write, sender, wake)
+    commits = GroupCommit(lambda events: loop.run_in_executor(thread, write, events),
+                          spacing_s)
     await _serve_until_stopped(_app(commits), listen)
+
+
+def waking(write: Callable[[list[Event]], bytes], sock: socket.socket, wake_path: str
+           ) -> Callable[[list[Event]], bytes]:
+    """`write`, then one datagram from `sock` (a non-blocking Unix datagram socket) to
+    `wake_path` when the commit stored an event: the delivery floor's wake-up
+    (rehearsal/delivery_floor.py), as hookline's ingest wakes a worker per commit. A
+    deliverer not listening (yet, or any more) is no error."""
+
+    def write_and_wake(events: list[Event]) -> bytes:
+        stored = write(events)
+        if any(stored):
+            with contextlib.suppress(OSError):  # full, refused or absent: it is awake
+                sock.sendto(b"w", wake_path)
+        return stored
+
+    return write_and_wake
 
 
 async def serve_writer(db: str, jobs: int, socket_path: str, synchronous: str = "FULL"
@@ -303,6 +347,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--listen", metavar="HOST:PORT")
     parser.add_argument("--socket")
     parser.add_argument("--synchronous", choices=["FULL", "NORMAL"], default="FULL")
+    parser.add_argument("--wake", metavar="PATH",
+                        help="whole: a datagram to this Unix socket after each commit")
+    parser.add_argument("--spacing-ms", type=float, default=0.0,
+                        help="whole: least ms between two commits' starts under a trickle")
     args = parser.parse_args(argv)
     needs = {"whole": ("db", "listen"), "writer": ("db", "socket"),
              "http": ("socket", "listen")}[args.role]
@@ -311,7 +359,8 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"{args.role} needs {' and '.join(missing)}")
     run = event_loop_runner()
     if args.role == "whole":
-        run(serve_whole(args.db, args.jobs, args.listen, args.synchronous))
+        run(serve_whole(args.db, args.jobs, args.listen, args.synchronous, wake=args.wake,
+                        spacing_s=args.spacing_ms / 1000))
     elif args.role == "writer":
         run(serve_writer(args.db, args.jobs, args.socket, args.synchronous))
     else:

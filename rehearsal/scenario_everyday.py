@@ -44,6 +44,11 @@ hookline (a ratio to a larger flat-out cost is smaller): `out_of_reach` says whi
 `reach` adds hookline's own work beside the HTTP (its books), at its flat-out cost per item
 (rehearsal/everyday_reach.py): each target's bound, and which ones that misses.
 
+Each round also runs the least durable service (rehearsal/everyday_floor.py, durable_floor:
+an ingest floor and a delivery floor on one SQLite file, at least once and nothing else),
+flat out and at each rate, under the same loads. `durable_reach` bounds each target with its
+measured cost at the rate instead of hookline's flat-out books (rehearsal/everyday_reach.py).
+
 Targets (checks): ingest and workers at most COST_RATIO_LIMIT times their flat-out cost at
 every rate; at TARGET_RATE_PER_S, the service under SERVICE_CORES_LIMIT of a core with its p99
 at most P99_LIMIT_MS, and Huey's CPU per delivery at least HUEY_CPU_RATIO times hookline's in
@@ -61,13 +66,14 @@ from hookline.rehearsal.compare import systems
 from hookline.rehearsal.compare.run import CompareOptions, run_compare
 from hookline.rehearsal.compare.systems import CompareError
 from hookline.rehearsal.everyday_floor import (
+    durable_floor,
     flat_out_floor,
     floor_cores,
     floor_ratios,
     ratio,
     steady_floor,
 )
-from hookline.rehearsal.everyday_reach import out_of_reach_beyond, reach
+from hookline.rehearsal.everyday_reach import durable_reach, out_of_reach_beyond, reach
 from hookline.rehearsal.scenario_common import ScenarioOptions
 
 COST_RATIO_LIMIT = 1.5  # CPU per event (ingest) or per delivery (workers), steady / flat out
@@ -92,6 +98,7 @@ def run_everyday(opts: ScenarioOptions) -> dict[str, Any]:
         flat = _run_figures(run_bench(flat_opts), steady=False)
         floor_env = bench_env(folder / "floor")
         flat["floor"] = flat_out_floor(flat_opts, floor_env)
+        flat["durable"] = durable_floor(flat_opts, floor_env, None)
         steady: dict[str, dict[str, Any]] = {}
         for rate in opts.steady_rates:
             rate_opts = _bench_options(opts, folder / f"rate-{rate:g}", rate)
@@ -111,6 +118,11 @@ def run_everyday(opts: ScenarioOptions) -> dict[str, Any]:
                     "client": ratio(floor["client_cpu_ms_per_request"],
                                      flat["workers_cpu_ms_per_delivery"])},
                 "service_cores": floor_cores(floor, rate)}
+            durable = durable_floor(rate_opts, floor_env, rate)
+            figures["durable"] = {**durable, "vs_flat_out": {
+                side: ratio(durable[key], flat["durable"][key]) for side, key in (
+                    ("ingest", "ingest_cpu_ms_per_event"),
+                    ("deliverer", "deliverer_cpu_ms_per_delivery"))}}
             steady[f"{rate:g}"] = figures
         rounds.append({"flat_out": flat, "steady": steady,
                        "huey": _huey(opts, folder / "huey")})
@@ -122,6 +134,7 @@ def run_everyday(opts: ScenarioOptions) -> dict[str, Any]:
         "checks": (checks := _checks(medians)), "pass": all(checks.values()),
         "out_of_reach": _out_of_reach(medians)}
     result["reach"] = reach(result)  # with bookkeeping at hookline's flat-out cost
+    result["durable_reach"] = durable_reach(result)  # the least durable service, measured
     return result
 
 
@@ -199,6 +212,10 @@ def _medians(rounds: list[dict[str, Any]], rates: tuple[float, ...]) -> dict[str
         key: _median([f[key] for f in flat])
         for key in ("events_per_s", "ingest_cpu_ms_per_event", "workers_cpu_ms_per_delivery")},
         "steady": {}}
+    out["flat_out"].update({f"durable_{key}": _median([(f.get("durable") or {}).get(key)
+                                                       for f in flat])
+                            for key in ("ingest_cpu_ms_per_event",
+                                        "deliverer_cpu_ms_per_delivery")})
     for rate in rates:
         runs = [r["steady"][f"{rate:g}"] for r in rounds]
         out["steady"][f"{rate:g}"] = {
@@ -215,7 +232,12 @@ def _medians(rounds: list[dict[str, Any]], rates: tuple[float, ...]) -> dict[str
                                                       for run in runs])
                for side in ("server", "client")
                for against in ("flat_out", "hookline_flat_out")},
-            "floor_service_cores": _median([run["floor"]["service_cores"] for run in runs])}
+            "floor_service_cores": _median([run["floor"]["service_cores"] for run in runs]),
+            **{f"durable_{key}": _median([(run.get("durable") or {}).get(key) for run in runs])
+               for key in ("ingest_cpu_ms_per_event", "deliverer_cpu_ms_per_delivery", "cores")},
+            **{f"durable_{side}_vs_flat_out": _median([
+                ((run.get("durable") or {}).get("vs_flat_out") or {}).get(side) for run in runs])
+               for side in ("ingest", "deliverer")}}
     out["huey_cpu_ratio"] = _median([r["huey"].get("huey_cpu_ratio") for r in rounds])
     probes = [run["cold_read_us"] for r in rounds for run in (r["flat_out"], *r["steady"].values())
               if run.get("cold_read_us")]
@@ -287,6 +309,12 @@ def print_everyday(result: dict[str, Any]) -> None:
               f"x{figures['floor_client_vs_flat_out']} its own, "
               f"x{figures['floor_client_vs_hookline_flat_out']} the workers'; the two "
               f"{figures['floor_service_cores']} cores")
+        print(f"{'':>5} least durable service at {rate} events/s: ingest floor "
+              f"{figures.get('durable_ingest_cpu_ms_per_event')} ms/event "
+              f"(x{figures.get('durable_ingest_vs_flat_out')} its flat out), delivery floor "
+              f"{figures.get('durable_deliverer_cpu_ms_per_delivery')} ms/delivery "
+              f"(x{figures.get('durable_deliverer_vs_flat_out')}); the two "
+              f"{figures.get('durable_cores')} cores")
     unavailable = {r["huey"]["unavailable"] for r in result["rounds"] if "unavailable" in r["huey"]}
     beyond = sorted(name for name, out in result.get("out_of_reach", {}).items() if out)
     if beyond:
@@ -298,5 +326,10 @@ def print_everyday(result: dict[str, Any]) -> None:
         print("also out of reach with hookline's own work beside the HTTP at its flat-out "
               "cost per item (rehearsal/everyday_reach.py): "
               + ", ".join(f"{name} ({least[name]})" for name in also))
+    measured = result.get("durable_reach", {"least": {}, "out_of_reach": {}})
+    if beyond_durable := out_of_reach_beyond(measured, set(), result.get("checks", {})):
+        print("out of reach of a design no cheaper at the rate than the least durable service "
+              "(rehearsal/everyday_floor.py, measured): " + ", ".join(
+                  f"{name} ({measured['least'][name]})" for name in beyond_durable))
     print(f"Huey at {TARGET_RATE_PER_S:g} events/s: CPU per delivery x{medians['huey_cpu_ratio']} "
           f"hookline's" + (f" ({'; '.join(sorted(unavailable))})" if unavailable else ""))

@@ -244,11 +244,11 @@ def test_everyday_results_are_a_table_of_rates_with_multiples_of_flat_out(tmp_pa
     everyday.write_text(json.dumps(EVERYDAY))
     block = bench_table.render_block(FLAT, STEADY, everyday_path=everyday)
     assert "medians of 3 rounds" in block and "at most 1.5x flat out" in block
-    assert "| flat out | 0.304 ms | 0.393 ms | - | - | - | - | - |\n" in block
+    assert "| flat out | 0.304 ms | 0.393 ms | - | - | - | - | - | - |\n" in block
     assert ("| 50 events/s | 2.36 ms (7.08x) | 1.69 ms (4.16x) | 0.372 | 16.1 ms / 38 ms "
             "| 44.2 ms | 2.07x / - |" in block)
-    assert ("| 200 events/s | 1.85 ms (6.1x) | - | - | 12.4 ms / 59.2 ms | - | - / - |"
-            in block)
+    assert ("| 200 events/s | 1.85 ms (6.1x) | - | - | 12.4 ms / 59.2 ms | - | - / - | - / - "
+            "| - / - |\n" in block)  # no floor, no durable floor: a file from before
     assert ("on this machine, the median of the rounds' 12 runs, a small SQLite read costs 9.0 "
             "µs of CPU back to back, 120.5 µs after 10 ms asleep (13.4x)):") in block
     older = json.loads(json.dumps(EVERYDAY))
@@ -286,8 +286,8 @@ def test_everyday_results_show_the_least_any_design_keeping_its_books_could_reac
     everyday = tmp_path / "scenario-everyday.json"
     everyday.write_text(json.dumps(result))
     block = bench_table.render_block(FLAT, STEADY, everyday_path=everyday)
-    assert "| 1.42x / 1.11x | 2.21x / 1.67x |\n" in block
-    assert "| 2.07x / - | - / - |\n" in block  # the floor's own ratios not measured at 50/s
+    assert "| 1.42x / 1.11x | 2.21x / 1.67x | - / - |\n" in block
+    assert "| 2.07x / - | - / - | - / - |\n" in block  # the floor's own ratios not at 50/s
     assert ("Out of reach of any design on aiohttp no slower flat out than hookline: 1 of "
             "them, where the bare HTTP alone costs more than the target allows") in block
     assert ("4 more where the bare HTTP plus hookline's own work beside it, at its flat-out "
@@ -453,3 +453,39 @@ def test_a_runs_payload_filter_is_in_its_command_line():
     parsed = build_parser().parse_args(args[1:])
     reproduced = json.loads(parsed.destination_filter)
     assert reproduced == given and check_filter(reproduced) == run["destination_filter"]
+
+
+def test_everyday_results_show_what_the_least_durable_service_measured_puts_out_of_reach(
+        tmp_path):
+    """With the least durable service measured in each round (rehearsal/everyday_floor.py,
+    durable_floor), the row shows its cost at the rate over hookline's flat-out cost (the
+    median of the rounds'), and the sentence counts the checks not met that it puts out of
+    reach, with its cores at the target rate and Huey's CPU per delivery over its."""
+    result = json.loads(json.dumps(EVERYDAY))
+    result["checks"] = {"ingest_cpu_at_200_within_1.5x_flat_out": False,
+                        "workers_cpu_at_200_within_1.5x_flat_out": False,
+                        "service_below_0.3_cores": False,
+                        "huey_cpu_per_delivery_at_least_4x": False}
+    result["rounds"] = [
+        {"flat_out": {"ingest_cpu_ms_per_event": 0.25, "workers_cpu_ms_per_delivery": 0.3},
+         "steady": {"200": {"durable": {"ingest_cpu_ms_per_event": 0.75,
+                                        "deliverer_cpu_ms_per_delivery": 0.36,
+                                        "cores": 0.35}}},
+         # 1.8 ms / (0.75 / 3 + 0.36 ms) = 2.951
+         "huey": {"complete": True, "huey_cpu_s_per_1000_deliveries": 1.8}},
+        {"flat_out": {"ingest_cpu_ms_per_event": 0.2, "workers_cpu_ms_per_delivery": 0.3},
+         "steady": {"200": {"durable": {"ingest_cpu_ms_per_event": 0.7,
+                                        "deliverer_cpu_ms_per_delivery": 0.42,
+                                        "cores": 0.33}}},
+         "huey": {"unavailable": "redis-server not found"}}]
+    everyday = tmp_path / "scenario-everyday.json"
+    everyday.write_text(json.dumps(result))
+    block = bench_table.render_block(FLAT, STEADY, everyday_path=everyday)
+    # ingest: 0.75 / 0.25 = 3.0 and 0.7 / 0.2 = 3.5; delivery: 1.2 and 1.4.
+    assert "| - / - | 3.25x / 1.3x |\n" in block
+    assert ("3 of the checks not met are out of reach of a design no cheaper at the rate: it "
+            "takes 0.34 cores at 200 events/s, and Huey's CPU per delivery is 2.95x its.") in block
+    result["checks"]["service_below_0.3_cores"] = True  # met: never counted out of reach
+    everyday.write_text(json.dumps(result))
+    assert "2 of the checks not met" in bench_table.render_block(FLAT, STEADY,
+                                                                 everyday_path=everyday)

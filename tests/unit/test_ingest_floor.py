@@ -6,6 +6,7 @@ end by tests/acceptance/test_bench_tenant_scenarios.py."""
 from __future__ import annotations
 
 import asyncio
+import socket
 import sqlite3
 
 import pytest
@@ -17,7 +18,9 @@ from hookline.rehearsal.ingest_floor import (
     encode_batch,
     parse_event,
     read_batch,
+    waking,
 )
+from hookline.shared.spacing import FILLED_ENOUGH
 
 
 def test_an_event_needs_a_json_object_with_a_string_id_and_type():
@@ -111,3 +114,50 @@ def test_a_waiter_that_went_away_does_not_stop_the_group_commit():
         assert await asyncio.wait_for(commits.submit([Event("e2", "t", b"")]), 5) == b"\x01"
 
     asyncio.run(scenario())
+
+
+def test_with_spacing_a_trickle_waits_for_the_interval_and_a_full_batch_does_not():
+    """As hookline's `batch_interval_s`: a write that follows the last one closely starts
+    no sooner than the interval after it, unless FILLED_ENOUGH events wait."""
+    starts: list[float] = []
+
+    async def scenario() -> None:
+        loop = asyncio.get_running_loop()
+
+        async def write(events: list[Event]) -> bytes:
+            starts.append(loop.time())
+            return b"\x01" * len(events)
+
+        trickle = GroupCommit(lambda events: asyncio.ensure_future(write(events)), 0.3)
+        await trickle.submit([Event("e1", "t", b"")])
+        await trickle.submit([Event("e2", "t", b"")])
+        assert starts[1] - starts[0] >= 0.3
+        full = GroupCommit(lambda events: asyncio.ensure_future(write(events)), 30.0)
+        await full.submit([Event("e3", "t", b"")])
+        queued = [asyncio.create_task(full.submit([Event(f"f{n}", "t", b"")]))
+                  for n in range(FILLED_ENOUGH)]
+        assert await asyncio.wait_for(asyncio.gather(*queued), 10) == [b"\x01"] * FILLED_ENOUGH
+
+    asyncio.run(scenario())
+    assert len(starts) == 4
+
+
+def test_a_commit_that_stored_an_event_wakes_the_delivery_floor(tmp_path):
+    """`--wake`: one datagram after a commit that stored an event, none after a commit of
+    duplicates only, and no error when nothing listens."""
+    wake_path = str(tmp_path / "wake")
+    sender = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+    sender.setblocking(False)
+    write = waking(FloorStore(str(tmp_path / "floor.db"), 3).write, sender, wake_path)
+    assert write([Event("e0", "t", b"{}")]) == b"\x01"  # nobody listening yet: no error
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+    listener.bind(wake_path)
+    listener.settimeout(5)
+    assert write([Event("e1", "t", b"{}")]) == b"\x01"
+    assert listener.recv(16) == b"w"
+    assert write([Event("e1", "t", b"{}")]) == b"\x00"
+    listener.settimeout(0.2)
+    with pytest.raises(TimeoutError):
+        listener.recv(16)
+    listener.close()
+    sender.close()
