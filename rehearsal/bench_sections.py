@@ -115,6 +115,35 @@ def everyday_command(everyday: dict[str, Any]) -> str | None:
                        "--out", opts["out_dir"]])
 
 
+def durable_sentence(measured: dict[str, Any], checks: dict[str, bool],
+                     targets: dict[str, Any]) -> str:
+    """What the least durable service puts out of reach (`measured`: durable_reach's), as
+    a sentence that follows the everyday table's: the checks not met it bounds out of reach,
+    its cores at the target rate, Huey's most ratio to it, and where hookline's own figure
+    beat it (no bound there). Empty when it bounds nothing."""
+    least = measured["least"]
+    if not least:
+        return ""
+    beyond = out_of_reach_beyond(measured, set(), checks)
+    cores, huey = least_of(least, "service_below_"), least_of(least, "huey_cpu_per_delivery_")
+    sentence = (" Measured on the least durable service (an ingest and a delivery process on "
+                "one SQLite file that store each event with its jobs before the 202 and mark "
+                "each delivery, nothing else: docs/benchmarks.md, \"Everyday rates: the least "
+                f"durable service\"), {len(beyond)} of the checks not met are out of reach of "
+                "any design that costs no less at the rate and is no slower flat out than "
+                "hookline")
+    if cores is not None:
+        sentence += (f"; it takes {format_figure(cores)} cores at "
+                     f"{targets.get('at_rate', 200):g} events/s")
+    if huey is not None:
+        sentence += f", and Huey's CPU per delivery is {format_figure(huey)}x its"
+    sentence += "."
+    if contradicted := measured.get("contradicted"):
+        sentence += (f" hookline's own figure is below that service's for "
+                     f"{', '.join(contradicted)}: no bound there.")
+    return sentence
+
+
 def everyday_section(everyday: dict[str, Any]) -> list[str]:
     """The markdown lines of `hookline bench --scenario everyday`'s scenario-everyday.json:
     a sentence naming the file, its date, its rounds, its targets and what a read costs the
@@ -182,9 +211,11 @@ def everyday_section(everyday: dict[str, Any]) -> list[str]:
         workers = ms(figures["workers_cpu_ms_per_delivery"], figures["workers_cpu_vs_flat_out"])
         floor = (f"{times(figures.get('floor_server_vs_hookline_flat_out'))} / "
                  f"{times(figures.get('floor_client_vs_hookline_flat_out'))}")
-        books, durable = (" / ".join(times(bounds.get(f"{key}_at_{rate}_within_{limit}x_flat_out"))
-                                     for key in ("ingest_cpu", "workers_cpu"))
-                          for bounds in (least, measured["least"]))
+        def pair(bounds: dict[str, float], rate: str = rate) -> str:
+            return " / ".join(times(bounds.get(f"{key}_at_{rate}_within_{limit}x_flat_out"))
+                              for key in ("ingest_cpu", "workers_cpu"))
+
+        books, durable = pair(least), pair(measured["least"])
         sent = figures.get("sent_latency_p99_ms")  # absent from files before it was measured
         lines.append(f"| {rate} events/s | {ingest} | {workers} | {cores} "
                      f"| {ms(figures['latency_p50_ms'])} / {ms(figures['latency_p99_ms'])} "
@@ -210,13 +241,5 @@ def everyday_section(everyday: dict[str, Any]) -> list[str]:
                       f"{times(least_of(least, 'service_below_')).rstrip('x')} cores, and "
                       f"Huey's CPU per delivery is at most "
                       f"{times(least_of(least, 'huey_cpu_per_delivery_'))} the service's.")
-    if beyond := out_of_reach_beyond(measured, set(), checks):
-        lines[-1] += (f" Measured on the least durable service (an ingest and a delivery process "
-                      f"on one SQLite file, storing each event with its jobs before the 202 and "
-                      f"marking each delivery, nothing else: docs/benchmarks.md, \"Everyday "
-                      f"rates: the least durable service\"), {len(beyond)} of the checks not met "
-                      f"are out of reach of a design no cheaper at the rate: it takes "
-                      f"{times(least_of(measured['least'], 'service_below_')).rstrip('x')} cores "
-                      f"at {targets.get('at_rate', 200):g} events/s, and Huey's CPU per delivery "
-                      f"is {times(least_of(measured['least'], 'huey_cpu_per_delivery_'))} its.")
+    lines[-1] += durable_sentence(measured, checks, targets)
     return lines

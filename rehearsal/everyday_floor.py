@@ -28,8 +28,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import select
-import sqlite3
 import subprocess
 import sys
 import tempfile
@@ -39,13 +37,18 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from hookline.rehearsal.bench import BenchOptions, proc_cpu_s
+from hookline.rehearsal.bench import BenchOptions, proc_cpu_s, query
 from hookline.rehearsal.bench_ceiling import (
     bare_server,
     drive_load,
     measure_sender_ceiling,
 )
-from hookline.rehearsal.harness import free_port, receiver_child, stop_process
+from hookline.rehearsal.harness import (
+    free_port,
+    receiver_child,
+    start_until_ready,
+    stop_process,
+)
 from hookline.shared.config import Config
 from hookline.shared.signing import generate_secret
 
@@ -125,104 +128,117 @@ def steady_floor(opts: BenchOptions, env: dict[str, str], rate_per_s: float) -> 
 
 def durable_floor(opts: BenchOptions, env: dict[str, str], rate_per_s: float | None
                   ) -> dict[str, Any]:
-    """The least durable service (module doc) under `opts`' load: flat out (`rate_per_s`
-    None: the load of a flat-out bench, each process's CPU until every job is delivered) or
-    at `rate_per_s` events/s (opts.events of them). Both processes space their transactions
-    by hookline's default `batch_interval_s` and commit as hookline does (`opts.synchronous`
-    for the events, NORMAL for the deliveries).
+    """The least durable service (module doc) under `opts`' load, on a SQLite file under
+    opts.out_dir: flat out (`rate_per_s` None: the load of a flat-out bench) or at
+    `rate_per_s` events/s (opts.events of them). Each process's CPU is read once every
+    stored event's jobs are delivered, verified by the receiver, and marked delivered. Both
+    space their writes by hookline's default `batch_interval_s` and commit as hookline does
+    (`opts.synchronous` for the events, NORMAL for the marks).
 
     Returns:
-        `events` (stored), `deliveries` (verified by the receiver), CPU per event of the
+        `events` (stored), `deliveries` (verified first arrivals), CPU per event of the
         ingest floor and per delivery of the delivery floor (ms, 4 decimals), `cores` (the
-        two processes' CPU over the load's seconds, at a rate; None flat out) and the
-        delivery floor's `transactions`.
+        two processes' CPU over the load generator's seconds, at a rate; None flat out), the
+        delivery floor's `writes` and `reads`, and the load's `events_per_s` and latency.
 
     Raises:
         subprocess.CalledProcessError: the load generator failed.
         TimeoutError: a process did not serve within DURABLE_START_S, or the jobs were not
-            delivered within DURABLE_DRAIN_S of the load's end.
-        RuntimeError: a process ended early, or a delivery failed.
+            all delivered and marked within DURABLE_DRAIN_S of the load's end.
+        RuntimeError: an event was refused, a process ended early (a failed delivery ends
+            the delivery floor), or a delivery arrived twice.
     """
     secrets = [generate_secret() for _ in range(ENDPOINTS)]
     spacing_ms = str(Config().batch_interval_s * 1000)
-    with tempfile.TemporaryDirectory(prefix="hookline-floor-") as work, \
+    folder = opts.out_dir / "durable-floor"
+    folder.mkdir(parents=True, exist_ok=True)
+    db = str(folder / "floor.db")
+    # A Unix socket's path has at most 107 bytes: a short folder of its own.
+    with tempfile.TemporaryDirectory(prefix="hookline-floor-") as sockets, \
             contextlib.ExitStack() as stack:
-        db, wake = str(Path(work) / "floor.db"), str(Path(work) / "wake")
+        wake = str(Path(sockets) / "wake")
         _, r_port = stack.enter_context(receiver_child(
             "hookline.rehearsal.fast_receiver",
             [f"d{n + 1}={secret}" for n, secret in enumerate(secrets)], env))
         port = free_port()
-        ingest = stack.enter_context(_floor_process(
-            ["hookline.rehearsal.ingest_floor", "whole", "--db", db, "--jobs", str(ENDPOINTS),
-             "--listen", f"127.0.0.1:{port}", "--synchronous", opts.synchronous,
-             "--wake", wake, "--spacing-ms", spacing_ms], env))
-        deliverer = stack.enter_context(_floor_process(
-            ["hookline.rehearsal.delivery_floor", "--db", db, "--wake", wake,
-             "--url", f"http://127.0.0.1:{r_port}", *[a for s in secrets for a in ("--secret", s)],
-             "--concurrency", str(CLIENT_CONCURRENCY), "--spacing-ms", spacing_ms], env))
-        cpu_before = {proc.pid: proc_cpu_s(proc.pid) for proc in (ingest, deliverer)}
-        started = time.monotonic()
+        procs = {name: stack.enter_context(_stopped_on_exit(start_until_ready(
+            [sys.executable, "-m", f"hookline.rehearsal.{args[0]}", *args[1:]], env,
+            folder / f"{name}.log", DURABLE_START_S, f"the durable floor's {name}")))
+            for name, args in (
+                ("ingest", ["ingest_floor", "whole", "--db", db, "--jobs", str(ENDPOINTS),
+                            "--listen", f"127.0.0.1:{port}", "--synchronous", opts.synchronous,
+                            "--wake", wake, "--spacing-ms", spacing_ms]),
+                ("delivery", ["delivery_floor", "--db", db, "--wake", wake,
+                              "--url", f"http://127.0.0.1:{r_port}",
+                              *[a for s in secrets for a in ("--secret", s)],
+                              "--concurrency", str(CLIENT_CONCURRENCY),
+                              "--spacing-ms", spacing_ms]))}
+        cpu_before = {name: proc_cpu_s(proc.pid) for name, proc in procs.items()}
         load = drive_load(opts, env, f"http://127.0.0.1:{port}")
-        load_s = time.monotonic() - started
-        ingest_cpu_s = proc_cpu_s(ingest.pid) - cpu_before[ingest.pid]
-        events, delivered = 0, 0
-        while events < (stored := _stored_events(db)):  # wrk ends with requests in flight
-            events = stored
-            delivered = _await_deliveries(r_port, ENDPOINTS * events, DURABLE_DRAIN_S)
-        deliverer_cpu_s = proc_cpu_s(deliverer.pid) - cpu_before[deliverer.pid]
-        stop_process(deliverer, grace_s=10)
-        counts = json.loads((deliverer.stdout.read() if deliverer.stdout else b"") or b"{}")
-    if counts.get("failed", 1):
-        raise RuntimeError(f"the delivery floor failed: {counts}")
-    return {"events": events, "deliveries": delivered,
-            "ingest_cpu_ms_per_event": _per_request_ms(ingest_cpu_s, events),
-            "deliverer_cpu_ms_per_delivery": _per_request_ms(deliverer_cpu_s, delivered),
-            "cores": round((ingest_cpu_s + deliverer_cpu_s) / load_s, 3)
-            if rate_per_s and load_s else None,
-            "transactions": counts.get("transactions"), "load": {
-                key: load.get(key) for key in ("events_per_s", "latency_ms")}}
+        _check_load(load)
+        events = _await_settled(db, procs, DURABLE_DRAIN_S)
+        cpu_s = {name: proc_cpu_s(proc.pid) - cpu_before[name] for name, proc in procs.items()}
+        with urllib.request.urlopen(f"http://127.0.0.1:{r_port}/_count", timeout=10) as answer:
+            received = json.load(answer)
+        stop_process(procs["delivery"], grace_s=10)
+        assert procs["delivery"].stdout is not None
+        counts = json.loads(procs["delivery"].stdout.read() or b"{}")
+    deliveries = int(received["effects"])
+    if (deliveries, int(received["requests"]), counts.get("delivered")) != (
+            ENDPOINTS * events,) * 3:
+        raise RuntimeError(f"the durable floor stored {events} events, the receiver got "
+                           f"{received}, the delivery floor says {counts}")
+    load_s = float(load.get("elapsed_s") or 0)  # the Python generator's; wrk gives none
+    return {"events": events, "deliveries": deliveries,
+            "ingest_cpu_ms_per_event": _per_request_ms(cpu_s["ingest"], events),
+            "deliverer_cpu_ms_per_delivery": _per_request_ms(cpu_s["delivery"], deliveries),
+            "cores": round(sum(cpu_s.values()) / load_s, 3) if rate_per_s and load_s else None,
+            "writes": counts.get("writes"), "reads": counts.get("reads"),
+            "load": {key: load.get(key) for key in ("events_per_s", "latency_ms")}}
 
 
 @contextlib.contextmanager
-def _floor_process(module_args: list[str], env: dict[str, str]
-                   ) -> Iterator[subprocess.Popen[bytes]]:
-    """`python -m MODULE ARGS` once it printed its ready line; stopped on exit."""
-    proc = subprocess.Popen([sys.executable, "-m", *module_args], stdout=subprocess.PIPE,
-                            env=env)
+def _stopped_on_exit(proc: subprocess.Popen[bytes]) -> Iterator[subprocess.Popen[bytes]]:
     try:
-        assert proc.stdout is not None
-        ready, _, _ = select.select([proc.stdout], [], [], DURABLE_START_S)
-        if not ready:
-            raise TimeoutError(f"{module_args[0]} did not serve within {DURABLE_START_S:g} s")
-        if not proc.stdout.readline():
-            raise RuntimeError(f"{module_args[0]} ended before serving: {proc.wait()}")
         yield proc
     finally:
         stop_process(proc, grace_s=10)
+        if proc.stdout is not None:
+            proc.stdout.close()
 
 
-def _stored_events(db: str) -> int:
-    """Events the ingest floor stored (its 202s: the load tool's counts can miss the last)."""
-    with contextlib.closing(sqlite3.connect(db, timeout=30)) as conn:
-        return int(conn.execute("SELECT count(*) FROM events").fetchone()[0])
+def _check_load(load: dict[str, Any]) -> None:
+    """Raise RuntimeError when the load saw an answer other than 202 (the Python generator's
+    `statuses`, wrk's `non_2xx` and `socket_errors`)."""
+    refused = {status: n for status, n in (load.get("statuses") or {}).items()
+               if status != "202"}
+    if refused or load.get("non_2xx") or load.get("socket_errors"):
+        raise RuntimeError(f"the durable floor's ingest refused events: {refused or load}")
 
 
-def _await_deliveries(port: int, expected: int, within_s: float) -> int:
-    """The fast receiver's verified first arrivals once they reach `expected`.
+def _await_settled(db: str, procs: dict[str, subprocess.Popen[bytes]], within_s: float) -> int:
+    """The events stored once every job is marked delivered and no event arrived for a
+    tenth of a second (wrk ends with requests in flight).
 
     Raises:
-        TimeoutError: fewer within `within_s` seconds.
+        TimeoutError: not settled within `within_s` seconds.
+        RuntimeError: a process ended.
     """
     deadline = time.monotonic() + within_s
+    seen: tuple[int, int] | None = None
     while True:
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}/_count", timeout=10) as answer:
-            effects = int(json.load(answer)["effects"])
-        if effects >= expected:
-            return effects
+        for name, proc in procs.items():
+            if proc.poll() is not None:
+                raise RuntimeError(f"the durable floor's {name} ended with {proc.returncode}")
+        events, open_jobs = query(db, "SELECT (SELECT count(*) FROM events), "
+                                      "(SELECT count(*) FROM jobs WHERE status != 'delivered')")[0]
+        if open_jobs == 0 and seen == (events, open_jobs):
+            return int(events)
         if time.monotonic() > deadline:
-            raise TimeoutError(f"the durable floor delivered {effects} of {expected} jobs "
-                               f"within {within_s:g} s of the load's end")
-        time.sleep(0.05)
+            raise TimeoutError(f"the durable floor left {open_jobs} jobs of {events} events "
+                               f"unmarked {within_s:g} s after its load")
+        seen = (events, open_jobs)
+        time.sleep(0.1)
 
 
 def floor_ratios(steady: dict[str, Any], flat: dict[str, Any]) -> dict[str, float | None]:

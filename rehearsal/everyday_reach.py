@@ -56,6 +56,12 @@ SIDES = {"ingest_cpu": ("server", "ingest_cpu_ms_per_event"),
 """Each cost target's bare process and hookline's flat-out figure (ms per event or delivery)."""
 
 
+DURABLE_SIDES = {"ingest_cpu": ("ingest_cpu_ms_per_event", "ingest_cpu_ms_per_event"),
+                 "workers_cpu": ("deliverer_cpu_ms_per_delivery", "workers_cpu_ms_per_delivery")}
+"""Each cost target's figure of the least durable service (rehearsal/everyday_floor.py,
+durable_floor) and hookline's flat-out figure it is divided by."""
+
+
 def least_ratio(vs_hookline: float | None, vs_own: float | None) -> float | None:
     """The least steady / flat-out cost ratio (3 decimals) of a design whose HTTP costs the
     bare one's and whose bookkeeping per item costs at least hookline's flat out: A + 1 - A/S
@@ -182,16 +188,14 @@ def _bounds(view: dict[str, Any], targets: dict[str, Any],
     return bounds
 
 
-DURABLE_SIDES = {"ingest_cpu": ("ingest_cpu_ms_per_event", "ingest_cpu_ms_per_event"),
-                 "workers_cpu": ("deliverer_cpu_ms_per_delivery", "workers_cpu_ms_per_delivery")}
-"""Each cost target's figure of the least durable service (rehearsal/everyday_floor.py,
-durable_floor) and hookline's flat-out figure it is divided by."""
 
-
-def durable_reach(result: dict[str, Any]) -> dict[str, dict[str, Any]]:
+def durable_reach(result: dict[str, Any]) -> dict[str, Any]:
     """For an everyday scenario's `result`: each target's bound measured on the least durable
     service (rehearsal/everyday_floor.py, durable_floor) at the rate, the median of the
-    rounds' own, and whether it misses the target (`least`, `out_of_reach`, as :func:`reach`).
+    rounds' own (`least`); `contradicted`, the targets where hookline's own figure is on the
+    target's side of that bound (the floor is then no floor there: its premise fails, and
+    the target is not counted); and `out_of_reach`, whether the bound misses the target
+    where it is not contradicted.
 
     Per round: a cost target's least ratio is the floor's cost per item at the rate over
     hookline's flat-out cost (a design whose work at the rate costs at least the floor's and
@@ -202,6 +206,9 @@ def durable_reach(result: dict[str, Any]) -> dict[str, dict[str, Any]]:
     targets = result.get("targets", {})
     limit = float(targets.get("cost_ratio_at_most", 1.5))
     rate_key = f"{float(targets.get('at_rate', 200.0)):g}"
+    cores_name = f"service_below_{targets.get('service_cores_below', 0.3)}_cores"
+    huey_limit = float(targets.get("huey_cpu_ratio_at_least", 4.0))
+    huey_name = f"huey_cpu_per_delivery_at_least_{huey_limit:g}x"
     per_round: list[dict[str, float]] = []
     for r in result.get("rounds", []):
         flat, bounds = r.get("flat_out") or {}, {}
@@ -212,20 +219,33 @@ def durable_reach(result: dict[str, Any]) -> dict[str, dict[str, Any]]:
                     bounds[f"{key}_at_{rate}_within_{limit}x_flat_out"] = bound
         at_rate = r.get("steady", {}).get(rate_key, {}).get("durable") or {}
         if at_rate.get("cores") is not None:
-            bounds[f"service_below_{targets.get('service_cores_below', 0.3)}_cores"] = \
-                at_rate["cores"]
-        huey = r.get("huey", {})
-        floor_ms = _floor_ms_per_delivery(at_rate)
+            bounds[cores_name] = at_rate["cores"]
+        huey, floor_ms = r.get("huey", {}), _floor_ms_per_delivery(at_rate)
         if huey.get("complete") and floor_ms:
-            ratio_limit = float(targets.get("huey_cpu_ratio_at_least", 4.0))
-            bounds[f"huey_cpu_per_delivery_at_least_{ratio_limit:g}x"] = round(
-                float(huey["huey_cpu_s_per_1000_deliveries"]) / floor_ms, 3)
+            bounds[huey_name] = round(float(huey["huey_cpu_s_per_1000_deliveries"]) / floor_ms, 3)
         per_round.append(bounds)
     names = dict.fromkeys(name for bounds in per_round for name in bounds)
     least = {name: round(statistics.median(b[name] for b in per_round if name in b), 3)
              for name in names}
-    return {"least": least,
-            "out_of_reach": {name: _misses(name, value, targets) for name, value in least.items()}}
+    measured = _hookline_figures(result.get("medians", {}), limit, rate_key, cores_name,
+                                 huey_name)
+    contradicted = sorted(name for name, bound in least.items()
+                          if (own := measured.get(name)) is not None
+                          and (own > bound if name == huey_name else own < bound))
+    return {"least": least, "contradicted": contradicted,
+            "out_of_reach": {name: name not in contradicted and _misses(name, value, targets)
+                             for name, value in least.items()}}
+
+
+def _hookline_figures(medians: dict[str, Any], limit: float, rate_key: str, cores_name: str,
+                      huey_name: str) -> dict[str, float | None]:
+    """hookline's own median figure for each target durable_reach bounds."""
+    figures: dict[str, float | None] = {
+        f"{key}_at_{rate}_within_{limit}x_flat_out": steady.get(f"{key}_vs_flat_out")
+        for rate, steady in medians.get("steady", {}).items() for key in DURABLE_SIDES}
+    figures[cores_name] = medians.get("steady", {}).get(rate_key, {}).get("service_cores")
+    figures[huey_name] = medians.get("huey_cpu_ratio")
+    return figures
 
 
 def _floor_ms_per_delivery(durable: dict[str, Any]) -> float | None:

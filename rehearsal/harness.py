@@ -11,6 +11,7 @@ import csv
 import json
 import os
 import secrets
+import select
 import signal
 import socket
 import subprocess
@@ -55,6 +56,31 @@ def stop_process(proc: subprocess.Popen[bytes] | None, grace_s: float = 30.0) ->
 
 class ReceiverNotStarted(RuntimeError):
     """A receiver process ended before it announced its port."""
+
+
+def start_until_ready(args: Sequence[str], env: dict[str, str], log: Path, within_s: float,
+                      what: str) -> subprocess.Popen[bytes]:
+    """Start `args` (its stderr to `log`) and return once it printed its first stdout line
+    (its ready line, left unread past that line); stopped again on failure.
+
+    Raises:
+        TimeoutError: no line within `within_s` seconds.
+        RuntimeError: it ended before printing one (the end of its log says why).
+    """
+    with log.open("wb") as stderr:
+        proc = subprocess.Popen(list(args), stdout=subprocess.PIPE, stderr=stderr, env=env)
+    try:
+        assert proc.stdout is not None
+        ready, _, _ = select.select([proc.stdout], [], [], within_s)
+        if not ready:
+            raise TimeoutError(f"{what} did not serve within {within_s:g} s")
+        if not proc.stdout.readline():
+            raise RuntimeError(f"{what} ended before serving: "
+                               f"{log.read_text(errors='replace')[-1000:]}")
+    except BaseException:
+        stop_process(proc, grace_s=10)
+        raise
+    return proc
 
 
 @contextlib.contextmanager

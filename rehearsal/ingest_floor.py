@@ -167,16 +167,17 @@ class GroupCommit:
     async def _run(self) -> None:
         loop = asyncio.get_running_loop()
         while True:
-            await self._wakeup.wait()
-            self._wakeup.clear()
+            if not self._queue:  # as ingest/batcher.py: only a waiting batch waits out spacing
+                await self._wakeup.wait()
+                self._wakeup.clear()
+                continue
             if self._spacing_s:
                 await wait_out_spacing(
                     self._filled, lambda: self._last_start + self._spacing_s - loop.time(),
                     lambda: len(self._queue) >= FILLED_ENOUGH)
                 self._last_start = loop.time()
             batch, self._queue = self._queue, []
-            if not batch:
-                continue
+            self._filled.clear()
             try:
                 stored = await self._write([event for events, _ in batch for event in events])
             except Exception as exc:  # noqa: BLE001  (every waiter learns of any failure)
@@ -266,12 +267,12 @@ async def serve_whole(db: str, jobs: int, listen: str, synchronous: str = "FULL"
     store = FloorStore(db, jobs, synchronous)
     thread = ThreadPoolExecutor(1, thread_name_prefix="floor-db")
     loop = asyncio.get_running_loop()
-    sender = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)  # for the process's life
-    sender.setblocking(False)
-    write = store.write if wake is None else waking(store.write, sender, wake)
-    commits = GroupCommit(lambda events: loop.run_in_executor(thread, write, events),
-                          spacing_s)
-    await _serve_until_stopped(_app(commits), listen)
+    with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as sender:
+        sender.setblocking(False)
+        write = store.write if wake is None else waking(store.write, sender, wake)
+        commits = GroupCommit(lambda events: loop.run_in_executor(thread, write, events),
+                              spacing_s)
+        await _serve_until_stopped(_app(commits), listen)
 
 
 def waking(write: Callable[[list[Event]], bytes], sock: socket.socket, wake_path: str

@@ -38,7 +38,6 @@ import dataclasses
 import json
 import os
 import resource
-import select
 import shutil
 import statistics
 import subprocess
@@ -59,7 +58,7 @@ from hookline.rehearsal.bench import (
     setup_destinations,
 )
 from hookline.rehearsal.bench_ceiling import bare_server
-from hookline.rehearsal.harness import INGEST_TOKEN, free_port, stop_process
+from hookline.rehearsal.harness import INGEST_TOKEN, free_port, start_until_ready, stop_process
 from hookline.rehearsal.scenario_common import ScenarioOptions
 from hookline.rehearsal.scenario_scale import count_events_and_jobs, thread_split
 from hookline.shared.signing import generate_secret
@@ -187,19 +186,9 @@ def _floor(label: str, work: Path, env: dict[str, str], synchronous: str
     try:
         pids = {}
         for name, args in roles:  # in order: the writer listens before an HTTP process dials
-            log = folder / f"{name}.log"
-            with log.open("wb") as stderr:
-                proc = subprocess.Popen([*module, *args], stdout=subprocess.PIPE,
-                                        stderr=stderr, env=env)
+            proc = start_until_ready([*module, *args], env, folder / f"{name}.log",
+                                     FLOOR_START_S, f"{label}: ingest_floor {name}")
             procs.append(proc)
-            assert proc.stdout is not None
-            ready, _, _ = select.select([proc.stdout], [], [], FLOOR_START_S)
-            if not ready:
-                raise TimeoutError(f"{label}: ingest_floor {name} did not serve within "
-                                   f"{FLOOR_START_S:g} s")
-            if not proc.stdout.readline():
-                raise RuntimeError(f"{label}: ingest_floor {name} ended before serving: "
-                                   f"{log.read_text(errors='replace')[-1000:]}")
             pids[name] = proc.pid
         yield Running(port, pids, db)
     finally:

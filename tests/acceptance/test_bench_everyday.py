@@ -104,18 +104,12 @@ def test_everyday_scenario_reports_steady_costs_against_flat_out_and_huey(tmp_pa
     assert all(result["reach"]["out_of_reach"][name]
                for name, out in result["out_of_reach"].items() if out)
     assert "bare aiohttp at 200 events/s" in report
-    # The least durable service (rehearsal/everyday_floor.py, durable_floor): every stored
-    # event's 3 jobs delivered, verified by the receiver, flat out and at the rate.
+    # The least durable service (rehearsal/everyday_floor.py, durable_floor; its own test:
+    # tests/acceptance/test_durable_floor.py) under the same loads, and its bounds: its cost
+    # at the rate over hookline's flat-out cost, its cores at the target rate.
     durable_flat, durable = flat["durable"], steady["durable"]
-    assert durable_flat["events"] >= 1_000 and durable["events"] == 200
-    for figures in (durable_flat, durable):
-        assert figures["deliveries"] == 3 * figures["events"]
-        assert figures["ingest_cpu_ms_per_event"] > 0
-        assert figures["deliverer_cpu_ms_per_delivery"] > 0
-        assert figures["transactions"] > 0
+    assert durable_flat["events"] == 1_000 and durable["events"] == 200
     assert durable_flat["cores"] is None and 0 < durable["cores"] < 2
-    assert durable["vs_flat_out"]["ingest"] == round(
-        durable["ingest_cpu_ms_per_event"] / durable_flat["ingest_cpu_ms_per_event"], 3)
     assert result["durable_reach"] == durable_reach(result)
     assert result["durable_reach"]["least"]["workers_cpu_at_200_within_1.5x_flat_out"] == round(
         durable["deliverer_cpu_ms_per_delivery"] / flat["workers_cpu_ms_per_delivery"], 3)

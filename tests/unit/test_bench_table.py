@@ -483,9 +483,18 @@ def test_everyday_results_show_what_the_least_durable_service_measured_puts_out_
     block = bench_table.render_block(FLAT, STEADY, everyday_path=everyday)
     # ingest: 0.75 / 0.25 = 3.0 and 0.7 / 0.2 = 3.5; delivery: 1.2 and 1.4.
     assert "| - / - | 3.25x / 1.3x |\n" in block
-    assert ("3 of the checks not met are out of reach of a design no cheaper at the rate: it "
-            "takes 0.34 cores at 200 events/s, and Huey's CPU per delivery is 2.95x its.") in block
+    assert ("3 of the checks not met are out of reach of any design that costs no less at "
+            "the rate and is no slower flat out than hookline; it takes 0.34 cores at 200 "
+            "events/s, and Huey's CPU per delivery is 2.95x its.\n") in block
     result["checks"]["service_below_0.3_cores"] = True  # met: never counted out of reach
     everyday.write_text(json.dumps(result))
     assert "2 of the checks not met" in bench_table.render_block(FLAT, STEADY,
                                                                  everyday_path=everyday)
+    # hookline's own figure below the floor's: no floor there, so no bound.
+    result["checks"]["service_below_0.3_cores"] = False
+    result["medians"]["steady"]["200"]["service_cores"] = 0.32
+    everyday.write_text(json.dumps(result))
+    block = bench_table.render_block(FLAT, STEADY, everyday_path=everyday)
+    assert "2 of the checks not met" in block
+    assert ("hookline's own figure is below that service's for service_below_0.3_cores: no "
+            "bound there.") in block

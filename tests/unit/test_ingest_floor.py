@@ -134,8 +134,10 @@ def test_with_spacing_a_trickle_waits_for_the_interval_and_a_full_batch_does_not
         assert starts[1] - starts[0] >= 0.3
         full = GroupCommit(lambda events: asyncio.ensure_future(write(events)), 30.0)
         await full.submit([Event("e3", "t", b"")])
-        queued = [asyncio.create_task(full.submit([Event(f"f{n}", "t", b"")]))
-                  for n in range(FILLED_ENOUGH)]
+        queued = [asyncio.create_task(full.submit([Event("f0", "t", b"")]))]
+        await asyncio.sleep(0.05)  # f0 waits out the 30 s spacing
+        queued += [asyncio.create_task(full.submit([Event(f"f{n}", "t", b"")]))
+                   for n in range(1, FILLED_ENOUGH)]
         assert await asyncio.wait_for(asyncio.gather(*queued), 10) == [b"\x01"] * FILLED_ENOUGH
 
     asyncio.run(scenario())
