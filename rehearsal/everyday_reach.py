@@ -107,11 +107,16 @@ def reach(result: dict[str, Any]) -> dict[str, dict[str, Any]]:
         huey = [r["huey"]["huey_cpu_s_per_1000_deliveries"] for r in result.get("rounds", [])
                 if r.get("huey", {}).get("complete")]
         per_round = [_bounds(result["medians"], targets, huey)]
-    names = dict.fromkeys(name for bounds in per_round for name in bounds)
-    least = {name: round(statistics.median(b[name] for b in per_round if name in b), 3)
-             for name in names}
+    least = _median_bounds(per_round)
     out = {name: _misses(name, value, targets) for name, value in least.items()}
     return {"least": least, "out_of_reach": out}
+
+
+def _median_bounds(per_round: list[dict[str, float]]) -> dict[str, float]:
+    """Each target's bound over the rounds that have one: their median, 3 decimals."""
+    names = dict.fromkeys(name for bounds in per_round for name in bounds)
+    return {name: round(statistics.median(b[name] for b in per_round if name in b), 3)
+            for name in names}
 
 
 def _misses(name: str, bound: float, targets: dict[str, Any]) -> bool:
@@ -224,9 +229,7 @@ def durable_reach(result: dict[str, Any]) -> dict[str, Any]:
         if huey.get("complete") and floor_ms:
             bounds[huey_name] = round(float(huey["huey_cpu_s_per_1000_deliveries"]) / floor_ms, 3)
         per_round.append(bounds)
-    names = dict.fromkeys(name for bounds in per_round for name in bounds)
-    least = {name: round(statistics.median(b[name] for b in per_round if name in b), 3)
-             for name in names}
+    least = _median_bounds(per_round)
     measured = _hookline_figures(result.get("medians", {}), limit, rate_key, cores_name,
                                  huey_name)
     contradicted = sorted(name for name, bound in least.items()

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from hookline.rehearsal.everyday_reach import bookkeeping_ms, least_ratio, reach
+from hookline.rehearsal.everyday_reach import bookkeeping_ms, durable_reach, least_ratio, reach
 
 RESULT: dict[str, Any] = {
     "targets": {"cost_ratio_at_most": 1.5, "service_cores_below": 0.3, "p99_ms_at_most": 22.0,
@@ -132,3 +132,27 @@ def test_the_service_and_huey_bounds_are_medians_of_the_rounds_too():
     out = reach(at_edge)["out_of_reach"]
     assert (out["workers_cpu_at_200_within_1.672x_flat_out"] and out["service_below_0.362_cores"]
             and out["huey_cpu_per_delivery_at_least_3.088x"])
+
+
+def test_the_least_durable_service_bounds_from_its_own_costs_and_files_before_it_give_none():
+    """durable_reach: a round's cost bound is the floor's cost at the rate over hookline's
+    flat-out cost of that round; its cores and Huey's ratio only at the target rate and
+    with a complete Huey run; a file from before the floor was measured gives no bound."""
+    assert durable_reach(RESULT) == {"least": {}, "contradicted": [], "out_of_reach": {}}
+    result = copy.deepcopy(RESULT)
+    result["rounds"] = [
+        {"flat_out": {"ingest_cpu_ms_per_event": 0.2, "workers_cpu_ms_per_delivery": 0.25},
+         "steady": {
+             "200": {"durable": {"ingest_cpu_ms_per_event": 0.6,
+                                 "deliverer_cpu_ms_per_delivery": 0.3, "cores": 0.33}},
+             "500": {"durable": {"ingest_cpu_ms_per_event": 0.28,
+                                 "deliverer_cpu_ms_per_delivery": 0.2, "cores": 0.6}}},
+         "huey": {"unavailable": "redis-server not found"}}]
+    bounds = durable_reach(result)
+    assert bounds["least"] == {"ingest_cpu_at_200_within_1.5x_flat_out": 3.0,
+                               "workers_cpu_at_200_within_1.5x_flat_out": 1.2,
+                               "ingest_cpu_at_500_within_1.5x_flat_out": 1.4,
+                               "workers_cpu_at_500_within_1.5x_flat_out": 0.8,
+                               "service_below_0.3_cores": 0.33}
+    assert [name for name, out in bounds["out_of_reach"].items() if out] == [
+        "ingest_cpu_at_200_within_1.5x_flat_out", "service_below_0.3_cores"]
