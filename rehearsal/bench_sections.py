@@ -118,9 +118,10 @@ def everyday_command(everyday: dict[str, Any]) -> str | None:
 def durable_sentence(measured: dict[str, Any], checks: dict[str, bool],
                      targets: dict[str, Any]) -> str:
     """What the least durable service puts out of reach (`measured`: durable_reach's), as
-    a sentence that follows the everyday table's: the checks not met it bounds out of reach,
-    its cores at the target rate, Huey's most ratio to it, and where hookline's own figure
-    beat it (no bound there). Empty when it bounds nothing."""
+    the sentences that follow the everyday table's: how many checks not met it bounds out of
+    reach, its cores at the target rate, Huey's most ratio to it, the checks not met it does
+    not bound, and where hookline's own figure beat it (no bound there). Empty when it
+    bounds nothing."""
     least = measured["least"]
     if not least:
         return ""
@@ -138,6 +139,9 @@ def durable_sentence(measured: dict[str, Any], checks: dict[str, bool],
     if huey is not None:
         sentence += f", and Huey's CPU per delivery is {format_figure(huey)}x its"
     sentence += "."
+    if rest := sorted(name for name, met in checks.items()
+                      if not met and name not in beyond):
+        sentence += f" Not bounded out of reach: {', '.join(rest)}."
     if contradicted := measured.get("contradicted"):
         sentence += (f" hookline's own figure is below that service's for "
                      f"{', '.join(contradicted)}: no bound there.")
@@ -211,11 +215,8 @@ def everyday_section(everyday: dict[str, Any]) -> list[str]:
         workers = ms(figures["workers_cpu_ms_per_delivery"], figures["workers_cpu_vs_flat_out"])
         floor = (f"{times(figures.get('floor_server_vs_hookline_flat_out'))} / "
                  f"{times(figures.get('floor_client_vs_hookline_flat_out'))}")
-        def pair(bounds: dict[str, float], rate: str = rate) -> str:
-            return " / ".join(times(bounds.get(f"{key}_at_{rate}_within_{limit}x_flat_out"))
-                              for key in ("ingest_cpu", "workers_cpu"))
-
-        books, durable = pair(least), pair(measured["least"])
+        books, durable = (_ingest_and_workers(bounds, rate, limit)
+                          for bounds in (least, measured["least"]))
         sent = figures.get("sent_latency_p99_ms")  # absent from files before it was measured
         lines.append(f"| {rate} events/s | {ingest} | {workers} | {cores} "
                      f"| {ms(figures['latency_p50_ms'])} / {ms(figures['latency_p99_ms'])} "
@@ -225,6 +226,9 @@ def everyday_section(everyday: dict[str, Any]) -> list[str]:
                   f"{'-' if huey is None else format_figure(huey)}x hookline's (target at least "
                   f"{targets.get('huey_cpu_ratio_at_least')}x). Checks met: "
                   f"{sum(bool(v) for v in checks.values())} of {len(checks)}."]
+    if measured["least"]:  # measured on a whole durable service: it supersedes the rest
+        lines[-1] += durable_sentence(measured, checks, targets)
+        return lines
     # A check met is never counted out of reach (were it, the premise would be wrong).
     alone = {name for name, out in everyday.get("out_of_reach", {}).items()
              if out and not checks.get(name)}
@@ -241,5 +245,12 @@ def everyday_section(everyday: dict[str, Any]) -> list[str]:
                       f"{times(least_of(least, 'service_below_')).rstrip('x')} cores, and "
                       f"Huey's CPU per delivery is at most "
                       f"{times(least_of(least, 'huey_cpu_per_delivery_'))} the service's.")
-    lines[-1] += durable_sentence(measured, checks, targets)
     return lines
+
+
+def _ingest_and_workers(bounds: dict[str, float], rate: str, limit: float) -> str:
+    """`bounds`' ingest and workers cost ratios at `rate`, "A x / B x" ("-" for a missing
+    one)."""
+    return " / ".join("-" if (value := bounds.get(f"{key}_at_{rate}_within_{limit}x_flat_out"))
+                      is None else f"{format_figure(value)}x"
+                      for key in ("ingest_cpu", "workers_cpu"))

@@ -15,17 +15,20 @@ start again after the last job marked delivered, so a job sent but not yet marke
 again (at least once; receivers dedupe by `webhook-id`). Several delivery processes would
 need leases to share the jobs; hookline's workers take them, the floor does not.
 
-Writes follow hookline's worker (workers/writer.py), so that the floor pays no more
-transactions than hookline does: each result waits up to RESULT_LINGER_S to share the write
-of the next wake-up (a datagram on its Unix socket from ingest_floor's `--wake`, one per
-commit that stored an event), FILLED_ENOUGH of them are written at once, and writes start at
-least `--spacing-ms` apart under a trickle (hookline's `batch_interval_s`). Each claimed job
+Writes follow hookline's worker (workers/writer.py), so that the floor pays as many write
+transactions as hookline does, no fewer and no more: each result waits up to
+RESULT_LINGER_S (none without spacing) to share the write of the next claim (woken by a
+datagram on its Unix socket from ingest_floor's `--wake`, one per commit that stored an
+event), a claim that finds results waiting waits out the spacing to write them with it,
+FILLED_ENOUGH of them are written at once, and writes start at least `--spacing-ms` apart
+under a trickle (hookline's `batch_interval_s`). A claim with no result to write is a read
+and waits for nothing. Each claimed job
 is posted to `URL/dN` (its destination's number N, from 1), signed and with the headers a
 worker sends, `--concurrency` at once.
 
 No lease, no attempt rows, no retries, no metrics, no logs: the first delivery that fails
-(not a 2xx, or no answer) stops the process with exit status 1, so a rehearsal stops at a
-failure rather than hide it.
+(not a 2xx, or no answer within a worker's `attempt_timeout_s`) stops the process with exit
+status 1, its error on stderr, so a rehearsal stops at a failure rather than hide it.
 
 CLI: `python -m hookline.rehearsal.delivery_floor --db PATH --wake PATH --url
 http://127.0.0.1:PORT --secret WHSEC ... [--concurrency C] [--spacing-ms MS]` (one
@@ -49,10 +52,11 @@ from dataclasses import dataclass, field
 
 import aiohttp
 
+from hookline.shared.config import Config
 from hookline.shared.models import Claim
 from hookline.shared.process.child import event_loop_runner
 from hookline.shared.signing import signed_headers
-from hookline.shared.spacing import FILLED_ENOUGH
+from hookline.shared.spacing import FILLED_ENOUGH, wait_out_spacing
 from hookline.workers.sender import FIXED_HEADERS, outgoing_headers
 from hookline.workers.writer import RESULT_LINGER_S
 
@@ -131,15 +135,19 @@ class FloorDeliverer:
         sends: set[asyncio.Task[None]] = set()
         while True:
             await self._next_turn(loop)
+            if self._ended:
+                # As a worker's writer: results and a claim share one write, once the
+                # spacing since the last write has passed (or FILLED_ENOUGH results wait).
+                await wait_out_spacing(
+                    self._wake, lambda: self._last_write_at + self.spacing_s - loop.time(),
+                    lambda: len(self._ended) >= FILLED_ENOUGH or self._failure is not None)
             free = self.concurrency - self._in_flight
             claim = self._jobs_may_be_due and free > 0
-            self._jobs_may_be_due = False  # a datagram from now on sets it again
-            now = loop.time()
-            spaced = now >= self._last_write_at + self.spacing_s
-            marks: list[int] = []
-            if self._ended and (spaced or len(self._ended) >= FILLED_ENOUGH):
-                marks, self._ended = self._ended, []
-                self._last_write_at = now
+            if claim:
+                self._jobs_may_be_due = False  # a datagram from now on sets it again
+            marks, self._ended = self._ended, []
+            if marks:
+                self._last_write_at = loop.time()
             jobs = self.mark_and_claim(marks, free if claim else 0)
             if claim and len(jobs) == free:
                 self._jobs_may_be_due = True  # a full claim: more may be waiting
@@ -161,7 +169,8 @@ class FloorDeliverer:
                 return
             timeout_s = None
             if self._ended:
-                due_at = max(self._oldest_ended_at + RESULT_LINGER_S,
+                linger_s = RESULT_LINGER_S if self.spacing_s else 0.0  # as writer.py's
+                due_at = max(self._oldest_ended_at + linger_s,
                              self._last_write_at + self.spacing_s)
                 if len(self._ended) >= FILLED_ENOUGH or loop.time() >= due_at:
                     return
@@ -182,7 +191,8 @@ class FloorDeliverer:
                 jobs = self._read(limit)
                 conn.execute("COMMIT")
             except BaseException:
-                conn.execute("ROLLBACK")
+                if conn.in_transaction:  # a failed COMMIT may have ended it already
+                    conn.execute("ROLLBACK")
                 raise
             self.counts.writes += 1
             return jobs
@@ -258,7 +268,9 @@ async def serve(db: str, wake_path: str, url: str, secrets: list[str], concurren
 
         loop.add_reader(waker.fileno(), drain_wake_ups)
         connector = aiohttp.TCPConnector(limit=concurrency)
-        async with aiohttp.ClientSession(connector=connector, auto_decompress=False) as session:
+        timeout = aiohttp.ClientTimeout(total=Config().attempt_timeout_s)  # a worker's
+        async with aiohttp.ClientSession(connector=connector, timeout=timeout,
+                                         auto_decompress=False) as session:
             running = asyncio.create_task(deliverer.run(session))
             stopping = asyncio.create_task(stop.wait())
             print(json.dumps({"ready": True}), flush=True)
@@ -298,6 +310,8 @@ def main(argv: list[str] | None = None) -> int:
 
     event_loop_runner()(run())
     done = counts[0]
+    if done.error:
+        print(f"delivery_floor: stopped: {done.error}", file=sys.stderr, flush=True)
     print(json.dumps({"delivered": done.delivered, "failed": done.failed, "writes": done.writes,
                       "reads": done.reads, "error": done.error}), flush=True)
     return 1 if done.error or done.failed else 0

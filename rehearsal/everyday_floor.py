@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -151,7 +152,8 @@ def durable_floor(opts: BenchOptions, env: dict[str, str], rate_per_s: float | N
     secrets = [generate_secret() for _ in range(ENDPOINTS)]
     spacing_ms = str(Config().batch_interval_s * 1000)
     folder = opts.out_dir / "durable-floor"
-    folder.mkdir(parents=True, exist_ok=True)
+    shutil.rmtree(folder, ignore_errors=True)  # a fresh file, as every bench run's
+    folder.mkdir(parents=True)
     db = str(folder / "floor.db")
     # A Unix socket's path has at most 107 bytes: a short folder of its own.
     with tempfile.TemporaryDirectory(prefix="hookline-floor-") as sockets, \
@@ -176,7 +178,7 @@ def durable_floor(opts: BenchOptions, env: dict[str, str], rate_per_s: float | N
         cpu_before = {name: proc_cpu_s(proc.pid) for name, proc in procs.items()}
         load = drive_load(opts, env, f"http://127.0.0.1:{port}")
         _check_load(load)
-        events = _await_settled(db, procs, DURABLE_DRAIN_S)
+        events = _await_settled(db, procs, folder, DURABLE_DRAIN_S)
         cpu_s = {name: proc_cpu_s(proc.pid) - cpu_before[name] for name, proc in procs.items()}
         with urllib.request.urlopen(f"http://127.0.0.1:{r_port}/_count", timeout=10) as answer:
             received = json.load(answer)
@@ -208,28 +210,32 @@ def _stopped_on_exit(proc: subprocess.Popen[bytes]) -> Iterator[subprocess.Popen
 
 
 def _check_load(load: dict[str, Any]) -> None:
-    """Raise RuntimeError when the load saw an answer other than 202 (the Python generator's
-    `statuses`, wrk's `non_2xx` and `socket_errors`)."""
+    """Raise RuntimeError when the load saw an answer other than 202 or a socket error (the
+    Python generator's `statuses`, wrk's `non_2xx` and `socket_errors`)."""
     refused = {status: n for status, n in (load.get("statuses") or {}).items()
                if status != "202"}
     if refused or load.get("non_2xx") or load.get("socket_errors"):
-        raise RuntimeError(f"the durable floor's ingest refused events: {refused or load}")
+        raise RuntimeError("the durable floor's ingest did not answer every event 202: "
+                           f"{refused or load}")
 
 
-def _await_settled(db: str, procs: dict[str, subprocess.Popen[bytes]], within_s: float) -> int:
+def _await_settled(db: str, procs: dict[str, subprocess.Popen[bytes]], logs: Path,
+                   within_s: float) -> int:
     """The events stored once every job is marked delivered and no event arrived for a
     tenth of a second (wrk ends with requests in flight).
 
     Raises:
         TimeoutError: not settled within `within_s` seconds.
-        RuntimeError: a process ended.
+        RuntimeError: a process ended (the end of its log, `logs`/NAME.log, says why).
     """
     deadline = time.monotonic() + within_s
     seen: tuple[int, int] | None = None
     while True:
         for name, proc in procs.items():
             if proc.poll() is not None:
-                raise RuntimeError(f"the durable floor's {name} ended with {proc.returncode}")
+                log = (logs / f"{name}.log").read_text(errors="replace")[-1000:]
+                raise RuntimeError(f"the durable floor's {name} ended with "
+                                   f"{proc.returncode}: {log}")
         events, open_jobs = query(db, "SELECT (SELECT count(*) FROM events), "
                                       "(SELECT count(*) FROM jobs WHERE status != 'delivered')")[0]
         if open_jobs == 0 and seen == (events, open_jobs):

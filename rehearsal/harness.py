@@ -60,12 +60,13 @@ class ReceiverNotStarted(RuntimeError):
 
 def start_until_ready(args: Sequence[str], env: dict[str, str], log: Path, within_s: float,
                       what: str) -> subprocess.Popen[bytes]:
-    """Start `args` (its stderr to `log`) and return once it printed its first stdout line
-    (its ready line, left unread past that line); stopped again on failure.
+    """Start `args` (its stderr to `log`) and return once it printed `{"ready": true}` as
+    its first stdout line (left unread past that line); stopped again on failure.
 
     Raises:
         TimeoutError: no line within `within_s` seconds.
-        RuntimeError: it ended before printing one (the end of its log says why).
+        RuntimeError: it ended, or printed something else, first (the end of its log says
+            why).
     """
     with log.open("wb") as stderr:
         proc = subprocess.Popen(list(args), stdout=subprocess.PIPE, stderr=stderr, env=env)
@@ -74,8 +75,9 @@ def start_until_ready(args: Sequence[str], env: dict[str, str], log: Path, withi
         ready, _, _ = select.select([proc.stdout], [], [], within_s)
         if not ready:
             raise TimeoutError(f"{what} did not serve within {within_s:g} s")
-        if not proc.stdout.readline():
-            raise RuntimeError(f"{what} ended before serving: "
+        line = proc.stdout.readline()
+        if line.strip() != b'{"ready": true}':
+            raise RuntimeError(f"{what} did not say it was ready ({line[:200]!r}): "
                                f"{log.read_text(errors='replace')[-1000:]}")
     except BaseException:
         stop_process(proc, grace_s=10)

@@ -14,7 +14,7 @@ def test_every_stored_event_is_delivered_once_to_each_endpoint_and_marked(tmp_pa
     """Flat out (300 events) and at 100 events/s (100 events): every event stored, its 3
     jobs verified once each by the receiver and marked delivered, and each process's CPU
     read. At the rate, the delivery floor is woken by the ingest floor's datagrams (it
-    starts with nothing to claim), and its marks share writes."""
+    starts with nothing to claim), and its marks share its claims' writes."""
     env = bench_env(tmp_path)
     flat = durable_floor(BenchOptions(events=300, use_wrk=False, out_dir=tmp_path / "flat"),
                          env, None)
@@ -26,8 +26,9 @@ def test_every_stored_event_is_delivered_once_to_each_endpoint_and_marked(tmp_pa
         assert figures["deliverer_cpu_ms_per_delivery"] > 0
     assert (flat["events"], steady["events"]) == (300, 100)
     assert flat["cores"] is None and 0 < steady["cores"] < 2
-    # Marks wait for the next claim (or a full batch): fewer writes than events at the rate.
-    assert 1 <= steady["writes"] < steady["events"]
+    # Marks ride with the next claim, as a worker's results do: at most one write per event
+    # (the first version wrote two or three at everyday rates), and the last one alone.
+    assert 1 <= steady["writes"] <= steady["events"] + 1
     with sqlite3.connect(tmp_path / "steady" / "durable-floor" / "floor.db") as conn:
         assert conn.execute("SELECT status, count(*) FROM jobs GROUP BY status").fetchall() \
             == [("delivered", 300)]

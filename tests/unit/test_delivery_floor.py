@@ -48,17 +48,19 @@ def test_a_claim_reads_the_jobs_after_its_cursor_and_a_mark_writes_them_delivere
         assert [job.job_id for job in again.mark_and_claim([], 64)] == [5, 6]
 
 
-async def _deliver_all(tmp_path: Path, events: int, concurrency: int
+async def _deliver_all(tmp_path: Path, events: int, concurrency: int, answer_after_s: float = 0.0
                        ) -> tuple[Counts, list[str], dict[str, int]]:
     """Store `events` events of 3 jobs, then serve (a deliverer claims at its start, as
     after a restart; the wake-up datagrams are the acceptance test's) until every job is
-    marked delivered (at most 20 s); returns its counts, the webhook-ids the receiver
-    verified (standardwebhooks), and the jobs by status."""
+    marked delivered (at most 20 s); the receiver answers `answer_after_s` seconds after
+    each request. Returns the deliverer's counts, the webhook-ids the receiver verified
+    (standardwebhooks), and the jobs by status."""
     secrets = [generate_secret() for _ in range(3)]
     received: list[str] = []
 
     async def endpoint(request: web.Request) -> web.Response:
         body = await request.read()
+        await asyncio.sleep(answer_after_s)
         Webhook(secrets[int(request.match_info["number"]) - 1]).verify(body, request.headers)
         received.append(request.headers["webhook-id"])
         return web.Response(status=204)
@@ -98,9 +100,19 @@ def test_the_deliverer_sends_every_job_once_with_two_slots_and_marks_each(tmp_pa
     assert 1 <= counts.writes < 30
 
 
+def test_a_slow_receiver_does_not_stall_the_claims(tmp_path):
+    """Answers 100 ms late, two slots, no wake-up after the start: each full claim claims
+    again when its slots free (more may be due), the results of each pair are written with
+    the next claim, and every job is delivered once and marked."""
+    counts, received, statuses = asyncio.run(
+        _deliver_all(tmp_path, events=4, concurrency=2, answer_after_s=0.1))
+    assert counts.error is None and statuses == {"delivered": 12}
+    assert sorted(received) == sorted(f"msg_floor_{n}" for n in range(1, 13))
+
+
 def test_a_failed_delivery_stops_the_deliverer_and_says_why(tmp_path):
-    """A receiver that refuses (a wrong secret: 401 from the endpoint's verification): the
-    first failure ends serve with its error, the job left unmarked."""
+    """A receiver that answers 401 to everything: the first failure ends serve with its
+    error, the job left unmarked."""
     secrets = [generate_secret() for _ in range(3)]
 
     async def scenario() -> Counts:
