@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import sqlite3
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 from aiohttp import web
@@ -17,6 +18,8 @@ from hookline.rehearsal.delivery_floor import Counts, FloorDeliverer, serve
 from hookline.rehearsal.harness import free_port
 from hookline.rehearsal.ingest_floor import Event, FloorStore
 from hookline.shared.signing import generate_secret
+
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 
 def _statuses(conn: sqlite3.Connection) -> dict[str, int]:
@@ -48,6 +51,17 @@ def test_a_claim_reads_the_jobs_after_its_cursor_and_a_mark_writes_them_delivere
         assert [job.job_id for job in again.mark_and_claim([], 64)] == [5, 6]
 
 
+async def _receiver(endpoint: Handler) -> tuple[web.AppRunner, int]:
+    """`endpoint` serving POST /dN on 127.0.0.1; its runner (to clean up) and port."""
+    app = web.Application()
+    app.router.add_post("/d{number}", endpoint)
+    runner = web.AppRunner(app, access_log=None)
+    await runner.setup()
+    port = free_port()
+    await web.TCPSite(runner, "127.0.0.1", port).start()
+    return runner, port
+
+
 async def _deliver_all(tmp_path: Path, events: int, concurrency: int, answer_after_s: float = 0.0
                        ) -> tuple[Counts, list[str], dict[str, int]]:
     """Store `events` events of 3 jobs, then serve (a deliverer claims at its start, as
@@ -65,12 +79,7 @@ async def _deliver_all(tmp_path: Path, events: int, concurrency: int, answer_aft
         received.append(request.headers["webhook-id"])
         return web.Response(status=204)
 
-    app = web.Application()
-    app.router.add_post("/d{number}", endpoint)
-    runner = web.AppRunner(app, access_log=None)
-    await runner.setup()
-    port = free_port()
-    await web.TCPSite(runner, "127.0.0.1", port).start()
+    runner, port = await _receiver(endpoint)
     path, wake = str(tmp_path / "floor.db"), str(tmp_path / "wake")
     FloorStore(path, 3).write([Event(f"e{n}", "t", b'{"n": %d}' % n) for n in range(events)])
     stop = asyncio.Event()
@@ -115,17 +124,11 @@ def test_a_failed_delivery_stops_the_deliverer_and_says_why(tmp_path):
     error, the job left unmarked."""
     secrets = [generate_secret() for _ in range(3)]
 
+    async def refuse(request: web.Request) -> web.Response:
+        return web.Response(status=401)
+
     async def scenario() -> Counts:
-        app = web.Application()
-
-        async def refuse(request: web.Request) -> web.Response:
-            return web.Response(status=401)
-
-        app.router.add_post("/d{number}", refuse)
-        runner = web.AppRunner(app, access_log=None)
-        await runner.setup()
-        port = free_port()
-        await web.TCPSite(runner, "127.0.0.1", port).start()
+        runner, port = await _receiver(refuse)
         path, wake = str(tmp_path / "floor.db"), str(tmp_path / "wake")
         FloorStore(path, 3).write([Event("e1", "t", b"{}")])
         serving = asyncio.create_task(serve(path, wake, f"http://127.0.0.1:{port}", secrets,
