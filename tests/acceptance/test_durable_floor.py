@@ -26,9 +26,10 @@ def test_every_stored_event_is_delivered_once_to_each_endpoint_and_marked(tmp_pa
         assert figures["deliverer_cpu_ms_per_delivery"] > 0
     assert (flat["events"], steady["events"]) == (300, 100)
     assert flat["cores"] is None and 0 < steady["cores"] < 2
-    # Marks ride with the next claim, as a worker's results do: at most one write per event
-    # (the first version wrote two or three at everyday rates), and the last one alone.
-    assert 1 <= steady["writes"] <= steady["events"] + 1
+    # Marks ride with the next claim, as a worker's results do: about one write per event
+    # (the first version wrote two or three at everyday rates); a stall of the load longer
+    # than the 50 ms linger adds one.
+    assert 1 <= steady["writes"] <= 1.2 * steady["events"]
     with sqlite3.connect(tmp_path / "steady" / "durable-floor" / "floor.db") as conn:
         assert conn.execute("SELECT status, count(*) FROM jobs GROUP BY status").fetchall() \
             == [("delivered", 300)]
