@@ -158,9 +158,10 @@ def everyday_section(everyday: dict[str, Any]) -> list[str]:
     as multiples of ingest's and the workers' flat-out cost: "-" in a file from before they
     were measured; the least multiples of flat out a design could reach that keeps its books
     at hookline's flat-out cost, rehearsal/everyday_reach.py; the least durable service's
-    cost at the rate over hookline's flat-out cost, durable_reach), the checks met, how many
-    of them the bare HTTP alone puts out of reach, how many more that bookkeeping does, and
-    how many the least durable service does (with its cores and Huey's ratio to it).
+    cost at the rate over hookline's flat-out cost, durable_reach), the checks met, and how
+    many of them the least durable service puts out of reach (durable_sentence); for a file
+    from before it was measured, how many the bare HTTP alone puts out of reach and how many
+    more that bookkeeping does.
 
     Raises:
         BenchTableError: not an everyday scenario's result.
