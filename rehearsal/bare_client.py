@@ -3,7 +3,7 @@
 One process of this module does what one hookline worker does on the wire and nothing else:
 `concurrency` requests in flight over one keep-alive aiohttp session, each a POST of a
 `body_bytes` JSON body to one of the receiver's endpoints (round robin), signed with the
-endpoint's secret exactly as a worker signs (shared/signing.signed_headers: a fresh
+endpoint's secret exactly as a worker signs (workers/sender.sign_request: a fresh
 timestamp and an HMAC-SHA256 per request), its answer read. No database, no claim, no
 bookkeeping: what is left of a delivery's CPU once the durable part is gone, so the bench
 can say how far the workers are from the limit of the language (`delivery_vs_bare_client`,
@@ -31,9 +31,8 @@ import time
 
 import aiohttp
 
-from hookline.shared.models import Claim
-from hookline.shared.signing import new_message_ids, signed_headers
-from hookline.workers.sender import FIXED_HEADERS, outgoing_headers
+from hookline.shared.signing import new_message_ids
+from hookline.workers.sender import plain_outgoing_headers, sign_request
 
 
 async def send_all(url: str, endpoints: list[tuple[str, str]], *, requests: int,
@@ -56,12 +55,8 @@ async def send_all(url: str, endpoints: list[tuple[str, str]], *, requests: int,
                       ).encode()
     targets = itertools.cycle([(f"{url}/{name}", (secret,)) for name, secret in endpoints])
     ids = iter(new_message_ids(requests))
-    # The headers a worker sends before signing (workers/sender.py), built once: a
-    # destination with no custom headers, for an event of type bench.bare_client.
-    unsigned = outgoing_headers(Claim(
-        job_id=0, event_id=0, message_id="", event_type="bench.bare_client",
-        destination_id=0, destination_name="", url=url, secret="", body=body, attempt=1,
-        lease_token="", lease_owner="", lease_until=0.0))
+    # The headers a worker sends before signing (workers/sender.py), built once.
+    unsigned = plain_outgoing_headers("bench.bare_client")
     counts = {"requests": 0, "failed": 0}
     connector = aiohttp.TCPConnector(limit=concurrency)
     async with aiohttp.ClientSession(connector=connector, auto_decompress=False) as session:
@@ -81,9 +76,7 @@ async def send_all(url: str, endpoints: list[tuple[str, str]], *, requests: int,
                     return
                 target, secrets_ = next(targets)
                 # Signed the way a worker signs (Sender.send).
-                headers = dict(unsigned)
-                headers.update(signed_headers(next(ids), body, secrets_))
-                headers.update(FIXED_HEADERS)
+                headers = sign_request(dict(unsigned), next(ids), body, secrets_)
                 async with session.post(target, data=body, headers=headers) as answer:
                     await answer.read()
                     counts["requests" if answer.status < 300 else "failed"] += 1

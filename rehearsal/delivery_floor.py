@@ -53,11 +53,9 @@ from dataclasses import dataclass, field
 import aiohttp
 
 from hookline.shared.config import Config
-from hookline.shared.models import Claim
 from hookline.shared.process.child import event_loop_runner
-from hookline.shared.signing import signed_headers
 from hookline.shared.spacing import FILLED_ENOUGH, wait_out_spacing
-from hookline.workers.sender import FIXED_HEADERS, outgoing_headers
+from hookline.workers.sender import plain_outgoing_headers, sign_request
 from hookline.workers.writer import RESULT_LINGER_S
 
 
@@ -212,14 +210,10 @@ class FloorDeliverer:
 
     async def _send(self, session: aiohttp.ClientSession, job: FloorJob) -> None:
         try:
-            # The headers a worker sends (workers/sender.py), then its signature.
-            headers = outgoing_headers(Claim(
-                job_id=job.job_id, event_id=0, message_id="", event_type=job.event_type,
-                destination_id=job.destination, destination_name="", url=self.url, secret="",
-                body=job.body, attempt=1, lease_token="", lease_owner="", lease_until=0.0))
-            headers.update(signed_headers(f"msg_floor_{job.job_id}", job.body,
-                                          (self.secrets[job.destination],)))
-            headers.update(FIXED_HEADERS)
+            # The headers a worker sends (workers/sender.py), signed as it signs.
+            headers = sign_request(plain_outgoing_headers(job.event_type),
+                                   f"msg_floor_{job.job_id}", job.body,
+                                   (self.secrets[job.destination],))
             async with session.post(f"{self.url}/d{job.destination + 1}", data=job.body,
                                     headers=headers) as answer:
                 await answer.read()

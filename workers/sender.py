@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Final, Protocol
 
 import aiohttp
@@ -133,10 +133,8 @@ class Sender:
             # Never on the wire: the job fails for good, the reason naming the header.
             return AttemptResult(started_at=started_at, duration_s=time.monotonic() - t0,
                                  error=f"UnsendableHeader: {reason}", unsendable=True)
-        headers = outgoing_headers(claim)
-        headers.update(signed_headers(claim.message_id, claim.body,
-                                      claim.secrets or (claim.secret,), started_at))
-        headers.update(FIXED_HEADERS)
+        headers = sign_request(outgoing_headers(claim), claim.message_id, claim.body,
+                               claim.secrets or (claim.secret,), started_at)
         total_s = timeout_s if timeout_s is not None else self._timeout_s
         try:
             if claim.url not in self._vetted:
@@ -169,6 +167,23 @@ class Sender:
                                  unsendable=isinstance(exc, aiohttp.InvalidURL))
 
 
+def sign_request(headers: dict[str, str], message_id: str, body: bytes,
+                 secrets: Sequence[str], now_s: float | None = None) -> dict[str, str]:
+    """`headers` (unsigned: :func:`outgoing_headers`), updated in place with the three
+    Standard Webhooks headers of one attempt timestamped `now_s` (unix s; None: now) and
+    then FIXED_HEADERS, so nothing before them can replace them; returns `headers`."""
+    headers.update(signed_headers(message_id, body, secrets, now_s))
+    headers.update(FIXED_HEADERS)
+    return headers
+
+
+def plain_outgoing_headers(event_type: str) -> dict[str, str]:
+    """:func:`outgoing_headers` of a destination with no custom headers, for an event of
+    `event_type` from the API (no forwarded headers): what the bench's bare client and the
+    delivery floor send before signing."""
+    return {EVENT_TYPE_HEADER: event_type, hdrs.ACCEPT_ENCODING: "identity"}
+
+
 def outgoing_headers(claim: Claim) -> dict[str, str]:
     """The request headers before signing: the destination's custom headers, then a source
     event's forwarded headers (shared/policy/forwarding.py; a provider header replaces a
@@ -180,6 +195,8 @@ def outgoing_headers(claim: Claim) -> dict[str, str]:
     out, and the caller sets the signature and content type last, so nothing forwarded can
     replace them.
     """
+    if not (claim.headers or claim.forwarded_headers):  # most destinations
+        return plain_outgoing_headers(claim.event_type)
     headers = dict(claim.headers)
     if claim.forwarded_headers:
         names = {name.lower() for name, _ in claim.forwarded_headers}
@@ -187,8 +204,7 @@ def outgoing_headers(claim: Claim) -> dict[str, str]:
         headers.update((name, value) for name, value in claim.forwarded_headers
                        if name.lower() not in _NEVER_FORWARDED)
     headers[EVENT_TYPE_HEADER] = claim.event_type
-    if not (claim.headers or claim.forwarded_headers) or not any(
-            name.lower() == "accept-encoding" for name in headers):
+    if not any(name.lower() == "accept-encoding" for name in headers):
         headers[hdrs.ACCEPT_ENCODING] = "identity"
     return headers
 
