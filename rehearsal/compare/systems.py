@@ -32,6 +32,7 @@ from hookline.rehearsal.harness import (
     free_port,
     service_processes,
     stop_process,
+    stop_processes,
     wait_healthy,
 )
 from hookline.shared.store import open_store
@@ -82,6 +83,12 @@ def stop(proc: subprocess.Popen[bytes] | None) -> None:
     """Stop a process of a system under test (hookline.rehearsal.harness.stop_process,
     STOP_GRACE_S)."""
     stop_process(proc, STOP_GRACE_S)
+
+
+def stop_all(procs: list[subprocess.Popen[bytes]]) -> None:
+    """Stop a system's processes together (hookline.rehearsal.harness.stop_processes,
+    STOP_GRACE_S): their shutdowns overlap."""
+    stop_processes(procs, STOP_GRACE_S)
 
 
 def _spawn(argv: list[str], log_path: Path, env: dict[str, str],
@@ -231,8 +238,7 @@ def celery(work: Path, destinations: list[Destination], *, workers: int,
             pids.update({f"celery-{n}": p.pid for n, p in enumerate(procs[1:], 1)})
             yield Running(url=f"http://127.0.0.1:{port}/v1/events", pids=pids)
         finally:
-            for proc in procs:
-                stop(proc)
+            stop_all(procs)
 
 
 def _threads(pid: int) -> int:
@@ -271,5 +277,4 @@ def huey(work: Path, destinations: list[Destination], *, workers: int,
         pids.update({f"huey-{n}": p.pid for n, p in enumerate(procs[1:], 1)})
         yield Running(url=f"http://127.0.0.1:{port}/v1/events", pids=pids)
     finally:
-        for proc in procs:
-            stop(proc)
+        stop_all(procs)

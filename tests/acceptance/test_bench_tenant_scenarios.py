@@ -25,11 +25,14 @@ PHASE_S = {"fairness": "2", "destinations": "1", "tenants": "1", "ingest": "1"}
 SETTINGS = {"fairness": {"HOOKLINE_GRACEFUL_TIMEOUT_S": "1"}}
 
 
-def run_quick(name: str, backend: str, tmp_path: Path) -> tuple[dict[str, Any], str]:
-    """Run `hookline bench --scenario NAME --quick --phase-s PHASE_S[NAME] --backend BACKEND`
-    with SETTINGS[NAME]; the JSON and printout."""
+def run_quick(name: str, backend: str, tmp_path: Path, server_url: str | None = None
+              ) -> tuple[dict[str, Any], str]:
+    """Run `hookline [--db SERVER_URL] bench --scenario NAME --quick --phase-s PHASE_S[NAME]
+    --backend BACKEND` with SETTINGS[NAME]; the JSON and printout. With a server URL the
+    scenario makes its databases there instead of starting a throwaway server."""
     out, log_path = tmp_path / "bench", tmp_path / "bench.log"
-    proc = start_cli(["bench", "--scenario", name, "--quick", "--phase-s", PHASE_S[name],
+    db = ["--db", server_url] if server_url else []
+    proc = start_cli([*db, "bench", "--scenario", name, "--quick", "--phase-s", PHASE_S[name],
                       "--backend", backend, "--out", str(out)], log_path,
                      env=SETTINGS.get(name))
     assert proc.wait(timeout=170) == 0, log_path.read_text()[-3000:]
@@ -79,11 +82,13 @@ def test_destinations_scenario_reports_ingest_and_metrics_per_size(backend, tmp_
 
 
 @pytest.mark.parametrize("backend", ["postgres"])
-def test_tenants_scenario_reports_ingest_ratio_and_claims(backend, tmp_path):
+def test_tenants_scenario_reports_ingest_ratio_and_claims(backend, pg_server, tmp_path):
     """One tenant with 3 destinations, then 20 tenants x 3: ingest of both, their ratio,
-    and claims timed with one tenant live, a tenth of the tenants and every tenant live."""
+    and claims timed with one tenant live, a tenth of the tenants and every tenant live. On
+    the session's server (a throwaway server of the bench's own costs seconds to make and
+    remove; tests/acceptance/test_bench.py covers that path)."""
     need_wrk()
-    result, report = run_quick("tenants", backend, tmp_path)
+    result, report = run_quick("tenants", backend, tmp_path, pg_server.url())
     for label in ("single_tenant", "tenants"):
         figures = result["ingest"][label]
         assert figures["events_per_s"] > 0 and figures["jobs_per_event"] == 1.0
