@@ -362,12 +362,12 @@ def service_process(db: str, work: Path, env: dict[str, str], *, workers: int,
     processes, logging (warnings and up) to `work/service.log`, SQLite's commits with
     `synchronous` (the workers' with `worker_synchronous`); yields (ingest port, slot ->
     pid of the supervisor and its children) once ingest is healthy and every ingest process
-    listens (its readiness marker in the runtime folder `env` names); stopped (SIGTERM, then
-    SIGKILL after 30 s) on exit.
+    and worker is ready (its readiness marker in the runtime folder `env` names); stopped
+    (SIGTERM, then SIGKILL after 30 s) on exit.
 
     Raises:
-        TimeoutError: ingest did not answer /healthz, or an ingest process did not listen,
-            within 15 s.
+        TimeoutError: ingest did not answer /healthz, or an ingest process or a worker was
+            not ready, within 15 s.
     """
     port = free_port()
     with (work / "service.log").open("ab") as log:
@@ -379,22 +379,25 @@ def service_process(db: str, work: Path, env: dict[str, str], *, workers: int,
                                            "HOOKLINE_WORKER_SYNCHRONOUS": worker_synchronous})
     try:
         asyncio.run(wait_healthy(f"http://127.0.0.1:{port}"))
-        _wait_ingest_listening(Path(env["HOOKLINE_RUNTIME_DIR"]), ingest_processes)
-        time.sleep(0.5)
+        _wait_children_ready(Path(env["HOOKLINE_RUNTIME_DIR"]), ingest_processes, workers)
         yield port, service_processes(service.pid)
     finally:
         stop_process(service)
 
 
-def _wait_ingest_listening(runtime: Path, processes: int, timeout_s: float = 15.0) -> None:
-    """Wait until each of `processes` ingest slots (`ingest`, `ingest-2`, ...) has left its
-    readiness marker in `runtime` (it listens). Raises TimeoutError after `timeout_s`."""
+def _wait_children_ready(runtime: Path, ingest_processes: int, workers: int,
+                         timeout_s: float = 15.0) -> None:
+    """Wait until each of `ingest_processes` ingest slots (`ingest`, `ingest-2`, ...) and
+    `workers` worker slots (`worker-1`, ...) has left its readiness marker in `runtime` (it
+    listens; it has opened the store), so that no child is still starting when the load
+    begins. Raises TimeoutError after `timeout_s`."""
     config = Config(runtime_dir=str(runtime))
-    markers = [ready_path(config, ingest_slot(n)) for n in range(1, processes + 1)]
+    slots = ([ingest_slot(n) for n in range(1, ingest_processes + 1)]
+             + [f"worker-{n}" for n in range(1, workers + 1)])
     deadline = time.monotonic() + timeout_s
-    while not all(marker.exists() for marker in markers):
+    while waiting := [slot for slot in slots if not ready_path(config, slot).exists()]:
         if time.monotonic() > deadline:
-            raise TimeoutError(f"ingest processes not listening after {timeout_s} s")
+            raise TimeoutError(f"not ready after {timeout_s} s: {', '.join(waiting)}")
         time.sleep(0.05)
 
 
