@@ -366,8 +366,9 @@ def service_process(db: str, work: Path, env: dict[str, str], *, workers: int,
     (SIGTERM, then SIGKILL after 30 s) on exit.
 
     Raises:
-        TimeoutError: ingest did not answer /healthz, or an ingest process or a worker was
-            not ready, within 15 s.
+        TimeoutError: ingest did not answer /healthz within 15 s, or an ingest process or a
+            worker was not ready within 15 s more.
+        RuntimeError: the service exited while starting.
     """
     port = free_port()
     with (work / "service.log").open("ab") as log:
@@ -379,26 +380,48 @@ def service_process(db: str, work: Path, env: dict[str, str], *, workers: int,
                                            "HOOKLINE_WORKER_SYNCHRONOUS": worker_synchronous})
     try:
         asyncio.run(wait_healthy(f"http://127.0.0.1:{port}"))
-        _wait_children_ready(Path(env["HOOKLINE_RUNTIME_DIR"]), ingest_processes, workers)
+        _wait_children_ready(service, Path(env["HOOKLINE_RUNTIME_DIR"]), ingest_processes,
+                             workers)
         yield port, service_processes(service.pid)
     finally:
         stop_process(service)
 
 
-def _wait_children_ready(runtime: Path, ingest_processes: int, workers: int,
-                         timeout_s: float = 15.0) -> None:
+def _wait_children_ready(service: subprocess.Popen[bytes], runtime: Path,
+                         ingest_processes: int, workers: int, timeout_s: float = 15.0) -> None:
     """Wait until each of `ingest_processes` ingest slots (`ingest`, `ingest-2`, ...) and
-    `workers` worker slots (`worker-1`, ...) has left its readiness marker in `runtime` (it
-    listens; it has opened the store), so that no child is still starting when the load
-    begins. Raises TimeoutError after `timeout_s`."""
+    `workers` worker slots (`worker-1`, ...) of the supervisor `service` is ready: its
+    readiness marker in `runtime` names the pid the slot runs now (it listens; it has opened
+    the store), so that no child is still starting when the load begins.
+
+    Raises:
+        TimeoutError: a slot was not ready within `timeout_s` seconds.
+        RuntimeError: the supervisor exited meanwhile.
+    """
     config = Config(runtime_dir=str(runtime))
     slots = ([ingest_slot(n) for n in range(1, ingest_processes + 1)]
              + [f"worker-{n}" for n in range(1, workers + 1)])
     deadline = time.monotonic() + timeout_s
-    while waiting := [slot for slot in slots if not ready_path(config, slot).exists()]:
+    while waiting := _not_ready(config, slots, service_processes(service.pid)):
+        if service.poll() is not None:
+            raise RuntimeError(f"hookline serve exited ({service.returncode}) while starting")
         if time.monotonic() > deadline:
             raise TimeoutError(f"not ready after {timeout_s} s: {', '.join(waiting)}")
         time.sleep(0.05)
+
+
+def _not_ready(config: Config, slots: list[str], pids: dict[str, int]) -> list[str]:
+    """The slots whose readiness marker is missing or names another pid than `pids` gives
+    (a marker a killed child left until its respawn)."""
+    waiting = []
+    for slot in slots:
+        try:
+            marked = ready_path(config, slot).read_text().strip()
+        except OSError:
+            marked = ""
+        if slot not in pids or marked != str(pids[slot]):
+            waiting.append(slot)
+    return waiting
 
 
 def _run(opts: BenchOptions, work: Path, db: str, postmaster: int | None) -> dict[str, Any]:

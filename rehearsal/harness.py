@@ -19,12 +19,9 @@ import sys
 import time
 from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
-from concurrent.futures import ThreadPoolExecutor
-from concurrent.futures import wait as wait_for_futures
-from contextlib import AbstractContextManager
 from datetime import datetime
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import aiohttp
 
@@ -71,38 +68,6 @@ def stop_processes(procs: Iterable[subprocess.Popen[bytes]], grace_s: float = 30
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
-
-
-EnteredT = TypeVar("EnteredT")
-
-
-def enter_concurrently(stack: contextlib.ExitStack,
-                       managers: Sequence[AbstractContextManager[EnteredT]]) -> list[EnteredT]:
-    """Enter `managers` at once, each on a thread of its own (starting a service mostly waits
-    for its processes to boot, and those boots overlap), and register each one entered on
-    `stack`, which exits them; returns what each yielded, in order.
-
-    Raises:
-        BaseException: the first failure of an entry, once every other entry has ended (those
-            that succeeded are on `stack` all the same, so they are stopped).
-    """
-    if not managers:
-        return []
-    pool = ThreadPoolExecutor(max_workers=len(managers))
-    futures = [pool.submit(manager.__enter__) for manager in managers]
-    try:
-        wait_for_futures(futures)
-    finally:
-        # Interrupted too (the bench takes SIGTERM as KeyboardInterrupt): the entries run
-        # on, so wait for them and put whatever started on the stack, to be stopped.
-        pool.shutdown(wait=True)
-        for manager, future in zip(managers, futures, strict=True):
-            if future.exception() is None:
-                stack.push(manager)
-    for future in futures:
-        if (failure := future.exception()) is not None:
-            raise failure
-    return [future.result() for future in futures]
 
 
 class ReceiverNotStarted(RuntimeError):

@@ -58,13 +58,7 @@ from hookline.rehearsal.bench import (
     setup_destinations,
 )
 from hookline.rehearsal.bench_ceiling import bare_server
-from hookline.rehearsal.harness import (
-    INGEST_TOKEN,
-    enter_concurrently,
-    free_port,
-    start_until_ready,
-    stop_process,
-)
+from hookline.rehearsal.harness import INGEST_TOKEN, free_port, start_until_ready, stop_process
 from hookline.rehearsal.scenario_common import ScenarioOptions
 from hookline.rehearsal.scenario_scale import count_events_and_jobs, thread_split
 from hookline.shared.signing import generate_secret
@@ -109,9 +103,8 @@ def run_ingest(opts: ScenarioOptions, work: Path) -> dict[str, Any]:
     env = bench_env(work)
     rounds: dict[str, list[dict[str, Any]]] = {label: [] for label in DESIGNS}
     with contextlib.ExitStack() as stack:
-        # Started at once (the rounds begin once every design serves).
-        running = dict(zip(DESIGNS, enter_concurrently(
-            stack, [_start(label, opts, work, env) for label in DESIGNS]), strict=True))
+        running = {label: stack.enter_context(_start(label, opts, work, env))
+                   for label in DESIGNS}
         for n in range(opts.rounds):
             for label in DESIGNS:
                 rounds[label].append(_measure(opts, running[label], f"{label}-r{n}"))

@@ -50,7 +50,7 @@ from hookline.rehearsal.bench import (
     service_process,
 )
 from hookline.rehearsal.drill import fresh_postgres_database
-from hookline.rehearsal.harness import ADMIN_TOKEN, INGEST_TOKEN, enter_concurrently
+from hookline.rehearsal.harness import ADMIN_TOKEN, INGEST_TOKEN
 from hookline.rehearsal.scenario_common import ScenarioOptions, pick, with_store
 from hookline.shared.config import Config
 from hookline.shared.models import DEFAULT_TENANT, NewEvent
@@ -150,16 +150,13 @@ def _measure_alternated(opts: ScenarioOptions, work: Path, sizes: list[Size], *,
         setup_s[size.label] = round(time.monotonic() - started, 1)
     rounds: dict[str, list[dict[str, Any]]] = {size.label: [] for size in sizes}
     with contextlib.ExitStack() as services:
-        folders = [work / f"serve-{size.label}" for size in sizes]
-        for folder in folders:  # a folder each: one service per runtime folder
+        running = []
+        for size in sizes:  # a folder each: one service per runtime folder
+            folder = work / f"serve-{size.label}"
             folder.mkdir(exist_ok=True)
-        # Started at once: the measurements begin once all of them serve.
-        serving = enter_concurrently(services, [
-            service_process(size.db, folder, bench_env(folder), workers=opts.workers,
-                            synchronous=opts.synchronous)
-            for size, folder in zip(sizes, folders, strict=True)])
-        running = [(size, port, procs)
-                   for size, (port, procs) in zip(sizes, serving, strict=True)]
+            running.append((size, *services.enter_context(service_process(
+                size.db, folder, bench_env(folder), workers=opts.workers,
+                synchronous=opts.synchronous))))
         for n in range(opts.rounds):
             for size, port, procs in running:
                 rounds[size.label].append(_ingest(opts, size.db, port, procs,
