@@ -44,14 +44,8 @@ ADMIN_HEADERS = {"authorization": f"Bearer {ADMIN_TOKEN}"}
 def stop_process(proc: subprocess.Popen[bytes] | None, grace_s: float = 30.0) -> None:
     """SIGTERM `proc` (a child the harness started), wait up to `grace_s` seconds, then
     SIGKILL and reap it; nothing when it is None or has already exited."""
-    if proc is None or proc.poll() is not None:
-        return
-    proc.send_signal(signal.SIGTERM)
-    try:
-        proc.wait(timeout=grace_s)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait()
+    if proc is not None:
+        stop_processes([proc], grace_s)
 
 
 def stop_processes(procs: Iterable[subprocess.Popen[bytes]], grace_s: float = 30.0) -> None:
