@@ -60,7 +60,7 @@ from hookline.shared.process.lifecycle import ready_path
 from hookline.shared.process.spawn import child_import_env
 from hookline.shared.signing import generate_secret
 from hookline.shared.store import open_store
-from hookline.supervisor.serve import ingest_slot
+from hookline.supervisor.serve import ingest_slot, worker_slot
 
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 
@@ -400,7 +400,7 @@ def _wait_children_ready(service: subprocess.Popen[bytes], runtime: Path,
     """
     config = Config(runtime_dir=str(runtime))
     slots = ([ingest_slot(n) for n in range(1, ingest_processes + 1)]
-             + [f"worker-{n}" for n in range(1, workers + 1)])
+             + [worker_slot(n) for n in range(1, workers + 1)])
     deadline = time.monotonic() + timeout_s
     while waiting := _not_ready(config, slots, service_processes(service.pid)):
         if service.poll() is not None:

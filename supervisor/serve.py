@@ -55,6 +55,11 @@ def ingest_slot(number: int) -> str:
     return "ingest" if number == 1 else f"ingest-{number}"
 
 
+def worker_slot(number: int) -> str:
+    """The slot of worker `number` (1-based): `worker-N`."""
+    return f"worker-{number}"
+
+
 def ingest_spec(config: Config, number: int = 1) -> ChildSpec:
     """Ingest child `number` (1-based; `config.ingest_processes` of them share the listen
     port): `python -P -m hookline.ingest --slot SLOT`, its Config in CONFIG_ENV (see
@@ -75,7 +80,7 @@ def worker_spec(config: Config, number: int, module: str = WORKER_MODULE) -> Chi
     Config in CONFIG_ENV. `module` is :data:`WORKER_MODULE` in production; a harness running
     the supervisor in its own entry point (rehearsal/hooked_serve.py) names its own module,
     which runs the same worker with the harness's wrapper around it."""
-    slot = f"worker-{number}"
+    slot = worker_slot(number)
     return ChildSpec(slot=slot, argv=child_argv(module, "--slot", slot),
                      env={CONFIG_ENV: config.to_json(), **child_import_env()},
                      heartbeat_file=str(heartbeat_path(config, slot)),
