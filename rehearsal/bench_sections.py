@@ -119,9 +119,10 @@ def durable_sentence(measured: dict[str, Any], checks: dict[str, bool],
                      targets: dict[str, Any]) -> str:
     """What the least durable service puts out of reach (`measured`: durable_reach's), as
     the sentences that follow the everyday table's: how many checks not met it bounds out of
-    reach, its cores at the target rate, Huey's most ratio to it, the checks not met it does
-    not bound, and where hookline's own figure beat it (no bound there). Empty when it
-    bounds nothing."""
+    reach, its cores at the target rate, Huey's most ratio to it, those of the rest bounded
+    out of reach once hookline's work beyond it is added at its flat-out cost (with each
+    bound), the checks not met bounded by neither, and where hookline's own figure beat it
+    (no bound there). Empty when it bounds nothing."""
     least = measured["least"]
     if not least:
         return ""
@@ -139,8 +140,15 @@ def durable_sentence(measured: dict[str, Any], checks: dict[str, bool],
     if huey is not None:
         sentence += f", and Huey's CPU per delivery is {format_figure(huey)}x its"
     sentence += "."
-    if rest := sorted(name for name, met in checks.items()
-                      if not met and name not in beyond):
+    rest = sorted(name for name, met in checks.items() if not met and name not in beyond)
+    own_work = measured.get("with_own_work") or {"least": {}, "out_of_reach": {}}
+    if more := [name for name in rest if own_work["out_of_reach"].get(name)]:
+        sentence += (f" {len(more)} more with hookline's work beyond that service's added at "
+                     "its flat-out cost per item (out of reach unless that work cost less per "
+                     "item arriving one event at a time than in batches): "
+                     + ", ".join(f"{name} (at least {format_figure(own_work['least'][name])}x)"
+                                 for name in more) + ".")
+    if rest := [name for name in rest if name not in more]:
         sentence += f" Not bounded out of reach: {', '.join(rest)}."
     if contradicted := measured.get("contradicted"):
         sentence += (f" hookline's own figure is below that service's for "

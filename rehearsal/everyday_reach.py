@@ -42,6 +42,14 @@ else), measured in the same round. It keeps the first premise (no slower flat ou
 hookline) for the cost ratios, and its service cores and Huey's ratio are absolute: each
 bounds a design on aiohttp and SQLite, on this machine, that does that work no more cheaply
 than the floor does (one process serving, one sending, one SQLite file).
+
+Its `with_own_work` joins the two: the floor's cost at the rate plus what hookline does
+beyond the floor at its flat-out cost per item (hookline's flat-out cost less the floor's
+flat-out cost, both measured in the round). The least ratio to H is then
+(F + H - Ff) / H = 1 + (F - Ff) / H: what arriving one event at a time costs the floor's
+work beyond its own flat-out cost, on top of a design as fast flat out as hookline. It keeps
+both premises (no slower flat out than hookline; the work beyond the floor's costs no less
+per item arriving one event at a time than in batches), on the floor's figures.
 """
 
 from __future__ import annotations
@@ -199,8 +207,10 @@ def durable_reach(result: dict[str, Any]) -> dict[str, Any]:
     service (rehearsal/everyday_floor.py, durable_floor) at the rate, the median of the
     rounds' own (`least`); `contradicted`, the targets where hookline's own figure is on the
     target's side of that bound (the floor is then no floor there: its premise fails, and
-    the target is not counted); and `out_of_reach`, whether the bound misses the target
-    where it is not contradicted.
+    the target is not counted); `out_of_reach`, whether the bound misses the target
+    where it is not contradicted; and `with_own_work`, the same three for the cost ratios
+    with hookline's work beyond the floor added at its flat-out cost (:func:`with_own_work`:
+    the premise of :func:`reach` on the floor's figures instead of the bare HTTP's).
 
     Per round: a cost target's least ratio is the floor's cost per item at the rate over
     hookline's flat-out cost (a design whose work at the rate costs at least the floor's and
@@ -215,13 +225,19 @@ def durable_reach(result: dict[str, Any]) -> dict[str, Any]:
     huey_limit = float(targets.get("huey_cpu_ratio_at_least", 4.0))
     huey_name = f"huey_cpu_per_delivery_at_least_{huey_limit:g}x"
     per_round: list[dict[str, float]] = []
+    per_round_with_work: list[dict[str, float]] = []
     for r in result.get("rounds", []):
-        flat, bounds = r.get("flat_out") or {}, {}
+        flat, bounds, with_work = r.get("flat_out") or {}, {}, {}
+        floor_flat = flat.get("durable") or {}
         for rate, run in r.get("steady", {}).items():
             durable = run.get("durable") or {}
             for key, (floor_key, flat_key) in DURABLE_SIDES.items():
+                name = f"{key}_at_{rate}_within_{limit}x_flat_out"
                 if (bound := ratio(durable.get(floor_key), flat.get(flat_key))) is not None:
-                    bounds[f"{key}_at_{rate}_within_{limit}x_flat_out"] = bound
+                    bounds[name] = bound
+                if (plus := with_own_work(durable.get(floor_key), floor_flat.get(floor_key),
+                                          flat.get(flat_key))) is not None:
+                    with_work[name] = plus
         at_rate = r.get("steady", {}).get(rate_key, {}).get("durable") or {}
         if at_rate.get("cores") is not None:
             bounds[cores_name] = at_rate["cores"]
@@ -229,9 +245,32 @@ def durable_reach(result: dict[str, Any]) -> dict[str, Any]:
         if huey.get("complete") and floor_ms:
             bounds[huey_name] = round(float(huey["huey_cpu_s_per_1000_deliveries"]) / floor_ms, 3)
         per_round.append(bounds)
-    least = _median_bounds(per_round)
+        per_round_with_work.append(with_work)
     measured = _hookline_figures(result.get("medians", {}), limit, rate_key, cores_name,
                                  huey_name)
+    least, own_work = (_verdicts(_median_bounds(rounds), measured, huey_name, targets)
+                       for rounds in (per_round, per_round_with_work))
+    return {**least, "with_own_work": own_work}
+
+
+def with_own_work(floor_at_rate: float | None, floor_flat: float | None,
+                  hookline_flat: float | None) -> float | None:
+    """The least steady / flat-out cost ratio (3 decimals) of a design no slower flat out
+    than hookline that does the least durable service's work and, beyond it, work costing
+    per item at the rate at least what it costs flat out: (F + H - Ff) / H, with F the
+    floor's cost at the rate, Ff its flat-out cost and H hookline's flat-out cost (ms per
+    item; what hookline does beyond the floor counted at least 0). None when a figure is
+    missing or zero."""
+    if not floor_at_rate or not floor_flat or not hookline_flat:
+        return None
+    return ratio(floor_at_rate + max(0.0, hookline_flat - floor_flat), hookline_flat)
+
+
+def _verdicts(least: dict[str, float], measured: dict[str, float | None], huey_name: str,
+              targets: dict[str, Any]) -> dict[str, Any]:
+    """`least` (each target's bound) with `contradicted`, the targets where hookline's own
+    figure in `measured` is on the target's side of its bound, and `out_of_reach`, whether
+    the bound misses the target where it is not contradicted."""
     contradicted = sorted(name for name, bound in least.items()
                           if (own := measured.get(name)) is not None
                           and (own > bound if name == huey_name else own < bound))

@@ -331,5 +331,10 @@ def print_everyday(result: dict[str, Any]) -> None:
         print("out of reach of a design no cheaper at the rate than the least durable service "
               "(rehearsal/everyday_floor.py, measured): " + ", ".join(
                   f"{name} ({measured['least'][name]})" for name in beyond_durable))
+    own_work = measured.get("with_own_work", {"least": {}, "out_of_reach": {}})
+    if more := out_of_reach_beyond(own_work, set(beyond_durable), result.get("checks", {})):
+        print("also out of reach with hookline's work beyond the least durable service at its "
+              "flat-out cost per item: " + ", ".join(
+                  f"{name} ({own_work['least'][name]})" for name in more))
     print(f"Huey at {TARGET_RATE_PER_S:g} events/s: CPU per delivery x{medians['huey_cpu_ratio']} "
           f"hookline's" + (f" ({'; '.join(sorted(unavailable))})" if unavailable else ""))

@@ -16,7 +16,7 @@ from procs import start_cli
 
 from hookline.rehearsal import bench_table
 from hookline.rehearsal.bench_sections import format_figure
-from hookline.rehearsal.everyday_reach import durable_reach, reach
+from hookline.rehearsal.everyday_reach import durable_reach, reach, with_own_work
 from hookline.rehearsal.machine_probe import cold_read_text
 from tests.pg import skip_or_fail_in_ci
 
@@ -114,6 +114,10 @@ def test_everyday_scenario_reports_steady_costs_against_flat_out_and_huey(tmp_pa
     assert result["durable_reach"]["least"]["workers_cpu_at_200_within_1.5x_flat_out"] == round(
         durable["deliverer_cpu_ms_per_delivery"] / flat["workers_cpu_ms_per_delivery"], 3)
     assert result["durable_reach"]["least"]["service_below_0.3_cores"] == durable["cores"]
+    assert result["durable_reach"]["with_own_work"]["least"][
+        "workers_cpu_at_200_within_1.5x_flat_out"] == with_own_work(
+        durable["deliverer_cpu_ms_per_delivery"], durable_flat["deliverer_cpu_ms_per_delivery"],
+        flat["workers_cpu_ms_per_delivery"])
     assert "least durable service at 200 events/s" in report
     huey = one_round["huey"]
     assert huey["complete"] is True, huey

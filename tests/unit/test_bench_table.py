@@ -501,3 +501,50 @@ def test_everyday_results_show_what_the_least_durable_service_measured_puts_out_
     assert "2 of the checks not met" in block
     assert ("hookline's own figure is below that service's for service_below_0.3_cores: no "
             "bound there.") in block
+
+
+def test_hooklines_work_beyond_the_least_durable_service_bounds_what_it_alone_does_not(
+        tmp_path):
+    """A check the least durable service alone does not put out of reach is counted once
+    hookline's work beyond it, at its flat-out cost per item, is added to the floor's cost at
+    the rate: (F + H - Ff) / H, the median of the rounds' own, with the bound named; a check
+    that bound does not miss stays "not bounded", and a file without the floor's flat-out
+    figures adds nothing."""
+    result = json.loads(json.dumps(EVERYDAY))
+    result["checks"] = {"ingest_cpu_at_200_within_1.5x_flat_out": False,
+                        "workers_cpu_at_200_within_1.5x_flat_out": False}
+    result["rounds"] = [
+        {"flat_out": {"ingest_cpu_ms_per_event": 0.25, "workers_cpu_ms_per_delivery": 0.3,
+                      "durable": {"ingest_cpu_ms_per_event": 0.15,
+                                  "deliverer_cpu_ms_per_delivery": 0.2}},
+         "steady": {"200": {"durable": {"ingest_cpu_ms_per_event": 0.75,
+                                        "deliverer_cpu_ms_per_delivery": 0.36}}}},
+        {"flat_out": {"ingest_cpu_ms_per_event": 0.2, "workers_cpu_ms_per_delivery": 0.3,
+                      "durable": {"ingest_cpu_ms_per_event": 0.15,
+                                  "deliverer_cpu_ms_per_delivery": 0.18}},
+         "steady": {"200": {"durable": {"ingest_cpu_ms_per_event": 0.7,
+                                        "deliverer_cpu_ms_per_delivery": 0.42}}}}]
+    everyday = tmp_path / "scenario-everyday.json"
+    everyday.write_text(json.dumps(result))
+    block = bench_table.render_block(FLAT, STEADY, everyday_path=everyday)
+    # The floor alone: ingest 3.0 and 3.5 (out of reach), delivery 1.2 and 1.4 (not); with
+    # the work beyond it, delivery (0.36 + 0.1) / 0.3 = 1.533 and (0.42 + 0.12) / 0.3 = 1.8.
+    assert ("1 of the checks not met are out of reach of any design that costs no less at "
+            "the rate and is no slower flat out than hookline. 1 more with hookline's work "
+            "beyond that service's added at its flat-out cost per item (out of reach unless "
+            "that work cost less per item arriving one event at a time than in batches): "
+            "workers_cpu_at_200_within_1.5x_flat_out (at least 1.67x).\n") in block
+    assert "Not bounded out of reach" not in block
+    # A bound inside the target leaves the check not bounded.
+    result["rounds"][1]["steady"]["200"]["durable"]["deliverer_cpu_ms_per_delivery"] = 0.3
+    everyday.write_text(json.dumps(result))  # 0.3 + 0.12 over 0.3: 1.4; median 1.467
+    block = bench_table.render_block(FLAT, STEADY, everyday_path=everyday)
+    assert "1 more with" not in block
+    assert "Not bounded out of reach: workers_cpu_at_200_within_1.5x_flat_out." in block
+    for r in result["rounds"]:  # a file from before the floor was measured flat out
+        del r["flat_out"]["durable"]
+    result["rounds"][1]["steady"]["200"]["durable"]["deliverer_cpu_ms_per_delivery"] = 0.42
+    everyday.write_text(json.dumps(result))
+    block = bench_table.render_block(FLAT, STEADY, everyday_path=everyday)
+    assert "1 more with" not in block
+    assert "Not bounded out of reach: workers_cpu_at_200_within_1.5x_flat_out." in block

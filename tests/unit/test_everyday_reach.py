@@ -9,7 +9,13 @@ from typing import Any
 
 import pytest
 
-from hookline.rehearsal.everyday_reach import bookkeeping_ms, durable_reach, least_ratio, reach
+from hookline.rehearsal.everyday_reach import (
+    bookkeeping_ms,
+    durable_reach,
+    least_ratio,
+    reach,
+    with_own_work,
+)
 
 RESULT: dict[str, Any] = {
     "targets": {"cost_ratio_at_most": 1.5, "service_cores_below": 0.3, "p99_ms_at_most": 22.0,
@@ -138,7 +144,8 @@ def test_the_least_durable_service_bounds_from_its_own_costs_and_files_before_it
     """durable_reach: a round's cost bound is the floor's cost at the rate over hookline's
     flat-out cost of that round; its cores and Huey's ratio only at the target rate and
     with a complete Huey run; a file from before the floor was measured gives no bound."""
-    assert durable_reach(RESULT) == {"least": {}, "contradicted": [], "out_of_reach": {}}
+    none = {"least": {}, "contradicted": [], "out_of_reach": {}}
+    assert durable_reach(RESULT) == {**none, "with_own_work": none}
     result = copy.deepcopy(RESULT)
     result["rounds"] = [
         {"flat_out": {"ingest_cpu_ms_per_event": 0.2, "workers_cpu_ms_per_delivery": 0.25},
@@ -156,3 +163,29 @@ def test_the_least_durable_service_bounds_from_its_own_costs_and_files_before_it
                                "service_below_0.3_cores": 0.33}
     assert [name for name, out in bounds["out_of_reach"].items() if out] == [
         "ingest_cpu_at_200_within_1.5x_flat_out", "service_below_0.3_cores"]
+
+
+def test_hooklines_work_beyond_the_least_durable_service_at_its_flat_out_cost():
+    """with_own_work: the floor's cost at the rate plus hookline's flat-out cost beyond the
+    floor's flat-out cost, over hookline's flat-out cost; what hookline does beyond the floor
+    counts at least 0, and a missing figure gives none. durable_reach gives it per target
+    from rounds whose flat-out figures include the floor's, contradicted where hookline's
+    own figure is below it."""
+    assert with_own_work(0.34, 0.18, 0.28) == round((0.34 + 0.10) / 0.28, 3)
+    assert with_own_work(0.34, 0.3, 0.28) == round(0.34 / 0.28, 3)  # the floor slower flat out
+    assert with_own_work(None, 0.18, 0.28) is None and with_own_work(0.34, None, 0.28) is None
+    result = copy.deepcopy(RESULT)
+    result["rounds"] = [
+        {"flat_out": {"ingest_cpu_ms_per_event": 0.2, "workers_cpu_ms_per_delivery": 0.25,
+                      "durable": {"ingest_cpu_ms_per_event": 0.12,
+                                  "deliverer_cpu_ms_per_delivery": 0.15}},
+         "steady": {"200": {"durable": {"ingest_cpu_ms_per_event": 0.6,
+                                        "deliverer_cpu_ms_per_delivery": 0.3}}}}]
+    result["medians"]["steady"]["200"]["workers_cpu_vs_flat_out"] = 1.5
+    own_work = durable_reach(result)["with_own_work"]
+    assert own_work["least"] == {"ingest_cpu_at_200_within_1.5x_flat_out": 3.4,
+                                 "workers_cpu_at_200_within_1.5x_flat_out": 1.6}
+    # hookline's own 1.5x is below the 1.6x bound: the premise fails there, no bound.
+    assert own_work["contradicted"] == ["workers_cpu_at_200_within_1.5x_flat_out"]
+    assert own_work["out_of_reach"] == {"ingest_cpu_at_200_within_1.5x_flat_out": True,
+                                        "workers_cpu_at_200_within_1.5x_flat_out": False}
