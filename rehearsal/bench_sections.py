@@ -143,16 +143,22 @@ def durable_sentence(measured: dict[str, Any], checks: dict[str, bool],
     rest = sorted(name for name, met in checks.items() if not met and name not in beyond)
     own_work = measured.get("with_own_work") or {"least": {}, "out_of_reach": {}}
     if more := [name for name in rest if own_work["out_of_reach"].get(name)]:
-        sentence += (f" {len(more)} more with hookline's work beyond that service's added at "
-                     "its flat-out cost per item (out of reach unless that work cost less per "
-                     "item arriving one event at a time than in batches): "
-                     + ", ".join(f"{name} (at least {format_figure(own_work['least'][name])}x)"
+        sentence += (f" {len(more)} more {'is' if len(more) == 1 else 'are'} out of reach of "
+                     "such a design if what it costs flat out above that service's flat-out "
+                     "cost costs it no less per item arriving one event at a time than in "
+                     "batches: "
+                     + ", ".join(f"{name} (the rounds' median bound "
+                                 f"{format_figure(own_work['least'][name])}x)"
                                  for name in more) + ".")
     if rest := [name for name in rest if name not in more]:
         sentence += f" Not bounded out of reach: {', '.join(rest)}."
     if contradicted := measured.get("contradicted"):
         sentence += (f" hookline's own figure is below that service's for "
                      f"{', '.join(contradicted)}: no bound there.")
+    if premise_fails := [name for name in own_work.get("contradicted", [])
+                         if not checks.get(name, True)]:
+        sentence += (f" hookline's own figure is below the bound with its cost above that "
+                     f"service's for {', '.join(premise_fails)}: that premise fails there.")
     return sentence
 
 

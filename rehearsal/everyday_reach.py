@@ -43,13 +43,14 @@ hookline) for the cost ratios, and its service cores and Huey's ratio are absolu
 bounds a design on aiohttp and SQLite, on this machine, that does that work no more cheaply
 than the floor does (one process serving, one sending, one SQLite file).
 
-Its `with_own_work` joins the two: the floor's cost at the rate plus what hookline does
-beyond the floor at its flat-out cost per item (hookline's flat-out cost less the floor's
-flat-out cost, both measured in the round). The least ratio to H is then
-(F + H - Ff) / H = 1 + (F - Ff) / H: what arriving one event at a time costs the floor's
-work beyond its own flat-out cost, on top of a design as fast flat out as hookline. It keeps
-both premises (no slower flat out than hookline; the work beyond the floor's costs no less
-per item arriving one event at a time than in batches), on the floor's figures.
+Its `with_own_work` joins the two: the floor's cost at the rate plus what a design costs
+flat out beyond the floor's flat-out cost, at that flat-out cost per item (H - Ff, both
+measured in the round). The least ratio to H is then (F + H - Ff) / H = 1 + (F - Ff) / H:
+what arriving one event at a time adds to the floor's own cost, on top of a design as fast
+flat out as hookline. Its premises: no slower flat out than hookline, and everything a
+design costs flat out above the floor's flat-out cost (work the floor does not do, or the
+floor's work done less cheaply) costs it no less per item arriving one event at a time than
+in batches. Where hookline is cheaper flat out than the floor (H < Ff) there is no bound.
 """
 
 from __future__ import annotations
@@ -256,14 +257,14 @@ def durable_reach(result: dict[str, Any]) -> dict[str, Any]:
 def with_own_work(floor_at_rate: float | None, floor_flat: float | None,
                   hookline_flat: float | None) -> float | None:
     """The least steady / flat-out cost ratio (3 decimals) of a design no slower flat out
-    than hookline that does the least durable service's work and, beyond it, work costing
-    per item at the rate at least what it costs flat out: (F + H - Ff) / H, with F the
-    floor's cost at the rate, Ff its flat-out cost and H hookline's flat-out cost (ms per
-    item; what hookline does beyond the floor counted at least 0). None when a figure is
-    missing or zero."""
-    if not floor_at_rate or not floor_flat or not hookline_flat:
+    than hookline whose cost above the least durable service's flat-out cost costs it at
+    least as much per item at the rate as flat out: (F + H - Ff) / H, with F the floor's
+    cost at the rate, Ff its flat-out cost and H hookline's flat-out cost (ms per item).
+    None when a figure is missing or zero, or when hookline is cheaper flat out than the
+    floor (H < Ff: the floor is no floor there)."""
+    if not floor_at_rate or not floor_flat or not hookline_flat or hookline_flat < floor_flat:
         return None
-    return ratio(floor_at_rate + max(0.0, hookline_flat - floor_flat), hookline_flat)
+    return ratio(floor_at_rate + hookline_flat - floor_flat, hookline_flat)
 
 
 def _verdicts(least: dict[str, float], measured: dict[str, float | None], huey_name: str,

@@ -167,12 +167,13 @@ def test_the_least_durable_service_bounds_from_its_own_costs_and_files_before_it
 
 def test_hooklines_work_beyond_the_least_durable_service_at_its_flat_out_cost():
     """with_own_work: the floor's cost at the rate plus hookline's flat-out cost beyond the
-    floor's flat-out cost, over hookline's flat-out cost; what hookline does beyond the floor
-    counts at least 0, and a missing figure gives none. durable_reach gives it per target
+    floor's flat-out cost, over hookline's flat-out cost; a missing figure gives none, and
+    so does a floor dearer flat out than hookline. durable_reach gives it per target
     from rounds whose flat-out figures include the floor's, contradicted where hookline's
     own figure is below it."""
     assert with_own_work(0.34, 0.18, 0.28) == round((0.34 + 0.10) / 0.28, 3)
-    assert with_own_work(0.34, 0.3, 0.28) == round(0.34 / 0.28, 3)  # the floor slower flat out
+    assert with_own_work(0.34, 0.28, 0.28) == round(0.34 / 0.28, 3)
+    assert with_own_work(0.34, 0.3, 0.28) is None  # hookline cheaper flat out: no floor there
     assert with_own_work(None, 0.18, 0.28) is None and with_own_work(0.34, None, 0.28) is None
     result = copy.deepcopy(RESULT)
     result["rounds"] = [
