@@ -63,16 +63,6 @@ SELECT j.id, j.event_id, e.message_id, e.type AS event_type, d.name AS destinati
 FROM jobs j JOIN events e ON e.id = j.event_id JOIN destinations d ON d.id = j.destination_id
 WHERE j.id = :job_id
 
--- ordered_head: an ordered destination's oldest unfinished job (FIFO: only it may be sent);
--- its pending jobs through jobs_due, its running one through jobs_leased (SQLite's jobs_status
--- holds no pending job); `replays` tells a job with no attempt counted (takeovers_among)
-SELECT id, status, run_at, lease_until, attempts, replays FROM jobs
-WHERE destination_id = :destination_id AND status = 'pending'
-UNION ALL
-SELECT id, status, run_at, lease_until, attempts, replays FROM jobs
-WHERE destination_id = :destination_id AND status = 'running'
-ORDER BY id LIMIT 1
-
 -- advance_next_send: rate limit bookkeeping inside the claim transaction (GCRA arrival time)
 UPDATE destinations SET next_send_at = :next_send_at WHERE id = :destination_id
 

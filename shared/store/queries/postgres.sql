@@ -246,6 +246,16 @@ WHERE a.job_id = ANY(:job_ids::bigint[])
              AND a.id = (SELECT max(b.id) FROM attempts b WHERE b.job_id = a.job_id)))
 GROUP BY a.job_id
 
+-- ordered_head: an ordered destination's oldest unfinished job (FIFO: only it may be sent):
+-- its pending jobs and its running one, each read in full and sorted (on SQLite, one index
+-- entry); `replays` tells a job with no attempt counted (takeovers_among)
+SELECT id, status, run_at, lease_until, attempts, replays FROM jobs
+WHERE destination_id = :destination_id AND status = 'pending'
+UNION ALL
+SELECT id, status, run_at, lease_until, attempts, replays FROM jobs
+WHERE destination_id = :destination_id AND status = 'running'
+ORDER BY id LIMIT 1
+
 -- claim_job: lease a batch of chosen jobs in ONE statement, each under a fresh token, still
 -- only if due; attempts are counted here, at claim. A token is the claim's instant in
 -- microseconds (16 hex digits) then 16 random ones: tokens sort by time, so the attempts'

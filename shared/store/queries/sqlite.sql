@@ -221,6 +221,13 @@ WHERE a.job_id IN (SELECT value FROM json_each(:job_ids))
              AND a.id = (SELECT max(b.id) FROM attempts b WHERE b.job_id = a.job_id)))
 GROUP BY a.job_id
 
+-- ordered_head: an ordered destination's oldest unfinished job (FIFO: only it may be sent),
+-- the first entry of jobs_ordered (schema 25: the unfinished jobs of ordered destinations,
+-- by destination and id); `replays` tells a job with no attempt counted (takeovers_among)
+SELECT id, status, run_at, lease_until, attempts, replays FROM jobs
+WHERE destination_id = :destination_id AND ordered = 1 AND status IN ('pending', 'running')
+ORDER BY id LIMIT 1
+
 -- claim_job: lease a batch of chosen jobs (:job_ids, a JSON array) in ONE statement, each
 -- under a fresh token, still only if due; attempts are counted here, at claim. (Unary + keeps
 -- the planner on the id lookup: without it, it walks every pending job through jobs_status.)
