@@ -2,7 +2,8 @@
 destination became ordered. On SQLite (schema 25) each job carries its destination's
 `ordered`, and the head is the first entry of jobs_ordered: a destination turned ordered
 with jobs waiting, or one in flight, or a database migrated with them, must still send
-only its oldest unfinished job, and one turned back sends them all."""
+only its oldest unfinished job, and one turned back sends them all; a job finished before
+its destination turned ordered and replayed or resent after is its head again."""
 
 from __future__ import annotations
 
@@ -10,11 +11,13 @@ import sqlite3
 
 import pytest
 
-from hookline.shared.models import AttemptResult, Done
+from hookline.shared.models import AttemptResult, Dead, Done
+from hookline.shared.operator_models import JobSelection
 from hookline.shared.store.sqlite import SqliteStore
 from tests.conftest import new_event
 
 OK = AttemptResult(started_at=0.0, duration_s=0.01, status_code=200)
+FAIL = AttemptResult(started_at=0.0, duration_s=0.01, status_code=410)
 
 
 def _flags(store: SqliteStore) -> dict[int, tuple[str, int]]:
@@ -74,6 +77,29 @@ async def test_jobs_of_an_ordered_destination_are_marked_when_written(
         assert fifo_jobs[0] == min(marked) and len(marked) == 3
 
 
+async def test_a_job_finished_before_its_destination_turned_ordered_is_its_head_once_reopened(
+        store, destination_factory):
+    """A dead job and a done one of a destination not yet ordered; the destination turns
+    ordered with a later job waiting: the replayed dead job is sent before it, and a resent
+    done job, alone, is sent too (not left pending for ever)."""
+    await destination_factory("d", max_in_flight=10)
+    jobs = sorted(job_id for accepted in await store.add_events(
+        [new_event(f"e{i}") for i in range(3)]) for job_id in accepted.job_ids)
+    dead, done = await store.claim("w", 2, 30.0, 5)
+    await store.finish([(dead, Dead(error="HTTP 410"), FAIL), (done, Done(), OK)])
+    await store.update_destination("d", ordered=True)
+    assert await store.replay(job_id=dead.job_id) == 1
+    [head] = await store.claim("w", 10, 30.0, 5)
+    assert head.job_id == jobs[0] == dead.job_id
+    await store.finish([(head, Done(), OK)])
+    [later] = await store.claim("w", 10, 30.0, 5)
+    assert later.job_id == jobs[2]
+    await store.finish([(later, Done(), OK)])
+    assert (await store.resend(JobSelection(job_id=done.job_id))).job_ids == (done.job_id,)
+    [again] = await store.claim("w", 10, 30.0, 5)
+    assert again.job_id == done.job_id
+
+
 @pytest.mark.sqlite_only
 async def test_a_database_from_before_jobs_ordered_marks_its_unfinished_jobs(
         store, destination_factory, clock):
@@ -106,5 +132,10 @@ async def test_a_database_from_before_jobs_ordered_marks_its_unfinished_jobs(
         await reopened.finish([(second, Done(), OK)])
         [third] = await reopened.claim("w", 10, 30.0, 5)
         assert third.job_id == jobs[2]
+        # the job done at the upgrade, unmarked, is the head again once resent
+        await reopened.finish([(third, Done(), OK)])
+        await reopened.resend(JobSelection(job_id=first.job_id))
+        [resent] = await reopened.claim("w", 10, 30.0, 5)
+        assert resent.job_id == first.job_id
     finally:
         await reopened.close()

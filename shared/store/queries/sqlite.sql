@@ -405,7 +405,10 @@ ORDER BY j.id
 -- replay_job: dead -> pending, fresh attempt budget, due now (:job_ids, a JSON array; history
 -- stays in attempts)
 UPDATE jobs SET status = 'pending', attempts = 0, run_at = :now, last_error = NULL,
-    finished_at = NULL, replays = replays + 1, updated_at = :now
+    finished_at = NULL, replays = replays + 1, updated_at = :now,
+    -- unfinished again: its destination's `ordered` now (jobs_ordered, schema 25)
+    ordered = (SELECT CASE WHEN d.ordered THEN 1 ELSE 0 END FROM destinations d
+               WHERE d.id = jobs.destination_id)
 WHERE id IN (SELECT value FROM json_each(:job_ids)) AND status = 'dead'
 RETURNING id
 
@@ -560,7 +563,10 @@ ORDER BY j.id LIMIT :limit
 -- resend_jobs: done/dead -> pending, fresh attempt budget, due now (:job_ids, a JSON array;
 -- the event row is untouched, so the same webhook-id and body bytes go out; history stays)
 UPDATE jobs SET status = 'pending', attempts = 0, run_at = :now, last_error = NULL,
-    finished_at = NULL, replays = replays + 1, updated_at = :now
+    finished_at = NULL, replays = replays + 1, updated_at = :now,
+    -- unfinished again: its destination's `ordered` now (jobs_ordered, schema 25)
+    ordered = (SELECT CASE WHEN d.ordered THEN 1 ELSE 0 END FROM destinations d
+               WHERE d.id = jobs.destination_id)
 WHERE id IN (SELECT value FROM json_each(:job_ids)) AND status IN ('done', 'dead')
 RETURNING id
 

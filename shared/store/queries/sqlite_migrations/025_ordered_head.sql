@@ -11,7 +11,9 @@
 -- Each job carries its destination's `ordered` (jobs.ordered): set by a trigger when the job
 -- is inserted (a lookup of the destination by id; about 0.7 µs per job in a throwaway
 -- measurement), and for every unfinished job of a destination when its `ordered` changes, in
--- the same transaction. SQLite has one writer, so no job is inserted between the two.
+-- the same transaction. SQLite has one writer, so no job is inserted between the two. A
+-- finished job keeps the mark it had (done and dead jobs are not in the index); the
+-- statements that make one unfinished again (replay_job, resend_jobs) set it anew.
 ALTER TABLE jobs ADD COLUMN ordered INTEGER NOT NULL DEFAULT 0;
 UPDATE jobs SET ordered = 1
 WHERE status IN ('pending', 'running')
