@@ -22,6 +22,9 @@ WHERE status IN ('pending', 'running')
 CREATE INDEX jobs_ordered ON jobs (destination_id)
 WHERE ordered = 1 AND status IN ('pending', 'running');
 
+-- (An INSERT's RETURNING shows the row before this trigger ran: insert_jobs returns no
+-- `ordered`, and shared/store/sqlite_rows.py's ids from last_insert_rowid hold, as a trigger
+-- that inserts nothing leaves it alone.)
 CREATE TRIGGER jobs_ordered_insert AFTER INSERT ON jobs
 WHEN (SELECT ordered FROM destinations WHERE id = NEW.destination_id)
 BEGIN UPDATE jobs SET ordered = 1 WHERE id = NEW.id; END;
