@@ -144,9 +144,9 @@ def durable_sentence(measured: dict[str, Any], checks: dict[str, bool],
     own_work = measured.get("with_own_work") or {"least": {}, "out_of_reach": {}}
     if more := [name for name in rest if own_work["out_of_reach"].get(name)]:
         sentence += (f" {len(more)} more {'is' if len(more) == 1 else 'are'} out of reach of "
-                     "such a design if what it costs flat out above that service's flat-out "
-                     "cost costs it no less per item arriving one event at a time than in "
-                     "batches: "
+                     "such a design if whatever it spends flat out beyond that service's "
+                     "flat-out cost is no cheaper per item arriving one event at a time than "
+                     "in batches: "
                      + ", ".join(f"{name} (the rounds' median bound "
                                  f"{format_figure(own_work['least'][name])}x)"
                                  for name in more) + ".")

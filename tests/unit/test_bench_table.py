@@ -531,8 +531,8 @@ def test_hooklines_work_beyond_the_least_durable_service_bounds_what_it_alone_do
     # the work beyond it, delivery (0.36 + 0.1) / 0.3 = 1.533 and (0.42 + 0.12) / 0.3 = 1.8.
     assert ("1 of the checks not met are out of reach of any design that costs no less at "
             "the rate and is no slower flat out than hookline. 1 more is out of reach of "
-            "such a design if what it costs flat out above that service's flat-out cost "
-            "costs it no less per item arriving one event at a time than in batches: "
+            "such a design if whatever it spends flat out beyond that service's flat-out "
+            "cost is no cheaper per item arriving one event at a time than in batches: "
             "workers_cpu_at_200_within_1.5x_flat_out (the rounds' median bound 1.67x).\n"
             ) in block
     assert "Not bounded out of reach" not in block
