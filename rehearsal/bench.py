@@ -60,7 +60,8 @@ from hookline.shared.process.lifecycle import ready_path
 from hookline.shared.process.spawn import child_import_env
 from hookline.shared.signing import generate_secret
 from hookline.shared.store import open_store
-from hookline.supervisor.serve import ingest_slot, worker_slot
+from hookline.supervisor.children import worker_slot
+from hookline.supervisor.serve import ingest_slot
 
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 

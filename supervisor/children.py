@@ -23,6 +23,11 @@ from hookline.supervisor.readiness import Readiness
 WORKER_SLOT = re.compile(r"worker-([1-9][0-9]*)")
 
 
+def worker_slot(number: int) -> str:
+    """The slot of worker `number` (1-based): `worker-N`."""
+    return f"worker-{number}"
+
+
 @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
 class ChildSpec:
     """What to run in one slot.
@@ -107,6 +112,6 @@ def next_worker_number(taken: Iterable[str]) -> int:
     """The lowest n >= 1 whose slot ``worker-<n>`` is not in `taken`."""
     used = set(taken)
     number = 1
-    while f"worker-{number}" in used:
+    while worker_slot(number) in used:
         number += 1
     return number

@@ -44,7 +44,7 @@ from hookline.shared.store import store_for
 from hookline.shared.store.clock import reanchor_at_serve_start
 from hookline.shared.store.preflight import QuickCheck, database_file, preflight
 from hookline.supervisor.arbiter import Arbiter
-from hookline.supervisor.children import ChildSpec
+from hookline.supervisor.children import ChildSpec, worker_slot
 from hookline.supervisor.code_on_disk import CodeWatch
 
 
@@ -53,11 +53,6 @@ def ingest_slot(number: int) -> str:
     ... (the first keeps the name a single ingest always had; it alone runs the database's
     maintenance and retention rounds: ingest/main.py)."""
     return "ingest" if number == 1 else f"ingest-{number}"
-
-
-def worker_slot(number: int) -> str:
-    """The slot of worker `number` (1-based): `worker-N`."""
-    return f"worker-{number}"
 
 
 def ingest_spec(config: Config, number: int = 1) -> ChildSpec:

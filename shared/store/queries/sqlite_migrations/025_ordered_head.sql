@@ -13,7 +13,9 @@
 -- measurement), and for every unfinished job of a destination when its `ordered` changes, in
 -- the same transaction. SQLite has one writer, so no job is inserted between the two. A
 -- finished job keeps the mark it had (done and dead jobs are not in the index); the
--- statements that make one unfinished again (replay_job, resend_jobs) set it anew.
+-- statements that make one unfinished again (replay_job, resend_jobs) set it anew, rather
+-- than a trigger on every change of status (measured in a throwaway script: 1.7 µs more
+-- per job for its claim and finish, on the workers' path, for a rare operator action).
 ALTER TABLE jobs ADD COLUMN ordered INTEGER NOT NULL DEFAULT 0;
 UPDATE jobs SET ordered = 1
 WHERE status IN ('pending', 'running')
