@@ -20,7 +20,7 @@ from hookline.shared.operator_models import (
     scope_tenant,
 )
 from hookline.shared.store.metric_deltas import MetricDeltas
-from hookline.shared.store.ops import NOTIFY, Query, Tx, one, rows
+from hookline.shared.store.ops import NOTIFY, WRITES_JOBS, Query, Tx, one, rows
 
 T = TypeVar("T")
 
@@ -114,6 +114,7 @@ def resend_tx(sel: JobSelection, dry_run: bool) -> Tx[BulkResult]:
         "resend_candidates", job_id=sel.job_id, destination=sel.destination,
         tenant=scope_tenant(sel.destination, sel.tenant),
         status=sel.status, since=sel.since_s, until=sel.until_s, limit=sel.limit + 1)
+    yield WRITES_JOBS  # resend_jobs gives each its destination's `ordered` now
     return (yield from _apply("resend_jobs", found, sel.limit, dry_run))
 
 

@@ -70,9 +70,11 @@ from hookline.shared.store.operator_tx import (
 )
 from hookline.shared.store.ops import (
     BEGIN_WRITE,
+    CHANGES_ORDERED,
     NOW,
     Query,
     Tx,
+    count,
     one,
     rows,
 )
@@ -284,7 +286,11 @@ class StoreLogic(ClaimOperations, EventOperations, TenantOperations, TenantCount
                   if isinstance(v, list | tuple | dict) else v for k, v in values.items()}
         query = Query("update_destination", {**params, "tenant": tenant, "name": name},
                       want="one", sql=sql)
-        row = await self._transact(_single(query), write=True)
+        if "ordered" in values:
+            tx = _change_ordered_tx(query, tenant, name, bool(values["ordered"]))
+        else:
+            tx = _single(query)
+        row = await self._transact(tx, write=True)
         if row is None:
             raise DestinationMissing(name, tenant)
         return Destination.from_row(row)
@@ -443,6 +449,22 @@ def _now_tx() -> Tx[float]:
 def _single(query: Query) -> Tx[Any]:
     """A transaction of one query."""
     return (yield query)
+
+
+def _change_ordered_tx(update: Query, tenant: str, name: str, ordered: bool) -> Tx[Any]:
+    """`update` (a destination's new settings, `ordered` among them; its row, or None when
+    it is not live) under the exclusive guard (ops.OrderedMarks), after marking the
+    destination's unfinished jobs when it turns ordered (jobs.ordered, read by
+    ordered_head; turning unordered leaves the marks, which only an ordered destination's
+    claim reads). The jobs are marked before the destination's row is written: claims lock
+    that row before the jobs they take, and a finish writes its jobs before it, so the
+    change holds no lock that either waits for while it waits for theirs."""
+    yield CHANGES_ORDERED
+    current = yield one("get_destination", tenant=tenant, name=name)
+    if ordered and current is not None and not current["ordered"]:
+        for statement in ("mark_ordered_pending", "mark_ordered_running"):
+            yield count(statement, destination_id=current["id"])
+    return (yield update)
 
 
 def log_migrated(from_version: int, to_version: int, database: str) -> None:

@@ -13,7 +13,7 @@ from hookline.shared.record_models import DeadLetter, Job, PurgeResult
 from hookline.shared.report_models import DestinationSummary, ThroughputBucket, fill_buckets
 from hookline.shared.store import notify_tx
 from hookline.shared.store.metric_deltas import IN_FLIGHT, MetricDeltas
-from hookline.shared.store.ops import NOTIFY, NOW, Tx, count, one, rows
+from hookline.shared.store.ops import NOTIFY, NOW, WRITES_JOBS, Tx, count, one, rows
 
 
 def set_paused_tx(tenant: str, name: str, paused: bool, reason: str | None,
@@ -93,6 +93,7 @@ def replay_tx(job_id: int | None, destination: str | None, since: float | None,
         since=since))}
     if dry_run or not destination_of:
         return len(destination_of)
+    yield WRITES_JOBS  # replay_job gives each its destination's `ordered` now
     replayed = yield rows("replay_job", job_ids=list(destination_of))
     deltas = MetricDeltas()
     for r in replayed:

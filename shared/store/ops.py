@@ -69,13 +69,31 @@ class Durable:
 
 
 @dataclass(frozen=True, slots=True)
+class OrderedMarks:
+    """Guard jobs.ordered, each job's copy of its destination's `ordered` (the index of an
+    ordered destination's head, jobs_ordered), against a change of `ordered` committed while
+    a job is written.
+
+    Not `exclusive`: this transaction is about to write or reopen jobs, reading their
+    destinations' `ordered`. `exclusive`: it is about to change a destination's `ordered`
+    and mark that destination's unfinished jobs again. PostgreSQL takes one transaction-
+    scoped advisory lock, shared or exclusive, so the two never overlap: each job written
+    either committed before the marking began (which then sees it) or reads the new value.
+    The exclusive taker waits at most 0.5 s for any lock (then StoreBusy), less than the
+    server's deadlock check (1 s by default), so it is the one given up where its waits
+    meet a claim's. SQLite: nothing (one writer at a time)."""
+
+    exclusive: bool
+
+
+@dataclass(frozen=True, slots=True)
 class AfterCommit:
     """Call `fn()` once the transaction has committed (e.g. to log what it did)."""
 
     fn: Callable[[], None]
 
 
-Op = Query | Now | BeginWrite | Notify | Durable | AfterCommit
+Op = Query | Now | BeginWrite | Notify | Durable | OrderedMarks | AfterCommit
 Tx = Generator[Op, Any, T]
 """A store transaction: yields operations, returns its result."""
 
@@ -99,6 +117,8 @@ NOW = Now()
 BEGIN_WRITE = BeginWrite()
 NOTIFY = Notify()
 DURABLE = Durable()
+WRITES_JOBS = OrderedMarks(exclusive=False)
+CHANGES_ORDERED = OrderedMarks(exclusive=True)
 
 
 def one(name: str, /, **params: Any) -> Query:

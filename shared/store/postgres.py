@@ -55,6 +55,7 @@ from hookline.shared.store.ops import (
     Finished,
     Notify,
     Now,
+    OrderedMarks,
     Query,
     Rows,
     Tx,
@@ -72,6 +73,12 @@ CHANNEL = "hookline_jobs"
 SCHEMA_VERSION = max(version for version, _ in load_migrations("postgres"))
 # Any constant: serialises migrations of concurrently starting processes.
 _MIGRATION_LOCK = 0x686F6F6B
+# Another constant: jobs.ordered's guard (ops.OrderedMarks), shared by writers of jobs and
+# taken alone by a change of a destination's `ordered`.
+ORDERED_MARKS_LOCK = 0x686F6F6C
+_ORDERED_CHANGE_LOCK_TIMEOUT = "500ms"
+"""How long a change of `ordered` waits for any lock: below the server's deadlock check (1 s
+by default), so where its waits meet a claim's it is the one given up (StoreBusy)."""
 _PARAM = re.compile(r"(?<![:\w]):([a-z_][a-z0-9_]*)")
 _NOW = re.compile(r"(?<![:\w]):now\b")
 """The transaction's instant as both dialects spell it; here the database's clock."""
@@ -369,6 +376,8 @@ class PostgresStore(StoreLogic):
                     answer = await conn.now()
                 elif isinstance(step, Notify):
                     await conn.notify()
+                elif isinstance(step, OrderedMarks):
+                    await conn.guard_marks(exclusive=step.exclusive)
                 elif isinstance(step, AfterCommit):
                     after.append(step)
                 # BeginWrite: nothing to do, the transaction is open; Durable: every commit
@@ -481,6 +490,7 @@ class _Tx:
         self.conn = conn
         self._test_now_s = test_now_s
         self._now: float | None = None
+        self._guarded = False
 
     async def now(self) -> float:
         """The transaction's instant, unix seconds, from the database (or the test clock)."""
@@ -520,6 +530,19 @@ class _Tx:
     async def notify(self) -> None:
         """Wake waiting workers (every host) when this transaction commits."""
         await self.conn.execute("SELECT pg_notify($1, '')", CHANNEL)
+
+    async def guard_marks(self, *, exclusive: bool) -> None:
+        """Take jobs.ordered's guard for the rest of the transaction, once (see
+        :class:`hookline.shared.store.ops.OrderedMarks`). Raises StoreBusy (through the
+        caller's classification) when the exclusive guard or a lock after it waits past
+        _ORDERED_CHANGE_LOCK_TIMEOUT."""
+        if exclusive:
+            await self.conn.execute(f"SET LOCAL lock_timeout = '{_ORDERED_CHANGE_LOCK_TIMEOUT}'")
+            await self.conn.execute("SELECT pg_advisory_xact_lock($1)", ORDERED_MARKS_LOCK)
+        elif not self._guarded:
+            await self.conn.execute("SELECT pg_advisory_xact_lock_shared($1)",
+                                    ORDERED_MARKS_LOCK)
+        self._guarded = True
 
 
 def _changed(status: str) -> int:

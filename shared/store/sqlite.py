@@ -44,6 +44,7 @@ from hookline.shared.store.ops import (
     Finished,
     Notify,
     Now,
+    OrderedMarks,
     Query,
     Rows,
     Tx,
@@ -290,7 +291,7 @@ class SqliteStore(StoreLogic):
                 notify = True
             elif isinstance(step, Durable):
                 durable = True
-            else:
+            elif not isinstance(step, OrderedMarks):  # one writer: no job is written meanwhile
                 after.append(step)
             return None
 

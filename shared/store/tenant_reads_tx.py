@@ -23,7 +23,17 @@ from hookline.shared.record_models import Job
 from hookline.shared.signing import new_message_ids
 from hookline.shared.store.catalogue_tx import list_event_types_tx
 from hookline.shared.store.metric_deltas import MetricDeltas
-from hookline.shared.store.ops import BEGIN_WRITE, NOTIFY, NOW, Query, Rows, Tx, one, rows
+from hookline.shared.store.ops import (
+    BEGIN_WRITE,
+    NOTIFY,
+    NOW,
+    WRITES_JOBS,
+    Query,
+    Rows,
+    Tx,
+    one,
+    rows,
+)
 
 T = TypeVar("T")
 TEST_EVENT_TYPE = "hookline.ping"
@@ -272,6 +282,7 @@ def _test_delivery_tx(tenant: str, name: str, event_type: str | None) -> Tx[Test
          "forwarded_headers", "trace_context", "schema_problem"),
         [(message_id, tenant, TEST_SOURCE, source_event_id, payload.type, body,
           forwarding.encode(()), None, None)])}, per_row=True)
+    yield WRITES_JOBS  # insert_jobs reads the destination's `ordered`
     [job] = yield Query("insert_jobs", {"pairs": Rows(("event_ids", "destination_ids"),
                                                       [(event["id"], dest["id"])])},
                         per_row=True)

@@ -1,33 +1,48 @@
 """An ordered (FIFO) destination's head: its oldest unfinished job, whichever way the
-destination became ordered. On SQLite (schema 25) each job carries its destination's
-`ordered`, and the head is the first entry of jobs_ordered: a destination turned ordered
-with jobs waiting, or one in flight, or a database migrated with them, must still send
-only its oldest unfinished job, and one turned back sends them all; a job finished before
-its destination turned ordered and replayed or resent after is its head again."""
+destination became ordered. Each job carries its destination's `ordered` (SQLite since
+schema 25, PostgreSQL since 26), and the head is the first entry of jobs_ordered: a
+destination turned ordered with jobs waiting, or one in flight, or a database migrated with
+them, must still send only its oldest unfinished job, and one turned back sends them all; a
+job finished before its destination turned ordered and replayed or resent after is its head
+again. On PostgreSQL a job written while `ordered` changes is marked all the same (the
+guard of shared/store/ops.py, OrderedMarks)."""
 
 from __future__ import annotations
 
+import asyncio
 import sqlite3
 
+import asyncpg
 import pytest
 
 from hookline.shared.models import AttemptResult, Dead, Done
 from hookline.shared.operator_models import JobSelection
+from hookline.shared.store import Store
+from hookline.shared.store.postgres import ORDERED_MARKS_LOCK, PostgresStore, _query
 from hookline.shared.store.sqlite import SqliteStore
 from tests.conftest import new_event
 
 OK = AttemptResult(started_at=0.0, duration_s=0.01, status_code=200)
 FAIL = AttemptResult(started_at=0.0, duration_s=0.01, status_code=410)
+SECRET = "whsec_" + "A" * 32
 
 
-def _flags(store: SqliteStore) -> dict[int, tuple[str, int]]:
-    """Each job's (status, ordered) as stored, read outside the store."""
-    db = sqlite3.connect(store.path)
-    try:
-        return {job_id: (status, ordered) for job_id, status, ordered in db.execute(
-            "SELECT id, status, ordered FROM jobs ORDER BY id")}
-    finally:
-        db.close()
+async def _flags(store: Store) -> dict[int, tuple[str, int]]:
+    """Each job's (status, ordered as 0 or 1) as stored, read outside the store."""
+    query = "SELECT id, status, ordered FROM jobs ORDER BY id"
+    if isinstance(store, SqliteStore):
+        db = sqlite3.connect(store.path)
+        try:
+            found = list(db.execute(query))
+        finally:
+            db.close()
+    else:
+        conn = await asyncpg.connect(store.dsn)  # type: ignore[attr-defined]
+        try:
+            found = [tuple(r) for r in await conn.fetch(query)]
+        finally:
+            await conn.close()
+    return {job_id: (status, int(ordered)) for job_id, status, ordered in found}
 
 
 async def test_a_destination_turned_ordered_with_jobs_waiting_and_in_flight_keeps_them_in_order(
@@ -46,15 +61,24 @@ async def test_a_destination_turned_ordered_with_jobs_waiting_and_in_flight_keep
     [second] = await store.claim("w", 10, 30.0, 5)
     assert second.job_id == jobs[1]
     assert await store.claim("w", 10, 30.0, 5) == []
-    if isinstance(store, SqliteStore):
-        assert _flags(store) == {jobs[0]: ("done", 1), jobs[1]: ("running", 1),
-                                 jobs[2]: ("pending", 1), jobs[3]: ("pending", 1)}
+    assert await _flags(store) == {jobs[0]: ("done", 1), jobs[1]: ("running", 1),
+                                   jobs[2]: ("pending", 1), jobs[3]: ("pending", 1)}
     await store.update_destination("d", ordered=False)
     rest = await store.claim("w", 10, 30.0, 5)
     assert sorted(c.job_id for c in rest) == jobs[2:]
-    if isinstance(store, SqliteStore):  # unfinished jobs unmarked; a done one may keep it
-        assert [ordered for status, ordered in _flags(store).values()
-                if status != "done"] == [0, 0, 0]
+    # the marks stay (turning unordered is instant): only an ordered destination reads them
+    assert [ordered for status, ordered in (await _flags(store)).values()] == [1, 1, 1, 1]
+    # ordered again, with three in flight and two new jobs: the new ones wait for all three
+    await store.update_destination("d", ordered=True)
+    later = sorted(job_id for accepted in await store.add_events(
+        [new_event(f"e{i}") for i in range(4, 6)]) for job_id in accepted.job_ids)
+    await store.finish([(second, Done(), OK)])
+    assert await store.claim("w", 10, 30.0, 5) == []
+    for claim in rest:
+        await store.finish([(claim, Done(), OK)])
+    [head] = await store.claim("w", 10, 30.0, 5)
+    assert head.job_id == later[0]
+    assert await store.claim("w", 10, 30.0, 5) == []
 
 
 async def test_jobs_of_an_ordered_destination_are_marked_when_written(
@@ -72,9 +96,8 @@ async def test_jobs_of_an_ordered_destination_are_marked_when_written(
     fifo_jobs = [job_id for destination_id, job_id in by_destination
                  if destination_id == fifo.id]
     assert len(claims) == 4 and len(fifo_jobs) == 1
-    if isinstance(store, SqliteStore):
-        marked = {job_id for job_id, (_, ordered) in _flags(store).items() if ordered}
-        assert fifo_jobs[0] == min(marked) and len(marked) == 3
+    marked = {job_id for job_id, (_, ordered) in (await _flags(store)).items() if ordered}
+    assert fifo_jobs[0] == min(marked) and len(marked) == 3
 
 
 async def test_a_job_finished_before_its_destination_turned_ordered_is_its_head_once_reopened(
@@ -103,7 +126,7 @@ async def test_a_job_finished_before_its_destination_turned_ordered_is_its_head_
 @pytest.mark.sqlite_only
 async def test_a_database_from_before_jobs_ordered_marks_its_unfinished_jobs(
         store, destination_factory, clock):
-    """A schema-24 database (schema 25 taken off again: its triggers, index and column)
+    """A schema-24 database (schemas 25 and 26 taken off again: the trigger, index and column)
     with an ordered destination's jobs done, in flight and waiting: opened, each unfinished
     job is marked and the head is still the job in flight, then the oldest waiting one."""
     await destination_factory("d", max_in_flight=10)
@@ -118,16 +141,16 @@ async def test_a_database_from_before_jobs_ordered_marks_its_unfinished_jobs(
     await store.close()
     db = sqlite3.connect(path)
     with db:
-        for statement in ("DROP TRIGGER jobs_ordered_insert", "DROP TRIGGER jobs_ordered_changed",
-                          "DROP INDEX jobs_ordered", "ALTER TABLE jobs DROP COLUMN ordered",
-                          "DELETE FROM schema_version WHERE version = 25"):
+        for statement in ("DROP TRIGGER jobs_ordered_insert", "DROP INDEX jobs_ordered",
+                          "ALTER TABLE jobs DROP COLUMN ordered",
+                          "DELETE FROM schema_version WHERE version IN (25, 26)"):
             db.execute(statement)
     db.close()
     reopened = SqliteStore(path, clock=clock)
     await reopened.open()
     try:
-        assert _flags(reopened) == {jobs[0]: ("done", 0), jobs[1]: ("running", 1),
-                                    jobs[2]: ("pending", 1), jobs[3]: ("pending", 1)}
+        assert await _flags(reopened) == {jobs[0]: ("done", 0), jobs[1]: ("running", 1),
+                                          jobs[2]: ("pending", 1), jobs[3]: ("pending", 1)}
         assert await reopened.claim("w", 10, 30.0, 5) == []
         await reopened.finish([(second, Done(), OK)])
         [third] = await reopened.claim("w", 10, 30.0, 5)
@@ -139,3 +162,94 @@ async def test_a_database_from_before_jobs_ordered_marks_its_unfinished_jobs(
         assert resent.job_id == first.job_id
     finally:
         await reopened.close()
+
+
+async def test_a_postgresql_database_from_before_jobs_ordered_marks_its_unfinished_jobs(pg_url):
+    """PostgreSQL, schema 25 (26 taken off again: the index and the column) with an ordered
+    destination's jobs done, in flight and waiting: opened, each unfinished job is marked,
+    the head is the job in flight, then the oldest waiting one, read from jobs_ordered."""
+    async with PostgresStore(pg_url) as store:
+        await store.add_destination(name="d", url="http://127.0.0.1:9/", event_types=["*"],
+                                    secret=SECRET, max_in_flight=10)
+        await store.update_destination("d", ordered=True)
+        jobs = sorted(job_id for accepted in await store.add_events(
+            [new_event(f"e{i}") for i in range(4)]) for job_id in accepted.job_ids)
+        [first] = await store.claim("w", 1, 30.0, 5)
+        await store.finish([(first, Done(), OK)])
+        [second] = await store.claim("w", 1, 30.0, 5)
+    conn = await asyncpg.connect(pg_url)
+    try:
+        await conn.execute("DROP INDEX jobs_ordered; ALTER TABLE jobs DROP COLUMN ordered; "
+                           "DELETE FROM schema_version WHERE version = 26")
+    finally:
+        await conn.close()
+    async with PostgresStore(pg_url) as store:
+        assert await _flags(store) == {jobs[0]: ("done", 0), jobs[1]: ("running", 1),
+                                       jobs[2]: ("pending", 1), jobs[3]: ("pending", 1)}
+        assert await store.claim("w", 10, 30.0, 5) == []
+        await store.finish([(second, Done(), OK)])
+        [third] = await store.claim("w", 10, 30.0, 5)
+        assert third.job_id == jobs[2]
+        conn = await asyncpg.connect(pg_url)
+        try:
+            # a few rows: the planner would scan the table; can the index serve it alone?
+            await conn.execute("SET enable_seqscan = off; SET enable_bitmapscan = off")
+            sql, names = _query("ordered_head")
+            values = {"destination_id": third.destination_id, "test_now_s": None}
+            plan = "\n".join(r[0] for r in await conn.fetch(
+                "EXPLAIN " + sql, *[values[n] for n in names]))
+        finally:
+            await conn.close()
+        assert "jobs_ordered" in plan and "Sort" not in plan, plan
+
+
+async def test_a_change_of_ordered_waits_for_a_job_being_written_then_marks_it(pg_url):
+    """PostgreSQL: another transaction writes a job the way ingest does (the shared guard,
+    then the job with its destination's `ordered`, still false) and has not committed when
+    the destination turns ordered. The change waits for it, then marks that job too: READ
+    COMMITTED alone would let the job commit unmarked after the marking, never to be the
+    head."""
+    async with PostgresStore(pg_url) as store:
+        for name in ("d", "other"):
+            await store.add_destination(name=name, url="http://127.0.0.1:9/",
+                                        event_types=[name], secret=SECRET, max_in_flight=10)
+        [accepted] = await store.add_events([new_event("e1", type_="other")])
+        writer = await asyncpg.connect(pg_url)
+        try:
+            async with writer.transaction():
+                await writer.execute("SELECT pg_advisory_xact_lock_shared($1)",
+                                     ORDERED_MARKS_LOCK)
+                job_id = await writer.fetchval(
+                    "INSERT INTO jobs (event_id, destination_id, run_at, created_at, "
+                    "updated_at, ordered) SELECT e.event_id, d.id, 0, 0, 0, d.ordered "
+                    "FROM destinations d, (SELECT $1::bigint AS event_id) e "
+                    "WHERE d.name = 'd' RETURNING id", accepted.event_id)
+                change = asyncio.ensure_future(store.update_destination("d", ordered=True))
+                await asyncio.sleep(0.3)
+                assert not change.done()  # waiting for the writer's guard
+            await asyncio.wait_for(change, timeout=10.0)
+        finally:
+            await writer.close()
+        assert (await _flags(store))[job_id] == ("pending", 1)
+
+
+async def test_a_job_written_while_ordered_changes_reads_the_new_value(pg_url):
+    """PostgreSQL: while a change of `ordered` holds the exclusive guard (the destination's
+    row already written, not committed), ingest's add_events waits for it and then marks
+    its job: reading the committed value first would leave it unmarked."""
+    async with PostgresStore(pg_url) as store:
+        await store.add_destination(name="d", url="http://127.0.0.1:9/", event_types=["*"],
+                                    secret=SECRET, max_in_flight=10)
+        changer = await asyncpg.connect(pg_url)
+        try:
+            async with changer.transaction():
+                await changer.execute("SELECT pg_advisory_xact_lock($1)", ORDERED_MARKS_LOCK)
+                await changer.execute("UPDATE destinations SET ordered = 1 WHERE name = 'd'")
+                ingest = asyncio.ensure_future(store.add_events([new_event("e1")]))
+                await asyncio.sleep(0.3)
+                assert not ingest.done()  # waiting for the guard
+            [accepted] = await asyncio.wait_for(ingest, timeout=10.0)
+        finally:
+            await changer.close()
+        [job_id] = accepted.job_ids
+        assert (await _flags(store))[job_id] == ("pending", 1)

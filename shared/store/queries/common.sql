@@ -15,6 +15,18 @@ SELECT * FROM destinations WHERE deleted_at IS NULL ORDER BY id
 UPDATE attempts SET error = 'handed back (graceful stop)' WHERE lease_token = :lease_token
     AND duration_s IS NULL
 
+-- mark_ordered_pending: a destination turning ordered marks its pending jobs (jobs.ordered:
+-- an ordered destination's head is the first entry of jobs_ordered); one statement per
+-- status, each through its own partial index (jobs_due). Turning unordered unmarks nothing:
+-- only an ordered destination's head is read, so a mark left on an unordered one's job is
+-- one index entry, and the change stays instant whatever the backlog.
+UPDATE jobs SET ordered = 1
+WHERE destination_id = :destination_id AND status = 'pending' AND ordered = 0
+
+-- mark_ordered_running: the same for its running jobs (jobs_leased)
+UPDATE jobs SET ordered = 1
+WHERE destination_id = :destination_id AND status = 'running' AND ordered = 0
+
 -- get_destination: one live destination by name
 SELECT * FROM destinations WHERE tenant_id = :tenant AND name = :name AND deleted_at IS NULL
 

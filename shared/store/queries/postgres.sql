@@ -67,11 +67,13 @@ WHERE NOT EXISTS (SELECT 1 FROM events e WHERE e.tenant_id = t.id)
 ON CONFLICT (id) DO NOTHING
 
 -- insert_jobs: the delivery jobs of a batch of events, one per (event id, destination id)
--- pair, due now
-INSERT INTO jobs (event_id, destination_id, run_at, created_at, updated_at)
-SELECT u.event_id, u.destination_id, t.now, t.now, t.now
+-- pair, due now, each with its destination's `ordered` (jobs_ordered, schema 26; read under
+-- the shared guard, ops.OrderedMarks)
+INSERT INTO jobs (event_id, destination_id, run_at, created_at, updated_at, ordered)
+SELECT u.event_id, u.destination_id, t.now, t.now, t.now, d.ordered
 FROM unnest(:event_ids::bigint[], :destination_ids::bigint[]) WITH ORDINALITY
-        AS u (event_id, destination_id, ord),
+        AS u (event_id, destination_id, ord)
+    JOIN destinations d ON d.id = u.destination_id,
     (SELECT hookline_now(:test_now_s) AS now) t
 ORDER BY u.ord
 RETURNING id, event_id
@@ -246,14 +248,11 @@ WHERE a.job_id = ANY(:job_ids::bigint[])
              AND a.id = (SELECT max(b.id) FROM attempts b WHERE b.job_id = a.job_id)))
 GROUP BY a.job_id
 
--- ordered_head: an ordered destination's oldest unfinished job (FIFO: only it may be sent):
--- its pending jobs and its running one, each read in full and sorted (on SQLite, one index
--- entry); `replays` tells a job with no attempt counted (takeovers_among)
+-- ordered_head: an ordered destination's oldest unfinished job (FIFO: only it may be sent),
+-- the first entry of jobs_ordered (schema 26); `replays` tells a job with no attempt counted
+-- (takeovers_among)
 SELECT id, status, run_at, lease_until, attempts, replays FROM jobs
-WHERE destination_id = :destination_id AND status = 'pending'
-UNION ALL
-SELECT id, status, run_at, lease_until, attempts, replays FROM jobs
-WHERE destination_id = :destination_id AND status = 'running'
+WHERE destination_id = :destination_id AND ordered = 1 AND status IN ('pending', 'running')
 ORDER BY id LIMIT 1
 
 -- claim_job: lease a batch of chosen jobs in ONE statement, each under a fresh token, still
@@ -437,7 +436,9 @@ ORDER BY j.id
 -- replay_job: dead -> pending, fresh attempt budget, due now (batch of ids; history stays)
 UPDATE jobs SET status = 'pending', attempts = 0, run_at = hookline_now(:test_now_s),
     last_error = NULL, finished_at = NULL, replays = replays + 1,
-    updated_at = hookline_now(:test_now_s)
+    updated_at = hookline_now(:test_now_s),
+    -- unfinished again: its destination's `ordered` now (jobs_ordered, schema 26)
+    ordered = (SELECT d.ordered FROM destinations d WHERE d.id = jobs.destination_id)
 WHERE id = ANY(:job_ids::bigint[]) AND status = 'dead'
 RETURNING id
 
@@ -596,7 +597,9 @@ FOR UPDATE OF j
 -- row is untouched, so the same webhook-id and body bytes go out; history stays)
 UPDATE jobs SET status = 'pending', attempts = 0, run_at = hookline_now(:test_now_s),
     last_error = NULL, finished_at = NULL, replays = replays + 1,
-    updated_at = hookline_now(:test_now_s)
+    updated_at = hookline_now(:test_now_s),
+    -- unfinished again: its destination's `ordered` now (jobs_ordered, schema 26)
+    ordered = (SELECT d.ordered FROM destinations d WHERE d.id = jobs.destination_id)
 WHERE id = ANY(:job_ids::bigint[]) AND status IN ('done', 'dead')
 RETURNING id
 
