@@ -387,15 +387,18 @@ class Store(TenantStore, CatalogueStore, Protocol):
 
         A destination turning ordered marks its unfinished jobs in the same transaction
         (jobs_ordered: SQLite since schema 25, PostgreSQL since 26) while writes of new jobs
-        wait: about 3 to 4 s per million of them on SQLite (every other writer waits), 1 to
-        1.6 s per 100,000 on PostgreSQL (bounded by its statement timeout). Turning
-        unordered is instant.
+        wait: about 3 to 4 s per million of them on SQLite (every other writer waits), 1.1
+        to 1.6 s per 100,000 on PostgreSQL (bounded by its statement and transaction
+        timeouts; writers of jobs give up after its lock timeout). Turning unordered
+        changes the destination's row only.
 
         Raises:
             ConfigError: no change given, an unknown field, or an invalid value.
             NotFound: no live destination has that name.
-            StoreBusy: (PostgreSQL) turning ordered on or off waited over 0.5 s for a lock,
-                or the marking outlasted the statement timeout; nothing changed.
+            StoreBusy: (PostgreSQL) turning ordered waited over 0.5 s for a lock, or the
+                marking outlasted the statement timeout; nothing changed.
+            StoreUnavailable: (PostgreSQL) the marking outlasted the transaction timeout;
+                nothing changed.
         """
 
     async def filter_test(self, name: str, *, tenant: str = DEFAULT_TENANT,

@@ -286,10 +286,8 @@ class StoreLogic(ClaimOperations, EventOperations, TenantOperations, TenantCount
                   if isinstance(v, list | tuple | dict) else v for k, v in values.items()}
         query = Query("update_destination", {**params, "tenant": tenant, "name": name},
                       want="one", sql=sql)
-        if "ordered" in values:
-            tx = _change_ordered_tx(query, tenant, name, bool(values["ordered"]))
-        else:
-            tx = _single(query)
+        # turning ordered marks the destination's jobs; turning unordered is the row alone
+        tx = _turn_ordered_tx(query, tenant, name) if values.get("ordered") else _single(query)
         row = await self._transact(tx, write=True)
         if row is None:
             raise DestinationMissing(name, tenant)
@@ -451,19 +449,20 @@ def _single(query: Query) -> Tx[Any]:
     return (yield query)
 
 
-def _change_ordered_tx(update: Query, tenant: str, name: str, ordered: bool) -> Tx[Any]:
-    """`update` (a destination's new settings, `ordered` among them; its row, or None when
-    it is not live) under the exclusive guard (ops.OrderedMarks), after marking the
-    destination's unfinished jobs when it turns ordered (jobs.ordered, read by
-    ordered_head; turning unordered leaves the marks, which only an ordered destination's
-    claim reads). The jobs are marked before the destination's row is written: claims lock
-    that row before the jobs they take, and a finish writes its jobs before it, so the
-    change holds no lock that either waits for while it waits for theirs."""
+def _turn_ordered_tx(update: Query, tenant: str, name: str) -> Tx[Any]:
+    """`update` (a destination's new settings, `ordered` true among them; its row, or None
+    when it is not live) under the exclusive guard (ops.OrderedMarks), after marking the
+    destination's unfinished jobs if it was not ordered yet (jobs.ordered, read by
+    ordered_head). Already ordered, its jobs are marked, and the guard keeps new ones from
+    being written unmarked until this commits. The jobs are marked before the destination's
+    row is written: claims lock that row before the jobs they take, and a finish writes its
+    jobs before it, so the change holds no lock that either waits for while it waits for
+    theirs. (Turning unordered needs none of this: a mark left on an unordered
+    destination's job is never read.)"""
     yield CHANGES_ORDERED
     current = yield one("get_destination", tenant=tenant, name=name)
-    if ordered and current is not None and not current["ordered"]:
-        for statement in ("mark_ordered_pending", "mark_ordered_running"):
-            yield count(statement, destination_id=current["id"])
+    if current is not None and not current["ordered"]:
+        yield count("mark_ordered_jobs", destination_id=current["id"])
     return (yield update)
 
 

@@ -75,13 +75,13 @@ class OrderedMarks:
     a job is written.
 
     Not `exclusive`: this transaction is about to write or reopen jobs, reading their
-    destinations' `ordered`. `exclusive`: it is about to change a destination's `ordered`
-    and mark that destination's unfinished jobs again. PostgreSQL takes one transaction-
-    scoped advisory lock, shared or exclusive, so the two never overlap: each job written
-    either committed before the marking began (which then sees it) or reads the new value.
-    The exclusive taker waits at most 0.5 s for any lock (then StoreBusy), less than the
-    server's deadlock check (1 s by default), so it is the one given up where its waits
-    meet a claim's. SQLite: nothing (one writer at a time)."""
+    destinations' `ordered`. `exclusive`: it is about to turn a destination ordered and mark
+    that destination's unfinished jobs. PostgreSQL takes one transaction-scoped advisory
+    lock, shared or exclusive, so the two never overlap: each job written either committed
+    before the marking began (which then sees it) or reads the new value. The exclusive
+    taker waits at most the store's `ordered_change_lock_timeout_s` (0.5 s) for any lock
+    (then StoreBusy), less than the server's deadlock check (1 s by default), so it is the
+    one given up where its waits meet a claim's. SQLite: nothing (one writer at a time)."""
 
     exclusive: bool
 

@@ -76,9 +76,6 @@ _MIGRATION_LOCK = 0x686F6F6B
 # Another constant: jobs.ordered's guard (ops.OrderedMarks), shared by writers of jobs and
 # taken alone by a change of a destination's `ordered`.
 ORDERED_MARKS_LOCK = 0x686F6F6C
-_ORDERED_CHANGE_LOCK_TIMEOUT = "500ms"
-"""How long a change of `ordered` waits for any lock: below the server's deadlock check (1 s
-by default), so where its waits meet a claim's it is the one given up (StoreBusy)."""
 _PARAM = re.compile(r"(?<![:\w]):([a-z_][a-z0-9_]*)")
 _NOW = re.compile(r"(?<![:\w]):now\b")
 """The transaction's instant as both dialects spell it; here the database's clock."""
@@ -205,6 +202,11 @@ class PostgresStore(StoreLogic):
             limits = dataclasses.replace(limits, connect_timeout_s=connect_timeout_s)
         self.limits = limits
         self.timeouts = 0
+        self.ordered_change_lock_timeout_s = 0.5
+        """How long a destination turning ordered waits for any lock, seconds: below the
+        server's deadlock check (1 s by default), so where its waits meet a claim's it is
+        the one given up (StoreBusy), and ingest's writes of jobs, queued behind its guard,
+        wait no longer than that for it to be granted."""
         self._listen_checked_at = 0.0
         self._clock = clock
         self._pool: asyncpg.Pool | None = None
@@ -324,7 +326,7 @@ class PostgresStore(StoreLogic):
                 tx = conn.transaction()
                 await tx.start()
                 try:
-                    yield _Tx(conn, self._test_now())
+                    yield _Tx(conn, self._test_now(), self.ordered_change_lock_timeout_s)
                 except (Exception, asyncio.CancelledError) as exc:
                     if isinstance(exc, asyncpg.PostgresError | HooklineError):
                         await tx.rollback()  # the server answered: the connection is sound
@@ -486,11 +488,14 @@ class _Tx:
     """One open transaction: runs named queries with `test_now_s` filled in, and reads the
     database's clock once (`now()` is constant within a PostgreSQL transaction)."""
 
-    def __init__(self, conn: asyncpg.Connection, test_now_s: float | None) -> None:
+    def __init__(self, conn: asyncpg.Connection, test_now_s: float | None,
+                 ordered_change_lock_timeout_s: float) -> None:
         self.conn = conn
         self._test_now_s = test_now_s
         self._now: float | None = None
         self._guarded = False
+        self._ordered_change_lock_timeout_ms = max(1, round(ordered_change_lock_timeout_s
+                                                            * 1000))
 
     async def now(self) -> float:
         """The transaction's instant, unix seconds, from the database (or the test clock)."""
@@ -533,11 +538,13 @@ class _Tx:
 
     async def guard_marks(self, *, exclusive: bool) -> None:
         """Take jobs.ordered's guard for the rest of the transaction, once (see
-        :class:`hookline.shared.store.ops.OrderedMarks`). Raises StoreBusy (through the
-        caller's classification) when the exclusive guard or a lock after it waits past
-        _ORDERED_CHANGE_LOCK_TIMEOUT."""
+        :class:`hookline.shared.store.ops.OrderedMarks`). The exclusive guard, and every
+        lock after it in the transaction, waits at most the store's
+        `ordered_change_lock_timeout_s` (then the driver's error, classified StoreBusy by
+        the caller)."""
         if exclusive:
-            await self.conn.execute(f"SET LOCAL lock_timeout = '{_ORDERED_CHANGE_LOCK_TIMEOUT}'")
+            await self.conn.execute(
+                f"SET LOCAL lock_timeout = '{self._ordered_change_lock_timeout_ms}ms'")
             await self.conn.execute("SELECT pg_advisory_xact_lock($1)", ORDERED_MARKS_LOCK)
         elif not self._guarded:
             await self.conn.execute("SELECT pg_advisory_xact_lock_shared($1)",

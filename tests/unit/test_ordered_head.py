@@ -15,7 +15,7 @@ import sqlite3
 import asyncpg
 import pytest
 
-from hookline.shared.models import AttemptResult, Dead, Done
+from hookline.shared.models import AttemptResult, Dead, Done, Retry
 from hookline.shared.operator_models import JobSelection
 from hookline.shared.store import Store
 from hookline.shared.store.postgres import ORDERED_MARKS_LOCK, PostgresStore, _query
@@ -24,6 +24,7 @@ from tests.conftest import new_event
 
 OK = AttemptResult(started_at=0.0, duration_s=0.01, status_code=200)
 FAIL = AttemptResult(started_at=0.0, duration_s=0.01, status_code=410)
+RETRY = AttemptResult(started_at=0.0, duration_s=0.01, status_code=500)
 SECRET = "whsec_" + "A" * 32
 
 
@@ -224,6 +225,7 @@ async def test_a_change_of_ordered_waits_for_a_job_being_written_then_marks_it(p
                     "updated_at, ordered) SELECT e.event_id, d.id, 0, 0, 0, d.ordered "
                     "FROM destinations d, (SELECT $1::bigint AS event_id) e "
                     "WHERE d.name = 'd' RETURNING id", accepted.event_id)
+                store.ordered_change_lock_timeout_s = 30.0  # a loaded machine's margin
                 change = asyncio.ensure_future(store.update_destination("d", ordered=True))
                 await asyncio.sleep(0.3)
                 assert not change.done()  # waiting for the writer's guard
@@ -253,3 +255,39 @@ async def test_a_job_written_while_ordered_changes_reads_the_new_value(pg_url):
             await changer.close()
         [job_id] = accepted.job_ids
         assert (await _flags(store))[job_id] == ("pending", 1)
+
+
+async def test_a_job_retried_while_its_destination_turns_ordered_is_marked(pg_url):
+    """PostgreSQL: a destination turns ordered while its marking waits for a row another
+    transaction holds, and meanwhile a job in flight is finished with a retry (running ->
+    pending). It is marked all the same, and the three jobs go out one at a time, in order:
+    a marking that read each status in a statement of its own would miss it (its snapshot
+    saw it running in the first, pending in neither), never to be the head."""
+    async with PostgresStore(pg_url) as store:
+        store.ordered_change_lock_timeout_s = 30.0  # a loaded machine's margin
+        await store.add_destination(name="d", url="http://127.0.0.1:9/", event_types=["*"],
+                                    secret=SECRET, max_in_flight=10)
+        jobs = sorted(job_id for accepted in await store.add_events(
+            [new_event(f"e{i}") for i in range(3)]) for job_id in accepted.job_ids)
+        [first] = await store.claim("w", 1, 30.0, 5)
+        assert first.job_id == jobs[0]
+        blocker = await asyncpg.connect(pg_url)
+        try:
+            async with blocker.transaction():
+                await blocker.execute("SELECT 1 FROM jobs WHERE id = $1 FOR UPDATE", jobs[2])
+                change = asyncio.ensure_future(store.update_destination("d", ordered=True))
+                await asyncio.sleep(0.3)  # the marking waits for jobs[2]
+                retry = asyncio.ensure_future(store.finish(
+                    [(first, Retry(delay_s=0.0, error="HTTP 500"), RETRY)]))
+                await asyncio.sleep(0.3)  # done, or waiting for the marking's row lock
+                assert not change.done()
+            await asyncio.wait_for(asyncio.gather(change, retry), timeout=30.0)
+        finally:
+            await blocker.close()
+        assert await _flags(store) == {job_id: ("pending", 1) for job_id in jobs}
+        sent = []
+        for _ in range(4):
+            got = await store.claim("w", 10, 30.0, 5)
+            sent.append([c.job_id for c in got])
+            await store.finish([(c, Done(), OK) for c in got])
+        assert sent == [[jobs[0]], [jobs[1]], [jobs[2]], []]

@@ -99,6 +99,8 @@ BY_STATUS = {
     "unfinished_jobs_of_destination": ("jobs_due (destination_id=?)",
                                        "jobs_leased (destination_id=?)"),
     "ordered_head": ("SEARCH jobs USING INDEX jobs_ordered (destination_id=?)",),
+    "mark_ordered_jobs": ("MULTI-INDEX OR", "jobs_due (destination_id=?)",
+                          "jobs_leased (destination_id=?)"),
     "tenant_unfinished_jobs": ("destinations_tenant (tenant_id=?)", "jobs_due (destination_id=?)",
                                "jobs_leased (destination_id=?)"),
     "list_dead": ("SEARCH j USING INDEX jobs_finished (status=?)",),

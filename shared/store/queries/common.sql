@@ -15,17 +15,17 @@ SELECT * FROM destinations WHERE deleted_at IS NULL ORDER BY id
 UPDATE attempts SET error = 'handed back (graceful stop)' WHERE lease_token = :lease_token
     AND duration_s IS NULL
 
--- mark_ordered_pending: a destination turning ordered marks its pending jobs (jobs.ordered:
--- an ordered destination's head is the first entry of jobs_ordered); one statement per
--- status, each through its own partial index (jobs_due). Turning unordered unmarks nothing:
--- only an ordered destination's head is read, so a mark left on an unordered one's job is
--- one index entry, and the change stays instant whatever the backlog.
+-- mark_ordered_jobs: a destination turning ordered marks its unfinished jobs (jobs.ordered: an
+-- ordered destination's head is the first entry of jobs_ordered). One statement for both
+-- pending and running jobs, as on PostgreSQL a job that moves between the two while the
+-- marking runs (a retry, a hand-back, a claim) is read again at its newest version and
+-- still matches, where two statements, each with its own snapshot, could both miss it. The
+-- OR (not IN) lets SQLite read each status through its own partial index (jobs_due,
+-- jobs_leased). Turning unordered unmarks nothing: only an ordered destination's head is
+-- read, so a mark left on an unordered one's job is one index entry.
 UPDATE jobs SET ordered = 1
-WHERE destination_id = :destination_id AND status = 'pending' AND ordered = 0
-
--- mark_ordered_running: the same for its running jobs (jobs_leased)
-UPDATE jobs SET ordered = 1
-WHERE destination_id = :destination_id AND status = 'running' AND ordered = 0
+WHERE destination_id = :destination_id AND ordered = 0
+    AND (status = 'pending' OR status = 'running')
 
 -- get_destination: one live destination by name
 SELECT * FROM destinations WHERE tenant_id = :tenant AND name = :name AND deleted_at IS NULL

@@ -8,9 +8,8 @@
 --
 -- Each job carries its destination's `ordered` (jobs.ordered): insert_jobs reads it from the
 -- destination; a destination turning ordered marks its unfinished jobs in the same
--- transaction (mark_ordered_pending, mark_ordered_running; turning unordered leaves them,
--- as only an ordered destination's claim reads them); replay_job and resend_jobs set it
--- anew. READ COMMITTED would let a job written while `ordered` changes miss both its new
+-- transaction (mark_ordered_jobs; turning unordered leaves them, as only an ordered
+-- destination's claim reads them); replay_job and resend_jobs set it anew. READ COMMITTED would let a job written while `ordered` changes miss both its new
 -- value and the marking: the two are kept apart by an advisory lock that writers of jobs take
 -- shared and the change takes alone (shared/store/ops.py, OrderedMarks). A job of an
 -- unordered destination writes no entry into jobs_ordered, so ingest and the workers pay
