@@ -388,9 +388,10 @@ class Store(TenantStore, CatalogueStore, Protocol):
         A destination turning ordered marks its unfinished jobs in the same transaction
         (jobs_ordered: SQLite since schema 25, PostgreSQL since 26) while writes of new jobs
         wait: about 3 to 4 s per million of them on SQLite (every other writer waits), 1.1
-        to 1.6 s per 100,000 on PostgreSQL (bounded by its statement and transaction
-        timeouts; writers of jobs give up after its lock timeout). Turning unordered
-        changes the destination's row only.
+        to 1.4 s per 100,000 on PostgreSQL (bounded by its statement and transaction
+        timeouts; writers of jobs give up after its lock timeout). Turning unordered, or
+        setting ordered on a destination already ordered, changes the destination's row
+        only.
 
         Raises:
             ConfigError: no change given, an unknown field, or an invalid value.

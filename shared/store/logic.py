@@ -278,16 +278,13 @@ class StoreLogic(ClaimOperations, EventOperations, TenantOperations, TenantCount
                                  **changes: Any) -> Destination:
         """See :meth:`hookline.shared.store.Store.update_destination`."""
         values = rules.destination_changes(changes)
-        # Column names come only from the validated DESTINATION_UPDATERS keys, never input.
-        assignments = ", ".join(f"{column} = :{column}" for column in values)
-        sql = (f"UPDATE destinations SET {assignments} "  # noqa: S608  (columns from DESTINATION_UPDATERS keys only)
-               "WHERE tenant_id = :tenant AND name = :name AND deleted_at IS NULL RETURNING *")
-        params = {k: json.dumps(v if isinstance(v, dict) else list(v))
-                  if isinstance(v, list | tuple | dict) else v for k, v in values.items()}
-        query = Query("update_destination", {**params, "tenant": tenant, "name": name},
-                      want="one", sql=sql)
-        # turning ordered marks the destination's jobs; turning unordered is the row alone
-        tx = _turn_ordered_tx(query, tenant, name) if values.get("ordered") else _single(query)
+        query = _update_destination_query(values, tenant, name)
+        if values.get("ordered"):  # turning ordered marks the destination's jobs
+            others = {k: v for k, v in values.items() if k != "ordered"}
+            tx = _turn_ordered_tx(query, _update_destination_query(others, tenant, name)
+                                  if others else None, tenant, name)
+        else:  # turning unordered is the row alone
+            tx = _single(query)
         row = await self._transact(tx, write=True)
         if row is None:
             raise DestinationMissing(name, tenant)
@@ -449,16 +446,37 @@ def _single(query: Query) -> Tx[Any]:
     return (yield query)
 
 
-def _turn_ordered_tx(update: Query, tenant: str, name: str) -> Tx[Any]:
-    """`update` (a destination's new settings, `ordered` true among them; its row, or None
-    when it is not live) under the exclusive guard (ops.OrderedMarks), after marking the
-    destination's unfinished jobs if it was not ordered yet (jobs.ordered, read by
-    ordered_head). Already ordered, its jobs are marked, and the guard keeps new ones from
-    being written unmarked until this commits. The jobs are marked before the destination's
-    row is written: claims lock that row before the jobs they take, and a finish writes its
-    jobs before it, so the change holds no lock that either waits for while it waits for
-    theirs. (Turning unordered needs none of this: a mark left on an unordered
-    destination's job is never read.)"""
+def _update_destination_query(values: Mapping[str, Any], tenant: str, name: str) -> Query:
+    """The UPDATE of a live destination's `values` (validated columns), returning its row."""
+    # Column names come only from the validated DESTINATION_UPDATERS keys, never input.
+    assignments = ", ".join(f"{column} = :{column}" for column in values)
+    sql = (f"UPDATE destinations SET {assignments} "  # noqa: S608  (columns from DESTINATION_UPDATERS keys only)
+           "WHERE tenant_id = :tenant AND name = :name AND deleted_at IS NULL RETURNING *")
+    params = {k: json.dumps(v if isinstance(v, dict) else list(v))
+              if isinstance(v, list | tuple | dict) else v for k, v in values.items()}
+    return Query("update_destination", {**params, "tenant": tenant, "name": name},
+                 want="one", sql=sql)
+
+
+def _turn_ordered_tx(update: Query, others: Query | None, tenant: str, name: str) -> Tx[Any]:
+    """A destination's new settings with `ordered` true (`update`; `others`: the same
+    without `ordered`, None when nothing else changes); its row, or None when it is not
+    live.
+
+    Already ordered, its unfinished jobs are marked: `others` alone, or the row as it is,
+    without the guard (a turn-off committed meanwhile stands). Otherwise, under the
+    exclusive guard (ops.OrderedMarks), which keeps jobs from being written until this
+    commits, it reads the destination again and, still unordered, marks its unfinished
+    jobs (jobs.ordered, read by ordered_head), then writes `update`. The jobs are marked
+    before the destination's row is written, as a finish writes its jobs before its
+    destinations; a lock cycle the change is in anyway (a claim's kill_lost_at_cap, an
+    operational event written under a claim's or finish's locks) ends when its waits reach
+    the store's `ordered_change_lock_timeout_s` (StoreBusy: nothing changed). (Turning
+    unordered needs none of this: a mark left on an unordered destination's job is never
+    read.)"""
+    current = yield one("get_destination", tenant=tenant, name=name)
+    if current is not None and current["ordered"]:
+        return current if others is None else (yield others)
     yield CHANGES_ORDERED
     current = yield one("get_destination", tenant=tenant, name=name)
     if current is not None and not current["ordered"]:

@@ -242,7 +242,7 @@ async def test_connection_refused_is_retried_until_the_deadline(make_client):
     with socket.socket() as probe:  # a port with nothing listening
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
-    send, close = make_client(f"http://127.0.0.1:{port}", deadline_s=0.4, backoff_base_s=0.05)
+    send, close = make_client(f"http://127.0.0.1:{port}", deadline_s=1.5, backoff_base_s=0.05)
     try:
         with pytest.raises(HooklineUnavailable) as caught:
             await send("t", {})

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import sqlite3
+from collections.abc import Awaitable
 
 import asyncpg
 import pytest
@@ -44,6 +45,19 @@ async def _flags(store: Store) -> dict[int, tuple[str, int]]:
         finally:
             await conn.close()
     return {job_id: (status, int(ordered)) for job_id, status, ordered in found}
+
+
+async def _until_waiting(conn: asyncpg.Connection, statement: str) -> None:
+    """Return once a session of the server waits for a lock in a statement that starts
+    with `statement` (AssertionError after 20 s)."""
+    for _ in range(400):
+        await conn.execute("SELECT pg_stat_clear_snapshot()")  # read anew inside a transaction
+        if await conn.fetchval(
+                "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' "
+                "AND query LIKE $1", statement + "%"):
+            return
+        await asyncio.sleep(0.05)
+    raise AssertionError(f"no session waits in {statement!r}")
 
 
 async def test_a_destination_turned_ordered_with_jobs_waiting_and_in_flight_keeps_them_in_order(
@@ -235,26 +249,68 @@ async def test_a_change_of_ordered_waits_for_a_job_being_written_then_marks_it(p
         assert (await _flags(store))[job_id] == ("pending", 1)
 
 
-async def test_a_job_written_while_ordered_changes_reads_the_new_value(pg_url):
+@pytest.mark.parametrize("writer", ["ingest", "replay", "resend"])
+async def test_a_job_written_while_ordered_changes_reads_the_new_value(pg_url, writer):
     """PostgreSQL: while a change of `ordered` holds the exclusive guard (the destination's
-    row already written, not committed), ingest's add_events waits for it and then marks
-    its job: reading the committed value first would leave it unmarked."""
+    row already written, not committed), a transaction that writes a job (ingest's
+    add_events) or makes one unfinished again (a replay of a dead job, a resend of a done
+    one) waits for it and then marks that job: reading the committed value first would
+    leave it unmarked."""
     async with PostgresStore(pg_url) as store:
         await store.add_destination(name="d", url="http://127.0.0.1:9/", event_types=["*"],
                                     secret=SECRET, max_in_flight=10)
+        if writer == "ingest":
+            def write() -> Awaitable[object]:
+                return store.add_events([new_event("e1")])
+        else:
+            await store.add_events([new_event("e1")])
+            [claim] = await store.claim("w", 1, 30.0, 5)
+            await store.finish([(claim, Dead(error="HTTP 410"), FAIL) if writer == "replay"
+                                else (claim, Done(), OK)])
+
+            def write() -> Awaitable[object]:
+                return (store.replay(job_id=claim.job_id) if writer == "replay"
+                        else store.resend(JobSelection(job_id=claim.job_id)))
         changer = await asyncpg.connect(pg_url)
         try:
             async with changer.transaction():
                 await changer.execute("SELECT pg_advisory_xact_lock($1)", ORDERED_MARKS_LOCK)
                 await changer.execute("UPDATE destinations SET ordered = 1 WHERE name = 'd'")
-                ingest = asyncio.ensure_future(store.add_events([new_event("e1")]))
+                waiting = asyncio.ensure_future(write())
                 await asyncio.sleep(0.3)
-                assert not ingest.done()  # waiting for the guard
-            [accepted] = await asyncio.wait_for(ingest, timeout=10.0)
+                assert not waiting.done()  # waiting for the guard
+            await asyncio.wait_for(waiting, timeout=10.0)
         finally:
             await changer.close()
-        [job_id] = accepted.job_ids
-        assert (await _flags(store))[job_id] == ("pending", 1)
+        [(status, ordered)] = (await _flags(store)).values()
+        assert (status, ordered) == ("pending", 1)
+
+
+async def test_turning_off_or_on_again_waits_for_no_writer(pg_url):
+    """PostgreSQL: with a transaction writing jobs open (holding the shared guard), turning
+    an ordered destination off, and setting ordered on one already ordered (with another
+    setting), complete at once: only turning ordered takes the exclusive guard."""
+    async with PostgresStore(pg_url) as store:
+        for name in ("off", "again"):
+            await store.add_destination(name=name, url="http://127.0.0.1:9/",
+                                        event_types=["*"], secret=SECRET, max_in_flight=10)
+            await store.update_destination(name, ordered=True)
+        writer = await asyncpg.connect(pg_url)
+        try:
+            async with writer.transaction():
+                await writer.execute("SELECT pg_advisory_xact_lock_shared($1)",
+                                     ORDERED_MARKS_LOCK)
+                off = await asyncio.wait_for(store.update_destination("off", ordered=False),
+                                             timeout=5.0)
+                again = await asyncio.wait_for(
+                    store.update_destination("again", ordered=True, timeout_s=7),
+                    timeout=5.0)
+                alone = await asyncio.wait_for(store.update_destination("again", ordered=True),
+                                               timeout=5.0)
+        finally:
+            await writer.close()
+        assert (off.ordered, again.ordered, again.timeout_s, alone.timeout_s) == (
+            False, True, 7, 7)
 
 
 async def test_a_job_retried_while_its_destination_turns_ordered_is_marked(pg_url):
@@ -276,7 +332,7 @@ async def test_a_job_retried_while_its_destination_turns_ordered_is_marked(pg_ur
             async with blocker.transaction():
                 await blocker.execute("SELECT 1 FROM jobs WHERE id = $1 FOR UPDATE", jobs[2])
                 change = asyncio.ensure_future(store.update_destination("d", ordered=True))
-                await asyncio.sleep(0.3)  # the marking waits for jobs[2]
+                await _until_waiting(blocker, "UPDATE jobs SET ordered = 1")
                 retry = asyncio.ensure_future(store.finish(
                     [(first, Retry(delay_s=0.0, error="HTTP 500"), RETRY)]))
                 await asyncio.sleep(0.3)  # done, or waiting for the marking's row lock
