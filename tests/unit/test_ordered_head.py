@@ -16,7 +16,7 @@ from collections.abc import Awaitable
 import asyncpg
 import pytest
 
-from hookline.shared.models import AttemptResult, Dead, Done, Retry
+from hookline.shared.models import AttemptResult, Claim, Dead, Done, Retry
 from hookline.shared.operator_models import JobSelection
 from hookline.shared.store import Store
 from hookline.shared.store.postgres import ORDERED_MARKS_LOCK, PostgresStore, _query
@@ -138,13 +138,9 @@ async def test_a_job_finished_before_its_destination_turned_ordered_is_its_head_
     assert again.job_id == done.job_id
 
 
-@pytest.mark.sqlite_only
-async def test_a_database_from_before_jobs_ordered_marks_its_unfinished_jobs(
-        store, destination_factory, clock):
-    """A schema-24 database (schemas 25 and 26 taken off again: the trigger, index and column)
-    with an ordered destination's jobs done, in flight and waiting: opened, each unfinished
-    job is marked and the head is still the job in flight, then the oldest waiting one."""
-    await destination_factory("d", max_in_flight=10)
+async def _ordered_with_one_done_one_in_flight(store: Store) -> tuple[list[int], Claim, Claim]:
+    """Destination `d` turned ordered, then four jobs written: the first done, the second
+    in flight. Returns the job ids in order, and the first's and the second's claims."""
     await store.update_destination("d", ordered=True)
     jobs = sorted(job_id for accepted in await store.add_events(
         [new_event(f"e{i}") for i in range(4)]) for job_id in accepted.job_ids)
@@ -152,6 +148,17 @@ async def test_a_database_from_before_jobs_ordered_marks_its_unfinished_jobs(
     await store.finish([(first, Done(), OK)])
     [second] = await store.claim("w", 1, 30.0, 5)
     assert (first.job_id, second.job_id) == tuple(jobs[:2])
+    return jobs, first, second
+
+
+@pytest.mark.sqlite_only
+async def test_a_database_from_before_jobs_ordered_marks_its_unfinished_jobs(
+        store, destination_factory, clock):
+    """A schema-24 database (schemas 25 and 26 taken off again: the trigger, index and column)
+    with an ordered destination's jobs done, in flight and waiting: opened, each unfinished
+    job is marked and the head is still the job in flight, then the oldest waiting one."""
+    await destination_factory("d", max_in_flight=10)
+    jobs, first, second = await _ordered_with_one_done_one_in_flight(store)
     path = store.path
     await store.close()
     db = sqlite3.connect(path)
@@ -186,12 +193,7 @@ async def test_a_postgresql_database_from_before_jobs_ordered_marks_its_unfinish
     async with PostgresStore(pg_url) as store:
         await store.add_destination(name="d", url="http://127.0.0.1:9/", event_types=["*"],
                                     secret=SECRET, max_in_flight=10)
-        await store.update_destination("d", ordered=True)
-        jobs = sorted(job_id for accepted in await store.add_events(
-            [new_event(f"e{i}") for i in range(4)]) for job_id in accepted.job_ids)
-        [first] = await store.claim("w", 1, 30.0, 5)
-        await store.finish([(first, Done(), OK)])
-        [second] = await store.claim("w", 1, 30.0, 5)
+        jobs, _, second = await _ordered_with_one_done_one_in_flight(store)
     conn = await asyncpg.connect(pg_url)
     try:
         await conn.execute("DROP INDEX jobs_ordered; ALTER TABLE jobs DROP COLUMN ordered; "
