@@ -9,9 +9,10 @@
 -- Each job carries its destination's `ordered` (jobs.ordered): insert_jobs reads it from the
 -- destination; a destination turning ordered marks its unfinished jobs in the same
 -- transaction (mark_ordered_jobs; turning unordered leaves them, as only an ordered
--- destination's claim reads them); replay_job and resend_jobs set it anew. READ COMMITTED would let a job written while `ordered` changes miss both its new
--- value and the marking: the two are kept apart by an advisory lock that writers of jobs take
--- shared and the change takes alone (shared/store/ops.py, OrderedMarks). A job of an
+-- destination's claim reads them); replay_job and resend_jobs set it anew. READ COMMITTED
+-- would let a job written while `ordered` changes miss both its new value and the marking:
+-- the two are kept apart by an advisory lock that writers of jobs take shared and the change
+-- takes alone (shared/store/ops.py, OrderedMarks). A job of an
 -- unordered destination writes no entry into jobs_ordered, so ingest and the workers pay
 -- nothing for it there (an index of every unfinished job, tried, cost 20-30 % of the
 -- deliveries per second: docs/benchmarks.md).
