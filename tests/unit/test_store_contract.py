@@ -29,7 +29,7 @@ from hookline.shared.operator_models import EventFilter, JobSelection
 from hookline.shared.policy.delivery import BreakerPolicy
 from hookline.shared.store import SqliteDiagnostics, Store
 from hookline.shared.store.postgres import PostgresStore, _query
-from hookline.shared.store.queries import load_queries
+from hookline.shared.store.queries import load_queries, parse_blocks
 from hookline.shared.store.sqlite import SqliteStore
 from hookline.shared.tenant_models import TenantFields
 from tests.conftest import new_event
@@ -308,3 +308,19 @@ def test_finish_retry_is_one_query_of_a_delay():
     assert load_queries("sqlite")["finish_retry"] == load_queries("postgres")["finish_retry"]
     assert _sqlite_parameters(load_queries("sqlite")["finish_retry"]) == {
         "job_id", "lease_token", "error", "delay_s", "now"}
+
+
+def test_a_query_file_slip_is_refused_when_loaded():
+    """A comment line inside a query that reads `-- word: ...` starts a query of its own,
+    leaving the one before it without a statement; a name given twice would hide the first.
+    Both are refused when the file is read, naming the query, rather than failing later as
+    a missing statement or the wrong SQL."""
+    slipped = ("-- mark_jobs: marks them\n-- statuses: pending and running, in one\n"
+               "UPDATE jobs SET ordered = 1\n")
+    with pytest.raises(ValueError, match="'mark_jobs' holds no statement"):
+        parse_blocks(slipped, "common.sql")
+    twice = "-- a: one\nSELECT 1\n\n-- a: again\nSELECT 2\n"
+    with pytest.raises(ValueError, match="'a' is defined twice"):
+        parse_blocks(twice, "common.sql")
+    assert parse_blocks("-- a: one\n-- (why)\nSELECT 1\n", "x.sql") == {
+        "a": "-- (why)\nSELECT 1"}

@@ -22,10 +22,31 @@ def load_queries(backend: str) -> dict[str, str]:
 
 
 def _blocks(file: str) -> dict[str, str]:
-    text = resources.files(__package__).joinpath(f"{file}.sql").read_text()
+    return parse_blocks(resources.files(__package__).joinpath(f"{file}.sql").read_text(),
+                        f"{file}.sql")
+
+
+def parse_blocks(text: str, file: str) -> dict[str, str]:
+    """{query name: SQL text} of one query file's `text` (`file`: its name, for errors).
+
+    Raises:
+        ValueError: a block holds no statement, or a name comes twice. Either is a slip in
+            the file, most likely a comment line inside a block that reads `-- word: ...`,
+            which starts a block of its own: reword it.
+    """
     parts = _BLOCK.split(text)
     # parts = [preamble, name1, sql1, name2, sql2, ...]
-    return {name: sql.strip() for name, sql in zip(parts[1::2], parts[2::2], strict=True)}
+    found: dict[str, str] = {}
+    for name, sql in zip(parts[1::2], parts[2::2], strict=True):
+        statement = "\n".join(line for line in sql.splitlines()
+                              if not line.lstrip().startswith("--")).strip()
+        if not statement:
+            raise ValueError(f"{file}: query {name!r} holds no statement (a comment line "
+                             "reading '-- word: ...' starts a new query)")
+        if name in found:
+            raise ValueError(f"{file}: query {name!r} is defined twice")
+        found[name] = sql.strip()
+    return found
 
 
 def newest_migration_on_disk(backend: str) -> int:
