@@ -17,8 +17,16 @@ _BLOCK = re.compile(r"^-- ([a-z_]+): .*$", re.MULTILINE)
 
 @cache
 def load_queries(backend: str) -> dict[str, str]:
-    """Return {query name: SQL text} for `backend` (e.g. `sqlite`): common.sql's and its own."""
-    return {**_blocks("common"), **_blocks(backend)}
+    """Return {query name: SQL text} for `backend` (e.g. `sqlite`): common.sql's and its own.
+
+    Raises:
+        ValueError: a slip in a query file (:func:`parse_blocks`), or a name in both
+            common.sql and the backend's file.
+    """
+    common, own = _blocks("common"), _blocks(backend)
+    if both := sorted(common.keys() & own.keys()):
+        raise ValueError(f"queries in both common.sql and {backend}.sql: {', '.join(both)}")
+    return {**common, **own}
 
 
 def _blocks(file: str) -> dict[str, str]:
@@ -30,9 +38,11 @@ def parse_blocks(text: str, file: str) -> dict[str, str]:
     """{query name: SQL text} of one query file's `text` (`file`: its name, for errors).
 
     Raises:
-        ValueError: a block holds no statement, or a name comes twice. Either is a slip in
-            the file, most likely a comment line inside a block that reads `-- word: ...`,
-            which starts a block of its own: reword it.
+        ValueError: a block holds no statement (only comments), or a name comes twice.
+            Either is a slip in the file, most likely a comment line inside a block's
+            leading comment that reads `-- word: ...`, which starts a block of its own:
+            reword it. (Such a line below the first line of SQL splits the statement in
+            two without an error here; the statements then fail when run.)
     """
     parts = _BLOCK.split(text)
     # parts = [preamble, name1, sql1, name2, sql2, ...]
