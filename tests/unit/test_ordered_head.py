@@ -349,36 +349,3 @@ async def test_a_job_retried_while_its_destination_turns_ordered_is_marked(pg_ur
             sent.append([c.job_id for c in got])
             await store.finish([(c, Done(), OK) for c in got])
         assert sent == [[jobs[0]], [jobs[1]], [jobs[2]], []]
-
-
-async def test_a_takeover_of_the_head_does_not_deadlock_with_its_late_finish(pg_url, clock):
-    """PostgreSQL: an ordered destination's head was leased and its lease expired; its late
-    worker's finish has written the job (and holds its row) when another worker's claim
-    locks the destination and reads that head as expired. The claim skips the locked head
-    (it takes nothing this time) instead of waiting for it while holding the destination,
-    which the finish then locks: waiting would be a deadlock the server breaks after 1 s
-    by failing one of them."""
-    async with PostgresStore(pg_url, clock=clock) as store:
-        await store.add_destination(name="d", url="http://127.0.0.1:9/", event_types=["*"],
-                                    secret=SECRET, max_in_flight=10)
-        await store.update_destination("d", ordered=True)
-        await store.add_events([new_event(f"e{i}") for i in range(2)])
-        [late] = await store.claim("w1", 1, 30.0, 5)
-        clock.advance(60)  # the lease has expired
-        finisher = await asyncpg.connect(pg_url)
-        try:
-            async with finisher.transaction():
-                await finisher.execute(
-                    "UPDATE jobs SET status = 'done', lease_token = NULL, lease_owner = NULL, "
-                    "lease_until = NULL, finished_at = $2 WHERE id = $1", late.job_id,
-                    clock.now_s)
-                claim = asyncio.ensure_future(store.claim("w2", 10, 30.0, 5))
-                await asyncio.sleep(0.3)  # the claim has locked d and read its head
-                await asyncio.wait_for(finisher.execute(
-                    "UPDATE destinations SET failure_streak = 0 WHERE id = $1",
-                    late.destination_id), timeout=10.0)
-            assert await asyncio.wait_for(claim, timeout=10.0) == []
-        finally:
-            await finisher.close()
-        [following] = await store.claim("w2", 10, 30.0, 5)
-        assert following.job_id > late.job_id

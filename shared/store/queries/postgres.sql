@@ -250,16 +250,10 @@ GROUP BY a.job_id
 
 -- ordered_head: an ordered destination's oldest unfinished job (FIFO: only it may be sent),
 -- the first entry of jobs_ordered (schema 26); `replays` tells a job with no attempt counted
--- (takeovers_among). Its row is locked as due_jobs' are, and skipped (no head this time)
--- when another transaction holds it: a late worker finishing the head writes it, then
--- locks the destination this claim holds, so waiting for it would be a deadlock. The lock
--- reads the newest version of the row: a head finished meanwhile comes back done.
-SELECT j.id, j.status, j.run_at, j.lease_until, j.attempts, j.replays FROM jobs j
-WHERE j.id = (SELECT h.id FROM jobs h
-              WHERE h.destination_id = :destination_id AND h.ordered = 1
-                  AND h.status IN ('pending', 'running')
-              ORDER BY h.id LIMIT 1)
-FOR UPDATE SKIP LOCKED
+-- (takeovers_among)
+SELECT id, status, run_at, lease_until, attempts, replays FROM jobs
+WHERE destination_id = :destination_id AND ordered = 1 AND status IN ('pending', 'running')
+ORDER BY id LIMIT 1
 
 -- claim_job: lease a batch of chosen jobs in ONE statement, each under a fresh token, still
 -- only if due; attempts are counted here, at claim. A token is the claim's instant in
