@@ -38,8 +38,9 @@ from hookline.shared.store.fan_out_view import (
     refresh_fan_out,
 )
 from hookline.shared.store.filter_tx import load_filters
+from hookline.shared.store.jobs_tx import insert_jobs_tx
 from hookline.shared.store.metric_deltas import MetricDeltas
-from hookline.shared.store.ops import BEGIN_WRITE, NOTIFY, NOW, WRITES_JOBS, Query, Rows, Tx
+from hookline.shared.store.ops import BEGIN_WRITE, NOTIFY, NOW, Query, Rows, Tx
 from hookline.shared.store.tenants_tx import new_token_epoch
 
 EventKey = tuple[str, str, str]
@@ -101,9 +102,7 @@ def add_events_tx(events: Sequence[NewEvent], *, create_tenants: bool = False,
             pairs += [(event_id, d) for d in targets]
     job_ids: dict[int, list[int]] = {}
     if pairs:  # one query for every job of the batch: this is ingest's hot path
-        yield WRITES_JOBS  # insert_jobs reads each destination's `ordered`
-        for r in (yield Query("insert_jobs", {"pairs": Rows(("event_ids", "destination_ids"),
-                                                             pairs)}, per_row=True)):
+        for r in (yield from insert_jobs_tx(pairs)):
             job_ids.setdefault(r["event_id"], []).append(r["id"])
         yield NOTIFY
     deltas = MetricDeltas()  # the figures /metrics reads, after the rows (oldest job probe)

@@ -26,18 +26,9 @@ from hookline.shared.policy.notify import NotifyPolicy
 from hookline.shared.signing import new_message_ids
 from hookline.shared.store.fan_out_view import read_fan_out
 from hookline.shared.store.filter_tx import load_filters
+from hookline.shared.store.jobs_tx import insert_jobs_tx
 from hookline.shared.store.metric_deltas import MetricDeltas
-from hookline.shared.store.ops import (
-    NOTIFY,
-    NOW,
-    WRITES_JOBS,
-    AfterCommit,
-    Query,
-    Rows,
-    Tx,
-    count,
-    one,
-)
+from hookline.shared.store.ops import NOTIFY, NOW, AfterCommit, Query, Rows, Tx, count, one
 
 log = get_logger()
 
@@ -123,10 +114,7 @@ def _publish_for(notify: NotifyPolicy, event_type: str, owner: str, tenant: str,
              "forwarded_headers", "trace_context", "schema_problem"),
             [(message_id, owner, policy.SOURCE, source_event_id, event_type, body,
               forwarding.encode(()), None, None)])}, per_row=True)
-        yield WRITES_JOBS  # insert_jobs reads each destination's `ordered`
-        yield Query("insert_jobs", {"pairs": Rows(("event_ids", "destination_ids"),
-                                                  [(stored["id"], d) for d in reached])},
-                    per_row=True)
+        yield from insert_jobs_tx([(stored["id"], d) for d in reached])
         yield NOTIFY
         deltas.events(1)
         for destination_id in reached:

@@ -22,18 +22,9 @@ from hookline.shared.policy import forwarding
 from hookline.shared.record_models import Job
 from hookline.shared.signing import new_message_ids
 from hookline.shared.store.catalogue_tx import list_event_types_tx
+from hookline.shared.store.jobs_tx import insert_jobs_tx
 from hookline.shared.store.metric_deltas import MetricDeltas
-from hookline.shared.store.ops import (
-    BEGIN_WRITE,
-    NOTIFY,
-    NOW,
-    WRITES_JOBS,
-    Query,
-    Rows,
-    Tx,
-    one,
-    rows,
-)
+from hookline.shared.store.ops import BEGIN_WRITE, NOTIFY, NOW, Query, Rows, Tx, one, rows
 
 T = TypeVar("T")
 TEST_EVENT_TYPE = "hookline.ping"
@@ -282,10 +273,7 @@ def _test_delivery_tx(tenant: str, name: str, event_type: str | None) -> Tx[Test
          "forwarded_headers", "trace_context", "schema_problem"),
         [(message_id, tenant, TEST_SOURCE, source_event_id, payload.type, body,
           forwarding.encode(()), None, None)])}, per_row=True)
-    yield WRITES_JOBS  # insert_jobs reads the destination's `ordered`
-    [job] = yield Query("insert_jobs", {"pairs": Rows(("event_ids", "destination_ids"),
-                                                      [(event["id"], dest["id"])])},
-                        per_row=True)
+    [job] = yield from insert_jobs_tx([(event["id"], dest["id"])])
     deltas = MetricDeltas()  # the figures /metrics reads, as ingest keeps them
     deltas.events(1)
     deltas.jobs(dest["id"], None, "pending")

@@ -407,8 +407,7 @@ ORDER BY j.id
 UPDATE jobs SET status = 'pending', attempts = 0, run_at = :now, last_error = NULL,
     finished_at = NULL, replays = replays + 1, updated_at = :now,
     -- unfinished again: its destination's `ordered` now (jobs_ordered, schema 25)
-    ordered = (SELECT CASE WHEN d.ordered THEN 1 ELSE 0 END FROM destinations d
-               WHERE d.id = jobs.destination_id)
+    ordered = (SELECT d.ordered FROM destinations d WHERE d.id = jobs.destination_id)
 WHERE id IN (SELECT value FROM json_each(:job_ids)) AND status = 'dead'
 RETURNING id
 
@@ -565,8 +564,7 @@ ORDER BY j.id LIMIT :limit
 UPDATE jobs SET status = 'pending', attempts = 0, run_at = :now, last_error = NULL,
     finished_at = NULL, replays = replays + 1, updated_at = :now,
     -- unfinished again: its destination's `ordered` now (jobs_ordered, schema 25)
-    ordered = (SELECT CASE WHEN d.ordered THEN 1 ELSE 0 END FROM destinations d
-               WHERE d.id = jobs.destination_id)
+    ordered = (SELECT d.ordered FROM destinations d WHERE d.id = jobs.destination_id)
 WHERE id IN (SELECT value FROM json_each(:job_ids)) AND status IN ('done', 'dead')
 RETURNING id
 
