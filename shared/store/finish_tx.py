@@ -6,6 +6,11 @@ Every write here is fenced by the claim's lease token: a worker whose lease was 
 changes nothing (its finish counts 0 rows). The operational events a finish causes (failing,
 paused, recovered, dead letters growing: shared/store/notify_tx.py) are decided on the row the
 failure-run update returns, so a finish that changes no announced state costs no statement.
+
+A finish locks its jobs first, then their attempt rows, then their destinations, as a claim
+taking a job over does (the job, then its old attempt row): on PostgreSQL a late finish (its
+lease expired) meeting that claim in the other order was a deadlock
+(tests/unit/test_takeover_races.py).
 """
 
 from __future__ import annotations
@@ -92,6 +97,11 @@ def _finish_delivered(items: Items, deltas: MetricDeltas,
     """The common batch, every attempt acknowledged with a 2xx and no job twice: each step
     one statement for the whole batch (attempt rows, done jobs), then one failure-run reset
     per destination. Same effect as finishing them one by one."""
+    # The jobs first (see the module docstring). A job this finish completed before (a
+    # retried write) or another claim took over is no longer under this lease: unchanged.
+    done = {r["id"] for r in (yield rows("finish_delivered", claims=Rows(
+        ("job_ids", "lease_tokens", "waited_s"),
+        [(c.job_id, c.lease_token, float(r.waited_s)) for c, _, r in items])))}
     recorded = yield rows("record_attempts", attempts=Rows(
         ("lease_tokens", "started_ats", "durations_s", "status_codes", "errors",
          "response_excerpts", "response_headers", "locations"),
@@ -105,19 +115,13 @@ def _finish_delivered(items: Items, deltas: MetricDeltas,
         if claim.lease_token in closed_now:
             deltas.attempts(claim.destination_id, IN_FLIGHT,
                             outcome_class(result.error, result.status_code))
-    fresh = [item for item in items if item[0].lease_token in now_recorded]
     # Each job finished when its answer arrived: the write's instant less the result's wait.
-    done: set[int] = set()
-    if fresh:
-        done = {r["id"] for r in (yield rows("finish_delivered", claims=Rows(
-            ("job_ids", "lease_tokens", "waited_s"),
-            [(c.job_id, c.lease_token, float(r.waited_s)) for c, _, r in fresh])))}
     if done:
         now = yield NOW
-        for claim, _, result in fresh:
+        for claim, _, result in items:
             if claim.job_id in done:
                 _delivered(deltas, claim, now - result.waited_s)
-    for destination_id in sorted({claim.destination_id for claim, _, _ in fresh
+    for destination_id in sorted({claim.destination_id for claim, _, _ in items
                                   if claim.job_id in done}):  # as finish_all: not stale ones
         yield from _succeeded(destination_id, notify)
     return [claim.job_id in done or claim.lease_token not in now_recorded
@@ -134,38 +138,40 @@ def _delivered(deltas: MetricDeltas, claim: Claim, finished_at: float) -> None:
 
 def _finish_one(claim: Claim, outcome: Outcome, result: AttemptResult,
                 deltas: MetricDeltas) -> Tx[bool | None]:
-    """Record one attempt and its job's outcome, fenced by the lease token; whether the
-    fenced write changed the job, or None when this finish had completed the attempt row
-    already (a retried write, see finish_all: nothing is done again)."""
+    """Record one job's outcome and its attempt, fenced by the lease token, the job first
+    (see the module docstring); whether the fenced write changed the job, or None when this
+    finish had completed both before (a retried write, see finish_all: nothing is done
+    again)."""
     fence = {"job_id": claim.job_id, "lease_token": claim.lease_token}
     waited = {"waited_s": float(result.waited_s)}  # finished_at: the answer's arrival
+    if isinstance(outcome, Done):
+        changed = yield count("finish_done", **fence, **waited)
+    elif isinstance(outcome, Retry):  # due `delay_s` after now, on the store's clock
+        changed = yield count("finish_retry", **fence, error=outcome.error,
+                              delay_s=max(0.0, float(outcome.delay_s)))
+    elif isinstance(outcome, Dead):
+        changed = yield count("finish_dead", **fence, **waited, error=outcome.error)
+    else:
+        raise TypeError(f"unknown outcome {outcome!r}")
     recorded = yield rows("record_attempt", lease_token=claim.lease_token,
                           started_at=result.started_at, duration_s=result.duration_s,
                           status_code=result.status_code, error=result.error,
                           response_excerpt=result.response_excerpt,
                           response_headers=result.response_headers, location=result.location)
-    if not recorded:
+    if not recorded and changed != 1:
         return None
     for r in recorded:  # a row already closed as lost keeps that outcome class
         if not r["was_lost"]:
             deltas.attempts(claim.destination_id, IN_FLIGHT,
                             outcome_class(result.error, result.status_code))
+    if changed != 1:
+        return False
     if isinstance(outcome, Done):
-        changed = yield count("finish_done", **fence, **waited)
-        if changed == 1:
-            _delivered(deltas, claim, (yield NOW) - result.waited_s)
-    elif isinstance(outcome, Retry):  # due `delay_s` after now, on the store's clock
-        changed = yield count("finish_retry", **fence, error=outcome.error,
-                              delay_s=max(0.0, float(outcome.delay_s)))
-        if changed == 1:
-            deltas.jobs(claim.destination_id, "running", "pending")
-    elif isinstance(outcome, Dead):
-        changed = yield count("finish_dead", **fence, **waited, error=outcome.error)
-        if changed == 1:
-            deltas.jobs(claim.destination_id, "running", "dead")
+        _delivered(deltas, claim, (yield NOW) - result.waited_s)
     else:
-        raise TypeError(f"unknown outcome {outcome!r}")
-    return bool(changed == 1)
+        deltas.jobs(claim.destination_id, "running",
+                    "pending" if isinstance(outcome, Retry) else "dead")
+    return True
 
 
 def fail_unsendable_tx(claim: Claim, error: str, now: float,

@@ -259,14 +259,20 @@ ORDER BY id LIMIT 1
 -- only if due; attempts are counted here, at claim. A token is the claim's instant in
 -- microseconds (16 hex digits) then 16 random ones: tokens sort by time, so the attempts'
 -- unique token index grows at its end instead of dirtying a random page per attempt.
+-- A chosen job another transaction holds is skipped, not waited for: due_jobs has locked
+-- the others already, but an ordered destination's head is read unlocked (ordered_head), and
+-- a late finish of it (its lease expired) holds it and then wants the destination this claim
+-- holds, a deadlock if the claim waited (tests/unit/test_takeover_races.py).
 UPDATE jobs SET status = 'running', attempts = attempts + 1,
     lease_token = lpad(to_hex((hookline_now(:test_now_s) * 1000000)::bigint), 16, '0')
         || substr(md5(random()::text || clock_timestamp()::text || id::text), 1, 16),
     lease_owner = :worker, lease_until = hookline_now(:test_now_s) + :lease_s,
     updated_at = hookline_now(:test_now_s)
-WHERE id = ANY(:job_ids::bigint[]) AND (
-    (status = 'pending' AND run_at <= hookline_now(:test_now_s))
-    OR (status = 'running' AND lease_until <= hookline_now(:test_now_s)))
+WHERE id = ANY(ARRAY(
+    SELECT id FROM jobs WHERE id = ANY(:job_ids::bigint[]) AND (
+        (status = 'pending' AND run_at <= hookline_now(:test_now_s))
+        OR (status = 'running' AND lease_until <= hookline_now(:test_now_s)))
+    FOR UPDATE SKIP LOCKED))
 RETURNING id, event_id, destination_id, attempts, lease_token, lease_until, replays
 
 -- mark_attempt_lost: the previous claims of just-claimed jobs that never finished are closed
