@@ -24,7 +24,7 @@ from tests.conftest import FakeClock, is_postgres, new_event
 
 # Words only each statement holds, in both dialects (shared/store/queries/*.sql).
 TAKEOVERS_AMONG = "AS open_attempts"
-MARK_ATTEMPT_LOST = "UPDATE attempts SET error = coalesce(error, 'lease expired (worker lost)')"
+MARK_ATTEMPT_LOST = "'lease expired (worker lost)'"
 
 
 @contextlib.asynccontextmanager

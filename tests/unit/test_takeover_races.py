@@ -3,10 +3,11 @@ takes its job over. Neither may wait for the other in a cycle: the server would 
 after its deadlock check (1 s) by failing one transaction (StoreBusy), and the claim it
 fails may carry up to 64 jobs of other destinations.
 
-Locks are taken in one order by both: a finish locks its job before its attempt row (and its
-destination after both), and a claim skips a job another transaction holds (FOR UPDATE SKIP
-LOCKED) rather than wait for it while holding its destinations. A third connection holds a
-row to stop one side at the point where, in the other order, the cycle would close."""
+A claim never waits for a job row another transaction holds (it skips it: FOR UPDATE SKIP
+LOCKED), and waits for an attempt row only when it is still open and its job is the claim's;
+a finish locks its job before its attempt row, and its destinations after both. A third
+connection holds a row to stop one side at the point where, in the other order, the cycle
+would close."""
 
 from __future__ import annotations
 
@@ -16,10 +17,9 @@ from typing import Any
 import asyncpg
 import pytest
 
-from hookline.shared.models import AttemptResult, Claim, Done, Retry
+from hookline.shared.models import AttemptResult, Claim, Dead, Done, Retry
 from hookline.shared.store.postgres import PostgresStore
 from tests.conftest import FakeClock, new_event
-from tests.unit.test_ordered_head import _until_waiting
 
 OK = AttemptResult(started_at=0.0, duration_s=0.01, status_code=200)
 FAILED = AttemptResult(started_at=0.0, duration_s=0.01, status_code=500)
@@ -28,25 +28,36 @@ LEASE_S = 30.0
 OUTCOMES = {"delivered": (Done(), OK), "retried": (Retry(delay_s=0.0, error="HTTP 500"), FAILED)}
 
 
+async def _destination(store: PostgresStore, *, ordered: bool = False) -> None:
+    await store.add_destination(name="d", url="http://127.0.0.1:9/", event_types=["*"],
+                                secret=SECRET, max_in_flight=10, ordered=ordered)
+
+
 async def _late_claim(store: PostgresStore, clock: FakeClock, *, ordered: bool = False) -> Claim:
     """One job of destination `d` (ordered or not) claimed by worker `late`, whose lease has
     since expired."""
-    await store.add_destination(name="d", url="http://127.0.0.1:9/", event_types=["*"],
-                                secret=SECRET, max_in_flight=10, ordered=ordered)
+    await _destination(store, ordered=ordered)
     await store.add_events([new_event("e1")])
     [late] = await store.claim("late", 1, LEASE_S, 5)
     clock.advance(LEASE_S + 1)
     return late
 
 
-async def _until_done_or_waiting(task: asyncio.Future[Any], conn: asyncpg.Connection,
-                                 statement: str) -> None:
-    """Return once `task` is done or a session waits for a lock in `statement`."""
-    waiting = asyncio.ensure_future(_until_waiting(conn, statement))
-    try:
-        await asyncio.wait({task, waiting}, timeout=20.0, return_when=asyncio.FIRST_COMPLETED)
-    finally:
-        waiting.cancel()
+async def _until_waiting(conn: asyncpg.Connection, sessions: int,
+                         unless_done: asyncio.Future[Any] | None = None) -> None:
+    """Return once `sessions` sessions of this database wait for a lock, or `unless_done`
+    is done (AssertionError after 20 s when it is not given)."""
+    for _ in range(400):
+        if unless_done is not None and unless_done.done():
+            return
+        await conn.execute("SELECT pg_stat_clear_snapshot()")  # read anew inside a transaction
+        if await conn.fetchval(
+                "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' "
+                "AND datname = current_database()") >= sessions:
+            return
+        await asyncio.sleep(0.05)
+    if unless_done is None:
+        raise AssertionError(f"fewer than {sessions} sessions wait for a lock")
 
 
 async def _job(conn: asyncpg.Connection, job_id: int) -> tuple[str, str | None]:
@@ -69,10 +80,10 @@ async def test_a_late_finish_holding_its_job_is_not_taken_over_and_completes(
                 await blocker.execute("SELECT 1 FROM attempts WHERE lease_token = $1 "
                                       "FOR UPDATE", late.lease_token)
                 finish = asyncio.ensure_future(store.finish([(late, *OUTCOMES[outcome])]))
-                await _until_waiting(blocker, "UPDATE attempts")
+                await _until_waiting(blocker, 1)
                 claim = asyncio.ensure_future(store.claim("next", 10, LEASE_S, 5))
                 # In the other order the claim takes the job over and waits here too.
-                await _until_done_or_waiting(claim, blocker, "UPDATE attempts SET error")
+                await _until_waiting(blocker, 2, unless_done=claim)
             done = await asyncio.wait_for(
                 asyncio.gather(finish, claim, return_exceptions=True), timeout=20.0)
             assert done == [[True], []]
@@ -98,9 +109,9 @@ async def test_a_claim_holding_the_destination_skips_the_head_a_late_finish_hold
                 await blocker.execute("SELECT 1 FROM destinations WHERE id = $1 FOR UPDATE",
                                       late.destination_id)
                 claim = asyncio.ensure_future(store.claim("next", 10, LEASE_S, 5))
-                await _until_waiting(blocker, "SELECT d.id FROM destinations d")
+                await _until_waiting(blocker, 1)
                 finish = asyncio.ensure_future(store.finish([(late, *OUTCOMES["retried"])]))
-                await _until_waiting(blocker, "UPDATE destinations SET failure_streak")
+                await _until_waiting(blocker, 2)
             done = await asyncio.wait_for(
                 asyncio.gather(claim, finish, return_exceptions=True), timeout=20.0)
             assert done == [[], [True]]
@@ -126,9 +137,9 @@ async def test_a_claim_taking_over_first_makes_the_late_finish_history_only(pg_u
                 await blocker.execute("SELECT 1 FROM attempts WHERE lease_token = $1 "
                                       "FOR UPDATE", late.lease_token)
                 claim = asyncio.ensure_future(store.claim("next", 10, LEASE_S, 5))
-                await _until_waiting(blocker, "UPDATE attempts SET error")
+                await _until_waiting(blocker, 1)
                 finish = asyncio.ensure_future(store.finish([(late, *OUTCOMES["delivered"])]))
-                await _until_waiting(blocker, "UPDATE jobs")
+                await _until_waiting(blocker, 2)
             taken, kept = await asyncio.wait_for(
                 asyncio.gather(claim, finish, return_exceptions=True), timeout=20.0)
             assert [c.job_id for c in taken] == [late.job_id] and taken[0].taken_over
@@ -137,5 +148,79 @@ async def test_a_claim_taking_over_first_makes_the_late_finish_history_only(pg_u
             old = await blocker.fetchrow("SELECT status_code, error FROM attempts "
                                          "WHERE lease_token = $1", late.lease_token)
             assert (old["status_code"], old["error"]) == (200, "lease expired (worker lost)")
+        finally:
+            await blocker.close()
+
+
+async def test_a_claim_skips_a_job_at_its_cap_that_a_late_finish_holds(pg_url):
+    """Two jobs of one worker, both on their final attempt, leases expired; the worker
+    finishes them late as dead letters, the higher id first, and its finish holds that job
+    while it waits for its attempt row (held here). A claim ending the jobs lost at the cap
+    (kill_lost_at_cap) skips the held job rather than lock the other and wait for it, which
+    the finish would want next: the claim ends the other one (lost), the finish completes
+    (its late result for that one is history only)."""
+    clock = FakeClock()
+    async with PostgresStore(pg_url, clock=clock) as store:
+        await _destination(store)
+        await store.add_events([new_event("e1"), new_event("e2")])
+        low, high = sorted(await store.claim("late", 2, LEASE_S, 1), key=lambda c: c.job_id)
+        clock.advance(LEASE_S + 1)
+        dead = (Dead(error="HTTP 500"), FAILED)
+        blocker = await asyncpg.connect(pg_url)
+        try:
+            async with blocker.transaction():
+                await blocker.execute("SELECT 1 FROM attempts WHERE lease_token = $1 "
+                                      "FOR UPDATE", high.lease_token)
+                finish = asyncio.ensure_future(store.finish([(high, *dead), (low, *dead)]))
+                await _until_waiting(blocker, 1)
+                claim = asyncio.ensure_future(store.claim("next", 10, LEASE_S, 1))
+                await _until_waiting(blocker, 2, unless_done=claim)
+            done = await asyncio.wait_for(
+                asyncio.gather(finish, claim, return_exceptions=True), timeout=20.0)
+            assert done == [[True, False], []]
+            errors = await blocker.fetch("SELECT status, last_error FROM jobs ORDER BY id")
+            assert [tuple(r) for r in errors] == [
+                ("dead", "worker lost (lease expired on the final attempt)"),
+                ("dead", "HTTP 500")]
+        finally:
+            await blocker.close()
+
+
+async def test_a_late_finish_of_a_replayed_job_does_not_stop_its_takeover(pg_url):
+    """A job died "worker lost" at its cap and was replayed; its lost worker comes back and
+    finishes it late, with a fresh job of the same destination, both failed. The stale
+    result is written to the old attempt row, which the finish holds from then on; it
+    waits here for the fresh job's attempt row (held here), then will want the destination
+    (the fresh job's failure run). A claim holding the destination takes the replay over
+    and only reads that old row: both complete."""
+    clock = FakeClock()
+    async with PostgresStore(pg_url, clock=clock) as store:
+        await _destination(store)
+        await store.add_events([new_event("e1")])
+        [stale] = await store.claim("late", 1, LEASE_S, 1)
+        clock.advance(LEASE_S + 1)
+        assert await store.claim("other", 10, LEASE_S, 1) == []  # dies lost at its cap
+        await store.add_events([new_event("e2")])
+        [fresh] = await store.claim("late", 1, LEASE_S, 5)
+        assert await store.replay(job_id=stale.job_id) == 1
+        retried = (Retry(delay_s=0.0, error="HTTP 500"), FAILED)
+        blocker = await asyncpg.connect(pg_url)
+        try:
+            async with blocker.transaction():
+                await blocker.execute("SELECT 1 FROM attempts WHERE lease_token = $1 "
+                                      "FOR UPDATE", fresh.lease_token)
+                finish = asyncio.ensure_future(store.finish([(stale, *retried),
+                                                             (fresh, *retried)]))
+                await _until_waiting(blocker, 1)
+                claim = asyncio.ensure_future(store.claim("next", 10, LEASE_S, 5))
+                await _until_waiting(blocker, 2, unless_done=claim)
+            kept, taken = await asyncio.wait_for(
+                asyncio.gather(finish, claim, return_exceptions=True), timeout=20.0)
+            assert kept == [False, True]
+            assert [(c.job_id, c.taken_over) for c in taken] == [(stale.job_id, True)]
+            old = await blocker.fetchrow("SELECT status_code, error FROM attempts "
+                                         "WHERE lease_token = $1", stale.lease_token)
+            assert (old["status_code"], old["error"]) == (
+                500, "worker lost (lease expired on the final attempt)")
         finally:
             await blocker.close()

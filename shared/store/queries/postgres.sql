@@ -219,12 +219,16 @@ SELECT (SELECT max(found) FROM walk) = 1 OR EXISTS (
         AND attempts >= :max_attempts
 ) AS claimable
 
--- kill_lost_at_cap: an expired lease on a job that used its last attempt means the worker died on it
+-- kill_lost_at_cap: an expired lease on a job that used its last attempt means the worker died
+-- on it. A job another transaction holds is skipped (a late finish of it, which may hold
+-- more of the same worker's jobs, in its own order): a claim never waits for a job row.
 UPDATE jobs SET status = 'dead', lease_token = NULL, lease_owner = NULL, lease_until = NULL,
     last_error = 'worker lost (lease expired on the final attempt)',
     finished_at = hookline_now(:test_now_s), updated_at = hookline_now(:test_now_s)
-WHERE status = 'running' AND lease_until <= hookline_now(:test_now_s)
-    AND attempts >= :max_attempts
+WHERE id = ANY(ARRAY(
+    SELECT id FROM jobs WHERE status = 'running' AND lease_until <= hookline_now(:test_now_s)
+        AND attempts >= :max_attempts
+    FOR UPDATE SKIP LOCKED))
 RETURNING id, destination_id
 
 -- close_attempts_lost_at_cap: the attempt each job kill_lost_at_cap just made dead was in
@@ -278,14 +282,22 @@ RETURNING id, event_id, destination_id, attempts, lease_token, lease_until, repl
 -- mark_attempt_lost: the previous claims of just-claimed jobs that never finished are closed
 -- (error, and the time they ran until this takeover); returns those jobs, and the jobs whose
 -- latest attempt was closed as "worker lost" at the cap (a replay of a job that died so):
--- both are taken over. The new claims' rows do not exist yet.
-UPDATE attempts SET error = coalesce(error, 'lease expired (worker lost)'),
-    duration_s = coalesce(duration_s, GREATEST(hookline_now(:test_now_s) - started_at, 0))
-WHERE job_id = ANY(:job_ids::bigint[]) AND lease_token <> ALL(:lease_tokens::text[])
-    AND ((duration_s IS NULL AND error IS NULL)
-         OR (error LIKE 'worker lost%'
-             AND id = (SELECT max(a.id) FROM attempts a WHERE a.job_id = attempts.job_id)))
-RETURNING job_id
+-- both are taken over. The new claims' rows do not exist yet. Only the open rows are
+-- written (the claim holds their jobs, which a finish locks first); the closed ones are
+-- only read, as the lost worker's late finish may hold such a row (its result is recorded
+-- there as history) while it waits for a destination this claim holds.
+WITH closed AS (
+    UPDATE attempts SET error = 'lease expired (worker lost)',
+        duration_s = GREATEST(hookline_now(:test_now_s) - started_at, 0)
+    WHERE job_id = ANY(:job_ids::bigint[]) AND lease_token <> ALL(:lease_tokens::text[])
+        AND duration_s IS NULL AND error IS NULL
+    RETURNING job_id)
+SELECT job_id FROM closed
+UNION
+SELECT a.job_id FROM attempts a
+WHERE a.job_id = ANY(:job_ids::bigint[]) AND a.lease_token <> ALL(:lease_tokens::text[])
+    AND a.error LIKE 'worker lost%'
+    AND a.id = (SELECT max(b.id) FROM attempts b WHERE b.job_id = a.job_id)
 
 -- insert_attempt: one attempt row per claim (batch, one element per claim)
 INSERT INTO attempts (job_id, attempt, worker, lease_token, started_at)
