@@ -555,11 +555,12 @@ def _write_stamp(db: str) -> tuple[Any, ...]:
     """Something that changes whenever hookline writes to the database: the file and -wal
     mtimes on SQLite; on PostgreSQL, per table, the row count (deletes) and the newest row
     version's transaction id (inserts and updates). Not the server's statistics, which a
-    backend may report up to 10 s late, nor its WAL, which autovacuum writes too."""
+    backend may report up to 10 s late, nor its WAL, which autovacuum writes too. The rows
+    are sorted by table: UNION ALL promises no order (a parallel plan may change it)."""
     if is_postgres(db):
-        return tuple(query(db, " UNION ALL ".join(
+        return tuple(sorted(query(db, " UNION ALL ".join(
             f"SELECT '{t}', count(*), max(xmin::text::bigint) FROM {t}"  # noqa: S608  (table names from the fixed _PG_TABLES)
-            for t in _PG_TABLES)))
+            for t in _PG_TABLES))))
     wal = Path(f"{db}-wal")
     return Path(db).stat().st_mtime_ns, wal.stat().st_mtime_ns if wal.exists() else 0
 
