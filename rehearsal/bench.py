@@ -567,8 +567,9 @@ def _write_stamp(db: str) -> tuple[Any, ...]:
 
 def _idle_cost(procs: dict[str, int], db: str, seconds: float,
                cpu_s: Callable[[str, int], float] | None = None) -> dict[str, Any]:
-    """CPU share of the whole service (and of a throwaway database server) and database
-    writes while nothing is to be done, over `seconds`.
+    """CPU share of the whole service (and of a throwaway database server), each process's
+    share (`by_process`: the server's apart from hookline's own), and database writes while
+    nothing is to be done, over `seconds`.
 
     Args:
         procs: slot name -> pid; the `receiver` slot is left out.
@@ -578,11 +579,12 @@ def _idle_cost(procs: dict[str, int], db: str, seconds: float,
     """
     cpu_s = cpu_s or (lambda slot, pid: proc_cpu_s(pid))
     service = {slot: pid for slot, pid in procs.items() if slot != "receiver"}
-    before = sum(cpu_s(slot, pid) for slot, pid in service.items())
+    before = {slot: cpu_s(slot, pid) for slot, pid in service.items()}
     stamp = _write_stamp(db)
     time.sleep(seconds)
-    used = sum(cpu_s(slot, pid) for slot, pid in service.items()) - before
-    return {"cpu_percent_of_one_core": round(100 * used / seconds, 2),
+    used = {slot: cpu_s(slot, pid) - before[slot] for slot, pid in service.items()}
+    return {"cpu_percent_of_one_core": round(100 * sum(used.values()) / seconds, 2),
+            "by_process": {slot: round(100 * cpu / seconds, 2) for slot, cpu in used.items()},
             "database_written": _write_stamp(db) != stamp}
 
 

@@ -109,7 +109,8 @@ class ClaimOperations:
             if slot["rate_limit_per_s"] is not None:
                 rates[slot["id"]] = (slot["rate_limit_per_s"], slot["next_send_at"])
             if slot["ordered"]:
-                due[slot["id"]] = (yield from _ordered_due(slot["id"], now, untried))
+                due[slot["id"]] = (yield from _ordered_due(slot["id"], now, untried,
+                                                           request.max_attempts))
             else:
                 offers[slot["id"]] = min(slot["free"], room)
         tenant_by_id = {slot["id"]: slot["tenant_id"] for slot in slots}
@@ -123,6 +124,7 @@ class ClaimOperations:
             return [], waiting
         # Every chosen job is still due (write lock, or row locks): one UPDATE leases them.
         by_id = {r["id"]: r for r in (yield rows("claim_job", job_ids=chosen,
+                                                  max_attempts=request.max_attempts,
                                                   worker=request.worker,
                                                   lease_s=float(request.lease_s)))}
         leased = [by_id[job_id] for job_id in chosen if job_id in by_id]
@@ -200,13 +202,13 @@ class ClaimOperations:
         ties = self.DUE_TIES_IN_ID_ORDER
         untried = set() if untried is None else untried
         read_short = yield from _read_due(due, offers, _pending_bound(request.limit, offers),
-                                          ties, untried)
+                                          ties, untried, request.max_attempts)
         # An expired lease kept among a destination's candidates, but not before its last
         # pending job read, might be pushed out of its offer by the jobs left unread (it
         # would then not be a candidate, nor a takeover reported waiting): read those in full.
         if unsure := _lease_past_read(due, read_short):
             read_short = yield from _read_due(due, {d: offers[d] for d in unsure}, None, ties,
-                                              untried, read_short)
+                                              untried, request.max_attempts, read_short)
         takeovers: dict[int, int] = {}
         asked: set[int] = set()  # the job ids takeovers_among has answered for
         while True:
@@ -242,7 +244,7 @@ class ClaimOperations:
             if not more:
                 return chosen, next_send, waiting, status_of, offered
             read_short = yield from _read_due(due, {d: offers[d] for d in more}, None, ties,
-                                              untried, read_short)
+                                              untried, request.max_attempts, read_short)
 
     def _claim_window(self, request: ClaimRequest) -> Tx[list[int]]:
         """The destinations this claim considers (ids, ascending): at most `CLAIM_WINDOW`
@@ -314,12 +316,13 @@ def _pending_bound(limit: int, offers: Mapping[int, int]) -> int | None:
 
 
 def _read_due(due: dict[int, list[_Due]], offers: Mapping[int, int], bound: int | None,
-              ties_in_id_order: bool, untried: set[int],
+              ties_in_id_order: bool, untried: set[int], max_attempts: int,
               read_short: Mapping[int, tuple[float, int | None]] | None = None
               ) -> Tx[dict[int, tuple[float, int | None]]]:
     """Reads the claimable jobs of the destinations in `offers` (destination id -> most jobs
     it offers) into `due`, each one's oldest due first, in one query: its pending jobs up to
-    `bound` (None: its whole offer), its expired leases up to its offer. Adds to `untried`
+    `bound` (None: its whole offer), its expired leases up to its offer (not those at
+    `max_attempts`: kill_lost_at_cap ends them, see _ordered_due). Adds to `untried`
     the ids of those with no attempt counted (:func:`untried_job`).
 
     Returns `read_short` with these destinations' entries replaced: each destination whose
@@ -332,7 +335,8 @@ def _read_due(due: dict[int, list[_Due]], offers: Mapping[int, int], bound: int 
         return short
     most = max(offers.values())
     pending_limit = most if bound is None else min(bound, most)
-    found = yield rows("due_jobs", limit=most, pending_limit=pending_limit, offers=Rows(
+    found = yield rows("due_jobs", limit=most, pending_limit=pending_limit,
+                       max_attempts=max_attempts, offers=Rows(
         ("destination_ids", "limits"), sorted(offers.items())))
     by_destination: dict[int, list[tuple[float, int, int, str]]] = {d: [] for d in offers}
     pending: dict[int, list[tuple[float, int]]] = {}  # destination id -> its pending read
@@ -380,11 +384,17 @@ def _lease_past_read(due: Mapping[int, list[_Due]],
     return unsure
 
 
-def _ordered_due(destination_id: int, now: float, untried: set[int]) -> Tx[list[_Due]]:
+def _ordered_due(destination_id: int, now: float, untried: set[int],
+                 max_attempts: int) -> Tx[list[_Due]]:
     """(job id, due since, attempts made, status) of an ordered destination's claimable job:
     only its oldest unfinished job, and only when that job is due (pending with run_at
-    passed, or running with an expired lease); its id goes into `untried` when it has no
-    attempt counted (untried_job)."""
+    passed, or running with an expired lease and attempts left); its id goes into `untried`
+    when it has no attempt counted (untried_job).
+
+    An expired lease at `max_attempts` is never taken over: its worker died on the last
+    attempt (perhaps of it), and kill_lost_at_cap ends it. On PostgreSQL that statement
+    skips a job another transaction holds, which may let go of it unchanged before this
+    read (a late finish rolled back, a destination turning ordered)."""
     head = yield one("ordered_head", destination_id=destination_id)
     if head is None:
         return []
@@ -392,7 +402,8 @@ def _ordered_due(destination_id: int, now: float, untried: set[int]) -> Tx[list[
         if untried_job("pending", head["attempts"], head["replays"]):
             untried.add(head["id"])
         return [(head["id"], head["run_at"], head["attempts"], "pending")]
-    if head["status"] == "running" and head["lease_until"] <= now:
+    if (head["status"] == "running" and head["lease_until"] <= now
+            and head["attempts"] < max_attempts):
         return [(head["id"], head["lease_until"], head["attempts"], "running")]
     return []
 

@@ -49,6 +49,14 @@ def check_figures(result: dict[str, Any], report: str, backend: str) -> None:
     assert result["cpu_s_per_1000_deliveries"]["worker-1"] > 0
     assert result["db_bytes"] > 0
     assert result["idle"]["database_written"] is False  # an idle service writes nothing
+    # Idle CPU per process too: on PostgreSQL the throwaway server's apart from hookline's.
+    idle_by_process = result["idle"]["by_process"]
+    assert {"supervisor", "ingest", "worker-1"} <= set(idle_by_process)
+    # (a throwaway server's, when the bench started one: not a given server's)
+    assert ("postgres" in idle_by_process) == ("postgres" in result["cpu_s_per_1000_deliveries"])
+    assert "receiver" not in idle_by_process
+    assert abs(sum(idle_by_process.values())
+               - result["idle"]["cpu_percent_of_one_core"]) < 0.05
     assert f"backend: {backend}" in report and "deliveries/s" in report
     # What waking from a sleep costs this machine, measured beside the fsync.
     assert result["machine"]["cold_read_us"]["after_sleep_us"] > 0

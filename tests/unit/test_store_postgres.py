@@ -182,7 +182,7 @@ async def test_claim_reads_only_what_it_takes_however_long_the_backlog(pg_url, a
         if analyzed:
             await conn.execute("ANALYZE")
         values = {"destination_ids": [1], "limits": [10], "limit": 10, "pending_limit": 10,
-                  "test_now_s": None}
+                  "max_attempts": 5, "test_now_s": None}
         for name, most in (("due_jobs", 10), ("lock_claimable_destinations", 1)):
             sql, names = _query(name)
             async with conn.transaction():  # FOR UPDATE: locks end with the transaction

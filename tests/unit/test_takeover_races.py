@@ -60,6 +60,19 @@ async def _until_waiting(conn: asyncpg.Connection, sessions: int,
         raise AssertionError(f"fewer than {sessions} sessions wait for a lock")
 
 
+async def _until_waiting_at_most(conn: asyncpg.Connection, sessions: int) -> None:
+    """Return once at most `sessions` sessions of this database wait for a lock
+    (AssertionError after 20 s)."""
+    for _ in range(400):
+        await conn.execute("SELECT pg_stat_clear_snapshot()")
+        if await conn.fetchval(
+                "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' "
+                "AND datname = current_database()") <= sessions:
+            return
+        await asyncio.sleep(0.05)
+    raise AssertionError(f"more than {sessions} sessions wait for a lock")
+
+
 async def _job(conn: asyncpg.Connection, job_id: int) -> tuple[str, str | None]:
     row = await conn.fetchrow("SELECT status, lease_owner FROM jobs WHERE id = $1", job_id)
     return row["status"], row["lease_owner"]
@@ -222,5 +235,79 @@ async def test_a_late_finish_of_a_replayed_job_does_not_stop_its_takeover(pg_url
                                          "WHERE lease_token = $1", stale.lease_token)
             assert (old["status_code"], old["error"]) == (
                 500, "worker lost (lease expired on the final attempt)")
+        finally:
+            await blocker.close()
+
+
+async def test_a_job_lost_at_its_cap_is_never_taken_over(pg_url):
+    """A job on its final attempt whose lease expired is ended by the claim
+    (kill_lost_at_cap), never taken over: its worker died on it. Here the kill skips it
+    while a destination turning ordered holds it (marking it); that transaction then lets
+    go of it unchanged before the claim reads its due jobs, and the claim must still leave
+    it alone; the next claim ends it."""
+    clock = FakeClock()
+    async with PostgresStore(pg_url, clock=clock) as store, \
+            PostgresStore(pg_url, clock=clock) as operator:
+        operator.ordered_change_lock_timeout_s = 30.0  # a loaded machine's margin
+        await _destination(store)
+        await store.add_events([new_event("e1")])
+        [lost] = await store.claim("lost", 1, LEASE_S, 1)
+        clock.advance(LEASE_S + 1)
+        blocker = await asyncpg.connect(pg_url)
+        try:
+            async with blocker.transaction():
+                await blocker.execute("SELECT 1 FROM destinations WHERE id = $1 FOR UPDATE",
+                                      lost.destination_id)
+                turn = asyncio.ensure_future(operator.update_destination("d", ordered=True))
+                await _until_waiting(blocker, 1)  # the job marked (held), waits for d
+                claim = asyncio.ensure_future(store.claim("next", 10, LEASE_S, 1))
+                await _until_waiting(blocker, 2)  # the kill skipped the job; waits for d
+            turned, taken = await asyncio.wait_for(
+                asyncio.gather(turn, claim, return_exceptions=True), timeout=20.0)
+            assert turned.ordered and taken == []
+            assert await store.claim("next", 10, LEASE_S, 1) == []
+            row = await blocker.fetchrow("SELECT status, attempts, last_error FROM jobs "
+                                         "WHERE id = $1", lost.job_id)
+            assert tuple(row) == ("dead", 1, "worker lost (lease expired on the final attempt)")
+        finally:
+            await blocker.close()
+
+
+async def test_a_job_lost_at_its_cap_held_by_a_late_finish_that_rolls_back_is_not_taken_over(
+        pg_url):
+    """The same on a destination that is not ordered (its due jobs' read): the lost
+    worker's late finish holds the job while the claim's kill skips it, then rolls back (a
+    failed transaction; here cancelled) before the claim reads its due jobs. The claim
+    leaves the job alone; the next claim ends it."""
+    clock = FakeClock()
+    async with PostgresStore(pg_url, clock=clock) as store, \
+            PostgresStore(pg_url, clock=clock) as late_store:
+        await _destination(store)
+        await store.add_events([new_event("e1")])
+        [lost] = await store.claim("lost", 1, LEASE_S, 1)
+        clock.advance(LEASE_S + 1)
+        blocker = await asyncpg.connect(pg_url)
+        try:
+            async with blocker.transaction():
+                await blocker.execute("SELECT 1 FROM attempts WHERE lease_token = $1 "
+                                      "FOR UPDATE", lost.lease_token)
+                await blocker.execute("SELECT 1 FROM destinations WHERE id = $1 FOR UPDATE",
+                                      lost.destination_id)
+                finish = asyncio.ensure_future(late_store.finish(
+                    [(lost, Dead(error="HTTP 500"), FAILED)]))
+                await _until_waiting(blocker, 1)  # holds the job, waits for its attempt
+                claim = asyncio.ensure_future(store.claim("next", 10, LEASE_S, 1))
+                await _until_waiting(blocker, 2)  # the kill skipped the job; waits for d
+                finish.cancel()  # its transaction rolls back: the job is free, unchanged
+                await _until_waiting_at_most(blocker, 1)
+            assert await asyncio.wait_for(claim, timeout=20.0) == []
+            for _ in range(200):  # the cancelled transaction may hold the job a moment more
+                assert await store.claim("next", 10, LEASE_S, 1) == []
+                row = await blocker.fetchrow("SELECT status, attempts, last_error FROM jobs "
+                                             "WHERE id = $1", lost.job_id)
+                if row["status"] != "running":
+                    break
+                await asyncio.sleep(0.05)
+            assert tuple(row) == ("dead", 1, "worker lost (lease expired on the final attempt)")
         finally:
             await blocker.close()

@@ -165,8 +165,10 @@ FROM destinations d WHERE d.id = ANY(:destination_ids::bigint[]) ORDER BY d.id
 -- due_jobs: claimable jobs of the claim's destinations (:destination_ids with :limits, its
 -- most jobs each), each destination's oldest due first: pending ones at most min(its limit,
 -- :pending_limit) (the claim's first read stops at a few: see _pending_bound), expired
--- leases at most min(its limit, :limit); rows another transaction holds are skipped (FOR
--- UPDATE SKIP LOCKED), and the rows read are locked until the claim commits. Pending and
+-- leases at most min(its limit, :limit), not one at :max_attempts (kill_lost_at_cap ends it,
+-- or skipped it while another transaction held it: never taken over); rows another
+-- transaction holds are skipped (FOR UPDATE SKIP LOCKED), and the rows read are locked until
+-- the claim commits. Pending and
 -- expired-lease jobs are read apart, each in index order (jobs_due, jobs_leased), one index
 -- search per destination and kind: one query ordered by a CASE would sort the destinations'
 -- whole backlogs on every claim.
@@ -184,7 +186,7 @@ FROM unnest(:destination_ids::bigint[], :limits::integer[]) AS o (destination_id
 CROSS JOIN LATERAL (
     SELECT id, lease_until, attempts, replays FROM jobs
     WHERE destination_id = o.destination_id AND status = 'running'
-        AND lease_until <= hookline_now(:test_now_s)
+        AND lease_until <= hookline_now(:test_now_s) AND attempts < :max_attempts
     ORDER BY lease_until LIMIT LEAST(o.most, :limit::integer)
     FOR UPDATE SKIP LOCKED) x
 
@@ -275,7 +277,8 @@ UPDATE jobs SET status = 'running', attempts = attempts + 1,
 WHERE id = ANY(ARRAY(
     SELECT id FROM jobs WHERE id = ANY(:job_ids::bigint[]) AND (
         (status = 'pending' AND run_at <= hookline_now(:test_now_s))
-        OR (status = 'running' AND lease_until <= hookline_now(:test_now_s)))
+        OR (status = 'running' AND lease_until <= hookline_now(:test_now_s)
+            AND attempts < :max_attempts))
     FOR UPDATE SKIP LOCKED))
 RETURNING id, event_id, destination_id, attempts, lease_token, lease_until, replays
 

@@ -144,7 +144,8 @@ WHERE d.id IN (SELECT value FROM json_each(:destination_ids))
 -- lease expired through jobs_leased, at most :limit of each (the largest of the offers; the
 -- claim keeps each destination's own number), one index search per destination and kind
 -- reading no more entries than it returns; `replays` tells a job with no attempt counted
--- (see takeovers_among)
+-- (see takeovers_among). An expired lease at :max_attempts is never taken over (here
+-- kill_lost_at_cap, earlier in the same write transaction, has ended it already)
 SELECT j.destination_id, j.id, j.run_at AS due_at, j.attempts, j.replays, 'pending' AS status
 FROM json_each(:offers) o JOIN jobs j ON j.id IN (
     SELECT p.id FROM jobs p
@@ -156,7 +157,7 @@ SELECT j.destination_id, j.id, j.lease_until, j.attempts, j.replays, 'running'
 FROM json_each(:offers) o JOIN jobs j ON j.id IN (
     SELECT r.id FROM jobs r
     WHERE r.destination_id = json_extract(o.value, '$[0]') AND r.status = 'running'
-        AND r.lease_until <= :now
+        AND r.lease_until <= :now AND r.attempts < :max_attempts
     ORDER BY r.lease_until LIMIT :limit)
 
 -- claim_probe: whether a claim could take or end anything now (read-only, so that a worker
@@ -238,7 +239,8 @@ UPDATE jobs SET status = 'running', attempts = attempts + 1,
     lease_token = printf('%016x', CAST(:now * 1000000 AS INTEGER)) || lower(hex(randomblob(8))),
     lease_owner = :worker, lease_until = :now + :lease_s, updated_at = :now
 WHERE id IN (SELECT value FROM json_each(:job_ids)) AND (
-    (+status = 'pending' AND +run_at <= :now) OR (+status = 'running' AND +lease_until <= :now))
+    (+status = 'pending' AND +run_at <= :now)
+    OR (+status = 'running' AND +lease_until <= :now AND +attempts < :max_attempts))
 RETURNING id, event_id, destination_id, attempts, lease_token, lease_until, replays
 
 -- mark_attempt_lost: the previous claims of just-claimed jobs (:job_ids) that never finished
