@@ -471,7 +471,7 @@ def _turn_ordered_tx(update: Query, others: Query | None, tenant: str, name: str
     before the destination's row is written, as a finish writes its jobs before its
     destinations; a lock cycle the change is in anyway (a claim's kill_lost_at_cap, an
     operational event written under a claim's or finish's locks) ends when its waits reach
-    the store's `ordered_change_lock_timeout_s` (StoreBusy: nothing changed). (Turning
+    the store's `give_way_lock_timeout_s` (StoreBusy: nothing changed). (Turning
     unordered needs none of this: a mark left on an unordered destination's job is never
     read.)"""
     current = yield one("get_destination", tenant=tenant, name=name)

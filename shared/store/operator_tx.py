@@ -13,7 +13,7 @@ from hookline.shared.record_models import DeadLetter, Job, PurgeResult
 from hookline.shared.report_models import DestinationSummary, ThroughputBucket, fill_buckets
 from hookline.shared.store import notify_tx
 from hookline.shared.store.metric_deltas import IN_FLIGHT, MetricDeltas
-from hookline.shared.store.ops import NOTIFY, NOW, WRITES_JOBS, Tx, count, one, rows
+from hookline.shared.store.ops import GIVE_WAY, NOTIFY, NOW, WRITES_JOBS, Tx, count, one, rows
 
 
 def set_paused_tx(tenant: str, name: str, paused: bool, reason: str | None,
@@ -65,6 +65,7 @@ def expire_previous_tx(tenant: str, name: str) -> Tx[tuple[Any, bool]]:
 
 
 def remove_destination_tx(tenant: str, name: str) -> Tx[int]:
+    yield GIVE_WAY  # the destination, then its jobs: the reverse of a worker's finish
     row = yield one("remove_destination", tenant=tenant, name=name)
     if row is None:
         raise DestinationMissing(name, tenant)

@@ -79,11 +79,21 @@ class OrderedMarks:
     that destination's unfinished jobs. PostgreSQL takes one transaction-scoped advisory
     lock, shared or exclusive, so the two never overlap: each job written either committed
     before the marking began (which then sees it) or reads the new value. The exclusive
-    taker waits at most the store's `ordered_change_lock_timeout_s` (0.5 s) for any lock
-    (then StoreBusy), less than the server's deadlock check (1 s by default), so it is the
-    one given up where its waits meet a claim's. SQLite: nothing (one writer at a time)."""
+    taker gives way (as GiveWay: at most the store's `give_way_lock_timeout_s`, 0.5 s, for
+    any lock, then StoreBusy), so it is the one given up where its waits meet a claim's.
+    SQLite: nothing (one writer at a time)."""
 
     exclusive: bool
+
+
+class GiveWay:
+    """From here on, every lock this transaction waits for waits at most the store's
+    `give_way_lock_timeout_s` (0.5 s; then StoreBusy: nothing changed, try again). For an
+    operator's change that locks a destination and then its jobs (removing a destination, a
+    tenant's destinations), the reverse of a worker's finish (its jobs, then their
+    destinations): the wait is below the server's deadlock check (1 s by default), so where
+    the two meet in a cycle, the change is the one given up, not the worker's batch.
+    SQLite: nothing (one writer at a time)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,7 +103,7 @@ class AfterCommit:
     fn: Callable[[], None]
 
 
-Op = Query | Now | BeginWrite | Notify | Durable | OrderedMarks | AfterCommit
+Op = Query | Now | BeginWrite | Notify | Durable | OrderedMarks | GiveWay | AfterCommit
 Tx = Generator[Op, Any, T]
 """A store transaction: yields operations, returns its result."""
 
@@ -117,6 +127,7 @@ NOW = Now()
 BEGIN_WRITE = BeginWrite()
 NOTIFY = Notify()
 DURABLE = Durable()
+GIVE_WAY = GiveWay()
 WRITES_JOBS = OrderedMarks(exclusive=False)
 CHANGES_ORDERED = OrderedMarks(exclusive=True)
 

@@ -53,6 +53,7 @@ from hookline.shared.store.logic import StoreLogic, log_migrated
 from hookline.shared.store.ops import (
     AfterCommit,
     Finished,
+    GiveWay,
     Notify,
     Now,
     OrderedMarks,
@@ -202,11 +203,12 @@ class PostgresStore(StoreLogic):
             limits = dataclasses.replace(limits, connect_timeout_s=connect_timeout_s)
         self.limits = limits
         self.timeouts = 0
-        self.ordered_change_lock_timeout_s = 0.5
-        """How long a destination turning ordered waits for any lock, seconds: below the
-        server's deadlock check (1 s by default), so where its waits meet a claim's it is
-        the one given up (StoreBusy), and ingest's writes of jobs, queued behind its guard,
-        wait no longer than that for it to be granted."""
+        self.give_way_lock_timeout_s = 0.5
+        """How long an operator's change that gives way (ops.GiveWay: removing a destination
+        or a tenant's destinations, turning a destination ordered) waits for any lock,
+        seconds: below the server's deadlock check (1 s by default), so where its waits meet
+        a worker's it is the one given up (StoreBusy), and ingest's writes of jobs, queued
+        behind the ordered guard, wait no longer than that for it to be granted."""
         self._listen_checked_at = 0.0
         self._clock = clock
         self._pool: asyncpg.Pool | None = None
@@ -326,7 +328,7 @@ class PostgresStore(StoreLogic):
                 tx = conn.transaction()
                 await tx.start()
                 try:
-                    yield _Tx(conn, self._test_now(), self.ordered_change_lock_timeout_s)
+                    yield _Tx(conn, self._test_now(), self.give_way_lock_timeout_s)
                 except (Exception, asyncio.CancelledError) as exc:
                     if isinstance(exc, asyncpg.PostgresError | HooklineError):
                         await tx.rollback()  # the server answered: the connection is sound
@@ -380,6 +382,8 @@ class PostgresStore(StoreLogic):
                     await conn.notify()
                 elif isinstance(step, OrderedMarks):
                     await conn.guard_marks(exclusive=step.exclusive)
+                elif isinstance(step, GiveWay):
+                    await conn.give_way()
                 elif isinstance(step, AfterCommit):
                     after.append(step)
                 # BeginWrite: nothing to do, the transaction is open; Durable: every commit
@@ -489,13 +493,12 @@ class _Tx:
     database's clock once (`now()` is constant within a PostgreSQL transaction)."""
 
     def __init__(self, conn: asyncpg.Connection, test_now_s: float | None,
-                 ordered_change_lock_timeout_s: float) -> None:
+                 give_way_lock_timeout_s: float) -> None:
         self.conn = conn
         self._test_now_s = test_now_s
         self._now: float | None = None
         self._guarded = False
-        self._ordered_change_lock_timeout_ms = max(1, round(ordered_change_lock_timeout_s
-                                                            * 1000))
+        self._give_way_lock_timeout_ms = max(1, round(give_way_lock_timeout_s * 1000))
 
     async def now(self) -> float:
         """The transaction's instant, unix seconds, from the database (or the test clock)."""
@@ -536,15 +539,19 @@ class _Tx:
         """Wake waiting workers (every host) when this transaction commits."""
         await self.conn.execute("SELECT pg_notify($1, '')", CHANNEL)
 
+    async def give_way(self) -> None:
+        """Every lock after this in the transaction waits at most the store's
+        `give_way_lock_timeout_s` (see :class:`hookline.shared.store.ops.GiveWay`)."""
+        await self.conn.execute(f"SET LOCAL lock_timeout = '{self._give_way_lock_timeout_ms}ms'")
+
     async def guard_marks(self, *, exclusive: bool) -> None:
         """Take jobs.ordered's guard for the rest of the transaction, once (see
         :class:`hookline.shared.store.ops.OrderedMarks`). The exclusive guard, and every
         lock after it in the transaction, waits at most the store's
-        `ordered_change_lock_timeout_s` (then the driver's error, classified StoreBusy by
+        `give_way_lock_timeout_s` (then the driver's error, classified StoreBusy by
         the caller)."""
         if exclusive:
-            await self.conn.execute(
-                f"SET LOCAL lock_timeout = '{self._ordered_change_lock_timeout_ms}ms'")
+            await self.give_way()
             await self.conn.execute("SELECT pg_advisory_xact_lock($1)", ORDERED_MARKS_LOCK)
         elif not self._guarded:
             await self.conn.execute("SELECT pg_advisory_xact_lock_shared($1)",

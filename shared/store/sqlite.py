@@ -44,7 +44,6 @@ from hookline.shared.store.ops import (
     Finished,
     Notify,
     Now,
-    OrderedMarks,
     Query,
     Rows,
     Tx,
@@ -291,7 +290,7 @@ class SqliteStore(StoreLogic):
                 notify = True
             elif isinstance(step, Durable):
                 durable = True
-            elif not isinstance(step, OrderedMarks):  # one writer: no job is written meanwhile
+            elif isinstance(step, AfterCommit):  # OrderedMarks, GiveWay: one writer, no wait
                 after.append(step)
             return None
 

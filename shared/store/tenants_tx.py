@@ -12,7 +12,7 @@ from hookline.shared.errors import Conflict, NotFound
 from hookline.shared.models import DEFAULT_TENANT
 from hookline.shared.policy import inputs
 from hookline.shared.store.operator_tx import kill_jobs_of_destination_tx
-from hookline.shared.store.ops import Query, Tx, count, one, rows
+from hookline.shared.store.ops import GIVE_WAY, Query, Tx, count, one, rows
 from hookline.shared.tenant_models import Tenant, TenantFields, tenant_id
 
 T = TypeVar("T")
@@ -115,6 +115,7 @@ def _delete_tenant_tx(tenant: str, dry_run: bool) -> Tx[TenantRemoval]:
     destinations = int((yield one("tenant_destination_count", tenant=tenant))["n"])
     unfinished = int((yield one("tenant_unfinished_jobs", tenant=tenant))["n"])
     if not dry_run:
+        yield GIVE_WAY  # destinations, then their jobs: the reverse of a worker's finish
         for row in (yield rows("remove_tenant_destinations", tenant=tenant)):
             yield from kill_jobs_of_destination_tx(row["id"])
         yield count("delete_tenant", id=tenant)

@@ -241,7 +241,7 @@ async def test_a_change_of_ordered_waits_for_a_job_being_written_then_marks_it(p
                     "updated_at, ordered) SELECT e.event_id, d.id, 0, 0, 0, d.ordered "
                     "FROM destinations d, (SELECT $1::bigint AS event_id) e "
                     "WHERE d.name = 'd' RETURNING id", accepted.event_id)
-                store.ordered_change_lock_timeout_s = 30.0  # a loaded machine's margin
+                store.give_way_lock_timeout_s = 30.0  # a loaded machine's margin
                 change = asyncio.ensure_future(store.update_destination("d", ordered=True))
                 await asyncio.sleep(0.3)
                 assert not change.done()  # waiting for the writer's guard
@@ -322,7 +322,7 @@ async def test_a_job_retried_while_its_destination_turns_ordered_is_marked(pg_ur
     a marking that read each status in a statement of its own would miss it (its snapshot
     saw it running in the first, pending in neither), never to be the head."""
     async with PostgresStore(pg_url) as store:
-        store.ordered_change_lock_timeout_s = 30.0  # a loaded machine's margin
+        store.give_way_lock_timeout_s = 30.0  # a loaded machine's margin
         await store.add_destination(name="d", url="http://127.0.0.1:9/", event_types=["*"],
                                     secret=SECRET, max_in_flight=10)
         jobs = sorted(job_id for accepted in await store.add_events(

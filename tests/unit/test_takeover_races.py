@@ -248,7 +248,7 @@ async def test_a_job_lost_at_its_cap_is_never_taken_over(pg_url):
     clock = FakeClock()
     async with PostgresStore(pg_url, clock=clock) as store, \
             PostgresStore(pg_url, clock=clock) as operator:
-        operator.ordered_change_lock_timeout_s = 30.0  # a loaded machine's margin
+        operator.give_way_lock_timeout_s = 30.0  # a loaded machine's margin
         await _destination(store)
         await store.add_events([new_event("e1")])
         [lost] = await store.claim("lost", 1, LEASE_S, 1)

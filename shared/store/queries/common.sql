@@ -30,11 +30,6 @@ WHERE destination_id = :destination_id AND ordered = 0
 -- get_destination: one live destination by name
 SELECT * FROM destinations WHERE tenant_id = :tenant AND name = :name AND deleted_at IS NULL
 
--- forget_previous_secrets: forget every previous secret whose overlap has ended (it signs no
--- more), so the retention round keeps none in the database or its backups past its use
-UPDATE destinations SET previous_secret = NULL, previous_secret_until = NULL
-WHERE previous_secret IS NOT NULL AND previous_secret_until <= :now
-
 -- expire_previous_secret: forget the secret before the last rotation (it signs no more)
 UPDATE destinations SET previous_secret = NULL, previous_secret_until = NULL
 WHERE tenant_id = :tenant AND name = :name AND deleted_at IS NULL
@@ -250,11 +245,6 @@ SELECT (SELECT COUNT(*) FROM destinations d JOIN jobs j ON j.destination_id = d.
         WHERE d.tenant_id = :tenant AND d.deleted_at IS NULL AND j.status = 'pending')
     + (SELECT COUNT(*) FROM destinations d JOIN jobs j ON j.destination_id = d.id
         WHERE d.tenant_id = :tenant AND d.deleted_at IS NULL AND j.status = 'running') AS n
-
--- remove_tenant_destinations: soft delete every live destination of a tenant (names freed)
-UPDATE destinations SET deleted_at = :now, name = name || '~removed-' || id
-WHERE tenant_id = :tenant AND deleted_at IS NULL
-RETURNING id
 
 -- delete_tenant: forget a tenant (its removed destinations and stored events stay for
 -- their history, until retention)

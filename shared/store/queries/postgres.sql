@@ -735,3 +735,24 @@ UPDATE destinations SET paused = true, paused_reason = :reason
 WHERE tenant_id = :tenant AND name = :name AND deleted_at IS NULL AND NOT paused
 RETURNING id, tenant_id, name, paused_reason, failure_streak, failing_since, notified_state,
     event_types
+
+-- forget_previous_secrets: forget every previous secret whose overlap has ended (it signs no
+-- more), so the retention round keeps none in the database or its backups past its use. The
+-- rows are locked in id order first, as claims and finishes lock destinations: a plain
+-- UPDATE locks them in the order of its scan, and met a finish holding one of them while
+-- it wanted another (a lock cycle)
+UPDATE destinations SET previous_secret = NULL, previous_secret_until = NULL
+WHERE id = ANY(ARRAY(
+    SELECT id FROM destinations
+    WHERE previous_secret IS NOT NULL AND previous_secret_until <= :now
+    ORDER BY id FOR UPDATE))
+    AND previous_secret IS NOT NULL AND previous_secret_until <= :now
+
+-- remove_tenant_destinations: soft delete every live destination of a tenant (names freed),
+-- locked in id order first (as forget_previous_secrets)
+UPDATE destinations SET deleted_at = :now, name = name || '~removed-' || id
+WHERE id = ANY(ARRAY(
+    SELECT id FROM destinations WHERE tenant_id = :tenant AND deleted_at IS NULL
+    ORDER BY id FOR UPDATE))
+    AND tenant_id = :tenant AND deleted_at IS NULL
+RETURNING id

@@ -659,3 +659,13 @@ UPDATE destinations SET paused = 1, paused_reason = :reason
 WHERE tenant_id = :tenant AND name = :name AND deleted_at IS NULL AND paused = 0
 RETURNING id, tenant_id, name, paused_reason, failure_streak, failing_since, notified_state,
     event_types
+
+-- forget_previous_secrets: forget every previous secret whose overlap has ended (it signs no
+-- more), so the retention round keeps none in the database or its backups past its use
+UPDATE destinations SET previous_secret = NULL, previous_secret_until = NULL
+WHERE previous_secret IS NOT NULL AND previous_secret_until <= :now
+
+-- remove_tenant_destinations: soft delete every live destination of a tenant (names freed)
+UPDATE destinations SET deleted_at = :now, name = name || '~removed-' || id
+WHERE tenant_id = :tenant AND deleted_at IS NULL
+RETURNING id

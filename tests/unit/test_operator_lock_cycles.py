@@ -1,0 +1,181 @@
+"""PostgreSQL: an operator's change against a worker's transaction, where their row locks
+could meet in a cycle (found by a reviewer, each reproduced here first). The server would
+break such a cycle after its deadlock check (1 s) by failing either side, and a worker's
+side may be a batch of 64 jobs. Instead:
+- removing a destination, or a tenant's destinations, locks a destination and then its
+  jobs, the reverse of a finish (its jobs, then their destinations); such a change gives way
+  (ops.GiveWay: it waits at most 0.5 s for any lock, then StoreBusy: nothing changed);
+- a change of many destinations locks them in id order, as claims and finishes do (the
+  retention round forgetting previous secrets, a tenant's removal).
+A third connection holds a row, or the ordered-marks guard, to stop the worker's side where
+the cycle would close."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import asyncpg
+
+from hookline.shared.errors import StoreBusy
+from hookline.shared.models import AttemptResult, Retry
+from hookline.shared.policy.notify import NotifyPolicy
+from hookline.shared.store.postgres import ORDERED_MARKS_LOCK, PostgresStore
+from hookline.shared.tenant_models import TenantFields
+from tests.conftest import FakeClock, new_event
+from tests.unit.test_takeover_races import _until_waiting
+
+FAILED = AttemptResult(started_at=0.0, duration_s=0.01, status_code=500)
+RETRY = (Retry(delay_s=0.0, error="HTTP 500"), FAILED)
+SECRET = "whsec_" + "A" * 32
+LEASE_S = 30.0
+
+
+async def _destination(store: PostgresStore, name: str, *, tenant: str = "_default",
+                       event_types: list[str] | None = None) -> None:
+    await store.add_destination(name=name, url="http://127.0.0.1:9/",
+                                event_types=event_types or ["push"], secret=SECRET,
+                                max_in_flight=10, tenant=tenant)
+
+
+async def _deadlocks(conn: asyncpg.Connection) -> int:
+    await conn.execute("SELECT pg_stat_clear_snapshot()")
+    return int(await conn.fetchval(
+        "SELECT deadlocks FROM pg_stat_database WHERE datname = current_database()"))
+
+
+def _no_deadlock(results: list[Any]) -> None:
+    """No result is the server's deadlock error (a change giving way is a lock timeout)."""
+    for r in results:
+        assert not (isinstance(r, BaseException) and "deadlock" in str(r)), results
+
+
+async def test_removing_a_destination_gives_way_to_a_finish(pg_url):
+    """A finish has locked its job (and waits here for its attempt row); the destination's
+    removal locks the destination and then waits for that job; the finish will want the
+    destination (its failure run). The removal gives way: StoreBusy, nothing removed; the
+    finish completes; the removal succeeds when tried again."""
+    async with PostgresStore(pg_url, clock=FakeClock()) as store:
+        await _destination(store, "d")
+        await store.add_events([new_event("e1")])
+        [claim] = await store.claim("w", 1, LEASE_S, 5)
+        blocker = await asyncpg.connect(pg_url)
+        try:
+            before = await _deadlocks(blocker)
+            async with blocker.transaction():
+                await blocker.execute("SELECT 1 FROM attempts WHERE lease_token = $1 "
+                                      "FOR UPDATE", claim.lease_token)
+                finish = asyncio.ensure_future(store.finish([(claim, *RETRY)]))
+                await _until_waiting(blocker, 1)
+                remove = asyncio.ensure_future(store.remove_destination("d"))
+                await _until_waiting(blocker, 2, unless_done=remove)
+            done = await asyncio.wait_for(
+                asyncio.gather(finish, remove, return_exceptions=True), timeout=20.0)
+            _no_deadlock(done)
+            assert done[0] == [True] and isinstance(done[1], StoreBusy), done
+            assert await _deadlocks(blocker) == before
+            assert await store.remove_destination("d") == 1  # its job, retried: pending
+        finally:
+            await blocker.close()
+
+
+async def test_removing_a_destination_gives_way_to_a_claim_ending_a_lost_job(pg_url):
+    """A claim has ended a job lost at its cap (kill_lost_at_cap: it holds the job) and waits
+    here to close its attempt; the destination's removal locks the destination and waits
+    for that job; the claim will want the destination (its window). The removal gives way;
+    the claim completes, with the destination's other job."""
+    clock = FakeClock()
+    async with PostgresStore(pg_url, clock=clock) as store:
+        await _destination(store, "d")
+        await store.add_events([new_event("e1")])
+        [lost] = await store.claim("lost", 1, LEASE_S, 1)
+        await store.add_events([new_event("e2")])
+        clock.advance(LEASE_S + 1)
+        blocker = await asyncpg.connect(pg_url)
+        try:
+            before = await _deadlocks(blocker)
+            async with blocker.transaction():
+                await blocker.execute("SELECT 1 FROM attempts WHERE lease_token = $1 "
+                                      "FOR UPDATE", lost.lease_token)
+                claim = asyncio.ensure_future(store.claim("next", 10, LEASE_S, 1))
+                await _until_waiting(blocker, 1)
+                remove = asyncio.ensure_future(store.remove_destination("d"))
+                await _until_waiting(blocker, 2, unless_done=remove)
+            done = await asyncio.wait_for(
+                asyncio.gather(claim, remove, return_exceptions=True), timeout=20.0)
+            _no_deadlock(done)
+            assert len(done[0]) == 1 and isinstance(done[1], StoreBusy), done
+            assert await _deadlocks(blocker) == before
+        finally:
+            await blocker.close()
+
+
+async def _failing_pair(store: PostgresStore, tenant: str = "_default") -> list[Any]:
+    """Destinations `a` and `b` (of `tenant`) and an operator's destination of operational
+    events, failing announced at once; one event, claimed to both: the claims."""
+    store.notify = NotifyPolicy(failing_streak=1)
+    await _destination(store, "a", tenant=tenant)
+    await _destination(store, "b", tenant=tenant)
+    await _destination(store, "ops", event_types=["hookline.*"])
+    await store.add_events([new_event("e1", tenant=tenant)])
+    claims = await store.claim("w", 10, LEASE_S, 5)
+    assert len(claims) == 2
+    return claims
+
+
+async def test_a_tenants_removal_locks_its_destinations_in_id_order(pg_url):
+    """A finish of failures to `a` and `b` holds `a` (its failure run) and waits here to
+    announce it (the ordered-marks guard). The tenant's removal locks its destinations in id
+    order, so it waits for `a` holding nothing the finish wants; in scan order (a's row
+    moved after b's by an update) it held `b`, which the finish wants next."""
+    async with PostgresStore(pg_url, clock=FakeClock()) as store:
+        await store.put_tenant("t", TenantFields())
+        claims = await _failing_pair(store, tenant="t")
+        await store.update_destination("a", tenant="t", timeout_s=7.0)  # a's row moves
+        blocker = await asyncpg.connect(pg_url)
+        try:
+            await blocker.execute("ANALYZE destinations")  # as autovacuum would: a seq scan
+            before = await _deadlocks(blocker)
+            async with blocker.transaction():
+                await blocker.execute("SELECT pg_advisory_xact_lock($1)", ORDERED_MARKS_LOCK)
+                finish = asyncio.ensure_future(store.finish([(c, *RETRY) for c in claims]))
+                await _until_waiting(blocker, 1)
+                delete = asyncio.ensure_future(store.delete_tenant("t"))
+                await _until_waiting(blocker, 2, unless_done=delete)
+            done = await asyncio.wait_for(
+                asyncio.gather(finish, delete, return_exceptions=True), timeout=20.0)
+            _no_deadlock(done)
+            assert done[0] == [True, True], done
+            assert await _deadlocks(blocker) == before
+        finally:
+            await blocker.close()
+
+
+async def test_forgetting_previous_secrets_locks_destinations_in_id_order(pg_url):
+    """The retention round forgets previous secrets whose overlap ended, locking their
+    destinations in id order: behind a finish that holds `a` and will want `b`, it waits
+    for `a` first, holding nothing; in scan order (a rotated after b) it held `b`."""
+    clock = FakeClock()
+    async with PostgresStore(pg_url, clock=clock) as store:
+        claims = await _failing_pair(store)
+        await store.rotate_secret("b", "whsec_" + "B" * 32, 1.0)
+        await store.rotate_secret("a", "whsec_" + "C" * 32, 1.0)  # a's row after b's
+        clock.advance(2.0)
+        blocker = await asyncpg.connect(pg_url)
+        try:
+            await blocker.execute("ANALYZE destinations")
+            before = await _deadlocks(blocker)
+            async with blocker.transaction():
+                await blocker.execute("SELECT pg_advisory_xact_lock($1)", ORDERED_MARKS_LOCK)
+                finish = asyncio.ensure_future(store.finish([(c, *RETRY) for c in claims]))
+                await _until_waiting(blocker, 1)
+                purge = asyncio.ensure_future(store.purge(
+                    bodies_before_s=0.0, metadata_before_s=0.0, dedupe_before_s=0.0))
+                await _until_waiting(blocker, 2)
+            done = await asyncio.wait_for(
+                asyncio.gather(finish, purge, return_exceptions=True), timeout=20.0)
+            _no_deadlock(done)
+            assert done[0] == [True, True] and done[1].previous_secrets == 2, done
+            assert await _deadlocks(blocker) == before
+        finally:
+            await blocker.close()
