@@ -76,6 +76,7 @@ from hookline.shared.store.ops import (
     Tx,
     count,
     one,
+    retried_giving_way,
     rows,
 )
 from hookline.shared.store.tenant_counts_tx import TenantCounts
@@ -301,7 +302,8 @@ class StoreLogic(ClaimOperations, EventOperations, TenantOperations, TenantCount
 
     async def remove_destination(self, name: str, *, tenant: str = DEFAULT_TENANT) -> int:
         """See :meth:`hookline.shared.store.Store.remove_destination`."""
-        return await self._transact(remove_destination_tx(tenant, name), write=True)
+        return await retried_giving_way(functools.partial(self._transact, write=True),
+                                        lambda: remove_destination_tx(tenant, name))
 
     # -- operator views and controls -------------------------------------------------------
 

@@ -8,9 +8,12 @@ hop), PostgreSQL with ``await`` on one pooled connection. Only the driver knows 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Generator, Sequence
+import asyncio
+from collections.abc import Awaitable, Callable, Generator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
+
+from hookline.shared.errors import StoreBusy
 
 T = TypeVar("T")
 
@@ -94,6 +97,28 @@ class GiveWay:
     destinations): the wait is below the server's deadlock check (1 s by default), so where
     the two meet in a cycle, the change is the one given up, not the worker's batch.
     SQLite: nothing (one writer at a time)."""
+
+
+GIVE_WAY_PAUSES_S = (0.1, 0.3)
+"""Before each new try of a change that gave way, seconds (see :func:`retried_giving_way`)."""
+
+
+async def retried_giving_way(run: Callable[[Tx[T]], Awaitable[T]],
+                             make: Callable[[], Tx[T]]) -> T:
+    """Run the transaction `make()` with `run` (the store's `_transact`); when it gave way
+    (GiveWay, then StoreBusy), run a new one after each pause of GIVE_WAY_PAUSES_S: the
+    worker's transaction it met holds its rows for milliseconds, so the operator rarely
+    sees the StoreBusy.
+
+    Raises:
+        StoreBusy: it gave way every time (about 1.9 s in all at most).
+    """
+    for pause_s in GIVE_WAY_PAUSES_S:
+        try:
+            return await run(make())
+        except StoreBusy:
+            await asyncio.sleep(pause_s)
+    return await run(make())
 
 
 @dataclass(frozen=True, slots=True)

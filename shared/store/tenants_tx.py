@@ -4,6 +4,7 @@ mixin that gives :class:`hookline.shared.store.logic.StoreLogic` their methods."
 
 from __future__ import annotations
 
+import functools
 import secrets
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -12,7 +13,7 @@ from hookline.shared.errors import Conflict, NotFound
 from hookline.shared.models import DEFAULT_TENANT
 from hookline.shared.policy import inputs
 from hookline.shared.store.operator_tx import kill_jobs_of_destination_tx
-from hookline.shared.store.ops import GIVE_WAY, Query, Tx, count, one, rows
+from hookline.shared.store.ops import GIVE_WAY, Query, Tx, count, one, retried_giving_way, rows
 from hookline.shared.tenant_models import Tenant, TenantFields, tenant_id
 
 T = TypeVar("T")
@@ -66,7 +67,8 @@ class TenantOperations:
         """See :meth:`hookline.shared.store.Store.delete_tenant`."""
         if tenant == DEFAULT_TENANT:
             raise Conflict("the default tenant cannot be deleted")
-        return await self._transact(_delete_tenant_tx(tenant, dry_run), write=not dry_run)
+        return await retried_giving_way(functools.partial(self._transact, write=not dry_run),
+                                        lambda: _delete_tenant_tx(tenant, dry_run))
 
     async def revoke_tenant_tokens(self, tenant: str) -> Tenant:
         """See :meth:`hookline.shared.store.Store.revoke_tenant_tokens`."""
