@@ -58,6 +58,12 @@ class StoreBusy(StoreUnavailable):
     transaction lost a deadlock or lock wait (PostgreSQL)."""
 
 
+class LockUnavailable(StoreBusy):
+    """PostgreSQL: a row or lock this transaction needed was held by another one and was not
+    granted at once (NOWAIT) or within the transaction's lock_timeout (SQLSTATE 55P03).
+    Nothing changed; the same transaction shortly after usually succeeds."""
+
+
 class StoreClosing(HooklineError):
     """The store, or the queue in front of it, is shutting down and takes no more work. Not a
     database fault: the caller stops (or hands its work back) instead of retrying."""

@@ -65,7 +65,7 @@ def expire_previous_tx(tenant: str, name: str) -> Tx[tuple[Any, bool]]:
 
 
 def remove_destination_tx(tenant: str, name: str) -> Tx[int]:
-    yield GIVE_WAY  # the destination, then its jobs: the reverse of a worker's finish
+    yield GIVE_WAY  # brief waits only, and none for a job row (unfinished_jobs_of_destination)
     row = yield one("remove_destination", tenant=tenant, name=name)
     if row is None:
         raise DestinationMissing(name, tenant)

@@ -13,7 +13,7 @@ from collections.abc import Awaitable, Callable, Generator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
-from hookline.shared.errors import StoreBusy
+from hookline.shared.errors import LockUnavailable
 
 T = TypeVar("T")
 
@@ -91,32 +91,33 @@ class OrderedMarks:
 
 class GiveWay:
     """From here on, every lock this transaction waits for waits at most the store's
-    `give_way_lock_timeout_s` (0.5 s; then StoreBusy: nothing changed, try again). For an
-    operator's change that locks a destination and then its jobs (removing a destination, a
-    tenant's destinations), the reverse of a worker's finish (its jobs, then their
-    destinations): the wait is below the server's deadlock check (1 s by default), so where
-    the two meet in a cycle, the change is the one given up, not the worker's batch.
-    SQLite: nothing (one writer at a time)."""
+    `give_way_lock_timeout_s` (0.5 s; then LockUnavailable: nothing changed, try again). For
+    an operator's change that workers' transactions may have to wait for (removing a
+    destination or a tenant's destinations, turning a destination ordered): it never makes
+    them wait long. (A removal does not wait for a job row at all: NOWAIT, as it holds the
+    job's destination, which a finish wants after the job.) SQLite: nothing (one writer at a
+    time)."""
 
 
-GIVE_WAY_PAUSES_S = (0.1, 0.3)
+GIVE_WAY_PAUSES_S = (0.1, 0.2, 0.4, 0.8)
 """Before each new try of a change that gave way, seconds (see :func:`retried_giving_way`)."""
 
 
 async def retried_giving_way(run: Callable[[Tx[T]], Awaitable[T]],
                              make: Callable[[], Tx[T]]) -> T:
     """Run the transaction `make()` with `run` (the store's `_transact`); when it gave way
-    (GiveWay, then StoreBusy), run a new one after each pause of GIVE_WAY_PAUSES_S: the
-    worker's transaction it met holds its rows for milliseconds, so the operator rarely
-    sees the StoreBusy.
+    (LockUnavailable: a lock not granted at once or within its GiveWay timeout; nothing
+    changed), run a new one after each pause of GIVE_WAY_PAUSES_S: the workers' transactions
+    it meets hold their rows for milliseconds, so the operator rarely sees it. Any other
+    fault (a statement timeout, SQLite's busy timeout, a lost connection) is not tried again.
 
     Raises:
-        StoreBusy: it gave way every time (about 1.9 s in all at most).
+        LockUnavailable: it gave way every time (five tries, 1.5 s of pauses).
     """
     for pause_s in GIVE_WAY_PAUSES_S:
         try:
             return await run(make())
-        except StoreBusy:
+        except LockUnavailable:
             await asyncio.sleep(pause_s)
     return await run(make())
 

@@ -43,6 +43,7 @@ from hookline.shared.errors import (
     ConfigError,
     Conflict,
     HooklineError,
+    LockUnavailable,
     StoreBusy,
     StoreError,
     StoreUnavailable,
@@ -152,6 +153,8 @@ def driver_fault(exc: BaseException, what: str) -> HooklineError | None:
         database; None for anything else (e.g. a failed statement: the caller decides).
     """
     sqlstate = getattr(exc, "sqlstate", None) if isinstance(exc, asyncpg.PostgresError) else None
+    if sqlstate == "55P03":  # lock_not_available: NOWAIT, or a lock_timeout
+        return LockUnavailable(f"database busy: {exc}")
     if sqlstate in _BUSY_SQLSTATES:
         return StoreBusy(f"database busy: {exc}")
     if isinstance(exc, (OSError, TimeoutError)):

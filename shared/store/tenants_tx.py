@@ -117,7 +117,7 @@ def _delete_tenant_tx(tenant: str, dry_run: bool) -> Tx[TenantRemoval]:
     destinations = int((yield one("tenant_destination_count", tenant=tenant))["n"])
     unfinished = int((yield one("tenant_unfinished_jobs", tenant=tenant))["n"])
     if not dry_run:
-        yield GIVE_WAY  # destinations, then their jobs: the reverse of a worker's finish
+        yield GIVE_WAY  # brief waits only, and none for a job row (unfinished_jobs_of_destination)
         for row in (yield rows("remove_tenant_destinations", tenant=tenant)):
             yield from kill_jobs_of_destination_tx(row["id"])
         yield count("delete_tenant", id=tenant)

@@ -3,9 +3,9 @@ could meet in a cycle (found by a reviewer, each reproduced here first). The ser
 break such a cycle after its deadlock check (1 s) by failing either side, and a worker's
 side may be a batch of 64 jobs. Instead:
 - removing a destination, or a tenant's destinations, locks a destination and then its
-  jobs, the reverse of a finish (its jobs, then their destinations); such a change gives way
-  (ops.GiveWay: it waits at most 0.5 s for any lock, then StoreBusy: nothing changed), and
-  is tried again twice before the StoreBusy reaches the operator;
+  jobs, the reverse of a finish (its jobs, then their destinations): it never waits for a
+  job row (NOWAIT: LockUnavailable at once, nothing changed) and is tried again (five tries)
+  before the fault reaches the operator;
 - a change of many destinations locks them in id order, as claims and finishes do (the
   retention round forgetting previous secrets, a tenant's removal).
 A third connection holds a row, or the ordered-marks guard, to stop the worker's side where
@@ -19,9 +19,10 @@ from typing import Any
 import asyncpg
 import pytest
 
-from hookline.shared.errors import StoreBusy
+from hookline.shared.errors import LockUnavailable, StoreBusy
 from hookline.shared.models import AttemptResult, Retry
 from hookline.shared.policy.notify import NotifyPolicy
+from hookline.shared.store import ops
 from hookline.shared.store.postgres import ORDERED_MARKS_LOCK, PostgresStore
 from hookline.shared.tenant_models import TenantFields
 from tests.conftest import FakeClock, new_event
@@ -40,6 +41,27 @@ async def _destination(store: PostgresStore, name: str, *, tenant: str = "_defau
                                 max_in_flight=10, tenant=tenant)
 
 
+class _GivingWayStore(PostgresStore):
+    """Records the LockUnavailable of each transaction that gave way."""
+
+    gave_way: list[str]
+
+    async def _transact(self, tx: Any, *, write: bool) -> Any:
+        try:
+            return await super()._transact(tx, write=write)
+        except LockUnavailable as exc:
+            self.gave_way = [*getattr(self, "gave_way", []), str(exc)]
+            raise
+
+
+async def _until_gave_way(store: _GivingWayStore) -> None:
+    for _ in range(400):
+        if getattr(store, "gave_way", []):
+            return
+        await asyncio.sleep(0.01)
+    raise AssertionError("the removal never gave way")
+
+
 async def _deadlocks(conn: asyncpg.Connection) -> int:
     await conn.execute("SELECT pg_stat_clear_snapshot()")
     return int(await conn.fetchval(
@@ -55,9 +77,9 @@ def _no_deadlock(results: list[Any]) -> None:
 async def test_removing_a_destination_gives_way_to_a_finish(pg_url):
     """A finish has locked its job (and waits here for its attempt row); the destination's
     removal locks the destination and then waits for that job; the finish will want the
-    destination (its failure run). The removal gives way; the finish completes; the
-    removal, tried again, removes the destination and its job."""
-    async with PostgresStore(pg_url, clock=FakeClock()) as store:
+    destination (its failure run). The removal gives way at once, not waiting for the job;
+    the finish completes; the removal, tried again, removes the destination and its job."""
+    async with _GivingWayStore(pg_url, clock=FakeClock()) as store:
         await _destination(store, "d")
         await store.add_events([new_event("e1")])
         [claim] = await store.claim("w", 1, LEASE_S, 5)
@@ -70,11 +92,12 @@ async def test_removing_a_destination_gives_way_to_a_finish(pg_url):
                 finish = asyncio.ensure_future(store.finish([(claim, *RETRY)]))
                 await _until_waiting(blocker, 1)
                 remove = asyncio.ensure_future(store.remove_destination("d"))
-                await _until_waiting(blocker, 2, unless_done=remove)
+                await _until_gave_way(store)
             done = await asyncio.wait_for(
                 asyncio.gather(finish, remove, return_exceptions=True), timeout=20.0)
             _no_deadlock(done)
             assert done == [[True], 1]  # the job, retried: pending, then ended
+            assert "could not obtain lock on row" in store.gave_way[0]  # NOWAIT, no wait
             assert await _deadlocks(blocker) == before
         finally:
             await blocker.close()
@@ -83,11 +106,11 @@ async def test_removing_a_destination_gives_way_to_a_finish(pg_url):
 async def test_removing_a_destination_gives_way_to_a_claim_ending_a_lost_job(pg_url):
     """A claim has ended a job lost at its cap (kill_lost_at_cap: it holds the job) and waits
     here to close its attempt; the destination's removal locks the destination and waits
-    for that job; the claim will want the destination (its window). The removal gives way;
-    the claim completes, with the destination's other job, which the removal, tried again,
-    then ends."""
+    for that job; the claim will want the destination (its window). The removal gives way
+    at once; the claim completes, with the destination's other job, which the removal, tried
+    again, then ends."""
     clock = FakeClock()
-    async with PostgresStore(pg_url, clock=clock) as store:
+    async with _GivingWayStore(pg_url, clock=clock) as store:
         await _destination(store, "d")
         await store.add_events([new_event("e1")])
         [lost] = await store.claim("lost", 1, LEASE_S, 1)
@@ -102,11 +125,12 @@ async def test_removing_a_destination_gives_way_to_a_claim_ending_a_lost_job(pg_
                 claim = asyncio.ensure_future(store.claim("next", 10, LEASE_S, 1))
                 await _until_waiting(blocker, 1)
                 remove = asyncio.ensure_future(store.remove_destination("d"))
-                await _until_waiting(blocker, 2, unless_done=remove)
+                await _until_gave_way(store)
             done = await asyncio.wait_for(
                 asyncio.gather(claim, remove, return_exceptions=True), timeout=20.0)
             _no_deadlock(done)
             assert len(done[0]) == 1 and done[1] == 1, done
+            assert "could not obtain lock on row" in store.gave_way[0]
             assert await _deadlocks(blocker) == before
         finally:
             await blocker.close()
@@ -184,8 +208,8 @@ async def test_forgetting_previous_secrets_locks_destinations_in_id_order(pg_url
 
 
 async def test_a_removal_that_keeps_giving_way_changes_nothing(pg_url):
-    """A job of the destination stays locked (here) longer than the removal's three tries:
-    StoreBusy reaches the caller, and the destination and its job are as they were."""
+    """A job of the destination stays locked (here) longer than the removal's five tries:
+    LockUnavailable reaches the caller, and the destination and its job are as they were."""
     async with PostgresStore(pg_url, clock=FakeClock()) as store:
         await _destination(store, "d")
         [accepted] = await store.add_events([new_event("e1")])
@@ -194,9 +218,36 @@ async def test_a_removal_that_keeps_giving_way_changes_nothing(pg_url):
             async with blocker.transaction():
                 await blocker.execute("SELECT 1 FROM jobs WHERE id = $1 FOR UPDATE",
                                       accepted.job_ids[0])
-                with pytest.raises(StoreBusy, match="lock timeout"):
+                with pytest.raises(LockUnavailable, match="could not obtain lock on row"):
                     await store.remove_destination("d")
             assert (await store.get_destination("d")).name == "d"
             assert await blocker.fetchval("SELECT status FROM jobs") == "pending"
         finally:
             await blocker.close()
+
+
+async def test_only_a_lock_not_granted_is_tried_again(monkeypatch):
+    """retried_giving_way runs a new transaction after LockUnavailable only (five tries in
+    all); any other StoreBusy (a statement timeout, SQLite's busy timeout) reaches the
+    caller at once, as it would after the same wait again."""
+    monkeypatch.setattr(ops, "GIVE_WAY_PAUSES_S", (0.0,) * 4)
+    runs: list[str] = []
+
+    def failing(fault: Exception, times: int) -> Any:
+        async def run(tx: Any) -> str:
+            runs.append(tx)
+            if len(runs) <= times:
+                raise fault
+            return "done"
+        return run
+
+    assert await ops.retried_giving_way(failing(LockUnavailable("x"), 4), lambda: "tx") == "done"
+    assert len(runs) == 5
+    runs.clear()
+    with pytest.raises(LockUnavailable):
+        await ops.retried_giving_way(failing(LockUnavailable("x"), 5), lambda: "tx")
+    assert len(runs) == 5
+    runs.clear()
+    with pytest.raises(StoreBusy):
+        await ops.retried_giving_way(failing(StoreBusy("statement timeout"), 1), lambda: "tx")
+    assert len(runs) == 1

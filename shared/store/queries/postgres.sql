@@ -687,10 +687,13 @@ WHERE family IN ('jobs', 'attempts', 'latency', 'oldest', 'events', 'filtered', 
     AND destination_id = ANY(:destination_ids::bigint[])
 
 -- unfinished_jobs_of_destination: the jobs kill_jobs_of_destination is about to end, with
--- their status, locked so that no finish changes one in between
+-- their status, locked so that no finish changes one in between. NOWAIT: the removal holds
+-- the destination, which a finish holding one of these jobs (or a claim that ended it lost
+-- at its cap) wants next; waiting for that job would close a lock cycle, so one held fails
+-- the removal at once (LockUnavailable; it is tried again: ops.retried_giving_way)
 SELECT id, status FROM jobs
 WHERE destination_id = :destination_id AND status IN ('pending', 'running')
-FOR UPDATE
+FOR UPDATE NOWAIT
 
 -- (tenant-api: the tenant API's reads and actions)
 
