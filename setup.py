@@ -33,7 +33,8 @@ setup(version=VERSION, install_requires=[
     # (shared/store/sqlite.py); the range is pinned because that hook is private.
     "aiosqlite>=0.20,<0.23",
     # the PostgreSQL store (shared/store/postgres.py), for many hosts
-    "asyncpg>=0.29,<1",
+    # 0.30: Connection.get_reset_query, which the pool's reset (shared/store/postgres.py) runs
+    "asyncpg>=0.30,<1",
     "uvloop>=0.19; sys_platform != 'win32'",
     "structlog>=24.1",
     # GET /metrics: Prometheus text, from a custom collector reading the store

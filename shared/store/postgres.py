@@ -230,7 +230,8 @@ class PostgresStore(StoreLogic):
                 self.dsn, min_size=1, max_size=self._pool_size,
                 timeout=self.limits.connect_timeout_s,
                 command_timeout=self.limits.command_timeout_s,
-                server_settings=self.limits.server_settings(), init=self._init_connection),
+                server_settings=self.limits.server_settings(), init=self._init_connection,
+                reset=self._reset_connection),
                 self.limits.connect_timeout_s + self.limits.acquire_timeout_s)
         except _DRIVER_ERRORS as exc:
             what = f"cannot connect to {_redact(self.dsn)}"
@@ -309,6 +310,15 @@ class PostgresStore(StoreLogic):
             self.limits.configure_socket(transport.get_extra_info("socket"))
         for name, value in self.limits.late_settings(conn.get_server_version().major).items():
             await conn.execute("SELECT set_config($1, $2, false)", name, value)
+
+    async def _reset_connection(self, conn: asyncpg.Connection) -> None:
+        """Each connection going back to the pool: asyncpg's own reset query, then the late
+        settings again, in the same round trip. Its `RESET ALL` returns a setting made after
+        connecting (the server's `tcp_user_timeout`) to the server's default; those of the
+        startup packet survive it."""
+        late = self.limits.late_settings(conn.get_server_version().major)
+        await conn.execute(conn.get_reset_query() + "".join(
+            f"\nSET {name} = '{value}';" for name, value in late.items()))  # our own numbers
 
     @contextlib.asynccontextmanager
     async def _tx(self) -> AsyncIterator[_Tx]:

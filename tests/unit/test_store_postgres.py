@@ -12,6 +12,7 @@ import pytest
 from hookline.shared.errors import StoreError
 from hookline.shared.models import AttemptResult, Done
 from hookline.shared.store import open_store
+from hookline.shared.store.pg_limits import PostgresLimits
 from hookline.shared.store.postgres import PostgresStore
 from hookline.shared.store.queries import load_migrations, load_queries
 from hookline.shared.store.sqlite import SqliteStore
@@ -192,3 +193,19 @@ async def test_claim_reads_only_what_it_takes_however_long_the_backlog(pg_url, a
             assert scans and max(rows for _, rows in scans) <= most, (name, scans)
     finally:
         await conn.close()
+
+
+async def test_the_servers_tcp_user_timeout_outlasts_the_pools_reset(pg_url):
+    """The server's `tcp_user_timeout` is set after connecting (older servers refuse it in
+    the startup packet), and asyncpg's reset (RESET ALL) on each release of a connection to
+    the pool would return it to the server's default (0: none): the pool's reset sets it
+    again. Read from the connection every transaction of the store uses."""
+    limits = PostgresLimits(tcp_user_timeout_s=7.0)
+    async with PostgresStore(pg_url, pool_size=1, limits=limits) as store:
+        for _ in range(3):  # each a transaction: acquired, then released (reset)
+            await store.list_destinations()
+        assert store._pool is not None
+        async with store._pool.acquire() as conn:
+            setting = await conn.fetchval(
+                "SELECT setting FROM pg_settings WHERE name = 'tcp_user_timeout'")
+    assert setting == "7000"
