@@ -111,13 +111,14 @@ def _put_tenant_tx(tenant: str, fields: TenantFields) -> Tx[tuple[Tenant, bool]]
 def _delete_tenant_tx(tenant: str, dry_run: bool) -> Tx[TenantRemoval]:
     # Locked (PostgreSQL), as a destination's insert locks it (check_destination_room): one
     # added while the tenant is deleted would be left live, and inherited by the next tenant
-    # of the id.
+    # of the id. Every lock of a deletion is waited for briefly (ops.GiveWay).
+    if not dry_run:
+        yield GIVE_WAY  # and none for a job row (unfinished_jobs_of_destination)
     if (yield one("get_tenant" if dry_run else "lock_tenant", id=tenant)) is None:
         raise NotFound(f"no tenant {inputs.clip(tenant)!r}")
     destinations = int((yield one("tenant_destination_count", tenant=tenant))["n"])
     unfinished = int((yield one("tenant_unfinished_jobs", tenant=tenant))["n"])
     if not dry_run:
-        yield GIVE_WAY  # brief waits only, and none for a job row (unfinished_jobs_of_destination)
         for row in (yield rows("remove_tenant_destinations", tenant=tenant)):
             yield from kill_jobs_of_destination_tx(row["id"])
         yield count("delete_tenant", id=tenant)
