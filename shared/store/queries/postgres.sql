@@ -168,10 +168,9 @@ FROM destinations d WHERE d.id = ANY(:destination_ids::bigint[]) ORDER BY d.id
 -- leases at most min(its limit, :limit), not one at :max_attempts (kill_lost_at_cap ends it,
 -- or skipped it while another transaction held it: never taken over); rows another
 -- transaction holds are skipped (FOR UPDATE SKIP LOCKED), and the rows read are locked until
--- the claim commits. Pending and
--- expired-lease jobs are read apart, each in index order (jobs_due, jobs_leased), one index
--- search per destination and kind: one query ordered by a CASE would sort the destinations'
--- whole backlogs on every claim.
+-- the claim commits. Pending and expired-lease jobs are read apart, each in index order
+-- (jobs_due, jobs_leased), one index search per destination and kind: one query ordered by
+-- a CASE would sort the destinations' whole backlogs on every claim.
 SELECT o.destination_id, p.id, p.run_at AS due_at, p.attempts, p.replays, 'pending' AS status
 FROM unnest(:destination_ids::bigint[], :limits::integer[]) AS o (destination_id, most)
 CROSS JOIN LATERAL (
