@@ -101,16 +101,15 @@ def add_events_tx(events: Sequence[NewEvent], *, create_tenants: bool = False,
                 targets = filters.select(event, targets)
             pairs += [(event_id, d) for d in targets]
     job_ids: dict[int, list[int]] = {}
+    deltas = MetricDeltas()  # the figures /metrics reads, after the rows (oldest job probe)
     if pairs:  # one query for every job of the batch: this is ingest's hot path
         for r in (yield from insert_jobs_tx(pairs)):
             job_ids.setdefault(r["event_id"], []).append(r["id"])
+            deltas.jobs(r["destination_id"], None, "pending")
         yield NOTIFY
-    deltas = MetricDeltas()  # the figures /metrics reads, after the rows (oldest job probe)
     deltas.events(len(inserted))
     if filters is not None:
         filters.count(deltas)
-    for _, destination_id in pairs:
-        deltas.jobs(destination_id, None, "pending")
     yield from deltas.apply()
     results: list[StoreResult] = []
     seen: set[EventKey] = set()

@@ -114,11 +114,10 @@ def _publish_for(notify: NotifyPolicy, event_type: str, owner: str, tenant: str,
              "forwarded_headers", "trace_context", "schema_problem"),
             [(message_id, owner, policy.SOURCE, source_event_id, event_type, body,
               forwarding.encode(()), None, None)])}, per_row=True)
-        yield from insert_jobs_tx([(stored["id"], d) for d in reached])
+        for r in (yield from insert_jobs_tx([(stored["id"], d) for d in reached])):
+            deltas.jobs(r["destination_id"], None, "pending")
         yield NOTIFY
         deltas.events(1)
-        for destination_id in reached:
-            deltas.jobs(destination_id, None, "pending")
         deltas.notification(event_type.removeprefix(policy.PREFIX))
     yield from deltas.apply()
     if not reached:

@@ -273,7 +273,10 @@ def _test_delivery_tx(tenant: str, name: str, event_type: str | None) -> Tx[Test
          "forwarded_headers", "trace_context", "schema_problem"),
         [(message_id, tenant, TEST_SOURCE, source_event_id, payload.type, body,
           forwarding.encode(()), None, None)])}, per_row=True)
-    [job] = yield from insert_jobs_tx([(event["id"], dest["id"])])
+    written = yield from insert_jobs_tx([(event["id"], dest["id"])])
+    if not written:  # removed since it was read (PostgreSQL): nothing is kept
+        raise DestinationMissing(name, tenant)
+    [job] = written
     deltas = MetricDeltas()  # the figures /metrics reads, as ingest keeps them
     deltas.events(1)
     deltas.jobs(dest["id"], None, "pending")

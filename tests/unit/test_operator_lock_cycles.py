@@ -251,3 +251,36 @@ async def test_only_a_lock_not_granted_is_tried_again(monkeypatch):
     with pytest.raises(StoreBusy):
         await ops.retried_giving_way(failing(StoreBusy("statement timeout"), 1), lambda: "tx")
     assert len(runs) == 1
+
+
+async def test_an_event_published_while_its_destination_is_removed_gets_no_job_there(pg_url):
+    """Ingest reads the fan-out (the destination live), then waits for the removal's lock on
+    the destination row; the removal ends the destination's jobs and commits. The job ingest
+    then writes would be pending on a removed destination, never claimed nor ended: it is
+    not written, and not counted. The event is stored, with its job for the other
+    destination."""
+    async with PostgresStore(pg_url, clock=FakeClock()) as store:
+        await _destination(store, "d")
+        await _destination(store, "kept")
+        removal = await asyncpg.connect(pg_url)
+        try:
+            async with removal.transaction():  # as remove_destination does, held open here
+                await removal.execute(
+                    "UPDATE destinations SET deleted_at = 1, name = name || '~removed-' || id "
+                    "WHERE name = 'd'")
+                ingest = asyncio.ensure_future(store.add_events([new_event("e1")]))
+                await _until_waiting(removal, 1)
+            [accepted] = await asyncio.wait_for(ingest, timeout=20.0)
+            jobs = await removal.fetch("SELECT j.id, d.name FROM jobs j "
+                                       "JOIN destinations d ON d.id = j.destination_id")
+            assert [(r["id"], r["name"]) for r in jobs] == [(accepted.job_ids[0], "kept")]
+            assert len(accepted.job_ids) == 1
+            counted = await removal.fetch(  # the maintained figures /metrics reads
+                "SELECT destination_id, sum(n) AS n FROM (SELECT destination_id, n FROM "
+                "metric_counts WHERE family = 'jobs' AND label = 'pending' UNION ALL SELECT "
+                "destination_id, n FROM metric_count_deltas WHERE family = 'jobs' AND label = "
+                "'pending') c GROUP BY destination_id ORDER BY destination_id")
+            kept = await removal.fetchval("SELECT id FROM destinations WHERE name = 'kept'")
+            assert [(r["destination_id"], r["n"]) for r in counted] == [(0, 1), (kept, 1)]
+        finally:
+            await removal.close()

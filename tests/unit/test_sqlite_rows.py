@@ -31,7 +31,8 @@ def test_the_store_inserts_are_recognised():
     events, jobs = row_insert(Q["insert_event"]), row_insert(Q["insert_jobs"])
     assert events is not None and events.table == "events"
     assert events.returning == ("id", "message_id", "tenant_id", "source", "source_event_id")
-    assert jobs is not None and jobs.table == "jobs" and jobs.returning == ("id", "event_id")
+    assert jobs is not None and jobs.table == "jobs"
+    assert jobs.returning == ("id", "event_id", "destination_id")
     assert "RETURNING" not in events.sql(3)
     assert events.sql(3).count("(?, ?, ?, ?, ?, ?, ?, ?, ?, ?)") == 3
 

@@ -68,15 +68,21 @@ ON CONFLICT (id) DO NOTHING
 
 -- insert_jobs: the delivery jobs of a batch of events, one per (event id, destination id)
 -- pair, due now, each with its destination's `ordered` (jobs_ordered, schema 26; read under
--- the shared guard, ops.OrderedMarks)
+-- the shared guard, ops.OrderedMarks). Only for a destination still live once its row is
+-- locked (FOR KEY SHARE, as the foreign key's check locks it anyway): the fan-out was read
+-- earlier in the transaction, and a removal committed meanwhile (its kill of the jobs done)
+-- would otherwise leave a job pending on a removed destination, never claimed nor ended;
+-- the rows come back with their destination, so the caller counts only those written
 INSERT INTO jobs (event_id, destination_id, run_at, created_at, updated_at, ordered)
 SELECT u.event_id, u.destination_id, t.now, t.now, t.now, d.ordered
 FROM unnest(:event_ids::bigint[], :destination_ids::bigint[]) WITH ORDINALITY
         AS u (event_id, destination_id, ord)
     JOIN destinations d ON d.id = u.destination_id,
     (SELECT hookline_now(:test_now_s) AS now) t
+WHERE d.deleted_at IS NULL
 ORDER BY u.ord
-RETURNING id, event_id
+FOR KEY SHARE OF d
+RETURNING id, event_id, destination_id
 
 -- claim_window: the destinations one claim considers, so that its cost follows the work it
 -- can take, not the destinations that exist (see StoreLogic._claim_window). A leapfrog walk

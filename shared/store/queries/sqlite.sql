@@ -62,10 +62,11 @@ WHERE NOT EXISTS (SELECT 1 FROM events e WHERE e.tenant_id = json_extract(value,
 ON CONFLICT (id) DO NOTHING
 
 -- insert_jobs: one delivery job, due now (the store runs it for every [event id, destination
--- id] pair of a batch, as a few multi-row statements)
+-- id] pair of a batch, as a few multi-row statements); the writer holds the one write lock
+-- from its fan-out read on, so every destination read live still is
 INSERT INTO jobs (event_id, destination_id, run_at, created_at, updated_at)
 VALUES (:event_ids, :destination_ids, :now, :now, :now)
-RETURNING id, event_id
+RETURNING id, event_id, destination_id
 
 -- claim_window: the destinations one claim considers, so that its cost follows the work it
 -- can take, not the destinations that exist (see StoreLogic._claim_window). A leapfrog walk
