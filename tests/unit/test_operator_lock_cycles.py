@@ -20,7 +20,8 @@ import asyncpg
 import pytest
 
 from hookline.shared.errors import LockUnavailable, StoreBusy
-from hookline.shared.models import AttemptResult, Retry
+from hookline.shared.models import AttemptResult, Dead, Retry
+from hookline.shared.operator_models import JobSelection
 from hookline.shared.policy.notify import NotifyPolicy
 from hookline.shared.store import ops
 from hookline.shared.store.postgres import ORDERED_MARKS_LOCK, PostgresStore
@@ -282,5 +283,33 @@ async def test_an_event_published_while_its_destination_is_removed_gets_no_job_t
                 "'pending') c GROUP BY destination_id ORDER BY destination_id")
             kept = await removal.fetchval("SELECT id FROM destinations WHERE name = 'kept'")
             assert [(r["destination_id"], r["n"]) for r in counted] == [(0, 1), (kept, 1)]
+        finally:
+            await removal.close()
+
+
+@pytest.mark.parametrize("action", ["replay", "resend"])
+async def test_a_job_reopened_while_its_destination_is_removed_is_left_alone(pg_url, action):
+    """A replay or resend reads its candidates (dead jobs of live destinations) while a
+    removal of their destination is in progress: it waits for the removal, then leaves the
+    destination's jobs alone. Reopened after the removal's kill, one would be pending on a
+    removed destination, never claimed nor ended."""
+    async with PostgresStore(pg_url, clock=FakeClock()) as store:
+        await _destination(store, "d")
+        await store.add_events([new_event("e1")])
+        [claim] = await store.claim("w", 1, LEASE_S, 1)
+        await store.finish([(claim, Dead(error="HTTP 410"), FAILED)])
+        removal = await asyncpg.connect(pg_url)
+        try:
+            async with removal.transaction():  # as remove_destination does, held open here
+                await removal.execute(
+                    "UPDATE destinations SET deleted_at = 1, name = name || '~removed-' || id "
+                    "WHERE name = 'd'")
+                reopen = asyncio.ensure_future(
+                    store.replay(all_dead=True) if action == "replay"
+                    else store.resend(JobSelection(job_id=claim.job_id)))
+                await _until_waiting(removal, 1)
+            done = await asyncio.wait_for(reopen, timeout=20.0)
+            assert (done if action == "replay" else done.count) == 0
+            assert await removal.fetchval("SELECT status FROM jobs") == "dead"
         finally:
             await removal.close()

@@ -449,7 +449,11 @@ WHERE j.status = 'dead' AND (:destination::text IS NULL OR d.name = :destination
     AND (:since::double precision IS NULL OR j.finished_at >= :since)
 ORDER BY j.finished_at DESC, j.id DESC LIMIT :limit
 
--- replay_candidates: dead jobs a replay would take (live destination, body not purged)
+-- replay_candidates: dead jobs a replay would take (live destination, body not purged). The
+-- destinations are locked FOR KEY SHARE (a claim's or finish's lock does not conflict): a
+-- removal in progress is waited for and its destination then left out, and one that starts
+-- after waits for the replay, then ends the jobs it reopened; unlocked, a job reopened just
+-- after the removal's kill was left pending on a removed destination, never claimed
 SELECT j.id, j.destination_id FROM jobs j JOIN events e ON e.id = j.event_id
     JOIN destinations d ON d.id = j.destination_id
 WHERE j.status = 'dead' AND d.deleted_at IS NULL AND e.body_purged_at IS NULL
@@ -458,6 +462,7 @@ WHERE j.status = 'dead' AND d.deleted_at IS NULL AND e.body_purged_at IS NULL
     AND (:tenant::text IS NULL OR d.tenant_id = :tenant)
     AND (:since::double precision IS NULL OR j.finished_at >= :since)
 ORDER BY j.id
+FOR KEY SHARE OF d
 
 -- replay_job: dead -> pending, fresh attempt budget, due now (batch of ids; history stays)
 UPDATE jobs SET status = 'pending', attempts = 0, run_at = hookline_now(:test_now_s),
@@ -606,7 +611,8 @@ FROM jobs j JOIN destinations d ON d.id = j.destination_id
 WHERE j.event_id = ANY(:event_ids::bigint[]) ORDER BY j.id
 
 -- resend_candidates: done or dead jobs a resend would take (live destination, body stored),
--- oldest first; since/until bound the job's creation (its event's receipt)
+-- oldest first; since/until bound the job's creation (its event's receipt); their
+-- destinations locked FOR KEY SHARE, as replay_candidates does (a removal in progress)
 SELECT j.id, j.status, j.destination_id FROM jobs j JOIN events e ON e.id = j.event_id
     JOIN destinations d ON d.id = j.destination_id
 WHERE j.status IN ('done', 'dead') AND d.deleted_at IS NULL AND e.body_purged_at IS NULL
@@ -617,7 +623,7 @@ WHERE j.status IN ('done', 'dead') AND d.deleted_at IS NULL AND e.body_purged_at
     AND (:since::double precision IS NULL OR j.created_at >= :since)
     AND (:until::double precision IS NULL OR j.created_at < :until)
 ORDER BY j.id LIMIT :limit
-FOR UPDATE OF j
+FOR UPDATE OF j FOR KEY SHARE OF d
 
 -- resend_jobs: done/dead -> pending, fresh attempt budget, due now (batch of ids; the event
 -- row is untouched, so the same webhook-id and body bytes go out; history stays)
