@@ -27,7 +27,11 @@ from hookline.shared.store import ops
 from hookline.shared.store.postgres import ORDERED_MARKS_LOCK, PostgresStore
 from hookline.shared.tenant_models import TenantFields
 from tests.conftest import FakeClock, new_event
-from tests.unit.test_takeover_races import _until_waiting
+from tests.unit.test_takeover_races import (
+    HOLD_ATTEMPT,
+    _until_waiting,
+    third_connection,
+)
 
 FAILED = AttemptResult(started_at=0.0, duration_s=0.01, status_code=500)
 RETRY = (Retry(delay_s=0.0, error="HTTP 500"), FAILED)
@@ -84,12 +88,10 @@ async def test_removing_a_destination_gives_way_to_a_finish(pg_url):
         await _destination(store, "d")
         await store.add_events([new_event("e1")])
         [claim] = await store.claim("w", 1, LEASE_S, 5)
-        blocker = await asyncpg.connect(pg_url)
-        try:
+        async with third_connection(pg_url) as blocker:
             before = await _deadlocks(blocker)
             async with blocker.transaction():
-                await blocker.execute("SELECT 1 FROM attempts WHERE lease_token = $1 "
-                                      "FOR UPDATE", claim.lease_token)
+                await blocker.execute(HOLD_ATTEMPT, claim.lease_token)
                 finish = asyncio.ensure_future(store.finish([(claim, *RETRY)]))
                 await _until_waiting(blocker, 1)
                 remove = asyncio.ensure_future(store.remove_destination("d"))
@@ -100,8 +102,6 @@ async def test_removing_a_destination_gives_way_to_a_finish(pg_url):
             assert done == [[True], 1]  # the job, retried: pending, then ended
             assert "could not obtain lock on row" in store.gave_way[0]  # NOWAIT, no wait
             assert await _deadlocks(blocker) == before
-        finally:
-            await blocker.close()
 
 
 async def test_removing_a_destination_gives_way_to_a_claim_ending_a_lost_job(pg_url):
@@ -117,12 +117,10 @@ async def test_removing_a_destination_gives_way_to_a_claim_ending_a_lost_job(pg_
         [lost] = await store.claim("lost", 1, LEASE_S, 1)
         await store.add_events([new_event("e2")])
         clock.advance(LEASE_S + 1)
-        blocker = await asyncpg.connect(pg_url)
-        try:
+        async with third_connection(pg_url) as blocker:
             before = await _deadlocks(blocker)
             async with blocker.transaction():
-                await blocker.execute("SELECT 1 FROM attempts WHERE lease_token = $1 "
-                                      "FOR UPDATE", lost.lease_token)
+                await blocker.execute(HOLD_ATTEMPT, lost.lease_token)
                 claim = asyncio.ensure_future(store.claim("next", 10, LEASE_S, 1))
                 await _until_waiting(blocker, 1)
                 remove = asyncio.ensure_future(store.remove_destination("d"))
@@ -133,8 +131,6 @@ async def test_removing_a_destination_gives_way_to_a_claim_ending_a_lost_job(pg_
             assert len(done[0]) == 1 and done[1] == 1, done
             assert "could not obtain lock on row" in store.gave_way[0]
             assert await _deadlocks(blocker) == before
-        finally:
-            await blocker.close()
 
 
 async def _failing_pair(store: PostgresStore, tenant: str = "_default") -> list[Any]:
@@ -159,8 +155,7 @@ async def test_a_tenants_removal_locks_its_destinations_in_id_order(pg_url):
         await store.put_tenant("t", TenantFields())
         claims = await _failing_pair(store, tenant="t")
         await store.update_destination("a", tenant="t", timeout_s=7.0)  # a's row moves
-        blocker = await asyncpg.connect(pg_url)
-        try:
+        async with third_connection(pg_url) as blocker:
             await blocker.execute("ANALYZE destinations")  # as autovacuum would: a seq scan
             before = await _deadlocks(blocker)
             async with blocker.transaction():
@@ -174,8 +169,6 @@ async def test_a_tenants_removal_locks_its_destinations_in_id_order(pg_url):
             _no_deadlock(done)
             assert done[0] == [True, True], done
             assert await _deadlocks(blocker) == before
-        finally:
-            await blocker.close()
 
 
 async def test_forgetting_previous_secrets_locks_destinations_in_id_order(pg_url):
@@ -188,8 +181,7 @@ async def test_forgetting_previous_secrets_locks_destinations_in_id_order(pg_url
         await store.rotate_secret("b", "whsec_" + "B" * 32, 1.0)
         await store.rotate_secret("a", "whsec_" + "C" * 32, 1.0)  # a's row after b's
         clock.advance(2.0)
-        blocker = await asyncpg.connect(pg_url)
-        try:
+        async with third_connection(pg_url) as blocker:
             await blocker.execute("ANALYZE destinations")
             before = await _deadlocks(blocker)
             async with blocker.transaction():
@@ -204,8 +196,6 @@ async def test_forgetting_previous_secrets_locks_destinations_in_id_order(pg_url
             _no_deadlock(done)
             assert done[0] == [True, True] and done[1].previous_secrets == 2, done
             assert await _deadlocks(blocker) == before
-        finally:
-            await blocker.close()
 
 
 async def test_a_removal_that_keeps_giving_way_changes_nothing(pg_url):
@@ -214,8 +204,7 @@ async def test_a_removal_that_keeps_giving_way_changes_nothing(pg_url):
     async with PostgresStore(pg_url, clock=FakeClock()) as store:
         await _destination(store, "d")
         [accepted] = await store.add_events([new_event("e1")])
-        blocker = await asyncpg.connect(pg_url)
-        try:
+        async with third_connection(pg_url) as blocker:
             async with blocker.transaction():
                 await blocker.execute("SELECT 1 FROM jobs WHERE id = $1 FOR UPDATE",
                                       accepted.job_ids[0])
@@ -223,8 +212,6 @@ async def test_a_removal_that_keeps_giving_way_changes_nothing(pg_url):
                     await store.remove_destination("d")
             assert (await store.get_destination("d")).name == "d"
             assert await blocker.fetchval("SELECT status FROM jobs") == "pending"
-        finally:
-            await blocker.close()
 
 
 async def test_only_a_lock_not_granted_is_tried_again(monkeypatch):
@@ -263,8 +250,7 @@ async def test_an_event_published_while_its_destination_is_removed_gets_no_job_t
     async with PostgresStore(pg_url, clock=FakeClock()) as store:
         await _destination(store, "d")
         await _destination(store, "kept")
-        removal = await asyncpg.connect(pg_url)
-        try:
+        async with third_connection(pg_url) as removal:
             async with removal.transaction():  # as remove_destination does, held open here
                 await removal.execute(
                     "UPDATE destinations SET deleted_at = 1, name = name || '~removed-' || id "
@@ -283,8 +269,6 @@ async def test_an_event_published_while_its_destination_is_removed_gets_no_job_t
                 "'pending') c GROUP BY destination_id ORDER BY destination_id")
             kept = await removal.fetchval("SELECT id FROM destinations WHERE name = 'kept'")
             assert [(r["destination_id"], r["n"]) for r in counted] == [(0, 1), (kept, 1)]
-        finally:
-            await removal.close()
 
 
 @pytest.mark.parametrize("action", ["replay", "resend"])
@@ -298,8 +282,7 @@ async def test_a_job_reopened_while_its_destination_is_removed_is_left_alone(pg_
         await store.add_events([new_event("e1")])
         [claim] = await store.claim("w", 1, LEASE_S, 1)
         await store.finish([(claim, Dead(error="HTTP 410"), FAILED)])
-        removal = await asyncpg.connect(pg_url)
-        try:
+        async with third_connection(pg_url) as removal:
             async with removal.transaction():  # as remove_destination does, held open here
                 await removal.execute(
                     "UPDATE destinations SET deleted_at = 1, name = name || '~removed-' || id "
@@ -311,5 +294,3 @@ async def test_a_job_reopened_while_its_destination_is_removed_is_left_alone(pg_
             done = await asyncio.wait_for(reopen, timeout=20.0)
             assert (done if action == "replay" else done.count) == 0
             assert await removal.fetchval("SELECT status FROM jobs") == "dead"
-        finally:
-            await removal.close()

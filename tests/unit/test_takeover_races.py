@@ -12,6 +12,8 @@ would close."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
+from collections.abc import AsyncIterator
 from typing import Any
 
 import asyncpg
@@ -43,17 +45,34 @@ async def _late_claim(store: PostgresStore, clock: FakeClock, *, ordered: bool =
     return late
 
 
+HOLD_ATTEMPT = "SELECT 1 FROM attempts WHERE lease_token = $1 FOR UPDATE"
+HOLD_DESTINATION = "SELECT 1 FROM destinations WHERE id = $1 FOR UPDATE"
+"""What the third connection holds (its first argument: a lease token, a destination id)."""
+
+
+@contextlib.asynccontextmanager
+async def third_connection(url: str) -> AsyncIterator[asyncpg.Connection]:
+    """A connection of its own to the test's database, to hold rows and watch the others."""
+    conn = await asyncpg.connect(url)
+    try:
+        yield conn
+    finally:
+        await conn.close()
+
+
+async def _waiting(conn: asyncpg.Connection) -> int:
+    """How many sessions of this database wait for a lock now."""
+    await conn.execute("SELECT pg_stat_clear_snapshot()")  # read anew inside a transaction
+    return int(await conn.fetchval("SELECT count(*) FROM pg_stat_activity WHERE "
+                                   "wait_event_type = 'Lock' AND datname = current_database()"))
+
+
 async def _until_waiting(conn: asyncpg.Connection, sessions: int,
                          unless_done: asyncio.Future[Any] | None = None) -> None:
     """Return once `sessions` sessions of this database wait for a lock, or `unless_done`
     is done (AssertionError after 20 s when it is not given)."""
     for _ in range(400):
-        if unless_done is not None and unless_done.done():
-            return
-        await conn.execute("SELECT pg_stat_clear_snapshot()")  # read anew inside a transaction
-        if await conn.fetchval(
-                "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' "
-                "AND datname = current_database()") >= sessions:
+        if (unless_done is not None and unless_done.done()) or await _waiting(conn) >= sessions:
             return
         await asyncio.sleep(0.05)
     if unless_done is None:
@@ -64,10 +83,7 @@ async def _until_waiting_at_most(conn: asyncpg.Connection, sessions: int) -> Non
     """Return once at most `sessions` sessions of this database wait for a lock
     (AssertionError after 20 s)."""
     for _ in range(400):
-        await conn.execute("SELECT pg_stat_clear_snapshot()")
-        if await conn.fetchval(
-                "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' "
-                "AND datname = current_database()") <= sessions:
+        if await _waiting(conn) <= sessions:
             return
         await asyncio.sleep(0.05)
     raise AssertionError(f"more than {sessions} sessions wait for a lock")
@@ -87,11 +103,9 @@ async def test_a_late_finish_holding_its_job_is_not_taken_over_and_completes(
     clock = FakeClock()
     async with PostgresStore(pg_url, clock=clock) as store:
         late = await _late_claim(store, clock)
-        blocker = await asyncpg.connect(pg_url)
-        try:
+        async with third_connection(pg_url) as blocker:
             async with blocker.transaction():
-                await blocker.execute("SELECT 1 FROM attempts WHERE lease_token = $1 "
-                                      "FOR UPDATE", late.lease_token)
+                await blocker.execute(HOLD_ATTEMPT, late.lease_token)
                 finish = asyncio.ensure_future(store.finish([(late, *OUTCOMES[outcome])]))
                 await _until_waiting(blocker, 1)
                 claim = asyncio.ensure_future(store.claim("next", 10, LEASE_S, 5))
@@ -102,8 +116,6 @@ async def test_a_late_finish_holding_its_job_is_not_taken_over_and_completes(
             assert done == [[True], []]
             assert await _job(blocker, late.job_id) == (
                 ("done", None) if outcome == "delivered" else ("pending", None))
-        finally:
-            await blocker.close()
 
 
 async def test_a_claim_holding_the_destination_skips_the_head_a_late_finish_holds(pg_url):
@@ -116,11 +128,9 @@ async def test_a_claim_holding_the_destination_skips_the_head_a_late_finish_hold
     clock = FakeClock()
     async with PostgresStore(pg_url, clock=clock) as store:
         late = await _late_claim(store, clock, ordered=True)
-        blocker = await asyncpg.connect(pg_url)
-        try:
+        async with third_connection(pg_url) as blocker:
             async with blocker.transaction():
-                await blocker.execute("SELECT 1 FROM destinations WHERE id = $1 FOR UPDATE",
-                                      late.destination_id)
+                await blocker.execute(HOLD_DESTINATION, late.destination_id)
                 claim = asyncio.ensure_future(store.claim("next", 10, LEASE_S, 5))
                 await _until_waiting(blocker, 1)
                 finish = asyncio.ensure_future(store.finish([(late, *OUTCOMES["retried"])]))
@@ -132,8 +142,6 @@ async def test_a_claim_holding_the_destination_skips_the_head_a_late_finish_hold
             streak = await blocker.fetchval("SELECT failure_streak FROM destinations "
                                             "WHERE id = $1", late.destination_id)
             assert streak == 1
-        finally:
-            await blocker.close()
 
 
 async def test_a_claim_taking_over_first_makes_the_late_finish_history_only(pg_url):
@@ -144,11 +152,9 @@ async def test_a_claim_taking_over_first_makes_the_late_finish_history_only(pg_u
     clock = FakeClock()
     async with PostgresStore(pg_url, clock=clock) as store:
         late = await _late_claim(store, clock)
-        blocker = await asyncpg.connect(pg_url)
-        try:
+        async with third_connection(pg_url) as blocker:
             async with blocker.transaction():
-                await blocker.execute("SELECT 1 FROM attempts WHERE lease_token = $1 "
-                                      "FOR UPDATE", late.lease_token)
+                await blocker.execute(HOLD_ATTEMPT, late.lease_token)
                 claim = asyncio.ensure_future(store.claim("next", 10, LEASE_S, 5))
                 await _until_waiting(blocker, 1)
                 finish = asyncio.ensure_future(store.finish([(late, *OUTCOMES["delivered"])]))
@@ -161,8 +167,6 @@ async def test_a_claim_taking_over_first_makes_the_late_finish_history_only(pg_u
             old = await blocker.fetchrow("SELECT status_code, error FROM attempts "
                                          "WHERE lease_token = $1", late.lease_token)
             assert (old["status_code"], old["error"]) == (200, "lease expired (worker lost)")
-        finally:
-            await blocker.close()
 
 
 async def test_a_claim_skips_a_job_at_its_cap_that_a_late_finish_holds(pg_url):
@@ -179,11 +183,9 @@ async def test_a_claim_skips_a_job_at_its_cap_that_a_late_finish_holds(pg_url):
         low, high = sorted(await store.claim("late", 2, LEASE_S, 1), key=lambda c: c.job_id)
         clock.advance(LEASE_S + 1)
         dead = (Dead(error="HTTP 500"), FAILED)
-        blocker = await asyncpg.connect(pg_url)
-        try:
+        async with third_connection(pg_url) as blocker:
             async with blocker.transaction():
-                await blocker.execute("SELECT 1 FROM attempts WHERE lease_token = $1 "
-                                      "FOR UPDATE", high.lease_token)
+                await blocker.execute(HOLD_ATTEMPT, high.lease_token)
                 finish = asyncio.ensure_future(store.finish([(high, *dead), (low, *dead)]))
                 await _until_waiting(blocker, 1)
                 claim = asyncio.ensure_future(store.claim("next", 10, LEASE_S, 1))
@@ -195,8 +197,6 @@ async def test_a_claim_skips_a_job_at_its_cap_that_a_late_finish_holds(pg_url):
             assert [tuple(r) for r in errors] == [
                 ("dead", "worker lost (lease expired on the final attempt)"),
                 ("dead", "HTTP 500")]
-        finally:
-            await blocker.close()
 
 
 async def test_a_late_finish_of_a_replayed_job_does_not_stop_its_takeover(pg_url):
@@ -217,11 +217,9 @@ async def test_a_late_finish_of_a_replayed_job_does_not_stop_its_takeover(pg_url
         [fresh] = await store.claim("late", 1, LEASE_S, 5)
         assert await store.replay(job_id=stale.job_id) == 1
         retried = (Retry(delay_s=0.0, error="HTTP 500"), FAILED)
-        blocker = await asyncpg.connect(pg_url)
-        try:
+        async with third_connection(pg_url) as blocker:
             async with blocker.transaction():
-                await blocker.execute("SELECT 1 FROM attempts WHERE lease_token = $1 "
-                                      "FOR UPDATE", fresh.lease_token)
+                await blocker.execute(HOLD_ATTEMPT, fresh.lease_token)
                 finish = asyncio.ensure_future(store.finish([(stale, *retried),
                                                              (fresh, *retried)]))
                 await _until_waiting(blocker, 1)
@@ -235,8 +233,6 @@ async def test_a_late_finish_of_a_replayed_job_does_not_stop_its_takeover(pg_url
                                          "WHERE lease_token = $1", stale.lease_token)
             assert (old["status_code"], old["error"]) == (
                 500, "worker lost (lease expired on the final attempt)")
-        finally:
-            await blocker.close()
 
 
 async def test_a_job_lost_at_its_cap_is_never_taken_over(pg_url):
@@ -253,11 +249,9 @@ async def test_a_job_lost_at_its_cap_is_never_taken_over(pg_url):
         await store.add_events([new_event("e1")])
         [lost] = await store.claim("lost", 1, LEASE_S, 1)
         clock.advance(LEASE_S + 1)
-        blocker = await asyncpg.connect(pg_url)
-        try:
+        async with third_connection(pg_url) as blocker:
             async with blocker.transaction():
-                await blocker.execute("SELECT 1 FROM destinations WHERE id = $1 FOR UPDATE",
-                                      lost.destination_id)
+                await blocker.execute(HOLD_DESTINATION, lost.destination_id)
                 turn = asyncio.ensure_future(operator.update_destination("d", ordered=True))
                 await _until_waiting(blocker, 1)  # the job marked (held), waits for d
                 claim = asyncio.ensure_future(store.claim("next", 10, LEASE_S, 1))
@@ -269,8 +263,6 @@ async def test_a_job_lost_at_its_cap_is_never_taken_over(pg_url):
             row = await blocker.fetchrow("SELECT status, attempts, last_error FROM jobs "
                                          "WHERE id = $1", lost.job_id)
             assert tuple(row) == ("dead", 1, "worker lost (lease expired on the final attempt)")
-        finally:
-            await blocker.close()
 
 
 async def test_a_job_lost_at_its_cap_held_by_a_late_finish_that_rolls_back_is_not_taken_over(
@@ -286,13 +278,10 @@ async def test_a_job_lost_at_its_cap_held_by_a_late_finish_that_rolls_back_is_no
         await store.add_events([new_event("e1")])
         [lost] = await store.claim("lost", 1, LEASE_S, 1)
         clock.advance(LEASE_S + 1)
-        blocker = await asyncpg.connect(pg_url)
-        try:
+        async with third_connection(pg_url) as blocker:
             async with blocker.transaction():
-                await blocker.execute("SELECT 1 FROM attempts WHERE lease_token = $1 "
-                                      "FOR UPDATE", lost.lease_token)
-                await blocker.execute("SELECT 1 FROM destinations WHERE id = $1 FOR UPDATE",
-                                      lost.destination_id)
+                await blocker.execute(HOLD_ATTEMPT, lost.lease_token)
+                await blocker.execute(HOLD_DESTINATION, lost.destination_id)
                 finish = asyncio.ensure_future(late_store.finish(
                     [(lost, Dead(error="HTTP 500"), FAILED)]))
                 await _until_waiting(blocker, 1)  # holds the job, waits for its attempt
@@ -309,5 +298,3 @@ async def test_a_job_lost_at_its_cap_held_by_a_late_finish_that_rolls_back_is_no
                     break
                 await asyncio.sleep(0.05)
             assert tuple(row) == ("dead", 1, "worker lost (lease expired on the final attempt)")
-        finally:
-            await blocker.close()
