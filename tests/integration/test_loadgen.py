@@ -90,10 +90,12 @@ def test_arrival_schedules_are_even_or_poisson_at_the_rate():
 
 
 async def test_poisson_arrivals_reach_the_server_on_their_schedule():
-    """200 events at 100/s with poisson arrivals: all arrive, each (in arrival order, from
-    the first) close to its scheduled time. The schedule strays from even pacing by a median
-    of about 48 ms here, so evenly paced posts would miss it by as much (the limit, 20 ms,
-    leaves a loaded machine room)."""
+    """200 events at 100/s with poisson arrivals: all arrive, each close to its scheduled
+    time. Misses are measured from the lag all arrivals share (their median lag: the
+    client's start-up, which a loaded machine makes late, and anchoring to the first
+    arrival counted it in every miss). The schedule strays from even pacing by a median of
+    about 30 ms measured the same way, so evenly paced posts would miss it by as much (the
+    limit, 20 ms, leaves a loaded machine room)."""
     arrived: list[float] = []
 
     async def events(request: web.Request) -> web.Response:
@@ -109,10 +111,18 @@ async def test_poisson_arrivals_reach_the_server_on_their_schedule():
     assert figures["statuses"] == {"202": 200}
     schedule = loadgen.arrival_offsets(200, 100.0, "poisson")
     even = loadgen.arrival_offsets(200, 100.0)
-    assert statistics.median(abs(s - e) for s, e in zip(schedule, even, strict=True)) > 0.04
-    misses = [abs((at - arrived[0]) - due)
-              for at, due in zip(sorted(arrived), schedule, strict=True)]
-    assert statistics.median(misses) < 0.02, statistics.median(misses)
+    assert _median_miss(even, schedule) > 0.025
+    start = arrived[0]
+    miss = _median_miss([at - start for at in sorted(arrived)], schedule)
+    assert miss < 0.02, miss
+
+
+def _median_miss(offsets: list[float], schedule: list[float]) -> float:
+    """The median of how far each offset (s) lies from its due time, once the lag they all
+    share (the median lag) is taken away."""
+    lags = [offset - due for offset, due in zip(offsets, schedule, strict=True)]
+    shared = statistics.median(lags)
+    return statistics.median(abs(lag - shared) for lag in lags)
 
 
 @pytest.mark.parametrize(("extra", "message"), [
