@@ -8,7 +8,7 @@ driven by the backend. The finish side is in :mod:`hookline.shared.store.finish_
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple
 
 from hookline.shared.endpoint_models import parse_headers
@@ -19,6 +19,7 @@ from hookline.shared.policy.delivery import (
     UNREADABLE_PREFIX,
     choose_with_takeovers,
     fair_room,
+    next_send_after,
     share_left,
     unsettled_by_more,
 )
@@ -114,20 +115,23 @@ class ClaimOperations:
             else:
                 offers[slot["id"]] = min(slot["free"], room)
         tenant_by_id = {slot["id"]: slot["tenant_id"] for slot in slots}
-        chosen, next_send, waiting, status_of, takeovers = yield from self._choose(
+        chosen, _, waiting, status_of, takeovers = yield from self._choose(
             request, due, offers, tenant_by_id, rates=rates, now=now, per_tenant=per_tenant,
             untried=untried)
-        for destination_id, next_send_at in next_send.items():
-            yield count("advance_next_send", destination_id=destination_id,
-                        next_send_at=next_send_at)
         if not chosen:
             return [], waiting
-        # Every chosen job is still due (write lock, or row locks): one UPDATE leases them.
+        # One UPDATE leases the chosen jobs. On PostgreSQL it skips one another transaction
+        # holds (a late finish of an ordered destination's head, read unlocked).
         by_id = {r["id"]: r for r in (yield rows("claim_job", job_ids=chosen,
                                                   max_attempts=request.max_attempts,
                                                   worker=request.worker,
                                                   lease_s=float(request.lease_s)))}
         leased = [by_id[job_id] for job_id in chosen if job_id in by_id]
+        # A rate-limited destination's next send moves on by the jobs leased, not chosen: a
+        # job skipped is sent later at no cost of its destination's rate.
+        for destination_id, next_send_at in _next_sends(rates, leased, now).items():
+            yield count("advance_next_send", destination_id=destination_id,
+                        next_send_at=next_send_at)
         job_ids = [r["id"] for r in leased]
         # A job whose previous claim's attempt never finished (its worker was lost: an expired
         # lease, or a replay of a job that died so) is taken over, and is sent in quarantine.
@@ -302,6 +306,21 @@ class ClaimOperations:
 
 
 _Due = tuple[int, float, int, str]  # a claimable job: id, due since, attempts made, status
+
+
+def _next_sends(rates: Mapping[int, tuple[float, float]], leased: Sequence[Any],
+                now: float) -> dict[int, float]:
+    """The new next_send_at (unix s) of each rate-limited destination (`rates`: id ->
+    (per second, stored next_send_at)) with jobs among `leased`: spaced from the stored
+    value by one interval per job leased, as the choice spaced the jobs it chose."""
+    leased_of = Counter(r["destination_id"] for r in leased if r["destination_id"] in rates)
+    moved: dict[int, float] = {}
+    for destination_id, jobs in leased_of.items():
+        rate_per_s, next_send_at = rates[destination_id]
+        for _ in range(jobs):
+            next_send_at = next_send_after(next_send_at, now, rate_per_s)
+        moved[destination_id] = next_send_at
+    return moved
 
 
 def _pending_bound(limit: int, offers: Mapping[int, int]) -> int | None:

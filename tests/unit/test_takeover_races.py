@@ -144,6 +144,26 @@ async def test_a_claim_holding_the_destination_skips_the_head_a_late_finish_hold
             assert streak == 1
 
 
+async def test_a_skipped_head_of_a_rate_limited_destination_keeps_its_turn(pg_url):
+    """An ordered destination limited to one send per 10 s: its head is read unlocked, so a
+    claim may choose it while another transaction holds it (here, as a late finish would)
+    and then skip it, leasing nothing. Its next send stays where it was: once the head is
+    let go, the next claim takes it at once, not 10 s later."""
+    async with PostgresStore(pg_url, clock=FakeClock()) as store:
+        await store.add_destination(name="d", url="http://127.0.0.1:9/", event_types=["*"],
+                                    secret=SECRET, max_in_flight=10, ordered=True,
+                                    rate_limit_per_s=0.1)
+        await store.add_events([new_event("e1"), new_event("e2")])
+        async with third_connection(pg_url) as blocker:
+            head = await blocker.fetchval("SELECT min(id) FROM jobs")
+            async with blocker.transaction():
+                await blocker.execute("SELECT 1 FROM jobs WHERE id = $1 FOR UPDATE", head)
+                assert await store.claim("w", 10, LEASE_S, 5) == []
+            [claim] = await store.claim("w", 10, LEASE_S, 5)
+            assert claim.job_id == head
+            assert await store.claim("w", 10, LEASE_S, 5) == []  # the limit still holds
+
+
 async def test_a_claim_taking_over_first_makes_the_late_finish_history_only(pg_url):
     """The other way round: the claim has taken the job over and waits for the old attempt
     row (held here) to close it as lost; the late finish waits for the job the claim holds,
