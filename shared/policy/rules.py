@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 from typing import Any, cast
 from urllib.parse import urlsplit
@@ -364,17 +364,20 @@ DESTINATION_FIELDS = ("name", "url", "secret", "event_types", "max_in_flight", "
 these; all but name and url are optional)."""
 
 
-def destination_fields(fields: Mapping[str, Any], generated_secret: str) -> NewDestination:
+def destination_fields(fields: Mapping[str, Any], generated_secret: str, *,
+                       also: Collection[str] = ()) -> NewDestination:
     """Check a destination to add given as an object of DESTINATION_FIELDS (the admin API's
     body): unknown fields are refused first, then every field as :func:`new_destination`
-    does; a field left out takes its default, `secret` the `generated_secret`.
+    does; a field left out takes its default, `secret` the `generated_secret`. `also`: the
+    fields the caller took out of the body itself (the admin API's `tenant`), listed among
+    the accepted ones when a field is refused.
 
     Raises:
         InvalidSetting: an unknown field (the first named, all listed), a missing name or
             url, or an invalid value.
     """
-    refuse_unknown(fields, DESTINATION_FIELDS, error=InvalidSetting)
-    given = {k: v for k, v in fields.items() if k not in ("name", "url", "secret")}
+    refuse_unknown(fields, (*DESTINATION_FIELDS, *also), error=InvalidSetting)
+    given = {k: v for k, v in fields.items() if k not in ("name", "url", "secret", *also)}
     secret = fields.get("secret")
     return new_destination(name=fields.get("name"), url=fields.get("url"),
                            secret=generated_secret if secret is None else secret, **given)

@@ -14,6 +14,7 @@ import os
 import signal
 import sys
 import threading
+import time
 from typing import Any
 
 from hookline.shared.config import Config
@@ -23,7 +24,7 @@ from hookline.shared.store.backup_format import BackupError, Manifest, RestoreRe
 from hookline.shared.store.backup_restore import restore, verify_snapshot
 from hookline.shared.store.backup_schedule import list_snapshots, rotate, run_schedule
 from hookline.supervisor.cli.common import fail
-from hookline.supervisor.cli.human import iso_time, show, size
+from hookline.supervisor.cli.human import iso_time, iso_time_ms, show, size
 
 
 def register(sub: Any) -> None:
@@ -179,6 +180,10 @@ def restore_command(config: Config, args: argparse.Namespace) -> int:
           f"hookline --db {path} serve  (jobs that were running are claimed again when their "
           "leases expire; while the live service still runs, give the copy its own --listen "
           "address and log_file, since the configuration's are the live one's)")
+    # Ids the old database gave out after the snapshot are given out again.
+    print(f"ids after the snapshot's are given out again: log lines older than this restore "
+          f"may be about lost events; read new stories with `hookline logs --since "
+          f"{iso_time_ms(time.time())}`")
     return 0
 
 

@@ -6,9 +6,9 @@ deadline passes.
 The URL defaults to the `listen` setting (a wildcard address becomes loopback) and the token
 to the `ingest_token` setting (HOOKLINE_INGEST_TOKEN or ingest_token_file), so on the
 service's host `hookline send invoice.paid --data '{"amount": 42}'` needs nothing else.
-Exit codes: 0 accepted or duplicate (both mean stored once), 2 refused by the service (a 4xx:
-fix the event or the token) or bad arguments, 1 unavailable until the deadline (send again
-later with the same --id).
+Exit codes: 0 accepted or duplicate (both mean stored once), 2 refused by the service for the
+event or the token (a 4xx: fix the command) or bad arguments, 1 unavailable until the deadline
+or refused for its tenant, unknown or disabled (send again later with the same --id).
 """
 
 from __future__ import annotations
@@ -34,8 +34,9 @@ def register(sub: Any) -> None:
     send = sub.add_parser(
         "send", help="publish one event to the running service (retried until confirmed)",
         description="Publish one event to POST /v1/events and wait until it is stored. "
-                    "Exit 0: accepted or duplicate; 2: refused (4xx); 1: unavailable until "
-                    "the deadline (send again with the same --id).")
+                    "Exit 0: accepted or duplicate; 2: refused (4xx) for the event or the token; "
+                    "1: unavailable until the deadline, or its tenant unknown or disabled "
+                    "(send again with the same --id).")
     send.add_argument("type", metavar="TYPE", help="the event type, e.g. invoice.paid")
     data = send.add_mutually_exclusive_group()
     data.add_argument("--data", metavar="JSON", help="the event's data, any JSON (default {})")

@@ -65,6 +65,9 @@ async def test_creation_takes_every_settable_field_and_refuses_unknown_ones(clie
         assert (status, refused["error"], refused["field"]) == (400, "invalid_request", field)
         if field == "colour":
             assert refused["detail"].startswith("colour: unknown field(s) 'colour', 'timeout';")
+            # Every field the route takes is listed, the tenant it takes apart too.
+            accepted = refused["detail"].split("accepted: ")[1].split(", ")
+            assert sorted(accepted) == sorted(["tenant", *rules.DESTINATION_FIELDS])
     assert [d.name for d in await real_store.list_destinations()] == ["full"]
 
 
