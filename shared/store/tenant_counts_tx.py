@@ -38,6 +38,21 @@ class TenantCounts:
         return [r["tenant_id"] for r in found], int(found[0]["n"]) if found else 0
 
 
+    async def removed_destination_names(self, name: str, *, tenant: str,
+                                        limit: int = 3) -> list[str]:
+        """See :meth:`hookline.shared.store.Store.removed_destination_names`."""
+        if limit < 1:
+            raise InvalidInput("limit", f"must be at least 1, not {limit}")
+        found = await self._transact(_removed_tx(name, tenant, limit), write=False)
+        return [r["name"] for r in found]
+
+
+def _removed_tx(name: str, tenant: str, limit: int) -> Tx[Any]:
+    # As remove_destination renames it (both dialects' queries).
+    return (yield rows("removed_destination_names", prefix=f"{name}~removed-",
+                       tenant=tenant, limit=limit))
+
+
 def _named_tx(name: str, first: str | None, limit: int) -> Tx[Any]:
     return (yield rows("destination_tenants", name=name, first=first, limit=limit))
 

@@ -137,7 +137,9 @@ async def destination_tenant(store: Store, name: str, tenant: str | None) -> str
     owners, total = await store.destination_tenants(name, first=scope, limit=SHOWN_TENANTS)
     if owners[:1] == [scope]:
         return scope
-    raise NotFound(no_destination_message(name, scope, owners, total, option="--tenant "))
+    removed = await store.removed_destination_names(name, tenant=scope)
+    raise NotFound(no_destination_message(name, scope, owners, total, option="--tenant ",
+                                          removed=removed))
 
 
 def _id(args: argparse.Namespace) -> str:

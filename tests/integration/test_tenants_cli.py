@@ -184,6 +184,16 @@ def test_a_destination_name_the_tenant_lacks_is_not_found_not_an_empty_answer(cl
     code, _, err = cli("dead", "--destination", "nobody")
     assert code == 1 and err.strip() == ("hookline: no destination named 'nobody' in the "
                                          "default tenant (_default), nor in any other tenant")
+    # A removed one: where its jobs went (the name it keeps), whichever tenant is looked in.
+    gone = ok_json(cli, "destinations", "add", "gone", URL, "--tenant", "acme")["id"]
+    assert cli("destinations", "remove", "gone", "--tenant", "acme")[0] == 0
+    code, _, err = cli("dead", "--destination", "gone", "--tenant", "acme")
+    assert code == 1 and err.strip() == (
+        "hookline: no destination named 'gone' in tenant acme, nor in any other tenant; it "
+        f"was removed: its jobs are under 'gone~removed-{gone}'"), err
+    code, _, err = cli("dead", "--destination", "gone")
+    assert code == 1 and "removed" not in err, err  # not the default tenant's
+    assert cli("dead", "--destination", f"gone~removed-{gone}", "--tenant", "acme")[0] == 0
     code, _, err = cli("events", "--destination", "billing", "--tenant", "ghost")
     assert code == 1 and "ghost" in err  # the tenant itself is unknown
     for command in (("events", "--limit", "0"), ("resend", "--limit", "0")):

@@ -199,6 +199,9 @@ async def test_every_store_operation_runs_on_both_backends(store, clock):
     assert await s.destination_tenants("t", first="_default", limit=1) == (["_default"], 2)
     assert await s.destination_tenants("d") == ([], 0)  # removed: named d~removed-ID
     assert await s.destination_tenants(f"d~removed-{dest.id}") == (["_default"], 1)
+    assert await s.removed_destination_names("d", tenant="_default") == [f"d~removed-{dest.id}"]
+    assert await s.removed_destination_names("d", tenant="acme") == []
+    assert await s.removed_destination_names("t", tenant="_default") == []  # t is live
     assert await s.has_destination("t", tenant="acme")
     assert not await s.has_destination("t", tenant="ghost")  # only _default and acme have one
     assert not await s.has_destination("d", tenant="_default")  # removed: d~removed-ID

@@ -289,6 +289,12 @@ GROUP BY tenant_id
 SELECT tenant_id, count(*) OVER () AS n FROM destinations WHERE name = :name
 ORDER BY CASE WHEN tenant_id = :first THEN 0 ELSE 1 END, tenant_id LIMIT :limit
 
+-- removed_destination_names: the names a tenant's removed destinations once named NAME keep
+-- (:prefix is NAME~removed-), newest first; by the tenant's own destinations (its index)
+SELECT name FROM destinations
+WHERE tenant_id = :tenant AND deleted_at IS NOT NULL AND substr(name, 1, length(:prefix)) = :prefix
+ORDER BY id DESC LIMIT :limit
+
 -- tenant_get_job: one job of a tenant's destinations with its event (the columns of get_job)
 SELECT j.id, j.event_id, e.message_id, e.type AS event_type, d.name AS destination,
     d.tenant_id AS tenant, j.status,
