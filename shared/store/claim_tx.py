@@ -42,6 +42,8 @@ from hookline.shared.store.ops import (
 )
 
 log = get_logger()
+LOST_AT_CAP = "worker lost (lease expired on the final attempt)"
+"""The error kill_lost_at_cap gives a job and its attempt (the queries spell it too)."""
 
 _NO_ID_BOUND = 2**63 - 1  # claim_window's `upto` when the walk goes to the ring's end
 
@@ -81,13 +83,16 @@ class ClaimOperations:
         statement for the whole batch (a claim of 64 jobs is 5 statements, not 320).
         Returns the claims and whether a takeover was left waiting (see Store.claim)."""
         now = yield NOW
-        killed = {r["id"]: r["destination_id"] for r in (yield rows(
-            "kill_lost_at_cap", max_attempts=request.max_attempts))}
+        dead = [dict(r) for r in (yield rows("kill_lost_at_cap",
+                                              max_attempts=request.max_attempts))]
+        killed = {r["id"]: r["destination_id"] for r in dead}
         if killed:  # their in-flight attempts end with them, in this transaction
             for destination_id in killed.values():
                 deltas.jobs(destination_id, "running", "dead")
             for r in (yield rows("close_attempts_lost_at_cap", job_ids=list(killed))):
                 deltas.attempts(killed[r["job_id"]], IN_FLIGHT, "worker_lost")
+            # The worker that held them cannot tell: their story's end (hookline logs --job).
+            yield AfterCommit(lambda: _log_lost_at_cap(dead, request.worker))
         ids = yield from self._claim_window(request)
         if self.LOCKS_DESTINATIONS and ids:  # lock first (id order), then count the free slots
             ids = [r["id"] for r in (yield rows("lock_claimable_destinations",
@@ -505,6 +510,15 @@ class _StoredValues(NamedTuple):
         except (ValueError, TypeError, AttributeError) as exc:
             raise UnreadableRow(column, f"{type(exc).__name__}: {exc}") from exc
         return cls(secrets, headers, forwarded, body)
+
+
+def _log_lost_at_cap(dead: Sequence[Mapping[str, Any]], worker: str) -> None:
+    """A job_dead line for each job kill_lost_at_cap ended (as a worker logs one it
+    finishes dead), `worker` the one whose claim found it."""
+    for r in dead:
+        log.warning("job_dead", job_id=r["id"], event_id=r["event_id"],
+                    destination=r["destination"], tenant=r["tenant"], attempt=r["attempts"],
+                    reason=LOST_AT_CAP, found_by=worker)
 
 
 def _fail_unreadable(row: Any, details: Any, worker: str, problem: str, now: float,

@@ -5,6 +5,8 @@ job over or makes it dead; a closed attempt's outcome never changes afterwards, 
 
 from __future__ import annotations
 
+from structlog.testing import capture_logs
+
 from hookline.shared.models import AttemptResult, Dead, Done, Retry
 from tests.conftest import execute_db, new_event, opened_store, query_db
 
@@ -30,10 +32,16 @@ async def test_final_attempt_lost_is_closed_with_the_jobs_error(store, store_url
     [second] = await store.claim("w2", 1, lease_s=30, max_attempts=2)
     assert second.taken_over and second.attempt == 2
     clock.advance(45)
-    assert await store.claim("w3", 1, lease_s=30, max_attempts=2) == []
+    with capture_logs() as logs:
+        assert await store.claim("w3", 1, lease_s=30, max_attempts=2) == []
 
     [job] = await store.list_jobs()
     assert (job.status, job.last_error) == ("dead", LOST_AT_CAP)
+    # Its story ends in the log as a finished one's does (w2 cannot tell it).
+    assert [line for line in logs if line["event"] == "job_dead"] == [{
+        "event": "job_dead", "log_level": "warning", "job_id": job.id,
+        "event_id": job.event_id, "destination": job.destination, "tenant": "_default",
+        "attempt": 2, "reason": LOST_AT_CAP, "found_by": "w3"}]
     rows = await stored_attempts(store_url)
     assert [(r["worker"], r["error"]) for r in rows] == [("w1", TAKEN_OVER), ("w2", LOST_AT_CAP)]
     assert [round(r["duration_s"], 3) for r in rows] == [31.0, 45.0]

@@ -236,7 +236,9 @@ WHERE id = ANY(ARRAY(
     SELECT id FROM jobs WHERE status = 'running' AND lease_until <= hookline_now(:test_now_s)
         AND attempts >= :max_attempts
     FOR UPDATE SKIP LOCKED))
-RETURNING id, destination_id
+RETURNING id, destination_id, event_id, attempts,
+    (SELECT name FROM destinations d WHERE d.id = jobs.destination_id) AS destination,
+    (SELECT tenant_id FROM destinations d WHERE d.id = jobs.destination_id) AS tenant
 
 -- close_attempts_lost_at_cap: the attempt each job kill_lost_at_cap just made dead was in
 -- flight on is closed with the job's error and the time it ran

@@ -198,7 +198,9 @@ UPDATE jobs SET status = 'dead', lease_token = NULL, lease_owner = NULL, lease_u
     last_error = 'worker lost (lease expired on the final attempt)', finished_at = :now,
     updated_at = :now
 WHERE status = 'running' AND lease_until <= :now AND attempts >= :max_attempts
-RETURNING id, destination_id
+RETURNING id, destination_id, event_id, attempts,
+    (SELECT name FROM destinations d WHERE d.id = jobs.destination_id) AS destination,
+    (SELECT tenant_id FROM destinations d WHERE d.id = jobs.destination_id) AS tenant
 
 -- close_attempts_lost_at_cap: the attempt each job kill_lost_at_cap just made dead was in
 -- flight on (:job_ids, a JSON array) is closed with the job's error and the time it ran
