@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from typing import Any, NamedTuple
 
 from hookline.shared.endpoint_models import parse_headers
@@ -132,6 +133,11 @@ class ClaimOperations:
                                                   worker=request.worker,
                                                   lease_s=float(request.lease_s)))}
         leased = [by_id[job_id] for job_id in chosen if job_id in by_id]
+        if not leased and request.may_take_over and any(j in takeovers for j in chosen):
+            # The takeover chosen alone was skipped (another transaction holds it: a late
+            # finish). Claim the other due jobs, reporting the takeover waiting, rather than
+            # nothing until the next wake-up or poll.
+            return (yield from self._claim_in(replace(request, may_take_over=False), deltas))
         # A rate-limited destination's next send moves on by the jobs leased, not chosen: a
         # job skipped is sent later at no cost of its destination's rate.
         for destination_id, next_send_at in _next_sends(rates, leased, now).items():

@@ -164,6 +164,26 @@ async def test_a_skipped_head_of_a_rate_limited_destination_keeps_its_turn(pg_ur
             assert await store.claim("w", 10, LEASE_S, 5) == []  # the limit still holds
 
 
+async def test_a_takeover_skipped_leaves_the_claim_the_other_due_jobs(pg_url):
+    """An ordered destination's head is a takeover (its worker lost), read unlocked and
+    chosen alone, but a late finish holds it (held here): the claim skips it, and takes the
+    other destination's due job instead of nothing until the next wake-up or poll."""
+    clock = FakeClock()
+    async with PostgresStore(pg_url, clock=clock) as store:
+        late = await _late_claim(store, clock, ordered=True)
+        await store.add_destination(name="d2", url="http://127.0.0.1:9/", event_types=["*"],
+                                    secret=SECRET, max_in_flight=10)
+        await store.add_events([new_event("e2")])
+        async with third_connection(pg_url) as blocker:
+            async with blocker.transaction():
+                await blocker.execute("SELECT 1 FROM jobs WHERE id = $1 FOR UPDATE",
+                                      late.job_id)
+                claimed = await store.claim("next", 10, LEASE_S, 5)
+            assert [(c.destination_name, c.taken_over) for c in claimed] == [("d2", False)]
+            [taken] = await store.claim("other", 10, LEASE_S, 5)  # a worker holding nothing
+            assert (taken.job_id, taken.taken_over) == (late.job_id, True)
+
+
 async def test_a_claim_taking_over_first_makes_the_late_finish_history_only(pg_url):
     """The other way round: the claim has taken the job over and waits for the old attempt
     row (held here) to close it as lost; the late finish waits for the job the claim holds,
