@@ -10,7 +10,9 @@ hookline process, nor let a lost host keep row locks that every other host waits
   `idle_in_transaction_session_timeout`: a transaction whose client vanished ends within
   `statement_timeout` (a statement it was running) + `idle_in_transaction_session_timeout`
   (waiting for the next statement), and its row locks go with it. The server's TCP keepalives
-  and `tcp_user_timeout` (PostgreSQL 12 and newer) close the dead socket itself.
+  and `tcp_user_timeout` (PostgreSQL 12 and newer) close the dead socket itself; its
+  `client_connection_check_interval` (PostgreSQL 14 and newer) ends, within a second, a
+  transaction whose client closed the connection while a statement ran or waited for a lock.
 * **The client's sockets** get TCP keepalives and `TCP_USER_TIMEOUT` too, so the kernel
   reports a dead peer instead of waiting for the Linux default of about two hours.
 
@@ -27,6 +29,11 @@ from typing import Any
 
 _TCP_USER_TIMEOUT_SINCE = 12
 """The first PostgreSQL major version with the `tcp_user_timeout` setting."""
+_CLIENT_CHECK_SINCE = 14
+"""The first PostgreSQL major version with the `client_connection_check_interval` setting."""
+CLIENT_CHECK_SETTING = "client_connection_check_interval"
+"""A late setting some servers refuse (their platform cannot tell a closed socket while a
+query runs): the store leaves it out for such a server."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,6 +58,11 @@ class PostgresLimits:
         keepalives_count: TCP keepalive: unanswered probes before the connection is dead.
         tcp_user_timeout_s: `TCP_USER_TIMEOUT` on both ends: data sent and not acknowledged
             for this long kills the connection, seconds (0 = the system's default).
+        client_check_interval_s: the server's `client_connection_check_interval`
+            (PostgreSQL 14 and newer): while a statement runs or waits for a lock, the server
+            checks this often whether its client closed the connection, and if so ends the
+            transaction and releases its locks, seconds (0 = never: a killed worker's
+            transaction then keeps the locks until its statement ends or times out).
     """
 
     connect_timeout_s: float = 5.0
@@ -63,6 +75,7 @@ class PostgresLimits:
     keepalives_interval_s: float = 5.0
     keepalives_count: int = 3
     tcp_user_timeout_s: float = 20.0
+    client_check_interval_s: float = 1.0
 
     @property
     def lock_bound_s(self) -> float:
@@ -95,9 +108,12 @@ class PostgresLimits:
     def late_settings(self, server_major: int) -> dict[str, str]:
         """Session settings only newer servers know (an unknown one in the startup packet
         would refuse the connection), for a server of this major version."""
+        late: dict[str, str] = {}
         if server_major >= _TCP_USER_TIMEOUT_SINCE:
-            return {"tcp_user_timeout": _ms(self.tcp_user_timeout_s)}
-        return {}
+            late["tcp_user_timeout"] = _ms(self.tcp_user_timeout_s)
+        if server_major >= _CLIENT_CHECK_SINCE and self.client_check_interval_s > 0:
+            late[CLIENT_CHECK_SETTING] = _ms(self.client_check_interval_s)
+        return late
 
     def configure_socket(self, sock: Any) -> None:
         """Keepalives and TCP_USER_TIMEOUT on a client TCP socket (a Unix socket, or an

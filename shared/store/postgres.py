@@ -63,7 +63,7 @@ from hookline.shared.store.ops import (
     Tx,
     advance,
 )
-from hookline.shared.store.pg_limits import PostgresLimits
+from hookline.shared.store.pg_limits import CLIENT_CHECK_SETTING, PostgresLimits
 from hookline.shared.store.queries import load_migrations, load_queries
 
 T = TypeVar("T")
@@ -212,6 +212,7 @@ class PostgresStore(StoreLogic):
         seconds: below the server's deadlock check (1 s by default), so where its waits meet
         a worker's it is the one given up (StoreBusy), and ingest's writes of jobs, queued
         behind the ordered guard, wait no longer than that for it to be granted."""
+        self._refused_settings: set[str] = set()  # late settings this server refused
         self._listen_checked_at = 0.0
         self._clock = clock
         self._pool: asyncpg.Pool | None = None
@@ -308,17 +309,30 @@ class PostgresStore(StoreLogic):
         transport = conn._transport  # noqa: SLF001  (asyncpg offers no socket options)
         if transport is not None:
             self.limits.configure_socket(transport.get_extra_info("socket"))
-        for name, value in self.limits.late_settings(conn.get_server_version().major).items():
-            await conn.execute("SELECT set_config($1, $2, false)", name, value)
+        for name, value in self._late_settings(conn).items():
+            try:
+                await conn.execute("SELECT set_config($1, $2, false)", name, value)
+            except asyncpg.InvalidParameterValueError:
+                if name != CLIENT_CHECK_SETTING:
+                    raise
+                # A platform where the server cannot tell a closed socket mid-query: do
+                # without (a killed worker's locks then last until its statement ends).
+                self._refused_settings.add(name)
 
     async def _reset_connection(self, conn: asyncpg.Connection) -> None:
         """Each connection going back to the pool: asyncpg's own reset query, then the late
         settings again, in the same round trip. Its `RESET ALL` returns a setting made after
         connecting (the server's `tcp_user_timeout`) to the server's default; those of the
         startup packet survive it."""
-        late = self.limits.late_settings(conn.get_server_version().major)
         await conn.execute(conn.get_reset_query() + "".join(
-            f"\nSET {name} = '{value}';" for name, value in late.items()))  # our own numbers
+            f"\nSET {name} = '{value}';"  # our own numbers
+            for name, value in self._late_settings(conn).items()))
+
+    def _late_settings(self, conn: asyncpg.Connection) -> dict[str, str]:
+        """The late settings (PostgresLimits.late_settings) for `conn`'s server, less those
+        it refused."""
+        late = self.limits.late_settings(conn.get_server_version().major)
+        return {k: v for k, v in late.items() if k not in self._refused_settings}
 
     @contextlib.asynccontextmanager
     async def _tx(self) -> AsyncIterator[_Tx]:

@@ -7,6 +7,7 @@ import inspect
 import json
 from collections import Counter
 
+import asyncpg
 import pytest
 
 from hookline.shared.errors import StoreError
@@ -200,12 +201,65 @@ async def test_the_servers_tcp_user_timeout_outlasts_the_pools_reset(pg_url):
     the startup packet), and asyncpg's reset (RESET ALL) on each release of a connection to
     the pool would return it to the server's default (0: none): the pool's reset sets it
     again. Read from the connection every transaction of the store uses."""
-    limits = PostgresLimits(tcp_user_timeout_s=7.0)
+    limits = PostgresLimits(tcp_user_timeout_s=7.0, client_check_interval_s=0.3)
     async with PostgresStore(pg_url, pool_size=1, limits=limits) as store:
         for _ in range(3):  # each a transaction: acquired, then released (reset)
             await store.list_destinations()
         assert store._pool is not None
         async with store._pool.acquire() as conn:
-            setting = await conn.fetchval(
-                "SELECT setting FROM pg_settings WHERE name = 'tcp_user_timeout'")
-    assert setting == "7000"
+            settings = dict(await conn.fetch(
+                "SELECT name, setting FROM pg_settings WHERE name IN "
+                "('tcp_user_timeout', 'client_connection_check_interval')"))
+    assert settings == {"tcp_user_timeout": "7000", "client_connection_check_interval": "300"}
+
+
+async def _sessions_waiting(conn: asyncpg.Connection) -> int:
+    await conn.execute("SELECT pg_stat_clear_snapshot()")
+    return int(await conn.fetchval("SELECT count(*) FROM pg_stat_activity WHERE "
+                                   "wait_event_type = 'Lock' AND datname = current_database()"))
+
+
+async def test_a_transaction_whose_client_left_ends_while_it_waits_for_a_lock(pg_url):
+    """A store transaction cancelled while it waits for a row lock (a worker stopped, or its
+    deadline passed): the store terminates its connection, and the server, checking its
+    client every `client_check_interval_s`, ends the wait, the transaction and the locks it
+    held at once, not at `lock_timeout_s` (30 s here; 5 s by default, the time a killed
+    worker's transaction kept every lock it held before)."""
+    limits = PostgresLimits(lock_timeout_s=30.0, client_check_interval_s=0.2)
+    async with PostgresStore(pg_url, limits=limits) as store:
+        await store.add_destination(name="d", url="http://127.0.0.1:9/", event_types=["*"],
+                                    secret="whsec_" + "A" * 32, max_in_flight=5)
+        blocker = await asyncpg.connect(pg_url)
+        try:
+            async with blocker.transaction():
+                await blocker.execute("SELECT 1 FROM destinations WHERE name = 'd' FOR UPDATE")
+                pause = asyncio.ensure_future(store.set_paused("d", True, "test"))
+                for _ in range(200):
+                    if await _sessions_waiting(blocker) == 1:
+                        break
+                    await asyncio.sleep(0.05)
+                pause.cancel()
+                waited = 0.0
+                while await _sessions_waiting(blocker) and waited < 5.0:
+                    await asyncio.sleep(0.05)
+                    waited += 0.05
+                assert waited < 5.0, "the abandoned transaction still waits for its lock"
+        finally:
+            await blocker.close()
+
+
+async def test_a_server_that_refuses_the_client_check_is_served_without_it(pg_url):
+    """A server whose platform cannot tell a closed socket mid-query refuses a non-zero
+    `client_connection_check_interval` (22023, as it refuses a value out of range, which
+    stands in for it here): the store does without the check, on every connection and
+    after every reset, and keeps the other late settings."""
+    limits = PostgresLimits(tcp_user_timeout_s=7.0, client_check_interval_s=1e10)
+    async with PostgresStore(pg_url, pool_size=1, limits=limits) as store:
+        for _ in range(3):
+            await store.list_destinations()
+        assert store._pool is not None
+        async with store._pool.acquire() as conn:
+            settings = dict(await conn.fetch(
+                "SELECT name, setting FROM pg_settings WHERE name IN "
+                "('tcp_user_timeout', 'client_connection_check_interval')"))
+    assert settings == {"tcp_user_timeout": "7000", "client_connection_check_interval": "0"}
