@@ -226,8 +226,10 @@ async def add_destination(request: web.Request) -> web.Response:
     body = await json_body(request)
     tenant = await request_tenant(request, body)
     fields = {k: v for k, v in body.items() if k != TENANT_PARAM}
+    # The admin API takes `tenant` too; a tenant token acts for its own tenant only.
+    taken_apart = (TENANT_PARAM,) if request_claims(request) is None else ()
     new = rules.destination_fields(fields, generated_secret=generate_secret(),
-                                   also=(TENANT_PARAM,))
+                                   also=taken_apart)
     refuse_metadata_filter(request, new.filter)
     warnings = await subscription_warnings(request, new.event_types)
     await vet_destination(new.url, app_config(request.app).address_policy)

@@ -121,10 +121,10 @@ async def check_destination_filter(request: web.Request, name: str | None,
     others, total = await store.destination_tenants(name, first=scope, limit=LISTED_TENANTS)
     if others[:1] == [scope]:  # added since the read above
         return
-    removed = await store.removed_destination_names(name, tenant=scope)
+    removed, removed_total = await store.removed_destination_names(name, tenant=scope)
     raise DestinationNotFound(
         no_destination_message(name, scope, others, total, option=f"{TENANT_PARAM}=",
-                               removed=removed),
+                               removed=removed, removed_total=removed_total),
         tenant=scope, other_tenants=others, other_tenants_total=total)
 
 

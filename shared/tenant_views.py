@@ -59,7 +59,8 @@ def tenant_removal_view(removal: RemovalCounts) -> dict[str, Any]:
 
 
 def no_destination_message(name: str, tenant: str, others: Sequence[str], total: int, *,
-                           option: str, removed: Sequence[str] = ()) -> str:
+                           option: str, removed: Sequence[str] = (),
+                           removed_total: int = 0) -> str:
     """`no destination named 'NAME' in tenant T`, then which other tenants have one and how
     to name one of them: the operator's message (CLI and admin API) for a destination filter
     its tenant has no destination of.
@@ -72,21 +73,29 @@ def no_destination_message(name: str, tenant: str, others: Sequence[str], total:
         total: how many tenants have one in all.
         option: how a tenant is named where the message is read, before the id:
             `--tenant ` on the command line, `tenant=` in the admin API.
-        removed: the names the tenant's removed destinations once named `name` keep
+        removed: the names the tenant's removed destinations once named `name` keep, newest
+            first, and `removed_total` how many there are in all
             (:meth:`Store.removed_destination_names`), said at the end.
 
     Returns:
         e.g. `no destination named 'billing' in the default tenant (_default); tenant acme
         has one: pass --tenant acme`, or `...; tenants a, b, c and 2 more have one: pass
-        --tenant ID`, or `..., nor in any other tenant`; with `removed`, then e.g. `; it
-        was removed: its jobs are under 'billing~removed-7'`.
+        --tenant ID`, or `..., nor in any other tenant`; with `removed`, then e.g. `; one
+        was removed: its jobs are under 'billing~removed-7'`, or `; 5 were removed: their
+        jobs are under 'billing~removed-9', 'billing~removed-8', 'billing~removed-7' and 2
+        more`.
     """
     where = (f"the default tenant ({DEFAULT_TENANT})" if tenant == DEFAULT_TENANT
              else f"tenant {tenant}")
     text = _others(f"no destination named {name!r} in {where}", others, total, option)
     if not removed:
         return text
-    return f"{text}; it was removed: its jobs are under {' and '.join(map(repr, removed))}"
+    total = max(removed_total, len(removed))
+    if total == 1:
+        return f"{text}; one was removed: its jobs are under {removed[0]!r}"
+    names = ", ".join(map(repr, removed))
+    more = f" and {total - len(removed)} more" if total > len(removed) else ""
+    return f"{text}; {total} were removed: their jobs are under {names}{more}"
 
 
 def _others(text: str, others: Sequence[str], total: int, option: str) -> str:

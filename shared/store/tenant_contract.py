@@ -72,10 +72,11 @@ class TenantStore(Protocol):
         """
 
     async def removed_destination_names(self, name: str, *, tenant: str,
-                                        limit: int = 3) -> list[str]:
+                                        limit: int = 3) -> tuple[list[str], int]:
         """The names `tenant`'s removed destinations once named `name` keep
-        (`NAME~removed-ID`), newest first, at most `limit`: where an operator who names a
-        removed destination finds its jobs. Raises InvalidInput: `limit` below 1."""
+        (`NAME~removed-ID`), newest first, at most `limit`, and how many there are in all:
+        where an operator who names a removed destination finds its jobs. Raises
+        InvalidInput: `limit` below 1."""
 
     async def revoke_tenant_tokens(self, tenant: str) -> Tenant:
         """Raise the tenant's token epoch: every token minted before stops working.

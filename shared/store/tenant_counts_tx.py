@@ -37,15 +37,13 @@ class TenantCounts:
         found = await self._transact(_named_tx(name, first, limit), write=False)
         return [r["tenant_id"] for r in found], int(found[0]["n"]) if found else 0
 
-
     async def removed_destination_names(self, name: str, *, tenant: str,
-                                        limit: int = 3) -> list[str]:
+                                        limit: int = 3) -> tuple[list[str], int]:
         """See :meth:`hookline.shared.store.Store.removed_destination_names`."""
         if limit < 1:
             raise InvalidInput("limit", f"must be at least 1, not {limit}")
         found = await self._transact(_removed_tx(name, tenant, limit), write=False)
-        return [r["name"] for r in found]
-
+        return [r["name"] for r in found], int(found[0]["n"]) if found else 0
 
 def _removed_tx(name: str, tenant: str, limit: int) -> Tx[Any]:
     # As remove_destination renames it (both dialects' queries).

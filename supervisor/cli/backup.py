@@ -173,17 +173,18 @@ def restore_command(config: Config, args: argparse.Namespace) -> int:
         return fail(f"restore: {exc}", 2)
     except BackupError as exc:
         return fail(f"restore: {exc}")
+    # Ids the old database gave out after the snapshot are given out again: log lines
+    # older than the restore may be about lost events under the same ids.
+    since = iso_time_ms(time.time())
     if args.json:
-        print(json.dumps({"restored": args.snapshot, "db": str(path)}))
+        print(json.dumps({"restored": args.snapshot, "db": str(path), "logs_since": since}))
         return 0
     print(f"restored {args.snapshot} into {path}; start it with: "
           f"hookline --db {path} serve  (jobs that were running are claimed again when their "
           "leases expire; while the live service still runs, give the copy its own --listen "
           "address and log_file, since the configuration's are the live one's)")
-    # Ids the old database gave out after the snapshot are given out again.
     print(f"ids after the snapshot's are given out again: log lines older than this restore "
-          f"may be about lost events; read new stories with `hookline logs --since "
-          f"{iso_time_ms(time.time())}`")
+          f"may be about lost events; read new stories with `hookline logs --since {since}`")
     return 0
 
 

@@ -137,9 +137,9 @@ async def destination_tenant(store: Store, name: str, tenant: str | None) -> str
     owners, total = await store.destination_tenants(name, first=scope, limit=SHOWN_TENANTS)
     if owners[:1] == [scope]:
         return scope
-    removed = await store.removed_destination_names(name, tenant=scope)
+    removed, removed_total = await store.removed_destination_names(name, tenant=scope)
     raise NotFound(no_destination_message(name, scope, owners, total, option="--tenant ",
-                                          removed=removed))
+                                          removed=removed, removed_total=removed_total))
 
 
 def _id(args: argparse.Namespace) -> str:

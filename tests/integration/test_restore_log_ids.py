@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 
 from hookline.shared.store.sqlite import SqliteStore
+from hookline.shared.timeparse import parse_instant
 from hookline.supervisor.cli.human import iso_time_ms
 from hookline.supervisor.cli.main import main as hookline_main
 from tests.conftest import new_event
@@ -61,3 +62,6 @@ def test_logs_since_the_restore_tell_a_new_event_from_a_lost_one_of_the_same_id(
 
     assert about_new() == ["lost", "new"]
     assert about_new("--since", since.group(1)) == ["new"]
+    said = json.loads(_cli("--db", str(old), "restore", str(snapshot), "--into",
+                           str(tmp_path / "again"), "--json"))
+    assert parse_instant(said["logs_since"], 0.0) >= parse_instant(since.group(1), 0.0)

@@ -409,3 +409,16 @@ async def test_a_tenant_filter_cannot_test_the_operators_metadata(client, real_s
         assert resp.status == 200 and answer["matched"] == 1, answer
     assert [d.name for d in await real_store.list_destinations("globex")] == ["billing"]
     assert (await real_store.get_destination("billing", tenant="globex")).filter is None
+
+
+async def test_a_tenant_tokens_unknown_field_message_offers_no_tenant(client, real_store):
+    """A new destination's body with an unknown field: the tenant API lists what it accepts,
+    which is not `tenant` (a tenant token acts for its own tenant only; the admin API, which
+    shares the handler, lists it)."""
+    await _tenant(real_store, "globex", "billing")
+    bearer = {"Authorization": f"Bearer {await _mint(client, 'globex')}"}
+    async with client.post("/v1/tenant/destinations", headers=bearer,
+                           json={"name": "x", "url": URL, "colour": "red"}) as resp:
+        refused = await resp.json()
+    assert (resp.status, refused["field"]) == (400, "colour"), refused
+    assert "tenant" not in refused["detail"].split("accepted: ")[1].split(", ")

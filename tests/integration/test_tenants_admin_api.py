@@ -431,3 +431,20 @@ async def test_a_removed_destination_is_filtered_by_the_name_it_keeps(client, re
     status, error = await _call(client, "POST", "/v1/admin/replay", json={
         "all_dead": True, "destination": dead["destination"], "dry_run": True})
     assert status == 404 and dead["destination"] in error["detail"]
+
+
+async def test_a_removed_destinations_name_says_where_its_jobs_are(client, real_store):
+    """A destination filter naming a destination the tenant removed: 404 naming where its
+    jobs are (the name it keeps); another tenant looked in has none to name."""
+    await _call(client, "PUT", "/v1/admin/tenants/acme", json={})
+    gone = await real_store.add_destination(name="gone", url=URL, secret="whsec_" + "S" * 32,
+                                            event_types=["*"], max_in_flight=2, tenant="acme")
+    status, _ = await _call(client, "DELETE", "/v1/admin/destinations/gone",
+                            params={"tenant": "acme"})
+    assert status == 200
+    status, error = await _call(client, "GET", "/v1/admin/dead",
+                                params={"destination": "gone", "tenant": "acme"})
+    assert status == 404 and error["detail"].endswith(
+        f"; one was removed: its jobs are under 'gone~removed-{gone.id}'"), error
+    status, error = await _call(client, "GET", "/v1/admin/dead", params={"destination": "gone"})
+    assert status == 404 and "removed" not in error["detail"], error  # not _default's

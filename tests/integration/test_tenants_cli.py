@@ -189,8 +189,17 @@ def test_a_destination_name_the_tenant_lacks_is_not_found_not_an_empty_answer(cl
     assert cli("destinations", "remove", "gone", "--tenant", "acme")[0] == 0
     code, _, err = cli("dead", "--destination", "gone", "--tenant", "acme")
     assert code == 1 and err.strip() == (
-        "hookline: no destination named 'gone' in tenant acme, nor in any other tenant; it "
+        "hookline: no destination named 'gone' in tenant acme, nor in any other tenant; one "
         f"was removed: its jobs are under 'gone~removed-{gone}'"), err
+    removed = [gone]
+    for _ in range(3):
+        removed.append(ok_json(cli, "destinations", "add", "gone", URL, "--tenant",
+                               "acme")["id"])
+        assert cli("destinations", "remove", "gone", "--tenant", "acme")[0] == 0
+    code, _, err = cli("dead", "--destination", "gone", "--tenant", "acme")
+    newest = ", ".join(f"'gone~removed-{i}'" for i in reversed(removed[1:]))
+    assert code == 1 and err.strip().endswith(
+        f"; 4 were removed: their jobs are under {newest} and 1 more"), err
     code, _, err = cli("dead", "--destination", "gone")
     assert code == 1 and "removed" not in err, err  # not the default tenant's
     assert cli("dead", "--destination", f"gone~removed-{gone}", "--tenant", "acme")[0] == 0

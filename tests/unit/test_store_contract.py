@@ -199,9 +199,17 @@ async def test_every_store_operation_runs_on_both_backends(store, clock):
     assert await s.destination_tenants("t", first="_default", limit=1) == (["_default"], 2)
     assert await s.destination_tenants("d") == ([], 0)  # removed: named d~removed-ID
     assert await s.destination_tenants(f"d~removed-{dest.id}") == (["_default"], 1)
-    assert await s.removed_destination_names("d", tenant="_default") == [f"d~removed-{dest.id}"]
-    assert await s.removed_destination_names("d", tenant="acme") == []
-    assert await s.removed_destination_names("t", tenant="_default") == []  # t is live
+    gone = f"d~removed-{dest.id}"
+    assert await s.removed_destination_names("d", tenant="_default") == ([gone], 1)
+    assert await s.removed_destination_names("d", tenant="acme") == ([], 0)
+    assert await s.removed_destination_names("t", tenant="_default") == ([], 0)  # t is live
+    again = await s.add_destination(name="d", url="http://127.0.0.1:9/x", secret=SECRET,
+                                    event_types=["x"], max_in_flight=5)
+    await s.remove_destination("d")
+    assert await s.removed_destination_names("d", tenant="_default") == (
+        [f"d~removed-{again.id}", gone], 2)  # newest first
+    assert await s.removed_destination_names("d", tenant="_default", limit=1) == (
+        [f"d~removed-{again.id}"], 2)
     assert await s.has_destination("t", tenant="acme")
     assert not await s.has_destination("t", tenant="ghost")  # only _default and acme have one
     assert not await s.has_destination("d", tenant="_default")  # removed: d~removed-ID

@@ -290,8 +290,10 @@ SELECT tenant_id, count(*) OVER () AS n FROM destinations WHERE name = :name
 ORDER BY CASE WHEN tenant_id = :first THEN 0 ELSE 1 END, tenant_id LIMIT :limit
 
 -- removed_destination_names: the names a tenant's removed destinations once named NAME keep
--- (:prefix is NAME~removed-), newest first; by the tenant's own destinations (its index)
-SELECT name FROM destinations
+-- (:prefix is NAME~removed-), newest first; n: how many in all. PostgreSQL reads every
+-- destination (its index by tenant holds live ones only): for an operator's lookup of a name
+-- not found, not a hot path
+SELECT name, count(*) OVER () AS n FROM destinations
 WHERE tenant_id = :tenant AND deleted_at IS NOT NULL AND substr(name, 1, length(:prefix)) = :prefix
 ORDER BY id DESC LIMIT :limit
 
