@@ -90,12 +90,12 @@ def no_destination_message(name: str, tenant: str, others: Sequence[str], total:
     text = _others(f"no destination named {name!r} in {where}", others, total, option)
     if not removed:
         return text
-    total = max(removed_total, len(removed))
-    if total == 1:
+    count = max(removed_total, len(removed))
+    if count == 1:
         return f"{text}; one was removed: its jobs are under {removed[0]!r}"
     names = ", ".join(map(repr, removed))
-    more = f" and {total - len(removed)} more" if total > len(removed) else ""
-    return f"{text}; {total} were removed: their jobs are under {names}{more}"
+    more = f" and {count - len(removed)} more" if count > len(removed) else ""
+    return f"{text}; {count} were removed: their jobs are under {names}{more}"
 
 
 def _others(text: str, others: Sequence[str], total: int, option: str) -> str:

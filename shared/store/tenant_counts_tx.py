@@ -45,6 +45,7 @@ class TenantCounts:
         found = await self._transact(_removed_tx(name, tenant, limit), write=False)
         return [r["name"] for r in found], int(found[0]["n"]) if found else 0
 
+
 def _removed_tx(name: str, tenant: str, limit: int) -> Tx[Any]:
     # As remove_destination renames it (both dialects' queries).
     return (yield rows("removed_destination_names", prefix=f"{name}~removed-",
