@@ -382,7 +382,8 @@ def test_a_picked_destination_its_tenant_lacks_is_said_in_place_of_the_list(
 
     assert hookline.call("DELETE", "/v1/admin/destinations/archive?tenant=initech")[0] == 200
     expect(page.locator("#dead-missing")).to_contain_text(
-        "no destination named 'archive' in tenant initech, nor in any other tenant.")
+        "no destination named 'archive' in tenant initech, nor in any other tenant; one was "
+        "removed: its jobs are under 'archive~removed-")
     expect(page.locator("#dead-missing")).to_contain_text("under its removed name")
     expect(page.locator("#dead-destination")).to_have_value("initech~archive")  # still shown
     expect(page.locator("#replay-all")).to_be_disabled()
