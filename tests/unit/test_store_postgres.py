@@ -201,16 +201,22 @@ async def test_the_servers_tcp_user_timeout_outlasts_the_pools_reset(pg_url):
     the startup packet), and asyncpg's reset (RESET ALL) on each release of a connection to
     the pool would return it to the server's default (0: none): the pool's reset sets it
     again. Read from the connection every transaction of the store uses."""
-    limits = PostgresLimits(tcp_user_timeout_s=7.0, client_check_interval_s=0.3)
+    settings = await _late_settings_after_resets(pg_url, PostgresLimits(
+        tcp_user_timeout_s=7.0, client_check_interval_s=0.3))
+    assert settings == {"tcp_user_timeout": "7000", "client_connection_check_interval": "300"}
+
+
+async def _late_settings_after_resets(pg_url: str, limits: PostgresLimits) -> dict[str, str]:
+    """The late settings as the store's one pooled connection has them after three
+    transactions, each acquired, then released (reset)."""
     async with PostgresStore(pg_url, pool_size=1, limits=limits) as store:
-        for _ in range(3):  # each a transaction: acquired, then released (reset)
+        for _ in range(3):
             await store.list_destinations()
         assert store._pool is not None
         async with store._pool.acquire() as conn:
-            settings = dict(await conn.fetch(
+            return dict(await conn.fetch(
                 "SELECT name, setting FROM pg_settings WHERE name IN "
                 "('tcp_user_timeout', 'client_connection_check_interval')"))
-    assert settings == {"tcp_user_timeout": "7000", "client_connection_check_interval": "300"}
 
 
 async def _sessions_waiting(conn: asyncpg.Connection) -> int:
@@ -238,6 +244,8 @@ async def test_a_transaction_whose_client_left_ends_while_it_waits_for_a_lock(pg
                     if await _sessions_waiting(blocker) == 1:
                         break
                     await asyncio.sleep(0.05)
+                else:
+                    raise AssertionError("the pause never waited for the destination's lock")
                 pause.cancel()
                 waited = 0.0
                 while await _sessions_waiting(blocker) and waited < 5.0:
@@ -253,13 +261,6 @@ async def test_a_server_that_refuses_the_client_check_is_served_without_it(pg_ur
     `client_connection_check_interval` (22023, as it refuses a value out of range, which
     stands in for it here): the store does without the check, on every connection and
     after every reset, and keeps the other late settings."""
-    limits = PostgresLimits(tcp_user_timeout_s=7.0, client_check_interval_s=1e10)
-    async with PostgresStore(pg_url, pool_size=1, limits=limits) as store:
-        for _ in range(3):
-            await store.list_destinations()
-        assert store._pool is not None
-        async with store._pool.acquire() as conn:
-            settings = dict(await conn.fetch(
-                "SELECT name, setting FROM pg_settings WHERE name IN "
-                "('tcp_user_timeout', 'client_connection_check_interval')"))
+    settings = await _late_settings_after_resets(pg_url, PostgresLimits(
+        tcp_user_timeout_s=7.0, client_check_interval_s=1e10))
     assert settings == {"tcp_user_timeout": "7000", "client_connection_check_interval": "0"}
