@@ -6,8 +6,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import itertools
+import socket
 import sqlite3
 import sys
+import tempfile
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from pathlib import Path
@@ -51,6 +53,26 @@ BACKENDS = ("sqlite", "postgres")
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "sqlite_only: runs on the SQLite backend only")
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """Remove the wake-up directories in the temp dir that no process listens in any more
+    (shared/store/wakeup.py puts one there for a database path too long for a socket beside
+    it, as pytest's temporary paths are): a service a test killed leaves its own behind,
+    some 300 over a few days of runs. A socket whose process is gone refuses a connection;
+    a live one (another test process, a service) is left, and so is its directory."""
+    for directory in Path(tempfile.gettempdir()).glob("hookline-wake-*"):
+        for path in directory.glob("*.sock"):
+            with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as probe:
+                try:
+                    probe.connect(str(path))
+                except ConnectionRefusedError:
+                    with contextlib.suppress(OSError):
+                        path.unlink()
+                except OSError:
+                    pass  # gone meanwhile, or not a socket: not ours to judge
+        with contextlib.suppress(OSError):  # not empty: someone still listens
+            directory.rmdir()
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
