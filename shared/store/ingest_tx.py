@@ -103,9 +103,8 @@ def add_events_tx(events: Sequence[NewEvent], *, create_tenants: bool = False,
     job_ids: dict[int, list[int]] = {}
     deltas = MetricDeltas()  # the figures /metrics reads, after the rows (oldest job probe)
     if pairs:  # one query for every job of the batch: this is ingest's hot path
-        for r in (yield from insert_jobs_tx(pairs)):
+        for r in (yield from insert_jobs_tx(pairs, deltas)):
             job_ids.setdefault(r["event_id"], []).append(r["id"])
-            deltas.jobs(r["destination_id"], None, "pending")
         yield NOTIFY
     deltas.events(len(inserted))
     if filters is not None:

@@ -114,8 +114,7 @@ def _publish_for(notify: NotifyPolicy, event_type: str, owner: str, tenant: str,
              "forwarded_headers", "trace_context", "schema_problem"),
             [(message_id, owner, policy.SOURCE, source_event_id, event_type, body,
               forwarding.encode(()), None, None)])}, per_row=True)
-        for r in (yield from insert_jobs_tx([(stored["id"], d) for d in reached])):
-            deltas.jobs(r["destination_id"], None, "pending")
+        yield from insert_jobs_tx([(stored["id"], d) for d in reached], deltas)
         yield NOTIFY
         deltas.events(1)
         deltas.notification(event_type.removeprefix(policy.PREFIX))

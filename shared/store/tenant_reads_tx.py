@@ -273,13 +273,12 @@ def _test_delivery_tx(tenant: str, name: str, event_type: str | None) -> Tx[Test
          "forwarded_headers", "trace_context", "schema_problem"),
         [(message_id, tenant, TEST_SOURCE, source_event_id, payload.type, body,
           forwarding.encode(()), None, None)])}, per_row=True)
-    written = yield from insert_jobs_tx([(event["id"], dest["id"])])
+    deltas = MetricDeltas()  # the figures /metrics reads, as ingest keeps them
+    written = yield from insert_jobs_tx([(event["id"], dest["id"])], deltas)
     if not written:  # removed since it was read (PostgreSQL): nothing is kept
         raise DestinationMissing(name, tenant)
     [job] = written
-    deltas = MetricDeltas()  # the figures /metrics reads, as ingest keeps them
     deltas.events(1)
-    deltas.jobs(dest["id"], None, "pending")
     yield from deltas.apply()
     yield NOTIFY
     return TestDelivery(event_id=int(event["id"]), message_id=str(event["message_id"]),
