@@ -35,12 +35,13 @@ async def _destination(store: PostgresStore, *, ordered: bool = False) -> None:
                                 secret=SECRET, max_in_flight=10, ordered=ordered)
 
 
-async def _late_claim(store: PostgresStore, clock: FakeClock, *, ordered: bool = False) -> Claim:
+async def _late_claim(store: PostgresStore, clock: FakeClock, *, ordered: bool = False,
+                      max_attempts: int = 5) -> Claim:
     """One job of destination `d` (ordered or not) claimed by worker `late`, whose lease has
-    since expired."""
+    since expired (with `max_attempts` 1, on its final attempt: lost at its cap)."""
     await _destination(store, ordered=ordered)
     await store.add_events([new_event("e1")])
-    [late] = await store.claim("late", 1, LEASE_S, 5)
+    [late] = await store.claim("late", 1, LEASE_S, max_attempts)
     clock.advance(LEASE_S + 1)
     return late
 
@@ -285,10 +286,7 @@ async def test_a_job_lost_at_its_cap_is_never_taken_over(pg_url):
     async with PostgresStore(pg_url, clock=clock) as store, \
             PostgresStore(pg_url, clock=clock) as operator:
         operator.give_way_lock_timeout_s = 30.0  # a loaded machine's margin
-        await _destination(store)
-        await store.add_events([new_event("e1")])
-        [lost] = await store.claim("lost", 1, LEASE_S, 1)
-        clock.advance(LEASE_S + 1)
+        lost = await _late_claim(store, clock, max_attempts=1)
         async with third_connection(pg_url) as blocker:
             async with blocker.transaction():
                 await blocker.execute(HOLD_DESTINATION, lost.destination_id)
@@ -314,10 +312,7 @@ async def test_a_job_lost_at_its_cap_held_by_a_late_finish_that_rolls_back_is_no
     clock = FakeClock()
     async with PostgresStore(pg_url, clock=clock) as store, \
             PostgresStore(pg_url, clock=clock) as late_store:
-        await _destination(store)
-        await store.add_events([new_event("e1")])
-        [lost] = await store.claim("lost", 1, LEASE_S, 1)
-        clock.advance(LEASE_S + 1)
+        lost = await _late_claim(store, clock, max_attempts=1)
         async with third_connection(pg_url) as blocker:
             async with blocker.transaction():
                 await blocker.execute(HOLD_ATTEMPT, lost.lease_token)
