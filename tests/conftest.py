@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import io
 import itertools
 import socket
 import sqlite3
@@ -161,6 +162,17 @@ async def serving(app: web.Application) -> AsyncIterator[int]:
         yield int(runner.addresses[0][1])
     finally:
         await runner.cleanup()
+
+
+def task_stacks() -> str:
+    """The stack of every other task of the running loop, as text: for the message of a wait
+    that timed out, to show where the worker, the writer and the attempts stood."""
+    current = asyncio.current_task()
+    out = io.StringIO()
+    for task in asyncio.all_tasks():
+        if task is not current:
+            task.print_stack(limit=12, file=out)
+    return out.getvalue()
 
 
 def is_postgres(url: str) -> bool:

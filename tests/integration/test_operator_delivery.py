@@ -16,7 +16,7 @@ from hookline.shared.signing import generate_secret
 from hookline.shared.store import Store
 from hookline.workers.loop import Worker
 from hookline.workers.sender import Sender
-from tests.conftest import new_event
+from tests.conftest import new_event, task_stacks
 
 # Polls often, so a paused destination's due retry would be claimed if pause leaked.
 POLLING = Config(allow_networks="127.0.0.0/8", retry_base_s=0.5, retry_cap_s=0.5, max_attempts=5,
@@ -43,7 +43,7 @@ async def until(predicate: Callable[[], object], timeout_s: float, what: str) ->
     deadline = time.monotonic() + timeout_s
     while not predicate():
         if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
+            raise AssertionError(f"timed out waiting for {what}; tasks:\n{task_stacks()}")
         await asyncio.sleep(0.02)
 
 
@@ -97,7 +97,7 @@ async def test_replay_of_dead_job_sends_same_id_and_bytes(real_store):
             (accepted,) = await real_store.add_events([new_event("x1", body=body)])
             deadline = time.monotonic() + 5
             while (await real_store.list_jobs())[0].status != "dead":
-                assert time.monotonic() < deadline, "job did not die"
+                assert time.monotonic() < deadline, f"job did not die; tasks:\n{task_stacks()}"
                 await asyncio.sleep(0.02)
             assert len(receiver.requests) == 1 and receiver.effects == []
             # The worker is idle in its 5 s wait. (The store's notifier caches the list of
