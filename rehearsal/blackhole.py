@@ -11,8 +11,10 @@ thread with its own event loop, so both in-process callers and child processes c
 client on any connection has run a statement containing `marker` inside a transaction and
 the server has answered it, before that answer is passed on. The server's session is then
 idle in transaction, holding the locks that statement took, and its client never hears back:
-a host cut off mid-claim. The proxy reads just enough of PostgreSQL's wire protocol (v3)
-for that: the client's Parse, Bind and Query messages and the server's ReadyForQuery.
+a host cut off mid-claim. `freeze_at_commit(marker)` waits for that transaction's COMMIT
+instead and swallows the server's answer to it: the commit has landed, and its client never
+hears so. The proxy reads just enough of PostgreSQL's wire protocol (v3) for that: the
+client's Parse, Bind and Query messages and the server's ReadyForQuery.
 
 Used by the `partition` rehearsal scenario and the partition tests.
 """
@@ -47,6 +49,7 @@ class _PgWatch:
         self._encrypted = False  # TLS or GSS: nothing readable any more
         self._prepared: dict[bytes, bytes] = {}  # statement name -> its SQL text
         self._running = b""  # the SQL text of the statement last sent for execution
+        self._marked = False  # the open transaction ran a statement containing the marker
 
     def from_client(self, data: bytes) -> None:
         """Note what the client sends (before it is forwarded)."""
@@ -78,16 +81,19 @@ class _PgWatch:
             elif kind == ord("Q"):  # a simple query
                 self._running = payload
 
-    def from_server(self, data: bytes, marker: bytes | None) -> bool:
+    def from_server(self, data: bytes, marker: bytes | None, at_commit: bool = False) -> bool:
         """Note what the server sends.
 
         Args:
             data: the next bytes from the server.
             marker: bytes of SQL text to look for (None: nothing).
+            at_commit: look for the answer to the COMMIT of a transaction that ran the
+                marked statement instead.
 
         Returns:
             True when `data` holds the server's answer, inside a transaction, to a statement
-            whose SQL text contains `marker`.
+            whose SQL text contains `marker` (with `at_commit`: the answer to that
+            transaction's COMMIT).
         """
         if self._encrypted:
             return False
@@ -103,8 +109,14 @@ class _PgWatch:
         while (message := _take_typed(self._server)) is not None:
             kind, payload = message
             if kind == ord("Z"):  # ReadyForQuery: I idle, T in a transaction, E failed one
-                hit = hit or (marker is not None and marker in self._running
-                              and payload[:1] == b"T")
+                marked = (marker is not None and marker in self._running
+                          and payload[:1] == b"T")
+                if at_commit:
+                    hit = hit or (self._marked and payload[:1] == b"I"
+                                  and self._running.upper().startswith(b"COMMIT"))
+                    self._marked = (self._marked or marked) and payload[:1] == b"T"
+                else:
+                    hit = hit or marked
                 self._running = b""
         return hit
 
@@ -135,6 +147,7 @@ class BlackholeProxy:
         self.port = 0
         self._blackhole = False
         self._marker: bytes | None = None
+        self._at_commit = False
         self._frozen = threading.Event()
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, daemon=True,
@@ -193,6 +206,18 @@ class BlackholeProxy:
         Args:
             marker: bytes of the statement's SQL text, e.g. b"FOR NO KEY UPDATE".
         """
+        self._at_commit = False
+        self._marker = marker
+
+    def freeze_at_commit(self, marker: bytes) -> None:
+        """Freeze (as :meth:`freeze`) once the server has answered the COMMIT of a
+        transaction that ran a statement containing `marker`; that answer is never passed
+        on, so the commit lands and its client never hears of it.
+
+        Args:
+            marker: bytes of one of the transaction's statements' SQL text.
+        """
+        self._at_commit = True
         self._marker = marker
 
     def wait_frozen(self, timeout_s: float) -> bool:
@@ -206,6 +231,7 @@ class BlackholeProxy:
     def heal(self) -> None:
         """Forward new connections again (the frozen ones stay frozen)."""
         self._marker = None
+        self._at_commit = False
         self._blackhole = False
         self._frozen.clear()
 
@@ -249,7 +275,7 @@ class BlackholeProxy:
             while data := await src.read(65536):
                 if to_server:
                     watch.from_client(data)
-                elif watch.from_server(data, self._marker):
+                elif watch.from_server(data, self._marker, self._at_commit):
                     self._freeze_now()
                     return  # this answer is never passed on; the sockets stay open
                 dst.write(data)

@@ -142,6 +142,13 @@ class Claim:
     gates_next: bool = False
 
 
+def lease_token_floor(unix_s: float) -> str:
+    """A string that every lease token given by a claim after `unix_s` (unix seconds, on the
+    database's clock) sorts after: a token begins with its claim's instant in microseconds,
+    16 hex digits, then random ones (the claim_job query of each backend)."""
+    return f"{int(unix_s * 1_000_000):016x}"
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ClaimRequest:
     """The arguments of one claim (see :meth:`hookline.shared.store.Store.claim`), for a claim made

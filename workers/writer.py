@@ -57,6 +57,12 @@ Why not a lock around the send (what this replaced): a claim could mix a takeove
 jobs; the takeover waited for their requests but not for their results, which the writer
 batches, and several takeovers in one claim raced for the lock.
 
+A claim whose answer was lost (StoreUnavailable: the connection cut after the COMMIT left)
+may have leased jobs this worker never heard of; left alone they would wait out their lease,
+and one on its final attempt would die "worker lost", never sent. The next write first hands
+back, uncharged, those leased to this identity under a token newer than the newest it was
+given (or than its start) that it does not hold (`store.hand_back_unheld`).
+
 A database that is busy or away (StoreUnavailable, StoreBusy under it) never drops a result:
 a write that records results is retried with capped backoff (0.1 s doubling to 5 s) until it
 is written; the lease token fences it, so a late write of a lease that expired meanwhile
@@ -82,7 +88,16 @@ from hookline.shared.config import Config
 from hookline.shared.errors import StoreBusy, StoreUnavailable
 from hookline.shared.faults import CappedBackoff, StoreOutage
 from hookline.shared.logs import get_logger, logs_info
-from hookline.shared.models import AttemptResult, Claim, ClaimRequest, Dead, Done, Outcome, Retry
+from hookline.shared.models import (
+    AttemptResult,
+    Claim,
+    ClaimRequest,
+    Dead,
+    Done,
+    Outcome,
+    Retry,
+    lease_token_floor,
+)
 from hookline.shared.policy.delivery import destination_slots, late_slots, tenant_slots
 from hookline.shared.spacing import FILLED_ENOUGH, wait_out_spacing
 from hookline.shared.store import Store
@@ -225,6 +240,10 @@ class Writer:
         self._takeover_waiting = False
         self._extend_at = 0.0  # monotonic; when the held leases are next extended
         self._spacing = False  # waiting out the spacing (_let_the_batch_fill)
+        # A claim's write failed: it may have leased jobs unheard of (module docstring).
+        self._answer_lost = False
+        self._newest_token: str | None = None  # the newest lease token claimed here
+        self._token_floor = lease_token_floor(clock())  # a token claimed after the start
 
     # -- what others call -------------------------------------------------------------------
 
@@ -310,6 +329,9 @@ class Writer:
         if self._task is not None:
             await self._task  # ends once every queued result is written
             self._task = None
+        if self._answer_lost:
+            with contextlib.suppress(StoreUnavailable, StoreBusy):  # their leases expire
+                await self._hand_back_unheld()
         unsent = [slot.claim for slot in self._slots.values() if slot.phase is Phase.SENDING]
         self._slots.clear()
         if unsent:
@@ -424,6 +446,8 @@ class Writer:
             now = time.monotonic()
             items = [finished.waited(now) for finished in batch]
             try:
+                if self._answer_lost:
+                    await self._hand_back_unheld()
                 waiting = False
                 if request is None:
                     kept = await self.store.finish(items, breaker=self.breaker)
@@ -442,6 +466,8 @@ class Writer:
                 await self._sleep_extending(delay_s)
                 continue
             except StoreUnavailable as exc:
+                # A claim's commit may have landed unheard: hand back what it leased first.
+                self._answer_lost = self._answer_lost or request is not None
                 self.outage.failed(exc, during=during)
                 if not batch:
                     raise self._claim_failed() from exc
@@ -453,6 +479,20 @@ class Writer:
             return Written(recorded=list(zip(batch, kept, strict=True)),
                            asked=request.limit if request is not None else 0, claims=claims,
                            takeover_waiting=waiting)
+
+    async def _hand_back_unheld(self) -> None:
+        """Hand back the jobs leased to this worker by a claim whose answer was lost (module
+        docstring); each is logged `job_handed_back`.
+
+        Raises:
+            StoreUnavailable, StoreBusy: not written; tried again before the next write.
+        """
+        job_ids = await self.store.hand_back_unheld(
+            self.worker_id, self._newest_token or self._token_floor, list(self._slots))
+        self._answer_lost = False
+        for job_id in job_ids:
+            log.warning("job_handed_back", job_id=job_id, worker=self.worker_id,
+                        reason="claim answer lost")
 
     async def _sleep_extending(self, delay_s: float) -> None:
         """Sleep `delay_s` before a write's next try, extending the held leases on time."""
@@ -504,6 +544,8 @@ class Writer:
             self._slots.pop(finished.claim.lease_token, None)
             log_outcome(finished, kept, now_s)
         for claim in written.claims:
+            if self._newest_token is None or claim.lease_token > self._newest_token:
+                self._newest_token = claim.lease_token
             self._start(claim)
         if written.asked:
             self._takeover_waiting = written.takeover_waiting

@@ -218,6 +218,19 @@ class Store(TenantStore, CatalogueStore, Protocol):
         """Return claimed jobs to pending, due now, without charging their attempt (graceful
         stop). Fenced by token; returns how many were handed back."""
 
+    async def hand_back_unheld(self, worker: str, newer_than: str,
+                               held: Sequence[str]) -> list[int]:
+        """Hand back, as :meth:`hand_back` does, every job leased to `worker` under a lease
+        token that sorts after `newer_than` and is not in `held`: the claims of a write
+        whose answer never reached the worker (its connection was cut at the commit, which
+        may have landed). Tokens sort by their claim's instant, so a `newer_than` that is
+        the newest token the worker was given leaves alone the leases of an earlier process
+        with the same identity (a dead worker's jobs stay for the quarantine). Their
+        attempt rows close as `handed back (claim answer lost)`. Returns their job ids.
+
+        Raises:
+            StoreUnavailable, StoreBusy: as any write (nothing is handed back)."""
+
     async def wait_for_jobs(self, timeout_s: float) -> bool:
         """Sleep until new or replayed jobs may be due, or `timeout_s` passes; True if woken.
 

@@ -40,15 +40,37 @@ def claim_keys(claims: Sequence[Claim]) -> Rows:
     return Rows(("job_ids", "lease_tokens"), [(c.job_id, c.lease_token) for c in claims])
 
 
+GRACEFUL_STOP = "handed back (graceful stop)"
+"""The error of an attempt handed back at a graceful stop (its send never finished)."""
+
+ANSWER_LOST = "handed back (claim answer lost)"
+"""The error of an attempt handed back because its claim committed but the database's answer
+never reached the worker (a connection cut at the commit): never sent."""
+
+
 def hand_back_tx(claims: Sequence[Claim]) -> Tx[int]:
-    handed = 0
+    return len((yield from _hand_back([(c.job_id, c.lease_token, c.destination_id)
+                                       for c in claims], GRACEFUL_STOP)))
+
+
+def hand_back_unheld_tx(worker: str, newer_than: str, held: Sequence[str]) -> Tx[list[int]]:
+    leases = [(r["id"], r["lease_token"], r["destination_id"]) for r in (yield rows(
+        "unheld_leases", worker=worker, newer_than=newer_than, held=list(held)))]
+    return (yield from _hand_back(leases, ANSWER_LOST))
+
+
+def _hand_back(leases: Sequence[tuple[int, str, int]], reason: str) -> Tx[list[int]]:
+    """Each (job id, lease token, destination id) back to pending, due now and uncharged,
+    fenced by its token; its attempt row closed with `reason`. Returns the jobs handed back."""
+    handed: list[int] = []
     deltas = MetricDeltas()
-    for c in claims:
-        if (yield count("hand_back", job_id=c.job_id, lease_token=c.lease_token)):
-            deltas.jobs(c.destination_id, "running", "pending")
-            closed = yield count("mark_attempt_handed_back", lease_token=c.lease_token)
-            deltas.attempts(c.destination_id, IN_FLIGHT, "handed_back", closed)
-            handed += 1
+    for job_id, lease_token, destination_id in leases:
+        if (yield count("hand_back", job_id=job_id, lease_token=lease_token)):
+            deltas.jobs(destination_id, "running", "pending")
+            closed = yield count("mark_attempt_handed_back", lease_token=lease_token,
+                                 reason=reason)
+            deltas.attempts(destination_id, IN_FLIGHT, "handed_back", closed)
+            handed.append(job_id)
     yield from deltas.apply()
     if handed:
         yield NOTIFY

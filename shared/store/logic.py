@@ -53,7 +53,14 @@ from hookline.shared.store.figures_tx import (
     stats_tx,
 )
 from hookline.shared.store.filter_tx import FilterTestRow, filter_test_tx
-from hookline.shared.store.finish_tx import Items, extend_tx, finish_all, finish_tx, hand_back_tx
+from hookline.shared.store.finish_tx import (
+    Items,
+    extend_tx,
+    finish_all,
+    finish_tx,
+    hand_back_tx,
+    hand_back_unheld_tx,
+)
 from hookline.shared.store.ingest_tx import add_events_tx
 from hookline.shared.store.metric_deltas import MetricDeltas
 from hookline.shared.store.operator_tx import (
@@ -211,6 +218,11 @@ class StoreLogic(ClaimOperations, EventOperations, TenantOperations, TenantCount
         if not claims:
             return 0
         return await self._transact(hand_back_tx(claims), write=True)
+
+    async def hand_back_unheld(self, worker: str, newer_than: str,
+                               held: Sequence[str]) -> list[int]:
+        """See :meth:`hookline.shared.store.Store.hand_back_unheld`."""
+        return await self._transact(hand_back_unheld_tx(worker, newer_than, held), write=True)
 
     # -- destinations ----------------------------------------------------------------------
 

@@ -22,14 +22,17 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from hookline.ingest.app import build_app
 from hookline.rehearsal.blackhole import BlackholeProxy
+from hookline.rehearsal.receiver import Endpoint, Receiver
 from hookline.shared.config import Config
 from hookline.shared.errors import StoreBusy, StoreUnavailable
 from hookline.shared.models import AttemptResult, Done
+from hookline.shared.signing import generate_secret
 from hookline.shared.store import postgres as postgres_store
 from hookline.shared.store.factory import postgres_limits
 from hookline.shared.store.pg_limits import PostgresLimits
 from hookline.shared.store.postgres import PostgresStore
 from tests.conftest import new_event, serving
+from tests.integration.test_operator_delivery import running_worker, until
 
 # Every bound a few seconds at most, so each partition here lasts a few seconds.
 LIMITS = PostgresLimits(connect_timeout_s=1.0, acquire_timeout_s=1.0,
@@ -261,3 +264,36 @@ async def _scrape_through_a_partition(proxy: BlackholeProxy, store: PostgresStor
         while (after := await scrape())["hookline_database_readable"] != {(): 1}:
             assert time.monotonic() - healed_at < 20
         assert "hookline_jobs" in after
+
+
+async def test_a_claim_whose_commit_answer_is_lost_is_handed_back_and_sent_at_once(
+        through_proxy: tuple[BlackholeProxy, PostgresStore], pg_url: str) -> None:
+    """A worker's claim commits, but the server's answer to its COMMIT never reaches the
+    worker (the network cut just then). Its next write hands the jobs that claim leased back,
+    uncharged, and they are delivered long before their 30 s lease would have run out; on
+    their final attempt (max_attempts 1) too, where the lease's end would have made them dead
+    "worker lost", never sent."""
+    proxy, store = through_proxy
+    other = await _open(pg_url)
+    secret = generate_secret()
+    config = Config(allow_networks="127.0.0.0/8", max_attempts=1, lease_s=30.0,
+                    attempt_timeout_s=2.0, poll_interval_s=0.2, graceful_timeout_s=0.5)
+    try:
+        async with Receiver([Endpoint("d", secret)]) as receiver:
+            await other.add_destination(name="d", url=receiver.url("d"), secret=secret,
+                                        event_types=["*"], max_in_flight=10)
+            async with running_worker(store, config):
+                proxy.freeze_at_commit(b"md5(random()")  # the claim's lease statement
+                await other.add_events([new_event(f"e{n}") for n in range(3)])
+                assert await asyncio.to_thread(proxy.wait_frozen, 10), "no claim committed"
+                frozen_at = time.monotonic()
+                proxy.heal()
+                await until(lambda: len({e.webhook_id for e in receiver.effects}) == 3, 20,
+                            "the three deliveries")
+                assert time.monotonic() - frozen_at < 20  # the lease is 30 s
+        jobs = await other.list_jobs()
+        assert {(j.status, j.attempts) for j in jobs} == {("done", 1)}
+        errors = [[a.error for a in (await other.get_job(j.id)).attempts] for j in jobs]
+        assert ["handed back (claim answer lost)", None] in errors
+    finally:
+        await other.close()

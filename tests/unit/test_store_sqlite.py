@@ -282,6 +282,34 @@ async def test_hand_back_does_not_charge_an_attempt(store, destination_factory):
     assert again.attempt == 1
 
 
+async def test_hand_back_unheld_returns_only_the_leases_of_a_lost_answer(
+        store, destination_factory, clock):
+    """The jobs leased to a worker under tokens newer than the newest it was given, and not
+    held by it (a claim whose answer it never heard), go back pending and uncharged, their
+    attempts closed `handed back (claim answer lost)`; its older leases (an earlier process
+    with the same identity), the ones it holds and another worker's stay running."""
+    await destination_factory()
+    await store.add_events([new_event(f"e{n}") for n in range(5)])
+    [older] = await store.claim("w1", 1, lease_s=30, max_attempts=5)
+    clock.advance(1)
+    [given] = await store.claim("w1", 1, lease_s=30, max_attempts=5)
+    clock.advance(1)
+    lost = await store.claim("w1", 2, lease_s=30, max_attempts=5)
+    [other] = await store.claim("w2", 1, lease_s=30, max_attempts=5)
+    assert len(lost) == 2
+
+    handed = await store.hand_back_unheld("w1", given.lease_token, [given.lease_token])
+    assert sorted(handed) == sorted(c.job_id for c in lost)
+    jobs = {j.id: j for j in await store.list_jobs()}
+    assert {(jobs[c.job_id].status, jobs[c.job_id].attempts) for c in lost} == {("pending", 0)}
+    assert {jobs[c.job_id].status for c in (older, given, other)} == {"running"}
+    story = await store.get_job(lost[0].job_id)
+    assert [a.error for a in story.attempts] == ["handed back (claim answer lost)"]
+    assert await store.hand_back_unheld("w1", given.lease_token, []) == []  # none newer
+    [again] = await store.claim("w3", 1, lease_s=30, max_attempts=5)
+    assert again.job_id in handed and again.attempt == 1 and not again.taken_over
+
+
 async def test_paused_destination_is_not_claimed(store, destination_factory):
     """Jobs of a paused destination are not claimed (nor charged) until it is resumed."""
     await destination_factory("p")

@@ -11,9 +11,9 @@ WHERE id = :job_id AND lease_token = :lease_token AND status = 'running'
 -- live_destinations: destinations that receive new events (paused ones too: their jobs wait)
 SELECT * FROM destinations WHERE deleted_at IS NULL ORDER BY id
 
--- mark_attempt_handed_back: the attempt row of a handed-back claim
-UPDATE attempts SET error = 'handed back (graceful stop)' WHERE lease_token = :lease_token
-    AND duration_s IS NULL
+-- mark_attempt_handed_back: the attempt row of a handed-back claim (:reason begins "handed
+-- back": shared/record_models.py)
+UPDATE attempts SET error = :reason WHERE lease_token = :lease_token AND duration_s IS NULL
 
 -- mark_ordered_jobs: a destination turning ordered marks its unfinished jobs (jobs.ordered: an
 -- ordered destination's head is the first entry of jobs_ordered). One statement for both

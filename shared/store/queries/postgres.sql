@@ -268,6 +268,15 @@ SELECT id, status, run_at, lease_until, attempts, replays FROM jobs
 WHERE destination_id = :destination_id AND ordered = 1 AND status IN ('pending', 'running')
 ORDER BY id LIMIT 1
 
+-- unheld_leases: the jobs leased to :worker under a token newer than :newer_than that it does
+-- not hold: a claim it made whose answer never reached it. Tokens compare byte by byte
+-- (COLLATE "C": their hex digits sort by the claim's instant). Running jobs only, as many as
+-- the workers' slots.
+SELECT id, destination_id, lease_token FROM jobs
+WHERE status = 'running' AND lease_owner = :worker
+    AND lease_token COLLATE "C" > :newer_than::text COLLATE "C"
+    AND lease_token <> ALL(:held::text[])
+
 -- claim_job: lease a batch of chosen jobs in ONE statement, each under a fresh token, still
 -- only if due; attempts are counted here, at claim. A token is the claim's instant in
 -- microseconds (16 hex digits) then 16 random ones: tokens sort by time, so the attempts'

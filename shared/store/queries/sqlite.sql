@@ -232,6 +232,13 @@ SELECT id, status, run_at, lease_until, attempts, replays FROM jobs
 WHERE destination_id = :destination_id AND ordered = 1 AND status IN ('pending', 'running')
 ORDER BY id LIMIT 1
 
+-- unheld_leases: the jobs leased to :worker under a token newer than :newer_than that it does
+-- not hold (:held, a JSON array): a claim it made whose answer never reached it. It reads
+-- the running jobs only (through jobs_status), as many as the workers' slots.
+SELECT id, destination_id, lease_token FROM jobs
+WHERE status = 'running' AND lease_owner = :worker AND lease_token > :newer_than
+    AND lease_token NOT IN (SELECT value FROM json_each(:held))
+
 -- claim_job: lease a batch of chosen jobs (:job_ids, a JSON array) in ONE statement, each
 -- under a fresh token, still only if due; attempts are counted here, at claim. (Unary + keeps
 -- the planner on the id lookup: without it, it walks every pending job through jobs_status.)
