@@ -108,13 +108,14 @@ def _publish_for(notify: NotifyPolicy, event_type: str, owner: str, tenant: str,
     if filters is not None:
         reached = list(filters.select(event, reached))
         filters.count(deltas)
+    written: list[Any] = []
     if reached:
         [stored] = yield Query("insert_event", {"events": Rows(
             ("message_id", "tenant_id", "source", "source_event_id", "type", "body",
              "forwarded_headers", "trace_context", "schema_problem"),
             [(message_id, owner, policy.SOURCE, source_event_id, event_type, body,
               forwarding.encode(()), None, None)])}, per_row=True)
-        yield from insert_jobs_tx([(stored["id"], d) for d in reached], deltas)
+        written = yield from insert_jobs_tx([(stored["id"], d) for d in reached], deltas)
         yield NOTIFY
         deltas.events(1)
         deltas.notification(event_type.removeprefix(policy.PREFIX))
@@ -122,7 +123,7 @@ def _publish_for(notify: NotifyPolicy, event_type: str, owner: str, tenant: str,
     if not reached:
         return 0  # every subscriber's filter turned it away (counted as filtered)
     destination = data.get("destination")
-    jobs = len(reached)
+    jobs = len(written)  # a destination removed meanwhile (PostgreSQL) got none
     yield AfterCommit(lambda: log.info("operational_event", type=event_type, tenant=tenant,
                                        owner=owner, destination=destination, jobs=jobs))
     return jobs
