@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Literal, NamedTuple
 
 JobStatus = Literal["pending", "running", "done", "dead"]
 JOB_STATUSES: tuple[JobStatus, ...] = ("pending", "running", "done", "dead")
@@ -142,11 +142,12 @@ class Claim:
     gates_next: bool = False
 
 
-def lease_token_floor(unix_s: float) -> str:
-    """A string that every lease token given by a claim after `unix_s` (unix seconds, on the
-    database's clock) sorts after: a token begins with its claim's instant in microseconds,
-    16 hex digits, then random ones (the claim_job query of each backend)."""
-    return f"{int(unix_s * 1_000_000):016x}"
+class HandedBack(NamedTuple):
+    """A job handed back by :meth:`hookline.shared.store.Store.hand_back_unheld`."""
+
+    job_id: int
+    event_id: int
+    lease_token: str  # the lease it was handed back from
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -169,6 +170,11 @@ class ClaimRequest:
         held_tenants: tenant -> the worker's slots it holds already (for per_tenant).
         may_take_over: the worker holds no other claim once this transaction commits, so a
             job taken over (maybe a poison job) may be claimed, alone (False: skipped).
+        token_tag: 8 hex digits set in each lease token this claim gives, after the claim's
+            instant (16 hex digits) and before 16 random ones: the worker process's own, so
+            that it can find the leases of a claim whose answer it lost
+            (:meth:`hookline.shared.store.Store.hand_back_unheld`), whatever identity another
+            process shares with it. Empty: none (tokens of 32 digits).
     """
 
     worker: str
@@ -182,6 +188,7 @@ class ClaimRequest:
     may_take_over: bool = True
     per_tenant: int | None = None
     held_tenants: Mapping[str, int] = field(default_factory=dict)
+    token_tag: str = ""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

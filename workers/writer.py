@@ -57,11 +57,12 @@ Why not a lock around the send (what this replaced): a claim could mix a takeove
 jobs; the takeover waited for their requests but not for their results, which the writer
 batches, and several takeovers in one claim raced for the lock.
 
-A claim whose answer was lost (StoreUnavailable: the connection cut after the COMMIT left)
-may have leased jobs this worker never heard of; left alone they would wait out their lease,
-and one on its final attempt would die "worker lost", never sent. The next write first hands
-back, uncharged, those leased to this identity under a token newer than the newest it was
-given (or than its start) that it does not hold (`store.hand_back_unheld`).
+A claim that fails as StoreUnavailable may still have committed (the connection cut after
+its COMMIT left), leasing jobs this process never heard of; left alone they would wait out
+their lease, and one on its final attempt would die "worker lost", never sent. Each claim
+sets this process's own tag in its lease tokens, so the next write first hands back,
+uncharged, the jobs leased under this tag after the newest token it was given that it does
+not hold (`store.hand_back_unheld`; a takeover among them keeps its quarantine).
 
 A database that is busy or away (StoreUnavailable, StoreBusy under it) never drops a result:
 a write that records results is retried with capped backoff (0.1 s doubling to 5 s) until it
@@ -78,6 +79,7 @@ import collections
 import contextlib
 import dataclasses
 import enum
+import secrets
 import time
 from collections import Counter
 from collections.abc import Awaitable, Callable
@@ -88,16 +90,7 @@ from hookline.shared.config import Config
 from hookline.shared.errors import StoreBusy, StoreUnavailable
 from hookline.shared.faults import CappedBackoff, StoreOutage
 from hookline.shared.logs import get_logger, logs_info
-from hookline.shared.models import (
-    AttemptResult,
-    Claim,
-    ClaimRequest,
-    Dead,
-    Done,
-    Outcome,
-    Retry,
-    lease_token_floor,
-)
+from hookline.shared.models import AttemptResult, Claim, ClaimRequest, Dead, Done, Outcome, Retry
 from hookline.shared.policy.delivery import destination_slots, late_slots, tenant_slots
 from hookline.shared.spacing import FILLED_ENOUGH, wait_out_spacing
 from hookline.shared.store import Store
@@ -241,9 +234,9 @@ class Writer:
         self._extend_at = 0.0  # monotonic; when the held leases are next extended
         self._spacing = False  # waiting out the spacing (_let_the_batch_fill)
         # A claim's write failed: it may have leased jobs unheard of (module docstring).
-        self._answer_lost = False
-        self._newest_token: str | None = None  # the newest lease token claimed here
-        self._token_floor = lease_token_floor(clock())  # a token claimed after the start
+        self._claim_unsure = False
+        self._token_tag = secrets.token_hex(4)  # in every lease token this process claims
+        self._newest_token = ""  # the newest lease token claimed here
 
     # -- what others call -------------------------------------------------------------------
 
@@ -329,7 +322,7 @@ class Writer:
         if self._task is not None:
             await self._task  # ends once every queued result is written
             self._task = None
-        if self._answer_lost:
+        if self._claim_unsure:
             with contextlib.suppress(StoreUnavailable, StoreBusy):  # their leases expire
                 await self._hand_back_unheld()
         unsent = [slot.claim for slot in self._slots.values() if slot.phase is Phase.SENDING]
@@ -446,7 +439,7 @@ class Writer:
             now = time.monotonic()
             items = [finished.waited(now) for finished in batch]
             try:
-                if self._answer_lost:
+                if self._claim_unsure:
                     await self._hand_back_unheld()
                 waiting = False
                 if request is None:
@@ -467,7 +460,7 @@ class Writer:
                 continue
             except StoreUnavailable as exc:
                 # A claim's commit may have landed unheard: hand back what it leased first.
-                self._answer_lost = self._answer_lost or request is not None
+                self._claim_unsure = self._claim_unsure or request is not None
                 self.outage.failed(exc, during=during)
                 if not batch:
                     raise self._claim_failed() from exc
@@ -487,11 +480,12 @@ class Writer:
         Raises:
             StoreUnavailable, StoreBusy: not written; tried again before the next write.
         """
-        job_ids = await self.store.hand_back_unheld(
-            self.worker_id, self._newest_token or self._token_floor, list(self._slots))
-        self._answer_lost = False
-        for job_id in job_ids:
-            log.warning("job_handed_back", job_id=job_id, worker=self.worker_id,
+        handed = await self.store.hand_back_unheld(self.worker_id, self._token_tag,
+                                                   self._newest_token, list(self._slots))
+        self._claim_unsure = False
+        for lease in handed:
+            log.warning("job_handed_back", job_id=lease.job_id, event_id=lease.event_id,
+                        lease_token=lease.lease_token, worker=self.worker_id,
                         reason="claim answer lost")
 
     async def _sleep_extending(self, delay_s: float) -> None:
@@ -535,7 +529,8 @@ class Writer:
                             per_destination=self.destination_slots,
                             held=Counter(claim.destination_id for claim in staying),
                             may_take_over=not staying, per_tenant=self.tenant_slots,
-                            held_tenants=Counter(claim.tenant_id for claim in staying))
+                            held_tenants=Counter(claim.tenant_id for claim in staying),
+                            token_tag=self._token_tag)
 
     def _apply(self, written: Written) -> None:
         """Free the slots of the results written, log them, start the claims."""
@@ -544,8 +539,7 @@ class Writer:
             self._slots.pop(finished.claim.lease_token, None)
             log_outcome(finished, kept, now_s)
         for claim in written.claims:
-            if self._newest_token is None or claim.lease_token > self._newest_token:
-                self._newest_token = claim.lease_token
+            self._newest_token = max(self._newest_token, claim.lease_token)
             self._start(claim)
         if written.asked:
             self._takeover_waiting = written.takeover_waiting

@@ -197,7 +197,7 @@ export function jobView({ arg, refreshNow }) {
         rows.map((a, i) => h("tr", {},
           h("td", { class: "num" }, i + 1),
           h("td", {}, a.worker),
-          h("td", {}, h("code", {}, `${a.lease_token.slice(0, 8)}…`)),
+          h("td", {}, h("code", {}, `…${a.lease_token.slice(-8)}`)),
           h("td", {}, when(a.started_at)),
           h("td", {}, leaseEnd(a, story, i === rows.length - 1)))),
         { class: "grid-table" }));

@@ -22,6 +22,7 @@ from hookline.shared.models import (
     AttemptResult,
     Claim,
     ClaimRequest,
+    HandedBack,
     NewEvent,
     Outcome,
     StoreResult,
@@ -218,15 +219,17 @@ class Store(TenantStore, CatalogueStore, Protocol):
         """Return claimed jobs to pending, due now, without charging their attempt (graceful
         stop). Fenced by token; returns how many were handed back."""
 
-    async def hand_back_unheld(self, worker: str, newer_than: str,
-                               held: Sequence[str]) -> list[int]:
+    async def hand_back_unheld(self, worker: str, tag: str, newer_than: str,
+                               held: Sequence[str]) -> list[HandedBack]:
         """Hand back, as :meth:`hand_back` does, every job leased to `worker` under a lease
-        token that sorts after `newer_than` and is not in `held`: the claims of a write
-        whose answer never reached the worker (its connection was cut at the commit, which
-        may have landed). Tokens sort by their claim's instant, so a `newer_than` that is
-        the newest token the worker was given leaves alone the leases of an earlier process
-        with the same identity (a dead worker's jobs stay for the quarantine). Their
-        attempt rows close as `handed back (claim answer lost)`. Returns their job ids.
+        token that carries `tag` (ClaimRequest.token_tag: one worker process's), sorts after
+        `newer_than` and is not in `held`: the claims of a write whose answer never reached
+        that process (its connection was cut at the commit, which may have landed). Tokens
+        sort by their claim's instant, so a `newer_than` that is the newest token the
+        process was given leaves alone the leases it knew of. A takeover among them (the
+        attempt before its lease's was lost: maybe a poison job) is left to expire, to be
+        taken over again alone. Their attempt rows close as `handed back (claim answer
+        lost)`. Returns those handed back.
 
         Raises:
             StoreUnavailable, StoreBusy: as any write (nothing is handed back)."""

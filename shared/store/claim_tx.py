@@ -131,6 +131,7 @@ class ClaimOperations:
         by_id = {r["id"]: r for r in (yield rows("claim_job", job_ids=chosen,
                                                   max_attempts=request.max_attempts,
                                                   worker=request.worker,
+                                                  token_tag=request.token_tag,
                                                   lease_s=float(request.lease_s)))}
         leased = [by_id[job_id] for job_id in chosen if job_id in by_id]
         if not leased and request.may_take_over and any(j in takeovers for j in chosen):

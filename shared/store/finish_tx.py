@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from hookline.shared.logs import get_logger
-from hookline.shared.models import AttemptResult, Claim, Dead, Done, Outcome, Retry
+from hookline.shared.models import AttemptResult, Claim, Dead, Done, HandedBack, Outcome, Retry
 from hookline.shared.policy.delivery import BreakerPolicy, auto_pause_reason, is_failure
 from hookline.shared.policy.notify import NotifyPolicy
 from hookline.shared.store import notify_tx
@@ -49,28 +49,30 @@ never reached the worker (a connection cut at the commit): never sent."""
 
 
 def hand_back_tx(claims: Sequence[Claim]) -> Tx[int]:
-    return len((yield from _hand_back([(c.job_id, c.lease_token, c.destination_id)
-                                       for c in claims], GRACEFUL_STOP)))
+    return len((yield from _hand_back([(HandedBack(c.job_id, c.event_id, c.lease_token),
+                                        c.destination_id) for c in claims], GRACEFUL_STOP)))
 
 
-def hand_back_unheld_tx(worker: str, newer_than: str, held: Sequence[str]) -> Tx[list[int]]:
-    leases = [(r["id"], r["lease_token"], r["destination_id"]) for r in (yield rows(
-        "unheld_leases", worker=worker, newer_than=newer_than, held=list(held)))]
+def hand_back_unheld_tx(worker: str, tag: str, newer_than: str,
+                        held: Sequence[str]) -> Tx[list[HandedBack]]:
+    leases = [(HandedBack(r["id"], r["event_id"], r["lease_token"]), r["destination_id"])
+              for r in (yield rows("unheld_leases", worker=worker, tag=tag,
+                                   newer_than=newer_than, held=list(held)))]
     return (yield from _hand_back(leases, ANSWER_LOST))
 
 
-def _hand_back(leases: Sequence[tuple[int, str, int]], reason: str) -> Tx[list[int]]:
-    """Each (job id, lease token, destination id) back to pending, due now and uncharged,
-    fenced by its token; its attempt row closed with `reason`. Returns the jobs handed back."""
-    handed: list[int] = []
+def _hand_back(leases: Sequence[tuple[HandedBack, int]], reason: str) -> Tx[list[HandedBack]]:
+    """Each lease (with its destination's id) back to pending, due now and uncharged, fenced
+    by its token; its attempt row closed with `reason`. Returns those handed back."""
+    handed: list[HandedBack] = []
     deltas = MetricDeltas()
-    for job_id, lease_token, destination_id in leases:
-        if (yield count("hand_back", job_id=job_id, lease_token=lease_token)):
+    for lease, destination_id in leases:
+        if (yield count("hand_back", job_id=lease.job_id, lease_token=lease.lease_token)):
             deltas.jobs(destination_id, "running", "pending")
-            closed = yield count("mark_attempt_handed_back", lease_token=lease_token,
+            closed = yield count("mark_attempt_handed_back", lease_token=lease.lease_token,
                                  reason=reason)
             deltas.attempts(destination_id, IN_FLIGHT, "handed_back", closed)
-            handed.append(job_id)
+            handed.append(lease)
     yield from deltas.apply()
     if handed:
         yield NOTIFY

@@ -21,6 +21,7 @@ from hookline.shared.models import (
     Accepted,
     Claim,
     ClaimRequest,
+    HandedBack,
     NewEvent,
     StoreResult,
 )
@@ -219,10 +220,11 @@ class StoreLogic(ClaimOperations, EventOperations, TenantOperations, TenantCount
             return 0
         return await self._transact(hand_back_tx(claims), write=True)
 
-    async def hand_back_unheld(self, worker: str, newer_than: str,
-                               held: Sequence[str]) -> list[int]:
+    async def hand_back_unheld(self, worker: str, tag: str, newer_than: str,
+                               held: Sequence[str]) -> list[HandedBack]:
         """See :meth:`hookline.shared.store.Store.hand_back_unheld`."""
-        return await self._transact(hand_back_unheld_tx(worker, newer_than, held), write=True)
+        return await self._transact(hand_back_unheld_tx(worker, tag, newer_than, held),
+                                    write=True)
 
     # -- destinations ----------------------------------------------------------------------
 

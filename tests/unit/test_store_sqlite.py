@@ -13,6 +13,7 @@ from hookline.shared.errors import Conflict, NotFound
 from hookline.shared.models import (
     Accepted,
     AttemptResult,
+    Claim,
     ClaimRequest,
     Dead,
     Done,
@@ -284,30 +285,47 @@ async def test_hand_back_does_not_charge_an_attempt(store, destination_factory):
 
 async def test_hand_back_unheld_returns_only_the_leases_of_a_lost_answer(
         store, destination_factory, clock):
-    """The jobs leased to a worker under tokens newer than the newest it was given, and not
-    held by it (a claim whose answer it never heard), go back pending and uncharged, their
-    attempts closed `handed back (claim answer lost)`; its older leases (an earlier process
-    with the same identity), the ones it holds and another worker's stay running."""
-    await destination_factory()
-    await store.add_events([new_event(f"e{n}") for n in range(5)])
-    [older] = await store.claim("w1", 1, lease_s=30, max_attempts=5)
-    clock.advance(1)
-    [given] = await store.claim("w1", 1, lease_s=30, max_attempts=5)
-    clock.advance(1)
-    lost = await store.claim("w1", 2, lease_s=30, max_attempts=5)
-    [other] = await store.claim("w2", 1, lease_s=30, max_attempts=5)
-    assert len(lost) == 2
+    """The jobs leased to a worker process (its identity and its tokens' tag) under tokens
+    newer than the newest it was given, and not held by it (a claim whose answer it never
+    heard), go back pending and uncharged, their attempts closed `handed back (claim answer
+    lost)`. Left running: its older leases, the ones it holds, another process's with the
+    same identity (another tag), another worker's, and a takeover (its quarantine)."""
+    await destination_factory(max_in_flight=50)
+    await store.add_events([new_event(f"e{n}") for n in range(7)])
 
-    handed = await store.hand_back_unheld("w1", given.lease_token, [given.lease_token])
-    assert sorted(handed) == sorted(c.job_id for c in lost)
+    async def claim(worker: str, tag: str, limit: int) -> list[Claim]:
+        clock.advance(1)
+        _, claims, _ = await store.finish_and_claim([], None, ClaimRequest(
+            worker=worker, limit=limit, lease_s=30, max_attempts=5, token_tag=tag))
+        return claims
+
+    [older] = await claim("w1", "0000000a", 1)
+    [given] = await claim("w1", "0000000a", 1)
+    lost = await claim("w1", "0000000a", 2)
+    [twin] = await claim("w1", "0000000b", 1)  # another process with the same identity
+    [other] = await claim("w2", "0000000a", 1)
+    assert len(lost) == 2 and lost[0].lease_token[16:24] == "0000000a"
+
+    handed = await store.hand_back_unheld("w1", "0000000a", given.lease_token,
+                                          [given.lease_token])
+    assert sorted(h.job_id for h in handed) == sorted(c.job_id for c in lost)
+    assert {(h.event_id, h.lease_token) for h in handed} == {
+        (c.event_id, c.lease_token) for c in lost}
     jobs = {j.id: j for j in await store.list_jobs()}
     assert {(jobs[c.job_id].status, jobs[c.job_id].attempts) for c in lost} == {("pending", 0)}
-    assert {jobs[c.job_id].status for c in (older, given, other)} == {"running"}
+    assert {jobs[c.job_id].status for c in (older, given, twin, other)} == {"running"}
     story = await store.get_job(lost[0].job_id)
     assert [a.error for a in story.attempts] == ["handed back (claim answer lost)"]
-    assert await store.hand_back_unheld("w1", given.lease_token, []) == []  # none newer
-    [again] = await store.claim("w3", 1, lease_s=30, max_attempts=5)
-    assert again.job_id in handed and again.attempt == 1 and not again.taken_over
+    assert await store.hand_back_unheld("w1", "0000000a", given.lease_token, []) == []
+
+    # A takeover whose claim's answer was lost is left to expire: taken over again, alone.
+    clock.advance(31)  # every lease above has expired; the jobs handed back are due
+    [first, *rest] = await claim("w1", "0000000a", 10)
+    assert first.taken_over and rest == []
+    assert await store.hand_back_unheld("w1", "0000000a", given.lease_token, []) == []
+    clock.advance(31)
+    [again] = await claim("w3", "", 10)
+    assert again.job_id == first.job_id and again.taken_over
 
 
 async def test_paused_destination_is_not_claimed(store, destination_factory):

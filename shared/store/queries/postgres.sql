@@ -268,14 +268,21 @@ SELECT id, status, run_at, lease_until, attempts, replays FROM jobs
 WHERE destination_id = :destination_id AND ordered = 1 AND status IN ('pending', 'running')
 ORDER BY id LIMIT 1
 
--- unheld_leases: the jobs leased to :worker under a token newer than :newer_than that it does
--- not hold: a claim it made whose answer never reached it. Tokens compare byte by byte
--- (COLLATE "C": their hex digits sort by the claim's instant). Running jobs only, as many as
--- the workers' slots.
-SELECT id, destination_id, lease_token FROM jobs
-WHERE status = 'running' AND lease_owner = :worker
-    AND lease_token COLLATE "C" > :newer_than::text COLLATE "C"
-    AND lease_token <> ALL(:held::text[])
+-- unheld_leases: the jobs leased to :worker under a token carrying :tag and newer than
+-- :newer_than that it does not hold: a claim it made whose answer never reached it. Tokens
+-- compare byte by byte (COLLATE "C": their hex digits sort by the claim's instant). A
+-- takeover among them (the attempt before this lease's was lost) is left to expire, to be
+-- taken over again alone. Running jobs only, as many as the workers' slots.
+SELECT j.id, j.event_id, j.destination_id, j.lease_token FROM jobs j
+WHERE j.status = 'running' AND j.lease_owner = :worker
+    AND substr(j.lease_token, 17, 8) = :tag::text
+    AND j.lease_token COLLATE "C" > :newer_than::text COLLATE "C"
+    AND j.lease_token <> ALL(:held::text[])
+    AND NOT EXISTS (
+        SELECT 1 FROM attempts a
+        WHERE a.job_id = j.id AND (a.error LIKE 'lease expired%' OR a.error LIKE 'worker lost%')
+            AND a.id = (SELECT max(b.id) FROM attempts b
+                        WHERE b.job_id = j.id AND b.lease_token <> j.lease_token))
 
 -- claim_job: lease a batch of chosen jobs in ONE statement, each under a fresh token, still
 -- only if due; attempts are counted here, at claim. A token is the claim's instant in
@@ -287,6 +294,7 @@ WHERE status = 'running' AND lease_owner = :worker
 -- holds, a deadlock if the claim waited (tests/unit/test_takeover_races.py).
 UPDATE jobs SET status = 'running', attempts = attempts + 1,
     lease_token = lpad(to_hex((hookline_now(:test_now_s) * 1000000)::bigint), 16, '0')
+        || :token_tag::text
         || substr(md5(random()::text || clock_timestamp()::text || id::text), 1, 16),
     lease_owner = :worker, lease_until = hookline_now(:test_now_s) + :lease_s,
     updated_at = hookline_now(:test_now_s)

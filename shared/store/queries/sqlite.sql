@@ -232,12 +232,20 @@ SELECT id, status, run_at, lease_until, attempts, replays FROM jobs
 WHERE destination_id = :destination_id AND ordered = 1 AND status IN ('pending', 'running')
 ORDER BY id LIMIT 1
 
--- unheld_leases: the jobs leased to :worker under a token newer than :newer_than that it does
--- not hold (:held, a JSON array): a claim it made whose answer never reached it. It reads
--- the running jobs only (through jobs_status), as many as the workers' slots.
-SELECT id, destination_id, lease_token FROM jobs
-WHERE status = 'running' AND lease_owner = :worker AND lease_token > :newer_than
-    AND lease_token NOT IN (SELECT value FROM json_each(:held))
+-- unheld_leases: the jobs leased to :worker under a token carrying :tag and newer than
+-- :newer_than that it does not hold (:held, a JSON array): a claim it made whose answer never
+-- reached it. A takeover among them (the attempt before this lease's was lost) is left to
+-- expire, to be taken over again alone. It reads the running jobs only (through
+-- jobs_status), as many as the workers' slots.
+SELECT j.id, j.event_id, j.destination_id, j.lease_token FROM jobs j
+WHERE j.status = 'running' AND j.lease_owner = :worker AND substr(j.lease_token, 17, 8) = :tag
+    AND j.lease_token > :newer_than
+    AND j.lease_token NOT IN (SELECT value FROM json_each(:held))
+    AND NOT EXISTS (
+        SELECT 1 FROM attempts a
+        WHERE a.job_id = j.id AND (a.error LIKE 'lease expired%' OR a.error LIKE 'worker lost%')
+            AND a.id = (SELECT max(b.id) FROM attempts b
+                        WHERE b.job_id = j.id AND b.lease_token <> j.lease_token))
 
 -- claim_job: lease a batch of chosen jobs (:job_ids, a JSON array) in ONE statement, each
 -- under a fresh token, still only if due; attempts are counted here, at claim. (Unary + keeps
@@ -246,7 +254,8 @@ WHERE status = 'running' AND lease_owner = :worker AND lease_token > :newer_than
 -- sort by time, so the attempts' unique token index grows at its end instead of dirtying a
 -- random page (and writing a WAL frame) for every attempt.
 UPDATE jobs SET status = 'running', attempts = attempts + 1,
-    lease_token = printf('%016x', CAST(:now * 1000000 AS INTEGER)) || lower(hex(randomblob(8))),
+    lease_token = printf('%016x', CAST(:now * 1000000 AS INTEGER)) || :token_tag
+        || lower(hex(randomblob(8))),
     lease_owner = :worker, lease_until = :now + :lease_s, updated_at = :now
 WHERE id IN (SELECT value FROM json_each(:job_ids)) AND (
     (+status = 'pending' AND +run_at <= :now)
