@@ -9,6 +9,7 @@ refused here, because an event answered 2xx must be seen by every process of the
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Literal
 
@@ -110,3 +111,10 @@ def sqlite_path(url: str) -> str | None:
         ConfigError, StorageRefused: as :func:`parse_db_url`.
     """
     return parse_db_url(url).path
+
+
+def redact_db_url(url: str) -> str:
+    """`url` with any password replaced by `***`, in its user info (`user:pw@host`) and in
+    a `password=` query parameter: for messages and `hookline config show`."""
+    url = re.sub(r"(://[^:/@]+):[^@/]*@", r"\1:***@", url)
+    return re.sub(r"([?&]password=)[^&]*", r"\1***", url, flags=re.IGNORECASE)

@@ -39,6 +39,7 @@ from typing import Any, TypeVar
 
 import asyncpg
 
+from hookline.shared.db_url import redact_db_url
 from hookline.shared.errors import (
     ConfigError,
     Conflict,
@@ -591,6 +592,4 @@ def _changed(status: str) -> int:
     return int(status.rsplit(" ", 1)[-1]) if status[-1:].isdigit() else 0
 
 
-def _redact(dsn: str) -> str:
-    """The URL without its password, for messages."""
-    return re.sub(r"(://[^:/@]+):[^@]*@", r"\1:***@", dsn)
+_redact = redact_db_url

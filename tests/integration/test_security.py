@@ -337,6 +337,19 @@ async def test_custom_headers_are_checked_and_cannot_inject(real_store):
 # -- secrets and files ---------------------------------------------------------------------
 
 
+def test_config_show_hides_the_database_password(tmp_path):
+    """`hookline config show` (text and --json) prints a PostgreSQL URL's password as `***`,
+    in its user info and in a `password=` parameter; the rest of the URL stays readable."""
+    env = {**os.environ, "HOOKLINE_DB":
+           "postgresql://hookline:pw-in-userinfo@127.0.0.1:1/hookline?password=pw-in-query"}
+    for flags in ([], ["--json"]):
+        shown = subprocess.run([sys.executable, "-m", "hookline.supervisor.cli", "config",
+                                "show", *flags], env=env, cwd=tmp_path, capture_output=True,
+                               text=True, timeout=60, check=True).stdout
+        assert "pw-in-" not in shown
+        assert "postgresql://hookline:***@127.0.0.1:1/hookline?password=***" in shown
+
+
 def test_tokens_from_files_and_systemd_credentials(tmp_path):
     """A token comes from `<name>_file` or $CREDENTIALS_DIRECTORY/<name> (whitespace stripped),
     a direct setting wins, an empty or unreadable file is a ConfigError, and the redacted
