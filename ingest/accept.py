@@ -84,7 +84,7 @@ def _ids(result: Accepted | Duplicate, event: NewEvent) -> dict[str, Any]:
     """The identifying fields of an accept log line."""
     return {"event_id": result.event_id, "message_id": result.message_id,
             "source": event.source, "source_event_id": event.source_event_id,
-            "type": event.type}
+            "type": event.type, "tenant": event.tenant}
 
 
 def accepted_body(result: Accepted) -> bytes:

@@ -94,7 +94,7 @@ async def test_accepted_event_fans_out_to_subscribed_destinations_only(client, r
     assert accepted == [{"event": "event_accepted", "log_level": "info",
                          "event_id": answer["event_id"], "message_id": answer["message_id"],
                          "source": "api", "source_event_id": "evt_1", "type": "invoice.paid",
-                         "jobs": 3, "job_ids": [1, 2, 3]}]
+                         "tenant": "_default", "jobs": 3, "job_ids": [1, 2, 3]}]
 
 
 async def test_event_without_subscribers_is_stored_with_no_jobs(client, real_store):
