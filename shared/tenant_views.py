@@ -98,18 +98,23 @@ def no_destination_message(name: str, tenant: str, others: Sequence[str], total:
     return f"{text}; {count} were removed: their jobs are under {names}{more}"
 
 
+def listed_tenants(others: Sequence[str], total: int) -> str:
+    """Tenant ids for a message: `acme`, `acme and globex`, or `a, b, c and 2 more` (the first
+    :data:`SHOWN_TENANTS` of `others`, `total` in all)."""
+    shown = list(others[:SHOWN_TENANTS])
+    if total > len(shown):
+        return f"{', '.join(shown)} and {total - len(shown)} more"
+    if len(shown) > 1:
+        return f"{', '.join(shown[:-1])} and {shown[-1]}"
+    return shown[0]
+
+
 def _others(text: str, others: Sequence[str], total: int, option: str) -> str:
     """`text`, then which other tenants have a destination of the name (see
     :func:`no_destination_message`)."""
     if not others:
         return f"{text}, nor in any other tenant"
-    shown = list(others[:SHOWN_TENANTS])
-    if total > len(shown):
-        listed = f"{', '.join(shown)} and {total - len(shown)} more"
-    elif len(shown) > 1:
-        listed = f"{', '.join(shown[:-1])} and {shown[-1]}"
-    else:
-        listed = shown[0]
+    listed = listed_tenants(others, total)
     if total == 1:
         return f"{text}; tenant {listed} has one: pass {option}{listed}"
     return f"{text}; tenants {listed} have one: pass {option}ID"

@@ -21,6 +21,7 @@ from hookline.shared.operator_models import (
 )
 from hookline.shared.store.metric_deltas import MetricDeltas
 from hookline.shared.store.ops import NOTIFY, WRITES_JOBS, Query, Tx, one, rows
+from hookline.shared.tenant_views import SHOWN_TENANTS, listed_tenants
 
 T = TypeVar("T")
 
@@ -65,8 +66,12 @@ def scoped(name: str, tenant: str | None, *, want: str = "all", **params: Any) -
 
 def find_event_tx(ref: EventRef, tenant: str | None = None) -> Tx[EventMatch]:
     """The event `ref` names (its candidates in order; of `tenant` only, unless None: then
-    internal and webhook ids of every tenant, a sender's id in the default tenant), with
-    its jobs. Raises NotFound."""
+    internal and webhook ids of every tenant, a sender's id in the default tenant, else in
+    the one other tenant that has it), with its jobs.
+
+    Raises:
+        NotFound: no such event; or, with `tenant` None, a sender's id that the default
+            tenant has not and several others have (the message names them)."""
     found: Any = None
     matched: Any = None
     if ref.internal_id is not None:
@@ -77,16 +82,26 @@ def find_event_tx(ref: EventRef, tenant: str | None = None) -> Tx[EventMatch]:
                              message_id=ref.message_id)
         matched = "message_id"
     if found is None:
-        # Sender's ids repeat across tenants: this one is always looked up within one.
+        # Sender's ids repeat across tenants: this one is looked up within one.
         found = yield one("find_event_by_source_id", tenant=tenant or DEFAULT_TENANT,
                           source=ref.source, source_event_id=ref.text)
         matched = "source_event_id"
+    if found is None and tenant is None:
+        # The operator's view: another tenant's event, when only one tenant has that id.
+        others = list((yield rows("tenants_with_source_id", source=ref.source,
+                                  source_event_id=ref.text, tenant=DEFAULT_TENANT,
+                                  limit=SHOWN_TENANTS)))
+        if len(others) == 1 and others[0]["total"] == 1:
+            found = yield one("find_event_by_source_id", tenant=others[0]["tenant_id"],
+                              source=ref.source, source_event_id=ref.text)
+        elif others:
+            listed = listed_tenants([r["tenant_id"] for r in others], others[0]["total"])
+            raise NotFound(f"no event with {ref.describe()} in the default tenant's events; "
+                           f"tenants {listed} have one: name the tenant (--tenant ID, or "
+                           "tenant=ID in the admin API)")
     if found is None:
-        # Sender's ids repeat across tenants: say which tenant's events were looked at.
         raise NotFound(f"no event with {ref.describe()}" + (
-            f" in tenant {tenant}'s events" if tenant is not None else
-            " (a sender's id in the default tenant's events only: name the tenant for "
-            "another tenant's)"))
+            f" in tenant {tenant}'s events" if tenant is not None else " in any tenant"))
     jobs = yield rows("event_jobs", event_id=found["id"])
     return EventMatch(event=EventRecord.from_rows(found, jobs), matched_by=matched)
 

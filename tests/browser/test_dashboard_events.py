@@ -125,8 +125,7 @@ def test_an_event_is_found_by_each_form_of_reference_and_a_miss_names_them(
     page.click("#event-search-go")
     expect(page.locator("#event-missing")).to_have_text(
         f"Nothing matched: no event with internal id {missing} or sender's id '{missing}' "
-        "from source 'api' (a sender's id in the default tenant's events only: name the "
-        "tenant for another tenant's).")
+        "from source 'api' in any tenant.")
     asked: list[str] = []
 
     def count(request: Any) -> None:

@@ -92,9 +92,8 @@ async def test_lookup_listing_and_refusals(client, real_store, store_url):
         assert (status, answer["error"]) == (404, "not_found"), path
     status, answer = await _call(client, "GET", "/v1/admin/events/msg_nope")
     assert status == 404 and answer["detail"] == (
-        "no event with webhook-id 'msg_nope' or sender's id 'msg_nope' from source 'api' (a "
-        "sender's id in the default tenant's events only: name the tenant for another "
-        "tenant's)")
+        "no event with webhook-id 'msg_nope' or sender's id 'msg_nope' from source 'api' in "
+        "any tenant")
 
     status, answer = await _call(client, "POST", f"/v1/admin/jobs/{pending}/resend")
     assert status == 409 and "use retry now" in answer["detail"]

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from hookline.shared.models import AttemptResult, Dead
+from hookline.shared.models import DEFAULT_TENANT, AttemptResult, Dead
 from hookline.supervisor.cli.main import main as hookline_main
 from tests.conftest import new_event, opened_store
 
@@ -358,8 +358,9 @@ def test_event_and_dead_letter_listings_name_each_ones_tenant(cli, store_url):
 
 def test_event_by_internal_or_webhook_id_is_found_in_any_tenant(cli, store_url):
     """Internal ids and msg_ webhook-ids are global: `hookline event REF` finds another
-    tenant's event by them without --tenant (as GET /v1/admin/events/{ref} does), while a
-    sender's id, which repeats across tenants, still means the default tenant's."""
+    tenant's event by them without --tenant (as GET /v1/admin/events/{ref} does); a
+    sender's id, which repeats across tenants, means the default tenant's, else the one
+    other tenant's that has it."""
     ok_json(cli, "tenants", "put", "acme")
 
     async def publish() -> None:
@@ -369,8 +370,10 @@ def test_event_by_internal_or_webhook_id_is_found_in_any_tenant(cli, store_url):
     [acme_event] = ok_json(cli, "events", "--tenant", "acme")["events"]
     for ref in (str(acme_event["id"]), acme_event["message_id"]):
         assert ok_json(cli, "event", ref)["id"] == acme_event["id"], ref
-    assert cli("event", "inv-1")[0] == 1  # a sender's id: the default tenant's, none here
+    assert ok_json(cli, "event", "inv-1")["id"] == acme_event["id"]  # only acme has it
     assert ok_json(cli, "event", "inv-1", "--tenant", "acme")["id"] == acme_event["id"]
+    code, _, err = cli("event", "inv-1", "--tenant", DEFAULT_TENANT)
+    assert code == 1 and "in tenant _default's events" in err
 
 
 def test_audit_lines_name_the_default_tenant_when_none_was_given(cli):

@@ -68,7 +68,8 @@ def test_nothing_matching_exits_1_with_a_message(logged_event, tmp_path, capsys)
 
 def test_a_sender_id_of_another_tenant_is_found_with_its_tenant(tmp_path, capsys):
     """`logs --event evt_a --tenant acme` finds acme's event by the sender's id, as `hookline
-    event evt_a --tenant acme` does; without --tenant the id is the default tenant's (none)."""
+    event evt_a --tenant acme` does; so does `--event evt_a` alone, acme being the only
+    tenant with that id, and `--tenant _default` finds none."""
     db = str(tmp_path / "logs.db")
 
     async def fill() -> int:
@@ -88,5 +89,8 @@ def test_a_sender_id_of_another_tenant_is_found_with_its_tenant(tmp_path, capsys
                  "--tenant", "acme"]) == 0
     [line] = [json.loads(text) for text in capsys.readouterr().out.splitlines()]
     assert (line["event_id"], line["tenant"]) == (event_id, "acme")
-    assert main(["--db", db, "logs", str(log), "--event", "evt_a"]) == 1
+    assert main(["--db", db, "logs", str(log), "--json", "--event", "evt_a"]) == 0
+    assert [json.loads(text)["event_id"] for text in capsys.readouterr().out.splitlines()] == [
+        event_id]
+    assert main(["--db", db, "logs", str(log), "--event", "evt_a", "--tenant", "_default"]) == 1
     assert "no event with sender's id 'evt_a'" in capsys.readouterr().err

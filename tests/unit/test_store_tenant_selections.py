@@ -60,6 +60,27 @@ async def test_event_listing_and_lookup_by_tenant(store):
     assert bad.value.field == "tenant"
 
 
+async def test_a_sender_id_no_default_event_has_is_found_in_the_one_tenant_that_has_it(store):
+    """Without a tenant, a sender's id the default tenant has not is the event of the one
+    other tenant that has it; of several, the answer names them (the first three, and how
+    many more), and nothing is found; a tenant's own lookup never looks elsewhere."""
+    for tenant in ("acme", "globex", "initech", "umbrella", "wayne"):
+        await store.put_tenant(tenant, TenantFields())
+    [only] = await store.add_events([new_event("only-acme", tenant="acme")])
+    assert (await store.find_event("only-acme")).event.id == only.event_id
+    with pytest.raises(NotFound, match="in tenant globex's events"):
+        await store.find_event("only-acme", tenant="globex")
+    for tenant in ("wayne", "globex", "umbrella", "initech", "acme"):
+        await store.add_event(new_event("shared-id", tenant=tenant))
+    with pytest.raises(NotFound) as several:
+        await store.find_event("shared-id")
+    assert str(several.value).endswith(
+        "in the default tenant's events; tenants acme, globex, initech and 2 more have one: "
+        "name the tenant (--tenant ID, or tenant=ID in the admin API)")
+    with pytest.raises(NotFound, match=r"from source 'api' in any tenant$"):
+        await store.find_event("nobody-has-it")
+
+
 async def test_dead_letters_and_replay_by_tenant(store, clock):
     await _two_tenants_same_name(store)
     await _finish_all(store, clock, Dead(error="gave up"))

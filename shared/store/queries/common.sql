@@ -95,6 +95,13 @@ SELECT id, message_id, tenant_id, source, source_event_id, type, schema_problem,
 FROM events
 WHERE tenant_id = :tenant AND source = :source AND source_event_id = :source_event_id
 
+-- tenants_with_source_id: the tenants other than :tenant with an event of this sender's id and
+-- source (the first :limit in id order), each row with how many there are in all; read
+-- through the idempotency key's index, which leads with source and sender's id
+SELECT tenant_id, count(*) OVER () AS total FROM events
+WHERE source = :source AND source_event_id = :source_event_id AND tenant_id <> :tenant
+ORDER BY tenant_id LIMIT :limit
+
 -- event_jobs: an event's jobs with their destination's name, by id
 SELECT j.id, j.event_id, d.name AS destination, j.status, j.attempts, j.run_at, j.last_error,
     j.created_at, j.finished_at, j.replays
