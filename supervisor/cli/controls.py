@@ -58,6 +58,7 @@ from hookline.supervisor.cli.tenants import (
     add_tenant_flag,
     destination_tenant,
     existing_tenant,
+    named,
     tenant_arg,
 )
 
@@ -242,7 +243,7 @@ async def destinations_remove(config: Config, args: argparse.Namespace) -> int:
     if args.json:
         print_json(destination_removed_view(args.name, ended))
     else:
-        print(f"removed {args.name}; {ended} unfinished job(s) marked dead")
+        print(f"removed {named(args.name, tenant)}; {ended} unfinished job(s) marked dead")
     return 0
 
 
@@ -258,7 +259,7 @@ async def pause_cmd(config: Config, args: argparse.Namespace) -> int:
     if args.json:
         print_json(paused_view(args.name, args.reason))
     else:
-        print(f"paused {args.name} ({args.reason})")
+        print(f"paused {named(args.name, tenant_arg(args))} ({args.reason})")
     return 0
 
 
@@ -270,7 +271,7 @@ async def resume_cmd(config: Config, args: argparse.Namespace) -> int:
     if args.json:
         print_json(resumed_view(args.name))
     else:
-        print(f"resumed {args.name}")
+        print(f"resumed {named(args.name, tenant_arg(args))}")
     return 0
 
 

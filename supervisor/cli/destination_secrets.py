@@ -20,7 +20,7 @@ from hookline.shared.timeparse import parse_duration
 from hookline.shared.views import destination_secret_view, previous_secret_expired_view
 from hookline.supervisor.cli.common import async_command, operator, print_json, with_store
 from hookline.supervisor.cli.human import iso_time
-from hookline.supervisor.cli.tenants import add_tenant_flag, destination_tenant, tenant_arg
+from hookline.supervisor.cli.tenants import add_tenant_flag, destination_tenant, named, tenant_arg
 
 
 def add_secret_actions(dest: Any) -> None:
@@ -80,7 +80,7 @@ async def rotate_cmd(config: Config, args: argparse.Namespace) -> int:
     if args.json:
         print_json(destination_secret_view(dest))
     else:
-        print(f"rotated the secret of {dest.name}")
+        print(f"rotated the secret of {named(dest.name, dest.tenant)}")
         print(f"new signing secret: {dest.secret}")
         print(f"the previous secret signs too until {iso_time(dest.previous_secret_until)}")
     return 0
@@ -116,8 +116,8 @@ async def expire_cmd(config: Config, args: argparse.Namespace) -> int:
     if args.json:
         print_json(previous_secret_expired_view(dest, expired))
     else:
-        print(f"{dest.name}: the previous secret signs no more" if expired
-              else f"{dest.name}: no previous secret was still signing; none is kept now")
+        print(f"{named(dest.name, dest.tenant)}: the previous secret signs no more" if expired
+              else f"{named(dest.name, dest.tenant)}: no previous secret was still signing; none is kept now")
     return 0
 
 

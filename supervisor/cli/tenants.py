@@ -100,6 +100,12 @@ def add_tenant_flag(parser: argparse.ArgumentParser, help_text: str = TENANT_HEL
     parser.add_argument("--tenant", metavar="ID", help=help_text)
 
 
+def named(name: str, tenant: str | None) -> str:
+    """A destination's name for a confirmation line: `billing`, or `billing (tenant acme)`
+    when it is not the default tenant's (two tenants may each have a `billing`)."""
+    return name if tenant in (None, DEFAULT_TENANT) else f"{name} (tenant {tenant})"
+
+
 def tenant_arg(args: argparse.Namespace) -> str | None:
     """The `--tenant` given, checked (None when absent). Raises InvalidSetting (exit 2)."""
     value = getattr(args, "tenant", None)

@@ -101,10 +101,13 @@ def test_tenant_flag_on_destination_and_event_commands(cli, store_url, capsys):
     code, out, _ = cli("destinations", "list", "--tenant", "acme")
     assert code == 0 and "TENANT" in out and "_default" not in out
 
-    assert cli("pause", "hooks", "--tenant", "acme", "--reason", "theirs")[0] == 0
+    # Confirmations name a tenant's destination with its tenant (both have a `hooks`).
+    assert cli("pause", "hooks", "--tenant", "acme", "--reason", "theirs")[:2] == (
+        0, "paused hooks (tenant acme) (theirs)\n")
     assert ok_json(cli, "destinations", "show", "hooks", "--tenant", "acme")["paused"]
     assert not ok_json(cli, "destinations", "show", "hooks")["paused"]
-    assert cli("resume", "hooks", "--tenant", "acme")[0] == 0
+    assert cli("resume", "hooks", "--tenant", "acme")[:2] == (0, "resumed hooks (tenant acme)\n")
+    assert cli("resume", "hooks")[:2] == (0, "resumed hooks\n")
     assert ok_json(cli, "destinations", "update", "hooks", "--tenant", "acme",
                    "--max-in-flight", "3")["max_in_flight"] == 3
     assert ok_json(cli, "destinations", "show", "hooks")["max_in_flight"] != 3
