@@ -228,7 +228,7 @@ class Config:
         "may frame it. The dashboard refuses every frame regardless.",
         check=checks.as_setting(checks.frame_ancestors))
     portal_owner_name: str = _opt(
-        "the service that gave you this link", "Who the customer portal names as the one to "
+        "the service that sent you here", "Who the customer portal names as the one to "
         "ask for a new link once a tenant token has expired (e.g. your product's name).",
         check=checks.not_blank)
     max_header_bytes: int = _opt(

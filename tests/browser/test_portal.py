@@ -306,6 +306,10 @@ def test_expired_and_revoked_links_say_so(world: World, open_tab: Any) -> None:
     assert status == 200, out
     expect(tab.locator("#notice-text")).to_have_text(EXPIRED_TEXT)  # at the next refresh
 
+    bare = open_tab(f"{world.hookline.base_url}/portal/")  # no link at all
+    expect(bare.locator("#notice-text")).to_have_text(
+        f"Open this page with the link you were given; ask {OWNER} for one.")
+
 
 def test_only_the_allowed_origin_may_frame_the_portal(world: World, open_tab: Any,
                                                       screenshots: Path) -> None:

@@ -69,7 +69,7 @@ async def test_portal_is_served_without_auth_under_a_strict_csp_refusing_frames(
         async with client.get("/portal", allow_redirects=False) as resp:
             assert resp.status == 302 and resp.headers["Location"] == "/portal/"
         async with client.get("/portal/settings.json") as resp:
-            assert (await resp.json()) == {"owner_name": "the service that gave you this link"}
+            assert (await resp.json()) == {"owner_name": "the service that sent you here"}
     finally:
         await client.close()
 

@@ -17,7 +17,7 @@ const VIEWS = { "": destinationsView, destinations: destinationView,
                 deliveries: deliveriesView, jobs: jobView };
 
 const $ = (id) => document.getElementById(id);
-let ownerName = "the service that gave you this link";
+let ownerName = "the service that sent you here";
 let session = null;
 let current = null;
 
@@ -113,7 +113,7 @@ async function start() {
   const token = takeToken();
   await loadSettings();
   if (!token) {
-    showNotice("No link", `Open this page with the link ${ownerName} gave you.`);
+    showNotice("No link", `Open this page with the link you were given; ask ${ownerName} for one.`);
     return;
   }
   let me;
