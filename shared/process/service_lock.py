@@ -75,11 +75,20 @@ class ServiceLocked(HooklineError):
                        "once it has ended")
         else:
             message = (f"another hookline serve already runs on {what}: {holder.describe()} "
-                       f"(lock {path}); stop it first, or give this service its own db and "
-                       "runtime_dir")
+                       f"(lock {path}); stop it first, or {_own_paths_advice(path)}")
         super().__init__(message)
         self.path = path
         self.holder = holder
+
+
+def _own_paths_advice(path: Path) -> str:
+    """What a second service needs to run beside the holder of the lock file `path`: a SQLite
+    database serves one service, so its own db (and with it its runtime folder); a runtime
+    folder, the only lock on PostgreSQL (several services share one database there), only its
+    own runtime_dir and pid_file (whose default, ./hookline.pid, it would share too)."""
+    if path.name.endswith(DB_LOCK_SUFFIX):  # `<db>.serve.lock`; the folder's is `serve.lock`
+        return "give this service its own db and runtime_dir (one service per SQLite database)"
+    return "give this service its own runtime_dir and pid_file"
 
 
 def service_lock_paths(config: Config) -> list[tuple[Path, str]]:

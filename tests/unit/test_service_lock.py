@@ -79,6 +79,24 @@ def test_a_runtime_folder_holds_one_supervisor_whatever_the_database(tmp_path: P
         ServiceLock.take(Config(db=str(tmp_path / "b.db"), runtime_dir=run))
 
 
+def test_the_refusal_advises_what_a_second_service_needs_on_its_backend(tmp_path: Path):
+    """On PostgreSQL several services share one database, so a second one from the same
+    folder is told to take its own runtime_dir and pid_file, not its own db; on SQLite, whose
+    database serves one service, its own db."""
+    postgres = Config(db="postgresql://u@db.example/hookline", runtime_dir=str(tmp_path / "run"))
+    with ServiceLock.take(postgres), pytest.raises(ServiceLocked) as refused:
+        ServiceLock.take(postgres)
+    assert str(refused.value).endswith(
+        "stop it first, or give this service its own runtime_dir and pid_file"), refused.value
+    assert "db" not in str(refused.value).rpartition(";")[2]
+    sqlite = Config(db=str(tmp_path / "h.db"))
+    with ServiceLock.take(sqlite), pytest.raises(ServiceLocked) as refused:
+        ServiceLock.take(sqlite)
+    assert str(refused.value).startswith(f"another hookline serve already runs on database "
+                                         f"{tmp_path / 'h.db'}:")
+    assert "give this service its own db and runtime_dir" in str(refused.value)
+
+
 def test_lock_and_preflight_refuse_a_missing_folder_creating_nothing(tmp_path: Path):
     config = Config(db=str(tmp_path / "missing" / "h.db"), runtime_dir=str(tmp_path / "run"))
     for attempt in (lambda: ServiceLock.take(config),
