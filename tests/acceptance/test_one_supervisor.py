@@ -141,6 +141,50 @@ def test_second_serve_is_refused_and_a_kill_9_frees_the_database(tmp_path: Path)
     assert log_records(tmp_path / "replacement.out", "supervisor_ready")
 
 
+def test_check_beside_two_postgres_hosts_blames_the_running_service_only_for_its_address(
+        tmp_path: Path, pg_url: str):
+    """Two services on one PostgreSQL database, as two hosts on one machine: A with folder
+    x's runtime folder and pid file, B with folder y's. A check from x of B's address fails
+    (exit 2): the port is another process's, and the message says where A listens, instead
+    of passing it as A's; A's lock is reported in the words of the `serve` it refuses. A
+    check from x of A's own address passes, as before a restart."""
+    ports = {"a": free_port(), "b": free_port()}
+    # Each host's runtime paths are its folder's defaults for PostgreSQL (./hookline.run,
+    # ./hookline.pid), spelled out since the test's processes all run in the checkout.
+    envs = {name: {"HOOKLINE_DB": pg_url,
+                   "HOOKLINE_RUNTIME_DIR": str(tmp_path / folder / "hookline.run"),
+                   "HOOKLINE_PID_FILE": str(tmp_path / folder / "hookline.pid")}
+            for name, folder in (("a", "x"), ("b", "y"))}
+    hosts = {name: start_cli(["serve", "--workers", "1", "--listen", f"127.0.0.1:{port}"],
+                             tmp_path / f"{name}.out", env=envs[name])
+             for name, port in ports.items()}
+    try:
+        for name, port in ports.items():
+            wait_until(lambda port=port: get(port, "/readyz")[0] == 200, 30, f"{name} ready")
+        a_listen, b_listen = (f"127.0.0.1:{ports[name]}" for name in ("a", "b"))
+        refused = hookline("serve", "--workers", "1", "--listen", b_listen, env=envs["a"])
+        assert refused.returncode == 2, refused.stderr
+        [serve_said] = [line.removeprefix("hookline: cannot start: ")
+                        for line in refused.stderr.splitlines() if "cannot start" in line]
+
+        checked = hookline("serve", "--check", "--listen", b_listen, env=envs["a"])
+        assert checked.returncode == 2, checked.stderr
+        assert f"listen: cannot listen on {b_listen}: Address already in use" in checked.stderr
+        assert (f"the running service (supervisor pid {hosts['a'].pid} in "
+                f"{tmp_path / 'x' / 'hookline.pid'}) listens on {a_listen}, not there"
+                in checked.stderr), checked.stderr
+        assert "presumably" not in checked.stderr
+        assert f"`hookline serve` would be refused now: {serve_said}" in checked.stderr
+
+        own = hookline("serve", "--check", "--listen", a_listen, env=envs["a"])
+        assert own.returncode == 0, own.stderr
+        assert (f"listen address {a_listen} is in use, presumably by the running service "
+                f"(supervisor pid {hosts['a'].pid}" in own.stderr), own.stderr
+    finally:
+        codes = [stop(host, timeout_s=30) for host in hosts.values()]
+    assert codes == [0, 0]
+
+
 def test_ready_needs_an_ingest_token_or_ingest_closed(tmp_path: Path):
     """Without an ingest token the service runs but is not ready: /readyz 503 naming the
     setting, `supervisor_not_ready` logged and no READY=1 for systemd; with ingest_closed

@@ -19,6 +19,8 @@ from pathlib import Path
 import pytest
 import structlog
 
+from hookline.shared.config import Config
+from hookline.shared.process.service_lock import ServiceLock
 from hookline.supervisor.cli import main as cli_main
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -85,7 +87,8 @@ def _free_port() -> int:
 
 def test_serve_check(tmp_path: Path, capsys, monkeypatch: pytest.MonkeyPatch):
     """--check creates nothing; it fails (exit 2) without tokens, with the listen address
-    taken, or with a runtime folder it cannot write; else 0."""
+    taken (unless the running service's lock file says it listens there), or with a runtime
+    folder it cannot write; else 0."""
     db = tmp_path / "h.db"
     listen = f"127.0.0.1:{_free_port()}"
     check = ["--db", str(db), "serve", "--check", "--listen", listen]
@@ -110,9 +113,11 @@ def test_serve_check(tmp_path: Path, capsys, monkeypatch: pytest.MonkeyPatch):
         taken.listen()
         assert cli_main(check) == 2
         assert f"listen: cannot listen on {listen}" in capsys.readouterr().err
-        # Held by the running service (its pid file names a live process): not a failure.
+        # Held by the running service (its pid file names this live process, whose locks
+        # record that it listens there): not a failure.
         (tmp_path / "h.db.pid").write_text(f"{os.getpid()}\n")
-        assert cli_main(check) == 0
+        with ServiceLock.take(Config(db=str(db), listen=listen)):
+            assert cli_main(check) == 0
         assert "presumably by the running service" in capsys.readouterr().err
         (tmp_path / "h.db.pid").unlink()
     not_a_folder = tmp_path / "file"
