@@ -11,6 +11,10 @@ from typing import Any, Protocol
 DASHBOARD_TOKEN = "try-the-dashboard"
 """The admin token the report suggests for looking at the demo database in the dashboard."""
 
+SEND_TOKEN = "try-sending"
+"""The ingest token it suggests beside it: without one the service refuses every event and
+is not ready (`/readyz` 503, `supervisor_not_ready` in its log)."""
+
 _LISTEN = "127.0.0.1:8080"
 _WIDTH = 100
 
@@ -102,6 +106,6 @@ def try_next(out_dir: str, job_id: int | None) -> list[str]:
     return ["Try next (the service has stopped; its database stays):",
             *(f"  {command.ljust(width)}  # {what}" for command, what in commands),
             "  The dashboard, on the demo's database:",
-            f"    HOOKLINE_ADMIN_TOKEN={DASHBOARD_TOKEN} hookline --db {db} serve --listen "
-            f"{_LISTEN}",
+            f"    HOOKLINE_ADMIN_TOKEN={DASHBOARD_TOKEN} HOOKLINE_INGEST_TOKEN={SEND_TOKEN} \\",
+            f"      hookline --db {db} serve --listen {_LISTEN}",
             f"    then open http://{_LISTEN}/ and enter the token {DASHBOARD_TOKEN}"]

@@ -122,4 +122,7 @@ def test_demo_runs_and_every_check_holds(tmp_path: Path):
                   f"{summary['attempts']}: ", "Try next", " job ", "hookline logs",
                   "dashboard", "http://127.0.0.1:8080/"):
         assert words in report, (words, report)
+    # The suggested service is ready: it has an ingest token (without one it refuses every
+    # event, and /readyz says 503: tests/acceptance/test_one_supervisor.py).
+    assert "HOOKLINE_INGEST_TOKEN=try-sending" in report
     assert not PYTHON_REPR.search(report), PYTHON_REPR.search(report)
