@@ -116,8 +116,9 @@ async def expire_cmd(config: Config, args: argparse.Namespace) -> int:
     if args.json:
         print_json(previous_secret_expired_view(dest, expired))
     else:
-        print(f"{named(dest.name, dest.tenant)}: the previous secret signs no more" if expired
-              else f"{named(dest.name, dest.tenant)}: no previous secret was still signing; none is kept now")
+        name = named(dest.name, dest.tenant)
+        print(f"{name}: the previous secret signs no more" if expired
+              else f"{name}: no previous secret was still signing; none is kept now")
     return 0
 
 
