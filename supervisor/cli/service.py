@@ -15,6 +15,7 @@ from hookline.shared.store import Store
 from hookline.shared.store.checks import storage_preflight
 from hookline.shared.store.preflight import database_file, describe_database
 from hookline.supervisor.cli.common import (
+    USAGE_EXIT,
     fail,
     print_record,
     refuse_migrating_beside,
@@ -36,7 +37,8 @@ def register(sub: Any) -> None:
                             "checks of serve, including PRAGMA quick_check), that no other "
                             "serve runs on this database or runtime folder, that both "
                             "tokens are set and that the listen address can be bound; "
-                            "creates nothing; exit 0 ok, 1 failed, 2 refused")
+                            "creates nothing; exit 0 ok, 2 a problem found (each on a line), "
+                            "1 the check could not be completed (the database unreachable)")
     serve.set_defaults(handler=serve_command)
 
     init = sub.add_parser(
@@ -96,16 +98,20 @@ def serve_command(config: Config, args: argparse.Namespace) -> int:
             print(checked.sentence(), file=sys.stderr)
         return 0
 
+    # The CLI's exit codes: 2 for what the settings (or the host) must change, a refusal of
+    # serve's or a problem found below; 1 for a failure at run time, such as the database
+    # unreachable, after which the rest was not checked.
     code = run_command(probe)
     if code != 0:
-        print("check failed", file=sys.stderr)
+        print("check failed" if code == USAGE_EXIT else "check not completed",
+              file=sys.stderr)
         return code
     problems = service_problems(config)
     for problem in problems:
-        fail(problem, 2)
+        fail(problem, USAGE_EXIT)
     if problems:
         print("check failed", file=sys.stderr)
-        return 2
+        return USAGE_EXIT
     print("ok", file=sys.stderr)
     return 0
 

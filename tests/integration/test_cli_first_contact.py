@@ -127,6 +127,35 @@ def test_serve_check(tmp_path: Path, capsys, monkeypatch: pytest.MonkeyPatch):
     assert f"runtime_dir: cannot write {not_a_folder / 'run'}" in capsys.readouterr().err
 
 
+def test_serve_check_exit_codes_follow_the_cli_rule(tmp_path: Path, capsys,
+                                                   monkeypatch: pytest.MonkeyPatch):
+    """A problem found (here a port an unrelated process holds, which `serve` would meet at
+    start) is the CLI's exit 2 for something to change, ending `check failed`; a database it
+    cannot reach is a failure at run time, exit 1, ending `check not completed`, the rest
+    unchecked."""
+    monkeypatch.setenv("HOOKLINE_ADMIN_TOKEN", "a" * 32)
+    monkeypatch.setenv("HOOKLINE_INGEST_TOKEN", "i" * 32)
+    monkeypatch.setenv("HOOKLINE_RUNTIME_DIR", str(tmp_path / "run"))
+    monkeypatch.setenv("HOOKLINE_PID_FILE", str(tmp_path / "hookline.pid"))
+    db = tmp_path / "h.db"
+    assert cli_main(["--db", str(db), "init"]) == 0
+    capsys.readouterr()
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        listen = f"127.0.0.1:{taken.getsockname()[1]}"
+        assert cli_main(["--db", str(db), "serve", "--check", "--listen", listen]) == 2
+        err = capsys.readouterr().err
+        assert f"listen: cannot listen on {listen}: Address already in use" in err
+        assert err.endswith("check failed\n"), err
+        # No server: nothing listens on a port just freed.
+        unreachable = f"postgresql://u@127.0.0.1:{_free_port()}/hookline"
+        assert cli_main(["--db", unreachable, "serve", "--check", "--listen", listen]) == 1
+    err = capsys.readouterr().err
+    assert f"cannot connect to {unreachable}" in err and "cannot listen" not in err
+    assert err.endswith("check not completed\n"), err
+
+
 def test_an_action_s_audit_line_is_readable_at_a_terminal(tmp_path: Path):
     """At a terminal the CLI's own log lines (here rotation's audit line) read like `hookline
     logs`; piped, and in the log file, they stay JSON lines."""
