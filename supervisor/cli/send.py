@@ -78,7 +78,11 @@ def send_command(config: Config, args: argparse.Namespace) -> int:
         # As every command: what is not there or not applicable now (an unknown or disabled
         # tenant) failed at run time (1); a bad value or token is fixed in the command (2).
         at_run_time = exc.status in (404, 409) or exc.code == "tenant_disabled"
-        return fail(str(exc), RUNTIME_EXIT if at_run_time else USAGE_EXIT)
+        hint = ""
+        if exc.status == 401:  # e.g. a second terminal whose variables made a token anew
+            sent = "--token" if args.token else "the ingest_token setting (HOOKLINE_INGEST_TOKEN)"
+            hint = f"; the token from {sent} is not the running service's ingest_token"
+        return fail(f"{exc}{hint}", RUNTIME_EXIT if at_run_time else USAGE_EXIT)
     except HooklineUnavailable as exc:
         return fail(f"{exc}; send again with --id {exc.event_id}", RUNTIME_EXIT)
     _print(result, args.json)

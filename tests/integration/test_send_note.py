@@ -1,6 +1,7 @@
 """`hookline send`'s note when no job was made, in-process against the real ingest app on
 127.0.0.1 and a real SQLite file: the only subscriber's payload filter turned the event away,
-and the note says that may be why (the answer does not tell a filter from no subscriber)."""
+and the note says that may be why (the answer does not tell a filter from no subscriber); a
+token that is not the service's is said to be so."""
 
 from __future__ import annotations
 
@@ -48,6 +49,16 @@ async def test_a_filtered_send_notes_the_filter(tmp_path: Path,
             code, answer, err = await asyncio.to_thread(send, "big-1", 5000)
             assert code == 0 and answer.endswith(", 1 job(s)\n"), (answer, err)
             assert "note:" not in err, err
+
+            # A token that is not the service's: said so, and which one was sent (exit 2).
+            def send_with(token_args: list[str]) -> tuple[int, str]:
+                code = cli_main(["--db", path, "send", "order.paid", "--url",
+                                 str(server.make_url("/")).rstrip("/"), *token_args])
+                return code, capsys.readouterr().err
+
+            code, err = await asyncio.to_thread(send_with, ["--token", "not-the-one"])
+            assert code == 2 and err.rstrip().endswith(
+                "; the token from --token is not the running service's ingest_token"), err
         finally:
             await server.close()
     finally:
