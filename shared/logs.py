@@ -42,8 +42,9 @@ def configure_logging(process: str, level: str = "info", stream: Any = None,
     # never written to.
     out = (_Standard("stderr") if stream is sys.stderr
            else _Standard("stdout") if stream is None or stream is sys.stdout else stream)
-    global _least_level  # noqa: PLW0603  (one setting per process, like structlog's own)
+    global _least_level, _process  # noqa: PLW0603  (one setting per process, like structlog's own)
     _least_level = _LEVELS[level]
+    _process = process
     structlog.reset_defaults()
     structlog.configure(
         processors=[
@@ -65,6 +66,17 @@ def configure_logging(process: str, level: str = "info", stream: Any = None,
     )
     structlog.contextvars.clear_contextvars()
     structlog.contextvars.bind_contextvars(process=process, pid=os.getpid())
+
+
+_process = "hookline"
+
+
+def process_label() -> str:
+    """This process in a few words for another system to show, e.g. PostgreSQL's
+    `application_name`: `hookline worker-2 4242` (its slot name, as its log lines' `process`,
+    and its pid), or `hookline 4242` before logging is configured."""
+    slot = "" if _process == "hookline" else f" {_process}"
+    return f"hookline{slot} {os.getpid()}"
 
 
 _stamp: tuple[int, str] = (-1, "")

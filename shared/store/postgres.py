@@ -49,7 +49,7 @@ from hookline.shared.errors import (
     StoreError,
     StoreUnavailable,
 )
-from hookline.shared.logs import get_logger
+from hookline.shared.logs import get_logger, process_label
 from hookline.shared.store.health import StoreHealth
 from hookline.shared.store.logic import StoreLogic, log_migrated
 from hookline.shared.store.ops import (
@@ -232,7 +232,7 @@ class PostgresStore(StoreLogic):
                 self.dsn, min_size=1, max_size=self._pool_size,
                 timeout=self.limits.connect_timeout_s,
                 command_timeout=self.limits.command_timeout_s,
-                server_settings=self.limits.server_settings(), init=self._init_connection,
+                server_settings=self._session_settings(), init=self._init_connection,
                 reset=self._reset_connection),
                 self.limits.connect_timeout_s + self.limits.acquire_timeout_s)
         except _DRIVER_ERRORS as exc:
@@ -457,7 +457,7 @@ class PostgresStore(StoreLogic):
                 conn = await asyncio.wait_for(asyncpg.connect(
                     self.dsn, timeout=self.limits.connect_timeout_s,
                     command_timeout=self.limits.command_timeout_s,
-                    server_settings=self.limits.server_settings()),
+                    server_settings=self._session_settings()),
                     self.limits.connect_timeout_s)
             except (TimeoutError, OSError, asyncpg.PostgresError):
                 return False
@@ -478,6 +478,15 @@ class PostgresStore(StoreLogic):
             if await self._due_work_exists():
                 self._woken.set()
         return True
+
+    def _session_settings(self) -> dict[str, str]:
+        """The limits' startup settings, and `application_name` naming this process
+        (`hookline worker-2 4242`: pg_stat_activity tells hosts' processes apart) unless the
+        URL sets one."""
+        settings = self.limits.server_settings()
+        if "application_name=" not in self.dsn:
+            settings["application_name"] = process_label()[:_NAMEDATALEN]
+        return settings
 
     async def _listener_answers(self, conn: asyncpg.Connection) -> bool:
         """Ping the LISTEN connection at most every LISTEN_CHECK_INTERVAL_S; False (logged
@@ -593,3 +602,4 @@ def _changed(status: str) -> int:
 
 
 _redact = redact_db_url
+_NAMEDATALEN = 63  # the longest application_name the server keeps, bytes

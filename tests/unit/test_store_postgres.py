@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import json
+import os
 from collections import Counter
 
 import asyncpg
@@ -102,6 +103,28 @@ async def test_notify_wakes_a_waiter_on_another_host(pg_url):
         await ingest.add_events([new_event("e1")])
         assert await waiter is True
         assert loop.time() - t0 < 5.0
+
+
+async def test_connections_name_their_process_unless_the_url_names_one(pg_url):
+    """Each connection's application_name is `hookline [SLOT] PID` (pg_stat_activity tells
+    the hosts' processes apart), unless the URL sets its own."""
+    watcher = await asyncpg.connect(pg_url)
+    try:
+        async def names() -> set[str]:
+            return {r["application_name"] for r in await watcher.fetch(
+                "SELECT application_name FROM pg_stat_activity "
+                "WHERE datname = current_database() AND pid <> pg_backend_pid()")}
+
+        async with PostgresStore(pg_url) as store:
+            await store.stats()
+            [ours] = await names()
+            assert ours.startswith("hookline ") and ours.endswith(f" {os.getpid()}"), ours
+        sep = "&" if "?" in pg_url else "?"
+        async with PostgresStore(f"{pg_url}{sep}application_name=mine") as store:
+            await store.stats()
+            assert await names() == {"mine"}
+    finally:
+        await watcher.close()
 
 
 async def test_lease_times_come_from_the_database_clock(pg_url):
