@@ -55,7 +55,8 @@ CLAIM_QUERIES = ("claim_probe", "kill_lost_at_cap", "claim_window", "destination
                  "insert_attempt", "claim_details")
 OTHER_WORKER_QUERIES = ("extend_lease", "finish_delivered",
                         "finish_done", "finish_retry", "finish_dead", "record_attempts",
-                        "record_attempt", "destination_failed", "destination_succeeded")
+                        "record_attempt", "destination_failed", "destination_succeeded",
+                        "unheld_leases")
 
 
 def run_backlog(opts: ScenarioOptions, work: Path, db: str, config: Config) -> dict[str, Any]:
@@ -135,7 +136,8 @@ def query_plans(db: str) -> dict[str, dict[str, Any]]:
               "waited_s": 0.0,
               "destination_ids": "[1, 2, 3]", "offers": "[[1, 16], [2, 16], [3, 16]]",
               "after": 0, "upto": 2**62, "window": 64, "expired": 1,
-              "full_destinations": "[]", "capped_tenants": "[]", "dead": 0}
+              "full_destinations": "[]", "capped_tenants": "[]", "dead": 0,
+              "token_tag": "0000000a", "tag": "0000000a", "newer_than": "", "held": "[]"}
     conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
     out: dict[str, dict[str, Any]] = {}
     try:
