@@ -6,8 +6,9 @@ Routes (JSON shapes in shared/views.py; errors are `{"error": code, "detail": te
     GET  /v1/admin/events/{ref}?source=&tenant=  one event and its jobs; `ref` is an
                                              internal id, a `msg_` webhook-id or the
                                              sender's id (in `source`, default `api`, of
-                                             `tenant`, default `_default`); 404 names what
-                                             was looked for
+                                             `tenant`; none: `_default`'s, else the one
+                                             tenant's that has it); 404 names what was
+                                             looked for (and the tenants, if several)
     GET  /v1/admin/events?destination=&tenant=&status=&type=&since=&until=&limit=&before=
                                              newest first; `before` = the previous page's
                                              `next_before` (keyset paging by id)

@@ -114,7 +114,8 @@ def sqlite_path(url: str) -> str | None:
 
 
 def redact_db_url(url: str) -> str:
-    """`url` with any password replaced by `***`, in its user info (`user:pw@host`) and in
-    a `password=` query parameter: for messages and `hookline config show`."""
-    url = re.sub(r"(://[^:/@]+):[^@/]*@", r"\1:***@", url)
-    return re.sub(r"([?&]password=)[^&]*", r"\1***", url, flags=re.IGNORECASE)
+    """`url` with any password replaced by `***`, in its user info (`user:pw@host`, up to its
+    last `@`, as the driver reads it) and in a `password=` or `sslpassword=` query
+    parameter: for messages and `hookline config show`."""
+    url = re.sub(r"(://[^:/@?#]+):[^/?#]*@", r"\1:***@", url)
+    return re.sub(r"([?&](?:ssl)?password=)[^&#]*", r"\1***", url, flags=re.IGNORECASE)

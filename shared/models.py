@@ -142,12 +142,19 @@ class Claim:
     gates_next: bool = False
 
 
+def is_token_tag(text: str) -> bool:
+    """Whether `text` is a lease token tag: 8 lowercase hex digits (ClaimRequest.token_tag)."""
+    return len(text) == 8 and all(c in "0123456789abcdef" for c in text)
+
+
 class HandedBack(NamedTuple):
-    """A job handed back by :meth:`hookline.shared.store.Store.hand_back_unheld`."""
+    """A job handed back (:meth:`hookline.shared.store.Store.hand_back_unheld`)."""
 
     job_id: int
     event_id: int
     lease_token: str  # the lease it was handed back from
+    destination: str  # its destination's name
+    tenant: str  # its destination's tenant
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -175,7 +182,14 @@ class ClaimRequest:
             that it can find the leases of a claim whose answer it lost
             (:meth:`hookline.shared.store.Store.hand_back_unheld`), whatever identity another
             process shares with it. Empty: none (tokens of 32 digits).
+
+    Raises:
+        ValueError: `token_tag` is neither empty nor 8 lowercase hex digits.
     """
+
+    def __post_init__(self) -> None:
+        if self.token_tag and not is_token_tag(self.token_tag):
+            raise ValueError(f"token_tag must be 8 lowercase hex digits, not {self.token_tag!r}")
 
     worker: str
     limit: int

@@ -12,8 +12,9 @@ from typing import Any
 from hookline.shared.models import JobStatus
 
 HANDED_BACK = "handed back"
-"""How the error of an attempt handed back at a graceful stop begins (the store writes
-`handed back (graceful stop)`): it did not count against the job's budget."""
+"""How the error of an attempt handed back begins (the store writes `handed back (graceful
+stop)`, or `handed back (claim answer lost)` for a claim its worker never heard of): it did
+not count against the job's budget."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

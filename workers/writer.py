@@ -57,12 +57,8 @@ Why not a lock around the send (what this replaced): a claim could mix a takeove
 jobs; the takeover waited for their requests but not for their results, which the writer
 batches, and several takeovers in one claim raced for the lock.
 
-A claim that fails as StoreUnavailable may still have committed (the connection cut after
-its COMMIT left), leasing jobs this process never heard of; left alone they would wait out
-their lease, and one on its final attempt would die "worker lost", never sent. Each claim
-sets this process's own tag in its lease tokens, so the next write first hands back,
-uncharged, the jobs leased under this tag after the newest token it was given that it does
-not hold (`store.hand_back_unheld`; a takeover among them keeps its quarantine).
+A claim that fails as StoreUnavailable may still have committed, leasing jobs this process
+never heard of: the writes after it first hand those back (workers/unheard.py).
 
 A database that is busy or away (StoreUnavailable, StoreBusy under it) never drops a result:
 a write that records results is retried with capped backoff (0.1 s doubling to 5 s) until it
@@ -79,7 +75,6 @@ import collections
 import contextlib
 import dataclasses
 import enum
-import secrets
 import time
 from collections import Counter
 from collections.abc import Awaitable, Callable
@@ -94,6 +89,7 @@ from hookline.shared.models import AttemptResult, Claim, ClaimRequest, Dead, Don
 from hookline.shared.policy.delivery import destination_slots, late_slots, tenant_slots
 from hookline.shared.spacing import FILLED_ENOUGH, wait_out_spacing
 from hookline.shared.store import Store
+from hookline.workers.unheard import UnheardClaims
 
 log = get_logger()
 
@@ -233,10 +229,7 @@ class Writer:
         self._takeover_waiting = False
         self._extend_at = 0.0  # monotonic; when the held leases are next extended
         self._spacing = False  # waiting out the spacing (_let_the_batch_fill)
-        # A claim's write failed: it may have leased jobs unheard of (module docstring).
-        self._claim_unsure = False
-        self._token_tag = secrets.token_hex(4)  # in every lease token this process claims
-        self._newest_token = ""  # the newest lease token claimed here
+        self.unheard = UnheardClaims(store, worker_id, config.lease_s)
 
     # -- what others call -------------------------------------------------------------------
 
@@ -295,7 +288,8 @@ class Writer:
     async def stop(self) -> None:
         """Claim nothing more; let attempts in flight finish within graceful_timeout_s, cancel
         the rest; write every queued result, then hand back (uncharged) the claims whose
-        attempt never finished.
+        attempt never finished, and those of a claim that may have landed unheard
+        (workers/unheard.py) while that is still due.
 
         Raises:
             StoreUnavailable: the hand-back could not be written (the leases expire instead).
@@ -322,16 +316,17 @@ class Writer:
         if self._task is not None:
             await self._task  # ends once every queued result is written
             self._task = None
-        if self._claim_unsure:
+        if self.unheard.due():
             with contextlib.suppress(StoreUnavailable, StoreBusy):  # their leases expire
-                await self._hand_back_unheld()
+                await self.unheard.hand_back(list(self._slots))
         unsent = [slot.claim for slot in self._slots.values() if slot.phase is Phase.SENDING]
         self._slots.clear()
         if unsent:
             handed = await self.store.hand_back(unsent)
             for claim in unsent:
                 log.info("job_handed_back", job_id=claim.job_id, event_id=claim.event_id,
-                         lease_token=claim.lease_token)
+                         destination=claim.destination_name, tenant=claim.tenant_id,
+                         lease_token=claim.lease_token, reason="graceful stop")
             log.info("worker_drained", handed_back=handed)
 
     # -- the write loop ---------------------------------------------------------------------
@@ -439,8 +434,8 @@ class Writer:
             now = time.monotonic()
             items = [finished.waited(now) for finished in batch]
             try:
-                if self._claim_unsure:
-                    await self._hand_back_unheld()
+                if self.unheard.due():
+                    await self.unheard.hand_back(list(self._slots))
                 waiting = False
                 if request is None:
                     kept = await self.store.finish(items, breaker=self.breaker)
@@ -459,8 +454,8 @@ class Writer:
                 await self._sleep_extending(delay_s)
                 continue
             except StoreUnavailable as exc:
-                # A claim's commit may have landed unheard: hand back what it leased first.
-                self._claim_unsure = self._claim_unsure or request is not None
+                if request is not None:  # its commit may have landed unheard
+                    self.unheard.claim_failed()
                 self.outage.failed(exc, during=during)
                 if not batch:
                     raise self._claim_failed() from exc
@@ -472,21 +467,6 @@ class Writer:
             return Written(recorded=list(zip(batch, kept, strict=True)),
                            asked=request.limit if request is not None else 0, claims=claims,
                            takeover_waiting=waiting)
-
-    async def _hand_back_unheld(self) -> None:
-        """Hand back the jobs leased to this worker by a claim whose answer was lost (module
-        docstring); each is logged `job_handed_back`.
-
-        Raises:
-            StoreUnavailable, StoreBusy: not written; tried again before the next write.
-        """
-        handed = await self.store.hand_back_unheld(self.worker_id, self._token_tag,
-                                                   self._newest_token, list(self._slots))
-        self._claim_unsure = False
-        for lease in handed:
-            log.warning("job_handed_back", job_id=lease.job_id, event_id=lease.event_id,
-                        lease_token=lease.lease_token, worker=self.worker_id,
-                        reason="claim answer lost")
 
     async def _sleep_extending(self, delay_s: float) -> None:
         """Sleep `delay_s` before a write's next try, extending the held leases on time."""
@@ -530,7 +510,7 @@ class Writer:
                             held=Counter(claim.destination_id for claim in staying),
                             may_take_over=not staying, per_tenant=self.tenant_slots,
                             held_tenants=Counter(claim.tenant_id for claim in staying),
-                            token_tag=self._token_tag)
+                            token_tag=self.unheard.tag)
 
     def _apply(self, written: Written) -> None:
         """Free the slots of the results written, log them, start the claims."""
@@ -538,8 +518,8 @@ class Writer:
         for finished, kept in written.recorded:
             self._slots.pop(finished.claim.lease_token, None)
             log_outcome(finished, kept, now_s)
+        self.unheard.given(written.claims)
         for claim in written.claims:
-            self._newest_token = max(self._newest_token, claim.lease_token)
             self._start(claim)
         if written.asked:
             self._takeover_waiting = written.takeover_waiting

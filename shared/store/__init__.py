@@ -486,12 +486,15 @@ class Store(TenantStore, CatalogueStore, Protocol):
         sender's id in that source; otherwise a whole number is tried as the internal id, a
         `msg_` text as the webhook-id, then either as the sender's id in source `api`. The
         answer says which matched. With `tenant`, only that tenant's events are looked at (in
-        the query); without, internal ids and webhook-ids of every tenant, and senders' ids
-        (which repeat across tenants) in the default tenant.
+        the query); without, internal ids and webhook-ids of every tenant, and a sender's id
+        (which repeats across tenants) in the default tenant, else in the one other tenant
+        that has it.
 
         Raises:
             ConfigError: `ref` or `source` is empty or too long.
-            NotFound: nothing matches; the message names every form that was tried.
+            NotFound: nothing matches (the message names every form that was tried), or,
+                without `tenant`, several other tenants have that sender's id (the message
+                names them).
         """
 
     async def list_events(self, flt: EventFilter) -> list[EventRecord]:

@@ -18,7 +18,16 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from hookline.shared.logs import get_logger
-from hookline.shared.models import AttemptResult, Claim, Dead, Done, HandedBack, Outcome, Retry
+from hookline.shared.models import (
+    AttemptResult,
+    Claim,
+    Dead,
+    Done,
+    HandedBack,
+    Outcome,
+    Retry,
+    is_token_tag,
+)
 from hookline.shared.policy.delivery import BreakerPolicy, auto_pause_reason, is_failure
 from hookline.shared.policy.notify import NotifyPolicy
 from hookline.shared.store import notify_tx
@@ -49,13 +58,20 @@ never reached the worker (a connection cut at the commit): never sent."""
 
 
 def hand_back_tx(claims: Sequence[Claim]) -> Tx[int]:
-    return len((yield from _hand_back([(HandedBack(c.job_id, c.event_id, c.lease_token),
-                                        c.destination_id) for c in claims], GRACEFUL_STOP)))
+    """:meth:`hookline.shared.store.Store.hand_back`: how many were handed back."""
+    return len((yield from _hand_back(
+        [(HandedBack(c.job_id, c.event_id, c.lease_token, c.destination_name, c.tenant_id),
+          c.destination_id) for c in claims], GRACEFUL_STOP)))
 
 
 def hand_back_unheld_tx(worker: str, tag: str, newer_than: str,
                         held: Sequence[str]) -> Tx[list[HandedBack]]:
-    leases = [(HandedBack(r["id"], r["event_id"], r["lease_token"]), r["destination_id"])
+    """:meth:`hookline.shared.store.Store.hand_back_unheld`. Raises ValueError for a `tag`
+    that is not one (an empty one would match nothing, silently)."""
+    if not is_token_tag(tag):
+        raise ValueError(f"tag must be 8 lowercase hex digits, not {tag!r}")
+    leases = [(HandedBack(r["id"], r["event_id"], r["lease_token"], r["destination"],
+                          r["tenant_id"]), r["destination_id"])
               for r in (yield rows("unheld_leases", worker=worker, tag=tag,
                                    newer_than=newer_than, held=list(held)))]
     return (yield from _hand_back(leases, ANSWER_LOST))

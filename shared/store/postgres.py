@@ -236,13 +236,13 @@ class PostgresStore(StoreLogic):
                 reset=self._reset_connection),
                 self.limits.connect_timeout_s + self.limits.acquire_timeout_s)
         except _DRIVER_ERRORS as exc:
-            what = f"cannot connect to {_redact(self.dsn)}"
+            what = f"cannot connect to {redact_db_url(self.dsn)}"
             raise (driver_fault(exc, what) or StoreError(f"{what}: {exc}")) from exc
         try:
             await self._migrate()
         except _DRIVER_ERRORS as exc:
             await self.close()
-            what = f"cannot migrate {_redact(self.dsn)}"
+            what = f"cannot migrate {redact_db_url(self.dsn)}"
             raise (driver_fault(exc, what) or StoreError(f"{what}: {exc}")) from exc
         except BaseException:
             await self.close()
@@ -273,7 +273,7 @@ class PostgresStore(StoreLogic):
         if missing:
             self.migrated_from = max(applied, default=0)
             if applied:  # not a new schema
-                log_migrated(max(applied), SCHEMA_VERSION, _redact(self.dsn))
+                log_migrated(max(applied), SCHEMA_VERSION, redact_db_url(self.dsn))
 
     async def close(self) -> None:
         """Close the listener connection and the pool (idempotent)."""
@@ -520,9 +520,9 @@ class PostgresStore(StoreLogic):
             async with self._tx() as tx:  # bounded and cleaned up like every transaction
                 await tx.conn.execute("UPDATE schema_version SET version = version WHERE false")
         except StoreError as exc:  # already classified by _tx: keep the kind, say what failed
-            raise type(exc)(f"database {_redact(self.dsn)} is not writable: {exc}") from exc
+            raise type(exc)(f"database {redact_db_url(self.dsn)} is not writable: {exc}") from exc
         except _RUNNING_ERRORS as exc:
-            what = f"database {_redact(self.dsn)} is not writable"
+            what = f"database {redact_db_url(self.dsn)} is not writable"
             raise (driver_fault(exc, what) or StoreUnavailable(f"{what}: {exc}")) from exc
 
 class _Tx:
@@ -601,5 +601,4 @@ def _changed(status: str) -> int:
     return int(status.rsplit(" ", 1)[-1]) if status[-1:].isdigit() else 0
 
 
-_redact = redact_db_url
 _NAMEDATALEN = 63  # the longest application_name the server keeps, bytes

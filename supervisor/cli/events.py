@@ -57,7 +57,7 @@ def register(sub: Any) -> None:
     event.add_argument("--source", help="REF is the sender's id in this source (default: "
                                         "tried after the other forms, in source api)")
     add_tenant_flag(event, "the sender's id is looked up in this tenant's events (default: "
-                           "the default tenant's)")
+                           "the default tenant's, else the one tenant's that has it)")
     event.add_argument("--json", action="store_true")
     event.set_defaults(handler=async_command(event_cmd))
 
@@ -112,8 +112,9 @@ async def event_cmd(config: Config, args: argparse.Namespace) -> int:
 
     async def find(store: Store) -> EventMatch:
         # Without --tenant an internal id or a msg_ webhook-id is any tenant's (they are
-        # global, as GET /v1/admin/events/{ref} has it); only a sender's id, which repeats
-        # across tenants, means the default tenant's (Store.find_event).
+        # global, as GET /v1/admin/events/{ref} has it); a sender's id, which repeats across
+        # tenants, means the default tenant's, else the one tenant's that has it
+        # (Store.find_event).
         if tenant is not None:
             await existing_tenant(store, tenant)
         return await store.find_event(args.ref, args.source, tenant=tenant)

@@ -126,7 +126,8 @@ def resolve_event(config: Config, ref: str, source: str | None,
                   tenant: str | None = None) -> tuple[str | None, str]:
     """The internal id (as log lines carry it) of the event `ref` names, looked up in the
     store as `hookline event` does (see Store.find_event: a sender's id in `tenant`'s
-    events, the default tenant's when None); (None, why) when it cannot be found. A
+    events; when None, the default tenant's, else the one tenant's that has it); (None,
+    why) when it cannot be found. A
     whole-number `ref` is taken as the internal id as it is when the SQLite database does
     not exist (reading another host's logs)."""
     try:

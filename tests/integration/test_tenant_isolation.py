@@ -422,3 +422,25 @@ async def test_a_tenant_tokens_unknown_field_message_offers_no_tenant(client, re
         refused = await resp.json()
     assert (resp.status, refused["field"]) == (400, "colour"), refused
     assert "tenant" not in refused["detail"].split("accepted: ")[1].split(", ")
+
+
+async def test_a_sender_id_only_another_tenant_has_is_404_on_the_tenant_api(client, real_store):
+    """The operator's lookup finds a sender's id that only one tenant has without being told
+    the tenant; a tenant token asking for that id gets the 404 it gets for an id nobody has,
+    naming nothing of the other tenant's (its lookup never leaves its own events)."""
+    other = await _tenant(real_store, "bolt", "b-hooks")
+    await real_store.add_event(new_event("only-theirs", "order.paid", tenant="bolt"))
+    await real_store.put_tenant("acme", TenantFields())
+    bearer = {"Authorization": f"Bearer {await _mint(client, 'acme')}"}
+    async with client.get("/v1/admin/events/only-theirs", headers=ADMIN) as resp:
+        assert resp.status == 200 and (await resp.json())["tenant"] == "bolt"
+
+    async def tenant_answer(ref: str) -> tuple[int, str]:
+        async with client.get(f"/v1/tenant/events/{ref}", headers=bearer) as resp:
+            return resp.status, (await resp.text()).replace(ref, "REF")
+
+    assert await tenant_answer("only-theirs") == await tenant_answer("nobody-has-it")
+    status, answer = await tenant_answer("only-theirs")
+    assert status == 404 and "bolt" not in answer, answer
+    for ref in (other.ref, other.message_id):  # bolt's global ids: not acme's either
+        assert (await tenant_answer(ref))[0] == 404, ref

@@ -93,7 +93,7 @@ async def test_every_store_operation_runs_on_both_backends(store, clock):
     assert kept == [True] and len(more) == 1 and not waiting
     assert await s.hand_back(more) == 1
     [again] = await s.claim("w1", 1, lease_s=30, max_attempts=5)
-    assert await s.hand_back_unheld("w1", "", again.lease_token, []) == []  # none newer
+    assert await s.hand_back_unheld("w1", "0000000a", "", []) == []  # none under that tag
     assert await s.finish([(again, Dead(error="gone"), failed)]) == [True]
     assert await s.wait_for_jobs(0.05) is False  # nothing due: the retry is an hour away
     s.pass_on_wake_up()  # a timed-out wait has no wake-up to pass on: nothing happens

@@ -306,17 +306,20 @@ async def test_hand_back_unheld_returns_only_the_leases_of_a_lost_answer(
     [other] = await claim("w2", "0000000a", 1)
     assert len(lost) == 2 and lost[0].lease_token[16:24] == "0000000a"
 
-    handed = await store.hand_back_unheld("w1", "0000000a", given.lease_token,
+    # Newer than `older` (the newest it knew of), not held: `given` is held.
+    handed = await store.hand_back_unheld("w1", "0000000a", older.lease_token,
                                           [given.lease_token])
     assert sorted(h.job_id for h in handed) == sorted(c.job_id for c in lost)
-    assert {(h.event_id, h.lease_token) for h in handed} == {
-        (c.event_id, c.lease_token) for c in lost}
+    assert {(h.event_id, h.lease_token, h.destination, h.tenant) for h in handed} == {
+        (c.event_id, c.lease_token, c.destination_name, c.tenant_id) for c in lost}
     jobs = {j.id: j for j in await store.list_jobs()}
     assert {(jobs[c.job_id].status, jobs[c.job_id].attempts) for c in lost} == {("pending", 0)}
     assert {jobs[c.job_id].status for c in (older, given, twin, other)} == {"running"}
     story = await store.get_job(lost[0].job_id)
     assert [a.error for a in story.attempts] == ["handed back (claim answer lost)"]
     assert await store.hand_back_unheld("w1", "0000000a", given.lease_token, []) == []
+    with pytest.raises(ValueError, match="tag must be 8 lowercase hex digits"):
+        await store.hand_back_unheld("w1", "", "", [])
 
     # A takeover whose claim's answer was lost is left to expire: taken over again, alone.
     clock.advance(31)  # every lease above has expired; the jobs handed back are due

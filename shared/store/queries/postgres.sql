@@ -273,7 +273,9 @@ ORDER BY id LIMIT 1
 -- compare byte by byte (COLLATE "C": their hex digits sort by the claim's instant). A
 -- takeover among them (the attempt before this lease's was lost) is left to expire, to be
 -- taken over again alone. Running jobs only, as many as the workers' slots.
-SELECT j.id, j.event_id, j.destination_id, j.lease_token FROM jobs j
+SELECT j.id, j.event_id, j.destination_id, j.lease_token, d.name AS destination,
+    d.tenant_id
+FROM jobs j JOIN destinations d ON d.id = j.destination_id
 WHERE j.status = 'running' AND j.lease_owner = :worker
     AND substr(j.lease_token, 17, 8) = :tag::text
     AND j.lease_token COLLATE "C" > :newer_than::text COLLATE "C"
@@ -286,8 +288,9 @@ WHERE j.status = 'running' AND j.lease_owner = :worker
 
 -- claim_job: lease a batch of chosen jobs in ONE statement, each under a fresh token, still
 -- only if due; attempts are counted here, at claim. A token is the claim's instant in
--- microseconds (16 hex digits) then 16 random ones: tokens sort by time, so the attempts'
--- unique token index grows at its end instead of dirtying a random page per attempt.
+-- microseconds (16 hex digits), the claiming process's :token_tag (8 hex digits, or none)
+-- then 16 random ones: tokens sort by time, so the attempts' unique token index grows at
+-- its end instead of dirtying a random page per attempt.
 -- A chosen job another transaction holds is skipped, not waited for: due_jobs has locked
 -- the others already, but an ordered destination's head is read unlocked (ordered_head), and
 -- a late finish of it (its lease expired) holds it and then wants the destination this claim

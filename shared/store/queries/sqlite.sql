@@ -237,7 +237,9 @@ ORDER BY id LIMIT 1
 -- reached it. A takeover among them (the attempt before this lease's was lost) is left to
 -- expire, to be taken over again alone. It reads the running jobs only (through
 -- jobs_status), as many as the workers' slots.
-SELECT j.id, j.event_id, j.destination_id, j.lease_token FROM jobs j
+SELECT j.id, j.event_id, j.destination_id, j.lease_token, d.name AS destination,
+    d.tenant_id
+FROM jobs j JOIN destinations d ON d.id = j.destination_id
 WHERE j.status = 'running' AND j.lease_owner = :worker AND substr(j.lease_token, 17, 8) = :tag
     AND j.lease_token > :newer_than
     AND j.lease_token NOT IN (SELECT value FROM json_each(:held))
@@ -250,9 +252,10 @@ WHERE j.status = 'running' AND j.lease_owner = :worker AND substr(j.lease_token,
 -- claim_job: lease a batch of chosen jobs (:job_ids, a JSON array) in ONE statement, each
 -- under a fresh token, still only if due; attempts are counted here, at claim. (Unary + keeps
 -- the planner on the id lookup: without it, it walks every pending job through jobs_status.)
--- A token is the claim's instant in microseconds (16 hex digits) then 8 random bytes: tokens
--- sort by time, so the attempts' unique token index grows at its end instead of dirtying a
--- random page (and writing a WAL frame) for every attempt.
+-- A token is the claim's instant in microseconds (16 hex digits), the claiming process's
+-- :token_tag (8 hex digits, or none) then 8 random bytes: tokens sort by time, so the
+-- attempts' unique token index grows at its end instead of dirtying a random page (and
+-- writing a WAL frame) for every attempt.
 UPDATE jobs SET status = 'running', attempts = attempts + 1,
     lease_token = printf('%016x', CAST(:now * 1000000 AS INTEGER)) || :token_tag
         || lower(hex(randomblob(8))),
