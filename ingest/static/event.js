@@ -1,6 +1,7 @@
-// One event (`#/events/REF?source=NAME`): looked up by its internal id, its webhook-id
-// (`msg_...`) or the sender's id (with its source), with every job it made. A miss says which
-// forms were tried (the admin API's 404 detail) and stops polling.
+// One event (`#/events/REF?source=NAME&tenant=ID`): looked up by its internal id, its
+// webhook-id (`msg_...`) or the sender's id (with its source, and its tenant where several
+// tenants use that id), with every job it made. A miss says which forms were tried (the admin
+// API's 404 detail) and stops polling.
 
 import { ApiError, get, seg } from "./api.js";
 import { due, fmtBytes, fmtCount, fmtTime, h, jobLink, setChildren, table, when } from "./dom.js";
@@ -8,25 +9,37 @@ import { due, fmtBytes, fmtCount, fmtTime, h, jobLink, setChildren, table, when 
 const MATCHED_BY = { id: "its internal id", message_id: "its webhook-id",
                      source_event_id: "the sender's id" };
 
-/** The search form: a reference in any of its three forms and an optional source. */
-export function searchForm(ref = "", source = "") {
+/** `?source=…&tenant=…` of the ones given (empty: none). */
+function lookupQuery(source, tenant) {
+  const parts = [];
+  if (source) parts.push(`source=${seg(source)}`);
+  if (tenant) parts.push(`tenant=${seg(tenant)}`);
+  return parts.length ? `?${parts.join("&")}` : "";
+}
+
+/** The search form: a reference in any of its three forms, an optional source and tenant. */
+export function searchForm(ref = "", source = "", tenant = "") {
   const refInput = h("input", { id: "event-ref", name: "ref", value: ref, size: 28,
                                 placeholder: "42, msg_…, or the sender's id", required: true });
   const sourceInput = h("input", { id: "event-source", name: "source", value: source, size: 12,
+                                   placeholder: "optional" });
+  const tenantInput = h("input", { id: "event-tenant", name: "tenant", value: tenant, size: 12,
                                    placeholder: "optional" });
   return h("form", { class: "toolbar", id: "event-search", autocomplete: "off",
                      onsubmit: (event) => {
     event.preventDefault();
     const wanted = refInput.value.trim();
     if (!wanted) return;
-    const src = sourceInput.value.trim();
-    location.hash = `#/events/${seg(wanted)}${src ? `?source=${seg(src)}` : ""}`;
+    location.hash = `#/events/${seg(wanted)}${lookupQuery(sourceInput.value.trim(),
+                                                          tenantInput.value.trim())}`;
   } },
     h("label", { for: "event-ref" }, "Find event"), refInput,
     h("label", { for: "event-source" }, "Source"), sourceInput,
+    h("label", { for: "event-tenant" }, "Tenant"), tenantInput,
     h("button", { type: "submit", id: "event-search-go" }, "Find"),
     h("span", { class: "hint" }, "internal id, webhook-id (msg_…) or the sender's id; give ",
-      "the source for a sender's id from a provider source (default api)"));
+      "the source for a sender's id from a provider source (default api), and the tenant ",
+      "when several tenants use that id"));
 }
 
 /** A job's status as a badge. */
@@ -62,16 +75,17 @@ function decoded(text) {
 export function eventView({ arg, params }) {
   const ref = decoded(arg);
   const source = params.get("source") ?? "";
+  const tenant = params.get("tenant") ?? "";
   const body = h("div", { id: "event-body" });
   const root = h("section", {},
     h("h1", {}, "Event"),
-    searchForm(ref, source),
+    searchForm(ref, source, tenant),
     body);
 
   async function refresh() {
     let event;
     try {
-      event = await get(`/v1/admin/events/${seg(ref)}${source ? `?source=${seg(source)}` : ""}`);
+      event = await get(`/v1/admin/events/${seg(ref)}${lookupQuery(source, tenant)}`);
     } catch (err) {
       if (err instanceof ApiError && err.status === 404) {
         setChildren(body, h("p", { class: "error", id: "event-missing" },

@@ -389,3 +389,35 @@ def test_a_picked_destination_its_tenant_lacks_is_said_in_place_of_the_list(
     expect(page.locator("#live")).to_have_class(re.compile(r"\bok\b"))
     page.select_option("#dead-destination", "")
     expect(page.locator("#dead-missing")).to_have_count(0)
+
+
+def test_a_sender_id_two_tenants_use_is_found_with_the_tenant_box(
+        shared_page: Any, hookline: Hookline) -> None:
+    """A sender's id only one tenant has is found without naming it; one that two tenants
+    use is refused naming both, and found once the Tenant box names one (in the address
+    too, so the page can be linked)."""
+    expect, page = _expect(), shared_page
+    for tenant in ("umbrella", "wayne"):
+        status, out = hookline.call("PUT", f"/v1/admin/tenants/{tenant}", {})
+        assert status in (200, 201), out
+    ids = {}
+    for tenant, event_id in (("umbrella", "twice-used"), ("wayne", "twice-used"),
+                             ("wayne", "once-used")):
+        status, out = hookline.call("POST", "/v1/events", {
+            "id": event_id, "type": "tenant.note", "data": {}, "tenant": tenant},
+            token=INGEST_TOKEN)
+        assert status == 202, out
+        ids[tenant, event_id] = out["event_id"]
+
+    page.goto(f"{hookline.base_url}/#/events/once-used")
+    expect(page.locator("#event-facts")).to_contain_text(f"#{ids['wayne', 'once-used']}")
+
+    page.goto(f"{hookline.base_url}/#/events")
+    page.fill("#event-ref", "twice-used")
+    page.click("#event-search-go")
+    expect(page.locator("#event-missing")).to_contain_text(
+        "tenants umbrella and wayne have one: name the tenant")
+    page.fill("#event-tenant", "wayne")
+    page.click("#event-search-go")
+    expect(page.locator("#event-facts")).to_contain_text(f"#{ids['wayne', 'twice-used']}")
+    assert "tenant=wayne" in page.url
