@@ -9,6 +9,8 @@ import sys
 from typing import Any
 
 from hookline.shared.config import Config
+from hookline.shared.errors import ConfigError, StoreError
+from hookline.shared.faults import is_transient
 from hookline.shared.logs import configure_logging
 from hookline.shared.process.lifecycle import pid_file, runtime_dir
 from hookline.shared.store import Store
@@ -38,7 +40,8 @@ def register(sub: Any) -> None:
                             "serve runs on this database or runtime folder, that both "
                             "tokens are set and that the listen address can be bound; "
                             "creates nothing; exit 0 ok, 2 a problem found (each on a line), "
-                            "1 the check could not be completed (the database unreachable)")
+                            "1 the check could not be completed (the database unreachable); "
+                            "a database that refuses the settings is 2")
     serve.set_defaults(handler=serve_command)
 
     init = sub.add_parser(
@@ -93,14 +96,22 @@ def serve_command(config: Config, args: argparse.Namespace) -> int:
                   "`hookline init` creates it", file=sys.stderr)
             return 0
         refuse_migrating_beside(config)  # the check opens (and migrates) the database
-        checked = await serve.check(config)
+        try:
+            checked = await serve.check(config)
+        except StoreError as exc:
+            if is_transient(exc):
+                raise  # unreachable, restarting: a failure at run time (1)
+            # Refused credentials, a missing database, a schema too new: the settings (or
+            # the server's) must change, as for a problem found (2).
+            raise ConfigError(str(exc)) from exc
         if checked is not None:  # a sentence, not serve's JSON log line
             print(checked.sentence(), file=sys.stderr)
         return 0
 
     # The CLI's exit codes: 2 for what the settings (or the host) must change, a refusal of
-    # serve's or a problem found below; 1 for a failure at run time, such as the database
-    # unreachable, after which the rest was not checked.
+    # serve's, a database that refuses them (credentials, no such database) or a problem
+    # found below; 1 for a failure at run time, such as the database unreachable, after
+    # which the rest was not checked.
     code = run_command(probe)
     if code != 0:
         print("check failed" if code == USAGE_EXIT else "check not completed",

@@ -156,6 +156,22 @@ def test_serve_check_exit_codes_follow_the_cli_rule(tmp_path: Path, capsys,
     assert err.endswith("check not completed\n"), err
 
 
+def test_serve_check_of_a_database_that_does_not_exist_is_a_problem_found(
+        tmp_path: Path, capsys, monkeypatch: pytest.MonkeyPatch, pg_url: str):
+    """A PostgreSQL server that answers but has no such database refuses the settings for
+    good: exit 2, `check failed`, as a problem found (not 1, `check not completed`, which
+    says to try again)."""
+    monkeypatch.setenv("HOOKLINE_ADMIN_TOKEN", "a" * 32)
+    monkeypatch.setenv("HOOKLINE_INGEST_TOKEN", "i" * 32)
+    monkeypatch.setenv("HOOKLINE_RUNTIME_DIR", str(tmp_path / "run"))
+    monkeypatch.setenv("HOOKLINE_PID_FILE", str(tmp_path / "hookline.pid"))
+    missing = pg_url.rsplit("/", 1)[0] + "/no_such_database"
+    assert cli_main(["--db", missing, "serve", "--check", "--listen",
+                     f"127.0.0.1:{_free_port()}"]) == 2
+    err = capsys.readouterr().err
+    assert "no_such_database" in err and err.endswith("check failed\n"), err
+
+
 def test_an_action_s_audit_line_is_readable_at_a_terminal(tmp_path: Path):
     """At a terminal the CLI's own log lines (here rotation's audit line) read like `hookline
     logs`; piped, and in the log file, they stay JSON lines."""
