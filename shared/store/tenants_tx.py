@@ -50,9 +50,15 @@ class TenantOperations:
 
     async def get_tenant(self, tenant: str) -> Tenant:
         """See :meth:`hookline.shared.store.Store.get_tenant`."""
-        row = await self._transact(_one_tx(one("get_tenant", id=tenant)), write=False)
-        if row is None:
+        row, history_kept = await self._transact(_get_tenant_tx(tenant), write=False)
+        if row is None and not history_kept:
             raise NotFound(f"no tenant {inputs.clip(tenant)!r}")
+        if row is None:
+            # Its events, jobs and attempts stay until retention: say how to reach them.
+            raise NotFound(f"no tenant {inputs.clip(tenant)!r}: it was deleted; its events and "
+                           "jobs are kept until retention, found without naming the tenant "
+                           "(by internal or msg_ id; dead letters and jobs under their "
+                           "removed destinations' names, NAME~removed-ID)")
         return Tenant.from_row(row)
 
     async def list_tenants(self, *, after: str | None = None, prefix: str | None = None,
@@ -86,6 +92,15 @@ def new_token_epoch() -> int:
 
 def _one_tx(query: Query) -> Tx[Any]:
     return (yield query)
+
+
+def _get_tenant_tx(tenant: str) -> Tx[tuple[Any, bool]]:
+    """(the tenant's row or None, whether a deleted tenant's history is kept under that id
+    when there is no row)."""
+    row = yield one("get_tenant", id=tenant)
+    if row is not None:
+        return row, False
+    return None, bool((yield one("tenant_history", id=tenant))["kept"])
 
 
 def _put_tenant_tx(tenant: str, fields: TenantFields) -> Tx[tuple[Tenant, bool]]:

@@ -216,8 +216,10 @@ async def test_tenant_crud_limits_and_delete(store):
     assert (done.destinations, done.unfinished_jobs, done.dry_run) == (2, 4, False)
     assert await store.list_destinations("acme") == []
     assert {j.status for j in await store.list_jobs()} == {"dead"}
-    with pytest.raises(NotFound):
-        await store.get_tenant("acme")
+    with pytest.raises(NotFound, match="it was deleted; its events and jobs are kept"):
+        await store.get_tenant("acme")  # says how its kept history is found
+    with pytest.raises(NotFound, match=r"^no tenant 'nobody'$"):
+        await store.get_tenant("nobody")
     with pytest.raises(Conflict):
         await store.delete_tenant(DEFAULT_TENANT)
     # Its events stay for their history: a tenant under the same id would be shown them (the
