@@ -29,6 +29,9 @@ log = get_logger()
 CHECK_EVERY_LEASES = 1 / 6
 """How often, as a share of `lease_s`, the look is repeated while it is due (5 s of 30)."""
 
+_MOST_ABANDONED = 1000
+"""Most abandoned lease tokens remembered (each passed with every look)."""
+
 
 class UnheardClaims:
     """One worker process's tag and its record of claims that may have landed unheard.
@@ -51,11 +54,20 @@ class UnheardClaims:
         self._after = ""  # the newest token when the first failure of the window came
         self._until = 0.0  # monotonic; the look is due until then
         self._next_look = 0.0  # monotonic; the next look, while due
+        # Tokens whose slot was let go with no result written (an attempt that crashed):
+        # known here, left to expire and be taken over in quarantine, never handed back.
+        self._abandoned: set[str] = set()
 
     def given(self, claims: Iterable[Claim]) -> None:
         """Note claims this process was given (their tokens are known, held or not)."""
         for claim in claims:
             self._newest = max(self._newest, claim.lease_token)
+
+    def abandoned(self, lease_token: str) -> None:
+        """Note a claim let go with no result written (its lease is left to expire)."""
+        if len(self._abandoned) >= _MOST_ABANDONED:
+            self._abandoned.clear()  # a bug repeating: older ones have expired by now
+        self._abandoned.add(lease_token)
 
     def claim_failed(self) -> None:
         """A write with a claim failed for want of the database: it may have landed."""
@@ -77,7 +89,8 @@ class UnheardClaims:
         Raises:
             StoreUnavailable, StoreBusy: nothing handed back; due again before the next write.
         """
-        handed = await self.store.hand_back_unheld(self.worker_id, self.tag, self._after, held)
+        handed = await self.store.hand_back_unheld(self.worker_id, self.tag, self._after,
+                                                   [*held, *self._abandoned])
         self._next_look = time.monotonic() + self.lease_s * CHECK_EVERY_LEASES
         for lease in handed:
             log.warning("job_handed_back", job_id=lease.job_id, event_id=lease.event_id,

@@ -557,6 +557,7 @@ class Writer:
                       lease_token=slot.claim.lease_token,
                       error=f"{type(exc).__name__}: {exc}")
             self._slots.pop(slot.claim.lease_token, None)
+            self.unheard.abandoned(slot.claim.lease_token)
             self.look()
             return
         self.finished(slot.claim, outcome, result)

@@ -1,6 +1,6 @@
 """workers/unheard.py on a real store (each backend in turn): a claim that lands after its
-worker gave up on it is still handed back by a later look within the window, and none is
-looked for outside it."""
+worker gave up on it is still handed back by a later look within the window, a claim let go
+with no result (a crashed attempt) is not, and none is looked for outside the window."""
 
 from __future__ import annotations
 
@@ -28,13 +28,17 @@ async def test_a_claim_landing_late_is_found_by_a_later_look(store, destination_
     assert not unheard.due()  # the next look waits its turn
 
     clock.advance(1)  # the store's clock: a later claim's token sorts after
+    _, [crashed], _ = await store.finish_and_claim([], None, request)  # given, then let go
+    unheard.given([crashed])
+    unheard.abandoned(crashed.lease_token)  # its attempt crashed: left to the quarantine
+    clock.advance(1)
     _, [late], _ = await store.finish_and_claim([], None, request)  # lands unheard
     await asyncio.sleep(0.25)
     assert unheard.due()
     await unheard.hand_back([known.lease_token])
     jobs = {j.id: j for j in await store.list_jobs()}
     assert (jobs[late.job_id].status, jobs[late.job_id].attempts) == ("pending", 0)
-    assert jobs[known.job_id].status == "running"
+    assert jobs[known.job_id].status == jobs[crashed.job_id].status == "running"
 
     await asyncio.sleep(1.25)  # the window has closed
     assert not unheard.due()
