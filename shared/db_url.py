@@ -73,7 +73,8 @@ def parse_db_url(url: str) -> DbUrl:
     if is_postgres_url(url):
         return DbUrl("postgresql", dsn=url)
     if "://" in url and not url.startswith(SQLITE_SCHEME):
-        raise ConfigError(f"unsupported database URL {url!r}; use a path, sqlite:///PATH or "
+        raise ConfigError(f"unsupported database URL {redact_db_url(url)!r}; use a path, "
+                          "sqlite:///PATH or "
                           "postgresql://...")
     path = url.removeprefix(SQLITE_SCHEME)
     if not path.strip():
@@ -117,5 +118,5 @@ def redact_db_url(url: str) -> str:
     """`url` with any password replaced by `***`, in its user info (`user:pw@host`, up to its
     last `@`, as the driver reads it) and in a `password=` or `sslpassword=` query
     parameter: for messages and `hookline config show`."""
-    url = re.sub(r"(://[^:/@?#]+):[^/?#]*@", r"\1:***@", url)
+    url = re.sub(r"(://[^:/@?#]*):[^/?#]*@", r"\1:***@", url)
     return re.sub(r"([?&](?:ssl)?password=)[^&#]*", r"\1***", url, flags=re.IGNORECASE)

@@ -7,11 +7,13 @@ time, and one on its final attempt would die "worker lost" without ever being se
 So every lease token a worker process claims carries the process's own tag (8 random hex
 digits after the claim's instant: ClaimRequest.token_tag), and after such a failure the
 process hands back, uncharged, every job leased under its tag after the newest token it had
-been given by then, that it does not hold (:meth:`hookline.shared.store.Store.hand_back_unheld`;
-a takeover among them keeps its quarantine). Another process's leases are never touched,
-even under the same worker identity. A commit can land late (the server finishing it after
-the client gave up), so the look is repeated every CHECK_EVERY_LEASES of `lease_s` until
-`lease_s` after the last failure: by then an unheard lease would have expired anyway.
+been given when the window's first failure came, that it neither holds nor let go itself
+with no result (a crashed attempt: left to the quarantine)
+(:meth:`hookline.shared.store.Store.hand_back_unheld`; a takeover among them keeps its
+quarantine too). Another process's leases are never touched, even under the same worker
+identity. A commit can land late (the server finishing it after the client gave up), so the
+look (a write transaction) is repeated at the first write after each CHECK_EVERY_LEASES of
+`lease_s` until `lease_s` after the last failure, and once more at a stop within that time.
 """
 
 from __future__ import annotations
@@ -29,8 +31,7 @@ log = get_logger()
 CHECK_EVERY_LEASES = 1 / 6
 """How often, as a share of `lease_s`, the look is repeated while it is due (5 s of 30)."""
 
-_MOST_ABANDONED = 1000
-"""Most abandoned lease tokens remembered (each passed with every look)."""
+
 
 
 class UnheardClaims:
@@ -54,8 +55,8 @@ class UnheardClaims:
         self._after = ""  # the newest token when the first failure of the window came
         self._until = 0.0  # monotonic; the look is due until then
         self._next_look = 0.0  # monotonic; the next look, while due
-        # Tokens whose slot was let go with no result written (an attempt that crashed):
-        # known here, left to expire and be taken over in quarantine, never handed back.
+        # Tokens newer than _after whose slot was let go with no result written (an attempt
+        # that crashed): left to expire and be taken over in quarantine, never handed back.
         self._abandoned: set[str] = set()
 
     def given(self, claims: Iterable[Claim]) -> None:
@@ -65,15 +66,16 @@ class UnheardClaims:
 
     def abandoned(self, lease_token: str) -> None:
         """Note a claim let go with no result written (its lease is left to expire)."""
-        if len(self._abandoned) >= _MOST_ABANDONED:
-            self._abandoned.clear()  # a bug repeating: older ones have expired by now
-        self._abandoned.add(lease_token)
+        # Outside a window, or not newer than _after, no look can match it: none to keep.
+        if self.in_window() and lease_token > self._after:
+            self._abandoned.add(lease_token)
 
     def claim_failed(self) -> None:
         """A write with a claim failed for want of the database: it may have landed."""
         now = time.monotonic()
         if now >= self._until:
             self._after = self._newest
+            self._abandoned = set()  # each was given, so not newer than _after
         self._until = now + self.lease_s
         self._next_look = now
 
@@ -81,6 +83,11 @@ class UnheardClaims:
         """Whether to look before the next write."""
         now = time.monotonic()
         return now < self._until and now >= self._next_look
+
+    def in_window(self) -> bool:
+        """Whether a claim may still land unheard (`lease_s` after the last failure): a
+        stopping worker looks once more then, whenever it last looked."""
+        return time.monotonic() < self._until
 
     async def hand_back(self, held: Sequence[str]) -> None:
         """Hand back the jobs leased under this process's tag after the window's first failure

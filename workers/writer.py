@@ -316,7 +316,7 @@ class Writer:
         if self._task is not None:
             await self._task  # ends once every queued result is written
             self._task = None
-        if self.unheard.due():
+        if self.unheard.in_window():
             with contextlib.suppress(StoreUnavailable, StoreBusy):  # their leases expire
                 await self.unheard.hand_back(list(self._slots))
         unsent = [slot.claim for slot in self._slots.values() if slot.phase is Phase.SENDING]

@@ -97,8 +97,8 @@ def find_event_tx(ref: EventRef, tenant: str | None = None) -> Tx[EventMatch]:
         elif others:
             listed = listed_tenants([r["tenant_id"] for r in others], others[0]["total"])
             raise NotFound(f"no event with {ref.describe()} in the default tenant's events; "
-                           f"tenants {listed} have one: name the tenant (--tenant ID, or "
-                           "tenant=ID in the admin API)")
+                           f"tenants {listed} have one: name the tenant (--tenant, tenant= "
+                           "or the dashboard's Tenant box)")
     if found is None:
         raise NotFound(f"no event with {ref.describe()}" + (
             f" in tenant {tenant}'s events" if tenant is not None else " in any tenant"))

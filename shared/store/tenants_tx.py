@@ -56,9 +56,9 @@ class TenantOperations:
         if row is None:
             # Its events, jobs and attempts stay until retention: say how to reach them.
             raise NotFound(f"no tenant {inputs.clip(tenant)!r}: it was deleted; its events and "
-                           "jobs are kept until retention, found without naming the tenant "
-                           "(by internal or msg_ id; dead letters and jobs under their "
-                           "removed destinations' names, NAME~removed-ID)")
+                           "jobs are kept until retention: list them with no tenant or "
+                           "destination filter (dead letters, jobs and events each show "
+                           "their tenant), or look one up by its internal or msg_ id")
         return Tenant.from_row(row)
 
     async def list_tenants(self, *, after: str | None = None, prefix: str | None = None,

@@ -351,6 +351,10 @@ def test_config_show_hides_the_database_password(tmp_path):
     # The user info ends at its last @ (as the driver reads it); a key's passphrase too.
     assert redact_db_url("postgresql://u:p@ss@h/db?sslpassword=k&x=1") == (
         "postgresql://u:***@h/db?sslpassword=***&x=1")
+    assert redact_db_url("postgresql://:secret@h/db") == "postgresql://:***@h/db"
+    with pytest.raises(ConfigError) as unsupported:
+        Config(db="mysql://u:secret@h/db")
+    assert "secret" not in str(unsupported.value)
 
 
 def test_tokens_from_files_and_systemd_credentials(tmp_path):

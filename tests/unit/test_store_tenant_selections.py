@@ -76,7 +76,7 @@ async def test_a_sender_id_no_default_event_has_is_found_in_the_one_tenant_that_
         await store.find_event("shared-id")
     assert str(several.value).endswith(
         "in the default tenant's events; tenants acme, globex, initech and 2 more have one: "
-        "name the tenant (--tenant ID, or tenant=ID in the admin API)")
+        "name the tenant (--tenant, tenant= or the dashboard's Tenant box)")
     with pytest.raises(NotFound, match=r"from source 'api' in any tenant$"):
         await store.find_event("nobody-has-it")
 

@@ -6,8 +6,11 @@ from __future__ import annotations
 
 import asyncio
 
-from hookline.shared.models import ClaimRequest
+from hookline.shared.config import Config
+from hookline.shared.models import AttemptResult, Claim, ClaimRequest, Outcome
+from hookline.shared.store.sqlite import SqliteStore
 from hookline.workers.unheard import UnheardClaims
+from hookline.workers.writer import Writer
 from tests.conftest import new_event
 
 
@@ -42,3 +45,31 @@ async def test_a_claim_landing_late_is_found_by_a_later_look(store, destination_
 
     await asyncio.sleep(1.25)  # the window has closed
     assert not unheard.due()
+
+
+async def test_a_worker_whose_attempt_crashed_in_a_window_leaves_it_to_the_quarantine(
+        tmp_path):
+    """A real Writer on a real SQLite file, a claim failure having opened the window: the
+    job it then claims, whose attempt crashes, is not handed back by a look (it stays leased,
+    to expire and be taken over in quarantine)."""
+    async with SqliteStore(str(tmp_path / "w.db")) as store:
+        await store.add_destination(name="d", url="http://127.0.0.1:9/x",
+                                    secret="whsec_" + "A" * 32, event_types=["*"],
+                                    max_in_flight=5)
+        await store.add_events([new_event("e1")])
+
+        async def crash(claim: Claim) -> tuple[Outcome, AttemptResult]:
+            raise RuntimeError("a bug in one attempt")
+
+        writer = Writer(store, Config(), "w1", crash)
+        writer.unheard.claim_failed()  # as after a claim that failed unheard
+        writer.start()
+        deadline = asyncio.get_running_loop().time() + 10
+        while writer.held() or (await store.list_jobs())[0].status != "running":
+            assert asyncio.get_running_loop().time() < deadline, "never claimed and crashed"
+            await asyncio.sleep(0.02)
+        await writer.unheard.hand_back(writer.held())
+        [job] = await store.list_jobs()
+        assert (job.status, job.attempts) == ("running", 1)
+        await writer.stop()
+        assert (await store.list_jobs())[0].status == "running"
