@@ -270,17 +270,22 @@ async def test_worker_lost_on_last_attempt_makes_job_dead(store, destination_fac
     assert job.status == "dead" and "worker lost" in job.last_error and job.attempts == 2
 
 
-async def test_hand_back_does_not_charge_an_attempt(store, destination_factory):
-    """A handed-back job is pending and due again with its attempt count restored."""
+async def test_hand_back_does_not_charge_an_attempt(store, destination_factory, clock):
+    """A handed-back job is pending and due again with its attempt count restored, and keeps
+    its place in the line: it is claimed before a job that came due while it was held."""
     await destination_factory()
     await store.add_events([new_event("e1")])
+    due_at = (await store.list_jobs())[0].run_at
     [claim] = await store.claim("w1", 1, lease_s=30, max_attempts=5)
+    clock.advance(10)
+    await store.add_events([new_event("e2")])  # due 10 s after e1's job
+    clock.advance(10)
     assert await store.hand_back([claim]) == 1
     assert await store.hand_back([claim]) == 0  # fenced: the token is gone
-    job = (await store.list_jobs())[0]
-    assert job.status == "pending" and job.attempts == 0
+    job = next(j for j in await store.list_jobs() if j.id == claim.job_id)
+    assert (job.status, job.attempts, job.run_at) == ("pending", 0, due_at)
     [again] = await store.claim("w2", 1, lease_s=30, max_attempts=5)
-    assert again.attempt == 1
+    assert (again.job_id, again.attempt) == (claim.job_id, 1)
 
 
 async def test_hand_back_unheld_returns_only_the_leases_of_a_lost_answer(

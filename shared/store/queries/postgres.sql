@@ -409,9 +409,10 @@ FROM unnest(:job_ids::bigint[], :lease_tokens::text[], :waited_s::double precisi
 WHERE j.id = u.job_id AND j.lease_token = u.lease_token AND j.status = 'running'
 RETURNING j.id
 
--- hand_back: return a claimed job to pending without charging the attempt; fenced
+-- hand_back: return a claimed job to pending without charging the attempt, due at once and in
+-- its place in the line (its run_at, kept: a claim took it due); fenced
 UPDATE jobs SET status = 'pending', attempts = attempts - 1, lease_token = NULL,
-    lease_owner = NULL, lease_until = NULL, run_at = hookline_now(:test_now_s),
+    lease_owner = NULL, lease_until = NULL, run_at = LEAST(run_at, hookline_now(:test_now_s)),
     updated_at = hookline_now(:test_now_s)
 WHERE id = :job_id AND lease_token = :lease_token AND status = 'running'
 

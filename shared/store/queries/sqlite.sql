@@ -353,9 +353,10 @@ WHERE jobs.id = json_extract(u.value, '$[0]') AND jobs.lease_token = json_extrac
     AND +jobs.status = 'running'  -- unary +: look jobs up by id, not through jobs_status
 RETURNING jobs.id
 
--- hand_back: return a claimed job to pending without charging the attempt; fenced
+-- hand_back: return a claimed job to pending without charging the attempt, due at once and in
+-- its place in the line (its run_at, kept: a claim took it due); fenced
 UPDATE jobs SET status = 'pending', attempts = attempts - 1, lease_token = NULL,
-    lease_owner = NULL, lease_until = NULL, run_at = :now, updated_at = :now
+    lease_owner = NULL, lease_until = NULL, run_at = min(run_at, :now), updated_at = :now
 WHERE id = :job_id AND lease_token = :lease_token AND status = 'running'
 
 -- insert_destination: register a destination
