@@ -32,8 +32,6 @@ CHECK_EVERY_LEASES = 1 / 6
 """How often, as a share of `lease_s`, the look is repeated while it is due (5 s of 30)."""
 
 
-
-
 class UnheardClaims:
     """One worker process's tag and its record of claims that may have landed unheard.
 
