@@ -216,6 +216,7 @@ class Writer:
         self._kick = asyncio.Event()
         # Work may be due: claim for free slots (cleared by a claim that comes back short).
         self._look = True
+        self._looks = 0  # how many times look() was called: a wake-up during a write
         self._claim_backoff = CappedBackoff()
         self._claim_not_before = 0.0  # monotonic; a failed claim alone waits until then
         self._last_write_at = float("-inf")
@@ -250,6 +251,7 @@ class Writer:
     def look(self) -> None:
         """Work may be due (the store's wake-up, the poll interval): claim for free slots."""
         self._look = True
+        self._looks += 1
         self._kick.set()
 
     def takes_new_work(self) -> bool:
@@ -359,12 +361,16 @@ class Writer:
             self._last_write_at = time.monotonic()
             batch = [self._finished.popleft()
                      for _ in range(min(MAX_BATCH, len(self._finished)))]
+            looks = self._looks
             try:
                 written = await self._write(batch)
             except _ClaimFailed:
                 continue
             self._apply(written)
-
+            if self._looks != looks:
+                # A wake-up came while the write ran: its work may have committed after the
+                # claim read, so the claim coming back short says nothing of it. Look again.
+                self._look = True
     async def _let_the_batch_fill(self) -> None:
         """Wait until the spacing (:meth:`_spacing_s`) after the last write's start has
         passed; FILLED_ENOUGH results queued, a result that gates a destination's next job
