@@ -371,6 +371,7 @@ class Writer:
                 # A wake-up came while the write ran: its work may have committed after the
                 # claim read, so the claim coming back short says nothing of it. Look again.
                 self._look = True
+
     async def _let_the_batch_fill(self) -> None:
         """Wait until the spacing (:meth:`_spacing_s`) after the last write's start has
         passed; FILLED_ENOUGH results queued, a result that gates a destination's next job
