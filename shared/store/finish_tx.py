@@ -78,8 +78,9 @@ def hand_back_unheld_tx(worker: str, tag: str, newer_than: str,
 
 
 def _hand_back(leases: Sequence[tuple[HandedBack, int]], reason: str) -> Tx[list[HandedBack]]:
-    """Each lease (with its destination's id) back to pending, due now and uncharged, fenced
-    by its token; its attempt row closed with `reason`. Returns those handed back."""
+    """Each lease (with its destination's id) back to pending, uncharged and due at once in
+    its place in line (the hand_back query), fenced by its token; its attempt row closed
+    with `reason`. Returns those handed back."""
     handed: list[HandedBack] = []
     deltas = MetricDeltas()
     for lease, destination_id in leases:

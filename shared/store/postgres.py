@@ -68,6 +68,7 @@ from hookline.shared.store.pg_limits import CLIENT_CHECK_SETTING, PostgresLimits
 from hookline.shared.store.queries import load_migrations, load_queries
 
 T = TypeVar("T")
+_NAMEDATALEN = 63  # the longest application_name the server keeps, bytes
 # asyncpg's pool logs a warning with a traceback each time it fails to reconnect its idle
 # connections (every 1 s doubling to 60 s while the server is away); each hookline process
 # already logs one store_unavailable / store_recovered pair per outage (shared/faults.py).
@@ -600,5 +601,3 @@ def _changed(status: str) -> int:
     """Rows a command changed, from its status (`UPDATE 3`)."""
     return int(status.rsplit(" ", 1)[-1]) if status[-1:].isdigit() else 0
 
-
-_NAMEDATALEN = 63  # the longest application_name the server keeps, bytes

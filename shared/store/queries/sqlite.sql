@@ -235,8 +235,8 @@ ORDER BY id LIMIT 1
 -- unheld_leases: the jobs leased to :worker under a token carrying :tag and newer than
 -- :newer_than that it does not hold (:held, a JSON array): a claim it made whose answer never
 -- reached it. A takeover among them (the attempt before this lease's was lost) is left to
--- expire, to be taken over again alone. It reads the running jobs only (through
--- jobs_status), as many as the workers' slots.
+-- expire, to be taken over again alone. It reads the running jobs only (through the partial
+-- index jobs_leased), as many as the workers' slots.
 SELECT j.id, j.event_id, j.destination_id, j.lease_token, d.name AS destination,
     d.tenant_id
 FROM jobs j JOIN destinations d ON d.id = j.destination_id
