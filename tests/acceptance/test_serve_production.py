@@ -114,11 +114,14 @@ def test_sigkilled_worker_is_respawned_and_logs_tell_the_job_story(tmp_path: Pat
     """A worker SIGKILLed mid-attempt is respawned (logged with the OOM hint) and its job is
     taken over by a worker once the lease expires; `hookline logs --job ID` then shows the
     whole story: accepted, claimed, failed and retried, taken over, dead."""
-    # Every attempt outlasts its timeout (the receiver holds each request 2 s), and the lease
-    # the timeout by 0.5 s (as with 2.5 and 2.0 s before): an attempt that timed out is
-    # recorded before its lease expires, so only the killed worker's attempt is taken over.
-    svc = Service(tmp_path, "slow:2", settings={
-        "lease_s": 1.5, "attempt_timeout_s": 1.0, "max_attempts": 3})
+    # Every attempt outlasts its timeout (the receiver holds each request 4 s), and the lease
+    # the timeout by 0.5 s: an attempt that timed out is recorded before its lease expires,
+    # so only the killed worker's attempt is taken over. The timeout is the test's window to
+    # kill the second attempt's worker while it sends: 1 s was too short under a loaded full
+    # run (the kill came 2.5 s after the claim, once the attempt had ended; the job then died
+    # at the cap with no takeover).
+    svc = Service(tmp_path, "slow:4", settings={
+        "lease_s": 3.5, "attempt_timeout_s": 3.0, "max_attempts": 3})
     try:
         wait_until(svc.ready, 15, "/readyz to answer 200")
         # Secrets stay out of command lines (every local user can read those) and the log
