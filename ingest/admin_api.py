@@ -63,6 +63,7 @@ from hookline.ingest.tenant_scope import (
     DestinationNotFound,
     check_destination_filter,
     existing_tenant_filter,
+    listed_tenant_filter,
     refuse_metadata_filter,
     request_tenant,
 )
@@ -324,7 +325,7 @@ async def list_jobs(request: web.Request) -> web.Response:
     one, not an empty list."""
     status = inputs.job_status("status", request.query.get("status"))
     limit = inputs.list_limit(request.query.get("limit"), 100)
-    tenant = await existing_tenant_filter(request)
+    tenant = await listed_tenant_filter(request)  # a deleted one's history too
     destination = request.query.get("destination")
     store = request_store(request)
     if destination is not None:
@@ -351,7 +352,7 @@ async def list_dead(request: web.Request) -> web.Response:
     limit = inputs.list_limit(request.query.get("limit"), 100)
     store = request_store(request)
     since_s, = await resolve_instants(store, since_spec)
-    tenant = await existing_tenant_filter(request)
+    tenant = await listed_tenant_filter(request)  # a deleted one's history too
     destination = request.query.get("destination")
     await check_destination_filter(request, destination, tenant)  # none: 404, not []
     jobs = await store.list_dead(destination=destination, since_s=since_s, limit=limit,

@@ -41,7 +41,7 @@ from hookline.ingest.app_state import request_store, tenant_scope
 from hookline.ingest.http_common import requester
 from hookline.ingest.tenant_scope import (
     check_destination_filter,
-    existing_tenant_filter,
+    listed_tenant_filter,
     request_tenant,
 )
 from hookline.shared.operator_models import (
@@ -79,7 +79,7 @@ async def get_event(request: web.Request) -> web.Response:
     """`GET /v1/admin/events/{ref}?source=NAME`: the event and its jobs."""
     match = await request_store(request).find_event(request.match_info["ref"],
                                                     request.query.get("source"),
-                                                    tenant=await existing_tenant_filter(request))
+                                                    tenant=await listed_tenant_filter(request))
     return web.json_response(event_lookup_view(match))
 
 
@@ -95,7 +95,7 @@ async def list_events(request: web.Request) -> web.Response:
     store = request_store(request)
     since_s, until_s = await resolve_instants(store, since, until)
     flt = EventFilter(destination=query.get("destination"),
-                      tenant=await existing_tenant_filter(request), status=status,
+                      tenant=await listed_tenant_filter(request), status=status,
                       type=query.get("type"), since_s=since_s, until_s=until_s,
                       before_id=before_id, limit=limit).check()  # bad input: 400 first
     await check_destination_filter(request, flt.destination, flt.tenant)  # none: 404

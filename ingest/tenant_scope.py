@@ -4,7 +4,8 @@ tenant token, ingest/tenant_auth.py) means the token's tenant, always: `?tenant=
 An admin request means `?tenant=ID` (or `"tenant"` in the body), the default tenant when
 absent. Names are unique within a tenant only, so a destination name always comes with its
 tenant, and a destination filter naming none of that tenant's destinations is a 404, never
-an empty list (:func:`check_destination_filter`)."""
+an empty list (:func:`check_destination_filter`). A listing may name a deleted tenant whose
+history is kept (:func:`listed_tenant_filter`); a write may not."""
 
 from __future__ import annotations
 
@@ -85,6 +86,26 @@ async def existing_tenant_filter(request: web.Request,
     return tenant
 
 
+async def listed_tenant_filter(request: web.Request) -> str | None:
+    """:func:`tenant_filter` for a read-only listing or lookup (dead letters, jobs, events):
+    the tenant named must exist, or be a deleted tenant whose events, jobs and attempts are
+    kept until retention (:meth:`Store.tenant_was_deleted`), whose history is then listed
+    as a live tenant's is, in the same answer shape. The token's tenant for a tenant API
+    request.
+
+    Raises:
+        InvalidInput("tenant"): see :func:`tenant_filter`.
+        NotFound: no tenant of that id, nor any history of one (the message names it).
+    """
+    claims = request_claims(request)
+    if claims is not None:
+        return _token_tenant(request, None, claims.tenant)
+    tenant = tenant_filter(request)
+    if tenant is not None and tenant != DEFAULT_TENANT:
+        await request_store(request).tenant_was_deleted(tenant)
+    return tenant
+
+
 async def check_destination_filter(request: web.Request, name: str | None,
                                    tenant: str | None) -> None:
     """A destination filter (`?destination=NAME`, a body's `"destination"`) must name one of
@@ -96,7 +117,7 @@ async def check_destination_filter(request: web.Request, name: str | None,
     Args:
         request: an admin or tenant API request.
         name: the filter's destination name (None: no filter, nothing to check).
-        tenant: the tenant the request means (:func:`existing_tenant_filter`: the token's
+        tenant: the tenant the request means (:func:`listed_tenant_filter`: the token's
             on the tenant API; None on the admin API is the default tenant).
 
     Raises:
@@ -105,7 +126,8 @@ async def check_destination_filter(request: web.Request, name: str | None,
             that tenant's rows only, so it is the same whether another tenant has one or
             not. On the admin API it names the tenant looked in (`tenant`) and the tenants
             that have one (`other_tenants`, the first :data:`LISTED_TENANTS` in id order;
-            `other_tenants_total`), with the hint to pass `tenant=ID`.
+            `other_tenants_total`), with the hint to pass `tenant=ID` (a deleted tenant
+            marked `(deleted)` in the detail: its kept history is what `tenant=ID` lists).
     """
     if name is None:
         return
@@ -124,7 +146,8 @@ async def check_destination_filter(request: web.Request, name: str | None,
     removed, removed_total = await store.removed_destination_names(name, tenant=scope)
     raise DestinationNotFound(
         no_destination_message(name, scope, others, total, option=f"{TENANT_PARAM}=",
-                               removed=removed, removed_total=removed_total),
+                               removed=removed, removed_total=removed_total,
+                               deleted=await store.deleted_tenants(others)),
         tenant=scope, other_tenants=others, other_tenants_total=total)
 
 

@@ -4,7 +4,7 @@ destination filter names a destination its tenant has none of."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from typing import Any, Protocol
 
 from hookline.shared.models import DEFAULT_TENANT
@@ -60,7 +60,7 @@ def tenant_removal_view(removal: RemovalCounts) -> dict[str, Any]:
 
 def no_destination_message(name: str, tenant: str, others: Sequence[str], total: int, *,
                            option: str, removed: Sequence[str] = (),
-                           removed_total: int = 0) -> str:
+                           removed_total: int = 0, deleted: Collection[str] = ()) -> str:
     """`no destination named 'NAME' in tenant T`, then which other tenants have one and how
     to name one of them: the operator's message (CLI and admin API) for a destination filter
     its tenant has no destination of.
@@ -76,18 +76,23 @@ def no_destination_message(name: str, tenant: str, others: Sequence[str], total:
         removed: the names the tenant's removed destinations once named `name` keep, newest
             first, and `removed_total` how many there are in all
             (:meth:`Store.removed_destination_names`), said at the end.
+        deleted: which of `others` are deleted tenants (:meth:`Store.deleted_tenants`),
+            marked `(deleted)`: passing such an id lists its kept history, read-only, so
+            the hint is followed by an answer, not by "it was deleted".
 
     Returns:
         e.g. `no destination named 'billing' in the default tenant (_default); tenant acme
         has one: pass --tenant acme`, or `...; tenants a, b, c and 2 more have one: pass
-        --tenant ID`, or `..., nor in any other tenant`; with `removed`, then e.g. `; one
+        --tenant ID`, or `..., nor in any other tenant`; `tenant acme (deleted) has one:
+        pass --tenant acme` when acme was deleted; with `removed`, then e.g. `; one
         was removed: its jobs are under 'billing~removed-7'`, or `; 5 were removed: their
         jobs are under 'billing~removed-9', 'billing~removed-8', 'billing~removed-7' and 2
         more`.
     """
     where = (f"the default tenant ({DEFAULT_TENANT})" if tenant == DEFAULT_TENANT
              else f"tenant {tenant}")
-    text = _others(f"no destination named {name!r} in {where}", others, total, option)
+    text = _others(f"no destination named {name!r} in {where}", others, total, option,
+                   deleted)
     if not removed:
         return text
     count = max(removed_total, len(removed))
@@ -98,10 +103,11 @@ def no_destination_message(name: str, tenant: str, others: Sequence[str], total:
     return f"{text}; {count} were removed: their jobs are under {names}{more}"
 
 
-def listed_tenants(others: Sequence[str], total: int) -> str:
+def listed_tenants(others: Sequence[str], total: int, deleted: Collection[str] = ()) -> str:
     """Tenant ids for a message: `acme`, `acme and globex`, or `a, b, c and 2 more` (the first
-    :data:`SHOWN_TENANTS` of `others`, `total` in all)."""
-    shown = list(others[:SHOWN_TENANTS])
+    :data:`SHOWN_TENANTS` of `others`, `total` in all); those in `deleted` are followed by
+    `(deleted)`."""
+    shown = [f"{t} (deleted)" if t in deleted else t for t in others[:SHOWN_TENANTS]]
     if total > len(shown):
         return f"{', '.join(shown)} and {total - len(shown)} more"
     if len(shown) > 1:
@@ -109,12 +115,20 @@ def listed_tenants(others: Sequence[str], total: int) -> str:
     return shown[0]
 
 
-def _others(text: str, others: Sequence[str], total: int, option: str) -> str:
+def deleted_tenant_note(tenant: str) -> str:
+    """What a listing filtered by a deleted tenant's id says before its rows (the CLI, on
+    stderr): whose history it is, and that it can only be read."""
+    return (f"tenant {tenant} was deleted: listing its history, kept until retention "
+            "(read-only: nothing can be changed for it)")
+
+
+def _others(text: str, others: Sequence[str], total: int, option: str,
+            deleted: Collection[str]) -> str:
     """`text`, then which other tenants have a destination of the name (see
     :func:`no_destination_message`)."""
     if not others:
         return f"{text}, nor in any other tenant"
-    listed = listed_tenants(others, total)
+    listed = listed_tenants(others, total, deleted)
     if total == 1:
-        return f"{text}; tenant {listed} has one: pass {option}{listed}"
+        return f"{text}; tenant {listed} has one: pass {option}{others[0]}"
     return f"{text}; tenants {listed} have one: pass {option}ID"

@@ -33,7 +33,25 @@ class TenantStore(Protocol):
         """
 
     async def get_tenant(self, tenant: str) -> Tenant:
-        """One tenant by id. Raises NotFound."""
+        """One tenant by id. Raises NotFound; for a deleted tenant whose events are still
+        stored (its history, kept until retention) the message says so, that nothing can
+        be changed for it, and that the listings filtered by its id still show them
+        (:meth:`tenant_was_deleted`)."""
+
+    async def tenant_was_deleted(self, tenant: str) -> bool:
+        """Whether a listing (dead letters, jobs, events) may be filtered by `tenant`, and
+        what it then shows: False for a tenant that exists, True for a deleted one whose
+        events are still stored (its events, jobs and attempts are kept until retention:
+        listed read-only, as its history). An id with neither, never used or whose
+        history retention purged, raises NotFound (`no tenant 'ID'`, as :meth:`get_tenant`
+        says it). Writes ask :meth:`get_tenant` instead, which refuses a deleted tenant."""
+
+    async def deleted_tenants(self, tenants: Sequence[str]) -> set[str]:
+        """Which of `tenants` no tenant has as its id now: for ids known to have been used,
+        as the owners :meth:`destination_tenants` lists are (a deleted tenant's removed
+        destinations still name it), the deleted ones, which a message listing those
+        owners marks so (an id never used would be in the set too). One indexed read per
+        id, for a message's few ids."""
 
     async def list_tenants(self, *, after: str | None = None, prefix: str | None = None,
                            limit: int = 100) -> list[Tenant]:

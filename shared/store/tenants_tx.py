@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import functools
 import secrets
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -54,12 +55,27 @@ class TenantOperations:
         if row is None and not history_kept:
             raise NotFound(f"no tenant {inputs.clip(tenant)!r}")
         if row is None:
-            # Its events, jobs and attempts stay until retention: say how to reach them.
-            raise NotFound(f"no tenant {inputs.clip(tenant)!r}: it was deleted; its events and "
-                           "jobs are kept until retention: list them with no tenant or "
-                           "destination filter (dead letters, jobs and events each show "
-                           "their tenant), or look one up by its internal or msg_ id")
+            # Its events, jobs and attempts stay until retention: say how to reach them, and
+            # that nothing is changed for it (what asks for a live tenant is a write).
+            raise NotFound(f"no tenant {inputs.clip(tenant)!r}: it was deleted, so nothing "
+                           "can be changed for it; its events and jobs are kept until "
+                           "retention, read-only: the dead letter, job and event listings "
+                           "filtered by this tenant still show them")
         return Tenant.from_row(row)
+
+    async def tenant_was_deleted(self, tenant: str) -> bool:
+        """See :meth:`hookline.shared.store.Store.tenant_was_deleted`."""
+        row, history_kept = await self._transact(_get_tenant_tx(tenant), write=False)
+        if row is None and not history_kept:
+            raise NotFound(f"no tenant {inputs.clip(tenant)!r}")  # as get_tenant says it
+        return row is None
+
+    async def deleted_tenants(self, tenants: Sequence[str]) -> set[str]:
+        """See :meth:`hookline.shared.store.Store.deleted_tenants`."""
+        if not tenants:
+            return set()
+        return await self._transact(_deleted_tenants_tx(list(dict.fromkeys(tenants))),
+                                    write=False)
 
     async def list_tenants(self, *, after: str | None = None, prefix: str | None = None,
                            limit: int = 100) -> list[Tenant]:
@@ -101,6 +117,15 @@ def _get_tenant_tx(tenant: str) -> Tx[tuple[Any, bool]]:
     if row is not None:
         return row, False
     return None, bool((yield one("tenant_history", id=tenant))["kept"])
+
+
+def _deleted_tenants_tx(tenants: list[str]) -> Tx[set[str]]:
+    # One indexed read per id: the callers pass a message's few ids (at most 100).
+    deleted: set[str] = set()
+    for tenant in tenants:
+        if (yield one("get_tenant", id=tenant)) is None:
+            deleted.add(tenant)
+    return deleted
 
 
 def _put_tenant_tx(tenant: str, fields: TenantFields) -> Tx[tuple[Tenant, bool]]:

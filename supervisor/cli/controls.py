@@ -58,6 +58,7 @@ from hookline.supervisor.cli.tenants import (
     add_tenant_flag,
     destination_tenant,
     existing_tenant,
+    listed_tenant,
     named,
     tenant_arg,
 )
@@ -298,9 +299,9 @@ async def dead_cmd(config: Config, args: argparse.Namespace) -> int:
     async def list_dead(store: Store) -> list[DeadLetter]:
         since_s, = await resolve_instants(store, since)  # `10m`: on the store's clock
         if args.destination is not None:  # none of that name there: NotFound, exit 1
-            await destination_tenant(store, args.destination, tenant)
-        elif tenant is not None:
-            await existing_tenant(store, tenant)
+            await destination_tenant(store, args.destination, tenant, listing=True)
+        elif tenant is not None:  # a deleted one's kept history too (read-only)
+            await listed_tenant(store, tenant)
         return await store.list_dead(destination=args.destination, since_s=since_s,
                                      limit=limit, tenant=tenant)
 

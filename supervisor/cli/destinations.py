@@ -39,6 +39,7 @@ from hookline.supervisor.cli.tenants import (
     add_tenant_flag,
     destination_tenant,
     existing_tenant,
+    listed_tenant,
     tenant_arg,
 )
 
@@ -216,11 +217,11 @@ async def jobs(config: Config, args: argparse.Namespace) -> int:
 
     async def listed(store: Store) -> list[Job]:
         if args.destination is not None:  # none of that name there: NotFound, exit 1
-            scope = await destination_tenant(store, args.destination, tenant)
+            scope = await destination_tenant(store, args.destination, tenant, listing=True)
             return await store.list_tenant_jobs(scope, destination=args.destination,
                                                 status=args.status, limit=limit)
-        if tenant is not None:
-            await existing_tenant(store, tenant)
+        if tenant is not None:  # a deleted one's kept history too (read-only)
+            await listed_tenant(store, tenant)
         return await store.list_jobs(status=args.status, limit=limit, tenant=tenant)
 
     rows = [job_view(j) for j in await with_store(config, listed)]

@@ -42,7 +42,7 @@ from hookline.supervisor.cli.human import iso_time
 from hookline.supervisor.cli.tenants import (
     add_tenant_flag,
     destination_tenant,
-    existing_tenant,
+    listed_tenant,
     tenant_arg,
 )
 
@@ -115,8 +115,8 @@ async def event_cmd(config: Config, args: argparse.Namespace) -> int:
         # global, as GET /v1/admin/events/{ref} has it); a sender's id, which repeats across
         # tenants, means the default tenant's, else the one tenant's that has it
         # (Store.find_event).
-        if tenant is not None:
-            await existing_tenant(store, tenant)
+        if tenant is not None:  # a deleted one's kept events too (read-only)
+            await listed_tenant(store, tenant)
         return await store.find_event(args.ref, args.source, tenant=tenant)
 
     match = await with_store(config, find)
@@ -155,9 +155,9 @@ async def events_cmd(config: Config, args: argparse.Namespace) -> int:
             since_s=since_s, until_s=until_s, before_id=args.before,
             limit=args.limit).check()  # usage errors exit 2 before any lookup
         if args.destination is not None:  # none of that name there: NotFound, exit 1
-            await destination_tenant(store, args.destination, tenant)
-        elif tenant is not None:
-            await existing_tenant(store, tenant)
+            await destination_tenant(store, args.destination, tenant, listing=True)
+        elif tenant is not None:  # a deleted one's kept history too (read-only)
+            await listed_tenant(store, tenant)
         return await store.list_events(flt)
 
     found = await with_store(config, run)

@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import json
+import sys
 from typing import Any
 
 from hookline.shared.config import Config
@@ -27,6 +28,7 @@ from hookline.shared.store.tenants_tx import MAX_TENANT_PAGE
 from hookline.shared.tenant_models import Tenant, TenantFields, tenant_fields, tenant_id
 from hookline.shared.tenant_views import (
     SHOWN_TENANTS,
+    deleted_tenant_note,
     no_destination_message,
     tenant_removal_view,
     tenant_view,
@@ -127,25 +129,48 @@ async def existing_tenant(store: Store, tenant: str | None) -> str:
     return tenant
 
 
-async def destination_tenant(store: Store, name: str, tenant: str | None) -> str:
+async def listed_tenant(store: Store, tenant: str) -> str:
+    """`tenant`, named by `--tenant` to filter a listing (dead letters, jobs, events), once
+    it is known to exist or to be a deleted tenant whose history is kept
+    (:meth:`Store.tenant_was_deleted`); for a deleted one a note on stderr says whose history
+    is listed and that it is read-only (stdout, `--json` too, stays the listing).
+
+    Raises:
+        NotFound (exit 1): no tenant of that id, nor any history of one.
+    """
+    if tenant != DEFAULT_TENANT and await store.tenant_was_deleted(tenant):
+        print(f"hookline: note: {deleted_tenant_note(tenant)}", file=sys.stderr)
+    return tenant
+
+
+async def destination_tenant(store: Store, name: str, tenant: str | None, *,
+                             listing: bool = False) -> str:
     """The tenant whose destination `--destination NAME` names (`tenant`, default: the
     default tenant), once it is known to have a destination of that name: a live one, or a
     removed one by the name it keeps (`NAME~removed-ID`, as `hookline dead` lists it). A
     filter that names no destination must fail, not answer with an empty list.
 
+    With `listing` (a read-only listing), `tenant` may be a deleted tenant whose history is
+    kept (:func:`listed_tenant`); else it must exist (a write).
+
     Raises:
-        NotFound (exit 1): the tenant does not exist; or it has no destination of that
-            name, in a message naming the destination, the tenant looked in and the other
-            tenants that have one (the first :data:`SHOWN_TENANTS` ids, then how many
-            more), with the hint to pass `--tenant ID`.
+        NotFound (exit 1): the tenant does not exist (nor, with `listing`, its history);
+            or it has no destination of that name, in a message naming the destination,
+            the tenant looked in and the other tenants that have one (the first
+            :data:`SHOWN_TENANTS` ids, a deleted one marked so, then how many more), with
+            the hint to pass `--tenant ID`.
     """
-    scope = await existing_tenant(store, tenant)
+    if listing and tenant is not None:
+        scope = await listed_tenant(store, tenant)
+    else:
+        scope = await existing_tenant(store, tenant)
     owners, total = await store.destination_tenants(name, first=scope, limit=SHOWN_TENANTS)
     if owners[:1] == [scope]:
         return scope
     removed, removed_total = await store.removed_destination_names(name, tenant=scope)
     raise NotFound(no_destination_message(name, scope, owners, total, option="--tenant ",
-                                          removed=removed, removed_total=removed_total))
+                                          removed=removed, removed_total=removed_total,
+                                          deleted=await store.deleted_tenants(owners)))
 
 
 def _id(args: argparse.Namespace) -> str:

@@ -448,3 +448,88 @@ async def test_a_removed_destinations_name_says_where_its_jobs_are(client, real_
         f"; one was removed: its jobs are under 'gone~removed-{gone.id}'"), error
     status, error = await _call(client, "GET", "/v1/admin/dead", params={"destination": "gone"})
     assert status == 404 and "removed" not in error["detail"], error  # not _default's
+
+
+REFUSED_DELETED = ("no tenant 'acme': it was deleted, so nothing can be changed for it; its "
+                   "events and jobs are kept until retention, read-only: the dead letter, job "
+                   "and event listings filtered by this tenant still show them")
+
+
+async def _deleted_acme_with_a_dead_letter(client: TestClient[Any, Any], store: Store,
+                                           clock: Any) -> dict[str, Any]:
+    """acme with a destination `hooks` whose one job died, then acme deleted: its dead
+    letter (under the name its removed destination keeps)."""
+    await _call(client, "PUT", "/v1/admin/tenants/acme", json={})
+    await store.add_destination(name="hooks", url=URL, secret="whsec_" + "S" * 32,
+                                event_types=["*"], max_in_flight=2, tenant="acme")
+    await store.add_event(new_event("e1", tenant="acme"))
+    [claim] = await store.claim("w1", 10, 30.0, 5)
+    await store.finish([(claim, Dead(error="gone"), AttemptResult(
+        started_at=clock(), duration_s=0.01, status_code=410))])
+    status, _ = await _call(client, "DELETE", "/v1/admin/tenants/acme")
+    assert status == 200
+    status, every = await _call(client, "GET", "/v1/admin/dead")
+    [dead] = every
+    assert status == 200 and dead["tenant"] == "acme"
+    return dict(dead)
+
+
+async def test_a_deleted_tenants_history_is_listed_by_its_id_read_only(
+        client, real_store, clock):
+    """`tenant=acme` of a deleted acme whose history is kept: dead letters, jobs, events and
+    an event's lookup answer 200 with its rows, in the usual shapes (was 404 "it was
+    deleted"); an id never used is the same 404 as before; the writes naming acme are
+    still 404 saying it was deleted, and change nothing."""
+    dead = await _deleted_acme_with_a_dead_letter(client, real_store, clock)
+    assert await _call(client, "GET", "/v1/admin/dead", params={"tenant": "acme"}) == (
+        200, [dead])
+    status, jobs = await _call(client, "GET", "/v1/admin/jobs", params={"tenant": "acme"})
+    assert (status, [(j["id"], j["tenant"], j["status"]) for j in jobs]) == (
+        200, [(dead["id"], "acme", "dead")])
+    status, page = await _call(client, "GET", "/v1/admin/events", params={"tenant": "acme"})
+    assert (status, sorted(page), [e["tenant"] for e in page["events"]]) == (
+        200, ["events", "next_before"], ["acme"])
+    status, found = await _call(client, "GET", "/v1/admin/events/e1",
+                                params={"tenant": "acme"})
+    assert (status, [j["id"] for j in found["jobs"]]) == (200, [dead["id"]])
+
+    for path in ("/v1/admin/dead", "/v1/admin/jobs", "/v1/admin/events",
+                 "/v1/admin/events/e1"):
+        assert await _call(client, "GET", path, params={"tenant": "ghost"}) == (
+            404, {"error": "not_found", "detail": "no tenant 'ghost'"}), path
+
+    removed = dead["destination"]
+    for method, path, body in (
+            ("POST", "/v1/admin/replay", {"all_dead": True, "dry_run": True}),
+            ("POST", "/v1/admin/resend", {"destination": removed, "dry_run": True}),
+            ("POST", "/v1/admin/retry-now", {"destination": removed, "dry_run": True}),
+            ("POST", f"/v1/admin/destinations/{removed}/pause", {}),
+            ("POST", "/v1/admin/destinations", {"name": "new", "url": URL}),
+            ("GET", "/v1/admin/stats", None)):
+        status, error = await _call(client, method, path, params={"tenant": "acme"},
+                                    **({} if body is None else {"json": body}))
+        assert (status, error["error"], error["detail"]) == (
+            404, "not_found", REFUSED_DELETED), path
+    assert await _call(client, "GET", "/v1/admin/dead", params={"tenant": "acme"}) == (
+        200, [dead])
+
+
+async def test_a_deleted_tenants_destination_named_without_tenant_leads_to_its_history(
+        client, real_store, clock):
+    """`destination=hooks~removed-N` without `tenant`, where only the deleted acme had it:
+    the 404 marks acme deleted in its detail (the fields as before) and `tenant=acme` then
+    lists it (it was 404 "acme was deleted": a loop)."""
+    dead = await _deleted_acme_with_a_dead_letter(client, real_store, clock)
+    removed = dead["destination"]
+    for path in ("/v1/admin/dead", "/v1/admin/jobs", "/v1/admin/events"):
+        status, error = await _call(client, "GET", path, params={"destination": removed})
+        assert (status, error) == (404, {
+            "error": "not_found",
+            "detail": f"no destination named {removed!r} in the default tenant (_default); "
+                      "tenant acme (deleted) has one: pass tenant=acme",
+            "field": "destination", "tenant": "_default", "other_tenants": ["acme"],
+            "other_tenants_total": 1}), path
+        status, listed = await _call(client, "GET", path,
+                                     params={"destination": removed, "tenant": "acme"})
+        assert status == 200, (path, listed)
+        assert len(listed["events"] if path.endswith("events") else listed) == 1, path

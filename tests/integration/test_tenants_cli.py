@@ -213,6 +213,87 @@ def test_a_destination_name_the_tenant_lacks_is_not_found_not_an_empty_answer(cl
         assert code == 2 and "limit: must be from 1" in err, (command, err)
 
 
+DELETED_NOTE = ("hookline: note: tenant acme was deleted: listing its history, kept until "
+                "retention (read-only: nothing can be changed for it)")
+REFUSED_DELETED = ("hookline: no tenant 'acme': it was deleted, so nothing can be changed for "
+                   "it; its events and jobs are kept until retention, read-only: the dead "
+                   "letter, job and event listings filtered by this tenant still show them")
+
+
+def test_a_deleted_tenants_history_is_listed_by_its_id_read_only(cli, store_url):
+    """acme is deleted while its event's job is dead: `dead`, `jobs`, `events` and `event`
+    with `--tenant acme` list its kept history (exit 0, a note on stderr saying it was
+    deleted, stdout the usual listing); an id never used is the same exit 1 `no tenant` as
+    before; every write naming acme stays refused (exit 1) saying it was deleted and where
+    its history is read."""
+    ok_json(cli, "tenants", "put", "acme")
+    for tenant in ("acme", None):
+        ok_json(cli, "destinations", "add", "hooks", URL, "--secret", SECRET,
+                *(("--tenant", tenant) if tenant else ()))
+    asyncio.run(_dead_letter_each(store_url))
+    assert cli("tenants", "delete", "acme")[0] == 0
+
+    code, out, err = cli("dead", "--tenant", "acme", "--json")
+    assert (code, err.strip()) == (0, DELETED_NOTE), err
+    [dead] = json.loads(out)
+    assert dead["tenant"] == "acme" and dead["destination"].startswith("hooks~removed-")
+    code, out, err = cli("jobs", "--tenant", "acme", "--json")
+    assert (code, err.strip()) == (0, DELETED_NOTE)
+    assert [(j["id"], j["status"]) for j in json.loads(out)] == [(dead["id"], "dead")]
+    code, out, err = cli("events", "--tenant", "acme", "--json")
+    assert (code, err.strip()) == (0, DELETED_NOTE)
+    assert [e["tenant"] for e in json.loads(out)["events"]] == ["acme"]
+    code, out, err = cli("event", "e1", "--tenant", "acme", "--json")
+    assert (code, err.strip()) == (0, DELETED_NOTE)
+    assert [j["id"] for j in json.loads(out)["jobs"]] == [dead["id"]]
+    code, out, err = cli("dead", "--tenant", "acme")  # the text table
+    assert code == 0 and dead["destination"] in out and err.strip() == DELETED_NOTE
+    # A plain name acme had: the removed one's name, as for a live tenant.
+    code, _, err = cli("dead", "--tenant", "acme", "--destination", "hooks")
+    assert code == 1 and err.strip().endswith(
+        f"one was removed: its jobs are under {dead['destination']!r}"), err
+
+    for listing in (("dead",), ("jobs",), ("events",), ("event", "e1")):
+        assert cli(*listing, "--tenant", "ghost")[::2] == (1, "hookline: no tenant 'ghost'\n")
+
+    writes = (("replay", "--all-dead", "--dry-run"),
+              ("resend", "--destination", dead["destination"], "--dry-run"),
+              ("retry-now", "--destination", dead["destination"], "--dry-run"),
+              ("pause", dead["destination"]), ("destinations", "add", "new", URL),
+              ("stats",))
+    for write in writes:
+        code, out, err = cli(*write, "--tenant", "acme")
+        assert (code, out, err.strip()) == (1, "", REFUSED_DELETED), (write, err)
+    assert ok_json(cli, "dead", "--tenant", "acme") == [dead]  # nothing changed
+
+
+def test_a_deleted_tenants_destination_named_without_tenant_leads_to_its_history(cli,
+                                                                                store_url):
+    """`--destination hooks~removed-N` without `--tenant`, where only the deleted acme had
+    it: the not-found message marks acme deleted and says to pass `--tenant acme`, and
+    doing so lists its history (it said acme was deleted before: a loop). A write filtered
+    so is refused, saying acme was deleted."""
+    ok_json(cli, "tenants", "put", "acme")
+    ok_json(cli, "destinations", "add", "hooks", URL, "--secret", SECRET, "--tenant", "acme")
+    ok_json(cli, "destinations", "add", "hooks", URL, "--secret", SECRET)
+    asyncio.run(_dead_letter_each(store_url))
+    assert cli("tenants", "delete", "acme")[0] == 0
+    [dead] = ok_json(cli, "dead", "--tenant", "acme")
+    removed = dead["destination"]
+    for listing in (("dead",), ("jobs",), ("events",)):
+        code, out, err = cli(*listing, "--destination", removed)
+        assert (code, out) == (1, ""), (listing, out)
+        assert err.strip() == (f"hookline: no destination named {removed!r} in the default "
+                               "tenant (_default); tenant acme (deleted) has one: pass "
+                               "--tenant acme"), (listing, err)
+        code, out, err = cli(*listing, "--destination", removed, "--tenant", "acme", "--json")
+        assert (code, err.strip()) == (0, DELETED_NOTE), (listing, err)
+        listed = json.loads(out)
+        assert len(listed["events"] if listing == ("events",) else listed) == 1, listing
+    code, _, err = cli("resend", "--destination", removed, "--tenant", "acme", "--dry-run")
+    assert (code, err.strip()) == (1, REFUSED_DELETED)
+
+
 BY_NAME = (("pause", "billing"), ("resume", "billing"), ("destinations", "show", "billing"),
            ("destinations", "update", "billing", "--max-in-flight", "3"),
            ("destinations", "remove", "billing"), ("destinations", "rotate-secret", "billing"),

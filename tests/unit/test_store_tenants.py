@@ -216,10 +216,20 @@ async def test_tenant_crud_limits_and_delete(store):
     assert (done.destinations, done.unfinished_jobs, done.dry_run) == (2, 4, False)
     assert await store.list_destinations("acme") == []
     assert {j.status for j in await store.list_jobs()} == {"dead"}
-    with pytest.raises(NotFound, match="it was deleted; its events and jobs are kept"):
+    with pytest.raises(NotFound, match="it was deleted, so nothing can be changed for it; "
+                                       "its events and jobs are kept"):
         await store.get_tenant("acme")  # says how its kept history is found
     with pytest.raises(NotFound, match=r"^no tenant 'nobody'$"):
         await store.get_tenant("nobody")
+    # A listing may name it: its history is kept (read-only); an id never used may not.
+    assert await store.tenant_was_deleted("acme") is True
+    assert await store.tenant_was_deleted("t0") is False
+    assert await store.tenant_was_deleted(DEFAULT_TENANT) is False
+    with pytest.raises(NotFound, match=r"^no tenant 'nobody'$"):
+        await store.tenant_was_deleted("nobody")
+    assert await store.deleted_tenants(["t0", "acme", "nobody", DEFAULT_TENANT, "acme"]) == {
+        "acme", "nobody"}
+    assert await store.deleted_tenants([]) == set()
     with pytest.raises(Conflict):
         await store.delete_tenant(DEFAULT_TENANT)
     # Its events stay for their history: a tenant under the same id would be shown them (the
@@ -240,6 +250,8 @@ async def test_tenant_crud_limits_and_delete(store):
     assert created and back.id == "undone"
     far = await store.now_s() + 10
     await store.purge(bodies_before_s=far, metadata_before_s=far, dedupe_before_s=far)
+    with pytest.raises(NotFound, match=r"^no tenant 'acme'$"):  # no history left to list
+        await store.tenant_was_deleted("acme")
     # Once retention purged them, created again, it starts empty and its predecessor's
     # tokens do not carry over.
     again, created = await store.put_tenant("acme", TenantFields())
