@@ -22,6 +22,7 @@ import asyncio
 import re
 import sqlite3
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -120,9 +121,8 @@ def query_plans(db: str) -> dict[str, dict[str, Any]]:
 
     Returns:
         query name -> {"path": "claim" or "worker", "plan": [lines, indented as the sqlite3
-        shell shows them], "problems": [plan lines that scan the jobs table (any `SCAN` of
-        jobs, with or without an index, reads every row) or sort with a temporary b-tree
-        inside a query that reads jobs]}.
+        shell shows them], "problems": [plan lines that read a whole table or sort every
+        job an index range yields (see _plan_problems), each with why]}.
     """
     queries = load_queries("sqlite")
     values = {"now": time.time(), "destination_id": 1, "limit": 16, "pending_limit": 3,
@@ -141,12 +141,14 @@ def query_plans(db: str) -> dict[str, dict[str, Any]]:
     conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
     out: dict[str, dict[str, Any]] = {}
     try:
+        schema = Schema.of(conn)
         for name in (*CLAIM_QUERIES, *OTHER_WORKER_QUERIES):
             sql = queries[name]
             params = {p: values[p] for p in set(re.findall(r":([a-z_]+)", sql))}
             rows = conn.execute(f"EXPLAIN QUERY PLAN {sql}", params).fetchall()
             out[name] = {"path": "claim" if name in CLAIM_QUERIES else "worker",
-                         "plan": _plan_lines(rows), "problems": _plan_problems(rows)}
+                         "plan": _plan_lines(rows),
+                         "problems": _plan_problems(rows, sql, schema)}
     finally:
         conn.close()
     return out
@@ -162,21 +164,122 @@ def _plan_lines(rows: list[tuple[int, int, int, str]]) -> list[str]:
     return lines
 
 
-_READS_JOBS = re.compile(r"(SEARCH|SCAN) (jobs|j)\b")
+# The table the backlog fills; a scan of it reads every job, whatever index it walks, except
+# a walk of jobs_leased, which holds running jobs only: at most the workers' slots in flight.
+BACKLOG_TABLE = "jobs"
+BOUNDED_BACKLOG_INDEXES = frozenset({"jobs_leased"})
 
 
-def _plan_problems(rows: list[tuple[int, int, int, str]]) -> list[str]:
-    """Plan steps that cost in proportion to the jobs table: any SCAN of jobs (its alias `j`
-    too; with or without an index, a scan reads every row), and a temporary b-tree sort in
-    the same query block as a read of jobs (it sorts every job the index range yields). A
-    sort of a LIMITed subquery's few rows (its sibling is `SCAN (subquery-N)`) is fine, and
-    so is a scan of `jobs_leased`, which holds running jobs only: at most the workers' slots
-    in flight, whatever the backlog."""
-    problems = [d for _, _, _, d in rows
-                if re.match(r"SCAN (jobs|j)\b(?! USING (COVERING )?INDEX jobs_leased\b)", d)]
+@dataclass(frozen=True)
+class Schema:
+    """The names a plan line may mention: tables, and each index's table."""
+
+    tables: frozenset[str]
+    index_tables: dict[str, str]
+
+    @classmethod
+    def of(cls, conn: sqlite3.Connection) -> Schema:
+        rows = conn.execute("SELECT type, name, tbl_name FROM sqlite_master "
+                            "WHERE type IN ('table', 'index')").fetchall()
+        return cls(tables=frozenset(name for kind, name, _ in rows if kind == "table"),
+                   index_tables={name: table for kind, name, table in rows if kind == "index"})
+
+
+@dataclass(frozen=True)
+class PlanRead:
+    """A SCAN or SEARCH line of a plan. `tables`: the tables its name may stand for (a name
+    reused as the alias of two tables in one query stands for both); empty for a CTE, a
+    subquery, a table-valued function or a constant row; None when the query's text does not
+    say what the name is. `index`: the index it goes through, None for the table's own
+    b-tree (a SCAN without one reads every row); `automatic`: SQLite builds that index for
+    the statement, reading every row of the table first."""
+
+    op: str
+    name: str
+    tables: frozenset[str] | None
+    index: str | None
+    automatic: bool
+
+
+# `SCAN j USING INDEX x` since SQLite 3.36; `SCAN TABLE jobs AS j USING INDEX x` before it
+_PLAN_READ = re.compile(r"(?P<op>SCAN|SEARCH) (?:TABLE )?(?P<name>\([^)]*\)|\S+)"
+                        r"(?: AS (?P<alias>\S+))?(?P<rest>.*)")
+# an automatic index has no name: `SEARCH a USING AUTOMATIC COVERING INDEX (job_id=?)`
+_PLAN_INDEX = re.compile(r" USING (?P<automatic>AUTOMATIC )?(?:PARTIAL )?(?:COVERING )?"
+                         r"INDEX(?: (?P<index>[^\s(]+))?")
+_SQL_COMMENT = re.compile(r"--[^\n]*")
+
+
+def read_of_plan_line(detail: str, sql: str, schema: Schema) -> PlanRead | None:
+    """What one EXPLAIN QUERY PLAN line of `sql` reads (None: no SCAN or SEARCH line).
+
+    The line names a table by its alias when the query gives one (`FROM jobs j`: `SCAN j`),
+    so the alias is looked up in the query's FROM and JOIN clauses."""
+    found = _PLAN_READ.match(detail)
+    if not found:
+        return None
+    name, rest = found["name"], found["rest"]
+    using = _PLAN_INDEX.search(rest)
+    index = using["index"] if using else None
+    automatic = bool(using and using["automatic"])
+    tables: frozenset[str] | None
+    if index in schema.index_tables:  # an index belongs to one table, whatever the alias
+        tables = frozenset({schema.index_tables[index]})
+    elif name in schema.tables:  # unaliased, or the pre-3.36 form (`TABLE jobs AS j`)
+        tables = frozenset({name})
+    elif (name.startswith("(") or name in ("CONSTANT", "SUBQUERY")
+          or " VIRTUAL TABLE" in rest):
+        tables = frozenset()
+    else:
+        tables = _what_name_stands_for(name, sql, schema)
+    return PlanRead(found["op"], name, tables, index, automatic)
+
+
+def _what_name_stands_for(name: str, sql: str, schema: Schema) -> frozenset[str] | None:
+    """The tables `name` is an alias of in `sql` (`FROM jobs j`, `JOIN jobs AS j`); empty
+    when it is a CTE's name or alias, or a subquery's or table-valued function's alias;
+    None when the text does not say."""
+    text = _SQL_COMMENT.sub("", sql)
+    word = re.escape(name)
+    sources = set(re.findall(rf"(?i)(?:\bFROM|\bJOIN|\bUPDATE|,)\s+(\w+)\s+(?:AS\s+)?{word}\b",
+                             text))
+    tables = frozenset(s for s in sources if s in schema.tables)
+    if tables:
+        return tables
+    ctes = set(re.findall(r"(?i)(?:\bRECURSIVE|\bWITH|,)\s+(\w+)\s*(?:\([^)]*\))?\s*AS\s+"
+                          r"(?:NOT\s+)?(?:MATERIALIZED\s+)?\(", text))
+    if name in ctes or sources & ctes or re.search(rf"\)\s+(?:AS\s+)?{word}\b", text):
+        return frozenset()
+    return None
+
+
+def _plan_problems(rows: list[tuple[int, int, int, str]], sql: str,
+                   schema: Schema) -> list[str]:
+    """Plan lines of `sql` that cost in proportion to a table, under any alias: a full scan
+    of any table (a SCAN without an index, or an index SQLite builds for the statement, which
+    reads every row first); any SCAN of jobs through an index but jobs_leased (a walk of
+    jobs_due or jobs_status reads every pending or finished job); a SCAN or SEARCH whose
+    name the query does not explain (the check cannot clear it); and a temporary b-tree sort
+    in the same query block as a read of jobs (it sorts every job the index range yields).
+    A sort of a LIMITed subquery's few rows (its sibling is `SCAN (subquery-N)`) is fine."""
+    reads = {node: read_of_plan_line(detail, sql, schema) for node, _, _, detail in rows}
+    problems = []
+    for node, _, _, detail in rows:
+        read = reads[node]
+        if read is None:
+            continue
+        if read.tables is None:
+            problems.append(f"{detail} (which table is {read.name}?)")
+        elif read.tables and (read.automatic or (read.op == "SCAN" and read.index is None)):
+            problems.append(f"{detail} (a full scan of {', '.join(sorted(read.tables))})")
+        elif (BACKLOG_TABLE in read.tables and read.op == "SCAN"
+              and read.index not in BOUNDED_BACKLOG_INDEXES):
+            problems.append(f"{detail} (every entry of {read.index})")
+    reads_jobs = {node for node, read in reads.items()
+                  if read is not None and read.tables and BACKLOG_TABLE in read.tables}
     for _, parent, _, detail in rows:
-        if "TEMP B-TREE" in detail and any(
-                p == parent and _READS_JOBS.match(d) for _, p, _, d in rows):
+        if "TEMP B-TREE" in detail and any(p == parent and node in reads_jobs
+                                           for node, p, _, _ in rows):
             problems.append(detail)
     return problems
 

@@ -26,7 +26,7 @@ export function searchForm(ref = "", source = "", tenant = "") {
   const tenantInput = h("input", { id: "event-tenant", name: "tenant", value: tenant, size: 12,
                                    placeholder: "optional" });
   return h("form", { class: "toolbar", id: "event-search", autocomplete: "off",
-                     onsubmit: (event) => {
+                     "aria-label": "Find an event", onsubmit: (event) => {
     event.preventDefault();
     const wanted = refInput.value.trim();
     if (!wanted) return;
@@ -35,7 +35,8 @@ export function searchForm(ref = "", source = "", tenant = "") {
   } },
     h("label", { for: "event-ref" }, "Find event"), refInput,
     h("label", { for: "event-source" }, "Source"), sourceInput,
-    h("label", { for: "event-tenant" }, "Tenant"), tenantInput,
+    // Not just "Tenant": the events list's tenant filter sits beside this box.
+    h("label", { for: "event-tenant" }, "Find in tenant"), tenantInput,
     h("button", { type: "submit", id: "event-search-go" }, "Find"),
     h("span", { class: "hint" }, "internal id, webhook-id (msg_…) or the sender's id; give ",
       "the source for a sender's id from a provider source (default api), and the tenant ",

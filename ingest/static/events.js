@@ -46,7 +46,7 @@ function eventListView({ params, refreshNow }) {
   const labels = { tenant: "Tenant", destination: "Destination", status: "Job status", type: "Type",
                    since: "Since", until: "Until" };
   const form = h("form", { class: "toolbar", id: "events-filters", autocomplete: "off",
-                           onsubmit: (event) => {
+                           "aria-label": "Filter events", onsubmit: (event) => {
     event.preventDefault();
     const values = Object.fromEntries(FILTERS.map((k) => [k, inputs[k].value.trim()]));
     // A destination is its tenant's: picking another tenant's sets the tenant filter too.

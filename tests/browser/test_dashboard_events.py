@@ -421,3 +421,47 @@ def test_a_sender_id_two_tenants_use_is_found_with_the_tenant_box(
     page.click("#event-search-go")
     expect(page.locator("#event-facts")).to_contain_text(f"#{ids['wayne', 'twice-used']}")
     assert "tenant=wayne" in page.url
+
+
+def test_the_list_filter_and_the_lookup_each_have_their_own_tenant_label(
+        shared_page: Any, hookline: Hookline) -> None:
+    """The Events page has two tenant boxes: the list's filter ("Tenant", in the "Filter
+    events" form) and Find event's ("Find in tenant", in the "Find an event" form). Each is
+    found by its own label alone, and each does its own job: the filter lists only that
+    tenant's events, the lookup finds the sender's id of that tenant."""
+    expect, page = _expect(), shared_page
+    ids = {}
+    for tenant in ("stark", "oscorp"):
+        status, out = hookline.call("PUT", f"/v1/admin/tenants/{tenant}", {})
+        assert status in (200, 201), out
+        status, out = hookline.call("POST", "/v1/events", {
+            "id": "shared-label-id", "type": "label.note", "data": {}, "tenant": tenant},
+            token=INGEST_TOKEN)
+        assert status == 202, out
+        ids[tenant] = out["event_id"]
+
+    page.goto(f"{hookline.base_url}/#/events")
+    list_tenant = page.get_by_label("Tenant", exact=True)
+    lookup_tenant = page.get_by_label("Find in tenant", exact=True)
+    expect(list_tenant).to_have_count(1)
+    expect(lookup_tenant).to_have_count(1)
+    expect(list_tenant).to_have_id("events-tenant")
+    expect(lookup_tenant).to_have_id("event-tenant")
+    filters = page.get_by_role("form", name="Filter events")
+    lookup = page.get_by_role("form", name="Find an event")
+    expect(filters.get_by_label("Tenant", exact=True)).to_have_id("events-tenant")
+    expect(lookup.get_by_label("Find in tenant", exact=True)).to_have_id("event-tenant")
+
+    list_tenant.fill("oscorp")
+    page.click("#events-apply")
+    rows = page.locator("#events-table tbody tr")
+    expect(rows).to_have_count(1)
+    expect(rows.first).to_have_attribute("data-event", str(ids["oscorp"]))
+    expect(rows.first.locator("[data-col=tenant]")).to_have_text("oscorp")
+    assert "tenant=oscorp" in page.url
+
+    lookup.get_by_label("Find event", exact=True).fill("shared-label-id")
+    page.get_by_label("Find in tenant", exact=True).fill("stark")
+    page.click("#event-search-go")
+    expect(page.locator("#event-facts")).to_contain_text(f"#{ids['stark']}")
+    assert "tenant=stark" in page.url

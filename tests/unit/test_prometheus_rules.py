@@ -71,3 +71,38 @@ def test_every_alert_has_a_summary_and_a_runbook_section() -> None:
 def _anchor(heading: str) -> str:
     """GitHub's anchor of a Markdown heading."""
     return re.sub(r"[^a-z0-9 _-]", "", heading.lower()).replace(" ", "-")
+
+
+def _runbook(alert: str) -> str:
+    """The text of `alert`'s runbook section in OPERATIONS.md (up to the next heading)."""
+    text = (ROOT / "OPERATIONS.md").read_text()
+    section = re.search(rf"(?ms)^#+ {re.escape(alert)}\n(.*?)(?=^#|\Z)", text)
+    assert section, alert
+    return section.group(1)
+
+
+def test_every_runbook_command_is_one_the_cli_takes() -> None:
+    """Each `hookline ...` command a runbook names parses with the real CLI (its
+    subcommand and flags exist), placeholders (NAME, TENANT, ID, N) standing for "1"."""
+    from hookline.supervisor.cli.main import build_parser
+
+    commands = [(rule["alert"], command) for rule in alerts()
+                for command in re.findall(r"`hookline ([^`]+)`", _runbook(rule["alert"]))]
+    assert commands
+    for alert, command in commands:
+        words = [re.sub(r"^[A-Z][A-Z_]*$", "1", word) for word in command.split()]
+        try:
+            build_parser().parse_args(words)
+        except SystemExit as refused:
+            raise AssertionError(f"{alert}: `hookline {command}` is refused") from refused
+
+
+def test_the_failing_destination_runbook_finds_any_tenants_destination() -> None:
+    """A destination of a tenant other than the default one is labelled TENANT~NAME; the
+    runbook names the commands that show it: the list of every tenant's destinations with
+    their failure streak, and the stats of that tenant (`hookline stats` alone shows the
+    default tenant's destinations only)."""
+    runbook = _runbook("HooklineDestinationFailing")
+    for named in ("TENANT~NAME", "`hookline destinations list`",
+                  "`hookline stats --tenant TENANT`", "--tenant TENANT --destination NAME"):
+        assert named in runbook, named
