@@ -9,7 +9,7 @@ its event, so a 2xx answer always means the event and its jobs are durable.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING
 
 from hookline.ingest.batcher import Batcher, BatcherStopped
@@ -19,6 +19,7 @@ from hookline.shared.process.metrics_file import Histogram
 from hookline.shared.store import Store
 
 if TYPE_CHECKING:
+    from hookline.ingest.writer_link import WriterLink
     from hookline.shared.otel import Tracing
 
 DEFAULT_MAX_BATCH = 512
@@ -42,6 +43,8 @@ class GroupCommitter(Batcher[NewEvent, StoreResult]):
         tracing: the process's tracing: each commit is a `hookline.group_commit` span, the
             child of its first traced request and linked to the others
             (hookline.shared.otel); None: off.
+        writer: commit through the ingest writer process (ingest/writer_link.py) instead of
+            `store` (`ingest_writer = process`); None: `store.add_events`.
 
     Attributes:
         batches: `add_events` calls made so far (successful or not).
@@ -54,20 +57,24 @@ class GroupCommitter(Batcher[NewEvent, StoreResult]):
 
     def __init__(self, store: Store, *, max_batch: int = DEFAULT_MAX_BATCH,
                  min_interval_s: float = 0.0, timeout_s: float | None = None,
-                 create_tenants: bool = False, tracing: Tracing | None = None) -> None:
+                 create_tenants: bool = False, tracing: Tracing | None = None,
+                 writer: WriterLink | None = None) -> None:
         super().__init__(self._add_events, max_batch=max_batch, name="group-commit",
                          min_interval_s=min_interval_s, timeout_s=timeout_s)
         self.store = store
         self.create_tenants = create_tenants
         self.tracing = tracing
         self.batch_sizes = Histogram(BATCH_SIZE_BUCKETS)
+        self.writer = writer
+        self._commit_events: Callable[..., Awaitable[Sequence[StoreResult]]] = (
+            store.add_events if writer is None else writer.add_events)
 
     async def _add_events(self, events: list[NewEvent]) -> Sequence[StoreResult]:
         self.batch_sizes.observe(len(events))
         if self.tracing is None:
-            return await self.store.add_events(events, create_tenants=self.create_tenants)
+            return await self._commit_events(events, create_tenants=self.create_tenants)
         with self.tracing.commit([e.trace_context for e in events]):
-            return await self.store.add_events(events, create_tenants=self.create_tenants)
+            return await self._commit_events(events, create_tenants=self.create_tenants)
 
     @property
     def committed(self) -> int:

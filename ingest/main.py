@@ -15,11 +15,13 @@ from hookline.ingest.app_state import IN_FLIGHT_KEY
 from hookline.ingest.group_commit import GroupCommitter
 from hookline.ingest.http_limits import IngestRunner, parser_limits
 from hookline.ingest.maintenance import run_maintenance, run_retention
+from hookline.ingest.writer_link import WriterLink
 from hookline.shared.config import Config
 from hookline.shared.config_checks import listen_host_port
 from hookline.shared.errors import ConfigError
 from hookline.shared.logs import get_logger
 from hookline.shared.process.child import BootState, child_context, run_child
+from hookline.shared.process.ingest_writer import uses_writer_process, writer_socket_path
 from hookline.shared.process.lifecycle import report_write_lock
 from hookline.shared.store import read_store_for, write_lock_stats
 
@@ -82,13 +84,14 @@ async def serve(config: Config, *, ready: Callable[[int], None] | None = None,
         # Whole-table reads (/metrics, stats) on a second store where the first one's writes
         # would wait behind a scan of a million rows (hookline.shared.store.read_store_for).
         reader = read_store_for(config)
+        link = WriterLink(writer_socket_path(config)) if uses_writer_process(config) else None
         try:
             if reader is not None:
                 await reader.open()
             committer = GroupCommitter(store, min_interval_s=config.batch_interval_s,
                                        timeout_s=config.ingest_commit_timeout_s,
                                        create_tenants=config.tenants_auto_create,
-                                       tracing=child.tracing)
+                                       tracing=child.tracing, writer=link)
             app = build_app(store, config, committer=committer, snapshots=child.snapshots,
                             read_store=reader, tracing=child.tracing)
             # Stopping happens in two steps within graceful_timeout_s: most of it to drain
@@ -133,6 +136,8 @@ async def serve(config: Config, *, ready: Callable[[int], None] | None = None,
             await asyncio.gather(*background, return_exceptions=True)
             if reader is not None:
                 await reader.close()
+            if link is not None:
+                await link.close()  # after the committer's last batch: the writer may stop
     log.info("ingest_stopped")
 
 

@@ -79,6 +79,14 @@ class Config:
         "and commits its own requests. More than one pays off only where a core is free for "
         "it (docs/benchmarks.md); it needs a fixed port, not 0.",
         check=checks.at_least(1))
+    ingest_writer: str = _opt(
+        "thread", "Where ingest's group commits run on SQLite: `thread` (each ingest "
+        "process commits its own events on a database thread beside its event loop) or "
+        "`process` (one writer process, `ingest-writer`, commits every ingest process's "
+        "batches; the HTTP side then has a core's worth of time for requests: about 40 % "
+        "more events/s flat out, docs/benchmarks.md). A 2xx still follows the commit. "
+        "PostgreSQL ignores it (each ingest process writes itself).",
+        check=checks.one_of("thread", "process"))
     synchronous: str = _opt(
         "FULL", "SQLite synchronous mode of every commit but the workers' "
         "(worker_synchronous): FULL (an answered event survives power loss) or NORMAL "

@@ -26,6 +26,7 @@ from hookline.shared.config import (
 from hookline.shared.db_url import sqlite_path
 from hookline.shared.errors import ConfigError, HooklineError, StoreUnavailable
 from hookline.shared.logs import configure_logging, get_logger, rotate_log_file
+from hookline.shared.process.ingest_writer import WRITER_SLOT, uses_writer_process
 from hookline.shared.process.lifecycle import (
     BOOT_ERROR_EXIT,
     REFUSED_EXIT,
@@ -64,6 +65,16 @@ def ingest_spec(config: Config, number: int = 1) -> ChildSpec:
                      env={CONFIG_ENV: config.to_json(), **child_import_env()},
                      heartbeat_file=str(heartbeat_path(config, slot)),
                      ready_file=str(ready_path(config, slot)))
+
+
+def writer_spec(config: Config) -> ChildSpec:
+    """The ingest writer process (`ingest_writer = process` on SQLite:
+    ingest/writer_process.py), which commits every ingest process's batches."""
+    return ChildSpec(slot=WRITER_SLOT,
+                     argv=child_argv("hookline.ingest.writer_process", "--slot", WRITER_SLOT),
+                     env={CONFIG_ENV: config.to_json(), **child_import_env()},
+                     heartbeat_file=str(heartbeat_path(config, WRITER_SLOT)),
+                     ready_file=str(ready_path(config, WRITER_SLOT)))
 
 
 WORKER_MODULE = "hookline.workers"
@@ -188,7 +199,8 @@ def _run_locked(config: Config, worker_module: str) -> int:
         print(f"hookline: cannot start: cannot write runtime files ({folder}, {pid_path}): "
               f"{exc.strerror or exc}", file=sys.stderr)
         return BOOT_ERROR_EXIT
-    specs = [ingest_spec(config, n) for n in range(1, config.ingest_processes + 1)] + [
+    specs = ([writer_spec(config)] if uses_writer_process(config) else []) + [
+        ingest_spec(config, n) for n in range(1, config.ingest_processes + 1)] + [
         worker_spec(config, n, worker_module) for n in range(1, config.workers + 1)]
     arbiter = Arbiter(specs, graceful_timeout_s=config.graceful_timeout_s + 2.0,
                       make_worker_spec=lambda n: worker_spec(config, n, worker_module),

@@ -125,7 +125,8 @@ class ChildContext:
 @contextlib.asynccontextmanager
 async def child_context(config: Config, slot: str, *, stop: asyncio.Event | None = None,
                         boot: BootState | None = None,
-                        worker_store: bool = False) -> AsyncIterator[ChildContext]:
+                        worker_store: bool = False,
+                        inline_store: bool = False) -> AsyncIterator[ChildContext]:
     """Run a child's main coroutine inside its lifecycle (module docstring).
 
     Signal handlers are removed again, the heartbeat stops and the store is closed on the way
@@ -140,6 +141,8 @@ async def child_context(config: Config, slot: str, *, stop: asyncio.Event | None
         worker_store: open the workers' store (:func:`hookline.shared.store.store_for`'s
             `worker`: on SQLite, transactions on this event loop's thread, committed with
             `worker_synchronous`).
+        inline_store: on SQLite, a store whose transactions run on this event loop's thread,
+            committed with `synchronous` (the ingest writer process's).
 
     Raises:
         ConfigError: the database URL is unsupported.
@@ -157,7 +160,7 @@ async def child_context(config: Config, slot: str, *, stop: asyncio.Event | None
     tracing = None
     try:
         tracing = start_tracing(config.tracing, slot)  # ConfigError: a malformed OTEL_BSP_*
-        store = store_for(config, worker=worker_store)
+        store = store_for(config, worker=worker_store, inline=inline_store)
         try:
             await store.open()
         except BaseException:

@@ -70,7 +70,8 @@ def open_store(url: str, sqlite: SqliteOptions | None = None,
                        inline=options.inline)
 
 
-def store_for(config: Config, *, create: bool = True, worker: bool = False) -> Store:
+def store_for(config: Config, *, create: bool = True, worker: bool = False,
+              inline: bool = False) -> Store:
     """Build (not yet open) the store `config` names, with every storage setting applied
     (and the operational-event policy).
 
@@ -82,6 +83,9 @@ def store_for(config: Config, *, create: bool = True, worker: bool = False) -> S
             `worker_synchronous`: no caller waits on a worker's commit, so a commit a
             power loss undoes only sends its deliveries again (at least once), while an
             event's commit, answered 202, keeps `synchronous`. PostgreSQL ignores it.
+        inline: on SQLite, transactions on the calling event loop's thread with
+            `synchronous` (the ingest writer process's store: it has no HTTP to run beside
+            them). PostgreSQL ignores it.
 
     Raises:
         ConfigError: as :func:`open_store`.
@@ -90,7 +94,7 @@ def store_for(config: Config, *, create: bool = True, worker: bool = False) -> S
         synchronous=config.worker_synchronous if worker else config.synchronous,
         busy_timeout_s=config.busy_timeout_s,
         allow_network_filesystem=config.allow_network_filesystem, create=create,
-        wal_degraded_bytes=config.wal_degraded_bytes, inline=worker),
+        wal_degraded_bytes=config.wal_degraded_bytes, inline=worker or inline),
         postgres_limits(config))
     store.notify = notify_policy(config)
     return store

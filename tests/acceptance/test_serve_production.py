@@ -314,6 +314,57 @@ def test_two_ingest_processes_share_the_port_and_one_killed_is_respawned(tmp_pat
     assert svc.proc.returncode == 0
 
 
+def test_the_ingest_writer_process_commits_for_every_ingest_process_and_is_respawned(
+        tmp_path: Path):
+    """`ingest_writer = process`: slot `ingest-writer` commits the batches of both ingest
+    processes (each event answered 202 only once stored); SIGKILLed while 8 clients post,
+    a client may see a 503 (outcome unknown: its retry is deduplicated), never a 202 for an
+    event not committed; it is respawned, ingest accepts again, every stored event is
+    delivered, and the supervisor counts it as its own kind of process."""
+    svc = Service(tmp_path, "ok", workers=1, settings={
+        "ingest_processes": 2, "ingest_writer": "process", "log_level": "debug"})
+    try:
+        wait_until(lambda: svc.log("supervisor_ready"), 15, "every child ready")
+        status = json.loads((tmp_path / "svc.db.run" / "status.json").read_text())
+        assert {"ingest-writer", "ingest", "ingest-2", "worker-1"} <= set(status["slots"])
+        for n in range(40):
+            svc.post_event(f"spread-{n}")
+        assert {r["process"] for r in svc.log("event_accepted")} == {"ingest", "ingest-2"}
+        writer = status["slots"]["ingest-writer"]["pid"]
+        answered: list[int] = []
+        refused: list[int] = []
+
+        def post(n: int) -> None:
+            try:
+                answered.append(svc.post_event(f"under-kill-{n}")["event_id"])
+            except urllib.error.HTTPError as exc:
+                refused.append(exc.code)
+
+        with ThreadPoolExecutor(8) as pool:
+            for n in range(200):
+                pool.submit(post, n)
+                if n == 60:
+                    os.kill(writer, signal.SIGKILL)
+        wait_until(lambda: svc.log("child_exited", child_pid=writer), 10, "the kill reaped")
+        wait_until(lambda: len(svc.log("child_started", slot="ingest-writer")) == 2, 15,
+                   "the writer respawned")
+        wait_until(svc.ready, 15, "ingest ready again")
+        for n in range(20):
+            answered.append(svc.post_event(f"after-kill-{n}")["event_id"])
+        # Every request answered: 202, or 503 while the writer was away (ingest lived on).
+        assert set(refused) <= {503} and len(answered) + len(refused) == 220, refused
+        stored = {job["event_id"] for job in svc.jobs()}
+        assert set(answered) <= stored and len(answered) >= 20, len(answered)
+        wait_until(lambda: Counter(j["status"] for j in svc.jobs()) == {"done": len(stored)},
+                   20, "every event delivered")
+        wait_until(lambda: svc.get("/v1/admin/processes")[1].get("children", {}).get(
+            "ingest-writer") == {"wanted": 1, "alive": 1}, 10, "the writer counted alive")
+    finally:
+        svc.close()
+    assert svc.proc.returncode == 0
+    assert svc.log("ingest_writer_stopped"), "the writer stopped cleanly"
+
+
 def test_several_ingest_processes_refuse_a_port_another_process_shares(tmp_path: Path):
     """A port another process listens on with SO_REUSEPORT would let it take a share of the
     events: serve stops before starting anything (exit 3, naming the address)."""
