@@ -217,6 +217,8 @@ async def test_every_store_operation_runs_on_both_backends(store, clock):
     assert await s.has_destination(f"d~removed-{dest.id}", tenant="_default")
     assert (await s.revoke_tenant_tokens("acme")).token_epoch != tenant.token_epoch
     assert (await s.delete_tenant("acme")).destinations == 1
+    assert await s.tenant_was_deleted("_default") is False  # live
+    assert await s.deleted_tenants(["acme", "_default"]) == {"acme"}  # acme: no row now
 
     # The event-type catalogue (tests/unit/test_store_catalogue.py checks it in detail).
     revision = await s.catalogue_revision()
