@@ -56,6 +56,7 @@ from hookline.rehearsal.harness import (
 from hookline.rehearsal.machine_probe import cold_read_text, machine_figures
 from hookline.shared.config import Config
 from hookline.shared.db_url import is_postgres_url
+from hookline.shared.process.ingest_writer import WRITER_SLOT
 from hookline.shared.process.lifecycle import ready_path
 from hookline.shared.process.spawn import child_import_env
 from hookline.shared.signing import generate_secret
@@ -357,11 +358,12 @@ def receiver_process(env: dict[str, str], behaviours: tuple[str, ...] | None = N
 @contextlib.contextmanager
 def service_process(db: str, work: Path, env: dict[str, str], *, workers: int,
                     synchronous: str, ingest_processes: int = 1,
-                    worker_synchronous: str = "NORMAL"
+                    worker_synchronous: str = "NORMAL", ingest_writer: str = "thread"
                     ) -> Iterator[tuple[int, dict[str, int]]]:
     """`hookline serve` on `db` with `workers` workers and `ingest_processes` ingest
     processes, logging (warnings and up) to `work/service.log`, SQLite's commits with
-    `synchronous` (the workers' with `worker_synchronous`); yields (ingest port, slot ->
+    `synchronous` (the workers' with `worker_synchronous`) and the `ingest_writer` setting
+    (`process`: the ingest writer process commits ingest's events); yields (ingest port, slot ->
     pid of the supervisor and its children) once ingest is healthy and every ingest process
     and worker is ready (its readiness marker in the runtime folder `env` names); stopped
     (SIGTERM, then SIGKILL after 30 s) on exit.
@@ -378,20 +380,23 @@ def service_process(db: str, work: Path, env: dict[str, str], *, workers: int,
              "warning", "serve", "--workers", str(workers), "--ingest-processes",
              str(ingest_processes), "--listen", f"127.0.0.1:{port}"], stdout=log,
             stderr=subprocess.STDOUT, env={**env, "HOOKLINE_SYNCHRONOUS": synchronous,
-                                           "HOOKLINE_WORKER_SYNCHRONOUS": worker_synchronous})
+                                           "HOOKLINE_WORKER_SYNCHRONOUS": worker_synchronous,
+                                           "HOOKLINE_INGEST_WRITER": ingest_writer})
     try:
         asyncio.run(wait_healthy(f"http://127.0.0.1:{port}"))
         _wait_children_ready(service, Path(env["HOOKLINE_RUNTIME_DIR"]), ingest_processes,
-                             workers)
+                             workers, writer=ingest_writer == "process")
         yield port, service_processes(service.pid)
     finally:
         stop_process(service)
 
 
 def _wait_children_ready(service: subprocess.Popen[bytes], runtime: Path,
-                         ingest_processes: int, workers: int, timeout_s: float = 15.0) -> None:
+                         ingest_processes: int, workers: int, timeout_s: float = 15.0, *,
+                         writer: bool = False) -> None:
     """Wait until each of `ingest_processes` ingest slots (`ingest`, `ingest-2`, ...) and
-    `workers` worker slots (`worker-1`, ...) of the supervisor `service` is ready: its
+    `workers` worker slots (`worker-1`, ...) of the supervisor `service`, and with `writer`
+    the ingest writer's slot, is ready: its
     readiness marker in `runtime` names the pid the slot runs now (it listens; it has opened
     the store), so that no child is still starting when the load begins.
 
@@ -400,8 +405,9 @@ def _wait_children_ready(service: subprocess.Popen[bytes], runtime: Path,
         RuntimeError: the supervisor exited meanwhile.
     """
     config = Config(runtime_dir=str(runtime))
-    slots = ([ingest_slot(n) for n in range(1, ingest_processes + 1)]
-             + [worker_slot(n) for n in range(1, workers + 1)])
+    slots = ([WRITER_SLOT] if writer else []) + (
+        [ingest_slot(n) for n in range(1, ingest_processes + 1)]
+        + [worker_slot(n) for n in range(1, workers + 1)])
     deadline = time.monotonic() + timeout_s
     while waiting := _not_ready(config, slots, service_processes(service.pid)):
         if service.poll() is not None:
