@@ -7,11 +7,12 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 from typing import Any
 
 import pytest
 
-from hookline.shared.models import DEFAULT_TENANT, AttemptResult, Dead
+from hookline.shared.models import DEFAULT_TENANT, AttemptResult, Dead, Retry
 from hookline.supervisor.cli.main import main as hookline_main
 from tests.conftest import new_event, opened_store
 
@@ -106,8 +107,10 @@ def test_tenant_flag_on_destination_and_event_commands(cli, store_url, capsys):
         0, "paused hooks (tenant acme) (theirs)\n")
     assert ok_json(cli, "destinations", "show", "hooks", "--tenant", "acme")["paused"]
     assert not ok_json(cli, "destinations", "show", "hooks")["paused"]
-    assert cli("resume", "hooks", "--tenant", "acme")[:2] == (0, "resumed hooks (tenant acme)\n")
-    assert cli("resume", "hooks")[:2] == (0, "resumed hooks\n")
+    assert cli("resume", "hooks", "--tenant", "acme")[:2] == (
+        0, "resumed hooks (tenant acme); brought forward 0 job(s) waiting for a retry\n")
+    assert cli("resume", "hooks")[:2] == (
+        0, "resumed hooks; brought forward 0 job(s) waiting for a retry\n")
     assert ok_json(cli, "destinations", "update", "hooks", "--tenant", "acme",
                    "--max-in-flight", "3")["max_in_flight"] == 3
     assert ok_json(cli, "destinations", "show", "hooks")["max_in_flight"] != 3
@@ -472,3 +475,36 @@ def test_audit_lines_name_the_default_tenant_when_none_was_given(cli):
         assert code == 0, (args, err)
         line = json.loads(err.splitlines()[-1])
         assert (line["event"], line["tenant"]) == (event, "_default"), args
+
+
+async def _retries_of_two_billings(url: str) -> None:
+    """acme's and globex's `billing` each with one job whose retry waits an hour, both
+    paused."""
+    async with opened_store(url) as store:
+        await store.add_events([new_event("a1", tenant="acme"),
+                                new_event("g1", tenant="globex")])
+        claims = await store.claim("w1", 10, 30.0, 5)
+        result = AttemptResult(started_at=time.time(), duration_s=0.01, status_code=500)
+        await store.finish([(c, Retry(delay_s=3600, error="HTTP 500"), result)
+                            for c in claims])
+        for tenant in ("acme", "globex"):
+            await store.set_paused("billing", True, "receiver down", tenant=tenant)
+
+
+def test_resume_brings_the_tenants_waiting_retries_forward_and_says_how_many(cli, store_url):
+    """`hookline resume billing --tenant acme` makes acme's waiting retry due now and says
+    so (text and --json); globex's `billing`, paused too, keeps its retry's schedule."""
+    for tenant in ("acme", "globex"):
+        ok_json(cli, "tenants", "put", tenant)
+        ok_json(cli, "destinations", "add", "billing", URL, "--tenant", tenant)
+    asyncio.run(_retries_of_two_billings(store_url))
+    code, out, err = cli("resume", "billing", "--tenant", "acme")
+    assert (code, out) == (0, "resumed billing (tenant acme); brought forward 1 job(s) "
+                              "waiting for a retry\n"), err
+    assert json.loads(err.splitlines()[-1])["jobs_brought_forward"] == 1
+    now = time.time()
+    [acme_job] = ok_json(cli, "jobs", "--tenant", "acme")
+    [globex_job] = ok_json(cli, "jobs", "--tenant", "globex")
+    assert acme_job["run_at"] <= now < globex_job["run_at"] - 3000
+    assert ok_json(cli, "resume", "billing", "--tenant", "globex") == {
+        "resumed": "billing", "brought_forward": 1}
