@@ -310,13 +310,14 @@ async def pause(request: web.Request) -> web.Response:
 
 
 async def resume(request: web.Request) -> web.Response:
-    """`POST /v1/admin/destinations/{name}/resume`."""
+    """`POST /v1/admin/destinations/{name}/resume`: answers how many of its jobs waiting for
+    a later retry were brought forward to now (`brought_forward`)."""
     name = request.match_info["name"]
     tenant = await request_tenant(request)
-    await request_store(request).set_paused(name, False, tenant=tenant)
+    brought_forward = await request_store(request).set_paused(name, False, tenant=tenant)
     get_logger().info("destination_resumed", destination=name, tenant=tenant,
-                      by=acting(request))
-    return web.json_response(resumed_view(name))
+                      jobs_brought_forward=brought_forward, by=acting(request))
+    return web.json_response(resumed_view(name, brought_forward))
 
 
 async def list_jobs(request: web.Request) -> web.Response:

@@ -8,18 +8,26 @@ with `_` are reserved: `_default` owns everything published without a tenant.
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 from typing import Any
 
 from hookline.shared.errors import InvalidInput
 from hookline.shared.models import DEFAULT_TENANT
 from hookline.shared.policy.inputs import EVENT_ID_RE, clip, refuse_unknown, token
+from hookline.shared.policy.rules import REMOVED_MARK
 
 MAX_TENANT_NAME_CHARS = 200
 MAX_METADATA_BYTES = 4096
 """Largest tenant metadata, as compact JSON (small: it is returned with every tenant)."""
 TENANT_FIELDS = ("name", "metadata", "max_destinations", "disabled", "adopt_history")
 """What `PUT /v1/admin/tenants/{id}` accepts."""
+LABEL_MARK = REMOVED_MARK
+"""Between the tenant and the name in a destination label, `TENANT~NAME`: how /metrics and
+the alerts name another tenant's destination (store/figures_tx.py `series_name`). Neither a
+tenant id nor a live destination name holds it, so the first one splits a label."""
+REMOVED_SUFFIX_RE = re.compile(re.escape(REMOVED_MARK) + r"removed-[0-9]+\Z")
+"""The end of a removed destination's name, `NAME~removed-ID`: part of the name, no tenant."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -86,6 +94,34 @@ def tenant_id(value: Any, *, field: str = "tenant", reserved_ok: bool = False,
         raise error(field, f"tenant ids starting with '_' are reserved "
                                   f"(got {clip(checked)!r})")
     return checked
+
+
+def destination_label(text: str, *, field: str) -> tuple[str | None, str]:
+    """Read a destination as an operator may name it: `NAME` (a live one), `NAME~removed-ID`
+    (a removed one, by the name it keeps) or the label metrics and alerts give another
+    tenant's, `TENANT~NAME` (`TENANT~NAME~removed-ID` for its removed one).
+
+    Returns:
+        (the label's tenant, or None when `text` names none; the destination's name): e.g.
+        `acme~billing` -> ("acme", "billing"), `billing~removed-7` -> (None,
+        "billing~removed-7"), `_default~_other` -> ("_default", "_other"). A
+        `~removed-ID` ending is always the removed mark, never a tenant's destination
+        named `removed-ID` (name that one with its tenant given apart).
+
+    Raises:
+        InvalidInput(field): `text` holds the mark but is no label: an empty tenant or name,
+            a tenant that is no tenant id, or a name holding the mark again.
+    """
+    removed = REMOVED_SUFFIX_RE.search(text)
+    head = text if removed is None else text[:removed.start()]
+    tenant, mark, name = head.partition(LABEL_MARK)
+    if not mark:
+        return None, text
+    if not name or LABEL_MARK in name or EVENT_ID_RE.fullmatch(tenant) is None:
+        raise InvalidInput(field, f"{clip(text)!r} is neither a destination name nor a "
+                                  f"destination label TENANT{LABEL_MARK}NAME (as metrics and "
+                                  "alerts name another tenant's destination)")
+    return tenant, name + (removed.group() if removed is not None else "")
 
 
 def tenant_fields(body: Any) -> TenantFields:

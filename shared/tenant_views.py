@@ -7,8 +7,9 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping, Sequence
 from typing import Any, Protocol
 
+from hookline.shared.errors import InvalidInput
 from hookline.shared.models import DEFAULT_TENANT
-from hookline.shared.tenant_models import Tenant
+from hookline.shared.tenant_models import Tenant, destination_label
 
 SHOWN_TENANTS = 3
 """Other tenants a "no destination named" message lists by id before `and N more`."""
@@ -87,12 +88,18 @@ def no_destination_message(name: str, tenant: str, others: Sequence[str], total:
         pass --tenant acme` when acme was deleted; with `removed`, then e.g. `; one
         was removed: its jobs are under 'billing~removed-7'`, or `; 5 were removed: their
         jobs are under 'billing~removed-9', 'billing~removed-8', 'billing~removed-7' and 2
-        more`.
+        more`; for a label `acme~billing` (no destination has a `~` in its name) `...;
+        a destination label 'acme~billing' means tenant acme's destination 'billing': name
+        'billing' and pass --tenant acme`.
     """
     where = (f"the default tenant ({DEFAULT_TENANT})" if tenant == DEFAULT_TENANT
              else f"tenant {tenant}")
-    text = _others(f"no destination named {name!r} in {where}", others, total, option,
-                   deleted)
+    label_hint = _label_hint(name, option)
+    if label_hint is not None and not others:  # no name holds the mark: none ever has one
+        text = f"no destination named {name!r} in {where}; {label_hint}"
+    else:
+        text = _others(f"no destination named {name!r} in {where}", others, total, option,
+                       deleted)
     if not removed:
         return text
     count = max(removed_total, len(removed))
@@ -120,6 +127,20 @@ def deleted_tenant_note(tenant: str) -> str:
     stderr): whose history it is, and that it can only be read."""
     return (f"tenant {tenant} was deleted: listing its history, kept until retention "
             "(read-only: nothing can be changed for it)")
+
+
+def _label_hint(name: str, option: str) -> str | None:
+    """How to name the destination `name` means when it is a label, `TENANT~NAME` (as
+    /metrics and the alerts write another tenant's destination; a route or filter takes the
+    name and the tenant apart), or None when it is not one."""
+    try:
+        labelled, own = destination_label(name, field="name")
+    except InvalidInput:
+        return None
+    if labelled is None:
+        return None
+    return (f"a destination label {name!r} means tenant {labelled}'s destination {own!r}: "
+            f"name {own!r} and pass {option}{labelled}")
 
 
 def _others(text: str, others: Sequence[str], total: int, option: str,

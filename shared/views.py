@@ -69,9 +69,10 @@ def paused_view(name: str, reason: str) -> dict[str, Any]:
     return {"paused": name, "reason": reason}
 
 
-def resumed_view(name: str) -> dict[str, Any]:
-    """The answer to resuming a destination (schema `Resumed`)."""
-    return {"resumed": name}
+def resumed_view(name: str, brought_forward: int) -> dict[str, Any]:
+    """The answer to resuming a destination (schema `Resumed`): `brought_forward` of its
+    pending jobs waiting for a later retry became due now."""
+    return {"resumed": name, "brought_forward": brought_forward}
 
 
 def destination_secret_view(dest: Destination) -> dict[str, Any]:

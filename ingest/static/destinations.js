@@ -68,8 +68,9 @@ export function destinationsView({ params, refreshNow }) {
     const name = d.name;
     const path = destPath(name, d.tenant, paused ? "/resume" : "/pause");
     try {
-      await post(path, paused ? {} : { reason: PAUSE_REASON });
-      toast(`${name} ${paused ? "resumed" : "paused"}`);
+      const answer = await post(path, paused ? {} : { reason: PAUSE_REASON });
+      toast(paused ? `${name} resumed; brought forward ${answer.brought_forward} job(s) `
+                     + "waiting for a retry" : `${name} paused`);
     } catch (err) {
       toast(`${name}: ${err.message}`, "error");
     }

@@ -277,9 +277,13 @@ class Store(TenantStore, CatalogueStore, Protocol):
         """One destination of `tenant` by name. Raises NotFound."""
 
     async def set_paused(self, name: str, paused: bool, reason: str | None = None, *,
-                         tenant: str = DEFAULT_TENANT) -> None:
+                         tenant: str = DEFAULT_TENANT) -> int:
         """Pause (no claims, no charges) or resume a destination; resuming also resets its
-        failure run (circuit breaker). Raises NotFound."""
+        failure run (circuit breaker) and, in the same transaction, brings every pending job
+        of it not yet due forward to now (as :meth:`retry_now` does; attempt counts kept,
+        jobs already due keep their place, the claim still keeps `ordered` and
+        `max_in_flight`), then wakes workers. Returns how many jobs were brought forward (0
+        for a pause). Raises NotFound."""
 
     async def rotate_secret(self, name: str, new_secret: str, overlap_s: float, *,
                             tenant: str = DEFAULT_TENANT) -> Destination:

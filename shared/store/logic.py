@@ -271,9 +271,9 @@ class StoreLogic(ClaimOperations, EventOperations, TenantOperations, TenantCount
         return Destination.from_row(row)
 
     async def set_paused(self, name: str, paused: bool, reason: str | None = None, *,
-                         tenant: str = DEFAULT_TENANT) -> None:
+                         tenant: str = DEFAULT_TENANT) -> int:
         """See :meth:`hookline.shared.store.Store.set_paused` (a resume wakes waiting workers)."""
-        await self._transact(set_paused_tx(tenant, name, paused, reason, self.notify),
+        return await self._transact(set_paused_tx(tenant, name, paused, reason, self.notify),
                              write=True)
 
     async def rotate_secret(self, name: str, new_secret: str, overlap_s: float, *,

@@ -8,29 +8,53 @@ import dataclasses
 from typing import Any
 
 from hookline.shared.errors import Conflict, DestinationMissing, InvalidSetting, NotFound
+from hookline.shared.operator_models import BULK_MAX_LIMIT, JobSelection
 from hookline.shared.policy.notify import NotifyPolicy
 from hookline.shared.record_models import DeadLetter, Job, PurgeResult
 from hookline.shared.report_models import DestinationSummary, ThroughputBucket, fill_buckets
 from hookline.shared.store import notify_tx
+from hookline.shared.store.events_tx import retry_now_tx
 from hookline.shared.store.metric_deltas import IN_FLIGHT, MetricDeltas
 from hookline.shared.store.ops import GIVE_WAY, NOTIFY, NOW, WRITES_JOBS, Tx, count, one, rows
 
 
 def set_paused_tx(tenant: str, name: str, paused: bool, reason: str | None,
-                  notify: NotifyPolicy) -> Tx[None]:
+                  notify: NotifyPolicy) -> Tx[int]:
     """Pause (with a reason) or resume a destination; pausing a running one announces it
-    (hookline.destination.paused, reason manual). Raises NotFound."""
+    (hookline.destination.paused, reason manual). A resume also brings every pending job
+    of the destination waiting for a later retry forward to now, as retry now does (an
+    operator resumes once the receiver is fixed: its retries should not wait out their
+    backoff). Returns how many jobs were brought forward (0 for a pause). Raises NotFound."""
     if paused:
         row = yield one("pause_running", tenant=tenant, name=name, reason=reason)
         if row is not None:
             yield from notify_tx.paused_tx(notify, row, reason)
-            return
+            return 0
     changed = yield count("set_paused", tenant=tenant, name=name, paused=bool(paused),
                           reason=reason if paused else None)
     if not changed:
         raise DestinationMissing(name, tenant)
-    if not paused:
-        yield NOTIFY
+    if paused:
+        return 0
+    brought_forward = yield from bring_forward_tx(tenant, name)
+    yield NOTIFY
+    return brought_forward
+
+
+def bring_forward_tx(tenant: str, name: str) -> Tx[int]:
+    """Every pending job of tenant `tenant`'s live destination `name` not yet due becomes due
+    now (attempt counts kept; jobs already due keep their place), in batches of retry now's
+    largest selection, all in this transaction (as a removal ends all of a destination's
+    jobs in one). Which of them is sent first, and how many at once, is still the claim's
+    (ordered, max_in_flight). Returns how many."""
+    selection = JobSelection(destination=name, tenant=tenant, limit=BULK_MAX_LIMIT)
+    total = 0
+    while True:
+        batch = yield from retry_now_tx(selection.check(resend=False), dry_run=False)
+        total += batch.count
+        # count 0 with more: nothing changed this round (raced away), so none will next.
+        if not batch.more or batch.count == 0:
+            return total
 
 
 def rotate_tx(tenant: str, name: str, new_secret: str, overlap_s: float,

@@ -265,25 +265,29 @@ async def pause_cmd(config: Config, args: argparse.Namespace) -> int:
 
 
 async def resume_cmd(config: Config, args: argparse.Namespace) -> int:
-    """`hookline resume NAME`: its waiting jobs become claimable; workers are woken."""
-    await _set_paused(config, args, False)
+    """`hookline resume NAME`: its waiting jobs become claimable, its retries waiting for a
+    later attempt due now; workers are woken."""
+    brought_forward = await _set_paused(config, args, False)
     get_logger().info("destination_resumed", destination=args.name,
-                      tenant=tenant_arg(args) or DEFAULT_TENANT, **operator())
+                      tenant=tenant_arg(args) or DEFAULT_TENANT,
+                      jobs_brought_forward=brought_forward, **operator())
     if args.json:
-        print_json(resumed_view(args.name))
+        print_json(resumed_view(args.name, brought_forward))
     else:
-        print(f"resumed {named(args.name, tenant_arg(args))}")
+        print(f"resumed {named(args.name, tenant_arg(args))}; brought forward "
+              f"{brought_forward} job(s) waiting for a retry")
     return 0
 
 
-async def _set_paused(config: Config, args: argparse.Namespace, paused: bool) -> None:
+async def _set_paused(config: Config, args: argparse.Namespace, paused: bool) -> int:
+    """Pause or resume the destination `args` name; how many jobs a resume brought forward."""
     tenant = tenant_arg(args)
 
-    async def flip(store: Store) -> None:
-        await store.set_paused(args.name, paused, args.reason if paused else None,
-                               tenant=await destination_tenant(store, args.name, tenant))
+    async def flip(store: Store) -> int:
+        return await store.set_paused(args.name, paused, args.reason if paused else None,
+                                      tenant=await destination_tenant(store, args.name, tenant))
 
-    await with_store(config, flip)
+    return await with_store(config, flip)
 
 
 # -- dead letters and replay ---------------------------------------------------------------

@@ -160,13 +160,13 @@ async def destinations_add(config: Config, args: argparse.Namespace) -> int:
     """`hookline destinations add NAME URL`: prints the secret once when it was generated.
     An invalid field exits 2 (the rule book's message) before the store opens, and so does a
     blocked address; a taken name exits 1."""
+    tenant = tenant_arg(args)  # first: NAME may be a label, TENANT~NAME
     secret = args.secret or generate_secret()
     new = rules.new_destination(
         name=args.name, url=args.url, secret=secret,
         event_types=args.event_type or list(rules.DEFAULT_EVENT_TYPES),
         max_in_flight=args.max_in_flight, headers=parse_header_options(args.header or []),
         filter=filter_option(args)[1], **policy_options(args))
-    tenant = tenant_arg(args)
     await vet_url(new.url, config)  # blocked: exit 2
 
     async def add(store: Store) -> Destination:

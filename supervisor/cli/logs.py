@@ -53,7 +53,8 @@ def register(sub: Any) -> None:
     logs.add_argument("--source", metavar="S",
                       help="with --event: REF is the sender's id in this source")
     logs.add_argument("--destination", metavar="NAME", help="lines about this destination "
-                      "(every tenant's of that name, unless --tenant)")
+                      "(every tenant's of that name, unless --tenant or the label "
+                      "TENANT~NAME)")
     logs.add_argument("--tenant", metavar="ID", help="lines naming this tenant (with "
                       "--destination: that tenant's destination)")
     logs.add_argument("--level", choices=LEVELS, default="debug", help="lowest level shown")
@@ -84,10 +85,10 @@ def logs_command(config: Config, args: argparse.Namespace) -> int:
         return fail("no log file: give FILE, `-` for standard input, or set log_file", 2)
     if args.source is not None and args.event is None:
         return fail("--source goes with --event", 2)
-    try:
+    try:  # `--destination TENANT~NAME` (a label) becomes NAME of TENANT here
         tenant = tenant_arg(args)
     except InvalidSetting as exc:
-        return fail(f"--tenant: {exc.detail}", 2)
+        return fail(f"--{exc.field}: {exc.detail}", 2)
     event_id: str | None = None
     if args.event is not None:
         event_id, problem = resolve_event(config, args.event, args.source, tenant)

@@ -25,7 +25,13 @@ from hookline.shared.logs import get_logger
 from hookline.shared.models import DEFAULT_TENANT
 from hookline.shared.store import Store
 from hookline.shared.store.tenants_tx import MAX_TENANT_PAGE
-from hookline.shared.tenant_models import Tenant, TenantFields, tenant_fields, tenant_id
+from hookline.shared.tenant_models import (
+    Tenant,
+    TenantFields,
+    destination_label,
+    tenant_fields,
+    tenant_id,
+)
 from hookline.shared.tenant_views import (
     SHOWN_TENANTS,
     deleted_tenant_note,
@@ -45,7 +51,8 @@ from hookline.supervisor.cli.common import (
 
 ACTION_MODULES: tuple[str, ...] = ("hookline.supervisor.cli.tenant_tokens",)
 """Modules adding more `hookline tenants` actions (each: `add_actions(group)`)."""
-TENANT_HELP = "the tenant (customer) the destination belongs to (default: the default tenant)"
+TENANT_HELP = ("the tenant (customer) the destination belongs to (default: the default tenant; "
+               "a destination named by its label TENANT~NAME names its tenant too)")
 
 
 def register(sub: Any) -> None:
@@ -108,13 +115,45 @@ def named(name: str, tenant: str | None) -> str:
     return name if tenant in (None, DEFAULT_TENANT) else f"{name} (tenant {tenant})"
 
 
+DESTINATION_ARGS = ("name", "destination")
+"""The attributes a command taking `--tenant` names its destination by: the argument NAME,
+or `--destination NAME`."""
+
+
 def tenant_arg(args: argparse.Namespace) -> str | None:
-    """The `--tenant` given, checked (None when absent). Raises InvalidSetting (exit 2)."""
-    value = getattr(args, "tenant", None)
-    if value is None:
+    """The tenant the command names, checked: `--tenant ID`, or the TENANT of a destination
+    given by the label metrics and alerts show, `TENANT~NAME` (see
+    :func:`hookline.shared.tenant_models.destination_label`): the one place the CLI reads
+    both, so every command naming a destination takes the label. A label is taken apart in
+    `args` (NAME left as the destination, TENANT as `--tenant`), so the command goes on as
+    if given `NAME --tenant TENANT`; a removed destination's `NAME~removed-ID` stays a name.
+    None when neither names a tenant.
+
+    Raises:
+        InvalidSetting (exit 2): `--tenant` is no tenant id; the label is malformed, or its
+            tenant is no tenant id, or `--tenant` names another tenant.
+    """
+    given = getattr(args, "tenant", None)
+    for attribute in DESTINATION_ARGS:
+        text = getattr(args, attribute, None)
+        if not isinstance(text, str):
+            continue
+        try:
+            labelled, name = destination_label(text, field=attribute)
+        except InvalidInput as exc:
+            raise InvalidSetting(exc.field, exc.detail) from None
+        if labelled is None:
+            continue
+        if given is not None and given != labelled:
+            raise InvalidSetting("tenant", f"{text!r} is tenant {labelled}'s destination "
+                                           f"{name!r}, but --tenant says {given}: give one "
+                                           "of them")
+        setattr(args, attribute, name)
+        args.tenant = given = labelled
+    if given is None:
         return None
     try:
-        return tenant_id(value, reserved_ok=True)
+        return tenant_id(given, reserved_ok=True)
     except InvalidInput as exc:
         raise InvalidSetting("tenant", exc.detail) from None
 

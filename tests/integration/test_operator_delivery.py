@@ -84,6 +84,36 @@ async def test_paused_destination_gets_nothing_until_resumed(real_store):
             [r for r in receiver.requests if r.endpoint == "p"])
 
 
+async def test_resume_sends_a_waiting_retry_at_once(real_store):
+    """The operator's trial: a receiver answers 500, the retry is scheduled 30-60 s out, the
+    destination is paused, the receiver fixed and the destination resumed: the retry goes
+    out at once (the running worker woken; its poll is 5 s), not after its backoff."""
+    secret = generate_secret()
+    async with Receiver([Endpoint("x", secret, parse_behaviour("fail:1"))]) as receiver:
+        await real_store.add_destination(name="x", url=receiver.url("x"), secret=secret,
+                                         event_types=["*"], max_in_flight=5)
+        async with running_worker(real_store, replace(ONE_SHOT, max_attempts=5,
+                                                      retry_base_s=60, retry_cap_s=60)):
+            await real_store.add_events([new_event("e1")])
+            await until(lambda: receiver.requests, 5, "the first attempt")
+            await _until_retry_scheduled(real_store)
+            await real_store.set_paused("x", True, "receiver down")
+            await asyncio.sleep(1.2)  # past the notifier's 1 s cache of listening sockets
+
+            assert await real_store.set_paused("x", False) == 1
+            await until(lambda: receiver.effects, 2.5, "the retry delivered after the resume")
+        [job] = await real_store.list_jobs()
+        assert (job.status, job.attempts) == ("done", 2)
+
+
+async def _until_retry_scheduled(store: Store) -> None:
+    """Wait until the only job is pending again after its first attempt (its retry set)."""
+    deadline = time.monotonic() + 5
+    while (job := (await store.list_jobs())[0]).status != "pending" or job.attempts != 1:
+        assert time.monotonic() < deadline, f"no retry scheduled; tasks:\n{task_stacks()}"
+        await asyncio.sleep(0.02)
+
+
 async def test_replay_of_dead_job_sends_same_id_and_bytes(real_store):
     """A job dead at the attempt cap, replayed, is delivered promptly by the running worker
     (woken by the replay; its poll is 5 s) with the same webhook-id, a byte-identical body

@@ -5,6 +5,7 @@ in turn: a SQLite file, then PostgreSQL)."""
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -14,7 +15,7 @@ from structlog.testing import capture_logs
 
 from hookline.ingest.app import build_app
 from hookline.shared.config import Config
-from hookline.shared.models import AttemptResult, Dead
+from hookline.shared.models import AttemptResult, Dead, Retry
 from hookline.shared.store import Store
 from tests.conftest import new_event
 
@@ -533,3 +534,52 @@ async def test_a_deleted_tenants_destination_named_without_tenant_leads_to_its_h
                                      params={"destination": removed, "tenant": "acme"})
         assert status == 200, (path, listed)
         assert len(listed["events"] if path.endswith("events") else listed) == 1, path
+
+
+async def test_resume_answers_how_many_waiting_retries_it_brought_forward(client, real_store):
+    """`POST .../billing/resume?tenant=acme` makes acme's waiting retry due now and answers
+    `brought_forward` 1; globex's `billing`, paused too, keeps its retry's schedule."""
+    for tenant in ("acme", "globex"):
+        await _call(client, "PUT", f"/v1/admin/tenants/{tenant}", json={})
+        await real_store.add_destination(name="billing", url=URL, secret="whsec_" + "S" * 32,
+                                         event_types=["*"], max_in_flight=2, tenant=tenant)
+        await real_store.add_event(new_event("e1", tenant=tenant))
+    claims = await real_store.claim("w1", 10, 30.0, 5)
+    await real_store.finish([(c, Retry(delay_s=3600, error="HTTP 500"), AttemptResult(
+        started_at=time.time(), duration_s=0.01, status_code=500)) for c in claims])
+    for tenant in ("acme", "globex"):
+        await real_store.set_paused("billing", True, "receiver down", tenant=tenant)
+
+    status, answer = await _call(client, "POST", "/v1/admin/destinations/billing/resume",
+                                 params={"tenant": "acme"})
+    assert (status, answer) == (200, {"resumed": "billing", "brought_forward": 1})
+    [acme_claim] = await real_store.claim("w1", 10, 30.0, 5)
+    assert (acme_claim.tenant_id, acme_claim.attempt) == ("acme", 2)
+    [globex_job] = await real_store.list_jobs(tenant="globex")
+    assert globex_job.status == "pending" and globex_job.run_at > time.time() + 3000
+
+
+async def test_a_destination_label_is_404_saying_how_to_name_it(client, real_store):
+    """`/v1/admin/destinations/acme~billing/resume` (the label metrics and alerts give acme's
+    `billing`) is 404 saying the label means acme's `billing` and how to name it, not "nor
+    in any other tenant"; so is `?destination=acme~billing`. A removed destination's
+    `NAME~removed-ID` is no label: its 404 is as before."""
+    await _call(client, "PUT", "/v1/admin/tenants/acme", json={})
+    await real_store.add_destination(name="billing", url=URL, secret="whsec_" + "S" * 32,
+                                     event_types=["*"], max_in_flight=2, tenant="acme")
+    hint = ("no destination named 'acme~billing' in the default tenant (_default); a "
+            "destination label 'acme~billing' means tenant acme's destination 'billing': "
+            "name 'billing' and pass tenant=acme")
+    status, error = await _call(client, "POST", "/v1/admin/destinations/acme~billing/resume")
+    assert (status, error) == (404, {
+        "error": "not_found", "detail": hint, "field": "name", "tenant": "_default",
+        "other_tenants": [], "other_tenants_total": 0})
+    status, error = await _call(client, "GET", "/v1/admin/dead?destination=acme~billing")
+    assert (status, error["detail"], error["field"]) == (404, hint, "destination")
+    status, error = await _call(client, "POST", "/v1/admin/destinations/billing~removed-9/resume")
+    assert (status, error["detail"]) == (404, "no destination named 'billing~removed-9' in the "
+                                              "default tenant (_default), nor in any other "
+                                              "tenant")
+    status, answer = await _call(client, "POST", "/v1/admin/destinations/billing/resume",
+                                 params={"tenant": "acme"})
+    assert (status, answer["resumed"]) == (200, "billing")

@@ -7,11 +7,12 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 from typing import Any
 
 import pytest
 
-from hookline.shared.models import DEFAULT_TENANT, AttemptResult, Dead
+from hookline.shared.models import DEFAULT_TENANT, AttemptResult, Dead, Retry
 from hookline.supervisor.cli.main import main as hookline_main
 from tests.conftest import new_event, opened_store
 
@@ -106,8 +107,10 @@ def test_tenant_flag_on_destination_and_event_commands(cli, store_url, capsys):
         0, "paused hooks (tenant acme) (theirs)\n")
     assert ok_json(cli, "destinations", "show", "hooks", "--tenant", "acme")["paused"]
     assert not ok_json(cli, "destinations", "show", "hooks")["paused"]
-    assert cli("resume", "hooks", "--tenant", "acme")[:2] == (0, "resumed hooks (tenant acme)\n")
-    assert cli("resume", "hooks")[:2] == (0, "resumed hooks\n")
+    assert cli("resume", "hooks", "--tenant", "acme")[:2] == (
+        0, "resumed hooks (tenant acme); brought forward 0 job(s) waiting for a retry\n")
+    assert cli("resume", "hooks")[:2] == (
+        0, "resumed hooks; brought forward 0 job(s) waiting for a retry\n")
     assert ok_json(cli, "destinations", "update", "hooks", "--tenant", "acme",
                    "--max-in-flight", "3")["max_in_flight"] == 3
     assert ok_json(cli, "destinations", "show", "hooks")["max_in_flight"] != 3
@@ -472,3 +475,121 @@ def test_audit_lines_name_the_default_tenant_when_none_was_given(cli):
         assert code == 0, (args, err)
         line = json.loads(err.splitlines()[-1])
         assert (line["event"], line["tenant"]) == (event, "_default"), args
+
+
+async def _retries_of_two_billings(url: str) -> None:
+    """acme's and globex's `billing` each with one job whose retry waits an hour, both
+    paused."""
+    async with opened_store(url) as store:
+        await store.add_events([new_event("a1", tenant="acme"),
+                                new_event("g1", tenant="globex")])
+        claims = await store.claim("w1", 10, 30.0, 5)
+        result = AttemptResult(started_at=time.time(), duration_s=0.01, status_code=500)
+        await store.finish([(c, Retry(delay_s=3600, error="HTTP 500"), result)
+                            for c in claims])
+        for tenant in ("acme", "globex"):
+            await store.set_paused("billing", True, "receiver down", tenant=tenant)
+
+
+def test_resume_brings_the_tenants_waiting_retries_forward_and_says_how_many(cli, store_url):
+    """`hookline resume billing --tenant acme` makes acme's waiting retry due now and says
+    so (text and --json); globex's `billing`, paused too, keeps its retry's schedule."""
+    for tenant in ("acme", "globex"):
+        ok_json(cli, "tenants", "put", tenant)
+        ok_json(cli, "destinations", "add", "billing", URL, "--tenant", tenant)
+    asyncio.run(_retries_of_two_billings(store_url))
+    code, out, err = cli("resume", "billing", "--tenant", "acme")
+    assert (code, out) == (0, "resumed billing (tenant acme); brought forward 1 job(s) "
+                              "waiting for a retry\n"), err
+    assert json.loads(err.splitlines()[-1])["jobs_brought_forward"] == 1
+    now = time.time()
+    [acme_job] = ok_json(cli, "jobs", "--tenant", "acme")
+    [globex_job] = ok_json(cli, "jobs", "--tenant", "globex")
+    assert acme_job["run_at"] <= now < globex_job["run_at"] - 3000
+    assert ok_json(cli, "resume", "billing", "--tenant", "globex") == {
+        "resumed": "billing", "brought_forward": 1}
+
+
+LABELLED = (("pause", "acme~billing", "--reason", "r"), ("resume", "acme~billing"),
+            ("destinations", "show", "acme~billing"),
+            ("destinations", "update", "acme~billing", "--max-in-flight", "3"),
+            ("destinations", "rotate-secret", "acme~billing"),
+            ("destinations", "secret", "acme~billing"),
+            ("destinations", "expire-previous-secret", "acme~billing"),
+            ("destinations", "filter-test", "acme~billing"),
+            ("retry-now", "--destination", "acme~billing", "--dry-run"),
+            ("resend", "--destination", "acme~billing", "--dry-run"),
+            ("replay", "--all-dead", "--destination", "acme~billing", "--dry-run"),
+            ("dead", "--destination", "acme~billing"), ("jobs", "--destination", "acme~billing"),
+            ("events", "--destination", "acme~billing"))
+"""Commands naming acme's `billing` by the label metrics and alerts give it."""
+
+
+def test_a_destination_label_names_the_tenants_destination(cli):
+    """`hookline resume acme~billing` (the label of metrics and alerts) means `resume billing
+    --tenant acme`, in every command naming a destination; `--tenant acme` beside it is the
+    same, another tenant is exit 2 naming both; a malformed label is exit 2."""
+    ok_json(cli, "tenants", "put", "acme")
+    ok_json(cli, "destinations", "add", "billing", URL, "--tenant", "acme")
+    ok_json(cli, "destinations", "add", "billing", URL)  # the default tenant's, left alone
+    for command in LABELLED:
+        code, out, err = cli(*command)
+        assert code == 0, (command, err)
+    code, out, err = cli("pause", "acme~billing", "--reason", "fixing")
+    assert (code, out) == (0, "paused billing (tenant acme) (fixing)\n"), err
+    assert json.loads(err.splitlines()[-1])["tenant"] == "acme"
+    assert ok_json(cli, "destinations", "show", "billing", "--tenant", "acme")["paused"]
+    assert not ok_json(cli, "destinations", "show", "billing")["paused"]
+    assert ok_json(cli, "resume", "acme~billing", "--tenant", "acme")["resumed"] == "billing"
+    assert ok_json(cli, "destinations", "show", "acme~billing")["max_in_flight"] == 3
+
+    code, out, err = cli("resume", "acme~billing", "--tenant", "globex")
+    assert (code, out) == (2, "")
+    assert err.strip() == ("hookline: tenant: 'acme~billing' is tenant acme's destination "
+                           "'billing', but --tenant says globex: give one of them")
+    for bad in ("acme~", "~billing", "acme~bill~ing", "no such~billing"):
+        code, _, err = cli("resume", bad)
+        assert code == 2 and "is neither a destination name nor a destination label" in err, (
+            bad, err)
+    code, _, err = cli("resume", "_secret~billing")
+    assert code == 2 and "reserved" in err
+    code, _, err = cli("resume", "globex~billing")
+    assert code == 1 and "no tenant 'globex'" in err
+
+
+def test_a_removed_destinations_name_is_still_no_label(cli, store_url):
+    """`NAME~removed-ID` (a removed destination's name) still names the default tenant's (or
+    --tenant's) removed destination; `TENANT~NAME~removed-ID` another tenant's."""
+    ok_json(cli, "tenants", "put", "acme")
+    for tenant in ("_default", "acme"):
+        ok_json(cli, "destinations", "add", "gone", URL, "--tenant", tenant)
+
+    async def publish() -> None:
+        async with opened_store(store_url) as store:
+            await store.add_events([new_event("e1"), new_event("a1", tenant="acme")])
+    asyncio.run(publish())
+    for tenant in ("_default", "acme"):
+        assert cli("destinations", "remove", "gone", "--tenant", tenant)[0] == 0
+    [default_dead] = ok_json(cli, "dead", "--tenant", "_default")
+    [acme_dead] = ok_json(cli, "dead", "--tenant", "acme")
+    assert ok_json(cli, "dead", "--destination", default_dead["destination"]) == [default_dead]
+    assert ok_json(cli, "dead", "--destination", acme_dead["destination"],
+                   "--tenant", "acme") == [acme_dead]
+    assert ok_json(cli, "dead", "--destination",
+                   f"acme~{acme_dead['destination']}") == [acme_dead]
+
+
+def test_logs_take_a_destination_label(cli, tmp_path):
+    """`hookline logs --destination acme~billing` shows the lines about acme's `billing`
+    (logs carry `destination` and `tenant`), not the default tenant's `billing`."""
+    log = tmp_path / "hookline.log"
+    lines = [{"event": "attempt_failed", "destination": "billing", "tenant": "acme",
+              "level": "info", "timestamp": "2026-01-01T00:00:00Z", "job_id": 1},
+             {"event": "attempt_failed", "destination": "billing", "tenant": None,
+              "level": "info", "timestamp": "2026-01-01T00:00:01Z", "job_id": 2}]
+    log.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    code, out, err = cli("logs", str(log), "--destination", "acme~billing", "--json")
+    assert code == 0, err
+    assert [json.loads(line)["job_id"] for line in out.splitlines()] == [1]
+    code, _, err = cli("logs", str(log), "--destination", "acme~billing", "--tenant", "beta")
+    assert code == 2 and "--tenant says beta" in err

@@ -8,6 +8,7 @@ import pytest
 from hookline.shared.errors import ConfigError, Conflict, NotFound
 from hookline.shared.models import AttemptResult, Dead, Done, Retry
 from hookline.shared.operator_models import EventFilter, JobSelection
+from hookline.shared.tenant_models import TenantFields
 from tests.conftest import execute_db, new_event
 
 LEASE_S = 30.0
@@ -162,3 +163,72 @@ async def test_retry_now_brings_pending_jobs_forward(store, clock, destination_f
     assert sorted(c.job_id for c in await store.claim("w1", 10, LEASE_S, 5)) == ids[1:]
     with pytest.raises(ConfigError):
         await store.retry_now(JobSelection(destination="a", status="dead"))
+
+
+async def _billing_of(store, tenant: str) -> None:
+    """Tenant `tenant` (created unless the default) with a destination `billing`."""
+    if tenant != "_default":
+        await store.put_tenant(tenant, TenantFields())
+    await store.add_destination(name="billing", url="http://127.0.0.1:9/b",
+                                secret="whsec_" + "B" * 32, event_types=["*"],
+                                max_in_flight=10, tenant=tenant)
+
+
+async def test_resume_brings_waiting_retries_forward(store, clock):
+    """Resuming a destination makes its pending jobs waiting for a later retry due at once
+    (attempt count kept) and says how many; a job already due keeps its run_at; another
+    tenant's destination of the same name, paused too, keeps its retries' schedule."""
+    for tenant in ("acme", "globex"):
+        await _billing_of(store, tenant)
+    await store.add_events([new_event("a1", tenant="acme"), new_event("g1", tenant="globex")])
+    retried = await _finish(store, clock, Retry(delay_s=60, error="HTTP 500"))
+    far = clock() + 60
+    for tenant in ("acme", "globex"):
+        assert await store.set_paused("billing", True, "receiver down", tenant=tenant) == 0
+    clock.advance(5)
+    [queued] = await store.add_events([new_event("a2", tenant="acme")])
+    queued_at = clock()
+    clock.advance(5)
+
+    assert await store.set_paused("billing", False, tenant="acme") == 1
+    by_id = {j.id: j for j in await store.list_jobs()}
+    acme_retry, globex_retry = sorted(retried)
+    assert by_id[acme_retry].run_at == clock()
+    assert by_id[queued.job_ids[0]].run_at == queued_at  # already due: keeps its place
+    assert by_id[globex_retry].run_at == far  # another tenant's: untouched
+    claims = await store.claim("w1", 10, LEASE_S, 5)
+    assert sorted((c.job_id, c.attempt) for c in claims) == [
+        (acme_retry, 2), (queued.job_ids[0], 1)]
+    assert await store.set_paused("billing", False, tenant="globex") == 1
+
+
+async def test_resume_keeps_max_in_flight_and_takes_every_batch(store, clock, monkeypatch):
+    """However many retries a resume brings forward (here in batches of 2), the claim still
+    sends at most `max_in_flight` at once, the oldest first."""
+    monkeypatch.setattr("hookline.shared.store.operator_tx.BULK_MAX_LIMIT", 2)
+    await _billing_of(store, "_default")
+    await store.update_destination("billing", max_in_flight=1)
+    await store.add_events([new_event(f"e{i}") for i in range(5)])
+    ids = []
+    for _ in range(5):
+        ids += await _finish(store, clock, Retry(delay_s=3600, error="HTTP 500"))
+    await store.set_paused("billing", True, "receiver down")
+
+    assert await store.set_paused("billing", False) == 5
+    assert {j.run_at for j in await store.list_jobs()} == {clock()}
+    [claim] = await store.claim("w1", 10, LEASE_S, 5)
+    assert claim.job_id == min(ids)
+
+
+async def test_resume_of_an_ordered_destination_sends_its_oldest_job_first(store, clock):
+    """An ordered destination's retries brought forward by a resume still go out one at a
+    time, the oldest first: the claim decides, the resume only changes run_at."""
+    await _billing_of(store, "_default")
+    await store.add_events([new_event(f"e{i}") for i in range(3)])
+    ids = await _finish(store, clock, Retry(delay_s=3600, error="HTTP 500"))
+    await store.set_paused("billing", True, "receiver down")
+    await store.update_destination("billing", ordered=True)
+
+    assert await store.set_paused("billing", False) == 3
+    [claim] = await store.claim("w1", 10, LEASE_S, 5)
+    assert claim.job_id == min(ids)
