@@ -189,7 +189,7 @@ async def destinations_add(config: Config, args: argparse.Namespace) -> int:
     if args.json:  # a generated secret is shown once, as the admin API does
         print_json(destination_view(dest, generated_secret=None if args.secret else secret))
     else:
-        print(f"added destination {dest.name} -> {dest.url}"
+        print(f"added destination {dest.name} -> {show('url', dest.url)}"
               + (f" (tenant {dest.tenant})" if tenant is not None else ""))
         if not args.secret:
             print(f"signing secret (shown once): {secret}")
