@@ -321,11 +321,14 @@ async def resume(request: web.Request) -> web.Response:
 
 
 async def list_jobs(request: web.Request) -> web.Response:
-    """`GET /v1/admin/jobs?status=S&tenant=T&destination=NAME&limit=N`: newest first. A
-    destination the tenant (default: the default tenant) has none of is 404 naming who has
-    one, not an empty list."""
+    """`GET /v1/admin/jobs?status=S&tenant=T&destination=NAME&before=ID&limit=N`: newest
+    first (a bare list; the next page is `before=` the last one's id). A destination the
+    tenant (default: the default tenant) has none of is 404 naming who has one, not an
+    empty list."""
     status = inputs.job_status("status", request.query.get("status"))
     limit = inputs.list_limit(request.query.get("limit"), 100)
+    before = request.query.get("before")
+    before_id = None if before is None else inputs.whole_number("before", before)
     tenant = await listed_tenant_filter(request)  # a deleted one's history too
     destination = request.query.get("destination")
     store = request_store(request)
@@ -333,9 +336,10 @@ async def list_jobs(request: web.Request) -> web.Response:
         await check_destination_filter(request, destination, tenant)  # none: 404, not []
         jobs = await store.list_tenant_jobs(DEFAULT_TENANT if tenant is None else tenant,
                                             destination=destination, status=status,
-                                            limit=limit)
+                                            before_id=before_id, limit=limit)
     else:
-        jobs = await store.list_jobs(status=status, limit=limit, tenant=tenant)
+        jobs = await store.list_jobs(status=status, limit=limit, tenant=tenant,
+                                     before_id=before_id)
     return web.json_response([job_view(j) for j in jobs])
 
 
@@ -347,17 +351,21 @@ async def get_job(request: web.Request) -> web.Response:
 
 
 async def list_dead(request: web.Request) -> web.Response:
-    """`GET /v1/admin/dead?destination=&tenant=&since=&limit=`: most recently dead first,
-    each saying whether it can be replayed (shared/views.py dead_letter_view)."""
+    """`GET /v1/admin/dead?destination=&tenant=&since=&before=&limit=`: most recently dead
+    first, each saying whether it can be replayed (shared/views.py dead_letter_view). A
+    bare list (its shape since the start); the next page is `before=` the last one's id,
+    404 when that job is no longer dead."""
     since_spec = inputs.instant("since", request.query.get("since"))
     limit = inputs.list_limit(request.query.get("limit"), 100)
+    before = request.query.get("before")
+    before_id = None if before is None else inputs.whole_number("before", before)
     store = request_store(request)
     since_s, = await resolve_instants(store, since_spec)
     tenant = await listed_tenant_filter(request)  # a deleted one's history too
     destination = request.query.get("destination")
     await check_destination_filter(request, destination, tenant)  # none: 404, not []
     jobs = await store.list_dead(destination=destination, since_s=since_s, limit=limit,
-                                 tenant=tenant)
+                                 tenant=tenant, before_id=before_id)
     return web.json_response([dead_letter_view(j) for j in jobs])
 
 

@@ -114,6 +114,26 @@ export function fmtBytes(bytes) {
   return unit === 0 ? `${value} B` : `${value.toFixed(1)} ${units[unit]}`;
 }
 
+/**
+ * A destination URL to show: its password (`https://user:PASSWORD@host/`) as `***`, the
+ * user name kept, the rest verbatim (supervisor/cli/human.py shown_url does the same for the
+ * CLI). Only for display: the edit form keeps the real URL, which it sends back whole.
+ */
+export function fmtUrl(url) {
+  const text = String(url ?? "");
+  const slashes = text.indexOf("//");
+  if (slashes < 0) return text;
+  const start = slashes + 2;
+  const ends = ["/", "?", "#"].map((c) => text.indexOf(c, start)).filter((i) => i >= 0);
+  const end = ends.length ? Math.min(...ends) : text.length;
+  const authority = text.slice(start, end);
+  const at = authority.lastIndexOf("@");
+  const userinfo = at < 0 ? "" : authority.slice(0, at);
+  if (at < 0 || !userinfo.includes(":")) return text;
+  const user = userinfo.slice(0, userinfo.indexOf(":"));
+  return `${text.slice(0, start)}${user}:***@${authority.slice(at + 1)}${text.slice(end)}`;
+}
+
 export const fmtCount = (n) => (n === null || n === undefined ? "–" : Number(n).toLocaleString());
 
 /** A table with a header row; `rows` are arrays of cells (nodes or text). */

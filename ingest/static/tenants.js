@@ -5,7 +5,7 @@
 // link it comes with in a new tab, as that tenant.
 
 import { get, post, seg } from "./api.js";
-import { fmtCount, fmtTime, h, setChildren, table, toast } from "./dom.js";
+import { fmtCount, fmtTime, fmtUrl, h, setChildren, table, toast } from "./dom.js";
 import { stateOf } from "./destinations.js";
 
 const PAGE = 50;
@@ -78,7 +78,7 @@ export function tenantsView({ params }) {
             const state = stateOf(d);
             return h("tr", { "data-destination": d.name },
               h("td", { class: "name" }, d.name),
-              h("td", {}, d.url),
+              h("td", {}, fmtUrl(d.url)),
               h("td", {}, d.event_types.join(", ")),
               h("td", {}, h("span", { class: `badge ${state.cls}` }, state.label)),
               h("td", {}, fmtTime(d.created_at)));

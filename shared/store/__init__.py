@@ -312,9 +312,9 @@ class Store(TenantStore, CatalogueStore, Protocol):
         """
 
     async def list_jobs(self, status: str | None = None, limit: int = 100, *,
-                        tenant: str | None = None) -> list[Job]:
+                        tenant: str | None = None, before_id: int | None = None) -> list[Job]:
         """Jobs, newest first, optionally of one status and/or of one tenant's destinations
-        (removed ones included)."""
+        (removed ones included); `before_id` pages on: only jobs with a lower id."""
 
     async def list_attempts(self, job_id: int | None = None, limit: int = 10_000) -> list[Attempt]:
         """Attempt rows, oldest first, of one job or of all."""
@@ -437,11 +437,15 @@ class Store(TenantStore, CatalogueStore, Protocol):
         then fenced out). Returns how many jobs were ended. Raises NotFound."""
 
     async def list_dead(self, destination: str | None = None, since_s: float | None = None,
-                        limit: int = 100, *, tenant: str | None = None) -> list[DeadLetter]:
-        """Dead jobs, most recently dead first, with their last error and whether each can be
-        replayed (else why not); optionally only those of one destination and/or dead at or
-        after `since_s` (unix seconds), and of one tenant's destinations (a `destination`
-        name means the default tenant's unless `tenant` is given)."""
+                        limit: int = 100, *, tenant: str | None = None,
+                        before_id: int | None = None) -> list[DeadLetter]:
+        """Dead jobs, most recently dead first (ties by id, highest first), with their last
+        error and whether each can be replayed (else why not); optionally only those of one
+        destination and/or dead at or after `since_s` (unix seconds), and of one tenant's
+        destinations (a `destination` name means the default tenant's unless `tenant` is
+        given). `before_id`, the last job of the page before, pages on: only the dead jobs
+        after it in this order. Raises NotFound: `before_id` is not a dead job (replayed or
+        purged since)."""
 
     async def replay(self, *, job_id: int | None = None, all_dead: bool = False,
                      destination: str | None = None, since_s: float | None = None,

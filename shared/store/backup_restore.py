@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from hookline.shared.logs import get_logger
+from hookline.shared.models import DEFAULT_TENANT
 from hookline.shared.store.backup_format import (
     TEMP_PREFIX,
     BackupError,
@@ -124,6 +125,55 @@ def restore(snapshot: str | os.PathLike[str], into_dir: str | os.PathLike[str], 
         return _restore(Path(snapshot), Path(into_dir), require_manifest=require_manifest)
     except OSError as exc:
         raise BackupError(f"{exc.strerror or exc}: {exc.filename or into_dir}") from exc
+
+
+@dataclass(frozen=True, slots=True)
+class SigningPreviousSecret:
+    """A destination whose previous signing secret, kept by a rotation made before the
+    snapshot, signs again in the restored copy until `signs_until` (unix seconds): an
+    `expire-previous-secret` made after the snapshot is not in it."""
+
+    tenant: str
+    destination: str
+    signs_until: float
+
+
+def previous_secrets_signing(db: str | os.PathLike[str], now: float
+                             ) -> tuple[SigningPreviousSecret, ...]:
+    """The restored copy's destinations whose previous secret still signs at `now`.
+
+    Only what the snapshot records: destination rows keep no time of their last rotation,
+    so rotations made after the snapshot cannot be told from the copy (the log file's
+    `secret_rotated` lines can: see OPERATIONS.md, "Backups and restore").
+
+    Args:
+        db: the restored database file.
+        now: unix seconds; a previous secret whose overlap ended by then signs nothing.
+
+    Returns:
+        The destinations (not removed) by tenant and name; empty for a snapshot too old to
+        have previous secrets.
+
+    Raises:
+        BackupError: the copy cannot be read.
+    """
+    try:
+        with contextlib.closing(sqlite3.connect(f"file:{os.fspath(db)}?mode=ro", uri=True)
+                                ) as conn:
+            columns = {row[1] for row in conn.execute("PRAGMA table_info(destinations)")}
+            if "previous_secret_until" not in columns:  # older than schema 3: no rotations
+                return ()
+            # Before schema 12 every destination was the default tenant's.
+            tenant = "tenant_id" if "tenant_id" in columns else "?"
+            found = conn.execute(
+                f"SELECT {tenant}, name, previous_secret_until FROM destinations "  # noqa: S608  (a column name from PRAGMA, not input)
+                "WHERE deleted_at IS NULL AND previous_secret IS NOT NULL "
+                "AND typeof(previous_secret_until) IN ('integer', 'real') "
+                "AND previous_secret_until > ? ORDER BY 1, 2",
+                (DEFAULT_TENANT, now) if tenant == "?" else (now,)).fetchall()
+    except sqlite3.Error as exc:
+        raise BackupError(f"cannot read the destinations of {db}: {exc}") from exc
+    return tuple(SigningPreviousSecret(t, name, float(until)) for t, name, until in found)
 
 
 def _forget_token_key(db: Path) -> None:

@@ -322,10 +322,11 @@ class StoreLogic(ClaimOperations, EventOperations, TenantOperations, TenantCount
     # -- operator views and controls -------------------------------------------------------
 
     async def list_jobs(self, status: str | None = None, limit: int = 100, *,
-                        tenant: str | None = None) -> list[Job]:
+                        tenant: str | None = None, before_id: int | None = None) -> list[Job]:
         """See :meth:`hookline.shared.store.Store.list_jobs`."""
         found = await self._transact(_single(rows("list_jobs", status=status, limit=limit,
-                                                  tenant=tenant)), write=False)
+                                                  tenant=tenant, before=before_id)),
+                                     write=False)
         return [Job.from_row(r) for r in found]
 
     async def list_attempts(self, job_id: int | None = None, limit: int = 10_000) -> list[Attempt]:
@@ -335,11 +336,12 @@ class StoreLogic(ClaimOperations, EventOperations, TenantOperations, TenantCount
         return [Attempt.from_row(r) for r in found]
 
     async def list_dead(self, destination: str | None = None, since_s: float | None = None,
-                        limit: int = 100, *, tenant: str | None = None) -> list[DeadLetter]:
+                        limit: int = 100, *, tenant: str | None = None,
+                        before_id: int | None = None) -> list[DeadLetter]:
         """See :meth:`hookline.shared.store.Store.list_dead`."""
         return await self._transact(list_dead_tx(
             destination, None if since_s is None else float(since_s), limit,
-            scope_tenant(destination, tenant)), write=False)
+            scope_tenant(destination, tenant), before_id), write=False)
 
     async def replay(self, *, job_id: int | None = None, all_dead: bool = False,
                      destination: str | None = None, since_s: float | None = None,

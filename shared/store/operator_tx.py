@@ -158,9 +158,20 @@ def check_replayable(job_id: int, row: Any) -> None:
 
 
 def list_dead_tx(destination: str | None, since: float | None, limit: int,
-                 tenant: str | None = None) -> Tx[list[DeadLetter]]:
+                 tenant: str | None = None, before_id: int | None = None
+                 ) -> Tx[list[DeadLetter]]:
+    """Dead letters, most recently dead first; with `before_id` (the last row of the page
+    before) only those after it in that order. Raises NotFound: `before_id` is no dead
+    job."""
+    before_at = None
+    if before_id is not None:
+        position = yield one("dead_letter_position", job_id=before_id)
+        if position is None:  # paging on from it would silently start over or end early
+            raise NotFound(f"job {before_id} is not a dead letter (replayed or purged since "
+                           "its page was listed?); list again from the first page")
+        before_at = float(position["finished_at"])
     found = yield rows("list_dead", destination=destination, tenant=tenant, since=since,
-                       limit=limit)
+                       before_at=before_at, before_id=before_id, limit=limit)
     return [DeadLetter(job=Job.from_row(r), not_replayable_reason=not_replayable_reason(
         r["body_purged_at"], r["destination_deleted_at"])) for r in found]
 

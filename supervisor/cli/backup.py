@@ -15,16 +15,23 @@ import signal
 import sys
 import threading
 import time
+from pathlib import Path
 from typing import Any
 
 from hookline.shared.config import Config
 from hookline.shared.logs import configure_logging
 from hookline.shared.store.backup import backup_source, take_snapshot
 from hookline.shared.store.backup_format import BackupError, Manifest, RestoreRefused, Snapshot
-from hookline.shared.store.backup_restore import restore, verify_snapshot
+from hookline.shared.store.backup_restore import (
+    SigningPreviousSecret,
+    previous_secrets_signing,
+    restore,
+    verify_snapshot,
+)
 from hookline.shared.store.backup_schedule import list_snapshots, rotate, run_schedule
 from hookline.supervisor.cli.common import fail
 from hookline.supervisor.cli.human import iso_time, iso_time_ms, show, size
+from hookline.supervisor.cli.tenants import named
 
 
 def register(sub: Any) -> None:
@@ -57,7 +64,9 @@ def register(sub: Any) -> None:
         description="Verify SNAPSHOT and write it as NEWDIR/hookline.db, ready for "
                     "`hookline --db NEWDIR/hookline.db serve`. Never touches the live "
                     "database. Jobs running at snapshot time are claimed again once their "
-                    "leases expire.")
+                    "leases expire. Destination signing secrets are the snapshot's: "
+                    "rotations and expiries made after it are undone (it says which to "
+                    "check).")
     rest.add_argument("snapshot", help="the snapshot .db file")
     rest.add_argument("--into", required=True, metavar="NEWDIR",
                       help="a directory that does not exist yet, or is empty")
@@ -175,9 +184,20 @@ def restore_command(config: Config, args: argparse.Namespace) -> int:
         return fail(f"restore: {exc}")
     # Ids the old database gave out after the snapshot are given out again: log lines
     # older than the restore may be about lost events under the same ids.
-    since = iso_time_ms(time.time())
+    now = time.time()
+    since = iso_time_ms(now)
+    taken_at = _snapshot_time(args.snapshot)
+    try:
+        signing = previous_secrets_signing(path, now)
+    except BackupError as exc:
+        return fail(f"restore: restored into {path}, but {exc}")
     if args.json:
-        print(json.dumps({"restored": args.snapshot, "db": str(path), "logs_since": since}))
+        print(json.dumps({
+            "restored": args.snapshot, "db": str(path), "logs_since": since,
+            "secrets_as_of": None if taken_at is None else iso_time_ms(taken_at),
+            "previous_secrets_signing": [
+                {"tenant": s.tenant, "destination": s.destination,
+                 "signs_until": iso_time(s.signs_until)} for s in signing]}))
         return 0
     print(f"restored {args.snapshot} into {path}; start it with: "
           f"hookline --db {path} serve  (jobs that were running are claimed again when their "
@@ -185,7 +205,42 @@ def restore_command(config: Config, args: argparse.Namespace) -> int:
           "address and log_file, since the configuration's are the live one's)")
     print(f"ids after the snapshot's are given out again: log lines older than this restore "
           f"may be about lost events; read new stories with `hookline logs --since {since}`")
+    print(_secrets_warning(path, taken_at, signing))
     return 0
+
+
+def _snapshot_time(snapshot: str) -> float | None:
+    """When the snapshot was taken (its manifest's time), or None without a manifest."""
+    try:
+        return Manifest.read(Path(snapshot).with_suffix(".json")).created_at_unix
+    except BackupError:
+        return None
+
+
+def _secrets_warning(path: Path, taken_at: float | None,
+                     signing: tuple[SigningPreviousSecret, ...]) -> str:
+    """The restore's note on destination signing secrets: the copy has the snapshot's, so a
+    rotation made since signs with the secret its receiver dropped, and an expiry made since
+    (a leaked secret retired) is undone. The rows keep no rotation time, so which rotated
+    since is in the log file's audit lines, not in the copy."""
+    when = ("taken at an unknown time: no manifest" if taken_at is None
+            else f"taken {iso_time(taken_at)}")
+    # To the millisecond, rounded down: a change made in the snapshot's second after it
+    # began is listed (too many is safe; one missed is not).
+    since = "" if taken_at is None else f" --since {iso_time_ms(taken_at)}"
+    text = (f"destination signing secrets are the snapshot's ({when}): every rotate-secret "
+            "and expire-previous-secret made after it is undone. Before starting, find them "
+            f"with `hookline logs{since} --json | grep -E "
+            "'secret_rotated|previous_secret_expired'`, give each rotated destination its "
+            f"receiver's secret again (`hookline --db {path} destinations rotate-secret "
+            "NAME [--tenant ID] --secret whsec_... --overlap 0s`; the old database's "
+            "`destinations secret NAME` shows it) and expire again what was expired")
+    if signing:
+        text += ("\nprevious secrets that sign again (expire them if they were expired after "
+                 "the snapshot): " + ", ".join(
+                     f"{named(s.destination, s.tenant)} until {iso_time(s.signs_until)}"
+                     for s in signing))
+    return text
 
 
 def _quiet_logs(config: Config) -> None:

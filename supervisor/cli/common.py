@@ -206,6 +206,13 @@ def fail(message: str, code: int = 1) -> int:
     return code
 
 
+def print_more_hint(shown: int, last_id: int) -> None:
+    """Say that a listing stopped at its --limit with more rows after it, and how to page on:
+    `(100 shown; more: --before ID)`, ID the last row's. On stderr: stdout (the table, or
+    `--json`'s list) stays what scripts read."""
+    print(f"({shown} shown; more: --before {last_id})", file=sys.stderr)
+
+
 def print_table(rows: Sequence[Mapping[str, Any]], columns: Sequence[str]) -> None:
     """Print `rows` as an aligned text table of `columns` (headers upper-cased); each cell is
     spelled by :func:`hookline.supervisor.cli.human.show` for its column name and cut to 60

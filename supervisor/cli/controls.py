@@ -46,6 +46,7 @@ from hookline.supervisor.cli.common import (
     id_number,
     operator,
     print_json,
+    print_more_hint,
     print_record,
     print_table,
     vet_url,
@@ -121,7 +122,12 @@ def register(sub: Any) -> None:
                           "destinations (default: the default tenant's)")
     dead.add_argument("--since", help="died at or after TIME (ISO 8601, unix s, or 2h)")
     dead.add_argument("--limit", type=int, default=DEFAULT_DEAD_LIMIT,
-                      help=f"most dead letters listed (1 to {inputs.MAX_LIST_LIMIT})")
+                      help=f"most dead letters listed (1 to {inputs.MAX_LIST_LIMIT}; default "
+                           f"{DEFAULT_DEAD_LIMIT}); when more exist, stderr says "
+                           "`(N shown; more: --before ID)`")
+    dead.add_argument("--before", type=id_number, metavar="ID",
+                      help="the next page: the dead letters after job ID in this order (the "
+                           "ID the hint gives: the last one listed)")
     dead.add_argument("--json", action="store_true")
     dead.set_defaults(handler=async_command(dead_cmd))
 
@@ -294,8 +300,9 @@ async def _set_paused(config: Config, args: argparse.Namespace, paused: bool) ->
 
 
 async def dead_cmd(config: Config, args: argparse.Namespace) -> int:
-    """`hookline dead [--destination NAME] [--since TIME]`: most recently dead first, each
-    with whether it can be replayed (`no: body purged`, `no: destination removed`)."""
+    """`hookline dead [--destination NAME] [--since TIME] [--limit N] [--before ID]`: most
+    recently dead first, each with whether it can be replayed (`no: body purged`, `no:
+    destination removed`); stderr names the next page when more exist."""
     since = None if args.since is None else parse_instant_spec(args.since)
     tenant = tenant_arg(args)
     limit = inputs.list_limit(args.limit, DEFAULT_DEAD_LIMIT)
@@ -306,19 +313,23 @@ async def dead_cmd(config: Config, args: argparse.Namespace) -> int:
             await destination_tenant(store, args.destination, tenant, listing=True)
         elif tenant is not None:  # a deleted one's kept history too (read-only)
             await listed_tenant(store, tenant)
+        # One more than shown: the hint appears only when another page really exists.
         return await store.list_dead(destination=args.destination, since_s=since_s,
-                                     limit=limit, tenant=tenant)
+                                     limit=limit + 1, tenant=tenant, before_id=args.before)
 
-    rows = [dead_letter_view(j) for j in await with_store(config, list_dead)]
+    found = await with_store(config, list_dead)
+    rows = [dead_letter_view(j) for j in found[:limit]]
     if args.json:
         print_json(rows)
-        return 0
-    print_table([{**row, "died_at": row["finished_at"],
-                  "replayable": "yes" if row["replayable"]
-                  else f"no: {row['not_replayable_reason']}"} for row in rows],
-                # The tenant with the destination: names repeat across tenants.
-                ["id", "message_id", "event_type", "tenant", "destination", "attempts",
-                 "died_at", "replayable", "last_error"])
+    else:
+        print_table([{**row, "died_at": row["finished_at"],
+                      "replayable": "yes" if row["replayable"]
+                      else f"no: {row['not_replayable_reason']}"} for row in rows],
+                    # The tenant with the destination: names repeat across tenants.
+                    ["id", "message_id", "event_type", "tenant", "destination", "attempts",
+                     "died_at", "replayable", "last_error"])
+    if len(found) > limit:
+        print_more_hint(limit, rows[-1]["id"])
     return 0
 
 

@@ -21,7 +21,9 @@ from hookline.shared.timeparse import parse_duration
 from hookline.shared.views import destination_view, job_view, stats_view
 from hookline.supervisor.cli.common import (
     add_named,
+    id_number,
     print_json,
+    print_more_hint,
     print_record,
     print_table,
     run_command,
@@ -80,7 +82,12 @@ def register(sub: Any) -> None:
     jobs_p = sub.add_parser("jobs", help="list jobs, newest first")
     jobs_p.add_argument("--status", choices=JOB_STATUSES)
     jobs_p.add_argument("--limit", type=int, default=DEFAULT_JOBS_LIMIT,
-                        help=f"most jobs listed (1 to {inputs.MAX_LIST_LIMIT})")
+                        help=f"most jobs listed (1 to {inputs.MAX_LIST_LIMIT}; default "
+                             f"{DEFAULT_JOBS_LIMIT}); when more exist, stderr says "
+                             "`(N shown; more: --before ID)`")
+    jobs_p.add_argument("--before", type=id_number, metavar="ID",
+                        help="the next page: only jobs with an id below ID (the hint's: the "
+                             "last one listed)")
     add_tenant_flag(jobs_p, "only jobs of this tenant's destinations (default: every tenant's; "
                             "with --destination: the default tenant's)")
     jobs_p.add_argument("--destination", metavar="NAME",
@@ -182,7 +189,7 @@ async def destinations_add(config: Config, args: argparse.Namespace) -> int:
     if args.json:  # a generated secret is shown once, as the admin API does
         print_json(destination_view(dest, generated_secret=None if args.secret else secret))
     else:
-        print(f"added destination {dest.name} -> {dest.url}"
+        print(f"added destination {dest.name} -> {show('url', dest.url)}"
               + (f" (tenant {dest.tenant})" if tenant is not None else ""))
         if not args.secret:
             print(f"signing secret (shown once): {secret}")
@@ -209,27 +216,33 @@ async def destinations_list(config: Config, args: argparse.Namespace) -> int:
 
 
 async def jobs(config: Config, args: argparse.Namespace) -> int:
-    """`hookline jobs [--status S] [--tenant ID] [--destination NAME] [--limit N]`: newest
-    first. A destination the tenant has none of is exit 1 naming who has one, not an empty
-    list."""
+    """`hookline jobs [--status S] [--tenant ID] [--destination NAME] [--limit N] [--before
+    ID]`: newest first; stderr names the next page when more exist. A destination the
+    tenant has none of is exit 1 naming who has one, not an empty list."""
     tenant = tenant_arg(args)
     limit = inputs.list_limit(args.limit, DEFAULT_JOBS_LIMIT)
 
     async def listed(store: Store) -> list[Job]:
+        # One more than shown: the hint appears only when another page really exists.
         if args.destination is not None:  # none of that name there: NotFound, exit 1
             scope = await destination_tenant(store, args.destination, tenant, listing=True)
             return await store.list_tenant_jobs(scope, destination=args.destination,
-                                                status=args.status, limit=limit)
+                                                status=args.status, limit=limit + 1,
+                                                before_id=args.before)
         if tenant is not None:  # a deleted one's kept history too (read-only)
             await listed_tenant(store, tenant)
-        return await store.list_jobs(status=args.status, limit=limit, tenant=tenant)
+        return await store.list_jobs(status=args.status, limit=limit + 1, tenant=tenant,
+                                     before_id=args.before)
 
-    rows = [job_view(j) for j in await with_store(config, listed)]
+    found = await with_store(config, listed)
+    rows = [job_view(j) for j in found[:limit]]
     if args.json:
         print_json(rows)
-        return 0
-    print_table(rows, ["id", "message_id", "event_type", "tenant", "destination", "status",
-                       "attempts", "created_at", "last_error"])
+    else:
+        print_table(rows, ["id", "message_id", "event_type", "tenant", "destination",
+                           "status", "attempts", "created_at", "last_error"])
+    if len(found) > limit:
+        print_more_hint(limit, rows[-1]["id"])
     return 0
 
 

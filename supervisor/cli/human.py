@@ -5,8 +5,9 @@ A value's meaning comes from its field name, the same convention as shared/views
 `*_at`, `*_until`, `*_since` (and `since`, `start_s`) are unix-seconds instants, printed as
 ISO 8601 UTC (`2026-12-01T18:03:14Z`); `*_per_s` is a rate (`5/s`); any other `*_s` is a
 duration in seconds, printed in human units (`350 ms`, `12.5 s`, `4 min 5 s`, `3 h 12 min`,
-`2 d 4 h`); `*_bytes` is a size (`812 B`, `4.0 KiB`, `1.2 MiB`). Whatever the name: None and
-empty values are `-`, booleans `yes`/`no`, lists comma-separated, mappings `key value, ...`.
+`2 d 4 h`); `*_bytes` is a size (`812 B`, `4.0 KiB`, `1.2 MiB`); a `url` shows its password as
+`***` (:func:`shown_url`). Whatever the name: None and empty values are `-`, booleans
+`yes`/`no`, lists comma-separated, mappings `key value, ...`.
 """
 
 from __future__ import annotations
@@ -21,6 +22,28 @@ NONE = "-"
 
 _INSTANT_NAMES = frozenset({"since", "start_s", "until"})
 _INSTANT_SUFFIXES = ("_at", "_until", "_since")
+
+
+HIDDEN = "***"
+"""What a URL's password is shown as (the API's header values are hidden the same way)."""
+
+
+def shown_url(url: str) -> str:
+    """`url` for people, its password (`https://user:PASSWORD@host/`) replaced by `***`, the
+    user name kept; everything else verbatim, a URL without a password unchanged. The
+    authority is found as urllib's urlsplit finds it (up to the first `/`, `?` or `#` after
+    `//`, the user info ending at its last `@`), so what is hidden is what is sent as basic
+    auth. Query-string tokens are left as they are (OPERATIONS.md, "Destination URLs")."""
+    start = url.find("//")
+    if start < 0:
+        return url
+    start += 2
+    end = min((i for i in (url.find(c, start) for c in "/?#") if i >= 0), default=len(url))
+    userinfo, at, host = url[start:end].rpartition("@")
+    if not at or ":" not in userinfo:
+        return url
+    user = userinfo.partition(":")[0]
+    return f"{url[:start]}{user}:{HIDDEN}@{host}{url[end:]}"
 
 
 def is_instant_field(name: str) -> bool:
@@ -104,6 +127,8 @@ def show(name: str, value: Any) -> str:
         return ", ".join(" ".join(show(name, part) for part in item)
                          if isinstance(item, list | tuple) else show(name, item)
                          for item in value)
+    if name == "url":  # a destination's: its password is a credential
+        value = shown_url(str(value))
     return " ".join(str(value).split())  # one line: newlines and tabs become spaces
 
 

@@ -232,3 +232,50 @@ async def test_stats_per_destination_are_one_tenants_so_names_never_collide(stor
         "_default", {}, {})
     assert acme.jobs_by_status["pending"] == globex.jobs_by_status["pending"] == 4
     assert acme.paused_count == globex.paused_count == default.paused_count == 1
+
+
+async def test_dead_letters_page_by_before_each_exactly_once(store, clock, destination_factory):
+    """Paging list_dead with before_id (the last row of the page before) returns every dead
+    letter exactly once, in the one-page order, also across jobs that died at the same
+    instant (a removal kills a destination's jobs at once: the id breaks the tie); a cursor
+    that is no longer dead is NotFound, not a silent restart or end."""
+    for name in ("a", "b", "c"):
+        await destination_factory(name, max_in_flight=100)
+    await store.add_events([new_event(f"e{n}") for n in range(5)])  # 15 jobs
+    died = await _kill(store, clock, count=4)  # four at one instant
+    clock.advance(10)
+    await store.remove_destination("c")  # c's unfinished ones at another
+    clock.advance(10)
+    died += await _kill(store, clock, count=100)  # the rest
+    whole = [d.job.id for d in await store.list_dead(limit=1000)]
+    assert len(whole) == 15 and set(died) <= set(whole)
+
+    paged: list[int] = []
+    before = None
+    while True:
+        page = [d.job.id for d in await store.list_dead(limit=4, before_id=before)]
+        paged += page
+        if len(page) < 4:
+            break
+        before = page[-1]
+    assert paged == whole
+    one_tenant = await store.list_dead(limit=2, tenant="_default", before_id=whole[5])
+    assert [d.job.id for d in one_tenant] == whole[6:8]
+
+    assert await store.replay(job_id=whole[3]) == 1
+    with pytest.raises(NotFound, match=f"job {whole[3]} is not a dead letter"):
+        await store.list_dead(before_id=whole[3])
+
+
+async def test_jobs_page_by_before_id(store, destination_factory):
+    """list_jobs with before_id pages newest first by id, each job once."""
+    await destination_factory("a")
+    await store.add_events([new_event(f"e{n}") for n in range(7)])
+    whole = [j.id for j in await store.list_jobs(limit=100)]
+    paged = [j.id for j in await store.list_jobs(limit=3)]
+    while len(paged) % 3 == 0:
+        page = [j.id for j in await store.list_jobs(limit=3, before_id=paged[-1])]
+        paged += page
+        if not page:
+            break
+    assert paged == whole and len(whole) == 7

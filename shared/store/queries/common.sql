@@ -27,6 +27,10 @@ UPDATE jobs SET ordered = 1
 WHERE destination_id = :destination_id AND ordered = 0
     AND (status = 'pending' OR status = 'running')
 
+-- dead_letter_position: where a dead job stands in list_dead's order (the page cursor); no row
+-- when it is not dead (replayed, purged, or never was)
+SELECT finished_at, id FROM jobs WHERE id = :job_id AND status = 'dead'
+
 -- get_destination: one live destination by name
 SELECT * FROM destinations WHERE tenant_id = :tenant AND name = :name AND deleted_at IS NULL
 

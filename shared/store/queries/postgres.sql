@@ -429,7 +429,8 @@ UPDATE destinations SET paused = :paused, paused_reason = :reason,
     failing_since = CASE WHEN :paused THEN failing_since ELSE NULL END
 WHERE tenant_id = :tenant AND name = :name AND deleted_at IS NULL
 
--- list_jobs: jobs with their event and destination, newest first
+-- list_jobs: jobs with their event and destination, newest first; keyset paging by id
+-- (:before)
 SELECT j.id, j.event_id, e.message_id, e.type AS event_type, d.name AS destination,
     d.tenant_id AS tenant, j.status,
     j.attempts, j.run_at, j.lease_owner, j.lease_until, j.last_error, j.created_at,
@@ -437,6 +438,7 @@ SELECT j.id, j.event_id, e.message_id, e.type AS event_type, d.name AS destinati
 FROM jobs j JOIN events e ON e.id = j.event_id JOIN destinations d ON d.id = j.destination_id
 WHERE (:status::text IS NULL OR j.status = :status)
     AND (:tenant::text IS NULL OR d.tenant_id = :tenant)
+    AND (:before::bigint IS NULL OR j.id < :before)
 ORDER BY j.id DESC LIMIT :limit
 
 -- list_attempts: attempts of one job, or of all jobs when job_id is NULL, oldest first
@@ -461,7 +463,10 @@ WHERE destination_id = :destination_id AND status IN ('pending', 'running')
 RETURNING id
 
 -- list_dead: dead jobs, most recently dead first, optionally of one destination / since a time,
--- with what decides whether each can be replayed (its body purged, its destination removed)
+-- with what decides whether each can be replayed (its body purged, its destination removed).
+-- Keyset paging: the next page is the rows after (:before_at, :before_id), the last row's
+-- (finished_at, id), which dead_letter_position reads; the id breaks ties, so each row is on
+-- exactly one page
 SELECT j.id, j.event_id, e.message_id, e.type AS event_type, d.name AS destination,
     d.tenant_id AS tenant, j.status,
     j.attempts, j.run_at, j.lease_owner, j.lease_until, j.last_error, j.created_at,
@@ -470,6 +475,8 @@ FROM jobs j JOIN events e ON e.id = j.event_id JOIN destinations d ON d.id = j.d
 WHERE j.status = 'dead' AND (:destination::text IS NULL OR d.name = :destination)
     AND (:tenant::text IS NULL OR d.tenant_id = :tenant)
     AND (:since::double precision IS NULL OR j.finished_at >= :since)
+    AND (:before_at::double precision IS NULL OR j.finished_at < :before_at
+         OR (j.finished_at = :before_at AND j.id < :before_id::bigint))
 ORDER BY j.finished_at DESC, j.id DESC LIMIT :limit
 
 -- replay_candidates: dead jobs a replay would take (live destination, body not purged). The
