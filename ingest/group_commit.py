@@ -13,13 +13,13 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING
 
 from hookline.ingest.batcher import Batcher, BatcherStopped
+from hookline.ingest.writer_link import WriterLink
 from hookline.shared.metrics_catalog import BATCH_SIZE_BUCKETS
 from hookline.shared.models import NewEvent, StoreResult
 from hookline.shared.process.metrics_file import Histogram
 from hookline.shared.store import Store
 
 if TYPE_CHECKING:
-    from hookline.ingest.writer_link import WriterLink
     from hookline.shared.otel import Tracing
 
 DEFAULT_MAX_BATCH = 512
