@@ -100,6 +100,8 @@ class BenchOptions:
     scenario, which compares hookline with itself, leaves them out)."""
     ingest_processes: int = 1
     """Ingest processes of the service, sharing its port (the `ingest_processes` setting)."""
+    ingest_writer: str = "thread"
+    """Where ingest's commits run: `thread` or `process` (the `ingest_writer` setting)."""
     arrivals: str = "even"
     """How a steady rate's events are spaced: `even` or `poisson` (rehearsal/loadgen.py)."""
 
@@ -449,7 +451,8 @@ def _run(opts: BenchOptions, work: Path, db: str, postmaster: int | None) -> dic
         with service_process(db, work, env, workers=opts.workers,
                              synchronous=opts.synchronous,
                              worker_synchronous=opts.worker_synchronous,
-                             ingest_processes=opts.ingest_processes) as (port, procs):
+                             ingest_processes=opts.ingest_processes,
+                             ingest_writer=opts.ingest_writer) as (port, procs):
             result = _measure(opts, work, db, postmaster, env, port, receiver.port,
                               {**procs, "receiver": receiver.pid})
     # Each process leaves its write-lock report at exit: read once the service has stopped.

@@ -83,8 +83,9 @@ class Config:
         "thread", "Where ingest's group commits run on SQLite: `thread` (each ingest "
         "process commits its own events on a database thread beside its event loop) or "
         "`process` (one writer process, `ingest-writer`, commits every ingest process's "
-        "batches; the HTTP side then has a core's worth of time for requests: about 40 % "
-        "more events/s flat out, docs/benchmarks.md). A 2xx still follows the commit. "
+        "batches; the HTTP side then has a core's worth of time for requests: about 50 % "
+        "more events/s flat out, some more CPU per event at everyday rates; "
+        "docs/benchmarks.md). A 2xx still follows the commit. "
         "PostgreSQL ignores it (each ingest process writes itself).",
         check=checks.one_of("thread", "process"))
     synchronous: str = _opt(

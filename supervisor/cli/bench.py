@@ -29,6 +29,8 @@ def register(sub: Any) -> None:
     bench.add_argument("--workers", type=int, default=2)
     bench.add_argument("--ingest-processes", type=int, default=1,
                        help="ingest processes of the service, sharing its port")
+    bench.add_argument("--ingest-writer", choices=["thread", "process"], default="thread",
+                       help="where ingest's commits run (the ingest_writer setting; SQLite)")
     bench.add_argument("--concurrency", type=int, default=64)
     bench.add_argument("--synchronous", choices=["FULL", "NORMAL"], default="FULL",
                        help="SQLite synchronous mode of ingest's commits")
@@ -143,9 +145,10 @@ def _bench(config: Config, args: argparse.Namespace) -> int:
     if args.arrivals != "even" and (not args.rate or args.compare or args.scenario):
         return fail("--arrivals poisson applies to a plain `hookline bench` run with --rate",
                     2)
-    if args.ingest_processes != 1 and (args.compare or args.scenario):
-        return fail("--ingest-processes applies to a plain `hookline bench` run, not to "
-                    "--compare or --scenario", 2)
+    if (args.ingest_processes != 1 or args.ingest_writer != "thread") and (
+            args.compare or args.scenario):
+        return fail("--ingest-processes and --ingest-writer apply to a plain `hookline "
+                    "bench` run, not to --compare or --scenario", 2)
     if args.compare:
         from hookline.supervisor.cli.bench_compare import compare_command  # noqa: PLC0415  (loads the comparison only when asked for)
 
@@ -163,7 +166,7 @@ def _bench(config: Config, args: argparse.Namespace) -> int:
     try:
         result = run_bench(database.applied_to(BenchOptions(
             events=args.events, rate_per_s=args.rate, workers=args.workers,
-            ingest_processes=args.ingest_processes,
+            ingest_processes=args.ingest_processes, ingest_writer=args.ingest_writer,
             concurrency=args.concurrency, synchronous=args.synchronous,
             worker_synchronous=args.worker_synchronous, out_dir=Path(args.out),
             idle_s=args.idle_s, use_wrk=args.load == "auto",
