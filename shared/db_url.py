@@ -114,9 +114,30 @@ def sqlite_path(url: str) -> str | None:
     return parse_db_url(url).path
 
 
+HIDDEN = "***"
+"""What a password in a URL is shown as."""
+
+
+def redact_url(url: str) -> str:
+    """`url` for people (messages, `hookline config show`, destination listings): a password
+    in its user info (`https://user:PASSWORD@host/`) and in a `password=` or `sslpassword=`
+    query parameter replaced by `***`, the user name and everything else verbatim. The
+    authority is found as urllib's urlsplit and the database drivers find it: up to the
+    first `/`, `?` or `#` after `//`, the user info ending at its last `@`, so what is
+    hidden is what is sent as a password."""
+    start = url.find("//")
+    if start >= 0:
+        start += 2
+        end = min((i for i in (url.find(c, start) for c in "/?#") if i >= 0),
+                  default=len(url))
+        userinfo, at, host = url[start:end].rpartition("@")
+        if at and ":" in userinfo:
+            user = userinfo.partition(":")[0]
+            url = f"{url[:start]}{user}:{HIDDEN}@{host}{url[end:]}"
+    return re.sub(r"([?&](?:ssl)?password=)[^&#]*", r"\1" + HIDDEN, url,
+                  flags=re.IGNORECASE)
+
+
 def redact_db_url(url: str) -> str:
-    """`url` with any password replaced by `***`, in its user info (`user:pw@host`, up to its
-    last `@`, as the driver reads it) and in a `password=` or `sslpassword=` query
-    parameter: for messages and `hookline config show`."""
-    url = re.sub(r"(://[^:/@?#]*):[^/?#]*@", r"\1:***@", url)
-    return re.sub(r"([?&](?:ssl)?password=)[^&#]*", r"\1***", url, flags=re.IGNORECASE)
+    """A database URL for messages and `hookline config show`: :func:`redact_url`."""
+    return redact_url(url)

@@ -116,8 +116,9 @@ export function fmtBytes(bytes) {
 
 /**
  * A destination URL to show: its password (`https://user:PASSWORD@host/`) as `***`, the
- * user name kept, the rest verbatim (supervisor/cli/human.py shown_url does the same for the
- * CLI). Only for display: the edit form keeps the real URL, which it sends back whole.
+ * user name kept, the rest verbatim (shared/db_url.py redact_url does the same for the CLI,
+ * which also hides a `password=` query parameter). Only for display: the edit form keeps
+ * the real URL, which it sends back whole.
  */
 export function fmtUrl(url) {
   const text = String(url ?? "");

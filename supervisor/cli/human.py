@@ -17,6 +17,8 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
+from hookline.shared.db_url import redact_url
+
 NONE = "-"
 """How a missing value (None, an empty string, list or mapping) is printed."""
 
@@ -24,26 +26,10 @@ _INSTANT_NAMES = frozenset({"since", "start_s", "until"})
 _INSTANT_SUFFIXES = ("_at", "_until", "_since")
 
 
-HIDDEN = "***"
-"""What a URL's password is shown as (the API's header values are hidden the same way)."""
-
-
 def shown_url(url: str) -> str:
-    """`url` for people, its password (`https://user:PASSWORD@host/`) replaced by `***`, the
-    user name kept; everything else verbatim, a URL without a password unchanged. The
-    authority is found as urllib's urlsplit finds it (up to the first `/`, `?` or `#` after
-    `//`, the user info ending at its last `@`), so what is hidden is what is sent as basic
-    auth. Query-string tokens are left as they are (OPERATIONS.md, "Destination URLs")."""
-    start = url.find("//")
-    if start < 0:
-        return url
-    start += 2
-    end = min((i for i in (url.find(c, start) for c in "/?#") if i >= 0), default=len(url))
-    userinfo, at, host = url[start:end].rpartition("@")
-    if not at or ":" not in userinfo:
-        return url
-    user = userinfo.partition(":")[0]
-    return f"{url[:start]}{user}:{HIDDEN}@{host}{url[end:]}"
+    """A destination URL for people: its password as `***`
+    (:func:`hookline.shared.db_url.redact_url`, as `config show` hides the database's)."""
+    return redact_url(url)
 
 
 def is_instant_field(name: str) -> bool:

@@ -352,6 +352,8 @@ def test_config_show_hides_the_database_password(tmp_path):
     assert redact_db_url("postgresql://u:p@ss@h/db?sslpassword=k&x=1") == (
         "postgresql://u:***@h/db?sslpassword=***&x=1")
     assert redact_db_url("postgresql://:secret@h/db") == "postgresql://:***@h/db"
+    # a user name holding `@` (the user info ends at the last `@`, as the drivers read it)
+    assert redact_db_url("postgresql://a@b:secret@h/db") == "postgresql://a@b:***@h/db"
     with pytest.raises(ConfigError) as unsupported:
         Config(db="mysql://u:secret@h/db")
     assert "secret" not in str(unsupported.value)
