@@ -100,9 +100,11 @@ def test_every_runbook_command_is_one_the_cli_takes() -> None:
 def test_the_failing_destination_runbook_finds_any_tenants_destination() -> None:
     """A destination of a tenant other than the default one is labelled TENANT~NAME; the
     runbook names the commands that show it: the list of every tenant's destinations with
-    their failure streak, and the stats of that tenant (`hookline stats` alone shows the
-    default tenant's destinations only)."""
+    their failure streak, the stats of that tenant (`hookline stats` alone shows the
+    default tenant's destinations only), and its jobs by the alert's label as it is or by
+    tenant and name."""
     runbook = _runbook("HooklineDestinationFailing")
     for named in ("TENANT~NAME", "`hookline destinations list`",
-                  "`hookline stats --tenant TENANT`", "--tenant TENANT --destination NAME"):
+                  "`hookline stats --tenant TENANT`", "`hookline jobs --destination LABEL`",
+                  "--tenant acme --destination billing"):
         assert named in runbook, named
