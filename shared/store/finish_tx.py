@@ -35,6 +35,10 @@ from hookline.shared.store.metric_deltas import IN_FLIGHT, MetricDeltas, outcome
 from hookline.shared.store.ops import NOTIFY, NOW, AfterCommit, Rows, Tx, count, one, rows
 
 log = get_logger()
+
+FAILING_LOG_STREAK = 5
+"""Failed attempts in a row after which a destination's `destination_failing` warning is
+logged when the operational events' own threshold (`notify_failing_streak`) is off (0)."""
 Items = Sequence[tuple[Claim, Outcome, AttemptResult]]
 """What a finish takes: each claim with its outcome and its attempt's result."""
 
@@ -248,6 +252,15 @@ def _track_failure_run(claim: Claim, result: AttemptResult, breaker: BreakerPoli
         yield from notify_tx.dead_letters_tx(notify, run, now, result.error)
     if run["paused"]:
         return
+    streak = int(run["failure_streak"])
+    if streak == (notify.failing_streak or FAILING_LOG_STREAK):
+        # Once per failure run (the streak passes this number once), whether or not
+        # operational events are on: an operator reading warnings sees the destination.
+        name, tenant, status, error = (run["name"], run["tenant_id"], result.status_code,
+                                       result.error)
+        yield AfterCommit(lambda: log.warning(
+            "destination_failing", destination=name, tenant=tenant, failure_streak=streak,
+            last_status_code=status, last_error=error))
     reason = None if breaker is None else auto_pause_reason(
         result, run["url"], run["failure_streak"], run["failing_since"], now, breaker)
     if reason is None or not (yield count("auto_pause", destination_id=claim.destination_id,

@@ -433,6 +433,33 @@ async def test_auto_pause_log_line_names_the_tenant(store):
     assert (line["destination"], line.get("tenant")) == ("billing", "acme")
 
 
+async def test_a_failing_destination_is_logged_as_a_warning_once_per_run(store):
+    """The fifth failed attempt in a row (the operational events' `failing` threshold) logs
+    one `destination_failing` warning naming the tenant, whether or not operational events
+    are on; the sixth and seventh add none; a success and a new run of five log it again.
+    """
+    for tenant in ("acme", "globex"):
+        await store.put_tenant(tenant, TenantFields())
+        await store.add_destination(name="billing", url="http://127.0.0.1:9/b",
+                                    secret=generate_secret(), event_types=["*"],
+                                    max_in_flight=20, tenant=tenant)
+    await store.add_events([new_event(f"a{i}", tenant="acme") for i in range(13)])
+    claims = await store.claim("w", 13, 30.0, 20)
+    retry = Retry(delay_s=60, error="HTTP 503")
+    with capture_logs() as logs:
+        await store.finish([(c, retry, FAIL) for c in claims[:4]])
+        assert not [e for e in logs if e["event"] == "destination_failing"]
+        await store.finish([(c, retry, FAIL) for c in claims[4:7]])
+    [line] = [e for e in logs if e["event"] == "destination_failing"]
+    assert line["log_level"] == "warning"
+    assert (line["destination"], line["tenant"], line["failure_streak"],
+            line["last_status_code"]) == ("billing", "acme", 5, 503)
+    with capture_logs() as again:
+        await store.finish([(claims[7], Done(), OK)])
+        await store.finish([(c, retry, FAIL) for c in claims[8:13]])
+    assert [e["failure_streak"] for e in again if e["event"] == "destination_failing"] == [5]
+
+
 async def test_gone_pauses_at_once_and_without_breaker_nothing_pauses(
         store, clock, destination_factory):
     """A 410 pauses its destination on the first attempt (reason names the URL); finish
