@@ -137,6 +137,17 @@ def id_number(text: str) -> int:
         raise argparse.ArgumentTypeError(str(exc).removeprefix("id: ")) from None
 
 
+def add_page_flags(parser: argparse.ArgumentParser, *, what: str, default: int,
+                   before_help: str) -> None:
+    """`--limit` (1 to MAX_LIST_LIMIT, `default`) and `--before ID` (the next page, after
+    the hint's ID) of a listing of `what` (e.g. "dead letters")."""
+    parser.add_argument("--limit", type=int, default=default,
+                        help=f"most {what} listed (1 to {inputs.MAX_LIST_LIMIT}; default "
+                             f"{default}); when more exist, stderr says "
+                             "`(N shown; more: --before ID)`")
+    parser.add_argument("--before", type=id_number, metavar="ID", help=before_help)
+
+
 def run_command(fn: Callable[[], Coroutine[Any, Any, int]]) -> int:
     """Run an async command; a HooklineError becomes a one-line message: exit 2 for a
     ConfigError (an invalid value, a configuration or storage refusal: fix the command or

@@ -41,6 +41,7 @@ from hookline.shared.views import (
     resumed_view,
 )
 from hookline.supervisor.cli.common import (
+    add_page_flags,
     async_command,
     fail,
     id_number,
@@ -121,13 +122,9 @@ def register(sub: Any) -> None:
     add_tenant_flag(dead, "only this tenant's destinations; --destination names one of its "
                           "destinations (default: the default tenant's)")
     dead.add_argument("--since", help="died at or after TIME (ISO 8601, unix s, or 2h)")
-    dead.add_argument("--limit", type=int, default=DEFAULT_DEAD_LIMIT,
-                      help=f"most dead letters listed (1 to {inputs.MAX_LIST_LIMIT}; default "
-                           f"{DEFAULT_DEAD_LIMIT}); when more exist, stderr says "
-                           "`(N shown; more: --before ID)`")
-    dead.add_argument("--before", type=id_number, metavar="ID",
-                      help="the next page: the dead letters after job ID in this order (the "
-                           "ID the hint gives: the last one listed)")
+    add_page_flags(dead, what="dead letters", default=DEFAULT_DEAD_LIMIT,
+                   before_help="the next page: the dead letters after job ID in this order "
+                               "(the ID the hint gives: the last one listed)")
     dead.add_argument("--json", action="store_true")
     dead.set_defaults(handler=async_command(dead_cmd))
 

@@ -21,7 +21,7 @@ from hookline.shared.timeparse import parse_duration
 from hookline.shared.views import destination_view, job_view, stats_view
 from hookline.supervisor.cli.common import (
     add_named,
-    id_number,
+    add_page_flags,
     print_json,
     print_more_hint,
     print_record,
@@ -81,13 +81,9 @@ def register(sub: Any) -> None:
 
     jobs_p = sub.add_parser("jobs", help="list jobs, newest first")
     jobs_p.add_argument("--status", choices=JOB_STATUSES)
-    jobs_p.add_argument("--limit", type=int, default=DEFAULT_JOBS_LIMIT,
-                        help=f"most jobs listed (1 to {inputs.MAX_LIST_LIMIT}; default "
-                             f"{DEFAULT_JOBS_LIMIT}); when more exist, stderr says "
-                             "`(N shown; more: --before ID)`")
-    jobs_p.add_argument("--before", type=id_number, metavar="ID",
-                        help="the next page: only jobs with an id below ID (the hint's: the "
-                             "last one listed)")
+    add_page_flags(jobs_p, what="jobs", default=DEFAULT_JOBS_LIMIT,
+                   before_help="the next page: only jobs with an id below ID (the hint's: the "
+                               "last one listed)")
     add_tenant_flag(jobs_p, "only jobs of this tenant's destinations (default: every tenant's; "
                             "with --destination: the default tenant's)")
     jobs_p.add_argument("--destination", metavar="NAME",
