@@ -5,6 +5,7 @@ code the supervisor reads (shared/process/child.py: 0 clean stop, 3 misconfigure
 from __future__ import annotations
 
 import asyncio
+import functools
 from collections.abc import Callable
 
 from aiohttp import web
@@ -21,7 +22,7 @@ from hookline.shared.config_checks import listen_host_port
 from hookline.shared.errors import ConfigError
 from hookline.shared.logs import get_logger
 from hookline.shared.process.child import BootState, child_context, run_child
-from hookline.shared.process.ingest_writer import uses_writer_process, writer_socket_path
+from hookline.shared.process.ingest_writer import published_socket, uses_writer_process
 from hookline.shared.process.lifecycle import report_write_lock
 from hookline.shared.store import read_store_for, write_lock_stats
 
@@ -84,7 +85,8 @@ async def serve(config: Config, *, ready: Callable[[int], None] | None = None,
         # Whole-table reads (/metrics, stats) on a second store where the first one's writes
         # would wait behind a scan of a million rows (hookline.shared.store.read_store_for).
         reader = read_store_for(config)
-        link = WriterLink(writer_socket_path(config)) if uses_writer_process(config) else None
+        link = (WriterLink(functools.partial(published_socket, config))
+                if uses_writer_process(config) else None)
         try:
             if reader is not None:
                 await reader.open()

@@ -9,8 +9,9 @@ still means durable. One batch is in flight per connection at a time.
 
 A frame is a 4-byte big-endian length and a pickle. Pickle is safe here only because both
 ends check that the peer runs under this process's own user id (SO_PEERCRED): the socket
-carries nothing a stranger could send, and a socket another user put at the path (a
-folder in /tmp, say) is refused before a byte of it is read.
+(mode 0600, in the runtime folder or a private folder: hookline.shared.process.ingest_writer)
+carries nothing a stranger could send, and a socket of another user is refused before a
+byte of it is read. An empty batch is a readiness probe, answered between commits.
 
 A batch whose connection breaks before its answer has an unknown outcome (the writer may
 have committed it): :class:`WriterAway` is a StoreUnavailable, so ingest answers 503 with
@@ -24,7 +25,7 @@ import os
 import pickle
 import socket
 import struct
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -32,7 +33,8 @@ from hookline.shared.errors import StoreError, StoreUnavailable
 from hookline.shared.models import NewEvent, StoreResult
 
 _FRAME = struct.Struct("!I")
-_MAX_FRAME_BYTES = (1 << 32) - 1  # what the 4-byte length can say
+_MAX_FRAME_BYTES = 1 << 30
+"""Largest frame, bytes: 512 events (the group committer's most) of 2 MiB each fit."""
 
 
 class WriterAway(StoreUnavailable):
@@ -59,8 +61,16 @@ def check_peer(sock: socket.socket | None) -> None:
 
 
 def encode(message: Any) -> bytes:
-    """One frame: the length, then the pickle of `message`."""
+    """One frame: the length, then the pickle of `message`.
+
+    Raises:
+        StoreError: the pickle is larger than a frame may be (a batch of very large bodies:
+            permanent for that batch).
+    """
     body = pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL)
+    if len(body) > _MAX_FRAME_BYTES:
+        raise StoreError(f"a batch of {len(body)} bytes is larger than the ingest writer "
+                         f"takes ({_MAX_FRAME_BYTES}); lower max_body_bytes")
     return _FRAME.pack(len(body)) + body
 
 
@@ -69,26 +79,32 @@ async def read_message(reader: asyncio.StreamReader) -> Any:
 
     Raises:
         asyncio.IncompleteReadError: the connection ended (at a frame's start: cleanly).
-        ValueError: a length past any batch's.
+        ValueError: a length past any frame's, or a body that is no pickle.
     """
     (size,) = _FRAME.unpack(await reader.readexactly(_FRAME.size))
     if size > _MAX_FRAME_BYTES:
         raise ValueError(f"a frame of {size} bytes")
-    return pickle.loads(await reader.readexactly(size))
+    body = await reader.readexactly(size)
+    try:
+        return pickle.loads(body)
+    except (pickle.UnpicklingError, EOFError, AttributeError, ImportError, IndexError,
+            TypeError) as exc:  # what a garbled pickle raises
+        raise ValueError(f"a frame that is no pickle ({type(exc).__name__})") from exc
 
 
 class WriterLink:
     """An ingest process's connection to the writer process: :meth:`add_events` as the
-    store's, answered by the writer. Connects on first use and again after a failure. Not
-    for concurrent calls: the group committer makes one at a time.
+    store's, answered by the writer. Connects on first use and again after a failure (or
+    once the writer has closed it: a respawned writer). Not for concurrent calls: the group
+    committer makes one at a time.
 
     Args:
-        path: the writer's socket
-            (:func:`hookline.shared.process.ingest_writer.writer_socket_path`).
+        locate: where the writer listens now, or None while it has said nowhere
+            (:func:`hookline.shared.process.ingest_writer.published_socket`).
     """
 
-    def __init__(self, path: Path) -> None:
-        self.path = path
+    def __init__(self, locate: Callable[[], Path | None]) -> None:
+        self._locate = locate
         self._streams: tuple[asyncio.StreamReader, asyncio.StreamWriter] | None = None
 
     async def add_events(self, events: Sequence[NewEvent], *,
@@ -97,48 +113,62 @@ class WriterLink:
 
         Raises:
             WriterAway: the writer is not listening or the connection broke (outcome
-                unknown); and whatever the writer's `add_events` raised (StoreBusy,
-                StoreError, ...).
+                unknown); StoreError: a batch too large for a frame; and whatever the
+                writer's `add_events` raised (StoreBusy, StoreError, ...).
         """
-        try:
-            reader, writer = await self._connected()
-            writer.write(encode((create_tenants, list(events))))
-            await writer.drain()
-            outcome, value = await read_message(reader)
-        except (OSError, EOFError, ValueError, pickle.UnpicklingError) as exc:
-            await self.close()
-            raise WriterAway(f"the ingest writer process is away ({self.path}): "
-                             f"{exc or type(exc).__name__}") from exc
-        except BaseException:
-            # Cancelled (ingest's commit timeout, or shutdown) mid-exchange: the stream may
-            # hold half a frame, so the next batch starts on a new connection.
-            await self.close()
-            raise
+        frame = encode((create_tenants, list(events)))
+        outcome, value = await self._exchange(frame)
         if outcome == "raised":
             raise value if isinstance(value, BaseException) else StoreError(str(value))
         results: list[StoreResult] = value
         return results
 
     async def probe(self) -> None:
-        """Check that the writer accepts a connection (readiness: ingest/health.py).
+        """Check that the writer answers (readiness: ingest/health.py): an empty batch on a
+        connection of its own (a batch may be in flight on this link's), which the writer's
+        event loop answers between commits. Bound it with a timeout: a stopped writer
+        accepts the connection (the kernel does) and never answers.
 
         Raises:
-            WriterAway: it does not, or its socket belongs to another user.
+            WriterAway: it does not listen, its socket belongs to another user, or the
+                connection broke.
         """
+        once = WriterLink(self._locate)
         try:
-            _, writer = await asyncio.open_unix_connection(str(self.path))
-        except OSError as exc:
-            raise WriterAway(f"the ingest writer process is away ({self.path}): {exc}") from exc
-        try:
-            check_peer(writer.get_extra_info("socket"))
-        except PeerRefused as exc:
-            raise WriterAway(str(exc)) from exc
+            await once._exchange(encode((False, [])))
         finally:
-            writer.close()
+            await once.close()
+
+    async def _exchange(self, frame: bytes) -> tuple[str, Any]:
+        """Send one frame and read its answer on the (re)opened connection."""
+        try:
+            reader, writer = await self._connected()
+            writer.write(frame)
+            await writer.drain()
+            answer = await read_message(reader)
+        except (OSError, EOFError, ValueError) as exc:
+            await self.close()
+            raise WriterAway(f"the ingest writer process is away: "
+                             f"{exc or type(exc).__name__}") from exc
+        except BaseException:
+            # Cancelled (ingest's commit timeout, a probe's, or shutdown) mid-exchange: the
+            # stream may hold half a frame, so the next batch starts on a new connection.
+            await self.close()
+            raise
+        if not (isinstance(answer, tuple) and len(answer) == 2):
+            await self.close()
+            raise WriterAway(f"the ingest writer answered {type(answer).__name__}, not a result")
+        return answer
 
     async def _connected(self) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+        if self._streams is not None and (self._streams[0].at_eof()
+                                          or self._streams[1].is_closing()):
+            await self.close()  # the writer closed it (stopped, or killed): a new one listens
         if self._streams is None:
-            reader, writer = await asyncio.open_unix_connection(str(self.path))
+            path = self._locate()
+            if path is None:
+                raise FileNotFoundError("the ingest writer has not said where it listens yet")
+            reader, writer = await asyncio.open_unix_connection(str(path))
             try:
                 check_peer(writer.get_extra_info("socket"))
             except PeerRefused:

@@ -33,8 +33,17 @@ from hookline.shared.faults import is_transient
 from hookline.shared.logs import get_logger
 from hookline.shared.models import NewEvent, StoreResult
 from hookline.shared.process.child import BootState, child_context, exit_process, run_child
-from hookline.shared.process.ingest_writer import WRITER_SLOT, writer_socket_path
-from hookline.shared.process.lifecycle import child_config_or_exit, report_write_lock
+from hookline.shared.process.ingest_writer import (
+    WRITER_SLOT,
+    make_socket_path,
+    publish_socket,
+    withdraw_socket,
+)
+from hookline.shared.process.lifecycle import (
+    child_config_or_exit,
+    report_write_lock,
+    runtime_dir,
+)
 from hookline.shared.store import Store, write_lock_stats
 
 
@@ -143,19 +152,19 @@ async def serve(config: Config, *, stop: asyncio.Event | None = None, slot: str 
             try:
                 check_peer(writer.get_extra_info("socket"))
                 await _answer_batches(reader, writer, commits)
-            except (PeerRefused, OSError, ValueError, pickle.UnpicklingError) as exc:
+            except (PeerRefused, OSError, ValueError) as exc:
                 log.warning("ingest_writer_connection_dropped", error=str(exc))
             finally:
                 if task is not None:
                     connections.discard(task)
                 writer.close()
 
-        path = writer_socket_path(config)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.unlink(missing_ok=True)  # a killed writer's; the service lock makes it ours
+        runtime_dir(config).mkdir(parents=True, exist_ok=True)
+        path = make_socket_path(config)
         server = await asyncio.start_unix_server(serve_connection, str(path))
         try:
             path.chmod(0o600)
+            publish_socket(config, path)
             log.info("ingest_writer_listening", path=str(path))
             child.mark_ready()
             await child.stop.wait()
@@ -169,7 +178,7 @@ async def serve(config: Config, *, stop: asyncio.Event | None = None, slot: str 
         finally:
             server.close()
             await commits.stop()
-            path.unlink(missing_ok=True)
+            withdraw_socket(config, path)
         report_write_lock(config, slot, write_lock_stats(child.store))
     log.info("ingest_writer_stopped")
 
@@ -179,9 +188,14 @@ async def _answer_batches(reader: asyncio.StreamReader, writer: asyncio.StreamWr
     """Answer one connection's batches, one at a time, until it closes."""
     while True:
         try:
-            create_tenants, events = await read_message(reader)
+            message = await read_message(reader)
         except asyncio.IncompleteReadError:
             return  # the ingest process closed its end
+        create_tenants, events = _batch(message)
+        if not events:  # a readiness probe: answered between commits, touching nothing
+            writer.write(encode(("ok", [])))
+            await writer.drain()
+            continue
         try:
             reply: tuple[str, object] = ("ok", await commits.submit(events,
                                                                    bool(create_tenants)))
@@ -189,6 +203,18 @@ async def _answer_batches(reader: asyncio.StreamReader, writer: asyncio.StreamWr
             reply = ("raised", sendable_fault(exc))
         writer.write(encode(reply))
         await writer.drain()
+
+
+def _batch(message: object) -> tuple[bool, list[NewEvent]]:
+    """A frame's (create_tenants, events).
+
+    Raises:
+        ValueError: it is not one (the connection is then dropped).
+    """
+    if (isinstance(message, tuple) and len(message) == 2 and isinstance(message[1], list)
+            and all(isinstance(event, NewEvent) for event in message[1])):
+        return bool(message[0]), message[1]
+    raise ValueError(f"a frame that is no batch of events ({type(message).__name__})")
 
 
 def run(config: Config, slot: str = WRITER_SLOT) -> int:

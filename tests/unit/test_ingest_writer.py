@@ -17,13 +17,19 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from structlog.testing import capture_logs
 
-from hookline.ingest.writer_link import PeerRefused, WriterAway, WriterLink, check_peer
+from hookline.ingest.writer_link import PeerRefused, WriterAway, WriterLink, check_peer, encode
 from hookline.ingest.writer_process import sendable_fault, serve
 from hookline.shared.config import Config
 from hookline.shared.errors import InvalidSetting, StoreError, StoreUnavailable
 from hookline.shared.models import Accepted, Duplicate
-from hookline.shared.process.ingest_writer import uses_writer_process, writer_socket_path
+from hookline.shared.process.ingest_writer import (
+    address_file,
+    published_socket,
+    uses_writer_process,
+)
+from hookline.shared.process.lifecycle import runtime_dir
 from hookline.shared.store.sqlite import SqliteStore
 from tests.conftest import new_event
 
@@ -43,21 +49,28 @@ async def writer(tmp_path: Path) -> AsyncIterator[Config]:
                      ingest_writer="process")
     stop = asyncio.Event()
     task = asyncio.create_task(serve(config, stop=stop))
-    path = writer_socket_path(config)
     for _ in range(500):
-        if path.exists():
+        if published_socket(config) is not None:
             break
         assert not task.done(), task.exception()
         await asyncio.sleep(0.01)
+    path = published_socket(config)
+    assert path is not None and path.exists()
     yield config
     stop.set()
     await asyncio.wait_for(task, 10)
     assert not path.exists(), "the writer removes its socket on stop"
+    assert not address_file(config).exists(), "and its announcement"
+
+
+def link_to(config: Config) -> WriterLink:
+    """An ingest process's link to the writer `config` runs."""
+    return WriterLink(lambda: published_socket(config))
 
 
 async def test_batches_of_two_ingest_processes_are_committed_with_their_jobs(
         writer: Config) -> None:
-    first, second = (WriterLink(writer_socket_path(writer)) for _ in range(2))
+    first, second = link_to(writer), link_to(writer)
     try:
         one, two = await asyncio.gather(
             first.add_events([new_event("a"), new_event("b"), new_event("a")]),
@@ -84,7 +97,7 @@ async def test_batches_of_two_ingest_processes_are_committed_with_their_jobs(
 
 
 async def test_a_link_with_no_writer_listening_is_a_transient_fault(tmp_path: Path) -> None:
-    link = WriterLink(tmp_path / "none.sock")
+    link = WriterLink(lambda: tmp_path / "none.sock")
     with pytest.raises(WriterAway) as raised:
         await link.add_events([new_event("x")])
     assert isinstance(raised.value, StoreUnavailable)  # ingest answers 503, the sender retries
@@ -106,11 +119,14 @@ async def test_a_batch_cancelled_mid_exchange_leaves_the_next_one_a_fresh_connec
         writer.close()
 
     server = await asyncio.start_unix_server(never_answers, str(silent_path))
-    link = WriterLink(silent_path)
+    where = [silent_path]
+    link = WriterLink(lambda: where[0])
     try:
         with pytest.raises(TimeoutError):
             await asyncio.wait_for(link.add_events([new_event("late")]), 0.3)
-        link.path = writer_socket_path(writer)  # the real writer from here on
+        with pytest.raises(TimeoutError):  # a stopped writer accepts, and never answers
+            await asyncio.wait_for(link.probe(), 0.3)
+        where[0] = published_socket(writer)  # type: ignore[assignment]  (the real writer)
         results = await link.add_events([new_event("next")])
     finally:
         await link.close()
@@ -173,11 +189,109 @@ def test_a_peer_of_another_user_is_refused() -> None:
         shutil.rmtree(folder)
 
 
-def test_the_setting_applies_to_sqlite_only_and_the_socket_path_fits(tmp_path: Path) -> None:
+def test_the_setting_applies_to_sqlite_only_in_any_case(tmp_path: Path) -> None:
     on_sqlite = replace(Config(), db=str(tmp_path / "x.db"), ingest_writer="process")
     assert uses_writer_process(on_sqlite)
+    assert uses_writer_process(replace(on_sqlite, ingest_writer="Process"))  # as checked
     assert not uses_writer_process(replace(on_sqlite, ingest_writer="thread"))
     assert not uses_writer_process(replace(on_sqlite, db="postgresql://h/db"))
-    deep = replace(on_sqlite, runtime_dir=str(tmp_path / ("d" * 120)))
-    assert len(str(writer_socket_path(deep))) < 100  # a Unix socket's path holds 108 bytes
-    assert writer_socket_path(deep) != writer_socket_path(on_sqlite)
+
+
+async def test_a_runtime_folder_too_long_for_a_socket_gets_a_private_folder(
+        tmp_path: Path) -> None:
+    """A Unix socket's path holds 108 bytes: past that the writer listens in a folder of
+    its own in the temp folder (0700, a random name another user cannot take first), and
+    says where in the runtime folder; it removes both when it stops, and a restarted writer
+    removes what a killed one left."""
+    db = str(tmp_path / "w.db")
+    store = SqliteStore(db)
+    await store.open()
+    await store.close()
+    config = replace(Config(), db=db, runtime_dir=str(tmp_path / ("d" * 120)),
+                     ingest_writer="process")
+    left_by_a_killed_writer = Path(tempfile.mkdtemp(prefix="hookline-writer-")) / "s.sock"
+    left_by_a_killed_writer.touch()
+    runtime_dir(config).mkdir()
+    address_file(config).write_text(f"{left_by_a_killed_writer}\n")
+    stop = asyncio.Event()
+    task = asyncio.create_task(serve(config, stop=stop))
+    try:
+        for _ in range(500):
+            if published_socket(config) not in (None, left_by_a_killed_writer):
+                break
+            assert not task.done(), task.exception()
+            await asyncio.sleep(0.01)
+        path = published_socket(config)
+        assert path is not None and len(str(path)) < 100
+        assert not left_by_a_killed_writer.parent.exists()
+        assert path.parent.parent == Path(tempfile.gettempdir())
+        assert path.parent.stat().st_mode & 0o777 == 0o700
+        link = link_to(config)
+        try:
+            assert isinstance((await link.add_events([new_event("x")]))[0], Accepted)
+            await asyncio.wait_for(link.probe(), 5)
+        finally:
+            await link.close()
+    finally:
+        stop.set()
+        await asyncio.wait_for(task, 10)
+    assert not path.parent.exists() and not address_file(config).exists()
+
+
+async def test_a_link_reconnects_to_a_respawned_writer_without_failing_a_batch(
+        tmp_path: Path) -> None:
+    """An idle link whose writer was stopped (or killed) and started again sends its next
+    batch to the new writer: no 503 for a batch that never reached one."""
+    db = str(tmp_path / "w.db")
+    store = SqliteStore(db)
+    await store.open()
+    await store.close()
+    # graceful_timeout_s: the stopping writer waits that long for the idle link, then
+    # closes its connection, as a killed one's is closed
+    config = replace(Config(), db=db, runtime_dir=str(tmp_path / "run"),
+                     ingest_writer="process", graceful_timeout_s=0.2)
+
+    async def start() -> tuple[asyncio.Event, asyncio.Task[None]]:
+        stop = asyncio.Event()
+        task = asyncio.create_task(serve(config, stop=stop))
+        while published_socket(config) is None:
+            assert not task.done(), task.exception()
+            await asyncio.sleep(0.01)
+        return stop, task
+
+    link = link_to(config)
+    try:
+        stop, task = await start()
+        await link.add_events([new_event("before")])
+        stop.set()
+        await asyncio.wait_for(task, 10)
+        stop, task = await start()
+        await asyncio.sleep(0.05)  # the old connection's end has arrived
+        results = await link.add_events([new_event("after")])
+        stop.set()
+        await asyncio.wait_for(task, 10)
+    finally:
+        await link.close()
+    assert isinstance(results[0], Accepted)
+
+
+async def test_a_malformed_frame_drops_its_connection_and_the_writer_serves_on(
+        writer: Config) -> None:
+    path = published_socket(writer)
+    assert path is not None
+    garbage = (b"\x00\x00\x00\x00", b"\x00\x00\x00\x01x", encode(5),
+               encode((False, [1, 2])), b"\x7f\xff\xff\xff")
+    with capture_logs() as logs:
+        for frame in garbage:
+            reader, stream = await asyncio.open_unix_connection(str(path))
+            stream.write(frame)
+            await stream.drain()
+            assert await asyncio.wait_for(reader.read(), 5) == b""  # closed by the writer
+            stream.close()
+    dropped = [e for e in logs if e["event"] == "ingest_writer_connection_dropped"]
+    assert len(dropped) == len(garbage) and all(e["log_level"] == "warning" for e in dropped)
+    link = link_to(writer)
+    try:
+        assert isinstance((await link.add_events([new_event("fine")]))[0], Accepted)
+    finally:
+        await link.close()
