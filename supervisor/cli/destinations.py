@@ -11,7 +11,7 @@ from hookline.shared.catalogue import check_subscriptions
 from hookline.shared.config import Config
 from hookline.shared.endpoint_models import Destination
 from hookline.shared.errors import ConfigError, InvalidSetting
-from hookline.shared.models import JOB_STATUSES
+from hookline.shared.models import DEFAULT_TENANT, JOB_STATUSES
 from hookline.shared.policy import inputs, rules
 from hookline.shared.record_models import Job
 from hookline.shared.report_models import Stats
@@ -248,11 +248,14 @@ async def stats(config: Config, args: argparse.Namespace) -> int:
     `GET /v1/admin/stats` answer."""
     wanted = tenant_arg(args)  # checked before the store opens (exit 2)
 
-    async def figures(store: Store) -> tuple[Stats, int | None]:
+    async def figures(store: Store) -> tuple[Stats, int | None, bool]:
         tenant = await existing_tenant(store, wanted)
-        return await store.stats(tenant), (await store.health()).wal_bytes
+        others = wanted is None and any(t.id != DEFAULT_TENANT
+                                        for t in await store.list_tenants(limit=2))
+        return await store.stats(tenant), (await store.health()).wal_bytes, others
 
-    view = stats_view(*await with_store(config, figures))
+    found, wal_bytes, other_tenants = await with_store(config, figures)
+    view = stats_view(found, wal_bytes)
     if args.json:
         print_json(view)
         return 0
@@ -274,6 +277,12 @@ async def stats(config: Config, args: argparse.Namespace) -> int:
         print()
         print_table([{"destination": name, **counts} for name, counts
                      in sorted(per_destination.items())], ["destination", *statuses])
+    if other_tenants:
+        # The operator at 3 a.m. reads this first: say that a failing tenant is elsewhere.
+        print(f"\nthe destinations above are the default tenant's; other tenants have "
+              f"{view['paused_count'] - len(view['paused_destinations'])} paused: "
+              "`hookline destinations list` shows every tenant's with its failure streak, "
+              "`hookline stats --tenant ID` one tenant's counts")
     return 0
 
 

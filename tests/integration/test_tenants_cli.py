@@ -393,6 +393,12 @@ def test_stats_counts_one_tenants_destinations(cli, store_url):
     assert (default["tenant"], default["jobs_by_destination"]) == ("_default", {})
     code, out, _ = cli("stats", "--tenant", "acme")
     assert code == 0 and "destinations_of_tenant" in out and "acme" in out
+    assert "other tenants" not in out  # one tenant asked for: nothing else to say
+    # Without --tenant, with tenants besides the default one: say where the rest is
+    # (an operator paged for acme's failures read the default tenant's counts only).
+    code, out, _ = cli("stats")
+    assert code == 0 and "other tenants have 1 paused" in out
+    assert "`hookline destinations list` shows every tenant's" in out
     code, _, err = cli("stats", "--tenant", "nobody")
     assert code == 1 and "nobody" in err
     code, _, err = cli("stats", "--tenant", "bad id!")
