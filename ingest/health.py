@@ -101,12 +101,12 @@ async def readiness(app: web.Application) -> tuple[list[str], dict[str, Any]]:
     if committer.writer is not None:  # ingest_writer = process: the commits are its
         try:
             await asyncio.wait_for(committer.writer.probe(), _PROBE_TIMEOUT_S)
-            checks["ingest_writer"] = "listening"
+            checks["ingest_writer"] = "answers"
         except (StoreError, TimeoutError) as exc:
             checks["ingest_writer"] = f"away: {exc or 'no answer'}"
             problems.append("the ingest writer process is away")
     if (committer.failing_since is not None and checks["database"] == "writable"
-            and checks.get("ingest_writer", "listening") == "listening"
+            and checks.get("ingest_writer", "answers") == "answers"
             and not committer.writing):
         committer.recovered()  # a write on the same store succeeded, and no commit is stuck
     if committer.failing_since is None:
