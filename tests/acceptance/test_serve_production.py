@@ -320,7 +320,8 @@ def test_the_ingest_writer_process_commits_for_every_ingest_process_and_is_respa
     processes (each event answered 202 only once stored); SIGKILLed while 8 clients post,
     a client may see a 503 (outcome unknown: its retry is deduplicated), never a 202 for an
     event not committed; it is respawned, ingest accepts again, every stored event is
-    delivered, and the supervisor counts it as its own kind of process."""
+    delivered, the supervisor counts it as its own kind of process, and /readyz is 503 while
+    it is stopped (SIGSTOP)."""
     svc = Service(tmp_path, "ok", workers=1, settings={
         "ingest_processes": 2, "ingest_writer": "process", "log_level": "debug"})
     try:
@@ -359,6 +360,16 @@ def test_the_ingest_writer_process_commits_for_every_ingest_process_and_is_respa
                    20, "every event delivered")
         wait_until(lambda: svc.get("/v1/admin/processes")[1].get("children", {}).get(
             "ingest-writer") == {"wanted": 1, "alive": 1}, 10, "the writer counted alive")
+        # A stopped writer still accepts connections (the kernel does): readiness asks it.
+        respawned = json.loads((tmp_path / "svc.db.run" / "status.json").read_text())[
+            "slots"]["ingest-writer"]["pid"]
+        os.kill(respawned, signal.SIGSTOP)
+        try:
+            wait_until(lambda: svc.get("/readyz")[1].get("checks", {}).get(
+                "ingest_writer", "").startswith("away"), 10, "not ready: the writer is stopped")
+        finally:
+            os.kill(respawned, signal.SIGCONT)
+        wait_until(svc.ready, 10, "ready again once it answers")
     finally:
         svc.close()
     assert svc.proc.returncode == 0
