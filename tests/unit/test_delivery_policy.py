@@ -413,17 +413,23 @@ async def test_breaker_auto_pauses_after_consecutive_failures_and_resume_resets(
     assert len(await store.claim("w", 6, 30.0, 10)) == 5
 
 
-async def test_auto_pause_log_line_names_the_tenant(store):
-    """Two tenants each have a destination `billing`; when the breaker pauses acme's, the
-    `destination_auto_paused` line says it is acme's (not globex's, not the default
-    tenant's), so an operator resumes the right one."""
+async def _acme_and_globex_billing_claims(store, events: int) -> list:
+    """Tenants acme and globex, each with a destination `billing`; `events` events for acme
+    published and claimed."""
     for tenant in ("acme", "globex"):
         await store.put_tenant(tenant, TenantFields())
         await store.add_destination(name="billing", url="http://127.0.0.1:9/b",
                                     secret=generate_secret(), event_types=["*"],
-                                    max_in_flight=10, tenant=tenant)
-    await store.add_events([new_event(f"a{i}", tenant="acme") for i in range(3)])
-    claims = await store.claim("w", 3, 30.0, 10)
+                                    max_in_flight=20, tenant=tenant)
+    await store.add_events([new_event(f"a{i}", tenant="acme") for i in range(events)])
+    return await store.claim("w", events, 30.0, 20)
+
+
+async def test_auto_pause_log_line_names_the_tenant(store):
+    """Two tenants each have a destination `billing`; when the breaker pauses acme's, the
+    `destination_auto_paused` line says it is acme's (not globex's, not the default
+    tenant's), so an operator resumes the right one."""
+    claims = await _acme_and_globex_billing_claims(store, 3)
     retry = Retry(delay_s=60, error="HTTP 503")
     with capture_logs() as logs:
         await store.finish([(c, retry, FAIL) for c in claims], breaker=POLICY)
@@ -438,13 +444,7 @@ async def test_a_failing_destination_is_logged_as_a_warning_once_per_run(store):
     one `destination_failing` warning naming the tenant, whether or not operational events
     are on; the sixth and seventh add none; a success and a new run of five log it again.
     """
-    for tenant in ("acme", "globex"):
-        await store.put_tenant(tenant, TenantFields())
-        await store.add_destination(name="billing", url="http://127.0.0.1:9/b",
-                                    secret=generate_secret(), event_types=["*"],
-                                    max_in_flight=20, tenant=tenant)
-    await store.add_events([new_event(f"a{i}", tenant="acme") for i in range(13)])
-    claims = await store.claim("w", 13, 30.0, 20)
+    claims = await _acme_and_globex_billing_claims(store, 13)
     retry = Retry(delay_s=60, error="HTTP 503")
     with capture_logs() as logs:
         await store.finish([(c, retry, FAIL) for c in claims[:4]])
