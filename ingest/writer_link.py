@@ -87,8 +87,7 @@ async def read_message(reader: asyncio.StreamReader) -> Any:
     body = await reader.readexactly(size)
     try:
         return pickle.loads(body)
-    except (pickle.UnpicklingError, EOFError, AttributeError, ImportError, IndexError,
-            TypeError) as exc:  # what a garbled pickle raises
+    except Exception as exc:  # a garbled pickle raises nearly anything (OverflowError, ...)
         raise ValueError(f"a frame that is no pickle ({type(exc).__name__})") from exc
 
 
@@ -122,6 +121,10 @@ class WriterLink:
             raise value if isinstance(value, BaseException) else StoreError(str(value))
         results: list[StoreResult] = value
         return results
+
+    def sibling(self) -> WriterLink:
+        """Another link to the same writer (a connection of its own)."""
+        return WriterLink(self._locate)
 
     async def probe(self) -> None:
         """Check that the writer answers (readiness: ingest/health.py): an empty batch on a

@@ -15,7 +15,9 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
+import stat
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 
 from hookline.shared.config import Config
@@ -69,7 +71,8 @@ def make_socket_path(config: Config) -> Path:
     folder = runtime_dir(config).absolute()
     beside = folder / f"{WRITER_SLOT}.sock"
     if len(str(beside)) < _MAX_SOCKET_PATH:
-        beside.unlink(missing_ok=True)  # a killed writer's; the service lock makes it ours
+        # a killed writer's (the service lock makes this runtime folder this service's)
+        beside.unlink(missing_ok=True)
         return beside
     return Path(tempfile.mkdtemp(prefix=_PRIVATE_PREFIX)) / "s.sock"
 
@@ -82,7 +85,11 @@ def publish_socket(config: Config, path: Path) -> None:
     """
     target = address_file(config)
     partial = target.with_name(target.name + ".partial")
-    partial.write_text(f"{path}\n")
+    partial.unlink(missing_ok=True)
+    # 0600: the private folder's name is this service's business alone
+    descriptor = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(descriptor, "w") as out:
+        out.write(f"{path}\n")
     os.replace(partial, target)
 
 
@@ -91,20 +98,46 @@ def withdraw_socket(config: Config, path: Path) -> None:
     with contextlib.suppress(FileNotFoundError):
         if published_socket(config) == path:
             address_file(config).unlink()
-    _remove_socket(path)
+    with contextlib.suppress(OSError):
+        _remove_socket(path)
 
 
 def _remove_previous(config: Config) -> None:
-    """The socket (and private folder) a writer killed before it could withdraw it."""
+    """The socket (and private folder) a writer killed before it could withdraw it. What
+    the address names may no longer be ours (the temp folder was emptied at a reboot, and
+    another user made something of that name since): it is left alone then, and never
+    stops this writer from starting."""
     previous = published_socket(config)
     if previous is not None:
-        _remove_socket(previous)
+        with contextlib.suppress(OSError):
+            _remove_socket(previous)
 
 
 def _remove_socket(path: Path) -> None:
-    path.unlink(missing_ok=True)
+    """Remove the socket `path` if it is one of this user's, and its folder if that is a
+    private folder this user made (checked without following links: never, say, /tmp
+    itself, another user's folder, or a file a link points to).
+
+    Raises:
+        OSError: looking at them failed.
+    """
     folder = path.parent
-    # Only a private folder this service's user made (never, say, /tmp itself).
-    if (folder.name.startswith(_PRIVATE_PREFIX) and folder.parent == Path(tempfile.gettempdir())
-            and folder.exists() and folder.stat().st_uid == os.getuid()):
+    private = folder.name.startswith(_PRIVATE_PREFIX) and folder.parent == Path(
+        tempfile.gettempdir())
+    if private and not _own(folder, stat.S_ISDIR, 0o700):
+        return  # not the folder this user's writer made: touch nothing inside it
+    if _own(path, stat.S_ISSOCK):
+        path.unlink()
+    if private:
         shutil.rmtree(folder, ignore_errors=True)
+
+
+def _own(path: Path, kind: Callable[[int], bool], mode: int | None = None) -> bool:
+    """Whether `path` itself (not what a link at it points to) is of `kind`, owned by this
+    process's user, and (when given) has exactly permission bits `mode`."""
+    try:
+        found = path.lstat()
+    except FileNotFoundError:
+        return False
+    return (kind(found.st_mode) and found.st_uid == os.getuid()
+            and (mode is None or stat.S_IMODE(found.st_mode) == mode))

@@ -279,8 +279,10 @@ async def test_a_malformed_frame_drops_its_connection_and_the_writer_serves_on(
         writer: Config) -> None:
     path = published_socket(writer)
     assert path is not None
+    overflowing = b"\x80\x05\x95" + (2**64 - 1).to_bytes(8, "little")  # OverflowError
     garbage = (b"\x00\x00\x00\x00", b"\x00\x00\x00\x01x", encode(5),
-               encode((False, [1, 2])), b"\x7f\xff\xff\xff")
+               encode((False, [1, 2])), b"\x7f\xff\xff\xff",
+               len(overflowing).to_bytes(4, "big") + overflowing)
     with capture_logs() as logs:
         for frame in garbage:
             reader, stream = await asyncio.open_unix_connection(str(path))
@@ -295,3 +297,52 @@ async def test_a_malformed_frame_drops_its_connection_and_the_writer_serves_on(
         assert isinstance((await link.add_events([new_event("fine")]))[0], Accepted)
     finally:
         await link.close()
+
+
+def test_a_stale_address_naming_what_is_no_longer_ours_is_left_alone(tmp_path: Path) -> None:
+    """A writer killed uncleanly leaves its address file; after a reboot empties the temp
+    folder, another user may make something of the private folder's old name. The next
+    writer touches none of it (a file there, a folder of another user, a link to a folder
+    of ours) and starts in a new private folder."""
+    db = str(tmp_path / "w.db")
+    config = replace(Config(), db=db, runtime_dir=str(tmp_path / ("d" * 120)),
+                     ingest_writer="process")
+    runtime_dir(config).mkdir()
+    temp = Path(tempfile.gettempdir())
+    a_file = Path(tempfile.mkstemp(prefix="hookline-writer-", dir=temp)[1])
+    others = Path(tempfile.mkdtemp(prefix="hookline-writer-", dir=temp))
+    (others / "s.sock").write_text("another user's")
+    os.chown(others, 65534, 65534)
+    os.chown(others / "s.sock", 65534, 65534)
+    victim = tmp_path / "victim"
+    victim.mkdir()
+    (victim / "s.sock").write_text("ours, not a socket")
+    link = temp / f"hookline-writer-{os.getpid()}-link"
+    link.symlink_to(victim)
+    try:
+        for stale in (a_file, others, link):
+            address_file(config).write_text(f"{stale / 's.sock'}\n")
+            asyncio.run(_serve_one_event(config, stale / "s.sock"))
+        assert a_file.is_file() and (others / "s.sock").read_text() == "another user's"
+        assert (victim / "s.sock").read_text() == "ours, not a socket" and link.is_symlink()
+    finally:
+        a_file.unlink()
+        shutil.rmtree(others)
+        link.unlink()
+
+
+async def _serve_one_event(config: Config, stale: Path) -> None:
+    """Start the writer (announced elsewhere than `stale`), commit one event through it,
+    stop it."""
+    stop = asyncio.Event()
+    task = asyncio.create_task(serve(config, stop=stop))
+    while published_socket(config) in (stale, None):
+        assert not task.done(), task.exception()
+        await asyncio.sleep(0.01)
+    link = link_to(config)
+    try:
+        assert isinstance((await link.add_events([new_event(str(stale))]))[0], Accepted)
+    finally:
+        await link.close()
+        stop.set()
+        await asyncio.wait_for(task, 10)
