@@ -157,3 +157,40 @@ async def test_a_stuck_write_answers_its_waiters_and_those_behind_it_within_time
     assert batcher.failing_since is None
     assert calls == [[1], [2]]
     await batcher.stop()
+
+
+async def test_two_writes_in_flight_overlap_and_each_answers_its_own_batch():
+    """`max_in_flight=2` (the ingest writer process's links): a second batch is written
+    while the first is still in progress, never a third; each waiter gets its own result
+    whichever write ends first; a stop waits for both."""
+    release_first = asyncio.Event()
+    running: list[list[int]] = []
+    most_at_once = 0
+
+    async def write(items: list[int]) -> list[int]:
+        nonlocal most_at_once
+        running.append(items)
+        most_at_once = max(most_at_once, len(running))
+        if len(running) == 1 and not release_first.is_set():
+            await release_first.wait()  # the first batch is slow
+        else:
+            await asyncio.sleep(0.001)
+        running.remove(items)
+        return [item * 10 for item in items]
+
+    batcher = Batcher(write, max_batch=2, name="t", max_in_flight=2)
+    batcher.start()
+    first = [asyncio.create_task(batcher.submit(i)) for i in range(2)]
+    await asyncio.sleep(0.01)  # the first batch is being written, and waits
+    second = [asyncio.create_task(batcher.submit(i)) for i in range(2, 4)]
+    done, _ = await asyncio.wait(second, timeout=2)
+    assert len(done) == 2, "the second batch waited for the first"
+    assert [t.result() for t in second] == [20, 30] and not any(t.done() for t in first)
+    third = [asyncio.create_task(batcher.submit(i)) for i in range(4, 8)]
+    await asyncio.sleep(0.05)
+    assert most_at_once == 2  # never a third write while two run
+    release_first.set()
+    stopping = asyncio.create_task(batcher.stop())
+    assert await asyncio.gather(*first, *third) == [0, 10, 40, 50, 60, 70]
+    await asyncio.wait_for(stopping, 2)
+    assert batcher.written == 8 and not batcher.writing
