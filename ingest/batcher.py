@@ -73,7 +73,7 @@ class Batcher(Generic[Item, Result]):
 
     def __init__(self, write: Callable[[list[Item]], Awaitable[Sequence[Result]]], *,
                  max_batch: int, name: str, min_interval_s: float = 0.0,
-                 timeout_s: float | None = None, max_in_flight: int = 1) -> None:
+                 timeout_s: float | None = None) -> None:
         if max_batch < 1:
             raise ValueError(f"max_batch must be at least 1, not {max_batch}")
         self._write = write
@@ -92,15 +92,12 @@ class Batcher(Generic[Item, Result]):
         self._spacing = False  # waiting out min_interval_s (see _let_the_batch_fill)
         self._task: asyncio.Task[None] | None = None
         self._stopping = False
-        self._writing = 0  # writes in progress
-        self.max_in_flight = max_in_flight
-        self._writes: set[asyncio.Task[None]] = set()
-        self._write_done = asyncio.Event()
+        self._writing = False
 
     @property
     def writing(self) -> bool:
         """True while a write is in progress."""
-        return self._writing > 0
+        return self._writing
 
     def recovered(self) -> None:
         """Forget a past failure (a probe on the same store succeeded while no write ran)."""
@@ -171,36 +168,19 @@ class Batcher(Generic[Item, Result]):
         while True:
             if not self._queue:
                 if self._stopping:
-                    await asyncio.gather(*self._writes, return_exceptions=True)
                     return
                 await self._wakeup.wait()
                 self._wakeup.clear()
                 continue
             await self._let_the_batch_fill()
             batch = self._take_batch()
-            if not batch:
-                continue
-            self._last_write_at = time.monotonic()
-            self._writing += 1
-            if self.max_in_flight == 1:
+            if batch:
+                self._last_write_at = time.monotonic()
+                self._writing = True
                 try:
                     await self._write_batch(batch)
                 finally:
-                    self._writing -= 1
-                continue
-            write = asyncio.create_task(self._write_batch(batch))
-            self._writes.add(write)
-            write.add_done_callback(self._written)
-            while self._writing >= self.max_in_flight:
-                self._write_done.clear()
-                await self._write_done.wait()
-            if self._stopping and not self._queue:
-                await asyncio.gather(*self._writes, return_exceptions=True)
-
-    def _written(self, write: asyncio.Task[None]) -> None:
-        self._writes.discard(write)
-        self._writing -= 1
-        self._write_done.set()
+                    self._writing = False
 
     async def _let_the_batch_fill(self) -> None:
         """Wait until `min_interval_s` after the last write's start (module docstring); a

@@ -24,10 +24,6 @@ if TYPE_CHECKING:
 
 DEFAULT_MAX_BATCH = 512
 
-WRITER_BATCHES_IN_FLIGHT = 2
-"""Batches an ingest process has at the writer process at once: the next one waits there
-while one commits, instead of a round trip later."""
-
 CommitterStopped = BatcherStopped
 """`submit` was called after `stop()`: ingest is shutting down (answered 503, retry)."""
 
@@ -64,16 +60,14 @@ class GroupCommitter(Batcher[NewEvent, StoreResult]):
                  create_tenants: bool = False, tracing: Tracing | None = None,
                  writer: WriterLink | None = None) -> None:
         super().__init__(self._add_events, max_batch=max_batch, name="group-commit",
-                         min_interval_s=min_interval_s, timeout_s=timeout_s,
-                         max_in_flight=1 if writer is None else WRITER_BATCHES_IN_FLIGHT)
+                         min_interval_s=min_interval_s, timeout_s=timeout_s)
         self.store = store
         self.create_tenants = create_tenants
         self.tracing = tracing
         self.batch_sizes = Histogram(BATCH_SIZE_BUCKETS)
         self.writer = writer
-        self._idle_links: list[WriterLink] = [] if writer is None else [writer]
         self._commit_events: Callable[..., Awaitable[Sequence[StoreResult]]] = (
-            store.add_events if writer is None else self._through_a_link)
+            store.add_events if writer is None else writer.add_events)
 
     async def _add_events(self, events: list[NewEvent]) -> Sequence[StoreResult]:
         self.batch_sizes.observe(len(events))
@@ -81,22 +75,6 @@ class GroupCommitter(Batcher[NewEvent, StoreResult]):
             return await self._commit_events(events, create_tenants=self.create_tenants)
         with self.tracing.commit([e.trace_context for e in events]):
             return await self._commit_events(events, create_tenants=self.create_tenants)
-
-    async def _through_a_link(self, events: list[NewEvent], *,
-                              create_tenants: bool) -> Sequence[StoreResult]:
-        """Commit `events` in the writer process on an idle connection (each carries one
-        batch at a time: WRITER_BATCHES_IN_FLIGHT of them)."""
-        assert self.writer is not None
-        link = self._idle_links.pop() if self._idle_links else self.writer.sibling()
-        try:
-            return await link.add_events(events, create_tenants=create_tenants)
-        finally:
-            self._idle_links.append(link)
-
-    async def close_links(self) -> None:
-        """Close every connection to the writer process."""
-        for link in self._idle_links:
-            await link.close()
 
     @property
     def committed(self) -> int:

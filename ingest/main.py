@@ -87,7 +87,6 @@ async def serve(config: Config, *, ready: Callable[[int], None] | None = None,
         reader = read_store_for(config)
         link = (WriterLink(functools.partial(published_socket, config))
                 if uses_writer_process(config) else None)
-        committer: GroupCommitter | None = None
         try:
             if reader is not None:
                 await reader.open()
@@ -139,8 +138,8 @@ async def serve(config: Config, *, ready: Callable[[int], None] | None = None,
             await asyncio.gather(*background, return_exceptions=True)
             if reader is not None:
                 await reader.close()
-            if committer is not None:
-                await committer.close_links()  # after its last batch: the writer may stop
+            if link is not None:
+                await link.close()  # after the committer's last batch: the writer may stop
     log.info("ingest_stopped")
 
 
