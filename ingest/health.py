@@ -14,8 +14,9 @@ Ready means able to serve, all of:
   this process is not ready until a write on its store succeeds again while no commit is
   stuck (the probe above, or the next commit), so a probe on a fresh connection can never
   report ready while the events themselves cannot be committed;
-* with `ingest_writer = process`, the writer process accepts a connection on its socket
-  (ingest/writer_link.py), and a failed commit is forgiven only once it does;
+* with `ingest_writer = process`, the writer process answers an empty batch within
+  `_PROBE_TIMEOUT_S` after checking that its own store takes writes (ingest/writer_link.py),
+  and a failed commit is forgiven only once it does;
 * at least one worker is alive and heartbeating, per the supervisor's `status.json` in the
   runtime folder (:mod:`hookline.shared.process.lifecycle`), and the supervisor is not stopping;
 * this ingest process is not draining for shutdown.
@@ -103,7 +104,8 @@ async def readiness(app: web.Application) -> tuple[list[str], dict[str, Any]]:
             await asyncio.wait_for(committer.writer.probe(), _PROBE_TIMEOUT_S)
             checks["ingest_writer"] = "answers"
         except (StoreError, TimeoutError) as exc:
-            checks["ingest_writer"] = f"away: {exc or 'no answer'}"
+            checks["ingest_writer"] = "away: " + (
+                str(exc) or f"no answer within {_PROBE_TIMEOUT_S:g} s (is it stopped or hung?)")
             problems.append("the ingest writer process is away")
     if (committer.failing_since is not None and checks["database"] == "writable"
             and checks.get("ingest_writer", "answers") == "answers"

@@ -11,7 +11,8 @@ A frame is a 4-byte big-endian length and a pickle. Pickle is safe here only bec
 ends check that the peer runs under this process's own user id (SO_PEERCRED): the socket
 (mode 0600, in the runtime folder or a private folder: hookline.shared.process.ingest_writer)
 carries nothing a stranger could send, and a socket of another user is refused before a
-byte of it is read. An empty batch is a readiness probe, answered between commits.
+byte of it is read. An empty batch is a readiness probe, answered between commits once the
+writer's own store has taken a write.
 
 A batch whose connection breaks before its answer has an unknown outcome (the writer may
 have committed it): :class:`WriterAway` is a StoreUnavailable, so ingest answers 503 with
@@ -34,7 +35,7 @@ from hookline.shared.models import NewEvent, StoreResult
 
 _FRAME = struct.Struct("!I")
 _MAX_FRAME_BYTES = 1 << 30
-"""Largest frame, bytes: 512 events (the group committer's most) of 2 MiB each fit."""
+"""Largest frame, bytes: 512 events (the group committer's most) of bodies under 2 MiB fit."""
 
 
 class WriterAway(StoreUnavailable):
@@ -122,10 +123,6 @@ class WriterLink:
         results: list[StoreResult] = value
         return results
 
-    def sibling(self) -> WriterLink:
-        """Another link to the same writer (a connection of its own)."""
-        return WriterLink(self._locate)
-
     async def probe(self) -> None:
         """Check that the writer answers (readiness: ingest/health.py): an empty batch on a
         connection of its own (a batch may be in flight on this link's), which the writer's
@@ -134,13 +131,15 @@ class WriterLink:
 
         Raises:
             WriterAway: it does not listen, its socket belongs to another user, or the
-                connection broke.
+                connection broke; StoreUnavailable: its own store does not take writes.
         """
         once = WriterLink(self._locate)
         try:
-            await once._exchange(encode((False, [])))
+            outcome, value = await once._exchange(encode((False, [])))
         finally:
             await once.close()
+        if outcome == "raised":
+            raise value if isinstance(value, StoreError) else StoreError(str(value))
 
     async def _exchange(self, frame: bytes) -> tuple[str, Any]:
         """Send one frame and read its answer on the (re)opened connection."""
@@ -152,7 +151,7 @@ class WriterLink:
         except (OSError, EOFError, ValueError) as exc:
             await self.close()
             raise WriterAway(f"the ingest writer process is away: "
-                             f"{exc or type(exc).__name__}") from exc
+                             f"{str(exc) or type(exc).__name__}") from exc
         except BaseException:
             # Cancelled (ingest's commit timeout, a probe's, or shutdown) mid-exchange: the
             # stream may hold half a frame, so the next batch starts on a new connection.

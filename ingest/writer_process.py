@@ -25,6 +25,7 @@ import contextlib
 import pickle
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 from hookline.ingest.writer_link import PeerRefused, check_peer, encode, read_message
 from hookline.shared.config import Config
@@ -45,6 +46,10 @@ from hookline.shared.process.lifecycle import (
     runtime_dir,
 )
 from hookline.shared.store import Store, write_lock_stats
+
+PROBE_WRITE_S = 1.5
+"""Longest a readiness probe waits for the writer's store to take a write, seconds (under
+the 2 s ingest's /readyz gives the whole probe)."""
 
 
 @dataclass(slots=True)
@@ -123,7 +128,7 @@ def sendable_fault(exc: Exception) -> Exception:
     ingest side still answers 503 or 500 as it would have in-process."""
     try:
         pickle.loads(pickle.dumps(exc))
-    except (pickle.PicklingError, TypeError, AttributeError):
+    except Exception:  # noqa: BLE001  (a fault's own pickling may raise anything)
         return (StoreUnavailable(str(exc)) if is_transient(exc)
                 else StoreError(f"{type(exc).__name__}: {exc}"))
     return exc
@@ -141,8 +146,10 @@ async def serve(config: Config, *, stop: asyncio.Event | None = None, slot: str 
     """
     log = get_logger()
     async with child_context(config, slot, stop=stop, boot=boot, inline_store=True) as child:
-        commits = SharedCommits(child.store)
         connections: set[asyncio.Task[None]] = set()
+        commits: SharedCommits | None = None
+        server: asyncio.Server | None = None
+        path: Path | None = None
 
         async def serve_connection(reader: asyncio.StreamReader,
                                    writer: asyncio.StreamWriter) -> None:
@@ -151,6 +158,7 @@ async def serve(config: Config, *, stop: asyncio.Event | None = None, slot: str 
                 connections.add(task)
             try:
                 check_peer(writer.get_extra_info("socket"))
+                assert commits is not None  # made before the server that calls this
                 await _answer_batches(reader, writer, commits)
             except (PeerRefused, OSError, ValueError) as exc:
                 log.warning("ingest_writer_connection_dropped", error=str(exc))
@@ -159,10 +167,11 @@ async def serve(config: Config, *, stop: asyncio.Event | None = None, slot: str 
                     connections.discard(task)
                 writer.close()
 
-        runtime_dir(config).mkdir(parents=True, exist_ok=True)
-        path = make_socket_path(config)
-        server = await asyncio.start_unix_server(serve_connection, str(path))
         try:
+            commits = SharedCommits(child.store)
+            runtime_dir(config).mkdir(parents=True, exist_ok=True)
+            path = make_socket_path(config)
+            server = await asyncio.start_unix_server(serve_connection, str(path))
             path.chmod(0o600)
             publish_socket(config, path)
             log.info("ingest_writer_listening", path=str(path))
@@ -175,10 +184,13 @@ async def serve(config: Config, *, stop: asyncio.Event | None = None, slot: str 
                 for task in unfinished:
                     task.cancel()
                 await asyncio.gather(*unfinished, return_exceptions=True)
-        finally:
-            server.close()
-            await commits.stop()
-            withdraw_socket(config, path)
+        finally:  # also after a failed start: nothing of it is left behind
+            if server is not None:
+                server.close()
+            if commits is not None:
+                await commits.stop()
+            if path is not None:
+                withdraw_socket(config, path)
         report_write_lock(config, slot, write_lock_stats(child.store))
     log.info("ingest_writer_stopped")
 
@@ -192,8 +204,8 @@ async def _answer_batches(reader: asyncio.StreamReader, writer: asyncio.StreamWr
         except asyncio.IncompleteReadError:
             return  # the ingest process closed its end
         create_tenants, events = _batch(message)
-        if not events:  # a readiness probe: answered between commits, touching nothing
-            writer.write(encode(("ok", [])))
+        if not events:  # a readiness probe: answered between commits
+            writer.write(encode(await _writable(commits.store)))
             try:
                 await writer.drain()
             except ConnectionError:
@@ -206,6 +218,18 @@ async def _answer_batches(reader: asyncio.StreamReader, writer: asyncio.StreamWr
             reply = ("raised", sendable_fault(exc))
         writer.write(encode(reply))
         await writer.drain()
+
+
+async def _writable(store: Store) -> tuple[str, object]:
+    """A readiness probe's answer: whether this writer's own store takes writes (the one
+    that commits the events), within PROBE_WRITE_S."""
+    try:
+        await asyncio.wait_for(store.check_writable(), PROBE_WRITE_S)
+    except (StoreError, TimeoutError) as exc:
+        return "raised", StoreUnavailable(
+            "the ingest writer's database is not writable: "
+            + (str(exc) or f"no answer within {PROBE_WRITE_S:g} s"))
+    return "ok", []
 
 
 def _batch(message: object) -> tuple[bool, list[NewEvent]]:

@@ -387,7 +387,8 @@ def service_process(db: str, work: Path, env: dict[str, str], *, workers: int,
     try:
         asyncio.run(wait_healthy(f"http://127.0.0.1:{port}"))
         _wait_children_ready(service, Path(env["HOOKLINE_RUNTIME_DIR"]), ingest_processes,
-                             workers, writer=ingest_writer == "process")
+                             workers, writer=ingest_writer == "process" and not
+                             is_postgres_url(db))  # PostgreSQL: no writer process
         yield port, service_processes(service.pid)
     finally:
         stop_process(service)
@@ -398,9 +399,9 @@ def _wait_children_ready(service: subprocess.Popen[bytes], runtime: Path,
                          writer: bool = False) -> None:
     """Wait until each of `ingest_processes` ingest slots (`ingest`, `ingest-2`, ...) and
     `workers` worker slots (`worker-1`, ...) of the supervisor `service`, and with `writer`
-    the ingest writer's slot, is ready: its
-    readiness marker in `runtime` names the pid the slot runs now (it listens; it has opened
-    the store), so that no child is still starting when the load begins.
+    the ingest writer's slot, is ready: its readiness marker in `runtime` names the pid the
+    slot runs now (it listens; it has opened the store), so that no child is still starting
+    when the load begins.
 
     Raises:
         TimeoutError: a slot was not ready within `timeout_s` seconds.

@@ -18,7 +18,7 @@ from typing import Any
 
 from hookline.shared import config_checks as checks
 from hookline.shared.config_checks import listen_host_port
-from hookline.shared.db_url import redact_db_url, sqlite_path
+from hookline.shared.db_url import redact_url, sqlite_path
 from hookline.shared.errors import ConfigError, InvalidSetting
 from hookline.shared.policy.netguard import AddressPolicy
 from hookline.shared.policy.rules import (
@@ -450,7 +450,7 @@ class Config:
         for name in _SECRET_FIELDS:
             if out[name] is not None:
                 out[name] = "***"
-        out["db"] = redact_db_url(self.db)  # a PostgreSQL URL may hold a password
+        out["db"] = redact_url(self.db)  # a PostgreSQL URL may hold a password
         return out
 
     @staticmethod

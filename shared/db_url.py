@@ -73,7 +73,7 @@ def parse_db_url(url: str) -> DbUrl:
     if is_postgres_url(url):
         return DbUrl("postgresql", dsn=url)
     if "://" in url and not url.startswith(SQLITE_SCHEME):
-        raise ConfigError(f"unsupported database URL {redact_db_url(url)!r}; use a path, "
+        raise ConfigError(f"unsupported database URL {redact_url(url)!r}; use a path, "
                           "sqlite:///PATH or "
                           "postgresql://...")
     path = url.removeprefix(SQLITE_SCHEME)
@@ -136,8 +136,3 @@ def redact_url(url: str) -> str:
             url = f"{url[:start]}{user}:{HIDDEN}@{host}{url[end:]}"
     return re.sub(r"([?&](?:ssl)?password=)[^&#]*", r"\1" + HIDDEN, url,
                   flags=re.IGNORECASE)
-
-
-def redact_db_url(url: str) -> str:
-    """A database URL for messages and `hookline config show`: :func:`redact_url`."""
-    return redact_url(url)

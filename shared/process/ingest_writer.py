@@ -54,7 +54,7 @@ def published_socket(config: Config) -> Path | None:
     announced none (not started yet, or stopped)."""
     try:
         text = address_file(config).read_text().strip()
-    except FileNotFoundError:
+    except (OSError, ValueError):  # none yet, or not a file this service wrote: none
         return None
     return Path(text) if text else None
 
@@ -70,7 +70,7 @@ def make_socket_path(config: Config) -> Path:
     _remove_previous(config)
     folder = runtime_dir(config).absolute()
     beside = folder / f"{WRITER_SLOT}.sock"
-    if len(str(beside)) < _MAX_SOCKET_PATH:
+    if len(os.fsencode(beside)) < _MAX_SOCKET_PATH:  # bytes, as the kernel counts
         # a killed writer's (the service lock makes this runtime folder this service's)
         beside.unlink(missing_ok=True)
         return beside

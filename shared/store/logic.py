@@ -65,6 +65,7 @@ from hookline.shared.store.finish_tx import (
 from hookline.shared.store.ingest_tx import add_events_tx
 from hookline.shared.store.metric_deltas import MetricDeltas
 from hookline.shared.store.operator_tx import (
+    bring_forward_tx,
     expire_previous_tx,
     get_job_tx,
     list_dead_tx,
@@ -272,9 +273,14 @@ class StoreLogic(ClaimOperations, EventOperations, TenantOperations, TenantCount
 
     async def set_paused(self, name: str, paused: bool, reason: str | None = None, *,
                          tenant: str = DEFAULT_TENANT) -> int:
-        """See :meth:`hookline.shared.store.Store.set_paused` (a resume wakes waiting workers)."""
-        return await self._transact(set_paused_tx(tenant, name, paused, reason, self.notify),
-                             write=True)
+        """See :meth:`hookline.shared.store.Store.set_paused` (a resume wakes waiting workers;
+        a backlog past one selection is brought forward in transactions of its own)."""
+        total, more = await self._transact(
+            set_paused_tx(tenant, name, paused, reason, self.notify), write=True)
+        while more:
+            count, more = await self._transact(bring_forward_tx(tenant, name), write=True)
+            total += count
+        return total
 
     async def rotate_secret(self, name: str, new_secret: str, overlap_s: float, *,
                             tenant: str = DEFAULT_TENANT) -> Destination:

@@ -19,42 +19,40 @@ from hookline.shared.store.ops import GIVE_WAY, NOTIFY, NOW, WRITES_JOBS, Tx, co
 
 
 def set_paused_tx(tenant: str, name: str, paused: bool, reason: str | None,
-                  notify: NotifyPolicy) -> Tx[int]:
+                  notify: NotifyPolicy) -> Tx[tuple[int, bool]]:
     """Pause (with a reason) or resume a destination; pausing a running one announces it
     (hookline.destination.paused, reason manual). A resume also brings every pending job
     of the destination waiting for a later retry forward to now, as retry now does (an
     operator resumes once the receiver is fixed: its retries should not wait out their
-    backoff). Returns how many jobs were brought forward (0 for a pause). Raises NotFound."""
+    backoff). Returns how many jobs were brought forward (0 for a pause) and whether more may
+    wait (:func:`bring_forward_tx`). Raises NotFound."""
     if paused:
         row = yield one("pause_running", tenant=tenant, name=name, reason=reason)
         if row is not None:
             yield from notify_tx.paused_tx(notify, row, reason)
-            return 0
+            return 0, False
     changed = yield count("set_paused", tenant=tenant, name=name, paused=bool(paused),
                           reason=reason if paused else None)
     if not changed:
         raise DestinationMissing(name, tenant)
     if paused:
-        return 0
-    brought_forward = yield from bring_forward_tx(tenant, name)
+        return 0, False
+    brought_forward, more = yield from bring_forward_tx(tenant, name)
     yield NOTIFY
-    return brought_forward
+    return brought_forward, more
 
 
-def bring_forward_tx(tenant: str, name: str) -> Tx[int]:
-    """Every pending job of tenant `tenant`'s live destination `name` not yet due becomes due
-    now (attempt counts kept; jobs already due keep their place), in batches of retry now's
-    largest selection, all in this transaction (as a removal ends all of a destination's
-    jobs in one). Which of them is sent first, and how many at once, is still the claim's
-    (ordered, max_in_flight). Returns how many."""
+def bring_forward_tx(tenant: str, name: str) -> Tx[tuple[int, bool]]:
+    """Up to retry now's largest selection of tenant `tenant`'s live destination `name`'s
+    pending jobs not yet due become due now (attempt counts kept; jobs already due keep
+    their place); which of them is sent first, and how many at once, is still the claim's
+    (ordered, max_in_flight). Returns (how many, whether more may wait): the caller brings
+    the rest forward in transactions of their own, so no one holds the write lock for a
+    whole backlog."""
     selection = JobSelection(destination=name, tenant=tenant, limit=BULK_MAX_LIMIT)
-    total = 0
-    while True:
-        batch = yield from retry_now_tx(selection.check(resend=False), dry_run=False)
-        total += batch.count
-        # count 0 with more: nothing changed this round (raced away), so none will next.
-        if not batch.more or batch.count == 0:
-            return total
+    batch = yield from retry_now_tx(selection.check(resend=False), dry_run=False)
+    # count 0 with more: nothing changed (raced away), so nothing will next time either.
+    return batch.count, batch.more and batch.count > 0
 
 
 def rotate_tx(tenant: str, name: str, new_secret: str, overlap_s: float,

@@ -39,7 +39,7 @@ from typing import Any, TypeVar
 
 import asyncpg
 
-from hookline.shared.db_url import redact_db_url
+from hookline.shared.db_url import redact_url
 from hookline.shared.errors import (
     ConfigError,
     Conflict,
@@ -237,13 +237,13 @@ class PostgresStore(StoreLogic):
                 reset=self._reset_connection),
                 self.limits.connect_timeout_s + self.limits.acquire_timeout_s)
         except _DRIVER_ERRORS as exc:
-            what = f"cannot connect to {redact_db_url(self.dsn)}"
+            what = f"cannot connect to {redact_url(self.dsn)}"
             raise (driver_fault(exc, what) or StoreError(f"{what}: {exc}")) from exc
         try:
             await self._migrate()
         except _DRIVER_ERRORS as exc:
             await self.close()
-            what = f"cannot migrate {redact_db_url(self.dsn)}"
+            what = f"cannot migrate {redact_url(self.dsn)}"
             raise (driver_fault(exc, what) or StoreError(f"{what}: {exc}")) from exc
         except BaseException:
             await self.close()
@@ -274,7 +274,7 @@ class PostgresStore(StoreLogic):
         if missing:
             self.migrated_from = max(applied, default=0)
             if applied:  # not a new schema
-                log_migrated(max(applied), SCHEMA_VERSION, redact_db_url(self.dsn))
+                log_migrated(max(applied), SCHEMA_VERSION, redact_url(self.dsn))
 
     async def close(self) -> None:
         """Close the listener connection and the pool (idempotent)."""
@@ -521,9 +521,9 @@ class PostgresStore(StoreLogic):
             async with self._tx() as tx:  # bounded and cleaned up like every transaction
                 await tx.conn.execute("UPDATE schema_version SET version = version WHERE false")
         except StoreError as exc:  # already classified by _tx: keep the kind, say what failed
-            raise type(exc)(f"database {redact_db_url(self.dsn)} is not writable: {exc}") from exc
+            raise type(exc)(f"database {redact_url(self.dsn)} is not writable: {exc}") from exc
         except _RUNNING_ERRORS as exc:
-            what = f"database {redact_db_url(self.dsn)} is not writable"
+            what = f"database {redact_url(self.dsn)} is not writable"
             raise (driver_fault(exc, what) or StoreUnavailable(f"{what}: {exc}")) from exc
 
 class _Tx:

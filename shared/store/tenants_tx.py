@@ -55,10 +55,11 @@ class TenantOperations:
         if row is None and not history_kept:
             raise NotFound(f"no tenant {inputs.clip(tenant)!r}")
         if row is None:
-            # Its events, jobs and attempts stay until retention: say how to reach them, and
-            # that nothing is changed for it (what asks for a live tenant is a write).
-            raise NotFound(f"no tenant {inputs.clip(tenant)!r}: it was deleted, so nothing "
-                           "can be changed for it; its events and jobs are kept until "
+            # Its events, jobs and attempts stay until retention: say how to reach them (what
+            # asks for a live tenant is a change, its destinations or its stats).
+            raise NotFound(f"no tenant {inputs.clip(tenant)!r}: it was deleted, so it has no "
+                           "destinations or stats and nothing can be changed for it; its "
+                           "events and jobs are kept until "
                            "retention, read-only: the dead letter, job and event listings "
                            "filtered by this tenant still show them")
         return Tenant.from_row(row)

@@ -188,14 +188,17 @@ def restore_command(config: Config, args: argparse.Namespace) -> int:
     since = iso_time_ms(now)
     taken_at = _snapshot_time(args.snapshot)
     try:
-        signing = previous_secrets_signing(path, now)
+        signing: tuple[SigningPreviousSecret, ...] | None = previous_secrets_signing(path, now)
     except BackupError as exc:
-        return fail(f"restore: restored into {path}, but {exc}")
+        # The restore succeeded: say what could not be read, and warn without the list.
+        print(f"hookline: note: restored into {path}, but could not list the previous "
+              f"secrets that sign again: {exc}", file=sys.stderr)
+        signing = None
     if args.json:
         print(json.dumps({
             "restored": args.snapshot, "db": str(path), "logs_since": since,
             "secrets_as_of": None if taken_at is None else iso_time_ms(taken_at),
-            "previous_secrets_signing": [
+            "previous_secrets_signing": None if signing is None else [
                 {"tenant": s.tenant, "destination": s.destination,
                  "signs_until": iso_time(s.signs_until)} for s in signing]}))
         return 0
@@ -218,7 +221,7 @@ def _snapshot_time(snapshot: str) -> float | None:
 
 
 def _secrets_warning(path: Path, taken_at: float | None,
-                     signing: tuple[SigningPreviousSecret, ...]) -> str:
+                     signing: tuple[SigningPreviousSecret, ...] | None) -> str:
     """The restore's note on destination signing secrets: the copy has the snapshot's, so a
     rotation made since signs with the secret its receiver dropped, and an expiry made since
     (a leaked secret retired) is undone. The rows keep no rotation time, so which rotated

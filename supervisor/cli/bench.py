@@ -158,6 +158,9 @@ def _bench(config: Config, args: argparse.Namespace) -> int:
     from hookline.rehearsal.scenario_common import chosen_database  # noqa: PLC0415  (the rehearsal loads only when it runs)
 
     database = chosen_database(args.backend, config.db)
+    if args.ingest_writer != "thread" and database.backend != "sqlite":
+        return fail("--ingest-writer process applies to SQLite (on PostgreSQL each ingest "
+                    "process writes itself)", 2)
     try:
         destination_filter = check_filter(json.loads(args.destination_filter)
                                           if args.destination_filter else None)

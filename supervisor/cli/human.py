@@ -6,8 +6,8 @@ A value's meaning comes from its field name, the same convention as shared/views
 ISO 8601 UTC (`2026-12-01T18:03:14Z`); `*_per_s` is a rate (`5/s`); any other `*_s` is a
 duration in seconds, printed in human units (`350 ms`, `12.5 s`, `4 min 5 s`, `3 h 12 min`,
 `2 d 4 h`); `*_bytes` is a size (`812 B`, `4.0 KiB`, `1.2 MiB`); a `url` shows its password as
-`***` (:func:`shown_url`). Whatever the name: None and empty values are `-`, booleans
-`yes`/`no`, lists comma-separated, mappings `key value, ...`.
+`***` (:func:`hookline.shared.db_url.redact_url`). Whatever the name: None and empty values
+are `-`, booleans `yes`/`no`, lists comma-separated, mappings `key value, ...`.
 """
 
 from __future__ import annotations
@@ -24,12 +24,6 @@ NONE = "-"
 
 _INSTANT_NAMES = frozenset({"since", "start_s", "until"})
 _INSTANT_SUFFIXES = ("_at", "_until", "_since")
-
-
-def shown_url(url: str) -> str:
-    """A destination URL for people: its password as `***`
-    (:func:`hookline.shared.db_url.redact_url`, as `config show` hides the database's)."""
-    return redact_url(url)
 
 
 def is_instant_field(name: str) -> bool:
@@ -114,7 +108,7 @@ def show(name: str, value: Any) -> str:
                          if isinstance(item, list | tuple) else show(name, item)
                          for item in value)
     if name == "url":  # a destination's: its password is a credential
-        value = shown_url(str(value))
+        value = redact_url(str(value))
     return " ".join(str(value).split())  # one line: newlines and tabs become spaces
 
 

@@ -20,7 +20,7 @@ from aiohttp.test_utils import TestClient, TestServer
 
 from hookline.ingest.app import build_app
 from hookline.shared.config import Config
-from hookline.shared.db_url import StorageRefused, redact_db_url
+from hookline.shared.db_url import StorageRefused, redact_url
 from hookline.shared.errors import ConfigError, DestinationBlocked
 from hookline.shared.models import Claim
 from hookline.shared.policy.netguard import AddressPolicy, vet_destination
@@ -349,11 +349,11 @@ def test_config_show_hides_the_database_password(tmp_path):
         assert "pw-in-" not in shown
         assert "postgresql://hookline:***@127.0.0.1:1/hookline?password=***" in shown
     # The user info ends at its last @ (as the driver reads it); a key's passphrase too.
-    assert redact_db_url("postgresql://u:p@ss@h/db?sslpassword=k&x=1") == (
+    assert redact_url("postgresql://u:p@ss@h/db?sslpassword=k&x=1") == (
         "postgresql://u:***@h/db?sslpassword=***&x=1")
-    assert redact_db_url("postgresql://:secret@h/db") == "postgresql://:***@h/db"
+    assert redact_url("postgresql://:secret@h/db") == "postgresql://:***@h/db"
     # a user name holding `@` (the user info ends at the last `@`, as the drivers read it)
-    assert redact_db_url("postgresql://a@b:secret@h/db") == "postgresql://a@b:***@h/db"
+    assert redact_url("postgresql://a@b:secret@h/db") == "postgresql://a@b:***@h/db"
     with pytest.raises(ConfigError) as unsupported:
         Config(db="mysql://u:secret@h/db")
     assert "secret" not in str(unsupported.value)

@@ -451,8 +451,9 @@ async def test_a_removed_destinations_name_says_where_its_jobs_are(client, real_
     assert status == 404 and "removed" not in error["detail"], error  # not _default's
 
 
-REFUSED_DELETED = ("no tenant 'acme': it was deleted, so nothing can be changed for it; its "
-                   "events and jobs are kept until retention, read-only: the dead letter, job "
+REFUSED_DELETED = ("no tenant 'acme': it was deleted, so it has no destinations or stats and "
+                   "nothing can be changed for it; its events and jobs are kept until "
+                   "retention, read-only: the dead letter, job "
                    "and event listings filtered by this tenant still show them")
 
 

@@ -218,8 +218,9 @@ def test_a_destination_name_the_tenant_lacks_is_not_found_not_an_empty_answer(cl
 
 DELETED_NOTE = ("hookline: note: tenant acme was deleted: listing its history, kept until "
                 "retention (read-only: nothing can be changed for it)")
-REFUSED_DELETED = ("hookline: no tenant 'acme': it was deleted, so nothing can be changed for "
-                   "it; its events and jobs are kept until retention, read-only: the dead "
+REFUSED_DELETED = ("hookline: no tenant 'acme': it was deleted, so it has no destinations or "
+                   "stats and nothing can be changed for it; its events and jobs are kept "
+                   "until retention, read-only: the dead "
                    "letter, job and event listings filtered by this tenant still show them")
 
 

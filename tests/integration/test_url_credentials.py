@@ -13,11 +13,11 @@ from pathlib import Path
 
 from aiohttp import web
 
+from hookline.shared.db_url import redact_url
 from hookline.shared.models import Claim
 from hookline.shared.policy.netguard import AddressPolicy
 from hookline.shared.signing import generate_secret
 from hookline.shared.store.sqlite import SqliteStore
-from hookline.supervisor.cli.human import shown_url
 from hookline.supervisor.cli.main import main as hookline_main
 from hookline.workers.sender import Sender
 from tests.conftest import serving
@@ -51,10 +51,10 @@ def test_cli_shows_a_url_password_as_stars_and_stores_it_whole(tmp_path: Path):
 
 
 def test_shown_url_hides_only_the_password():
-    assert shown_url(URL) == SHOWN
-    assert shown_url("https://example.com/a@b?x=1") == "https://example.com/a@b?x=1"
-    assert shown_url("https://bob@example.com/") == "https://bob@example.com/"
-    assert shown_url("http://u:p@ss@[::1]:8080/p#f") == "http://u:***@[::1]:8080/p#f"
+    assert redact_url(URL) == SHOWN
+    assert redact_url("https://example.com/a@b?x=1") == "https://example.com/a@b?x=1"
+    assert redact_url("https://bob@example.com/") == "https://bob@example.com/"
+    assert redact_url("http://u:p@ss@[::1]:8080/p#f") == "http://u:***@[::1]:8080/p#f"
 
 
 async def test_the_sender_still_sends_the_password_as_basic_auth():

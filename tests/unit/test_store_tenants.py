@@ -216,8 +216,9 @@ async def test_tenant_crud_limits_and_delete(store):
     assert (done.destinations, done.unfinished_jobs, done.dry_run) == (2, 4, False)
     assert await store.list_destinations("acme") == []
     assert {j.status for j in await store.list_jobs()} == {"dead"}
-    with pytest.raises(NotFound, match="it was deleted, so nothing can be changed for it; "
-                                       "its events and jobs are kept"):
+    with pytest.raises(NotFound, match="it was deleted, so it has no destinations or stats "
+                                       "and nothing can be changed for it; its events and "
+                                       "jobs are kept"):
         await store.get_tenant("acme")  # says how its kept history is found
     with pytest.raises(NotFound, match=r"^no tenant 'nobody'$"):
         await store.get_tenant("nobody")
