@@ -103,7 +103,8 @@ BY_STATUS = {
                           "jobs_leased (destination_id=?)"),
     "tenant_unfinished_jobs": ("destinations_tenant (tenant_id=?)", "jobs_due (destination_id=?)",
                                "jobs_leased (destination_id=?)"),
-    "list_dead": ("SEARCH j USING INDEX jobs_finished (status=?)",),
+    # a range from the page's cursor (or the top): a deep page reads only its own rows
+    "list_dead": ("SEARCH j USING INDEX jobs_finished (status=? AND finished_at<?)",),
     "replay_candidates": ("SEARCH j USING INDEX jobs_status (status=?)",),
     "retry_now_candidates": ("jobs_due (destination_id=? AND run_at>?)",),
     "recount_jobs": ("SCAN jobs USING INDEX jobs_due",

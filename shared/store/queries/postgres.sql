@@ -477,6 +477,8 @@ WHERE j.status = 'dead' AND (:destination::text IS NULL OR d.name = :destination
     AND (:since::double precision IS NULL OR j.finished_at >= :since)
     AND (:before_at::double precision IS NULL OR j.finished_at < :before_at
          OR (j.finished_at = :before_at AND j.id < :before_id::bigint))
+    -- the same bound as a range the index can start from: a deep page reads its own rows
+    AND j.finished_at <= COALESCE(:before_at::double precision, 'Infinity'::float8)
 ORDER BY j.finished_at DESC, j.id DESC LIMIT :limit
 
 -- replay_candidates: dead jobs a replay would take (live destination, body not purged). The

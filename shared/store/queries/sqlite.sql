@@ -420,6 +420,8 @@ WHERE j.status = 'dead' AND j.status IN ('done', 'dead')
     AND (:since IS NULL OR j.finished_at >= :since)
     AND (:before_at IS NULL OR j.finished_at < :before_at
          OR (j.finished_at = :before_at AND j.id < :before_id))
+    -- the same bound as a range the index can start from: a deep page reads its own rows
+    AND j.finished_at <= COALESCE(:before_at, 1e308)
 ORDER BY j.finished_at DESC, j.id DESC LIMIT :limit
 
 -- replay_candidates: dead jobs a replay would take (live destination, body not purged)
