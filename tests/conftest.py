@@ -245,6 +245,16 @@ def destination_factory(store: SqliteStore) -> Callable[..., Awaitable[Destinati
     return make
 
 
+def cli_stdout(*args: str) -> str:
+    """Run the `hookline` CLI in this process; its standard output (asserting exit 0)."""
+    from hookline.supervisor.cli.main import main as hookline_main
+
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        assert hookline_main(list(args)) == 0, args
+    return out.getvalue()
+
+
 def new_event(event_id: str, type_: str = "push", body: bytes | None = None,
               source: str = "api", tenant: str = DEFAULT_TENANT) -> NewEvent:
     """A NewEvent with a small JSON body."""

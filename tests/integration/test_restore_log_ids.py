@@ -7,8 +7,6 @@ shows the new event's lines only."""
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import io
 import json
 import re
 import time
@@ -17,15 +15,7 @@ from pathlib import Path
 from hookline.shared.store.sqlite import SqliteStore
 from hookline.shared.timeparse import parse_instant
 from hookline.supervisor.cli.human import iso_time_ms
-from hookline.supervisor.cli.main import main as hookline_main
-from tests.conftest import new_event
-
-
-def _cli(*args: str) -> str:
-    out = io.StringIO()
-    with contextlib.redirect_stdout(out):
-        assert hookline_main(list(args)) == 0, args
-    return out.getvalue()
+from tests.conftest import cli_stdout, new_event
 
 
 async def _add_event(db: Path, ref: str) -> int:
@@ -43,12 +33,12 @@ def _accepted_line(event_id: int, ref: str) -> str:
 def test_logs_since_the_restore_tell_a_new_event_from_a_lost_one_of_the_same_id(tmp_path):
     old, log = tmp_path / "old.db", tmp_path / "hookline.log"
     asyncio.run(_add_event(old, "kept"))
-    _cli("--db", str(old), "backup", "--out", str(tmp_path / "snaps"))
+    cli_stdout("--db", str(old), "backup", "--out", str(tmp_path / "snaps"))
     [snapshot] = (tmp_path / "snaps").glob("*.db")
     lost_id = asyncio.run(_add_event(old, "lost"))  # after the snapshot: lost with old.db
     log.write_text(_accepted_line(lost_id, "lost"))
     time.sleep(0.01)  # the log's times are to the millisecond
-    said = _cli("--db", str(old), "restore", str(snapshot), "--into", str(tmp_path / "new"))
+    said = cli_stdout("--db", str(old), "restore", str(snapshot), "--into", str(tmp_path / "new"))
     since = re.search(r"hookline logs --since (\S+)`", said)
     assert since, said
     new = tmp_path / "new" / "hookline.db"
@@ -57,11 +47,11 @@ def test_logs_since_the_restore_tell_a_new_event_from_a_lost_one_of_the_same_id(
         lines.write(_accepted_line(lost_id, "new"))
 
     def about_new(*extra: str) -> list[str]:
-        shown = _cli("--db", str(new), "logs", str(log), "--event", "new", "--json", *extra)
+        shown = cli_stdout("--db", str(new), "logs", str(log), "--event", "new", "--json", *extra)
         return [json.loads(line)["source_event_id"] for line in shown.splitlines()]
 
     assert about_new() == ["lost", "new"]
     assert about_new("--since", since.group(1)) == ["new"]
-    said = json.loads(_cli("--db", str(old), "restore", str(snapshot), "--into",
+    said = json.loads(cli_stdout("--db", str(old), "restore", str(snapshot), "--into",
                            str(tmp_path / "again"), "--json"))
     assert parse_instant(said["logs_since"], 0.0) >= parse_instant(since.group(1), 0.0)

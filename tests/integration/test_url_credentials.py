@@ -7,8 +7,6 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import contextlib
-import io
 from pathlib import Path
 
 from aiohttp import web
@@ -18,19 +16,11 @@ from hookline.shared.models import Claim
 from hookline.shared.policy.netguard import AddressPolicy
 from hookline.shared.signing import generate_secret
 from hookline.shared.store.sqlite import SqliteStore
-from hookline.supervisor.cli.main import main as hookline_main
 from hookline.workers.sender import Sender
-from tests.conftest import serving
+from tests.conftest import cli_stdout, serving
 
 URL = "https://bob:pw-s3cr3t@example.com/hook?token=q-s3cr3t"
 SHOWN = "https://bob:***@example.com/hook?token=q-s3cr3t"
-
-
-def _cli(*args: str) -> str:
-    out = io.StringIO()
-    with contextlib.redirect_stdout(out):
-        assert hookline_main(list(args)) == 0, args
-    return out.getvalue()
 
 
 async def _stored_url(db: Path, name: str) -> str:
@@ -40,10 +30,10 @@ async def _stored_url(db: Path, name: str) -> str:
 
 def test_cli_shows_a_url_password_as_stars_and_stores_it_whole(tmp_path: Path):
     db = ("--db", str(tmp_path / "h.db"))
-    _cli(*db, "init")
-    said = {"add": _cli(*db, "destinations", "add", "creds", URL),
-            "list": _cli(*db, "destinations", "list"),
-            "show": _cli(*db, "destinations", "show", "creds")}
+    cli_stdout(*db, "init")
+    said = {"add": cli_stdout(*db, "destinations", "add", "creds", URL),
+            "list": cli_stdout(*db, "destinations", "list"),
+            "show": cli_stdout(*db, "destinations", "show", "creds")}
     for command, text in said.items():
         assert "pw-s3cr3t" not in text, (command, text)
         assert SHOWN in text, (command, text)
