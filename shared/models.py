@@ -127,7 +127,8 @@ class Claim:
     tenant_id: str = DEFAULT_TENANT  # the destination's tenant (the per-tenant fair share)
     # When the event was accepted, unix seconds: a delivery's accept -> delivered latency
     # is counted from it (shared/store/metric_deltas.py); None: not known, or the job was
-    # replayed or resent (the histogram observes each job's first completion only).
+    # delivered before and resent (the histogram observes each job's first delivery only: a
+    # replayed dead letter's is counted, from its event's acceptance).
     received_at: float | None = None
     # The event's stored trace context (hookline.shared.tracing): each attempt's span is its
     # child. None: stored while tracing was off.

@@ -32,6 +32,7 @@ class Truth:
         self.url = url
         self.finished: dict[int, tuple[str, str]] = {}  # attempt id -> (destination, outcome)
         self.done: set[int] = set()  # jobs done at the last look
+        self.ever_done: set[int] = set()  # jobs done at any look
         self.deliveries: dict[str, list[float]] = {}  # destination -> latencies
 
     async def look(self) -> dict[str, Any]:
@@ -41,12 +42,13 @@ class Truth:
                    d.deleted_at FROM jobs j JOIN destinations d ON d.id = j.destination_id
             JOIN events e ON e.id = j.event_id""")
         for j in jobs:
-            # The histogram observes each job's first completion only: not after a
-            # replay or a resend (jobs.replays counts both).
-            if j["status"] == "done" and j["id"] not in self.done and not j["replays"]:
+            # The histogram observes each job's first delivery only: a replayed dead
+            # letter's too, not a resent job's again.
+            if j["status"] == "done" and j["id"] not in self.ever_done:
                 self.deliveries.setdefault(j["name"], []).append(
                     j["finished_at"] - j["received_at"])
         self.done = {j["id"] for j in jobs if j["status"] == "done"}
+        self.ever_done |= self.done
         in_flight: dict[str, int] = {}
         for a in await query_db(self.url, """
                 SELECT a.id, a.error, a.status_code, d.name FROM attempts a

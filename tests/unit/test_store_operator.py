@@ -7,6 +7,7 @@ import pytest
 
 from hookline.shared.errors import ConfigError, Conflict, NotFound
 from hookline.shared.models import AttemptResult, Dead, Done
+from hookline.shared.operator_models import JobSelection
 from hookline.shared.tenant_models import TenantFields
 from tests.conftest import execute_db, new_event
 
@@ -92,6 +93,35 @@ async def test_replay_dry_run_then_fresh_budget_same_event(store, clock, destina
     story = await store.get_job(job_a.id)
     assert story.replays == 1 and len(story.attempts) == 2
     assert story.attempts[0].status_code == 500  # the old error stays in the history
+
+
+async def test_a_replayed_dead_letters_delivery_is_observed_once_a_resend_is_not(
+        store, clock, destination_factory):
+    """The delivery-latency histogram observes each job's first delivery: a dead letter
+    replayed and then delivered is counted, from its event's acceptance (an incident's late
+    deliveries reach the top buckets); a delivered job resent is not counted again."""
+    await destination_factory("a")
+    await store.add_events([new_event("e1")])
+    accepted_at = clock()
+    [claim] = await store.claim("w1", 10, LEASE_S, 5)
+    assert claim.received_at == accepted_at
+    failed = AttemptResult(started_at=clock(), duration_s=0.01, status_code=500)
+    await store.finish([(claim, Dead(error="attempt cap"), failed)])
+    assert (await store.stats()).delivery_latency.count == 0
+    clock.advance(7200)
+    assert await store.replay(all_dead=True) == 1
+    [replayed] = await store.claim("w1", 10, LEASE_S, 5)
+    assert replayed.received_at == accepted_at  # never delivered: its first delivery
+    ok = AttemptResult(started_at=clock(), duration_s=0.01, status_code=200)
+    await store.finish([(replayed, Done(), ok)])
+    latency = (await store.stats()).delivery_latency
+    assert latency.count == 1 and latency.sum_s == pytest.approx(7200, abs=1)
+    resent = await store.resend(JobSelection(job_id=replayed.job_id))
+    assert resent.count == 1
+    [again] = await store.claim("w1", 10, LEASE_S, 5)
+    assert again.received_at is None  # delivered before: not observed again
+    await store.finish([(again, Done(), ok)])
+    assert (await store.stats()).delivery_latency.count == 1
 
 
 async def test_replay_single_job_errors(store, clock, destination_factory):

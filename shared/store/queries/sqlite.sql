@@ -285,10 +285,13 @@ SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]'), :worker,
     json_extract(value, '$[2]'), :now FROM json_each(:claims)
 
 -- claim_details: what a worker needs to send claimed jobs (:job_ids, a JSON array);
--- received_at only for a job never replayed or resent (the latency histogram observes each
--- job's first completion)
+-- received_at only for a job never delivered yet (the latency histogram observes each job's
+-- first delivery: a replayed dead letter's too, not a resent job's again); attempts are read
+-- only for a job replayed or resent
 SELECT j.id AS job_id, e.message_id, e.type, e.body, e.forwarded_headers,
-    CASE WHEN j.replays = 0 THEN e.received_at END AS received_at, e.trace_context,
+    CASE WHEN j.replays = 0 OR NOT EXISTS (
+        SELECT 1 FROM attempts a WHERE a.job_id = j.id AND a.status_code BETWEEN 200 AND 299)
+    THEN e.received_at END AS received_at, e.trace_context,
     d.name, d.url, d.secret, d.previous_secret, d.previous_secret_until, d.timeout_s, d.headers,
     d.tenant_id, d.body_format, d.propagate_trace
 FROM jobs j JOIN events e ON e.id = j.event_id JOIN destinations d ON d.id = j.destination_id
