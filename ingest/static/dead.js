@@ -1,31 +1,42 @@
-// Dead letters: the newest dead jobs with their last error, attempts and whether they can be
-// replayed (a purged body or a removed destination cannot); replay one, the selected ones, or
-// all of a destination, each after a dry run counts what would happen. A destination is its
-// tenant and its name (every tenant may have a `billing`): both travel together, in the
-// picker, the address and the replay's body.
+// Dead letters (`#/dead?destination=&tenant=&before=&limit=`): the most recently dead jobs
+// with their last error, attempts and whether they can be replayed (a purged body or a
+// removed destination cannot), paged by the admin API's `before` (Older, Newest); replay one,
+// the selected ones, or all of a destination, each after a dry run counts what would happen.
+// A destination is its tenant and its name (every tenant may have a `billing`): both travel
+// together, in the picker, the address and the replay's body.
 
-import { destinationKey, destinationLabel as label, get, isMissingDestination, post,
+import { ApiError, destinationKey, destinationLabel as label, get, isMissingDestination, post,
          splitDestinationKey } from "./api.js";
 import { fmtCount, h, jobLink, missingDestinationNote, setChildren, table, toast, when }
   from "./dom.js";
 
 const LIMIT = 200;
+const MOST = 1000;  // the largest page the address may ask for
+
+/** The address of the dead letters page with these parameters (empty ones left out). */
+function hashFor(values) {
+  const query = new URLSearchParams();
+  for (const [key, value] of Object.entries(values)) if (value) query.set(key, value);
+  const text = query.toString();
+  return text ? `#/dead?${text}` : "#/dead";
+}
 
 /** The dead letters page; `params.destination` and `params.tenant` filter it (from
  * `#/dead?destination=X&tenant=T`; without a tenant the name is the default tenant's). */
 export function deadView({ params, refreshNow }) {
   let destination = params.get("destination") ?? "";
   let tenant = params.get("tenant") ?? "";  // whose destination: "" is the default tenant
+  let before = params.get("before") ?? "";  // the page after this job (its last row's id)
+  const limit = Math.min(MOST, Number.parseInt(params.get("limit") ?? "", 10) || LIMIT);
+  const shownLimit = limit === LIMIT ? "" : limit;
   let known = "";
   const selected = new Set();
 
   const select = h("select", { id: "dead-destination", onchange: () => {
     [tenant, destination] = splitDestinationKey(select.value);
     selected.clear();
-    const query = new URLSearchParams();
-    if (destination) query.set("destination", destination);
-    if (tenant) query.set("tenant", tenant);
-    history.replaceState(null, "", query.size ? `#/dead?${query}` : "#/dead");
+    before = "";  // another destination's list starts at its newest
+    history.replaceState(null, "", hashFor({ destination, tenant, limit: shownLimit }));
     hideConfirm();
     refreshNow();
   } });
@@ -34,13 +45,19 @@ export function deadView({ params, refreshNow }) {
   const replayAll = h("button", { type: "button", id: "replay-all",
                                   onclick: () => askAll() }, "Replay all of destination");
   const confirmBox = h("div", { class: "confirm", id: "confirm", hidden: true });
+  const newest = h("button", { type: "button", id: "dead-newest", disabled: !before,
+                               onclick: () => {
+    location.hash = hashFor({ destination, tenant, limit: shownLimit });
+  } }, "Newest");
+  const older = h("button", { type: "button", id: "dead-older", disabled: true }, "Older");
   const list = h("div", { id: "dead-list" });
   const root = h("section", {},
     h("h1", {}, "Dead letters"),
     h("div", { class: "toolbar" },
       h("label", { for: "dead-destination" }, "Destination"), select, replaySelected, replayAll),
     confirmBox,
-    list);
+    list,
+    h("div", { class: "toolbar" }, newest, older));
 
   function hideConfirm() {
     confirmBox.hidden = true;
@@ -167,23 +184,38 @@ export function deadView({ params, refreshNow }) {
   }
 
   async function refresh() {
-    const query = (destination ? `&destination=${encodeURIComponent(destination)}` : "") +
-      (tenant ? `&tenant=${encodeURIComponent(tenant)}` : "");
-    const [destinations, dead] = await Promise.all([
+    // one row more than shown: whether an older page exists
+    const query = new URLSearchParams({ limit: String(limit + 1) });
+    if (destination) query.set("destination", destination);
+    if (tenant) query.set("tenant", tenant);
+    if (before) query.set("before", before);
+    const [destinations, found] = await Promise.all([
       get("/v1/admin/destinations"),
-      get(`/v1/admin/dead?limit=${LIMIT}${query}`).catch((err) => {
+      get(`/v1/admin/dead?${query}`).catch((err) => {
         if (isMissingDestination(err)) return err;  // shown in place of the list
+        if (before && err instanceof ApiError && err.status === 404) {
+          // The page's first job is dead no more (replayed, purged): start from the newest.
+          location.hash = hashFor({ destination, tenant, limit: shownLimit });
+          return [];
+        }
         throw err;
       })]);
     syncSelect(destinations);
-    if (!Array.isArray(dead)) {  // the filter names no destination of its tenant (any more)
+    if (!Array.isArray(found)) {  // the filter names no destination of its tenant (any more)
       selected.clear();
       replaySelected.textContent = "Replay selected (0)";
       replayAll.disabled = true;
-      setChildren(list, missingDestinationNote("dead-missing", dead, (other) =>
+      older.disabled = true;
+      setChildren(list, missingDestinationNote("dead-missing", found, (other) =>
         `#/dead?${new URLSearchParams({ destination, tenant: other })}`));
       return;
     }
+    const dead = found.slice(0, limit);
+    older.disabled = found.length <= limit;
+    older.onclick = () => {
+      location.hash = hashFor({ destination, tenant, before: dead[dead.length - 1].id,
+                                limit: shownLimit });
+    };
     const ids = new Set(dead.map((j) => j.id));
     for (const id of [...selected]) if (!ids.has(id)) selected.delete(id);
     replaySelected.textContent = `Replay selected (${selected.size})`;
@@ -197,8 +229,7 @@ export function deadView({ params, refreshNow }) {
     setChildren(list,
       table(["", "Job", "Tenant", "Destination", "Event type", "Attempts", "Last error",
              "Dead since", "Replayable", ""],
-            dead.map(row), { class: "grid-table" }),
-      dead.length === LIMIT ? h("p", { class: "hint" }, `Showing the newest ${LIMIT}.`) : null);
+            dead.map(row), { class: "grid-table" }));
   }
 
   return { title: "Dead letters", root, refresh };

@@ -232,3 +232,34 @@ def test_overview_shows_health_and_a_refused_token_returns_to_the_prompt(
     page.fill("#token", TOKEN)
     page.click("#login-form button[type=submit]")
     expect(page.locator("[data-card=workers] .value")).to_have_text("1")
+
+
+def test_dead_letters_page_older_and_newest(
+        page: Any, hookline: Hookline, receivers: list[ReceiverProcess], tmp_path: Path) -> None:
+    """More dead letters than a page: Older shows the next ones through the API's `before`,
+    until there is no older page; Newest goes back (`#/dead?limit=2` makes the page small)."""
+    expect = _expect()
+    secret = generate_secret()
+    receiver = ReceiverProcess(tmp_path / "receiver-pager.log")
+    receivers.append(receiver)
+    receiver.start(f"pager={secret}:status:400")
+    hookline.add_destination("pager", receiver.url("pager"), secret, "page.*")
+    jobs = [hookline.job_of_event(hookline.post_event(f"page-{n}", "page.made", {"n": n}))
+            for n in range(3)]
+    page.goto(f"{hookline.base_url}/#/dead?destination=pager&limit=5")
+    rows = page.locator("#dead-list tbody tr")
+    expect(rows).to_have_count(3)  # all three dead (400 is permanent)
+    newest_first = rows.evaluate_all("rs => rs.map(r => Number(r.dataset.job))")
+    assert sorted(newest_first) == sorted(jobs)
+
+    page.goto(f"{hookline.base_url}/#/dead?destination=pager&limit=2")
+    expect(rows).to_have_count(2)
+    assert rows.evaluate_all("rs => rs.map(r => Number(r.dataset.job))") == newest_first[:2]
+    expect(page.locator("#dead-newest")).to_be_disabled()
+    page.click("#dead-older")
+    expect(rows).to_have_count(1)
+    assert rows.evaluate_all("rs => rs.map(r => Number(r.dataset.job))") == newest_first[2:]
+    expect(page.locator("#dead-older")).to_be_disabled()
+    page.click("#dead-newest")
+    expect(rows).to_have_count(2)
+    assert rows.evaluate_all("rs => rs.map(r => Number(r.dataset.job))") == newest_first[:2]
