@@ -42,6 +42,20 @@ def _requests(receiver: ReceiverProcess, endpoint: str) -> int:
     return int(receiver.summary()["endpoints"][endpoint]["requests"])
 
 
+def _destination_with_receiver(hookline: Hookline, receivers: list[ReceiverProcess],
+                               tmp_path: Path, name: str, behaviour: str,
+                               event_types: str) -> tuple[ReceiverProcess, str]:
+    """A receiver process with one endpoint `name` answering as `behaviour` (`ok`,
+    `status:400`, ...), and destination `name` to it taking `event_types`; (the receiver,
+    its secret)."""
+    secret = generate_secret()
+    receiver = ReceiverProcess(tmp_path / f"receiver-{name}.log")
+    receivers.append(receiver)
+    receiver.start(f"{name}={secret}:{behaviour}")
+    hookline.add_destination(name, receiver.url(name), secret, event_types)
+    return receiver, secret
+
+
 def test_dead_jobs_appear_and_are_replayed_once_the_receiver_succeeds(
         page: Any, hookline: Hookline, receivers: list[ReceiverProcess], tmp_path: Path,
         screenshots: Path) -> None:
@@ -49,11 +63,8 @@ def test_dead_jobs_appear_and_are_replayed_once_the_receiver_succeeds(
     the receiver is fixed, each way of replaying (one job, the selected ones, all of the
     destination) shows a dry-run count first, then sends; the job page shows it done."""
     expect = _expect()
-    secret = generate_secret()
-    receiver = ReceiverProcess(tmp_path / "receiver-billing.log")
-    receivers.append(receiver)
-    receiver.start(f"billing={secret}:status:400")
-    hookline.add_destination("billing", receiver.url("billing"), secret, "invoice.*")
+    receiver, secret = _destination_with_receiver(hookline, receivers, tmp_path, "billing",
+                                                  "status:400", "invoice.*")
     first, second, third = (hookline.job_of_event(hookline.post_event(
         f"inv-{n}", "invoice.paid", {"n": n})) for n in range(3))
 
@@ -148,11 +159,8 @@ def test_paused_destination_holds_its_jobs_until_resumed(
     """Pause (a button) stops deliveries: new jobs stay pending and the receiver sees no
     request; Resume delivers them all."""
     expect = _expect()
-    secret = generate_secret()
-    receiver = ReceiverProcess(tmp_path / "receiver-crm.log")
-    receivers.append(receiver)
-    receiver.start(f"crm={secret}:ok")
-    hookline.add_destination("crm", receiver.url("crm"), secret, "contact.*")
+    receiver, _ = _destination_with_receiver(hookline, receivers, tmp_path, "crm", "ok",
+                                             "contact.*")
 
     page.click("#nav a[data-view=destinations]")
     row = page.locator("tr[data-destination=crm]")
@@ -181,11 +189,7 @@ def test_hostile_payload_is_shown_as_text_and_never_runs(
     """A payload holding a <script> and an <img onerror> is shown literally on its job page:
     no script runs, no element is created from it."""
     expect = _expect()
-    secret = generate_secret()
-    receiver = ReceiverProcess(tmp_path / "receiver-audit.log")
-    receivers.append(receiver)
-    receiver.start(f"audit={secret}:ok")
-    hookline.add_destination("audit", receiver.url("audit"), secret, "audit.*")
+    _destination_with_receiver(hookline, receivers, tmp_path, "audit", "ok", "audit.*")
     event_id = hookline.post_event("audit-1", "audit.logged", {
         "comment": XSS_SCRIPT, "avatar": XSS_IMG, "user": {"name": "Mallory", "id": 7}})
     job_id = hookline.job_of_event(event_id)
@@ -239,11 +243,7 @@ def test_dead_letters_page_older_and_newest(
     """More dead letters than a page: Older shows the next ones through the API's `before`,
     until there is no older page; Newest goes back (`#/dead?limit=2` makes the page small)."""
     expect = _expect()
-    secret = generate_secret()
-    receiver = ReceiverProcess(tmp_path / "receiver-pager.log")
-    receivers.append(receiver)
-    receiver.start(f"pager={secret}:status:400")
-    hookline.add_destination("pager", receiver.url("pager"), secret, "page.*")
+    _destination_with_receiver(hookline, receivers, tmp_path, "pager", "status:400", "page.*")
     jobs = [hookline.job_of_event(hookline.post_event(f"page-{n}", "page.made", {"n": n}))
             for n in range(3)]
     page.goto(f"{hookline.base_url}/#/dead?destination=pager&limit=5")
