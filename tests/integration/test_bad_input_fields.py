@@ -145,6 +145,8 @@ BAD_INPUTS: list[tuple[str, str, Any, int, str, str]] = [
     ("GET", "/v1/admin/events?status=lost", None, 400, "invalid_request", "status"),
     ("GET", "/v1/admin/events?limit=0", None, 400, "invalid_request", "limit"),
     ("GET", "/v1/admin/events?before=x", None, 400, "invalid_request", "before"),
+    ("GET", "/v1/admin/dead?before=x", None, 400, "invalid_request", "before"),
+    ("GET", "/v1/admin/jobs?before=0", None, 400, "invalid_request", "before"),
     ("GET", "/v1/admin/events?since=yesterday", None, 400, "invalid_request", "since"),
     ("GET", "/v1/admin/events?since=1h&until=2h", None, 400, "invalid_request", "until"),
     ("GET", "/v1/admin/events/" + "x" * 600, None, 400, "invalid_request", "ref"),
