@@ -157,3 +157,48 @@ async def test_a_stuck_write_answers_its_waiters_and_those_behind_it_within_time
     assert batcher.failing_since is None
     assert calls == [[1], [2]]
     await batcher.stop()
+
+
+async def test_a_crowd_is_written_in_two_halves_that_take_turns():
+    """64 callers at once on an idle batcher: the first batch takes half of them and the
+    second the other half (whole-queue batches would take all 64 in one write, leaving
+    nothing to read and answer while it runs); 8 callers, fewer than FILLED_ENOUGH, are
+    still written together."""
+    write = Recorder()
+    batcher = Batcher(write, max_batch=512, name="t", timeout_s=5.0)
+    batcher.start()
+    results = await asyncio.gather(*(batcher.submit(i) for i in range(64)))
+    assert results == [i * 10 for i in range(64)]
+    assert [len(b) for b in write.batches] == [32, 32]
+    await batcher.stop()
+    small = Recorder()
+    batcher = Batcher(small, max_batch=512, name="t")
+    batcher.start()
+    await asyncio.gather(*(batcher.submit(i) for i in range(8)))
+    assert [len(b) for b in small.batches] == [8]
+    await batcher.stop()
+
+
+async def test_a_cancelled_caller_is_not_written():
+    """A caller that stops waiting while its item is queued (its client went away) is
+    skipped: nobody was answered for it."""
+    stuck = asyncio.Event()
+    write_calls: list[list[int]] = []
+
+    async def write(items: list[int]) -> list[int]:
+        write_calls.append(list(items))
+        await stuck.wait()
+        return [item * 10 for item in items]
+
+    batcher = Batcher(write, max_batch=8, name="t", timeout_s=5.0)
+    batcher.start()
+    first = asyncio.create_task(batcher.submit(1))
+    await asyncio.sleep(0.01)  # item 1 is being written
+    gone = asyncio.create_task(batcher.submit(2))
+    kept = asyncio.create_task(batcher.submit(3))
+    await asyncio.sleep(0.01)
+    gone.cancel()
+    stuck.set()
+    assert await first == 10 and await kept == 30
+    assert write_calls == [[1], [3]]
+    await batcher.stop()
