@@ -27,7 +27,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from hookline.ingest.writer_link import PeerRefused, check_peer, encode, read_message
+from hookline.ingest.writer_link import (
+    PeerRefused,
+    check_peer,
+    encode,
+    events_from_wire,
+    read_message,
+    results_to_wire,
+)
 from hookline.shared.config import Config
 from hookline.shared.errors import StoreError, StoreUnavailable
 from hookline.shared.faults import is_transient
@@ -212,8 +219,8 @@ async def _answer_batches(reader: asyncio.StreamReader, writer: asyncio.StreamWr
                 return  # a probe that gave up waiting (a stopped writer's backlog): quietly
             continue
         try:
-            reply: tuple[str, object] = ("ok", await commits.submit(events,
-                                                                   bool(create_tenants)))
+            reply: tuple[str, object] = (
+                "ok", results_to_wire(await commits.submit(events, bool(create_tenants))))
         except Exception as exc:  # noqa: BLE001  (the sender decides: 503 or 500, as in-process)
             reply = ("raised", sendable_fault(exc))
         writer.write(encode(reply))
@@ -238,9 +245,8 @@ def _batch(message: object) -> tuple[bool, list[NewEvent]]:
     Raises:
         ValueError: it is not one (the connection is then dropped).
     """
-    if (isinstance(message, tuple) and len(message) == 2 and isinstance(message[1], list)
-            and all(isinstance(event, NewEvent) for event in message[1])):
-        return bool(message[0]), message[1]
+    if isinstance(message, tuple) and len(message) == 2:
+        return bool(message[0]), events_from_wire(message[1])
     raise ValueError(f"a frame that is no batch of events ({type(message).__name__})")
 
 

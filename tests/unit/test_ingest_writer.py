@@ -18,11 +18,21 @@ from pathlib import Path
 import pytest
 from structlog.testing import capture_logs
 
-from hookline.ingest.writer_link import PeerRefused, WriterAway, WriterLink, check_peer, encode
+from hookline.ingest.writer_link import (
+    PeerRefused,
+    WriterAway,
+    WriterLink,
+    check_peer,
+    encode,
+    events_from_wire,
+    events_to_wire,
+    results_from_wire,
+    results_to_wire,
+)
 from hookline.ingest.writer_process import sendable_fault, serve
 from hookline.shared.config import Config
 from hookline.shared.errors import InvalidSetting, StoreError, StoreUnavailable
-from hookline.shared.models import Accepted, Duplicate
+from hookline.shared.models import Accepted, Duplicate, NewEvent, TenantRefused
 from hookline.shared.process.ingest_writer import (
     address_file,
     published_socket,
@@ -349,3 +359,23 @@ async def _serve_one_event(config: Config, stale: Path) -> None:
         await link.close()
         stop.set()
         await asyncio.wait_for(task, 10)
+
+
+def test_events_and_results_cross_the_wire_unchanged() -> None:
+    """Every field of an event and every kind of result survives the tuples the frames
+    carry; anything else is a ValueError (its connection is dropped)."""
+    event = NewEvent(source="github", source_event_id="e-1", type="push", body=b"{}",
+                     forwarded_headers=(("x-github-event", "push"),), tenant="acme",
+                     trace_context="00-abc-def-01", schema_problem="/data/x")
+    assert events_from_wire(events_to_wire([event, new_event("plain")])) == [
+        event, new_event("plain")]
+    results = [Accepted(event_id=1, message_id="msg_1", job_ids=(4, 5)),
+               Duplicate(event_id=2, message_id="msg_2"),
+               TenantRefused(tenant="gone", reason="tenant_not_found")]
+    assert results_from_wire(results_to_wire(results)) == results
+    for rows in ("x", [1], [("a", 1)], [("z", 1, 2)]):
+        with pytest.raises(ValueError):
+            results_from_wire(rows)
+    for rows in ({}, [("too", "short")]):
+        with pytest.raises(ValueError):
+            events_from_wire(rows)
