@@ -248,3 +248,34 @@ def test_a_read_back_outside_a_transaction_is_refused(tmp_path: Path):
             "SELECT id, name FROM items ORDER BY id").fetchall() == [(1, "b"), (2, "c")]
     finally:
         db.close()
+
+
+@pytest.mark.sqlite_only
+async def test_a_batch_whose_jobs_all_wait_on_paused_destinations_wakes_nobody(tmp_path: Path):
+    """Jobs nobody may claim (every destination of the batch paused) wake no worker: a woken
+    worker would only run an empty claim. One live destination among them wakes them, as a
+    resume does once it has committed."""
+    path = str(tmp_path / "h.db")
+    async with SqliteStore(path) as store:
+        for name in ("p1", "p2", "live"):
+            await store.add_destination(name=name, url=f"http://127.0.0.1:9/{name}",
+                                        secret=SECRET, event_types=[name], max_in_flight=1)
+        await store.set_paused("p1", True, reason="operator")
+        await store.set_paused("p2", True, reason="operator")
+        await store.set_paused("live", True, reason="operator")
+        listener = WakeListener(wake_dir_for(path))
+        try:
+            paused = await store.add_events([
+                NewEvent(source="api", source_event_id=f"p{n}", type=f"p{n % 2 + 1}",
+                         body=b"{}") for n in range(6)])
+            assert all(isinstance(r, Accepted) and len(r.job_ids) == 1 for r in paused)
+            assert not await listener.wait(0.3)
+            await store.set_paused("live", False)
+            assert await listener.wait(5.0)  # the resume's own wake-up
+            await store.add_events([NewEvent(source="api", source_event_id="x", type="p1",
+                                             body=b"{}"),
+                                    NewEvent(source="api", source_event_id="y", type="live",
+                                             body=b"{}")])
+            assert await listener.wait(5.0)
+        finally:
+            listener.close()

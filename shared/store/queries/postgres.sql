@@ -84,6 +84,12 @@ ORDER BY u.ord
 FOR KEY SHARE OF d
 RETURNING id, event_id, destination_id
 
+-- any_live_destination: a row when any destination of :destination_ids takes deliveries
+-- (not paused, not removed)
+SELECT 1 AS live FROM destinations
+WHERE id = ANY(:destination_ids::bigint[]) AND NOT paused AND deleted_at IS NULL
+LIMIT 1
+
 -- claim_window: the destinations one claim considers, so that its cost follows the work it
 -- can take, not the destinations that exist (see StoreLogic._claim_window). A leapfrog walk
 -- from destination id :after (exclusive) up to :upto (inclusive) over two indexes at once:

@@ -68,6 +68,13 @@ INSERT INTO jobs (event_id, destination_id, run_at, created_at, updated_at)
 VALUES (:event_ids, :destination_ids, :now, :now, :now)
 RETURNING id, event_id, destination_id
 
+-- any_live_destination: a row when any destination of :destination_ids (a JSON array)
+-- takes deliveries (not paused, not removed): ingest's commit then wakes the workers
+SELECT 1 AS live FROM destinations
+WHERE id IN (SELECT value FROM json_each(:destination_ids)) AND paused = 0
+    AND deleted_at IS NULL
+LIMIT 1
+
 -- claim_window: the destinations one claim considers, so that its cost follows the work it
 -- can take, not the destinations that exist (see StoreLogic._claim_window). A leapfrog walk
 -- from destination id :after (exclusive) up to :upto (inclusive) over two indexes at once:
