@@ -16,7 +16,7 @@ Under load a batch takes at most half of the work outstanding at the recent peak
 and being written; never fewer than FILLED_ENOUGH items): the callers then form two groups
 that take turns, one being written while the other is being read and answered, instead of
 all of them waiting on one write and the write waiting on all of them. Measured with 64
-connections and the writer process, it served 15 to 30 % more events per second than
+connections and the writer process, it served 15 to 20 % more events per second than
 whole-queue batches (docs/benchmarks.md, "Ingest's two halves").
 
 With `timeout_s`, no caller waits longer than that from its submit, however long a write
