@@ -10,7 +10,7 @@ arriving one by one) each commit then carries several items instead of one, so t
 database's single writer lock is taken less often and its fixed cost is paid less often. It
 adds at most `min_interval_s` of latency, only when the previous write started less than
 that before and fewer than FILLED_ENOUGH items wait; flat out, where batches fill while the
-previous one is written, it adds none.
+previous one is written, it adds none, nor to what a batch's limit (below) left queued.
 
 Under load a batch takes at most half of the work outstanding at the recent peak (queued
 and being written; never fewer than FILLED_ENOUGH items): the callers then form two groups
@@ -107,6 +107,7 @@ class Batcher(Generic[Item, Result]):
         self._queue: collections.deque[_Waiting[Item, Result]] = collections.deque()
         self._in_flight: list[_Waiting[Item, Result]] = []  # the batch being written
         self._peak = 0.0  # most items outstanding lately (see _take_batch)
+        self._split = False  # the last batch left items queued at its limit
         self._deadline_timer: asyncio.TimerHandle | None = None
         self._wakeup = asyncio.Event()
         self._spacing = False  # waiting out min_interval_s (see _let_the_batch_fill)
@@ -214,7 +215,8 @@ class Batcher(Generic[Item, Result]):
                 await self._wakeup.wait()
                 self._wakeup.clear()
                 continue
-            await self._let_the_batch_fill()
+            if not self._split:  # a split's remainder is load, not a trickle: no spacing
+                await self._let_the_batch_fill()
             batch = self._take_batch()
             if batch:
                 self._last_write_at = time.monotonic()
@@ -251,6 +253,7 @@ class Batcher(Generic[Item, Result]):
             waiting = self._queue.popleft()
             if not waiting[1].done():
                 batch.append(waiting)
+        self._split = bool(self._queue)
         return batch
 
     async def _write_batch(self, batch: list[_Waiting[Item, Result]]) -> None:

@@ -56,17 +56,24 @@ def events_from_wire(rows: object) -> list[NewEvent]:
     """The events of a frame's `rows`.
 
     Raises:
-        ValueError: `rows` is no list of 8-tuples.
+        ValueError: `rows` is no list of such 8-tuples (each field of its type).
     """
     if not isinstance(rows, list):
         raise ValueError(f"events as {type(rows).__name__}, not a list")
-    try:
-        return [NewEvent(source=source, source_event_id=event_id, type=event_type, body=body,
-                         forwarded_headers=headers, tenant=tenant, trace_context=trace,
-                         schema_problem=problem)
-                for source, event_id, event_type, body, headers, tenant, trace, problem in rows]
-    except (TypeError, ValueError) as exc:
-        raise ValueError(f"an event that is no 8-tuple ({exc})") from exc
+    events = []
+    for row in rows:
+        if not (type(row) is tuple and len(row) == 8):
+            raise ValueError(f"an event as {type(row).__name__}, not an 8-tuple")
+        source, event_id, event_type, body, headers, tenant, trace, problem = row
+        if not (type(source) is str and type(event_id) is str and type(event_type) is str
+                and type(body) is bytes and type(headers) is tuple and type(tenant) is str
+                and (trace is None or type(trace) is str)
+                and (problem is None or type(problem) is str)):
+            raise ValueError("an event whose fields are not of their types")
+        events.append(NewEvent(source=source, source_event_id=event_id, type=event_type,
+                               body=body, forwarded_headers=headers, tenant=tenant,
+                               trace_context=trace, schema_problem=problem))
+    return events
 
 
 def results_to_wire(results: Sequence[StoreResult]) -> list[tuple[Any, ...]]:
@@ -87,23 +94,24 @@ def results_from_wire(rows: object) -> list[StoreResult]:
     """The results of a frame's `rows` (:func:`results_to_wire`).
 
     Raises:
-        ValueError: `rows` is no list of such tuples.
+        ValueError: `rows` is no list of such tuples (each field of its type).
     """
     if not isinstance(rows, list):
         raise ValueError(f"results as {type(rows).__name__}, not a list")
     results: list[StoreResult] = []
-    try:
-        for row in rows:
-            if row[0] == "a":
-                results.append(Accepted(event_id=row[1], message_id=row[2], job_ids=row[3]))
-            elif row[0] == "d":
-                results.append(Duplicate(event_id=row[1], message_id=row[2]))
-            elif row[0] == "r":
-                results.append(TenantRefused(tenant=row[1], reason=row[2]))
-            else:
-                raise ValueError(f"a result tagged {row[0]!r}")
-    except (TypeError, IndexError, KeyError) as exc:
-        raise ValueError(f"a result that is no tagged tuple ({exc})") from exc
+    for row in rows:
+        if type(row) is not tuple or not row:
+            raise ValueError(f"a result as {type(row).__name__}, not a tagged tuple")
+        if (row[0] == "a" and len(row) == 4 and type(row[1]) is int and type(row[2]) is str
+                and type(row[3]) is tuple):
+            results.append(Accepted(event_id=row[1], message_id=row[2], job_ids=row[3]))
+        elif row[0] == "d" and len(row) == 3 and type(row[1]) is int and type(row[2]) is str:
+            results.append(Duplicate(event_id=row[1], message_id=row[2]))
+        elif (row[0] == "r" and len(row) == 3 and type(row[1]) is str
+              and row[2] in ("tenant_not_found", "tenant_disabled")):
+            results.append(TenantRefused(tenant=row[1], reason=row[2]))
+        else:
+            raise ValueError(f"a result that is no tagged tuple of its types ({row[0]!r})")
     return results
 
 

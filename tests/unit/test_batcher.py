@@ -202,3 +202,17 @@ async def test_a_cancelled_caller_is_not_written():
     assert await first == 10 and await kept == 30
     assert write_calls == [[1], [3]]
     await batcher.stop()
+
+
+async def test_a_burst_split_in_two_is_written_without_waiting_out_the_interval():
+    """20 callers after a quiet spell: the first batch takes 16 (half the burst, at least
+    FILLED_ENOUGH) and the 4 left over go next at once, not min_interval_s after the
+    first write (they are load, not a trickle)."""
+    write = Recorder()
+    batcher = Batcher(write, max_batch=512, name="t", min_interval_s=0.5)
+    batcher.start()
+    started = time.monotonic()
+    await asyncio.wait_for(asyncio.gather(*(batcher.submit(i) for i in range(20))), 5)
+    assert [len(b) for b in write.batches] == [16, 4]
+    assert time.monotonic() - started < 0.25  # 0.5 s when the remainder waited
+    await batcher.stop()

@@ -373,9 +373,11 @@ def test_events_and_results_cross_the_wire_unchanged() -> None:
                Duplicate(event_id=2, message_id="msg_2"),
                TenantRefused(tenant="gone", reason="tenant_not_found")]
     assert results_from_wire(results_to_wire(results)) == results
-    for rows in ("x", [1], [("a", 1)], [("z", 1, 2)]):
+    for rows in ("x", [1], [("a", 1)], [("z", 1, 2)], ["a123"], [("a", "1", "m", ())],
+                 [("r", "t", "no_reason")], [()]):
         with pytest.raises(ValueError):
             results_from_wire(rows)
-    for rows in ({}, [("too", "short")]):
+    for rows in ({}, [("too", "short")], ["abcdefgh"],
+                 [("api", "e", "t", "not bytes", (), "_default", None, None)]):
         with pytest.raises(ValueError):
             events_from_wire(rows)
