@@ -327,8 +327,7 @@ async def list_jobs(request: web.Request) -> web.Response:
     empty list."""
     status = inputs.job_status("status", request.query.get("status"))
     limit = inputs.list_limit(request.query.get("limit"), 100)
-    before = request.query.get("before")
-    before_id = None if before is None else inputs.whole_number("before", before)
+    before_id = inputs.page_before(request.query.get("before"))
     tenant = await listed_tenant_filter(request)  # a deleted one's history too
     destination = request.query.get("destination")
     store = request_store(request)
@@ -357,8 +356,7 @@ async def list_dead(request: web.Request) -> web.Response:
     404 when that job is no longer dead."""
     since_spec = inputs.instant("since", request.query.get("since"))
     limit = inputs.list_limit(request.query.get("limit"), 100)
-    before = request.query.get("before")
-    before_id = None if before is None else inputs.whole_number("before", before)
+    before_id = inputs.page_before(request.query.get("before"))
     store = request_store(request)
     since_s, = await resolve_instants(store, since_spec)
     tenant = await listed_tenant_filter(request)  # a deleted one's history too

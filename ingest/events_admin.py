@@ -87,11 +87,10 @@ async def list_events(request: web.Request) -> web.Response:
     """`GET /v1/admin/events?...`: a page of events, newest first, with their jobs."""
     query = request.query
     status = inputs.job_status("status", query.get("status"))
-    before = query.get("before")
     limit = inputs.list_limit(query.get("limit"), 100)
     since = inputs.instant("since", query.get("since"))
     until = inputs.instant("until", query.get("until"))
-    before_id = None if before is None else inputs.whole_number("before", before)
+    before_id = inputs.page_before(query.get("before"))
     store = request_store(request)
     since_s, until_s = await resolve_instants(store, since, until)
     flt = EventFilter(destination=query.get("destination"),

@@ -77,8 +77,7 @@ async def list_jobs(request: web.Request) -> web.Response:
     query = request.query
     status = inputs.job_status("status", query.get("status"))
     limit = inputs.list_limit(query.get("limit"), 100)
-    before = query.get("before")
-    before_id = None if before is None else inputs.whole_number("before", before)
+    before_id = inputs.page_before(query.get("before"))
     tenant, destination = token_tenant(request), query.get("destination")
     await check_destination_filter(request, destination, tenant)  # none: 404, not []
     jobs = await request_store(request).list_tenant_jobs(

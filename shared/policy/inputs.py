@@ -152,6 +152,12 @@ def list_limit(value: Any, default: int) -> int:
     return whole_number("limit", value, default=default, high=MAX_LIST_LIMIT)
 
 
+def page_before(value: Any) -> int | None:
+    """A listing's `before` cursor: None for the first (newest) page, else the row id the
+    next page starts below. Raises InvalidInput("before")."""
+    return None if value is None else whole_number("before", value)
+
+
 def flag(field: str, value: Any, default: bool = False) -> bool:
     """true or false; `default` when None. Raises InvalidInput(field)."""
     if value is None:
