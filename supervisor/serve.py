@@ -56,25 +56,26 @@ def ingest_slot(number: int) -> str:
     return "ingest" if number == 1 else f"ingest-{number}"
 
 
-def ingest_spec(config: Config, number: int = 1) -> ChildSpec:
-    """Ingest child `number` (1-based; `config.ingest_processes` of them share the listen
-    port): `python -P -m hookline.ingest --slot SLOT`, its Config in CONFIG_ENV (see
-    shared/process/spawn.py for why -P and PYTHONPATH)."""
-    slot = ingest_slot(number)
-    return ChildSpec(slot=slot, argv=child_argv("hookline.ingest", "--slot", slot),
+def _child_spec(config: Config, module: str, slot: str) -> ChildSpec:
+    """Child `slot` running `python -P -m MODULE --slot SLOT`, its Config in CONFIG_ENV (see
+    shared/process/spawn.py for why -P and PYTHONPATH), with its heartbeat and readiness
+    files in the runtime folder."""
+    return ChildSpec(slot=slot, argv=child_argv(module, "--slot", slot),
                      env={CONFIG_ENV: config.to_json(), **child_import_env()},
                      heartbeat_file=str(heartbeat_path(config, slot)),
                      ready_file=str(ready_path(config, slot)))
 
 
+def ingest_spec(config: Config, number: int = 1) -> ChildSpec:
+    """Ingest child `number` (1-based; `config.ingest_processes` of them share the listen
+    port): `python -P -m hookline.ingest --slot SLOT`."""
+    return _child_spec(config, "hookline.ingest", ingest_slot(number))
+
+
 def writer_spec(config: Config) -> ChildSpec:
     """The ingest writer process (`ingest_writer = process` on SQLite:
     ingest/writer_process.py), which commits every ingest process's batches."""
-    return ChildSpec(slot=WRITER_SLOT,
-                     argv=child_argv("hookline.ingest.writer_process", "--slot", WRITER_SLOT),
-                     env={CONFIG_ENV: config.to_json(), **child_import_env()},
-                     heartbeat_file=str(heartbeat_path(config, WRITER_SLOT)),
-                     ready_file=str(ready_path(config, WRITER_SLOT)))
+    return _child_spec(config, "hookline.ingest.writer_process", WRITER_SLOT)
 
 
 WORKER_MODULE = "hookline.workers"
@@ -86,11 +87,7 @@ def worker_spec(config: Config, number: int, module: str = WORKER_MODULE) -> Chi
     Config in CONFIG_ENV. `module` is :data:`WORKER_MODULE` in production; a harness running
     the supervisor in its own entry point (rehearsal/hooked_serve.py) names its own module,
     which runs the same worker with the harness's wrapper around it."""
-    slot = worker_slot(number)
-    return ChildSpec(slot=slot, argv=child_argv(module, "--slot", slot),
-                     env={CONFIG_ENV: config.to_json(), **child_import_env()},
-                     heartbeat_file=str(heartbeat_path(config, slot)),
-                     ready_file=str(ready_path(config, slot)))
+    return _child_spec(config, module, worker_slot(number))
 
 
 async def check(config: Config) -> QuickCheck | None:
