@@ -113,12 +113,11 @@ class Batcher(Generic[Item, Result]):
         self._spacing = False  # waiting out min_interval_s (see _let_the_batch_fill)
         self._task: asyncio.Task[None] | None = None
         self._stopping = False
-        self._writing = False
 
     @property
     def writing(self) -> bool:
         """True while a write is in progress."""
-        return self._writing
+        return bool(self._in_flight)
 
     def recovered(self) -> None:
         """Forget a past failure (a probe on the same store succeeded while no write ran)."""
@@ -149,7 +148,7 @@ class Batcher(Generic[Item, Result]):
 
     async def settle(self) -> None:
         """Wait until everything queued so far has been written."""
-        while self._queue or self._writing:  # noqa: ASYNC110  (tests and shutdown only)
+        while self._queue or self._in_flight:  # noqa: ASYNC110  (tests and shutdown only)
             await asyncio.sleep(0.005)
 
     async def submit(self, item: Item) -> Result:
@@ -220,12 +219,10 @@ class Batcher(Generic[Item, Result]):
             batch = self._take_batch()
             if batch:
                 self._last_write_at = time.monotonic()
-                self._writing = True
                 self._in_flight = batch
                 try:
                     await self._write_batch(batch)
                 finally:
-                    self._writing = False
                     self._in_flight = []
 
     async def _let_the_batch_fill(self) -> None:
