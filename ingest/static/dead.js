@@ -7,19 +7,14 @@
 
 import { ApiError, destinationKey, destinationLabel as label, get, isMissingDestination, post,
          splitDestinationKey } from "./api.js";
-import { fmtCount, h, jobLink, missingDestinationNote, setChildren, table, toast, when }
-  from "./dom.js";
+import { fmtCount, h, jobLink, missingDestinationNote, pageHash, setChildren, table, toast,
+         when } from "./dom.js";
 
 const LIMIT = 200;
 const MOST = 1000;  // the largest page the address may ask for
 
 /** The address of the dead letters page with these parameters (empty ones left out). */
-function hashFor(values) {
-  const query = new URLSearchParams();
-  for (const [key, value] of Object.entries(values)) if (value) query.set(key, value);
-  const text = query.toString();
-  return text ? `#/dead?${text}` : "#/dead";
-}
+const hashFor = (values) => pageHash("dead", values);
 
 /** The dead letters page; `params.destination` and `params.tenant` filter it (from
  * `#/dead?destination=X&tenant=T`; without a tenant the name is the default tenant's). */

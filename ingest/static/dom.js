@@ -135,6 +135,15 @@ export function fmtUrl(url) {
   return `${text.slice(0, start)}${user}:***@${authority.slice(at + 1)}${text.slice(end)}`;
 }
 
+/** The address `#/PAGE?...` of a dashboard page with these query values (empty ones left
+ * out; `#/PAGE` when none is left). */
+export function pageHash(page, values) {
+  const query = new URLSearchParams();
+  for (const [key, value] of Object.entries(values)) if (value) query.set(key, value);
+  const text = query.toString();
+  return text ? `#/${page}?${text}` : `#/${page}`;
+}
+
 export const fmtCount = (n) => (n === null || n === undefined ? "–" : Number(n).toLocaleString());
 
 /** A table with a header row; `rows` are arrays of cells (nodes or text). */

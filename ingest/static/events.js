@@ -7,7 +7,8 @@ import { ApiError, destinationKey, destinationLabel, get, isMissingDestination,
          splitDestinationKey } from "./api.js";
 import { bulkPanel } from "./bulk.js";
 import { eventView, searchForm, statusBadge } from "./event.js";
-import { due, h, jobLink, missingDestinationNote, setChildren, table, when } from "./dom.js";
+import { due, h, jobLink, missingDestinationNote, pageHash, setChildren, table, when }
+  from "./dom.js";
 
 const PAGE = 50;
 const FILTERS = ["tenant", "destination", "status", "type", "since", "until"];
@@ -18,12 +19,7 @@ export function eventsView(context) {
   return context.arg === undefined ? eventListView(context) : eventView(context);
 }
 
-function hashFor(values) {
-  const query = new URLSearchParams();
-  for (const [key, value] of Object.entries(values)) if (value) query.set(key, value);
-  const text = query.toString();
-  return text ? `#/events?${text}` : "#/events";
-}
+const hashFor = (values) => pageHash("events", values);
 
 function eventListView({ params, refreshNow }) {
   const filters = Object.fromEntries(FILTERS.map((k) => [k, params.get(k) ?? ""]));
