@@ -261,6 +261,29 @@ def test_child_that_cannot_boot_stops_the_service(tmp_path: Path):
     assert "ingest could not boot" in out and f"cannot listen on 127.0.0.1:{port}" in out
 
 
+def _post_while_killing(svc: Service, pid: int) -> tuple[list[int], list[int]]:
+    """200 events posted from 8 threads, `pid` SIGKILLed after the 61st is handed out:
+    (the event ids answered 2xx, the statuses of the HTTP errors answered). A reset or
+    refused connection is neither: not accepted, as far as the sender knows."""
+    answered: list[int] = []
+    refused: list[int] = []
+
+    def post(n: int) -> None:
+        try:
+            answered.append(svc.post_event(f"under-kill-{n}")["event_id"])
+        except urllib.error.HTTPError as exc:
+            refused.append(exc.code)
+        except OSError:
+            pass
+
+    with ThreadPoolExecutor(8) as pool:
+        for n in range(200):
+            pool.submit(post, n)
+            if n == 60:
+                os.kill(pid, signal.SIGKILL)
+    return answered, refused
+
+
 def test_two_ingest_processes_share_the_port_and_one_killed_is_respawned(tmp_path: Path):
     """`ingest_processes = 2`: slots `ingest` and `ingest-2` listen on the one port, the
     kernel spreads new connections over both (each accepts events); `ingest-2` SIGKILLed
@@ -280,19 +303,7 @@ def test_two_ingest_processes_share_the_port_and_one_killed_is_respawned(tmp_pat
         accepted_by = {r["process"] for r in svc.log("event_accepted")}
         assert accepted_by == {"ingest", "ingest-2"}
         second = status["slots"]["ingest-2"]["pid"]
-        answered: list[int] = []  # event ids answered 202 while the kill lands
-
-        def post(n: int) -> None:
-            try:
-                answered.append(svc.post_event(f"under-kill-{n}")["event_id"])
-            except OSError:  # a reset or refused connection: not accepted, as far as it knows
-                pass
-
-        with ThreadPoolExecutor(8) as pool:
-            for n in range(200):
-                pool.submit(post, n)
-                if n == 60:
-                    os.kill(second, signal.SIGKILL)
+        answered, _ = _post_while_killing(svc, second)  # ids answered 202 as the kill lands
         wait_until(lambda: svc.log("child_exited", child_pid=second), 10, "the kill reaped")
         for n in range(20):
             svc.post_event(f"after-kill-{n}")
@@ -332,20 +343,7 @@ def test_the_ingest_writer_process_commits_for_every_ingest_process_and_is_respa
             svc.post_event(f"spread-{n}")
         assert {r["process"] for r in svc.log("event_accepted")} == {"ingest", "ingest-2"}
         writer = status["slots"]["ingest-writer"]["pid"]
-        answered: list[int] = []
-        refused: list[int] = []
-
-        def post(n: int) -> None:
-            try:
-                answered.append(svc.post_event(f"under-kill-{n}")["event_id"])
-            except urllib.error.HTTPError as exc:
-                refused.append(exc.code)
-
-        with ThreadPoolExecutor(8) as pool:
-            for n in range(200):
-                pool.submit(post, n)
-                if n == 60:
-                    os.kill(writer, signal.SIGKILL)
+        answered, refused = _post_while_killing(svc, writer)
         wait_until(lambda: svc.log("child_exited", child_pid=writer), 10, "the kill reaped")
         wait_until(lambda: len(svc.log("child_started", slot="ingest-writer")) == 2, 15,
                    "the writer respawned")

@@ -122,3 +122,27 @@ class Hookline:
         assert status == 200
         [job_id] = [j["id"] for j in jobs if j["event_id"] == event_id]
         return int(job_id)
+
+
+def check_two_pages(page: Any, rows: Any, pager: str, key_js: str,
+                    newest_first: list[Any]) -> None:
+    """A dashboard listing of three rows paged two at a time (`limit=2` in its address), on
+    its first page: it shows the newest two with Newest disabled; Older shows the third with
+    Older disabled; Newest shows the first two again. `pager`: the buttons' id prefix
+    (`PAGER-newest`, `PAGER-older`); `key_js`: a row's key, from `r` (e.g.
+    `Number(r.dataset.job)`); `newest_first`: the three keys, newest first."""
+    from playwright.sync_api import expect  # only once Chromium is there
+
+    def keys() -> Any:
+        return rows.evaluate_all(f"rs => rs.map(r => {key_js})")
+
+    expect(rows).to_have_count(2)
+    assert keys() == newest_first[:2]
+    expect(page.locator(f"#{pager}-newest")).to_be_disabled()
+    page.click(f"#{pager}-older")
+    expect(rows).to_have_count(1)
+    assert keys() == newest_first[2:]
+    expect(page.locator(f"#{pager}-older")).to_be_disabled()
+    page.click(f"#{pager}-newest")
+    expect(rows).to_have_count(2)
+    assert keys() == newest_first[:2]

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from hookline.shared.signing import generate_secret
-from tests.browser.support import INGEST_TOKEN, TOKEN, Hookline, ReceiverProcess
+from tests.browser.support import INGEST_TOKEN, TOKEN, Hookline, ReceiverProcess, check_two_pages
 
 XSS_SCRIPT = "<script>window.__xss=1</script>"
 XSS_IMG = "<img src=x onerror=\"window.__xss=2\">"
@@ -253,13 +253,4 @@ def test_dead_letters_page_older_and_newest(
     assert sorted(newest_first) == sorted(jobs)
 
     page.goto(f"{hookline.base_url}/#/dead?destination=pager&limit=2")
-    expect(rows).to_have_count(2)
-    assert rows.evaluate_all("rs => rs.map(r => Number(r.dataset.job))") == newest_first[:2]
-    expect(page.locator("#dead-newest")).to_be_disabled()
-    page.click("#dead-older")
-    expect(rows).to_have_count(1)
-    assert rows.evaluate_all("rs => rs.map(r => Number(r.dataset.job))") == newest_first[2:]
-    expect(page.locator("#dead-older")).to_be_disabled()
-    page.click("#dead-newest")
-    expect(rows).to_have_count(2)
-    assert rows.evaluate_all("rs => rs.map(r => Number(r.dataset.job))") == newest_first[:2]
+    check_two_pages(page, rows, "dead", "Number(r.dataset.job)", newest_first)

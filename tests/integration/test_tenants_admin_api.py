@@ -323,12 +323,7 @@ async def test_a_destination_filter_the_tenant_lacks_is_404_naming_who_has_one(
     400, checked before the lookup."""
     for tenant in ("acme", "globex"):
         await _call(client, "PUT", f"/v1/admin/tenants/{tenant}", json={})
-    await real_store.add_destination(name="billing", url=URL, secret="whsec_" + "S" * 32,
-                                     event_types=["*"], max_in_flight=2, tenant="acme")
-    await real_store.add_event(new_event("e1", tenant="acme"))
-    [claim] = await real_store.claim("w1", 10, 30.0, 5)
-    await real_store.finish([(claim, Dead(error="gone"), AttemptResult(
-        started_at=clock(), duration_s=0.01, status_code=410))])
+    dead_job = await _one_dead_letter(real_store, clock, tenant="acme", name="billing")
     for route in FILTERED_BY_DESTINATION:
         for tenant, where in ((None, "the default tenant (_default)"),
                               ("_default", "the default tenant (_default)"),
@@ -364,7 +359,7 @@ async def test_a_destination_filter_the_tenant_lacks_is_404_naming_who_has_one(
         status, error = await _call(client, "GET", path)  # bad input comes first
         assert (status, error["field"]) == (400, field), path
     status, error = await _call(client, "POST", "/v1/admin/replay", json={
-        "job_id": claim.job_id, "destination": "nobody"})
+        "job_id": dead_job, "destination": "nobody"})
     assert (status, error["field"]) == (400, "destination")
 
 
@@ -457,17 +452,24 @@ REFUSED_DELETED = ("no tenant 'acme': it was deleted, so it has no destinations 
                    "and event listings filtered by this tenant still show them")
 
 
+async def _one_dead_letter(store: Store, clock: Any, *, tenant: str, name: str) -> int:
+    """Tenant `tenant`'s new destination `name` (every event type) with one event, whose
+    job died (a 410); returns that job's id."""
+    await store.add_destination(name=name, url=URL, secret="whsec_" + "S" * 32,
+                                event_types=["*"], max_in_flight=2, tenant=tenant)
+    await store.add_event(new_event("e1", tenant=tenant))
+    [claim] = await store.claim("w1", 10, 30.0, 5)
+    await store.finish([(claim, Dead(error="gone"), AttemptResult(
+        started_at=clock(), duration_s=0.01, status_code=410))])
+    return claim.job_id
+
+
 async def _deleted_acme_with_a_dead_letter(client: TestClient[Any, Any], store: Store,
                                            clock: Any) -> dict[str, Any]:
     """acme with a destination `hooks` whose one job died, then acme deleted: its dead
     letter (under the name its removed destination keeps)."""
     await _call(client, "PUT", "/v1/admin/tenants/acme", json={})
-    await store.add_destination(name="hooks", url=URL, secret="whsec_" + "S" * 32,
-                                event_types=["*"], max_in_flight=2, tenant="acme")
-    await store.add_event(new_event("e1", tenant="acme"))
-    [claim] = await store.claim("w1", 10, 30.0, 5)
-    await store.finish([(claim, Dead(error="gone"), AttemptResult(
-        started_at=clock(), duration_s=0.01, status_code=410))])
+    await _one_dead_letter(store, clock, tenant="acme", name="hooks")
     status, _ = await _call(client, "DELETE", "/v1/admin/tenants/acme")
     assert status == 200
     status, every = await _call(client, "GET", "/v1/admin/dead")
