@@ -60,7 +60,7 @@ from hookline.supervisor.cli.tenants import (
     add_tenant_flag,
     destination_tenant,
     existing_tenant,
-    listed_tenant,
+    listing_scope,
     named,
     tenant_arg,
 )
@@ -306,10 +306,7 @@ async def dead_cmd(config: Config, args: argparse.Namespace) -> int:
 
     async def list_dead(store: Store) -> list[DeadLetter]:
         since_s, = await resolve_instants(store, since)  # `10m`: on the store's clock
-        if args.destination is not None:  # none of that name there: NotFound, exit 1
-            await destination_tenant(store, args.destination, tenant, listing=True)
-        elif tenant is not None:  # a deleted one's kept history too (read-only)
-            await listed_tenant(store, tenant)
+        await listing_scope(store, args.destination, tenant)
         # One more than shown: the hint appears only when another page really exists.
         return await store.list_dead(destination=args.destination, since_s=since_s,
                                      limit=limit + 1, tenant=tenant, before_id=args.before)

@@ -39,9 +39,8 @@ from hookline.supervisor.cli.event_types import warn_about
 from hookline.supervisor.cli.human import show
 from hookline.supervisor.cli.tenants import (
     add_tenant_flag,
-    destination_tenant,
     existing_tenant,
-    listed_tenant,
+    listing_scope,
     tenant_arg,
 )
 
@@ -220,13 +219,12 @@ async def jobs(config: Config, args: argparse.Namespace) -> int:
 
     async def listed(store: Store) -> list[Job]:
         # One more than shown: the hint appears only when another page really exists.
-        if args.destination is not None:  # none of that name there: NotFound, exit 1
-            scope = await destination_tenant(store, args.destination, tenant, listing=True)
-            return await store.list_tenant_jobs(scope, destination=args.destination,
+        scope = await listing_scope(store, args.destination, tenant)
+        if args.destination is not None:
+            return await store.list_tenant_jobs(scope or DEFAULT_TENANT,
+                                                destination=args.destination,
                                                 status=args.status, limit=limit + 1,
                                                 before_id=args.before)
-        if tenant is not None:  # a deleted one's kept history too (read-only)
-            await listed_tenant(store, tenant)
         return await store.list_jobs(status=args.status, limit=limit + 1, tenant=tenant,
                                      before_id=args.before)
 

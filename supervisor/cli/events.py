@@ -43,6 +43,7 @@ from hookline.supervisor.cli.tenants import (
     add_tenant_flag,
     destination_tenant,
     listed_tenant,
+    listing_scope,
     tenant_arg,
 )
 
@@ -154,10 +155,7 @@ async def events_cmd(config: Config, args: argparse.Namespace) -> int:
             destination=args.destination, tenant=tenant, status=args.status, type=args.type,
             since_s=since_s, until_s=until_s, before_id=args.before,
             limit=args.limit).check()  # usage errors exit 2 before any lookup
-        if args.destination is not None:  # none of that name there: NotFound, exit 1
-            await destination_tenant(store, args.destination, tenant, listing=True)
-        elif tenant is not None:  # a deleted one's kept history too (read-only)
-            await listed_tenant(store, tenant)
+        await listing_scope(store, args.destination, tenant)
         return await store.list_events(flt)
 
     found = await with_store(config, run)

@@ -212,6 +212,23 @@ async def destination_tenant(store: Store, name: str, tenant: str | None, *,
                                           deleted=await store.deleted_tenants(owners)))
 
 
+async def listing_scope(store: Store, destination: str | None, tenant: str | None
+                        ) -> str | None:
+    """A read-only listing's filters (dead letters, jobs, events) checked: with
+    `--destination NAME`, the tenant that has it (:func:`destination_tenant` with
+    `listing`); else `tenant` as given, a deleted one's kept history too
+    (:func:`listed_tenant`), or None for no tenant filter.
+
+    Raises:
+        NotFound (exit 1): as :func:`destination_tenant` and :func:`listed_tenant`.
+    """
+    if destination is not None:  # none of that name there: NotFound, exit 1
+        return await destination_tenant(store, destination, tenant, listing=True)
+    if tenant is not None:
+        await listed_tenant(store, tenant)
+    return tenant
+
+
 def _id(args: argparse.Namespace) -> str:
     """The tenant id argument, checked (InvalidInput: exit 2)."""
     return tenant_id(args.id, field="id", reserved_ok=True)
