@@ -12,6 +12,13 @@ Every design serves `POST /v1/events` on 127.0.0.1 and is driven by wrk (one thr
 * **hookline_writer** and **hookline_writer_2**: the same with `ingest_writer = process`:
   the ingest processes' commits made by the ingest writer process (counted among the
   serving processes).
+* **writer_fed**: the same service as hookline_writer, its writer fed directly by
+  rehearsal/writer_feeder.py over 2 connections, batches of half the connections (as one
+  HTTP process sends them) ready at once, no HTTP: the writer's rate when HTTP processes on
+  cores of their own keep it busy. Not a way to publish, so not among the designs the
+  target counts; with the HTTP side's cost per event it gives `model_with_spare_cores`:
+  min(k HTTP processes' rate, each on a core of its own, the writer's) over the bare
+  server's, for k = 1 and 2 (docs/benchmarks.md, "A scaling model for 16 cores").
 * **floor**, **floor_split** and **floor_split_2** (rehearsal/ingest_floor.py): the least a
   durable ingest must do, each event committed with 3 jobs before its 202; in one process
   (its commits on a thread), and as 1 or 2 HTTP processes feeding one writer process over a
@@ -64,6 +71,7 @@ from hookline.rehearsal.bench_ceiling import bare_server
 from hookline.rehearsal.harness import INGEST_TOKEN, free_port, start_until_ready, stop_process
 from hookline.rehearsal.scenario_common import ScenarioOptions
 from hookline.rehearsal.scenario_scale import count_events_and_jobs, thread_split
+from hookline.shared.process.ingest_writer import WRITER_ADDRESS_FILE
 from hookline.shared.signing import generate_secret
 
 TARGET = 0.6
@@ -72,8 +80,8 @@ TARGET = 0.6
 JOBS_PER_EVENT = 3
 """The bench's destinations per event (d1, d2, d3)."""
 
-DESIGNS = ("bare", "hookline", "hookline_2", "hookline_writer", "hookline_writer_2", "floor",
-           "floor_split", "floor_split_2")
+DESIGNS = ("bare", "hookline", "hookline_2", "hookline_writer", "hookline_writer_2",
+           "writer_fed", "floor", "floor_split", "floor_split_2")
 """In the order each round measures them."""
 
 FLOOR_START_S = 15.0
@@ -90,6 +98,8 @@ class Running:
     pids: dict[str, int]
     db: str | None
     others: dict[str, int] = dataclasses.field(default_factory=dict)
+    writer_address: Path | None = None
+    """The writer's address file, for a design fed without HTTP (writer_fed)."""
 
 
 def run_ingest(opts: ScenarioOptions, work: Path) -> dict[str, Any]:
@@ -129,7 +139,24 @@ def run_ingest(opts: ScenarioOptions, work: Path) -> dict[str, Any]:
     return {"designs": designs,
             "vs_bare_by_design": {label: designs[label]["vs_bare"]
                                   for label in DESIGNS if label != "bare"},
+            "model_with_spare_cores": spare_cores_model(designs),
             "target": TARGET, "checks": checks, "pass": all(checks.values())}
+
+
+def spare_cores_model(designs: dict[str, dict[str, Any]]) -> dict[str, float | None]:
+    """{"http_1", "http_2"}: the share of the bare server's events/s that hookline's writer
+    design would serve with 1 or 2 HTTP processes on cores of their own, by arithmetic on
+    this run's medians: min(k / the HTTP process's CPU per event in hookline_writer, the
+    writer's events/s fed directly) over the bare server's events/s. The bare server is one
+    process, which already uses a whole core here, so more cores would not raise its own
+    rate. None where a figure is missing."""
+    http_us = designs["hookline_writer"]["process_cpu_us_per_event"].get("ingest")
+    writer_rate = designs["writer_fed"]["events_per_s"]
+    bare_rate = designs["bare"]["events_per_s"]
+    if not http_us or not writer_rate or not bare_rate:
+        return {"http_1": None, "http_2": None}
+    return {f"http_{k}": round(min(k * 1e6 / http_us, writer_rate) / bare_rate, 3)
+            for k in (1, 2)}
 
 
 @contextlib.contextmanager
@@ -139,7 +166,7 @@ def _start(label: str, opts: ScenarioOptions, work: Path, env: dict[str, str]
     if label == "bare":
         with bare_server(env) as (pid, port):
             yield Running(port, {"bare": pid}, None)
-    elif label.startswith("hookline"):
+    elif label.startswith("hookline") or label == "writer_fed":
         folder = work / label
         folder.mkdir()
         db = str(folder / "hookline.db")
@@ -147,14 +174,19 @@ def _start(label: str, opts: ScenarioOptions, work: Path, env: dict[str, str]
         asyncio.run(setup_destinations(db, 9, [generate_secret() for _ in range(JOBS_PER_EVENT)],
                                        paused=True))
         processes = 2 if label.endswith("_2") else 1
-        with service_process(db, folder, bench_env(folder), workers=opts.workers,
+        service_env = bench_env(folder)
+        with service_process(db, folder, service_env, workers=opts.workers,
                              synchronous=opts.synchronous, ingest_processes=processes,
                              ingest_writer="process" if "writer" in label else "thread"
                              ) as (port, procs):
             # `ingest-writer` serves too: it commits what the ingest processes take
             serving = {slot: pid for slot, pid in procs.items() if slot.startswith("ingest")}
+            address = None
+            if label == "writer_fed":  # only the writer works; ingest waits aside
+                serving = {"ingest-writer": procs["ingest-writer"]}
+                address = Path(service_env["HOOKLINE_RUNTIME_DIR"]) / WRITER_ADDRESS_FILE
             yield Running(port, serving, db, {slot: pid for slot, pid in procs.items()
-                                              if slot not in serving})
+                                              if slot not in serving}, address)
     else:
         with _floor(label, work, env, opts.synchronous) as running:
             yield running
@@ -213,14 +245,18 @@ def _measure(opts: ScenarioOptions, design: Running, label: str) -> dict[str, An
     cpu_before = {name: proc_cpu_s(pid) for name, pid in every_pid.items()}
     threads_before = {name: proc_thread_cpu_s(pid) for name, pid in design.pids.items()}
     children_before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    load = wrk.run_wrk(f"http://127.0.0.1:{design.port}", max(1, round(opts.phase_s)),
-                       opts.concurrency, opts.body_bytes, f"{label}-{os.urandom(4).hex()}",
-                       INGEST_TOKEN)
+    run_id = f"{label}-{os.urandom(4).hex()}"
+    if design.writer_address is not None:
+        load = _feed(opts, design.writer_address, run_id)
+    else:
+        load = wrk.run_wrk(f"http://127.0.0.1:{design.port}", max(1, round(opts.phase_s)),
+                           opts.concurrency, opts.body_bytes, run_id, INGEST_TOKEN)
     children_after = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu_s = {name: proc_cpu_s(pid) - cpu_before[name] for name, pid in every_pid.items()}
     threads_s = {name: thread_split(pid, threads_before[name], proc_thread_cpu_s(pid))
                  for name, pid in design.pids.items()}
-    # wrk is the only child reaped meanwhile: every design's processes outlive the rounds
+    # the load (wrk, or the feeder) is the only child reaped meanwhile: every design's
+    # processes outlive the rounds
     wrk_cpu_s = ((children_after.ru_utime + children_after.ru_stime)
                  - (children_before.ru_utime + children_before.ru_stime))
     time.sleep(0.5)  # requests wrk left open at its end still commit
@@ -252,6 +288,28 @@ def _measure(opts: ScenarioOptions, design: Running, label: str) -> dict[str, An
         "processes_alive": all(Path(f"/proc/{pid}").exists() for pid in every_pid.values()),
         "answered_2xx": requests - int(load["non_2xx"]), "stored": stored,
         "jobs_per_event": jobs_per_event}
+
+
+def _feed(opts: ScenarioOptions, address: Path, run_id: str) -> dict[str, Any]:
+    """rehearsal/writer_feeder.py for opts.phase_s: 2 connections, each with batches of
+    half of opts.concurrency events; its figures in wrk's shape (no latency: the feeder
+    times no request).
+
+    Raises:
+        subprocess.CalledProcessError: the feeder failed (the writer went away).
+    """
+    out = subprocess.run(
+        [sys.executable, "-m", "hookline.rehearsal.writer_feeder", "--address", str(address),
+         "--seconds", str(opts.phase_s), "--links", "2",
+         "--batch", str(max(1, opts.concurrency // 2)), "--body-bytes", str(opts.body_bytes),
+         "--run-id", run_id], capture_output=True, text=True, check=True, timeout=
+        opts.phase_s + 60).stdout
+    figures = json.loads(out.splitlines()[-1])
+    events = int(figures["events"])
+    return {"requests": events, "non_2xx": events - int(figures["accepted"]),
+            "socket_errors": None, "latency_ms": {},
+            "events_per_s": round(events / figures["elapsed_s"], 1)
+            if figures["elapsed_s"] else 0.0}
 
 
 def _per_event_us(seconds: float, events: int) -> float | None:
@@ -288,9 +346,14 @@ def print_ingest(result: dict[str, Any]) -> None:
             processes += f"; supervisor and workers {others}"
         share = "" if label == "bare" else \
             f", {figures['vs_bare']} of bare (rounds {figures['rounds_vs_bare']})"
+        load = "the feeder" if label == "writer_fed" else "wrk"
         print(f"{label}: {figures['events_per_s']} events/s{share}; CPU "
-              f"{figures['cpu_us_per_event']} µs/event ({processes}), wrk "
+              f"{figures['cpu_us_per_event']} µs/event ({processes}), {load} "
               f"{figures['wrk_cpu_us_per_request']} µs/request, {figures['cores']} cores, "
               f"p99 {figures['p99_ms']} ms")
     print(f"events/s against the bare server's: {json.dumps(result['vs_bare_by_design'])} "
-          f"(target for hookline {result['target']})")
+          f"(target for hookline {result['target']}; writer_fed is the writer alone)")
+    model = result["model_with_spare_cores"]
+    print(f"with a core for each HTTP process (arithmetic: min(k HTTP processes at "
+          f"hookline_writer's CPU per event, writer_fed) over bare): 1 process "
+          f"{model['http_1']}, 2 processes {model['http_2']}")

@@ -26,6 +26,8 @@ from hookline.shared.process.lifecycle import runtime_dir
 
 WRITER_SLOT = "ingest-writer"
 """The supervisor's slot (and log name) of the writer process."""
+WRITER_ADDRESS_FILE = f"{WRITER_SLOT}.address"
+"""The file in the runtime folder that names the socket the writer listens on."""
 
 _MAX_SOCKET_PATH = 100  # sun_path holds 108 bytes on Linux; keep a margin
 _PRIVATE_PREFIX = "hookline-writer-"
@@ -46,7 +48,7 @@ def uses_writer_process(config: Config) -> bool:
 def address_file(config: Config) -> Path:
     """`<runtime_dir>/ingest-writer.address`: the path of the socket the writer listens on,
     written once it listens."""
-    return runtime_dir(config) / f"{WRITER_SLOT}.address"
+    return runtime_dir(config) / WRITER_ADDRESS_FILE
 
 
 def published_socket(config: Config) -> Path | None:

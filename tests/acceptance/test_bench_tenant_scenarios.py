@@ -109,18 +109,21 @@ def test_tenants_scenario_reports_ingest_ratio_and_claims(backend, pg_server, tm
 
 def test_ingest_scenario_measures_every_design_against_the_bare_server(tmp_path):
     """The bare server, hookline with 1 and 2 ingest processes (each committing itself, then
-    through the ingest writer process), and the least durable ingest
-    in one process and as 1 and 2 HTTP processes feeding one writer: each accepts wrk's
-    events, stores every event it answered 2xx with its 3 jobs, and gets its share of the
-    bare server's events/s and its CPU per event, process by process."""
+    through the ingest writer process), the writer fed directly, and the least durable
+    ingest in one process and as 1 and 2 HTTP processes feeding one writer: each accepts
+    its load's events, stores every event it answered 2xx with its 3 jobs, and gets its
+    share of the bare server's events/s and its CPU per event, process by process; the
+    writer fed directly gives the model's shares with a core per HTTP process."""
     need_wrk()
     result, report = run_quick("ingest", "sqlite", tmp_path)
     designs = result["designs"]
     assert list(designs) == ["bare", "hookline", "hookline_2", "hookline_writer",
-                             "hookline_writer_2", "floor", "floor_split", "floor_split_2"]
+                             "hookline_writer_2", "writer_fed", "floor", "floor_split",
+                             "floor_split_2"]
     processes = {"bare": {"bare"}, "hookline": {"ingest"}, "hookline_2": {"ingest", "ingest-2"},
                  "hookline_writer": {"ingest", "ingest-writer"},
                  "hookline_writer_2": {"ingest", "ingest-2", "ingest-writer"},
+                 "writer_fed": {"ingest-writer"},
                  "floor": {"whole"}, "floor_split": {"writer", "http"},
                  "floor_split_2": {"writer", "http", "http-2"}}
     for label, figures in designs.items():
@@ -149,3 +152,8 @@ def test_ingest_scenario_measures_every_design_against_the_bare_server(tmp_path)
             "every_event_3_jobs"), True)
     assert "hookline_at_least_0.6_of_bare" in result["checks"]
     assert "floor_split_2:" in report and "against the bare server's" in report
+    # the model: one HTTP process's share is at most two's, both from this run's figures
+    model = result["model_with_spare_cores"]
+    assert 0 < model["http_1"] <= model["http_2"]
+    assert model["http_2"] <= designs["writer_fed"]["vs_bare"] + 0.001
+    assert "a core for each HTTP process" in report
