@@ -18,7 +18,8 @@ Every design serves `POST /v1/events` on 127.0.0.1 and is driven by wrk (one thr
   cores of their own keep it busy. Not a way to publish, so not among the designs the
   target counts; with the HTTP side's cost per event it gives `model_with_spare_cores`:
   min(k HTTP processes' rate, each on a core of its own, the writer's) over the bare
-  server's, for k = 1 and 2 (docs/benchmarks.md, "A scaling model for 16 cores").
+  server's, for k = 1 and 2 (docs/benchmarks.md, "A scaling model for 16 cores, with the
+  ingest writer").
 * **floor**, **floor_split** and **floor_split_2** (rehearsal/ingest_floor.py): the least a
   durable ingest must do, each event committed with 3 jobs before its 202; in one process
   (its commits on a thread), and as 1 or 2 HTTP processes feeding one writer process over a

@@ -8,9 +8,10 @@ bytes (the bench's body, of type `bench.event`), the next as soon as the last is
 for `--seconds` seconds. It prints one JSON line: events sent and answered, how many were
 accepted (stored with their jobs), the seconds it ran and its own CPU seconds.
 
-`hookline bench --scenario ingest` runs it as design `hookline_writer_fed`: the writer's
+`hookline bench --scenario ingest` runs it as design `writer_fed`: the writer's
 rate with its batches ready at once is what it could take from HTTP processes on cores of
-their own (issue #33, target 3; docs/benchmarks.md, "A scaling model for 16 cores").
+their own (issue #33, target 3; docs/benchmarks.md, "A scaling model for 16 cores, with
+the ingest writer").
 """
 
 from __future__ import annotations
