@@ -192,7 +192,7 @@ class Config:
     claim_batch: int = _opt(64, "Most jobs one claim takes (claims are also sized to free slots).",
         check=checks.at_least(1))
     batch_interval_s: float = _opt(
-        0.01, "Under a trickle, least time between two write transactions of one kind "
+        0.015, "Under a trickle, least time between two write transactions of one kind "
         "in one process (ingest commits, worker claims, worker finishes), seconds: each "
         "commit then carries several items, so the database's write lock is taken, and a "
         "transaction's fixed cost paid, less often. Adds at most this much latency to "

@@ -318,16 +318,21 @@ async def test_a_result_that_waits_for_a_claim_is_finished_when_its_answer_arriv
     which is at least most of the wait later."""
     secret = generate_secret()
     recorder = WriteRecorder(real_store)
+    # No poll within the wait; the event comes once the worker's start-up claims are over
+    # (a slow one, under load, could otherwise come after the answer and carry the result).
+    config = replace(FAST, poll_interval_s=5.0)
     async with Receiver([Endpoint("ok", secret, parse_behaviour("ok"))]) as receiver:
         await add(real_store, receiver, "ok", secret)
-        await real_store.add_events([new_event("e1")])
-        async with running_worker(recorder):
+        async with running_worker(recorder, config):
+            await until(lambda: len(recorder.writes) >= 1, 10, "the worker's first claim")
+            await asyncio.sleep(0.2)
+            await real_store.add_events([new_event("e1")])
             counts = await settle(real_store)
     assert counts["done"] == 1
     [job] = await real_store.list_jobs()
     [request] = receiver.requests
     assert job.finished_at is not None
-    assert job.updated_at - job.finished_at >= 0.7 * RESULT_LINGER_S
+    assert job.updated_at - job.finished_at >= 0.7 * RESULT_LINGER_S, recorder.writes
     # The answer's trip is a few ms; a loaded machine may stretch it, never to the write's.
     assert request.received_at - 0.05 <= job.finished_at < job.updated_at
     # Written once, by a write of its own (claims alone, e.g. at the poll, carry none).
