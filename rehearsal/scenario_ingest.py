@@ -303,8 +303,8 @@ def _feed(opts: ScenarioOptions, address: Path, run_id: str) -> dict[str, Any]:
         [sys.executable, "-m", "hookline.rehearsal.writer_feeder", "--address", str(address),
          "--seconds", str(opts.phase_s), "--links", "2",
          "--batch", str(max(1, opts.concurrency // 2)), "--body-bytes", str(opts.body_bytes),
-         "--run-id", run_id], capture_output=True, text=True, check=True, timeout=
-        opts.phase_s + 60).stdout
+         "--run-id", run_id],
+        capture_output=True, text=True, check=True, timeout=opts.phase_s + 60).stdout
     figures = json.loads(out.splitlines()[-1])
     events = int(figures["events"])
     return {"requests": events, "non_2xx": events - int(figures["accepted"]),

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import functools
 import json
 import os
 import time
@@ -25,6 +26,7 @@ from pathlib import Path
 
 from hookline.ingest.writer_link import WriterLink
 from hookline.shared.models import Accepted, NewEvent
+from hookline.shared.process.ingest_writer import socket_named_in
 
 EVENT_TYPE = "bench.event"
 """The type of every event sent: the bench's destinations are subscribed to every type."""
@@ -56,12 +58,8 @@ async def feed(address: Path, links: int, batch: int, seconds: float, body_bytes
     stop_at = time.monotonic() + seconds
     counts = {"sent": 0, "accepted": 0}
 
-    def locate() -> Path | None:
-        text = address.read_text().strip()
-        return Path(text) if text else None
-
     async def one_link(link_number: int) -> None:
-        link = WriterLink(locate)
+        link = WriterLink(functools.partial(socket_named_in, address))
         sent = 0
         try:
             while time.monotonic() < stop_at:

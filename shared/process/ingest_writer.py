@@ -54,8 +54,14 @@ def address_file(config: Config) -> Path:
 def published_socket(config: Config) -> Path | None:
     """The socket the running writer announced (:func:`address_file`), or None when it has
     announced none (not started yet, or stopped)."""
+    return socket_named_in(address_file(config))
+
+
+def socket_named_in(address: Path) -> Path | None:
+    """The socket the address file `address` names, or None when there is none to read
+    (:func:`published_socket` for a given file: the bench's feeder reads the service's)."""
     try:
-        text = address_file(config).read_text().strip()
+        text = address.read_text().strip()
     except (OSError, ValueError):  # none yet, or not a file this service wrote: none
         return None
     return Path(text) if text else None
